@@ -1,0 +1,12 @@
+// The atoms of Quarry's actor messages (CAF 0.17: at most 10 characters).
+
+#pragma once
+
+#include <caf/atom.hpp>
+
+namespace quarry::actors {
+
+/// Asks a long-lived actor to finish its work, flush, and quit.
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+
+} // namespace quarry::actors

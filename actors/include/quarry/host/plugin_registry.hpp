@@ -1,0 +1,113 @@
+// Finds, loads and checks plugin files, and creates plugin objects that keep
+// their library loaded while they live.
+
+#pragma once
+
+#include "quarry/sdk/plugin.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace quarry::host {
+
+class host_services;
+
+/// What the registry knows about one plugin file.
+struct plugin_info {
+  /// Path of the file.
+  std::string file;
+  /// Whether the file loaded and passed every check.
+  bool ok = false;
+  /// Why the file was refused (one line), if `!ok`.
+  std::string error;
+  // The fields below are set once the descriptor could be read.
+  std::string name;
+  sdk::plugin_kind kind = sdk::plugin_kind::tool;
+  std::string version;
+  std::string description;
+  uint32_t abi_version = 0;
+  uint32_t sdk_version = 0;
+  std::string stdlib_abi;
+  uint32_t json_version = 0;
+};
+
+/// A plugin object, or the one-line reason it could not be created.
+template <class T>
+using make_result = std::variant<std::shared_ptr<T>, std::string>;
+
+/// Loads plugins with RTLD_NOW | RTLD_LOCAL, checks each descriptor before
+/// calling anything else, and never unloads a library while the registry
+/// lives. Objects created through it also pin their library, so a plugin
+/// object may safely outlive the registry.
+///
+/// Create it after @ref host_services and before the actor system, so that it
+/// outlives every actor that holds a plugin object.
+class plugin_registry {
+public:
+  // -- constructors, destructors, and assignment operators --------------------
+
+  explicit plugin_registry(host_services& services);
+
+  ~plugin_registry();
+
+  plugin_registry(const plugin_registry&) = delete;
+  plugin_registry& operator=(const plugin_registry&) = delete;
+
+  // -- loading ----------------------------------------------------------------
+
+  /// Loads every `*.so` file in each folder, in order (files within a folder
+  /// in name order). A missing folder is skipped. Returns one line per folder
+  /// that exists but cannot be read.
+  std::vector<std::string> load_directories(const std::vector<std::string>& dirs);
+
+  /// Loads one file. On failure, records it with its error and returns the
+  /// error line (which names the file).
+  std::optional<std::string> load_file(const std::string& path);
+
+  // -- properties -------------------------------------------------------------
+
+  /// Every file tried, in load order, including refused ones.
+  const std::vector<plugin_info>& plugins() const noexcept {
+    return infos_;
+  }
+
+  /// Returns the loaded plugin named `name`, or nullptr.
+  const plugin_info* find(std::string_view name) const;
+
+  // -- factories --------------------------------------------------------------
+
+  /// Creates an LLM provider from the plugin named `plugin`. `instance` names
+  /// the configured instance in error messages.
+  make_result<sdk::llm_provider> make_llm(std::string_view plugin,
+                                          const nlohmann::json& config,
+                                          std::string_view instance = {});
+
+  /// Creates a tool from the plugin named `plugin`.
+  make_result<sdk::tool> make_tool(std::string_view plugin,
+                                   const nlohmann::json& config,
+                                   std::string_view instance = {});
+
+private:
+  struct loaded;
+
+  std::variant<std::shared_ptr<sdk::plugin_object>, std::string>
+  make(std::string_view plugin, sdk::plugin_kind kind,
+       const nlohmann::json& config, std::string_view instance);
+
+  host_services& services_;
+  std::vector<plugin_info> infos_;
+  std::vector<std::shared_ptr<loaded>> libs_;
+};
+
+/// Checks a descriptor against this host's versions. Returns the reason for
+/// refusing it (without the file name), or nothing.
+std::optional<std::string> check_descriptor(const sdk::plugin_descriptor& x);
+
+} // namespace quarry::host

@@ -1,0 +1,306 @@
+// Plugin loading with Boost.DLL: checks, pinning, factories.
+
+#include "quarry/host/plugin_registry.hpp"
+
+#include "quarry/host/services.hpp"
+
+#include <boost/dll/library_info.hpp>
+#include <boost/dll/shared_library.hpp>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+namespace quarry::host {
+
+namespace fs = std::filesystem;
+
+/// One loaded library plus the descriptor read from it.
+struct plugin_registry::loaded {
+  boost::dll::shared_library lib;
+  const sdk::plugin_descriptor* descriptor = nullptr;
+  std::string file;
+  std::shared_ptr<sdk::host_context> context;
+};
+
+namespace {
+
+std::string version_pair(uint32_t encoded) {
+  return std::to_string(encoded / 10000) + "." +
+         std::to_string((encoded / 100) % 100);
+}
+
+bool has_elf_magic(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  char magic[4] = {0, 0, 0, 0};
+  in.read(magic, 4);
+  return in.gcount() == 4 && magic[0] == 0x7f && magic[1] == 'E'
+         && magic[2] == 'L' && magic[3] == 'F';
+}
+
+bool valid_name(const char* name) {
+  if (name == nullptr || *name == '\0' || std::strlen(name) > 64)
+    return false;
+  for (const auto* p = name; *p != '\0'; ++p) {
+    auto c = *p;
+    auto ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'
+              || c == '-';
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+// Looks for entry points of other plugin ABI versions, to say which one a
+// plugin was built for when ours is missing.
+std::optional<std::string> other_entry_point(const boost::dll::shared_library& lib) {
+  for (int v = 0; v < 16; ++v) {
+    if (v == QUARRY_PLUGIN_ABI_VERSION)
+      continue;
+    auto sym = "quarry_plugin_v" + std::to_string(v);
+    if (lib.has(sym))
+      return sym;
+  }
+  return std::nullopt;
+}
+
+std::string clip(std::string msg) {
+  // One line: dlerror() and exception messages may span several.
+  std::replace(msg.begin(), msg.end(), '\n', ' ');
+  if (msg.size() > 400)
+    msg = msg.substr(0, 397) + "...";
+  return msg;
+}
+
+// Holds a plugin object together with what it needs alive: the library and
+// the host context. The control block is allocated here, in the host.
+std::shared_ptr<sdk::plugin_object>
+pin(std::unique_ptr<sdk::plugin_object> obj, std::shared_ptr<void> owner) {
+  struct holder {
+    std::shared_ptr<void> owner; // destroyed after obj
+    std::unique_ptr<sdk::plugin_object> obj;
+  };
+  auto h = std::make_shared<holder>(holder{std::move(owner), std::move(obj)});
+  return std::shared_ptr<sdk::plugin_object>{h, h->obj.get()};
+}
+
+} // namespace
+
+std::optional<std::string> check_descriptor(const sdk::plugin_descriptor& x) {
+  if (x.abi_version != QUARRY_PLUGIN_ABI_VERSION)
+    return "plugin ABI version " + std::to_string(x.abi_version)
+           + ", but this host supports plugin ABI version "
+           + std::to_string(QUARRY_PLUGIN_ABI_VERSION);
+  auto plugin_major = x.sdk_version / 10000;
+  auto plugin_minor = (x.sdk_version / 100) % 100;
+  if (plugin_major != QUARRY_SDK_VERSION_MAJOR
+      || plugin_minor > QUARRY_SDK_VERSION_MINOR
+      || (QUARRY_SDK_VERSION_MAJOR == 0
+          && plugin_minor != QUARRY_SDK_VERSION_MINOR))
+    return "built against SDK " + sdk::version_string(x.sdk_version)
+           + ", but this host has SDK " + sdk::version_string(sdk::sdk_version)
+           + " (major versions must match; 0.x minor versions too)";
+  if (x.stdlib_abi == nullptr || std::strcmp(x.stdlib_abi, sdk::stdlib_abi_tag) != 0)
+    return std::string{"built with standard library '"}
+           + (x.stdlib_abi ? x.stdlib_abi : "(none)")
+           + "', but this host uses '" + sdk::stdlib_abi_tag + "'";
+  if (x.json_version / 100 != sdk::json_version / 100)
+    return "built against nlohmann::json " + version_pair(x.json_version)
+           + ", but this host uses nlohmann::json "
+           + version_pair(sdk::json_version);
+  if (!valid_name(x.name))
+    return "invalid plugin name (use 1-64 characters a-z, 0-9, _ and -)";
+  if (x.kind != sdk::plugin_kind::llm && x.kind != sdk::plugin_kind::tool)
+    return "unknown plugin kind " + std::to_string(static_cast<uint32_t>(x.kind));
+  if (x.factory == nullptr)
+    return "descriptor has no factory";
+  return std::nullopt;
+}
+
+plugin_registry::plugin_registry(host_services& services)
+  : services_(services) {
+  // nop
+}
+
+plugin_registry::~plugin_registry() {
+  // Libraries stay mapped while objects created from them live (see pin).
+}
+
+std::vector<std::string>
+plugin_registry::load_directories(const std::vector<std::string>& dirs) {
+  std::vector<std::string> problems;
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec))
+      continue;
+    std::vector<std::string> files;
+    for (fs::directory_iterator it{dir, ec}, end; !ec && it != end;
+         it.increment(ec)) {
+      const auto& path = it->path();
+      if (path.extension() == ".so" && it->is_regular_file(ec))
+        files.push_back(path.string());
+    }
+    if (ec) {
+      problems.push_back(dir + ": cannot read plugin folder: " + ec.message());
+      continue;
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files)
+      load_file(file);
+  }
+  return problems;
+}
+
+std::optional<std::string> plugin_registry::load_file(const std::string& path) {
+  plugin_info info;
+  info.file = path;
+  auto fail = [&](std::string why) -> std::optional<std::string> {
+    info.ok = false;
+    info.error = clip(std::move(why));
+    infos_.push_back(info);
+    return path + ": " + infos_.back().error;
+  };
+  std::error_code fec;
+  if (!fs::is_regular_file(path, fec))
+    return fail("no such file");
+  if (!has_elf_magic(path))
+    return fail("not a shared object (no ELF header)");
+  auto entry = std::make_shared<loaded>();
+  entry->file = path;
+  std::error_code ec;
+  dlerror(); // clear
+  entry->lib.load(fs::absolute(path),
+                  boost::dll::load_mode::rtld_now
+                    | boost::dll::load_mode::rtld_local,
+                  ec);
+  if (ec || !entry->lib.is_loaded()) {
+    const char* why = dlerror();
+    std::string msg = why ? why : ec.message();
+    // dlerror() repeats the path; keep the part after it.
+    if (auto pos = msg.find(".so: "); pos != std::string::npos)
+      msg = msg.substr(pos + 5);
+    return fail("cannot load: " + msg);
+  }
+  if (!entry->lib.has(QUARRY_PLUGIN_ENTRY_NAME)) {
+    if (auto other = other_entry_point(entry->lib))
+      return fail("built for another plugin ABI (exports " + *other
+                  + ", this host needs " QUARRY_PLUGIN_ENTRY_NAME ")");
+    return fail("no entry symbol " QUARRY_PLUGIN_ENTRY_NAME
+                " (not a Quarry plugin)");
+  }
+  auto& fn = entry->lib.get<sdk::plugin_entry>(QUARRY_PLUGIN_ENTRY_NAME);
+  const sdk::plugin_descriptor* desc = nullptr;
+  try {
+    desc = fn();
+  } catch (const std::exception& ex) {
+    return fail(std::string{"entry point threw: "} + ex.what());
+  } catch (...) {
+    return fail("entry point threw an unknown exception");
+  }
+  if (desc == nullptr)
+    return fail("entry point returned no descriptor");
+  // The ABI version is the only field read before it is checked.
+  info.abi_version = desc->abi_version;
+  if (desc->abi_version == QUARRY_PLUGIN_ABI_VERSION) {
+    info.sdk_version = desc->sdk_version;
+    info.stdlib_abi = desc->stdlib_abi ? desc->stdlib_abi : "";
+    info.json_version = desc->json_version;
+    // Same ABI: the name field is where we expect it, so failures below can
+    // say which plugin the file is.
+    if (valid_name(desc->name))
+      info.name = desc->name;
+  }
+  if (auto err = check_descriptor(*desc))
+    return fail(*err);
+  info.name = desc->name;
+  info.kind = desc->kind;
+  info.version = desc->version ? desc->version : "";
+  info.description = desc->description ? desc->description : "";
+  if (auto* prev = find(info.name))
+    return fail("duplicate plugin name '" + info.name + "' (already loaded from "
+                + prev->file + ")");
+  entry->descriptor = desc;
+  info.ok = true;
+  infos_.push_back(info);
+  libs_.push_back(std::move(entry));
+  return std::nullopt;
+}
+
+const plugin_info* plugin_registry::find(std::string_view name) const {
+  for (const auto& x : infos_)
+    if (x.ok && x.name == name)
+      return &x;
+  return nullptr;
+}
+
+std::variant<std::shared_ptr<sdk::plugin_object>, std::string>
+plugin_registry::make(std::string_view plugin, sdk::plugin_kind kind,
+                      const nlohmann::json& config, std::string_view instance) {
+  auto what = instance.empty() ? std::string{}
+                               : " for '" + std::string{instance} + "'";
+  std::shared_ptr<loaded> entry;
+  for (const auto& lib : libs_)
+    if (plugin == lib->descriptor->name)
+      entry = lib;
+  if (!entry) {
+    std::string msg = "no plugin named '" + std::string{plugin} + "'" + what;
+    for (const auto& x : infos_)
+      if (!x.ok && x.name == plugin)
+        msg += " (" + x.file + " was refused: " + x.error + ")";
+    return msg;
+  }
+  if (entry->descriptor->kind != kind)
+    return "plugin '" + std::string{plugin} + "'" + what + " is a "
+           + sdk::to_string(entry->descriptor->kind) + " plugin, not a "
+           + sdk::to_string(kind) + " plugin";
+  if (!entry->context)
+    entry->context = services_.make_context(entry->descriptor->name);
+  std::unique_ptr<sdk::plugin_object> obj;
+  try {
+    obj = entry->descriptor->factory(*entry->context, config);
+  } catch (const std::exception& ex) {
+    return "plugin '" + std::string{plugin} + "' (" + entry->file + ")" + what
+           + " rejected its configuration: " + clip(ex.what());
+  } catch (...) {
+    return "plugin '" + std::string{plugin} + "' (" + entry->file + ")" + what
+           + " failed with an unknown exception";
+  }
+  if (!obj)
+    return "plugin '" + std::string{plugin} + "' (" + entry->file + ")" + what
+           + " created nothing";
+  return pin(std::move(obj), entry);
+}
+
+make_result<sdk::llm_provider>
+plugin_registry::make_llm(std::string_view plugin, const nlohmann::json& config,
+                          std::string_view instance) {
+  auto res = make(plugin, sdk::plugin_kind::llm, config, instance);
+  if (auto* err = std::get_if<std::string>(&res))
+    return *err;
+  auto obj = std::get<std::shared_ptr<sdk::plugin_object>>(std::move(res));
+  auto* typed = dynamic_cast<sdk::llm_provider*>(obj.get());
+  if (typed == nullptr)
+    return "plugin '" + std::string{plugin}
+           + "' says it is an llm plugin but created something else";
+  return std::shared_ptr<sdk::llm_provider>{obj, typed};
+}
+
+make_result<sdk::tool>
+plugin_registry::make_tool(std::string_view plugin, const nlohmann::json& config,
+                           std::string_view instance) {
+  auto res = make(plugin, sdk::plugin_kind::tool, config, instance);
+  if (auto* err = std::get_if<std::string>(&res))
+    return *err;
+  auto obj = std::get<std::shared_ptr<sdk::plugin_object>>(std::move(res));
+  auto* typed = dynamic_cast<sdk::tool*>(obj.get());
+  if (typed == nullptr)
+    return "plugin '" + std::string{plugin}
+           + "' says it is a tool plugin but created something else";
+  return std::shared_ptr<sdk::tool>{obj, typed};
+}
+
+} // namespace quarry::host

@@ -1,0 +1,196 @@
+// The runtime: stop signals on a dedicated thread, and the CAF actor system.
+
+#include "quarry/actors/runtime.hpp"
+
+#include "quarry/actors/atoms.hpp"
+#include "quarry/actors/message_types.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <mutex>
+#include <pthread.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace quarry::actors {
+
+// -- signals ------------------------------------------------------------------
+
+namespace {
+
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+} // namespace
+
+void block_stop_signals() {
+  auto set = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+struct signal_watcher::impl {
+  std::function<void(int)> on_stop;
+  std::atomic<int> received{0};
+  std::atomic<bool> done{false};
+  std::thread thread;
+
+  void run() {
+    auto set = stop_signals();
+    sigaddset(&set, SIGUSR1); // wakes the thread for shutdown
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0)
+        continue;
+      if (done.load())
+        return;
+      if (sig == SIGUSR1)
+        continue;
+      if (received.exchange(sig) != 0) {
+        // Second signal: the user insists.
+        std::_Exit(130);
+      }
+      spdlog::warn("received {}, stopping (send it again to quit at once)",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+      if (on_stop)
+        on_stop(sig);
+    }
+  }
+};
+
+signal_watcher::signal_watcher(std::function<void(int)> on_stop)
+  : impl_(std::make_unique<impl>()) {
+  impl_->on_stop = std::move(on_stop);
+  sigset_t usr;
+  sigemptyset(&usr);
+  sigaddset(&usr, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &usr, nullptr);
+  impl_->thread = std::thread([this] { impl_->run(); });
+}
+
+signal_watcher::~signal_watcher() {
+  impl_->done = true;
+  pthread_kill(impl_->thread.native_handle(), SIGUSR1);
+  impl_->thread.join();
+}
+
+int signal_watcher::received() const noexcept {
+  return impl_->received.load();
+}
+
+// -- runtime ------------------------------------------------------------------
+
+namespace {
+
+struct quarry_system_config : caf::actor_system_config {
+  explicit quarry_system_config(const core::settings& cfg) {
+    auto threads = cfg.runtime.scheduler_threads;
+    if (threads <= 0)
+      threads = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+    set("scheduler.max-threads", threads);
+    // Quarry logs through spdlog; CAF's own printing stays quiet.
+    set("logger.verbosity", caf::atom("quiet"));
+    register_message_types(*this);
+    load<caf::io::middleman>();
+  }
+};
+
+} // namespace
+
+struct runtime::impl {
+  explicit impl(const core::settings& cfg) : config(cfg), system(config) {
+    // nop
+  }
+
+  quarry_system_config config;
+  caf::actor_system system;
+  std::mutex mtx;
+  std::vector<caf::actor> stoppables;
+  std::atomic<bool> stopping{false};
+};
+
+runtime::runtime(const core::settings& cfg)
+  : impl_(std::make_unique<impl>(cfg)) {
+  // nop
+}
+
+runtime::~runtime() {
+  stop();
+  await_stopped(std::chrono::milliseconds{5000});
+}
+
+caf::actor_system& runtime::system() noexcept {
+  return impl_->system;
+}
+
+size_t runtime::scheduler_threads() const {
+  return impl_->system.scheduler().num_workers();
+}
+
+void runtime::add_stoppable(const caf::actor& hdl) {
+  std::lock_guard<std::mutex> guard{impl_->mtx};
+  impl_->stoppables.push_back(hdl);
+  if (impl_->stopping)
+    caf::anon_send(hdl, stop_atom::value);
+}
+
+void runtime::stop() {
+  if (impl_->stopping.exchange(true))
+    return;
+  std::lock_guard<std::mutex> guard{impl_->mtx};
+  for (const auto& hdl : impl_->stoppables)
+    caf::anon_send(hdl, stop_atom::value);
+}
+
+bool runtime::await_stopped(std::chrono::milliseconds grace) {
+  std::vector<caf::actor> hdls;
+  {
+    std::lock_guard<std::mutex> guard{impl_->mtx};
+    hdls.swap(impl_->stoppables);
+  }
+  if (hdls.empty())
+    return true;
+  caf::scoped_actor self{impl_->system};
+  for (const auto& hdl : hdls)
+    self->monitor(hdl);
+  size_t down = 0;
+  auto all_quit = true;
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (down < hdls.size()) {
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      all_quit = false;
+      break;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    auto timed_out = false;
+    self->receive([&](const caf::down_msg&) { ++down; },
+                  caf::after(left) >> [&] { timed_out = true; });
+    if (timed_out) {
+      all_quit = false;
+      break;
+    }
+  }
+  if (!all_quit) {
+    spdlog::warn("{} actor(s) did not stop within {} ms; killing them",
+                 hdls.size() - down, grace.count());
+    for (const auto& hdl : hdls)
+      caf::anon_send_exit(hdl, caf::exit_reason::kill);
+  }
+  return all_quit;
+}
+
+} // namespace quarry::actors

@@ -1,0 +1,232 @@
+// Command-line parsing (CLI11) and the set-up shared by every command.
+
+#include "cli.hpp"
+
+#include "context.hpp"
+
+#include "quarry/host/logging.hpp"
+#include "quarry/sdk/version.hpp"
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <boost/dll/runtime_symbol_info.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include <unistd.h>
+
+namespace quarry::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string version_text() {
+  return std::string{"quarry "} + QUARRY_VERSION_STRING + " (plugin SDK "
+         + sdk::version_string(sdk::sdk_version) + ", plugin ABI "
+         + std::to_string(QUARRY_PLUGIN_ABI_VERSION) + ", "
+         + sdk::stdlib_abi_tag + ", nlohmann::json "
+         + sdk::version_string(sdk::json_version) + ")";
+}
+
+fs::path executable_dir() {
+  std::error_code ec;
+  auto self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec)
+    return fs::current_path();
+  return self.parent_path();
+}
+
+bool secret_name(std::string key) {
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  auto ends_with = [&](std::string_view suffix) {
+    return key.size() >= suffix.size()
+           && key.compare(key.size() - suffix.size(), suffix.size(), suffix)
+                == 0;
+  };
+  return key == "api_key" || ends_with("_key") || ends_with("token")
+         || ends_with("password") || ends_with("secret");
+}
+
+void collect_secrets(const nlohmann::json& x, std::vector<std::string>& out,
+                     bool secret = false) {
+  if (x.is_object()) {
+    for (const auto& [key, value] : x.items())
+      collect_secrets(value, out, secret || secret_name(key));
+  } else if (x.is_array()) {
+    for (const auto& value : x)
+      collect_secrets(value, out, secret);
+  } else if (secret && x.is_string() && !x.get<std::string>().empty()) {
+    out.push_back(x.get<std::string>());
+  }
+}
+
+// Every secret value the process knows of, so that logs can mask them.
+std::vector<std::string> known_secrets(const core::settings& cfg) {
+  std::vector<std::string> out;
+  for (const auto& [name, entry] : cfg.llm.providers)
+    collect_secrets(entry.config, out);
+  for (const auto& [name, entry] : cfg.tools)
+    collect_secrets(entry.config, out);
+  for (auto** env = environ; env != nullptr && *env != nullptr; ++env) {
+    std::string_view kv{*env};
+    auto eq = kv.find('=');
+    if (eq == std::string_view::npos)
+      continue;
+    if (secret_name(std::string{kv.substr(0, eq)}) && eq + 1 < kv.size())
+      out.emplace_back(kv.substr(eq + 1));
+  }
+  return out;
+}
+
+void print_config_errors(const std::vector<core::config_error>& errors) {
+  std::cerr << "quarry: invalid configuration:\n";
+  for (const auto& err : errors)
+    std::cerr << "  " << err.to_string() << "\n";
+}
+
+} // namespace
+
+std::vector<std::string> plugin_search_path(const global_options& options,
+                                            const core::settings& cfg) {
+  std::vector<std::string> dirs;
+  std::vector<std::string> seen;
+  auto add = [&](const fs::path& dir) {
+    std::error_code ec;
+    auto canon = fs::weakly_canonical(dir, ec);
+    auto key = ec ? dir.string() : canon.string();
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      return;
+    seen.push_back(key);
+    dirs.push_back(dir.string());
+  };
+  for (const auto& dir : options.plugin_dirs)
+    add(dir);
+  for (const auto& dir : cfg.plugins.dirs)
+    add(dir);
+  auto exe_dir = executable_dir();
+  // Build tree: build/bin/quarry next to build/plugins.
+  add(exe_dir.parent_path() / "plugins");
+  // Installed: <prefix>/bin/quarry and <prefix>/<libdir>/quarry/plugins.
+  add(exe_dir.parent_path() / QUARRY_INSTALL_PLUGINDIR);
+  return dirs;
+}
+
+std::vector<configured_instance> configured_instances(const core::settings& cfg) {
+  std::vector<configured_instance> out;
+  for (const auto& [name, entry] : cfg.llm.providers)
+    out.push_back({"llm.providers." + name, name, &entry, true});
+  for (const auto& [name, entry] : cfg.tools)
+    out.push_back({"tools." + name, name, &entry, false});
+  return out;
+}
+
+void context::load_plugins() {
+  if (!services)
+    services = std::make_unique<host::host_services>(config.values);
+  registry = std::make_unique<host::plugin_registry>(*services);
+  plugin_dirs = plugin_search_path(options, config.values);
+  for (const auto& problem : registry->load_directories(plugin_dirs))
+    spdlog::warn("{}", problem);
+}
+
+int run(int argc, char** argv) {
+  CLI::App cli{"Quarry: a deep research engine.", "quarry"};
+  cli.require_subcommand(0, 1);
+  cli.fallthrough();
+  context ctx;
+  auto& opts = ctx.options;
+  cli.set_version_flag("--version", version_text());
+  cli.add_option("--config", opts.config_file,
+                 "Configuration file (default: $QUARRY_CONFIG, then "
+                 "~/.config/quarry/quarry.yaml, then built-in defaults)");
+  cli.add_option("--set", opts.overrides,
+                 "Override a configuration key: key.path=value (repeatable)")
+    ->type_name("KEY=VALUE");
+  cli.add_option("--plugin-dir", opts.plugin_dirs,
+                 "Folder searched for plugins before the configured ones "
+                 "(repeatable)")
+    ->type_name("DIR");
+  cli.add_option("--log-level", opts.log_level,
+                 "trace, debug, info, warn, error or off")
+    ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+
+  bool plugins_json = false;
+  auto* plugins = cli.add_subcommand(
+    "plugins", "List the plugin files found, with their status");
+  plugins->add_flag("--json", plugins_json, "Print JSON instead of a table");
+
+  auto* config = cli.add_subcommand("config", "Show or check the configuration");
+  config->require_subcommand(1);
+  auto* config_show = config->add_subcommand(
+    "show", "Print the effective configuration (secrets as ***)");
+  auto* config_check = config->add_subcommand(
+    "check", "Validate the configuration and the plugins it names; exit 2 "
+             "on errors");
+
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return cli.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return cli.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return cli.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "quarry: " << e.what() << "\n"
+              << "Run 'quarry --help' for usage.\n";
+    return exit_usage;
+  }
+  if (cli.get_subcommands().empty()) {
+    std::cout << cli.help();
+    return exit_usage;
+  }
+
+  // Configuration first: everything else is built from it.
+  core::load_options lopts;
+  if (!opts.config_file.empty())
+    lopts.file = opts.config_file;
+  lopts.overrides = opts.overrides;
+  if (!opts.log_level.empty())
+    lopts.overrides.push_back("log.level=" + opts.log_level);
+  auto loaded = core::load_config(lopts);
+  if (!loaded.config) {
+    if (config_check->parsed()) {
+      for (const auto& err : loaded.errors)
+        std::cerr << err.to_string() << "\n";
+      std::cerr << "configuration invalid: " << loaded.errors.size()
+                << (loaded.errors.size() == 1 ? " error\n" : " errors\n");
+    } else {
+      print_config_errors(loaded.errors);
+    }
+    return exit_usage;
+  }
+  ctx.config = std::move(*loaded.config);
+  host::setup_logging(ctx.config.values.log.level, ctx.config.values.log.format,
+                      known_secrets(ctx.config.values));
+  for (const auto& warning : ctx.config.warnings)
+    spdlog::warn("{}", warning);
+
+  int rc = exit_ok;
+  if (plugins->parsed())
+    rc = cmd_plugins(ctx, plugins_json);
+  else if (config_show->parsed())
+    rc = cmd_config_show(ctx);
+  else if (config_check->parsed())
+    rc = cmd_config_check(ctx);
+  spdlog::default_logger()->flush();
+  // Objects from plugins go first, then the registry, then the services.
+  ctx.registry.reset();
+  if (ctx.services)
+    ctx.services->shutdown();
+  return rc;
+}
+
+} // namespace quarry::app

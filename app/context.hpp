@@ -1,0 +1,63 @@
+// What every command works with: the loaded configuration, the host services
+// and the plugin registry, created in that order.
+
+#pragma once
+
+#include "quarry/core/config.hpp"
+#include "quarry/host/plugin_registry.hpp"
+#include "quarry/host/services.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace quarry::app {
+
+/// Options that every command accepts.
+struct global_options {
+  std::string config_file;
+  std::vector<std::string> overrides;
+  std::vector<std::string> plugin_dirs;
+  std::string log_level;
+};
+
+/// The state of one command invocation.
+struct context {
+  global_options options;
+  core::loaded_config config;
+  /// Plugin folders in search order.
+  std::vector<std::string> plugin_dirs;
+  std::unique_ptr<host::host_services> services;
+  std::unique_ptr<host::plugin_registry> registry;
+
+  /// Creates the host services and loads every plugin file found.
+  void load_plugins();
+};
+
+/// Returns the plugin folders in search order: --plugin-dir folders, then
+/// `plugins.dirs`, then the folder installed next to the executable.
+std::vector<std::string> plugin_search_path(const global_options& options,
+                                            const core::settings& cfg);
+
+/// A configured plugin instance: where it is configured and what it names.
+struct configured_instance {
+  /// `llm.providers.<name>` or `tools.<name>`.
+  std::string key;
+  std::string instance;
+  const core::plugin_instance* entry = nullptr;
+  bool is_llm = false;
+};
+
+/// Lists every configured LLM provider and tool instance.
+std::vector<configured_instance> configured_instances(const core::settings& cfg);
+
+/// `quarry plugins [--json]`.
+int cmd_plugins(context& ctx, bool json);
+
+/// `quarry config show`.
+int cmd_config_show(context& ctx);
+
+/// `quarry config check`.
+int cmd_config_check(context& ctx);
+
+} // namespace quarry::app

@@ -1,0 +1,14 @@
+// Entry point of the `quarry` executable. Written by hand (not CAF_MAIN) so
+// that the configuration, the host services and the plugin registry are
+// created before the actor system and outlive it.
+
+#include "cli.hpp"
+
+#include "quarry/actors/runtime.hpp"
+
+int main(int argc, char** argv) {
+  // Before any thread exists: only the runtime's signal thread sees
+  // SIGINT/SIGTERM.
+  quarry::actors::block_stop_signals();
+  return quarry::app::run(argc, argv);
+}

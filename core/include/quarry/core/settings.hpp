@@ -1,0 +1,103 @@
+// Typed view of the validated configuration. Filled by the configuration
+// loader (config.hpp); read everywhere else. Every field has the default
+// documented in config/quarry.yaml.
+
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace quarry::core {
+
+/// The `runtime` section.
+struct runtime_settings {
+  /// CAF scheduler threads; 0 means one per core.
+  int scheduler_threads = 0;
+  /// Threads of the blocking-work pool given to plugins.
+  int blocking_threads = 4;
+  /// Largest number of queued blocking jobs before submit() refuses.
+  int blocking_queue = 1024;
+  /// Folder for persistent data; empty means the per-user data folder
+  /// ($XDG_DATA_HOME/quarry or ~/.local/share/quarry).
+  std::string data_dir;
+  /// How long in-flight work may take to stop after SIGINT/SIGTERM.
+  std::chrono::milliseconds shutdown_grace{5000};
+};
+
+/// The `log` section.
+struct log_settings {
+  /// trace, debug, info, warn, error or off.
+  std::string level = "info";
+  /// text or json (one JSON object per line).
+  std::string format = "text";
+};
+
+/// The `plugins` section.
+struct plugin_settings {
+  /// Folders searched for plugin files, after --plugin-dir folders and before
+  /// the built-in folder.
+  std::vector<std::string> dirs;
+};
+
+/// The `http` section: defaults of the shared HTTP client.
+struct http_settings {
+  std::chrono::milliseconds connect_timeout{10000};
+  std::chrono::milliseconds total_timeout{300000};
+  std::chrono::milliseconds stall_timeout{60000};
+  int64_t max_response_bytes = 64 * 1024 * 1024;
+  int max_redirects = 10;
+  /// Proxy URL (e.g. `http://proxy:3128`); empty means none.
+  std::string proxy;
+  /// Comma-separated hosts that bypass the proxy.
+  std::string no_proxy;
+  /// CA bundle file; empty means the system default.
+  std::string ca_file;
+  /// CA folder; empty means the system default.
+  std::string ca_path;
+  /// Whether to verify TLS certificates and host names.
+  bool verify_tls = true;
+  std::string user_agent = "Quarry";
+  /// Largest number of open connections kept in the shared connection cache.
+  int max_connections = 256;
+  /// Largest number of connections to one host; 0 means unlimited.
+  int max_host_connections = 0;
+};
+
+/// A named instance of a plugin: `{plugin: NAME, ...plugin's own keys}`.
+struct plugin_instance {
+  /// Name of the plugin that creates the instance.
+  std::string plugin;
+  /// All keys of the instance except `plugin`, after substitution.
+  nlohmann::json config = nlohmann::json::object();
+  /// Where the instance was configured, for error messages.
+  std::string file;
+  int line = 0;
+};
+
+/// The `llm` section.
+struct llm_settings {
+  /// Name of the provider used when a role has none.
+  std::string default_provider;
+  /// Provider instances by name.
+  std::map<std::string, plugin_instance> providers;
+  /// Role (orchestrator, research_agent, final_report, ...) to provider name.
+  std::map<std::string, std::string> roles;
+};
+
+/// The whole configuration.
+struct settings {
+  runtime_settings runtime;
+  log_settings log;
+  plugin_settings plugins;
+  http_settings http;
+  llm_settings llm;
+  /// Tool instances by tool name (`web_search`, `open_url`, ...).
+  std::map<std::string, plugin_instance> tools;
+};
+
+} // namespace quarry::core

@@ -1,0 +1,88 @@
+// This file is part of the Quarry plugin SDK.
+// The plugin entry point: one exported, versioned symbol returning a
+// descriptor that the host checks before calling anything else.
+
+#pragma once
+
+#include "quarry/sdk/host.hpp"
+#include "quarry/sdk/llm_provider.hpp"
+#include "quarry/sdk/plugin_object.hpp"
+#include "quarry/sdk/tool.hpp"
+#include "quarry/sdk/types.hpp"
+#include "quarry/sdk/version.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+
+namespace quarry::sdk {
+
+/// What a plugin provides.
+enum class plugin_kind : uint32_t {
+  llm = 1,
+  tool = 2,
+};
+
+/// Returns `llm` or `tool`.
+inline const char* to_string(plugin_kind x) noexcept {
+  return x == plugin_kind::llm ? "llm" : x == plugin_kind::tool ? "tool" : "?";
+}
+
+/// Creates one instance of the plugin's object (an @ref llm_provider for
+/// kind `llm`, a @ref tool for kind `tool`) from the instance's configuration.
+/// May throw `std::exception` to reject the configuration; the host reports
+/// the message together with the plugin's file.
+using plugin_factory = std::unique_ptr<plugin_object> (*)(
+  host_context& host, const nlohmann::json& config);
+
+/// Describes a plugin. The layout is part of the ABI: fields are only ever
+/// appended, and every change bumps QUARRY_PLUGIN_ABI_VERSION.
+struct plugin_descriptor {
+  /// Must equal QUARRY_PLUGIN_ABI_VERSION of the host. Always first.
+  uint32_t abi_version;
+  /// The SDK version the plugin was built against (see encode_version).
+  uint32_t sdk_version;
+  /// The standard-library ABI tag the plugin was built with.
+  const char* stdlib_abi;
+  /// The nlohmann::json version the plugin was built against.
+  uint32_t json_version;
+  /// Unique plugin name, e.g. `openai` or `brave`.
+  const char* name;
+  /// What the factory creates.
+  plugin_kind kind;
+  /// The plugin's own version, e.g. `1.2.0`.
+  const char* version;
+  /// One line saying what the plugin does.
+  const char* description;
+  /// Creates instances.
+  plugin_factory factory;
+};
+
+/// Signature of the entry point.
+using plugin_entry = const plugin_descriptor*();
+
+} // namespace quarry::sdk
+
+/// Defines the entry point of a plugin. Use once per plugin, at global scope:
+///
+/// ~~~
+/// QUARRY_PLUGIN(my_search, quarry::sdk::plugin_kind::tool, "1.0.0",
+///               "Searches my company's search API", &make_my_search)
+/// ~~~
+#define QUARRY_PLUGIN(plugin_name, plugin_kind_value, plugin_version,          \
+                      plugin_description, plugin_factory_fn)                   \
+  extern "C" QUARRY_SDK_API const ::quarry::sdk::plugin_descriptor*            \
+  quarry_plugin_v1() {                                                         \
+    static const ::quarry::sdk::plugin_descriptor descriptor{                  \
+      QUARRY_PLUGIN_ABI_VERSION,                                               \
+      ::quarry::sdk::sdk_version,                                              \
+      ::quarry::sdk::stdlib_abi_tag,                                           \
+      ::quarry::sdk::json_version,                                             \
+      QUARRY_SDK_STRINGIFY(plugin_name),                                       \
+      plugin_kind_value,                                                       \
+      plugin_version,                                                          \
+      plugin_description,                                                      \
+      plugin_factory_fn};                                                      \
+    return &descriptor;                                                        \
+  }

@@ -1,0 +1,188 @@
+// Test plugins: a well-behaved echo tool and echo LLM, and deliberately broken
+// variants selected with QUARRY_TEST_VARIANT_* compile definitions.
+
+#include "quarry/sdk/plugin.hpp"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace quarry::test_plugins {
+
+/// Answers with its arguments and one document; `prefix` comes from config.
+class echo_tool final : public sdk::tool {
+public:
+  echo_tool(sdk::host_context& host, std::string prefix)
+    : host_(host), prefix_(std::move(prefix)) {
+    // nop
+  }
+
+  std::string name() const override {
+    return "echo";
+  }
+
+  std::string description() const override {
+    return "Repeats its arguments.";
+  }
+
+  nlohmann::json parameters() const override {
+    return {{"type", "object"},
+            {"properties", {{"text", {{"type", "string"}}}}},
+            {"required", {"text"}}};
+  }
+
+  std::shared_ptr<sdk::tool_run> run(const nlohmann::json& arguments,
+                                     sdk::tool_callback done) override {
+    sdk::tool_result result;
+    result.llm_text = prefix_ + arguments.value("text", std::string{});
+    sdk::document doc;
+    doc.id = "echo:1";
+    doc.url = "https://example.org/echo";
+    doc.title = "Echo";
+    doc.content = result.llm_text;
+    doc.kind = sdk::source_kind::other;
+    result.documents.push_back(std::move(doc));
+    host_.log().log(sdk::log_level::debug, "echo ran");
+    done(std::move(result));
+    return nullptr;
+  }
+
+private:
+  sdk::host_context& host_;
+  std::string prefix_;
+};
+
+/// Streams the last message back word by word, from the host's pool.
+class echo_llm final : public sdk::llm_provider {
+public:
+  explicit echo_llm(sdk::host_context& host) : host_(host) {
+    // nop
+  }
+
+  sdk::model_info info() const override {
+    return {"echo-1", 8192, true, false};
+  }
+
+  std::shared_ptr<sdk::chat_call> chat(sdk::chat_request request,
+                                       std::shared_ptr<sdk::chat_sink> sink) override {
+    auto text = request.messages.empty() ? std::string{}
+                                         : request.messages.back().content;
+    auto ok = host_.pool().submit([sink, text] {
+      sdk::chat_result result;
+      result.text = text;
+      result.model = "echo-1";
+      size_t pos = 0;
+      while (pos < text.size()) {
+        auto next = text.find(' ', pos);
+        next = next == std::string::npos ? text.size() : next + 1;
+        sink->on_text(std::string_view{text}.substr(pos, next - pos));
+        pos = next;
+      }
+      result.usage.input_tokens = 1;
+      result.usage.output_tokens = 1;
+      sink->on_usage(result.usage);
+      sink->on_done(result);
+    });
+    if (!ok)
+      sink->on_error({sdk::errc::busy, "pool full", 0, std::nullopt}, false);
+    return nullptr;
+  }
+
+private:
+  sdk::host_context& host_;
+};
+
+std::unique_ptr<sdk::plugin_object> make(sdk::host_context& host,
+                                         const nlohmann::json& config) {
+#if defined(QUARRY_TEST_VARIANT_FACTORY_THROWS)
+  (void) host;
+  (void) config;
+  throw std::runtime_error("api_key is required");
+#elif defined(QUARRY_TEST_KIND_LLM)
+  (void) config;
+  return std::make_unique<echo_llm>(host);
+#else
+  if (config.contains("fail"))
+    throw std::invalid_argument("'fail' is set");
+  return std::make_unique<echo_tool>(host, config.value("prefix", std::string{}));
+#endif
+}
+
+} // namespace quarry::test_plugins
+
+#ifndef QUARRY_TEST_PLUGIN_NAME
+#  define QUARRY_TEST_PLUGIN_NAME echo
+#endif
+
+#if defined(QUARRY_TEST_KIND_LLM)
+#  define QUARRY_TEST_KIND ::quarry::sdk::plugin_kind::llm
+#else
+#  define QUARRY_TEST_KIND ::quarry::sdk::plugin_kind::tool
+#endif
+
+#define QUARRY_TEST_STR2(x) #x
+#define QUARRY_TEST_STR(x) QUARRY_TEST_STR2(x)
+
+#if defined(QUARRY_TEST_VARIANT_NO_ENTRY)
+
+// Exports something, but not the entry point.
+extern "C" QUARRY_SDK_API int quarry_not_a_plugin() {
+  return 42;
+}
+
+#elif defined(QUARRY_TEST_VARIANT_ENTRY_V2)
+
+// A plugin built for a future plugin ABI: only the v2 entry point exists.
+extern "C" QUARRY_SDK_API const void* quarry_plugin_v2() {
+  return nullptr;
+}
+
+#elif defined(QUARRY_TEST_VARIANT_UNRESOLVED)
+
+// Refers to a symbol that nothing defines: RTLD_NOW must refuse the file.
+extern "C" int quarry_symbol_nobody_defines(int);
+QUARRY_PLUGIN(QUARRY_TEST_PLUGIN_NAME, QUARRY_TEST_KIND, "1.0.0",
+              "Needs a missing symbol", &quarry::test_plugins::make)
+extern "C" QUARRY_SDK_API int quarry_use_missing() {
+  return quarry_symbol_nobody_defines(1);
+}
+
+#elif defined(QUARRY_TEST_DESCRIPTOR_OVERRIDE)
+
+// A hand-written descriptor with one field replaced by the test's value.
+#  ifndef QUARRY_TEST_ABI
+#    define QUARRY_TEST_ABI QUARRY_PLUGIN_ABI_VERSION
+#  endif
+#  ifndef QUARRY_TEST_SDK
+#    define QUARRY_TEST_SDK ::quarry::sdk::sdk_version
+#  endif
+#  ifndef QUARRY_TEST_STDLIB
+#    define QUARRY_TEST_STDLIB ::quarry::sdk::stdlib_abi_tag
+#  endif
+#  ifndef QUARRY_TEST_JSON
+#    define QUARRY_TEST_JSON ::quarry::sdk::json_version
+#  endif
+#  ifndef QUARRY_TEST_KIND_VALUE
+#    define QUARRY_TEST_KIND_VALUE QUARRY_TEST_KIND
+#  endif
+extern "C" QUARRY_SDK_API const ::quarry::sdk::plugin_descriptor*
+quarry_plugin_v1() {
+  static const ::quarry::sdk::plugin_descriptor descriptor{
+    QUARRY_TEST_ABI,
+    QUARRY_TEST_SDK,
+    QUARRY_TEST_STDLIB,
+    QUARRY_TEST_JSON,
+    QUARRY_TEST_STR(QUARRY_TEST_PLUGIN_NAME),
+    QUARRY_TEST_KIND_VALUE,
+    "1.0.0",
+    "A plugin with a wrong descriptor",
+    &quarry::test_plugins::make};
+  return &descriptor;
+}
+
+#else
+
+QUARRY_PLUGIN(QUARRY_TEST_PLUGIN_NAME, QUARRY_TEST_KIND, "1.2.3",
+              "Echoes its input (test plugin)", &quarry::test_plugins::make)
+
+#endif

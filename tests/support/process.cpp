@@ -1,0 +1,168 @@
+// Child processes and temporary folders for tests.
+
+#include "support/process.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <poll.h>
+#include <sstream>
+#include <stdexcept>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace quarry::test {
+
+namespace fs = std::filesystem;
+
+process_result run_process(const std::vector<std::string>& argv,
+                           const process_options& opts) {
+  if (argv.empty())
+    throw std::invalid_argument("run_process: empty argv");
+  int in_pipe[2];
+  int out_pipe[2];
+  int err_pipe[2];
+  if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0
+      || pipe2(err_pipe, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string{"pipe: "} + std::strerror(errno));
+  auto pid = fork();
+  if (pid < 0)
+    throw std::runtime_error(std::string{"fork: "} + std::strerror(errno));
+  if (pid == 0) {
+    dup2(in_pipe[0], 0);
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    // The test runner may have blocked signals; the child starts clean.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (!opts.cwd.empty() && chdir(opts.cwd.c_str()) != 0)
+      _exit(126);
+    for (const auto& [key, value] : opts.env) {
+      if (value)
+        setenv(key.c_str(), value->c_str(), 1);
+      else
+        unsetenv(key.c_str());
+    }
+    std::vector<char*> args;
+    for (const auto& arg : argv)
+      args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  close(in_pipe[0]);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  process_result result;
+  size_t written = 0;
+  auto in_fd = in_pipe[1];
+  if (opts.input.empty()) {
+    close(in_fd);
+    in_fd = -1;
+  } else {
+    fcntl(in_fd, F_SETFL, O_NONBLOCK);
+  }
+  auto deadline = std::chrono::steady_clock::now() + opts.timeout;
+  int out_fd = out_pipe[0];
+  int err_fd = err_pipe[0];
+  while (out_fd >= 0 || err_fd >= 0) {
+    pollfd fds[3];
+    nfds_t n = 0;
+    if (out_fd >= 0)
+      fds[n++] = {out_fd, POLLIN, 0};
+    if (err_fd >= 0)
+      fds[n++] = {err_fd, POLLIN, 0};
+    if (in_fd >= 0)
+      fds[n++] = {in_fd, POLLOUT, 0};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  deadline - std::chrono::steady_clock::now())
+                  .count();
+    if (left <= 0) {
+      kill(pid, SIGKILL);
+      result.timed_out = true;
+      break;
+    }
+    auto rc = poll(fds, n, static_cast<int>(std::min<long long>(left, 1000)));
+    if (rc < 0 && errno != EINTR)
+      break;
+    for (nfds_t i = 0; i < n; ++i) {
+      if (fds[i].revents == 0)
+        continue;
+      if (fds[i].fd == in_fd) {
+        auto w = write(in_fd, opts.input.data() + written,
+                       opts.input.size() - written);
+        if (w > 0)
+          written += static_cast<size_t>(w);
+        if (w < 0 || written == opts.input.size()) {
+          close(in_fd);
+          in_fd = -1;
+        }
+        continue;
+      }
+      char buf[65536];
+      auto r = read(fds[i].fd, buf, sizeof(buf));
+      if (r > 0) {
+        (fds[i].fd == out_fd ? result.out : result.err)
+          .append(buf, static_cast<size_t>(r));
+      } else if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
+        if (fds[i].fd == out_fd) {
+          close(out_fd);
+          out_fd = -1;
+        } else {
+          close(err_fd);
+          err_fd = -1;
+        }
+      }
+    }
+  }
+  for (auto fd : {in_fd, out_fd, err_fd})
+    if (fd >= 0)
+      close(fd);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    // retry
+  }
+  if (WIFEXITED(status))
+    result.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    result.exit_code = 128 + WTERMSIG(status);
+  return result;
+}
+
+temp_dir::temp_dir() {
+  auto base = fs::temp_directory_path() / "quarry-test-XXXXXX";
+  auto str = base.string();
+  std::vector<char> buf(str.begin(), str.end());
+  buf.push_back('\0');
+  if (mkdtemp(buf.data()) == nullptr)
+    throw std::runtime_error(std::string{"mkdtemp: "} + std::strerror(errno));
+  path_ = buf.data();
+}
+
+temp_dir::~temp_dir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+std::string temp_dir::write(const std::string& name,
+                            const std::string& content) const {
+  auto path = fs::path{path_} / name;
+  fs::create_directories(path.parent_path());
+  std::ofstream out{path, std::ios::binary};
+  out << content;
+  return path.string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+} // namespace quarry::test

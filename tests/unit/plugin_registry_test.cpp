@@ -1,0 +1,292 @@
+// Plugin loading: good plugins, every kind of broken plugin, pinning.
+
+#include "quarry/host/plugin_registry.hpp"
+#include "quarry/host/services.hpp"
+
+#include "support/process.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+
+using namespace quarry;
+
+namespace {
+
+std::string plugin_dir(const std::string& name) {
+  return std::string{QUARRY_TEST_PLUGIN_DIR} + "/" + name;
+}
+
+struct registry_fixture {
+  test::temp_dir tmp;
+  core::settings cfg;
+  std::unique_ptr<host::host_services> services;
+  std::unique_ptr<host::plugin_registry> registry;
+
+  registry_fixture() {
+    cfg.runtime.data_dir = tmp.path();
+    services = std::make_unique<host::host_services>(cfg);
+    registry = std::make_unique<host::plugin_registry>(*services);
+  }
+
+  // Loads one folder of test plugins and returns the single error line.
+  std::string error_of(const std::string& folder) {
+    registry->load_directories({plugin_dir(folder)});
+    REQUIRE(registry->plugins().size() == 1);
+    const auto& info = registry->plugins().front();
+    CHECK_FALSE(info.ok);
+    return info.error;
+  }
+};
+
+/// Waits for a chat to finish and records what streamed.
+struct recording_sink : sdk::chat_sink {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::vector<std::string> deltas;
+  std::optional<sdk::chat_result> result;
+  std::optional<sdk::error> failure;
+
+  void on_text(std::string_view delta) override {
+    std::lock_guard<std::mutex> guard{mtx};
+    deltas.emplace_back(delta);
+  }
+  void on_reasoning(std::string_view) override {
+    // nop
+  }
+  void on_tool_call(const sdk::tool_call_delta&) override {
+    // nop
+  }
+  void on_usage(const sdk::usage&) override {
+    // nop
+  }
+  void on_done(const sdk::chat_result& res) override {
+    std::lock_guard<std::mutex> guard{mtx};
+    result = res;
+    cv.notify_all();
+  }
+  void on_error(const sdk::error& err, bool) override {
+    std::lock_guard<std::mutex> guard{mtx};
+    failure = err;
+    cv.notify_all();
+  }
+  bool wait() {
+    std::unique_lock<std::mutex> guard{mtx};
+    return cv.wait_for(guard, std::chrono::seconds{10},
+                       [this] { return result || failure; });
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry loads good plugins") {
+  auto problems = registry->load_directories({plugin_dir("good")});
+  CHECK(problems.empty());
+  REQUIRE(registry->plugins().size() == 2);
+  const auto* echo = registry->find("echo");
+  REQUIRE(echo != nullptr);
+  CHECK(echo->ok);
+  CHECK(echo->kind == sdk::plugin_kind::tool);
+  CHECK(echo->version == "1.2.3");
+  CHECK(echo->description == "Echoes its input (test plugin)");
+  CHECK(echo->sdk_version == sdk::sdk_version);
+  CHECK(echo->file.find("quarry_tp_echo.so") != std::string::npos);
+  const auto* llm = registry->find("echo_llm");
+  REQUIRE(llm != nullptr);
+  CHECK(llm->kind == sdk::plugin_kind::llm);
+  CHECK(registry->find("nothing") == nullptr);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry creates working tools") {
+  registry->load_directories({plugin_dir("good")});
+  auto res = registry->make_tool("echo", {{"prefix", ">> "}}, "my_echo");
+  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(res));
+  auto tool = std::get<std::shared_ptr<sdk::tool>>(res);
+  CHECK(tool->name() == "echo");
+  CHECK(tool->definition().to_openai()["function"]["name"] == "echo");
+  std::optional<sdk::tool_result> got;
+  tool->run({{"text", "hello"}}, [&](sdk::tool_result r) { got = std::move(r); });
+  REQUIRE(got.has_value());
+  CHECK(got->llm_text == ">> hello");
+  REQUIRE(got->documents.size() == 1);
+  CHECK(got->documents[0].url == "https://example.org/echo");
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry creates LLM providers that use the host pool") {
+  registry->load_directories({plugin_dir("good")});
+  auto res = registry->make_llm("echo_llm", nlohmann::json::object());
+  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(res));
+  auto llm = std::get<std::shared_ptr<sdk::llm_provider>>(res);
+  CHECK(llm->info().model == "echo-1");
+  auto sink = std::make_shared<recording_sink>();
+  sdk::chat_request req;
+  req.messages.push_back({sdk::role::user, "one two three", {}, {}, {}, {}});
+  llm->chat(req, sink);
+  REQUIRE(sink->wait());
+  REQUIRE(sink->result.has_value());
+  CHECK(sink->result->text == "one two three");
+  CHECK(sink->deltas == std::vector<std::string>{"one ", "two ", "three"});
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin objects keep their library loaded after the registry is gone") {
+  registry->load_directories({plugin_dir("good")});
+  auto res = registry->make_tool("echo", {{"prefix", "pinned:"}});
+  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(res));
+  auto tool = std::get<std::shared_ptr<sdk::tool>>(res);
+  registry.reset();
+  // The vtable and code live in the plugin: this call crashes if the
+  // library was unloaded with the registry.
+  CHECK(tool->description() == "Repeats its arguments.");
+  std::optional<sdk::tool_result> got;
+  tool->run({{"text", "x"}}, [&](sdk::tool_result r) { got = std::move(r); });
+  REQUIRE(got.has_value());
+  CHECK(got->llm_text == "pinned:x");
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a file that is not a shared object") {
+  auto path = tmp.write("plugins/garbage.so", "this is not a library\n");
+  auto err = registry->load_file(path);
+  REQUIRE(err.has_value());
+  CHECK(*err == path + ": not a shared object (no ELF header)");
+  REQUIRE(registry->plugins().size() == 1);
+  CHECK_FALSE(registry->plugins()[0].ok);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a truncated ELF file with the loader's reason") {
+  auto path = tmp.write("plugins/truncated.so", std::string{"\x7f" "ELF\x02\x01\x01", 7}
+                                                   + std::string(20, '\0'));
+  auto err = registry->load_file(path);
+  REQUIRE(err.has_value());
+  CHECK(err->rfind(path + ": cannot load: ", 0) == 0);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a library without entry point") {
+  CHECK(error_of("no_entry")
+        == "no entry symbol quarry_plugin_v1 (not a Quarry plugin)");
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry names the ABI of a plugin built for another one") {
+  CHECK(error_of("entry_v2")
+        == "built for another plugin ABI (exports quarry_plugin_v2, this host "
+           "needs quarry_plugin_v1)");
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses unresolved symbols at load time") {
+  auto err = error_of("unresolved");
+  CHECK(err.find("cannot load: ") == 0);
+  CHECK(err.find("undefined symbol: quarry_symbol_nobody_defines")
+        != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses version mismatches naming both versions") {
+  SUBCASE("ABI") {
+    CHECK(error_of("abi")
+          == "plugin ABI version 99, but this host supports plugin ABI "
+             "version 1");
+  }
+  SUBCASE("SDK") {
+    CHECK(error_of("sdk")
+          == "built against SDK 1.0.0, but this host has SDK "
+               + sdk::version_string(sdk::sdk_version)
+               + " (major versions must match; 0.x minor versions too)");
+  }
+  SUBCASE("standard library") {
+    CHECK(error_of("stdlib")
+          == std::string{"built with standard library 'libc++ abi=1', but "
+                         "this host uses '"}
+               + sdk::stdlib_abi_tag + "'");
+  }
+  SUBCASE("json") {
+    CHECK(error_of("json")
+          == "built against nlohmann::json 3.9, but this host uses "
+             "nlohmann::json "
+               + std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "."
+               + std::to_string(NLOHMANN_JSON_VERSION_MINOR));
+  }
+  SUBCASE("kind") {
+    CHECK(error_of("kind") == "unknown plugin kind 7");
+  }
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a duplicate plugin name") {
+  registry->load_directories({plugin_dir("dup")});
+  REQUIRE(registry->plugins().size() == 2);
+  const auto& first = registry->plugins()[0];
+  const auto& second = registry->plugins()[1];
+  CHECK(first.ok);
+  CHECK_FALSE(second.ok);
+  CHECK(second.error == "duplicate plugin name 'echo' (already loaded from "
+                          + first.file + ")");
+  CHECK(registry->find("echo")->file == first.file);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry reports a factory that throws") {
+  registry->load_directories({plugin_dir("throws")});
+  REQUIRE(registry->find("throws") != nullptr);
+  auto res = registry->make_tool("throws", nlohmann::json::object(), "search");
+  REQUIRE(std::holds_alternative<std::string>(res));
+  auto err = std::get<std::string>(res);
+  CHECK(err == "plugin 'throws' (" + registry->find("throws")->file
+                 + ") for 'search' rejected its configuration: api_key is "
+                   "required");
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry checks the kind and the name asked for") {
+  registry->load_directories({plugin_dir("good")});
+  auto wrong_kind = registry->make_llm("echo", nlohmann::json::object(), "main");
+  REQUIRE(std::holds_alternative<std::string>(wrong_kind));
+  CHECK(std::get<std::string>(wrong_kind)
+        == "plugin 'echo' for 'main' is a tool plugin, not a llm plugin");
+  auto missing = registry->make_tool("brave", nlohmann::json::object());
+  REQUIRE(std::holds_alternative<std::string>(missing));
+  CHECK(std::get<std::string>(missing) == "no plugin named 'brave'");
+  auto bad_cfg = registry->make_tool("echo", {{"fail", true}});
+  REQUIRE(std::holds_alternative<std::string>(bad_cfg));
+  CHECK(std::get<std::string>(bad_cfg).find("rejected its configuration: "
+                                            "'fail' is set")
+        != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry skips missing folders and ignores non-.so files") {
+  tmp.write("plugins/readme.txt", "not a plugin");
+  auto problems = registry->load_directories(
+    {tmp.file("does-not-exist"), tmp.file("plugins")});
+  CHECK(problems.empty());
+  CHECK(registry->plugins().empty());
+}
+
+TEST_CASE("bounded_pool refuses work beyond its capacity and runs the rest") {
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool started = false;
+  bool release = false;
+  std::atomic<int> ran{0};
+  host::bounded_pool pool{1, 2};
+  // The first job occupies the only thread until released.
+  REQUIRE(pool.submit([&] {
+    std::unique_lock<std::mutex> guard{mtx};
+    started = true;
+    cv.notify_all();
+    cv.wait(guard, [&] { return release; });
+    ++ran;
+  }));
+  {
+    std::unique_lock<std::mutex> guard{mtx};
+    REQUIRE(cv.wait_for(guard, std::chrono::seconds{10}, [&] { return started; }));
+  }
+  // Two queue slots, then refusal.
+  CHECK(pool.submit([&] { ++ran; }));
+  CHECK(pool.submit([&] { ++ran; }));
+  CHECK_FALSE(pool.submit([&] { ++ran; }));
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    release = true;
+  }
+  cv.notify_all();
+  pool.shutdown();
+  CHECK(ran.load() == 3);
+  CHECK_FALSE(pool.submit([&] { ++ran; }));
+}

@@ -1,0 +1,373 @@
+// The configuration schema table: the one place that lists every key.
+//
+// To add a key: add the field (with its default initializer) to settings.hpp,
+// add one entry to make_schema() below, and document the key in
+// config/quarry.yaml and docs/configuration.md (unit tests check both).
+
+#include "quarry/core/config_schema.hpp"
+
+#include "quarry/core/duration.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+namespace quarry::core {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// -- bindings -----------------------------------------------------------------
+
+template <class T>
+config_value to_value(const T& x) {
+  if constexpr (std::is_same_v<T, int>)
+    return config_value{int64_t{x}};
+  else
+    return config_value{x};
+}
+
+template <class T>
+void from_value(T& dst, config_value&& x) {
+  if constexpr (std::is_same_v<T, int>) {
+    // The validator checked the range against type_min/type_max.
+    if (auto ptr = std::get_if<int64_t>(&x))
+      dst = static_cast<int>(*ptr);
+  } else {
+    if (auto ptr = std::get_if<T>(&x))
+      dst = std::move(*ptr);
+  }
+}
+
+template <class T>
+void set_type_limits(config_binding& result) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    result.type_min = static_cast<int64_t>(std::numeric_limits<T>::min());
+    result.type_max = static_cast<int64_t>(std::numeric_limits<T>::max());
+  }
+}
+
+// Binds a field of a section, e.g. `field(&settings::http,
+// &http_settings::proxy)`.
+template <class Section, class T>
+config_binding field(Section settings::*section, T Section::*member) {
+  config_binding result;
+  result.store = [section, member](settings& s, config_value x) {
+    from_value(s.*section.*member, std::move(x));
+  };
+  result.load = [section, member](const settings& s) {
+    return to_value(s.*section.*member);
+  };
+  set_type_limits<T>(result);
+  return result;
+}
+
+// Binds a top-level field, e.g. `field(&settings::tools)`.
+template <class T>
+config_binding field(T settings::*member) {
+  config_binding result;
+  result.store = [member](settings& s, config_value x) {
+    from_value(s.*member, std::move(x));
+  };
+  result.load = [member](const settings& s) { return to_value(s.*member); };
+  set_type_limits<T>(result);
+  return result;
+}
+
+// -- table builder ------------------------------------------------------------
+
+class key_builder {
+public:
+  explicit key_builder(config_key& key) : key_(key) {
+    // nop
+  }
+
+  key_builder& doc(std::string text) {
+    key_.doc = std::move(text);
+    return *this;
+  }
+
+  key_builder& range(int64_t min, int64_t max) {
+    key_.min = min;
+    key_.max = max;
+    return *this;
+  }
+
+  key_builder& at_least(int64_t min) {
+    key_.min = min;
+    return *this;
+  }
+
+  key_builder& range(std::chrono::milliseconds min,
+                     std::chrono::milliseconds max) {
+    return range(static_cast<int64_t>(min.count()),
+                 static_cast<int64_t>(max.count()));
+  }
+
+  key_builder& one_of(std::vector<std::string> values) {
+    key_.allowed = std::move(values);
+    return *this;
+  }
+
+  key_builder& secret() {
+    key_.secret = true;
+    return *this;
+  }
+
+private:
+  config_key& key_;
+};
+
+class schema_builder {
+public:
+  key_builder add(std::string path, config_type type, config_binding binding) {
+    auto& key = keys_.emplace_back();
+    key.path = std::move(path);
+    key.type = type;
+    key.binding = std::move(binding);
+    return key_builder{key};
+  }
+
+  std::vector<config_key> finish() && {
+    return std::move(keys_);
+  }
+
+private:
+  std::vector<config_key> keys_;
+};
+
+// -- the schema ---------------------------------------------------------------
+
+std::vector<config_key> make_schema() {
+  using t = config_type;
+  constexpr int64_t tib = int64_t{1} << 40;
+  schema_builder s;
+  // runtime
+  s.add("runtime.scheduler_threads", t::integer,
+        field(&settings::runtime, &runtime_settings::scheduler_threads))
+    .range(0, 1024)
+    .doc("Actor scheduler threads; 0 means one per CPU core.");
+  s.add("runtime.blocking_threads", t::integer,
+        field(&settings::runtime, &runtime_settings::blocking_threads))
+    .range(1, 1024)
+    .doc("Threads of the pool that runs plugins' blocking work.");
+  s.add("runtime.blocking_queue", t::integer,
+        field(&settings::runtime, &runtime_settings::blocking_queue))
+    .range(1, 10'000'000)
+    .doc("Most queued blocking jobs before new ones are refused (busy).");
+  s.add("runtime.data_dir", t::string,
+        field(&settings::runtime, &runtime_settings::data_dir))
+    .doc("Folder for persistent data; empty means $XDG_DATA_HOME/quarry "
+         "(or ~/.local/share/quarry).");
+  s.add("runtime.shutdown_grace", t::duration,
+        field(&settings::runtime, &runtime_settings::shutdown_grace))
+    .range(0ms, 1h)
+    .doc("How long in-flight work may take to stop after SIGINT/SIGTERM.");
+  // log
+  s.add("log.level", t::string, field(&settings::log, &log_settings::level))
+    .one_of({"trace", "debug", "info", "warn", "error", "off"})
+    .doc("Least severe level that is logged.");
+  s.add("log.format", t::string, field(&settings::log, &log_settings::format))
+    .one_of({"text", "json"})
+    .doc("text, or json for one JSON object per line.");
+  // plugins
+  s.add("plugins.dirs", t::string_list,
+        field(&settings::plugins, &plugin_settings::dirs))
+    .doc("Folders searched for plugins, after --plugin-dir folders and "
+         "before the built-in folder.");
+  // http
+  s.add("http.connect_timeout", t::duration,
+        field(&settings::http, &http_settings::connect_timeout))
+    .range(1ms, 1h)
+    .doc("Longest time to establish a connection (TCP and TLS).");
+  s.add("http.total_timeout", t::duration,
+        field(&settings::http, &http_settings::total_timeout))
+    .range(1ms, 24h)
+    .doc("Longest time for a whole exchange, redirects included.");
+  s.add("http.stall_timeout", t::duration,
+        field(&settings::http, &http_settings::stall_timeout))
+    .range(1ms, 24h)
+    .doc("Longest time without receiving a byte once connected.");
+  s.add("http.max_response_bytes", t::size,
+        field(&settings::http, &http_settings::max_response_bytes))
+    .range(1, tib)
+    .doc("Largest response body accepted (e.g. 64MiB; bare number: bytes).");
+  s.add("http.max_redirects", t::integer,
+        field(&settings::http, &http_settings::max_redirects))
+    .range(0, 100)
+    .doc("Largest number of redirects followed.");
+  s.add("http.proxy", t::string, field(&settings::http, &http_settings::proxy))
+    .secret()
+    .doc("Proxy URL (e.g. http://proxy:3128); empty means none. Secret "
+         "because it may hold credentials.");
+  s.add("http.no_proxy", t::string,
+        field(&settings::http, &http_settings::no_proxy))
+    .doc("Comma-separated hosts that bypass the proxy.");
+  s.add("http.ca_file", t::string,
+        field(&settings::http, &http_settings::ca_file))
+    .doc("CA bundle file; empty means the system default.");
+  s.add("http.ca_path", t::string,
+        field(&settings::http, &http_settings::ca_path))
+    .doc("CA certificate folder; empty means the system default.");
+  s.add("http.verify_tls", t::boolean,
+        field(&settings::http, &http_settings::verify_tls))
+    .doc("Whether to verify TLS certificates and host names.");
+  s.add("http.user_agent", t::string,
+        field(&settings::http, &http_settings::user_agent))
+    .doc("User-Agent header of every request.");
+  s.add("http.max_connections", t::integer,
+        field(&settings::http, &http_settings::max_connections))
+    .range(1, 100'000)
+    .doc("Most open connections kept in the shared connection cache.");
+  s.add("http.max_host_connections", t::integer,
+        field(&settings::http, &http_settings::max_host_connections))
+    .range(0, 100'000)
+    .doc("Most connections to one host; 0 means unlimited.");
+  // llm
+  s.add("llm.default", t::string,
+        field(&settings::llm, &llm_settings::default_provider))
+    .doc("Provider used when a role has none; may stay empty if exactly one "
+         "provider is configured.");
+  s.add("llm.providers", t::instances,
+        field(&settings::llm, &llm_settings::providers))
+    .doc("Named LLM provider instances: NAME: {plugin: PLUGIN, ...}.");
+  s.add("llm.roles", t::string_map,
+        field(&settings::llm, &llm_settings::roles))
+    .doc("Role (orchestrator, research_agent, final_report, ...) to "
+         "provider name.");
+  // tools
+  s.add("tools", t::instances, field(&settings::tools))
+    .doc("Tool instances by tool name: NAME: {plugin: PLUGIN, ...}.");
+  return std::move(s).finish();
+}
+
+} // namespace
+
+const char* to_string(config_type x) noexcept {
+  switch (x) {
+    case config_type::integer:
+      return "int";
+    case config_type::boolean:
+      return "bool";
+    case config_type::string:
+      return "string";
+    case config_type::duration:
+      return "duration";
+    case config_type::size:
+      return "size";
+    case config_type::string_list:
+      return "list";
+    case config_type::string_map:
+      return "map";
+    case config_type::instances:
+      return "instances";
+  }
+  return "string";
+}
+
+const std::vector<config_key>& config_schema() {
+  static const std::vector<config_key> schema = make_schema();
+  return schema;
+}
+
+const config_key* find_config_key(std::string_view path) {
+  for (const auto& key : config_schema())
+    if (key.path == path)
+      return &key;
+  return nullptr;
+}
+
+bool is_config_section(std::string_view path) {
+  if (path.empty())
+    return false;
+  for (const auto& key : config_schema())
+    if (key.path.size() > path.size()
+        && key.path.compare(0, path.size(), path) == 0
+        && key.path[path.size()] == '.')
+      return true;
+  return false;
+}
+
+nlohmann::json to_json(const config_value& value, config_type type) {
+  using json = nlohmann::json;
+  if (auto ptr = std::get_if<int64_t>(&value))
+    return json(*ptr);
+  if (auto ptr = std::get_if<bool>(&value))
+    return json(*ptr);
+  if (auto ptr = std::get_if<std::string>(&value))
+    return json(*ptr);
+  if (auto ptr = std::get_if<std::chrono::milliseconds>(&value))
+    return json(format_duration(*ptr));
+  if (auto ptr = std::get_if<std::vector<std::string>>(&value))
+    return json(*ptr);
+  if (auto ptr = std::get_if<std::map<std::string, std::string>>(&value)) {
+    auto result = json::object();
+    for (const auto& [k, v] : *ptr)
+      result[k] = v;
+    return result;
+  }
+  if (auto ptr = std::get_if<std::map<std::string, plugin_instance>>(&value)) {
+    auto result = json::object();
+    for (const auto& [name, instance] : *ptr) {
+      auto entry = instance.config.is_object() ? instance.config
+                                               : json::object();
+      entry["plugin"] = instance.plugin;
+      result[name] = std::move(entry);
+    }
+    return result;
+  }
+  static_cast<void>(type);
+  return json();
+}
+
+nlohmann::json to_json(const settings& values) {
+  auto result = nlohmann::json::object();
+  for (const auto& key : config_schema()) {
+    auto* node = &result;
+    std::string_view path = key.path;
+    for (auto dot = path.find('.'); dot != std::string_view::npos;
+         dot = path.find('.')) {
+      node = &(*node)[std::string{path.substr(0, dot)}];
+      path.remove_prefix(dot + 1);
+    }
+    (*node)[std::string{path}] = to_json(key.binding.load(values), key.type);
+  }
+  return result;
+}
+
+std::string default_as_yaml(const config_key& key) {
+  auto value = key.binding.load(settings{});
+  switch (key.type) {
+    case config_type::integer:
+    case config_type::boolean:
+      return to_json(value, key.type).dump();
+    case config_type::duration:
+      if (auto ptr = std::get_if<std::chrono::milliseconds>(&value))
+        return format_duration(*ptr);
+      return "0s";
+    case config_type::size:
+      if (auto ptr = std::get_if<int64_t>(&value))
+        return format_size(*ptr);
+      return "0";
+    case config_type::string: {
+      auto str = std::get_if<std::string>(&value);
+      if (str == nullptr || str->empty())
+        return "\"\"";
+      return *str;
+    }
+    case config_type::string_list: {
+      auto json = to_json(value, key.type);
+      return json.empty() ? "[]" : json.dump();
+    }
+    case config_type::string_map:
+    case config_type::instances: {
+      auto json = to_json(value, key.type);
+      return json.empty() ? "{}" : json.dump();
+    }
+  }
+  return "";
+}
+
+} // namespace quarry::core

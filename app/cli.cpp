@@ -43,23 +43,11 @@ fs::path executable_dir() {
   return self.parent_path();
 }
 
-bool secret_name(std::string key) {
-  std::transform(key.begin(), key.end(), key.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  auto ends_with = [&](std::string_view suffix) {
-    return key.size() >= suffix.size()
-           && key.compare(key.size() - suffix.size(), suffix.size(), suffix)
-                == 0;
-  };
-  return key == "api_key" || ends_with("_key") || ends_with("token")
-         || ends_with("password") || ends_with("secret");
-}
-
 void collect_secrets(const nlohmann::json& x, std::vector<std::string>& out,
                      bool secret = false) {
   if (x.is_object()) {
     for (const auto& [key, value] : x.items())
-      collect_secrets(value, out, secret || secret_name(key));
+      collect_secrets(value, out, secret || core::is_secret_key_name(key));
   } else if (x.is_array()) {
     for (const auto& value : x)
       collect_secrets(value, out, secret);
@@ -69,18 +57,18 @@ void collect_secrets(const nlohmann::json& x, std::vector<std::string>& out,
 }
 
 // Every secret value the process knows of, so that logs can mask them.
-std::vector<std::string> known_secrets(const core::settings& cfg) {
-  std::vector<std::string> out;
-  for (const auto& [name, entry] : cfg.llm.providers)
+std::vector<std::string> known_secrets(const core::loaded_config& loaded) {
+  auto out = loaded.secret_values();
+  for (const auto& [name, entry] : loaded.values.llm.providers)
     collect_secrets(entry.config, out);
-  for (const auto& [name, entry] : cfg.tools)
+  for (const auto& [name, entry] : loaded.values.tools)
     collect_secrets(entry.config, out);
   for (auto** env = environ; env != nullptr && *env != nullptr; ++env) {
     std::string_view kv{*env};
     auto eq = kv.find('=');
     if (eq == std::string_view::npos)
       continue;
-    if (secret_name(std::string{kv.substr(0, eq)}) && eq + 1 < kv.size())
+    if (core::is_secret_key_name(kv.substr(0, eq)) && eq + 1 < kv.size())
       out.emplace_back(kv.substr(eq + 1));
   }
   return out;
@@ -210,7 +198,7 @@ int run(int argc, char** argv) {
   }
   ctx.config = std::move(*loaded.config);
   host::setup_logging(ctx.config.values.log.level, ctx.config.values.log.format,
-                      known_secrets(ctx.config.values));
+                      known_secrets(ctx.config));
   for (const auto& warning : ctx.config.warnings)
     spdlog::warn("{}", warning);
 

@@ -149,7 +149,7 @@ TEST_CASE_FIXTURE(cli_fixture, "cli plugins exits 1 when a configured plugin fai
   // The refused file cannot say its name (its descriptor was not trusted),
   // so the configured name is reported as not found.
   CHECK(res.err.find("configured plugin 'bad_abi' (tools.web_search, " + cfg
-                     + ":3)")
+                     + ":2)")
         != std::string::npos);
   auto ok = quarry({"--config", cfg, "plugins", "--plugin-dir",
                     test_plugins("good"), "--set", "tools.web_search.plugin=echo"});
@@ -184,7 +184,7 @@ TEST_CASE_FIXTURE(cli_fixture, "cli config check accepts a valid file and checks
   auto res = quarry({"--config", bad, "--plugin-dir", test_plugins("throws"),
                      "config", "check"});
   CHECK(res.exit_code == 2);
-  CHECK(res.err.find(bad + ":3: tools.search: ") != std::string::npos);
+  CHECK(res.err.find(bad + ":2: tools.search: ") != std::string::npos);
   CHECK(res.err.find("rejected its configuration: api_key is required")
         != std::string::npos);
   auto missing = quarry({"--config", good, "config", "check"});
@@ -237,4 +237,26 @@ TEST_CASE_FIXTURE(cli_fixture, "cli reads QUARRY_CONFIG") {
   auto res = quarry({"config", "check"}, {{"QUARRY_CONFIG", cfg}});
   CHECK(res.exit_code == 2);
   CHECK(res.err.find(cfg + ":2: log.level") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(cli_fixture, "cli logs JSON lines when log.format is json") {
+  test::temp_dir dir;
+  auto cfg = dir.write("quarry.yaml", "log:\n"
+                                      "  format: json\n"
+                                      "tools:\n"
+                                      "  echo_tool:\n"
+                                      "    plugin: echo\n"
+                                      "    prefix: \"${QUARRY_TEST_UNSET_VARIABLE}\"\n");
+  auto res = quarry({"--config", cfg, "--plugin-dir", test_plugins("good"),
+                     "plugins"},
+                    {{"QUARRY_TEST_UNSET_VARIABLE", std::nullopt}});
+  CHECK(res.exit_code == 0);
+  // The unset variable gives a warning, written as one JSON object per line.
+  auto first_line = res.err.substr(0, res.err.find('\n'));
+  auto j = nlohmann::json::parse(first_line, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  CHECK(j["level"] == "warn");
+  CHECK(j["msg"].get<std::string>().find("QUARRY_TEST_UNSET_VARIABLE")
+        != std::string::npos);
+  CHECK(j.contains("time"));
 }

@@ -72,6 +72,7 @@ caf::behavior ticker(caf::event_based_actor* self, std::string path) {
 }
 
 int run_child_and_signal(const std::string& path, int threads, int sig) {
+  std::fflush(nullptr); // the child must not repeat buffered output
   auto pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0)

@@ -44,18 +44,7 @@ constexpr size_t max_body_size = 256 * 1024 * 1024;
 // socket to drain.
 constexpr size_t high_water = 1024 * 1024;
 
-char lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool iequals(std::string_view x, std::string_view y) {
-  if (x.size() != y.size())
-    return false;
-  for (size_t i = 0; i < x.size(); ++i)
-    if (lower(x[i]) != lower(y[i]))
-      return false;
-  return true;
-}
+using sdk::iequals;
 
 std::string_view trim(std::string_view x) {
   while (!x.empty() && (x.front() == ' ' || x.front() == '\t'))

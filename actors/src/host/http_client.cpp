@@ -55,14 +55,7 @@ char lower(char c) {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
 }
 
-bool iequals(std::string_view x, std::string_view y) {
-  if (x.size() != y.size())
-    return false;
-  for (size_t i = 0; i < x.size(); ++i)
-    if (lower(x[i]) != lower(y[i]))
-      return false;
-  return true;
-}
+using sdk::iequals;
 
 bool istarts_with(std::string_view x, std::string_view prefix) {
   return x.size() >= prefix.size()

@@ -25,22 +25,29 @@ namespace quarry::sdk {
 /// A list of HTTP header fields in the order they appeared.
 using http_headers = std::vector<std::pair<std::string, std::string>>;
 
+/// Compares two ASCII strings case-insensitively (header names, schemes).
+inline bool iequals(std::string_view x, std::string_view y) noexcept {
+  if (x.size() != y.size())
+    return false;
+  for (size_t i = 0; i < x.size(); ++i) {
+    auto a = x[i];
+    auto b = y[i];
+    if (a >= 'A' && a <= 'Z')
+      a = static_cast<char>(a - 'A' + 'a');
+    if (b >= 'A' && b <= 'Z')
+      b = static_cast<char>(b - 'A' + 'a');
+    if (a != b)
+      return false;
+  }
+  return true;
+}
+
 /// Returns the value of the first header named `name` (case-insensitive).
 inline std::optional<std::string> find_header(const http_headers& xs,
                                               std::string_view name) {
-  for (const auto& [key, value] : xs) {
-    if (key.size() != name.size())
-      continue;
-    auto equal = true;
-    for (size_t i = 0; i < key.size() && equal; ++i) {
-      auto lower = [](char c) {
-        return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-      };
-      equal = lower(key[i]) == lower(name[i]);
-    }
-    if (equal)
+  for (const auto& [key, value] : xs)
+    if (iequals(key, name))
       return value;
-  }
   return std::nullopt;
 }
 

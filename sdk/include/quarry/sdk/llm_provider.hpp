@@ -12,6 +12,19 @@
 
 namespace quarry::sdk {
 
+/// Returns whether `key` is one of the provider-instance keys the host itself
+/// reads (concurrency, rate limits, retries, timeouts, prices, model facts).
+/// LLM plugins accept these in their configuration and ignore them, and
+/// refuse other keys they do not know.
+inline bool is_host_llm_key(std::string_view key) noexcept {
+  for (auto x : {"max_concurrency", "requests_per_minute", "tokens_per_minute",
+                 "max_retries", "retry_base", "retry_max", "stall_timeout",
+                 "total_timeout", "prices", "context_window", "reasoning"})
+    if (key == x)
+      return true;
+  return false;
+}
+
 /// Receives the stream of one chat call. All calls may happen on the host's
 /// I/O thread: implementations must return quickly and never block. The host
 /// wraps this in a sink that forwards each call to an actor as a message.

@@ -130,10 +130,15 @@ struct error {
   int http_status = 0;
   /// How long the server asked us to wait before retrying, if it said so.
   std::optional<int64_t> retry_after_ms;
+  /// The server's own verdict on retrying (e.g. `x-should-retry`), which
+  /// overrides the class's default when set.
+  std::optional<bool> retry_hint;
 
   /// Returns whether the host may retry.
   bool retryable() const noexcept {
-    return is_retryable(code);
+    if (code == errc::quota || code == errc::cancelled)
+      return false; // never, whatever the server says
+    return retry_hint ? *retry_hint : is_retryable(code);
   }
 };
 

@@ -1,0 +1,138 @@
+// This file is part of the Quarry plugin SDK.
+// Shared rules for turning HTTP failures of remote APIs into classified
+// errors: status codes, Retry-After headers, and retry hints.
+
+#pragma once
+
+#include "quarry/sdk/host.hpp"
+#include "quarry/sdk/types.hpp"
+
+#include <cctype>
+#include <cstdint>
+#include <ctime>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace quarry::sdk {
+
+/// Maps an HTTP status of an API response to an error class. Providers refine
+/// the result with what the body says (e.g. `insufficient_quota` is a 429
+/// that must become errc::quota, `context_length_exceeded` a 400 that must
+/// become errc::context_too_long).
+inline errc classify_http_status(int status) noexcept {
+  switch (status) {
+    case 400:
+    case 413:
+    case 422:
+      return errc::bad_request;
+    case 401:
+    case 403:
+      return errc::auth;
+    case 402:
+      return errc::quota;
+    case 404:
+      return errc::not_found;
+    case 408:
+      return errc::timeout;
+    case 409:
+    case 425:
+      return errc::server_error;
+    case 429:
+      return errc::rate_limited;
+    case 503:
+    case 529:
+      return errc::overloaded;
+    default:
+      return status >= 500 ? errc::server_error : errc::bad_request;
+  }
+}
+
+/// Parses a duration hint such as `6ms`, `26.604s`, `1m30s` or `975ms` (the
+/// formats of OpenAI's x-ratelimit-reset-* headers and error messages) into
+/// milliseconds.
+inline std::optional<int64_t> parse_duration_hint(std::string_view x) {
+  double total = 0;
+  bool any = false;
+  size_t i = 0;
+  while (i < x.size()) {
+    size_t start = i;
+    while (i < x.size() && (std::isdigit(static_cast<unsigned char>(x[i])) || x[i] == '.'))
+      ++i;
+    if (start == i)
+      return std::nullopt;
+    double value = 0;
+    try {
+      value = std::stod(std::string{x.substr(start, i - start)});
+    } catch (...) {
+      return std::nullopt;
+    }
+    size_t unit_start = i;
+    while (i < x.size() && std::isalpha(static_cast<unsigned char>(x[i])))
+      ++i;
+    auto unit = x.substr(unit_start, i - unit_start);
+    if (unit == "ms")
+      total += value;
+    else if (unit == "s" || unit.empty())
+      total += value * 1000;
+    else if (unit == "m")
+      total += value * 60000;
+    else if (unit == "h")
+      total += value * 3600000;
+    else
+      return std::nullopt;
+    any = true;
+  }
+  if (!any)
+    return std::nullopt;
+  return static_cast<int64_t>(total + 0.5);
+}
+
+/// Reads how long the server wants us to wait from the response headers:
+/// `retry-after-ms` (milliseconds), then `Retry-After` as seconds or as an
+/// HTTP date (relative to `now`). Returns nothing if neither is present or
+/// parseable.
+inline std::optional<int64_t> retry_after_ms(const http_headers& headers,
+                                             std::time_t now = std::time(nullptr)) {
+  if (auto ms = find_header(headers, "retry-after-ms")) {
+    try {
+      auto value = std::stod(*ms);
+      if (value >= 0)
+        return static_cast<int64_t>(value);
+    } catch (...) {
+      // fall through
+    }
+  }
+  auto ra = find_header(headers, "retry-after");
+  if (!ra)
+    return std::nullopt;
+  try {
+    size_t used = 0;
+    auto secs = std::stod(*ra, &used);
+    if (used > 0 && secs >= 0)
+      return static_cast<int64_t>(secs * 1000);
+  } catch (...) {
+    // not a number: try an HTTP date
+  }
+  std::tm tm{};
+  if (strptime(ra->c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm) != nullptr) {
+    auto when = timegm(&tm);
+    auto diff = static_cast<int64_t>(when - now);
+    return diff > 0 ? diff * 1000 : 0;
+  }
+  return std::nullopt;
+}
+
+/// Returns the `x-should-retry` header's verdict, if the server sent one.
+inline std::optional<bool> should_retry_header(const http_headers& headers) {
+  auto x = find_header(headers, "x-should-retry");
+  if (!x)
+    return std::nullopt;
+  if (*x == "true")
+    return true;
+  if (*x == "false")
+    return false;
+  return std::nullopt;
+}
+
+} // namespace quarry::sdk

@@ -124,7 +124,7 @@ public:
       sdk::tool_result result;
       result.llm_text = "No queries were given. Call custom_search with "
                         "{\"queries\": [\"...\"]}.";
-      result.failure = sdk::error{sdk::errc::bad_request, "no queries", 0, {}};
+      result.failure = sdk::make_error(sdk::errc::bad_request, "no queries");
       done(std::move(result));
       return nullptr;
     }
@@ -191,7 +191,7 @@ private:
     guard.unlock();
     if (result.documents.empty() && !failures.empty()) {
       result.llm_text = "The search failed: " + failures.front();
-      result.failure = sdk::error{sdk::errc::network, failures.front(), 0, {}};
+      result.failure = sdk::make_error(sdk::errc::network, failures.front());
     } else if (result.documents.empty()) {
       result.llm_text = "No results found.";
     } else {

@@ -84,7 +84,7 @@ public:
       sink->on_done(result);
     });
     if (!ok)
-      sink->on_error({sdk::errc::busy, "pool full", 0, std::nullopt}, false);
+      sink->on_error(sdk::make_error(sdk::errc::busy, "pool full"), false);
     return nullptr;
   }
 

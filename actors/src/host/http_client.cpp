@@ -81,12 +81,7 @@ bool is_redirect_status(int status) {
          || status == 308;
 }
 
-sdk::error make_error(sdk::errc code, std::string message) {
-  sdk::error result;
-  result.code = code;
-  result.message = std::move(message);
-  return result;
-}
+using sdk::make_error;
 
 // Headers that carry credentials: dropped when a redirect leaves the origin.
 bool is_sensitive_header(std::string_view name) {

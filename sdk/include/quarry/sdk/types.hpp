@@ -142,6 +142,16 @@ struct error {
   }
 };
 
+/// Makes an error of class `code` (use this rather than brace-initialising
+/// @ref error, whose field list may grow).
+inline error make_error(errc code, std::string message, int http_status = 0) {
+  error result;
+  result.code = code;
+  result.message = std::move(message);
+  result.http_status = http_status;
+  return result;
+}
+
 /// Renders an error as `class: message` (plus the HTTP status if any).
 inline std::string to_string(const error& x) {
   std::string result = to_string(x.code);

@@ -159,6 +159,31 @@ int run(int argc, char** argv) {
     "check", "Validate the configuration and the plugins it names; exit 2 "
              "on errors");
 
+  llm_chat_options chat_opts;
+  auto* llm = cli.add_subcommand("llm", "Talk to a configured LLM provider");
+  llm->require_subcommand(1);
+  auto* llm_chat = llm->add_subcommand(
+    "chat", "Send one message through a provider and stream the answer");
+  llm_chat->add_option("--provider", chat_opts.provider,
+                       "Provider instance (default: llm.default)");
+  llm_chat->add_option("--model", chat_opts.model,
+                       "Model for this call (default: the provider's)");
+  llm_chat->add_option("--system", chat_opts.system, "System prompt");
+  llm_chat->add_option("--tools", chat_opts.tools_file,
+                       "JSON file with tool definitions (OpenAI format)")
+    ->check(CLI::ExistingFile);
+  llm_chat->add_option("--tool-choice", chat_opts.tool_choice,
+                       "auto, required or none")
+    ->check(CLI::IsMember({"auto", "required", "none"}));
+  llm_chat->add_option("--max-tokens", chat_opts.max_tokens,
+                       "Upper bound on generated tokens")
+    ->check(CLI::NonNegativeNumber);
+  llm_chat->add_flag("--json", chat_opts.json,
+                     "Print one JSON object at the end instead of streaming");
+  llm_chat->add_flag("--reasoning", chat_opts.show_reasoning,
+                     "Stream the model's reasoning to stderr");
+  llm_chat->add_option("message", chat_opts.message, "The message")->required();
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -209,6 +234,8 @@ int run(int argc, char** argv) {
     rc = cmd_config_show(ctx);
   else if (config_check->parsed())
     rc = cmd_config_check(ctx);
+  else if (llm_chat->parsed())
+    rc = cmd_llm_chat(ctx, chat_opts);
   spdlog::default_logger()->flush();
   // Objects from plugins go first, then the registry, then the services.
   ctx.registry.reset();

@@ -51,6 +51,22 @@ struct configured_instance {
 /// Lists every configured LLM provider and tool instance.
 std::vector<configured_instance> configured_instances(const core::settings& cfg);
 
+/// Options of `quarry llm chat`.
+struct llm_chat_options {
+  std::string provider;
+  std::string model;
+  std::string system;
+  std::string tools_file;
+  std::string tool_choice = "auto";
+  int64_t max_tokens = 0;
+  bool json = false;
+  bool show_reasoning = false;
+  std::string message;
+};
+
+/// `quarry llm chat ...`.
+int cmd_llm_chat(context& ctx, const llm_chat_options& opts);
+
 /// `quarry plugins [--json]`.
 int cmd_plugins(context& ctx, bool json);
 

@@ -2,14 +2,18 @@
 
 #include "quarry/actors/message_types.hpp"
 
+#include "quarry/actors/llm_messages.hpp"
+
 #include <caf/actor_system_config.hpp>
+#include <caf/all.hpp>
 
 namespace quarry::actors {
 
 void register_message_types(caf::actor_system_config& cfg) {
-  // Quarry's typed messages (chat requests, tool runs, packets) are added
-  // here as the actors that exchange them are written; atoms need no entry.
-  (void) cfg;
+  // Names must be identical on every node. Atoms need no entry.
+  cfg.add_message_type<llm_call>("quarry.llm_call");
+  cfg.add_message_type<llm_delta>("quarry.llm_delta");
+  cfg.add_message_type<llm_reply>("quarry.llm_reply");
 }
 
 } // namespace quarry::actors

@@ -1,0 +1,713 @@
+// The LLM provider actor.
+
+#include "quarry/actors/llm_provider.hpp"
+
+#include "quarry/actors/atoms.hpp"
+#include "quarry/core/duration.hpp"
+#include "quarry/core/llm_json.hpp"
+
+#include <caf/all.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace quarry::actors {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+using sink_atom = caf::atom_constant<caf::atom("sinkev")>;
+using stall_atom = caf::atom_constant<caf::atom("stallchk")>;
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
+using rate_atom = caf::atom_constant<caf::atom("ratetick")>;
+
+} // namespace
+
+/// What a plugin's sink reports, posted to the provider actor. Never leaves
+/// the process.
+struct sink_event {
+  enum kind_t : uint8_t { text, reasoning, tool, usage, done, failed };
+  uint64_t call = 0;
+  uint64_t generation = 0;
+  kind_t kind = text;
+  std::string piece;
+  sdk::tool_call_delta tool_piece;
+  sdk::usage counts;
+  sdk::chat_result result;
+  sdk::error failure;
+  bool streamed = false;
+};
+
+} // namespace quarry::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(quarry::actors::sink_event)
+
+namespace quarry::actors {
+
+// -- errors and encoding ------------------------------------------------------
+
+caf::error to_caf_error(const sdk::error& x) {
+  nlohmann::json j = x;
+  return caf::error{static_cast<uint8_t>(x.code), llm_error_category,
+                    caf::make_message(j.dump())};
+}
+
+sdk::error from_caf_error(const caf::error& x) {
+  if (x.category() == llm_error_category) {
+    const auto& ctx = x.context();
+    if (ctx.match_elements<std::string>()) {
+      auto j = nlohmann::json::parse(ctx.get_as<std::string>(0), nullptr, false);
+      if (!j.is_discarded())
+        return j.get<sdk::error>();
+    }
+    return sdk::make_error(static_cast<sdk::errc>(x.code()), "LLM call failed");
+  }
+  if (x == caf::sec::request_timeout)
+    return sdk::make_error(sdk::errc::timeout, "the provider did not answer in time");
+  if (x == caf::sec::request_receiver_down)
+    return sdk::make_error(sdk::errc::network, "the provider actor is gone");
+  return sdk::make_error(sdk::errc::internal, caf::to_string(x));
+}
+
+namespace detail {
+
+std::string encode(const sdk::chat_request& x) {
+  return nlohmann::json(x).dump();
+}
+
+bool decode(const std::string& text, sdk::chat_request& x) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return false;
+  try {
+    x = j.get<sdk::chat_request>();
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+std::string encode(const sdk::chat_result& x) {
+  return nlohmann::json(x).dump();
+}
+
+bool decode(const std::string& text, sdk::chat_result& x) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return false;
+  try {
+    x = j.get<sdk::chat_result>();
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+std::string encode(const llm_delta& x) {
+  return nlohmann::json{{"call_id", x.call_id},
+                        {"kind", static_cast<int>(x.kind)},
+                        {"text", x.text},
+                        {"tool", x.tool},
+                        {"usage", x.counts}}
+    .dump();
+}
+
+bool decode(const std::string& text, llm_delta& x) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return false;
+  try {
+    x.call_id = j.value("call_id", uint64_t{0});
+    auto kind = j.value("kind", 0);
+    if (kind < 0 || kind > static_cast<int>(delta_kind::usage))
+      return false;
+    x.kind = static_cast<delta_kind>(kind);
+    x.text = j.value("text", std::string{});
+    x.tool = j.value("tool", sdk::tool_call_delta{});
+    x.counts = j.value("usage", sdk::usage{});
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+} // namespace detail
+
+// -- settings -----------------------------------------------------------------
+
+std::variant<llm_actor_settings, std::string>
+llm_actor_settings::from_config(const std::string& name,
+                                const nlohmann::json& config) {
+  llm_actor_settings out;
+  out.name = name;
+  auto number = [&](const char* key, double& dst, double lo) -> std::string {
+    if (!config.contains(key))
+      return {};
+    const auto& v = config[key];
+    if (!v.is_number() || v.get<double>() < lo)
+      return std::string{key} + " must be a number >= " + std::to_string(static_cast<int>(lo));
+    dst = v.get<double>();
+    return {};
+  };
+  auto duration = [&](const char* key, milliseconds& dst) -> std::string {
+    if (!config.contains(key))
+      return {};
+    const auto& v = config[key];
+    if (v.is_number()) {
+      dst = milliseconds{static_cast<int64_t>(v.get<double>() * 1000)};
+      return {};
+    }
+    if (v.is_string()) {
+      if (auto d = core::parse_duration(v.get<std::string>())) {
+        dst = *d;
+        return {};
+      }
+    }
+    return std::string{key} + " must be a duration such as 30s or 500ms";
+  };
+  double concurrency = out.max_concurrency;
+  double retries = out.max_retries;
+  for (const auto& err :
+       {number("max_concurrency", concurrency, 1),
+        number("requests_per_minute", out.requests_per_minute, 0),
+        number("tokens_per_minute", out.tokens_per_minute, 0),
+        number("max_retries", retries, 0), duration("retry_base", out.retry_base),
+        duration("retry_max", out.retry_max),
+        duration("stall_timeout", out.stall_timeout),
+        duration("total_timeout", out.total_timeout)})
+    if (!err.empty())
+      return err;
+  out.max_concurrency = static_cast<int>(concurrency);
+  out.max_retries = static_cast<int>(retries);
+  if (config.contains("prices")) {
+    const auto& p = config["prices"];
+    auto read = [](const nlohmann::json& x, token_prices& dst) {
+      if (!x.is_object())
+        return false;
+      for (const auto& [key, value] : x.items()) {
+        if (!value.is_number() || value.get<double>() < 0)
+          return false;
+        if (key == "input")
+          dst.input = value.get<double>();
+        else if (key == "output")
+          dst.output = value.get<double>();
+        else
+          return false;
+      }
+      return true;
+    };
+    if (p.is_object() && (p.contains("input") || p.contains("output"))) {
+      if (!read(p, out.default_prices))
+        return std::string{"prices must be {input: USD per million tokens, "
+                           "output: USD per million tokens}"};
+    } else if (p.is_object()) {
+      for (const auto& [model, value] : p.items()) {
+        token_prices tp;
+        if (!read(value, tp))
+          return "prices." + model + " must be {input: ..., output: ...} "
+                 "(USD per million tokens)";
+        out.model_prices[model] = tp;
+      }
+    } else {
+      return std::string{"prices must be a map"};
+    }
+  }
+  return out;
+}
+
+// -- the actor ----------------------------------------------------------------
+
+namespace {
+
+/// Forwards a plugin's callbacks to the provider actor as messages. Runs on
+/// whatever thread the plugin calls it from.
+class actor_sink final : public sdk::chat_sink {
+public:
+  actor_sink(caf::actor target, uint64_t call, uint64_t generation)
+    : target_(std::move(target)), call_(call), generation_(generation) {
+    // nop
+  }
+
+  void on_text(std::string_view delta) override {
+    post(sink_event::text, [&](sink_event& ev) { ev.piece.assign(delta); });
+  }
+
+  void on_reasoning(std::string_view delta) override {
+    post(sink_event::reasoning, [&](sink_event& ev) { ev.piece.assign(delta); });
+  }
+
+  void on_tool_call(const sdk::tool_call_delta& delta) override {
+    post(sink_event::tool, [&](sink_event& ev) { ev.tool_piece = delta; });
+  }
+
+  void on_usage(const sdk::usage& counts) override {
+    post(sink_event::usage, [&](sink_event& ev) { ev.counts = counts; });
+  }
+
+  void on_done(const sdk::chat_result& result) override {
+    post(sink_event::done, [&](sink_event& ev) { ev.result = result; });
+  }
+
+  void on_error(const sdk::error& failure, bool streamed) override {
+    post(sink_event::failed, [&](sink_event& ev) {
+      ev.failure = failure;
+      ev.streamed = streamed;
+    });
+  }
+
+private:
+  template <class F>
+  void post(sink_event::kind_t kind, F fill) {
+    sink_event ev;
+    ev.call = call_;
+    ev.generation = generation_;
+    ev.kind = kind;
+    fill(ev);
+    caf::anon_send(target_, sink_atom::value, std::move(ev));
+  }
+
+  caf::actor target_;
+  uint64_t call_;
+  uint64_t generation_;
+};
+
+struct call_state {
+  uint64_t key = 0;
+  uint64_t external_id = 0;
+  caf::actor requester;
+  caf::typed_response_promise<llm_reply> promise;
+  sdk::chat_request request;
+  int attempts = 0;
+  uint64_t generation = 0;
+  bool running = false;
+  bool streamed = false;
+  bool usage_seen = false;
+  int64_t estimated_tokens = 0;
+  std::shared_ptr<sdk::chat_call> handle;
+  clock_type::time_point last_activity;
+  clock_type::time_point deadline;
+};
+
+struct provider_state {
+  std::shared_ptr<sdk::llm_provider> provider;
+  llm_actor_settings cfg;
+  std::string default_model;
+  uint64_t next_key = 1;
+  std::unordered_map<uint64_t, call_state> calls;
+  std::deque<uint64_t> queue;
+  std::unordered_set<caf::actor_addr> monitored;
+  size_t active = 0;
+  double limit = 1;
+  // Token buckets.
+  double request_tokens = 0;
+  double token_tokens = 0;
+  clock_type::time_point last_refill;
+  bool rate_tick_pending = false;
+  std::mt19937_64 rng{0x9e3779b97f4a7c15ULL};
+  // Counters.
+  uint64_t started = 0;
+  uint64_t succeeded = 0;
+  uint64_t failed = 0;
+  uint64_t retries = 0;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double cost_usd = 0;
+
+  static inline const char* name = "quarry.llm_provider";
+};
+
+using provider_actor_ptr = caf::stateful_actor<provider_state>*;
+
+int64_t estimate_tokens(const sdk::chat_request& req) {
+  size_t chars = 0;
+  for (const auto& m : req.messages)
+    chars += m.content.size() + m.reasoning.size();
+  for (const auto& t : req.tools)
+    chars += t.description.size() + t.parameters.dump().size();
+  return static_cast<int64_t>(chars / 4) + std::max<int64_t>(req.max_tokens, 0);
+}
+
+void refill(provider_actor_ptr self) {
+  auto& st = self->state;
+  auto now = clock_type::now();
+  auto elapsed = std::chrono::duration<double, std::milli>(now - st.last_refill).count();
+  st.last_refill = now;
+  if (st.cfg.requests_per_minute > 0)
+    st.request_tokens = std::min(st.cfg.requests_per_minute,
+                                 st.request_tokens
+                                   + elapsed * st.cfg.requests_per_minute / 60000.0);
+  if (st.cfg.tokens_per_minute > 0)
+    st.token_tokens = std::min(st.cfg.tokens_per_minute,
+                               st.token_tokens
+                                 + elapsed * st.cfg.tokens_per_minute / 60000.0);
+}
+
+// Returns how long to wait before `call` may start (0: now).
+milliseconds rate_wait(provider_actor_ptr self, const call_state& call) {
+  auto& st = self->state;
+  refill(self);
+  double wait_ms = 0;
+  if (st.cfg.requests_per_minute > 0 && st.request_tokens < 1)
+    wait_ms = std::max(wait_ms, (1 - st.request_tokens) * 60000.0
+                                  / st.cfg.requests_per_minute);
+  if (st.cfg.tokens_per_minute > 0) {
+    // A call larger than the whole bucket waits for a full bucket.
+    auto need = std::min<double>(static_cast<double>(call.estimated_tokens),
+                                 st.cfg.tokens_per_minute);
+    if (st.token_tokens < need)
+      wait_ms = std::max(wait_ms, (need - st.token_tokens) * 60000.0
+                                    / st.cfg.tokens_per_minute);
+  }
+  return milliseconds{static_cast<int64_t>(std::ceil(wait_ms))};
+}
+
+void consume_rate(provider_actor_ptr self, const call_state& call) {
+  auto& st = self->state;
+  if (st.cfg.requests_per_minute > 0)
+    st.request_tokens -= 1;
+  if (st.cfg.tokens_per_minute > 0)
+    st.token_tokens -= std::min<double>(static_cast<double>(call.estimated_tokens),
+                                        st.cfg.tokens_per_minute);
+}
+
+void try_start(provider_actor_ptr self);
+
+void finish_call(provider_actor_ptr self, uint64_t key) {
+  auto& st = self->state;
+  auto i = st.calls.find(key);
+  if (i == st.calls.end())
+    return;
+  if (i->second.running && st.active > 0)
+    --st.active;
+  st.calls.erase(i);
+  st.queue.erase(std::remove(st.queue.begin(), st.queue.end(), key), st.queue.end());
+}
+
+void fail_call(provider_actor_ptr self, call_state& call, sdk::error err) {
+  auto& st = self->state;
+  ++st.failed;
+  if (err.message.empty())
+    err.message = sdk::to_string(err.code);
+  call.promise.deliver(to_caf_error(err));
+  if (call.handle)
+    call.handle->cancel();
+  finish_call(self, call.key);
+  try_start(self);
+}
+
+void start_attempt(provider_actor_ptr self, call_state& call) {
+  auto& st = self->state;
+  ++call.attempts;
+  ++call.generation;
+  ++st.started;
+  call.running = true;
+  call.last_activity = clock_type::now();
+  ++st.active;
+  consume_rate(self, call);
+  auto sink = std::make_shared<actor_sink>(caf::actor{self}, call.key,
+                                           call.generation);
+  self->delayed_send(self, st.cfg.stall_timeout, stall_atom::value, call.key,
+                     call.generation);
+  try {
+    call.handle = st.provider->chat(call.request, std::move(sink));
+  } catch (const std::exception& ex) {
+    // Plugins report errors through the sink; a throw is a plugin bug.
+    call.running = false;
+    --st.active;
+    fail_call(self, call,
+              sdk::make_error(sdk::errc::internal,
+                              std::string{"provider threw: "} + ex.what()));
+  }
+}
+
+void try_start(provider_actor_ptr self) {
+  auto& st = self->state;
+  while (!st.queue.empty()
+         && st.active < static_cast<size_t>(std::max(1.0, std::floor(st.limit)))) {
+    auto key = st.queue.front();
+    auto i = st.calls.find(key);
+    if (i == st.calls.end()) {
+      st.queue.pop_front();
+      continue;
+    }
+    auto wait = rate_wait(self, i->second);
+    if (wait.count() > 0) {
+      if (!st.rate_tick_pending) {
+        st.rate_tick_pending = true;
+        self->delayed_send(self, wait, rate_atom::value);
+      }
+      return;
+    }
+    st.queue.pop_front();
+    start_attempt(self, i->second);
+  }
+}
+
+double price_of(const provider_state& st, const std::string& model,
+                const sdk::usage& u) {
+  auto prices = st.cfg.default_prices;
+  if (auto i = st.cfg.model_prices.find(model); i != st.cfg.model_prices.end())
+    prices = i->second;
+  return (static_cast<double>(u.input_tokens) * prices.input
+          + static_cast<double>(u.output_tokens) * prices.output)
+         / 1e6;
+}
+
+// Handles a failed attempt: retry if allowed, else fail the call.
+void on_attempt_failed(provider_actor_ptr self, call_state& call,
+                       sdk::error err, bool plugin_streamed) {
+  auto& st = self->state;
+  call.running = false;
+  call.handle.reset();
+  if (st.active > 0)
+    --st.active;
+  if (err.code == sdk::errc::rate_limited) {
+    // Adaptive concurrency: halve on 429.
+    st.limit = std::max(1.0, st.limit / 2);
+  }
+  auto streamed = call.streamed || plugin_streamed;
+  auto now = clock_type::now();
+  if (err.retryable() && !streamed && call.attempts <= st.cfg.max_retries) {
+    auto exp = std::min<double>(
+      static_cast<double>(st.cfg.retry_max.count()),
+      static_cast<double>(st.cfg.retry_base.count())
+        * std::pow(2.0, call.attempts - 1));
+    std::uniform_real_distribution<double> jitter{0, exp};
+    auto delay = milliseconds{static_cast<int64_t>(jitter(st.rng))};
+    if (err.retry_after_ms)
+      delay = std::max(delay, milliseconds{*err.retry_after_ms});
+    if (now + delay < call.deadline) {
+      ++st.retries;
+      spdlog::info("llm {}: {} (attempt {}), retrying in {} ms", st.cfg.name,
+                   sdk::to_string(err), call.attempts, delay.count());
+      self->delayed_send(self, delay, retry_atom::value, call.key);
+      try_start(self);
+      return;
+    }
+  }
+  if (streamed && err.retryable())
+    err.message += " (not retried: part of the answer had already streamed)";
+  else if (err.retryable() && call.attempts > st.cfg.max_retries)
+    err.message += " (after " + std::to_string(call.attempts) + " attempts)";
+  fail_call(self, call, std::move(err));
+}
+
+caf::behavior provider_impl(caf::stateful_actor<provider_state>* self,
+                            std::shared_ptr<sdk::llm_provider> provider,
+                            llm_actor_settings cfg) {
+  auto& st = self->state;
+  st.provider = std::move(provider);
+  st.default_model = st.provider->info().model;
+  st.cfg = std::move(cfg);
+  st.limit = st.cfg.max_concurrency;
+  st.request_tokens = st.cfg.requests_per_minute;
+  st.token_tokens = st.cfg.tokens_per_minute;
+  st.last_refill = clock_type::now();
+  self->set_down_handler([=](caf::down_msg& dm) {
+    // The requester is gone: cancel its calls.
+    auto& s = self->state;
+    s.monitored.erase(dm.source);
+    std::vector<uint64_t> keys;
+    for (auto& [key, call] : s.calls)
+      if (call.requester.address() == dm.source)
+        keys.push_back(key);
+    for (auto key : keys) {
+      auto& call = s.calls[key];
+      if (call.handle)
+        call.handle->cancel();
+      call.promise.deliver(to_caf_error(
+        sdk::make_error(sdk::errc::cancelled, "requester is gone")));
+      finish_call(self, key);
+    }
+    try_start(self);
+  });
+  return {
+    [=](chat_atom, llm_call& req) -> caf::result<llm_reply> {
+      auto& s = self->state;
+      auto rp = self->make_response_promise<llm_reply>();
+      auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+      auto key = s.next_key++;
+      auto& call = s.calls[key];
+      call.key = key;
+      call.external_id = req.id;
+      call.requester = requester;
+      call.promise = rp;
+      call.request = std::move(req.request);
+      call.estimated_tokens = estimate_tokens(call.request);
+      call.deadline = clock_type::now() + s.cfg.total_timeout;
+      if (requester && s.monitored.insert(requester.address()).second)
+        self->monitor(requester);
+      self->delayed_send(self, s.cfg.total_timeout, deadline_atom::value, key);
+      s.queue.push_back(key);
+      try_start(self);
+      return rp;
+    },
+    [=](cancel_atom, uint64_t id) {
+      auto& s = self->state;
+      auto sender = self->current_sender();
+      for (auto& [key, call] : s.calls) {
+        if (call.external_id == id
+            && (!sender || call.requester.address() == sender->address())) {
+          if (call.handle)
+            call.handle->cancel();
+          fail_call(self, call,
+                    sdk::make_error(sdk::errc::cancelled, "cancelled by the caller"));
+          return;
+        }
+      }
+    },
+    [=](stats_atom) -> std::string {
+      auto& s = self->state;
+      return nlohmann::json{{"provider", s.cfg.name},
+                            {"calls_started", s.started},
+                            {"succeeded", s.succeeded},
+                            {"failed", s.failed},
+                            {"retries", s.retries},
+                            {"active", s.active},
+                            {"queued", s.queue.size()},
+                            {"concurrency_limit", std::floor(s.limit)},
+                            {"input_tokens", s.input_tokens},
+                            {"output_tokens", s.output_tokens},
+                            {"cost_usd", s.cost_usd}}
+        .dump();
+    },
+    [=](sink_atom, sink_event& ev) {
+      auto& s = self->state;
+      auto i = s.calls.find(ev.call);
+      if (i == s.calls.end() || i->second.generation != ev.generation
+          || !i->second.running)
+        return; // a cancelled or superseded attempt
+      auto& call = i->second;
+      call.last_activity = clock_type::now();
+      llm_delta delta;
+      delta.call_id = call.external_id;
+      switch (ev.kind) {
+        case sink_event::text:
+        case sink_event::reasoning:
+          call.streamed = true;
+          delta.kind = ev.kind == sink_event::text ? delta_kind::text
+                                                   : delta_kind::reasoning;
+          delta.text = std::move(ev.piece);
+          self->send(call.requester, delta_atom::value, std::move(delta));
+          break;
+        case sink_event::tool:
+          call.streamed = true;
+          delta.kind = delta_kind::tool_call;
+          delta.tool = std::move(ev.tool_piece);
+          self->send(call.requester, delta_atom::value, std::move(delta));
+          break;
+        case sink_event::usage:
+          delta.kind = delta_kind::usage;
+          delta.counts = ev.counts;
+          self->send(call.requester, delta_atom::value, std::move(delta));
+          break;
+        case sink_event::done: {
+          llm_reply reply;
+          reply.call_id = call.external_id;
+          reply.result = std::move(ev.result);
+          if (reply.result.model.empty())
+            reply.result.model = call.request.model.empty() ? s.default_model
+                                                            : call.request.model;
+          reply.provider = s.cfg.name;
+          reply.attempts = call.attempts;
+          reply.cost_usd = price_of(s, reply.result.model, reply.result.usage);
+          s.input_tokens += reply.result.usage.input_tokens;
+          s.output_tokens += reply.result.usage.output_tokens;
+          s.cost_usd += reply.cost_usd;
+          ++s.succeeded;
+          // Adaptive concurrency: creep back up on success.
+          s.limit = std::min<double>(s.cfg.max_concurrency, s.limit + 1.0 / s.limit);
+          call.promise.deliver(std::move(reply));
+          call.handle.reset();
+          finish_call(self, call.key);
+          try_start(self);
+          break;
+        }
+        case sink_event::failed:
+          on_attempt_failed(self, call, std::move(ev.failure), ev.streamed);
+          break;
+      }
+    },
+    [=](stall_atom, uint64_t key, uint64_t generation) {
+      auto& s = self->state;
+      auto i = s.calls.find(key);
+      if (i == s.calls.end() || i->second.generation != generation
+          || !i->second.running)
+        return;
+      auto& call = i->second;
+      auto idle = std::chrono::duration_cast<milliseconds>(clock_type::now()
+                                                           - call.last_activity);
+      if (idle < s.cfg.stall_timeout) {
+        self->delayed_send(self, s.cfg.stall_timeout - idle, stall_atom::value,
+                           key, generation);
+        return;
+      }
+      if (call.handle)
+        call.handle->cancel();
+      on_attempt_failed(self, call,
+                        sdk::make_error(sdk::errc::stall,
+                                        "no data for "
+                                          + core::format_duration(s.cfg.stall_timeout)),
+                        false);
+    },
+    [=](deadline_atom, uint64_t key) {
+      auto& s = self->state;
+      auto i = s.calls.find(key);
+      if (i == s.calls.end())
+        return;
+      if (i->second.handle)
+        i->second.handle->cancel();
+      fail_call(self, i->second,
+                sdk::make_error(sdk::errc::timeout,
+                                "no complete answer within "
+                                  + core::format_duration(s.cfg.total_timeout)));
+    },
+    [=](retry_atom, uint64_t key) {
+      auto& s = self->state;
+      if (s.calls.count(key) == 0)
+        return;
+      s.queue.push_front(key);
+      try_start(self);
+    },
+    [=](rate_atom) {
+      self->state.rate_tick_pending = false;
+      try_start(self);
+    },
+    [=](stop_atom) {
+      auto& s = self->state;
+      std::vector<uint64_t> keys;
+      for (auto& [key, call] : s.calls)
+        keys.push_back(key);
+      for (auto key : keys) {
+        auto& call = s.calls[key];
+        if (call.handle)
+          call.handle->cancel();
+        call.promise.deliver(to_caf_error(
+          sdk::make_error(sdk::errc::cancelled, "Quarry is shutting down")));
+        finish_call(self, key);
+      }
+      self->quit();
+    },
+  };
+}
+
+} // namespace
+
+llm_provider_actor spawn_llm_provider(caf::actor_system& sys,
+                                      std::shared_ptr<sdk::llm_provider> provider,
+                                      llm_actor_settings settings) {
+  auto hdl = sys.spawn(provider_impl, std::move(provider), std::move(settings));
+  return caf::actor_cast<llm_provider_actor>(hdl);
+}
+
+} // namespace quarry::actors

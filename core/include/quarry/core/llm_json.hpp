@@ -1,0 +1,50 @@
+// JSON forms of the SDK's LLM types: for messages between nodes, the CLI's
+// --json output, and (later) the store. Round-trips exactly.
+
+#pragma once
+
+#include "quarry/sdk/types.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+namespace quarry::sdk {
+
+void to_json(nlohmann::json& j, const tool_call& x);
+void from_json(const nlohmann::json& j, tool_call& x);
+void to_json(nlohmann::json& j, const chat_message& x);
+void from_json(const nlohmann::json& j, chat_message& x);
+void to_json(nlohmann::json& j, const tool_definition& x);
+void from_json(const nlohmann::json& j, tool_definition& x);
+void to_json(nlohmann::json& j, const usage& x);
+void from_json(const nlohmann::json& j, usage& x);
+void to_json(nlohmann::json& j, const chat_request& x);
+void from_json(const nlohmann::json& j, chat_request& x);
+void to_json(nlohmann::json& j, const chat_result& x);
+void from_json(const nlohmann::json& j, chat_result& x);
+void to_json(nlohmann::json& j, const tool_call_delta& x);
+void from_json(const nlohmann::json& j, tool_call_delta& x);
+void to_json(nlohmann::json& j, const error& x);
+void from_json(const nlohmann::json& j, error& x);
+
+} // namespace quarry::sdk
+
+namespace quarry::core {
+
+/// Parses `role`, `tool_choice`, `finish_reason` and `errc` names; nothing
+/// for an unknown name.
+std::optional<sdk::role> parse_role(std::string_view x);
+std::optional<sdk::tool_choice> parse_tool_choice(std::string_view x);
+std::optional<sdk::finish_reason> parse_finish_reason(std::string_view x);
+std::optional<sdk::errc> parse_errc(std::string_view x);
+
+/// Reads tool definitions from a JSON array whose entries are either OpenAI
+/// format (`{"type": "function", "function": {...}}`) or plain
+/// (`{"name", "description", "parameters"}`). Returns an error text on bad
+/// input.
+std::optional<std::string> parse_tool_definitions(const nlohmann::json& j,
+                                                  std::vector<sdk::tool_definition>& out);
+
+} // namespace quarry::core

@@ -1,0 +1,203 @@
+// `quarry llm chat` end to end: the real binary, the real provider plugins
+// loaded from disk, the provider actor, and the fake LLM server speaking the
+// real wire formats. Retry rules are checked here.
+
+#include "support/fake_llm_server.hpp"
+#include "support/process.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+
+using namespace quarry;
+
+namespace {
+
+struct chat_fixture {
+  test::temp_dir home;
+  test::fake_llm_server server;
+
+  /// Runs `quarry llm chat --json` against provider `main` = `plugin` at the
+  /// fake server, with extra --set overrides.
+  test::process_result chat(const std::string& plugin,
+                            std::vector<std::string> extra,
+                            const std::string& message = "Hello there") {
+    auto base = plugin == "anthropic" ? server.base_url_anthropic()
+                                      : server.base_url_openai();
+    std::vector<std::string> args{QUARRY_EXE,
+                                  "--set", "llm.providers.main.plugin=" + plugin,
+                                  "--set", "llm.providers.main.base_url=" + base,
+                                  "--set", "llm.providers.main.model=test-model",
+                                  "--set", "llm.providers.main.api_key=sk-test-secret-key",
+                                  "--set", "llm.providers.main.retry_base=50ms"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"llm", "chat", "--json", message});
+    test::process_options opts;
+    opts.env = {{"HOME", home.path()},
+                {"XDG_CONFIG_HOME", std::nullopt},
+                {"QUARRY_CONFIG", std::nullopt}};
+    opts.timeout = std::chrono::seconds{60};
+    return test::run_process(args, opts);
+  }
+
+  static nlohmann::json parse(const test::process_result& res) {
+    INFO(res.out);
+    INFO(res.err);
+    auto j = nlohmann::json::parse(res.out, nullptr, false);
+    REQUIRE_FALSE(j.is_discarded());
+    return j;
+  }
+};
+
+std::string fixture(const std::string& rel) {
+  return std::string{QUARRY_FIXTURES_DIR} + "/" + rel;
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(chat_fixture, "llm chat replays an OpenAI stream with parallel tool calls") {
+  REQUIRE_FALSE(server.replay_file(
+    fixture("llm/openai_chat/openai-python__tool_calls_parallel_two.sse")));
+  auto res = chat("openai", {});
+  CHECK(res.exit_code == 0);
+  auto j = parse(res);
+  auto expected = nlohmann::json::parse(test::read_file(
+    fixture("llm/openai_chat/EXPECTED_ASSEMBLED.derived.json")))
+    ["openai-python__tool_calls_parallel_two.sse"];
+  const auto& want_calls = expected["choices"][0]["tool_calls"];
+  REQUIRE(j["tool_calls"].size() == want_calls.size());
+  for (size_t i = 0; i < want_calls.size(); ++i) {
+    CHECK(j["tool_calls"][i]["name"] == want_calls[i]["function"]["name"]);
+    CHECK(j["tool_calls"][i]["id"] == want_calls[i]["id"]);
+    CHECK(j["tool_calls"][i]["arguments"]
+          == nlohmann::json::parse(want_calls[i]["function"]["arguments"].get<std::string>()));
+  }
+  CHECK(j["finish_reason"] == "tool_calls");
+  CHECK(j["usage"]["input_tokens"] == expected["usage"]["prompt_tokens"]);
+  CHECK(j["usage"]["output_tokens"] == expected["usage"]["completion_tokens"]);
+  CHECK(j["provider"] == "main");
+  CHECK(j["attempts"] == 1);
+  // The key went out as a bearer token and never came back out.
+  auto req = server.request_at(0);
+  REQUIRE(req.has_value());
+  CHECK(req->header("authorization") == "Bearer sk-test-secret-key");
+  CHECK(res.out.find("sk-test-secret-key") == std::string::npos);
+  CHECK(res.err.find("sk-test-secret-key") == std::string::npos);
+}
+
+TEST_CASE_FIXTURE(chat_fixture, "llm chat speaks the Anthropic protocol") {
+  REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
+    {"match": {"protocol": "anthropic"},
+     "respond": {"text": "Bonjour from the fake server",
+                 "usage": {"input_tokens": 12, "output_tokens": 5}}}
+  ])")));
+  auto res = chat("anthropic", {});
+  CHECK(res.exit_code == 0);
+  auto j = parse(res);
+  CHECK(j["text"] == "Bonjour from the fake server");
+  CHECK(j["finish_reason"] == "stop");
+  CHECK(j["usage"]["input_tokens"] == 12);
+  CHECK(j["usage"]["output_tokens"] == 5);
+  auto req = server.request_at(0);
+  REQUIRE(req.has_value());
+  CHECK(req->header("x-api-key") == "sk-test-secret-key");
+  CHECK(req->body["messages"][0]["role"] == "user");
+}
+
+TEST_CASE_FIXTURE(chat_fixture, "llm chat retries a 429 after the Retry-After it was given") {
+  REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
+    {"times": 1, "error": {"status": 429, "headers": {"Retry-After": "1"},
+      "body": {"error": {"message": "Rate limit reached. Please try again later.",
+                         "type": "requests", "code": "rate_limit_exceeded"}}}},
+    {"respond": {"text": "second time lucky"}}
+  ])")));
+  auto start = std::chrono::steady_clock::now();
+  auto res = chat("openai", {});
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  CHECK(res.exit_code == 0);
+  auto j = parse(res);
+  CHECK(j["text"] == "second time lucky");
+  CHECK(j["attempts"] == 2);
+  CHECK(server.request_count() == 2);
+  // Behaviour, not speed: the retry did not come before the server allowed.
+  CHECK(elapsed >= std::chrono::seconds{1});
+}
+
+TEST_CASE_FIXTURE(chat_fixture, "llm chat never retries insufficient_quota") {
+  REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
+    {"error": {"status": 429, "headers": {"Retry-After": "1"},
+      "body": {"error": {"message": "You exceeded your current quota.",
+                         "type": "insufficient_quota", "code": "insufficient_quota"}}}}
+  ])")));
+  auto res = chat("openai", {});
+  CHECK(res.exit_code == 1);
+  auto j = parse(res);
+  CHECK(j["error"]["class"] == "quota");
+  CHECK(j["error"]["status"] == 429);
+  CHECK(server.request_count() == 1);
+}
+
+TEST_CASE_FIXTURE(chat_fixture, "llm chat retries a stall before the first chunk") {
+  REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
+    {"times": 1, "stall_after_bytes": 0, "respond": {"text": "never sent"}},
+    {"respond": {"text": "after the stall"}}
+  ])")));
+  auto res = chat("openai", {"--set", "llm.providers.main.stall_timeout=1s"});
+  CHECK(res.exit_code == 0);
+  auto j = parse(res);
+  CHECK(j["text"] == "after the stall");
+  CHECK(j["attempts"] == 2);
+  CHECK(server.request_count() == 2);
+}
+
+TEST_CASE_FIXTURE(chat_fixture, "llm chat does not retry a stall after the first chunk") {
+  // Enough bytes for the first content chunk to reach the caller, then
+  // silence: the partial answer must not be silently replaced by a retry.
+  REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
+    {"chunk_delay_ms": 10, "stall_after_bytes": 600,
+     "respond": {"text": "one two three four five six seven eight nine ten eleven twelve", "chunk_words": 1}},
+    {"respond": {"text": "a retry that must not happen"}}
+  ])")));
+  auto res = chat("openai", {"--set", "llm.providers.main.stall_timeout=1s"});
+  CHECK(res.exit_code == 1);
+  auto j = parse(res);
+  CHECK(j["error"]["class"] == "stall");
+  CHECK(server.request_count() == 1);
+}
+
+TEST_CASE_FIXTURE(chat_fixture, "llm chat reports a missing provider and bad options clearly") {
+  auto none = test::run_process({QUARRY_EXE, "llm", "chat", "hi"},
+                                {{{"HOME", home.path()},
+                                  {"XDG_CONFIG_HOME", std::nullopt},
+                                  {"QUARRY_CONFIG", std::nullopt}},
+                                 "", "", std::chrono::seconds{30}});
+  CHECK(none.exit_code == 2);
+  CHECK(none.err.find("no LLM provider configured") != std::string::npos);
+  auto bad = chat("openai", {"--set", "llm.providers.main.max_retries=-1"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("max_retries") != std::string::npos);
+  auto unknown = chat("openai", {"--set", "llm.providers.main.modle=x"});
+  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.err.find("modle") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(chat_fixture, "llm chat answers offline with the extractive provider") {
+  std::vector<std::string> args{QUARRY_EXE, "--set",
+                                "llm.providers.offline.plugin=extractive",
+                                "llm", "chat", "--json",
+                                "What is the capital of France? And of Spain?"};
+  test::process_options opts;
+  opts.env = {{"HOME", home.path()},
+              {"XDG_CONFIG_HOME", std::nullopt},
+              {"QUARRY_CONFIG", std::nullopt}};
+  auto a = test::run_process(args, opts);
+  auto b = test::run_process(args, opts);
+  CHECK(a.exit_code == 0);
+  auto j = parse(a);
+  CHECK(j["provider"] == "offline");
+  CHECK_FALSE(j["text"].get<std::string>().empty());
+  // Deterministic: the same question gives the same answer.
+  CHECK(a.out == b.out);
+  CHECK(server.request_count() == 0);
+}

@@ -1,0 +1,580 @@
+// Unit tests of the extractive provider's pure logic, including a whole
+// deterministic deep research conversation driven through respond().
+
+#include "extractive.hpp"
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace quarry;
+using namespace quarry::plugins::llm_extractive;
+
+namespace {
+
+// -- a small document set -----------------------------------------------------
+
+struct test_doc {
+  std::string url;
+  std::string title;
+  std::string content;
+};
+
+const std::vector<test_doc>& corpus() {
+  static const std::vector<test_doc> docs{
+    {"https://example.org/heat-pumps", "How heat pumps work",
+     "A heat pump moves heat from a cold place to a warm place using a refrigerant "
+     "cycle. Heat pumps deliver three to four units of heat for each unit of "
+     "electricity they use. The compressor is the part of a heat pump that uses "
+     "most of the electricity."},
+    {"https://example.org/cold-climates", "Heat pumps in cold climates",
+     "Modern cold-climate heat pumps keep working at outdoor temperatures of minus "
+     "25 degrees Celsius. Their efficiency falls as the outdoor temperature drops. "
+     "Norway has more heat pumps per household than any other country in Europe."},
+    {"https://example.org/costs", "What a heat pump costs",
+     "Installing an air-source heat pump costs between 8,000 and 15,000 euros in "
+     "most European countries. Running costs depend on the price of electricity "
+     "compared with the price of gas. Many governments pay part of the installation "
+     "cost as a subsidy."},
+    {"https://example.org/history", "A short history of refrigeration",
+     "The first refrigeration machines were built in the nineteenth century. Before "
+     "that, ice was cut from frozen lakes in winter and stored in ice houses."},
+  };
+  return docs;
+}
+
+const std::string question = "How do heat pumps work, and how well do they perform in "
+                             "cold climates? What do they cost?";
+
+sdk::chat_message msg(sdk::role author, std::string content) {
+  sdk::chat_message result;
+  result.author = author;
+  result.content = std::move(content);
+  return result;
+}
+
+sdk::chat_message tool_msg(const std::string& id, const std::string& name,
+                           std::string content) {
+  auto result = msg(sdk::role::tool, std::move(content));
+  result.tool_call_id = id;
+  result.tool_name = name;
+  return result;
+}
+
+sdk::chat_message calls_msg(std::vector<sdk::tool_call> calls) {
+  auto result = msg(sdk::role::assistant, "");
+  result.tool_calls = std::move(calls);
+  return result;
+}
+
+sdk::tool_definition tool(const std::string& name) {
+  sdk::tool_definition result;
+  result.name = name;
+  result.description = "The " + name + " tool.";
+  return result;
+}
+
+sdk::chat_request request(std::string role_tag, std::vector<std::string> tools = {}) {
+  sdk::chat_request result;
+  result.role_tag = std::move(role_tag);
+  for (const auto& name : tools)
+    result.tools.push_back(tool(name));
+  return result;
+}
+
+// A fake search engine: every document of the corpus with a word of the
+// query, numbered from 1 in corpus order, the snippet being the first
+// sentence.
+std::string search_result(const std::string& query, std::map<std::string, int>& numbers) {
+  auto words = tokenize(query);
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto& doc : corpus()) {
+    auto tokens = tokenize(doc.title + " " + doc.content);
+    auto hit = std::any_of(words.begin(), words.end(), [&](const std::string& w) {
+      return std::find(tokens.begin(), tokens.end(), w) != tokens.end();
+    });
+    if (!hit)
+      continue;
+    auto num = static_cast<int>(numbers.size()) + 1;
+    numbers.emplace(doc.url, num);
+    num = numbers[doc.url];
+    results.push_back({{"document", num},
+                       {"title", doc.title},
+                       {"url", doc.url},
+                       {"content", split_sentences(doc.content).front()}});
+  }
+  return nlohmann::json{{"results", results}}.dump(2);
+}
+
+// A fake open_url: the full content of each URL, with the numbers the
+// search gave.
+std::string open_result(const nlohmann::json& urls, const std::map<std::string, int>& numbers) {
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto& url : urls) {
+    for (const auto& doc : corpus())
+      if (doc.url == url.get<std::string>())
+        results.push_back({{"document", numbers.at(doc.url)},
+                           {"title", doc.title},
+                           {"url", doc.url},
+                           {"content", doc.content}});
+  }
+  return nlohmann::json{{"results", results}}.dump(2);
+}
+
+// Returns the markers [n] in `text`.
+std::vector<int> markers_of(const std::string& text) {
+  std::vector<int> result;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '[')
+      continue;
+    size_t j = i + 1;
+    int value = 0;
+    while (j < text.size() && text[j] >= '0' && text[j] <= '9')
+      value = value * 10 + (text[j++] - '0');
+    if (j > i + 1 && j < text.size() && text[j] == ']')
+      result.push_back(value);
+  }
+  return result;
+}
+
+// Checks that every sentence of `report` carries one marker [n] and that its
+// text (without the marker) is part of the document numbered n.
+void check_citations(const std::string& report, const std::map<std::string, int>& numbers) {
+  std::map<int, const test_doc*> by_number;
+  for (const auto& [url, num] : numbers)
+    for (const auto& doc : corpus())
+      if (doc.url == url)
+        by_number[num] = &doc;
+  size_t checked = 0;
+  size_t pos = 0;
+  while ((pos = report.find(" [", pos)) != std::string::npos) {
+    auto close = report.find(']', pos);
+    REQUIRE(close != std::string::npos);
+    auto num = std::stoi(report.substr(pos + 2, close - pos - 2));
+    REQUIRE_MESSAGE(by_number.count(num) == 1, "marker [" << num << "] has no document");
+    // The sentence: from the previous sentence end (or line start) to here.
+    auto begin = report.find_last_of("\n", pos);
+    begin = begin == std::string::npos ? 0 : begin + 1;
+    auto prev = report.rfind("]. ", pos);
+    if (prev != std::string::npos && prev + 3 > begin)
+      begin = prev + 3;
+    auto body = report.substr(begin, pos - begin);
+    auto punct = report.substr(close + 1, 1);
+    CHECK_MESSAGE(by_number[num]->content.find(body + punct) != std::string::npos,
+                  "'" << body << "' is not in document " << num);
+    ++checked;
+    pos = close;
+  }
+  CHECK(checked > 0);
+}
+
+} // namespace
+
+// -- text ---------------------------------------------------------------------
+
+TEST_CASE("extractive splits sentences") {
+  auto xs = split_sentences("# Heading\nHeat pumps, e.g. air-source ones, cost 3.5 "
+                            "units [12]. They work! Do they? yes they do.\n\n"
+                            "- a list item\nA wrapped\nline. [...truncated]");
+  std::vector<std::string> expected{"Heading",
+                                    "Heat pumps, e.g. air-source ones, cost 3.5 units.",
+                                    "They work!",
+                                    "Do they?",
+                                    "yes they do.",
+                                    "a list item",
+                                    "A wrapped line."};
+  CHECK(xs == expected);
+  CHECK(split_sentences("").empty());
+  CHECK(split_sentences("   \n\n ").empty());
+}
+
+TEST_CASE("extractive tokenizes without stop words and with plural stems") {
+  CHECK(tokenize("The Heat-Pumps of Norway's cities!")
+        == std::vector<std::string>{"heat", "pump", "norway", "city"});
+  CHECK(tokenize("what is it") .empty());
+  CHECK(count_words("  one two\nthree ") == 3);
+  CHECK(estimate_tokens("one two three") == 4);
+  CHECK(estimate_tokens("") == 0);
+}
+
+TEST_CASE("extractive BM25 ranks matching, shorter and rarer matches higher") {
+  std::vector<std::vector<std::string>> docs{
+    {"heat", "pump", "cost"},
+    {"heat", "pump", "cost", "money", "price", "euro", "gas", "electricity"},
+    {"ice", "lake"},
+    {"heat", "pump"}};
+  auto scores = bm25_scores(docs, {"cost", "pump"});
+  CHECK(scores[0] > scores[1]); // same terms, shorter
+  CHECK(scores[2] == 0.0);
+  CHECK(scores[0] > scores[3]); // "cost" is rarer than "pump"
+  CHECK(top_k(scores, 2) == std::vector<size_t>{0, 1});
+  CHECK(top_k({0.0, 1.0, 1.0, 0.5}, 10) == std::vector<size_t>{1, 2, 3});
+  CHECK(bm25_scores(docs, {}) == std::vector<double>(4, 0.0));
+}
+
+// -- plans --------------------------------------------------------------------
+
+TEST_CASE("extractive splits a question into sub-questions") {
+  auto steps = split_question(question);
+  std::vector<std::string> expected{
+    "How do heat pumps work?",
+    "How well do they perform in cold climates? (regarding: heat pumps work)",
+    "What do they cost? (regarding: heat pumps work)"};
+  CHECK(steps == expected);
+  // Commas without two content words on each side do not split.
+  auto one = split_question("What are the causes, effects and remedies of inflation?");
+  REQUIRE(one.size() == 4);
+  CHECK(one[0] == "What are the causes, effects and remedies of inflation?");
+  CHECK(one[1] == "Background and key facts about causes, effects and remedies of inflation");
+  CHECK(one[2] == "Current state and recent developments of causes, effects and "
+                  "remedies of inflation");
+  CHECK(one[3] == "Evidence, data and examples on causes, effects and remedies of inflation");
+  auto many = split_question("a1 b1; a2 b2; a3 b3; a4 b4; a5 b5; a6 b6; a7 b7; a8 b8");
+  CHECK(many.size() == 6);
+  CHECK(split_question("Heat pumps", 2).size() == 2);
+  CHECK(format_plan({"One", "Two"}) == "1. One\n2. Two");
+}
+
+TEST_CASE("extractive reads the plan after the research plan heading") {
+  std::string prompt = "You are the orchestrator.\n1. Never answer.\n2. Call tools.\n"
+                       "Do not run more than 3 in parallel.\n\n# Research Plan\n"
+                       "1. First step\n2) Second   step\n\n3. Third step\n";
+  CHECK(parse_plan(prompt)
+        == std::vector<std::string>{"First step", "Second step", "Third step"});
+  CHECK(parse_plan("Steps:\n1. a\n2. b\nthen\n1. c\n") == std::vector<std::string>{"c"});
+  CHECK(parse_plan("no list here").empty());
+  CHECK(parse_plan(format_plan(split_question(question))) == split_question(question));
+}
+
+TEST_CASE("extractive recognises reminders and parallel limits") {
+  CHECK(is_reminder("<system-reminder>\nbe thorough\n</system-reminder>"));
+  CHECK(is_reminder("Output only the plan as a numbered list."));
+  CHECK(is_reminder("Open the best pages with open_url."));
+  CHECK(is_reminder("Output only the plan, nothing else."));
+  CHECK(is_reminder("Write a comprehensive report on the topic; cite every fact as [n]."));
+  CHECK_FALSE(is_reminder("What is the plan of the city council?"));
+  CHECK_FALSE(is_reminder(question));
+  CHECK(find_parallel_limit("Parallel calls are good, but NEVER more than 3 in parallel.")
+        == 3);
+  CHECK(find_parallel_limit("Run at most two research agents in parallel.") == 2);
+  CHECK(find_parallel_limit("up to 12 agents may run in parallel") == 12);
+  CHECK(find_parallel_limit("Parallel calls are encouraged.") == 0);
+  CHECK(find_parallel_limit("") == 0);
+}
+
+// -- tool results -------------------------------------------------------------
+
+TEST_CASE("extractive parses tool results and merges documents by number") {
+  auto docs = parse_tool_result(
+    R"({"results": [{"document": 2, "title": "T", "url": "https://x", "content": "C."},)"
+    R"( {"document": "3", "title": "U", "snippet": "S."}, {"title": "no number"},)"
+    R"( {"document": -1, "content": "negative"}]})");
+  REQUIRE(docs.size() == 2);
+  CHECK(docs[0].number == 2);
+  CHECK(docs[0].url == "https://x");
+  CHECK(docs[0].texts == std::vector<std::string>{"C."});
+  CHECK(docs[1].number == 3);
+  CHECK(docs[1].texts == std::vector<std::string>{"S."});
+  CHECK(parse_tool_result("Tool failed with error: boom").empty());
+  CHECK(parse_tool_result(R"({"results": 5})").empty());
+  CHECK(parse_tool_result(R"("{\"results\": [{\"document\": 1}]}")").size() == 1);
+  std::vector<sdk::chat_message> history{
+    tool_msg("a", "web_search", R"({"results": [{"document": 1, "title": "A",)"
+                                R"( "url": "u1", "content": "snippet"}]})"),
+    tool_msg("b", "open_url", R"({"results": [{"document": 1, "title": "A",)"
+                              R"( "content": "full page"}, {"document": 4, "title": "D",)"
+                              R"( "content": "d"}]})")};
+  auto merged = collect_documents(history);
+  REQUIRE(merged.size() == 2);
+  CHECK(merged[0].url == "u1");
+  CHECK(merged[0].texts == std::vector<std::string>{"snippet", "full page"});
+  CHECK(merged[1].number == 4);
+}
+
+TEST_CASE("extractive reports the best sentences with their documents' markers") {
+  std::vector<source_doc> docs;
+  int n = 5;
+  for (const auto& doc : corpus())
+    docs.push_back({n++, doc.title, doc.url, {doc.content}});
+  auto report = compose_report("What does installing a heat pump cost?", docs, 3);
+  std::map<std::string, int> numbers;
+  for (const auto& doc : docs)
+    numbers[doc.url] = doc.number;
+  check_citations(report, numbers);
+  CHECK(report.find("8,000 and 15,000 euros in most European countries [7].")
+        != std::string::npos);
+  CHECK(markers_of(report).size() == 3);
+  CHECK(compose_report("anything", {}, 3) == "No sources were found for this task.");
+  // A very long sentence is cut after 60 words, with an ellipsis.
+  std::string long_text = "Heat";
+  for (int i = 0; i < 70; ++i)
+    long_text += " w" + std::to_string(i);
+  long_text += ".";
+  auto cut = compose_report("heat", {{2, "Long", "", {long_text}}}, 3);
+  CHECK(cut == long_text.substr(0, long_text.find(" w59")) + "\u2026 [2].");
+  CHECK(compose_report("quantum chromodynamics", docs, 3)
+        == "No information relevant to the task was found in the sources.");
+}
+
+// -- the roles ----------------------------------------------------------------
+
+TEST_CASE("extractive never asks clarifying questions") {
+  auto req = request("clarify", {"generate_plan"});
+  req.messages = {msg(sdk::role::system, "Ask questions or call generate_plan."),
+                  msg(sdk::role::user, question)};
+  auto with_tool = respond(req, {});
+  CHECK(with_tool.text.empty());
+  REQUIRE(with_tool.tool_calls.size() == 1);
+  CHECK(with_tool.tool_calls[0].name == "generate_plan");
+  CHECK(with_tool.tool_calls[0].id == "call_1");
+  CHECK(with_tool.tool_calls[0].arguments == "{}");
+  req.tools.clear();
+  auto plain = respond(req, {});
+  CHECK(plain.text == "No clarification needed.");
+  CHECK(plain.tool_calls.empty());
+}
+
+TEST_CASE("extractive answers unknown roles with the best sentences of the chat") {
+  auto req = request("");
+  req.messages = {msg(sdk::role::system, "You are helpful."),
+                  msg(sdk::role::user, corpus()[1].content),
+                  msg(sdk::role::user, "Which country has many heat pumps per household?")};
+  auto res = respond(req, {});
+  CHECK(res.tool_calls.empty());
+  CHECK(res.text.find("Norway has more heat pumps per household") != std::string::npos);
+  req.messages = {msg(sdk::role::user, "hello")};
+  CHECK(respond(req, {}).text.find("No matching text") == 0);
+}
+
+TEST_CASE("extractive orchestrator respects the parallel limit from config and prompt") {
+  auto req = request("orchestrate", {"research_agent", "think_tool", "generate_report"});
+  std::string plan = "1. A one\n2. B two\n3. C three\n4. D four\n5. E five";
+  req.messages = {msg(sdk::role::system, "# Research Plan\n" + plan),
+                  msg(sdk::role::user, "letters")};
+  compose_options opts;
+  opts.max_parallel = 2;
+  CHECK(respond(req, opts).tool_calls.size() == 2);
+  opts.max_parallel = 5;
+  CHECK(respond(req, opts).tool_calls.size() == 5);
+  req.messages[0].content = "NEVER more than 3 in parallel.\n# Research Plan\n" + plan;
+  auto res = respond(req, opts);
+  REQUIRE(res.tool_calls.size() == 3);
+  CHECK(res.tool_calls[2].id == "call_3");
+  CHECK(res.tool_calls[2].arguments == R"({"task":"C three"})");
+  // A step whose call "was not run" is dispatched again, once.
+  std::vector<sdk::tool_call> calls;
+  for (auto& call : res.tool_calls)
+    calls.push_back(call);
+  req.messages.push_back(calls_msg(calls));
+  req.messages.push_back(tool_msg("call_1", "research_agent", "A report [1]."));
+  req.messages.push_back(tool_msg("call_2", "research_agent", "Not run: limit reached."));
+  req.messages.push_back(tool_msg("call_3", "research_agent", "C report [2]."));
+  res = respond(req, opts);
+  REQUIRE(res.tool_calls.size() == 3);
+  CHECK(res.tool_calls[0].arguments == R"({"task":"B two"})");
+  CHECK(res.tool_calls[0].id == "call_4");
+  CHECK(res.tool_calls[1].arguments == R"({"task":"D four"})");
+  CHECK(res.tool_calls[2].arguments == R"({"task":"E five"})");
+  // Tool choice "none": no tool calls at all.
+  req.choice = sdk::tool_choice::none;
+  CHECK(respond(req, opts).tool_calls.empty());
+}
+
+namespace {
+
+// Everything one run of the conversation produced, for comparison.
+struct run_log {
+  std::string text;
+  std::vector<std::string> reports;
+  std::vector<std::map<std::string, int>> numbers;
+  std::string final_report;
+  std::vector<std::string> plan;
+};
+
+void append(run_log& log, const answer& x) {
+  log.text += x.text + "\n";
+  for (const auto& call : x.tool_calls)
+    log.text += call.id + " " + call.name + " " + call.arguments + "\n";
+}
+
+// Runs one research agent on `task` and returns its report.
+std::string run_agent(const std::string& task, run_log& log) {
+  std::map<std::string, int> numbers;
+  std::vector<std::string> tools{"web_search", "open_url", "think_tool", "generate_report"};
+  std::vector<sdk::chat_message> history{msg(sdk::role::user, task)};
+  auto step = [&] {
+    auto req = request("research", tools);
+    req.messages = history;
+    req.messages.insert(req.messages.begin(),
+                        msg(sdk::role::system, "You are a research agent."));
+    req.choice = sdk::tool_choice::required;
+    auto res = respond(req, {});
+    append(log, res);
+    return res;
+  };
+  // 1: search with the task text.
+  auto first = step();
+  REQUIRE(first.tool_calls.size() == 1);
+  CHECK(first.tool_calls[0].name == "web_search");
+  auto args = nlohmann::json::parse(first.tool_calls[0].arguments);
+  CHECK(args == nlohmann::json{{"queries", {task}}});
+  history.push_back(calls_msg(first.tool_calls));
+  history.push_back(tool_msg(first.tool_calls[0].id, "web_search",
+                             search_result(task, numbers)));
+  history.push_back(msg(sdk::role::user, "Consider calling open_url on the best results."));
+  // 2: open the best results, at most 3.
+  auto second = step();
+  REQUIRE(second.tool_calls.size() == 1);
+  CHECK(second.tool_calls[0].name == "open_url");
+  CHECK(second.tool_calls[0].id != first.tool_calls[0].id);
+  auto urls = nlohmann::json::parse(second.tool_calls[0].arguments).at("urls");
+  CHECK(urls.size() >= 1);
+  CHECK(urls.size() <= 3);
+  history.push_back(calls_msg(second.tool_calls));
+  history.push_back(tool_msg(second.tool_calls[0].id, "open_url", open_result(urls, numbers)));
+  // 3: done researching: generate_report (offered) moves the agent on.
+  auto third = step();
+  REQUIRE(third.tool_calls.size() == 1);
+  CHECK(third.tool_calls[0].name == "generate_report");
+  tools.pop_back();
+  CHECK(step().tool_calls.empty()); // without generate_report: text, no calls
+  // 4: the intermediate report.
+  auto req = request("report");
+  req.messages = {msg(sdk::role::system, "Write the report.")};
+  req.messages.insert(req.messages.end(), history.begin(), history.end());
+  req.messages.push_back(msg(sdk::role::user, "Please write a comprehensive report on: "
+                                                + task));
+  auto report = respond(req, {});
+  CHECK(report.tool_calls.empty());
+  check_citations(report.text, numbers);
+  log.reports.push_back(report.text);
+  log.numbers.push_back(numbers);
+  log.text += report.text + "\n";
+  return report.text;
+}
+
+run_log run_research(int max_parallel) {
+  run_log log;
+  compose_options opts;
+  opts.max_parallel = max_parallel;
+  // Plan.
+  auto plan_req = request("plan");
+  plan_req.messages = {msg(sdk::role::system, "You are a research planner."),
+                       msg(sdk::role::user, question),
+                       msg(sdk::role::user, "Output only the plan as a numbered list.")};
+  auto plan = respond(plan_req, opts);
+  append(log, plan);
+  log.plan = parse_plan(plan.text);
+  // Orchestrator cycles.
+  std::vector<sdk::chat_message> history{msg(sdk::role::user, question)};
+  auto system = msg(sdk::role::system, "You are the orchestrator. NEVER more than 3 in "
+                                       "parallel.\n\n# Research Plan\n" + plan.text);
+  for (int cycle = 0; cycle < 8; ++cycle) {
+    auto req = request("orchestrate", {"research_agent", "think_tool", "generate_report"});
+    req.choice = sdk::tool_choice::required;
+    req.messages = {system};
+    req.messages.insert(req.messages.end(), history.begin(), history.end());
+    auto res = respond(req, opts);
+    append(log, res);
+    REQUIRE_FALSE(res.tool_calls.empty());
+    if (res.tool_calls[0].name == "generate_report")
+      break;
+    CHECK(res.tool_calls.size() <= static_cast<size_t>(max_parallel));
+    history.push_back(calls_msg(res.tool_calls));
+    for (const auto& call : res.tool_calls) {
+      REQUIRE(call.name == "research_agent");
+      auto task = nlohmann::json::parse(call.arguments).at("task").get<std::string>();
+      history.push_back(tool_msg(call.id, "research_agent", run_agent(task, log)));
+    }
+  }
+  // Final report.
+  auto req = request("final");
+  req.messages = {msg(sdk::role::system, "Write the final report.")};
+  req.messages.insert(req.messages.end(), history.begin(), history.end());
+  req.messages.push_back(msg(sdk::role::user, "<system-reminder>\nThe plan was:\n```\n"
+                                                + plan.text + "\n```\n</system-reminder>"));
+  auto final_report = respond(req, opts);
+  CHECK(final_report.tool_calls.empty());
+  log.final_report = final_report.text;
+  log.text += final_report.text;
+  return log;
+}
+
+} // namespace
+
+TEST_CASE("extractive drives a whole deep research run deterministically") {
+  auto log = run_research(2);
+  REQUIRE(log.plan.size() == 3);
+  CHECK(log.plan[0] == "How do heat pumps work?");
+  CHECK(log.reports.size() == 3);
+  // Two agents in the first cycle, one in the second, then generate_report.
+  CHECK(log.text.find("call_1 research_agent") != std::string::npos);
+  CHECK(log.text.find("call_2 research_agent") != std::string::npos);
+  CHECK(log.text.find("call_3 research_agent") != std::string::npos);
+  CHECK(log.text.find("call_4 generate_report {}") != std::string::npos);
+  // The cost agent cites the cost document with the number its search gave.
+  auto cost = log.numbers[2].at("https://example.org/costs");
+  CHECK(log.reports[2].find("15,000 euros in most European countries ["
+                            + std::to_string(cost) + "].")
+        != std::string::npos);
+  // The final report: intro, note, one section per step, markers kept.
+  const auto& report = log.final_report;
+  CHECK(report.find("This report answers the question \"" + question + "\"") == 0);
+  CHECK(report.find("Extractive report:** no language model was used") != std::string::npos);
+  CHECK(report.find("\n## How do heat pumps work?\n") != std::string::npos);
+  CHECK(report.find("\n## How well do they perform in cold climates?\n") != std::string::npos);
+  CHECK(report.find("\n## What do they cost?\n") != std::string::npos);
+  CHECK(report.find("regarding:") == std::string::npos);
+  CHECK(report.find("## Further findings") == std::string::npos);
+  auto cost_section = report.find("## What do they cost?");
+  REQUIRE(cost_section != std::string::npos);
+  CHECK(report.find("15,000 euros", cost_section) != std::string::npos);
+  std::set<int> cited;
+  for (auto n : markers_of(report))
+    cited.insert(n);
+  CHECK_FALSE(cited.empty());
+  for (auto n : cited) {
+    CHECK(n >= 1);
+    CHECK(n <= static_cast<int>(corpus().size()));
+  }
+  // The same input gives byte-identical output.
+  auto again = run_research(2);
+  CHECK(again.text == log.text);
+  // With room for three agents, all run in the first cycle.
+  auto wide = run_research(3);
+  CHECK(wide.text.find("call_4 generate_report {}") != std::string::npos);
+  CHECK(wide.final_report == log.final_report);
+}
+
+TEST_CASE("extractive agents prefer internal search and fall back to the web") {
+  auto req = request("research", {"internal_search", "web_search", "open_url",
+                                  "generate_report"});
+  req.messages = {msg(sdk::role::user, "Costs of heat pumps in Europe")};
+  auto first = respond(req, {});
+  REQUIRE(first.tool_calls.size() == 1);
+  CHECK(first.tool_calls[0].name == "internal_search");
+  CHECK(first.tool_calls[0].arguments == R"({"queries":["Costs of heat pumps in Europe"]})");
+  // Nothing found internally: search the web.
+  req.messages.push_back(calls_msg(first.tool_calls));
+  req.messages.push_back(tool_msg("call_1", "internal_search", R"({"results": []})"));
+  auto second = respond(req, {});
+  REQUIRE(second.tool_calls.size() == 1);
+  CHECK(second.tool_calls[0].name == "web_search");
+  CHECK(second.tool_calls[0].id == "call_2");
+  // Internal results without URLs: nothing to open, so report.
+  req.messages.pop_back();
+  req.messages.push_back(tool_msg("call_1", "internal_search",
+                                  R"({"results": [{"document": 1, "title": "Costs",)"
+                                  R"( "content": "A heat pump costs 9,000 euros."}]})"));
+  auto third = respond(req, {});
+  REQUIRE(third.tool_calls.size() == 1);
+  CHECK(third.tool_calls[0].name == "generate_report");
+  req.role_tag = "report";
+  CHECK(respond(req, {}).text == "A heat pump costs 9,000 euros [1].");
+}

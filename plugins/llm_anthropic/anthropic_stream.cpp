@@ -1,0 +1,376 @@
+// Assembly of streaming Anthropic Messages responses.
+
+#include "anthropic_stream.hpp"
+
+#include "anthropic_errors.hpp"
+
+#include <cstdint>
+#include <utility>
+
+namespace quarry::plugins::llm_anthropic {
+
+namespace {
+
+using nlohmann::json;
+
+// Returns the string member `key` of `x`, or an empty string.
+std::string str(const json& x, const char* key) {
+  if (!x.is_object())
+    return {};
+  auto i = x.find(key);
+  return i != x.end() && i->is_string() ? i->get<std::string>() : std::string{};
+}
+
+// Returns the integer member `key` of `x`, if it is one.
+std::optional<int64_t> integer(const json& x, const char* key) {
+  if (!x.is_object())
+    return std::nullopt;
+  auto i = x.find(key);
+  if (i == x.end())
+    return std::nullopt;
+  if (i->is_number_integer())
+    return i->get<int64_t>();
+  if (i->is_number_unsigned())
+    return static_cast<int64_t>(i->get<uint64_t>() & INT64_MAX);
+  return std::nullopt;
+}
+
+// Returns the object member `key` of `x`, or nullptr.
+const json* object(const json& x, const char* key) {
+  if (!x.is_object())
+    return nullptr;
+  auto i = x.find(key);
+  return i != x.end() && i->is_object() ? &*i : nullptr;
+}
+
+} // namespace
+
+sdk::finish_reason to_finish_reason(std::string_view stop_reason) {
+  if (stop_reason == "end_turn" || stop_reason == "stop_sequence")
+    return sdk::finish_reason::stop;
+  if (stop_reason == "tool_use")
+    return sdk::finish_reason::tool_calls;
+  if (stop_reason == "max_tokens"
+      || stop_reason == "model_context_window_exceeded")
+    return sdk::finish_reason::length;
+  if (stop_reason == "refusal")
+    return sdk::finish_reason::content_filter;
+  return sdk::finish_reason::other;
+}
+
+// -- stream_assembler ---------------------------------------------------------
+
+stream_state stream_assembler::abort(sdk::error err) {
+  if (state_ != stream_state::running)
+    return state_;
+  failure_ = std::move(err);
+  state_ = stream_state::failed;
+  return state_;
+}
+
+stream_state stream_assembler::on_event(const sdk::sse_event& ev,
+                                        stream_listener& out) {
+  if (state_ != stream_state::running)
+    return state_;
+  if (ev.type == "ping")
+    return state_;
+  auto data = json::parse(ev.data, nullptr, false);
+  if (data.is_discarded() || !data.is_object()) {
+    if (ev.type == "error")
+      return abort(classify_error_body(ev.data, 0));
+    static constexpr std::string_view known[]
+      = {"message_start", "content_block_start", "content_block_delta",
+         "content_block_stop", "message_delta", "message_stop"};
+    for (auto name : known)
+      if (ev.type == name)
+        return abort(sdk::make_error(sdk::errc::invalid_response,
+                                     "anthropic: `" + ev.type
+                                       + "` event without a JSON object"));
+    return state_; // unknown event types may carry anything
+  }
+  if (!data.contains("type") && !ev.type.empty())
+    data["type"] = ev.type;
+  return on_json(data, out);
+}
+
+stream_state stream_assembler::on_json(const json& data, stream_listener& out) {
+  if (state_ != stream_state::running)
+    return state_;
+  auto type = str(data, "type");
+  if (type == "message_start") {
+    handle_message_start(data, out);
+  } else if (type == "content_block_start") {
+    handle_block_start(data, out);
+  } else if (type == "content_block_delta") {
+    handle_block_delta(data, out);
+  } else if (type == "content_block_stop") {
+    handle_block_stop(data, out);
+  } else if (type == "message_delta") {
+    handle_message_delta(data, out);
+  } else if (type == "message_stop") {
+    state_ = stream_state::done;
+  } else if (type == "error") {
+    return abort(classify_error_body(data.dump(), 0));
+  }
+  // `ping` and unknown types: nothing to do.
+  return state_;
+}
+
+stream_state stream_assembler::on_message(const json& message,
+                                          stream_listener& out) {
+  if (state_ != stream_state::running)
+    return state_;
+  if (!message.is_object())
+    return abort(sdk::make_error(sdk::errc::invalid_response,
+                                 "anthropic: the response is not a JSON object"));
+  if (str(message, "type") == "error")
+    return abort(classify_error_body(message.dump(), 0));
+  // Replays the message as the events a stream would have carried.
+  auto start = message;
+  start["content"] = json::array();
+  on_json({{"type", "message_start"}, {"message", std::move(start)}}, out);
+  int64_t index = 0;
+  if (auto i = message.find("content"); i != message.end() && i->is_array()) {
+    for (const auto& item : *i) {
+      if (!item.is_object())
+        continue;
+      auto kind = str(item, "type");
+      auto head = item;
+      if (kind == "text")
+        head["text"] = "";
+      else if (kind == "thinking")
+        head["thinking"] = "";
+      else if (kind == "tool_use")
+        head["input"] = json::object();
+      on_json({{"type", "content_block_start"},
+               {"index", index},
+               {"content_block", std::move(head)}},
+              out);
+      json delta;
+      if (kind == "text")
+        delta = {{"type", "text_delta"}, {"text", str(item, "text")}};
+      else if (kind == "thinking")
+        delta = {{"type", "thinking_delta"}, {"thinking", str(item, "thinking")}};
+      else if (kind == "tool_use" && item.contains("input"))
+        delta = {{"type", "input_json_delta"},
+                 {"partial_json", item["input"].dump()}};
+      if (!delta.is_null())
+        on_json({{"type", "content_block_delta"},
+                 {"index", index},
+                 {"delta", std::move(delta)}},
+                out);
+      on_json({{"type", "content_block_stop"}, {"index", index}}, out);
+      ++index;
+    }
+  }
+  json delta = {{"type", "message_delta"},
+                {"delta", {{"stop_reason", message.value("stop_reason", json())}}}};
+  if (auto u = object(message, "usage"))
+    delta["usage"] = *u;
+  on_json(delta, out);
+  return on_json({{"type", "message_stop"}}, out);
+}
+
+void stream_assembler::handle_message_start(const json& data,
+                                            stream_listener& out) {
+  auto msg = object(data, "message");
+  if (msg == nullptr)
+    return;
+  if (auto model = str(*msg, "model"); !model.empty())
+    model_ = std::move(model);
+  if (auto u = object(*msg, "usage")) {
+    read_usage(*u);
+    out.on_usage(usage());
+  }
+}
+
+void stream_assembler::handle_block_start(const json& data,
+                                          stream_listener& out) {
+  auto index = integer(data, "index").value_or(-1);
+  auto cb = object(data, "content_block");
+  auto kind = cb != nullptr ? str(*cb, "type") : std::string{};
+  block b;
+  if (kind == "text") {
+    b.kind = block_kind::text;
+    // The start block may already carry text (it never does today).
+    if (auto text = str(*cb, "text"); !text.empty()) {
+      text_ += text;
+      streamed_ = true;
+      out.on_text(text);
+    }
+  } else if (kind == "thinking") {
+    b.kind = block_kind::thinking;
+    if (auto text = str(*cb, "thinking"); !text.empty()) {
+      reasoning_ += text;
+      streamed_ = true;
+      out.on_reasoning(text);
+    }
+  } else if (kind == "tool_use") {
+    // The `input: {}` of the start block is a placeholder: arguments come
+    // as input_json_delta pieces.
+    b.kind = block_kind::tool;
+    b.tool = calls_.size();
+    sdk::tool_call call;
+    call.id = str(*cb, "id");
+    call.name = str(*cb, "name");
+    calls_.push_back(call);
+    calls_closed_.push_back(false);
+    sdk::tool_call_delta delta;
+    delta.index = static_cast<int>(b.tool);
+    delta.id = call.id;
+    delta.name = call.name;
+    streamed_ = true;
+    out.on_tool_call(delta);
+  }
+  blocks_[index] = b;
+}
+
+void stream_assembler::handle_block_delta(const json& data,
+                                          stream_listener& out) {
+  auto index = integer(data, "index").value_or(-1);
+  auto delta = object(data, "delta");
+  if (delta == nullptr)
+    return;
+  auto kind = str(*delta, "type");
+  auto i = blocks_.find(index);
+  if (kind == "text_delta") {
+    if (i != blocks_.end() && i->second.kind != block_kind::text)
+      return;
+    auto text = str(*delta, "text");
+    if (text.empty())
+      return;
+    text_ += text;
+    streamed_ = true;
+    out.on_text(text);
+  } else if (kind == "thinking_delta") {
+    if (i != blocks_.end() && i->second.kind != block_kind::thinking)
+      return;
+    auto text = str(*delta, "thinking");
+    if (text.empty())
+      return;
+    reasoning_ += text;
+    streamed_ = true;
+    out.on_reasoning(text);
+  } else if (kind == "input_json_delta") {
+    if (i == blocks_.end() || i->second.kind != block_kind::tool)
+      return; // e.g. a server tool's input
+    auto tool = i->second.tool;
+    if (calls_closed_[tool])
+      return;
+    auto piece = str(*delta, "partial_json");
+    if (piece.empty())
+      return;
+    calls_[tool].arguments += piece;
+    sdk::tool_call_delta out_delta;
+    out_delta.index = static_cast<int>(tool);
+    out_delta.arguments = std::move(piece);
+    streamed_ = true;
+    out.on_tool_call(out_delta);
+  }
+  // signature_delta, citations_delta, compaction_delta, ...: ignored.
+}
+
+void stream_assembler::handle_block_stop(const json& data, stream_listener& out) {
+  auto index = integer(data, "index").value_or(-1);
+  auto i = blocks_.find(index);
+  if (i == blocks_.end() || i->second.kind != block_kind::tool)
+    return;
+  auto tool = i->second.tool;
+  if (calls_closed_[tool])
+    return;
+  calls_closed_[tool] = true;
+  if (calls_[tool].arguments.empty()) {
+    // A call without arguments: say so explicitly, so that the deltas add
+    // up to the final arguments.
+    calls_[tool].arguments = "{}";
+    sdk::tool_call_delta delta;
+    delta.index = static_cast<int>(tool);
+    delta.arguments = "{}";
+    out.on_tool_call(delta);
+  }
+}
+
+void stream_assembler::handle_message_delta(const json& data,
+                                            stream_listener& out) {
+  if (auto delta = object(data, "delta")) {
+    if (auto i = delta->find("stop_reason"); i != delta->end() && i->is_string())
+      finish_ = to_finish_reason(i->get<std::string>());
+  }
+  if (auto u = object(data, "usage")) {
+    read_usage(*u);
+    out.on_usage(usage());
+  }
+}
+
+void stream_assembler::read_usage(const json& x) {
+  // Every count is cumulative: a present field replaces the previous value.
+  if (auto n = integer(x, "input_tokens"))
+    input_tokens_ = *n;
+  if (auto n = integer(x, "cache_creation_input_tokens"))
+    cache_creation_tokens_ = *n;
+  if (auto n = integer(x, "cache_read_input_tokens"))
+    cache_read_tokens_ = *n;
+  if (auto n = integer(x, "output_tokens"))
+    output_tokens_ = *n;
+  if (auto details = object(x, "output_tokens_details"))
+    if (auto n = integer(*details, "thinking_tokens"))
+      thinking_tokens_ = *n;
+}
+
+sdk::usage stream_assembler::usage() const {
+  // Anthropic's input_tokens excludes cached tokens; ours include them.
+  sdk::usage result;
+  result.input_tokens = input_tokens_ + cache_creation_tokens_ + cache_read_tokens_;
+  result.cached_input_tokens = cache_read_tokens_;
+  result.output_tokens = output_tokens_;
+  result.reasoning_tokens = thinking_tokens_;
+  return result;
+}
+
+sdk::chat_result stream_assembler::result() const {
+  sdk::chat_result result;
+  result.text = text_;
+  result.reasoning = reasoning_;
+  result.tool_calls = calls_;
+  for (auto& call : result.tool_calls)
+    if (call.arguments.empty())
+      call.arguments = "{}";
+  result.finish = finish_;
+  result.usage = usage();
+  result.model = model_;
+  return result;
+}
+
+// -- stream_decoder -----------------------------------------------------------
+
+stream_state stream_decoder::parsed(bool ok) {
+  if (!ok && parser_.overflowed())
+    return assembler_.abort(sdk::make_error(sdk::errc::invalid_response,
+                                            "anthropic: stream event too large"));
+  return assembler_.state();
+}
+
+stream_state stream_decoder::feed(std::string_view bytes, stream_listener& out) {
+  if (assembler_.state() != stream_state::running)
+    return assembler_.state();
+  auto ok = parser_.feed(bytes, [this, &out](const sdk::sse_event& ev) {
+    return assembler_.on_event(ev, out) == stream_state::running;
+  });
+  return parsed(ok);
+}
+
+stream_state stream_decoder::finish(stream_listener& out) {
+  if (assembler_.state() != stream_state::running)
+    return assembler_.state();
+  auto ok = parser_.finish([this, &out](const sdk::sse_event& ev) {
+    return assembler_.on_event(ev, out) == stream_state::running;
+  });
+  parsed(ok);
+  if (assembler_.state() == stream_state::running)
+    return assembler_.abort(sdk::make_error(sdk::errc::network,
+                                            "anthropic: stream ended early "
+                                            "(no message_stop)"));
+  return assembler_.state();
+}
+
+} // namespace quarry::plugins::llm_anthropic

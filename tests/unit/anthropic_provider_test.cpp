@@ -1,0 +1,714 @@
+// End-to-end tests of the `anthropic` provider: recorded streams and errors
+// replayed by the real test HTTP server through the real host HTTP client,
+// request bodies, cancellation, truncation, and loading the built module.
+
+#include "anthropic_provider.hpp"
+#include "anthropic_stream.hpp"
+
+#include "quarry/core/settings.hpp"
+#include "quarry/host/http_client.hpp"
+#include "quarry/host/plugin_registry.hpp"
+#include "quarry/host/services.hpp"
+
+#include "support/http_server.hpp"
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+namespace sdk = quarry::sdk;
+namespace anth = quarry::plugins::llm_anthropic;
+using nlohmann::json;
+using quarry::test::http_server;
+using quarry::test::response_plan;
+
+// Only guards against a hanging test; never a timing assertion.
+constexpr auto hang_guard = 20s;
+
+std::string read_fixture(const std::string& rel) {
+  std::ifstream in{std::string{QUARRY_FIXTURES_DIR} + "/llm/anthropic_messages/"
+                     + rel,
+                   std::ios::binary};
+  REQUIRE_MESSAGE(in.good(), "missing fixture " << rel);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// -- a host context of our own --------------------------------------------------
+
+class recording_logger final : public sdk::logger {
+public:
+  void log(sdk::log_level level, std::string_view message) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (level >= sdk::log_level::warn)
+      warnings_.emplace_back(message);
+  }
+  bool enabled(sdk::log_level) const override {
+    return true;
+  }
+  std::vector<std::string> warnings() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return warnings_;
+  }
+
+private:
+  std::mutex mtx_;
+  std::vector<std::string> warnings_;
+};
+
+class no_secrets final : public sdk::secret_store {
+public:
+  std::optional<std::string> get(std::string_view) const override {
+    return std::nullopt;
+  }
+};
+
+class test_host final : public sdk::host_context {
+public:
+  test_host() : http_(quarry::core::http_settings{}), pool_(1, 16) {
+    // nop
+  }
+  sdk::http_client& http() override {
+    return http_;
+  }
+  sdk::logger& log() override {
+    return log_;
+  }
+  sdk::blocking_pool& pool() override {
+    return pool_;
+  }
+  const sdk::secret_store& secrets() const override {
+    return secrets_;
+  }
+  std::chrono::system_clock::time_point now() const override {
+    return std::chrono::system_clock::now();
+  }
+  std::string data_dir() const override {
+    return {};
+  }
+  // Ends every transfer: no sink call can happen afterwards.
+  void shutdown() {
+    http_.shutdown();
+  }
+
+  quarry::host::curl_http_client http_;
+  quarry::host::bounded_pool pool_;
+  recording_logger log_;
+  no_secrets secrets_;
+};
+
+// -- a sink that records everything ---------------------------------------------
+
+class recording_sink final : public sdk::chat_sink {
+public:
+  void on_text(std::string_view delta) override {
+    std::function<void()> hook;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      after_completion_ += completions_;
+      text_ += delta;
+      cv_.notify_all();
+      hook = std::move(on_first_text);
+    }
+    if (hook)
+      hook();
+  }
+  void on_reasoning(std::string_view delta) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    after_completion_ += completions_;
+    reasoning_ += delta;
+  }
+  void on_tool_call(const sdk::tool_call_delta& delta) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    after_completion_ += completions_;
+    auto& call = calls_[delta.index];
+    if (!delta.id.empty())
+      call.id = delta.id;
+    if (!delta.name.empty())
+      call.name = delta.name;
+    call.arguments += delta.arguments;
+  }
+  void on_usage(const sdk::usage& counts) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    after_completion_ += completions_;
+    usage_ = counts;
+  }
+  void on_done(const sdk::chat_result& result) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    ++completions_;
+    result_ = result;
+    cv_.notify_all();
+  }
+  void on_error(const sdk::error& failure, bool streamed) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    ++completions_;
+    failure_ = failure;
+    streamed_ = streamed;
+    cv_.notify_all();
+  }
+
+  // Waits for a completion; returns false if none came.
+  bool wait() {
+    std::unique_lock<std::mutex> guard{mtx_};
+    return cv_.wait_for(guard, hang_guard, [this] { return completions_ > 0; });
+  }
+
+  // Waits until the text streamed so far is `expected`.
+  bool wait_for_text(const std::string& expected) {
+    std::unique_lock<std::mutex> guard{mtx_};
+    return cv_.wait_for(guard, hang_guard,
+                        [&] { return text_ == expected; });
+  }
+
+  // Called once, without the lock, after the first text delta.
+  std::function<void()> on_first_text;
+
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::string text_;
+  std::string reasoning_;
+  std::map<int, sdk::tool_call> calls_;
+  std::optional<sdk::usage> usage_;
+  int completions_ = 0;
+  int after_completion_ = 0;
+  std::optional<sdk::chat_result> result_;
+  std::optional<sdk::error> failure_;
+  bool streamed_ = false;
+};
+
+// A server answering POST /v1/messages with a plan, recording the requests.
+struct fake_api {
+  http_server server;
+  std::mutex mtx;
+  std::vector<quarry::test::request> requests;
+  std::function<response_plan()> plan;
+
+  fake_api() {
+    server.route("POST", "/v1/messages", [this](const quarry::test::request& req) {
+      std::lock_guard<std::mutex> guard{mtx};
+      requests.push_back(req);
+      return plan();
+    });
+  }
+
+  json config(json extra = json::object()) const {
+    json result = {{"base_url", server.url("")},
+                   {"api_key", "sk-ant-test-secret"},
+                   {"model", "claude-test"}};
+    result.update(extra);
+    return result;
+  }
+};
+
+response_plan sse_whole(const std::string& bytes) {
+  return response_plan::text(200, bytes, "text/event-stream; charset=utf-8");
+}
+
+// Splits `bytes` into chunks of 1 to 23 bytes with short pauses between
+// groups, so that events, lines and UTF-8 sequences arrive in pieces.
+response_plan sse_pieces(const std::string& bytes) {
+  response_plan plan{200};
+  plan.header("Content-Type", "text/event-stream; charset=utf-8").chunked();
+  size_t pos = 0;
+  size_t size = 1;
+  int count = 0;
+  while (pos < bytes.size()) {
+    auto n = std::min(size, bytes.size() - pos);
+    plan.send(bytes.substr(pos, n));
+    pos += n;
+    size = size % 23 + 1;
+    if (++count % 8 == 0)
+      plan.delay(1ms);
+  }
+  return plan;
+}
+
+sdk::chat_request simple_request(std::string question = "Hi?") {
+  sdk::chat_request req;
+  sdk::chat_message m;
+  m.author = sdk::role::user;
+  m.content = std::move(question);
+  req.messages.push_back(m);
+  return req;
+}
+
+// Runs one chat with configuration `cfg` and returns the finished sink.
+std::shared_ptr<recording_sink> run_chat(json cfg,
+                                         sdk::chat_request req = simple_request()) {
+  test_host host;
+  anth::provider prov{host, anth::parse_config(cfg)};
+  auto sink = std::make_shared<recording_sink>();
+  auto call = prov.chat(std::move(req), sink);
+  REQUIRE(call != nullptr);
+  REQUIRE(sink->wait());
+  host.shutdown();
+  CHECK(sink->completions_ == 1);
+  CHECK(sink->after_completion_ == 0);
+  return sink;
+}
+
+const char* const stream_fixtures[] = {
+  "extracted/_parse__TestAsyncMessages__9381e2b7-7fa1-46f7-9f78-46dc8431ea9d__0_200.sse",
+  "extracted/_parse__TestAsyncStream__a8b7dbb8-2321-4624-abdb-7ba2136b5c38__2_200.sse",
+  "extracted/tools__TestSyncRunTools__555fb399-a54c-455b-9ac5-2c9673f18e12__0_200.sse",
+  "extracted/tools__TestSyncRunTools__555fb399-a54c-455b-9ac5-2c9673f18e12__1_200.sse",
+  "extracted/tools__TestSyncRunTools__771c64ff-a0af-4cd9-8080-a5a539da7cb9__0_200.sse",
+  "extracted/tools__TestSyncRunTools__771c64ff-a0af-4cd9-8080-a5a539da7cb9__1_200.sse",
+  "sdk_fixtures/fable-fallback__stream-a-refusal.sse",
+  "sdk_fixtures/fable-fallback__stream-a-toolrefusal.sse",
+  "sdk_fixtures/fable-fallback__stream-b-fallback.sse",
+  "sdk_fixtures/fixtures__basic_response.sse",
+  "sdk_fixtures/fixtures__compaction_response.sse",
+  "sdk_fixtures/fixtures__fallback_credit_response.sse",
+  "sdk_fixtures/fixtures__fallback_response.sse",
+  "sdk_fixtures/fixtures__incomplete_partial_json_response.sse",
+  "sdk_fixtures/fixtures__refusal_response.sse",
+  "sdk_fixtures/fixtures__tool_use_response.sse",
+};
+
+// What the decoder (checked against the fixtures' own deltas in the logic
+// tests) makes of a whole stream.
+sdk::chat_result decode(const std::string& bytes) {
+  struct ignore : anth::stream_listener {
+    void on_text(std::string_view) override {
+      // nop
+    }
+    void on_reasoning(std::string_view) override {
+      // nop
+    }
+    void on_tool_call(const sdk::tool_call_delta&) override {
+      // nop
+    }
+    void on_usage(const sdk::usage&) override {
+      // nop
+    }
+  } out;
+  anth::stream_decoder dec;
+  dec.feed(bytes, out);
+  REQUIRE(dec.finish(out) == anth::stream_state::done);
+  return dec.assembler().result();
+}
+
+void check_same(const sdk::chat_result& got, const sdk::chat_result& want,
+                const recording_sink& sink) {
+  CHECK(got.text == want.text);
+  CHECK(sink.text_ == want.text);
+  CHECK(got.reasoning == want.reasoning);
+  CHECK(sink.reasoning_ == want.reasoning);
+  CHECK(got.finish == want.finish);
+  CHECK(got.model == want.model);
+  CHECK(got.usage.input_tokens == want.usage.input_tokens);
+  CHECK(got.usage.output_tokens == want.usage.output_tokens);
+  CHECK(got.usage.reasoning_tokens == want.usage.reasoning_tokens);
+  REQUIRE(sink.usage_);
+  CHECK(sink.usage_->output_tokens == want.usage.output_tokens);
+  REQUIRE(got.tool_calls.size() == want.tool_calls.size());
+  REQUIRE(sink.calls_.size() == want.tool_calls.size());
+  for (size_t i = 0; i < want.tool_calls.size(); ++i) {
+    CHECK(got.tool_calls[i].id == want.tool_calls[i].id);
+    CHECK(got.tool_calls[i].name == want.tool_calls[i].name);
+    CHECK(got.tool_calls[i].arguments == want.tool_calls[i].arguments);
+    const auto& streamed = sink.calls_.at(static_cast<int>(i));
+    CHECK(streamed.id == want.tool_calls[i].id);
+    CHECK(streamed.name == want.tool_calls[i].name);
+    CHECK(streamed.arguments == want.tool_calls[i].arguments);
+  }
+}
+
+} // namespace
+
+TEST_CASE("anthropic: provider replays every recorded stream over HTTP") {
+  fake_api api;
+  for (const char* file : stream_fixtures) {
+    CAPTURE(file);
+    auto bytes = read_fixture(file);
+    auto want = decode(bytes);
+    for (bool pieces : {false, true}) {
+      CAPTURE(pieces);
+      api.plan = [&] { return pieces ? sse_pieces(bytes) : sse_whole(bytes); };
+      auto sink = run_chat(api.config());
+      REQUIRE_MESSAGE(sink->result_, (sink->failure_ ? to_string(*sink->failure_)
+                                                      : std::string{"no result"}));
+      check_same(*sink->result_, want, *sink);
+    }
+  }
+  // Spot checks against the fixtures themselves.
+  api.plan = [&] {
+    return sse_pieces(read_fixture(stream_fixtures[2]));
+  };
+  auto sink = run_chat(api.config());
+  REQUIRE(sink->result_);
+  REQUIRE(sink->result_->tool_calls.size() == 1);
+  CHECK(sink->result_->tool_calls[0].id == "toolu_018acGYLtfR52q9yDbWaEdQZ");
+  CHECK(json::parse(sink->result_->tool_calls[0].arguments)
+        == json{{"location", "San Francisco, CA"}, {"units", "f"}});
+  CHECK(sink->result_->finish == sdk::finish_reason::tool_calls);
+  CHECK(sink->result_->usage.input_tokens == 656);
+  CHECK(sink->result_->usage.output_tokens == 74);
+}
+
+TEST_CASE("anthropic: provider classifies recorded HTTP errors") {
+  fake_api api;
+  size_t errors = 0;
+  for (const char* file :
+       {"recorded_exchanges/_parse__TestAsyncParse__d743d628-16aa-4c9f-ae78-"
+        "51deb578f746.json",
+        "recorded_exchanges/_parse__TestAsyncStream__a8b7dbb8-2321-4624-abdb-"
+        "7ba2136b5c38.json",
+        "recorded_exchanges/tools__TestSyncRunTools__f59a9391-643b-422c-96dc-"
+        "1f28bc7ea4d7.json"}) {
+    CAPTURE(file);
+    for (const auto& x : json::parse(read_fixture(file))) {
+      const auto& resp = x["response"];
+      int status = resp["status_code"];
+      if (status < 400)
+        continue;
+      ++errors;
+      api.plan = [&] {
+        auto plan = response_plan::json(status, resp["body"].dump());
+        for (const auto& [k, v] : resp["headers"].items())
+          if (k != "content-length" && k != "connection" && k != "content-type")
+            plan.header(k, v.get<std::string>());
+        return plan;
+      };
+      auto sink = run_chat(api.config());
+      REQUIRE(sink->failure_);
+      CHECK_FALSE(sink->streamed_);
+      CHECK(sink->failure_->http_status == status);
+      if (status == 429) {
+        CHECK(sink->failure_->code == sdk::errc::rate_limited);
+        CHECK(sink->failure_->retry_hint == std::optional<bool>{true});
+        CHECK(sink->failure_->retryable());
+      } else {
+        CHECK(sink->failure_->code == sdk::errc::bad_request);
+        CHECK(sink->failure_->retry_hint == std::optional<bool>{false});
+        CHECK_FALSE(sink->failure_->retryable());
+      }
+    }
+  }
+  CHECK(errors == 5);
+}
+
+TEST_CASE("anthropic: provider maps 529, 429 with Retry-After, and 401") {
+  fake_api api;
+  SUBCASE("529 overloaded") {
+    api.plan = [] {
+      return response_plan::json(
+        529, R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})");
+    };
+    auto sink = run_chat(api.config());
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::overloaded);
+    CHECK(sink->failure_->retryable());
+  }
+  SUBCASE("429 with retry-after") {
+    api.plan = [] {
+      return response_plan::json(
+               429, R"({"type":"error","error":{"type":"rate_limit_error","message":"slow"}})")
+        .header("retry-after", "12");
+    };
+    auto sink = run_chat(api.config());
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::rate_limited);
+    CHECK(sink->failure_->retry_after_ms == std::optional<int64_t>{12000});
+  }
+  SUBCASE("401 never leaks the key") {
+    api.plan = [] {
+      return response_plan::json(
+        401, R"({"type":"error","error":{"type":"authentication_error",)"
+             R"("message":"invalid x-api-key sk-ant-test-secret"}})");
+    };
+    auto sink = run_chat(api.config());
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::auth);
+    CHECK(sink->failure_->message.find("sk-ant-test-secret") == std::string::npos);
+    CHECK_FALSE(sink->failure_->retryable());
+  }
+}
+
+TEST_CASE("anthropic: provider reports error events inside a 200 stream") {
+  fake_api api;
+  SUBCASE("before any delta") {
+    api.plan = [] {
+      return sse_whole(read_fixture("from_test_code/test_streaming__error_overloaded.sse"));
+    };
+    auto sink = run_chat(api.config());
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::overloaded);
+    CHECK_FALSE(sink->streamed_);
+  }
+  SUBCASE("after text") {
+    auto bytes = read_fixture("sdk_fixtures/fixtures__basic_response.sse");
+    bytes = bytes.substr(0, bytes.find("event: content_block_stop"));
+    bytes += read_fixture("from_test_code/test_streaming__error_overloaded.sse");
+    api.plan = [&] { return sse_pieces(bytes); };
+    auto sink = run_chat(api.config());
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::overloaded);
+    CHECK(sink->streamed_);
+    CHECK(sink->text_ == "Hello there!");
+  }
+}
+
+TEST_CASE("anthropic: provider fails a truncated stream") {
+  fake_api api;
+  auto bytes = read_fixture("sdk_fixtures/fixtures__tool_use_response.sse");
+  auto cut = bytes.substr(0, bytes.find("event: message_delta"));
+  SUBCASE("body complete but no message_stop") {
+    api.plan = [&] { return sse_whole(cut); };
+    auto sink = run_chat(api.config());
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::network);
+    CHECK(sink->failure_->message.find("stream ended early") != std::string::npos);
+    CHECK(sink->streamed_);
+    CHECK(sink->failure_->retryable());
+  }
+  SUBCASE("connection closed in the middle of a chunked body") {
+    api.plan = [&] {
+      response_plan plan{200};
+      plan.header("Content-Type", "text/event-stream").chunked();
+      plan.send(cut.substr(0, 300)).delay(5ms).close();
+      return plan;
+    };
+    auto sink = run_chat(api.config());
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::network);
+    CHECK_FALSE(sink->result_);
+  }
+}
+
+TEST_CASE("anthropic: provider accepts a non-streamed JSON answer") {
+  fake_api api;
+  auto body = read_fixture("extracted/tools__TestSyncRunTools__a8ac789b-f856-48cd-9ff3-"
+                           "d5f36799e432__1_200.json");
+  api.plan = [&] { return response_plan::json(200, body); };
+  auto sink = run_chat(api.config());
+  REQUIRE(sink->result_);
+  CHECK(sink->result_->text
+        == "The weather in SF is currently **20\xC2\xB0"
+           "C** (68\xC2\xB0"
+           "F) and **Sunny**!");
+  CHECK(sink->result_->finish == sdk::finish_reason::stop);
+  CHECK(sink->result_->usage.input_tokens == 705);
+  CHECK(sink->result_->usage.output_tokens == 25);
+}
+
+TEST_CASE("anthropic: provider sends the documented request") {
+  fake_api api;
+  api.plan = [] {
+    return sse_whole(read_fixture("sdk_fixtures/fixtures__basic_response.sse"));
+  };
+  sdk::chat_request req;
+  auto add = [&](sdk::role author, std::string content) {
+    sdk::chat_message m;
+    m.author = author;
+    m.content = std::move(content);
+    req.messages.push_back(m);
+    return &req.messages.back();
+  };
+  add(sdk::role::system, "You research.");
+  add(sdk::role::user, "Weather in SF?");
+  add(sdk::role::assistant, "")->tool_calls.push_back({"toolu_1", "get_weather",
+                                                        "{\"location\":\"SF\"}"});
+  add(sdk::role::assistant, "")->tool_calls.push_back({"toolu_2", "broken", "{oops"});
+  add(sdk::role::tool, "68F")->tool_call_id = "toolu_1";
+  add(sdk::role::tool, "n/a")->tool_call_id = "toolu_2";
+  req.tools.push_back({"get_weather", "Weather.", json{{"type", "object"}}});
+  req.choice = sdk::tool_choice::required;
+  test_host host;
+  auto cfg = api.config({{"beta", {"tools-2024-05-16", "prompt-caching-2024-07-31"}},
+                         {"headers", {{"x-trace", "t1"}}},
+                         {"max_tokens", 777}});
+  anth::provider prov{host, anth::parse_config(cfg)};
+  CHECK(prov.info().model == "claude-test");
+  CHECK(prov.info().context_window == 200000);
+  CHECK(prov.info().supports_tools);
+  auto sink = std::make_shared<recording_sink>();
+  auto call = prov.chat(req, sink);
+  REQUIRE(sink->wait());
+  host.shutdown();
+  REQUIRE(sink->result_);
+  CHECK(sink->result_->text == "Hello there!");
+  auto warnings = host.log_.warnings();
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("toolu_2") != std::string::npos);
+
+  std::lock_guard<std::mutex> guard{api.mtx};
+  REQUIRE(api.requests.size() == 1);
+  const auto& got = api.requests[0];
+  CHECK(got.method == "POST");
+  CHECK(got.path == "/v1/messages");
+  CHECK(got.header("x-api-key") == std::optional<std::string>{"sk-ant-test-secret"});
+  CHECK(got.header("anthropic-version") == std::optional<std::string>{"2023-06-01"});
+  CHECK(got.header("anthropic-beta")
+        == std::optional<std::string>{"tools-2024-05-16,prompt-caching-2024-07-31"});
+  CHECK(got.header("content-type") == std::optional<std::string>{"application/json"});
+  CHECK(got.header("x-trace") == std::optional<std::string>{"t1"});
+  CHECK_FALSE(got.header("authorization"));
+  auto body = json::parse(got.body);
+  auto expected = json::parse(R"({
+    "model": "claude-test",
+    "max_tokens": 777,
+    "stream": true,
+    "system": "You research.",
+    "tools": [{"name": "get_weather", "description": "Weather.",
+               "input_schema": {"type": "object"}}],
+    "tool_choice": {"type": "any"},
+    "messages": [
+      {"role": "user", "content": "Weather in SF?"},
+      {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+         "input": {"location": "SF"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "broken", "input": {}}]},
+      {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "68F",
+         "is_error": false},
+        {"type": "tool_result", "tool_use_id": "toolu_2", "content": "n/a",
+         "is_error": false}]}
+    ]
+  })");
+  CHECK(body == expected);
+}
+
+TEST_CASE("anthropic: provider cancels mid-stream exactly once") {
+  fake_api api;
+  auto bytes = read_fixture("sdk_fixtures/fixtures__basic_response.sse");
+  auto head = bytes.substr(0, bytes.find("event: content_block_stop"));
+  api.plan = [&] {
+    response_plan plan{200};
+    plan.header("Content-Type", "text/event-stream").chunked();
+    plan.send(head).stall();
+    return plan;
+  };
+  SUBCASE("from another thread") {
+    test_host host;
+    anth::provider prov{host, anth::parse_config(api.config())};
+    auto sink = std::make_shared<recording_sink>();
+    auto call = prov.chat(simple_request(), sink);
+    REQUIRE(sink->wait_for_text("Hello there!"));
+    call->cancel();
+    call->cancel();
+    REQUIRE(sink->wait());
+    host.shutdown();
+    call->cancel();
+    CHECK(sink->completions_ == 1);
+    CHECK(sink->after_completion_ == 0);
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::cancelled);
+    CHECK_FALSE(sink->failure_->retryable());
+    CHECK(sink->streamed_);
+    CHECK(sink->text_ == "Hello there!");
+  }
+  SUBCASE("from inside the sink") {
+    // The server answers only once the test holds the call handle, so that
+    // the sink can use it from its first callback.
+    std::mutex call_mtx;
+    std::condition_variable call_cv;
+    std::shared_ptr<sdk::chat_call> call;
+    api.plan = [&] {
+      std::unique_lock<std::mutex> guard{call_mtx};
+      call_cv.wait_for(guard, hang_guard, [&] { return call != nullptr; });
+      response_plan plan{200};
+      plan.header("Content-Type", "text/event-stream").chunked();
+      plan.send(head).stall();
+      return plan;
+    };
+    test_host host;
+    anth::provider prov{host, anth::parse_config(api.config())};
+    auto sink = std::make_shared<recording_sink>();
+    sink->on_first_text = [&] {
+      std::shared_ptr<sdk::chat_call> handle;
+      {
+        std::lock_guard<std::mutex> guard{call_mtx};
+        handle = call;
+      }
+      CHECK(handle != nullptr);
+      if (handle)
+        handle->cancel();
+    };
+    auto started = prov.chat(simple_request(), sink);
+    {
+      std::lock_guard<std::mutex> guard{call_mtx};
+      call = started;
+    }
+    call_cv.notify_all();
+    REQUIRE(sink->wait());
+    host.shutdown();
+    CHECK(sink->completions_ == 1);
+    CHECK(sink->after_completion_ == 0);
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::cancelled);
+    CHECK(sink->streamed_);
+    CHECK(sink->text_ == "Hello");
+  }
+  SUBCASE("after completion does nothing") {
+    api.plan = [&] { return sse_whole(bytes); };
+    test_host host;
+    anth::provider prov{host, anth::parse_config(api.config())};
+    auto sink = std::make_shared<recording_sink>();
+    auto call = prov.chat(simple_request(), sink);
+    REQUIRE(sink->wait());
+    call->cancel();
+    host.shutdown();
+    CHECK(sink->completions_ == 1);
+    CHECK(sink->result_);
+    CHECK_FALSE(sink->failure_);
+  }
+}
+
+TEST_CASE("anthropic: the built module loads through the plugin registry") {
+  fake_api api;
+  api.plan = [] {
+    return sse_pieces(read_fixture("sdk_fixtures/fixtures__tool_use_response.sse"));
+  };
+  quarry::core::settings cfg;
+  cfg.runtime.data_dir = std::string{QUARRY_BINARY_DIR} + "/anthropic_test_data";
+  quarry::host::host_services services{cfg};
+  quarry::host::plugin_registry registry{services};
+  auto failure = registry.load_file(std::string{QUARRY_PLUGIN_DIR}
+                                    + "/quarry_anthropic.so");
+  REQUIRE_MESSAGE(!failure, *failure);
+  const auto* info = registry.find("anthropic");
+  REQUIRE(info != nullptr);
+  CHECK(info->ok);
+  CHECK(info->kind == sdk::plugin_kind::llm);
+  CHECK(info->version == "0.1.0");
+
+  auto bad = registry.make_llm("anthropic", api.config({{"max_tokns", 5}}), "a");
+  REQUIRE(std::holds_alternative<std::string>(bad));
+  CHECK(std::get<std::string>(bad).find("max_tokns") != std::string::npos);
+
+  auto made = registry.make_llm("anthropic", api.config({{"context_window", 100000},
+                                                         {"max_retries", 2}}),
+                                "claude");
+  REQUIRE_MESSAGE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made),
+                  std::get<std::string>(made));
+  auto prov = std::get<std::shared_ptr<sdk::llm_provider>>(made);
+  CHECK(prov->info().context_window == 100000);
+  auto sink = std::make_shared<recording_sink>();
+  auto call = prov->chat(simple_request(), sink);
+  REQUIRE(sink->wait());
+  services.shutdown();
+  REQUIRE(sink->result_);
+  CHECK(sink->result_->text == "I'll check the current weather in Paris for you.");
+  REQUIRE(sink->result_->tool_calls.size() == 1);
+  CHECK(sink->result_->tool_calls[0].name == "get_weather");
+  CHECK(json::parse(sink->result_->tool_calls[0].arguments) == json{{"location", "Paris"}});
+  CHECK(sink->result_->finish == sdk::finish_reason::tool_calls);
+}

@@ -237,10 +237,11 @@ int run(int argc, char** argv) {
   else if (llm_chat->parsed())
     rc = cmd_llm_chat(ctx, chat_opts);
   spdlog::default_logger()->flush();
-  // Objects from plugins go first, then the registry, then the services.
-  ctx.registry.reset();
+  // Stop the services first (cancel HTTP transfers, drain the pool) while
+  // every plugin's code is still loaded, then drop the registry.
   if (ctx.services)
     ctx.services->shutdown();
+  ctx.registry.reset();
   return rc;
 }
 

@@ -104,7 +104,13 @@ TEST_CASE_FIXTURE(cli_fixture, "cli plugins prints a table") {
   auto res = quarry({"plugins", "--plugin-dir", test_plugins("good")});
   CHECK(res.exit_code == 0);
   CHECK(res.out.rfind("NAME", 0) == 0);
-  CHECK(res.out.find("echo_llm  llm ") != std::string::npos);
+  // One row per file; columns are padded to the widest entry.
+  auto row = res.out.find("\necho_llm ");
+  REQUIRE(row != std::string::npos);
+  auto line = res.out.substr(row + 1, res.out.find('\n', row + 1) - row - 1);
+  CHECK(line.find(" llm ") != std::string::npos);
+  CHECK(line.find(" ok ") != std::string::npos);
+  CHECK(line.find("quarry_tp_echo_llm.so") != std::string::npos);
   CHECK(res.out.find("1.2.3") != std::string::npos);
 }
 

@@ -173,10 +173,12 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
   entry->file = path;
   std::error_code ec;
   dlerror(); // clear
-  entry->lib.load(fs::absolute(path),
-                  boost::dll::load_mode::rtld_now
-                    | boost::dll::load_mode::rtld_local,
-                  ec);
+  // RTLD_NODELETE: a library is never unmapped while the process runs, so
+  // code of a plugin stays valid even for work queued after its last object
+  // (e.g. a pool job) or during shutdown.
+  auto mode = static_cast<boost::dll::load_mode::type>(RTLD_NOW | RTLD_LOCAL
+                                                       | RTLD_NODELETE);
+  entry->lib.load(fs::absolute(path), mode, ec);
   if (ec || !entry->lib.is_loaded()) {
     const char* why = dlerror();
     std::string msg = why ? why : ec.message();

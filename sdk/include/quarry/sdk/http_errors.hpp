@@ -7,6 +7,7 @@
 #include "quarry/sdk/host.hpp"
 #include "quarry/sdk/types.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <ctime>
@@ -83,9 +84,11 @@ inline std::optional<int64_t> parse_duration_hint(std::string_view x) {
       return std::nullopt;
     any = true;
   }
-  if (!any)
+  if (!any || !(total >= 0))
     return std::nullopt;
-  return static_cast<int64_t>(total + 0.5);
+  // A hint beyond a day is not a hint; clamp instead of overflowing.
+  constexpr double max_ms = 86400000.0;
+  return static_cast<int64_t>(std::min(total, max_ms) + 0.5);
 }
 
 /// Reads how long the server wants us to wait from the response headers:
@@ -110,7 +113,7 @@ inline std::optional<int64_t> retry_after_ms(const http_headers& headers,
     size_t used = 0;
     auto secs = std::stod(*ra, &used);
     if (used > 0 && secs >= 0)
-      return static_cast<int64_t>(secs * 1000);
+      return static_cast<int64_t>(std::min(secs, 86400.0) * 1000);
   } catch (...) {
     // not a number: try an HTTP date
   }

@@ -1,0 +1,454 @@
+// The `openai` LLM provider: configuration, request building and the
+// streaming call that feeds the host's HTTP client into a stream_decoder.
+
+#include "openai_provider.hpp"
+
+#include "openai_stream.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+
+namespace quarry::plugins::llm_openai {
+
+namespace {
+
+using nlohmann::json;
+
+// Largest error (or non-streamed JSON) body we keep.
+constexpr size_t max_kept_body = 8 * 1024 * 1024;
+
+[[noreturn]] void reject(const std::string& what) {
+  throw std::invalid_argument("openai: " + what);
+}
+
+std::string get_string(const std::string& key, const json& value) {
+  if (!value.is_string())
+    reject("`" + key + "` must be a string");
+  return value.get<std::string>();
+}
+
+bool get_bool(const std::string& key, const json& value) {
+  if (!value.is_boolean())
+    reject("`" + key + "` must be true or false");
+  return value.get<bool>();
+}
+
+int64_t get_count(const std::string& key, const json& value) {
+  if (!value.is_number_integer() || value.get<int64_t>() < 0)
+    reject("`" + key + "` must be a non-negative integer");
+  return value.get<int64_t>();
+}
+
+// Percent-encodes a query parameter value.
+std::string url_encode(const std::string& x) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string result;
+  for (auto ch : x) {
+    auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      result += ch;
+    } else {
+      result += '%';
+      result += hex[c >> 4];
+      result += hex[c & 0xF];
+    }
+  }
+  return result;
+}
+
+json to_json(const sdk::chat_message& msg) {
+  json result;
+  result["role"] = sdk::to_string(msg.author);
+  switch (msg.author) {
+    case sdk::role::assistant:
+      if (msg.content.empty())
+        result["content"] = nullptr;
+      else
+        result["content"] = msg.content;
+      if (!msg.tool_calls.empty()) {
+        auto calls = json::array();
+        for (const auto& call : msg.tool_calls)
+          calls.push_back(
+            {{"id", call.id},
+             {"type", "function"},
+             {"function",
+              {{"name", call.name},
+               {"arguments", call.arguments.empty() ? "{}" : call.arguments}}}});
+        result["tool_calls"] = std::move(calls);
+      }
+      break;
+    case sdk::role::tool:
+      result["tool_call_id"] = msg.tool_call_id;
+      result["content"] = msg.content;
+      break;
+    default:
+      result["content"] = msg.content;
+  }
+  return result;
+}
+
+// The state of one chat call, shared by the handle given to the caller and
+// the sink given to the HTTP client. A recursive mutex serialises the I/O
+// thread's deliveries with cancel() from any thread (a sink may cancel from
+// inside one of its callbacks); `finished_` makes the final callback unique.
+class call_state final : public stream_handler {
+public:
+  call_state(std::shared_ptr<sdk::chat_sink> sink, std::string model,
+             std::string secret)
+    : sink_(std::move(sink)), model_(std::move(model)), secret_(std::move(secret)) {
+    // nop
+  }
+
+  void set_http(std::shared_ptr<sdk::http_call> call) {
+    std::lock_guard<std::recursive_mutex> guard{mtx_};
+    if (!finished_)
+      http_ = std::move(call);
+  }
+
+  void cancel() {
+    std::shared_ptr<sdk::http_call> http;
+    {
+      std::lock_guard<std::recursive_mutex> guard{mtx_};
+      if (finished_)
+        return;
+      http = http_;
+      fail(sdk::make_error(sdk::errc::cancelled, "chat call cancelled"),
+           decoder_.streamed());
+    }
+    if (http)
+      http->cancel();
+  }
+
+  bool on_response(int status, const sdk::http_headers& headers) {
+    std::lock_guard<std::recursive_mutex> guard{mtx_};
+    if (finished_)
+      return done_ok_;
+    status_ = status;
+    headers_ = headers;
+    // A server that ignores `stream` answers with one JSON document.
+    auto type = sdk::find_header(headers, "content-type");
+    whole_json_ = status < 400 && type
+                  && type->find("application/json") != std::string::npos;
+    return true;
+  }
+
+  bool on_data(std::string_view bytes) {
+    std::lock_guard<std::recursive_mutex> guard{mtx_};
+    if (finished_)
+      return done_ok_; // drain what follows [DONE], abort otherwise
+    if (status_ >= 400 || whole_json_) {
+      auto room = max_kept_body - std::min(max_kept_body, body_.size());
+      body_.append(bytes.data(), std::min(room, bytes.size()));
+      return true;
+    }
+    auto state = decoder_.feed(bytes, *this);
+    if (finished_)
+      return false; // the sink cancelled from inside a callback
+    switch (state) {
+      case stream_decoder::state::running:
+        return true;
+      case stream_decoder::state::done:
+        succeed();
+        return true;
+      case stream_decoder::state::failed:
+        fail(*decoder_.failure(), decoder_.streamed());
+        return false;
+    }
+    return false;
+  }
+
+  void on_complete(std::optional<sdk::error> failure) {
+    std::lock_guard<std::recursive_mutex> guard{mtx_};
+    if (finished_) {
+      http_.reset();
+      return;
+    }
+    if (failure) {
+      fail(std::move(*failure), decoder_.streamed());
+    } else if (status_ >= 400) {
+      fail(classify_error(status_, headers_, std::string_view{body_}), false);
+    } else if (whole_json_) {
+      sdk::sse_event ev;
+      ev.data = std::move(body_);
+      decoder_.on_event(ev, *this);
+      auto state = decoder_.finish(*this);
+      if (finished_)
+        return;
+      if (state == stream_decoder::state::done)
+        succeed();
+      else
+        fail(*decoder_.failure(), decoder_.streamed());
+    } else {
+      auto state = decoder_.finish(*this);
+      if (finished_)
+        return;
+      if (state == stream_decoder::state::done)
+        succeed();
+      else
+        fail(*decoder_.failure(), decoder_.streamed());
+    }
+  }
+
+  // -- stream_handler ---------------------------------------------------------
+
+  void on_text(std::string_view delta) override {
+    if (finished_)
+      return;
+    auto keep = sink_;
+    keep->on_text(delta);
+  }
+
+  void on_reasoning(std::string_view delta) override {
+    if (finished_)
+      return;
+    auto keep = sink_;
+    keep->on_reasoning(delta);
+  }
+
+  void on_tool_call(const sdk::tool_call_delta& delta) override {
+    if (finished_)
+      return;
+    auto keep = sink_;
+    keep->on_tool_call(delta);
+  }
+
+  void on_usage(const sdk::usage& counts) override {
+    if (finished_)
+      return;
+    auto keep = sink_;
+    keep->on_usage(counts);
+  }
+
+private:
+  void succeed() {
+    finished_ = true;
+    done_ok_ = true;
+    auto result = decoder_.result();
+    if (result.model.empty())
+      result.model = model_;
+    auto sink = std::move(sink_);
+    http_.reset();
+    sink->on_done(result);
+  }
+
+  void fail(sdk::error err, bool streamed) {
+    finished_ = true;
+    err.message = redact(std::move(err.message), secret_);
+    auto sink = std::move(sink_);
+    http_.reset();
+    sink->on_error(err, streamed);
+  }
+
+  std::recursive_mutex mtx_;
+  bool finished_ = false;
+  bool done_ok_ = false;
+  std::shared_ptr<sdk::chat_sink> sink_;
+  std::shared_ptr<sdk::http_call> http_;
+  std::string model_;
+  std::string secret_;
+  int status_ = 0;
+  bool whole_json_ = false;
+  sdk::http_headers headers_;
+  std::string body_;
+  stream_decoder decoder_;
+};
+
+class http_sink final : public sdk::http_response_sink {
+public:
+  explicit http_sink(std::shared_ptr<call_state> state) : state_(std::move(state)) {
+    // nop
+  }
+
+  bool on_response(int status, const sdk::http_headers& headers) override {
+    return state_->on_response(status, headers);
+  }
+
+  bool on_data(std::string_view bytes) override {
+    return state_->on_data(bytes);
+  }
+
+  void on_complete(std::optional<sdk::error> failure) override {
+    state_->on_complete(std::move(failure));
+  }
+
+private:
+  std::shared_ptr<call_state> state_;
+};
+
+class call_handle final : public sdk::chat_call {
+public:
+  explicit call_handle(std::shared_ptr<call_state> state) : state_(std::move(state)) {
+    // nop
+  }
+
+  void cancel() override {
+    state_->cancel();
+  }
+
+private:
+  std::shared_ptr<call_state> state_;
+};
+
+} // namespace
+
+// -- configuration ------------------------------------------------------------
+
+provider_config parse_config(const json& config) {
+  if (!config.is_object())
+    reject("the configuration must be an object");
+  provider_config cfg;
+  for (const auto& [key, value] : config.items()) {
+    if (key == "base_url") {
+      cfg.base_url = get_string(key, value);
+    } else if (key == "api_key") {
+      cfg.api_key = get_string(key, value);
+    } else if (key == "model") {
+      cfg.model = get_string(key, value);
+    } else if (key == "azure") {
+      cfg.azure = get_bool(key, value);
+    } else if (key == "api_version") {
+      cfg.api_version = get_string(key, value);
+    } else if (key == "organization") {
+      cfg.organization = get_string(key, value);
+    } else if (key == "project") {
+      cfg.project = get_string(key, value);
+    } else if (key == "headers") {
+      if (!value.is_object())
+        reject("`headers` must be a map of header names to strings");
+      for (const auto& [name, field] : value.items()) {
+        if (name.empty() || name.find_first_of(":\r\n ") != std::string::npos)
+          reject("`headers` has an invalid header name `" + name + "`");
+        auto text = get_string("headers." + name, field);
+        if (text.find_first_of("\r\n") != std::string::npos)
+          reject("`headers." + name + "` must not contain line breaks");
+        cfg.headers.emplace_back(name, std::move(text));
+      }
+    } else if (key == "reasoning") {
+      cfg.reasoning = get_bool(key, value);
+    } else if (key == "reasoning_effort") {
+      cfg.reasoning_effort = get_string(key, value);
+    } else if (key == "max_tokens") {
+      cfg.max_tokens = get_count(key, value);
+    } else if (key == "temperature") {
+      if (!value.is_number())
+        reject("`temperature` must be a number");
+      cfg.temperature = value.get<double>();
+    } else if (key == "context_window") {
+      cfg.context_window = get_count(key, value);
+    } else if (key == "supports_tools") {
+      cfg.supports_tools = get_bool(key, value);
+    } else if (!sdk::is_host_llm_key(key)) {
+      reject("unknown configuration key `" + key + "`");
+    }
+  }
+  if (cfg.model.empty())
+    reject("`model` is required");
+  if (cfg.base_url.rfind("http://", 0) != 0 && cfg.base_url.rfind("https://", 0) != 0)
+    reject("`base_url` must start with http:// or https://");
+  while (!cfg.base_url.empty() && cfg.base_url.back() == '/')
+    cfg.base_url.pop_back();
+  return cfg;
+}
+
+// -- requests -----------------------------------------------------------------
+
+std::string request_url(const provider_config& cfg) {
+  auto url = cfg.base_url + "/chat/completions";
+  if (!cfg.api_version.empty())
+    url += "?api-version=" + url_encode(cfg.api_version);
+  return url;
+}
+
+json request_body(const provider_config& cfg, const sdk::chat_request& req) {
+  json body;
+  body["model"] = req.model.empty() ? cfg.model : req.model;
+  auto messages = json::array();
+  for (const auto& msg : req.messages)
+    messages.push_back(to_json(msg));
+  body["messages"] = std::move(messages);
+  if (!req.tools.empty() && cfg.supports_tools) {
+    auto tools = json::array();
+    for (const auto& tool : req.tools)
+      tools.push_back(tool.to_openai());
+    body["tools"] = std::move(tools);
+    body["tool_choice"] = sdk::to_string(req.choice);
+  }
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  auto max_tokens = req.max_tokens > 0 ? req.max_tokens : cfg.max_tokens;
+  if (max_tokens > 0)
+    body[cfg.reasoning ? "max_completion_tokens" : "max_tokens"] = max_tokens;
+  auto effort = req.reasoning_effort.empty() ? cfg.reasoning_effort
+                                             : req.reasoning_effort;
+  if (!effort.empty())
+    body["reasoning_effort"] = effort;
+  auto temperature = req.temperature ? req.temperature : cfg.temperature;
+  if (temperature && !cfg.reasoning)
+    body["temperature"] = *temperature;
+  return body;
+}
+
+sdk::http_request build_request(const provider_config& cfg,
+                                const sdk::chat_request& req) {
+  sdk::http_request result;
+  result.method = "POST";
+  result.url = request_url(cfg);
+  result.headers.emplace_back("Content-Type", "application/json");
+  result.headers.emplace_back("Accept", "text/event-stream");
+  if (!cfg.api_key.empty()) {
+    if (cfg.azure)
+      result.headers.emplace_back("api-key", cfg.api_key);
+    else
+      result.headers.emplace_back("Authorization", "Bearer " + cfg.api_key);
+  }
+  if (!cfg.organization.empty())
+    result.headers.emplace_back("OpenAI-Organization", cfg.organization);
+  if (!cfg.project.empty())
+    result.headers.emplace_back("OpenAI-Project", cfg.project);
+  for (const auto& field : cfg.headers)
+    result.headers.push_back(field);
+  result.body = request_body(cfg, req).dump(-1, ' ', false,
+                                            json::error_handler_t::replace);
+  return result;
+}
+
+std::string redact(std::string text, const std::string& secret) {
+  if (secret.empty())
+    return text;
+  for (auto pos = text.find(secret); pos != std::string::npos;
+       pos = text.find(secret, pos + 3))
+    text.replace(pos, secret.size(), "***");
+  return text;
+}
+
+// -- provider -----------------------------------------------------------------
+
+provider::provider(sdk::host_context& host, provider_config cfg)
+  : host_(host), cfg_(std::move(cfg)) {
+  // nop
+}
+
+sdk::model_info provider::info() const {
+  sdk::model_info result;
+  result.model = cfg_.model;
+  result.context_window = cfg_.context_window;
+  result.supports_tools = cfg_.supports_tools;
+  result.supports_reasoning = cfg_.reasoning;
+  return result;
+}
+
+std::shared_ptr<sdk::chat_call>
+provider::chat(sdk::chat_request request, std::shared_ptr<sdk::chat_sink> sink) {
+  auto model = request.model.empty() ? cfg_.model : request.model;
+  auto state = std::make_shared<call_state>(std::move(sink), std::move(model),
+                                            cfg_.api_key);
+  auto http = host_.http().start(build_request(cfg_, request),
+                                 std::make_shared<http_sink>(state));
+  state->set_http(std::move(http));
+  return std::make_shared<call_handle>(std::move(state));
+}
+
+} // namespace quarry::plugins::llm_openai

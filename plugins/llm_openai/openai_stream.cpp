@@ -1,0 +1,1124 @@
+// Decoding of OpenAI-style Chat Completions streams: SSE events, chunk JSON,
+// tool-call accumulation and error classification.
+
+#include "openai_stream.hpp"
+
+#include "quarry/sdk/http_errors.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <utility>
+
+namespace quarry::plugins::llm_openai {
+
+namespace {
+
+using nlohmann::json;
+
+// Longest error message we keep from a body.
+constexpr size_t max_message_size = 600;
+
+// Returns the member `key` of `x` if `x` is an object holding it, else null.
+const json* member(const json& x, std::string_view key) {
+  if (!x.is_object())
+    return nullptr;
+  auto i = x.find(key);
+  return i == x.end() ? nullptr : &*i;
+}
+
+// Returns the string member `key`, or an empty view.
+std::string_view string_member(const json& x, std::string_view key) {
+  auto ptr = member(x, key);
+  if (ptr == nullptr || !ptr->is_string())
+    return {};
+  return ptr->get_ref<const std::string&>();
+}
+
+// Returns the numeric member `key` as an integer, if it is a number.
+std::optional<int64_t> int_member(const json& x, std::string_view key) {
+  auto ptr = member(x, key);
+  if (ptr == nullptr)
+    return std::nullopt;
+  if (ptr->is_number_integer())
+    return ptr->get<int64_t>();
+  if (ptr->is_number_unsigned()) {
+    auto value = ptr->get<uint64_t>();
+    return value > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
+                                                    : static_cast<int64_t>(value);
+  }
+  if (ptr->is_number_float()) {
+    auto value = ptr->get<double>();
+    if (std::isfinite(value) && std::fabs(value) < 9.0e18)
+      return static_cast<int64_t>(value);
+  }
+  return std::nullopt;
+}
+
+std::string lower(std::string_view x) {
+  std::string result{x};
+  for (auto& c : result)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return result;
+}
+
+bool contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos;
+}
+
+// Returns whether a (lower-case) message says the prompt is too long.
+bool says_context_too_long(std::string_view msg) {
+  for (auto x : {"maximum context length", "context_length_exceeded",
+                 "context window", "exceeds the available context size",
+                 "exceeds the maximum number of tokens", "prompt is too long",
+                 "too many tokens in the prompt"})
+    if (contains(msg, x))
+      return true;
+  return false;
+}
+
+std::string truncate(std::string x) {
+  if (x.size() > max_message_size) {
+    x.resize(max_message_size);
+    x += "...";
+  }
+  return x;
+}
+
+// Parses a duration hint such as `6ms` or `34.4s`, refusing absurdly long
+// ones (sdk::parse_duration_hint does not guard against overflow).
+std::optional<int64_t> bounded_duration(std::string_view x) {
+  if (x.empty() || x.size() > 12)
+    return std::nullopt;
+  return sdk::parse_duration_hint(x);
+}
+
+// Maps the type / code strings of an error without a usable HTTP status.
+std::optional<sdk::errc> classify_type(std::string_view x) {
+  using sdk::errc;
+  if (x == "rate_limit_exceeded" || x == "rate_limit_error" || x == "tokens"
+      || x == "requests" || x == "rate_limit")
+    return errc::rate_limited;
+  if (x == "overloaded_error" || x == "overloaded" || x == "service_unavailable")
+    return errc::overloaded;
+  if (x == "server_error" || x == "api_error" || x == "internal_error"
+      || x == "internal_server_error")
+    return errc::server_error;
+  if (x == "invalid_request_error" || x == "bad_request")
+    return errc::bad_request;
+  if (x == "authentication_error" || x == "permission_error"
+      || x == "invalid_api_key" || x == "permission_denied")
+    return errc::auth;
+  if (x == "not_found_error" || x == "not_found")
+    return errc::not_found;
+  return std::nullopt;
+}
+
+// Maps a Google RPC status such as RESOURCE_EXHAUSTED.
+std::optional<sdk::errc> classify_google_status(std::string_view x) {
+  using sdk::errc;
+  if (x == "RESOURCE_EXHAUSTED")
+    return errc::rate_limited;
+  if (x == "UNAVAILABLE")
+    return errc::overloaded;
+  if (x == "DEADLINE_EXCEEDED")
+    return errc::timeout;
+  if (x == "UNAUTHENTICATED" || x == "PERMISSION_DENIED")
+    return errc::auth;
+  if (x == "NOT_FOUND")
+    return errc::not_found;
+  if (x == "INVALID_ARGUMENT" || x == "FAILED_PRECONDITION")
+    return errc::bad_request;
+  if (x == "INTERNAL" || x == "UNKNOWN")
+    return errc::server_error;
+  return std::nullopt;
+}
+
+} // namespace
+
+// -- tool_call_accumulator ----------------------------------------------------
+
+size_t tool_call_accumulator::select(const fields& item, size_t position,
+                                     size_t count) {
+  auto id = item.id;
+  if (auto idx = item.index) {
+    for (size_t i = calls_.size(); i-- > 0;) {
+      if (calls_[i].server_index != *idx)
+        continue;
+      // The same index with a different id: a server that reuses indices.
+      if (!id.empty() && !calls_[i].id.empty() && calls_[i].id != id)
+        break;
+      return i;
+    }
+    calls_.emplace_back();
+    calls_.back().server_index = *idx;
+    return calls_.size() - 1;
+  }
+  if (!id.empty()) {
+    for (size_t i = 0; i < calls_.size(); ++i)
+      if (calls_[i].id == id)
+        return i;
+    calls_.emplace_back();
+    return calls_.size() - 1;
+  }
+  if (calls_.empty()) {
+    calls_.emplace_back();
+    return 0;
+  }
+  // No index and no id: continue the last call, or, for several elements in
+  // one delta, the last `count` calls by position.
+  if (count > 1 && calls_.size() >= count)
+    return calls_.size() - count + position;
+  return calls_.size() - 1;
+}
+
+std::optional<sdk::tool_call_delta>
+tool_call_accumulator::add(const json& item, size_t position, size_t count) {
+  if (!item.is_object())
+    return std::nullopt;
+  fields parts;
+  parts.index = int_member(item, "index");
+  parts.id = string_member(item, "id");
+  std::string dumped;
+  if (auto fn = member(item, "function"); fn != nullptr && fn->is_object()) {
+    parts.name = string_member(*fn, "name");
+    if (auto a = member(*fn, "arguments"); a != nullptr) {
+      if (a->is_string()) {
+        parts.arguments = a->get_ref<const std::string&>();
+      } else if (a->is_object() || a->is_array()) {
+        // Some servers send the arguments as a JSON value.
+        dumped = a->dump();
+        parts.arguments = dumped;
+      }
+    }
+  }
+  return add(parts, position, count);
+}
+
+std::optional<sdk::tool_call_delta>
+tool_call_accumulator::add(const fields& item, size_t position, size_t count) {
+  // A metadata-only element (e.g. Gemini's `extra_content`) names no call.
+  if (!item.index && item.id.empty() && item.name.empty() && item.arguments.empty())
+    return std::nullopt;
+  auto before = calls_.size();
+  auto i = select(item, position, count);
+  auto& call = calls_[i];
+  if (call.id.empty() && !item.id.empty())
+    call.id = std::string{item.id};
+  // A repeated (often empty) name never overwrites the first one.
+  if (call.name.empty() && !item.name.empty())
+    call.name = std::string{item.name};
+  call.arguments.append(item.arguments.data(), item.arguments.size());
+  sdk::tool_call_delta delta;
+  delta.index = static_cast<int>(i);
+  if (!call.id_reported && !call.id.empty()) {
+    delta.id = call.id;
+    call.id_reported = true;
+  }
+  if (!call.name_reported && !call.name.empty()) {
+    delta.name = call.name;
+    call.name_reported = true;
+  }
+  delta.arguments = std::string{item.arguments};
+  if (calls_.size() == before && delta.id.empty() && delta.name.empty()
+      && delta.arguments.empty())
+    return std::nullopt;
+  return delta;
+}
+
+std::vector<sdk::tool_call> tool_call_accumulator::calls() const {
+  std::vector<sdk::tool_call> result;
+  for (size_t i = 0; i < calls_.size(); ++i) {
+    const auto& x = calls_[i];
+    if (x.name.empty() && x.arguments.empty())
+      continue;
+    sdk::tool_call call;
+    call.id = x.id.empty() ? "call_" + std::to_string(i + 1) : x.id;
+    call.name = x.name;
+    call.arguments = x.arguments.empty() ? "{}" : x.arguments;
+    result.push_back(std::move(call));
+  }
+  return result;
+}
+
+// -- error classification -----------------------------------------------------
+
+std::optional<int64_t> retry_hint_from_message(std::string_view message) {
+  auto msg = lower(message);
+  constexpr std::string_view marker = "try again in ";
+  auto pos = msg.find(marker);
+  if (pos == std::string::npos)
+    return std::nullopt;
+  pos += marker.size();
+  auto end = pos;
+  while (end < msg.size()
+         && (std::isalnum(static_cast<unsigned char>(msg[end])) || msg[end] == '.'))
+    ++end;
+  auto token = std::string_view{msg}.substr(pos, end - pos);
+  while (!token.empty() && token.back() == '.')
+    token.remove_suffix(1);
+  return bounded_duration(token);
+}
+
+sdk::error classify_error(int status, const sdk::http_headers& headers,
+                          const json& body) {
+  const json* root = &body;
+  if (root->is_array() && !root->empty())
+    root = &(*root)[0]; // Google's non-SSE streams wrap errors in an array
+  const json* err = root;
+  std::string message;
+  if (auto e = member(*root, "error"); e != nullptr) {
+    if (e->is_object())
+      err = e;
+    else if (e->is_string())
+      message = e->get<std::string>();
+  }
+  if (message.empty())
+    message = std::string{string_member(*err, "message")};
+  if (message.empty())
+    message = std::string{string_member(*root, "detail")};
+  if (message.empty())
+    message = std::string{string_member(*root, "message")};
+  auto type = std::string{string_member(*err, "type")};
+  auto code = std::string{string_member(*err, "code")};
+  auto google_status = std::string{string_member(*err, "status")};
+  // In-stream errors carry their status inside (OpenRouter `code`, Groq
+  // `status_code`).
+  auto effective = status;
+  if (effective == 0) {
+    for (auto key : {"code", "status_code", "status"})
+      if (auto x = int_member(*err, key); x && *x >= 400 && *x <= 599) {
+        effective = static_cast<int>(*x);
+        break;
+      }
+  }
+  auto result = sdk::make_error(sdk::errc::server_error, {}, status);
+  if (effective != 0)
+    result.code = sdk::classify_http_status(effective);
+  else if (auto c = classify_type(code))
+    result.code = *c;
+  else if (auto c = classify_type(type))
+    result.code = *c;
+  if (auto c = classify_google_status(google_status); c && effective == 0)
+    result.code = *c;
+  else if (c && (*c == sdk::errc::rate_limited || *c == sdk::errc::overloaded))
+    result.code = *c;
+  auto lmsg = lower(message);
+  if (code == "insufficient_quota" || type == "insufficient_quota"
+      || code == "billing_hard_limit_reached") {
+    result.code = sdk::errc::quota;
+  } else if (code == "context_length_exceeded" || type == "exceed_context_size_error"
+             || code == "string_above_max_length"
+             || ((result.code == sdk::errc::bad_request || effective == 0
+                  || effective == 413)
+                 && says_context_too_long(lmsg))) {
+    result.code = sdk::errc::context_too_long;
+  } else if (code == "model_not_found") {
+    result.code = sdk::errc::not_found;
+  }
+  // Retry delay: headers, then Google's RetryInfo, then the message.
+  result.retry_after_ms = sdk::retry_after_ms(headers);
+  if (!result.retry_after_ms) {
+    if (auto details = member(*err, "details"); details && details->is_array())
+      for (const auto& d : *details)
+        if (auto delay = string_member(d, "retryDelay"); !delay.empty())
+          if ((result.retry_after_ms = bounded_duration(delay)))
+            break;
+  }
+  if (!result.retry_after_ms)
+    result.retry_after_ms = retry_hint_from_message(message);
+  result.retry_hint = sdk::should_retry_header(headers);
+  std::string text;
+  if (!code.empty())
+    text = code;
+  else if (!type.empty())
+    text = type;
+  else if (!google_status.empty())
+    text = google_status;
+  if (!message.empty())
+    text += text.empty() ? message : ": " + message;
+  if (text.empty())
+    text = effective != 0 ? "HTTP " + std::to_string(effective) : "error";
+  result.message = truncate(std::move(text));
+  return result;
+}
+
+sdk::error classify_error(int status, const sdk::http_headers& headers,
+                          std::string_view body) {
+  auto parsed = json::parse(body, nullptr, false);
+  if (!parsed.is_discarded() && (parsed.is_object() || parsed.is_array()))
+    return classify_error(status, headers, parsed);
+  // Not JSON: a proxy's HTML page or plain text.
+  auto result = sdk::make_error(status != 0 ? sdk::classify_http_status(status)
+                                            : sdk::errc::server_error,
+                                {}, status);
+  std::string text;
+  for (auto c : body.substr(0, max_message_size)) {
+    auto blank = c == '\n' || c == '\r' || c == '\t';
+    text += blank ? ' ' : c;
+  }
+  while (!text.empty() && text.back() == ' ')
+    text.pop_back();
+  if (result.code == sdk::errc::bad_request && says_context_too_long(lower(text)))
+    result.code = sdk::errc::context_too_long;
+  result.retry_after_ms = sdk::retry_after_ms(headers);
+  if (!result.retry_after_ms)
+    result.retry_after_ms = retry_hint_from_message(text);
+  result.retry_hint = sdk::should_retry_header(headers);
+  result.message = text.empty() ? "HTTP " + std::to_string(status)
+                                : truncate(std::move(text));
+  return result;
+}
+
+// -- stream_decoder -----------------------------------------------------------
+
+sdk::finish_reason map_finish_reason(std::string_view reason, bool saw_tools,
+                                     bool refused) {
+  auto x = lower(reason);
+  if (x == "tool_calls" || x == "function_call" || x == "tool_use")
+    return sdk::finish_reason::tool_calls;
+  if (x == "length" || x == "max_tokens")
+    return sdk::finish_reason::length;
+  if (x == "content_filter" || x == "refusal" || x == "safety")
+    return sdk::finish_reason::content_filter;
+  if (x == "stop" || x == "end_turn" || x == "eos" || x.empty()) {
+    if (saw_tools)
+      return sdk::finish_reason::tool_calls;
+    return refused ? sdk::finish_reason::content_filter
+                   : sdk::finish_reason::stop;
+  }
+  return sdk::finish_reason::other;
+}
+
+stream_decoder::state stream_decoder::feed(std::string_view bytes,
+                                           stream_handler& handler) {
+  if (state_ != state::running)
+    return state_;
+  auto ok = sse_.feed(bytes, [this, &handler](const sdk::sse_event& ev) {
+    return on_event(ev, handler);
+  });
+  if (!ok && state_ == state::running)
+    fail(sdk::make_error(sdk::errc::invalid_response,
+                         "stream event larger than the parser's limit"));
+  return state_;
+}
+
+stream_decoder::state stream_decoder::finish(stream_handler& handler) {
+  if (state_ != state::running)
+    return state_;
+  sse_.finish([this, &handler](const sdk::sse_event& ev) {
+    return on_event(ev, handler);
+  });
+  if (state_ != state::running)
+    return state_;
+  if (finish_)
+    state_ = state::done;
+  else
+    fail(sdk::make_error(sdk::errc::network,
+                         "stream ended early (no finish reason, no [DONE])"));
+  return state_;
+}
+
+sdk::chat_result stream_decoder::result() const {
+  sdk::chat_result result;
+  result.text = text_;
+  result.reasoning = reasoning_;
+  result.tool_calls = tools_.calls();
+  result.finish = map_finish_reason(finish_ ? *finish_ : std::string{},
+                                    !result.tool_calls.empty(), refused_);
+  result.usage = usage_;
+  result.model = model_;
+  return result;
+}
+
+bool stream_decoder::fail(sdk::error err) {
+  state_ = state::failed;
+  failure_ = std::move(err);
+  return false;
+}
+
+bool stream_decoder::on_event(const sdk::sse_event& ev, stream_handler& handler) {
+  if (state_ != state::running)
+    return false;
+  if (ev.type == "error") {
+    auto err = classify_error(0, {}, std::string_view{ev.data});
+    return fail(std::move(err));
+  }
+  if (!ev.type.empty() && ev.type != "message")
+    return true; // unknown event types are ignored
+  std::string_view data{ev.data};
+  while (!data.empty() && std::isspace(static_cast<unsigned char>(data.front())))
+    data.remove_prefix(1);
+  while (!data.empty() && std::isspace(static_cast<unsigned char>(data.back())))
+    data.remove_suffix(1);
+  if (data.empty())
+    return true;
+  if (data == "[DONE]") {
+    state_ = state::done;
+    return false;
+  }
+  return on_chunk(data, handler);
+}
+
+void stream_decoder::apply_delta(std::string_view content,
+                                 std::string_view refusal,
+                                 std::string_view reasoning,
+                                 stream_handler& handler) {
+  if (!content.empty()) {
+    text_.append(content.data(), content.size());
+    streamed_ = true;
+    handler.on_text(content);
+  }
+  if (!refusal.empty()) {
+    refused_ = true;
+    text_.append(refusal.data(), refusal.size());
+    streamed_ = true;
+    handler.on_text(refusal);
+  }
+  if (!reasoning.empty()) {
+    reasoning_.append(reasoning.data(), reasoning.size());
+    streamed_ = true;
+    handler.on_reasoning(reasoning);
+  }
+}
+
+void stream_decoder::apply_tool_call(const tool_call_accumulator::fields& item,
+                                     size_t position, size_t count,
+                                     stream_handler& handler) {
+  if (auto d = tools_.add(item, position, count)) {
+    streamed_ = true;
+    handler.on_tool_call(*d);
+  }
+}
+
+void stream_decoder::apply_usage(const json& u, stream_handler& handler) {
+  sdk::usage counts;
+  counts.input_tokens = int_member(u, "prompt_tokens").value_or(0);
+  counts.output_tokens = int_member(u, "completion_tokens").value_or(0);
+  if (auto d = member(u, "completion_tokens_details"))
+    counts.reasoning_tokens = int_member(*d, "reasoning_tokens").value_or(0);
+  if (auto d = member(u, "prompt_tokens_details"))
+    counts.cached_input_tokens = int_member(*d, "cached_tokens").value_or(0);
+  usage_ = counts;
+  handler.on_usage(counts);
+}
+
+bool stream_decoder::on_chunk(std::string_view data, stream_handler& handler) {
+  if (fast_path_ && on_fast_chunk(data, handler))
+    return true;
+  auto chunk = json::parse(data, nullptr, false);
+  if (chunk.is_discarded() || !chunk.is_object()) {
+    auto shown = std::string{data.substr(0, 120)};
+    return fail(sdk::make_error(sdk::errc::invalid_response,
+                                "malformed stream chunk: " + shown));
+  }
+  if (auto e = member(chunk, "error"); e != nullptr && !e->is_null())
+    return fail(classify_error(0, {}, chunk));
+  if (model_.empty())
+    model_ = std::string{string_member(chunk, "model")};
+  if (auto choices = member(chunk, "choices"); choices && choices->is_array()) {
+    for (const auto& choice : *choices) {
+      if (!choice.is_object())
+        continue;
+      // Only choice 0 is used; a missing index counts as 0.
+      if (auto idx = int_member(choice, "index"); idx && *idx != 0)
+        continue;
+      const json* delta = member(choice, "delta");
+      if (delta == nullptr || !delta->is_object())
+        delta = member(choice, "message");
+      if (delta != nullptr && delta->is_object()) {
+        auto thought = string_member(*delta, "reasoning_content");
+        if (thought.empty())
+          thought = string_member(*delta, "reasoning");
+        apply_delta(string_member(*delta, "content"),
+                    string_member(*delta, "refusal"), thought, handler);
+        if (auto calls = member(*delta, "tool_calls"); calls && calls->is_array()) {
+          for (size_t i = 0; i < calls->size(); ++i) {
+            if (auto d = tools_.add((*calls)[i], i, calls->size())) {
+              streamed_ = true;
+              handler.on_tool_call(*d);
+            }
+          }
+        }
+      }
+      if (auto reason = string_member(choice, "finish_reason"); !reason.empty())
+        finish_ = std::string{reason};
+    }
+  }
+  if (auto u = member(chunk, "usage"); u != nullptr && u->is_object())
+    apply_usage(*u, handler);
+  return true;
+}
+
+// -- fast path ----------------------------------------------------------------
+
+namespace {
+
+// A strict JSON reader over one chunk that validates everything it passes
+// and decodes only the strings asked for. Any doubt makes it give up, and
+// the caller falls back to nlohmann::json.
+class scanner {
+public:
+  explicit scanner(std::string_view x) : pos_(x.data()), end_(x.data() + x.size()) {
+    // nop
+  }
+
+  void ws() {
+    while (pos_ != end_ && (*pos_ == ' ' || *pos_ == '\n' || *pos_ == '\r' || *pos_ == '\t'))
+      ++pos_;
+  }
+
+  // Returns the next non-blank character without consuming it, or 0.
+  char peek() {
+    ws();
+    return pos_ == end_ ? '\0' : *pos_;
+  }
+
+  bool consume(char c) {
+    if (peek() != c)
+      return false;
+    ++pos_;
+    return true;
+  }
+
+  bool at_end() {
+    ws();
+    return pos_ == end_;
+  }
+
+  const char* pos() const noexcept {
+    return pos_;
+  }
+
+  // Reads an object key: a view of the raw bytes when it holds no escapes
+  // or non-ASCII bytes, else its decoded value stored in `buf`.
+  bool key(std::string_view& out, std::string& buf) {
+    if (peek() != '"')
+      return false;
+    auto start = pos_ + 1;
+    auto p = start;
+    while (p != end_ && *p != '"' && *p != '\\'
+           && static_cast<unsigned char>(*p) >= 0x20
+           && static_cast<unsigned char>(*p) < 0x80)
+      ++p;
+    if (p != end_ && *p == '"') {
+      out = std::string_view{start, static_cast<size_t>(p - start)};
+      pos_ = p + 1;
+      return true;
+    }
+    buf.clear();
+    if (!string(&buf))
+      return false;
+    out = buf;
+    return true;
+  }
+
+  // Reads a string; appends its decoded value to `out` unless null.
+  bool string(std::string* out) {
+    if (!consume('"'))
+      return false;
+    for (;;) {
+      auto start = pos_;
+      while (pos_ != end_) {
+        auto c = static_cast<unsigned char>(*pos_);
+        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80)
+          break;
+        ++pos_;
+      }
+      if (out != nullptr)
+        out->append(start, static_cast<size_t>(pos_ - start));
+      if (pos_ == end_)
+        return false;
+      auto c = static_cast<unsigned char>(*pos_);
+      if (c == '"') {
+        ++pos_;
+        return true;
+      }
+      if (c < 0x20)
+        return false;
+      if (c >= 0x80) {
+        auto begin = pos_;
+        if (!utf8())
+          return false;
+        if (out != nullptr)
+          out->append(begin, static_cast<size_t>(pos_ - begin));
+        continue;
+      }
+      if (!escape(out))
+        return false;
+    }
+  }
+
+  // Skips any value, validating it.
+  bool skip(int depth = 0) {
+    if (depth > 64)
+      return false;
+    switch (peek()) {
+      case '"':
+        return string(nullptr);
+      case '{': {
+        ++pos_;
+        if (consume('}'))
+          return true;
+        do {
+          if (!string(nullptr) || !consume(':') || !skip(depth + 1))
+            return false;
+        } while (consume(','));
+        return consume('}');
+      }
+      case '[': {
+        ++pos_;
+        if (consume(']'))
+          return true;
+        do {
+          if (!skip(depth + 1))
+            return false;
+        } while (consume(','));
+        return consume(']');
+      }
+      case 't':
+        return literal("true");
+      case 'f':
+        return literal("false");
+      case 'n':
+        return literal("null");
+      default:
+        return number(nullptr);
+    }
+  }
+
+  // Reads a number; stores it in `out` if it is a small non-negative integer
+  // literal, else sets `*out` to -1.
+  bool number(int64_t* out) {
+    auto start = pos_;
+    if (pos_ != end_ && *pos_ == '-')
+      ++pos_;
+    if (pos_ == end_)
+      return false;
+    if (*pos_ == '0') {
+      ++pos_;
+    } else if (*pos_ >= '1' && *pos_ <= '9') {
+      while (pos_ != end_ && *pos_ >= '0' && *pos_ <= '9')
+        ++pos_;
+    } else {
+      return false;
+    }
+    auto int_end = pos_;
+    if (pos_ != end_ && *pos_ == '.') {
+      ++pos_;
+      if (!digits())
+        return false;
+    }
+    if (pos_ != end_ && (*pos_ == 'e' || *pos_ == 'E')) {
+      ++pos_;
+      if (pos_ != end_ && (*pos_ == '+' || *pos_ == '-'))
+        ++pos_;
+      if (!digits())
+        return false;
+    }
+    if (out != nullptr) {
+      *out = -1;
+      if (int_end == pos_ && *start != '-' && int_end - start <= 9) {
+        int64_t value = 0;
+        for (auto i = start; i != int_end; ++i)
+          value = value * 10 + (*i - '0');
+        *out = value;
+      }
+    }
+    return true;
+  }
+
+  bool literal(std::string_view word) {
+    if (static_cast<size_t>(end_ - pos_) < word.size()
+        || std::string_view{pos_, word.size()} != word)
+      return false;
+    pos_ += word.size();
+    return true;
+  }
+
+private:
+  bool digits() {
+    auto start = pos_;
+    while (pos_ != end_ && *pos_ >= '0' && *pos_ <= '9')
+      ++pos_;
+    return pos_ != start;
+  }
+
+  // Validates one UTF-8 sequence (RFC 3629, as nlohmann::json does).
+  bool utf8() {
+    auto byte = [this](size_t i) {
+      return static_cast<unsigned char>(pos_[i]);
+    };
+    auto left = static_cast<size_t>(end_ - pos_);
+    auto c = byte(0);
+    auto cont = [&](size_t i, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
+      return i < left && byte(i) >= lo && byte(i) <= hi;
+    };
+    size_t n = 0;
+    if (c >= 0xC2 && c <= 0xDF)
+      n = cont(1) ? 2 : 0;
+    else if (c == 0xE0)
+      n = cont(1, 0xA0) && cont(2) ? 3 : 0;
+    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
+      n = cont(1) && cont(2) ? 3 : 0;
+    else if (c == 0xED)
+      n = cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
+    else if (c == 0xF0)
+      n = cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
+    else if (c >= 0xF1 && c <= 0xF3)
+      n = cont(1) && cont(2) && cont(3) ? 4 : 0;
+    else if (c == 0xF4)
+      n = cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
+    if (n == 0)
+      return false;
+    pos_ += n;
+    return true;
+  }
+
+  bool hex4(uint32_t& out) {
+    if (end_ - pos_ < 4)
+      return false;
+    out = 0;
+    for (int i = 0; i < 4; ++i) {
+      auto c = *pos_++;
+      out <<= 4;
+      if (c >= '0' && c <= '9')
+        out |= static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        out |= static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        out |= static_cast<uint32_t>(c - 'A' + 10);
+      else
+        return false;
+    }
+    return true;
+  }
+
+  bool escape(std::string* out) {
+    ++pos_; // the backslash
+    if (pos_ == end_)
+      return false;
+    char c = *pos_++;
+    char plain = 0;
+    switch (c) {
+      case '"':
+      case '\\':
+      case '/':
+        plain = c;
+        break;
+      case 'b':
+        plain = '\b';
+        break;
+      case 'f':
+        plain = '\f';
+        break;
+      case 'n':
+        plain = '\n';
+        break;
+      case 'r':
+        plain = '\r';
+        break;
+      case 't':
+        plain = '\t';
+        break;
+      case 'u': {
+        uint32_t cp = 0;
+        if (!hex4(cp))
+          return false;
+        if (cp >= 0xDC00 && cp <= 0xDFFF)
+          return false;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+          uint32_t low = 0;
+          if (end_ - pos_ < 2 || pos_[0] != '\\' || pos_[1] != 'u')
+            return false;
+          pos_ += 2;
+          if (!hex4(low) || low < 0xDC00 || low > 0xDFFF)
+            return false;
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+        }
+        if (out != nullptr)
+          append_utf8(*out, cp);
+        return true;
+      }
+      default:
+        return false;
+    }
+    if (out != nullptr)
+      *out += plain;
+    return true;
+  }
+
+  static void append_utf8(std::string& out, uint32_t cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  const char* pos_;
+  const char* end_;
+};
+
+// What the fast path extracts from one tool-call element.
+struct tool_view {
+  bool is_object = false;
+  std::optional<int64_t> index;
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
+// What the fast path extracts from a choice.
+struct choice_view {
+  bool has_index = false;
+  int64_t index = 0;
+  std::string content;
+  std::string refusal;
+  std::string reasoning_content;
+  std::string reasoning;
+  std::vector<tool_view> tools;
+  std::string finish_reason;
+};
+
+// Reads a string member into `out` if the value is a string, else skips it.
+bool string_or_skip(scanner& in, std::string& out) {
+  if (in.peek() == '"')
+    return in.string(&out);
+  return in.skip();
+}
+
+// Reads the members of an object, calling `on_key(key)` positioned at each
+// value; `on_key` consumes the value. Returns false on any syntax error.
+template <class F>
+bool for_each_member(scanner& in, std::string& buf, F&& on_key) {
+  if (!in.consume('{'))
+    return false;
+  if (in.consume('}'))
+    return true;
+  do {
+    std::string_view key;
+    if (!in.key(key, buf) || !in.consume(':') || !on_key(key))
+      return false;
+  } while (in.consume(','));
+  return in.consume('}');
+}
+
+// Calls `on_item()` positioned at each element of an array.
+template <class F>
+bool for_each_element(scanner& in, F&& on_item) {
+  if (!in.consume('['))
+    return false;
+  if (in.consume(']'))
+    return true;
+  do {
+    if (!on_item())
+      return false;
+  } while (in.consume(','));
+  return in.consume(']');
+}
+
+// Marks `bit` in `seen`; returns false if it was already set (a duplicate
+// key, left to nlohmann::json).
+bool first_time(unsigned& seen, unsigned bit) {
+  if ((seen & bit) != 0)
+    return false;
+  seen |= bit;
+  return true;
+}
+
+// Reads a number that counts as an index: a small non-negative integer
+// literal. Anything else that is a number makes the fast path give up;
+// non-numbers count as no index, like int_member().
+bool index_or_skip(scanner& in, std::optional<int64_t>& out) {
+  auto c = in.peek();
+  if (c != '-' && (c < '0' || c > '9'))
+    return in.skip();
+  int64_t value = -1;
+  if (!in.number(&value) || value < 0)
+    return false;
+  out = value;
+  return true;
+}
+
+bool parse_tool(scanner& in, std::string& buf, tool_view& out) {
+  out.is_object = true;
+  unsigned seen = 0;
+  return for_each_member(in, buf, [&](std::string_view k) {
+    if (k == "index")
+      return first_time(seen, 1) && index_or_skip(in, out.index);
+    if (k == "id")
+      return first_time(seen, 2) && string_or_skip(in, out.id);
+    if (k == "function") {
+      if (!first_time(seen, 4))
+        return false;
+      if (in.peek() != '{')
+        return in.skip();
+      unsigned fn_seen = 0;
+      return for_each_member(in, buf, [&](std::string_view f) {
+        if (f == "name")
+          return first_time(fn_seen, 1) && string_or_skip(in, out.name);
+        if (f == "arguments") {
+          auto c = in.peek();
+          if (!first_time(fn_seen, 2) || c == '{' || c == '[')
+            return false; // JSON-valued arguments: the careful path dumps them
+          return string_or_skip(in, out.arguments);
+        }
+        return in.skip();
+      });
+    }
+    return in.skip();
+  });
+}
+
+bool parse_choice(scanner& in, std::string& buf, choice_view& out) {
+  unsigned seen = 0;
+  return for_each_member(in, buf, [&](std::string_view k) {
+    if (k == "index") {
+      if (!first_time(seen, 1))
+        return false;
+      std::optional<int64_t> idx;
+      if (!index_or_skip(in, idx))
+        return false;
+      out.has_index = idx.has_value();
+      out.index = idx.value_or(0);
+      return true;
+    }
+    if (k == "delta") {
+      if (!first_time(seen, 2))
+        return false;
+      if (in.peek() != '{')
+        return in.skip();
+      unsigned delta_seen = 0;
+      return for_each_member(in, buf, [&](std::string_view d) {
+        if (d == "content")
+          return first_time(delta_seen, 1) && string_or_skip(in, out.content);
+        if (d == "refusal")
+          return first_time(delta_seen, 2) && string_or_skip(in, out.refusal);
+        if (d == "reasoning_content")
+          return first_time(delta_seen, 4)
+                 && string_or_skip(in, out.reasoning_content);
+        if (d == "reasoning")
+          return first_time(delta_seen, 8) && string_or_skip(in, out.reasoning);
+        if (d == "tool_calls") {
+          if (!first_time(delta_seen, 16))
+            return false;
+          if (in.peek() != '[')
+            return in.skip();
+          return for_each_element(in, [&] {
+            out.tools.emplace_back();
+            if (in.peek() != '{')
+              return in.skip();
+            return parse_tool(in, buf, out.tools.back());
+          });
+        }
+        return in.skip();
+      });
+    }
+    if (k == "message")
+      return false; // a non-streaming shape: leave it to nlohmann::json
+    if (k == "finish_reason")
+      return first_time(seen, 4) && string_or_skip(in, out.finish_reason);
+    return in.skip();
+  });
+}
+
+} // namespace
+
+bool stream_decoder::on_fast_chunk(std::string_view data, stream_handler& handler) {
+  scanner in{data};
+  std::string buf;
+  std::string model;
+  bool has_model = false;
+  std::string_view usage;
+  std::optional<choice_view> picked;
+  unsigned seen = 0;
+  auto ok = for_each_member(in, buf, [&](std::string_view k) {
+    if (k == "choices") {
+      if (!first_time(seen, 1))
+        return false;
+      if (in.peek() != '[')
+        return in.skip();
+      return for_each_element(in, [&] {
+        if (in.peek() != '{')
+          return in.skip();
+        choice_view choice;
+        if (!parse_choice(in, buf, choice))
+          return false;
+        if (choice.has_index && choice.index != 0)
+          return true;
+        if (picked)
+          return false; // several choices with index 0
+        picked = std::move(choice);
+        return true;
+      });
+    }
+    if (k == "model") {
+      if (!first_time(seen, 2))
+        return false;
+      if (in.peek() != '"')
+        return in.skip();
+      has_model = true;
+      return in.string(&model);
+    }
+    if (k == "usage") {
+      if (!first_time(seen, 4))
+        return false;
+      auto start = in.peek() == '{' ? in.pos() : nullptr;
+      if (!in.skip())
+        return false;
+      if (start != nullptr)
+        usage = std::string_view{start, static_cast<size_t>(in.pos() - start)};
+      return true;
+    }
+    if (k == "error") {
+      if (!first_time(seen, 8) || in.peek() != 'n')
+        return false; // errors take the careful path
+      return in.literal("null");
+    }
+    return in.skip();
+  });
+  if (!ok || !in.at_end())
+    return false;
+  // The chunk is valid JSON: apply what it says.
+  if (model_.empty() && has_model)
+    model_ = std::move(model);
+  if (picked) {
+    std::string_view thought = picked->reasoning_content;
+    if (thought.empty())
+      thought = picked->reasoning;
+    apply_delta(picked->content, picked->refusal, thought, handler);
+    auto count = picked->tools.size();
+    for (size_t i = 0; i < count; ++i) {
+      const auto& t = picked->tools[i];
+      if (!t.is_object)
+        continue;
+      tool_call_accumulator::fields parts;
+      parts.index = t.index;
+      parts.id = t.id;
+      parts.name = t.name;
+      parts.arguments = t.arguments;
+      apply_tool_call(parts, i, count, handler);
+    }
+    if (!picked->finish_reason.empty())
+      finish_ = std::move(picked->finish_reason);
+  }
+  if (!usage.empty()) {
+    auto u = json::parse(usage, nullptr, false);
+    if (u.is_object())
+      apply_usage(u, handler);
+  }
+  return true;
+}
+
+} // namespace quarry::plugins::llm_openai

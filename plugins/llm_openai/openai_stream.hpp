@@ -1,0 +1,205 @@
+// Decoding of OpenAI-style Chat Completions streams: SSE events, chunk JSON,
+// tool-call accumulation and error classification.
+
+#pragma once
+
+#include "quarry/sdk/host.hpp"
+#include "quarry/sdk/sse.hpp"
+#include "quarry/sdk/types.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace quarry::plugins::llm_openai {
+
+/// Assembles tool calls from streamed fragments, tolerating the quirks of
+/// OpenAI-compatible servers: missing `index` (calls are matched by id or
+/// position), indices starting at 1 (calls are numbered by order of
+/// appearance), repeated empty names, whole arguments in one piece, and empty
+/// pieces after the end.
+class tool_call_accumulator {
+public:
+  /// The parts of one element of a delta's `tool_calls` array that matter.
+  struct fields {
+    /// The server's `index`, if it sent a number.
+    std::optional<int64_t> index;
+    /// `id`, or empty.
+    std::string_view id;
+    /// `function.name`, or empty.
+    std::string_view name;
+    /// `function.arguments` (a JSON value other than a string is dumped).
+    std::string_view arguments;
+  };
+
+  /// Adds one element given as its parts (see the overload below).
+  std::optional<sdk::tool_call_delta> add(const fields& item, size_t position,
+                                          size_t count);
+
+  /// Adds one element of a delta's `tool_calls` array; `position` is its
+  /// place in that array and `count` the array's size. Returns the fragment
+  /// to report (index normalised to order of appearance), or nothing if the
+  /// element carried no information.
+  std::optional<sdk::tool_call_delta> add(const nlohmann::json& item,
+                                          size_t position, size_t count);
+
+  /// Returns whether any call was seen.
+  bool empty() const noexcept {
+    return calls_.empty();
+  }
+
+  /// Returns the calls in order of appearance; a missing id becomes
+  /// `call_<n>` (n from 1) and missing arguments become `{}`.
+  std::vector<sdk::tool_call> calls() const;
+
+private:
+  struct entry {
+    // The server's index, or -1 if it sent none.
+    int64_t server_index = -1;
+    std::string id;
+    std::string name;
+    std::string arguments;
+    // Whether id / name were reported to the sink already.
+    bool id_reported = false;
+    bool name_reported = false;
+  };
+
+  size_t select(const fields& item, size_t position, size_t count);
+
+  std::vector<entry> calls_;
+};
+
+/// Classifies an error response (HTTP status >= 400, or an error inside a 200
+/// stream when `status` is 0) from its status, headers and body. Understands
+/// OpenAI (`{"error":{"message","type","code"}}`), Google
+/// (`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[...]}}`),
+/// Groq / OpenRouter in-stream errors and plain-text bodies.
+sdk::error classify_error(int status, const sdk::http_headers& headers,
+                          std::string_view body);
+
+/// Same as above for an already parsed body.
+sdk::error classify_error(int status, const sdk::http_headers& headers,
+                          const nlohmann::json& body);
+
+/// Extracts a retry delay from a message such as `Please try again in 6ms.` or
+/// `... try again in 26.604s`.
+std::optional<int64_t> retry_hint_from_message(std::string_view message);
+
+/// Receives what a @ref stream_decoder decodes.
+class stream_handler {
+public:
+  virtual ~stream_handler() = default;
+
+  /// A piece of answer text (refusal text included).
+  virtual void on_text(std::string_view delta) = 0;
+
+  /// A piece of reasoning text.
+  virtual void on_reasoning(std::string_view delta) = 0;
+
+  /// A tool-call fragment.
+  virtual void on_tool_call(const sdk::tool_call_delta& delta) = 0;
+
+  /// Token counts.
+  virtual void on_usage(const sdk::usage& counts) = 0;
+};
+
+/// Decodes the body of a streaming Chat Completions response, fed in pieces
+/// of any size. Only choice 0 is used (`n > 1` streams deliver the other
+/// choices' deltas too; they are ignored). Refusals (`delta.refusal`) are
+/// delivered as text and turn the finish reason into `content_filter`.
+class stream_decoder {
+public:
+  /// The state of the decoder.
+  enum class state {
+    /// More bytes are expected.
+    running,
+    /// `[DONE]` arrived, or the body ended after a finish reason.
+    done,
+    /// The stream carried an error or something unparseable.
+    failed,
+  };
+
+  /// Creates a decoder. With `fast_path` (the default), chunks are scanned by
+  /// a specialised JSON reader that extracts only the fields used and falls
+  /// back to nlohmann::json for anything unusual (errors, duplicate keys,
+  /// `message` instead of `delta`, several choices with index 0, syntax
+  /// errors); without it, every chunk goes through nlohmann::json. Both give
+  /// the same results (the fuzzer checks this).
+  explicit stream_decoder(bool fast_path = true) : fast_path_(fast_path) {
+    // nop
+  }
+
+  /// Consumes `bytes`. Returns the state afterwards; once it is not
+  /// `running`, further input is ignored.
+  state feed(std::string_view bytes, stream_handler& handler);
+
+  /// Ends the body: a stream without `[DONE]` counts as done if a finish
+  /// reason arrived, and fails with errc::network otherwise.
+  state finish(stream_handler& handler);
+
+  /// Returns the current state.
+  state current() const noexcept {
+    return state_;
+  }
+
+  /// The failure, once the state is `failed`.
+  const std::optional<sdk::error>& failure() const noexcept {
+    return failure_;
+  }
+
+  /// Returns whether a text, reasoning or tool-call delta was delivered.
+  bool streamed() const noexcept {
+    return streamed_;
+  }
+
+  /// Returns whether a finish reason arrived.
+  bool finished() const noexcept {
+    return finish_.has_value();
+  }
+
+  /// Returns the assembled result (meaningful once the state is `done`).
+  sdk::chat_result result() const;
+
+  /// Processes one SSE event (exposed for tests and the fuzzer). Returns
+  /// false once the decoder stops.
+  bool on_event(const sdk::sse_event& ev, stream_handler& handler);
+
+private:
+  bool on_chunk(std::string_view data, stream_handler& handler);
+
+  bool on_fast_chunk(std::string_view data, stream_handler& handler);
+
+  void apply_delta(std::string_view content, std::string_view refusal,
+                   std::string_view reasoning, stream_handler& handler);
+
+  void apply_tool_call(const tool_call_accumulator::fields& item,
+                       size_t position, size_t count, stream_handler& handler);
+
+  void apply_usage(const nlohmann::json& u, stream_handler& handler);
+
+  bool fail(sdk::error err);
+
+  bool fast_path_;
+  sdk::sse_parser sse_;
+  state state_ = state::running;
+  std::optional<sdk::error> failure_;
+  bool streamed_ = false;
+  bool refused_ = false;
+  std::string text_;
+  std::string reasoning_;
+  tool_call_accumulator tools_;
+  std::optional<std::string> finish_;
+  sdk::usage usage_;
+  std::string model_;
+};
+
+/// Maps a Chat Completions `finish_reason` to the SDK's enum, given whether
+/// tool calls were seen and whether the model refused.
+sdk::finish_reason map_finish_reason(std::string_view reason, bool saw_tools,
+                                     bool refused);
+
+} // namespace quarry::plugins::llm_openai

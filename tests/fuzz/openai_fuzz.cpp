@@ -1,0 +1,136 @@
+// libFuzzer target of the `openai` plugin's stream decoder: feeds arbitrary
+// bytes as an SSE body (split at a size taken from the input), as a single
+// chunk and as an error body, and checks the decoder's invariants.
+
+#include "openai_stream.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace {
+
+namespace openai = quarry::plugins::llm_openai;
+namespace sdk = quarry::sdk;
+
+struct collector : openai::stream_handler {
+  std::string text;
+  std::map<int, std::string> args;
+  // Every callback in order, for comparing the two parsing paths.
+  std::string log;
+
+  void on_text(std::string_view x) override {
+    text += x;
+    log += "T";
+    log += x;
+  }
+  void on_reasoning(std::string_view x) override {
+    log += "R";
+    log += x;
+  }
+  void on_tool_call(const sdk::tool_call_delta& x) override {
+    if (x.index < 0)
+      std::abort();
+    args[x.index] += x.arguments;
+    log += "C" + std::to_string(x.index) + "|" + x.id + "|" + x.name + "|" + x.arguments;
+  }
+  void on_usage(const sdk::usage& x) override {
+    log += "U" + std::to_string(x.input_tokens) + "," + std::to_string(x.output_tokens)
+           + "," + std::to_string(x.reasoning_tokens) + ","
+           + std::to_string(x.cached_input_tokens);
+  }
+};
+
+// The fast chunk reader must behave exactly like the nlohmann::json path.
+void compare(const openai::stream_decoder& fast, const collector& fast_seen,
+             const openai::stream_decoder& slow, const collector& slow_seen) {
+  if (fast.current() != slow.current() || fast_seen.log != slow_seen.log
+      || fast.streamed() != slow.streamed())
+    std::abort();
+  if (fast.failure().has_value() != slow.failure().has_value())
+    std::abort();
+  if (fast.failure() && fast.failure()->code != slow.failure()->code)
+    std::abort();
+  auto a = fast.result();
+  auto b = slow.result();
+  if (a.text != b.text || a.reasoning != b.reasoning || a.finish != b.finish
+      || a.model != b.model || a.tool_calls.size() != b.tool_calls.size())
+    std::abort();
+  for (size_t i = 0; i < a.tool_calls.size(); ++i)
+    if (a.tool_calls[i].id != b.tool_calls[i].id
+        || a.tool_calls[i].name != b.tool_calls[i].name
+        || a.tool_calls[i].arguments != b.tool_calls[i].arguments)
+      std::abort();
+}
+
+void check(const openai::stream_decoder& dec, const collector& seen) {
+  if (dec.current() == openai::stream_decoder::state::running)
+    std::abort(); // finish() must always decide
+  if (dec.current() == openai::stream_decoder::state::failed
+      && !dec.failure().has_value())
+    std::abort();
+  auto result = dec.result();
+  // What streamed is exactly what was assembled.
+  if (result.text != seen.text)
+    std::abort();
+  if (dec.streamed() == false && (!seen.text.empty() || !seen.args.empty()))
+    std::abort();
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0)
+    return 0;
+  size_t piece = 1 + data[0] % 64;
+  std::string_view input{reinterpret_cast<const char*>(data) + 1, size - 1};
+  {
+    collector seen;
+    openai::stream_decoder dec;
+    for (size_t i = 0; i < input.size(); i += piece)
+      dec.feed(input.substr(i, piece), seen);
+    dec.finish(seen);
+    check(dec, seen);
+    collector slow_seen;
+    openai::stream_decoder slow{false};
+    slow.feed(input, slow_seen);
+    slow.finish(slow_seen);
+    compare(dec, seen, slow, slow_seen);
+  }
+  {
+    // The same bytes as the payload of one event (the chunk parser alone).
+    sdk::sse_event ev;
+    ev.data = std::string{input};
+    collector seen;
+    openai::stream_decoder dec;
+    dec.on_event(ev, seen);
+    dec.finish(seen);
+    check(dec, seen);
+    collector slow_seen;
+    openai::stream_decoder slow{false};
+    slow.on_event(ev, slow_seen);
+    slow.finish(slow_seen);
+    compare(dec, seen, slow, slow_seen);
+  }
+  {
+    // As an error body, and as tool-call fragments.
+    auto err = openai::classify_error(400 + data[0] % 200, {}, input);
+    if (err.message.empty())
+      std::abort();
+    auto parsed = nlohmann::json::parse(input, nullptr, false);
+    if (parsed.is_array()) {
+      openai::tool_call_accumulator acc;
+      for (size_t i = 0; i < parsed.size(); ++i)
+        acc.add(parsed[i], i, parsed.size());
+      for (const auto& call : acc.calls())
+        if (call.id.empty() || call.arguments.empty())
+          std::abort();
+    }
+  }
+  return 0;
+}

@@ -534,8 +534,10 @@ caf::behavior provider_impl(caf::stateful_actor<provider_state>* self,
   return {
     [=](chat_atom, llm_call& req) -> caf::result<llm_reply> {
       auto& s = self->state;
-      auto rp = self->make_response_promise<llm_reply>();
+      // Read the sender first: making the promise takes it out of the
+      // current message.
       auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+      auto rp = self->make_response_promise<llm_reply>();
       auto key = s.next_key++;
       auto& call = s.calls[key];
       call.key = key;

@@ -68,10 +68,10 @@ TEST_CASE_FIXTURE(chat_fixture, "llm chat replays an OpenAI stream with parallel
   const auto& want_calls = expected["choices"][0]["tool_calls"];
   REQUIRE(j["tool_calls"].size() == want_calls.size());
   for (size_t i = 0; i < want_calls.size(); ++i) {
-    CHECK(j["tool_calls"][i]["name"] == want_calls[i]["function"]["name"]);
+    CHECK(j["tool_calls"][i]["name"] == want_calls[i]["name"]);
     CHECK(j["tool_calls"][i]["id"] == want_calls[i]["id"]);
     CHECK(j["tool_calls"][i]["arguments"]
-          == nlohmann::json::parse(want_calls[i]["function"]["arguments"].get<std::string>()));
+          == nlohmann::json::parse(want_calls[i]["arguments"].get<std::string>()));
   }
   CHECK(j["finish_reason"] == "tool_calls");
   CHECK(j["usage"]["input_tokens"] == expected["usage"]["prompt_tokens"]);
@@ -200,4 +200,25 @@ TEST_CASE_FIXTURE(chat_fixture, "llm chat answers offline with the extractive pr
   // Deterministic: the same question gives the same answer.
   CHECK(a.out == b.out);
   CHECK(server.request_count() == 0);
+}
+
+TEST_CASE_FIXTURE(chat_fixture, "llm chat streams the answer to stdout without --json") {
+  REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
+    {"respond": {"text": "streamed word by word", "chunk_words": 1,
+                 "usage": {"input_tokens": 3, "output_tokens": 4}}}
+  ])")));
+  auto base = server.base_url_openai();
+  test::process_options opts;
+  opts.env = {{"HOME", home.path()},
+              {"XDG_CONFIG_HOME", std::nullopt},
+              {"QUARRY_CONFIG", std::nullopt}};
+  auto res = test::run_process({QUARRY_EXE, "--set", "llm.providers.main.plugin=openai",
+                                "--set", "llm.providers.main.base_url=" + base,
+                                "--set", "llm.providers.main.model=m",
+                                "llm", "chat", "hi"},
+                               opts);
+  CHECK(res.exit_code == 0);
+  // The text arrives through the delta messages, then a final newline.
+  CHECK(res.out == "streamed word by word\n");
+  CHECK(res.err.find("3 in, 4 out tokens") != std::string::npos);
 }

@@ -1,0 +1,172 @@
+// The LLM provider actor in process, with the real `openai` plugin loaded from
+// disk and the fake LLM server: the concurrency cap, adaptive concurrency on
+// 429, cancellation, and settings validation.
+
+#include "quarry/actors/llm_provider.hpp"
+#include "quarry/actors/runtime.hpp"
+#include "quarry/host/plugin_registry.hpp"
+#include "quarry/host/services.hpp"
+
+#include "support/fake_llm_server.hpp"
+#include "support/process.hpp"
+
+#include <caf/all.hpp>
+
+#include <doctest/doctest.h>
+
+using namespace quarry;
+
+namespace {
+
+struct actor_fixture {
+  test::temp_dir tmp;
+  test::fake_llm_server server;
+  core::settings cfg;
+  std::unique_ptr<host::host_services> services;
+  std::unique_ptr<host::plugin_registry> registry;
+  std::shared_ptr<sdk::llm_provider> provider;
+  std::unique_ptr<actors::runtime> rt;
+
+  actor_fixture() {
+    cfg.runtime.data_dir = tmp.path();
+    cfg.runtime.scheduler_threads = 2;
+    services = std::make_unique<host::host_services>(cfg);
+    registry = std::make_unique<host::plugin_registry>(*services);
+    registry->load_directories({QUARRY_PLUGIN_DIR});
+    auto made = registry->make_llm("openai",
+                                   {{"base_url", server.base_url_openai()},
+                                    {"model", "m"}});
+    REQUIRE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made));
+    provider = std::get<std::shared_ptr<sdk::llm_provider>>(made);
+    rt = std::make_unique<actors::runtime>(cfg);
+  }
+
+  ~actor_fixture() {
+    rt.reset();
+    services->shutdown();
+  }
+
+  actors::llm_provider_actor spawn(nlohmann::json host_keys) {
+    auto settings = actors::llm_actor_settings::from_config("main", host_keys);
+    REQUIRE(std::holds_alternative<actors::llm_actor_settings>(settings));
+    auto hdl = actors::spawn_llm_provider(
+      rt->system(), provider, std::get<actors::llm_actor_settings>(settings));
+    rt->add_stoppable(caf::actor_cast<caf::actor>(hdl));
+    return hdl;
+  }
+
+  static sdk::chat_request hello() {
+    sdk::chat_request req;
+    req.messages.push_back({sdk::role::user, "hello", {}, {}, {}, {}});
+    return req;
+  }
+
+  static nlohmann::json stats(caf::scoped_actor& self,
+                              const actors::llm_provider_actor& hdl) {
+    nlohmann::json out;
+    self->request(hdl, std::chrono::seconds{10}, actors::stats_atom::value)
+      .receive([&](const std::string& s) { out = nlohmann::json::parse(s); },
+               [&](const caf::error&) { FAIL("no stats"); });
+    return out;
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(actor_fixture, "llm provider actor never runs more calls than its cap") {
+  REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
+    {"latency_ms": 300, "respond": {"text": "slow answer"}}
+  ])")));
+  auto hdl = spawn({{"max_concurrency", 2}});
+  caf::scoped_actor self{rt->system()};
+  for (uint64_t i = 0; i < 6; ++i)
+    self->send(hdl, actors::chat_atom::value, actors::llm_call{i, hello()});
+  auto max_active = 0;
+  auto saw_queue = false;
+  auto sample = [&] {
+    auto s = stats(self, hdl);
+    max_active = std::max(max_active, s["active"].get<int>());
+    saw_queue = saw_queue || s["queued"].get<int>() > 0;
+  };
+  sample();
+  int replies = 0;
+  while (replies < 6) {
+    self->receive([&](actors::delta_atom, const actors::llm_delta&) {},
+                  [&](const actors::llm_reply& r) {
+                    CHECK(r.result.text == "slow answer");
+                    ++replies;
+                  },
+                  [&](const caf::error& e) {
+                    FAIL(actors::from_caf_error(e).message);
+                  });
+    sample();
+  }
+  CHECK(max_active <= 2);
+  CHECK(saw_queue);
+  CHECK(server.request_count() == 6);
+  CHECK(stats(self, hdl)["succeeded"] == 6);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "llm provider actor halves its concurrency on 429") {
+  REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
+    {"times": 1, "error": {"status": 429, "headers": {"retry-after-ms": "10"},
+      "body": {"error": {"message": "slow down", "type": "requests",
+                         "code": "rate_limit_exceeded"}}}},
+    {"respond": {"text": "ok"}}
+  ])")));
+  auto hdl = spawn({{"max_concurrency", 8}, {"retry_base", "10ms"}});
+  caf::scoped_actor self{rt->system()};
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{1, hello()});
+  auto done = false;
+  while (!done)
+    self->receive([&](actors::delta_atom, const actors::llm_delta&) {},
+                  [&](const actors::llm_reply& r) {
+                    CHECK(r.attempts == 2);
+                    done = true;
+                  },
+                  [&](const caf::error& e) {
+                    FAIL(actors::from_caf_error(e).message);
+                  });
+  auto s = stats(self, hdl);
+  // 8 halved to 4, then one success creeps it up by 1/4 (floored).
+  CHECK(s["concurrency_limit"] == 4);
+  CHECK(s["retries"] == 1);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "llm provider actor cancels a call on request") {
+  REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
+    {"latency_ms": 60000, "respond": {"text": "too late"}}
+  ])")));
+  auto hdl = spawn(nlohmann::json::object());
+  caf::scoped_actor self{rt->system()};
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{7, hello()});
+  REQUIRE(server.wait_for_requests(1, std::chrono::seconds{10}));
+  self->send(hdl, actors::cancel_atom::value, uint64_t{7});
+  auto got = false;
+  self->receive([&](const actors::llm_reply&) { FAIL("should not answer"); },
+                [&](const caf::error& e) {
+                  got = true;
+                  CHECK(actors::from_caf_error(e).code == sdk::errc::cancelled);
+                });
+  CHECK(got);
+}
+
+TEST_CASE("llm provider actor settings reject bad values with the key named") {
+  using actors::llm_actor_settings;
+  auto bad = [](nlohmann::json j) {
+    auto res = llm_actor_settings::from_config("x", j);
+    REQUIRE(std::holds_alternative<std::string>(res));
+    return std::get<std::string>(res);
+  };
+  CHECK(bad({{"max_concurrency", 0}}).find("max_concurrency") == 0);
+  CHECK(bad({{"stall_timeout", "soon"}}).find("stall_timeout") == 0);
+  CHECK(bad({{"prices", {{"input", -1}}}}).find("prices") == 0);
+  auto ok = llm_actor_settings::from_config(
+    "x", {{"max_concurrency", 3}, {"total_timeout", "2m"},
+          {"prices", {{"gpt-4o", {{"input", 2.5}, {"output", 10}}}}}});
+  REQUIRE(std::holds_alternative<llm_actor_settings>(ok));
+  const auto& s = std::get<llm_actor_settings>(ok);
+  CHECK(s.max_concurrency == 3);
+  CHECK(s.total_timeout == std::chrono::minutes{2});
+  CHECK(s.model_prices.at("gpt-4o").output == 10);
+}

@@ -12,6 +12,8 @@
 
 #include "support/http_server.hpp"
 
+#include "support/test_host.hpp"
+
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -52,66 +54,7 @@ std::string read_fixture(const std::string& rel) {
 
 // -- a host context of our own --------------------------------------------------
 
-class recording_logger final : public sdk::logger {
-public:
-  void log(sdk::log_level level, std::string_view message) override {
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (level >= sdk::log_level::warn)
-      warnings_.emplace_back(message);
-  }
-  bool enabled(sdk::log_level) const override {
-    return true;
-  }
-  std::vector<std::string> warnings() {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return warnings_;
-  }
-
-private:
-  std::mutex mtx_;
-  std::vector<std::string> warnings_;
-};
-
-class no_secrets final : public sdk::secret_store {
-public:
-  std::optional<std::string> get(std::string_view) const override {
-    return std::nullopt;
-  }
-};
-
-class test_host final : public sdk::host_context {
-public:
-  test_host() : http_(quarry::core::http_settings{}), pool_(1, 16) {
-    // nop
-  }
-  sdk::http_client& http() override {
-    return http_;
-  }
-  sdk::logger& log() override {
-    return log_;
-  }
-  sdk::blocking_pool& pool() override {
-    return pool_;
-  }
-  const sdk::secret_store& secrets() const override {
-    return secrets_;
-  }
-  std::chrono::system_clock::time_point now() const override {
-    return std::chrono::system_clock::now();
-  }
-  std::string data_dir() const override {
-    return {};
-  }
-  // Ends every transfer: no sink call can happen afterwards.
-  void shutdown() {
-    http_.shutdown();
-  }
-
-  quarry::host::curl_http_client http_;
-  quarry::host::bounded_pool pool_;
-  recording_logger log_;
-  no_secrets secrets_;
-};
+using quarry::test::test_host;
 
 // -- a sink that records everything ---------------------------------------------
 
@@ -545,7 +488,7 @@ TEST_CASE("anthropic: provider sends the documented request") {
   host.shutdown();
   REQUIRE(sink->result_);
   CHECK(sink->result_->text == "Hello there!");
-  auto warnings = host.log_.warnings();
+  auto warnings = host.warnings();
   REQUIRE(warnings.size() == 1);
   CHECK(warnings[0].find("toolu_2") != std::string::npos);
 

@@ -11,6 +11,8 @@
 #include "support/http_server.hpp"
 #include "support/process.hpp"
 
+#include "support/test_host.hpp"
+
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -54,55 +56,7 @@ std::string read_file(const std::string& path) {
   return out.str();
 }
 
-class null_logger final : public sdk::logger {
-public:
-  void log(sdk::log_level, std::string_view) override {
-    // nop
-  }
-  bool enabled(sdk::log_level) const override {
-    return false;
-  }
-};
-
-class no_secrets final : public sdk::secret_store {
-public:
-  std::optional<std::string> get(std::string_view) const override {
-    return std::nullopt;
-  }
-};
-
-// A host context with the real HTTP client.
-class test_host final : public sdk::host_context {
-public:
-  test_host() : http_(quarry::core::http_settings{}), pool_(1, 16) {
-    // nop
-  }
-
-  sdk::http_client& http() override {
-    return http_;
-  }
-  sdk::logger& log() override {
-    return log_;
-  }
-  sdk::blocking_pool& pool() override {
-    return pool_;
-  }
-  const sdk::secret_store& secrets() const override {
-    return secrets_;
-  }
-  std::chrono::system_clock::time_point now() const override {
-    return std::chrono::system_clock::now();
-  }
-  std::string data_dir() const override {
-    return {};
-  }
-
-private:
-  host::curl_http_client http_;
-  host::bounded_pool pool_;
-  null_logger log_;
-  no_secrets secrets_;
-};
+using quarry::test::test_host;
 
 // Records a chat call and lets the test wait for its end.
 class chat_recorder final : public sdk::chat_sink {

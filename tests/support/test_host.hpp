@@ -1,0 +1,97 @@
+// A host context for plugin tests: the real HTTP client and blocking pool, a
+// logger that keeps warnings, and no secrets. Header-only, because only test
+// executables that link quarry_host include it.
+
+#pragma once
+
+#include "quarry/host/http_client.hpp"
+#include "quarry/host/services.hpp"
+#include "quarry/sdk/host.hpp"
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace quarry::test {
+
+/// Keeps every warning and error line; drops the rest.
+class recording_logger final : public sdk::logger {
+public:
+  void log(sdk::log_level level, std::string_view message) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (level >= sdk::log_level::warn)
+      warnings_.emplace_back(message);
+  }
+
+  bool enabled(sdk::log_level) const override {
+    return true;
+  }
+
+  /// The warning and error lines so far.
+  std::vector<std::string> warnings() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return warnings_;
+  }
+
+private:
+  std::mutex mtx_;
+  std::vector<std::string> warnings_;
+};
+
+/// Knows no secrets.
+class no_secrets final : public sdk::secret_store {
+public:
+  std::optional<std::string> get(std::string_view) const override {
+    return std::nullopt;
+  }
+};
+
+/// The host context of plugin tests.
+class test_host final : public sdk::host_context {
+public:
+  test_host() : http_(core::http_settings{}), pool_(1, 16) {
+    // nop
+  }
+
+  sdk::http_client& http() override {
+    return http_;
+  }
+
+  sdk::logger& log() override {
+    return log_;
+  }
+
+  sdk::blocking_pool& pool() override {
+    return pool_;
+  }
+
+  const sdk::secret_store& secrets() const override {
+    return secrets_;
+  }
+
+  std::chrono::system_clock::time_point now() const override {
+    return std::chrono::system_clock::now();
+  }
+
+  std::string data_dir() const override {
+    return {};
+  }
+
+  /// The warnings plugins logged.
+  std::vector<std::string> warnings() {
+    return log_.warnings();
+  }
+
+  /// Ends every transfer: no sink call can happen afterwards.
+  void shutdown() {
+    http_.shutdown();
+  }
+
+private:
+  host::curl_http_client http_;
+  host::bounded_pool pool_;
+  recording_logger log_;
+  no_secrets secrets_;
+};
+
+} // namespace quarry::test

@@ -81,20 +81,30 @@ sdk::error from_caf_error(const caf::error& x) {
 
 namespace detail {
 
+namespace {
+
+// Parses `text` into `x` through the type's from_json; false on any error.
+template <class T>
+bool decode_json(const std::string& text, T& x) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return false;
+  try {
+    x = j.get<T>();
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
 std::string encode(const sdk::chat_request& x) {
   return nlohmann::json(x).dump();
 }
 
 bool decode(const std::string& text, sdk::chat_request& x) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return false;
-  try {
-    x = j.get<sdk::chat_request>();
-  } catch (...) {
-    return false;
-  }
-  return true;
+  return decode_json(text, x);
 }
 
 std::string encode(const sdk::chat_result& x) {
@@ -102,15 +112,7 @@ std::string encode(const sdk::chat_result& x) {
 }
 
 bool decode(const std::string& text, sdk::chat_result& x) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return false;
-  try {
-    x = j.get<sdk::chat_result>();
-  } catch (...) {
-    return false;
-  }
-  return true;
+  return decode_json(text, x);
 }
 
 std::string encode(const llm_delta& x) {

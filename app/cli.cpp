@@ -184,6 +184,20 @@ int run(int argc, char** argv) {
                      "Stream the model's reasoning to stderr");
   llm_chat->add_option("message", chat_opts.message, "The message")->required();
 
+  tool_run_options tool_opts;
+  auto* tool = cli.add_subcommand("tool", "Run a configured tool");
+  tool->require_subcommand(1);
+  auto* tool_run = tool->add_subcommand(
+    "run", "Run a tool exactly as a research agent would and print what the "
+           "LLM sees; exit 1 if the tool failed");
+  tool_run->add_option("name", tool_opts.name, "Tool name, e.g. web_search")
+    ->required();
+  tool_run->add_option("arguments", tool_opts.arguments,
+                       "Arguments as a JSON object, e.g. '{\"queries\": [\"caf\"]}'")
+    ->required();
+  tool_run->add_flag("--json", tool_opts.json,
+                     "Print {\"llm_text\", \"documents\", \"error\"?} as JSON");
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -236,6 +250,8 @@ int run(int argc, char** argv) {
     rc = cmd_config_check(ctx);
   else if (llm_chat->parsed())
     rc = cmd_llm_chat(ctx, chat_opts);
+  else if (tool_run->parsed())
+    rc = cmd_tool_run(ctx, tool_opts);
   spdlog::default_logger()->flush();
   // Stop the services first (cancel HTTP transfers, drain the pool) while
   // every plugin's code is still loaded, then drop the registry.

@@ -67,6 +67,16 @@ struct llm_chat_options {
 /// `quarry llm chat ...`.
 int cmd_llm_chat(context& ctx, const llm_chat_options& opts);
 
+/// Options of `quarry tool run`.
+struct tool_run_options {
+  std::string name;
+  std::string arguments;
+  bool json = false;
+};
+
+/// `quarry tool run NAME 'JSON' [--json]`.
+int cmd_tool_run(context& ctx, const tool_run_options& opts);
+
 /// `quarry plugins [--json]`.
 int cmd_plugins(context& ctx, bool json);
 

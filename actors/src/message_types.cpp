@@ -3,6 +3,7 @@
 #include "quarry/actors/message_types.hpp"
 
 #include "quarry/actors/llm_messages.hpp"
+#include "quarry/actors/tool_provider.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/all.hpp>
@@ -14,6 +15,8 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<llm_call>("quarry.llm_call");
   cfg.add_message_type<llm_delta>("quarry.llm_delta");
   cfg.add_message_type<llm_reply>("quarry.llm_reply");
+  cfg.add_message_type<tool_call_msg>("quarry.tool_call");
+  cfg.add_message_type<tool_reply>("quarry.tool_reply");
 }
 
 } // namespace quarry::actors

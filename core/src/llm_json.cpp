@@ -145,9 +145,43 @@ void from_json(const json& j, error& x) {
     x.retry_hint = j["retry_hint"].get<bool>();
 }
 
+void to_json(json& j, const document& x) {
+  j = json{{"id", x.id},
+           {"url", x.url},
+           {"title", x.title},
+           {"snippet", x.snippet},
+           {"kind", to_string(x.kind)}};
+  if (!x.content.empty())
+    j["content"] = x.content;
+  if (x.published)
+    j["published"] = *x.published;
+}
+
+void from_json(const json& j, document& x) {
+  x.id = j.value("id", std::string{});
+  x.url = j.value("url", std::string{});
+  x.title = j.value("title", std::string{});
+  x.snippet = j.value("snippet", std::string{});
+  x.content = j.value("content", std::string{});
+  if (j.contains("published") && j["published"].is_string())
+    x.published = j["published"].get<std::string>();
+  else
+    x.published.reset();
+  x.kind = core::parse_source_kind(j.value("kind", std::string{"web"}))
+             .value_or(source_kind::other);
+}
+
 } // namespace quarry::sdk
 
 namespace quarry::core {
+
+std::optional<sdk::source_kind> parse_source_kind(std::string_view x) {
+  for (auto k : {sdk::source_kind::web, sdk::source_kind::internal,
+                 sdk::source_kind::file, sdk::source_kind::other})
+    if (x == sdk::to_string(k))
+      return k;
+  return std::nullopt;
+}
 
 std::optional<sdk::role> parse_role(std::string_view x) {
   for (auto r : {sdk::role::system, sdk::role::user, sdk::role::assistant,

@@ -6,6 +6,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace quarry::test_plugins {
 
@@ -33,8 +34,21 @@ public:
 
   std::shared_ptr<sdk::tool_run> run(const nlohmann::json& arguments,
                                      sdk::tool_callback done) override {
+    auto text = arguments.value("text", std::string{});
+    if (text == "hang") {
+      // Never finishes on its own; cancel() completes it.
+      return std::make_shared<hanging_run>(std::move(done));
+    }
+    if (text == "fail") {
+      sdk::tool_result failed;
+      failed.llm_text = "echo failed as asked";
+      failed.failure = sdk::make_error(sdk::errc::bad_request, "asked to fail");
+      done(std::move(failed));
+      return nullptr;
+    }
+    ++runs_;
     sdk::tool_result result;
-    result.llm_text = prefix_ + arguments.value("text", std::string{});
+    result.llm_text = prefix_ + text + " (run " + std::to_string(runs_) + ")";
     sdk::document doc;
     doc.id = "echo:1";
     doc.url = "https://example.org/echo";
@@ -48,8 +62,28 @@ public:
   }
 
 private:
+  /// A run that only ends when cancelled.
+  class hanging_run final : public sdk::tool_run {
+  public:
+    explicit hanging_run(sdk::tool_callback done) : done_(std::move(done)) {
+      // nop
+    }
+    void cancel() override {
+      if (auto done = std::exchange(done_, nullptr)) {
+        sdk::tool_result r;
+        r.llm_text = "cancelled";
+        r.failure = sdk::make_error(sdk::errc::cancelled, "cancelled");
+        done(std::move(r));
+      }
+    }
+
+  private:
+    sdk::tool_callback done_;
+  };
+
   sdk::host_context& host_;
   std::string prefix_;
+  int runs_ = 0;
 };
 
 /// Streams the last message back word by word, from the host's pool.

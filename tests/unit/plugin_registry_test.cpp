@@ -110,7 +110,7 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry creates working tools") {
   std::optional<sdk::tool_result> got;
   tool->run({{"text", "hello"}}, [&](sdk::tool_result r) { got = std::move(r); });
   REQUIRE(got.has_value());
-  CHECK(got->llm_text == ">> hello");
+  CHECK(got->llm_text == ">> hello (run 1)");
   REQUIRE(got->documents.size() == 1);
   CHECK(got->documents[0].url == "https://example.org/echo");
 }
@@ -143,7 +143,7 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin objects keep their library loaded af
   std::optional<sdk::tool_result> got;
   tool->run({{"text", "x"}}, [&](sdk::tool_result r) { got = std::move(r); });
   REQUIRE(got.has_value());
-  CHECK(got->llm_text == "pinned:x");
+  CHECK(got->llm_text == "pinned:x (run 1)");
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a file that is not a shared object") {

@@ -28,6 +28,8 @@ void to_json(nlohmann::json& j, const tool_call_delta& x);
 void from_json(const nlohmann::json& j, tool_call_delta& x);
 void to_json(nlohmann::json& j, const error& x);
 void from_json(const nlohmann::json& j, error& x);
+void to_json(nlohmann::json& j, const document& x);
+void from_json(const nlohmann::json& j, document& x);
 
 } // namespace quarry::sdk
 
@@ -39,6 +41,7 @@ std::optional<sdk::role> parse_role(std::string_view x);
 std::optional<sdk::tool_choice> parse_tool_choice(std::string_view x);
 std::optional<sdk::finish_reason> parse_finish_reason(std::string_view x);
 std::optional<sdk::errc> parse_errc(std::string_view x);
+std::optional<sdk::source_kind> parse_source_kind(std::string_view x);
 
 /// Reads tool definitions from a JSON array whose entries are either OpenAI
 /// format (`{"type": "function", "function": {...}}`) or plain

@@ -13,9 +13,20 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace quarry::sdk {
+
+/// Returns whether `key` is one of the tool-instance keys the host itself
+/// reads (concurrency, time limit, result cache). Tool plugins accept these in
+/// their configuration and ignore them.
+inline bool is_host_tool_key(std::string_view key) noexcept {
+  for (auto x : {"max_concurrency", "timeout", "cache_ttl", "cache_entries"})
+    if (key == x)
+      return true;
+  return false;
+}
 
 /// What a tool run produced.
 struct tool_result {

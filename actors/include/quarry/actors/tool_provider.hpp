@@ -1,0 +1,102 @@
+// The tool provider actor: wraps one tool plugin instance with a concurrency
+// cap, a time limit per run, and a cache of recent identical runs.
+
+#pragma once
+
+#include "quarry/sdk/tool.hpp"
+
+#include <caf/atom.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <variant>
+
+namespace caf {
+class actor_system;
+} // namespace caf
+
+namespace quarry::actors {
+
+/// Runs a tool: `(run_atom, tool_call_msg)` -> `tool_reply`.
+using run_atom = caf::atom_constant<caf::atom("run")>;
+
+/// A tool run requested by an agent.
+struct tool_call_msg {
+  /// Chosen by the requester; echoed in the reply.
+  uint64_t id = 0;
+  /// The arguments as the LLM produced them (a JSON text, possibly broken).
+  std::string arguments;
+};
+
+/// The outcome of a tool run. Failures are results too: the LLM always gets
+/// `llm_text`.
+struct tool_reply {
+  uint64_t id = 0;
+  sdk::tool_result result;
+  /// Whether the result came from the cache.
+  bool cached = false;
+};
+
+/// The interface of a tool provider actor.
+using tool_provider_actor
+  = caf::typed_actor<caf::replies_to<run_atom, tool_call_msg>::with<tool_reply>>;
+
+/// What the tool provider actor reads from a tool instance's configuration.
+struct tool_actor_settings {
+  std::string name;
+  /// Runs in flight at once.
+  int max_concurrency = 8;
+  /// Longest time for one run; the run is cancelled and reported as timed out.
+  std::chrono::milliseconds timeout{120000};
+  /// How long an identical run's result is reused; 0 disables the cache.
+  std::chrono::milliseconds cache_ttl{600000};
+  /// Largest number of cached results.
+  size_t cache_entries = 256;
+
+  /// Reads `max_concurrency`, `timeout`, `cache_ttl` and `cache_entries`
+  /// from an instance's configuration; a message naming the key on error.
+  static std::variant<tool_actor_settings, std::string>
+  from_config(const std::string& name, const nlohmann::json& config);
+};
+
+/// Parses the LLM's argument text: tolerates double-encoded JSON (a JSON
+/// string holding the object). Returns the object or a message for the LLM.
+std::variant<nlohmann::json, std::string> parse_tool_arguments(const std::string& text);
+
+/// Spawns a provider actor for `tool`.
+tool_provider_actor spawn_tool_provider(caf::actor_system& sys,
+                                        std::shared_ptr<sdk::tool> tool,
+                                        tool_actor_settings settings);
+
+namespace detail {
+
+std::string encode(const sdk::tool_result& x);
+bool decode(const std::string& text, sdk::tool_result& x);
+
+} // namespace detail
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tool_call_msg& x) {
+  return f(caf::meta::type_name("quarry.tool_call"), x.id, x.arguments);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tool_reply& x) {
+  std::string text;
+  if constexpr (Inspector::reads_state)
+    text = detail::encode(x.result);
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (!detail::decode(text, x.result))
+      return caf::make_error(caf::sec::invalid_argument);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("quarry.tool_reply"), x.id, text, x.cached, load);
+}
+
+} // namespace quarry::actors

@@ -1,0 +1,274 @@
+// The tool provider actor.
+
+#include "quarry/actors/tool_provider.hpp"
+
+#include "quarry/actors/atoms.hpp"
+#include "quarry/core/duration.hpp"
+#include "quarry/core/llm_json.hpp"
+
+#include <caf/all.hpp>
+
+#include <deque>
+#include <map>
+#include <unordered_map>
+
+namespace quarry::actors {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using done_atom = caf::atom_constant<caf::atom("tooldone")>;
+using timeout_atom = caf::atom_constant<caf::atom("tooltime")>;
+
+} // namespace
+
+/// A finished run, posted by the plugin's callback. Never leaves the process.
+struct tool_done_event {
+  uint64_t key = 0;
+  sdk::tool_result result;
+};
+
+} // namespace quarry::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(quarry::actors::tool_done_event)
+
+namespace quarry::actors {
+
+namespace detail {
+
+std::string encode(const sdk::tool_result& x) {
+  nlohmann::json j{{"llm_text", x.llm_text}, {"documents", x.documents}};
+  if (x.failure)
+    j["error"] = *x.failure;
+  return j.dump();
+}
+
+bool decode(const std::string& text, sdk::tool_result& x) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return false;
+  try {
+    x.llm_text = j.value("llm_text", std::string{});
+    x.documents = j.value("documents", std::vector<sdk::document>{});
+    if (j.contains("error"))
+      x.failure = j["error"].get<sdk::error>();
+    else
+      x.failure.reset();
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+} // namespace detail
+
+std::variant<tool_actor_settings, std::string>
+tool_actor_settings::from_config(const std::string& name,
+                                 const nlohmann::json& config) {
+  tool_actor_settings out;
+  out.name = name;
+  if (config.contains("max_concurrency")) {
+    const auto& v = config["max_concurrency"];
+    if (!v.is_number_integer() || v.get<int64_t>() < 1)
+      return std::string{"max_concurrency must be an integer >= 1"};
+    out.max_concurrency = v.get<int>();
+  }
+  if (config.contains("cache_entries")) {
+    const auto& v = config["cache_entries"];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      return std::string{"cache_entries must be an integer >= 0"};
+    out.cache_entries = v.get<size_t>();
+  }
+  for (auto [key, dst] : {std::pair{"timeout", &out.timeout},
+                          std::pair{"cache_ttl", &out.cache_ttl}}) {
+    if (!config.contains(key))
+      continue;
+    const auto& v = config[key];
+    std::optional<std::chrono::milliseconds> d;
+    if (v.is_number() && v.get<double>() >= 0)
+      d = std::chrono::milliseconds{static_cast<int64_t>(v.get<double>() * 1000)};
+    else if (v.is_string())
+      d = core::parse_duration(v.get<std::string>());
+    if (!d)
+      return std::string{key} + " must be a duration such as 30s or 500ms";
+    *dst = *d;
+  }
+  return out;
+}
+
+std::variant<nlohmann::json, std::string>
+parse_tool_arguments(const std::string& text) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    return nlohmann::json::object();
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  // Some models double-encode: a JSON string that holds the object.
+  if (!j.is_discarded() && j.is_string())
+    j = nlohmann::json::parse(j.get<std::string>(), nullptr, false);
+  if (j.is_discarded())
+    return std::string{"The arguments are not valid JSON. Call the tool again "
+                       "with a JSON object that matches its parameters."};
+  if (!j.is_object())
+    return std::string{"The arguments must be a JSON object that matches the "
+                       "tool's parameters."};
+  return j;
+}
+
+namespace {
+
+struct pending_run {
+  uint64_t key = 0;
+  uint64_t id = 0;
+  nlohmann::json arguments;
+  std::string cache_key;
+  caf::typed_response_promise<tool_reply> promise;
+  std::shared_ptr<sdk::tool_run> handle;
+  bool running = false;
+};
+
+struct tool_state {
+  std::shared_ptr<sdk::tool> tool;
+  tool_actor_settings cfg;
+  uint64_t next_key = 1;
+  std::unordered_map<uint64_t, pending_run> runs;
+  std::deque<uint64_t> queue;
+  size_t active = 0;
+  struct cached {
+    sdk::tool_result result;
+    clock_type::time_point at;
+  };
+  std::map<std::string, cached> cache;
+
+  static inline const char* name = "quarry.tool_provider";
+};
+
+using tool_actor_ptr = caf::stateful_actor<tool_state>*;
+
+void start_runs(tool_actor_ptr self) {
+  auto& st = self->state;
+  while (!st.queue.empty()
+         && st.active < static_cast<size_t>(st.cfg.max_concurrency)) {
+    auto key = st.queue.front();
+    st.queue.pop_front();
+    auto i = st.runs.find(key);
+    if (i == st.runs.end())
+      continue;
+    auto& run = i->second;
+    run.running = true;
+    ++st.active;
+    self->delayed_send(self, st.cfg.timeout, timeout_atom::value, key);
+    caf::actor me{self};
+    try {
+      run.handle = st.tool->run(run.arguments, [me, key](sdk::tool_result r) {
+        caf::anon_send(me, done_atom::value, tool_done_event{key, std::move(r)});
+      });
+    } catch (const std::exception& ex) {
+      sdk::tool_result r;
+      r.llm_text = "The tool failed unexpectedly.";
+      r.failure = sdk::make_error(sdk::errc::internal,
+                                  std::string{"tool threw: "} + ex.what());
+      caf::anon_send(me, done_atom::value, tool_done_event{key, std::move(r)});
+    }
+  }
+}
+
+void finish(tool_actor_ptr self, uint64_t key, sdk::tool_result result,
+            bool cacheable) {
+  auto& st = self->state;
+  auto i = st.runs.find(key);
+  if (i == st.runs.end())
+    return;
+  auto& run = i->second;
+  if (run.running && st.active > 0)
+    --st.active;
+  if (cacheable && !result.failure && st.cfg.cache_ttl.count() > 0
+      && st.cfg.cache_entries > 0) {
+    if (st.cache.size() >= st.cfg.cache_entries) {
+      auto oldest = std::min_element(st.cache.begin(), st.cache.end(),
+                                     [](const auto& a, const auto& b) {
+                                       return a.second.at < b.second.at;
+                                     });
+      st.cache.erase(oldest);
+    }
+    st.cache[run.cache_key] = {result, clock_type::now()};
+  }
+  run.promise.deliver(tool_reply{run.id, std::move(result), false});
+  st.runs.erase(i);
+  start_runs(self);
+}
+
+caf::behavior tool_impl(caf::stateful_actor<tool_state>* self,
+                        std::shared_ptr<sdk::tool> tool, tool_actor_settings cfg) {
+  self->state.tool = std::move(tool);
+  self->state.cfg = std::move(cfg);
+  return {
+    [=](run_atom, tool_call_msg& call) -> caf::result<tool_reply> {
+      auto& st = self->state;
+      auto parsed = parse_tool_arguments(call.arguments);
+      if (auto* why = std::get_if<std::string>(&parsed)) {
+        sdk::tool_result r;
+        r.llm_text = *why;
+        r.failure = sdk::make_error(sdk::errc::bad_request, *why);
+        return tool_reply{call.id, std::move(r), false};
+      }
+      auto args = std::get<nlohmann::json>(std::move(parsed));
+      auto cache_key = args.dump();
+      if (auto i = st.cache.find(cache_key); i != st.cache.end()) {
+        if (clock_type::now() - i->second.at < st.cfg.cache_ttl)
+          return tool_reply{call.id, i->second.result, true};
+        st.cache.erase(i);
+      }
+      auto rp = self->make_response_promise<tool_reply>();
+      auto key = st.next_key++;
+      auto& run = st.runs[key];
+      run.key = key;
+      run.id = call.id;
+      run.arguments = std::move(args);
+      run.cache_key = std::move(cache_key);
+      run.promise = rp;
+      st.queue.push_back(key);
+      start_runs(self);
+      return rp;
+    },
+    [=](done_atom, tool_done_event& ev) {
+      finish(self, ev.key, std::move(ev.result), true);
+    },
+    [=](timeout_atom, uint64_t key) {
+      auto& st = self->state;
+      auto i = st.runs.find(key);
+      if (i == st.runs.end() || !i->second.running)
+        return;
+      if (i->second.handle)
+        i->second.handle->cancel();
+      sdk::tool_result r;
+      r.llm_text = "The " + st.tool->name() + " tool did not finish within "
+                   + core::format_duration(st.cfg.timeout)
+                   + "; continue without its result.";
+      r.failure = sdk::make_error(sdk::errc::timeout, r.llm_text);
+      finish(self, key, std::move(r), false);
+    },
+    [=](stop_atom) {
+      auto& st = self->state;
+      for (auto& [key, run] : st.runs) {
+        if (run.handle)
+          run.handle->cancel();
+        sdk::tool_result r;
+        r.llm_text = "Quarry is shutting down.";
+        r.failure = sdk::make_error(sdk::errc::cancelled, r.llm_text);
+        run.promise.deliver(tool_reply{run.id, std::move(r), false});
+      }
+      st.runs.clear();
+      self->quit();
+    },
+  };
+}
+
+} // namespace
+
+tool_provider_actor spawn_tool_provider(caf::actor_system& sys,
+                                        std::shared_ptr<sdk::tool> tool,
+                                        tool_actor_settings settings) {
+  auto hdl = sys.spawn(tool_impl, std::move(tool), std::move(settings));
+  return caf::actor_cast<tool_provider_actor>(hdl);
+}
+
+} // namespace quarry::actors

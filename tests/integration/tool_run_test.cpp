@@ -1,0 +1,159 @@
+// `quarry tool run` and the tool provider actor: arguments, failures, the
+// result cache and the time limit, with the echo test plugin loaded from disk.
+
+#include "quarry/actors/runtime.hpp"
+#include "quarry/actors/tool_provider.hpp"
+#include "quarry/host/plugin_registry.hpp"
+#include "quarry/host/services.hpp"
+
+#include "support/process.hpp"
+
+#include <caf/all.hpp>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+using namespace quarry;
+
+namespace {
+
+struct tool_cli_fixture {
+  test::temp_dir home;
+
+  test::process_result quarry(std::vector<std::string> args) {
+    std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir",
+                                  std::string{QUARRY_TEST_PLUGIN_DIR} + "/good",
+                                  "--set", "tools.echo_tool.plugin=echo",
+                                  "--set", "tools.echo_tool.prefix=\"> \""};
+    argv.insert(argv.end(), args.begin(), args.end());
+    test::process_options opts;
+    opts.env = {{"HOME", home.path()},
+                {"XDG_CONFIG_HOME", std::nullopt},
+                {"QUARRY_CONFIG", std::nullopt}};
+    return test::run_process(argv, opts);
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(tool_cli_fixture, "tool run prints the LLM-facing text") {
+  auto res = quarry({"tool", "run", "echo_tool", R"({"text": "hi"})"});
+  CHECK(res.exit_code == 0);
+  CHECK(res.out == "> hi (run 1)\n");
+}
+
+TEST_CASE_FIXTURE(tool_cli_fixture, "tool run --json prints text, documents and no error") {
+  auto res = quarry({"tool", "run", "echo_tool", R"({"text": "hi"})", "--json"});
+  CHECK(res.exit_code == 0);
+  auto j = nlohmann::json::parse(res.out);
+  CHECK(j["llm_text"] == "> hi (run 1)");
+  REQUIRE(j["documents"].size() == 1);
+  CHECK(j["documents"][0]["url"] == "https://example.org/echo");
+  CHECK(j["documents"][0]["title"] == "Echo");
+  CHECK_FALSE(j.contains("error"));
+}
+
+TEST_CASE_FIXTURE(tool_cli_fixture, "tool run accepts double-encoded arguments") {
+  auto res = quarry({"tool", "run", "echo_tool", R"("{\"text\": \"x\"}")"});
+  CHECK(res.exit_code == 0);
+  CHECK(res.out == "> x (run 1)\n");
+}
+
+TEST_CASE_FIXTURE(tool_cli_fixture, "tool run exits 1 when the tool fails and 2 on bad input") {
+  auto failed = quarry({"tool", "run", "echo_tool", R"({"text": "fail"})", "--json"});
+  CHECK(failed.exit_code == 1);
+  auto j = nlohmann::json::parse(failed.out);
+  CHECK(j["llm_text"] == "echo failed as asked");
+  CHECK(j["error"]["class"] == "bad_request");
+  auto bad_json = quarry({"tool", "run", "echo_tool", "{not json"});
+  CHECK(bad_json.exit_code == 2);
+  CHECK(bad_json.err.find("not valid JSON") != std::string::npos);
+  auto not_object = quarry({"tool", "run", "echo_tool", "[1, 2]"});
+  CHECK(not_object.exit_code == 2);
+  auto unknown = quarry({"tool", "run", "web_search", "{}"});
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err.find("no tool named 'web_search'") != std::string::npos);
+  auto bad_setting = quarry({"--set", "tools.echo_tool.timeout=soon", "tool",
+                             "run", "echo_tool", "{}"});
+  CHECK(bad_setting.exit_code == 2);
+  CHECK(bad_setting.err.find("timeout") != std::string::npos);
+}
+
+namespace {
+
+struct tool_actor_fixture {
+  test::temp_dir tmp;
+  core::settings cfg;
+  std::unique_ptr<host::host_services> services;
+  std::unique_ptr<host::plugin_registry> registry;
+  std::unique_ptr<actors::runtime> rt;
+
+  tool_actor_fixture() {
+    cfg.runtime.data_dir = tmp.path();
+    services = std::make_unique<host::host_services>(cfg);
+    registry = std::make_unique<host::plugin_registry>(*services);
+    registry->load_directories({std::string{QUARRY_TEST_PLUGIN_DIR} + "/good"});
+    rt = std::make_unique<actors::runtime>(cfg);
+  }
+
+  ~tool_actor_fixture() {
+    rt.reset();
+    services->shutdown();
+  }
+
+  actors::tool_provider_actor spawn(nlohmann::json keys) {
+    auto made = registry->make_tool("echo", nlohmann::json::object());
+    REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
+    auto settings = actors::tool_actor_settings::from_config("echo", keys);
+    REQUIRE(std::holds_alternative<actors::tool_actor_settings>(settings));
+    auto hdl = actors::spawn_tool_provider(
+      rt->system(), std::get<std::shared_ptr<sdk::tool>>(made),
+      std::get<actors::tool_actor_settings>(settings));
+    rt->add_stoppable(caf::actor_cast<caf::actor>(hdl));
+    return hdl;
+  }
+
+  static actors::tool_reply run(caf::scoped_actor& self,
+                                const actors::tool_provider_actor& hdl,
+                                std::string args) {
+    actors::tool_reply out;
+    self->request(hdl, std::chrono::seconds{30}, actors::run_atom::value,
+                  actors::tool_call_msg{1, std::move(args)})
+      .receive([&](actors::tool_reply& r) { out = std::move(r); },
+               [&](const caf::error& e) { FAIL(caf::to_string(e)); });
+    return out;
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(tool_actor_fixture, "tool provider actor reuses the result of an identical run") {
+  auto hdl = spawn(nlohmann::json::object());
+  caf::scoped_actor self{rt->system()};
+  auto a = run(self, hdl, R"({"text": "same"})");
+  auto b = run(self, hdl, R"({ "text" : "same" })");
+  auto c = run(self, hdl, R"({"text": "other"})");
+  CHECK(a.result.llm_text == "same (run 1)");
+  CHECK_FALSE(a.cached);
+  // Same arguments (formatting aside): answered from the cache.
+  CHECK(b.result.llm_text == "same (run 1)");
+  CHECK(b.cached);
+  CHECK(c.result.llm_text == "other (run 2)");
+  auto off = spawn({{"cache_ttl", 0}});
+  auto d = run(self, off, R"({"text": "same"})");
+  auto e = run(self, off, R"({"text": "same"})");
+  CHECK_FALSE(e.cached);
+  CHECK(d.result.llm_text != e.result.llm_text);
+}
+
+TEST_CASE_FIXTURE(tool_actor_fixture, "tool provider actor bounds a run's time and cancels it") {
+  auto hdl = spawn({{"timeout", "200ms"}});
+  caf::scoped_actor self{rt->system()};
+  auto r = run(self, hdl, R"({"text": "hang"})");
+  REQUIRE(r.result.failure.has_value());
+  CHECK(r.result.failure->code == sdk::errc::timeout);
+  CHECK(r.result.llm_text.find("did not finish within 200ms") != std::string::npos);
+  // The actor is still serving.
+  auto ok = run(self, hdl, R"({"text": "after"})");
+  CHECK(ok.result.llm_text == "after (run 1)");
+}

@@ -1,0 +1,566 @@
+// The local corpus index: a SQLite database with an FTS5 table of passages
+// of local Markdown, text and HTML files, updated incrementally.
+
+#include "local_corpus_index.hpp"
+
+#include "local_corpus_text.hpp"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <utility>
+
+namespace quarry::plugins::local_corpus {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view sqlite_magic{"SQLite format 3\0", 16};
+
+const char* schema_sql = R"sql(
+CREATE TABLE documents(
+  id INTEGER PRIMARY KEY,
+  path TEXT NOT NULL UNIQUE,
+  title TEXT NOT NULL,
+  mtime INTEGER NOT NULL,
+  size INTEGER NOT NULL,
+  hash TEXT NOT NULL,
+  body TEXT NOT NULL);
+CREATE TABLE passages(
+  id INTEGER PRIMARY KEY,
+  document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+  ordinal INTEGER NOT NULL,
+  heading TEXT NOT NULL,
+  body TEXT NOT NULL);
+CREATE INDEX passages_by_document ON passages(document_id);
+CREATE VIRTUAL TABLE passages_fts USING fts5(
+  heading, body, content='passages', content_rowid='id',
+  tokenize='porter unicode61 remove_diacritics 2');
+CREATE TRIGGER passages_ai AFTER INSERT ON passages BEGIN
+  INSERT INTO passages_fts(rowid, heading, body)
+  VALUES (new.id, new.heading, new.body);
+END;
+CREATE TRIGGER passages_ad AFTER DELETE ON passages BEGIN
+  INSERT INTO passages_fts(passages_fts, rowid, heading, body)
+  VALUES ('delete', old.id, old.heading, old.body);
+END;
+)sql";
+
+sdk::error db_error(sqlite3* db, const std::string& what) {
+  std::string msg = what;
+  if (db != nullptr) {
+    msg += ": ";
+    msg += sqlite3_errmsg(db);
+  }
+  return sdk::make_error(sdk::errc::internal, std::move(msg));
+}
+
+// A prepared statement, finalised on destruction.
+class statement {
+public:
+  statement(sqlite3* db, const char* sql) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK)
+      stmt_ = nullptr;
+  }
+
+  ~statement() {
+    sqlite3_finalize(stmt_);
+  }
+
+  statement(const statement&) = delete;
+  statement& operator=(const statement&) = delete;
+
+  bool ok() const noexcept {
+    return stmt_ != nullptr;
+  }
+
+  sqlite3_stmt* get() const noexcept {
+    return stmt_;
+  }
+
+  void reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+
+  void bind(int i, int64_t x) {
+    sqlite3_bind_int64(stmt_, i, x);
+  }
+
+  void bind(int i, std::string_view x) {
+    sqlite3_bind_text(stmt_, i, x.data(), static_cast<int>(x.size()),
+                      SQLITE_TRANSIENT);
+  }
+
+  /// Returns SQLITE_ROW, SQLITE_DONE or an error code.
+  int step() {
+    return sqlite3_step(stmt_);
+  }
+
+  int64_t int_at(int i) {
+    return sqlite3_column_int64(stmt_, i);
+  }
+
+  double double_at(int i) {
+    return sqlite3_column_double(stmt_, i);
+  }
+
+  std::string text_at(int i) {
+    const auto* p = sqlite3_column_text(stmt_, i);
+    auto n = sqlite3_column_bytes(stmt_, i);
+    if (p == nullptr)
+      return {};
+    return std::string{reinterpret_cast<const char*>(p),
+                       static_cast<size_t>(n)};
+  }
+
+private:
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+bool exec(sqlite3* db, const char* sql) {
+  return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
+}
+
+// Runs a statement that returns one integer.
+std::optional<int64_t> query_int(sqlite3* db, const char* sql) {
+  statement st{db, sql};
+  if (!st.ok() || st.step() != SQLITE_ROW)
+    return std::nullopt;
+  return st.int_at(0);
+}
+
+enum class file_type { none, markdown, text, html, pdf };
+
+file_type type_of(const fs::path& p) {
+  auto ext = p.extension().string();
+  for (auto& c : ext)
+    if (c >= 'A' && c <= 'Z')
+      c = static_cast<char>(c - 'A' + 'a');
+  if (ext == ".md" || ext == ".markdown")
+    return file_type::markdown;
+  if (ext == ".txt" || ext == ".text")
+    return file_type::text;
+  if (ext == ".html" || ext == ".htm" || ext == ".xhtml")
+    return file_type::html;
+  if (ext == ".pdf")
+    return file_type::pdf;
+  return file_type::none;
+}
+
+struct file_stat {
+  int64_t mtime = 0;
+  int64_t size = 0;
+  file_type type = file_type::none;
+};
+
+struct existing_doc {
+  int64_t id = 0;
+  int64_t mtime = 0;
+  int64_t size = 0;
+  std::string hash;
+};
+
+std::optional<std::string> read_file(const fs::path& p) {
+  std::ifstream in{p, std::ios::binary};
+  if (!in)
+    return std::nullopt;
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad())
+    return std::nullopt;
+  return std::move(buf).str();
+}
+
+bool under(const std::string& path, const std::string& root) {
+  if (path == root)
+    return true;
+  if (path.size() <= root.size() || path.compare(0, root.size(), root) != 0)
+    return false;
+  return root.back() == '/' || path[root.size()] == '/';
+}
+
+} // namespace
+
+// -- opening ------------------------------------------------------------------
+
+corpus_index::corpus_index(token, sqlite3* db, std::string path)
+  : db_(db), path_(std::move(path)) {
+  // nop
+}
+
+corpus_index::~corpus_index() {
+  sqlite3_close_v2(db_);
+}
+
+open_result corpus_index::open(const std::string& path) {
+  open_result result;
+  auto fail = [&](sdk::errc code, std::string msg) {
+    result.failure = sdk::make_error(code, "corpus database '" + path
+                                             + "': " + std::move(msg));
+    return std::move(result);
+  };
+  if (path.empty())
+    return fail(sdk::errc::bad_request, "no path given");
+  std::error_code ec;
+  auto st = fs::status(path, ec);
+  bool exists = fs::exists(st);
+  if (exists && !fs::is_regular_file(st))
+    return fail(sdk::errc::bad_request, "not a regular file");
+  bool fresh = !exists || fs::file_size(path, ec) == 0;
+  if (!fresh) {
+    // Check the header ourselves: SQLite must never get a chance to touch a
+    // file that is not one of its databases.
+    std::ifstream in{path, std::ios::binary};
+    std::string head(sqlite_magic.size(), '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    if (!in || head != sqlite_magic)
+      return fail(sdk::errc::bad_request,
+                  "not a SQLite database (left untouched; choose another "
+                  "file with tools.internal_search.db)");
+  } else if (!exists) {
+    auto parent = fs::path{path}.parent_path();
+    if (!parent.empty())
+      fs::create_directories(parent, ec);
+  }
+  sqlite3* db = nullptr;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
+              | (fresh ? SQLITE_OPEN_CREATE : 0);
+  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+    std::string msg = db != nullptr ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close_v2(db);
+    return fail(sdk::errc::internal, "cannot open: " + msg);
+  }
+  auto close_fail = [&](sdk::errc code, std::string msg) {
+    sqlite3_close_v2(db);
+    return fail(code, std::move(msg));
+  };
+  sqlite3_busy_timeout(db, 5000);
+  auto app = query_int(db, "PRAGMA application_id");
+  auto version = query_int(db, "PRAGMA user_version");
+  auto tables = query_int(db, "SELECT count(*) FROM sqlite_master");
+  if (!app || !version || !tables)
+    return close_fail(sdk::errc::bad_request,
+                      std::string{"unreadable or corrupt SQLite database "
+                                  "(left untouched): "}
+                        + sqlite3_errmsg(db));
+  if (*app == 0 && *tables == 0) {
+    // An empty database: ours to set up.
+    if (!exec(db, "PRAGMA journal_mode=WAL"))
+      return close_fail(sdk::errc::internal, "cannot enable WAL");
+    std::string init = "BEGIN;";
+    init += schema_sql;
+    init += "PRAGMA application_id=" + std::to_string(application_id) + ";";
+    init += "PRAGMA user_version=" + std::to_string(schema_version) + ";";
+    init += "COMMIT;";
+    if (!exec(db, init.c_str())) {
+      auto err = db_error(db, "cannot create the schema");
+      exec(db, "ROLLBACK");
+      sqlite3_close_v2(db);
+      result.failure = err;
+      return result;
+    }
+  } else if (*app != application_id) {
+    return close_fail(sdk::errc::bad_request,
+                      "a SQLite database of another application (left "
+                      "untouched)");
+  } else if (*version != schema_version) {
+    return close_fail(sdk::errc::bad_request,
+                      "schema version " + std::to_string(*version)
+                        + ", this build reads version "
+                        + std::to_string(schema_version));
+  } else if (!exec(db, "PRAGMA journal_mode=WAL")) {
+    return close_fail(sdk::errc::internal, "cannot enable WAL");
+  }
+  exec(db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;");
+  result.index = std::make_unique<corpus_index>(token{}, db, path);
+  return result;
+}
+
+// -- updating -----------------------------------------------------------------
+
+update_result corpus_index::update(const std::vector<std::string>& paths) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  update_result result;
+  // Collect the files under every root.
+  std::map<std::string, file_stat> found;
+  std::vector<std::string> scanned;
+  auto consider = [&](const fs::path& p) {
+    auto type = type_of(p);
+    if (type == file_type::none)
+      return;
+    if (type == file_type::pdf) {
+      result.notes.push_back("skipped " + p.string()
+                             + ": PDF support comes with the open_url work");
+      return;
+    }
+    std::error_code ec;
+    auto size = fs::file_size(p, ec);
+    if (ec)
+      return;
+    auto mtime = fs::last_write_time(p, ec);
+    if (ec)
+      return;
+    found[p.string()] = file_stat{
+      static_cast<int64_t>(mtime.time_since_epoch().count()),
+      static_cast<int64_t>(size), type};
+  };
+  for (const auto& raw : paths) {
+    if (raw.empty()) {
+      result.notes.push_back("skipped an empty path");
+      continue;
+    }
+    std::error_code ec;
+    auto root = fs::weakly_canonical(fs::absolute(raw, ec), ec);
+    if (ec)
+      root = fs::absolute(raw, ec).lexically_normal();
+    if (!fs::exists(root, ec)) {
+      // Whatever the index holds under a vanished path is gone too.
+      result.notes.push_back("not found: " + raw);
+      scanned.push_back(root.string());
+      continue;
+    }
+    if (fs::is_regular_file(root, ec)) {
+      scanned.push_back(root.string());
+      consider(root);
+      continue;
+    }
+    if (!fs::is_directory(root, ec)) {
+      result.notes.push_back("not a file or folder: " + raw);
+      continue;
+    }
+    scanned.push_back(root.string());
+    fs::recursive_directory_iterator it{
+      root, fs::directory_options::skip_permission_denied, ec};
+    if (ec) {
+      result.notes.push_back("cannot read " + raw + ": " + ec.message());
+      continue;
+    }
+    for (; it != fs::recursive_directory_iterator{}; it.increment(ec)) {
+      if (ec)
+        break;
+      const auto& entry = *it;
+      auto name = entry.path().filename().string();
+      if (!name.empty() && name.front() == '.') {
+        if (entry.is_directory(ec))
+          it.disable_recursion_pending();
+        continue;
+      }
+      if (entry.is_regular_file(ec))
+        consider(entry.path());
+    }
+  }
+  // What the index holds.
+  std::map<std::string, existing_doc> known;
+  {
+    statement st{db_, "SELECT id, path, mtime, size, hash FROM documents"};
+    if (!st.ok()) {
+      result.failure = db_error(db_, "cannot read the index");
+      return result;
+    }
+    while (st.step() == SQLITE_ROW)
+      known[st.text_at(1)] = existing_doc{st.int_at(0), st.int_at(2),
+                                          st.int_at(3), st.text_at(4)};
+  }
+  if (!exec(db_, "BEGIN IMMEDIATE")) {
+    result.failure = db_error(db_, "cannot start a transaction");
+    return result;
+  }
+  statement touch{db_, "UPDATE documents SET mtime=?2, size=?3 WHERE id=?1"};
+  statement insert_doc{db_, "INSERT INTO documents(path, title, mtime, size, "
+                            "hash, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
+  statement update_doc{db_, "UPDATE documents SET title=?2, mtime=?3, "
+                            "size=?4, hash=?5, body=?6 WHERE id=?1"};
+  statement drop_passages{db_, "DELETE FROM passages WHERE document_id=?1"};
+  statement drop_doc{db_, "DELETE FROM documents WHERE id=?1"};
+  statement insert_passage{db_, "INSERT INTO passages(document_id, ordinal, "
+                                "heading, body) VALUES (?1, ?2, ?3, ?4)"};
+  bool ok = touch.ok() && insert_doc.ok() && update_doc.ok()
+            && drop_passages.ok() && drop_doc.ok() && insert_passage.ok();
+  auto run = [&](statement& st) {
+    auto rc = st.step();
+    st.reset();
+    if (rc != SQLITE_DONE)
+      ok = false;
+  };
+  for (const auto& [path, info] : found) {
+    if (!ok)
+      break;
+    auto old = known.find(path);
+    if (old != known.end() && old->second.mtime == info.mtime
+        && old->second.size == info.size) {
+      ++result.unchanged;
+      continue;
+    }
+    auto bytes = read_file(path);
+    if (!bytes) {
+      result.notes.push_back("cannot read " + path);
+      continue;
+    }
+    auto hash = content_hash(*bytes);
+    if (old != known.end() && old->second.hash == hash) {
+      touch.bind(1, old->second.id);
+      touch.bind(2, info.mtime);
+      touch.bind(3, info.size);
+      run(touch);
+      ++result.unchanged;
+      continue;
+    }
+    std::string title;
+    std::string text;
+    if (info.type == file_type::html) {
+      auto html = html_to_text(*bytes);
+      title = std::move(html.title);
+      text = std::move(html.text);
+    } else {
+      text = std::move(*bytes);
+    }
+    if (title.empty())
+      title = markdown_title(text);
+    if (title.empty())
+      title = fs::path{path}.stem().string();
+    int64_t id = 0;
+    if (old != known.end()) {
+      id = old->second.id;
+      drop_passages.bind(1, id);
+      run(drop_passages);
+      update_doc.bind(1, id);
+      update_doc.bind(2, title);
+      update_doc.bind(3, info.mtime);
+      update_doc.bind(4, info.size);
+      update_doc.bind(5, hash);
+      update_doc.bind(6, text);
+      run(update_doc);
+      ++result.updated;
+    } else {
+      insert_doc.bind(1, path);
+      insert_doc.bind(2, title);
+      insert_doc.bind(3, info.mtime);
+      insert_doc.bind(4, info.size);
+      insert_doc.bind(5, hash);
+      insert_doc.bind(6, text);
+      run(insert_doc);
+      id = sqlite3_last_insert_rowid(db_);
+      ++result.added;
+    }
+    int64_t ordinal = 0;
+    for (const auto& p : split_passages(text)) {
+      insert_passage.bind(1, id);
+      insert_passage.bind(2, ordinal++);
+      insert_passage.bind(3, p.heading);
+      insert_passage.bind(4, p.text);
+      run(insert_passage);
+      ++result.passages;
+    }
+  }
+  for (const auto& [path, doc] : known) {
+    if (!ok)
+      break;
+    if (found.count(path) != 0)
+      continue;
+    bool in_scope = std::any_of(scanned.begin(), scanned.end(),
+                                [&](const auto& root) {
+                                  return under(path, root);
+                                });
+    std::error_code ec;
+    if (!in_scope || fs::exists(path, ec))
+      continue; // outside this update, or still there but no longer indexed
+    drop_passages.bind(1, doc.id);
+    run(drop_passages);
+    drop_doc.bind(1, doc.id);
+    run(drop_doc);
+    ++result.removed;
+  }
+  if (!ok || !exec(db_, "COMMIT")) {
+    result.failure = db_error(db_, "cannot update the index");
+    exec(db_, "ROLLBACK");
+  }
+  return result;
+}
+
+// -- querying -----------------------------------------------------------------
+
+search_result corpus_index::search(const std::string& query, size_t limit) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  search_result result;
+  auto match = sanitize_fts_query(query);
+  if (match.empty() || limit == 0)
+    return result;
+  // Rank first (cheap: rowids and scores only), then read and snip only the
+  // passages that make it into the result.
+  statement st{db_, R"sql(
+    SELECT r.id, p.document_id, d.path, d.title, p.heading, p.body, r.score
+    FROM (SELECT rowid AS id, bm25(passages_fts, 2.0, 1.0) AS score
+          FROM passages_fts WHERE passages_fts MATCH ?1
+          ORDER BY score LIMIT ?2) r
+    JOIN passages p ON p.id = r.id
+    JOIN documents d ON d.id = p.document_id
+    ORDER BY r.score)sql"};
+  statement snip{db_, R"sql(
+    SELECT snippet(passages_fts, 1, '', '', '...', 40)
+    FROM passages_fts WHERE passages_fts MATCH ?1 AND rowid = ?2)sql"};
+  if (!st.ok() || !snip.ok()) {
+    result.failure = db_error(db_, "cannot prepare the search");
+    return result;
+  }
+  st.bind(1, match);
+  // Several passages of one document may rank high: look a little deeper.
+  st.bind(2, static_cast<int64_t>(std::max<size_t>(limit * 8, 50)));
+  std::set<int64_t> seen;
+  int rc = SQLITE_ROW;
+  while (result.hits.size() < limit && (rc = st.step()) == SQLITE_ROW) {
+    auto doc = st.int_at(1);
+    if (!seen.insert(doc).second)
+      continue;
+    search_hit hit;
+    hit.passage_id = st.int_at(0);
+    hit.document_id = doc;
+    hit.path = st.text_at(2);
+    hit.url = file_url(hit.path);
+    hit.title = st.text_at(3);
+    hit.heading = st.text_at(4);
+    hit.text = st.text_at(5);
+    hit.score = st.double_at(6);
+    snip.bind(1, match);
+    snip.bind(2, hit.passage_id);
+    if (snip.step() == SQLITE_ROW)
+      hit.snippet = snip.text_at(0);
+    snip.reset();
+    result.hits.push_back(std::move(hit));
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    result.failure = db_error(db_, "search failed");
+  return result;
+}
+
+std::optional<stored_document> corpus_index::get_document(int64_t id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  statement st{db_, "SELECT path, title, body FROM documents WHERE id=?1"};
+  if (!st.ok())
+    return std::nullopt;
+  st.bind(1, id);
+  if (st.step() != SQLITE_ROW)
+    return std::nullopt;
+  stored_document result;
+  result.id = id;
+  result.path = st.text_at(0);
+  result.url = file_url(result.path);
+  result.title = st.text_at(1);
+  result.text = st.text_at(2);
+  return result;
+}
+
+std::pair<size_t, size_t> corpus_index::size() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto docs = query_int(db_, "SELECT count(*) FROM documents").value_or(0);
+  auto passages = query_int(db_, "SELECT count(*) FROM passages").value_or(0);
+  return {static_cast<size_t>(docs), static_cast<size_t>(passages)};
+}
+
+} // namespace quarry::plugins::local_corpus

@@ -1,0 +1,141 @@
+// The local corpus index: a SQLite database with an FTS5 table of passages
+// of local Markdown, text and HTML files, updated incrementally.
+
+#pragma once
+
+#include "quarry/sdk/types.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+
+namespace quarry::plugins::local_corpus {
+
+/// The schema version stored in `PRAGMA user_version`.
+inline constexpr int schema_version = 1;
+
+/// The `PRAGMA application_id` that marks a Quarry corpus database.
+inline constexpr int application_id = 0x51525259; // "QRRY"
+
+/// What @ref corpus_index::update did.
+struct update_result {
+  /// Files indexed for the first time.
+  size_t added = 0;
+  /// Files whose content changed and that were indexed again.
+  size_t updated = 0;
+  /// Files removed from the index because they no longer exist.
+  size_t removed = 0;
+  /// Files skipped because their modification time or content is unchanged.
+  size_t unchanged = 0;
+  /// Passages written by this update.
+  size_t passages = 0;
+  /// Remarks for the user, e.g. skipped PDF files or unreadable paths.
+  std::vector<std::string> notes;
+  /// Set when the update failed (the index keeps its previous state).
+  std::optional<sdk::error> failure;
+};
+
+/// One search hit: the best passage of one document.
+struct search_hit {
+  /// The document's id in the index.
+  int64_t document_id = 0;
+  /// The passage's id in the index.
+  int64_t passage_id = 0;
+  /// The absolute file path.
+  std::string path;
+  /// The path as a `file://` URL.
+  std::string url;
+  std::string title;
+  /// The heading above the passage, or empty.
+  std::string heading;
+  /// A short excerpt of the passage around the matching words.
+  std::string snippet;
+  /// The whole passage.
+  std::string text;
+  /// BM25 score (lower is better, as SQLite reports it).
+  double score = 0;
+};
+
+/// What @ref corpus_index::search found.
+struct search_result {
+  /// At most one hit per document, best first.
+  std::vector<search_hit> hits;
+  /// Set when the search failed.
+  std::optional<sdk::error> failure;
+};
+
+/// A whole indexed document.
+struct stored_document {
+  int64_t id = 0;
+  std::string path;
+  std::string url;
+  std::string title;
+  /// The full extracted text.
+  std::string text;
+};
+
+class corpus_index;
+
+/// What @ref corpus_index::open produced: an index or an error.
+struct open_result {
+  std::unique_ptr<corpus_index> index;
+  std::optional<sdk::error> failure;
+};
+
+/// A corpus database. All member functions are thread-safe (serialised) and
+/// blocking: call them from the host's blocking pool.
+class corpus_index {
+public:
+  /// Opens the database at `path`, creating it (and its folder) when it does
+  /// not exist or is empty. A file that is not a SQLite database, a SQLite
+  /// database of another application, or a newer schema gives an error and
+  /// is left untouched.
+  static open_result open(const std::string& path);
+
+  ~corpus_index();
+
+  corpus_index(const corpus_index&) = delete;
+  corpus_index& operator=(const corpus_index&) = delete;
+
+  /// Indexes the files under `paths` (files or folders, recursively):
+  /// Markdown, text and HTML. Unchanged files are skipped (same modification
+  /// time and size, or same content hash); changed files are indexed again;
+  /// indexed files under `paths` that no longer exist are removed.
+  update_result update(const std::vector<std::string>& paths);
+
+  /// Ranks passages by BM25 against the words of `query` (any text: FTS5
+  /// syntax is neutralised) and returns the best passage of up to `limit`
+  /// documents. An empty query finds nothing.
+  search_result search(const std::string& query, size_t limit);
+
+  /// Returns the document with id `id`, if it exists.
+  std::optional<stored_document> get_document(int64_t id);
+
+  /// Number of documents and passages in the index.
+  std::pair<size_t, size_t> size();
+
+  /// The database file.
+  const std::string& path() const noexcept {
+    return path_;
+  }
+
+private:
+  struct token {};
+
+public:
+  /// Wraps an open connection; use @ref open instead.
+  corpus_index(token, sqlite3* db, std::string path);
+
+private:
+
+  sqlite3* db_;
+  std::string path_;
+  std::mutex mtx_;
+};
+
+} // namespace quarry::plugins::local_corpus

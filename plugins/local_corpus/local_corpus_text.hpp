@@ -1,0 +1,57 @@
+// Text helpers of the local corpus: passage splitting, FTS5 query sanitising,
+// simple HTML-to-text conversion, content hashing and file URLs.
+
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace quarry::plugins::local_corpus {
+
+/// A piece of a document of about 1,000-2,000 characters.
+struct passage {
+  /// The nearest heading above the passage (without `#` marks), or empty.
+  std::string heading;
+  /// The passage text.
+  std::string text;
+};
+
+/// Splits Markdown-like text into passages on paragraph and heading
+/// boundaries. A heading always starts a new passage; paragraphs are joined
+/// until adding the next one would exceed `max_chars`; a paragraph longer than
+/// `max_chars` is cut at whitespace (or at a UTF-8 character boundary).
+std::vector<passage> split_passages(std::string_view text,
+                                    size_t max_chars = 2000);
+
+/// Turns arbitrary user or LLM text into a safe FTS5 MATCH expression: every
+/// word becomes a quoted string, joined with OR. Returns an empty string when
+/// the text has no words (the caller must then not run the query).
+std::string sanitize_fts_query(std::string_view query,
+                               size_t max_terms = 32);
+
+/// The result of @ref html_to_text.
+struct html_text {
+  /// The content of the `<title>` element, whitespace folded.
+  std::string title;
+  /// The text, with blank lines between blocks and `#` marks for headings.
+  std::string text;
+};
+
+/// Strips tags from HTML (simple: no main-content extraction), drops
+/// `script`, `style` and comments, decodes common entities, and marks
+/// `h1`-`h6` as Markdown headings.
+html_text html_to_text(std::string_view html);
+
+/// Returns the first Markdown heading (`# Title`) of `text`, or empty.
+std::string markdown_title(std::string_view text);
+
+/// A 64-bit FNV-1a hash of `bytes`, as 16 hex digits.
+std::string content_hash(std::string_view bytes);
+
+/// Returns a `file://` URL for an absolute path (percent-encoded).
+std::string file_url(std::string_view absolute_path);
+
+} // namespace quarry::plugins::local_corpus

@@ -1,0 +1,74 @@
+// The `internal_search` tool: BM25 search over the local corpus index, with
+// Onyx's schema and the same LLM-facing JSON as web_search.
+
+#pragma once
+
+#include "local_corpus_index.hpp"
+
+#include "quarry/sdk/host.hpp"
+#include "quarry/sdk/tool.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace quarry::plugins::local_corpus {
+
+/// Default number of documents a call returns.
+inline constexpr size_t default_max_results = 10;
+
+/// The tool's configuration.
+struct tool_config {
+  /// The database file.
+  std::string db;
+  /// Largest number of documents per call (1-50).
+  size_t max_results = default_max_results;
+};
+
+/// Validates the configuration (keys `db`, `max_results`; the database
+/// defaults to `<data_dir>/corpus.db`). Throws std::invalid_argument for
+/// missing, invalid or unknown keys.
+tool_config parse_config(const nlohmann::json& config,
+                         const std::string& data_dir);
+
+/// Normalises the `queries` argument like Onyx: a bare string is one query;
+/// control characters removed, whitespace folded, empties and duplicates
+/// dropped. Returns nothing when the argument is missing or of the wrong type.
+std::optional<std::vector<std::string>>
+normalize_queries(const nlohmann::json& arguments);
+
+/// Runs every query and interleaves the hits round-robin, one per document,
+/// at most `max_results`. Fills `llm_text` with `{"results": [...]}`.
+/// Blocking: call it on the host's pool.
+sdk::tool_result search_corpus(corpus_index& index,
+                               const std::vector<std::string>& queries,
+                               size_t max_results);
+
+/// The `internal_search` tool. Opens the database on first use, in the
+/// host's blocking pool.
+class internal_search_tool final : public sdk::tool {
+public:
+  internal_search_tool(sdk::host_context& host, tool_config config);
+
+  ~internal_search_tool() override;
+
+  std::string name() const override;
+
+  std::string description() const override;
+
+  nlohmann::json parameters() const override;
+
+  std::shared_ptr<sdk::tool_run> run(const nlohmann::json& arguments,
+                                     sdk::tool_callback done) override;
+
+  /// Shared with jobs still in the pool.
+  struct state;
+
+private:
+  sdk::host_context& host_;
+  std::shared_ptr<state> state_;
+};
+
+} // namespace quarry::plugins::local_corpus

@@ -1,0 +1,344 @@
+// Tests of the local corpus: passage splitting, query sanitising, HTML text,
+// and the SQLite index (incremental updates, search, refusing foreign files).
+
+#include "local_corpus_index.hpp"
+#include "local_corpus_text.hpp"
+
+#include "support/process.hpp"
+
+#include <doctest/doctest.h>
+#include <sqlite3.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace quarry;
+using namespace quarry::plugins::local_corpus;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+// Moves the file's modification time by `seconds` (file systems with coarse
+// timestamps would otherwise hide quick rewrites).
+void shift_mtime(const std::string& path, int seconds) {
+  auto t = fs::last_write_time(path);
+  fs::last_write_time(path, t + std::chrono::seconds{seconds});
+}
+
+std::string filler(const std::string& word, size_t n) {
+  std::string result;
+  for (size_t i = 0; i < n; ++i)
+    result += word + std::to_string(i % 7) + " ";
+  return result;
+}
+
+std::unique_ptr<corpus_index> open_ok(const std::string& path) {
+  auto opened = corpus_index::open(path);
+  if (opened.failure)
+    FAIL("open failed: " << opened.failure->message);
+  REQUIRE(opened.index != nullptr);
+  return std::move(opened.index);
+}
+
+// Writes the three documents of the sample corpus (and files to skip).
+void write_corpus(const test::temp_dir& dir) {
+  dir.write("docs/plants.md",
+            "# Plants\n\nIntro about gardens and soil.\n\n"
+            "## Photosynthesis\n\nChlorophyll absorbs light; photosynthesis "
+            "turns carbon dioxide and water into glucose.\n\n"
+            "## Roots\n\nRoots take up water and minerals.\n");
+  dir.write("docs/sub/rivers.txt",
+            "Rivers carry sediment to the sea. The delta of the Nile is "
+            "fertile.\n\nFloods renew the soil every year.\n");
+  dir.write("docs/sub/page.html",
+            "<html><head><title>Volcano &amp; Magma</title>"
+            "<style>p { color: red; }</style></head><body>"
+            "<script>var lava = 1;</script>"
+            "<h2>Eruptions</h2><p>Basalt lava flows from shield "
+            "volcanoes.</p><!-- comment obsidian --></body></html>");
+  dir.write("docs/paper.pdf", "%PDF-1.4 not really");
+  dir.write("docs/image.png", "\x89PNG");
+  dir.write("docs/.hidden/secret.md", "# Secret\n\nquasar\n");
+}
+
+} // namespace
+
+TEST_CASE("local_corpus splits passages on headings and paragraphs") {
+  auto text = "# Title\n\nFirst para.\n\nSecond para.\n\n## Part two\n\n"
+              + filler("alpha", 250) + "\n\n" + filler("beta", 300) + "\n";
+  auto ps = split_passages(text, 2000);
+  REQUIRE(ps.size() == 3);
+  CHECK(ps[0].heading == "Title");
+  CHECK(ps[0].text == "First para.\n\nSecond para.");
+  CHECK(ps[1].heading == "Part two");
+  CHECK(ps[1].text.rfind("alpha0 ", 0) == 0);
+  CHECK(ps[1].text.find("beta") == std::string::npos);
+  CHECK(ps[2].heading == "Part two");
+  CHECK(ps[2].text.rfind("beta0 ", 0) == 0);
+  for (const auto& p : ps)
+    CHECK(p.text.size() <= 2000);
+}
+
+TEST_CASE("local_corpus cuts an overlong paragraph at whitespace") {
+  auto para = filler("word", 1000); // about 6,000 characters
+  auto ps = split_passages(para, 2000);
+  REQUIRE(ps.size() >= 3);
+  std::string joined;
+  for (const auto& p : ps) {
+    CHECK(p.text.size() <= 2000);
+    if (&p != &ps.back())
+      CHECK(p.text.size() >= 1900);
+    CHECK(p.heading.empty());
+    CHECK(p.text.back() != ' ');
+    if (!joined.empty())
+      joined += ' ';
+    joined += p.text;
+  }
+  CHECK(joined + " " == para);
+  // No whitespace at all: cut at a UTF-8 character boundary.
+  std::string umlauts;
+  for (int i = 0; i < 3000; ++i)
+    umlauts += "\xC3\xA4"; // ä
+  auto cut = split_passages(umlauts, 2001);
+  REQUIRE(cut.size() == 3);
+  for (const auto& p : cut)
+    CHECK(p.text.size() % 2 == 0);
+}
+
+TEST_CASE("local_corpus sanitises queries into quoted terms") {
+  CHECK(sanitize_fts_query("heat pumps") == R"("heat" OR "pumps")");
+  CHECK(sanitize_fts_query(R"(NEAR("a" b) * -c (( ")")
+        == R"("NEAR" OR "a" OR "b" OR "c")");
+  CHECK(sanitize_fts_query("title:foo^ AND bar") == R"("title" OR "foo" OR "AND" OR "bar")");
+  CHECK(sanitize_fts_query("").empty());
+  CHECK(sanitize_fts_query("  \"\" * - ( ) : ^ ").empty());
+  CHECK(sanitize_fts_query("a b c d", 2) == R"("a" OR "b")");
+  CHECK(sanitize_fts_query("Größe") == "\"Größe\"");
+}
+
+TEST_CASE("local_corpus strips HTML tags and keeps the title") {
+  auto x = html_to_text("<html><head><TITLE> A &amp; B </TITLE>"
+                        "<script>if (a < b) x();</script></head>"
+                        "<body><h1>Head</h1><p>One&nbsp;two &#233;&#x263A;"
+                        "</p><!-- gone --><div>Three</div></body></html>");
+  CHECK(x.title == "A & B");
+  CHECK(x.text == "# Head\n\nOne two \xC3\xA9\xE2\x98\xBA\n\nThree");
+}
+
+TEST_CASE("local_corpus indexes a folder and ranks the right passage first") {
+  test::temp_dir tmp;
+  write_corpus(tmp);
+  auto index = open_ok(tmp.file("corpus.db"));
+  auto r = index->update({tmp.file("docs")});
+  REQUIRE_FALSE(r.failure.has_value());
+  CHECK(r.added == 3);
+  CHECK(r.updated == 0);
+  CHECK(r.removed == 0);
+  CHECK(r.unchanged == 0);
+  CHECK(r.passages == 5); // plants: 3 sections, rivers: 1, page: 1
+  REQUIRE(r.notes.size() == 1);
+  CHECK(r.notes[0].find("paper.pdf") != std::string::npos);
+  CHECK(r.notes[0].find("PDF support comes with the open_url work")
+        != std::string::npos);
+  CHECK(index->size() == std::pair<size_t, size_t>{3, 5});
+  auto found = index->search("how does chlorophyll do photosynthesis?", 5);
+  REQUIRE_FALSE(found.failure.has_value());
+  REQUIRE(found.hits.size() == 1);
+  const auto& hit = found.hits[0];
+  CHECK(hit.title == "Plants");
+  CHECK(hit.heading == "Photosynthesis");
+  CHECK(hit.path == fs::weakly_canonical(tmp.file("docs/plants.md")).string());
+  CHECK(hit.url == "file://" + hit.path);
+  CHECK(hit.text.rfind("Chlorophyll absorbs light", 0) == 0);
+  CHECK(hit.snippet.find("Chlorophyll") != std::string::npos);
+  // Several documents: the better match first.
+  auto soil = index->search("floods soil sediment", 5);
+  REQUIRE(soil.hits.size() == 2);
+  CHECK(soil.hits[0].title == "rivers");
+  CHECK(soil.hits[1].title == "Plants");
+  CHECK(soil.hits[1].heading == "Plants");
+  // HTML: title kept, headings remembered, scripts, styles, comments dropped.
+  auto lava = index->search("basalt", 5);
+  REQUIRE(lava.hits.size() == 1);
+  CHECK(lava.hits[0].title == "Volcano & Magma");
+  CHECK(lava.hits[0].heading == "Eruptions");
+  CHECK(index->search("obsidian", 5).hits.empty());
+  CHECK(index->search("lava", 5).hits.size() == 1); // the text, not the script
+  CHECK(index->search("red", 5).hits.empty());
+  CHECK(index->search("quasar", 5).hits.empty()); // hidden folder skipped
+  // Stemming: "eruption" finds "Eruptions".
+  CHECK(index->search("eruption", 5).hits.size() == 1);
+  // The limit counts documents.
+  CHECK(index->search("water soil sea", 1).hits.size() == 1);
+  // Full text by id.
+  auto doc = index->get_document(hit.document_id);
+  REQUIRE(doc.has_value());
+  CHECK(doc->text == slurp(tmp.file("docs/plants.md")));
+  CHECK(doc->title == "Plants");
+  CHECK_FALSE(index->get_document(999999).has_value());
+}
+
+TEST_CASE("local_corpus updates incrementally") {
+  test::temp_dir tmp;
+  write_corpus(tmp);
+  auto db = tmp.file("corpus.db");
+  auto index = open_ok(db);
+  REQUIRE(index->update({tmp.file("docs")}).added == 3);
+  auto rivers = tmp.file("docs/sub/rivers.txt");
+  auto rivers_id = index->search("delta nile", 1).hits.at(0).document_id;
+  SUBCASE("nothing changed") {
+    auto r = index->update({tmp.file("docs")});
+    CHECK(r.added + r.updated + r.removed + r.passages == 0);
+    CHECK(r.unchanged == 3);
+  }
+  SUBCASE("touched without change: skipped by hash") {
+    shift_mtime(rivers, 30);
+    auto r = index->update({tmp.file("docs")});
+    CHECK(r.unchanged == 3);
+    CHECK(r.updated == 0);
+    CHECK(r.passages == 0);
+    // The new time is stored: the next update skips it without reading.
+    CHECK(index->update({tmp.file("docs")}).unchanged == 3);
+  }
+  SUBCASE("modified: indexed again") {
+    tmp.write("docs/sub/rivers.txt", "Glaciers carve valleys in mountains.\n");
+    shift_mtime(rivers, 30);
+    auto r = index->update({tmp.file("docs")});
+    REQUIRE_FALSE(r.failure.has_value());
+    CHECK(r.updated == 1);
+    CHECK(r.unchanged == 2);
+    CHECK(r.added == 0);
+    CHECK(r.passages == 1);
+    CHECK(index->search("nile", 5).hits.empty());
+    auto hits = index->search("glaciers", 5).hits;
+    REQUIRE(hits.size() == 1);
+    CHECK(hits[0].document_id == rivers_id);
+    CHECK(index->size() == std::pair<size_t, size_t>{3, 5});
+  }
+  SUBCASE("deleted: removed") {
+    fs::remove(rivers);
+    auto r = index->update({tmp.file("docs")});
+    CHECK(r.removed == 1);
+    CHECK(r.unchanged == 2);
+    CHECK(index->search("nile delta", 5).hits.empty());
+    CHECK_FALSE(index->get_document(rivers_id).has_value());
+    CHECK(index->size() == std::pair<size_t, size_t>{2, 4});
+  }
+  SUBCASE("an update of another folder removes nothing") {
+    tmp.write("other/note.md", "# Note\n\nzeppelin\n");
+    auto r = index->update({tmp.file("other")});
+    CHECK(r.added == 1);
+    CHECK(r.removed == 0);
+    CHECK(index->size().first == 4);
+  }
+  SUBCASE("a vanished folder: its documents are removed") {
+    fs::remove_all(tmp.file("docs/sub"));
+    auto r = index->update({tmp.file("docs/sub")});
+    CHECK(r.removed == 2);
+    REQUIRE(r.notes.size() == 1);
+    CHECK(r.notes[0].find("not found") != std::string::npos);
+    CHECK(index->size().first == 1);
+  }
+  SUBCASE("the index persists across openings") {
+    index.reset();
+    auto again = open_ok(db);
+    CHECK(again->size() == std::pair<size_t, size_t>{3, 5});
+    CHECK(again->update({tmp.file("docs")}).unchanged == 3);
+  }
+}
+
+TEST_CASE("local_corpus hostile queries never error") {
+  test::temp_dir tmp;
+  write_corpus(tmp);
+  auto index = open_ok(tmp.file("corpus.db"));
+  index->update({tmp.file("docs")});
+  const std::vector<std::string> queries{
+    "\"", "\"unbalanced", "NEAR(roots water)", "roots NEAR water", "*",
+    "water*", "(((", ")", "-", "-water", "", "   ", "AND", "OR NOT",
+    "heading:roots", "^roots", "{heading body}: water", "'; DROP TABLE x; --",
+    "\xFF\xFE broken utf8 \xC3", std::string(5000, '(')};
+  for (const auto& q : queries) {
+    CAPTURE(q);
+    auto r = index->search(q, 10);
+    CHECK_FALSE(r.failure.has_value());
+  }
+  auto near = index->search("NEAR(roots water)", 10).hits;
+  REQUIRE(near.size() == 1);
+  CHECK(near[0].heading == "Roots");
+  CHECK(index->search("-water", 10).hits.size() == 1);
+  CHECK(index->search("", 10).hits.empty());
+}
+
+TEST_CASE("local_corpus refuses a file that is not its database") {
+  test::temp_dir tmp;
+  SUBCASE("not SQLite") {
+    std::string bytes = "name,value\nalpha,1\nbeta,2\n" + std::string(4096, 'x');
+    auto path = tmp.write("notes.csv", bytes);
+    auto opened = corpus_index::open(path);
+    REQUIRE(opened.failure.has_value());
+    CHECK(opened.index == nullptr);
+    CHECK(opened.failure->message.find("not a SQLite database")
+          != std::string::npos);
+    CHECK(opened.failure->message.find(path) != std::string::npos);
+    CHECK(slurp(path) == bytes);
+    CHECK_FALSE(fs::exists(path + "-wal"));
+  }
+  SUBCASE("a corrupt SQLite file") {
+    std::string bytes{"SQLite format 3\0", 16};
+    bytes += std::string(4080, '\x5A');
+    auto path = tmp.write("broken.db", bytes);
+    auto opened = corpus_index::open(path);
+    REQUIRE(opened.failure.has_value());
+    CHECK(opened.failure->message.find("corrupt") != std::string::npos);
+    CHECK(slurp(path) == bytes);
+  }
+  SUBCASE("another application's SQLite database") {
+    auto path = tmp.file("other.db");
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1);",
+                         nullptr, nullptr, nullptr)
+            == SQLITE_OK);
+    sqlite3_close(db);
+    auto bytes = slurp(path);
+    auto opened = corpus_index::open(path);
+    REQUIRE(opened.failure.has_value());
+    CHECK(opened.failure->message.find("another application")
+          != std::string::npos);
+    CHECK(slurp(path) == bytes);
+  }
+  SUBCASE("a newer schema") {
+    auto path = tmp.file("corpus.db");
+    open_ok(path).reset();
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr,
+                         nullptr)
+            == SQLITE_OK);
+    sqlite3_close(db);
+    auto opened = corpus_index::open(path);
+    REQUIRE(opened.failure.has_value());
+    CHECK(opened.failure->message.find("schema version 99")
+          != std::string::npos);
+  }
+  SUBCASE("an empty file is set up") {
+    auto path = tmp.write("empty.db", "");
+    auto index = open_ok(path);
+    CHECK(index->size() == std::pair<size_t, size_t>{0, 0});
+  }
+  SUBCASE("missing folders are created") {
+    auto index = open_ok(tmp.file("a/b/corpus.db"));
+    CHECK(fs::exists(tmp.file("a/b/corpus.db")));
+  }
+}

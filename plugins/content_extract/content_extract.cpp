@@ -1,0 +1,1302 @@
+// Readability-style main-content extraction over a gumbo parse, metadata from
+// JSON-LD / Open Graph / meta tags, and a Markdown-like text renderer.
+
+#include "content_extract.hpp"
+
+#include <gumbo.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <deque>
+#include <unordered_map>
+#include <vector>
+
+namespace quarry::plugins::content_extract {
+
+namespace {
+
+// -- small string helpers -----------------------------------------------------
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f'
+         || c == '\v';
+}
+
+// Folds runs of whitespace (also U+00A0) into one space and trims.
+std::string fold(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  bool space = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    bool ws = is_space(c);
+    if (!ws && c == '\xC2' && i + 1 < s.size() && s[i + 1] == '\xA0') {
+      ws = true;
+      ++i;
+    }
+    if (ws) {
+      space = !out.empty();
+    } else {
+      if (space)
+        out += ' ';
+      space = false;
+      out += c;
+    }
+  }
+  return out;
+}
+
+bool contains_any(const std::string& hay,
+                  std::initializer_list<std::string_view> needles) {
+  for (auto n : needles)
+    if (hay.find(n) != std::string::npos)
+      return true;
+  return false;
+}
+
+// -- a small mutable DOM built from gumbo -----------------------------------
+
+struct node {
+  GumboTag tag = GUMBO_TAG_UNKNOWN;
+  bool text_node = false;
+  std::string text;     // text nodes only
+  std::string id_class; // lower-cased "id class"
+  std::vector<std::pair<std::string, std::string>> attrs;
+  std::vector<node*> children;
+  node* parent = nullptr;
+  bool removed = false;
+  bool scored = false;
+  double score = 0;
+
+  std::string_view attr(std::string_view name) const {
+    for (auto& [k, v] : attrs)
+      if (k == name)
+        return v;
+    return {};
+  }
+};
+
+class dom {
+public:
+  node* root = nullptr;
+  node* html = nullptr;
+  node* head = nullptr;
+  node* body = nullptr;
+  std::vector<std::string> ld_json; // contents of JSON-LD scripts
+  std::string title;                // text of the first <title>
+
+  explicit dom(std::string_view source) {
+    auto* out = gumbo_parse_with_options(&kGumboDefaultOptions, source.data(),
+                                         source.size());
+    root = build(out->root, nullptr, 0);
+    gumbo_destroy_output(&kGumboDefaultOptions, out);
+  }
+
+private:
+  std::deque<node> arena_;
+
+  // Concatenated text below `root` (iterative: the tree may be very deep).
+  static std::string raw_text(const GumboNode* root) {
+    std::string out;
+    std::vector<const GumboNode*> stack{root};
+    while (!stack.empty()) {
+      auto* n = stack.back();
+      stack.pop_back();
+      if (n->type == GUMBO_NODE_TEXT || n->type == GUMBO_NODE_CDATA
+          || n->type == GUMBO_NODE_WHITESPACE) {
+        out += n->v.text.text;
+      } else if (n->type == GUMBO_NODE_ELEMENT
+                 || n->type == GUMBO_NODE_TEMPLATE) {
+        auto& kids = n->v.element.children;
+        for (unsigned i = kids.length; i > 0; --i)
+          stack.push_back(static_cast<const GumboNode*>(kids.data[i - 1]));
+      }
+    }
+    return out;
+  }
+
+  // Deeper elements are flattened into their text (bounded recursion).
+  static constexpr int max_depth = 400;
+
+  node* build(const GumboNode* g, node* parent, int depth) {
+    arena_.emplace_back();
+    auto* n = &arena_.back();
+    n->parent = parent;
+    if (depth > max_depth && g->type == GUMBO_NODE_ELEMENT) {
+      n->text_node = true;
+      n->text = raw_text(g);
+      return n;
+    }
+    if (g->type == GUMBO_NODE_TEXT || g->type == GUMBO_NODE_WHITESPACE
+        || g->type == GUMBO_NODE_CDATA) {
+      n->text_node = true;
+      n->text = g->v.text.text;
+      return n;
+    }
+    const GumboVector* kids = nullptr;
+    if (g->type == GUMBO_NODE_DOCUMENT) {
+      n->tag = GUMBO_TAG_UNKNOWN;
+      kids = &g->v.document.children;
+    } else if (g->type == GUMBO_NODE_ELEMENT
+               || g->type == GUMBO_NODE_TEMPLATE) {
+      auto& el = g->v.element;
+      n->tag = el.tag;
+      for (unsigned i = 0; i < el.attributes.length; ++i) {
+        auto* a = static_cast<const GumboAttribute*>(el.attributes.data[i]);
+        n->attrs.emplace_back(lower(a->name), a->value);
+      }
+      n->id_class = lower(std::string{n->attr("id")} + " "
+                          + std::string{n->attr("class")});
+      kids = &el.children;
+      switch (el.tag) {
+        case GUMBO_TAG_HTML:
+          if (!html)
+            html = n;
+          break;
+        case GUMBO_TAG_HEAD:
+          if (!head)
+            head = n;
+          break;
+        case GUMBO_TAG_BODY:
+          if (!body)
+            body = n;
+          break;
+        case GUMBO_TAG_TITLE:
+          if (title.empty())
+            title = fold(raw_text(g));
+          return n;
+        case GUMBO_TAG_SCRIPT:
+          if (lower(n->attr("type")) == "application/ld+json")
+            ld_json.push_back(raw_text(g));
+          return n;
+        case GUMBO_TAG_STYLE:
+        case GUMBO_TAG_NOSCRIPT:
+        case GUMBO_TAG_TEMPLATE:
+          return n;
+        default:
+          break;
+      }
+    } else {
+      return n; // comments
+    }
+    n->children.reserve(kids->length);
+    for (unsigned i = 0; i < kids->length; ++i) {
+      auto* c = static_cast<const GumboNode*>(kids->data[i]);
+      if (c->type == GUMBO_NODE_COMMENT)
+        continue;
+      n->children.push_back(build(c, n, depth + 1));
+    }
+    return n;
+  }
+};
+
+// -- element classification ---------------------------------------------------
+
+bool is_skipped_tag(GumboTag t) {
+  switch (t) {
+    case GUMBO_TAG_SCRIPT:
+    case GUMBO_TAG_STYLE:
+    case GUMBO_TAG_NOSCRIPT:
+    case GUMBO_TAG_TEMPLATE:
+    case GUMBO_TAG_HEAD:
+    case GUMBO_TAG_TITLE:
+    case GUMBO_TAG_META:
+    case GUMBO_TAG_LINK:
+    case GUMBO_TAG_IFRAME:
+    case GUMBO_TAG_OBJECT:
+    case GUMBO_TAG_EMBED:
+    case GUMBO_TAG_SVG:
+    case GUMBO_TAG_MATH:
+    case GUMBO_TAG_CANVAS:
+    case GUMBO_TAG_SELECT:
+    case GUMBO_TAG_OPTION:
+    case GUMBO_TAG_BUTTON:
+    case GUMBO_TAG_INPUT:
+    case GUMBO_TAG_TEXTAREA:
+    case GUMBO_TAG_AUDIO:
+    case GUMBO_TAG_VIDEO:
+    case GUMBO_TAG_SOURCE:
+    case GUMBO_TAG_IMG:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_block(GumboTag t) {
+  switch (t) {
+    case GUMBO_TAG_ADDRESS:
+    case GUMBO_TAG_ARTICLE:
+    case GUMBO_TAG_ASIDE:
+    case GUMBO_TAG_BLOCKQUOTE:
+    case GUMBO_TAG_DD:
+    case GUMBO_TAG_DETAILS:
+    case GUMBO_TAG_DIV:
+    case GUMBO_TAG_DL:
+    case GUMBO_TAG_DT:
+    case GUMBO_TAG_FIELDSET:
+    case GUMBO_TAG_FIGCAPTION:
+    case GUMBO_TAG_FIGURE:
+    case GUMBO_TAG_FOOTER:
+    case GUMBO_TAG_FORM:
+    case GUMBO_TAG_H1:
+    case GUMBO_TAG_H2:
+    case GUMBO_TAG_H3:
+    case GUMBO_TAG_H4:
+    case GUMBO_TAG_H5:
+    case GUMBO_TAG_H6:
+    case GUMBO_TAG_HEADER:
+    case GUMBO_TAG_HR:
+    case GUMBO_TAG_LI:
+    case GUMBO_TAG_MAIN:
+    case GUMBO_TAG_NAV:
+    case GUMBO_TAG_OL:
+    case GUMBO_TAG_P:
+    case GUMBO_TAG_PRE:
+    case GUMBO_TAG_SECTION:
+    case GUMBO_TAG_SUMMARY:
+    case GUMBO_TAG_TABLE:
+    case GUMBO_TAG_TBODY:
+    case GUMBO_TAG_THEAD:
+    case GUMBO_TAG_TFOOT:
+    case GUMBO_TAG_TR:
+    case GUMBO_TAG_TD:
+    case GUMBO_TAG_TH:
+    case GUMBO_TAG_UL:
+    case GUMBO_TAG_CAPTION:
+    case GUMBO_TAG_BODY:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_hidden(const node* n) {
+  if (!n->attr("hidden").empty() || n->attr("aria-hidden") == "true")
+    return true;
+  for (auto& [k, v] : n->attrs)
+    if (k == "hidden")
+      return true;
+  auto style = lower(n->attr("style"));
+  if (style.empty())
+    return false;
+  style.erase(std::remove_if(style.begin(), style.end(), is_space),
+              style.end());
+  return style.find("display:none") != std::string::npos
+         || style.find("visibility:hidden") != std::string::npos;
+}
+
+const std::initializer_list<std::string_view> unlikely_words = {
+  "-ad-", "ai2html", "banner", "breadcrumb", "combx", "comment", "community",
+  "cover-wrap", "disqus", "extra", "footer", "gdpr", "header", "legends",
+  "menu", "related", "remark", "replies", "rss", "shoutbox", "sidebar",
+  "skyscraper", "social", "sponsor", "supplemental", "ad-break", "agegate",
+  "pagination", "pager", "popup", "yom-remote", "cookie", "consent",
+  "newsletter", "subscribe", "promo", "share"};
+const std::initializer_list<std::string_view> maybe_words = {
+  "and", "article", "body", "column", "content", "main", "shadow"};
+const std::initializer_list<std::string_view> positive_words = {
+  "article", "body", "content", "entry", "hentry", "h-entry", "main", "page",
+  "pagination", "post", "text", "blog", "story"};
+const std::initializer_list<std::string_view> negative_words = {
+  "-ad-", "hidden", "^hid$", " hid ", "banner", "combx", "comment", "com-",
+  "contact", "foot", "footer", "footnote", "gdpr", "masthead", "media",
+  "meta", "outbrain", "promo", "related", "scroll", "share", "shoutbox",
+  "sidebar", "skyscraper", "sponsor", "shopping", "tags", "widget", "nav",
+  "social", "cookie", "popup", "ad-", "advert", "newsletter", "subscribe"};
+
+bool is_unlikely(const node* n) {
+  if (n->id_class.size() <= 1)
+    return false;
+  if (n->tag == GUMBO_TAG_BODY || n->tag == GUMBO_TAG_A
+      || n->tag == GUMBO_TAG_ARTICLE || n->tag == GUMBO_TAG_MAIN)
+    return false;
+  auto role = n->attr("role");
+  if (role == "menu" || role == "menubar" || role == "complementary"
+      || role == "navigation" || role == "alert" || role == "alertdialog"
+      || role == "dialog")
+    return true;
+  return contains_any(n->id_class, unlikely_words)
+         && !contains_any(n->id_class, maybe_words);
+}
+
+double class_weight(const node* n) {
+  double w = 0;
+  auto cls = lower(n->attr("class"));
+  auto id = lower(n->attr("id"));
+  for (auto* s : {&cls, &id}) {
+    if (s->empty())
+      continue;
+    if (contains_any(*s, negative_words))
+      w -= 25;
+    if (contains_any(*s, positive_words))
+      w += 25;
+  }
+  return w;
+}
+
+// -- text measures ------------------------------------------------------------
+
+void collect_text(const node* n, std::string& out) {
+  if (n->removed)
+    return;
+  if (n->text_node) {
+    out += n->text;
+    return;
+  }
+  if (is_skipped_tag(n->tag))
+    return;
+  for (auto* c : n->children) {
+    collect_text(c, out);
+    if (!c->text_node && is_block(c->tag))
+      out += ' ';
+  }
+}
+
+std::string inner_text(const node* n) {
+  std::string raw;
+  collect_text(n, raw);
+  return fold(raw);
+}
+
+size_t text_len(const node* n) {
+  return inner_text(n).size();
+}
+
+double link_density(const node* n) {
+  auto total = text_len(n);
+  if (total == 0)
+    return 0;
+  size_t links = 0;
+  std::vector<const node*> stack{n};
+  while (!stack.empty()) {
+    auto* cur = stack.back();
+    stack.pop_back();
+    if (cur->removed || cur->text_node)
+      continue;
+    if (cur->tag == GUMBO_TAG_A) {
+      auto href = cur->attr("href");
+      double coeff = !href.empty() && href[0] == '#' ? 0.3 : 1.0;
+      links += static_cast<size_t>(coeff * text_len(cur));
+      continue;
+    }
+    for (auto* c : cur->children)
+      stack.push_back(c);
+  }
+  return static_cast<double>(links) / static_cast<double>(total);
+}
+
+size_t count_char(const std::string& s, char ch) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), ch));
+}
+
+size_t count_tag(const node* n, GumboTag tag) {
+  size_t k = 0;
+  for (auto* c : n->children) {
+    if (c->removed || c->text_node)
+      continue;
+    if (c->tag == tag)
+      ++k;
+    k += count_tag(c, tag);
+  }
+  return k;
+}
+
+bool has_block_child(const node* n) {
+  for (auto* c : n->children) {
+    if (c->removed || c->text_node)
+      continue;
+    if (is_block(c->tag) || has_block_child(c))
+      return true;
+  }
+  return false;
+}
+
+// -- readability ----------------------------------------------------------------
+
+struct flags {
+  bool strip_unlikely = true;
+  bool weight_classes = true;
+  bool clean_conditionally = true;
+};
+
+class readability {
+public:
+  readability(node* body, flags f) : body_(body), flags_(f) {
+    // nop
+  }
+
+  // Returns the rendered article (empty when nothing was found).
+  node* run() {
+    std::vector<node*> to_score;
+    prepare(body_, to_score);
+    std::vector<node*> candidates;
+    for (auto* el : to_score) {
+      if (!el->parent || el->removed)
+        continue;
+      auto text = inner_text(el);
+      if (text.size() < 25)
+        continue;
+      double s = 1 + static_cast<double>(count_char(text, ','))
+                 + static_cast<double>(count_char(text, '\xef') / 2)
+                 + std::min(std::floor(static_cast<double>(text.size()) / 100),
+                            3.0);
+      auto* anc = el->parent;
+      for (int level = 0; anc && level < 5; ++level, anc = anc->parent) {
+        if (anc->tag == GUMBO_TAG_UNKNOWN || anc->text_node || !anc->parent)
+          break;
+        if (!anc->scored) {
+          init_score(anc);
+          candidates.push_back(anc);
+        }
+        double divider = level == 0 ? 1 : level == 1 ? 2 : level * 3;
+        anc->score += s / divider;
+      }
+    }
+    node* top = nullptr;
+    std::vector<node*> best;
+    for (auto* c : candidates) {
+      c->score *= 1 - link_density(c);
+      best.push_back(c);
+    }
+    std::sort(best.begin(), best.end(),
+              [](node* a, node* b) { return a->score > b->score; });
+    if (best.size() > 5)
+      best.resize(5);
+    if (best.empty() || best.front()->tag == GUMBO_TAG_BODY)
+      return body_;
+    top = best.front();
+    // Several good candidates sharing an ancestor: use the ancestor.
+    std::vector<node*> alternatives;
+    for (size_t i = 1; i < best.size(); ++i)
+      if (best[i]->score / top->score >= 0.75)
+        alternatives.push_back(best[i]);
+    if (alternatives.size() >= 3) {
+      for (auto* p = top->parent; p && p->tag != GUMBO_TAG_BODY;
+           p = p->parent) {
+        int shared = 0;
+        for (auto* alt : alternatives)
+          for (auto* q = alt; q; q = q->parent)
+            if (q == p) {
+              ++shared;
+              break;
+            }
+        if (shared >= 3) {
+          top = p;
+          break;
+        }
+      }
+    }
+    if (!top->scored)
+      init_score(top);
+    // Climb while the parent scores better than the last node.
+    auto last = top->score;
+    auto threshold = last / 3;
+    for (auto* p = top->parent; p && p->tag != GUMBO_TAG_BODY;
+         p = p->parent) {
+      if (!p->scored)
+        continue;
+      if (p->score < threshold)
+        break;
+      if (p->score > last) {
+        top = p;
+        break;
+      }
+      last = p->score;
+    }
+    // A lone child: the parent wraps it.
+    while (top->parent && top->parent->tag != GUMBO_TAG_BODY
+           && visible_children(top->parent) == 1)
+      top = top->parent;
+    return top;
+  }
+
+  // Siblings of `top` that belong to the article, in document order.
+  std::vector<node*> gather(node* top) {
+    std::vector<node*> out;
+    if (!top->parent || top->tag == GUMBO_TAG_BODY) {
+      out.push_back(top);
+      return out;
+    }
+    double threshold = std::max(10.0, top->score * 0.2);
+    auto top_class = std::string{top->attr("class")};
+    for (auto* s : top->parent->children) {
+      if (s->removed)
+        continue;
+      if (s == top) {
+        out.push_back(s);
+        continue;
+      }
+      if (s->text_node)
+        continue;
+      double bonus = 0;
+      if (!top_class.empty() && s->attr("class") == top_class)
+        bonus += top->score * 0.2;
+      if (s->scored && s->score + bonus >= threshold) {
+        out.push_back(s);
+        continue;
+      }
+      if (s->tag == GUMBO_TAG_P) {
+        auto ld = link_density(s);
+        auto text = inner_text(s);
+        if (text.size() > 80 && ld < 0.25)
+          out.push_back(s);
+        else if (text.size() < 80 && !text.empty() && ld == 0
+                 && text.find(". ") != std::string::npos)
+          out.push_back(s);
+        else if (text.size() < 80 && !text.empty() && ld == 0
+                 && text.back() == '.')
+          out.push_back(s);
+      }
+    }
+    return out;
+  }
+
+  // Removes boilerplate below the article's root.
+  void clean(node* n) {
+    for (auto* c : n->children) {
+      if (c->removed || c->text_node)
+        continue;
+      switch (c->tag) {
+        case GUMBO_TAG_FORM:
+        case GUMBO_TAG_FIELDSET:
+        case GUMBO_TAG_FOOTER:
+        case GUMBO_TAG_ASIDE:
+        case GUMBO_TAG_NAV:
+        case GUMBO_TAG_BUTTON:
+        case GUMBO_TAG_INPUT:
+        case GUMBO_TAG_SELECT:
+        case GUMBO_TAG_TEXTAREA:
+          c->removed = true;
+          continue;
+        default:
+          break;
+      }
+      if (flags_.clean_conditionally) {
+        if (c->tag == GUMBO_TAG_H1 || c->tag == GUMBO_TAG_H2
+            || c->tag == GUMBO_TAG_H3) {
+          if (class_weight(c) < 0 || link_density(c) > 0.33) {
+            c->removed = true;
+            continue;
+          }
+        }
+        if (c->tag == GUMBO_TAG_TABLE || c->tag == GUMBO_TAG_UL
+            || c->tag == GUMBO_TAG_OL || c->tag == GUMBO_TAG_DIV
+            || c->tag == GUMBO_TAG_SECTION || c->tag == GUMBO_TAG_HEADER
+            || c->tag == GUMBO_TAG_FIGURE) {
+          clean(c);
+          if (clean_conditionally(c))
+            c->removed = true;
+          continue;
+        }
+      }
+      clean(c);
+    }
+  }
+
+private:
+  node* body_;
+  flags flags_;
+
+  static size_t visible_children(const node* n) {
+    size_t k = 0;
+    for (auto* c : n->children) {
+      if (c->removed)
+        continue;
+      if (c->text_node) {
+        if (!fold(c->text).empty())
+          return 2;
+        continue;
+      }
+      ++k;
+    }
+    return k;
+  }
+
+  void init_score(node* n) {
+    n->scored = true;
+    double s = 0;
+    switch (n->tag) {
+      case GUMBO_TAG_DIV:
+      case GUMBO_TAG_ARTICLE:
+        s = 5;
+        break;
+      case GUMBO_TAG_PRE:
+      case GUMBO_TAG_TD:
+      case GUMBO_TAG_BLOCKQUOTE:
+        s = 3;
+        break;
+      case GUMBO_TAG_ADDRESS:
+      case GUMBO_TAG_OL:
+      case GUMBO_TAG_UL:
+      case GUMBO_TAG_DL:
+      case GUMBO_TAG_DD:
+      case GUMBO_TAG_DT:
+      case GUMBO_TAG_LI:
+      case GUMBO_TAG_FORM:
+        s = -3;
+        break;
+      case GUMBO_TAG_H1:
+      case GUMBO_TAG_H2:
+      case GUMBO_TAG_H3:
+      case GUMBO_TAG_H4:
+      case GUMBO_TAG_H5:
+      case GUMBO_TAG_H6:
+      case GUMBO_TAG_TH:
+        s = -5;
+        break;
+      default:
+        break;
+    }
+    if (flags_.weight_classes)
+      s += class_weight(n);
+    n->score = s;
+  }
+
+  // Marks hidden and unlikely elements removed; collects the nodes to score.
+  void prepare(node* n, std::vector<node*>& to_score) {
+    for (auto* c : n->children) {
+      if (c->text_node || c->removed)
+        continue;
+      if (is_skipped_tag(c->tag) || is_hidden(c)) {
+        c->removed = true;
+        continue;
+      }
+      if (flags_.strip_unlikely && is_unlikely(c)) {
+        c->removed = true;
+        continue;
+      }
+      switch (c->tag) {
+        case GUMBO_TAG_P:
+        case GUMBO_TAG_PRE:
+        case GUMBO_TAG_TD:
+        case GUMBO_TAG_SECTION:
+        case GUMBO_TAG_H2:
+        case GUMBO_TAG_H3:
+        case GUMBO_TAG_H4:
+        case GUMBO_TAG_H5:
+        case GUMBO_TAG_H6:
+          to_score.push_back(c);
+          break;
+        case GUMBO_TAG_DIV:
+          if (!has_block_child(c))
+            to_score.push_back(c);
+          else if (has_direct_text(c))
+            to_score.push_back(c);
+          break;
+        default:
+          break;
+      }
+      prepare(c, to_score);
+    }
+  }
+
+  static bool has_direct_text(const node* n) {
+    size_t len = 0;
+    for (auto* c : n->children)
+      if (c->text_node)
+        len += fold(c->text).size();
+    return len >= 25;
+  }
+
+  bool clean_conditionally(node* n) {
+    double weight = flags_.weight_classes ? class_weight(n) : 0;
+    double score = n->scored ? n->score : 0;
+    if (weight + score < 0)
+      return true;
+    auto text = inner_text(n);
+    if (count_char(text, ',') >= 10)
+      return false;
+    // Data tables and code are content.
+    if (n->tag == GUMBO_TAG_TABLE && count_tag(n, GUMBO_TAG_TH) > 0)
+      return false;
+    if (count_tag(n, GUMBO_TAG_PRE) > 0 || count_tag(n, GUMBO_TAG_CODE) > 2)
+      return false;
+    auto p = static_cast<double>(count_tag(n, GUMBO_TAG_P));
+    auto img = static_cast<double>(count_tag(n, GUMBO_TAG_IMG));
+    auto li = static_cast<double>(count_tag(n, GUMBO_TAG_LI)) - 100;
+    auto input = static_cast<double>(count_tag(n, GUMBO_TAG_INPUT));
+    auto headings = static_cast<double>(
+      count_tag(n, GUMBO_TAG_H1) + count_tag(n, GUMBO_TAG_H2)
+      + count_tag(n, GUMBO_TAG_H3) + count_tag(n, GUMBO_TAG_H4));
+    auto len = static_cast<double>(text.size());
+    auto ld = link_density(n);
+    bool is_list = n->tag == GUMBO_TAG_UL || n->tag == GUMBO_TAG_OL;
+    if (len == 0)
+      return img == 0 && n->tag != GUMBO_TAG_TABLE;
+    if (img > 1 && p / img < 0.5)
+      return true;
+    if (!is_list && li > p)
+      return true;
+    if (input > std::floor(p / 3))
+      return true;
+    if (!is_list && headings / std::max(1.0, p) > 0.9 && len < 25
+        && img == 0)
+      return true;
+    if (!is_list && len < 25 && (img == 0 || img > 2) && ld > 0)
+      return true;
+    if (weight < 25 && ld > 0.2)
+      return true;
+    if (weight >= 25 && ld > 0.5)
+      return true;
+    return false;
+  }
+};
+
+// -- renderer -----------------------------------------------------------------
+
+class renderer {
+public:
+  std::string out;
+
+  void render(const node* n) {
+    if (n->removed)
+      return;
+    if (n->text_node) {
+      if (pre_ > 0)
+        out += n->text;
+      else
+        inline_text(n->text);
+      return;
+    }
+    if (is_skipped_tag(n->tag) || is_hidden(n))
+      return;
+    switch (n->tag) {
+      case GUMBO_TAG_BR:
+        if (pre_ > 0)
+          out += '\n';
+        else
+          newline();
+        return;
+      case GUMBO_TAG_HR:
+        blank();
+        return;
+      case GUMBO_TAG_H1:
+      case GUMBO_TAG_H2:
+      case GUMBO_TAG_H3:
+      case GUMBO_TAG_H4:
+      case GUMBO_TAG_H5:
+      case GUMBO_TAG_H6: {
+        auto text = inner_text(n);
+        if (text.empty())
+          return;
+        blank();
+        out.append(static_cast<size_t>(n->tag - GUMBO_TAG_H1 + 1), '#');
+        out += ' ';
+        out += text;
+        blank();
+        return;
+      }
+      case GUMBO_TAG_PRE: {
+        blank();
+        out += "```\n";
+        ++pre_;
+        children(n);
+        --pre_;
+        while (!out.empty() && out.back() == '\n')
+          out.pop_back();
+        out += "\n```";
+        blank();
+        return;
+      }
+      case GUMBO_TAG_UL:
+      case GUMBO_TAG_OL: {
+        if (lists_.empty())
+          blank();
+        else
+          newline();
+        lists_.push_back(n->tag == GUMBO_TAG_OL ? 1 : 0);
+        children(n);
+        lists_.pop_back();
+        if (lists_.empty())
+          blank();
+        else
+          newline();
+        return;
+      }
+      case GUMBO_TAG_LI: {
+        newline();
+        if (!lists_.empty()) {
+          out.append((lists_.size() - 1) * 2, ' ');
+          if (lists_.back() > 0)
+            out += std::to_string(lists_.back()++) + ". ";
+          else
+            out += "- ";
+        } else {
+          out += "- ";
+        }
+        at_line_start_ = true;
+        children(n);
+        newline();
+        return;
+      }
+      case GUMBO_TAG_TR: {
+        newline();
+        first_cell_ = true;
+        children(n);
+        newline();
+        return;
+      }
+      case GUMBO_TAG_TD:
+      case GUMBO_TAG_TH: {
+        if (!first_cell_)
+          out += " | ";
+        first_cell_ = false;
+        at_line_start_ = true;
+        ++cell_;
+        children(n);
+        --cell_;
+        return;
+      }
+      case GUMBO_TAG_TABLE:
+        blank();
+        children(n);
+        blank();
+        return;
+      default:
+        break;
+    }
+    bool block = is_block(n->tag) && cell_ == 0;
+    if (block)
+      paragraph_break(n->tag);
+    children(n);
+    if (block)
+      paragraph_break(n->tag);
+  }
+
+  std::string finish() {
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
+      out.pop_back();
+    size_t start = 0;
+    while (start < out.size() && (out[start] == '\n' || out[start] == ' '))
+      ++start;
+    return out.substr(start);
+  }
+
+private:
+  int pre_ = 0;
+  int cell_ = 0;
+  bool first_cell_ = true;
+  bool at_line_start_ = true;
+  bool pending_space_ = false;
+  std::vector<int> lists_;
+
+  void children(const node* n) {
+    for (auto* c : n->children)
+      render(c);
+  }
+
+  void paragraph_break(GumboTag t) {
+    if (t == GUMBO_TAG_DIV || t == GUMBO_TAG_DT || t == GUMBO_TAG_DD
+        || t == GUMBO_TAG_FIGCAPTION || t == GUMBO_TAG_SUMMARY)
+      newline();
+    else
+      blank();
+  }
+
+  void newline() {
+    pending_space_ = false;
+    at_line_start_ = true;
+    if (!out.empty() && out.back() != '\n')
+      out += '\n';
+  }
+
+  void blank() {
+    newline();
+    if (out.size() >= 2 && out[out.size() - 2] == '\n')
+      return;
+    if (!out.empty())
+      out += '\n';
+  }
+
+  void inline_text(std::string_view text) {
+    if (text.empty())
+      return;
+    bool lead = is_space(text.front());
+    bool trail = is_space(text.back());
+    auto folded = fold(text);
+    if (folded.empty()) {
+      if (!at_line_start_)
+        pending_space_ = true;
+      return;
+    }
+    if ((lead || pending_space_) && !at_line_start_ && !out.empty()
+        && out.back() != ' ' && out.back() != '\n')
+      out += ' ';
+    out += folded;
+    at_line_start_ = false;
+    pending_space_ = trail;
+  }
+};
+
+std::string render_nodes(const std::vector<node*>& nodes) {
+  renderer r;
+  for (auto* n : nodes)
+    r.render(n);
+  return r.finish();
+}
+
+// -- metadata -------------------------------------------------------------------
+
+// Drops markup that some sites leave inside JSON-LD strings.
+std::string strip_tags(const std::string& s) {
+  if (s.find('<') == std::string::npos)
+    return s;
+  std::string out;
+  bool in_tag = false;
+  for (auto c : s) {
+    if (c == '<')
+      in_tag = true;
+    else if (c == '>')
+      in_tag = false;
+    else if (!in_tag)
+      out += c;
+  }
+  return out;
+}
+
+std::string json_text(const nlohmann::json& j) {
+  if (j.is_string())
+    return fold(strip_tags(j.get<std::string>()));
+  if (j.is_object()) {
+    if (j.contains("name"))
+      return json_text(j["name"]);
+    if (j.contains("legalName"))
+      return json_text(j["legalName"]);
+    std::string out;
+    for (auto key : {"givenName", "additionalName", "familyName"}) {
+      if (!j.contains(key))
+        continue;
+      auto part = json_text(j[key]);
+      if (part.empty())
+        continue;
+      if (!out.empty())
+        out += ' ';
+      out += part;
+    }
+    return out;
+  }
+  if (j.is_array()) {
+    std::string out;
+    for (auto& e : j) {
+      auto s = json_text(e);
+      if (s.empty())
+        continue;
+      if (!out.empty())
+        out += "; ";
+      out += s;
+    }
+    return out;
+  }
+  return {};
+}
+
+std::string type_name(const nlohmann::json& type) {
+  if (type.is_string())
+    return lower(type.get<std::string>());
+  if (type.is_array() && !type.empty() && type.front().is_string())
+    return lower(type.front().get<std::string>());
+  return {};
+}
+
+bool is_article_type(const std::string& l) {
+  return l.find("article") != std::string::npos
+         || l.find("posting") != std::string::npos || l == "report"
+         || l == "review" || l == "recipe" || l == "creativework"
+         || l == "blog";
+}
+
+struct ld_meta {
+  std::string title, author, published, publisher;
+};
+
+// First pass (strict): article-like objects only; second pass: any object.
+void scan_ld(const nlohmann::json& j, ld_meta& m, int depth, bool strict) {
+  if (depth > 8)
+    return;
+  if (j.is_array()) {
+    for (auto& e : j)
+      scan_ld(e, m, depth + 1, strict);
+    return;
+  }
+  if (!j.is_object())
+    return;
+  for (auto key : {"@graph", "entries", "mainEntity"})
+    if (j.contains(key))
+      scan_ld(j[key], m, depth + 1, strict);
+  auto type = type_name(j.contains("@type") ? j["@type"] : nlohmann::json{});
+  if ((type == "website" || type == "organization" || type == "newsmediaorganization")
+      && m.publisher.empty())
+    m.publisher = json_text(j);
+  bool article = is_article_type(type);
+  if (strict && !article)
+    return;
+  if (!strict && (type == "website" || type == "organization"
+                  || type == "person" || type == "imageobject"
+                  || type == "breadcrumblist"))
+    return;
+  if (m.title.empty() && article) {
+    if (j.contains("headline"))
+      m.title = json_text(j["headline"]);
+    else if (j.contains("name"))
+      m.title = json_text(j["name"]);
+  }
+  if (m.author.empty() && j.contains("author"))
+    m.author = json_text(j["author"]);
+  if (m.published.empty() && j.contains("datePublished"))
+    m.published = json_text(j["datePublished"]);
+  if (article && j.contains("publisher")) {
+    auto p = json_text(j["publisher"]);
+    if (!p.empty())
+      m.publisher = p;
+  }
+}
+
+std::string resolve_url(std::string_view base, std::string_view ref) {
+  std::string r = fold(ref);
+  if (r.empty() || base.empty())
+    return r;
+  if (r.find("://") != std::string::npos)
+    return r;
+  auto scheme_end = base.find("://");
+  if (scheme_end == std::string_view::npos)
+    return r;
+  if (r.rfind("//", 0) == 0)
+    return std::string{base.substr(0, scheme_end + 1)} + r;
+  auto host_end = base.find('/', scheme_end + 3);
+  auto origin = std::string{base.substr(0, host_end)};
+  if (r[0] == '/')
+    return origin + r;
+  auto path = host_end == std::string_view::npos
+                ? std::string{"/"}
+                : std::string{base.substr(host_end)};
+  auto cut = path.find_first_of("?#");
+  if (cut != std::string::npos)
+    path.resize(cut);
+  path.resize(path.rfind('/') + 1);
+  return origin + path + r;
+}
+
+void collect_meta(const node* n, std::unordered_map<std::string, std::string>& m,
+                  std::string& canonical) {
+  if (n->text_node)
+    return;
+  if (n->tag == GUMBO_TAG_META) {
+    auto content = fold(n->attr("content"));
+    if (!content.empty()) {
+      // `property` may hold several space-separated names.
+      for (auto key_attr : {"property", "name", "itemprop"}) {
+        auto keys = lower(n->attr(key_attr));
+        size_t pos = 0;
+        while (pos < keys.size()) {
+          auto end = keys.find(' ', pos);
+          if (end == std::string::npos)
+            end = keys.size();
+          auto key = keys.substr(pos, end - pos);
+          if (!key.empty() && m.find(key) == m.end())
+            m.emplace(key, content);
+          pos = end + 1;
+        }
+      }
+    }
+  } else if (n->tag == GUMBO_TAG_LINK) {
+    auto rel = lower(n->attr("rel"));
+    if (rel == "canonical" && canonical.empty())
+      canonical = std::string{n->attr("href")};
+  }
+  for (auto* c : n->children)
+    collect_meta(c, m, canonical);
+}
+
+std::string first_of(const std::unordered_map<std::string, std::string>& m,
+                     std::initializer_list<const char*> keys) {
+  for (auto k : keys)
+    if (auto i = m.find(k); i != m.end() && !i->second.empty())
+      return i->second;
+  return {};
+}
+
+// Readability's title clean-up: drop " | Site" style suffixes when the rest
+// is long enough.
+std::string clean_title(const std::string& title) {
+  for (auto sep : {" | ", " - ", " – ", " — ", " :: ", " / ", " » "}) {
+    auto pos = title.rfind(sep);
+    if (pos == std::string::npos)
+      continue;
+    auto head = title.substr(0, pos);
+    size_t words = 1 + static_cast<size_t>(std::count(head.begin(), head.end(), ' '));
+    if (words >= 3)
+      return head;
+    auto first = title.find(sep);
+    auto tail = title.substr(first + std::string_view{sep}.size());
+    size_t twords = 1 + static_cast<size_t>(std::count(tail.begin(), tail.end(), ' '));
+    if (twords >= 3 && first != pos)
+      return tail;
+    return title;
+  }
+  return title;
+}
+
+std::string h_text_of_first(const node* n, GumboTag tag) {
+  if (n->text_node)
+    return {};
+  if (n->tag == tag)
+    return inner_text(n);
+  for (auto* c : n->children) {
+    auto s = h_text_of_first(c, tag);
+    if (!s.empty())
+      return s;
+  }
+  return {};
+}
+
+// A byline in the page: rel=author, itemprop=author or a "byline" class.
+std::string dom_byline(const node* n, int depth) {
+  if (n->text_node || depth > 200 || is_skipped_tag(n->tag))
+    return {};
+  auto itemprop = lower(n->attr("itemprop"));
+  if (n->attr("rel") == "author"
+      || itemprop.find("author") != std::string::npos
+      || n->id_class.find("byline") != std::string::npos) {
+    auto text = inner_text(n);
+    if (!text.empty() && text.size() < 100)
+      return text;
+  }
+  for (auto* c : n->children) {
+    auto s = dom_byline(c, depth + 1);
+    if (!s.empty())
+      return s;
+  }
+  return {};
+}
+
+void fill_metadata(const dom& d, extraction& x, std::string_view url) {
+  ld_meta ld;
+  for (auto& text : d.ld_json) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_discarded()) {
+      scan_ld(j, ld, 0, true);
+      scan_ld(j, ld, 0, false);
+    }
+  }
+  std::unordered_map<std::string, std::string> meta;
+  std::string canonical;
+  if (d.root)
+    collect_meta(d.root, meta, canonical);
+  x.title = ld.title;
+  if (x.title.empty())
+    x.title = first_of(meta, {"og:title", "twitter:title", "dc:title",
+                              "dcterm:title", "dc.title", "title",
+                              "sailthru.title", "parsely-title",
+                              "weibo:article:title"});
+  if (x.title.empty()) {
+    x.title = clean_title(d.title);
+    if (x.title.empty() && d.body)
+      x.title = h_text_of_first(d.body, GUMBO_TAG_H1);
+  }
+  x.byline = ld.author;
+  if (x.byline.empty())
+    x.byline = first_of(meta, {"author", "article:author", "dc:creator",
+                               "dc.creator", "dcterm:creator",
+                               "parsely-author", "sailthru.author",
+                               "byl"});
+  if (x.byline.rfind("http", 0) == 0)
+    x.byline.clear();
+  if (x.byline.empty() && d.body)
+    x.byline = dom_byline(d.body, 0);
+  x.published = ld.published;
+  if (x.published.empty())
+    x.published = first_of(meta, {"article:published_time",
+                                  "article:published", "datepublished",
+                                  "date", "dc.date", "dc.date.issued",
+                                  "dcterm:created", "pubdate",
+                                  "parsely-pub-date", "publish-date",
+                                  "og:published_time"});
+  x.site_name = first_of(meta, {"og:site_name"});
+  if (x.site_name.empty())
+    x.site_name = ld.publisher;
+  if (x.site_name.empty())
+    x.site_name = first_of(meta, {"application-name", "twitter:site"});
+  if (d.html)
+    x.lang = fold(d.html->attr("lang"));
+  if (x.lang.empty())
+    x.lang = first_of(meta, {"og:locale", "content-language", "language",
+                             "dc.language"});
+  if (canonical.empty())
+    canonical = first_of(meta, {"og:url"});
+  x.canonical_url = resolve_url(url, canonical);
+  x.excerpt = first_of(meta, {"og:description", "description",
+                              "twitter:description", "dc:description",
+                              "dc.description"});
+}
+
+// Drops a leading heading equal to the title (rendered separately).
+std::string strip_title_heading(std::string text, const std::string& title) {
+  if (title.empty() || text.rfind('#', 0) != 0)
+    return text;
+  auto nl = text.find('\n');
+  auto first = text.substr(0, nl);
+  auto body = first.substr(first.find(' ') + 1);
+  if (lower(body) != lower(title))
+    return text;
+  if (nl == std::string::npos)
+    return {};
+  auto start = text.find_first_not_of('\n', nl);
+  return start == std::string::npos ? std::string{} : text.substr(start);
+}
+
+void reset(node* n) {
+  n->removed = false;
+  n->scored = false;
+  n->score = 0;
+  for (auto* c : n->children)
+    reset(c);
+}
+
+} // namespace
+
+extraction extract_html(std::string_view html, std::string_view url) {
+  extraction x;
+  dom d{html};
+  fill_metadata(d, x, url);
+  if (!d.body)
+    return x;
+  const flags attempts[] = {{true, true, true},
+                            {false, true, true},
+                            {false, false, true},
+                            {false, false, false}};
+  std::string best;
+  for (auto& f : attempts) {
+    reset(d.body);
+    readability r{d.body, f};
+    auto* top = r.run();
+    auto parts = r.gather(top);
+    for (auto* p : parts)
+      r.clean(p);
+    auto text = render_nodes(parts);
+    if (text.size() > best.size())
+      best = std::move(text);
+    if (best.size() >= 500)
+      break;
+  }
+  x.text = strip_title_heading(std::move(best), x.title);
+  return x;
+}
+
+std::string html_to_text(std::string_view html) {
+  dom d{html};
+  if (!d.body)
+    return {};
+  return render_nodes({d.body});
+}
+
+} // namespace quarry::plugins::content_extract

@@ -1,0 +1,55 @@
+// Main-content extraction from HTML pages (readability-style), charset
+// decoding to UTF-8 and content-type sniffing.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace quarry::plugins::content_extract {
+
+/// What a page yields: metadata and the main content as Markdown-like text.
+struct extraction {
+  /// Article title (JSON-LD, Open Graph, meta tags or <title>).
+  std::string title;
+  /// Author(s), several joined with "; ".
+  std::string byline;
+  /// Publication date as found on the page (usually ISO 8601).
+  std::string published;
+  /// Name of the site or publisher.
+  std::string site_name;
+  /// Language from <html lang> or meta tags.
+  std::string lang;
+  /// The canonical URL (<link rel=canonical> or og:url), resolved against the page URL.
+  std::string canonical_url;
+  /// Short description (meta description / og:description).
+  std::string excerpt;
+  /// Main content: headings as `#`, list items as `- `, table rows joined
+  /// with ` | `, code blocks fenced with ```, links as their text.
+  std::string text;
+};
+
+/// Extracts metadata and the main content of an HTML page (UTF-8 input).
+/// `url` is the page's address, used to resolve a relative canonical URL.
+extraction extract_html(std::string_view html, std::string_view url = {});
+
+/// Renders the whole <body> of a page as Markdown-like text without any
+/// content scoring (scripts, styles and hidden elements are skipped).
+std::string html_to_text(std::string_view html);
+
+/// Converts a document to UTF-8. The charset comes from a byte-order mark, the
+/// `charset=` parameter of the Content-Type header, or a <meta charset> /
+/// http-equiv tag in the first bytes, in that order; UTF-8 is assumed
+/// otherwise. Supports UTF-8, UTF-16LE/BE, ISO-8859-1 and windows-1252 (and
+/// their aliases); invalid UTF-8 sequences become U+FFFD.
+std::string decode_to_utf8(std::string_view bytes,
+                           std::string_view content_type_header);
+
+/// The broad kind of a fetched document.
+enum class content_kind { html, pdf, text, json, other };
+
+/// Decides the kind of a document from its Content-Type and first bytes. The
+/// bytes win over a missing, generic or wrong header (%PDF-, <html, <!doctype,
+/// a JSON object or array).
+content_kind sniff(std::string_view content_type, std::string_view first_bytes);
+
+} // namespace quarry::plugins::content_extract

@@ -1,0 +1,128 @@
+// The Brave Search backend of the `web_search` tool.
+
+#include "brave_search.hpp"
+
+namespace quarry::plugins::web_search_brave {
+
+namespace wsc = web_search_common;
+
+namespace {
+
+std::string str(const nlohmann::json& obj, const char* key) {
+  auto i = obj.find(key);
+  if (i != obj.end() && i->is_string())
+    return i->get<std::string>();
+  return {};
+}
+
+} // namespace
+
+config parse_config(const nlohmann::json& cfg) {
+  static const std::vector<std::string> extra{"country", "search_lang",
+                                              "ui_lang", "safesearch",
+                                              "freshness"};
+  config result;
+  result.common = wsc::parse_common_config(cfg, "brave", default_base_url,
+                                           true, extra);
+  if (cfg.is_object()) {
+    result.country = wsc::string_option(cfg, "country", "", "brave");
+    result.search_lang = wsc::string_option(cfg, "search_lang", "", "brave");
+    result.ui_lang = wsc::string_option(cfg, "ui_lang", "", "brave");
+    result.safesearch = wsc::string_option(cfg, "safesearch", "", "brave");
+    result.freshness = wsc::string_option(cfg, "freshness", "", "brave");
+  }
+  if (!result.safesearch.empty() && result.safesearch != "off"
+      && result.safesearch != "moderate" && result.safesearch != "strict")
+    throw std::invalid_argument("brave: 'safesearch' must be off, moderate "
+                                "or strict");
+  return result;
+}
+
+backend::backend(config cfg) : cfg_(std::move(cfg)) {
+  // nop
+}
+
+sdk::http_request backend::make_request(const std::string& query) const {
+  sdk::http_request req;
+  req.method = "GET";
+  std::string url = cfg_.common.base_url + "/res/v1/web/search?q="
+                    + wsc::url_encode(query)
+                    + "&count=" + std::to_string(cfg_.common.max_results)
+                    + "&text_decorations=false&result_filter=web";
+  auto add = [&url](const char* key, const std::string& value) {
+    if (!value.empty())
+      url += std::string{"&"} + key + "=" + wsc::url_encode(value);
+  };
+  add("country", cfg_.country);
+  add("search_lang", cfg_.search_lang);
+  add("ui_lang", cfg_.ui_lang);
+  add("safesearch", cfg_.safesearch);
+  add("freshness", cfg_.freshness);
+  req.url = std::move(url);
+  req.headers = {{"Accept", "application/json"},
+                 {"X-Subscription-Token", cfg_.common.api_key}};
+  return req;
+}
+
+wsc::parse_result backend::parse(std::string_view body) const {
+  return parse_response(body);
+}
+
+sdk::error backend::classify(int status, const sdk::http_headers& headers,
+                             std::string_view body) const {
+  auto err = wsc::classify_status(status, headers, wsc::error_message_of(body));
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+    auto code = str(j["error"], "code");
+    // Brave reports a bad key as 422 SUBSCRIPTION_TOKEN_INVALID.
+    if (code.find("TOKEN") != std::string::npos)
+      err.code = sdk::errc::auth;
+    else if (code == "CREDIT_EXHAUSTED" || code.find("QUOTA") != std::string::npos)
+      err.code = sdk::errc::quota;
+  }
+  return err;
+}
+
+wsc::parse_result parse_response(std::string_view body) {
+  wsc::parse_result out;
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object()) {
+    out.failure = sdk::make_error(sdk::errc::invalid_response,
+                                  "Brave returned a body that is not a JSON "
+                                  "object");
+    return out;
+  }
+  if (str(j, "type") == "ErrorResponse") {
+    out.failure = sdk::make_error(sdk::errc::invalid_response,
+                                  "Brave returned an error: "
+                                    + wsc::error_message_of(body));
+    return out;
+  }
+  auto web = j.find("web");
+  if (web == j.end() || !web->is_object())
+    return out; // no web results at all
+  auto results = web->find("results");
+  if (results == web->end() || !results->is_array())
+    return out;
+  for (const auto& item : *results) {
+    if (!item.is_object())
+      continue;
+    std::optional<std::string> published;
+    if (auto age = str(item, "page_age"); !age.empty())
+      published = age;
+    if (auto r = wsc::make_result(str(item, "title"), str(item, "url"),
+                                  str(item, "description"), published))
+      out.results.push_back(std::move(*r));
+  }
+  return out;
+}
+
+std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
+                                     const nlohmann::json& cfg) {
+  auto parsed = parse_config(cfg);
+  auto common = parsed.common;
+  return std::make_unique<wsc::search_tool>(
+    host, std::make_shared<backend>(std::move(parsed)), std::move(common));
+}
+
+} // namespace quarry::plugins::web_search_brave

@@ -1,0 +1,525 @@
+// Shared pieces of the `web_search` tool plugins: normalisation, cleaning,
+// interleaving and the LLM-facing texts.
+
+#include "web_search_common.hpp"
+
+#include "quarry/sdk/tool.hpp"
+
+#include "quarry/sdk/http_errors.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <stdexcept>
+
+namespace quarry::plugins::web_search_common {
+
+namespace {
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'
+         || c == '\v';
+}
+
+// Folds whitespace runs to one space and trims.
+std::string fold_spaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool pending = false;
+  for (char c : text) {
+    if (is_space(c)) {
+      pending = !out.empty();
+      continue;
+    }
+    if (pending)
+      out += ' ';
+    pending = false;
+    out += c;
+  }
+  return out;
+}
+
+std::string lower(std::string_view x) {
+  std::string out{x};
+  for (auto& c : out)
+    if (c >= 'A' && c <= 'Z')
+      c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    cp = 0xFFFD;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// The named references search snippets actually use.
+const std::pair<std::string_view, uint32_t> named_entities[] = {
+  {"amp", '&'},      {"lt", '<'},        {"gt", '>'},       {"quot", '"'},
+  {"apos", '\''},    {"nbsp", 0xA0},     {"ndash", 0x2013}, {"mdash", 0x2014},
+  {"hellip", 0x2026}, {"lsquo", 0x2018}, {"rsquo", 0x2019}, {"ldquo", 0x201C},
+  {"rdquo", 0x201D}, {"laquo", 0xAB},    {"raquo", 0xBB},   {"copy", 0xA9},
+  {"reg", 0xAE},     {"trade", 0x2122},  {"middot", 0xB7},  {"bull", 0x2022},
+  {"deg", 0xB0},     {"euro", 0x20AC},   {"pound", 0xA3},   {"eacute", 0xE9},
+  {"egrave", 0xE8},  {"aacute", 0xE1},   {"agrave", 0xE0},  {"ouml", 0xF6},
+  {"uuml", 0xFC},    {"auml", 0xE4},     {"szlig", 0xDF},   {"times", 0xD7},
+};
+
+bool is_inline_tag(const std::string& name) {
+  static const std::set<std::string> names{
+    "a",    "abbr", "b",     "bdi",  "bdo", "cite", "code", "em",   "font",
+    "i",    "kbd",  "mark",  "q",    "s",   "samp", "small", "span", "strong",
+    "sub",  "sup",  "time",  "u",    "var", "wbr"};
+  return names.count(name) > 0;
+}
+
+std::string json_to_text(const nlohmann::json& x) {
+  if (x.is_string())
+    return x.get<std::string>();
+  if (x.is_boolean())
+    return x.get<bool>() ? "True" : "False";
+  return x.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+} // namespace
+
+std::string normalize_query(std::string_view text) {
+  std::string kept;
+  kept.reserve(text.size());
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 32 || u == 127)
+      continue;
+    kept += c;
+  }
+  return fold_spaces(kept);
+}
+
+std::vector<std::string> normalize_queries(const nlohmann::json& value) {
+  std::vector<std::string> raw;
+  if (value.is_string()) {
+    raw.push_back(value.get<std::string>());
+  } else if (value.is_array()) {
+    for (const auto& item : value)
+      if (!item.is_null())
+        raw.push_back(json_to_text(item));
+  }
+  std::vector<std::string> result;
+  std::set<std::string> seen;
+  for (const auto& x : raw) {
+    auto q = normalize_query(x);
+    if (!q.empty() && seen.insert(q).second)
+      result.push_back(std::move(q));
+  }
+  return result;
+}
+
+bool is_tracking_parameter(std::string_view name) {
+  auto x = lower(name);
+  if (x.rfind("utm_", 0) == 0)
+    return true;
+  static const std::set<std::string> names{
+    "fbclid", "gclid", "dclid",   "gbraid", "wbraid", "msclkid", "yclid",
+    "mc_cid", "mc_eid", "igshid", "_ga",    "_gl",    "twclid",  "ttclid",
+    "li_fat_id", "mkt_tok", "_hsenc", "_hsmi", "oly_anon_id", "oly_enc_id",
+    "vero_id", "rb_clickid", "s_cid"};
+  return names.count(x) > 0;
+}
+
+std::string clean_url(std::string_view url) {
+  auto hash = url.find('#');
+  if (hash != std::string_view::npos)
+    url = url.substr(0, hash);
+  auto qm = url.find('?');
+  if (qm == std::string_view::npos)
+    return std::string{url};
+  std::string out{url.substr(0, qm)};
+  auto query = url.substr(qm + 1);
+  std::string kept;
+  size_t pos = 0;
+  while (pos <= query.size()) {
+    auto amp = query.find('&', pos);
+    if (amp == std::string_view::npos)
+      amp = query.size();
+    auto part = query.substr(pos, amp - pos);
+    auto name = part.substr(0, part.find('='));
+    if (!part.empty() && !is_tracking_parameter(name)) {
+      if (!kept.empty())
+        kept += '&';
+      kept += part;
+    }
+    pos = amp + 1;
+  }
+  if (!kept.empty()) {
+    out += '?';
+    out += kept;
+  }
+  return out;
+}
+
+std::string decode_entities(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    char c = text[i];
+    if (c != '&') {
+      out += c;
+      ++i;
+      continue;
+    }
+    auto semi = text.find(';', i + 1);
+    if (semi == std::string_view::npos || semi - i > 12) {
+      out += c;
+      ++i;
+      continue;
+    }
+    auto ref = text.substr(i + 1, semi - i - 1);
+    bool done = false;
+    if (ref.size() >= 2 && ref[0] == '#') {
+      bool hex = ref[1] == 'x' || ref[1] == 'X';
+      auto digits = ref.substr(hex ? 2 : 1);
+      uint32_t cp = 0;
+      bool ok = !digits.empty();
+      for (char d : digits) {
+        uint32_t v;
+        if (d >= '0' && d <= '9')
+          v = static_cast<uint32_t>(d - '0');
+        else if (hex && d >= 'a' && d <= 'f')
+          v = static_cast<uint32_t>(d - 'a' + 10);
+        else if (hex && d >= 'A' && d <= 'F')
+          v = static_cast<uint32_t>(d - 'A' + 10);
+        else {
+          ok = false;
+          break;
+        }
+        cp = cp * (hex ? 16 : 10) + v;
+        if (cp > 0x10FFFF)
+          cp = 0x110000; // stays out of range
+      }
+      if (ok) {
+        append_utf8(out, cp);
+        done = true;
+      }
+    } else {
+      for (const auto& [name, cp] : named_entities) {
+        if (name == ref) {
+          append_utf8(out, cp);
+          done = true;
+          break;
+        }
+      }
+    }
+    if (done) {
+      i = semi + 1;
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::string clean_text(std::string_view html) {
+  std::string stripped;
+  stripped.reserve(html.size());
+  size_t i = 0;
+  while (i < html.size()) {
+    char c = html[i];
+    if (c == '<' && i + 1 < html.size()) {
+      char n = html[i + 1];
+      bool tag = (n >= 'a' && n <= 'z') || (n >= 'A' && n <= 'Z') || n == '/'
+                 || n == '!';
+      auto close = html.find('>', i + 1);
+      if (tag && close != std::string_view::npos) {
+        // Inline tags (highlights such as <strong>) vanish; others separate
+        // words.
+        size_t k = i + 1 + (n == '/' ? 1 : 0);
+        size_t end = k;
+        while (end < close && std::isalnum(static_cast<unsigned char>(html[end])))
+          ++end;
+        if (!is_inline_tag(lower(html.substr(k, end - k))))
+          stripped += ' ';
+        i = close + 1;
+        continue;
+      }
+    }
+    stripped += c;
+    ++i;
+  }
+  auto decoded = decode_entities(stripped);
+  // Non-breaking spaces (U+00A0) become plain spaces.
+  std::string plain;
+  plain.reserve(decoded.size());
+  for (size_t j = 0; j < decoded.size(); ++j) {
+    if (static_cast<unsigned char>(decoded[j]) == 0xC2 && j + 1 < decoded.size()
+        && static_cast<unsigned char>(decoded[j + 1]) == 0xA0) {
+      plain += ' ';
+      ++j;
+    } else {
+      plain += decoded[j];
+    }
+  }
+  return fold_spaces(plain);
+}
+
+std::string url_encode(std::string_view text) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z')
+        || (u >= '0' && u <= '9') || u == '-' || u == '.' || u == '_'
+        || u == '~') {
+      out += c;
+    } else {
+      out += '%';
+      out += hex[u >> 4];
+      out += hex[u & 0x0F];
+    }
+  }
+  return out;
+}
+
+std::optional<search_result>
+make_result(std::string_view title, std::string_view url,
+            std::string_view snippet, std::optional<std::string> published) {
+  search_result r;
+  r.title = clean_text(title);
+  r.url = clean_url(fold_spaces(url));
+  r.snippet = clean_text(snippet);
+  if (r.url.empty() || (r.title.empty() && r.snippet.empty()))
+    return std::nullopt;
+  if (published && !published->empty())
+    r.published = std::move(published);
+  return r;
+}
+
+std::vector<search_result>
+interleave(const std::vector<std::vector<search_result>>& lists,
+           size_t limit) {
+  std::vector<search_result> out;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (size_t rank = 0; out.size() < limit; ++rank) {
+    bool any_left = false;
+    for (const auto& list : lists) {
+      if (rank >= list.size())
+        continue;
+      any_left = true;
+      const auto& r = list[rank];
+      if (seen.emplace(r.title, r.url).second) {
+        out.push_back(r);
+        if (out.size() >= limit)
+          break;
+      }
+    }
+    if (!any_left)
+      break;
+  }
+  return out;
+}
+
+std::string format_results(const std::vector<search_result>& results,
+                           int first_document) {
+  auto arr = nlohmann::ordered_json::array();
+  int n = first_document;
+  for (const auto& r : results) {
+    nlohmann::ordered_json obj;
+    obj["document"] = n++;
+    obj["title"] = r.title;
+    if (r.published)
+      obj["updated_at"] = *r.published;
+    obj["url"] = r.url;
+    obj["content"] = r.snippet;
+    arr.push_back(std::move(obj));
+  }
+  nlohmann::ordered_json root;
+  root["results"] = std::move(arr);
+  return root.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::vector<sdk::document>
+to_documents(const std::vector<search_result>& results) {
+  std::vector<sdk::document> out;
+  out.reserve(results.size());
+  for (const auto& r : results) {
+    sdk::document doc;
+    doc.id = r.url;
+    doc.url = r.url;
+    doc.title = r.title;
+    doc.snippet = r.snippet;
+    doc.published = r.published;
+    doc.kind = sdk::source_kind::web;
+    out.push_back(std::move(doc));
+  }
+  return out;
+}
+
+std::string missing_queries_message() {
+  return "The web_search tool requires a 'queries' parameter containing an "
+         "array of search queries. Example: "
+         "{\"queries\": [\"your search query here\"]}";
+}
+
+std::string empty_queries_message() {
+  return "No valid search queries were provided: all queries were empty or "
+         "contained only whitespace. Please provide at least one query with "
+         "actual search terms.";
+}
+
+std::string
+all_failed_message(const std::vector<std::pair<std::string, std::string>>&
+                     failures) {
+  nlohmann::ordered_json obj = nlohmann::ordered_json::object();
+  for (const auto& [query, err] : failures)
+    obj[query] = err;
+  return "All web search queries failed. Query failures:\n"
+         + obj.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string no_results_message() {
+  return "The web search returned no results. Try rephrasing the query or "
+         "using different search terms.";
+}
+
+std::string tool_description() {
+  return "Search the web for information. Returns a list of search results "
+         "with titles, metadata, and snippets.";
+}
+
+nlohmann::json tool_parameters() {
+  return {
+    {"type", "object"},
+    {"properties",
+     {{"queries",
+       {{"type", "array"},
+        {"items", {{"type", "string"}}},
+        {"description", "One or more queries to look up on the web. Must "
+                        "contain only printable characters"}}}}},
+    {"required", {"queries"}},
+  };
+}
+
+std::string error_message_of(std::string_view body) {
+  std::string msg;
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  auto str = [](const nlohmann::json& x) -> std::string {
+    if (x.is_string())
+      return x.get<std::string>();
+    return {};
+  };
+  if (j.is_object()) {
+    if (auto e = j.find("error"); e != j.end()) {
+      if (e->is_object()) {
+        for (auto key : {"detail", "message", "code"})
+          if (auto d = e->find(key); d != e->end() && msg.empty())
+            msg = str(*d);
+      } else {
+        msg = str(*e);
+      }
+    }
+    if (auto d = j.find("detail"); msg.empty() && d != j.end()) {
+      if (d->is_object() && d->contains("error"))
+        msg = str((*d)["error"]);
+      else
+        msg = str(*d);
+    }
+    if (auto m = j.find("message"); msg.empty() && m != j.end())
+      msg = str(*m);
+  }
+  if (msg.empty())
+    msg = std::string{body.substr(0, 200)};
+  msg = normalize_query(msg);
+  if (msg.size() > 300)
+    msg.resize(300);
+  return msg;
+}
+
+sdk::error classify_status(int status, const sdk::http_headers& headers,
+                           std::string message) {
+  auto err = sdk::make_error(sdk::classify_http_status(status),
+                             std::move(message), status);
+  err.retry_after_ms = sdk::retry_after_ms(headers);
+  err.retry_hint = sdk::should_retry_header(headers);
+  return err;
+}
+
+std::string string_option(const nlohmann::json& config, std::string_view key,
+                          std::string fallback, std::string_view plugin) {
+  auto i = config.find(std::string{key});
+  if (i == config.end() || i->is_null())
+    return fallback;
+  if (!i->is_string())
+    throw std::invalid_argument(std::string{plugin} + ": '" + std::string{key}
+                                + "' must be a string");
+  return i->get<std::string>();
+}
+
+common_config parse_common_config(const nlohmann::json& config,
+                                  std::string_view plugin,
+                                  std::string default_base_url,
+                                  bool api_key_required,
+                                  const std::vector<std::string>& extra_keys) {
+  std::string p{plugin};
+  if (!config.is_object() && !config.is_null())
+    throw std::invalid_argument(p + ": the configuration must be a mapping");
+  common_config cfg;
+  if (config.is_null())
+    return parse_common_config(nlohmann::json::object(), plugin,
+                               std::move(default_base_url), api_key_required,
+                               extra_keys);
+  for (const auto& [key, value] : config.items()) {
+    static const std::set<std::string> known{"api_key", "base_url",
+                                             "max_results", "timeout"};
+    if (known.count(key) == 0 && !sdk::is_host_tool_key(key)
+        && std::find(extra_keys.begin(), extra_keys.end(), key)
+             == extra_keys.end())
+      throw std::invalid_argument(p + ": unknown configuration key '" + key
+                                  + "'");
+  }
+  cfg.api_key = string_option(config, "api_key", "", plugin);
+  if (api_key_required && cfg.api_key.empty())
+    throw std::invalid_argument(p + ": 'api_key' is required");
+  cfg.base_url = string_option(config, "base_url", default_base_url, plugin);
+  while (!cfg.base_url.empty() && cfg.base_url.back() == '/')
+    cfg.base_url.pop_back();
+  if (cfg.base_url.rfind("http://", 0) != 0
+      && cfg.base_url.rfind("https://", 0) != 0)
+    throw std::invalid_argument(p + ": 'base_url' must be an http or https URL");
+  if (auto i = config.find("max_results"); i != config.end()) {
+    if (!i->is_number_integer() || i->get<int64_t>() < 1
+        || i->get<int64_t>() > static_cast<int64_t>(max_results_cap))
+      throw std::invalid_argument(p + ": 'max_results' must be an integer "
+                                      "from 1 to 20");
+    cfg.max_results = static_cast<size_t>(i->get<int64_t>());
+  }
+  // A duration string (`30s`) is for the tool provider actor, which reads the
+  // same key; a number of seconds also bounds each search request.
+  if (auto i = config.find("timeout"); i != config.end() && !i->is_string()) {
+    if (!i->is_number() || !(i->get<double>() > 0)
+        || i->get<double>() > 3600)
+      throw std::invalid_argument(p + ": 'timeout' must be a number of "
+                                      "seconds greater than 0");
+    cfg.timeout = std::chrono::milliseconds{
+      static_cast<int64_t>(std::llround(i->get<double>() * 1000))};
+  }
+  return cfg;
+}
+
+} // namespace quarry::plugins::web_search_common

@@ -1,0 +1,141 @@
+// Shared pieces of the `web_search` tool plugins: results, query
+// normalisation, URL and snippet cleaning, interleaving and LLM-facing text.
+#pragma once
+
+#include "quarry/sdk/host.hpp"
+#include "quarry/sdk/types.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace quarry::plugins::web_search_common {
+
+/// Most results a search returns to the LLM (Onyx's cap).
+constexpr size_t max_results_cap = 20;
+
+/// One search result, already cleaned.
+struct search_result {
+  std::string title;
+  /// The cleaned URL (see clean_url).
+  std::string url;
+  std::string snippet;
+  /// Publication date as the provider gave it (ISO 8601 where it can).
+  std::optional<std::string> published;
+};
+
+/// What parsing one response body produced.
+struct parse_result {
+  std::vector<search_result> results;
+  /// Set when the body was not a valid response.
+  std::optional<sdk::error> failure;
+};
+
+/// Returns the queries of the `queries` argument as Onyx normalises them: a
+/// bare string is one query, other non-arrays give none, null items are
+/// skipped, other non-strings are rendered as text, ASCII control characters
+/// are removed, whitespace runs fold to one space, the ends are trimmed,
+/// empties and duplicates are dropped.
+std::vector<std::string> normalize_queries(const nlohmann::json& value);
+
+/// Normalises one query (control characters removed, whitespace folded,
+/// trimmed).
+std::string normalize_query(std::string_view text);
+
+/// Drops the fragment and the tracking parameters (utm_*, fbclid, gclid, ...)
+/// of `url` and keeps the rest of the query string.
+std::string clean_url(std::string_view url);
+
+/// Returns whether a query parameter named `name` only tracks the visitor.
+bool is_tracking_parameter(std::string_view name);
+
+/// Decodes HTML character references (named, decimal and hexadecimal).
+std::string decode_entities(std::string_view text);
+
+/// Removes HTML tags, decodes entities, folds whitespace and trims.
+std::string clean_text(std::string_view html);
+
+/// Percent-encodes `text` for a query string (unreserved characters stay).
+std::string url_encode(std::string_view text);
+
+/// Builds a cleaned result from raw provider fields; returns nothing when it
+/// has neither a title nor a snippet or no URL.
+std::optional<search_result>
+make_result(std::string_view title, std::string_view url,
+            std::string_view snippet, std::optional<std::string> published);
+
+/// Round-robin interleave: result 0 of every list, then result 1, ...,
+/// skipping (title, url) pairs already taken, until `limit` results.
+std::vector<search_result>
+interleave(const std::vector<std::vector<search_result>>& lists,
+           size_t limit = max_results_cap);
+
+/// Returns `{"results": [{"document", "title", "updated_at"?, "url",
+/// "content"}]}` indented by 2, numbering documents from `first_document`.
+std::string format_results(const std::vector<search_result>& results,
+                           int first_document = 1);
+
+/// Converts results to SDK documents (id = url, kind web).
+std::vector<sdk::document>
+to_documents(const std::vector<search_result>& results);
+
+/// The LLM-facing text when the arguments lack a `queries` array.
+std::string missing_queries_message();
+
+/// The LLM-facing text when every query was empty or whitespace.
+std::string empty_queries_message();
+
+/// The LLM-facing text when every query failed: the failures as a JSON
+/// object query -> error, in query order.
+std::string
+all_failed_message(const std::vector<std::pair<std::string, std::string>>&
+                     failures);
+
+/// The LLM-facing text when the search found nothing.
+std::string no_results_message();
+
+/// The tool's description (Onyx's).
+std::string tool_description();
+
+/// The tool's parameter schema (Onyx's).
+nlohmann::json tool_parameters();
+
+/// Extracts a readable error message from an error response body (JSON
+/// `error.detail`, `detail.error`, `detail`, `error`, `message`), at most
+/// 300 characters; falls back to a short prefix of the body.
+std::string error_message_of(std::string_view body);
+
+/// Classifies an error response by its status and headers (Retry-After,
+/// x-should-retry), with `message` as the error text.
+sdk::error classify_status(int status, const sdk::http_headers& headers,
+                           std::string message);
+
+/// Settings every web_search plugin reads.
+struct common_config {
+  std::string api_key;
+  /// Without a trailing slash.
+  std::string base_url;
+  size_t max_results = 10;
+  std::chrono::milliseconds timeout{30000};
+};
+
+/// Reads `api_key`, `base_url`, `max_results` (1..20) and `timeout`
+/// (seconds) from `config` and rejects any other key not in `extra_keys`.
+/// Throws std::invalid_argument with a clear message.
+common_config parse_common_config(const nlohmann::json& config,
+                                  std::string_view plugin,
+                                  std::string default_base_url,
+                                  bool api_key_required,
+                                  const std::vector<std::string>& extra_keys);
+
+/// Returns the string option `key` of `config` or `fallback`; throws
+/// std::invalid_argument if present and not a string.
+std::string string_option(const nlohmann::json& config, std::string_view key,
+                          std::string fallback, std::string_view plugin);
+
+} // namespace quarry::plugins::web_search_common

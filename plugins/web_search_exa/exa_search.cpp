@@ -1,0 +1,113 @@
+// The Exa backend of the `web_search` tool.
+
+#include "exa_search.hpp"
+
+#include <stdexcept>
+
+namespace quarry::plugins::web_search_exa {
+
+namespace wsc = web_search_common;
+
+namespace {
+
+std::string str(const nlohmann::json& obj, const char* key) {
+  auto i = obj.find(key);
+  if (i != obj.end() && i->is_string())
+    return i->get<std::string>();
+  return {};
+}
+
+} // namespace
+
+config parse_config(const nlohmann::json& cfg) {
+  static const std::vector<std::string> extra{"type", "category"};
+  config result;
+  result.common = wsc::parse_common_config(cfg, "exa", default_base_url, true,
+                                           extra);
+  if (cfg.is_object()) {
+    result.type = wsc::string_option(cfg, "type", "auto", "exa");
+    result.category = wsc::string_option(cfg, "category", "", "exa");
+  }
+  if (result.type != "auto" && result.type != "neural" && result.type != "fast"
+      && result.type != "deep" && result.type != "instant")
+    throw std::invalid_argument("exa: 'type' must be auto, neural, fast, deep "
+                                "or instant");
+  return result;
+}
+
+backend::backend(config cfg) : cfg_(std::move(cfg)) {
+  // nop
+}
+
+sdk::http_request backend::make_request(const std::string& query) const {
+  sdk::http_request req;
+  req.method = "POST";
+  req.url = cfg_.common.base_url + "/search";
+  req.headers = {{"x-api-key", cfg_.common.api_key},
+                 {"Content-Type", "application/json"},
+                 {"Accept", "application/json"}};
+  nlohmann::ordered_json body;
+  body["query"] = query;
+  body["type"] = cfg_.type;
+  body["numResults"] = cfg_.common.max_results;
+  if (!cfg_.category.empty())
+    body["category"] = cfg_.category;
+  body["contents"] = {
+    {"highlights", {{"numSentences", 2}, {"highlightsPerUrl", 1}}}};
+  req.body = body.dump(-1, ' ', false,
+                       nlohmann::json::error_handler_t::replace);
+  return req;
+}
+
+wsc::parse_result backend::parse(std::string_view body) const {
+  return parse_response(body);
+}
+
+wsc::parse_result parse_response(std::string_view body) {
+  wsc::parse_result out;
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object()) {
+    out.failure = sdk::make_error(sdk::errc::invalid_response,
+                                  "Exa returned a body that is not a JSON "
+                                  "object");
+    return out;
+  }
+  auto results = j.find("results");
+  if (results == j.end() || !results->is_array()) {
+    out.failure = sdk::make_error(sdk::errc::invalid_response,
+                                  "Exa returned no 'results' array");
+    return out;
+  }
+  for (const auto& item : *results) {
+    if (!item.is_object())
+      continue;
+    std::string snippet;
+    if (auto h = item.find("highlights"); h != item.end() && h->is_array())
+      for (const auto& x : *h)
+        if (x.is_string() && snippet.empty())
+          snippet = x.get<std::string>();
+    if (snippet.empty())
+      snippet = str(item, "summary");
+    if (snippet.empty())
+      snippet = str(item, "text");
+    std::optional<std::string> published;
+    if (auto date = str(item, "publishedDate"); !date.empty())
+      published = date;
+    auto url = str(item, "url");
+    if (url.empty())
+      url = str(item, "id");
+    if (auto r = wsc::make_result(str(item, "title"), url, snippet, published))
+      out.results.push_back(std::move(*r));
+  }
+  return out;
+}
+
+std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
+                                     const nlohmann::json& cfg) {
+  auto parsed = parse_config(cfg);
+  auto common = parsed.common;
+  return std::make_unique<wsc::search_tool>(
+    host, std::make_shared<backend>(std::move(parsed)), std::move(common));
+}
+
+} // namespace quarry::plugins::web_search_exa

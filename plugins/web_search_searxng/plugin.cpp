@@ -1,0 +1,19 @@
+// Entry point of the `searxng` web_search plugin: the factory only.
+
+#include "searxng_search.hpp"
+
+#include "quarry/sdk/plugin.hpp"
+
+#include <memory>
+
+namespace {
+
+std::unique_ptr<quarry::sdk::plugin_object> make(quarry::sdk::host_context& host,
+                                                 const nlohmann::json& config) {
+  return quarry::plugins::web_search_searxng::make_tool(host, config);
+}
+
+} // namespace
+
+QUARRY_PLUGIN(searxng, quarry::sdk::plugin_kind::tool, "0.1.0",
+              "web_search through a self-hosted SearXNG instance (format=json)", &make)

@@ -1,0 +1,122 @@
+// The SearXNG backend of the `web_search` tool.
+
+#include "searxng_search.hpp"
+
+namespace quarry::plugins::web_search_searxng {
+
+namespace wsc = web_search_common;
+
+namespace {
+
+std::string str(const nlohmann::json& obj, const char* key) {
+  auto i = obj.find(key);
+  if (i != obj.end() && i->is_string())
+    return i->get<std::string>();
+  return {};
+}
+
+} // namespace
+
+config parse_config(const nlohmann::json& cfg) {
+  static const std::vector<std::string> extra{"categories", "language",
+                                              "time_range", "safesearch",
+                                              "engines"};
+  config result;
+  result.common = wsc::parse_common_config(cfg, "searxng", default_base_url,
+                                           false, extra);
+  if (cfg.is_object()) {
+    result.categories = wsc::string_option(cfg, "categories", "", "searxng");
+    result.language = wsc::string_option(cfg, "language", "", "searxng");
+    result.time_range = wsc::string_option(cfg, "time_range", "", "searxng");
+    result.safesearch = wsc::string_option(cfg, "safesearch", "", "searxng");
+    result.engines = wsc::string_option(cfg, "engines", "", "searxng");
+  }
+  if (!result.safesearch.empty() && result.safesearch != "0"
+      && result.safesearch != "1" && result.safesearch != "2")
+    throw std::invalid_argument("searxng: 'safesearch' must be \"0\", \"1\" "
+                                "or \"2\"");
+  if (!result.time_range.empty() && result.time_range != "day"
+      && result.time_range != "month" && result.time_range != "year")
+    throw std::invalid_argument("searxng: 'time_range' must be day, month or "
+                                "year");
+  return result;
+}
+
+backend::backend(config cfg) : cfg_(std::move(cfg)) {
+  // nop
+}
+
+sdk::http_request backend::make_request(const std::string& query) const {
+  sdk::http_request req;
+  req.method = "GET";
+  std::string url = cfg_.common.base_url + "/search?q=" + wsc::url_encode(query)
+                    + "&format=json&pageno=1";
+  auto add = [&url](const char* key, const std::string& value) {
+    if (!value.empty())
+      url += std::string{"&"} + key + "=" + wsc::url_encode(value);
+  };
+  add("categories", cfg_.categories);
+  add("language", cfg_.language);
+  add("time_range", cfg_.time_range);
+  add("safesearch", cfg_.safesearch);
+  add("engines", cfg_.engines);
+  req.url = std::move(url);
+  req.headers = {{"Accept", "application/json"}};
+  if (!cfg_.common.api_key.empty())
+    req.headers.emplace_back("Authorization", "Bearer " + cfg_.common.api_key);
+  return req;
+}
+
+wsc::parse_result backend::parse(std::string_view body) const {
+  return parse_response(body, cfg_.common.max_results);
+}
+
+sdk::error backend::classify(int status, const sdk::http_headers& headers,
+                             std::string_view body) const {
+  auto err = wsc::classify_status(status, headers, wsc::error_message_of(body));
+  if (status == 403)
+    err.message = "the SearXNG instance refuses format=json (enable json in "
+                  "search.formats of settings.yml): "
+                  + err.message;
+  return err;
+}
+
+wsc::parse_result parse_response(std::string_view body, size_t limit) {
+  wsc::parse_result out;
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object()) {
+    out.failure = sdk::make_error(sdk::errc::invalid_response,
+                                  "SearXNG returned a body that is not a JSON "
+                                  "object (is format=json enabled?)");
+    return out;
+  }
+  auto results = j.find("results");
+  if (results == j.end() || !results->is_array()) {
+    out.failure = sdk::make_error(sdk::errc::invalid_response,
+                                  "SearXNG returned no 'results' array");
+    return out;
+  }
+  for (const auto& item : *results) {
+    if (out.results.size() >= limit)
+      break;
+    if (!item.is_object())
+      continue;
+    std::optional<std::string> published;
+    if (auto date = str(item, "publishedDate"); !date.empty())
+      published = date;
+    if (auto r = wsc::make_result(str(item, "title"), str(item, "url"),
+                                  str(item, "content"), published))
+      out.results.push_back(std::move(*r));
+  }
+  return out;
+}
+
+std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
+                                     const nlohmann::json& cfg) {
+  auto parsed = parse_config(cfg);
+  auto common = parsed.common;
+  return std::make_unique<wsc::search_tool>(
+    host, std::make_shared<backend>(std::move(parsed)), std::move(common));
+}
+
+} // namespace quarry::plugins::web_search_searxng

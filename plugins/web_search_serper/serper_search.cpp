@@ -1,0 +1,95 @@
+// The Serper (Google results) backend of the `web_search` tool.
+
+#include "serper_search.hpp"
+
+namespace quarry::plugins::web_search_serper {
+
+namespace wsc = web_search_common;
+
+namespace {
+
+std::string str(const nlohmann::json& obj, const char* key) {
+  auto i = obj.find(key);
+  if (i != obj.end() && i->is_string())
+    return i->get<std::string>();
+  return {};
+}
+
+} // namespace
+
+config parse_config(const nlohmann::json& cfg) {
+  static const std::vector<std::string> extra{"gl", "hl", "tbs"};
+  config result;
+  result.common = wsc::parse_common_config(cfg, "serper", default_base_url,
+                                           true, extra);
+  if (cfg.is_object()) {
+    result.gl = wsc::string_option(cfg, "gl", "", "serper");
+    result.hl = wsc::string_option(cfg, "hl", "", "serper");
+    result.tbs = wsc::string_option(cfg, "tbs", "", "serper");
+  }
+  return result;
+}
+
+backend::backend(config cfg) : cfg_(std::move(cfg)) {
+  // nop
+}
+
+sdk::http_request backend::make_request(const std::string& query) const {
+  sdk::http_request req;
+  req.method = "POST";
+  req.url = cfg_.common.base_url + "/search";
+  req.headers = {{"X-API-KEY", cfg_.common.api_key},
+                 {"Content-Type", "application/json"},
+                 {"Accept", "application/json"}};
+  nlohmann::ordered_json body;
+  body["q"] = query;
+  body["num"] = cfg_.common.max_results;
+  if (!cfg_.gl.empty())
+    body["gl"] = cfg_.gl;
+  if (!cfg_.hl.empty())
+    body["hl"] = cfg_.hl;
+  if (!cfg_.tbs.empty())
+    body["tbs"] = cfg_.tbs;
+  req.body = body.dump(-1, ' ', false,
+                       nlohmann::json::error_handler_t::replace);
+  return req;
+}
+
+wsc::parse_result backend::parse(std::string_view body) const {
+  return parse_response(body);
+}
+
+wsc::parse_result parse_response(std::string_view body) {
+  wsc::parse_result out;
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object()) {
+    out.failure = sdk::make_error(sdk::errc::invalid_response,
+                                  "Serper returned a body that is not a JSON "
+                                  "object");
+    return out;
+  }
+  auto organic = j.find("organic");
+  if (organic == j.end() || !organic->is_array())
+    return out; // no organic results at all
+  for (const auto& item : *organic) {
+    if (!item.is_object())
+      continue;
+    std::optional<std::string> published;
+    if (auto date = str(item, "date"); !date.empty())
+      published = date;
+    if (auto r = wsc::make_result(str(item, "title"), str(item, "link"),
+                                  str(item, "snippet"), published))
+      out.results.push_back(std::move(*r));
+  }
+  return out;
+}
+
+std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
+                                     const nlohmann::json& cfg) {
+  auto parsed = parse_config(cfg);
+  auto common = parsed.common;
+  return std::make_unique<wsc::search_tool>(
+    host, std::make_shared<backend>(std::move(parsed)), std::move(common));
+}
+
+} // namespace quarry::plugins::web_search_serper

@@ -1,0 +1,53 @@
+// The Serper (Google results) backend of the `web_search` tool: request
+// builder, response parser and error classification.
+#pragma once
+
+#include "web_search_tool.hpp"
+
+#include "quarry/sdk/host.hpp"
+#include "quarry/sdk/tool.hpp"
+
+#include <memory>
+#include <string>
+
+namespace quarry::plugins::web_search_serper {
+
+/// The real endpoint's origin.
+constexpr const char* default_base_url = "https://google.serper.dev";
+
+/// Settings of the plugin.
+struct config {
+  web_search_common::common_config common;
+  /// Optional country (`gl`), language (`hl`) and time filter (`tbs`);
+  /// empty means "not sent".
+  std::string gl;
+  std::string hl;
+  std::string tbs;
+};
+
+/// Reads the configuration; throws std::invalid_argument on bad or unknown
+/// keys.
+config parse_config(const nlohmann::json& cfg);
+
+/// Talks to the Serper API.
+class backend final : public web_search_common::backend {
+public:
+  explicit backend(config cfg);
+
+  sdk::http_request make_request(const std::string& query) const override;
+
+  web_search_common::parse_result
+  parse(std::string_view body) const override;
+
+private:
+  config cfg_;
+};
+
+/// Parses a Serper search response body (`organic`).
+web_search_common::parse_result parse_response(std::string_view body);
+
+/// Creates the `web_search` tool backed by Serper.
+std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
+                                     const nlohmann::json& cfg);
+
+} // namespace quarry::plugins::web_search_serper

@@ -1,0 +1,144 @@
+// Tests of the `exa` web_search plugin: parser on the official example,
+// exact POST request, errors and the module against a fake server.
+
+#include "exa_search.hpp"
+
+#include "quarry/host/plugin_registry.hpp"
+#include "quarry/host/services.hpp"
+
+#include "support/http_server.hpp"
+#include "support/process.hpp"
+#include "support/test_host.hpp"
+
+#include <doctest/doctest.h>
+
+#include <future>
+#include <mutex>
+
+using namespace quarry;
+namespace exa = quarry::plugins::web_search_exa;
+using json = nlohmann::json;
+using test::http_server;
+using test::request;
+using test::response_plan;
+
+namespace {
+
+std::string exa_fixture() {
+  return test::read_file(std::string{QUARRY_FIXTURES_DIR}
+                         + "/search/exa/exa-openapi-v2__search_200_example.json");
+}
+
+sdk::tool_result run_tool(sdk::tool& tool, const json& args) {
+  auto promise = std::make_shared<std::promise<sdk::tool_result>>();
+  auto future = promise->get_future();
+  tool.run(args, [promise](sdk::tool_result r) { promise->set_value(std::move(r)); });
+  return future.get();
+}
+
+} // namespace
+
+TEST_CASE("exa parses the official search response example") {
+  auto parsed = exa::parse_response(exa_fixture());
+  REQUIRE_FALSE(parsed.failure.has_value());
+  REQUIRE(parsed.results.size() == 1);
+  const auto& r = parsed.results[0];
+  CHECK(r.title == "A Comprehensive Overview of Large Language Models");
+  CHECK(r.url == "https://arxiv.org/pdf/2307.06435.pdf");
+  CHECK(r.snippet == "Such requirements have limited their adoption...");
+  CHECK(r.published == std::optional<std::string>{"2023-11-16T01:36:32.547Z"});
+  auto fallback = exa::parse_response(
+    R"({"results":[{"id":"https://s","title":"S","summary":"sum","text":"txt"},)"
+    R"({"url":"https://t","title":"T","text":"only text","highlights":[]}]})");
+  REQUIRE(fallback.results.size() == 2);
+  CHECK(fallback.results[0].url == "https://s");
+  CHECK(fallback.results[0].snippet == "sum");
+  CHECK(fallback.results[1].snippet == "only text");
+  CHECK(exa::parse_response("oops").failure->code == sdk::errc::invalid_response);
+  CHECK(exa::parse_response("{}").failure.has_value());
+}
+
+TEST_CASE("exa sends the exact request and reports errors") {
+  CHECK_THROWS_AS(exa::parse_config(json::object()), std::invalid_argument);
+  CHECK_THROWS_AS(exa::parse_config({{"api_key", "k"}, {"type", "magic"}}),
+                  std::invalid_argument);
+  CHECK(exa::parse_config({{"api_key", "k"}}).common.base_url == "https://api.exa.ai");
+  test::test_host host;
+  http_server server;
+  std::mutex mtx;
+  std::vector<request> seen;
+  int status = 200;
+  std::string body = exa_fixture();
+  server.route("POST", "/search", [&](const request& req) {
+    std::lock_guard<std::mutex> guard{mtx};
+    seen.push_back(req);
+    return response_plan::text(status, body, "application/json");
+  });
+  auto tool = exa::make_tool(host, {{"api_key", "exa-secret"},
+                                    {"base_url", server.url("")},
+                                    {"max_results", 4}});
+  auto result = run_tool(*tool, {{"queries", {"llm overview"}}});
+  REQUIRE_FALSE(result.failure.has_value());
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0].method == "POST");
+    CHECK(seen[0].path == "/search");
+    CHECK(seen[0].header("x-api-key") == std::optional<std::string>{"exa-secret"});
+    CHECK(seen[0].header("Content-Type") == std::optional<std::string>{"application/json"});
+    CHECK(json::parse(seen[0].body)
+          == json{{"query", "llm overview"},
+                  {"type", "auto"},
+                  {"numResults", 4},
+                  {"contents",
+                   {{"highlights", {{"numSentences", 2}, {"highlightsPerUrl", 1}}}}}});
+  }
+  auto llm = json::parse(result.llm_text);
+  REQUIRE(llm["results"].size() == 1);
+  CHECK(llm["results"][0]["updated_at"] == "2023-11-16T01:36:32.547Z");
+  CHECK(llm["results"][0]["content"] == "Such requirements have limited their adoption...");
+  struct row {
+    int status;
+    std::string body;
+    sdk::errc code;
+  };
+  std::vector<row> rows{{401, R"({"error":"Invalid API key"})", sdk::errc::auth},
+                        {422, R"({"error":"bad"})", sdk::errc::bad_request},
+                        {429, R"({"error":"rate"})", sdk::errc::rate_limited},
+                        {500, "boom", sdk::errc::server_error},
+                        {200, "not json at all", sdk::errc::invalid_response}};
+  for (const auto& r : rows) {
+    CAPTURE(r.status);
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      status = r.status;
+      body = r.body;
+    }
+    auto failed = run_tool(*tool, {{"queries", {"q"}}});
+    REQUIRE(failed.failure.has_value());
+    CHECK(failed.failure->code == r.code);
+    CHECK(failed.llm_text.rfind("All web search queries failed.", 0) == 0);
+    CHECK(failed.llm_text.find("exa-secret") == std::string::npos);
+  }
+  host.shutdown();
+}
+
+TEST_CASE("exa module loads through the plugin registry and searches") {
+  test::temp_dir tmp;
+  core::settings cfg;
+  cfg.runtime.data_dir = tmp.path();
+  host::host_services services{cfg};
+  host::plugin_registry registry{services};
+  REQUIRE_FALSE(registry.load_file(std::string{QUARRY_PLUGIN_DIR} + "/quarry_exa.so"));
+  http_server server;
+  auto body = exa_fixture();
+  server.route("POST", "/search", [&](const request&) {
+    return response_plan::json(200, body);
+  });
+  auto made = registry.make_tool("exa", {{"api_key", "k"}, {"base_url", server.url("")}});
+  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
+  auto result = run_tool(*std::get<std::shared_ptr<sdk::tool>>(made), {{"queries", "llm"}});
+  REQUIRE_FALSE(result.failure.has_value());
+  CHECK(result.documents.size() == 1);
+  services.shutdown();
+}

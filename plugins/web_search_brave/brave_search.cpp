@@ -6,17 +6,6 @@ namespace quarry::plugins::web_search_brave {
 
 namespace wsc = web_search_common;
 
-namespace {
-
-std::string str(const nlohmann::json& obj, const char* key) {
-  auto i = obj.find(key);
-  if (i != obj.end() && i->is_string())
-    return i->get<std::string>();
-  return {};
-}
-
-} // namespace
-
 config parse_config(const nlohmann::json& cfg) {
   static const std::vector<std::string> extra{"country", "search_lang",
                                               "ui_lang", "safesearch",
@@ -73,7 +62,7 @@ sdk::error backend::classify(int status, const sdk::http_headers& headers,
   auto err = wsc::classify_status(status, headers, wsc::error_message_of(body));
   auto j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_object() && j.contains("error") && j["error"].is_object()) {
-    auto code = str(j["error"], "code");
+    auto code = wsc::string_field(j["error"], "code");
     // Brave reports a bad key as 422 SUBSCRIPTION_TOKEN_INVALID.
     if (code.find("TOKEN") != std::string::npos)
       err.code = sdk::errc::auth;
@@ -92,7 +81,7 @@ wsc::parse_result parse_response(std::string_view body) {
                                   "object");
     return out;
   }
-  if (str(j, "type") == "ErrorResponse") {
+  if (wsc::string_field(j, "type") == "ErrorResponse") {
     out.failure = sdk::make_error(sdk::errc::invalid_response,
                                   "Brave returned an error: "
                                     + wsc::error_message_of(body));
@@ -104,16 +93,8 @@ wsc::parse_result parse_response(std::string_view body) {
   auto results = web->find("results");
   if (results == web->end() || !results->is_array())
     return out;
-  for (const auto& item : *results) {
-    if (!item.is_object())
-      continue;
-    std::optional<std::string> published;
-    if (auto age = str(item, "page_age"); !age.empty())
-      published = age;
-    if (auto r = wsc::make_result(str(item, "title"), str(item, "url"),
-                                  str(item, "description"), published))
-      out.results.push_back(std::move(*r));
-  }
+  wsc::append_results(*results, {"title", "url", "description", "page_age"},
+                      out.results);
   return out;
 }
 

@@ -311,6 +311,30 @@ make_result(std::string_view title, std::string_view url,
   return r;
 }
 
+std::string string_field(const nlohmann::json& obj, const char* key) {
+  auto i = obj.find(key);
+  if (i != obj.end() && i->is_string())
+    return i->get<std::string>();
+  return {};
+}
+
+void append_results(const nlohmann::json& items, const result_fields& fields,
+                    std::vector<search_result>& out, size_t limit) {
+  for (const auto& item : items) {
+    if (out.size() >= limit)
+      break;
+    if (!item.is_object())
+      continue;
+    std::optional<std::string> published;
+    if (auto date = string_field(item, fields.published); !date.empty())
+      published = date;
+    if (auto r = make_result(string_field(item, fields.title),
+                             string_field(item, fields.url),
+                             string_field(item, fields.snippet), published))
+      out.push_back(std::move(*r));
+  }
+}
+
 std::vector<search_result>
 interleave(const std::vector<std::vector<search_result>>& lists,
            size_t limit) {

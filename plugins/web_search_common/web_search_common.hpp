@@ -69,6 +69,24 @@ std::optional<search_result>
 make_result(std::string_view title, std::string_view url,
             std::string_view snippet, std::optional<std::string> published);
 
+/// Returns the string member `key` of `obj`, or "" if it is missing or not a
+/// string.
+std::string string_field(const nlohmann::json& obj, const char* key);
+
+/// Member names of one result object in a provider's response.
+struct result_fields {
+  const char* title;
+  const char* url;
+  const char* snippet;
+  const char* published;
+};
+
+/// Turns each object of the array `items` into a result (see make_result)
+/// and appends it to `out`, until `out` holds `limit` results.
+void append_results(const nlohmann::json& items, const result_fields& fields,
+                    std::vector<search_result>& out,
+                    size_t limit = static_cast<size_t>(-1));
+
 /// Round-robin interleave: result 0 of every list, then result 1, ...,
 /// skipping (title, url) pairs already taken, until `limit` results.
 std::vector<search_result>

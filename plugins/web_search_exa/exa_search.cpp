@@ -8,17 +8,6 @@ namespace quarry::plugins::web_search_exa {
 
 namespace wsc = web_search_common;
 
-namespace {
-
-std::string str(const nlohmann::json& obj, const char* key) {
-  auto i = obj.find(key);
-  if (i != obj.end() && i->is_string())
-    return i->get<std::string>();
-  return {};
-}
-
-} // namespace
-
 config parse_config(const nlohmann::json& cfg) {
   static const std::vector<std::string> extra{"type", "category"};
   config result;
@@ -87,16 +76,16 @@ wsc::parse_result parse_response(std::string_view body) {
         if (x.is_string() && snippet.empty())
           snippet = x.get<std::string>();
     if (snippet.empty())
-      snippet = str(item, "summary");
+      snippet = wsc::string_field(item, "summary");
     if (snippet.empty())
-      snippet = str(item, "text");
+      snippet = wsc::string_field(item, "text");
     std::optional<std::string> published;
-    if (auto date = str(item, "publishedDate"); !date.empty())
+    if (auto date = wsc::string_field(item, "publishedDate"); !date.empty())
       published = date;
-    auto url = str(item, "url");
+    auto url = wsc::string_field(item, "url");
     if (url.empty())
-      url = str(item, "id");
-    if (auto r = wsc::make_result(str(item, "title"), url, snippet, published))
+      url = wsc::string_field(item, "id");
+    if (auto r = wsc::make_result(wsc::string_field(item, "title"), url, snippet, published))
       out.results.push_back(std::move(*r));
   }
   return out;

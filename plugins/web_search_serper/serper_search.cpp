@@ -6,17 +6,6 @@ namespace quarry::plugins::web_search_serper {
 
 namespace wsc = web_search_common;
 
-namespace {
-
-std::string str(const nlohmann::json& obj, const char* key) {
-  auto i = obj.find(key);
-  if (i != obj.end() && i->is_string())
-    return i->get<std::string>();
-  return {};
-}
-
-} // namespace
-
 config parse_config(const nlohmann::json& cfg) {
   static const std::vector<std::string> extra{"gl", "hl", "tbs"};
   config result;
@@ -71,16 +60,8 @@ wsc::parse_result parse_response(std::string_view body) {
   auto organic = j.find("organic");
   if (organic == j.end() || !organic->is_array())
     return out; // no organic results at all
-  for (const auto& item : *organic) {
-    if (!item.is_object())
-      continue;
-    std::optional<std::string> published;
-    if (auto date = str(item, "date"); !date.empty())
-      published = date;
-    if (auto r = wsc::make_result(str(item, "title"), str(item, "link"),
-                                  str(item, "snippet"), published))
-      out.results.push_back(std::move(*r));
-  }
+  wsc::append_results(*organic, {"title", "link", "snippet", "date"},
+                      out.results);
   return out;
 }
 

@@ -8,17 +8,6 @@ namespace quarry::plugins::web_search_tavily {
 
 namespace wsc = web_search_common;
 
-namespace {
-
-std::string str(const nlohmann::json& obj, const char* key) {
-  auto i = obj.find(key);
-  if (i != obj.end() && i->is_string())
-    return i->get<std::string>();
-  return {};
-}
-
-} // namespace
-
 config parse_config(const nlohmann::json& cfg) {
   static const std::vector<std::string> extra{"search_depth", "topic",
                                               "country"};
@@ -93,16 +82,8 @@ wsc::parse_result parse_response(std::string_view body) {
                                   "Tavily returned no 'results' array");
     return out;
   }
-  for (const auto& item : *results) {
-    if (!item.is_object())
-      continue;
-    std::optional<std::string> published;
-    if (auto date = str(item, "published_date"); !date.empty())
-      published = date;
-    if (auto r = wsc::make_result(str(item, "title"), str(item, "url"),
-                                  str(item, "content"), published))
-      out.results.push_back(std::move(*r));
-  }
+  wsc::append_results(*results, {"title", "url", "content", "published_date"},
+                      out.results);
   return out;
 }
 

@@ -1,7 +1,7 @@
 // Benchmark of the local corpus index: build rate and query latency on a
 // generated corpus (default 100,000 passages of about 1,000 characters).
 
-#include "local_corpus_index.hpp"
+#include "quarry/corpus/index.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -16,7 +16,7 @@
 
 #include <unistd.h>
 
-using namespace quarry::plugins::local_corpus;
+using namespace quarry::corpus;
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 

@@ -1,7 +1,7 @@
 // Benchmark of the HTML main-content extractor: speed (MB/s on one core) and
 // quality (token F1 against the readability fixtures' expected.html).
 
-#include "content_extract.hpp"
+#include "quarry/extract/html.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -19,7 +19,7 @@
 #  define QUARRY_FIXTURES_DIR "../shared/fixtures"
 #endif
 
-namespace ce = quarry::plugins::content_extract;
+namespace ce = quarry::extract;
 namespace fs = std::filesystem;
 
 namespace {

@@ -3,7 +3,7 @@
 
 #pragma once
 
-#include "local_corpus_index.hpp"
+#include "quarry/corpus/index.hpp"
 
 #include "quarry/sdk/host.hpp"
 #include "quarry/sdk/tool.hpp"
@@ -15,6 +15,9 @@
 #include <vector>
 
 namespace quarry::plugins::local_corpus {
+
+using corpus::corpus_index;
+using corpus::search_hit;
 
 /// Default number of documents a call returns.
 inline constexpr size_t default_max_results = 10;

@@ -2,9 +2,12 @@
 
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(GUMBO REQUIRED IMPORTED_TARGET gumbo)
+pkg_check_modules(POPPLER_CPP REQUIRED IMPORTED_TARGET poppler-cpp)
+file(GLOB QUARRY_FUZZ_EXTRACT_SOURCES CONFIGURE_DEPENDS
+     "${PROJECT_SOURCE_DIR}/core/extract/src/*.cpp")
 quarry_add_fuzzer(quarry_fuzz_content_extract
   SOURCES "${CMAKE_CURRENT_SOURCE_DIR}/content_extract_fuzz.cpp"
-          "${PROJECT_SOURCE_DIR}/plugins/content_extract/content_extract.cpp"
-          "${PROJECT_SOURCE_DIR}/plugins/content_extract/content_extract_charset.cpp"
-  INCLUDES "${PROJECT_SOURCE_DIR}/plugins/content_extract"
-  LIBRARIES quarry::sdk nlohmann_json::nlohmann_json PkgConfig::GUMBO)
+          ${QUARRY_FUZZ_EXTRACT_SOURCES}
+  INCLUDES "${PROJECT_SOURCE_DIR}/core/extract/include"
+  LIBRARIES quarry::sdk nlohmann_json::nlohmann_json PkgConfig::GUMBO
+            PkgConfig::POPPLER_CPP)

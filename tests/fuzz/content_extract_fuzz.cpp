@@ -1,7 +1,7 @@
 // libFuzzer target: charset decoding, sniffing and HTML extraction of
 // arbitrary bytes must neither crash nor produce invalid UTF-8 from decoding.
 
-#include "content_extract.hpp"
+#include "quarry/extract/html.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace ce = quarry::plugins::content_extract;
+namespace ce = quarry::extract;
 
 namespace {
 

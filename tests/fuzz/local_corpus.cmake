@@ -3,6 +3,6 @@
 find_package(SQLite3 REQUIRED)
 quarry_add_fuzzer(quarry_fuzz_local_corpus
   SOURCES "${CMAKE_CURRENT_SOURCE_DIR}/local_corpus_fuzz.cpp"
-          "${PROJECT_SOURCE_DIR}/plugins/local_corpus/local_corpus_text.cpp"
-  INCLUDES "${PROJECT_SOURCE_DIR}/plugins/local_corpus"
+          "${PROJECT_SOURCE_DIR}/core/corpus/src/text.cpp"
+  INCLUDES "${PROJECT_SOURCE_DIR}/core/corpus/include"
   LIBRARIES quarry::sdk nlohmann_json::nlohmann_json SQLite::SQLite3)

@@ -1,7 +1,7 @@
 // Fuzz target for the local corpus text helpers: every sanitised query is a
 // valid FTS5 MATCH expression, and passages respect their size and shape.
 
-#include "local_corpus_text.hpp"
+#include "quarry/corpus/text.hpp"
 
 #include <sqlite3.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-using namespace quarry::plugins::local_corpus;
+using namespace quarry::corpus;
 
 namespace {
 

@@ -1,7 +1,7 @@
 // Tests of the HTML main-content extractor, charset decoding and sniffing
-// (plugins/content_extract) against the readability and go-trafilatura pages.
+// (core/extract) against the readability and go-trafilatura pages.
 
-#include "content_extract.hpp"
+#include "quarry/extract/html.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace ce = quarry::plugins::content_extract;
+namespace ce = quarry::extract;
 namespace fs = std::filesystem;
 
 namespace {

@@ -1,8 +1,8 @@
 // Tests of the local corpus: passage splitting, query sanitising, HTML text,
 // and the SQLite index (incremental updates, search, refusing foreign files).
 
-#include "local_corpus_index.hpp"
-#include "local_corpus_text.hpp"
+#include "quarry/corpus/index.hpp"
+#include "quarry/corpus/text.hpp"
 
 #include "support/process.hpp"
 
@@ -17,7 +17,7 @@
 #include <vector>
 
 using namespace quarry;
-using namespace quarry::plugins::local_corpus;
+using namespace quarry::corpus;
 namespace fs = std::filesystem;
 
 namespace {

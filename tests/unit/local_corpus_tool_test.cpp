@@ -1,7 +1,7 @@
 // Tests of the `internal_search` tool: configuration, the LLM-facing JSON,
 // and the real plugin module loaded through the plugin registry.
 
-#include "local_corpus_index.hpp"
+#include "quarry/corpus/index.hpp"
 #include "local_corpus_tool.hpp"
 
 #include "quarry/host/plugin_registry.hpp"
@@ -22,6 +22,7 @@
 
 using namespace quarry;
 using namespace quarry::plugins::local_corpus;
+using namespace quarry::corpus;
 namespace fs = std::filesystem;
 
 namespace {

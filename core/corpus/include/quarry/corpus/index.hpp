@@ -14,7 +14,7 @@
 
 struct sqlite3;
 
-namespace quarry::plugins::local_corpus {
+namespace quarry::corpus {
 
 /// The schema version stored in `PRAGMA user_version`.
 inline constexpr int schema_version = 1;
@@ -138,4 +138,4 @@ private:
   std::mutex mtx_;
 };
 
-} // namespace quarry::plugins::local_corpus
+} // namespace quarry::corpus

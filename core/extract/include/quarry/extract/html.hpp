@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace quarry::plugins::content_extract {
+namespace quarry::extract {
 
 /// What a page yields: metadata and the main content as Markdown-like text.
 struct extraction {
@@ -52,4 +52,4 @@ enum class content_kind { html, pdf, text, json, other };
 /// a JSON object or array).
 content_kind sniff(std::string_view content_type, std::string_view first_bytes);
 
-} // namespace quarry::plugins::content_extract
+} // namespace quarry::extract

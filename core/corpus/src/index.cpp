@@ -1,9 +1,9 @@
 // The local corpus index: a SQLite database with an FTS5 table of passages
 // of local Markdown, text and HTML files, updated incrementally.
 
-#include "local_corpus_index.hpp"
+#include "quarry/corpus/index.hpp"
 
-#include "local_corpus_text.hpp"
+#include "quarry/corpus/text.hpp"
 
 #include <sqlite3.h>
 
@@ -15,7 +15,7 @@
 #include <sstream>
 #include <utility>
 
-namespace quarry::plugins::local_corpus {
+namespace quarry::corpus {
 
 namespace fs = std::filesystem;
 
@@ -563,4 +563,4 @@ std::pair<size_t, size_t> corpus_index::size() {
   return {static_cast<size_t>(docs), static_cast<size_t>(passages)};
 }
 
-} // namespace quarry::plugins::local_corpus
+} // namespace quarry::corpus

@@ -1,7 +1,7 @@
 // Readability-style main-content extraction over a gumbo parse, metadata from
 // JSON-LD / Open Graph / meta tags, and a Markdown-like text renderer.
 
-#include "content_extract.hpp"
+#include "quarry/extract/html.hpp"
 
 #include <gumbo.h>
 #include <nlohmann/json.hpp>
@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace quarry::plugins::content_extract {
+namespace quarry::extract {
 
 namespace {
 
@@ -1299,4 +1299,4 @@ std::string html_to_text(std::string_view html) {
   return render_nodes({d.body});
 }
 
-} // namespace quarry::plugins::content_extract
+} // namespace quarry::extract

@@ -1,12 +1,12 @@
 // Text helpers of the local corpus: passage splitting, FTS5 query sanitising,
 // simple HTML-to-text conversion, content hashing and file URLs.
 
-#include "local_corpus_text.hpp"
+#include "quarry/corpus/text.hpp"
 
 #include <algorithm>
 #include <cstdio>
 
-namespace quarry::plugins::local_corpus {
+namespace quarry::corpus {
 
 namespace {
 
@@ -396,4 +396,4 @@ std::string file_url(std::string_view absolute_path) {
   return result;
 }
 
-} // namespace quarry::plugins::local_corpus
+} // namespace quarry::corpus

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace quarry::plugins::local_corpus {
+namespace quarry::corpus {
 
 /// A piece of a document of about 1,000-2,000 characters.
 struct passage {
@@ -54,4 +54,4 @@ std::string content_hash(std::string_view bytes);
 /// Returns a `file://` URL for an absolute path (percent-encoded).
 std::string file_url(std::string_view absolute_path);
 
-} // namespace quarry::plugins::local_corpus
+} // namespace quarry::corpus

@@ -1,12 +1,12 @@
 // Charset detection and decoding to UTF-8, and content-type sniffing.
 
-#include "content_extract.hpp"
+#include "quarry/extract/html.hpp"
 
 #include <array>
 #include <cctype>
 #include <cstdint>
 
-namespace quarry::plugins::content_extract {
+namespace quarry::extract {
 
 namespace {
 
@@ -284,4 +284,4 @@ content_kind sniff(std::string_view content_type,
   return content_kind::other;
 }
 
-} // namespace quarry::plugins::content_extract
+} // namespace quarry::extract

@@ -198,6 +198,28 @@ int run(int argc, char** argv) {
   tool_run->add_flag("--json", tool_opts.json,
                      "Print {\"llm_text\", \"documents\", \"error\"?} as JSON");
 
+  extract_options extract_opts;
+  auto* extract = cli.add_subcommand(
+    "extract", "Print the main text of a page, PDF or text file as open_url "
+               "reads it");
+  extract->add_option("source", extract_opts.source,
+                      "A file path or an http(s) URL")
+    ->required();
+  extract->add_flag("--json", extract_opts.json,
+                    "Print {\"title\", \"byline\", \"published\", "
+                    "\"site_name\", \"lang\", \"text\"} as JSON");
+
+  index_options index_opts;
+  auto* index = cli.add_subcommand(
+    "index", "Build or update the local corpus index (Markdown, text, HTML "
+             "and PDF files) that internal_search reads");
+  index->add_option("paths", index_opts.paths, "Files or folders to index")
+    ->required();
+  index->add_option("--db", index_opts.db,
+                    "Database file (default: tools.internal_search.db, else "
+                    "the per-user data folder)");
+  index->add_flag("--json", index_opts.json, "Print the counts as JSON");
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -252,6 +274,10 @@ int run(int argc, char** argv) {
     rc = cmd_llm_chat(ctx, chat_opts);
   else if (tool_run->parsed())
     rc = cmd_tool_run(ctx, tool_opts);
+  else if (extract->parsed())
+    rc = cmd_extract(ctx, extract_opts);
+  else if (index->parsed())
+    rc = cmd_index(ctx, index_opts);
   spdlog::default_logger()->flush();
   // Stop the services first (cancel HTTP transfers, drain the pool) while
   // every plugin's code is still loaded, then drop the registry.

@@ -77,6 +77,29 @@ struct tool_run_options {
 /// `quarry tool run NAME 'JSON' [--json]`.
 int cmd_tool_run(context& ctx, const tool_run_options& opts);
 
+/// Options of `quarry extract`.
+struct extract_options {
+  /// A file path or an http(s) URL.
+  std::string source;
+  bool json = false;
+};
+
+/// `quarry extract FILE|URL [--json]`: prints the text open_url would read.
+int cmd_extract(context& ctx, const extract_options& opts);
+
+/// Options of `quarry index`.
+struct index_options {
+  /// Files or folders to index.
+  std::vector<std::string> paths;
+  /// The database file (default: `tools.internal_search.db`, else the
+  /// per-user data folder).
+  std::string db;
+  bool json = false;
+};
+
+/// `quarry index PATH... [--db FILE] [--json]`.
+int cmd_index(context& ctx, const index_options& opts);
+
 /// `quarry plugins [--json]`.
 int cmd_plugins(context& ctx, bool json);
 

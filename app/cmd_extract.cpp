@@ -1,15 +1,148 @@
-// `quarry extract` (being written).
+// `quarry extract FILE|URL [--json]`: reads a document exactly as the
+// open_url tool does (same fetching rules, same extraction) and prints its
+// text or, with --json, its metadata and text.
 
 #include "cli.hpp"
 #include "context.hpp"
 
+#include "quarry/fetch/fetch.hpp"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <mutex>
+#include <sstream>
 
 namespace quarry::app {
 
-int cmd_extract(context&, const extract_options&) {
-  std::cerr << "quarry: extract is not available yet\n";
-  return exit_failure;
+namespace {
+
+constexpr std::chrono::milliseconds pdf_time_limit{120000};
+
+bool is_web_url(const std::string& x) {
+  auto parts = fetch::split_url(x);
+  return parts && (parts->scheme == "http" || parts->scheme == "https");
+}
+
+// The media type a file's extension suggests (the bytes still win).
+std::string type_from_extension(const std::filesystem::path& path) {
+  auto ext = path.extension().string();
+  for (auto& c : ext)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (ext == ".html" || ext == ".htm" || ext == ".xhtml")
+    return "text/html";
+  if (ext == ".pdf")
+    return "application/pdf";
+  if (ext == ".json")
+    return "application/json";
+  if (ext == ".txt" || ext == ".md" || ext == ".markdown" || ext == ".rst")
+    return "text/plain";
+  return {};
+}
+
+// The open_url instance's configuration, if one is configured.
+nlohmann::json open_url_config(const core::settings& cfg) {
+  for (const auto& [name, entry] : cfg.tools)
+    if (entry.plugin == "open_url")
+      return entry.config;
+  return nlohmann::json::object();
+}
+
+int print(const fetch::page& p, bool json) {
+  if (p.failure) {
+    std::cerr << "quarry: cannot read " << p.url << ": " << p.reason << "\n";
+    return exit_failure;
+  }
+  if (json) {
+    nlohmann::ordered_json out;
+    out["url"] = p.final_url;
+    out["title"] = p.title;
+    out["byline"] = p.byline;
+    out["published"] = p.published;
+    out["site_name"] = p.site_name;
+    out["lang"] = p.lang;
+    if (!p.canonical_url.empty())
+      out["canonical_url"] = p.canonical_url;
+    if (p.pages > 0) {
+      out["pages"] = p.pages;
+      out["pages_read"] = p.pages_read;
+    }
+    out["text"] = p.text;
+    std::cout << out.dump(2, ' ', false,
+                          nlohmann::json::error_handler_t::replace)
+              << "\n";
+  } else {
+    std::cout << p.text;
+    if (!p.text.empty() && p.text.back() != '\n')
+      std::cout << "\n";
+  }
+  return exit_ok;
+}
+
+} // namespace
+
+int cmd_extract(context& ctx, const extract_options& opts) {
+  auto options = fetch::parse_fetch_options(open_url_config(ctx.config.values));
+  if (auto* err = std::get_if<std::string>(&options)) {
+    std::cerr << "quarry: tools.open_url: " << *err << "\n";
+    return exit_usage;
+  }
+  auto& fopts = std::get<fetch::fetch_options>(options);
+  if (!is_web_url(opts.source)) {
+    std::string path = opts.source;
+    if (auto parts = fetch::split_url(path)) {
+      if (parts->scheme != "file") {
+        std::cerr << "quarry: cannot read " << opts.source
+                  << ": only http, https and file URLs or file paths\n";
+        return exit_usage;
+      }
+      path = fetch::split_url(path)->path_and_query;
+    }
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+      std::cerr << "quarry: " << path << ": no such file\n";
+      return exit_usage;
+    }
+    std::ifstream in{path, std::ios::binary};
+    std::ostringstream buf;
+    buf << in.rdbuf();
+    if (!in.good() && !in.eof()) {
+      std::cerr << "quarry: " << path << ": cannot read the file\n";
+      return exit_failure;
+    }
+    auto page = fetch::read_document(buf.str(), type_from_extension(path),
+                                     path, pdf_time_limit);
+    return print(page, opts.json);
+  }
+  auto policy = fetch::address_policy::make(fopts.allow);
+  auto shared_policy = std::make_shared<const fetch::address_policy>(
+    std::get<fetch::address_policy>(std::move(policy)));
+  if (!ctx.services)
+    ctx.services = std::make_unique<host::host_services>(ctx.config.values);
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::optional<fetch::fetched> result;
+  auto deadline = std::chrono::steady_clock::now() + fopts.call_timeout;
+  auto call = fetch::start_fetch(ctx.services->http(), opts.source,
+                                 shared_policy, fopts, deadline,
+                                 [&](fetch::fetched f) {
+                                   std::lock_guard<std::mutex> guard{mtx};
+                                   result = std::move(f);
+                                   cv.notify_all();
+                                 });
+  {
+    std::unique_lock<std::mutex> guard{mtx};
+    cv.wait(guard, [&] { return result.has_value(); });
+  }
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+    deadline - std::chrono::steady_clock::now());
+  auto page = fetch::read_fetched(*result,
+                                  std::max(left, std::chrono::milliseconds{1}));
+  return print(page, opts.json);
 }
 
 } // namespace quarry::app

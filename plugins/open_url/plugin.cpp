@@ -1,0 +1,23 @@
+// Entry point of the `open_url` tool plugin: the factory only.
+
+#include "open_url_tool.hpp"
+
+#include "quarry/sdk/plugin.hpp"
+
+#include <memory>
+
+namespace {
+
+std::unique_ptr<quarry::sdk::plugin_object> make(quarry::sdk::host_context& host,
+                                                 const nlohmann::json& config) {
+  using namespace quarry::plugins::open_url;
+  return std::make_unique<open_url_tool>(host,
+                                         parse_config(config, host.data_dir()));
+}
+
+} // namespace
+
+QUARRY_PLUGIN(open_url, quarry::sdk::plugin_kind::tool, "0.1.0",
+              "open_url: reads web pages (main content), PDFs, text and "
+              "indexed local documents, refusing internal addresses",
+              &make)

@@ -1,6 +1,7 @@
 // The LLM provider actor in process, with the real `openai` plugin loaded from
 // disk and the fake LLM server: the concurrency cap, adaptive concurrency on
-// 429, cancellation, and settings validation.
+// 429, cancellation, requests- and tokens-per-minute buckets, and settings
+// validation.
 
 #include "quarry/actors/llm_provider.hpp"
 #include "quarry/actors/runtime.hpp"
@@ -169,4 +170,80 @@ TEST_CASE("llm provider actor settings reject bad values with the key named") {
   CHECK(s.max_concurrency == 3);
   CHECK(s.total_timeout == std::chrono::minutes{2});
   CHECK(s.model_prices.at("gpt-4o").output == 10);
+}
+
+namespace {
+
+// Waits for one reply to call `id` (deltas skipped) and returns it.
+actors::llm_reply await_reply(caf::scoped_actor& self) {
+  std::optional<actors::llm_reply> out;
+  while (!out)
+    self->receive([&](actors::delta_atom, const actors::llm_delta&) {},
+                  [&](const actors::llm_reply& r) { out = r; },
+                  [&](const caf::error& e) {
+                    FAIL(actors::from_caf_error(e).message);
+                  });
+  return *out;
+}
+
+// Cancels call `id` and checks it ends with errc::cancelled.
+void cancel_queued(caf::scoped_actor& self,
+                   const actors::llm_provider_actor& hdl, uint64_t id) {
+  self->send(hdl, actors::cancel_atom::value, id);
+  auto got = false;
+  self->receive([&](const actors::llm_reply&) { FAIL("should not answer"); },
+                [&](const caf::error& e) {
+                  got = true;
+                  CHECK(actors::from_caf_error(e).code == sdk::errc::cancelled);
+                });
+  CHECK(got);
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(actor_fixture, "llm provider actor holds calls beyond its "
+                                 "requests per minute") {
+  REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
+    {"respond": {"text": "ok"}}
+  ])")));
+  // One request per minute: the bucket holds one, the second call must wait
+  // about a minute although the concurrency cap would let it run.
+  auto hdl = spawn({{"max_concurrency", 4}, {"requests_per_minute", 1}});
+  caf::scoped_actor self{rt->system()};
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{1, hello()});
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{2, hello()});
+  CHECK(await_reply(self).result.text == "ok");
+  auto s = stats(self, hdl);
+  CHECK(s["queued"] == 1);
+  CHECK(s["active"] == 0);
+  CHECK(server.request_count() == 1);
+  cancel_queued(self, hdl, 2);
+  CHECK(server.request_count() == 1);
+  CHECK(stats(self, hdl)["queued"] == 0);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "llm provider actor holds calls beyond its "
+                                 "tokens per minute") {
+  REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
+    {"respond": {"text": "ok"}}
+  ])")));
+  // Each call is estimated at max_tokens (800) plus its prompt: the first
+  // takes most of a 1,000-token minute, the second must wait.
+  auto hdl = spawn({{"max_concurrency", 4}, {"tokens_per_minute", 1000}});
+  caf::scoped_actor self{rt->system()};
+  auto req = hello();
+  req.max_tokens = 800;
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{1, req});
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{2, req});
+  CHECK(await_reply(self).result.text == "ok");
+  auto s = stats(self, hdl);
+  CHECK(s["queued"] == 1);
+  CHECK(server.request_count() == 1);
+  cancel_queued(self, hdl, 2);
+  // Small calls still fit in what is left of the minute.
+  auto small = hello();
+  small.max_tokens = 10;
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{3, small});
+  CHECK(await_reply(self).result.text == "ok");
+  CHECK(server.request_count() == 2);
 }

@@ -7,6 +7,7 @@
 #include "quarry/actors/runtime.hpp"
 #include "quarry/actors/tool_provider.hpp"
 #include "quarry/core/llm_json.hpp"
+#include "quarry/core/tool_args.hpp"
 
 #include <caf/all.hpp>
 
@@ -29,7 +30,7 @@ int cmd_tool_run(context& ctx, const tool_run_options& opts) {
               << ")\n";
     return exit_usage;
   }
-  auto args = actors::parse_tool_arguments(opts.arguments);
+  auto args = core::parse_tool_arguments(opts.arguments);
   if (auto* why = std::get_if<std::string>(&args)) {
     std::cerr << "quarry: invalid arguments for " << opts.name << ": " << *why
               << "\n";

@@ -2,6 +2,8 @@
 
 #include "quarry/actors/tool_provider.hpp"
 
+#include "quarry/core/tool_args.hpp"
+
 #include "quarry/actors/atoms.hpp"
 #include "quarry/core/duration.hpp"
 #include "quarry/core/llm_json.hpp"
@@ -96,22 +98,6 @@ tool_actor_settings::from_config(const std::string& name,
   return out;
 }
 
-std::variant<nlohmann::json, std::string>
-parse_tool_arguments(const std::string& text) {
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
-    return nlohmann::json::object();
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  // Some models double-encode: a JSON string that holds the object.
-  if (!j.is_discarded() && j.is_string())
-    j = nlohmann::json::parse(j.get<std::string>(), nullptr, false);
-  if (j.is_discarded())
-    return std::string{"The arguments are not valid JSON. Call the tool again "
-                       "with a JSON object that matches its parameters."};
-  if (!j.is_object())
-    return std::string{"The arguments must be a JSON object that matches the "
-                       "tool's parameters."};
-  return j;
-}
 
 namespace {
 
@@ -203,7 +189,7 @@ caf::behavior tool_impl(caf::stateful_actor<tool_state>* self,
   return {
     [=](run_atom, tool_call_msg& call) -> caf::result<tool_reply> {
       auto& st = self->state;
-      auto parsed = parse_tool_arguments(call.arguments);
+      auto parsed = core::parse_tool_arguments(call.arguments);
       if (auto* why = std::get_if<std::string>(&parsed)) {
         sdk::tool_result r;
         r.llm_text = *why;

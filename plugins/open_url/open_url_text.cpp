@@ -383,10 +383,12 @@ std::string failure_message(std::vector<std::string> missing_documents,
   // Sorted by URL, the first reason of each URL kept.
   std::map<std::string, std::string> urls;
   for (auto& [url, reason] : failed_urls)
-    urls.emplace(url, reason);
+    if (!url.empty())
+      urls.emplace(url, reason);
   std::string docs_part;
   for (const auto& id : missing_documents)
-    docs_part += (docs_part.empty() ? "documents " : ", ") + id;
+    if (!id.empty())
+      docs_part += (docs_part.empty() ? "documents " : ", ") + id;
   std::string urls_part;
   for (const auto& [url, reason] : urls) {
     urls_part += urls_part.empty() ? "URLs " : ", ";

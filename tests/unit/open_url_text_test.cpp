@@ -369,6 +369,12 @@ TEST_CASE("open_url words its failure message like Onyx") {
                         {{"https://a", "network error while fetching the URL"}})
         == "Failed to fetch content from documents corpus:2, corpus:9 and "
            "URLs https://a (network error while fetching the URL)");
+  // Spec 19.13: a blank URL entry is left out.
+  CHECK(failure_message({"doc-1", "doc-2"}, {{"", "x"},
+                                             {"https://x.com/",
+                                              "upstream returned HTTP 500"}})
+        == "Failed to fetch content from documents doc-1, doc-2 and URLs "
+           "https://x.com/ (upstream returned HTTP 500)");
   CHECK(missing_urls_message().find("{\"urls\": [\"https://example.com\"]}")
         != std::string::npos);
 }

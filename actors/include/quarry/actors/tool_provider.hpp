@@ -65,10 +65,6 @@ struct tool_actor_settings {
   from_config(const std::string& name, const nlohmann::json& config);
 };
 
-/// Parses the LLM's argument text: tolerates double-encoded JSON (a JSON
-/// string holding the object). Returns the object or a message for the LLM.
-std::variant<nlohmann::json, std::string> parse_tool_arguments(const std::string& text);
-
 /// Spawns a provider actor for `tool`.
 tool_provider_actor spawn_tool_provider(caf::actor_system& sys,
                                         std::shared_ptr<sdk::tool> tool,

@@ -1,0 +1,25 @@
+// Robust parsing of the tool-call arguments models produce.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace quarry::core {
+
+/// Parses a tool call's argument text into a JSON object, tolerating what
+/// models get wrong: NUL bytes and invalid UTF-8 (removed), an empty text
+/// (`{}`), a double-encoded object (a JSON string holding the object), a
+/// Markdown code fence around the object, and string values that hold a JSON
+/// array or object (`"queries": "[\"a\"]"` becomes an array). Anything else
+/// that is not an object gives a message the model can act on.
+std::variant<nlohmann::json, std::string>
+parse_tool_arguments(std::string_view text);
+
+/// Removes NUL bytes and replaces invalid UTF-8 (including encoded
+/// surrogates) with U+FFFD.
+std::string sanitize_utf8(std::string_view text);
+
+} // namespace quarry::core

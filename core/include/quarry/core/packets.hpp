@@ -1,0 +1,109 @@
+// Packets: everything a user sees of a research session, in Onyx's streaming
+// vocabulary (plus Quarry's additions), with placements and sequence numbers.
+#pragma once
+
+#include "quarry/sdk/types.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace quarry::core {
+
+/// Where a packet belongs in the timeline: a block (`turn_index`), the
+/// parallel branch (`tab_index`: which research agent or tool call) and the
+/// step inside a nested agent (`sub_turn_index`, none at top level).
+struct placement {
+  int turn_index = 0;
+  int tab_index = 0;
+  std::optional<int> sub_turn_index;
+
+  friend bool operator==(const placement& x, const placement& y) {
+    return x.turn_index == y.turn_index && x.tab_index == y.tab_index
+           && x.sub_turn_index == y.sub_turn_index;
+  }
+};
+
+/// One packet. `obj` holds `type` and the type's fields (see the
+/// constructors in namespace `packets`).
+struct packet {
+  /// Position in the session's stream, from 1; 0 until the emitter stamps it.
+  uint64_t seq = 0;
+  /// The session's id; empty until the emitter stamps it.
+  std::string session;
+  placement where;
+  nlohmann::json obj;
+
+  /// The packet's `obj.type`.
+  std::string type() const;
+};
+
+/// Encodes `{"seq", "session", "placement": {"turn_index", "tab_index",
+/// "sub_turn_index"}, "obj"}` as one line of JSON (no newline).
+std::string encode(const packet& x);
+
+/// Decodes one line written by encode(); a message on malformed input.
+std::variant<packet, std::string> decode(std::string_view line);
+
+/// Returns whether `type` is a packet type this version knows.
+bool is_known_packet_type(std::string_view type);
+
+/// Onyx's SearchDoc fields for a document (document_id, semantic_identifier,
+/// link, blurb, source_type, updated_at, is_internet, ...).
+nlohmann::json search_doc(const sdk::document& doc);
+
+/// Constructors of `obj` for each packet type.
+namespace packets {
+
+// -- control ---------------------------------------------------------------
+nlohmann::json section_end();
+/// `stop_reason`: none for a normal end, `user_cancelled`, `deadline`, ...
+nlohmann::json stop(std::optional<std::string> stop_reason = std::nullopt);
+nlohmann::json top_level_branching(int num_parallel_branches);
+/// Onyx sends no details; Quarry adds a message and an error class.
+nlohmann::json error(const std::string& message, const std::string& code = {});
+nlohmann::json heartbeat();
+
+// -- reasoning and answer ---------------------------------------------------
+nlohmann::json reasoning_start();
+nlohmann::json reasoning_delta(const std::string& text);
+nlohmann::json reasoning_done();
+nlohmann::json message_start(const std::vector<sdk::document>* final_documents,
+                             std::optional<double> pre_answer_seconds);
+nlohmann::json message_delta(const std::string& text);
+nlohmann::json citation_info(int citation_number, const std::string& document_id);
+
+// -- tools ------------------------------------------------------------------
+nlohmann::json search_tool_start(bool is_internet_search);
+nlohmann::json search_tool_queries_delta(const std::vector<std::string>& queries);
+nlohmann::json search_tool_documents_delta(const std::vector<sdk::document>& docs);
+nlohmann::json open_url_start();
+nlohmann::json open_url_urls(const std::vector<std::string>& urls);
+nlohmann::json open_url_documents(const std::vector<sdk::document>& docs);
+
+// -- deep research ------------------------------------------------------------
+nlohmann::json deep_research_plan_start();
+nlohmann::json deep_research_plan_delta(const std::string& text);
+nlohmann::json research_agent_start(const std::string& research_task);
+nlohmann::json intermediate_report_start();
+nlohmann::json intermediate_report_delta(const std::string& text);
+nlohmann::json intermediate_report_cited_docs(const std::vector<sdk::document>& docs);
+
+// -- Quarry's additions -------------------------------------------------------
+/// Clarifying questions; the session ends waiting for the user's answer.
+nlohmann::json clarification(const std::string& questions);
+/// Tokens and cost of one LLM call (`role`: orchestrator, research_agent, ...).
+nlohmann::json usage(const std::string& role, const sdk::usage& tokens,
+                     double cost_usd);
+/// A note for the user that is not part of the answer (degradations,
+/// deadlines, skipped calls).
+nlohmann::json notice(const std::string& text);
+
+} // namespace packets
+
+} // namespace quarry::core

@@ -1,0 +1,109 @@
+// Unit tests of packets: the JSON of every type, the envelope and decoding.
+
+#include "quarry/core/packets.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace quarry;
+using namespace quarry::core;
+using nlohmann::json;
+
+TEST_CASE("packets encode the envelope and decode it back") {
+  packet p;
+  p.seq = 42;
+  p.session = "s-1";
+  p.where = {3, 1, 2};
+  p.obj = packets::reasoning_delta("thinking \"hard\"\n");
+  auto line = encode(p);
+  CHECK(line.find('\n') == std::string::npos);
+  auto j = json::parse(line);
+  CHECK(j == json::parse(R"({"seq": 42, "session": "s-1",
+    "placement": {"turn_index": 3, "tab_index": 1, "sub_turn_index": 2},
+    "obj": {"type": "reasoning_delta", "reasoning": "thinking \"hard\"\n"}})"));
+  auto back = decode(line);
+  REQUIRE(std::holds_alternative<packet>(back));
+  const auto& q = std::get<packet>(back);
+  CHECK(q.seq == 42);
+  CHECK(q.session == "s-1");
+  CHECK(q.where == p.where);
+  CHECK(q.obj == p.obj);
+  CHECK(q.type() == "reasoning_delta");
+  packet top;
+  top.obj = packets::stop();
+  CHECK(json::parse(encode(top))["placement"]["sub_turn_index"].is_null());
+  CHECK(json::parse(encode(top))["obj"] == json{{"type", "stop"}, {"stop_reason", nullptr}});
+}
+
+TEST_CASE("packets reject malformed lines with a reason") {
+  for (auto bad : {"", "[]", "{\"seq\": -1, \"placement\": {\"turn_index\": 0}, "
+                             "\"obj\": {\"type\": \"stop\"}}",
+                   "{\"seq\": 1, \"obj\": {\"type\": \"stop\"}}",
+                   "{\"seq\": 1, \"placement\": {\"turn_index\": \"0\"}, "
+                   "\"obj\": {\"type\": \"stop\"}}",
+                   "{\"seq\": 1, \"placement\": {\"turn_index\": 0, "
+                   "\"sub_turn_index\": \"x\"}, \"obj\": {\"type\": \"stop\"}}",
+                   "{\"seq\": 1, \"placement\": {\"turn_index\": 0}, \"obj\": {}}"}) {
+    CAPTURE(bad);
+    auto r = decode(bad);
+    REQUIRE(std::holds_alternative<std::string>(r));
+    CHECK_FALSE(std::get<std::string>(r).empty());
+  }
+}
+
+TEST_CASE("packets carry Onyx's field names") {
+  sdk::document d;
+  d.id = "https://a.example/x";
+  d.url = "https://a.example/x";
+  d.title = "A page";
+  d.snippet = "snippet";
+  d.published = "2024-01-02";
+  auto docs = std::vector<sdk::document>{d};
+  CHECK(packets::search_tool_start(true)
+        == json{{"type", "search_tool_start"}, {"is_internet_search", true}});
+  CHECK(packets::search_tool_queries_delta({"a", "b"})["queries"] == json{"a", "b"});
+  auto sd = packets::search_tool_documents_delta(docs)["documents"][0];
+  CHECK(sd["document_id"] == "https://a.example/x");
+  CHECK(sd["semantic_identifier"] == "A page");
+  CHECK(sd["link"] == "https://a.example/x");
+  CHECK(sd["blurb"] == "snippet");
+  CHECK(sd["updated_at"] == "2024-01-02");
+  CHECK(sd["is_internet"] == true);
+  CHECK(sd["source_type"] == "web");
+  CHECK(packets::open_url_urls({"u"}) == json{{"type", "open_url_urls"}, {"urls", {"u"}}});
+  CHECK(packets::open_url_documents(docs)["documents"].size() == 1);
+  CHECK(packets::top_level_branching(2)["num_parallel_branches"] == 2);
+  CHECK(packets::research_agent_start("task")["research_task"] == "task");
+  CHECK(packets::deep_research_plan_delta("1. x")["content"] == "1. x");
+  CHECK(packets::intermediate_report_delta("r")["content"] == "r");
+  CHECK(packets::intermediate_report_cited_docs(docs)["cited_docs"][0]["blurb"] == "snippet");
+  CHECK(packets::message_start(nullptr, std::nullopt)
+        == json{{"type", "message_start"}, {"final_documents", nullptr},
+                {"pre_answer_processing_seconds", nullptr}});
+  CHECK(packets::message_start(&docs, 1.5)["final_documents"].size() == 1);
+  CHECK(packets::message_delta("t")["content"] == "t");
+  CHECK(packets::citation_info(3, "d") == json{{"type", "citation_info"},
+                                               {"citation_number", 3},
+                                               {"document_id", "d"}});
+  CHECK(packets::stop("user_cancelled")["stop_reason"] == "user_cancelled");
+  CHECK(packets::heartbeat()["type"] == "chat_heartbeat");
+  sdk::usage u;
+  u.input_tokens = 10;
+  u.output_tokens = 5;
+  auto us = packets::usage("orchestrator", u, 0.25);
+  CHECK(us["input_tokens"] == 10);
+  CHECK(us["cost_usd"] == 0.25);
+  for (const auto& obj : {packets::section_end(), packets::reasoning_start(),
+                          packets::reasoning_done(), packets::open_url_start(),
+                          packets::deep_research_plan_start(),
+                          packets::intermediate_report_start(),
+                          packets::error("boom"), packets::clarification("q?"),
+                          packets::notice("n"), us})
+    CHECK(is_known_packet_type(obj["type"].get<std::string>()));
+  CHECK_FALSE(is_known_packet_type("image_generation_start"));
+  sdk::document internal = d;
+  internal.kind = sdk::source_kind::internal;
+  internal.url.clear();
+  auto isd = search_doc(internal);
+  CHECK(isd["is_internet"] == false);
+  CHECK(isd["link"].is_null());
+}

@@ -2,6 +2,7 @@
 
 #include "quarry/actors/message_types.hpp"
 
+#include "quarry/actors/emitter.hpp"
 #include "quarry/actors/llm_messages.hpp"
 #include "quarry/actors/tool_provider.hpp"
 
@@ -17,6 +18,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<llm_reply>("quarry.llm_reply");
   cfg.add_message_type<tool_call_msg>("quarry.tool_call");
   cfg.add_message_type<tool_reply>("quarry.tool_reply");
+  cfg.add_message_type<packet_msg>("quarry.packet");
 }
 
 } // namespace quarry::actors

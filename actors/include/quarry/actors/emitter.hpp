@@ -1,0 +1,72 @@
+// The emitter: one per session. Stamps every packet with the session id and
+// a sequence number and fans it out to subscribers (terminal view, JSONL
+// writer, store, HTTP clients), replaying what a late subscriber missed.
+
+#pragma once
+
+#include "quarry/actors/atoms.hpp"
+#include "quarry/core/packets.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/atom.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace caf {
+class actor_system;
+} // namespace caf
+
+namespace quarry::actors {
+
+/// A packet on its way to the emitter or to a subscriber.
+using packet_atom = caf::atom_constant<caf::atom("packet")>;
+
+/// Subscribes an actor to a session's packets.
+using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
+
+/// A packet before the emitter stamps it: placement and `obj` as JSON text.
+struct packet_msg {
+  int32_t turn_index = 0;
+  int32_t tab_index = 0;
+  /// -1 for none (top level).
+  int32_t sub_turn_index = -1;
+  std::string obj;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, packet_msg& x) {
+  return f(caf::meta::type_name("quarry.packet"), x.turn_index, x.tab_index,
+           x.sub_turn_index, x.obj);
+}
+
+/// Makes a packet message.
+packet_msg make_packet(const core::placement& where, const nlohmann::json& obj);
+
+/// The emitter's interface.
+/// - `(packet_atom, packet_msg)`: stamps and fans out the packet.
+/// - `(subscribe_atom, actor, from_seq)`: the actor receives
+///   `(packet_atom, std::string line, uint64_t seq)` for every packet with
+///   seq >= from_seq, in order, starting with those already emitted.
+/// - `(stop_atom)`: replies with the number of packets emitted; the emitter
+///   then quits. Subscribers are told with `(stop_atom, uint64_t count)`.
+using emitter_actor = caf::typed_actor<
+  caf::reacts_to<packet_atom, packet_msg>,
+  caf::reacts_to<subscribe_atom, caf::actor, uint64_t>,
+  caf::replies_to<stop_atom>::with<uint64_t>>;
+
+/// Spawns the emitter of session `session_id`. It keeps the encoded packets
+/// for replay.
+emitter_actor spawn_emitter(caf::actor_system& sys, std::string session_id);
+
+/// Spawns a subscriber that calls `on_line(line, seq)` for every packet and
+/// `on_end(count)` when the emitter stops. Both run in the actor, one at a
+/// time.
+caf::actor spawn_line_sink(caf::actor_system& sys,
+                           std::function<void(const std::string&, uint64_t)> on_line,
+                           std::function<void(uint64_t)> on_end = {});
+
+} // namespace quarry::actors

@@ -1,0 +1,107 @@
+// The research agent: works on one task with the search and reading tools,
+// then writes an intermediate report with agent-local citation numbers.
+
+#pragma once
+
+#include "quarry/actors/emitter.hpp"
+#include "quarry/actors/llm_messages.hpp"
+#include "quarry/actors/tool_provider.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace caf {
+class actor_system;
+} // namespace caf
+
+namespace quarry::core {
+class prompt_library;
+} // namespace quarry::core
+
+namespace quarry::actors {
+
+/// Sent by an agent to its parent when it is done: `(agent_done_atom,
+/// agent_result)`.
+using agent_done_atom = caf::atom_constant<caf::atom("agentdone")>;
+
+/// Tells an agent to stop researching and write its report now.
+using report_now_atom = caf::atom_constant<caf::atom("reportnow")>;
+
+/// The tools a session offers its agents, by name.
+struct tool_set {
+  struct entry {
+    tool_provider_actor actor;
+    sdk::tool_definition definition;
+  };
+  /// `web_search`, `open_url`, `internal_search` (any subset).
+  std::map<std::string, entry> tools;
+};
+
+/// What an agent is asked to do and within which limits.
+struct agent_spec {
+  /// The orchestrator's tool call id (echoed in the result).
+  std::string call_id;
+  std::string task;
+  /// Placement of the agent's packets: turn and tab.
+  int turn_index = 0;
+  int tab_index = 0;
+  /// Research cycles (LLM steps with tools; think steps do not count).
+  int max_cycles = 8;
+  /// The model reasons natively (no think_tool then).
+  bool reasoning_model = false;
+  /// After this long the agent stops researching and writes its report.
+  std::chrono::milliseconds force_report_after{std::chrono::minutes{12}};
+  /// After this long the agent gives up, report or not.
+  std::chrono::milliseconds hard_timeout{std::chrono::minutes{20}};
+  /// Prompt tokens the model accepts.
+  int64_t context_tokens = 128000;
+  /// Output limits of a research step and of the report.
+  int64_t step_max_tokens = 1000;
+  int64_t report_max_tokens = 10000;
+  /// The date as the prompts state it.
+  std::string current_datetime;
+};
+
+/// What an agent produced.
+struct agent_result {
+  std::string call_id;
+  int tab_index = 0;
+  /// Whether a report was written.
+  bool ok = false;
+  /// The intermediate report with agent-local `[n]` markers.
+  std::string report;
+  /// The documents the report cites, by agent-local number (first-cited
+  /// order is the order of `cited`).
+  std::vector<std::pair<int, sdk::document>> cited;
+  /// Why the agent failed (when `ok` is false).
+  std::string failure;
+};
+
+/// Spawns an agent that starts at once and sends `(agent_done_atom,
+/// agent_result)` to `parent` exactly once, then quits.
+caf::actor spawn_research_agent(caf::actor_system& sys, agent_spec spec,
+                                llm_provider_actor llm, tool_set tools,
+                                emitter_actor emitter,
+                                std::shared_ptr<const core::prompt_library> prompts,
+                                caf::actor parent);
+
+/// Rewrites the `document` numbers of a tool's LLM-facing JSON
+/// (`{"results": [{"document": n, ...}]}`): result i is documents[i]; its
+/// number comes from `number_of(documents[i])`. Text that is not such JSON
+/// is returned unchanged.
+std::string renumber_documents(const std::string& llm_text,
+                               const std::vector<sdk::document>& documents,
+                               const std::function<int(const sdk::document&)>&
+                                 number_of);
+
+} // namespace quarry::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(quarry::actors::agent_result)

@@ -1,0 +1,638 @@
+// The research agent actor (Onyx's research_agent.py, spec section 4.5), with
+// tool calls of different kinds in one step run in parallel, every call
+// answered, and the agent's own generate_report description.
+
+#include "quarry/actors/research_agent.hpp"
+
+#include "quarry/core/history.hpp"
+#include "quarry/core/prompts.hpp"
+#include "quarry/core/research_tools.hpp"
+#include "quarry/core/think_stream.hpp"
+#include "quarry/core/tool_args.hpp"
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <set>
+
+namespace quarry::actors {
+
+std::string renumber_documents(const std::string& llm_text,
+                               const std::vector<sdk::document>& documents,
+                               const std::function<int(const sdk::document&)>&
+                                 number_of) {
+  auto j = nlohmann::ordered_json::parse(llm_text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return llm_text;
+  auto results = j.find("results");
+  if (results == j.end() || !results->is_array())
+    return llm_text;
+  size_t i = 0;
+  for (auto& entry : *results) {
+    if (i >= documents.size() || !entry.is_object() || !entry.contains("document"))
+      break;
+    entry["document"] = number_of(documents[i++]);
+  }
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// Internal: the hard time limit of an agent expired.
+using agent_timeout_atom = caf::atom_constant<caf::atom("agenttime")>;
+
+// One tool call of a step and what became of it.
+struct pending_tool {
+  sdk::tool_call call;
+  std::optional<sdk::tool_result> result;
+};
+
+struct agent_state {
+  agent_spec spec;
+  llm_provider_actor llm;
+  tool_set tools;
+  emitter_actor emitter;
+  std::shared_ptr<const core::prompt_library> prompts;
+  caf::actor parent;
+  clock_type::time_point started;
+  bool done = false;
+  bool report_now = false;
+  bool writing_report = false;
+
+  std::vector<sdk::chat_message> history;
+  int research_cycles = 0;
+  int llm_cycles = 0;
+  int reasoning_cycles = 0;
+  bool just_ran_web_search = false;
+
+  // Agent-local citation numbers.
+  std::map<std::string, int> number_of_id;
+  std::map<int, sdk::document> doc_of_number;
+  // Search snippets by URL, for open_url's window.
+  std::map<std::string, std::string> snippets;
+
+  // The LLM step in progress.
+  uint64_t next_call = 1;
+  uint64_t current_call = 0;
+  core::placement step_at;
+  bool reasoning_open = false;
+  bool reasoned = false;
+  core::think_stream think;
+  std::string report_text;
+  bool report_started = false;
+
+  // Tool calls of the current step.
+  std::vector<pending_tool> pending;
+  size_t outstanding = 0;
+
+  static inline const char* name = "quarry.research_agent";
+};
+
+using agent_ptr = caf::stateful_actor<agent_state>*;
+
+void emit(agent_ptr self, const core::placement& at, const nlohmann::json& obj) {
+  self->send(self->state.emitter, packet_atom::value, make_packet(at, obj));
+}
+
+core::placement agent_at(agent_ptr self) {
+  return {self->state.spec.turn_index, self->state.spec.tab_index, std::nullopt};
+}
+
+int number_for(agent_state& st, const sdk::document& doc) {
+  auto key = doc.id.empty() ? doc.url : doc.id;
+  if (auto i = st.number_of_id.find(key); i != st.number_of_id.end())
+    return i->second;
+  auto n = st.doc_of_number.empty() ? 1 : st.doc_of_number.rbegin()->first + 1;
+  st.number_of_id.emplace(key, n);
+  st.doc_of_number.emplace(n, doc);
+  return n;
+}
+
+void finish(agent_ptr self, agent_result result) {
+  auto& st = self->state;
+  if (st.done)
+    return;
+  st.done = true;
+  result.call_id = st.spec.call_id;
+  result.tab_index = st.spec.tab_index;
+  self->send(st.parent, agent_done_atom::value, std::move(result));
+  self->quit();
+}
+
+void fail(agent_ptr self, const std::string& why) {
+  emit(self, agent_at(self), core::packets::error(why, "research_agent_failed"));
+  agent_result r;
+  r.ok = false;
+  r.failure = why;
+  finish(self, std::move(r));
+}
+
+std::string render(agent_ptr self, std::string_view name,
+                   const core::prompt_vars& vars) {
+  auto r = self->state.prompts->render(name, vars);
+  if (std::holds_alternative<core::prompt_error>(r))
+    return {}; // reported by the caller through an empty prompt
+  return std::get<std::string>(std::move(r));
+}
+
+void close_reasoning(agent_ptr self) {
+  auto& st = self->state;
+  if (!st.reasoning_open)
+    return;
+  emit(self, st.step_at, core::packets::reasoning_done());
+  st.reasoning_open = false;
+}
+
+void reasoning_piece(agent_ptr self, const std::string& text) {
+  auto& st = self->state;
+  if (text.empty())
+    return;
+  if (!st.reasoning_open) {
+    emit(self, st.step_at, core::packets::reasoning_start());
+    st.reasoning_open = true;
+    st.reasoned = true;
+  }
+  emit(self, st.step_at, core::packets::reasoning_delta(text));
+}
+
+void next_step(agent_ptr self);
+void write_report(agent_ptr self);
+
+// -- tools ----------------------------------------------------------------------
+
+void tool_finished(agent_ptr self) {
+  auto& st = self->state;
+  if (st.outstanding > 0 || st.done)
+    return;
+  // One assistant message with every call, then one result per call.
+  sdk::chat_message assistant;
+  assistant.author = sdk::role::assistant;
+  for (const auto& p : st.pending)
+    assistant.tool_calls.push_back(p.call);
+  st.history.push_back(std::move(assistant));
+  for (auto& p : st.pending) {
+    sdk::chat_message m;
+    m.author = sdk::role::tool;
+    m.tool_call_id = p.call.id;
+    m.tool_name = p.call.name;
+    m.content = p.result ? p.result->llm_text : core::missing_tool_result_text;
+    st.history.push_back(std::move(m));
+  }
+  st.pending.clear();
+  ++st.llm_cycles;
+  ++st.research_cycles;
+  next_step(self);
+}
+
+void run_tool(agent_ptr self, size_t index, const core::placement& at) {
+  auto& st = self->state;
+  auto& p = st.pending[index];
+  auto name = p.call.name;
+  auto found = st.tools.tools.find(name);
+  if (found == st.tools.tools.end()) {
+    sdk::tool_result r;
+    std::vector<std::string> names;
+    for (const auto& [n, _] : st.tools.tools)
+      names.push_back(n);
+    r.llm_text = "There is no tool named '" + name
+                 + "'. Available tools: " + core::join_tool_names(names)
+                 + ", think_tool and generate_report.";
+    r.failure = sdk::make_error(sdk::errc::bad_request, r.llm_text);
+    p.result = std::move(r);
+    return;
+  }
+  auto parsed = core::parse_tool_arguments(p.call.arguments);
+  nlohmann::json args = std::holds_alternative<nlohmann::json>(parsed)
+                          ? std::get<nlohmann::json>(parsed)
+                          : nlohmann::json::object();
+  // Packets that announce the call.
+  if (name == "web_search" || name == "internal_search") {
+    emit(self, at, core::packets::search_tool_start(name == "web_search"));
+    std::vector<std::string> queries;
+    if (auto q = args.find("queries"); q != args.end()) {
+      if (q->is_array()) {
+        for (const auto& x : *q)
+          if (x.is_string())
+            queries.push_back(x.get<std::string>());
+      } else if (q->is_string()) {
+        queries.push_back(q->get<std::string>());
+      }
+    }
+    emit(self, at, core::packets::search_tool_queries_delta(queries));
+  } else if (name == "open_url") {
+    emit(self, at, core::packets::open_url_start());
+    std::vector<std::string> urls;
+    if (auto u = args.find("urls"); u != args.end() && u->is_array())
+      for (const auto& x : *u)
+        if (x.is_string())
+          urls.push_back(x.get<std::string>());
+    emit(self, at, core::packets::open_url_urls(urls));
+    // The search engines' snippets centre open_url's window.
+    nlohmann::json hints = nlohmann::json::object();
+    for (const auto& url : urls)
+      if (auto s = st.snippets.find(url); s != st.snippets.end())
+        hints[url] = s->second;
+    if (!hints.empty())
+      args["_quarry"] = {{"snippets", hints}};
+  }
+  // Model-written `_quarry` hints are not trusted.
+  if (name != "open_url")
+    args.erase("_quarry");
+  ++st.outstanding;
+  auto arguments = std::holds_alternative<nlohmann::json>(parsed)
+                     ? args.dump()
+                     : p.call.arguments; // let the tool actor explain
+  self
+    ->request(found->second.actor, caf::infinite, run_atom::value,
+              tool_call_msg{index, arguments})
+    .then(
+      [=](tool_reply& reply) {
+        auto& st = self->state;
+        if (st.done || index >= st.pending.size())
+          return;
+        auto& r = reply.result;
+        // Agent-local numbers for every document, reused per document id.
+        r.llm_text = renumber_documents(r.llm_text, r.documents,
+                                        [self](const sdk::document& d) {
+                                          return number_for(self->state, d);
+                                        });
+        if (name == "web_search" || name == "internal_search") {
+          for (const auto& d : r.documents)
+            if (!d.snippet.empty() && !d.url.empty())
+              st.snippets.emplace(d.url, d.snippet);
+          emit(self, at, core::packets::search_tool_documents_delta(r.documents));
+          if (name == "web_search" && !r.documents.empty())
+            st.just_ran_web_search = true;
+        } else if (name == "open_url" && !r.documents.empty()) {
+          emit(self, at, core::packets::open_url_documents(r.documents));
+        }
+        if (r.failure && r.documents.empty())
+          emit(self, at, core::packets::error(r.failure->message, "tool_failed"));
+        emit(self, at, core::packets::section_end());
+        st.pending[index].result = std::move(r);
+        --st.outstanding;
+        tool_finished(self);
+      },
+      [=](caf::error& err) {
+        auto& st = self->state;
+        if (st.done || index >= st.pending.size())
+          return;
+        sdk::tool_result r;
+        r.llm_text = "The " + name + " call failed: " + caf::to_string(err)
+                     + ". Try another approach.";
+        emit(self, at, core::packets::error(r.llm_text, "tool_failed"));
+        emit(self, at, core::packets::section_end());
+        st.pending[index].result = std::move(r);
+        --st.outstanding;
+        tool_finished(self);
+      });
+}
+
+// -- LLM steps -----------------------------------------------------------------
+
+void on_step_reply(agent_ptr self, sdk::chat_result& result) {
+  auto& st = self->state;
+  reasoning_piece(self, st.think.finish());
+  close_reasoning(self);
+  auto tools_at = st.step_at;
+  if (st.reasoned) {
+    ++st.reasoning_cycles;
+    tools_at.sub_turn_index = *st.step_at.sub_turn_index + 1;
+  }
+  auto calls = std::move(result.tool_calls);
+  bool report = false;
+  std::vector<sdk::tool_call> thinks;
+  std::vector<sdk::tool_call> work;
+  for (auto& c : calls) {
+    if (c.name == "generate_report")
+      report = true;
+    else if (c.name == core::think_stream::tool_name)
+      thinks.push_back(std::move(c));
+    else
+      work.push_back(std::move(c));
+  }
+  if (report) {
+    write_report(self);
+    return;
+  }
+  // Think calls: their text was streamed as reasoning; they get the
+  // acknowledgement and do not use up a research cycle.
+  if (!thinks.empty() && work.empty()) {
+    sdk::chat_message assistant;
+    assistant.author = sdk::role::assistant;
+    assistant.tool_calls = thinks;
+    st.history.push_back(std::move(assistant));
+    for (const auto& t : thinks) {
+      sdk::chat_message m;
+      m.author = sdk::role::tool;
+      m.tool_call_id = t.id;
+      m.tool_name = t.name;
+      m.content = core::think_acknowledgement;
+      st.history.push_back(std::move(m));
+    }
+    ++st.llm_cycles;
+    next_step(self);
+    return;
+  }
+  if (work.empty() && thinks.empty()) {
+    // The model ignored "required": the step is used up.
+    if (!result.text.empty()) {
+      sdk::chat_message m;
+      m.author = sdk::role::assistant;
+      m.content = result.text;
+      st.history.push_back(std::move(m));
+    }
+    ++st.llm_cycles;
+    ++st.research_cycles;
+    next_step(self);
+    return;
+  }
+  st.just_ran_web_search = false;
+  st.pending.clear();
+  for (auto& t : thinks) {
+    pending_tool p;
+    p.call = std::move(t);
+    sdk::tool_result r;
+    r.llm_text = core::think_acknowledgement;
+    p.result = std::move(r);
+    st.pending.push_back(std::move(p));
+  }
+  auto first_work = st.pending.size();
+  for (auto& w : work) {
+    pending_tool p;
+    p.call = std::move(w);
+    st.pending.push_back(std::move(p));
+  }
+  st.outstanding = 0;
+  for (size_t i = first_work; i < st.pending.size(); ++i)
+    run_tool(self, i, tools_at);
+  tool_finished(self);
+}
+
+void next_step(agent_ptr self) {
+  auto& st = self->state;
+  if (st.done)
+    return;
+  auto elapsed = clock_type::now() - st.started;
+  if (st.report_now || elapsed >= st.spec.force_report_after
+      || st.research_cycles >= st.spec.max_cycles) {
+    write_report(self);
+    return;
+  }
+  std::vector<std::string> names;
+  std::vector<sdk::tool_definition> defs;
+  for (const auto& [name, entry] : st.tools.tools) {
+    names.push_back(name);
+    defs.push_back(entry.definition);
+  }
+  const auto* lib = st.prompts.get();
+  auto guidance = [&](const char* name, bool on) {
+    if (!on)
+      return std::string{};
+    const auto* text = lib->find(name);
+    return text ? *text : std::string{};
+  };
+  bool has_open_url = st.tools.tools.count("open_url") > 0;
+  core::prompt_vars vars{
+    {"available_tools", core::join_tool_names(names)},
+    {"current_datetime", st.spec.current_datetime},
+    {"current_cycle_count", std::to_string(st.research_cycles)},
+    {"max_cycles", std::to_string(st.spec.max_cycles)},
+    {"internal_search_tool_guidance",
+     guidance("internal_search_tool_guidance",
+              st.tools.tools.count("internal_search") > 0)},
+    {"web_search_tool_guidance",
+     guidance("web_search_tool_guidance", st.tools.tools.count("web_search") > 0)},
+    {"open_url_tool_guidance",
+     guidance(st.spec.reasoning_model ? "open_url_tool_guidance_reasoning"
+                                      : "open_url_tool_guidance",
+              has_open_url)},
+  };
+  auto system = render(self, st.spec.reasoning_model ? "research_agent_reasoning"
+                                                     : "research_agent",
+                       vars);
+  if (system.empty()) {
+    fail(self, "the research agent prompt could not be rendered");
+    return;
+  }
+  defs.push_back(core::generate_report_tool(true));
+  if (!st.spec.reasoning_model)
+    defs.push_back(core::think_tool(true));
+  core::history_input in;
+  in.system.author = sdk::role::system;
+  in.system.content = std::move(system);
+  in.history = st.history;
+  if (st.just_ran_web_search && has_open_url) {
+    if (const auto* text = lib->find("open_url_reminder")) {
+      sdk::chat_message m;
+      m.author = sdk::role::user;
+      m.content = *text;
+      in.reminder = std::move(m);
+    }
+  }
+  int64_t def_tokens = 0;
+  for (const auto& d : defs)
+    def_tokens += static_cast<int64_t>(d.to_openai().dump().size() / 4);
+  in.available_tokens = std::max<int64_t>(0, st.spec.context_tokens - def_tokens
+                                               - st.spec.step_max_tokens);
+  auto built = core::build_history(in);
+  if (std::holds_alternative<std::string>(built)) {
+    // The context is full: write the report from what exists.
+    write_report(self);
+    return;
+  }
+  sdk::chat_request req;
+  req.messages = std::get<std::vector<sdk::chat_message>>(std::move(built));
+  req.tools = std::move(defs);
+  req.choice = sdk::tool_choice::required;
+  req.max_tokens = st.spec.step_max_tokens;
+  req.role_tag = "research";
+  st.step_at = {st.spec.turn_index, st.spec.tab_index,
+                st.llm_cycles + st.reasoning_cycles};
+  st.reasoning_open = false;
+  st.reasoned = false;
+  st.think = core::think_stream{};
+  st.current_call = st.next_call++;
+  self->request(st.llm, caf::infinite, chat_atom::value,
+                llm_call{st.current_call, std::move(req)})
+    .then([=](llm_reply& reply) { on_step_reply(self, reply.result); },
+          [=](caf::error& err) {
+            auto e = from_caf_error(err);
+            fail(self, "the research agent's model call failed: " + e.message);
+          });
+}
+
+// -- the intermediate report ------------------------------------------------------
+
+void write_report(agent_ptr self) {
+  auto& st = self->state;
+  if (st.done || st.writing_report)
+    return;
+  st.writing_report = true;
+  auto system = render(self, "research_report", {});
+  auto reminder = render(self, "user_report_query",
+                         {{"research_topic", st.spec.task}});
+  if (system.empty() || reminder.empty()) {
+    fail(self, "the report prompts could not be rendered");
+    return;
+  }
+  core::history_input in;
+  in.system.author = sdk::role::system;
+  in.system.content = std::move(system);
+  in.history = st.history;
+  sdk::chat_message m;
+  m.author = sdk::role::user;
+  m.content = std::move(reminder);
+  in.reminder = std::move(m);
+  in.available_tokens = std::max<int64_t>(0, st.spec.context_tokens
+                                               - st.spec.report_max_tokens);
+  auto built = core::build_history(in);
+  if (auto* err = std::get_if<std::string>(&built)) {
+    fail(self, "the research history does not fit the model: " + *err);
+    return;
+  }
+  sdk::chat_request req;
+  req.messages = std::get<std::vector<sdk::chat_message>>(std::move(built));
+  req.choice = sdk::tool_choice::none;
+  req.max_tokens = st.spec.report_max_tokens;
+  req.role_tag = "report";
+  st.step_at = agent_at(self);
+  st.reasoning_open = false;
+  st.report_text.clear();
+  st.report_started = false;
+  st.current_call = st.next_call++;
+  self->request(st.llm, caf::infinite, chat_atom::value,
+                llm_call{st.current_call, std::move(req)})
+    .then(
+      [=](llm_reply& reply) {
+        auto& st = self->state;
+        close_reasoning(self);
+        auto text = st.report_started ? st.report_text : reply.result.text;
+        if (!st.report_started && !text.empty()) {
+          emit(self, agent_at(self), core::packets::intermediate_report_start());
+          emit(self, agent_at(self), core::packets::intermediate_report_delta(text));
+        }
+        if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+          fail(self, "the research agent wrote an empty report");
+          return;
+        }
+        agent_result r;
+        r.ok = true;
+        r.report = text;
+        // The documents the report cites, in first-cited order.
+        std::set<int> seen;
+        for (size_t i = 0; i < text.size(); ++i) {
+          if (text[i] != '[')
+            continue;
+          size_t j = i + 1;
+          while (j < text.size()) {
+            size_t k = j;
+            int n = 0;
+            while (k < text.size() && k - j < 6 && std::isdigit(static_cast<unsigned char>(text[k])))
+              n = n * 10 + (text[k++] - '0');
+            if (k == j)
+              break;
+            if (auto d = st.doc_of_number.find(n);
+                d != st.doc_of_number.end() && seen.insert(n).second)
+              r.cited.emplace_back(n, d->second);
+            if (k < text.size() && text[k] == ',') {
+              j = k + 1;
+              if (j < text.size() && text[j] == ' ')
+                ++j;
+              continue;
+            }
+            break;
+          }
+        }
+        std::vector<sdk::document> docs;
+        for (const auto& [n, d] : r.cited)
+          docs.push_back(d);
+        emit(self, agent_at(self),
+             core::packets::intermediate_report_cited_docs(docs));
+        emit(self, agent_at(self), core::packets::section_end());
+        finish(self, std::move(r));
+      },
+      [=](caf::error& err) {
+        auto e = from_caf_error(err);
+        fail(self, "the research agent's report failed: " + e.message);
+      });
+}
+
+caf::behavior agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm,
+                         tool_set tools, emitter_actor emitter,
+                         std::shared_ptr<const core::prompt_library> prompts,
+                         caf::actor parent) {
+  auto& st = self->state;
+  st.spec = std::move(spec);
+  st.llm = std::move(llm);
+  st.tools = std::move(tools);
+  st.emitter = std::move(emitter);
+  st.prompts = std::move(prompts);
+  st.parent = std::move(parent);
+  st.started = clock_type::now();
+  sdk::chat_message task;
+  task.author = sdk::role::user;
+  task.content = st.spec.task;
+  st.history.push_back(std::move(task));
+  emit(self, agent_at(self), core::packets::research_agent_start(st.spec.task));
+  self->delayed_send(self, st.spec.hard_timeout, agent_timeout_atom::value);
+  self->send(self, caf::tick_atom::value);
+  return {
+    [=](caf::tick_atom) { next_step(self); },
+    [=](delta_atom, llm_delta& d) {
+      auto& st = self->state;
+      if (d.call_id != st.current_call || st.done)
+        return;
+      switch (d.kind) {
+        case delta_kind::reasoning:
+          reasoning_piece(self, d.text);
+          break;
+        case delta_kind::text:
+          if (st.writing_report) {
+            close_reasoning(self);
+            if (!st.report_started) {
+              emit(self, agent_at(self), core::packets::intermediate_report_start());
+              st.report_started = true;
+            }
+            st.report_text += d.text;
+            emit(self, agent_at(self), core::packets::intermediate_report_delta(d.text));
+          } else {
+            // Text under tool_choice=required is shown as reasoning.
+            reasoning_piece(self, d.text);
+          }
+          break;
+        case delta_kind::tool_call:
+          if (!st.writing_report && !st.spec.reasoning_model)
+            reasoning_piece(self, st.think.feed(d.tool));
+          break;
+        case delta_kind::usage:
+          break;
+      }
+    },
+    [=](report_now_atom) {
+      self->state.report_now = true;
+    },
+    [=](agent_timeout_atom) {
+      auto& st = self->state;
+      if (st.done)
+        return;
+      self->send(st.llm, cancel_atom::value, st.current_call);
+      fail(self, "the research agent ran out of time");
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_research_agent(caf::actor_system& sys, agent_spec spec,
+                                llm_provider_actor llm, tool_set tools,
+                                emitter_actor emitter,
+                                std::shared_ptr<const core::prompt_library> prompts,
+                                caf::actor parent) {
+  return sys.spawn(agent_impl, std::move(spec), std::move(llm), std::move(tools),
+                   std::move(emitter), std::move(prompts), std::move(parent));
+}
+
+} // namespace quarry::actors

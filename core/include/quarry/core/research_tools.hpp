@@ -1,0 +1,33 @@
+// The tools the research loop itself offers to models (Onyx's "mock tools"):
+// generate_plan, research_agent, generate_report and think_tool.
+#pragma once
+
+#include "quarry/sdk/types.hpp"
+
+#include <string>
+#include <vector>
+
+namespace quarry::core {
+
+/// Offered at the clarification step: calling it means "no questions".
+sdk::tool_definition generate_plan_tool();
+
+/// Offered to the orchestrator: starts a research agent on `task`.
+sdk::tool_definition research_agent_tool();
+
+/// Offered to the orchestrator and to research agents. Agents get their own
+/// description (Onyx gives them the orchestrator's).
+sdk::tool_definition generate_report_tool(bool for_agent);
+
+/// Offered to models without native reasoning; `for_agent` selects the
+/// research agent's description.
+sdk::tool_definition think_tool(bool for_agent);
+
+/// Joins tool names for prompts: "a", "a and b", "a, b, and c".
+std::string join_tool_names(const std::vector<std::string>& names);
+
+/// The tool result of a think_tool call.
+inline constexpr const char* think_acknowledgement
+  = "Acknowledged, please continue.";
+
+} // namespace quarry::core

@@ -1,0 +1,115 @@
+// The research session: Onyx's deep research strategy as an actor
+// (clarification, plan, orchestrator cycles with research agents, final
+// report), with a parallel limit enforced in code, every tool call answered
+// and a global deadline that really bounds the run.
+
+#pragma once
+
+#include "quarry/actors/emitter.hpp"
+#include "quarry/actors/llm_messages.hpp"
+#include "quarry/actors/research_agent.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace caf {
+class actor_system;
+} // namespace caf
+
+namespace quarry::actors {
+
+/// Sent by a session to its requester at the end: `(session_done_atom,
+/// session_result)`.
+using session_done_atom = caf::atom_constant<caf::atom("sessdone")>;
+
+/// What a session researches and within which limits.
+struct session_spec {
+  std::string session_id;
+  std::string question;
+  /// Ask clarifying questions first when the question is unclear.
+  bool clarify = true;
+  /// Research agents running at once; surplus calls are answered "not run".
+  int max_parallel_agents = 3;
+  /// Orchestrator cycles; 0: 8, or 4 for reasoning models.
+  int max_cycles = 0;
+  int max_plan_steps = 6;
+  /// Research cycles of each agent.
+  int agent_max_cycles = 8;
+  /// The models reason natively (no think_tool).
+  bool reasoning_model = false;
+  /// Research ends by this time after the start; the final report follows.
+  std::chrono::milliseconds deadline{std::chrono::minutes{30}};
+  /// Longest time for the final report itself.
+  std::chrono::milliseconds final_report_timeout{std::chrono::minutes{5}};
+  /// Per agent: time to report, hard limit.
+  std::chrono::milliseconds agent_force_report{std::chrono::minutes{12}};
+  std::chrono::milliseconds agent_hard_timeout{std::chrono::minutes{20}};
+  /// Prompt tokens the models accept.
+  int64_t context_tokens = 128000;
+  int64_t orchestrator_max_tokens = 4096;
+  int64_t final_max_tokens = 20000;
+  /// The date as the prompts state it.
+  std::string current_datetime;
+};
+
+/// The LLM provider actor for each role (they may all be the same).
+struct session_models {
+  llm_provider_actor clarify;
+  llm_provider_actor plan;
+  llm_provider_actor orchestrator;
+  llm_provider_actor research;
+  llm_provider_actor report;
+};
+
+/// How a session ended.
+enum class session_status : uint8_t {
+  /// A report was written.
+  report,
+  /// The question needs clarification; `questions` holds them.
+  clarification,
+  /// The session failed; `failure` says why.
+  failed,
+};
+
+/// A cited source of the report.
+struct report_source {
+  int number = 0;
+  std::string document_id;
+  std::string title;
+  std::string url;
+};
+
+/// What a session produced.
+struct session_result {
+  session_status status = session_status::failed;
+  /// The report in Markdown, citations as `[[n]](url)`.
+  std::string report;
+  /// The plan the research followed.
+  std::string plan;
+  /// The clarifying questions.
+  std::string questions;
+  /// Every cited source, by number.
+  std::vector<report_source> sources;
+  std::string failure;
+  /// Remarks about the run (deadline reached, agents that failed, ...).
+  std::vector<std::string> notices;
+};
+
+/// Spawns a session that starts at once and sends `(session_done_atom,
+/// session_result)` to `requester` exactly once, then quits. Send it
+/// `stop_atom` to end research early (the report is still written).
+caf::actor spawn_session(caf::actor_system& sys, session_spec spec,
+                         session_models models, tool_set tools,
+                         emitter_actor emitter,
+                         std::shared_ptr<const core::prompt_library> prompts,
+                         caf::actor requester);
+
+} // namespace quarry::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(quarry::actors::session_result)

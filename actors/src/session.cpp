@@ -1,0 +1,857 @@
+// The research session actor (Onyx's dr_loop.py, spec sections 4.1-4.7).
+// Fixes over Onyx: the parallel limit is enforced in code, a first
+// orchestrator turn without tool calls is retried once, every tool call gets
+// a result, think_tool never drops other calls, the internal-search guidance
+// appears only with internal search, and a global deadline bounds the run
+// while the user still gets a report.
+
+#include "quarry/actors/session.hpp"
+
+#include "quarry/core/citations.hpp"
+#include "quarry/core/history.hpp"
+#include "quarry/core/prompts.hpp"
+#include "quarry/core/research_tools.hpp"
+#include "quarry/core/think_stream.hpp"
+#include "quarry/core/tool_args.hpp"
+
+#include <caf/all.hpp>
+
+#include <map>
+
+namespace quarry::actors {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+using deadline_soon_atom = caf::atom_constant<caf::atom("dlsoon")>;
+using deadline_now_atom = caf::atom_constant<caf::atom("dlnow")>;
+using final_timeout_atom = caf::atom_constant<caf::atom("finaltime")>;
+
+enum class phase { clarify, plan, orchestrate, agents, final, done };
+
+struct running_agent {
+  std::string call_id;
+  std::string task;
+  int tab = 0;
+  caf::actor handle;
+  std::optional<agent_result> result;
+};
+
+struct session_state {
+  session_spec spec;
+  session_models models;
+  tool_set tools;
+  emitter_actor emitter;
+  std::shared_ptr<const core::prompt_library> prompts;
+  caf::actor requester;
+  clock_type::time_point started;
+  phase now = phase::clarify;
+  bool stop_requested = false;
+  bool deadline_passed = false;
+
+  std::string plan;
+  int plan_turn = 0;
+  std::vector<sdk::chat_message> orchestration;
+  int cycle = 0;
+  int max_cycles = 8;
+  int reasoning_cycles = 0;
+  int start_turn = 1;
+  bool retried_empty = false;
+
+  core::citation_mapping global;
+  std::map<std::string, sdk::document> docs_by_id;
+  std::vector<std::pair<std::string, std::string>> findings; // task, report
+
+  std::vector<running_agent> agents;
+  size_t agents_outstanding = 0;
+  int agents_turn = 0;
+  // The orchestrator call's tool calls being answered by this round.
+  std::vector<sdk::tool_call> round_calls;
+  std::map<std::string, std::string> round_results;
+
+  // The LLM call in progress.
+  uint64_t next_call = 1;
+  uint64_t current_call = 0;
+  llm_provider_actor current_llm;
+  core::placement at;
+  bool reasoning_open = false;
+  bool reasoned = false;
+  core::think_stream think;
+  std::string text;
+  bool text_started = false;
+  std::unique_ptr<core::citation_processor> processor;
+  int final_turn = 0;
+
+  std::vector<std::string> notices;
+  static inline const char* name = "quarry.session";
+};
+
+using session_ptr = caf::stateful_actor<session_state>*;
+
+void emit(session_ptr self, const core::placement& at, const nlohmann::json& obj) {
+  self->send(self->state.emitter, packet_atom::value, make_packet(at, obj));
+}
+
+core::placement turn(int t) {
+  return {t, 0, std::nullopt};
+}
+
+bool has_tool(session_ptr self, const char* name) {
+  return self->state.tools.tools.count(name) > 0;
+}
+
+std::string render(session_ptr self, std::string_view name,
+                   const core::prompt_vars& vars) {
+  auto r = self->state.prompts->render(name, vars);
+  if (std::holds_alternative<core::prompt_error>(r))
+    return ""; // the templates are checked when they are loaded
+  return std::get<std::string>(std::move(r));
+}
+
+std::string guidance(session_ptr self, const char* name, bool on) {
+  if (!on)
+    return {};
+  const auto* text = self->state.prompts->find(name);
+  return text ? *text : std::string{};
+}
+
+sdk::chat_message user(std::string text) {
+  sdk::chat_message m;
+  m.author = sdk::role::user;
+  m.content = std::move(text);
+  return m;
+}
+
+sdk::chat_message system_msg(std::string text) {
+  sdk::chat_message m;
+  m.author = sdk::role::system;
+  m.content = std::move(text);
+  return m;
+}
+
+void finish(session_ptr self, session_result result) {
+  auto& st = self->state;
+  if (st.now == phase::done)
+    return;
+  st.now = phase::done;
+  result.plan = st.plan;
+  result.notices = st.notices;
+  for (auto& a : st.agents)
+    if (!a.result && a.handle)
+      self->send_exit(a.handle, caf::exit_reason::user_shutdown);
+  self->send(st.requester, session_done_atom::value, std::move(result));
+  self->quit();
+}
+
+void fail(session_ptr self, const std::string& why, int at_turn) {
+  emit(self, turn(at_turn), core::packets::error(why, "session_failed"));
+  emit(self, turn(at_turn), core::packets::stop("failed"));
+  session_result r;
+  r.status = session_status::failed;
+  r.failure = why;
+  finish(self, std::move(r));
+}
+
+void close_reasoning(session_ptr self) {
+  auto& st = self->state;
+  if (!st.reasoning_open)
+    return;
+  emit(self, st.at, core::packets::reasoning_done());
+  st.reasoning_open = false;
+}
+
+void reasoning_piece(session_ptr self, const std::string& text) {
+  auto& st = self->state;
+  if (text.empty())
+    return;
+  if (!st.reasoning_open) {
+    emit(self, st.at, core::packets::reasoning_start());
+    st.reasoning_open = true;
+    st.reasoned = true;
+  }
+  emit(self, st.at, core::packets::reasoning_delta(text));
+}
+
+// Starts an LLM call; `on_done` gets the result, failures go to `on_error`.
+template <class OnDone, class OnError>
+void call_llm(session_ptr self, const llm_provider_actor& llm,
+              sdk::chat_request req, core::placement at, OnDone on_done,
+              OnError on_error) {
+  auto& st = self->state;
+  st.at = at;
+  st.reasoning_open = false;
+  st.reasoned = false;
+  st.think = core::think_stream{};
+  st.text.clear();
+  st.text_started = false;
+  st.current_call = st.next_call++;
+  st.current_llm = llm;
+  auto id = st.current_call;
+  self->request(llm, caf::infinite, chat_atom::value, llm_call{id, std::move(req)})
+    .then(
+      [=](llm_reply& reply) {
+        if (self->state.current_call != id || self->state.now == phase::done)
+          return;
+        on_done(reply.result);
+      },
+      [=](caf::error& err) {
+        if (self->state.current_call != id || self->state.now == phase::done)
+          return;
+        on_error(from_caf_error(err));
+      });
+}
+
+void start_plan(session_ptr self);
+void start_cycle(session_ptr self);
+void start_final(session_ptr self);
+
+// -- clarification -------------------------------------------------------------------
+
+void start_clarify(session_ptr self) {
+  auto& st = self->state;
+  st.now = phase::clarify;
+  auto system = render(self, "clarification",
+                       {{"current_datetime", st.spec.current_datetime},
+                        {"internal_search_clarification_guidance",
+                         guidance(self, "internal_search_clarification_guidance",
+                                  has_tool(self, "internal_search"))}});
+  sdk::chat_request req;
+  req.messages = {system_msg(system), user(st.spec.question)};
+  req.tools = {core::generate_plan_tool()};
+  req.choice = sdk::tool_choice::automatic;
+  req.role_tag = "clarify";
+  req.max_tokens = 2000;
+  call_llm(
+    self, st.models.clarify, std::move(req), turn(0),
+    [=](sdk::chat_result& r) {
+      close_reasoning(self);
+      if (!r.tool_calls.empty()) {
+        start_plan(self);
+        return;
+      }
+      auto questions = r.text;
+      if (questions.find_first_not_of(" \t\r\n") == std::string::npos) {
+        start_plan(self); // nothing to ask
+        return;
+      }
+      emit(self, turn(0), core::packets::clarification(questions));
+      emit(self, turn(0), core::packets::stop("clarification"));
+      session_result out;
+      out.status = session_status::clarification;
+      out.questions = questions;
+      finish(self, std::move(out));
+    },
+    [=](const sdk::error& e) {
+      // Clarification is optional: carry on without it.
+      self->state.notices.push_back("clarification skipped: " + e.message);
+      start_plan(self);
+    });
+}
+
+// -- the plan ------------------------------------------------------------------------
+
+// Keeps the first `max` numbered steps of a plan.
+std::string cap_plan(const std::string& plan, int max) {
+  std::string out;
+  int steps = 0;
+  size_t pos = 0;
+  while (pos < plan.size()) {
+    auto end = plan.find('\n', pos);
+    auto line = plan.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    pos = end == std::string::npos ? plan.size() : end + 1;
+    auto first = line.find_first_not_of(" \t");
+    bool numbered = first != std::string::npos && std::isdigit(static_cast<unsigned char>(line[first]));
+    if (numbered && ++steps > max)
+      break;
+    out += line;
+    out += '\n';
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
+    out.pop_back();
+  return out;
+}
+
+void start_plan(session_ptr self) {
+  auto& st = self->state;
+  st.now = phase::plan;
+  auto steps = std::to_string(st.spec.max_plan_steps);
+  auto system = render(self, "research_plan",
+                       {{"current_datetime", st.spec.current_datetime},
+                        {"max_plan_steps", steps}});
+  auto reminder = render(self, "research_plan_reminder", {{"max_plan_steps", steps}});
+  sdk::chat_request req;
+  req.messages = {system_msg(system), user(st.spec.question), user(reminder)};
+  req.choice = sdk::tool_choice::none;
+  req.role_tag = "plan";
+  req.max_tokens = 2000;
+  call_llm(
+    self, st.models.plan, std::move(req), turn(0),
+    [=](sdk::chat_result& r) {
+      auto& st = self->state;
+      close_reasoning(self);
+      auto plan = st.text_started ? st.text : r.text;
+      if (!st.text_started && !plan.empty()) {
+        emit(self, turn(st.plan_turn), core::packets::deep_research_plan_start());
+        emit(self, turn(st.plan_turn), core::packets::deep_research_plan_delta(plan));
+      }
+      emit(self, turn(st.plan_turn), core::packets::section_end());
+      if (plan.find_first_not_of(" \t\r\n") == std::string::npos) {
+        fail(self, "the model wrote no research plan", st.plan_turn);
+        return;
+      }
+      st.plan = cap_plan(plan, st.spec.max_plan_steps);
+      st.start_turn = st.plan_turn + 1;
+      st.cycle = 0;
+      start_cycle(self);
+    },
+    [=](const sdk::error& e) {
+      fail(self, "the research plan could not be written: " + e.message, 0);
+    });
+}
+
+// -- orchestrator cycles ----------------------------------------------------------------
+
+int current_turn(session_ptr self) {
+  auto& st = self->state;
+  return st.start_turn + st.cycle + st.reasoning_cycles;
+}
+
+void answer_round(session_ptr self);
+
+void dispatch_agents(session_ptr self, std::vector<sdk::tool_call> calls,
+                     int agents_turn) {
+  auto& st = self->state;
+  st.now = phase::agents;
+  st.agents.clear();
+  st.round_calls = calls;
+  st.round_results.clear();
+  int tab = 0;
+  for (auto& c : calls) {
+    if (c.name != "research_agent")
+      continue;
+    auto parsed = core::parse_tool_arguments(c.arguments);
+    std::string task;
+    if (auto* obj = std::get_if<nlohmann::json>(&parsed))
+      if (auto t = obj->find("task"); t != obj->end() && t->is_string())
+        task = t->get<std::string>();
+    if (task.find_first_not_of(" \t\r\n") == std::string::npos) {
+      st.round_results[c.id] = "Not run: research_agent needs a 'task' argument "
+                               "with one or two sentences describing the research.";
+      continue;
+    }
+    if (static_cast<int>(st.agents.size()) >= st.spec.max_parallel_agents) {
+      st.round_results[c.id]
+        = "Not run: at most " + std::to_string(st.spec.max_parallel_agents)
+          + " research agents run at once. Call research_agent again in the "
+            "next cycle for this task if it is still needed.";
+      continue;
+    }
+    running_agent a;
+    a.call_id = c.id;
+    a.task = task;
+    a.tab = tab++;
+    st.agents.push_back(std::move(a));
+  }
+  st.agents_turn = agents_turn;
+  if (st.agents.size() > 1)
+    emit(self, turn(agents_turn),
+         core::packets::top_level_branching(static_cast<int>(st.agents.size())));
+  st.agents_outstanding = st.agents.size();
+  auto now = clock_type::now();
+  auto left = std::chrono::duration_cast<milliseconds>(
+    st.started + st.spec.deadline - now);
+  for (auto& a : st.agents) {
+    agent_spec spec;
+    spec.call_id = a.call_id;
+    spec.task = a.task;
+    spec.turn_index = agents_turn;
+    spec.tab_index = a.tab;
+    spec.max_cycles = st.spec.agent_max_cycles;
+    spec.reasoning_model = st.spec.reasoning_model;
+    spec.force_report_after = std::min(st.spec.agent_force_report, left);
+    spec.hard_timeout = std::min(st.spec.agent_hard_timeout,
+                                 left + std::chrono::seconds{1});
+    spec.context_tokens = st.spec.context_tokens;
+    spec.current_datetime = st.spec.current_datetime;
+    a.handle = spawn_research_agent(self->system(), std::move(spec),
+                                    st.models.research, st.tools, st.emitter,
+                                    st.prompts, caf::actor{self});
+    self->monitor(a.handle);
+  }
+  if (st.agents_outstanding == 0)
+    answer_round(self);
+}
+
+// All agents of the round are done (or gave up): collapse their reports and
+// answer every call of the orchestrator's response.
+void answer_round(session_ptr self) {
+  auto& st = self->state;
+  for (auto& a : st.agents) {
+    if (!a.result || !a.result->ok) {
+      auto why = a.result ? a.result->failure : std::string{"it did not finish in time"};
+      st.round_results[a.call_id]
+        = "The research agent failed (" + why
+          + "). Try another approach or carry on without this task.";
+      st.notices.push_back("research agent " + std::to_string(a.tab) + " failed: " + why);
+      continue;
+    }
+    core::citation_mapping local;
+    for (const auto& [n, doc] : a.result->cited) {
+      local.insert(n, core::make_document_ref(doc));
+      auto id = doc.id.empty() ? doc.url : doc.id;
+      st.docs_by_id.emplace(id, doc);
+    }
+    auto collapsed = core::collapse_citations(a.result->report, st.global, local);
+    st.global = std::move(collapsed.mapping);
+    st.round_results[a.call_id] = collapsed.text;
+    st.findings.emplace_back(a.task, collapsed.text);
+  }
+  sdk::chat_message assistant;
+  assistant.author = sdk::role::assistant;
+  assistant.tool_calls = st.round_calls;
+  st.orchestration.push_back(std::move(assistant));
+  for (const auto& c : st.round_calls) {
+    sdk::chat_message m;
+    m.author = sdk::role::tool;
+    m.tool_call_id = c.id;
+    m.tool_name = c.name;
+    auto r = st.round_results.find(c.id);
+    m.content = r != st.round_results.end() ? r->second
+                                            : core::missing_tool_result_text;
+    st.orchestration.push_back(std::move(m));
+  }
+  st.agents.clear();
+  st.round_calls.clear();
+  ++st.cycle;
+  start_cycle(self);
+}
+
+void on_orchestrator_reply(session_ptr self, sdk::chat_result& r) {
+  auto& st = self->state;
+  reasoning_piece(self, st.think.finish());
+  close_reasoning(self);
+  auto t = current_turn(self);
+  if (st.reasoned)
+    ++st.reasoning_cycles;
+  auto calls = std::move(r.tool_calls);
+  if (calls.empty()) {
+    if (st.cycle == 0 && !st.retried_empty) {
+      st.retried_empty = true;
+      st.notices.push_back("the orchestrator answered without calling a tool; "
+                           "asked again");
+      start_cycle(self);
+      return;
+    }
+    if (st.cycle == 0) {
+      fail(self, "Deep Research failed to generate any research tasks for the "
+                 "agents: the model called no tool, twice.",
+           t);
+      return;
+    }
+    start_final(self);
+    return;
+  }
+  bool report = false;
+  bool any_agent = false;
+  std::vector<sdk::tool_call> answered_now;
+  for (const auto& c : calls) {
+    if (c.name == "generate_report")
+      report = true;
+    else if (c.name == "research_agent")
+      any_agent = true;
+  }
+  if (report) {
+    start_final(self);
+    return;
+  }
+  if (!any_agent) {
+    // Think calls (and unknown tools) are answered at once.
+    sdk::chat_message assistant;
+    assistant.author = sdk::role::assistant;
+    assistant.tool_calls = calls;
+    st.orchestration.push_back(std::move(assistant));
+    for (const auto& c : calls) {
+      sdk::chat_message m;
+      m.author = sdk::role::tool;
+      m.tool_call_id = c.id;
+      m.tool_name = c.name;
+      m.content = c.name == core::think_stream::tool_name
+                    ? std::string{core::think_acknowledgement}
+                    : "There is no tool named '" + c.name
+                        + "'. Use research_agent, think_tool or generate_report.";
+      st.orchestration.push_back(std::move(m));
+    }
+    ++st.cycle;
+    start_cycle(self);
+    return;
+  }
+  // Think calls in the same response are acknowledged, not dropped.
+  for (const auto& c : calls)
+    if (c.name != "research_agent")
+      st.round_results[c.id] = c.name == core::think_stream::tool_name
+                                 ? std::string{core::think_acknowledgement}
+                                 : "There is no tool named '" + c.name + "'.";
+  auto saved = st.round_results;
+  dispatch_agents(self, std::move(calls), st.reasoned ? t + 1 : t);
+  for (auto& [id, text] : saved)
+    st.round_results.emplace(id, text);
+}
+
+void start_cycle(session_ptr self) {
+  auto& st = self->state;
+  if (st.now == phase::done)
+    return;
+  st.now = phase::orchestrate;
+  if (st.stop_requested || st.deadline_passed || st.cycle >= st.max_cycles - 1) {
+    start_final(self);
+    return;
+  }
+  auto system = render(
+    self, st.spec.reasoning_model ? "orchestrator_reasoning" : "orchestrator",
+    {{"current_datetime", st.spec.current_datetime},
+     {"current_cycle_count", std::to_string(st.cycle)},
+     {"max_cycles", std::to_string(st.max_cycles)},
+     {"internal_search_research_task_guidance",
+      guidance(self, "internal_search_research_task_guidance",
+               has_tool(self, "internal_search"))},
+     {"max_parallel_agents", std::to_string(st.spec.max_parallel_agents)},
+     {"research_plan", st.plan}});
+  core::history_input in;
+  in.system = system_msg(system);
+  in.history.push_back(user(st.spec.question));
+  in.history.insert(in.history.end(), st.orchestration.begin(), st.orchestration.end());
+  std::string reminder_text;
+  if (st.cycle == 1) {
+    if (const auto* text = st.prompts->find("first_cycle_reminder"))
+      reminder_text = *text;
+  }
+  if (st.retried_empty && st.cycle == 0)
+    reminder_text = "You must call a tool now: research_agent with a task for "
+                    "the first part of the research plan (or generate_report "
+                    "if nothing needs researching). Do not answer with text.";
+  if (!reminder_text.empty())
+    in.reminder = core::make_reminder(reminder_text);
+  std::vector<sdk::tool_definition> defs{core::research_agent_tool(),
+                                         core::generate_report_tool(false)};
+  if (!st.spec.reasoning_model)
+    defs.push_back(core::think_tool(false));
+  in.available_tokens = st.spec.context_tokens - st.spec.orchestrator_max_tokens - 1000;
+  auto built = core::build_history(in);
+  if (std::holds_alternative<std::string>(built)) {
+    st.notices.push_back("the research history no longer fits the model: "
+                         "writing the report");
+    start_final(self);
+    return;
+  }
+  sdk::chat_request req;
+  req.messages = std::get<std::vector<sdk::chat_message>>(std::move(built));
+  req.tools = std::move(defs);
+  req.choice = sdk::tool_choice::required;
+  req.max_tokens = st.spec.orchestrator_max_tokens;
+  req.role_tag = "orchestrate";
+  call_llm(
+    self, st.models.orchestrator, std::move(req), turn(current_turn(self)),
+    [=](sdk::chat_result& r) { on_orchestrator_reply(self, r); },
+    [=](const sdk::error& e) {
+      auto& st = self->state;
+      if (st.cycle == 0 && st.findings.empty()) {
+        fail(self, "the orchestrator's model call failed: " + e.message,
+             current_turn(self));
+        return;
+      }
+      st.notices.push_back("the orchestrator's model call failed (" + e.message
+                           + "); writing the report from what was found");
+      start_final(self);
+    });
+}
+
+// -- the final report ---------------------------------------------------------------------
+
+std::vector<sdk::document> final_documents(session_state& st) {
+  std::vector<sdk::document> out;
+  for (const auto& [n, ref] : st.global) {
+    if (auto d = st.docs_by_id.find(ref.document_id); d != st.docs_by_id.end())
+      out.push_back(d->second);
+  }
+  return out;
+}
+
+void emit_chunk(session_ptr self, const core::citation_chunk& chunk) {
+  auto& st = self->state;
+  size_t pos = 0;
+  for (const auto& ev : chunk.citations) {
+    if (ev.offset > pos) {
+      auto piece = chunk.text.substr(pos, ev.offset - pos);
+      st.text += piece;
+      emit(self, st.at, core::packets::message_delta(piece));
+      pos = ev.offset;
+    }
+    emit(self, st.at, core::packets::citation_info(ev.info.citation_number,
+                                                    ev.info.document_id));
+  }
+  if (pos < chunk.text.size()) {
+    auto piece = chunk.text.substr(pos);
+    st.text += piece;
+    emit(self, st.at, core::packets::message_delta(piece));
+  }
+}
+
+void report_piece(session_ptr self, const std::string& raw) {
+  auto& st = self->state;
+  if (!st.text_started) {
+    close_reasoning(self);
+    if (st.reasoned)
+      st.at.turn_index += 1;
+    auto docs = final_documents(st);
+    auto seconds = std::chrono::duration<double>(clock_type::now() - st.started).count();
+    emit(self, st.at, core::packets::message_start(&docs, seconds));
+    st.text_started = true;
+  }
+  emit_chunk(self, st.processor->process(raw));
+}
+
+void complete_report(session_ptr self) {
+  auto& st = self->state;
+  emit_chunk(self, st.processor->finish());
+  session_result out;
+  out.status = session_status::report;
+  out.report = st.text;
+  for (const auto& ref : st.processor->cited_documents()) {
+    // The global number of each cited document.
+    for (const auto& [n, r] : st.global)
+      if (r.document_id == ref.document_id) {
+        report_source s;
+        s.number = n;
+        s.document_id = ref.document_id;
+        s.title = ref.title;
+        s.url = ref.link;
+        out.sources.push_back(std::move(s));
+        break;
+      }
+  }
+  std::sort(out.sources.begin(), out.sources.end(),
+            [](const report_source& x, const report_source& y) {
+              return x.number < y.number;
+            });
+  emit(self, st.at, core::packets::stop());
+  finish(self, std::move(out));
+}
+
+// Writes the report from the agents' findings when the model cannot.
+void fallback_report(session_ptr self, const std::string& why) {
+  auto& st = self->state;
+  st.notices.push_back("the final report was assembled from the research "
+                       "agents' findings: " + why);
+  emit(self, turn(st.final_turn), core::packets::notice(
+                                     "The final report could not be written by "
+                                     "the model (" + why
+                                     + "); these are the research findings."));
+  std::string body;
+  if (st.findings.empty())
+    body = "No findings could be gathered before the research ended (" + why + ").";
+  for (const auto& [task, report] : st.findings)
+    body += "## " + task + "\n\n" + report + "\n\n";
+  if (!st.text_started)
+    report_piece(self, body);
+  else
+    report_piece(self, "\n\n" + body);
+  complete_report(self);
+}
+
+void start_final(session_ptr self) {
+  auto& st = self->state;
+  if (st.now == phase::final || st.now == phase::done)
+    return;
+  st.now = phase::final;
+  st.final_turn = current_turn(self);
+  st.processor = std::make_unique<core::citation_processor>(core::citation_mode::hyperlink);
+  st.processor->update_mapping(st.global);
+  auto system = render(self, "final_report",
+                       {{"current_datetime", st.spec.current_datetime}});
+  auto reminder = render(self, "user_final_report_query", {{"research_plan", st.plan}});
+  core::history_input in;
+  in.system = system_msg(system);
+  in.history.push_back(user(st.spec.question));
+  in.history.insert(in.history.end(), st.orchestration.begin(), st.orchestration.end());
+  in.reminder = core::make_reminder(reminder);
+  in.available_tokens = st.spec.context_tokens - st.spec.final_max_tokens;
+  auto built = core::build_history(in);
+  self->delayed_send(self, st.spec.final_report_timeout, final_timeout_atom::value);
+  if (std::holds_alternative<std::string>(built)) {
+    st.at = turn(st.final_turn);
+    fallback_report(self, std::get<std::string>(built));
+    return;
+  }
+  sdk::chat_request req;
+  req.messages = std::get<std::vector<sdk::chat_message>>(std::move(built));
+  req.choice = sdk::tool_choice::none;
+  req.max_tokens = st.spec.final_max_tokens;
+  req.role_tag = "final";
+  call_llm(
+    self, st.models.report, std::move(req), turn(st.final_turn),
+    [=](sdk::chat_result& r) {
+      auto& st = self->state;
+      if (!st.text_started) {
+        if (r.text.find_first_not_of(" \t\r\n") == std::string::npos) {
+          fallback_report(self, "the model wrote an empty report");
+          return;
+        }
+        report_piece(self, r.text);
+      }
+      complete_report(self);
+    },
+    [=](const sdk::error& e) { fallback_report(self, e.message); });
+}
+
+// -- the actor ------------------------------------------------------------------------------
+
+caf::behavior session_impl(session_ptr self, session_spec spec, session_models models,
+                           tool_set tools, emitter_actor emitter,
+                           std::shared_ptr<const core::prompt_library> prompts,
+                           caf::actor requester) {
+  auto& st = self->state;
+  st.spec = std::move(spec);
+  st.models = std::move(models);
+  st.tools = std::move(tools);
+  st.emitter = std::move(emitter);
+  st.prompts = std::move(prompts);
+  st.requester = std::move(requester);
+  st.started = clock_type::now();
+  st.max_cycles = st.spec.max_cycles > 0 ? st.spec.max_cycles
+                                         : (st.spec.reasoning_model ? 4 : 8);
+  // Agents are told to report a little before the deadline, so their reports
+  // are ready when it comes.
+  auto margin = std::min<milliseconds>(std::chrono::minutes{2}, st.spec.deadline / 5);
+  self->delayed_send(self, st.spec.deadline - margin, deadline_soon_atom::value);
+  self->delayed_send(self, st.spec.deadline, deadline_now_atom::value);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    for (auto& a : st.agents)
+      if (a.handle && a.handle.address() == dm.source && !a.result) {
+        agent_result r;
+        r.call_id = a.call_id;
+        r.ok = false;
+        r.failure = "the research agent stopped unexpectedly";
+        a.result = std::move(r);
+        if (--st.agents_outstanding == 0 && st.now == phase::agents)
+          answer_round(self);
+      }
+  });
+  self->send(self, caf::tick_atom::value);
+  return {
+    [=](caf::tick_atom) {
+      if (self->state.spec.clarify)
+        start_clarify(self);
+      else
+        start_plan(self);
+    },
+    [=](delta_atom, llm_delta& d) {
+      auto& st = self->state;
+      if (d.call_id != st.current_call || st.now == phase::done)
+        return;
+      switch (d.kind) {
+        case delta_kind::reasoning:
+          reasoning_piece(self, d.text);
+          break;
+        case delta_kind::text:
+          if (st.now == phase::plan) {
+            if (!st.text_started) {
+              close_reasoning(self);
+              if (st.reasoned)
+                st.plan_turn = 1;
+              emit(self, turn(st.plan_turn), core::packets::deep_research_plan_start());
+              st.text_started = true;
+            }
+            st.text += d.text;
+            emit(self, turn(st.plan_turn), core::packets::deep_research_plan_delta(d.text));
+          } else if (st.now == phase::final) {
+            report_piece(self, d.text);
+          } else if (st.now == phase::orchestrate) {
+            reasoning_piece(self, d.text); // text under "required" is reasoning
+          } else {
+            st.text += d.text; // clarifying questions
+          }
+          break;
+        case delta_kind::tool_call:
+          if (st.now == phase::orchestrate && !st.spec.reasoning_model)
+            reasoning_piece(self, st.think.feed(d.tool));
+          break;
+        case delta_kind::usage:
+          break;
+      }
+    },
+    [=](agent_done_atom, agent_result& r) {
+      auto& st = self->state;
+      for (auto& a : st.agents)
+        if (a.call_id == r.call_id && !a.result) {
+          a.result = std::move(r);
+          self->demonitor(a.handle);
+          if (--st.agents_outstanding == 0 && st.now == phase::agents)
+            answer_round(self);
+          return;
+        }
+    },
+    [=](deadline_soon_atom) {
+      auto& st = self->state;
+      for (auto& a : st.agents)
+        if (!a.result)
+          self->send(a.handle, report_now_atom::value);
+    },
+    [=](deadline_now_atom) {
+      auto& st = self->state;
+      st.deadline_passed = true;
+      st.notices.push_back("the research deadline was reached");
+      emit(self, turn(current_turn(self)),
+           core::packets::notice("The research deadline was reached; the report "
+                                 "is written from what was found so far."));
+      if (st.now == phase::agents) {
+        for (auto& a : st.agents)
+          if (!a.result) {
+            self->demonitor(a.handle);
+            self->send_exit(a.handle, caf::exit_reason::user_shutdown);
+          }
+        st.agents_outstanding = 0;
+        answer_round(self);
+      } else if (st.now == phase::orchestrate) {
+        self->send(st.current_llm, cancel_atom::value, st.current_call);
+        st.current_call = 0;
+        start_final(self);
+      }
+    },
+    [=](final_timeout_atom) {
+      auto& st = self->state;
+      if (st.now != phase::final)
+        return;
+      self->send(st.current_llm, cancel_atom::value, st.current_call);
+      st.current_call = 0;
+      st.notices.push_back("the final report ran out of time");
+      if (st.text_started) {
+        report_piece(self, "\n\n*(The report was cut short: it ran out of time.)*");
+        complete_report(self);
+      } else {
+        fallback_report(self, "it ran out of time");
+      }
+    },
+    [=](stop_atom) {
+      auto& st = self->state;
+      st.stop_requested = true;
+      self->send(self, deadline_now_atom::value);
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_session(caf::actor_system& sys, session_spec spec,
+                         session_models models, tool_set tools,
+                         emitter_actor emitter,
+                         std::shared_ptr<const core::prompt_library> prompts,
+                         caf::actor requester) {
+  return sys.spawn(session_impl, std::move(spec), std::move(models),
+                   std::move(tools), std::move(emitter), std::move(prompts),
+                   std::move(requester));
+}
+
+} // namespace quarry::actors

@@ -4,6 +4,7 @@
 
 #include "quarry/actors/research_agent.hpp"
 
+#include "quarry/core/citations.hpp"
 #include "quarry/core/history.hpp"
 #include "quarry/core/prompts.hpp"
 #include "quarry/core/research_tools.hpp"
@@ -13,7 +14,6 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
-#include <set>
 
 namespace quarry::actors {
 
@@ -521,31 +521,18 @@ void write_report(agent_ptr self) {
         agent_result r;
         r.ok = true;
         r.report = text;
-        // The documents the report cites, in first-cited order.
-        std::set<int> seen;
-        for (size_t i = 0; i < text.size(); ++i) {
-          if (text[i] != '[')
-            continue;
-          size_t j = i + 1;
-          while (j < text.size()) {
-            size_t k = j;
-            int n = 0;
-            while (k < text.size() && k - j < 6 && std::isdigit(static_cast<unsigned char>(text[k])))
-              n = n * 10 + (text[k++] - '0');
-            if (k == j)
-              break;
-            if (auto d = st.doc_of_number.find(n);
-                d != st.doc_of_number.end() && seen.insert(n).second)
-              r.cited.emplace_back(n, d->second);
-            if (k < text.size() && text[k] == ',') {
-              j = k + 1;
-              if (j < text.size() && text[j] == ' ')
-                ++j;
-              continue;
-            }
-            break;
-          }
-        }
+        // The documents the report cites, in first-cited order (the
+        // keep-markers processor applies the exact marker grammar and skips
+        // code).
+        core::citation_processor seen{core::citation_mode::keep_markers};
+        core::citation_mapping local;
+        for (const auto& [n, d] : st.doc_of_number)
+          local.insert(n, core::make_document_ref(d));
+        seen.update_mapping(local);
+        seen.process(text);
+        seen.finish();
+        for (const auto& [n, ref] : seen.seen_citations())
+          r.cited.emplace_back(n, st.doc_of_number.at(n));
         std::vector<sdk::document> docs;
         for (const auto& [n, d] : r.cited)
           docs.push_back(d);

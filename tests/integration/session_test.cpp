@@ -22,6 +22,7 @@
 
 #include <mutex>
 #include <regex>
+#include <set>
 
 using namespace quarry;
 
@@ -161,4 +162,297 @@ TEST_CASE_FIXTURE(session_fixture, "session researches the example corpus with "
   for (const auto& p : packets)
     if (p.type() == "top_level_branching")
       CHECK(p.obj["num_parallel_branches"].get<int>() <= 3);
+}
+
+namespace {
+
+// Rules that recognise each step of the loop by its system prompt.
+constexpr const char* orchestrator_marker = "You are the orchestrator";
+constexpr const char* agent_marker = "careful, precise research agent";
+constexpr const char* agent_report_marker = "finished its research";
+constexpr const char* final_marker = "You write the final answer";
+constexpr const char* plan_marker = "You are the planner";
+constexpr const char* clarify_marker = "clarification step";
+
+nlohmann::json rule(const char* marker, nlohmann::json respond, int times = 0) {
+  nlohmann::json r{{"match", {{"system_contains", marker}}}, {"respond", respond}};
+  if (times > 0)
+    r["match"]["times"] = times;
+  return r;
+}
+
+nlohmann::json calls(std::vector<std::pair<std::string, nlohmann::json>> xs) {
+  auto arr = nlohmann::json::array();
+  for (auto& [name, args] : xs)
+    arr.push_back({{"name", name}, {"arguments", args}});
+  return {{"tool_calls", arr}};
+}
+
+// The research agents search once, then report; their report cites [1] [2].
+std::vector<nlohmann::json> agent_rules() {
+  nlohmann::json report_after_search{
+    {"match", {{"system_contains", agent_marker}, {"message_contains", "\"document\""}}},
+    {"respond", calls({{"generate_report", nlohmann::json::object()}})}};
+  return {report_after_search,
+          rule(agent_marker, calls({{"internal_search",
+                                     {{"queries", {"heat pump defrost cold"}}}}})),
+          rule(agent_report_marker,
+               {{"text", "Heat pump efficiency falls as the outdoor air gets "
+                         "colder [1]. Defrost cycles remove frost from the "
+                         "outdoor coil [2]."}})};
+}
+
+size_t requests_with(const test::fake_llm_server& server, const char* marker) {
+  size_t n = 0;
+  for (const auto& r : server.requests())
+    if (r.raw_body.find(marker) != std::string::npos
+        && r.body["messages"][0]["content"].get<std::string>().find(marker)
+             != std::string::npos)
+      ++n;
+  return n;
+}
+
+std::vector<nlohmann::json> requests_of(const test::fake_llm_server& server,
+                                        const char* marker) {
+  std::vector<nlohmann::json> out;
+  for (const auto& r : server.requests())
+    if (r.body.is_object() && r.body.contains("messages")
+        && r.body["messages"][0]["content"].get<std::string>().find(marker)
+             != std::string::npos)
+      out.push_back(r.body);
+  return out;
+}
+
+actors::session_spec scripted_spec() {
+  actors::session_spec spec;
+  spec.session_id = "scripted";
+  spec.question = "How do heat pumps cope with cold weather?";
+  spec.clarify = false;
+  spec.current_datetime = "Sunday November 22, 2026";
+  return spec;
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(session_fixture, "session runs the full flow: two parallel "
+                                   "agents, a think step, the report") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. Efficiency in the cold\n2. Defrost"}}));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"research_agent", {{"task", "Explain why efficiency falls in the cold."}}},
+                              {"research_agent", {{"task", "Explain how defrost cycles work."}}}}),
+                       1));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"think_tool", {{"reasoning", "Both reports cover the plan."}}}}),
+                       1));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  for (auto& r : agent_rules())
+    rules.push_back(r);
+  rules.push_back(rule(final_marker, {{"text", "Cold air lowers efficiency [1]. "
+                                               "Defrosting clears the coil [2]."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto r = run(scripted_spec(),
+               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
+               corpus_tools());
+  CAPTURE(r.failure);
+  REQUIRE(r.status == actors::session_status::report);
+  CHECK(r.plan == "1. Efficiency in the cold\n2. Defrost");
+  CHECK(requests_with(server, orchestrator_marker) == 3);
+  CHECK(requests_with(server, agent_report_marker) == 2);
+  CHECK(r.report.find("[[1]](") != std::string::npos);
+  CHECK(r.report.find("[[2]](") != std::string::npos);
+  REQUIRE(r.sources.size() == 2);
+  auto ts = types();
+  CHECK(count(ts, "top_level_branching") == 1);
+  CHECK(count(ts, "research_agent_start") == 2);
+  CHECK(count(ts, "reasoning_delta") >= 1); // the think step
+  CHECK(count(ts, "citation_info") == 2);
+  CHECK(ts.back() == "stop");
+  // The think step's text was streamed whole.
+  std::string reasoning;
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    for (const auto& p : packets)
+      if (p.type() == "reasoning_delta" && !p.where.sub_turn_index)
+        reasoning += p.obj["reasoning"].get<std::string>();
+  }
+  CHECK(reasoning.find("Both reports cover the plan.") != std::string::npos);
+  // Every tool call of the orchestrator got exactly one result.
+  auto orch = requests_of(server, orchestrator_marker);
+  REQUIRE(orch.size() == 3);
+  std::set<std::string> call_ids;
+  std::set<std::string> result_ids;
+  for (const auto& m : orch.back()["messages"]) {
+    if (m.contains("tool_calls"))
+      for (const auto& c : m["tool_calls"])
+        call_ids.insert(c["id"].get<std::string>());
+    if (m["role"] == "tool")
+      result_ids.insert(m["tool_call_id"].get<std::string>());
+  }
+  CHECK(call_ids.size() == 3);
+  CHECK(call_ids == result_ids);
+}
+
+TEST_CASE_FIXTURE(session_fixture, "session retries an orchestrator turn "
+                                   "without tool calls once, then fails clearly") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  rules.push_back(rule(orchestrator_marker, {{"text", "I would research this."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto r = run(scripted_spec(),
+               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
+               corpus_tools());
+  CHECK(r.status == actors::session_status::failed);
+  CHECK(r.failure.find("failed to generate any research tasks") != std::string::npos);
+  auto orch = requests_of(server, orchestrator_marker);
+  REQUIRE(orch.size() == 2);
+  CHECK(orch[1].dump().find("You must call a tool now") != std::string::npos);
+  CHECK(orch[0].dump().find("You must call a tool now") == std::string::npos);
+  auto ts = types();
+  CHECK(count(ts, "error") == 1);
+  CHECK(ts.back() == "stop");
+}
+
+TEST_CASE_FIXTURE(session_fixture, "session survives an agent whose model "
+                                   "calls fail") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"research_agent", {{"task", "Research defrost."}}}}), 1));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back({{"match", {{"system_contains", agent_marker}}},
+                   {"error", {{"status", 400},
+                              {"body", {{"error", {{"message", "agent model broke"},
+                                                   {"type", "invalid_request_error"}}}}}}}});
+  rules.push_back(rule(final_marker, {{"text", "Nothing could be researched."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto r = run(scripted_spec(),
+               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
+               corpus_tools());
+  CAPTURE(r.failure);
+  REQUIRE(r.status == actors::session_status::report);
+  CHECK(r.report == "Nothing could be researched.");
+  auto orch = requests_of(server, orchestrator_marker);
+  REQUIRE(orch.size() == 2);
+  bool synthetic = false;
+  for (const auto& m : orch[1]["messages"])
+    if (m["role"] == "tool"
+        && m["content"].get<std::string>().find("The research agent failed") == 0)
+      synthetic = true;
+  CHECK(synthetic);
+  CHECK(count(types(), "error") == 1);
+}
+
+TEST_CASE_FIXTURE(session_fixture, "session writes the report after 7 "
+                                   "orchestrator calls without generate_report") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"think_tool", {{"reasoning", "Still thinking."}}}})));
+  rules.push_back(rule(final_marker, {{"text", "A report without sources."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto r = run(scripted_spec(),
+               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
+               corpus_tools());
+  REQUIRE(r.status == actors::session_status::report);
+  CHECK(requests_with(server, orchestrator_marker) == 7);
+  CHECK(requests_with(server, final_marker) == 1);
+  CHECK(r.sources.empty());
+}
+
+TEST_CASE_FIXTURE(session_fixture, "session runs at most the configured "
+                                   "number of agents at once") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  std::vector<std::pair<std::string, nlohmann::json>> five;
+  for (int i = 0; i < 5; ++i)
+    five.emplace_back("research_agent", nlohmann::json{{"task", "Task number " + std::to_string(i)}});
+  rules.push_back(rule(orchestrator_marker, calls(five), 1));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  for (auto& x : agent_rules())
+    rules.push_back(x);
+  rules.push_back(rule(final_marker, {{"text", "Done [1]."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto r = run(scripted_spec(),
+               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
+               corpus_tools());
+  REQUIRE(r.status == actors::session_status::report);
+  auto ts = types();
+  CHECK(count(ts, "research_agent_start") == 3);
+  std::lock_guard<std::mutex> guard{mtx};
+  for (const auto& p : packets)
+    if (p.type() == "top_level_branching")
+      CHECK(p.obj["num_parallel_branches"] == 3);
+  auto orch = requests_of(server, orchestrator_marker);
+  REQUIRE(orch.size() == 2);
+  int results = 0;
+  int not_run = 0;
+  for (const auto& m : orch[1]["messages"])
+    if (m["role"] == "tool") {
+      ++results;
+      if (m["content"].get<std::string>().find("Not run: at most 3") == 0)
+        ++not_run;
+    }
+  CHECK(results == 5);
+  CHECK(not_run == 2);
+}
+
+TEST_CASE_FIXTURE(session_fixture, "session ends research at the deadline and "
+                                   "still writes the report") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"research_agent", {{"task", "A slow task."}}}})));
+  auto slow = rule(agent_marker, calls({{"generate_report", nlohmann::json::object()}}));
+  slow["latency_ms"] = 120000;
+  rules.push_back(slow);
+  rules.push_back(rule(final_marker, {{"text", "Report from what was found."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto spec = scripted_spec();
+  spec.deadline = std::chrono::seconds{2};
+  spec.final_report_timeout = std::chrono::seconds{10};
+  auto start = std::chrono::steady_clock::now();
+  auto r = run(spec, llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
+               corpus_tools());
+  auto took = std::chrono::steady_clock::now() - start;
+  REQUIRE(r.status == actors::session_status::report);
+  CHECK(r.report == "Report from what was found.");
+  // Bounded by the deadline plus the report's budget, far below the agent's
+  // 120 s model call.
+  CHECK(took < std::chrono::seconds{2 + 10 + 20});
+  CHECK(std::find(r.notices.begin(), r.notices.end(),
+                  "the research deadline was reached")
+        != r.notices.end());
+  CHECK(count(types(), "notice") >= 1);
+}
+
+TEST_CASE_FIXTURE(session_fixture, "session asks clarifying questions only "
+                                   "when clarification is on") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(clarify_marker, {{"text", "1. Which country do you mean?"}}));
+  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(rule(final_marker, {{"text", "Short report."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto model = llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}});
+  auto spec = scripted_spec();
+  spec.clarify = true;
+  auto asked = run(spec, model, corpus_tools());
+  CHECK(asked.status == actors::session_status::clarification);
+  CHECK(asked.questions == "1. Which country do you mean?");
+  CHECK(requests_with(server, plan_marker) == 0);
+  auto ts = types();
+  CHECK(count(ts, "clarification") == 1);
+  CHECK(ts.back() == "stop");
+  spec.clarify = false;
+  auto direct = run(spec, model, corpus_tools());
+  CHECK(direct.status == actors::session_status::report);
+  CHECK(requests_with(server, clarify_marker) == 1);
 }

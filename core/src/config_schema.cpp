@@ -240,6 +240,58 @@ std::vector<config_key> make_schema() {
   // tools
   s.add("tools", t::instances, field(&settings::tools))
     .doc("Tool instances by tool name: NAME: {plugin: PLUGIN, ...}.");
+  // research
+  s.add("research.deadline", t::duration,
+        field(&settings::research, &research_settings::deadline))
+    .range(1s, 24h)
+    .doc("Research ends by this time after the start; the final report "
+         "follows.");
+  s.add("research.final_report_timeout", t::duration,
+        field(&settings::research, &research_settings::final_report_timeout))
+    .range(1s, 1h)
+    .doc("Longest time for the final report itself.");
+  s.add("research.max_parallel_agents", t::integer,
+        field(&settings::research, &research_settings::max_parallel_agents))
+    .range(1, 16)
+    .doc("Research agents running at once; surplus calls are not run.");
+  s.add("research.max_cycles", t::integer,
+        field(&settings::research, &research_settings::max_cycles))
+    .range(0, 32)
+    .doc("Orchestrator cycles; 0 means 8, or 4 for reasoning models.");
+  s.add("research.agent_max_cycles", t::integer,
+        field(&settings::research, &research_settings::agent_max_cycles))
+    .range(1, 32)
+    .doc("Research cycles (search or read steps) of one agent.");
+  s.add("research.max_plan_steps", t::integer,
+        field(&settings::research, &research_settings::max_plan_steps))
+    .range(1, 20)
+    .doc("Steps of the research plan.");
+  s.add("research.agent_report_after", t::duration,
+        field(&settings::research, &research_settings::agent_report_after))
+    .range(1s, 24h)
+    .doc("An agent stops researching and writes its report after this long.");
+  s.add("research.agent_timeout", t::duration,
+        field(&settings::research, &research_settings::agent_timeout))
+    .range(1s, 24h)
+    .doc("An agent is given up after this long, report or not.");
+  s.add("research.clarify", t::boolean,
+        field(&settings::research, &research_settings::clarify))
+    .doc("Ask clarifying questions first when the question is unclear.");
+  s.add("research.reasoning_model", t::boolean,
+        field(&settings::research, &research_settings::reasoning_model))
+    .doc("The models reason natively: no think_tool, 4 orchestrator cycles.");
+  s.add("research.context_tokens", t::integer,
+        field(&settings::research, &research_settings::context_tokens))
+    .range(1000, 10'000'000)
+    .doc("Prompt tokens the models accept.");
+  s.add("research.corpus", t::string,
+        field(&settings::research, &research_settings::corpus))
+    .doc("A folder of documents indexed and searched with internal_search; "
+         "empty means none (or examples/corpus with the embedded defaults).");
+  s.add("research.prompts_dir", t::string,
+        field(&settings::research, &research_settings::prompts_dir))
+    .doc("A folder of prompt templates (NAME.md) that replace the built-in "
+         "ones; empty means the built-in prompts.");
   return std::move(s).finish();
 }
 

@@ -89,6 +89,36 @@ struct llm_settings {
   std::map<std::string, std::string> roles;
 };
 
+/// The `research` section: limits and behaviour of research sessions.
+struct research_settings {
+  /// Research ends by this time after the start; the final report follows.
+  std::chrono::milliseconds deadline{std::chrono::minutes{30}};
+  /// Longest time for the final report itself.
+  std::chrono::milliseconds final_report_timeout{std::chrono::minutes{5}};
+  /// Research agents running at once.
+  int max_parallel_agents = 3;
+  /// Orchestrator cycles; 0 means 8, or 4 for reasoning models.
+  int max_cycles = 0;
+  /// Research cycles of one agent.
+  int agent_max_cycles = 8;
+  /// Steps of the research plan.
+  int max_plan_steps = 6;
+  /// An agent writes its report after this long.
+  std::chrono::milliseconds agent_report_after{std::chrono::minutes{12}};
+  /// An agent is given up after this long.
+  std::chrono::milliseconds agent_timeout{std::chrono::minutes{20}};
+  /// Ask clarifying questions when the question is unclear.
+  bool clarify = true;
+  /// The models reason natively (no think_tool, 4 cycles).
+  bool reasoning_model = false;
+  /// Prompt tokens the models accept.
+  int64_t context_tokens = 128000;
+  /// A folder of documents indexed and searched with internal_search.
+  std::string corpus;
+  /// A folder of prompt templates that replace the built-in ones.
+  std::string prompts_dir;
+};
+
 /// The whole configuration.
 struct settings {
   runtime_settings runtime;
@@ -98,6 +128,8 @@ struct settings {
   llm_settings llm;
   /// Tool instances by tool name (`web_search`, `open_url`, ...).
   std::map<std::string, plugin_instance> tools;
+  /// Research sessions.
+  research_settings research;
 };
 
 } // namespace quarry::core

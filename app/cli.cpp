@@ -198,6 +198,28 @@ int run(int argc, char** argv) {
   tool_run->add_flag("--json", tool_opts.json,
                      "Print {\"llm_text\", \"documents\", \"error\"?} as JSON");
 
+  research_options research_opts;
+  auto* research = cli.add_subcommand(
+    "research", "Research a question and write a cited report");
+  research->add_option("question", research_opts.question, "The question")
+    ->required();
+  research->add_flag("--no-clarify", research_opts.no_clarify,
+                     "Never ask clarifying questions first");
+  research->add_flag("--json", research_opts.json,
+                     "Print the session's packets as JSON lines on stdout "
+                     "instead of the live view and the report");
+  research->add_option("--out", research_opts.out,
+                       "Also write the report as Markdown to this file");
+  research->add_option("--html", research_opts.html,
+                       "Also write the report as HTML to this file");
+  research->add_option("--deadline", research_opts.deadline,
+                       "Research time before the final report, e.g. 10m "
+                       "(default: research.deadline)");
+  research->add_option("--max-agents", research_opts.max_agents,
+                       "Research agents running at once (1-16)");
+  research->add_option("--corpus", research_opts.corpus,
+                       "Index this folder and search it with internal_search");
+
   extract_options extract_opts;
   auto* extract = cli.add_subcommand(
     "extract", "Print the main text of a page, PDF or text file as open_url "
@@ -274,6 +296,8 @@ int run(int argc, char** argv) {
     rc = cmd_llm_chat(ctx, chat_opts);
   else if (tool_run->parsed())
     rc = cmd_tool_run(ctx, tool_opts);
+  else if (research->parsed())
+    rc = cmd_research(ctx, research_opts);
   else if (extract->parsed())
     rc = cmd_extract(ctx, extract_opts);
   else if (index->parsed())

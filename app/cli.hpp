@@ -12,6 +12,8 @@ enum exit_code : int {
   exit_failure = 1,
   /// The configuration or the command line is invalid.
   exit_usage = 2,
+  /// The research question needs clarification (questions printed).
+  exit_clarify = 3,
 };
 
 /// Parses the command line and runs the command. Returns the exit code.

@@ -1,15 +1,148 @@
-// `quarry index` (being written).
+// `quarry index PATH... [--db FILE] [--json]`: builds or updates the local
+// corpus index that the local_corpus plugin's internal_search tool reads.
 
 #include "cli.hpp"
 #include "context.hpp"
 
+#include "quarry/corpus/index.hpp"
+#include "quarry/host/services.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
 #include <iostream>
+#include <string>
+#include <variant>
 
 namespace quarry::app {
 
-int cmd_index(context&, const index_options&) {
-  std::cerr << "quarry: index is not available yet\n";
+namespace {
+
+namespace fs = std::filesystem;
+
+// The plugin whose database `quarry index` writes.
+constexpr const char* corpus_plugin = "local_corpus";
+
+// The tool name of that plugin, preferred when several instances exist.
+constexpr const char* corpus_tool = "internal_search";
+
+// The database the local_corpus plugin opens when its configuration names
+// none: `corpus.db` in the plugin's host data folder, which the host services
+// place at `<runtime.data_dir or the per-user data folder>/plugins/<plugin>`.
+// Keep in step with host_services::make_context and the plugin's
+// parse_config.
+std::string default_corpus_db(const core::settings& cfg) {
+  auto data_dir = cfg.runtime.data_dir.empty() ? host::default_data_dir()
+                                               : cfg.runtime.data_dir;
+  return (fs::path{data_dir} / "plugins" / corpus_plugin / "corpus.db")
+    .string();
+}
+
+// Picks the database: --db, else the `db` of the configured local_corpus tool
+// instance (`internal_search` first if several), else the plugin's default.
+// Returns an error when the configured value is unusable.
+std::variant<std::string, sdk::error> choose_db(const context& ctx,
+                                               const index_options& opts) {
+  if (!opts.db.empty())
+    return opts.db;
+  const auto& tools = ctx.config.values.tools;
+  const core::plugin_instance* entry = nullptr;
+  std::string name;
+  if (auto i = tools.find(corpus_tool);
+      i != tools.end() && i->second.plugin == corpus_plugin) {
+    entry = &i->second;
+    name = i->first;
+  } else {
+    for (const auto& [key, instance] : tools) {
+      if (instance.plugin == corpus_plugin) {
+        entry = &instance;
+        name = key;
+        break;
+      }
+    }
+  }
+  if (entry != nullptr && entry->config.is_object()
+      && entry->config.contains("db")) {
+    const auto& db = entry->config["db"];
+    if (!db.is_string() || db.get<std::string>().empty())
+      return sdk::make_error(sdk::errc::bad_request,
+                             entry->file + ":" + std::to_string(entry->line)
+                               + ": tools." + name
+                               + ".db must be a non-empty path");
+    return db.get<std::string>();
+  }
+  return default_corpus_db(ctx.config.values);
+}
+
+nlohmann::json error_json(const sdk::error& err) {
+  return {{"class", sdk::to_string(err.code)}, {"message", err.message}};
+}
+
+std::string dump(const nlohmann::json& x) {
+  return x.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Reports a failure after the arguments were accepted: on stderr, and with
+// --json also as `{"database", "error"}` on stdout.
+int fail(const index_options& opts, const std::string& db,
+         const sdk::error& err) {
+  std::cerr << "quarry: " << err.message << "\n";
+  if (opts.json)
+    std::cout << dump({{"database", db}, {"error", error_json(err)}}) << "\n";
   return exit_failure;
+}
+
+} // namespace
+
+int cmd_index(context& ctx, const index_options& opts) {
+  // Refuse a mistyped path before touching any database.
+  bool missing = false;
+  for (const auto& path : opts.paths) {
+    std::error_code ec;
+    if (path.empty() || !fs::exists(path, ec)) {
+      std::cerr << "quarry: no such file or folder: '" << path << "'\n";
+      missing = true;
+    }
+  }
+  if (missing || opts.paths.empty())
+    return exit_usage;
+  auto chosen = choose_db(ctx, opts);
+  if (auto* err = std::get_if<sdk::error>(&chosen)) {
+    std::cerr << "quarry: " << err->message << "\n";
+    return exit_usage;
+  }
+  const auto& db = std::get<std::string>(chosen);
+  auto opened = corpus::corpus_index::open(db);
+  if (opened.failure)
+    return fail(opts, db, *opened.failure);
+  auto& index = *opened.index;
+  auto result = index.update(opts.paths);
+  for (const auto& note : result.notes)
+    std::cerr << "quarry: note: " << note << "\n";
+  if (result.failure)
+    return fail(opts, db, *result.failure);
+  auto [documents, passages] = index.size();
+  if (opts.json) {
+    nlohmann::json out{{"database", db},
+                       {"added", result.added},
+                       {"updated", result.updated},
+                       {"removed", result.removed},
+                       {"unchanged", result.unchanged},
+                       {"passages", result.passages},
+                       {"total_documents", documents},
+                       {"total_passages", passages},
+                       {"notes", result.notes}};
+    std::cout << dump(out) << "\n";
+  } else {
+    std::cout << "Database: " << db << "\n"
+              << "Files: " << result.added << " added, " << result.updated
+              << " updated, " << result.removed << " removed, "
+              << result.unchanged << " unchanged\n"
+              << "Passages written: " << result.passages << "\n"
+              << "Index: " << documents << " documents, " << passages
+              << " passages\n";
+  }
+  return exit_ok;
 }
 
 } // namespace quarry::app

@@ -100,6 +100,21 @@ struct index_options {
 /// `quarry index PATH... [--db FILE] [--json]`.
 int cmd_index(context& ctx, const index_options& opts);
 
+/// Options of `quarry research`.
+struct research_options {
+  std::string question;
+  bool no_clarify = false;
+  bool json = false;
+  std::string out;
+  std::string html;
+  std::string deadline;
+  int max_agents = 0;
+  std::string corpus;
+};
+
+/// `quarry research "question" [...]`.
+int cmd_research(context& ctx, const research_options& opts);
+
 /// `quarry plugins [--json]`.
 int cmd_plugins(context& ctx, bool json);
 

@@ -1,0 +1,466 @@
+// `quarry research "question"`: a whole research session from the command
+// line, with embedded defaults that work offline (the extractive provider over
+// the example corpus).
+
+#include "cli.hpp"
+#include "context.hpp"
+#include "research_view.hpp"
+
+#include "quarry/actors/emitter.hpp"
+#include "quarry/actors/llm_provider.hpp"
+#include "quarry/actors/runtime.hpp"
+#include "quarry/actors/session.hpp"
+#include "quarry/actors/tool_provider.hpp"
+#include "quarry/core/duration.hpp"
+#include "quarry/core/prompts.hpp"
+#include "quarry/corpus/index.hpp"
+
+#include <caf/all.hpp>
+
+#include <cmark-gfm.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <unistd.h>
+
+namespace quarry::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::optional<std::string> env(const char* name) {
+  const auto* v = std::getenv(name);
+  if (v == nullptr || *v == '\0')
+    return std::nullopt;
+  return std::string{v};
+}
+
+std::string trim(const std::string& x) {
+  auto a = x.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos)
+    return {};
+  auto b = x.find_last_not_of(" \t\r\n");
+  return x.substr(a, b - a + 1);
+}
+
+// The example corpus next to the executable (build tree or installation).
+std::optional<std::string> find_example_corpus() {
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec)
+    return std::nullopt;
+  auto dir = exe.parent_path();
+  for (auto candidate : {dir / ".." / ".." / "examples" / "corpus",
+                         dir / ".." / "examples" / "corpus",
+                         dir / ".." / "share" / "quarry" / "examples" / "corpus"}) {
+    if (fs::is_directory(candidate, ec))
+      return fs::weakly_canonical(candidate, ec).string();
+  }
+  return std::nullopt;
+}
+
+// A database per corpus folder, in the data folder.
+std::string corpus_db_for(const std::string& data_dir, const std::string& folder) {
+  uint64_t h = 1469598103934665603ULL;
+  for (auto c : folder) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  char buf[20];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return (fs::path{data_dir} / "corpora" / (std::string{buf} + ".db")).string();
+}
+
+// Writes `text` to `path` through a temporary file, so an existing file is
+// never left half-written.
+bool write_file(const std::string& path, const std::string& text, std::string& why) {
+  auto tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out{tmp, std::ios::binary | std::ios::trunc};
+    out << text;
+    out.flush();
+    if (!out) {
+      why = "cannot write " + tmp;
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      return false;
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    why = "cannot replace " + path + ": " + ec.message();
+    fs::remove(tmp, ec);
+    return false;
+  }
+  return true;
+}
+
+std::string markdown_report(const std::string& question,
+                            const actors::session_result& r) {
+  std::string out = "# " + question + "\n\n" + r.report;
+  if (!out.empty() && out.back() != '\n')
+    out += '\n';
+  if (!r.sources.empty()) {
+    out += "\n## Sources\n\n";
+    for (const auto& s : r.sources) {
+      out += std::to_string(s.number) + ". " + (s.title.empty() ? s.url : s.title);
+      if (!s.url.empty())
+        out += " <" + s.url + ">";
+      out += '\n';
+    }
+  }
+  return out;
+}
+
+std::string html_report(const std::string& markdown, const std::string& title) {
+  auto* html = cmark_markdown_to_html(markdown.data(), markdown.size(),
+                                      CMARK_OPT_DEFAULT);
+  std::string body = html ? html : "";
+  std::free(html);
+  std::string esc;
+  for (auto c : title) {
+    if (c == '<')
+      esc += "&lt;";
+    else if (c == '>')
+      esc += "&gt;";
+    else if (c == '&')
+      esc += "&amp;";
+    else
+      esc += c;
+  }
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+         "<title>"
+         + esc
+         + "</title>\n<style>body{max-width:46em;margin:2em auto;padding:0 1em;"
+           "font-family:system-ui,sans-serif;line-height:1.55}</style>\n</head>\n"
+           "<body>\n"
+         + body + "</body>\n</html>\n";
+}
+
+} // namespace
+
+int cmd_research(context& ctx, const research_options& opts) {
+  auto question = trim(opts.question);
+  if (question.empty()) {
+    std::cerr << "quarry: research needs a question\n";
+    return exit_usage;
+  }
+  auto& cfg = ctx.config.values;
+  auto research = cfg.research;
+  if (!opts.deadline.empty()) {
+    auto d = core::parse_duration(opts.deadline);
+    if (!d || d->count() <= 0) {
+      std::cerr << "quarry: --deadline: not a duration: '" << opts.deadline
+                << "' (e.g. 10m, 90s)\n";
+      return exit_usage;
+    }
+    research.deadline = *d;
+  }
+  if (opts.max_agents != 0) {
+    if (opts.max_agents < 1 || opts.max_agents > 16) {
+      std::cerr << "quarry: --max-agents must be between 1 and 16\n";
+      return exit_usage;
+    }
+    research.max_parallel_agents = opts.max_agents;
+  }
+  if (opts.no_clarify)
+    research.clarify = false;
+  for (const auto& path : {opts.out, opts.html}) {
+    if (path.empty())
+      continue;
+    auto parent = fs::path{path}.parent_path();
+    std::error_code ec;
+    if (fs::is_directory(path, ec) || (!parent.empty() && !fs::is_directory(parent, ec))) {
+      std::cerr << "quarry: cannot write the report to " << path
+                << ": no such folder or it is a folder\n";
+      return exit_usage;
+    }
+  }
+  std::string corpus = !opts.corpus.empty() ? opts.corpus : research.corpus;
+  if (!corpus.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(corpus, ec)) {
+      std::cerr << "quarry: --corpus: " << corpus << " is not a folder\n";
+      return exit_usage;
+    }
+    corpus = fs::weakly_canonical(corpus, ec).string();
+  }
+
+  // Embedded defaults: providers and tools from the environment.
+  std::vector<std::string> defaults_used;
+  if (cfg.llm.providers.empty()) {
+    core::plugin_instance p;
+    if (auto key = env("OPENAI_API_KEY")) {
+      p.plugin = "openai";
+      p.config = {{"api_key", *key},
+                  {"model", env("OPENAI_MODEL").value_or("gpt-4.1-mini")}};
+      if (auto base = env("OPENAI_BASE_URL"))
+        p.config["base_url"] = *base;
+      defaults_used.push_back("OpenAI (" + p.config["model"].get<std::string>()
+                              + ") from OPENAI_API_KEY");
+    } else if (auto key = env("ANTHROPIC_API_KEY")) {
+      p.plugin = "anthropic";
+      p.config = {{"api_key", *key},
+                  {"model", env("ANTHROPIC_MODEL").value_or("claude-sonnet-4-5")}};
+      if (auto base = env("ANTHROPIC_BASE_URL"))
+        p.config["base_url"] = *base;
+      defaults_used.push_back("Anthropic (" + p.config["model"].get<std::string>()
+                              + ") from ANTHROPIC_API_KEY");
+    } else {
+      p.plugin = "extractive";
+      defaults_used.push_back("the offline extractive provider (no LLM is "
+                              "configured and neither OPENAI_API_KEY nor "
+                              "ANTHROPIC_API_KEY is set): the report quotes "
+                              "the sources instead of writing new text");
+    }
+    p.file = "(embedded defaults)";
+    cfg.llm.providers["default"] = std::move(p);
+    cfg.llm.default_provider = "default";
+  }
+  if (cfg.tools.empty()) {
+    core::plugin_instance ws;
+    if (auto key = env("BRAVE_API_KEY")) {
+      ws.plugin = "brave";
+      ws.config = {{"api_key", *key}};
+      defaults_used.push_back("web search with Brave (BRAVE_API_KEY)");
+    } else if (auto key = env("TAVILY_API_KEY")) {
+      ws.plugin = "tavily";
+      ws.config = {{"api_key", *key}};
+      defaults_used.push_back("web search with Tavily (TAVILY_API_KEY)");
+    }
+    if (!ws.plugin.empty()) {
+      cfg.tools["web_search"] = std::move(ws);
+      core::plugin_instance ou;
+      ou.plugin = "open_url";
+      cfg.tools["open_url"] = std::move(ou);
+    }
+  }
+  bool has_search = false;
+  for (const auto& [name, entry] : cfg.tools)
+    if (entry.plugin != "open_url")
+      has_search = true;
+  if (corpus.empty() && !has_search) {
+    auto example = find_example_corpus();
+    if (!example) {
+      std::cerr << "quarry: nothing to research with: configure web_search or "
+                   "internal_search under tools, set BRAVE_API_KEY or "
+                   "TAVILY_API_KEY, or pass --corpus DIR\n";
+      return exit_failure;
+    }
+    corpus = *example;
+    defaults_used.push_back("the example corpus " + corpus
+                            + " (no search tool is configured; pass --corpus DIR "
+                              "for your own documents)");
+  }
+  for (const auto& d : defaults_used)
+    std::cerr << "quarry: using " << d << "\n";
+
+  // The prompts.
+  auto prompts = std::make_shared<core::prompt_library>(core::prompt_library::embedded());
+  if (!research.prompts_dir.empty()) {
+    auto r = prompts->load_overrides(research.prompts_dir);
+    if (auto* err = std::get_if<core::prompt_error>(&r)) {
+      std::cerr << "quarry: research.prompts_dir: " << err->message << "\n";
+      return exit_usage;
+    }
+  }
+
+  ctx.load_plugins();
+  // The corpus index, updated on every run (cheap when nothing changed).
+  std::string corpus_db;
+  if (!corpus.empty()) {
+    corpus_db = corpus_db_for(ctx.services->data_dir(), corpus);
+    auto opened = corpus::corpus_index::open(corpus_db);
+    if (opened.failure) {
+      std::cerr << "quarry: cannot open the corpus index " << corpus_db << ": "
+                << opened.failure->message << "\n";
+      return exit_failure;
+    }
+    auto up = opened.index->update({corpus});
+    if (up.failure) {
+      std::cerr << "quarry: indexing " << corpus << " failed: "
+                << up.failure->message << "\n";
+      return exit_failure;
+    }
+    if (up.added + up.updated + up.removed > 0)
+      std::cerr << "quarry: indexed " << corpus << ": " << up.added << " added, "
+                << up.updated << " updated, " << up.removed << " removed\n";
+    core::plugin_instance is;
+    is.plugin = "local_corpus";
+    is.config = {{"db", corpus_db}};
+    cfg.tools["internal_search"] = std::move(is);
+    if (auto ou = cfg.tools.find("open_url");
+        ou != cfg.tools.end() && !ou->second.config.contains("corpus_db"))
+      ou->second.config["corpus_db"] = corpus_db;
+  }
+
+  // Providers by role.
+  std::map<std::string, std::shared_ptr<sdk::llm_provider>> made_llms;
+  std::map<std::string, actors::llm_actor_settings> llm_settings;
+  for (const auto& [name, entry] : cfg.llm.providers) {
+    auto settings = actors::llm_actor_settings::from_config(name, entry.config);
+    if (auto* err = std::get_if<std::string>(&settings)) {
+      std::cerr << "quarry: llm.providers." << name << ": " << *err << "\n";
+      return exit_usage;
+    }
+    auto made = ctx.registry->make_llm(entry.plugin, entry.config, name);
+    if (auto* err = std::get_if<std::string>(&made)) {
+      std::cerr << "quarry: llm.providers." << name << ": " << *err << "\n";
+      return exit_failure;
+    }
+    made_llms[name] = std::get<std::shared_ptr<sdk::llm_provider>>(std::move(made));
+    llm_settings[name] = std::get<actors::llm_actor_settings>(std::move(settings));
+  }
+  auto default_llm = cfg.llm.default_provider.empty() ? made_llms.begin()->first
+                                                      : cfg.llm.default_provider;
+  std::vector<std::pair<std::string, std::shared_ptr<sdk::tool>>> made_tools;
+  for (const auto& [name, entry] : cfg.tools) {
+    auto made = ctx.registry->make_tool(entry.plugin, entry.config);
+    if (auto* err = std::get_if<std::string>(&made)) {
+      std::cerr << "quarry: tools." << name << ": " << *err << "\n";
+      return exit_failure;
+    }
+    made_tools.emplace_back(name, std::get<std::shared_ptr<sdk::tool>>(std::move(made)));
+  }
+
+  actors::session_spec spec;
+  spec.session_id = "cli";
+  spec.question = question;
+  spec.clarify = research.clarify;
+  spec.max_parallel_agents = research.max_parallel_agents;
+  spec.max_cycles = research.max_cycles;
+  spec.agent_max_cycles = research.agent_max_cycles;
+  spec.max_plan_steps = research.max_plan_steps;
+  spec.reasoning_model = research.reasoning_model;
+  spec.deadline = research.deadline;
+  spec.final_report_timeout = research.final_report_timeout;
+  spec.agent_force_report = research.agent_report_after;
+  spec.agent_hard_timeout = research.agent_timeout;
+  spec.context_tokens = research.context_tokens;
+  spec.current_datetime = core::prompt_date(std::chrono::system_clock::now());
+
+  bool live = !opts.json && ::isatty(STDERR_FILENO) == 1;
+  bool interactive = ::isatty(STDIN_FILENO) == 1 && ::isatty(STDOUT_FILENO) == 1
+                     && !opts.json;
+  int rc = exit_failure;
+  {
+    actors::runtime rt{cfg};
+    std::map<std::string, actors::llm_provider_actor> llm_actors;
+    for (auto& [name, provider] : made_llms) {
+      auto hdl = actors::spawn_llm_provider(rt.system(), provider, llm_settings[name]);
+      rt.add_stoppable(caf::actor_cast<caf::actor>(hdl));
+      llm_actors[name] = hdl;
+    }
+    auto role = [&](std::initializer_list<const char*> names) {
+      for (auto n : names)
+        if (auto r = cfg.llm.roles.find(n); r != cfg.llm.roles.end())
+          if (auto a = llm_actors.find(r->second); a != llm_actors.end())
+            return a->second;
+      return llm_actors[default_llm];
+    };
+    actors::session_models models{role({"clarification", "clarify"}),
+                                  role({"plan", "orchestrator"}),
+                                  role({"orchestrator"}),
+                                  role({"research_agent", "research"}),
+                                  role({"final_report", "report"})};
+    actors::tool_set tools;
+    for (auto& [name, tool] : made_tools) {
+      auto settings = actors::tool_actor_settings::from_config(name, cfg.tools[name].config);
+      if (auto* err = std::get_if<std::string>(&settings)) {
+        std::cerr << "quarry: tools." << name << ": " << *err << "\n";
+        return exit_usage;
+      }
+      auto hdl = actors::spawn_tool_provider(
+        rt.system(), tool, std::get<actors::tool_actor_settings>(std::move(settings)));
+      rt.add_stoppable(caf::actor_cast<caf::actor>(hdl));
+      tools.tools[tool->name()] = {hdl, tool->definition()};
+    }
+    caf::scoped_actor self{rt.system()};
+    std::mutex out_mtx;
+    research_view view{stderr, live};
+    auto run_session = [&](actors::session_spec s) {
+      auto em = actors::spawn_emitter(rt.system(), s.session_id);
+      auto sink = actors::spawn_line_sink(
+        rt.system(), [&](const std::string& line, uint64_t) {
+          std::lock_guard<std::mutex> guard{out_mtx};
+          if (opts.json) {
+            std::cout << line << '\n' << std::flush;
+            return;
+          }
+          auto p = core::decode(line);
+          if (auto* pk = std::get_if<core::packet>(&p))
+            view.on_packet(*pk);
+        });
+      caf::anon_send(em, actors::subscribe_atom::value, sink, uint64_t{0});
+      auto session = actors::spawn_session(rt.system(), std::move(s), models, tools,
+                                           em, prompts, caf::actor{self});
+      actors::signal_watcher watcher{[session](int) {
+        caf::anon_send(session, actors::stop_atom::value);
+      }};
+      actors::session_result result;
+      self->receive([&](actors::session_done_atom, actors::session_result& r) {
+        result = std::move(r);
+      });
+      self->request(em, std::chrono::seconds{30}, actors::stop_atom::value)
+        .receive([](uint64_t) {}, [](const caf::error&) {});
+      return result;
+    };
+    auto result = run_session(spec);
+    if (result.status == actors::session_status::clarification && interactive) {
+      view.finish();
+      std::cout << result.questions << "\n\nYour answers (an empty line ends): "
+                << std::flush;
+      std::string answers;
+      for (std::string l; std::getline(std::cin, l) && !l.empty();)
+        answers += l + "\n";
+      spec.question = question + "\n\nClarifications from the user:\n" + answers;
+      spec.clarify = false;
+      result = run_session(spec);
+    }
+    {
+      std::lock_guard<std::mutex> guard{out_mtx};
+      view.finish();
+    }
+    switch (result.status) {
+      case actors::session_status::clarification:
+        if (!opts.json)
+          std::cout << result.questions << "\n";
+        std::cerr << "quarry: the question needs clarification; answer the "
+                     "questions in a new question, or pass --no-clarify\n";
+        rc = exit_clarify;
+        break;
+      case actors::session_status::failed:
+        std::cerr << "quarry: research failed: " << result.failure << "\n";
+        rc = exit_failure;
+        break;
+      case actors::session_status::report: {
+        auto md = markdown_report(question, result);
+        if (!opts.json)
+          std::cout << md << std::flush;
+        rc = exit_ok;
+        std::string why;
+        if (!opts.out.empty() && !write_file(opts.out, md, why)) {
+          std::cerr << "quarry: " << why << "\n";
+          rc = exit_failure;
+        }
+        if (!opts.html.empty() && !write_file(opts.html, html_report(md, question), why)) {
+          std::cerr << "quarry: " << why << "\n";
+          rc = exit_failure;
+        }
+        for (const auto& n : result.notices)
+          std::cerr << "quarry: note: " << n << "\n";
+        break;
+      }
+    }
+  }
+  return rc;
+}
+
+} // namespace quarry::app

@@ -457,7 +457,11 @@ void next_step(agent_ptr self) {
   st.current_call = st.next_call++;
   self->request(st.llm, caf::infinite, chat_atom::value,
                 llm_call{st.current_call, std::move(req)})
-    .then([=](llm_reply& reply) { on_step_reply(self, reply.result); },
+    .then([=](llm_reply& reply) {
+            emit(self, self->state.step_at,
+                 core::packets::usage("research", reply.result.usage, reply.cost_usd));
+            on_step_reply(self, reply.result);
+          },
           [=](caf::error& err) {
             auto e = from_caf_error(err);
             fail(self, "the research agent's model call failed: " + e.message);
@@ -509,6 +513,8 @@ void write_report(agent_ptr self) {
       [=](llm_reply& reply) {
         auto& st = self->state;
         close_reasoning(self);
+        emit(self, agent_at(self),
+             core::packets::usage("report", reply.result.usage, reply.cost_usd));
         auto text = st.report_started ? st.report_text : reply.result.text;
         if (!st.report_started && !text.empty()) {
           emit(self, agent_at(self), core::packets::intermediate_report_start());

@@ -189,11 +189,13 @@ void call_llm(session_ptr self, const llm_provider_actor& llm,
   st.current_call = st.next_call++;
   st.current_llm = llm;
   auto id = st.current_call;
+  auto role = req.role_tag;
   self->request(llm, caf::infinite, chat_atom::value, llm_call{id, std::move(req)})
     .then(
       [=](llm_reply& reply) {
         if (self->state.current_call != id || self->state.now == phase::done)
           return;
+        emit(self, at, core::packets::usage(role, reply.result.usage, reply.cost_usd));
         on_done(reply.result);
       },
       [=](caf::error& err) {

@@ -20,5 +20,5 @@ std::unique_ptr<quarry::sdk::plugin_object> make(quarry::sdk::host_context& host
 
 QUARRY_PLUGIN(local_corpus, quarry::sdk::plugin_kind::tool, "0.1.0",
               "internal_search over a local SQLite FTS5 index of Markdown, "
-              "text and HTML files",
+              "text, HTML and PDF files",
               &make)

@@ -1,9 +1,12 @@
 // Tests of the local corpus: passage splitting, query sanitising, HTML text,
-// and the SQLite index (incremental updates, search, refusing foreign files).
+// and the SQLite index (incremental updates, search, PDF and HTML files,
+// refusing foreign files).
 
 #include "quarry/corpus/index.hpp"
 #include "quarry/corpus/text.hpp"
+#include "quarry/extract/html.hpp"
 
+#include "support/pdf_writer.hpp"
 #include "support/process.hpp"
 
 #include <doctest/doctest.h>
@@ -147,10 +150,10 @@ TEST_CASE("local_corpus indexes a folder and ranks the right passage first") {
   CHECK(r.removed == 0);
   CHECK(r.unchanged == 0);
   CHECK(r.passages == 5); // plants: 3 sections, rivers: 1, page: 1
+  // The fake PDF cannot be read: skipped with a note.
   REQUIRE(r.notes.size() == 1);
-  CHECK(r.notes[0].find("paper.pdf") != std::string::npos);
-  CHECK(r.notes[0].find("PDF support comes with the open_url work")
-        != std::string::npos);
+  CHECK(r.notes[0].find("skipped") == 0);
+  CHECK(r.notes[0].find("paper.pdf: damaged PDF") != std::string::npos);
   CHECK(index->size() == std::pair<size_t, size_t>{3, 5});
   auto found = index->search("how does chlorophyll do photosynthesis?", 5);
   REQUIRE_FALSE(found.failure.has_value());
@@ -234,6 +237,17 @@ TEST_CASE("local_corpus updates incrementally") {
     CHECK(index->search("nile delta", 5).hits.empty());
     CHECK_FALSE(index->get_document(rivers_id).has_value());
     CHECK(index->size() == std::pair<size_t, size_t>{2, 4});
+  }
+  SUBCASE("single files; a file of another type is named in a note") {
+    tmp.write("single/note.md", "# Note\n\nzeppelin\n");
+    auto png = tmp.write("single/photo.png", "\x89PNG");
+    auto r = index->update({tmp.file("single/note.md"), png});
+    CHECK(r.added == 1);
+    CHECK(r.removed == 0);
+    REQUIRE(r.notes.size() == 1);
+    CHECK(r.notes[0] == "skipped " + png
+                          + ": not a Markdown, text, HTML or PDF file");
+    CHECK(index->search("zeppelin", 5).hits.size() == 1);
   }
   SUBCASE("an update of another folder removes nothing") {
     tmp.write("other/note.md", "# Note\n\nzeppelin\n");
@@ -341,4 +355,135 @@ TEST_CASE("local_corpus refuses a file that is not its database") {
     auto index = open_ok(tmp.file("a/b/corpus.db"));
     CHECK(fs::exists(tmp.file("a/b/corpus.db")));
   }
+}
+
+namespace {
+
+std::string sentences(const std::string& word, int n) {
+  std::string result = "<p>";
+  for (int i = 0; i < n; ++i)
+    result += word + " is described here with enough words, commas, and "
+                     "detail. ";
+  return result + "</p>";
+}
+
+} // namespace
+
+TEST_CASE("local_corpus indexes PDF files") {
+  test::temp_dir tmp;
+  test::pdf_spec spec;
+  spec.pages = {"Geothermal energy\nHeat from the crust drives turbines.",
+                "Binary cycle plants use isobutane."};
+  spec.title = "Geothermal Primer";
+  tmp.write("docs/geo.pdf", test::make_pdf_document(spec));
+  tmp.write("docs/untitled.pdf", test::make_pdf({"Tidal lagoons store "
+                                                 "seawater."}));
+  tmp.write("docs/broken.pdf", test::make_pdf({"lost words"}).substr(0, 60));
+  auto index = open_ok(tmp.file("corpus.db"));
+  auto r = index->update({tmp.file("docs")});
+  REQUIRE_FALSE(r.failure.has_value());
+  CHECK(r.added == 2);
+  CHECK(r.passages == 2);
+  REQUIRE(r.notes.size() == 1);
+  CHECK(r.notes[0].find("broken.pdf") != std::string::npos);
+  auto hits = index->search("isobutane turbines", 5).hits;
+  REQUIRE(hits.size() == 1);
+  CHECK(hits[0].title == "Geothermal Primer");
+  CHECK(hits[0].path == fs::weakly_canonical(tmp.file("docs/geo.pdf")).string());
+  auto doc = index->get_document(hits[0].document_id);
+  REQUIRE(doc.has_value());
+  CHECK(doc->text == "Geothermal energy\nHeat from the crust drives turbines."
+                     "\n\nBinary cycle plants use isobutane.");
+  // No Title metadata: the file name.
+  auto tidal = index->search("lagoons", 5).hits;
+  REQUIRE(tidal.size() == 1);
+  CHECK(tidal[0].title == "untitled");
+  CHECK(index->search("lost", 5).hits.empty());
+  SUBCASE("a changed PDF is indexed again") {
+    tmp.write("docs/geo.pdf", test::make_pdf({"Fumaroles vent steam."},
+                                             "Geothermal Primer 2"));
+    shift_mtime(tmp.file("docs/geo.pdf"), 30);
+    auto again = index->update({tmp.file("docs")});
+    CHECK(again.updated == 1);
+    CHECK(again.unchanged == 1);
+    CHECK(index->search("isobutane", 5).hits.empty());
+    auto fum = index->search("fumaroles", 5).hits;
+    REQUIRE(fum.size() == 1);
+    CHECK(fum[0].title == "Geothermal Primer 2");
+  }
+  SUBCASE("a repaired PDF is added by the next update") {
+    tmp.write("docs/broken.pdf", test::make_pdf({"found words"}));
+    auto again = index->update({tmp.file("docs")});
+    CHECK(again.added == 1);
+    CHECK(again.unchanged == 2);
+    CHECK(again.notes.empty());
+    CHECK(index->search("found", 5).hits.size() == 1);
+  }
+}
+
+TEST_CASE("local_corpus indexes the main content of HTML pages") {
+  test::temp_dir tmp;
+  // An article: navigation and footer are dropped.
+  std::string article = "<html><head><title>Tides explained</title></head>"
+                        "<body><nav><ul><li><a href='/'>Home</a></li><li>"
+                        "<a href='/shop'>Shop zeppelin</a></li></ul></nav>"
+                        "<article><h1>Tides explained</h1>";
+  for (int i = 0; i < 4; ++i)
+    article += "<p>The moon pulls the oceans, and the tides rise and fall "
+               "twice a day along every coast. Spring tides come with the "
+               "full and new moon, neap tides with the quarters.</p>";
+  article += "</article><footer><p>Copyright marmalade</p></footer></body>"
+             "</html>";
+  tmp.write("site/tides.html", article);
+  // Documentation-like: the scored main content keeps the first block only,
+  // a quarter of the text (lists, definitions, code and a table are
+  // dropped), so the whole page is indexed.
+  auto reference =
+    "<html><head><title>Reference</title></head><body><div><div><div>"
+    + sentences("alpha", 4) + "</div></div></div><ul><li>"
+    + sentences("bravo", 2) + "</li><li>" + sentences("charlie", 2)
+    + "</li></ul><ol><li>" + sentences("delta", 2) + "</li><li>"
+    + sentences("kappa", 2)
+    + "</li></ol><dl><dt>echo</dt><dd>foxtrot golf hotel india juliet "
+      "kilo lima mike november oscar papa</dd><dt>quebec</dt><dd>romeo "
+      "sierra tango uniform victor whiskey xray yankee zulu</dd></dl><pre>"
+      "widget_open widget_close widget_open widget_close widget_resize "
+      "widget_move</pre><table><tr><td>lumen</td><td>candela</td></tr><tr>"
+      "<td>lux</td><td>nit</td></tr></table></body></html>";
+  tmp.write("site/reference.htm", reference);
+  {
+    // The premise: main-content extraction alone would lose most of it.
+    auto main = extract::extract_html(reference).text;
+    CHECK(main.find("alpha") != std::string::npos);
+    CHECK(main.find("charlie") == std::string::npos);
+    CHECK(main.find("foxtrot") == std::string::npos);
+    CHECK(main.size() * 3 < extract::html_to_text(reference).size());
+  }
+  // windows-1252 with a meta charset: decoded to UTF-8.
+  tmp.write("site/latin.html",
+            "<html><head><meta charset=\"windows-1252\">"
+            "<title>Caf\xE9</title></head><body><p>Cr\xE8me br\xFBl\xE9"
+            "e is served cold \x96 with caramel.</p></body></html>");
+  auto index = open_ok(tmp.file("corpus.db"));
+  auto r = index->update({tmp.file("site")});
+  REQUIRE_FALSE(r.failure.has_value());
+  CHECK(r.added == 3);
+  CHECK(r.notes.empty());
+  auto tides = index->search("spring neap tides", 5).hits;
+  REQUIRE(tides.size() == 1);
+  CHECK(tides[0].title == "Tides explained");
+  CHECK(index->search("zeppelin", 5).hits.empty());
+  CHECK(index->search("marmalade", 5).hits.empty());
+  auto ref = index->search("foxtrot", 5).hits;
+  REQUIRE(ref.size() == 1);
+  CHECK(ref[0].title == "Reference");
+  CHECK(index->search("charlie", 5).hits.size() == 1);
+  CHECK(index->search("widget_close", 5).hits.size() == 1);
+  CHECK(index->search("candela", 5).hits.size() == 1);
+  CHECK(index->search("alpha", 5).hits.size() == 1);
+  auto latin = index->search("creme brulee", 5).hits;
+  REQUIRE(latin.size() == 1);
+  CHECK(latin[0].title == "Caf\xC3\xA9");
+  CHECK(latin[0].text == "Cr\xC3\xA8me br\xC3\xBBl\xC3\xA9" "e is served "
+                         "cold \xE2\x80\x93 with caramel.");
 }

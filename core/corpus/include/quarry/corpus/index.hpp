@@ -1,5 +1,5 @@
 // The local corpus index: a SQLite database with an FTS5 table of passages
-// of local Markdown, text and HTML files, updated incrementally.
+// of local Markdown, text, HTML and PDF files, updated incrementally.
 
 #pragma once
 
@@ -34,7 +34,7 @@ struct update_result {
   size_t unchanged = 0;
   /// Passages written by this update.
   size_t passages = 0;
-  /// Remarks for the user, e.g. skipped PDF files or unreadable paths.
+  /// Remarks for the user, e.g. unreadable PDF files or missing paths.
   std::vector<std::string> notes;
   /// Set when the update failed (the index keeps its previous state).
   std::optional<sdk::error> failure;
@@ -102,10 +102,22 @@ public:
   corpus_index(const corpus_index&) = delete;
   corpus_index& operator=(const corpus_index&) = delete;
 
-  /// Indexes the files under `paths` (files or folders, recursively):
-  /// Markdown, text and HTML. Unchanged files are skipped (same modification
-  /// time and size, or same content hash); changed files are indexed again;
-  /// indexed files under `paths` that no longer exist are removed.
+  /// Indexes the files under `paths` (files or folders, recursively; hidden
+  /// entries skipped): Markdown (.md, .markdown), text (.txt, .text), HTML
+  /// (.html, .htm, .xhtml) and PDF (.pdf); a file of another type named in
+  /// `paths` is skipped with a note. Unchanged files are skipped (same
+  /// modification time and size, or same content hash); changed files are
+  /// indexed again; indexed files under `paths` that no longer exist are
+  /// removed.
+  ///
+  /// HTML is decoded to UTF-8 (byte-order mark or meta charset) and reduced
+  /// to its main content (extract::extract_html), unless that holds less
+  /// than a third of the page's visible letters and digits (documentation,
+  /// index and FAQ pages, where scoring may keep one section of many): then
+  /// the whole page text (extract::html_to_text) is indexed, so nothing is
+  /// lost. The title comes from the page's metadata or <title>. PDF text comes from
+  /// extract::extract_pdf (60 s per file); a PDF that cannot be read is
+  /// skipped with a note and tried again by the next update.
   update_result update(const std::vector<std::string>& paths);
 
   /// Ranks passages by BM25 against the words of `query` (any text: FTS5

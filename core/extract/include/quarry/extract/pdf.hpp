@@ -23,7 +23,9 @@ struct pdf_extraction {
   /// Number of pages whose text was read (fewer than `pages` when the time
   /// limit was reached).
   int pages_read = 0;
-  /// The text of the pages read, pages separated by a blank line.
+  /// The text of the pages read in reading order (poppler's
+  /// non-raw, non-physical layout: no column padding), trailing whitespace
+  /// and form feeds removed, pages separated by a blank line.
   std::string text;
   /// Set when the document could not be read at all (not a PDF, damaged,
   /// encrypted with a password other than the empty one). A time limit
@@ -32,11 +34,21 @@ struct pdf_extraction {
 };
 
 /// Extracts the text of a PDF held in memory. Blocking and CPU-heavy: call it
-/// on the host's blocking pool. `time_limit` is checked before each page
-/// (zero means no limit); encrypted documents are tried with an empty
-/// password.
+/// on the host's blocking pool. The limit counts from the call (loading
+/// included) and is checked before each page, the first one too (zero means
+/// no limit); encrypted documents are tried with an empty password. Safe to
+/// call from several threads at once. Failures have class
+/// `errc::invalid_response`.
 pdf_extraction extract_pdf(std::string_view bytes,
                            std::chrono::milliseconds time_limit
                            = std::chrono::milliseconds{0});
+
+/// Like @ref extract_pdf with an absolute deadline (none: no limit). Before
+/// each page, extraction stops once `steady_clock::now() >= *deadline`: a
+/// deadline already past when the call starts reads no page at all (but
+/// still reports `pages` and the metadata).
+pdf_extraction
+extract_pdf_until(std::string_view bytes,
+                  std::optional<std::chrono::steady_clock::time_point> deadline);
 
 } // namespace quarry::extract

@@ -1,0 +1,257 @@
+// `quarry index` with the real binary: a folder of Markdown, text, HTML and
+// PDF files indexed, updated incrementally, searched with internal_search,
+// and the database choice (--db, tools.<name>.db, the per-user default).
+
+#include "support/pdf_writer.hpp"
+#include "support/process.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using namespace quarry;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct index_cli_fixture {
+  test::temp_dir home;
+  test::temp_dir work;
+
+  index_cli_fixture() {
+    work.write("docs/plants.md",
+               "# Plants\n\n## Photosynthesis\n\nChlorophyll absorbs light and "
+               "photosynthesis makes glucose.\n");
+    work.write("docs/notes/rivers.txt",
+               "Rivers carry sediment to the sea; the Nile delta is "
+               "fertile.\n");
+    work.write("docs/notes/volcano.html",
+               "<html><head><title>Volcanoes</title></head><body><article>"
+               "<h1>Volcanoes</h1><p>Basalt lava flows from shield volcanoes "
+               "such as Mauna Loa, and the eruptions are effusive rather "
+               "than explosive.</p></article></body></html>");
+    work.write("docs/reports/geothermal.pdf",
+               test::make_pdf({"Geothermal energy\nHeat from the crust.",
+                               "Binary cycle plants use isobutane to drive "
+                               "turbines."},
+                              "Geothermal Primer"));
+    work.write("docs/image.png", "\x89PNG\r\n");
+  }
+
+  test::process_result quarry(std::vector<std::string> args) {
+    std::vector<std::string> argv{QUARRY_EXE};
+    argv.insert(argv.end(), args.begin(), args.end());
+    test::process_options opts;
+    opts.env = {{"HOME", home.path()},
+                {"XDG_DATA_HOME", std::nullopt},
+                {"XDG_CONFIG_HOME", std::nullopt},
+                {"QUARRY_CONFIG", std::nullopt}};
+    return test::run_process(argv, opts);
+  }
+
+  // Runs `quarry GLOBALS... index ARGS... --json` and parses the output.
+  nlohmann::json index(const std::vector<std::string>& args,
+                       std::vector<std::string> globals = {}) {
+    globals.emplace_back("index");
+    globals.insert(globals.end(), args.begin(), args.end());
+    globals.emplace_back("--json");
+    auto res = quarry(globals);
+    CAPTURE(res.err);
+    REQUIRE(res.exit_code == 0);
+    return nlohmann::json::parse(res.out);
+  }
+
+  // Runs internal_search on database `db` and returns the parsed --json.
+  nlohmann::json search(const std::string& db, const std::string& query) {
+    auto args = nlohmann::json{{"queries", {query}}}.dump();
+    auto res = quarry({"--set", "tools.internal_search.plugin=local_corpus",
+                       "--set", "tools.internal_search.db=" + db, "tool",
+                       "run", "internal_search", args, "--json"});
+    CAPTURE(res.err);
+    REQUIRE(res.exit_code == 0);
+    return nlohmann::json::parse(res.out);
+  }
+
+  // The titles of the documents internal_search found for `query`, joined
+  // with " | ".
+  std::string titles(const std::string& db, const std::string& query) {
+    std::string result;
+    auto found = search(db, query);
+    for (const auto& doc : found["documents"]) {
+      if (!result.empty())
+        result += " | ";
+      result += doc["title"].get<std::string>();
+    }
+    return result;
+  }
+
+  std::string path_of(const std::string& name) {
+    return fs::weakly_canonical(work.file(name)).string();
+  }
+};
+
+// Moves the file's modification time (coarse file system timestamps would
+// otherwise hide a quick rewrite).
+void shift_mtime(const std::string& path, int seconds) {
+  fs::last_write_time(path,
+                      fs::last_write_time(path) + std::chrono::seconds{seconds});
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(index_cli_fixture,
+                  "index builds, updates and serves internal_search") {
+  auto db = work.file("out/corpus.db");
+  auto first = index({work.file("docs"), "--db", db});
+  CHECK(first["database"] == db);
+  CHECK(first["added"] == 4);
+  CHECK(first["updated"] == 0);
+  CHECK(first["removed"] == 0);
+  CHECK(first["unchanged"] == 0);
+  CHECK(first["passages"] == 4);
+  CHECK(first["total_documents"] == 4);
+  CHECK(first["total_passages"] == 4);
+  CHECK(first["notes"] == nlohmann::json::array());
+  // Each kind of file is found, the PDF by the text of its second page.
+  CHECK(titles(db, "isobutane turbines") == "Geothermal Primer");
+  CHECK(titles(db, "chlorophyll") == "Plants");
+  CHECK(titles(db, "sediment delta") == "rivers");
+  CHECK(titles(db, "basalt lava") == "Volcanoes");
+  auto found = search(db, "isobutane");
+  REQUIRE(found["documents"].size() == 1);
+  CHECK(found["documents"][0]["url"]
+        == "file://" + path_of("docs/reports/geothermal.pdf"));
+  CHECK(found["llm_text"].get<std::string>().find("Binary cycle plants")
+        != std::string::npos);
+  // Nothing changed.
+  auto second = index({work.file("docs"), "--db", db});
+  CHECK(second["added"] == 0);
+  CHECK(second["updated"] == 0);
+  CHECK(second["removed"] == 0);
+  CHECK(second["unchanged"] == 4);
+  CHECK(second["passages"] == 0);
+  // One file modified, one deleted.
+  work.write("docs/notes/rivers.txt", "Glaciers carve valleys.\n");
+  shift_mtime(work.file("docs/notes/rivers.txt"), 30);
+  fs::remove(work.file("docs/plants.md"));
+  auto third = index({work.file("docs"), "--db", db});
+  CHECK(third["added"] == 0);
+  CHECK(third["updated"] == 1);
+  CHECK(third["removed"] == 1);
+  CHECK(third["unchanged"] == 2);
+  CHECK(third["passages"] == 1);
+  CHECK(third["total_documents"] == 3);
+  CHECK(titles(db, "glaciers") == "rivers");
+  CHECK(titles(db, "sediment").empty());
+  CHECK(titles(db, "chlorophyll").empty());
+  // The human summary.
+  auto human = quarry({"index", work.file("docs"), "--db", db});
+  CHECK(human.exit_code == 0);
+  CHECK(human.out
+        == "Database: " + db
+             + "\nFiles: 0 added, 0 updated, 0 removed, 3 unchanged\n"
+               "Passages written: 0\nIndex: 3 documents, 3 passages\n");
+}
+
+TEST_CASE_FIXTURE(index_cli_fixture, "index reports unreadable files as notes") {
+  work.write("docs/broken.pdf", "%PDF-1.4\ngarbage");
+  auto db = work.file("corpus.db");
+  auto res = quarry({"index", work.file("docs"), "--db", db, "--json"});
+  CHECK(res.exit_code == 0);
+  auto j = nlohmann::json::parse(res.out);
+  CHECK(j["added"] == 4);
+  REQUIRE(j["notes"].size() == 1);
+  CHECK(j["notes"][0].get<std::string>().find("broken.pdf")
+        != std::string::npos);
+  CHECK(res.err.find("note: skipped " + path_of("docs/broken.pdf"))
+        != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(index_cli_fixture, "index refuses a missing path") {
+  auto db = work.file("corpus.db");
+  auto res = quarry({"index", work.file("docs"), work.file("nope"), "--db",
+                     db});
+  CHECK(res.exit_code == 2);
+  CHECK(res.err.find("no such file or folder") != std::string::npos);
+  CHECK(res.err.find(work.file("nope")) != std::string::npos);
+  CHECK(res.out.empty());
+  CHECK_FALSE(fs::exists(db));
+}
+
+TEST_CASE_FIXTURE(index_cli_fixture,
+                  "index leaves a database it does not own untouched") {
+  SUBCASE("not SQLite") {
+    std::string bytes = "name,value\nalpha,1\n" + std::string(5000, 'x');
+    auto db = work.write("data.csv", bytes);
+    auto res = quarry({"index", work.file("docs"), "--db", db});
+    CHECK(res.exit_code == 1);
+    CHECK(res.err.find("not a SQLite database") != std::string::npos);
+    CHECK(res.out.empty());
+    CHECK(test::read_file(db) == bytes);
+    CHECK_FALSE(fs::exists(db + "-wal"));
+    CHECK_FALSE(fs::exists(db + "-journal"));
+  }
+  SUBCASE("a corrupt SQLite file, with --json") {
+    std::string bytes{"SQLite format 3\0", 16};
+    bytes += std::string(4080, '\x5A');
+    auto db = work.write("broken.db", bytes);
+    auto res = quarry({"index", work.file("docs"), "--db", db, "--json"});
+    CHECK(res.exit_code == 1);
+    auto j = nlohmann::json::parse(res.out);
+    CHECK(j["database"] == db);
+    CHECK(j["error"]["class"] == "bad_request");
+    CHECK(j["error"]["message"].get<std::string>().find("corrupt")
+          != std::string::npos);
+    CHECK(test::read_file(db) == bytes);
+  }
+}
+
+TEST_CASE_FIXTURE(index_cli_fixture,
+                  "index writes where internal_search reads by default") {
+  SUBCASE("the per-user data folder") {
+    auto j = index({work.file("docs")});
+    auto expected = home.file(".local/share/quarry/plugins/local_corpus/"
+                              "corpus.db");
+    CHECK(j["database"] == expected);
+    CHECK(fs::exists(expected));
+    // The tool configured without a db finds the same index.
+    auto res = quarry({"--set", "tools.internal_search.plugin=local_corpus",
+                       "tool", "run", "internal_search",
+                       R"({"queries": ["isobutane"]})", "--json"});
+    CAPTURE(res.err);
+    REQUIRE(res.exit_code == 0);
+    auto found = nlohmann::json::parse(res.out)["documents"];
+    REQUIRE(found.size() == 1);
+    CHECK(found[0]["title"] == "Geothermal Primer");
+  }
+  SUBCASE("runtime.data_dir") {
+    auto data = work.file("data");
+    auto j = index({work.file("docs")}, {"--set", "runtime.data_dir=" + data});
+    CHECK(j["database"] == data + "/plugins/local_corpus/corpus.db");
+    CHECK(fs::exists(data + "/plugins/local_corpus/corpus.db"));
+  }
+  SUBCASE("tools.internal_search.db") {
+    auto db = work.file("configured/corpus.db");
+    auto j = index({work.file("docs")},
+                   {"--set", "tools.internal_search.plugin=local_corpus",
+                    "--set", "tools.internal_search.db=" + db});
+    CHECK(j["database"] == db);
+    CHECK(j["added"] == 4);
+    CHECK(fs::exists(db));
+    CHECK_FALSE(fs::exists(home.file(".local/share/quarry")));
+    CHECK(titles(db, "chlorophyll") == "Plants");
+  }
+  SUBCASE("--db wins over the configuration") {
+    auto db = work.file("explicit.db");
+    auto j = index({work.file("docs"), "--db", db},
+                   {"--set", "tools.internal_search.plugin=local_corpus",
+                    "--set",
+                    "tools.internal_search.db=" + work.file("configured.db")});
+    CHECK(j["database"] == db);
+    CHECK_FALSE(fs::exists(work.file("configured.db")));
+  }
+}

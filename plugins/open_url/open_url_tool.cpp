@@ -5,6 +5,7 @@
 #include "open_url_tool.hpp"
 
 #include "quarry/corpus/index.hpp"
+#include "quarry/corpus/text.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -147,6 +148,8 @@ public:
     std::string url;
     std::string snippet;
     std::optional<int64_t> document;
+    /// For `file://` URLs: the local file, opened only if it is indexed.
+    bool file = false;
     std::optional<fetch::page> page;
   };
 
@@ -254,6 +257,8 @@ private:
       sdk::document doc;
       doc.id = x.document ? x.url : url_key(x.url);
       doc.url = x.document ? p.final_url : x.url;
+      if (x.file && !p.canonical_url.empty())
+        doc.id = p.canonical_url; // the corpus id, as internal_search gives it
       doc.title = p.title.empty() ? x.url : p.title;
       doc.snippet = excerpt_of(p);
       doc.content = p.text;
@@ -370,6 +375,7 @@ open_url_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
     call::item x;
     x.url = url;
     x.document = corpus_id(url);
+    x.file = starts_with(url, "file:");
     if (snippets != nullptr) {
       auto s = snippets->find(url);
       if (s == snippets->end())
@@ -386,23 +392,40 @@ open_url_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
   auto& host = host_;
   for (size_t i = 0; i < handle->size(); ++i) {
     const auto& x = handle->at(i);
-    if (x.document) {
-      auto id = *x.document;
+    if (x.document || x.file) {
+      auto id = x.document.value_or(0);
+      auto by_id = x.document.has_value();
       auto url = x.url;
-      auto job = [st, handle, i, id, url] {
+      auto job = [st, handle, i, id, by_id, url] {
         if (handle->finished())
           return;
         std::string why;
         auto* index = st->corpus(why);
         if (index == nullptr) {
-          handle->complete(i, failed_page(url, sdk::errc::not_found, why));
+          handle->complete(i, failed_page(url, by_id ? sdk::errc::not_found
+                                                     : sdk::errc::refused,
+                                          by_id ? why
+                                                : "file URLs can only open "
+                                                  "documents of the local "
+                                                  "corpus, and " + why));
           return;
         }
-        auto doc = index->get_document(id);
+        std::optional<corpus::stored_document> doc;
+        if (by_id) {
+          doc = index->get_document(id);
+        } else {
+          auto path = corpus::path_from_file_url(url);
+          if (!path.empty())
+            doc = index->find_document(path);
+        }
         if (!doc) {
-          handle->complete(i, failed_page(url, sdk::errc::not_found,
-                                          "no such document in the local "
-                                          "corpus"));
+          handle->complete(i, by_id ? failed_page(url, sdk::errc::not_found,
+                                                  "no such document in the "
+                                                  "local corpus")
+                                    : failed_page(url, sdk::errc::refused,
+                                                  "file URLs can only open "
+                                                  "documents of the local "
+                                                  "corpus index"));
           return;
         }
         fetch::page p;
@@ -411,6 +434,7 @@ open_url_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
         p.kind = extract::content_kind::text;
         p.title = doc->title;
         p.text = std::move(doc->text);
+        p.canonical_url = "corpus:" + std::to_string(doc->id);
         handle->complete(i, std::move(p));
       };
       if (!host.pool().submit(std::move(job)))

@@ -106,7 +106,10 @@ TEST_CASE("open_url refuses every SSRF attempt") {
     CHECK(r.llm_text.find("Failed to fetch content from URLs " + url) == 0);
     auto blocked = r.llm_text.find("blocked by SSRF protection")
                    != std::string::npos;
-    auto scheme = r.llm_text.find("only http and https") != std::string::npos;
+    auto scheme = r.llm_text.find("only http and https") != std::string::npos
+                  || r.llm_text.find("file URLs can only open documents of the "
+                                     "local corpus")
+                       != std::string::npos;
     CHECK((blocked || scheme));
     CHECK(r.llm_text.find("internal data") == std::string::npos);
   }
@@ -499,6 +502,25 @@ TEST_CASE("open_url opens documents of the local corpus by id") {
   REQUIRE(r.documents.size() == 1);
   CHECK(r.documents[0].id == "corpus:1");
   CHECK(r.documents[0].kind == sdk::source_kind::internal);
+  // An indexed file opens by its file:// URL (as internal_search shows it)
+  // under the same document id; other files stay closed.
+  auto file_url = j["results"][0]["url"].get<std::string>();
+  auto by_url = run_tool(*tool, {{"urls", {file_url}}});
+  REQUIRE_FALSE(by_url.failure);
+  REQUIRE(by_url.documents.size() == 1);
+  CHECK(by_url.documents[0].id == "corpus:1");
+  CHECK(by_url.documents[0].content.find("compressor") != std::string::npos);
+  tmp.write("docs/secret.txt", "not indexed, must stay closed to open_url\n");
+  for (auto closed : {std::string{"file://"} + tmp.file("docs/secret.txt"),
+                      std::string{"file:///etc/passwd"},
+                      std::string{"file://localhost/etc/passwd"},
+                      file_url + "%2"}) {
+    CAPTURE(closed);
+    auto refused = run_tool(*tool, {{"urls", {closed}}});
+    REQUIRE(refused.failure);
+    CHECK(refused.llm_text.find("not indexed") == std::string::npos);
+    CHECK(refused.llm_text.find("local corpus") != std::string::npos);
+  }
   auto gone = run_tool(*tool, {{"urls", {"corpus:999"}}});
   REQUIRE(gone.failure);
   CHECK(gone.llm_text == "Failed to fetch content from documents corpus:999");

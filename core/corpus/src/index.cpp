@@ -637,6 +637,22 @@ std::optional<stored_document> corpus_index::get_document(int64_t id) {
   return result;
 }
 
+std::optional<stored_document>
+corpus_index::find_document(const std::string& path) {
+  int64_t id = 0;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    statement st{db_, "SELECT id FROM documents WHERE path=?1"};
+    if (!st.ok())
+      return std::nullopt;
+    st.bind(1, path);
+    if (st.step() != SQLITE_ROW)
+      return std::nullopt;
+    id = st.int_at(0);
+  }
+  return get_document(id);
+}
+
 std::pair<size_t, size_t> corpus_index::size() {
   std::lock_guard<std::mutex> guard{mtx_};
   auto docs = query_int(db_, "SELECT count(*) FROM documents").value_or(0);

@@ -396,4 +396,41 @@ std::string file_url(std::string_view absolute_path) {
   return result;
 }
 
+std::string path_from_file_url(std::string_view url) {
+  constexpr std::string_view scheme = "file://";
+  if (url.substr(0, scheme.size()) != scheme)
+    return {};
+  auto rest = url.substr(scheme.size());
+  if (rest.substr(0, 9) == "localhost")
+    rest.remove_prefix(9);
+  if (rest.empty() || rest.front() != '/')
+    return {};
+  if (auto cut = rest.find_first_of("?#"); cut != std::string_view::npos)
+    rest = rest.substr(0, cut);
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9')
+      return c - '0';
+    if (c >= 'a' && c <= 'f')
+      return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+      return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    if (rest[i] == '%' && i + 2 < rest.size() && hex(rest[i + 1]) >= 0
+        && hex(rest[i + 2]) >= 0) {
+      out += static_cast<char>(hex(rest[i + 1]) * 16 + hex(rest[i + 2]));
+      i += 2;
+    } else if (rest[i] == '%') {
+      return {};
+    } else {
+      out += rest[i];
+    }
+  }
+  if (out.find('\0') != std::string::npos)
+    return {};
+  return out;
+}
+
 } // namespace quarry::corpus

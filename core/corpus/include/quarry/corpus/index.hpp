@@ -128,6 +128,9 @@ public:
   /// Returns the document with id `id`, if it exists.
   std::optional<stored_document> get_document(int64_t id);
 
+  /// Returns the document whose file is `path` (absolute), if it is indexed.
+  std::optional<stored_document> find_document(const std::string& path);
+
   /// Number of documents and passages in the index.
   std::pair<size_t, size_t> size();
 

@@ -54,4 +54,8 @@ std::string content_hash(std::string_view bytes);
 /// Returns a `file://` URL for an absolute path (percent-encoded).
 std::string file_url(std::string_view absolute_path);
 
+/// Returns the absolute path of a `file://` URL (`file:///a/b%20c` or
+/// `file://localhost/a/b`), or an empty string for anything else.
+std::string path_from_file_url(std::string_view url);
+
 } // namespace quarry::corpus

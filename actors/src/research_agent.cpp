@@ -11,6 +11,8 @@
 #include "quarry/core/think_stream.hpp"
 #include "quarry/core/tool_args.hpp"
 
+#include "reasoning_packets.hpp"
+
 #include <caf/all.hpp>
 
 #include <algorithm>
@@ -77,8 +79,7 @@ struct agent_state {
   uint64_t next_call = 1;
   uint64_t current_call = 0;
   core::placement step_at;
-  bool reasoning_open = false;
-  bool reasoned = false;
+  detail::reasoning_state reasoning;
   core::think_stream think;
   std::string report_text;
   bool report_started = false;
@@ -139,22 +140,12 @@ std::string render(agent_ptr self, std::string_view name,
 
 void close_reasoning(agent_ptr self) {
   auto& st = self->state;
-  if (!st.reasoning_open)
-    return;
-  emit(self, st.step_at, core::packets::reasoning_done());
-  st.reasoning_open = false;
+  detail::close_reasoning(st.emitter, st.step_at, st.reasoning);
 }
 
 void reasoning_piece(agent_ptr self, const std::string& text) {
   auto& st = self->state;
-  if (text.empty())
-    return;
-  if (!st.reasoning_open) {
-    emit(self, st.step_at, core::packets::reasoning_start());
-    st.reasoning_open = true;
-    st.reasoned = true;
-  }
-  emit(self, st.step_at, core::packets::reasoning_delta(text));
+  detail::reasoning_piece(st.emitter, st.step_at, st.reasoning, text);
 }
 
 void next_step(agent_ptr self);
@@ -297,7 +288,7 @@ void on_step_reply(agent_ptr self, sdk::chat_result& result) {
   reasoning_piece(self, st.think.finish());
   close_reasoning(self);
   auto tools_at = st.step_at;
-  if (st.reasoned) {
+  if (st.reasoning.reasoned) {
     ++st.reasoning_cycles;
     tools_at.sub_turn_index = *st.step_at.sub_turn_index + 1;
   }
@@ -451,8 +442,7 @@ void next_step(agent_ptr self) {
   req.role_tag = "research";
   st.step_at = {st.spec.turn_index, st.spec.tab_index,
                 st.llm_cycles + st.reasoning_cycles};
-  st.reasoning_open = false;
-  st.reasoned = false;
+  st.reasoning = {};
   st.think = core::think_stream{};
   st.current_call = st.next_call++;
   self->request(st.llm, caf::infinite, chat_atom::value,
@@ -503,7 +493,7 @@ void write_report(agent_ptr self) {
   req.max_tokens = st.spec.report_max_tokens;
   req.role_tag = "report";
   st.step_at = agent_at(self);
-  st.reasoning_open = false;
+  st.reasoning.open = false;
   st.report_text.clear();
   st.report_started = false;
   st.current_call = st.next_call++;

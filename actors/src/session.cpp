@@ -14,6 +14,8 @@
 #include "quarry/core/think_stream.hpp"
 #include "quarry/core/tool_args.hpp"
 
+#include "reasoning_packets.hpp"
+
 #include <caf/all.hpp>
 
 #include <map>
@@ -76,8 +78,7 @@ struct session_state {
   uint64_t current_call = 0;
   llm_provider_actor current_llm;
   core::placement at;
-  bool reasoning_open = false;
-  bool reasoned = false;
+  detail::reasoning_state reasoning;
   core::think_stream think;
   std::string text;
   bool text_started = false;
@@ -156,22 +157,12 @@ void fail(session_ptr self, const std::string& why, int at_turn) {
 
 void close_reasoning(session_ptr self) {
   auto& st = self->state;
-  if (!st.reasoning_open)
-    return;
-  emit(self, st.at, core::packets::reasoning_done());
-  st.reasoning_open = false;
+  detail::close_reasoning(st.emitter, st.at, st.reasoning);
 }
 
 void reasoning_piece(session_ptr self, const std::string& text) {
   auto& st = self->state;
-  if (text.empty())
-    return;
-  if (!st.reasoning_open) {
-    emit(self, st.at, core::packets::reasoning_start());
-    st.reasoning_open = true;
-    st.reasoned = true;
-  }
-  emit(self, st.at, core::packets::reasoning_delta(text));
+  detail::reasoning_piece(st.emitter, st.at, st.reasoning, text);
 }
 
 // Starts an LLM call; `on_done` gets the result, failures go to `on_error`.
@@ -181,8 +172,7 @@ void call_llm(session_ptr self, const llm_provider_actor& llm,
               OnError on_error) {
   auto& st = self->state;
   st.at = at;
-  st.reasoning_open = false;
-  st.reasoned = false;
+  st.reasoning = {};
   st.think = core::think_stream{};
   st.text.clear();
   st.text_started = false;
@@ -435,7 +425,7 @@ void on_orchestrator_reply(session_ptr self, sdk::chat_result& r) {
   reasoning_piece(self, st.think.finish());
   close_reasoning(self);
   auto t = current_turn(self);
-  if (st.reasoned)
+  if (st.reasoning.reasoned)
     ++st.reasoning_cycles;
   auto calls = std::move(r.tool_calls);
   if (calls.empty()) {
@@ -496,7 +486,7 @@ void on_orchestrator_reply(session_ptr self, sdk::chat_result& r) {
                                  ? std::string{core::think_acknowledgement}
                                  : "There is no tool named '" + c.name + "'.";
   auto saved = st.round_results;
-  dispatch_agents(self, std::move(calls), st.reasoned ? t + 1 : t);
+  dispatch_agents(self, std::move(calls), st.reasoning.reasoned ? t + 1 : t);
   for (auto& [id, text] : saved)
     st.round_results.emplace(id, text);
 }
@@ -604,7 +594,7 @@ void report_piece(session_ptr self, const std::string& raw) {
   auto& st = self->state;
   if (!st.text_started) {
     close_reasoning(self);
-    if (st.reasoned)
+    if (st.reasoning.reasoned)
       st.at.turn_index += 1;
     auto docs = final_documents(st);
     auto seconds = std::chrono::duration<double>(clock_type::now() - st.started).count();
@@ -761,7 +751,7 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
           if (st.now == phase::plan) {
             if (!st.text_started) {
               close_reasoning(self);
-              if (st.reasoned)
+              if (st.reasoning.reasoned)
                 st.plan_turn = 1;
               emit(self, turn(st.plan_turn), core::packets::deep_research_plan_start());
               st.text_started = true;

@@ -4,6 +4,8 @@
 
 #include "quarry/extract/html.hpp"
 
+#include "support/token_f1.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,45 +35,8 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-// Lower-cased tokens: runs of ASCII letters/digits or non-ASCII bytes.
-std::vector<std::string> tokens(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (auto ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (std::isalnum(c) || c >= 0x80) {
-      cur += static_cast<char>(std::tolower(c));
-    } else if (!cur.empty()) {
-      out.push_back(std::move(cur));
-      cur.clear();
-    }
-  }
-  if (!cur.empty())
-    out.push_back(std::move(cur));
-  return out;
-}
-
 double f1(const std::string& got, const std::string& want) {
-  auto a = tokens(got);
-  auto b = tokens(want);
-  if (a.empty() && b.empty())
-    return 1;
-  if (a.empty() || b.empty())
-    return 0;
-  std::unordered_map<std::string, int> counts;
-  for (auto& t : b)
-    ++counts[t];
-  size_t common = 0;
-  for (auto& t : a)
-    if (auto i = counts.find(t); i != counts.end() && i->second > 0) {
-      --i->second;
-      ++common;
-    }
-  if (common == 0)
-    return 0;
-  auto p = static_cast<double>(common) / static_cast<double>(a.size());
-  auto r = static_cast<double>(common) / static_cast<double>(b.size());
-  return 2 * p * r / (p + r);
+  return quarry::test::token_f1(got, want);
 }
 
 double mean_of(const std::vector<double>& xs) {

@@ -312,13 +312,14 @@ int current_turn(session_ptr self) {
 
 void answer_round(session_ptr self);
 
+// `answered` holds the results of calls that are not research_agent calls.
 void dispatch_agents(session_ptr self, std::vector<sdk::tool_call> calls,
-                     int agents_turn) {
+                     int agents_turn, std::map<std::string, std::string> answered) {
   auto& st = self->state;
   st.now = phase::agents;
   st.agents.clear();
   st.round_calls = calls;
-  st.round_results.clear();
+  st.round_results = std::move(answered);
   int tab = 0;
   for (auto& c : calls) {
     if (c.name != "research_agent")
@@ -480,15 +481,14 @@ void on_orchestrator_reply(session_ptr self, sdk::chat_result& r) {
     return;
   }
   // Think calls in the same response are acknowledged, not dropped.
+  std::map<std::string, std::string> answered;
   for (const auto& c : calls)
     if (c.name != "research_agent")
-      st.round_results[c.id] = c.name == core::think_stream::tool_name
-                                 ? std::string{core::think_acknowledgement}
-                                 : "There is no tool named '" + c.name + "'.";
-  auto saved = st.round_results;
-  dispatch_agents(self, std::move(calls), st.reasoning.reasoned ? t + 1 : t);
-  for (auto& [id, text] : saved)
-    st.round_results.emplace(id, text);
+      answered[c.id] = c.name == core::think_stream::tool_name
+                         ? std::string{core::think_acknowledgement}
+                         : "There is no tool named '" + c.name + "'.";
+  dispatch_agents(self, std::move(calls), st.reasoning.reasoned ? t + 1 : t,
+                  std::move(answered));
 }
 
 void start_cycle(session_ptr self) {

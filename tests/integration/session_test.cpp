@@ -368,3 +368,32 @@ TEST_CASE_FIXTURE(session_fixture, "session asks clarifying questions only "
   CHECK(direct.status == actors::session_status::report);
   CHECK(requests_with(server, clarify_marker) == 1);
 }
+
+TEST_CASE_FIXTURE(session_fixture, "session answers a think call and a "
+                                   "malformed agent call in one response") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  rules.push_back(rule(orchestrator_marker,
+                       {{"tool_calls",
+                         {{{"name", "think_tool"}, {"arguments", {{"reasoning", "Plan it."}}}},
+                          {{"name", "research_agent"}, {"arguments", nlohmann::json::object()}}}}},
+                       1));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(rule(final_marker, {{"text", "Short."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto r = run(scripted_spec(),
+               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
+               corpus_tools());
+  REQUIRE(r.status == actors::session_status::report);
+  auto orch = requests_of(server, orchestrator_marker);
+  REQUIRE(orch.size() == 2);
+  std::vector<std::string> results;
+  for (const auto& m : orch[1]["messages"])
+    if (m["role"] == "tool")
+      results.push_back(m["content"].get<std::string>());
+  REQUIRE(results.size() == 2);
+  CHECK(results[0] == "Acknowledged, please continue.");
+  CHECK(results[1].find("needs a 'task' argument") != std::string::npos);
+  CHECK(count(types(), "research_agent_start") == 0);
+}

@@ -4,6 +4,7 @@
 #include "web_search_tool.hpp"
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <utility>
 
@@ -14,13 +15,54 @@ namespace {
 // Largest response body a search API may send.
 constexpr int64_t max_body_bytes = 8 * 1024 * 1024;
 
+} // namespace
+
+struct search_tool::query_cache {
+  static constexpr auto ttl = std::chrono::minutes{10};
+  static constexpr size_t max_entries = 256;
+  struct entry {
+    std::vector<search_result> results;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::mutex mtx;
+  std::map<std::string, entry> entries;
+
+  std::optional<std::vector<search_result>> get(const std::string& query) {
+    std::lock_guard<std::mutex> guard{mtx};
+    auto i = entries.find(query);
+    if (i == entries.end())
+      return std::nullopt;
+    if (std::chrono::steady_clock::now() - i->second.at > ttl) {
+      entries.erase(i);
+      return std::nullopt;
+    }
+    return i->second.results;
+  }
+
+  void put(const std::string& query, const std::vector<search_result>& results) {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (entries.size() >= max_entries && entries.count(query) == 0) {
+      auto oldest = entries.begin();
+      for (auto i = entries.begin(); i != entries.end(); ++i)
+        if (i->second.at < oldest->second.at)
+          oldest = i;
+      entries.erase(oldest);
+    }
+    entries[query] = {results, std::chrono::steady_clock::now()};
+  }
+};
+
+namespace {
+
 // The state of one run, shared by the sinks of all its queries.
 class run_state final : public sdk::tool_run,
                         public std::enable_shared_from_this<run_state> {
 public:
   run_state(std::shared_ptr<const backend> impl, std::vector<std::string> qs,
-            size_t max_results, sdk::tool_callback done)
-    : impl_(std::move(impl)),
+            size_t max_results, sdk::tool_callback done,
+            std::shared_ptr<search_tool::query_cache> cache)
+    : cache_(std::move(cache)),
+      impl_(std::move(impl)),
       queries_(std::move(qs)),
       max_results_(max_results),
       done_(std::move(done)),
@@ -67,7 +109,7 @@ public:
 
   // Records the outcome of query `index`; the last one finishes the run.
   void complete(size_t index, std::vector<search_result> results,
-                std::optional<sdk::error> failure) {
+                std::optional<sdk::error> failure, bool from_cache = false) {
     sdk::tool_result out;
     sdk::tool_callback done;
     {
@@ -79,6 +121,8 @@ public:
       } else {
         if (results.size() > max_results_)
           results.resize(max_results_);
+        if (cache_ && !from_cache)
+          cache_->put(queries_[index], results);
         results_[index] = std::move(results);
       }
       if (--pending_ > 0)
@@ -124,6 +168,7 @@ private:
     return out;
   }
 
+  std::shared_ptr<search_tool::query_cache> cache_;
   std::shared_ptr<const backend> impl_;
   std::vector<std::string> queries_;
   size_t max_results_;
@@ -196,7 +241,8 @@ sdk::error backend::classify(int status, const sdk::http_headers& headers,
 search_tool::search_tool(sdk::host_context& host,
                          std::shared_ptr<const backend> impl,
                          common_config cfg)
-  : host_(host), impl_(std::move(impl)), cfg_(std::move(cfg)) {
+  : host_(host), impl_(std::move(impl)), cfg_(std::move(cfg)),
+    cache_(std::make_shared<query_cache>()) {
   // nop
 }
 
@@ -228,8 +274,18 @@ search_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
   if (queries.empty())
     return fail(empty_queries_message(), "no valid queries");
   auto state = std::make_shared<run_state>(impl_, queries, cfg_.max_results,
-                                           std::move(done));
+                                           std::move(done), cache_);
+  std::vector<size_t> to_send;
+  std::vector<std::pair<size_t, std::vector<search_result>>> cached;
   for (size_t i = 0; i < queries.size(); ++i) {
+    if (auto hit = cache_->get(queries[i]))
+      cached.emplace_back(i, std::move(*hit));
+    else
+      to_send.push_back(i);
+  }
+  // Requests first, so that answering from the cache cannot finish the run
+  // before every request has been registered for cancellation.
+  for (auto i : to_send) {
     auto req = impl_->make_request(queries[i]);
     if (req.total_timeout.count() == 0)
       req.total_timeout = cfg_.timeout;
@@ -238,6 +294,8 @@ search_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
     auto sink = std::make_shared<query_sink>(state, i);
     state->add_call(host_.http().start(std::move(req), std::move(sink)));
   }
+  for (auto& [i, results] : cached)
+    state->complete(i, std::move(results), std::nullopt, true);
   return state;
 }
 

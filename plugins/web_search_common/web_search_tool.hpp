@@ -47,10 +47,16 @@ public:
   std::shared_ptr<sdk::tool_run> run(const nlohmann::json& arguments,
                                      sdk::tool_callback done) override;
 
+  /// Results of recent queries, shared by all runs of this tool (all agents
+  /// of all sessions): a query that ran in the last 10 minutes is answered
+  /// without a request. Failures are not kept.
+  struct query_cache;
+
 private:
   sdk::host_context& host_;
   std::shared_ptr<const backend> impl_;
   common_config cfg_;
+  std::shared_ptr<query_cache> cache_;
 };
 
 } // namespace quarry::plugins::web_search_common

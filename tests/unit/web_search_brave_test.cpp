@@ -367,3 +367,37 @@ TEST_CASE("brave module loads through the plugin registry and searches") {
         == "\"Hello, World!\" program - Wikipedia");
   services.shutdown();
 }
+
+TEST_CASE("brave answers a query that already ran from the tool's cache") {
+  brave_env env;
+  env.serve([&](const request& req) {
+    auto q = req.param("q").value_or("");
+    if (q == "broken")
+      return response_plan::json(500, R"({"error":{"detail":"boom"}})");
+    return response_plan::json(200, body_of({{q + " page", "https://x/" + q}}));
+  });
+  auto tool = env.make();
+  auto first = run_tool(*tool, {{"queries", {"alpha", "beta"}}});
+  REQUIRE_FALSE(first.failure);
+  CHECK(env.requests().size() == 2);
+  // Another agent asks beta again together with a new query: only the new
+  // one goes out, and beta's results are the same.
+  auto second = run_tool(*tool, {{"queries", {"beta", "gamma"}}});
+  REQUIRE_FALSE(second.failure);
+  auto seen = env.requests();
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[2].param("q") == std::optional<std::string>{"gamma"});
+  std::vector<std::string> titles;
+  for (const auto& d : second.documents)
+    titles.push_back(d.title);
+  CHECK(titles == std::vector<std::string>{"beta page", "gamma page"});
+  // Entirely cached: no request at all.
+  auto third = run_tool(*tool, {{"queries", {"alpha"}}});
+  REQUIRE_FALSE(third.failure);
+  CHECK(env.requests().size() == 3);
+  CHECK(third.documents.at(0).title == "alpha page");
+  // Failures are not kept: the query is tried again.
+  run_tool(*tool, {{"queries", {"broken"}}});
+  run_tool(*tool, {{"queries", {"broken"}}});
+  CHECK(env.requests().size() == 5);
+}

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 
@@ -115,6 +116,37 @@ struct open_url_tool::state {
   std::shared_ptr<const fetch::address_policy> policy;
   std::mutex mtx;
   std::unique_ptr<corpus::corpus_index> index;
+
+  // Pages read in the last 10 minutes, by url_key: a URL any agent already
+  // read is not fetched again. Failures are not kept.
+  static constexpr auto page_ttl = std::chrono::minutes{10};
+  static constexpr size_t max_pages = 128;
+  std::mutex pages_mtx;
+  std::map<std::string, std::pair<fetch::page, clock_type::time_point>> pages;
+
+  std::optional<fetch::page> cached_page(const std::string& key) {
+    std::lock_guard<std::mutex> guard{pages_mtx};
+    auto i = pages.find(key);
+    if (i == pages.end())
+      return std::nullopt;
+    if (clock_type::now() - i->second.second > page_ttl) {
+      pages.erase(i);
+      return std::nullopt;
+    }
+    return i->second.first;
+  }
+
+  void remember(const std::string& key, const fetch::page& p) {
+    std::lock_guard<std::mutex> guard{pages_mtx};
+    if (pages.size() >= max_pages && pages.count(key) == 0) {
+      auto oldest = pages.begin();
+      for (auto i = pages.begin(); i != pages.end(); ++i)
+        if (i->second.second < oldest->second.second)
+          oldest = i;
+      pages.erase(oldest);
+    }
+    pages[key] = {p, clock_type::now()};
+  }
 
   /// Opens the corpus on first use (pool threads only).
   corpus::corpus_index* corpus(std::string& why) {
@@ -389,6 +421,7 @@ open_url_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
                                        std::move(done));
   auto deadline = clock_type::now() + cfg.fetch.call_timeout;
   auto st = state_;
+  std::vector<std::pair<size_t, fetch::page>> cached;
   auto& host = host_;
   for (size_t i = 0; i < handle->size(); ++i) {
     const auto& x = handle->at(i);
@@ -450,21 +483,34 @@ open_url_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
         return;
       }
       auto shared = std::make_shared<fetch::fetched>(std::move(f));
-      auto job = [handle, i, deadline, shared] {
+      auto job = [st, handle, i, deadline, shared] {
         if (handle->finished())
           return;
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - clock_type::now());
-        handle->complete(i, fetch::read_fetched(
-                              *shared, std::max(left, std::chrono::milliseconds{1})));
+        auto page = fetch::read_fetched(*shared,
+                                        std::max(left, std::chrono::milliseconds{1}));
+        if (!page.failure)
+          st->remember(url_key(shared->url), page);
+        handle->complete(i, std::move(page));
       };
       if (!host.pool().submit(std::move(job)))
         handle->complete(i, failed_page(shared->url, sdk::errc::busy,
                                         "the reader is busy; try again"));
     };
+    if (auto page = st->cached_page(url_key(x.url))) {
+      cached.emplace_back(i, std::move(*page));
+      continue;
+    }
     handle->add_http_call(fetch::start_fetch(host.http(), x.url, st->policy,
                                              cfg.fetch, deadline,
                                              std::move(on_fetched)));
+  }
+  // Pages read before are answered last, so that the call cannot finish
+  // before every fetch has been registered for cancellation.
+  for (auto& [i, page] : cached) {
+    page.url = handle->at(i).url;
+    handle->complete(i, std::move(page));
   }
   return handle;
 }

@@ -600,3 +600,32 @@ TEST_CASE("open_url plugin loads from disk") {
   CHECK(r.llm_text.find("from the module") != std::string::npos);
   services.shutdown();
 }
+
+TEST_CASE("open_url does not fetch a page it read recently again") {
+  test::http_server server;
+  std::atomic<int> hits{0};
+  server.route("GET", "/page", [&hits](const test::request&) {
+    ++hits;
+    return response_plan::text(200, article_html("Once", "fetched a single time"),
+                               "text/html");
+  });
+  server.route("GET", "/missing", [&hits](const test::request&) {
+    ++hits;
+    return response_plan::text(404, "gone");
+  });
+  test::test_host host;
+  auto tool = make_tool(host);
+  auto first = run_tool(*tool, {{"urls", {server.url("/page")}}});
+  REQUIRE_FALSE(first.failure);
+  // Read again (another agent, with a fragment): answered from memory.
+  auto again = run_tool(*tool, {{"urls", {server.url("/page#top"), server.url("/missing")}}});
+  REQUIRE_FALSE(again.failure);
+  CHECK(hits.load() == 2);
+  auto j = results_of(again);
+  CHECK(j["results"][0]["url"] == server.url("/page#top"));
+  CHECK(j["results"][0]["content"].get<std::string>().find("fetched a single time")
+        != std::string::npos);
+  // Failures are tried again.
+  run_tool(*tool, {{"urls", {server.url("/missing")}}});
+  CHECK(hits.load() == 3);
+}

@@ -558,6 +558,8 @@ caf::behavior agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm
   sdk::chat_message task;
   task.author = sdk::role::user;
   task.content = st.spec.task;
+  if (!st.spec.context.empty())
+    task.content += "\n\n" + st.spec.context;
   st.history.push_back(std::move(task));
   emit(self, agent_at(self), core::packets::research_agent_start(st.spec.task));
   self->delayed_send(self, st.spec.hard_timeout, agent_timeout_atom::value);

@@ -352,6 +352,27 @@ void dispatch_agents(session_ptr self, std::vector<sdk::tool_call> calls,
     emit(self, turn(agents_turn),
          core::packets::top_level_branching(static_cast<int>(st.agents.size())));
   st.agents_outstanding = st.agents.size();
+  // Onyx's agents know nothing of each other; later ones get a digest of
+  // what earlier ones found, so they build on it instead of repeating it.
+  std::string digest;
+  if (!st.findings.empty()) {
+    digest = "Earlier research agents already found the following; build on "
+             "it and do not repeat it:";
+    size_t per = std::max<size_t>(200, 2400 / st.findings.size());
+    for (const auto& [task, report] : st.findings) {
+      core::citation_processor strip{core::citation_mode::remove};
+      strip.update_mapping(st.global);
+      auto text = strip.process(report).text + strip.finish().text;
+      for (auto& c : text)
+        if (c == '\n')
+          c = ' ';
+      if (text.size() > per) {
+        auto cut = text.rfind(' ', per);
+        text = text.substr(0, cut == std::string::npos ? per : cut) + " ...";
+      }
+      digest += "\n- " + task + ": " + text;
+    }
+  }
   auto now = clock_type::now();
   auto left = std::chrono::duration_cast<milliseconds>(
     st.started + st.spec.deadline - now);
@@ -359,6 +380,7 @@ void dispatch_agents(session_ptr self, std::vector<sdk::tool_call> calls,
     agent_spec spec;
     spec.call_id = a.call_id;
     spec.task = a.task;
+    spec.context = digest;
     spec.turn_index = agents_turn;
     spec.tab_index = a.tab;
     spec.max_cycles = st.spec.agent_max_cycles;

@@ -397,3 +397,42 @@ TEST_CASE_FIXTURE(session_fixture, "session answers a think call and a "
   CHECK(results[1].find("needs a 'task' argument") != std::string::npos);
   CHECK(count(types(), "research_agent_start") == 0);
 }
+
+TEST_CASE_FIXTURE(session_fixture, "session gives later agents a digest of "
+                                   "what earlier agents found") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. Cold\n2. Defrost"}}));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"research_agent", {{"task", "Research the cold."}}}}), 1));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"research_agent", {{"task", "Research defrosting."}}}}), 1));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  for (auto& x : agent_rules())
+    rules.push_back(x);
+  rules.push_back(rule(final_marker, {{"text", "Done [1]."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto r = run(scripted_spec(),
+               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
+               corpus_tools());
+  REQUIRE(r.status == actors::session_status::report);
+  auto agents = requests_of(server, agent_marker);
+  std::string first_task;
+  std::string second_task;
+  for (const auto& req : agents) {
+    auto task = req["messages"][1]["content"].get<std::string>();
+    if (task.rfind("Research the cold.", 0) == 0 && first_task.empty())
+      first_task = task;
+    if (task.rfind("Research defrosting.", 0) == 0 && second_task.empty())
+      second_task = task;
+  }
+  CHECK(first_task == "Research the cold.");
+  CHECK(second_task.find("Earlier research agents already found") != std::string::npos);
+  CHECK(second_task.find("- Research the cold.: Heat pump efficiency falls") != std::string::npos);
+  CHECK(second_task.find("[1]") == std::string::npos); // markers stripped
+  // The packets show the task alone.
+  std::lock_guard<std::mutex> guard{mtx};
+  for (const auto& p : packets)
+    if (p.type() == "research_agent_start")
+      CHECK(p.obj["research_task"].get<std::string>().find("Earlier") == std::string::npos);
+}

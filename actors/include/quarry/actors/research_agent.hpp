@@ -50,6 +50,9 @@ struct agent_spec {
   /// The orchestrator's tool call id (echoed in the result).
   std::string call_id;
   std::string task;
+  /// What earlier agents found, given to the agent with its task but not
+  /// shown as the task (empty for none).
+  std::string context;
   /// Placement of the agent's packets: turn and tab.
   int turn_index = 0;
   int tab_index = 0;

@@ -3,6 +3,8 @@
 // source), JSONL packets with the fake LLM server, clarification exit code,
 // report files, and bad input.
 
+#include "research_script.hpp"
+
 #include "support/fake_llm_server.hpp"
 #include "support/process.hpp"
 
@@ -14,6 +16,7 @@
 #include <sstream>
 
 using namespace quarry;
+using namespace quarry::test::script;
 
 namespace {
 
@@ -146,17 +149,6 @@ TEST_CASE_FIXTURE(research_fixture, "research works offline over the example "
   CHECK(checked >= 5);
 }
 
-namespace {
-
-nlohmann::json rule(const char* marker, nlohmann::json respond) {
-  return {{"match", {{"system_contains", marker}}}, {"respond", respond}};
-}
-
-nlohmann::json tool_calls(const char* name, nlohmann::json args) {
-  return {{"tool_calls", {{{"name", name}, {"arguments", args}}}}};
-}
-
-} // namespace
 
 TEST_CASE_FIXTURE(research_fixture, "research --json streams packets from a "
                                     "real-format LLM server") {
@@ -165,14 +157,14 @@ TEST_CASE_FIXTURE(research_fixture, "research --json streams packets from a "
   rules.push_back(rule("You are the planner", {{"text", "1. Cold weather\n2. Defrost"}}));
   rules.push_back({{"match", {{"system_contains", "You are the orchestrator"},
                               {"message_contains", "\"tool\""}}},
-                   {"respond", tool_calls("generate_report", nlohmann::json::object())}});
+                   {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
   rules.push_back(rule("You are the orchestrator",
-                       tool_calls("research_agent", {{"task", "Explain defrost cycles."}})));
+                       calls({{"research_agent", {{"task", "Explain defrost cycles."}}}})));
   rules.push_back({{"match", {{"system_contains", "careful, precise research agent"},
                               {"message_contains", "\"document\""}}},
-                   {"respond", tool_calls("generate_report", nlohmann::json::object())}});
+                   {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
   rules.push_back(rule("careful, precise research agent",
-                       tool_calls("internal_search", {{"queries", {"defrost cycle"}}})));
+                       calls({{"internal_search", {{"queries", {"defrost cycle"}}}}})));
   rules.push_back(rule("finished its research",
                        {{"text", "Defrost cycles reverse the refrigerant flow [1]."}}));
   rules.push_back(rule("You write the final answer",
@@ -253,4 +245,187 @@ TEST_CASE_FIXTURE(research_fixture, "research rejects bad input before doing "
   CHECK(failed.exit_code == 1);
   CHECK(failed.err.find("research failed") != std::string::npos);
   CHECK(slurp(home.file("keep.md")) == "existing report\n");
+}
+
+// -- the orchestrator scenarios through `quarry research --json` ---------------
+
+namespace {
+
+struct scripted_run {
+  test::process_result res;
+  std::vector<nlohmann::json> packets;
+
+  size_t count(const std::string& type) const {
+    size_t n = 0;
+    for (const auto& p : packets)
+      if (p["obj"]["type"] == type)
+        ++n;
+    return n;
+  }
+};
+
+// Runs `quarry research --json` with the OpenAI provider pointed at `server`
+// (the example corpus is the only tool).
+scripted_run run_scripted(research_fixture& fx, test::fake_llm_server& server,
+                          std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"research", "How do heat pumps cope with cold weather?",
+                                "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  scripted_run out;
+  out.res = fx.quarry(args, {{"OPENAI_API_KEY", "k"},
+                             {"OPENAI_BASE_URL", server.base_url_openai()}});
+  std::istringstream in{out.res.out};
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    REQUIRE_FALSE(j.is_discarded());
+    out.packets.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::vector<std::string> tool_results(const nlohmann::json& request) {
+  std::vector<std::string> out;
+  for (const auto& m : request["messages"])
+    if (m["role"] == "tool")
+      out.push_back(m["content"].get<std::string>());
+  return out;
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(research_fixture, "research --json: two parallel agents, a "
+                                    "think step and the report") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. Efficiency\n2. Defrost"}}));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"research_agent", {{"task", "Why efficiency falls in the cold."}}},
+                              {"research_agent", {{"task", "How defrost cycles work."}}}}),
+                       1));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"think_tool", {{"reasoning", "Both parts are covered now."}}}}), 1));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  for (auto& r : agent_rules())
+    rules.push_back(r);
+  rules.push_back(rule(final_marker, {{"text", "Cold air lowers efficiency [1]. "
+                                               "Defrosting clears the coil [2]."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto run = run_scripted(*this, server, {"--no-clarify"});
+  CAPTURE(run.res.err);
+  REQUIRE(run.res.exit_code == 0);
+  CHECK(run.count("top_level_branching") == 1);
+  CHECK(run.count("research_agent_start") == 2);
+  CHECK(run.count("citation_info") == 2);
+  CHECK(run.packets.back()["obj"]["type"] == "stop");
+  std::string thought;
+  for (const auto& p : run.packets)
+    if (p["obj"]["type"] == "reasoning_delta" && p["placement"]["sub_turn_index"].is_null())
+      thought += p["obj"]["reasoning"].get<std::string>();
+  CHECK(thought == "Both parts are covered now.");
+  CHECK(requests_with(server, orchestrator_marker) == 3);
+  CHECK(requests_with(server, clarify_marker) == 0);
+}
+
+TEST_CASE_FIXTURE(research_fixture, "research --json: a first orchestrator "
+                                    "turn without tool calls is retried, then "
+                                    "fails clearly") {
+  test::fake_llm_server server;
+  REQUIRE_FALSE(server.script(nlohmann::json::array(
+    {rule(plan_marker, {{"text", "1. One step"}}),
+     rule(orchestrator_marker, {{"text", "I would research this."}})})));
+  auto run = run_scripted(*this, server, {"--no-clarify"});
+  CHECK(run.res.exit_code == 1);
+  CHECK(run.res.err.find("failed to generate any research tasks") != std::string::npos);
+  auto orch = requests_of(server, orchestrator_marker);
+  REQUIRE(orch.size() == 2);
+  CHECK(orch[1].dump().find("You must call a tool now") != std::string::npos);
+  CHECK(run.count("error") == 1);
+}
+
+TEST_CASE_FIXTURE(research_fixture, "research --json: an agent whose model "
+                                    "fails gets a synthetic result and the run "
+                                    "still reports") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"research_agent", {{"task", "Research defrost."}}}}), 1));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back({{"match", {{"system_contains", agent_marker}}},
+                   {"error", {{"status", 400},
+                              {"body", {{"error", {{"message", "agent model broke"},
+                                                   {"type", "invalid_request_error"}}}}}}}});
+  rules.push_back(rule(final_marker, {{"text", "Nothing could be researched."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto run = run_scripted(*this, server, {"--no-clarify"});
+  CAPTURE(run.res.err);
+  REQUIRE(run.res.exit_code == 0);
+  auto orch = requests_of(server, orchestrator_marker);
+  REQUIRE(orch.size() == 2);
+  auto results = tool_results(orch[1]);
+  REQUIRE(results.size() == 1);
+  CHECK(results[0].find("The research agent failed") == 0);
+  CHECK(run.res.err.find("research agent 0 failed") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(research_fixture, "research --json: 8 cycles without "
+                                    "generate_report make 7 orchestrator calls") {
+  test::fake_llm_server server;
+  REQUIRE_FALSE(server.script(nlohmann::json::array(
+    {rule(plan_marker, {{"text", "1. One step"}}),
+     rule(orchestrator_marker, calls({{"think_tool", {{"reasoning", "Thinking."}}}})),
+     rule(final_marker, {{"text", "A report without sources."}})})));
+  auto run = run_scripted(*this, server, {"--no-clarify"});
+  REQUIRE(run.res.exit_code == 0);
+  CHECK(requests_with(server, orchestrator_marker) == 7);
+  CHECK(requests_with(server, final_marker) == 1);
+}
+
+TEST_CASE_FIXTURE(research_fixture, "research --json: five agent calls with "
+                                    "--max-agents 3 run three") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  std::vector<std::pair<std::string, nlohmann::json>> five;
+  for (int i = 0; i < 5; ++i)
+    five.emplace_back("research_agent", nlohmann::json{{"task", "Task " + std::to_string(i)}});
+  rules.push_back(rule(orchestrator_marker, calls(five), 1));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  for (auto& r : agent_rules())
+    rules.push_back(r);
+  rules.push_back(rule(final_marker, {{"text", "Done [1]."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto run = run_scripted(*this, server, {"--no-clarify", "--max-agents", "3"});
+  REQUIRE(run.res.exit_code == 0);
+  CHECK(run.count("research_agent_start") == 3);
+  auto orch = requests_of(server, orchestrator_marker);
+  REQUIRE(orch.size() == 2);
+  auto results = tool_results(orch[1]);
+  REQUIRE(results.size() == 5);
+  CHECK(std::count_if(results.begin(), results.end(), [](const std::string& r) {
+          return r.find("Not run: at most 3") == 0;
+        })
+        == 2);
+}
+
+TEST_CASE_FIXTURE(research_fixture, "research --json: the deadline ends "
+                                    "research and the report still comes") {
+  test::fake_llm_server server;
+  auto slow = rule(agent_marker, calls({{"generate_report", nlohmann::json::object()}}));
+  slow["latency_ms"] = 120000;
+  REQUIRE_FALSE(server.script(nlohmann::json::array(
+    {rule(plan_marker, {{"text", "1. One step"}}),
+     rule(orchestrator_marker, calls({{"research_agent", {{"task", "A slow task."}}}})),
+     slow, rule(final_marker, {{"text", "Report from what was found."}})})));
+  auto start = std::chrono::steady_clock::now();
+  auto run = run_scripted(*this, server, {"--no-clarify", "--deadline", "2s",
+                                          "--set", "research.final_report_timeout=10s"});
+  auto took = std::chrono::steady_clock::now() - start;
+  CAPTURE(run.res.err);
+  REQUIRE(run.res.exit_code == 0);
+  // The deadline plus the report's budget, far below the agent's 120 s call.
+  CHECK(took < std::chrono::seconds{2 + 10 + 20});
+  CHECK(run.count("notice") >= 1);
+  CHECK(run.count("message_start") == 1);
+  CHECK(run.res.err.find("the research deadline was reached") != std::string::npos);
 }

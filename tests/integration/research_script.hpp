@@ -1,0 +1,74 @@
+// Fake-LLM scripts for research sessions: rules that recognise each step of
+// the research loop by its system prompt, and readers of what the fake
+// server received. Shared by the in-process and the command-line tests.
+
+#pragma once
+
+#include "support/fake_llm_server.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace quarry::test::script {
+
+// Rules that recognise each step of the loop by its system prompt.
+inline constexpr const char* orchestrator_marker = "You are the orchestrator";
+inline constexpr const char* agent_marker = "careful, precise research agent";
+inline constexpr const char* agent_report_marker = "finished its research";
+inline constexpr const char* final_marker = "You write the final answer";
+inline constexpr const char* plan_marker = "You are the planner";
+inline constexpr const char* clarify_marker = "clarification step";
+
+inline nlohmann::json rule(const char* marker, nlohmann::json respond, int times = 0) {
+  nlohmann::json r{{"match", {{"system_contains", marker}}}, {"respond", respond}};
+  if (times > 0)
+    r["match"]["times"] = times;
+  return r;
+}
+
+inline nlohmann::json calls(std::vector<std::pair<std::string, nlohmann::json>> xs) {
+  auto arr = nlohmann::json::array();
+  for (auto& [name, args] : xs)
+    arr.push_back({{"name", name}, {"arguments", args}});
+  return {{"tool_calls", arr}};
+}
+
+// The research agents search once, then report; their report cites [1] [2].
+inline std::vector<nlohmann::json> agent_rules() {
+  nlohmann::json report_after_search{
+    {"match", {{"system_contains", agent_marker}, {"message_contains", "\"document\""}}},
+    {"respond", calls({{"generate_report", nlohmann::json::object()}})}};
+  return {report_after_search,
+          rule(agent_marker, calls({{"internal_search",
+                                     {{"queries", {"heat pump defrost cold"}}}}})),
+          rule(agent_report_marker,
+               {{"text", "Heat pump efficiency falls as the outdoor air gets "
+                         "colder [1]. Defrost cycles remove frost from the "
+                         "outdoor coil [2]."}})};
+}
+
+inline size_t requests_with(const test::fake_llm_server& server, const char* marker) {
+  size_t n = 0;
+  for (const auto& r : server.requests())
+    if (r.raw_body.find(marker) != std::string::npos
+        && r.body["messages"][0]["content"].get<std::string>().find(marker)
+             != std::string::npos)
+      ++n;
+  return n;
+}
+
+inline std::vector<nlohmann::json> requests_of(const test::fake_llm_server& server,
+                                        const char* marker) {
+  std::vector<nlohmann::json> out;
+  for (const auto& r : server.requests())
+    if (r.body.is_object() && r.body.contains("messages")
+        && r.body["messages"][0]["content"].get<std::string>().find(marker)
+             != std::string::npos)
+      out.push_back(r.body);
+  return out;
+}
+
+} // namespace quarry::test::script

@@ -7,6 +7,8 @@
 
 #include "quarry/actors/session.hpp"
 
+#include "quarry/actors/citation_collector.hpp"
+
 #include "quarry/core/citations.hpp"
 #include "quarry/core/history.hpp"
 #include "quarry/core/prompts.hpp"
@@ -62,9 +64,13 @@ struct session_state {
   int start_turn = 1;
   bool retried_empty = false;
 
+  // The collector owns the numbering; these are its state after the last
+  // round, kept for the final report.
+  citation_collector_actor collector;
   core::citation_mapping global;
   std::map<std::string, sdk::document> docs_by_id;
   std::vector<std::pair<std::string, std::string>> findings; // task, report
+  bool collapsing = false;
 
   std::vector<running_agent> agents;
   size_t agents_outstanding = 0;
@@ -142,6 +148,9 @@ void finish(session_ptr self, session_result result) {
   for (auto& a : st.agents)
     if (!a.result && a.handle)
       self->send_exit(a.handle, caf::exit_reason::user_shutdown);
+  // A normal exit does not end linked actors: stop the collector explicitly.
+  self->unlink_from(st.collector);
+  self->send_exit(st.collector, caf::exit_reason::user_shutdown);
   self->send(st.requester, session_done_atom::value, std::move(result));
   self->quit();
 }
@@ -311,6 +320,7 @@ int current_turn(session_ptr self) {
 }
 
 void answer_round(session_ptr self);
+void spawn_agents(session_ptr self, const std::string& digest);
 
 // `answered` holds the results of calls that are not research_agent calls.
 void dispatch_agents(session_ptr self, std::vector<sdk::tool_call> calls,
@@ -352,27 +362,24 @@ void dispatch_agents(session_ptr self, std::vector<sdk::tool_call> calls,
     emit(self, turn(agents_turn),
          core::packets::top_level_branching(static_cast<int>(st.agents.size())));
   st.agents_outstanding = st.agents.size();
-  // Onyx's agents know nothing of each other; later ones get a digest of
-  // what earlier ones found, so they build on it instead of repeating it.
-  std::string digest;
-  if (!st.findings.empty()) {
-    digest = "Earlier research agents already found the following; build on "
-             "it and do not repeat it:";
-    size_t per = std::max<size_t>(200, 2400 / st.findings.size());
-    for (const auto& [task, report] : st.findings) {
-      core::citation_processor strip{core::citation_mode::remove};
-      strip.update_mapping(st.global);
-      auto text = strip.process(report).text + strip.finish().text;
-      for (auto& c : text)
-        if (c == '\n')
-          c = ' ';
-      if (text.size() > per) {
-        auto cut = text.rfind(' ', per);
-        text = text.substr(0, cut == std::string::npos ? per : cut) + " ...";
-      }
-      digest += "\n- " + task + ": " + text;
-    }
+  if (st.agents.empty()) {
+    answer_round(self);
+    return;
   }
+  // Onyx's agents know nothing of each other; later ones get the collector's
+  // digest of what earlier ones found, so they build on it instead of
+  // repeating it.
+  self->request(st.collector, caf::infinite, digest_atom::value)
+    .then([=](std::string& digest) { spawn_agents(self, digest); },
+          [=](caf::error&) { spawn_agents(self, {}); });
+}
+
+void spawn_agents(session_ptr self, const std::string& digest) {
+  auto& st = self->state;
+  // The round may have ended meanwhile (deadline, stop).
+  if (st.now != phase::agents || st.collapsing || st.deadline_passed)
+    return;
+  auto agents_turn = st.agents_turn;
   auto now = clock_type::now();
   auto left = std::chrono::duration_cast<milliseconds>(
     st.started + st.spec.deadline - now);
@@ -395,14 +402,20 @@ void dispatch_agents(session_ptr self, std::vector<sdk::tool_call> calls,
                                     st.prompts, caf::actor{self});
     self->monitor(a.handle);
   }
-  if (st.agents_outstanding == 0)
-    answer_round(self);
 }
 
-// All agents of the round are done (or gave up): collapse their reports and
-// answer every call of the orchestrator's response.
+void finish_round(session_ptr self);
+
+// All agents of the round are done (or gave up): the collector collapses
+// their reports into the global numbering, then every call of the
+// orchestrator's response is answered.
 void answer_round(session_ptr self) {
   auto& st = self->state;
+  if (st.collapsing)
+    return;
+  st.collapsing = true;
+  collapse_request req;
+  std::vector<std::string> ids;
   for (auto& a : st.agents) {
     if (!a.result || !a.result->ok) {
       auto why = a.result ? a.result->failure : std::string{"it did not finish in time"};
@@ -412,17 +425,33 @@ void answer_round(session_ptr self) {
       st.notices.push_back("research agent " + std::to_string(a.tab) + " failed: " + why);
       continue;
     }
-    core::citation_mapping local;
-    for (const auto& [n, doc] : a.result->cited) {
-      local.insert(n, core::make_document_ref(doc));
-      auto id = doc.id.empty() ? doc.url : doc.id;
-      st.docs_by_id.emplace(id, doc);
-    }
-    auto collapsed = core::collapse_citations(a.result->report, st.global, local);
-    st.global = std::move(collapsed.mapping);
-    st.round_results[a.call_id] = collapsed.text;
-    st.findings.emplace_back(a.task, collapsed.text);
+    ids.push_back(a.call_id);
+    req.reports.emplace_back(a.task, *a.result);
   }
+  if (req.reports.empty()) {
+    finish_round(self);
+    return;
+  }
+  self->request(st.collector, caf::infinite, collapse_atom::value, std::move(req))
+    .then(
+      [=](collapse_reply& reply) {
+        auto& st = self->state;
+        for (size_t i = 0; i < ids.size() && i < reply.texts.size(); ++i)
+          st.round_results[ids[i]] = std::move(reply.texts[i]);
+        st.global = std::move(reply.global);
+        st.docs_by_id = std::move(reply.documents);
+        st.findings = std::move(reply.findings);
+        finish_round(self);
+      },
+      [=](caf::error& err) {
+        fail(self, "the citation collector failed: " + caf::to_string(err),
+             current_turn(self));
+      });
+}
+
+void finish_round(session_ptr self) {
+  auto& st = self->state;
+  st.collapsing = false;
   sdk::chat_message assistant;
   assistant.author = sdk::role::assistant;
   assistant.tool_calls = st.round_calls;
@@ -733,6 +762,8 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
   st.prompts = std::move(prompts);
   st.requester = std::move(requester);
   st.started = clock_type::now();
+  st.collector = spawn_citation_collector(self->system());
+  self->link_to(st.collector);
   st.max_cycles = st.spec.max_cycles > 0 ? st.spec.max_cycles
                                          : (st.spec.reasoning_model ? 4 : 8);
   // Agents are told to report a little before the deadline, so their reports
@@ -749,7 +780,8 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
         r.ok = false;
         r.failure = "the research agent stopped unexpectedly";
         a.result = std::move(r);
-        if (--st.agents_outstanding == 0 && st.now == phase::agents)
+        if (st.agents_outstanding > 0 && --st.agents_outstanding == 0
+            && st.now == phase::agents)
           answer_round(self);
       }
   });
@@ -802,7 +834,8 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
         if (a.call_id == r.call_id && !a.result) {
           a.result = std::move(r);
           self->demonitor(a.handle);
-          if (--st.agents_outstanding == 0 && st.now == phase::agents)
+          if (st.agents_outstanding > 0 && --st.agents_outstanding == 0
+              && st.now == phase::agents)
             answer_round(self);
           return;
         }
@@ -822,7 +855,7 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
                                  "is written from what was found so far."));
       if (st.now == phase::agents) {
         for (auto& a : st.agents)
-          if (!a.result) {
+          if (!a.result && a.handle) {
             self->demonitor(a.handle);
             self->send_exit(a.handle, caf::exit_reason::user_shutdown);
           }

@@ -1,0 +1,78 @@
+// The per-session citation collector.
+
+#include "quarry/actors/citation_collector.hpp"
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+
+namespace quarry::actors {
+
+std::string findings_digest(
+  const std::vector<std::pair<std::string, std::string>>& findings,
+  const core::citation_mapping& global) {
+  if (findings.empty())
+    return {};
+  std::string digest = "Earlier research agents already found the following; "
+                       "build on it and do not repeat it:";
+  size_t per = std::max<size_t>(200, 2400 / findings.size());
+  for (const auto& [task, report] : findings) {
+    core::citation_processor strip{core::citation_mode::remove};
+    strip.update_mapping(global);
+    auto text = strip.process(report).text + strip.finish().text;
+    for (auto& c : text)
+      if (c == '\n')
+        c = ' ';
+    if (text.size() > per) {
+      auto cut = text.rfind(' ', per);
+      text = text.substr(0, cut == std::string::npos ? per : cut) + " ...";
+    }
+    digest += "\n- " + task + ": " + text;
+  }
+  return digest;
+}
+
+namespace {
+
+struct collector_state {
+  core::citation_mapping global;
+  std::map<std::string, sdk::document> documents;
+  std::vector<std::pair<std::string, std::string>> findings;
+  static inline const char* name = "quarry.citation_collector";
+};
+
+citation_collector_actor::behavior_type
+collector_impl(citation_collector_actor::stateful_pointer<collector_state> self) {
+  return {
+    [=](collapse_atom, collapse_request& req) {
+      auto& st = self->state;
+      collapse_reply out;
+      for (auto& [task, result] : req.reports) {
+        core::citation_mapping local;
+        for (const auto& [n, doc] : result.cited) {
+          local.insert(n, core::make_document_ref(doc));
+          st.documents.emplace(doc.id.empty() ? doc.url : doc.id, doc);
+        }
+        auto collapsed = core::collapse_citations(result.report, st.global, local);
+        st.global = std::move(collapsed.mapping);
+        st.findings.emplace_back(task, collapsed.text);
+        out.texts.push_back(std::move(collapsed.text));
+      }
+      out.global = st.global;
+      out.documents = st.documents;
+      out.findings = st.findings;
+      return out;
+    },
+    [=](digest_atom) {
+      return findings_digest(self->state.findings, self->state.global);
+    },
+  };
+}
+
+} // namespace
+
+citation_collector_actor spawn_citation_collector(caf::actor_system& sys) {
+  return sys.spawn(collector_impl);
+}
+
+} // namespace quarry::actors

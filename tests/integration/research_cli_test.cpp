@@ -429,3 +429,40 @@ TEST_CASE_FIXTURE(research_fixture, "research --json: the deadline ends "
   CHECK(run.count("message_start") == 1);
   CHECK(run.res.err.find("the research deadline was reached") != std::string::npos);
 }
+
+TEST_CASE_FIXTURE(research_fixture, "research on a terminal asks the "
+                                    "clarifying questions and continues") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(clarify_marker, {{"text", "1. Which climate zone?"}}, 1));
+  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(rule(final_marker, {{"text", "A report for a cold climate."}}));
+  REQUIRE_FALSE(server.script(rules));
+  // `script` gives the command a terminal for stdin and stdout.
+  std::string cmd = std::string{"'"} + QUARRY_EXE + "' --plugin-dir '" + QUARRY_PLUGIN_DIR
+                    + "' research 'heat pumps?'";
+  test::process_options opts;
+  opts.env = {{"HOME", home.path()},
+              {"XDG_CONFIG_HOME", std::nullopt},
+              {"XDG_DATA_HOME", std::nullopt},
+              {"QUARRY_CONFIG", std::nullopt},
+              {"OPENAI_API_KEY", "k"},
+              {"OPENAI_BASE_URL", server.base_url_openai()},
+              {"BRAVE_API_KEY", std::nullopt},
+              {"TAVILY_API_KEY", std::nullopt},
+              {"ANTHROPIC_API_KEY", std::nullopt}};
+  opts.input = "Nordic winters\n\n";
+  auto res = test::run_process({"script", "-qec", cmd, "/dev/null"}, opts);
+  CAPTURE(res.out);
+  CAPTURE(res.err);
+  CHECK(res.exit_code == 0);
+  CHECK(res.out.find("1. Which climate zone?") != std::string::npos);
+  CHECK(res.out.find("A report for a cold climate.") != std::string::npos);
+  auto plans = requests_of(server, plan_marker);
+  REQUIRE(plans.size() == 1);
+  auto question = plans[0]["messages"][1]["content"].get<std::string>();
+  CHECK(question.find("heat pumps?") == 0);
+  CHECK(question.find("Clarifications from the user:\nNordic winters") != std::string::npos);
+  CHECK(requests_with(server, clarify_marker) == 1);
+}

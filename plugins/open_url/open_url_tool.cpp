@@ -6,6 +6,7 @@
 
 #include "quarry/corpus/index.hpp"
 #include "quarry/corpus/text.hpp"
+#include "quarry/sdk/ttl_cache.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -119,34 +120,7 @@ struct open_url_tool::state {
 
   // Pages read in the last 10 minutes, by url_key: a URL any agent already
   // read is not fetched again. Failures are not kept.
-  static constexpr auto page_ttl = std::chrono::minutes{10};
-  static constexpr size_t max_pages = 128;
-  std::mutex pages_mtx;
-  std::map<std::string, std::pair<fetch::page, clock_type::time_point>> pages;
-
-  std::optional<fetch::page> cached_page(const std::string& key) {
-    std::lock_guard<std::mutex> guard{pages_mtx};
-    auto i = pages.find(key);
-    if (i == pages.end())
-      return std::nullopt;
-    if (clock_type::now() - i->second.second > page_ttl) {
-      pages.erase(i);
-      return std::nullopt;
-    }
-    return i->second.first;
-  }
-
-  void remember(const std::string& key, const fetch::page& p) {
-    std::lock_guard<std::mutex> guard{pages_mtx};
-    if (pages.size() >= max_pages && pages.count(key) == 0) {
-      auto oldest = pages.begin();
-      for (auto i = pages.begin(); i != pages.end(); ++i)
-        if (i->second.second < oldest->second.second)
-          oldest = i;
-      pages.erase(oldest);
-    }
-    pages[key] = {p, clock_type::now()};
-  }
+  sdk::ttl_cache<fetch::page> pages{std::chrono::minutes{10}, 128};
 
   /// Opens the corpus on first use (pool threads only).
   corpus::corpus_index* corpus(std::string& why) {
@@ -491,14 +465,14 @@ open_url_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
         auto page = fetch::read_fetched(*shared,
                                         std::max(left, std::chrono::milliseconds{1}));
         if (!page.failure)
-          st->remember(url_key(shared->url), page);
+          st->pages.put(url_key(shared->url), page);
         handle->complete(i, std::move(page));
       };
       if (!host.pool().submit(std::move(job)))
         handle->complete(i, failed_page(shared->url, sdk::errc::busy,
                                         "the reader is busy; try again"));
     };
-    if (auto page = st->cached_page(url_key(x.url))) {
+    if (auto page = st->pages.get(url_key(x.url))) {
       cached.emplace_back(i, std::move(*page));
       continue;
     }

@@ -3,6 +3,8 @@
 
 #include "web_search_tool.hpp"
 
+#include "quarry/sdk/ttl_cache.hpp"
+
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -17,38 +19,9 @@ constexpr int64_t max_body_bytes = 8 * 1024 * 1024;
 
 } // namespace
 
-struct search_tool::query_cache {
-  static constexpr auto ttl = std::chrono::minutes{10};
-  static constexpr size_t max_entries = 256;
-  struct entry {
-    std::vector<search_result> results;
-    std::chrono::steady_clock::time_point at;
-  };
-  std::mutex mtx;
-  std::map<std::string, entry> entries;
-
-  std::optional<std::vector<search_result>> get(const std::string& query) {
-    std::lock_guard<std::mutex> guard{mtx};
-    auto i = entries.find(query);
-    if (i == entries.end())
-      return std::nullopt;
-    if (std::chrono::steady_clock::now() - i->second.at > ttl) {
-      entries.erase(i);
-      return std::nullopt;
-    }
-    return i->second.results;
-  }
-
-  void put(const std::string& query, const std::vector<search_result>& results) {
-    std::lock_guard<std::mutex> guard{mtx};
-    if (entries.size() >= max_entries && entries.count(query) == 0) {
-      auto oldest = entries.begin();
-      for (auto i = entries.begin(); i != entries.end(); ++i)
-        if (i->second.at < oldest->second.at)
-          oldest = i;
-      entries.erase(oldest);
-    }
-    entries[query] = {results, std::chrono::steady_clock::now()};
+struct search_tool::query_cache : sdk::ttl_cache<std::vector<search_result>> {
+  query_cache() : ttl_cache(std::chrono::minutes{10}, 256) {
+    // nop
   }
 };
 

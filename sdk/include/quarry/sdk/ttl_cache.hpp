@@ -1,0 +1,70 @@
+// This file is part of the Quarry plugin SDK.
+// A small thread-safe cache whose entries expire, for plugins that remember
+// recent answers (search results, pages read).
+
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace quarry::sdk {
+
+/// Maps string keys to values for at most `ttl` each; when full, adding a
+/// new key drops the oldest entry. All member functions are thread-safe.
+template <class Value>
+class ttl_cache {
+public:
+  using clock_type = std::chrono::steady_clock;
+
+  /// Keeps entries for `ttl`, at most `max_entries` of them (at least 1).
+  ttl_cache(clock_type::duration ttl, size_t max_entries)
+    : ttl_(ttl), max_entries_(max_entries > 0 ? max_entries : 1) {
+    // nop
+  }
+
+  /// Returns a copy of the value of `key` if it is there and fresh; drops it
+  /// if it expired.
+  std::optional<Value> get(const std::string& key) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = entries_.find(key);
+    if (i == entries_.end())
+      return std::nullopt;
+    if (clock_type::now() - i->second.second > ttl_) {
+      entries_.erase(i);
+      return std::nullopt;
+    }
+    return i->second.first;
+  }
+
+  /// Stores `value` under `key` (replacing and refreshing an existing one).
+  void put(const std::string& key, Value value) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (entries_.size() >= max_entries_ && entries_.count(key) == 0) {
+      auto oldest = entries_.begin();
+      for (auto i = entries_.begin(); i != entries_.end(); ++i)
+        if (i->second.second < oldest->second.second)
+          oldest = i;
+      entries_.erase(oldest);
+    }
+    entries_[key] = {std::move(value), clock_type::now()};
+  }
+
+  /// Number of entries, fresh or not.
+  size_t size() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return entries_.size();
+  }
+
+private:
+  clock_type::duration ttl_;
+  size_t max_entries_;
+  mutable std::mutex mtx_;
+  std::map<std::string, std::pair<Value, clock_type::time_point>> entries_;
+};
+
+} // namespace quarry::sdk

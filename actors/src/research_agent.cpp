@@ -158,19 +158,14 @@ void tool_finished(agent_ptr self) {
   if (st.outstanding > 0 || st.done)
     return;
   // One assistant message with every call, then one result per call.
-  sdk::chat_message assistant;
-  assistant.author = sdk::role::assistant;
+  std::vector<sdk::tool_call> calls;
   for (const auto& p : st.pending)
-    assistant.tool_calls.push_back(p.call);
-  st.history.push_back(std::move(assistant));
-  for (auto& p : st.pending) {
-    sdk::chat_message m;
-    m.author = sdk::role::tool;
-    m.tool_call_id = p.call.id;
-    m.tool_name = p.call.name;
-    m.content = p.result ? p.result->llm_text : core::missing_tool_result_text;
-    st.history.push_back(std::move(m));
-  }
+    calls.push_back(p.call);
+  size_t next = 0;
+  core::append_tool_round(st.history, calls, [&](const sdk::tool_call&) {
+    const auto& p = st.pending[next++];
+    return p.result ? p.result->llm_text : std::string{core::missing_tool_result_text};
+  });
   st.pending.clear();
   ++st.llm_cycles;
   ++st.research_cycles;
@@ -311,18 +306,9 @@ void on_step_reply(agent_ptr self, sdk::chat_result& result) {
   // Think calls: their text was streamed as reasoning; they get the
   // acknowledgement and do not use up a research cycle.
   if (!thinks.empty() && work.empty()) {
-    sdk::chat_message assistant;
-    assistant.author = sdk::role::assistant;
-    assistant.tool_calls = thinks;
-    st.history.push_back(std::move(assistant));
-    for (const auto& t : thinks) {
-      sdk::chat_message m;
-      m.author = sdk::role::tool;
-      m.tool_call_id = t.id;
-      m.tool_name = t.name;
-      m.content = core::think_acknowledgement;
-      st.history.push_back(std::move(m));
-    }
+    core::append_tool_round(st.history, thinks, [](const sdk::tool_call&) {
+      return std::string{core::think_acknowledgement};
+    });
     ++st.llm_cycles;
     next_step(self);
     return;

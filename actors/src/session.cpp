@@ -452,20 +452,13 @@ void answer_round(session_ptr self) {
 void finish_round(session_ptr self) {
   auto& st = self->state;
   st.collapsing = false;
-  sdk::chat_message assistant;
-  assistant.author = sdk::role::assistant;
-  assistant.tool_calls = st.round_calls;
-  st.orchestration.push_back(std::move(assistant));
-  for (const auto& c : st.round_calls) {
-    sdk::chat_message m;
-    m.author = sdk::role::tool;
-    m.tool_call_id = c.id;
-    m.tool_name = c.name;
-    auto r = st.round_results.find(c.id);
-    m.content = r != st.round_results.end() ? r->second
-                                            : core::missing_tool_result_text;
-    st.orchestration.push_back(std::move(m));
-  }
+  core::append_tool_round(st.orchestration, st.round_calls,
+                          [&st](const sdk::tool_call& c) {
+                            auto r = st.round_results.find(c.id);
+                            return r != st.round_results.end()
+                                     ? r->second
+                                     : std::string{core::missing_tool_result_text};
+                          });
   st.agents.clear();
   st.round_calls.clear();
   ++st.cycle;
@@ -512,21 +505,12 @@ void on_orchestrator_reply(session_ptr self, sdk::chat_result& r) {
   }
   if (!any_agent) {
     // Think calls (and unknown tools) are answered at once.
-    sdk::chat_message assistant;
-    assistant.author = sdk::role::assistant;
-    assistant.tool_calls = calls;
-    st.orchestration.push_back(std::move(assistant));
-    for (const auto& c : calls) {
-      sdk::chat_message m;
-      m.author = sdk::role::tool;
-      m.tool_call_id = c.id;
-      m.tool_name = c.name;
-      m.content = c.name == core::think_stream::tool_name
-                    ? std::string{core::think_acknowledgement}
-                    : "There is no tool named '" + c.name
-                        + "'. Use research_agent, think_tool or generate_report.";
-      st.orchestration.push_back(std::move(m));
-    }
+    core::append_tool_round(st.orchestration, calls, [](const sdk::tool_call& c) {
+      return c.name == core::think_stream::tool_name
+               ? std::string{core::think_acknowledgement}
+               : "There is no tool named '" + c.name
+                   + "'. Use research_agent, think_tool or generate_report.";
+    });
     ++st.cycle;
     start_cycle(self);
     return;

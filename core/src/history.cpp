@@ -22,6 +22,24 @@ sdk::chat_message make_reminder(const std::string& text) {
   return m;
 }
 
+void append_tool_round(std::vector<sdk::chat_message>& history,
+                       const std::vector<sdk::tool_call>& calls,
+                       const std::function<std::string(const sdk::tool_call&)>&
+                         result_of) {
+  sdk::chat_message assistant;
+  assistant.author = sdk::role::assistant;
+  assistant.tool_calls = calls;
+  history.push_back(std::move(assistant));
+  for (const auto& call : calls) {
+    sdk::chat_message m;
+    m.author = sdk::role::tool;
+    m.tool_call_id = call.id;
+    m.tool_name = call.name;
+    m.content = result_of(call);
+    history.push_back(std::move(m));
+  }
+}
+
 std::vector<sdk::chat_message>
 pair_tool_results(std::vector<sdk::chat_message> messages) {
   std::vector<sdk::chat_message> out;

@@ -270,3 +270,15 @@ TEST_CASE("tool arguments are parsed robustly") {
   CHECK(core::sanitize_utf8("a\xED\xA0\x80z") == "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDz");
   CHECK(core::sanitize_utf8("\xC3\xA9\xF0\x9F\x98\x80") == "\xC3\xA9\xF0\x9F\x98\x80");
 }
+
+TEST_CASE("history appends a tool round: the calls, then one result each") {
+  std::vector<chat_message> h{msg(role::user, "task")};
+  auto c = call({"a", "b"});
+  core::append_tool_round(h, c.tool_calls, [](const sdk::tool_call& x) {
+    return "result of " + x.id;
+  });
+  CHECK(texts(h) == std::vector<std::string>{"task", "call:a", "tool:a", "tool:b"});
+  CHECK(h[2].content == "result of a");
+  CHECK(h[3].tool_name == "web_search");
+  CHECK(core::pair_tool_results(h).size() == h.size());
+}

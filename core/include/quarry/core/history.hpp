@@ -64,6 +64,13 @@ build_history(const history_input& input,
 std::vector<sdk::chat_message>
 pair_tool_results(std::vector<sdk::chat_message> messages);
 
+/// Appends one assistant message carrying `calls` and, for each call in
+/// order, a tool message with the text `result_of(call)`.
+void append_tool_round(std::vector<sdk::chat_message>& history,
+                       const std::vector<sdk::tool_call>& calls,
+                       const std::function<std::string(const sdk::tool_call&)>&
+                         result_of);
+
 /// The text of a synthetic result for a tool call that was not run.
 inline constexpr const char* missing_tool_result_text
   = "This tool call was not run and has no result.";

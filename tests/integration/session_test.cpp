@@ -35,6 +35,13 @@ struct session_fixture : test::research_fixture {
     drain(self, em);
     return out;
   }
+
+  /// Runs `spec` with the OpenAI plugin pointed at `server` and
+  /// internal_search over the example corpus.
+  actors::session_result run_scripted(test::fake_llm_server& server,
+                                      actors::session_spec spec);
+
+  actors::session_result run_scripted(test::fake_llm_server& server);
 };
 
 } // namespace
@@ -89,6 +96,18 @@ actors::session_spec scripted_spec() {
   return spec;
 }
 
+actors::session_result
+session_fixture::run_scripted(test::fake_llm_server& server,
+                              actors::session_spec spec) {
+  return run(std::move(spec),
+             llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
+             corpus_tools());
+}
+
+actors::session_result session_fixture::run_scripted(test::fake_llm_server& server) {
+  return run_scripted(server, scripted_spec());
+}
+
 } // namespace
 
 TEST_CASE_FIXTURE(session_fixture, "session runs the full flow: two parallel "
@@ -109,9 +128,7 @@ TEST_CASE_FIXTURE(session_fixture, "session runs the full flow: two parallel "
   rules.push_back(rule(final_marker, {{"text", "Cold air lowers efficiency [1]. "
                                                "Defrosting clears the coil [2]."}}));
   REQUIRE_FALSE(server.script(rules));
-  auto r = run(scripted_spec(),
-               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
-               corpus_tools());
+  auto r = run_scripted(server);
   CAPTURE(r.failure);
   REQUIRE(r.status == actors::session_status::report);
   CHECK(r.plan == "1. Efficiency in the cold\n2. Defrost");
@@ -158,9 +175,7 @@ TEST_CASE_FIXTURE(session_fixture, "session retries an orchestrator turn "
   rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
   rules.push_back(rule(orchestrator_marker, {{"text", "I would research this."}}));
   REQUIRE_FALSE(server.script(rules));
-  auto r = run(scripted_spec(),
-               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
-               corpus_tools());
+  auto r = run_scripted(server);
   CHECK(r.status == actors::session_status::failed);
   CHECK(r.failure.find("failed to generate any research tasks") != std::string::npos);
   auto orch = requests_of(server, orchestrator_marker);
@@ -186,9 +201,7 @@ TEST_CASE_FIXTURE(session_fixture, "session survives an agent whose model "
                                                    {"type", "invalid_request_error"}}}}}}}});
   rules.push_back(rule(final_marker, {{"text", "Nothing could be researched."}}));
   REQUIRE_FALSE(server.script(rules));
-  auto r = run(scripted_spec(),
-               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
-               corpus_tools());
+  auto r = run_scripted(server);
   CAPTURE(r.failure);
   REQUIRE(r.status == actors::session_status::report);
   CHECK(r.report == "Nothing could be researched.");
@@ -212,9 +225,7 @@ TEST_CASE_FIXTURE(session_fixture, "session writes the report after 7 "
                        calls({{"think_tool", {{"reasoning", "Still thinking."}}}})));
   rules.push_back(rule(final_marker, {{"text", "A report without sources."}}));
   REQUIRE_FALSE(server.script(rules));
-  auto r = run(scripted_spec(),
-               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
-               corpus_tools());
+  auto r = run_scripted(server);
   REQUIRE(r.status == actors::session_status::report);
   CHECK(requests_with(server, orchestrator_marker) == 7);
   CHECK(requests_with(server, final_marker) == 1);
@@ -235,9 +246,7 @@ TEST_CASE_FIXTURE(session_fixture, "session runs at most the configured "
     rules.push_back(x);
   rules.push_back(rule(final_marker, {{"text", "Done [1]."}}));
   REQUIRE_FALSE(server.script(rules));
-  auto r = run(scripted_spec(),
-               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
-               corpus_tools());
+  auto r = run_scripted(server);
   REQUIRE(r.status == actors::session_status::report);
   auto ts = types();
   CHECK(count(ts, "research_agent_start") == 3);
@@ -275,8 +284,7 @@ TEST_CASE_FIXTURE(session_fixture, "session ends research at the deadline and "
   spec.deadline = std::chrono::seconds{2};
   spec.final_report_timeout = std::chrono::seconds{10};
   auto start = std::chrono::steady_clock::now();
-  auto r = run(spec, llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
-               corpus_tools());
+  auto r = run_scripted(server, spec);
   auto took = std::chrono::steady_clock::now() - start;
   REQUIRE(r.status == actors::session_status::report);
   CHECK(r.report == "Report from what was found.");
@@ -327,9 +335,7 @@ TEST_CASE_FIXTURE(session_fixture, "session answers a think call and a "
   rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   rules.push_back(rule(final_marker, {{"text", "Short."}}));
   REQUIRE_FALSE(server.script(rules));
-  auto r = run(scripted_spec(),
-               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
-               corpus_tools());
+  auto r = run_scripted(server);
   REQUIRE(r.status == actors::session_status::report);
   auto orch = requests_of(server, orchestrator_marker);
   REQUIRE(orch.size() == 2);
@@ -357,9 +363,7 @@ TEST_CASE_FIXTURE(session_fixture, "session gives later agents a digest of "
     rules.push_back(x);
   rules.push_back(rule(final_marker, {{"text", "Done [1]."}}));
   REQUIRE_FALSE(server.script(rules));
-  auto r = run(scripted_spec(),
-               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
-               corpus_tools());
+  auto r = run_scripted(server);
   REQUIRE(r.status == actors::session_status::report);
   auto agents = requests_of(server, agent_marker);
   std::string first_task;

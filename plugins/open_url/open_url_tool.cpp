@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
-#include <map>
 #include <mutex>
 #include <stdexcept>
 

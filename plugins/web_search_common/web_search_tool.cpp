@@ -6,7 +6,6 @@
 #include "quarry/sdk/ttl_cache.hpp"
 
 #include <atomic>
-#include <map>
 #include <mutex>
 #include <utility>
 

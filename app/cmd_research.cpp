@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -147,6 +148,7 @@ std::string html_report(const std::string& markdown, const std::string& title) {
 } // namespace
 
 int cmd_research(context& ctx, const research_options& opts) {
+  auto started = std::chrono::steady_clock::now();
   auto question = trim(opts.question);
   if (question.empty()) {
     std::cerr << "quarry: research needs a question\n";
@@ -383,38 +385,63 @@ int cmd_research(context& ctx, const research_options& opts) {
       tools.tools[tool->name()] = {hdl, tool->definition()};
     }
     caf::scoped_actor self{rt.system()};
-    std::mutex out_mtx;
-    research_view view{stderr, live};
+    // The line sink runs on a scheduler thread and may still hold a packet
+    // when the session is done: it owns what it touches (shared), and every
+    // run waits for it to end before going on.
+    auto view = std::make_shared<research_view>(stderr, live);
+    auto json_out = std::make_shared<std::mutex>();
+    log_forwarder logs{live ? view.get() : nullptr};
+    view->start_clock();
+    int interrupted_by = 0;
     auto run_session = [&](actors::session_spec s) {
       auto em = actors::spawn_emitter(rt.system(), s.session_id);
       auto sink = actors::spawn_line_sink(
-        rt.system(), [&](const std::string& line, uint64_t) {
-          std::lock_guard<std::mutex> guard{out_mtx};
-          if (opts.json) {
+        rt.system(), [view, json_out, json = opts.json](const std::string& line, uint64_t) {
+          if (json) {
+            std::lock_guard<std::mutex> guard{*json_out};
             std::cout << line << '\n' << std::flush;
             return;
           }
           auto p = core::decode(line);
           if (auto* pk = std::get_if<core::packet>(&p))
-            view.on_packet(*pk);
+            view->on_packet(*pk);
         });
+      self->monitor(sink);
       caf::anon_send(em, actors::subscribe_atom::value, sink, uint64_t{0});
       auto session = actors::spawn_session(rt.system(), std::move(s), models, tools,
                                            em, prompts, caf::actor{self});
-      actors::signal_watcher watcher{[session](int) {
-        caf::anon_send(session, actors::stop_atom::value);
-      }};
       actors::session_result result;
-      self->receive([&](actors::session_done_atom, actors::session_result& r) {
-        result = std::move(r);
-      });
+      {
+        actors::signal_watcher watcher{[session](int) {
+          caf::anon_send(session, actors::stop_atom::value);
+        }};
+        self->receive([&](actors::session_done_atom, actors::session_result& r) {
+          result = std::move(r);
+        });
+        if (auto sig = watcher.received(); sig != 0)
+          interrupted_by = sig;
+      }
       self->request(em, std::chrono::seconds{30}, actors::stop_atom::value)
         .receive([](uint64_t) {}, [](const caf::error&) {});
+      // The emitter told the sink to stop after the last packet: wait until
+      // it has printed everything and quit.
+      auto sink_down = false;
+      self->receive_while([&] { return !sink_down; })(
+        [&](const caf::down_msg& dm) {
+          if (dm.source == sink.address())
+            sink_down = true;
+        },
+        caf::after(std::chrono::seconds{30}) >> [&] {
+          spdlog::warn("the progress output did not finish in time");
+          caf::anon_send_exit(sink, caf::exit_reason::kill);
+          sink_down = true;
+        });
       return result;
     };
     auto result = run_session(spec);
-    if (result.status == actors::session_status::clarification && interactive) {
-      view.finish();
+    if (result.status == actors::session_status::clarification && interactive
+        && interrupted_by == 0) {
+      view->finish();
       std::cout << result.questions << "\n\nYour answers (an empty line ends): "
                 << std::flush;
       std::string answers;
@@ -422,11 +449,49 @@ int cmd_research(context& ctx, const research_options& opts) {
         answers += l + "\n";
       spec.question = question + "\n\nClarifications from the user:\n" + answers;
       spec.clarify = false;
+      auto next_view = std::make_shared<research_view>(stderr, live);
+      logs.set_view(live ? next_view.get() : nullptr);
+      view = std::move(next_view);
+      view->start_clock();
       result = run_session(spec);
     }
-    {
-      std::lock_guard<std::mutex> guard{out_mtx};
-      view.finish();
+    view->finish();
+    logs.set_view(nullptr);
+    std::vector<std::string> files_written;
+    if (interrupted_by != 0) {
+      // Interrupted: say so, and keep what was found only if there is any.
+      std::cerr << "quarry: interrupted by "
+                << (interrupted_by == SIGINT ? "SIGINT" : "SIGTERM") << "\n";
+      rc = actors::exit_code_for_signal(interrupted_by);
+      if (result.status == actors::session_status::report && !result.sources.empty()) {
+        auto md = markdown_report(question, result);
+        // Marked as partial right under the title.
+        auto title_end = md.find("\n\n");
+        md.insert(title_end == std::string::npos ? md.size() : title_end + 2,
+                  "> **Partial report.** The research was interrupted before it "
+                  "finished; this report holds only what was found until then.\n\n");
+        if (!opts.json)
+          std::cout << md << std::flush;
+        std::string why;
+        if (!opts.out.empty() && !write_file(opts.out, md, why))
+          std::cerr << "quarry: " << why << "\n";
+        else if (!opts.out.empty())
+          files_written.push_back(opts.out);
+        if (!opts.html.empty() && !write_file(opts.html, html_report(md, question), why))
+          std::cerr << "quarry: " << why << "\n";
+        else if (!opts.html.empty())
+          files_written.push_back(opts.html);
+        std::cerr << "quarry: the partial report holds what was found before the "
+                     "interruption\n";
+      } else {
+        std::cerr << "quarry: nothing was found before the interruption; no "
+                     "report was written\n";
+      }
+      if (live)
+        std::cerr << summary_line(std::chrono::steady_clock::now() - started,
+                                  view->totals(), files_written)
+                  << "\n";
+      return rc;
     }
     switch (result.status) {
       case actors::session_status::clarification:
@@ -456,9 +521,17 @@ int cmd_research(context& ctx, const research_options& opts) {
         }
         for (const auto& n : result.notices)
           std::cerr << "quarry: note: " << n << "\n";
+        if (!opts.out.empty() && rc == exit_ok)
+          files_written.push_back(opts.out);
+        if (!opts.html.empty() && rc == exit_ok)
+          files_written.push_back(opts.html);
         break;
       }
     }
+    if (live)
+      std::cerr << summary_line(std::chrono::steady_clock::now() - started,
+                                view->totals(), files_written)
+                << "\n";
   }
   return rc;
 }

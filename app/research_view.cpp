@@ -2,24 +2,17 @@
 
 #include "research_view.hpp"
 
+#include <spdlog/sinks/sink.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 namespace quarry::app {
 
 namespace {
-
-std::string clip(std::string text, size_t max) {
-  for (auto& c : text)
-    if (c == '\n' || c == '\r' || c == '\t')
-      c = ' ';
-  if (text.size() <= max)
-    return text;
-  // Cut at a UTF-8 boundary.
-  auto cut = max - 3;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80)
-    --cut;
-  return text.substr(0, cut) + "...";
-}
 
 std::string elapsed_text(std::chrono::steady_clock::duration d) {
   auto s = std::chrono::duration_cast<std::chrono::seconds>(d).count();
@@ -37,25 +30,90 @@ std::string tokens_text(int64_t n) {
   return buf;
 }
 
+// Plan lines as steps: blank lines dropped, list markers kept.
+std::vector<std::string> plan_steps(const std::string& plan) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= plan.size()) {
+    auto nl = plan.find('\n', pos);
+    auto l = plan.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    auto a = l.find_first_not_of(" \t\r");
+    if (a != std::string::npos)
+      out.push_back(l.substr(a));
+    if (nl == std::string::npos)
+      break;
+    pos = nl + 1;
+  }
+  return out;
+}
+
+constexpr size_t max_plan_lines = 8;
+
 } // namespace
 
-research_view::research_view(std::FILE* out, bool live)
-  : out_(out), live_(live), started_(std::chrono::steady_clock::now()) {
+std::string research_view::fit(std::string text, size_t width) {
+  for (auto& c : text)
+    if (c == '\n' || c == '\r' || c == '\t')
+      c = ' ';
+  // Control characters would move the cursor: never print them.
+  text.erase(std::remove_if(text.begin(), text.end(),
+                            [](char c) {
+                              auto u = static_cast<unsigned char>(c);
+                              return u < 0x20 || u == 0x7f;
+                            }),
+             text.end());
+  if (width == 0)
+    return {};
+  size_t columns = 0;
+  size_t cut = std::string::npos; // byte offset where "..." would go
+  for (size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xc0) == 0x80)
+      continue; // continuation byte
+    if (columns == (width >= 3 ? width - 3 : 0) && cut == std::string::npos)
+      cut = i;
+    if (columns == width)
+      return width >= 3 ? text.substr(0, cut) + "..." : text.substr(0, i);
+    ++columns;
+  }
+  return text;
+}
+
+research_view::research_view(std::FILE* out, bool live, int width)
+  : out_(out),
+    live_(live),
+    fixed_width_(width),
+    started_(std::chrono::steady_clock::now()) {
   // nop
+}
+
+research_view::~research_view() {
+  finish();
+}
+
+size_t research_view::width_locked() const {
+  if (fixed_width_ > 0)
+    return static_cast<size_t>(fixed_width_);
+  winsize ws{};
+  if (::ioctl(::fileno(out_), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+    return ws.ws_col;
+  return 80;
 }
 
 void research_view::line(const std::string& text) {
   if (live_)
     return;
-  std::fprintf(out_, "[%s] %s\n", elapsed_text(std::chrono::steady_clock::now() - started_).c_str(),
+  std::fprintf(out_, "[%s] %s\n",
+               elapsed_text(std::chrono::steady_clock::now() - started_).c_str(),
                text.c_str());
   std::fflush(out_);
 }
 
 void research_view::on_packet(const core::packet& p) {
+  std::lock_guard<std::mutex> guard{mtx_};
   auto type = p.type();
   const auto& o = p.obj;
   auto key = std::make_pair(p.where.turn_index, p.where.tab_index);
+  auto agent = "agent " + std::to_string(p.where.tab_index + 1);
   auto str = [&o](const char* field) {
     auto i = o.find(field);
     return i != o.end() && i->is_string() ? i->get<std::string>() : std::string{};
@@ -76,7 +134,7 @@ void research_view::on_packet(const core::packet& p) {
     auto& l = lanes_[key];
     l.task = str("research_task");
     l.action = "starting";
-    line("agent " + std::to_string(p.where.tab_index + 1) + ": " + clip(l.task, 100));
+    line(agent + ": " + fit(l.task, 100));
   } else if (type == "search_tool_queries_delta") {
     std::string qs;
     if (auto i = o.find("queries"); i != o.end() && i->is_array())
@@ -84,24 +142,24 @@ void research_view::on_packet(const core::packet& p) {
         if (q.is_string())
           qs += (qs.empty() ? "\"" : ", \"") + q.get<std::string>() + "\"";
     lanes_[key].action = "searching " + qs;
-    line("agent " + std::to_string(p.where.tab_index + 1) + ": searching " + clip(qs, 100));
+    line(agent + ": searching " + fit(qs, 100));
   } else if (type == "open_url_urls") {
     size_t n = o.contains("urls") && o["urls"].is_array() ? o["urls"].size() : 0;
     lanes_[key].action = "reading " + std::to_string(n) + (n == 1 ? " page" : " pages");
-    line("agent " + std::to_string(p.where.tab_index + 1) + ": " + lanes_[key].action);
+    line(agent + ": " + lanes_[key].action);
   } else if (type == "search_tool_documents_delta" || type == "open_url_documents") {
     docs("documents");
   } else if (type == "reasoning_start" && p.where.sub_turn_index) {
     lanes_[key].action = "thinking";
   } else if (type == "intermediate_report_start") {
     lanes_[key].action = "writing its report";
-    line("agent " + std::to_string(p.where.tab_index + 1) + ": writing its report");
+    line(agent + ": writing its report");
   } else if (type == "intermediate_report_cited_docs") {
     lanes_[key].action = "done";
     lanes_[key].done = true;
   } else if (type == "error") {
     if (lanes_.count(key) > 0)
-      lanes_[key].action = "failed: " + clip(str("message"), 60);
+      lanes_[key].action = "failed: " + fit(str("message"), 60);
     line("error: " + str("message"));
   } else if (type == "notice") {
     line(str("text"));
@@ -109,56 +167,249 @@ void research_view::on_packet(const core::packet& p) {
     phase_ = "writing the report";
     line("writing the report");
   } else if (type == "usage") {
+    ++totals_.model_calls;
     if (auto i = o.find("input_tokens"); i != o.end() && i->is_number())
-      tokens_ += i->get<int64_t>();
+      totals_.tokens += i->get<int64_t>();
     if (auto i = o.find("output_tokens"); i != o.end() && i->is_number())
-      tokens_ += i->get<int64_t>();
+      totals_.tokens += i->get<int64_t>();
+    if (auto i = o.find("cost_usd"); i != o.end() && i->is_number())
+      totals_.cost_usd += i->get<double>();
   }
-  redraw(false);
+  redraw_locked(false);
 }
 
-std::vector<std::string> research_view::status_lines() const {
+void research_view::print_above(const std::string& text) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  clear_locked();
+  std::fputs(text.c_str(), out_);
+  if (!text.empty() && text.back() != '\n')
+    std::fputc('\n', out_);
+  redraw_locked(true);
+}
+
+void research_view::print_above(const std::function<void()>& write) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  clear_locked();
+  std::fflush(out_);
+  write();
+  redraw_locked(true);
+}
+
+std::vector<std::string> research_view::status_lines(size_t width) const {
   std::vector<std::string> out;
+  auto add = [&](const std::string& l) { out.push_back(fit(l, width)); };
   if (!plan_.empty()) {
-    size_t steps = static_cast<size_t>(std::count(plan_.begin(), plan_.end(), '\n')) + 1;
-    out.push_back("Plan: " + std::to_string(steps) + (steps == 1 ? " step" : " steps"));
+    auto steps = plan_steps(plan_);
+    add("Plan (" + std::to_string(steps.size())
+        + (steps.size() == 1 ? " step):" : " steps):"));
+    for (size_t i = 0; i < steps.size() && i < max_plan_lines; ++i)
+      add("  " + steps[i]);
+    if (steps.size() > max_plan_lines)
+      add("  ... and " + std::to_string(steps.size() - max_plan_lines) + " more");
   }
   for (const auto& [k, l] : lanes_) {
     if (l.done)
       continue;
-    out.push_back("  [" + std::to_string(k.second + 1) + "] " + clip(l.task, 50) + " - "
-                  + clip(l.action, 60));
+    add("  [agent " + std::to_string(k.second + 1) + "] " + fit(l.task, 50) + " - "
+        + l.action);
   }
-  out.push_back(phase_ + " | sources: " + std::to_string(sources_.size()) + " | "
-                + elapsed_text(std::chrono::steady_clock::now() - started_)
-                + (tokens_ > 0 ? " | tokens: " + tokens_text(tokens_) : ""));
+  add(phase_ + " | sources: " + std::to_string(sources_.size()) + " | "
+      + elapsed_text(std::chrono::steady_clock::now() - started_)
+      + (totals_.tokens > 0 ? " | tokens: " + tokens_text(totals_.tokens) : ""));
   return out;
 }
 
-void research_view::redraw(bool force) {
-  if (!live_)
+void research_view::clear_locked() {
+  if (!live_ || drawn_ == 0)
+    return;
+  // Lines were drawn no wider than the terminal was; after a shrink they
+  // may wrap, so clear everything from the block's first line down.
+  std::fprintf(out_, "\r\x1b[%zuA\x1b[J", drawn_);
+  drawn_ = 0;
+}
+
+void research_view::redraw_locked(bool force) {
+  if (!live_ || finished_)
     return;
   auto now = std::chrono::steady_clock::now();
-  if (!force && now - last_draw_ < std::chrono::milliseconds{100})
+  auto width = width_locked();
+  if (!force && width == drawn_width_ && now - last_draw_ < std::chrono::milliseconds{100})
     return;
   last_draw_ = now;
-  // Move up over the previous block and clear it.
-  for (size_t i = 0; i < drawn_; ++i)
-    std::fputs("\x1b[1A\x1b[2K", out_);
-  auto lines = status_lines();
+  if (width < drawn_width_ && drawn_ > 0) {
+    // Narrower: old lines wrapped into more rows; clear the whole screen
+    // below the first row we can be sure of.
+    std::fputs("\x1b[2J\x1b[H", out_);
+    drawn_ = 0;
+  }
+  clear_locked();
+  // One column spare: writing the last column makes some terminals wrap.
+  auto lines = status_lines(width > 1 ? width - 1 : 1);
   for (const auto& l : lines)
-    std::fprintf(out_, "%s\n", clip(l, 150).c_str());
+    std::fprintf(out_, "%s\n", l.c_str());
   drawn_ = lines.size();
+  drawn_width_ = width;
   std::fflush(out_);
 }
 
-void research_view::finish() {
+void research_view::start_clock() {
   if (!live_)
     return;
-  for (size_t i = 0; i < drawn_; ++i)
-    std::fputs("\x1b[1A\x1b[2K", out_);
-  drawn_ = 0;
-  std::fflush(out_);
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (clock_.joinable() || finished_)
+    return;
+  clock_ = std::thread{[this] {
+    std::unique_lock<std::mutex> lock{mtx_};
+    while (!stop_clock_) {
+      tick_cv_.wait_for(lock, std::chrono::milliseconds{500});
+      if (!stop_clock_)
+        redraw_locked(true);
+    }
+  }};
+}
+
+void research_view::finish() {
+  std::thread clock;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    stop_clock_ = true;
+    clock.swap(clock_);
+    clear_locked();
+    finished_ = true;
+    std::fflush(out_);
+  }
+  tick_cv_.notify_all();
+  if (clock.joinable())
+    clock.join();
+}
+
+size_t research_view::sources() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return sources_.size();
+}
+
+research_totals research_view::totals() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto out = totals_;
+  out.sources = sources_.size();
+  return out;
+}
+
+std::string research_view::plan() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return plan_;
+}
+
+std::string summary_line(std::chrono::steady_clock::duration elapsed,
+                         const research_totals& totals,
+                         const std::vector<std::string>& files) {
+  auto secs = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count() / 1000.0;
+  char head[64];
+  std::snprintf(head, sizeof(head), "%.1f s", secs);
+  std::string out = std::string{"quarry: done in "} + head + ", "
+                    + std::to_string(totals.model_calls)
+                    + (totals.model_calls == 1 ? " model call, " : " model calls, ")
+                    + tokens_text(totals.tokens) + " tokens";
+  if (totals.cost_usd > 0) {
+    char cost[32];
+    std::snprintf(cost, sizeof(cost), "$%.4f", totals.cost_usd);
+    out += std::string{", "} + cost;
+  }
+  out += ", " + std::to_string(totals.sources)
+         + (totals.sources == 1 ? " source" : " sources");
+  if (!files.empty()) {
+    out += "; wrote ";
+    for (size_t i = 0; i < files.size(); ++i)
+      out += (i == 0 ? "" : ", ") + files[i];
+  }
+  return out;
+}
+
+// -- log_forwarder ------------------------------------------------------------
+
+namespace {
+
+/// Hands every log line to the logger's own sinks, between clearing and
+/// redrawing the live view.
+class view_sink final : public spdlog::sinks::sink {
+public:
+  explicit view_sink(std::vector<spdlog::sink_ptr> inner) : inner_(std::move(inner)) {
+    // nop
+  }
+
+  void log(const spdlog::details::log_msg& msg) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto write = [&] {
+      for (auto& s : inner_)
+        if (s->should_log(msg.level)) {
+          s->log(msg);
+          s->flush();
+        }
+    };
+    if (view_ != nullptr)
+      view_->print_above(write);
+    else
+      write();
+  }
+
+  void flush() override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& s : inner_)
+      s->flush();
+  }
+
+  void set_pattern(const std::string& pattern) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& s : inner_)
+      s->set_pattern(pattern);
+  }
+
+  void set_formatter(std::unique_ptr<spdlog::formatter> f) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& s : inner_)
+      s->set_formatter(f->clone());
+  }
+
+  void set_view(research_view* view) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    view_ = view;
+  }
+
+private:
+  std::mutex mtx_;
+  std::vector<spdlog::sink_ptr> inner_;
+  research_view* view_ = nullptr;
+};
+
+} // namespace
+
+struct log_forwarder::impl {
+  std::shared_ptr<spdlog::logger> logger;
+  std::shared_ptr<view_sink> sink;
+};
+
+log_forwarder::log_forwarder(research_view* view) : impl_(std::make_shared<impl>()) {
+  if (view == nullptr)
+    return;
+  impl_->logger = spdlog::default_logger();
+  if (!impl_->logger)
+    return;
+  auto& sinks = impl_->logger->sinks();
+  impl_->sink = std::make_shared<view_sink>(sinks);
+  impl_->sink->set_view(view);
+  sinks.assign(1, impl_->sink);
+}
+
+log_forwarder::~log_forwarder() {
+  // The sink stays in place, passing lines straight through: other threads
+  // may be logging, and a logger's sink list must not change under them.
+  if (impl_->sink)
+    impl_->sink->set_view(nullptr);
+}
+
+void log_forwarder::set_view(research_view* view) {
+  if (impl_->sink)
+    impl_->sink->set_view(view);
 }
 
 } // namespace quarry::app

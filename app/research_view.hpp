@@ -1,45 +1,84 @@
 // What `quarry research` shows while it runs: a live view on a terminal
-// (plan, one lane per agent with its current action, sources, time, tokens)
-// or plain progress lines otherwise. Fed with the session's packets.
+// (plan steps, one lane per agent with its current action, sources, time,
+// tokens) or plain progress lines otherwise. Fed with the session's packets.
 
 #pragma once
 
 #include "quarry/core/packets.hpp"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace quarry::app {
 
-/// Turns packets into progress output on `out` (normally stderr).
+/// Totals shown in the summary line at the end of a run.
+struct research_totals {
+  size_t model_calls = 0;
+  int64_t tokens = 0;
+  double cost_usd = 0;
+  size_t sources = 0;
+};
+
+/// Turns packets into progress output on `out` (normally stderr). Every
+/// member function may be called from any thread.
 class research_view {
 public:
   /// `live`: redraw a status block with ANSI escapes (a terminal);
-  /// otherwise write one line per event.
-  research_view(std::FILE* out, bool live);
+  /// otherwise write one line per event. `width`: the terminal's width in
+  /// columns, or 0 to ask the terminal behind `out` at every redraw (so a
+  /// resize is picked up).
+  research_view(std::FILE* out, bool live, int width = 0);
+
+  /// Stops the clock thread.
+  ~research_view();
+
+  research_view(const research_view&) = delete;
+  research_view& operator=(const research_view&) = delete;
 
   /// Handles one packet.
   void on_packet(const core::packet& p);
 
-  /// Clears the status block (before the report is printed).
+  /// Prints `text` (one or more lines) above the status block, which is
+  /// redrawn below it. Log lines go through here while the view is live.
+  void print_above(const std::string& text);
+
+  /// Clears the status block, calls `write` (which writes to the same
+  /// terminal), then redraws the block below what was written.
+  void print_above(const std::function<void()>& write);
+
+  /// Starts redrawing at least twice a second (the clock ticks, a resized
+  /// terminal is redrawn). Only for a live view.
+  void start_clock();
+
+  /// Clears the status block (before the report is printed) and stops the
+  /// clock.
   void finish();
 
   /// Sources seen so far (documents found or read).
-  size_t sources() const noexcept {
-    return sources_.size();
-  }
+  size_t sources() const;
+
+  /// Totals so far.
+  research_totals totals() const;
 
   /// The plan text as streamed.
-  const std::string& plan() const noexcept {
-    return plan_;
-  }
+  std::string plan() const;
 
-  /// Renders the status block (for tests and the live view).
-  std::vector<std::string> status_lines() const;
+  /// Renders the status block, each line fitted to `width` columns (for
+  /// tests and the live view).
+  std::vector<std::string> status_lines(size_t width) const;
+
+  /// Cuts `text` to at most `width` columns (code points; newlines and tabs
+  /// become spaces), ending with "..." when cut.
+  static std::string fit(std::string text, size_t width);
 
 private:
   struct lane {
@@ -49,19 +88,55 @@ private:
   };
 
   void line(const std::string& text);
-  void redraw(bool force);
+  void redraw_locked(bool force);
+  void clear_locked();
+  size_t width_locked() const;
 
+  mutable std::mutex mtx_;
   std::FILE* out_;
   bool live_;
+  int fixed_width_;
   std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point last_draw_;
   size_t drawn_ = 0;
+  size_t drawn_width_ = 0;
   std::string plan_;
   bool plan_done_ = false;
   std::map<std::pair<int, int>, lane> lanes_;
   std::set<std::string> sources_;
-  int64_t tokens_ = 0;
+  research_totals totals_;
   std::string phase_ = "planning";
+  bool finished_ = false;
+  std::condition_variable tick_cv_;
+  bool stop_clock_ = false;
+  std::thread clock_;
 };
+
+/// While alive, routes the default logger's lines through a live view, so
+/// that they are printed above its status block instead of breaking it.
+/// With no view (nullptr) logging is left as it is.
+class log_forwarder {
+public:
+  explicit log_forwarder(research_view* view);
+
+  /// Stops routing through the view.
+  ~log_forwarder();
+
+  log_forwarder(const log_forwarder&) = delete;
+  log_forwarder& operator=(const log_forwarder&) = delete;
+
+  /// Routes to another view (nullptr: straight to the logger's sinks).
+  void set_view(research_view* view);
+
+private:
+  struct impl;
+  std::shared_ptr<impl> impl_;
+};
+
+/// Formats the one-line summary left on the terminal at the end of a run:
+/// time, model calls, tokens, cost, sources and the files written.
+std::string summary_line(std::chrono::steady_clock::duration elapsed,
+                         const research_totals& totals,
+                         const std::vector<std::string>& files);
 
 } // namespace quarry::app

@@ -2,6 +2,8 @@
 
 #include "quarry/actors/llm_provider.hpp"
 
+#include "quarry/actors/actor_failure.hpp"
+
 #include "quarry/actors/atoms.hpp"
 #include "quarry/core/duration.hpp"
 #include "quarry/core/llm_json.hpp"
@@ -58,11 +60,17 @@ namespace quarry::actors {
 
 caf::error to_caf_error(const sdk::error& x) {
   nlohmann::json j = x;
-  return caf::error{static_cast<uint8_t>(x.code), llm_error_category,
-                    caf::make_message(j.dump())};
+  auto code = static_cast<uint8_t>(x.code);
+  if (code == 0) // a CAF error with code 0 would mean "no error"
+    code = static_cast<uint8_t>(sdk::errc::internal);
+  return caf::error{code, llm_error_category,
+                    caf::make_message(j.dump(-1, ' ', false,
+                                             nlohmann::json::error_handler_t::replace))};
 }
 
 sdk::error from_caf_error(const caf::error& x) {
+  if (!x)
+    return sdk::make_error(sdk::errc::internal, "failed without a reason");
   if (x.category() == llm_error_category) {
     const auto& ctx = x.context();
     if (ctx.match_elements<std::string>()) {
@@ -99,8 +107,13 @@ bool decode_json(const std::string& text, T& x) {
 
 } // namespace
 
+// Outside text may hold invalid UTF-8; it is replaced, never thrown on.
+std::string dump_json(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string encode(const sdk::chat_request& x) {
-  return nlohmann::json(x).dump();
+  return dump_json(nlohmann::json(x));
 }
 
 bool decode(const std::string& text, sdk::chat_request& x) {
@@ -108,7 +121,7 @@ bool decode(const std::string& text, sdk::chat_request& x) {
 }
 
 std::string encode(const sdk::chat_result& x) {
-  return nlohmann::json(x).dump();
+  return dump_json(nlohmann::json(x));
 }
 
 bool decode(const std::string& text, sdk::chat_result& x) {
@@ -121,7 +134,7 @@ std::string encode(const llm_delta& x) {
                         {"text", x.text},
                         {"tool", x.tool},
                         {"usage", x.counts}}
-    .dump();
+    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 bool decode(const std::string& text, llm_delta& x) {
@@ -429,6 +442,11 @@ void start_attempt(provider_actor_ptr self, call_state& call) {
     fail_call(self, call,
               sdk::make_error(sdk::errc::internal,
                               std::string{"provider threw: "} + ex.what()));
+  } catch (...) {
+    call.running = false;
+    --st.active;
+    fail_call(self, call,
+              sdk::make_error(sdk::errc::internal, "provider threw a non-standard exception"));
   }
 }
 
@@ -515,6 +533,17 @@ caf::behavior provider_impl(caf::stateful_actor<provider_state>* self,
   st.request_tokens = st.cfg.requests_per_minute;
   st.token_tokens = st.cfg.tokens_per_minute;
   st.last_refill = clock_type::now();
+  detail::on_exception_fail_pending(self, "LLM provider", [self](const std::string& why) {
+    auto& s = self->state;
+    for (auto& [key, call] : s.calls) {
+      if (call.handle)
+        call.handle->cancel();
+      call.promise.deliver(to_caf_error(
+        sdk::make_error(sdk::errc::internal, "the LLM provider failed: " + why)));
+    }
+    s.calls.clear();
+    s.queue.clear();
+  });
   self->set_down_handler([=](caf::down_msg& dm) {
     // The requester is gone: cancel its calls.
     auto& s = self->state;

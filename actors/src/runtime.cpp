@@ -12,7 +12,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <cstring>
 #include <csignal>
 #include <cstdlib>
 #include <mutex>
@@ -25,6 +28,11 @@ namespace quarry::actors {
 
 // -- signals ------------------------------------------------------------------
 
+struct signal_watcher::impl {
+  std::function<void(int)> on_stop;
+  std::atomic<int> received{0};
+};
+
 namespace {
 
 sigset_t stop_signals() {
@@ -35,56 +43,90 @@ sigset_t stop_signals() {
   return set;
 }
 
+/// The process's one signal thread and the stack of watchers it serves.
+struct signal_hub {
+  std::mutex mtx;
+  std::condition_variable idle;
+  std::vector<std::shared_ptr<signal_watcher::impl>> watchers;
+  /// The watcher whose handler is running, if any.
+  signal_watcher::impl* calling = nullptr;
+  bool first_seen = false;
+  std::once_flag started;
+
+  static signal_hub& instance() {
+    // Never destroyed: the thread may still wait in sigwait at exit.
+    static auto* hub = new signal_hub;
+    return *hub;
+  }
+
+  void start() {
+    std::call_once(started, [this] {
+      std::thread{[this] { run(); }}.detach();
+    });
+  }
+
+  [[noreturn]] static void quit_now(int sig, const char* why) {
+    // Only async-signal-safe calls: we may be racing with anything.
+    auto n = ::write(STDERR_FILENO, why, std::strlen(why));
+    static_cast<void>(n);
+    std::_Exit(exit_code_for_signal(sig));
+  }
+
+  void run() {
+    auto set = stop_signals();
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0)
+        continue;
+      std::shared_ptr<signal_watcher::impl> target;
+      {
+        std::lock_guard<std::mutex> guard{mtx};
+        if (first_seen)
+          quit_now(sig, "quarry: interrupted again, quitting at once\n");
+        first_seen = true;
+        if (watchers.empty())
+          quit_now(sig, sig == SIGINT ? "quarry: interrupted (SIGINT)\n"
+                                      : "quarry: terminated (SIGTERM)\n");
+        target = watchers.back();
+        target->received = sig;
+        calling = target.get();
+      }
+      spdlog::warn("received {}, stopping (send it again to quit at once)",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+      if (target->on_stop)
+        target->on_stop(sig);
+      {
+        std::lock_guard<std::mutex> guard{mtx};
+        calling = nullptr;
+      }
+      idle.notify_all();
+    }
+  }
+};
+
 } // namespace
 
 void block_stop_signals() {
   auto set = stop_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal_hub::instance().start();
 }
 
-struct signal_watcher::impl {
-  std::function<void(int)> on_stop;
-  std::atomic<int> received{0};
-  std::atomic<bool> done{false};
-  std::thread thread;
-
-  void run() {
-    auto set = stop_signals();
-    sigaddset(&set, SIGUSR1); // wakes the thread for shutdown
-    for (;;) {
-      int sig = 0;
-      if (sigwait(&set, &sig) != 0)
-        continue;
-      if (done.load())
-        return;
-      if (sig == SIGUSR1)
-        continue;
-      if (received.exchange(sig) != 0) {
-        // Second signal: the user insists.
-        std::_Exit(130);
-      }
-      spdlog::warn("received {}, stopping (send it again to quit at once)",
-                   sig == SIGINT ? "SIGINT" : "SIGTERM");
-      if (on_stop)
-        on_stop(sig);
-    }
-  }
-};
-
 signal_watcher::signal_watcher(std::function<void(int)> on_stop)
-  : impl_(std::make_unique<impl>()) {
+  : impl_(std::make_shared<impl>()) {
   impl_->on_stop = std::move(on_stop);
-  sigset_t usr;
-  sigemptyset(&usr);
-  sigaddset(&usr, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &usr, nullptr);
-  impl_->thread = std::thread([this] { impl_->run(); });
+  auto& hub = signal_hub::instance();
+  hub.start();
+  std::lock_guard<std::mutex> guard{hub.mtx};
+  hub.watchers.push_back(impl_);
 }
 
 signal_watcher::~signal_watcher() {
-  impl_->done = true;
-  pthread_kill(impl_->thread.native_handle(), SIGUSR1);
-  impl_->thread.join();
+  auto& hub = signal_hub::instance();
+  std::unique_lock<std::mutex> guard{hub.mtx};
+  auto& ws = hub.watchers;
+  ws.erase(std::remove(ws.begin(), ws.end(), impl_), ws.end());
+  hub.idle.wait(guard, [&] { return hub.calling != impl_.get(); });
 }
 
 int signal_watcher::received() const noexcept {

@@ -2,6 +2,8 @@
 
 #include "quarry/actors/tool_provider.hpp"
 
+#include "quarry/actors/actor_failure.hpp"
+
 #include "quarry/core/tool_args.hpp"
 
 #include "quarry/actors/atoms.hpp"
@@ -42,7 +44,7 @@ std::string encode(const sdk::tool_result& x) {
   nlohmann::json j{{"llm_text", x.llm_text}, {"documents", x.documents}};
   if (x.failure)
     j["error"] = *x.failure;
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 bool decode(const std::string& text, sdk::tool_result& x) {
@@ -186,6 +188,19 @@ caf::behavior tool_impl(caf::stateful_actor<tool_state>* self,
                         std::shared_ptr<sdk::tool> tool, tool_actor_settings cfg) {
   self->state.tool = std::move(tool);
   self->state.cfg = std::move(cfg);
+  detail::on_exception_fail_pending(self, "tool provider", [self](const std::string& why) {
+    auto& st = self->state;
+    for (auto& [key, run] : st.runs) {
+      if (run.handle)
+        run.handle->cancel();
+      sdk::tool_result r;
+      r.llm_text = "The tool failed unexpectedly.";
+      r.failure = sdk::make_error(sdk::errc::internal, "the tool provider failed: " + why);
+      run.promise.deliver(tool_reply{run.id, std::move(r), false});
+    }
+    st.runs.clear();
+    st.queue.clear();
+  });
   return {
     [=](run_atom, tool_call_msg& call) -> caf::result<tool_reply> {
       auto& st = self->state;
@@ -197,7 +212,8 @@ caf::behavior tool_impl(caf::stateful_actor<tool_state>* self,
         return tool_reply{call.id, std::move(r), false};
       }
       auto args = std::get<nlohmann::json>(std::move(parsed));
-      auto cache_key = args.dump();
+      auto cache_key = args.dump(-1, ' ', false,
+                                  nlohmann::json::error_handler_t::replace);
       if (auto i = st.cache.find(cache_key); i != st.cache.end()) {
         if (clock_type::now() - i->second.at < st.cfg.cache_ttl)
           return tool_reply{call.id, i->second.result, true};

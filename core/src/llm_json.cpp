@@ -209,7 +209,8 @@ std::optional<sdk::finish_reason> parse_finish_reason(std::string_view x) {
 }
 
 std::optional<sdk::errc> parse_errc(std::string_view x) {
-  for (int i = 0; i <= static_cast<int>(sdk::errc::internal); ++i) {
+  for (int i = static_cast<int>(sdk::errc_first);
+       i <= static_cast<int>(sdk::errc_last); ++i) {
     auto code = static_cast<sdk::errc>(i);
     if (x == sdk::to_string(code))
       return code;

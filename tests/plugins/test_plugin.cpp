@@ -101,6 +101,22 @@ public:
                                        std::shared_ptr<sdk::chat_sink> sink) override {
     auto text = request.messages.empty() ? std::string{}
                                          : request.messages.back().content;
+    // "fail:<class>" fails the call with that error class, e.g.
+    // "fail:rate_limited", for tests of every class end to end.
+    if (text.rfind("fail:", 0) == 0) {
+      auto name = text.substr(5);
+      for (int i = static_cast<int>(sdk::errc_first);
+           i <= static_cast<int>(sdk::errc_last); ++i) {
+        auto code = static_cast<sdk::errc>(i);
+        if (name == sdk::to_string(code)) {
+          auto err = sdk::make_error(code, "echo_llm failed as asked with " + name);
+          if (code == sdk::errc::rate_limited)
+            err.retry_after_ms = 10;
+          sink->on_error(err, false);
+          return nullptr;
+        }
+      }
+    }
     auto ok = host_.pool().submit([sink, text] {
       sdk::chat_result result;
       result.text = text;
@@ -164,10 +180,10 @@ extern "C" QUARRY_SDK_API int quarry_not_a_plugin() {
   return 42;
 }
 
-#elif defined(QUARRY_TEST_VARIANT_ENTRY_V2)
+#elif defined(QUARRY_TEST_VARIANT_ENTRY_V3)
 
-// A plugin built for a future plugin ABI: only the v2 entry point exists.
-extern "C" QUARRY_SDK_API const void* quarry_plugin_v2() {
+// A plugin built for a future plugin ABI: only the v3 entry point exists.
+extern "C" QUARRY_SDK_API const void* quarry_plugin_v3() {
   return nullptr;
 }
 
@@ -200,7 +216,7 @@ extern "C" QUARRY_SDK_API int quarry_use_missing() {
 #    define QUARRY_TEST_KIND_VALUE QUARRY_TEST_KIND
 #  endif
 extern "C" QUARRY_SDK_API const ::quarry::sdk::plugin_descriptor*
-quarry_plugin_v1() {
+quarry_plugin_v2() {
   static const ::quarry::sdk::plugin_descriptor descriptor{
     QUARRY_TEST_ABI,
     QUARRY_TEST_SDK,

@@ -52,7 +52,8 @@ TEST_CASE("llm_json round-trips results and errors") {
 }
 
 TEST_CASE("llm_json parses every errc name and rejects unknown ones") {
-  for (int i = 0; i <= static_cast<int>(sdk::errc::internal); ++i) {
+  for (int i = static_cast<int>(sdk::errc_first);
+       i <= static_cast<int>(sdk::errc_last); ++i) {
     auto code = static_cast<sdk::errc>(i);
     CHECK(core::parse_errc(sdk::to_string(code)) == code);
   }

@@ -165,13 +165,13 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a truncated ELF fil
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a library without entry point") {
   CHECK(error_of("no_entry")
-        == "no entry symbol quarry_plugin_v1 (not a Quarry plugin)");
+        == "no entry symbol quarry_plugin_v2 (not a Quarry plugin)");
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry names the ABI of a plugin built for another one") {
-  CHECK(error_of("entry_v2")
-        == "built for another plugin ABI (exports quarry_plugin_v2, this host "
-           "needs quarry_plugin_v1)");
+  CHECK(error_of("entry_v3")
+        == "built for another plugin ABI (exports quarry_plugin_v3, this host "
+           "needs quarry_plugin_v2)");
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses unresolved symbols at load time") {
@@ -185,7 +185,7 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses version mismatches 
   SUBCASE("ABI") {
     CHECK(error_of("abi")
           == "plugin ABI version 99, but this host supports plugin ABI "
-             "version 1");
+             "version 2");
   }
   SUBCASE("SDK") {
     CHECK(error_of("sdk")

@@ -18,19 +18,33 @@ class actor;
 namespace quarry::actors {
 
 /// Blocks SIGINT and SIGTERM in the calling thread, so that every thread
-/// created afterwards inherits the mask and only the runtime's signal thread
-/// sees them. Call first thing in `main`, before any thread exists.
+/// created afterwards inherits the mask and only the process's signal thread
+/// sees them, and starts that thread. Call first thing in `main`, before any
+/// other thread exists.
+///
+/// From then on the process always answers SIGINT and SIGTERM: while a
+/// @ref signal_watcher is alive its handler is called for the first signal;
+/// while none is, the process says it was interrupted on stderr and exits
+/// at once with 128 + the signal number (130 for SIGINT, 143 for SIGTERM).
+/// A second signal always ends the process at once the same way.
 void block_stop_signals();
 
-/// Watches SIGINT and SIGTERM on its own thread (sigwait). The first signal
-/// calls the stop handler once; a second signal ends the process at once
-/// with exit code 130.
+/// Returns the exit code of a process ended by `sig`: 128 + `sig`.
+constexpr int exit_code_for_signal(int sig) noexcept {
+  return 128 + sig;
+}
+
+/// Routes the first SIGINT or SIGTERM to `on_stop` while it is alive.
+/// Watchers nest: the newest one gets the signal. The handler runs on the
+/// process's signal thread; the destructor waits for a handler call in
+/// progress to return, so the handler may capture locals of the scope that
+/// owns the watcher. Starts the signal thread if @ref block_stop_signals has
+/// not (the calling thread must have the signals blocked).
 class signal_watcher {
 public:
-  /// Starts the watcher thread. Call @ref block_stop_signals before.
   explicit signal_watcher(std::function<void(int)> on_stop);
 
-  /// Stops the watcher thread.
+  /// Unregisters the handler.
   ~signal_watcher();
 
   signal_watcher(const signal_watcher&) = delete;
@@ -39,9 +53,11 @@ public:
   /// Returns the signal that requested the stop, or 0.
   int received() const noexcept;
 
-private:
+  /// Implementation detail, shared with the signal thread.
   struct impl;
-  std::unique_ptr<impl> impl_;
+
+private:
+  std::shared_ptr<impl> impl_;
 };
 
 /// Owns the CAF actor system. Create it after the configuration, the host

@@ -73,7 +73,7 @@ using plugin_entry = const plugin_descriptor*();
 #define QUARRY_PLUGIN(plugin_name, plugin_kind_value, plugin_version,          \
                       plugin_description, plugin_factory_fn)                   \
   extern "C" QUARRY_SDK_API const ::quarry::sdk::plugin_descriptor*            \
-  quarry_plugin_v1() {                                                         \
+  quarry_plugin_v2() {                                                         \
     static const ::quarry::sdk::plugin_descriptor descriptor{                  \
       QUARRY_PLUGIN_ABI_VERSION,                                               \
       ::quarry::sdk::sdk_version,                                              \

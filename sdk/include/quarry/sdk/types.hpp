@@ -20,10 +20,13 @@ namespace quarry::sdk {
 
 /// Classifies every failure a plugin or a host service reports. The class
 /// decides what the host does next (retry, back off, give up, shorten).
+///
+/// No class has the value 0: errors travel between actors as CAF errors, and
+/// a CAF error whose code is 0 means "no error".
 enum class errc : uint8_t {
   /// The provider asked us to slow down (HTTP 429). Retryable after
   /// @ref error::retry_after_ms.
-  rate_limited,
+  rate_limited = 1,
   /// The provider is overloaded (HTTP 529, 503). Retryable.
   overloaded,
   /// The provider failed (HTTP 5xx). Retryable.
@@ -59,6 +62,10 @@ enum class errc : uint8_t {
   /// A bug or an unexpected condition inside the plugin or the host.
   internal,
 };
+
+/// The first and the last error class, for iterating over all of them.
+constexpr errc errc_first = errc::rate_limited;
+constexpr errc errc_last = errc::internal;
 
 /// Returns the stable, lower-case name of an error class, e.g. `rate_limited`.
 inline const char* to_string(errc x) noexcept {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <poll.h>
+#include <thread>
 #include <sstream>
 #include <stdexcept>
 #include <sys/wait.h>
@@ -156,6 +157,114 @@ std::string temp_dir::write(const std::string& name,
   std::ofstream out{path, std::ios::binary};
   out << content;
   return path.string();
+}
+
+child_process::child_process(const std::vector<std::string>& argv,
+                             const process_options& opts) {
+  if (argv.empty())
+    throw std::invalid_argument("child_process: empty argv");
+  auto in_path = dir_.write("stdin", opts.input);
+  auto out_path = dir_.file("stdout");
+  auto err_path = dir_.file("stderr");
+  pid_ = fork();
+  if (pid_ < 0)
+    throw std::runtime_error(std::string{"fork: "} + std::strerror(errno));
+  if (pid_ == 0) {
+    auto in = open(in_path.c_str(), O_RDONLY);
+    auto out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    auto err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (in < 0 || out < 0 || err < 0)
+      _exit(126);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (!opts.cwd.empty() && chdir(opts.cwd.c_str()) != 0)
+      _exit(126);
+    for (const auto& [key, value] : opts.env) {
+      if (value)
+        setenv(key.c_str(), value->c_str(), 1);
+      else
+        unsetenv(key.c_str());
+    }
+    std::vector<char*> args;
+    for (const auto& arg : argv)
+      args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+}
+
+child_process::~child_process() {
+  if (!reaped_ && pid_ > 0) {
+    kill(pid_, SIGKILL);
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      // retry
+    }
+  }
+}
+
+void child_process::signal(int sig) {
+  if (!reaped_ && pid_ > 0)
+    kill(pid_, sig);
+}
+
+process_result child_process::wait(std::chrono::milliseconds timeout) {
+  if (!reaped_) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    for (;;) {
+      auto rc = waitpid(pid_, &status, WNOHANG);
+      if (rc == pid_)
+        break;
+      if (rc < 0 && errno != EINTR)
+        break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        kill(pid_, SIGKILL);
+        while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+          // retry
+        }
+        result_.timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    }
+    reaped_ = true;
+    if (WIFEXITED(status))
+      result_.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+      result_.exit_code = 128 + WTERMSIG(status);
+    result_.out = read_file(dir_.file("stdout"));
+    result_.err = read_file(dir_.file("stderr"));
+  }
+  return result_;
+}
+
+bool child_process::wait_for_err(const std::string& needle,
+                                 std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (err().find(needle) != std::string::npos)
+      return true;
+    if (reaped_)
+      return false;
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0
+        && info.si_pid == pid_) {
+      // Ended: one last look.
+      return err().find(needle) != std::string::npos;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  }
+  return false;
+}
+
+std::string child_process::err() const {
+  return read_file(dir_.file("stderr"));
 }
 
 std::string read_file(const std::string& path) {

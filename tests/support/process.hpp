@@ -63,6 +63,43 @@ private:
   std::string path_;
 };
 
+/// A child process running in the background, for tests that signal it or
+/// watch it while it runs. Standard output and error go to files, standard
+/// input reads `opts.input`. A child still running at destruction is killed.
+class child_process {
+public:
+  child_process(const std::vector<std::string>& argv, const process_options& opts = {});
+  ~child_process();
+
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+
+  /// The child's process id.
+  int pid() const noexcept {
+    return pid_;
+  }
+
+  /// Sends `sig` to the child (nothing if it has ended).
+  void signal(int sig);
+
+  /// Waits until the child ends or `timeout` passes (then kills it and sets
+  /// `timed_out`), and returns what it printed and its exit status.
+  process_result wait(std::chrono::milliseconds timeout);
+
+  /// Waits until standard error contains `needle`; false if the child ended
+  /// or `timeout` passed first.
+  bool wait_for_err(const std::string& needle, std::chrono::milliseconds timeout);
+
+  /// Standard error so far.
+  std::string err() const;
+
+private:
+  temp_dir dir_;
+  int pid_ = -1;
+  bool reaped_ = false;
+  process_result result_;
+};
+
 /// Reads a whole file; empty if it cannot be read.
 std::string read_file(const std::string& path);
 

@@ -28,6 +28,7 @@
 #include <iostream>
 #include <mutex>
 #include <unistd.h>
+#include <vector>
 
 namespace quarry::app {
 
@@ -50,16 +51,19 @@ std::string trim(const std::string& x) {
   return x.substr(a, b - a + 1);
 }
 
-// The example corpus next to the executable (build tree or installation).
+// The example corpus: installed next to the executable (<prefix>/bin/quarry
+// and <prefix>/share/quarry/examples/corpus), else in the source tree this
+// binary was built from (a build folder may be anywhere).
 std::optional<std::string> find_example_corpus() {
   std::error_code ec;
+  std::vector<fs::path> candidates;
   auto exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec)
-    return std::nullopt;
-  auto dir = exe.parent_path();
-  for (auto candidate : {dir / ".." / ".." / "examples" / "corpus",
-                         dir / ".." / "examples" / "corpus",
-                         dir / ".." / "share" / "quarry" / "examples" / "corpus"}) {
+  if (!ec) {
+    auto prefix = exe.parent_path().parent_path();
+    candidates.push_back(prefix / QUARRY_INSTALL_DATADIR / "quarry" / "examples" / "corpus");
+  }
+  candidates.push_back(fs::path{QUARRY_BUILD_SOURCE_DIR} / "examples" / "corpus");
+  for (const auto& candidate : candidates) {
     if (fs::is_directory(candidate, ec))
       return fs::weakly_canonical(candidate, ec).string();
   }

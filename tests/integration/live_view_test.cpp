@@ -1,0 +1,119 @@
+// The live view of `quarry research` in a real terminal: tmux runs Quarry in
+// an 80-column window, the window shrinks while the research runs, and the
+// screen is read back with capture-pane.
+
+#include "research_script.hpp"
+#include "support/fake_llm_server.hpp"
+#include "support/process.hpp"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace quarry;
+using namespace quarry::test::script;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string shell_quote(const std::string& x) {
+  std::string out = "'";
+  for (auto c : x) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+/// A tmux server of its own (socket in a temporary folder).
+struct tmux_session {
+  test::temp_dir dir;
+  std::string socket = dir.file("tmux.sock");
+
+  test::process_result tmux(std::vector<std::string> args) {
+    std::vector<std::string> argv{"tmux", "-S", socket};
+    argv.insert(argv.end(), args.begin(), args.end());
+    test::process_options opts;
+    opts.timeout = 20s;
+    return test::run_process(argv, opts);
+  }
+
+  std::string screen() {
+    return tmux({"capture-pane", "-p", "-t", "q"}).out;
+  }
+
+  ~tmux_session() {
+    tmux({"kill-server"});
+  }
+};
+
+} // namespace
+
+TEST_CASE("the live view fits the terminal, survives a resize and leaves a summary") {
+  test::fake_llm_server server;
+  auto slow = [](nlohmann::json r) {
+    r["latency_ms"] = 400;
+    return r;
+  };
+  auto rules = nlohmann::json::array();
+  rules.push_back(slow(rule(plan_marker, {{"text", "1. How cold weather lowers the "
+                                                   "coefficient of performance of air "
+                                                   "source heat pumps in winter\n"
+                                                   "2. How defrost cycles work"}})));
+  rules.push_back(slow({{"match", {{"system_contains", orchestrator_marker},
+                                   {"message_contains", "\"tool\""}}},
+                        {"respond", calls({{"generate_report", nlohmann::json::object()}})}}));
+  rules.push_back(slow(rule(orchestrator_marker,
+                            calls({{"research_agent",
+                                    {{"task", "Find out how much the efficiency of an air "
+                                              "source heat pump falls between 7 C and -15 C, "
+                                              "with numbers from field measurements"}}},
+                                   {"research_agent",
+                                    {{"task", "Explain defrost cycles and how manufacturers "
+                                              "shorten them"}}}}))));
+  for (auto r : agent_rules())
+    rules.push_back(slow(r));
+  rules.push_back(slow(rule(final_marker, {{"text", "Efficiency falls in the cold [1]."}})));
+  REQUIRE_FALSE(server.script(rules));
+
+  test::temp_dir home;
+  tmux_session t;
+  std::string cmd = "env -u XDG_CONFIG_HOME -u XDG_DATA_HOME -u QUARRY_CONFIG"
+                    " -u BRAVE_API_KEY -u TAVILY_API_KEY HOME="
+                    + shell_quote(home.path()) + " OPENAI_API_KEY=k OPENAI_BASE_URL="
+                    + shell_quote(server.base_url_openai()) + " "
+                    + shell_quote(QUARRY_EXE) + " --plugin-dir "
+                    + shell_quote(QUARRY_PLUGIN_DIR)
+                    + " research --no-clarify 'Why do heat pumps lose efficiency in the "
+                      "cold?' >/dev/null; echo EXIT=$?; sleep 60";
+  auto started = t.tmux({"new-session", "-d", "-s", "q", "-x", "80", "-y", "40", cmd});
+  REQUIRE(started.exit_code == 0);
+  // Shrink the window while the agents run.
+  if (!server.wait_for_requests(3, 30s))
+    FAIL("Quarry did not get going: " << t.screen());
+  auto resized = t.tmux({"resize-window", "-t", "q", "-x", "50", "-y", "40"});
+  CHECK(resized.exit_code == 0);
+  std::string screen;
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    screen = t.screen();
+    if (screen.find("EXIT=") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(200ms);
+  }
+  CAPTURE(screen);
+  REQUIRE(screen.find("EXIT=0") != std::string::npos);
+  // No frame is left behind: neither status lines nor the plan box.
+  CHECK(screen.find("| sources:") == std::string::npos);
+  CHECK(screen.find("Plan (") == std::string::npos);
+  CHECK(screen.find("[agent") == std::string::npos);
+  // The summary line is there.
+  CHECK(screen.find("quarry: done in") != std::string::npos);
+}

@@ -1,0 +1,128 @@
+// The progress view of `quarry research`: lines fitted to the terminal, the
+// plan's steps, log lines above the frame, the summary line.
+
+#include "research_view.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <string>
+
+using namespace quarry;
+
+namespace {
+
+core::packet make(const std::string& type, nlohmann::json fields = nlohmann::json::object(),
+                  int tab = 0) {
+  core::packet p;
+  p.seq = 1;
+  p.session = "t";
+  p.where.turn_index = 1;
+  p.where.tab_index = tab;
+  fields["type"] = type;
+  p.obj = std::move(fields);
+  return p;
+}
+
+size_t columns(const std::string& s) {
+  size_t n = 0;
+  for (auto c : s)
+    if ((static_cast<unsigned char>(c) & 0xc0) != 0x80)
+      ++n;
+  return n;
+}
+
+// What a live view wrote to a memory stream.
+struct captured {
+  char* buf = nullptr;
+  size_t size = 0;
+  std::FILE* f = open_memstream(&buf, &size);
+  ~captured() {
+    if (f)
+      std::fclose(f);
+    std::free(buf);
+  }
+  std::string text() {
+    std::fflush(f);
+    return std::string{buf, size};
+  }
+};
+
+} // namespace
+
+TEST_CASE("research_view fits text to a width in code points") {
+  using app::research_view;
+  CHECK(research_view::fit("short", 10) == "short");
+  CHECK(research_view::fit("exactly10!", 10) == "exactly10!");
+  CHECK(research_view::fit("this is far too long", 10) == "this is...");
+  CHECK(columns(research_view::fit("ééééééééééééééé", 8)) == 8);
+  CHECK(research_view::fit("ééééééééééééééé", 8) == "ééééé...");
+  CHECK(research_view::fit("a\nb\tc\x1b[2J", 20) == "a b c[2J");
+  CHECK(research_view::fit("anything", 0).empty());
+}
+
+TEST_CASE("research_view shows the plan's steps and fits every line") {
+  app::research_view view{stderr, false};
+  view.on_packet(make("deep_research_plan_delta",
+                      {{"content", "1. Measure how efficiency falls with outdoor "
+                                   "temperature across many published field studies\n"
+                                   "2. Explain defrost cycles\n\n3. Compare refrigerants\n"}}));
+  view.on_packet(make("research_agent_start",
+                      {{"research_task", "A very long research task that goes on and on "
+                                         "well past the width of any small terminal"}},
+                      2));
+  for (size_t width : {40u, 80u, 120u}) {
+    CAPTURE(width);
+    auto lines = view.status_lines(width);
+    REQUIRE(lines.size() >= 5);
+    CHECK(lines[0] == "Plan (3 steps):");
+    CHECK(lines[2].find("2. Explain defrost cycles") != std::string::npos);
+    for (const auto& l : lines)
+      CHECK(columns(l) <= width);
+    // Agents are numbered from 1, as in the progress lines.
+    CHECK(lines[4].find("[agent 3]") != std::string::npos);
+  }
+}
+
+TEST_CASE("research_view prints log lines above its frame and clears it at the end") {
+  captured out;
+  {
+    app::research_view view{out.f, true, 60};
+    view.on_packet(make("research_agent_start", {{"research_task", "Explain defrost"}}));
+    auto before = out.text();
+    CHECK(before.find("[agent 1] Explain defrost") != std::string::npos);
+    view.print_above("a log line");
+    auto after = out.text().substr(before.size());
+    // The frame is erased first (cursor up + clear to end), then the log
+    // line, then the frame again.
+    auto clear = after.find("\x1b[J");
+    auto log = after.find("a log line\n");
+    auto redrawn = after.find("[agent 1]");
+    REQUIRE(clear != std::string::npos);
+    REQUIRE(log != std::string::npos);
+    REQUIRE(redrawn != std::string::npos);
+    CHECK(clear < log);
+    CHECK(log < redrawn);
+    view.finish();
+  }
+  auto all = out.text();
+  // finish() leaves no frame behind: the last thing written is a clear.
+  CHECK(all.rfind("\x1b[J") > all.rfind("[agent 1]"));
+}
+
+TEST_CASE("research_view counts model calls, tokens and cost for the summary") {
+  app::research_view view{stderr, false};
+  view.on_packet(make("usage", {{"input_tokens", 1000}, {"output_tokens", 500},
+                                {"cost_usd", 0.25}}));
+  view.on_packet(make("usage", {{"input_tokens", 100}, {"output_tokens", 50},
+                                {"cost_usd", 0.0}}));
+  view.on_packet(make("search_tool_documents_delta",
+                      {{"documents", {{{"document_id", "a"}}, {{"document_id", "b"}}}}}));
+  auto t = view.totals();
+  CHECK(t.model_calls == 2);
+  CHECK(t.tokens == 1650);
+  CHECK(t.sources == 2);
+  auto line = app::summary_line(std::chrono::milliseconds{83400}, t, {"r.md", "r.html"});
+  CHECK(line == "quarry: done in 83.4 s, 2 model calls, 1.6k tokens, $0.2500, "
+                "2 sources; wrote r.md, r.html");
+}

@@ -27,7 +27,7 @@ int print_failure(const llm_chat_options& opts, const sdk::error& err) {
                       {{"class", sdk::to_string(err.code)},
                        {"message", err.message},
                        {"status", err.http_status}}}};
-    std::cout << j.dump() << std::endl;
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else {
     std::cout.flush();
     std::cerr << "quarry: llm chat failed: " << sdk::to_string(err) << "\n";
@@ -107,9 +107,9 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
     auto hdl = actors::spawn_llm_provider(
       rt.system(), provider, std::get<actors::llm_actor_settings>(std::move(settings)));
     rt.add_stoppable(caf::actor_cast<caf::actor>(hdl));
-    std::atomic<bool> interrupted{false};
-    actors::signal_watcher watcher{[&](int) {
-      interrupted = true;
+    std::atomic<int> interrupted{0};
+    actors::signal_watcher watcher{[&](int sig) {
+      interrupted = sig;
       caf::anon_send(hdl, actors::cancel_atom::value, uint64_t{1});
     }};
     caf::scoped_actor self{rt.system()};
@@ -154,7 +154,8 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
                                {"model", r.model},
                                {"attempts", reply.attempts},
                                {"cost_usd", reply.cost_usd}};
-            std::cout << out.dump() << std::endl;
+            std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                      << std::endl;
           } else {
             if (streamed_text && (r.text.empty() || r.text.back() != '\n'))
               std::cout << "\n";
@@ -173,8 +174,10 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
           rc = print_failure(opts, actors::from_caf_error(err));
         });
     }
-    if (interrupted)
-      rc = exit_failure;
+    if (auto sig = interrupted.load(); sig != 0) {
+      std::cerr << "quarry: interrupted\n";
+      rc = actors::exit_code_for_signal(sig);
+    }
   }
   return rc;
 }

@@ -53,6 +53,7 @@ int cmd_tool_run(context& ctx, const tool_run_options& opts) {
   }
   auto tool = std::get<std::shared_ptr<sdk::tool>>(std::move(made));
   sdk::tool_result result;
+  int interrupted = 0;
   {
     actors::runtime rt{ctx.config.values};
     auto hdl = actors::spawn_tool_provider(
@@ -68,13 +69,15 @@ int cmd_tool_run(context& ctx, const tool_run_options& opts) {
                  result.failure = sdk::make_error(sdk::errc::internal,
                                                   caf::to_string(err));
                });
+    interrupted = watcher.received();
   }
   if (opts.json) {
     nlohmann::json out{{"llm_text", result.llm_text},
                        {"documents", result.documents}};
     if (result.failure)
       out["error"] = *result.failure;
-    std::cout << out.dump() << std::endl;
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << std::endl;
   } else {
     std::cout << result.llm_text;
     if (result.llm_text.empty() || result.llm_text.back() != '\n')
@@ -82,6 +85,10 @@ int cmd_tool_run(context& ctx, const tool_run_options& opts) {
     if (result.failure)
       std::cerr << "quarry: " << opts.name << " failed: "
                 << sdk::to_string(*result.failure) << "\n";
+  }
+  if (interrupted != 0) {
+    std::cerr << "quarry: interrupted\n";
+    return actors::exit_code_for_signal(interrupted);
   }
   return result.failure ? exit_failure : exit_ok;
 }

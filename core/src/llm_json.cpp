@@ -2,18 +2,77 @@
 
 #include "quarry/core/llm_json.hpp"
 
+#include "quarry/sdk/json.hpp"
+
+#include <limits>
+
 namespace quarry::sdk {
 
 using nlohmann::json;
+
+namespace {
+
+// Readers that tolerate a missing member or one of the wrong type (JSON from
+// outside must never throw): they return the fallback instead.
+
+std::string text_of(const json& j, const char* key, std::string fallback = {}) {
+  auto i = j.find(key);
+  return i != j.end() && i->is_string() ? i->get<std::string>() : fallback;
+}
+
+template <class T>
+T number_of(const json& j, const char* key, T fallback) {
+  auto i = j.find(key);
+  if (i == j.end() || !i->is_number())
+    return fallback;
+  if (i->is_number_float()) {
+    auto d = i->get<double>();
+    // Out-of-range floats would be undefined behaviour when converted.
+    if (!(d >= static_cast<double>(std::numeric_limits<T>::min())
+          && d < static_cast<double>(std::numeric_limits<T>::max())))
+      return fallback;
+    return static_cast<T>(d);
+  }
+  if (i->is_number_unsigned()) {
+    auto u = i->get<uint64_t>();
+    return u > static_cast<uint64_t>(std::numeric_limits<T>::max())
+             ? fallback
+             : static_cast<T>(u);
+  }
+  auto v = i->get<int64_t>();
+  if (v < static_cast<int64_t>(std::numeric_limits<T>::min())
+      || (v > 0 && static_cast<uint64_t>(v)
+                     > static_cast<uint64_t>(std::numeric_limits<T>::max())))
+    return fallback;
+  return static_cast<T>(v);
+}
+
+template <class T>
+std::vector<T> list_of(const json& j, const char* key) {
+  std::vector<T> out;
+  auto i = j.find(key);
+  if (i == j.end() || !i->is_array())
+    return out;
+  for (const auto& x : *i) {
+    if (!x.is_object())
+      continue;
+    T item;
+    from_json(x, item);
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+} // namespace
 
 void to_json(json& j, const tool_call& x) {
   j = json{{"id", x.id}, {"name", x.name}, {"arguments", x.arguments}};
 }
 
 void from_json(const json& j, tool_call& x) {
-  x.id = j.value("id", std::string{});
-  x.name = j.value("name", std::string{});
-  x.arguments = j.value("arguments", std::string{});
+  x.id = text_of(j, "id");
+  x.name = text_of(j, "name");
+  x.arguments = text_of(j, "arguments");
 }
 
 void to_json(json& j, const chat_message& x) {
@@ -29,13 +88,13 @@ void to_json(json& j, const chat_message& x) {
 }
 
 void from_json(const json& j, chat_message& x) {
-  x.author = core::parse_role(j.value("role", std::string{"user"}))
+  x.author = core::parse_role(text_of(j, "role", "user"))
                .value_or(role::user);
-  x.content = j.value("content", std::string{});
-  x.reasoning = j.value("reasoning", std::string{});
-  x.tool_calls = j.value("tool_calls", std::vector<tool_call>{});
-  x.tool_call_id = j.value("tool_call_id", std::string{});
-  x.tool_name = j.value("tool_name", std::string{});
+  x.content = text_of(j, "content");
+  x.reasoning = text_of(j, "reasoning");
+  x.tool_calls = list_of<tool_call>(j, "tool_calls");
+  x.tool_call_id = text_of(j, "tool_call_id");
+  x.tool_name = text_of(j, "tool_name");
 }
 
 void to_json(json& j, const tool_definition& x) {
@@ -45,9 +104,10 @@ void to_json(json& j, const tool_definition& x) {
 }
 
 void from_json(const json& j, tool_definition& x) {
-  x.name = j.value("name", std::string{});
-  x.description = j.value("description", std::string{});
-  x.parameters = j.value("parameters", json::object());
+  x.name = text_of(j, "name");
+  x.description = text_of(j, "description");
+  auto p = j.find("parameters");
+  x.parameters = p != j.end() && p->is_object() ? *p : json::object();
 }
 
 void to_json(json& j, const usage& x) {
@@ -58,10 +118,10 @@ void to_json(json& j, const usage& x) {
 }
 
 void from_json(const json& j, usage& x) {
-  x.input_tokens = j.value("input_tokens", int64_t{0});
-  x.output_tokens = j.value("output_tokens", int64_t{0});
-  x.reasoning_tokens = j.value("reasoning_tokens", int64_t{0});
-  x.cached_input_tokens = j.value("cached_input_tokens", int64_t{0});
+  x.input_tokens = number_of<int64_t>(j, "input_tokens", 0);
+  x.output_tokens = number_of<int64_t>(j, "output_tokens", 0);
+  x.reasoning_tokens = number_of<int64_t>(j, "reasoning_tokens", 0);
+  x.cached_input_tokens = number_of<int64_t>(j, "cached_input_tokens", 0);
 }
 
 void to_json(json& j, const chat_request& x) {
@@ -77,14 +137,14 @@ void to_json(json& j, const chat_request& x) {
 }
 
 void from_json(const json& j, chat_request& x) {
-  x.messages = j.value("messages", std::vector<chat_message>{});
-  x.tools = j.value("tools", std::vector<tool_definition>{});
-  x.choice = core::parse_tool_choice(j.value("tool_choice", std::string{"auto"}))
+  x.messages = list_of<chat_message>(j, "messages");
+  x.tools = list_of<tool_definition>(j, "tools");
+  x.choice = core::parse_tool_choice(text_of(j, "tool_choice", "auto"))
                .value_or(tool_choice::automatic);
-  x.max_tokens = j.value("max_tokens", int64_t{0});
-  x.reasoning_effort = j.value("reasoning_effort", std::string{});
-  x.role_tag = j.value("role_tag", std::string{});
-  x.model = j.value("model", std::string{});
+  x.max_tokens = number_of<int64_t>(j, "max_tokens", 0);
+  x.reasoning_effort = text_of(j, "reasoning_effort");
+  x.role_tag = text_of(j, "role_tag");
+  x.model = text_of(j, "model");
   if (j.contains("temperature") && j["temperature"].is_number())
     x.temperature = j["temperature"].get<double>();
   else
@@ -101,13 +161,15 @@ void to_json(json& j, const chat_result& x) {
 }
 
 void from_json(const json& j, chat_result& x) {
-  x.text = j.value("text", std::string{});
-  x.reasoning = j.value("reasoning", std::string{});
-  x.tool_calls = j.value("tool_calls", std::vector<tool_call>{});
-  x.finish = core::parse_finish_reason(j.value("finish_reason", std::string{"stop"}))
+  x.text = text_of(j, "text");
+  x.reasoning = text_of(j, "reasoning");
+  x.tool_calls = list_of<tool_call>(j, "tool_calls");
+  x.finish = core::parse_finish_reason(text_of(j, "finish_reason", "stop"))
                .value_or(finish_reason::other);
-  x.usage = j.value("usage", usage{});
-  x.model = j.value("model", std::string{});
+  x.usage = usage{};
+  if (auto u = j.find("usage"); u != j.end() && u->is_object())
+    from_json(*u, x.usage);
+  x.model = text_of(j, "model");
 }
 
 void to_json(json& j, const tool_call_delta& x) {
@@ -118,10 +180,10 @@ void to_json(json& j, const tool_call_delta& x) {
 }
 
 void from_json(const json& j, tool_call_delta& x) {
-  x.index = j.value("index", 0);
-  x.id = j.value("id", std::string{});
-  x.name = j.value("name", std::string{});
-  x.arguments = j.value("arguments", std::string{});
+  x.index = number_of<int>(j, "index", 0);
+  x.id = text_of(j, "id");
+  x.name = text_of(j, "name");
+  x.arguments = text_of(j, "arguments");
 }
 
 void to_json(json& j, const error& x) {
@@ -135,12 +197,12 @@ void to_json(json& j, const error& x) {
 }
 
 void from_json(const json& j, error& x) {
-  x.code = core::parse_errc(j.value("class", std::string{"internal"}))
+  x.code = core::parse_errc(text_of(j, "class", "internal"))
              .value_or(errc::internal);
-  x.message = j.value("message", std::string{});
-  x.http_status = j.value("status", 0);
+  x.message = text_of(j, "message");
+  x.http_status = number_of<int>(j, "status", 0);
   if (j.contains("retry_after_ms") && j["retry_after_ms"].is_number())
-    x.retry_after_ms = j["retry_after_ms"].get<int64_t>();
+    x.retry_after_ms = number_of<int64_t>(j, "retry_after_ms", 0);
   if (j.contains("retry_hint") && j["retry_hint"].is_boolean())
     x.retry_hint = j["retry_hint"].get<bool>();
 }
@@ -158,16 +220,16 @@ void to_json(json& j, const document& x) {
 }
 
 void from_json(const json& j, document& x) {
-  x.id = j.value("id", std::string{});
-  x.url = j.value("url", std::string{});
-  x.title = j.value("title", std::string{});
-  x.snippet = j.value("snippet", std::string{});
-  x.content = j.value("content", std::string{});
+  x.id = text_of(j, "id");
+  x.url = text_of(j, "url");
+  x.title = text_of(j, "title");
+  x.snippet = text_of(j, "snippet");
+  x.content = text_of(j, "content");
   if (j.contains("published") && j["published"].is_string())
     x.published = j["published"].get<std::string>();
   else
     x.published.reset();
-  x.kind = core::parse_source_kind(j.value("kind", std::string{"web"}))
+  x.kind = core::parse_source_kind(text_of(j, "kind", "web"))
              .value_or(source_kind::other);
 }
 
@@ -239,6 +301,9 @@ parse_tool_definitions(const nlohmann::json& j,
     if (fn.contains("parameters")) {
       if (!fn["parameters"].is_object())
         return where + "\"parameters\" must be a JSON schema object";
+      if (sdk::json_deeper_than(fn["parameters"], max_schema_depth))
+        return where + "\"parameters\" nests deeper than "
+               + std::to_string(max_schema_depth) + " levels";
       def.parameters = fn["parameters"];
     } else {
       def.parameters = {{"type", "object"}, {"properties", nlohmann::json::object()}};

@@ -2,6 +2,9 @@
 
 #include "quarry/core/tool_args.hpp"
 
+#include "quarry/sdk/json.hpp"
+#include "quarry/sdk/text.hpp"
+
 namespace quarry::core {
 
 namespace {
@@ -38,53 +41,33 @@ void expand_nested(nlohmann::json& obj) {
       continue;
     if ((text.front() == '[' && text.back() == ']')
         || (text.front() == '{' && text.back() == '}')) {
-      auto parsed = nlohmann::json::parse(text, nullptr, false);
+      auto parsed = sdk::parse_json(text);
       if (!parsed.is_discarded())
         value = std::move(parsed);
     }
   }
 }
 
+std::string too_deep() {
+  return "The arguments nest arrays or objects deeper than "
+         + std::to_string(max_argument_depth)
+         + " levels. Call the tool again with a JSON object that matches its "
+           "parameters.";
+}
+
 } // namespace
 
 std::string sanitize_utf8(std::string_view s) {
   std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c == 0) {
-      ++i;
-      continue;
-    }
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-      ++i;
-      continue;
-    }
-    size_t len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    uint32_t cp = 0;
-    if (ok) {
-      cp = c & (0x7f >> len);
-      for (size_t k = 1; k < len && ok; ++k) {
-        auto d = static_cast<unsigned char>(s[i + k]);
-        ok = (d & 0xc0) == 0x80;
-        cp = cp << 6 | (d & 0x3f);
-      }
-    }
-    // Overlong forms, surrogates and values above U+10FFFF are invalid.
-    if (ok && ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
-               || (len == 4 && (cp < 0x10000 || cp > 0x10ffff))))
-      ok = false;
-    if (!ok) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-      continue;
-    }
-    out.append(s.substr(i, len));
-    i += len;
+  if (s.find('\0') != std::string_view::npos) {
+    out.reserve(s.size());
+    for (auto c : s)
+      if (c != '\0')
+        out += c;
+    sdk::repair_utf8_in_place(out);
+    return out;
   }
-  return out;
+  return sdk::repair_utf8(s);
 }
 
 std::variant<nlohmann::json, std::string>
@@ -93,10 +76,16 @@ parse_tool_arguments(std::string_view text) {
   auto body = unfence(clean);
   if (body.empty())
     return nlohmann::json::object();
-  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (sdk::json_nesting_depth(body, max_argument_depth) > max_argument_depth)
+    return too_deep();
+  auto j = sdk::parse_json(body);
   // Some models double-encode: a JSON string that holds the object.
-  for (int depth = 0; depth < 2 && !j.is_discarded() && j.is_string(); ++depth)
-    j = nlohmann::json::parse(j.get<std::string>(), nullptr, false);
+  for (int depth = 0; depth < 2 && !j.is_discarded() && j.is_string(); ++depth) {
+    auto inner = j.get<std::string>();
+    if (sdk::json_nesting_depth(inner, max_argument_depth) > max_argument_depth)
+      return too_deep();
+    j = sdk::parse_json(inner);
+  }
   if (j.is_discarded())
     return std::string{"The arguments are not valid JSON. Call the tool again "
                        "with a JSON object that matches its parameters."};

@@ -3,6 +3,8 @@
 #include "anthropic_errors.hpp"
 
 #include "quarry/sdk/http_errors.hpp"
+#include "quarry/sdk/json.hpp"
+#include "quarry/sdk/text.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -60,7 +62,7 @@ sdk::errc classify_error_type(std::string_view type, std::string_view message,
 }
 
 sdk::error classify_error_body(std::string_view body, int http_status) {
-  auto parsed = nlohmann::json::parse(body, nullptr, false);
+  auto parsed = sdk::parse_json(body);
   if (parsed.is_object()) {
     const nlohmann::json* err = nullptr;
     if (auto i = parsed.find("error"); i != parsed.end() && i->is_object())
@@ -81,7 +83,7 @@ sdk::error classify_error_body(std::string_view body, int http_status) {
       }
       if (auto i = parsed.find("request_id"); i != parsed.end() && i->is_string())
         text += " (request " + i->get<std::string>() + ")";
-      return sdk::make_error(code, std::move(text), http_status);
+      return sdk::make_error(code, sdk::repair_utf8(text), http_status);
     }
   }
   auto code = http_status != 0 ? sdk::classify_http_status(http_status)
@@ -89,7 +91,7 @@ sdk::error classify_error_body(std::string_view body, int http_status) {
   std::string text = "anthropic: unexpected error body";
   if (!body.empty()) {
     text += ": ";
-    text.append(body.data(), std::min(body.size(), max_quoted_body));
+    text += sdk::repair_utf8(sdk::utf8_prefix(body, max_quoted_body));
   }
   return sdk::make_error(code, std::move(text), http_status);
 }

@@ -3,6 +3,8 @@
 
 #include "anthropic_provider.hpp"
 
+#include "quarry/sdk/json.hpp"
+
 #include "anthropic_errors.hpp"
 #include "anthropic_request.hpp"
 #include "anthropic_stream.hpp"
@@ -177,10 +179,12 @@ private:
         finish_error(classify_http_error(status_, headers_, body_));
         return;
       case body_mode::json: {
-        auto message = nlohmann::json::parse(body_, nullptr, false);
+        std::string why;
+        auto message = sdk::parse_json(body_, &why);
         if (message.is_discarded()) {
           finish_error(sdk::make_error(sdk::errc::invalid_response,
-                                       "anthropic: response is not JSON",
+                                       "anthropic: response is not JSON ("
+                                         + why + ")",
                                        status_));
           return;
         }

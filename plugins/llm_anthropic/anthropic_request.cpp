@@ -2,6 +2,8 @@
 
 #include "anthropic_request.hpp"
 
+#include "quarry/sdk/json.hpp"
+
 #include <utility>
 
 namespace quarry::plugins::llm_anthropic {
@@ -23,11 +25,13 @@ json text_block(const std::string& text) {
 json tool_input(const sdk::tool_call& call, std::vector<std::string>& warnings) {
   if (call.arguments.empty())
     return json::object();
-  auto parsed = json::parse(call.arguments, nullptr, false);
+  auto parsed = sdk::parse_json(call.arguments);
   if (parsed.is_object())
     return parsed;
   warnings.push_back("anthropic: arguments of tool call `" + call.id + "` ("
-                     + call.name + ") are not a JSON object; sending {}");
+                     + call.name
+                     + ") are not a JSON object (or nest too deeply); "
+                       "sending {}");
   return json::object();
 }
 

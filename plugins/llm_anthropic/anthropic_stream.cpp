@@ -4,6 +4,9 @@
 
 #include "anthropic_errors.hpp"
 
+#include "quarry/sdk/json.hpp"
+#include "quarry/sdk/text.hpp"
+
 #include <cstdint>
 #include <utility>
 
@@ -74,18 +77,23 @@ stream_state stream_assembler::on_event(const sdk::sse_event& ev,
     return state_;
   if (ev.type == "ping")
     return state_;
-  auto data = json::parse(ev.data, nullptr, false);
+  // Bytes that are not UTF-8 become U+FFFD before anything is decoded.
+  auto text = sdk::repair_utf8(ev.data);
+  std::string why;
+  auto data = sdk::parse_json(text, &why);
   if (data.is_discarded() || !data.is_object()) {
     if (ev.type == "error")
-      return abort(classify_error_body(ev.data, 0));
+      return abort(classify_error_body(text, 0));
     static constexpr std::string_view known[]
       = {"message_start", "content_block_start", "content_block_delta",
          "content_block_stop", "message_delta", "message_stop"};
+    auto type = sdk::repair_utf8(sdk::utf8_prefix(ev.type, 64));
     for (auto name : known)
       if (ev.type == name)
         return abort(sdk::make_error(sdk::errc::invalid_response,
-                                     "anthropic: `" + ev.type
-                                       + "` event without a JSON object"));
+                                     "anthropic: `" + type
+                                       + "` event without a JSON object"
+                                       + (why.empty() ? "" : " (" + why + ")")));
     return state_; // unknown event types may carry anything
   }
   if (!data.contains("type") && !ev.type.empty())
@@ -99,6 +107,7 @@ stream_state stream_assembler::on_json(const json& data, stream_listener& out) {
   auto type = str(data, "type");
   if (type == "message_start") {
     handle_message_start(data, out);
+    return state_;
   } else if (type == "content_block_start") {
     handle_block_start(data, out);
   } else if (type == "content_block_delta") {
@@ -110,7 +119,7 @@ stream_state stream_assembler::on_json(const json& data, stream_listener& out) {
   } else if (type == "message_stop") {
     state_ = stream_state::done;
   } else if (type == "error") {
-    return abort(classify_error_body(data.dump(), 0));
+    return abort(classify_error_body(sdk::dump_json(data), 0));
   }
   // `ping` and unknown types: nothing to do.
   return state_;
@@ -124,7 +133,7 @@ stream_state stream_assembler::on_message(const json& message,
     return abort(sdk::make_error(sdk::errc::invalid_response,
                                  "anthropic: the response is not a JSON object"));
   if (str(message, "type") == "error")
-    return abort(classify_error_body(message.dump(), 0));
+    return abort(classify_error_body(sdk::dump_json(message), 0));
   // Replays the message as the events a stream would have carried.
   auto start = message;
   start["content"] = json::array();
@@ -153,7 +162,7 @@ stream_state stream_assembler::on_message(const json& message,
         delta = {{"type", "thinking_delta"}, {"thinking", str(item, "thinking")}};
       else if (kind == "tool_use" && item.contains("input"))
         delta = {{"type", "input_json_delta"},
-                 {"partial_json", item["input"].dump()}};
+                 {"partial_json", sdk::dump_json(item["input"])}};
       if (!delta.is_null())
         on_json({{"type", "content_block_delta"},
                  {"index", index},
@@ -176,6 +185,23 @@ void stream_assembler::handle_message_start(const json& data,
   auto msg = object(data, "message");
   if (msg == nullptr)
     return;
+  auto id = str(*msg, "id");
+  if (started_) {
+    // A repeat of the open message's start changes nothing; another message
+    // starting before this one stopped means the stream is broken (e.g. a
+    // proxy that spliced two responses) and its half-built tool calls must
+    // not be returned.
+    if (id == message_id_)
+      return;
+    abort(sdk::make_error(
+      sdk::errc::invalid_response,
+      "anthropic: message `" + std::string{sdk::utf8_prefix(id, 100)}
+        + "` started before message `"
+        + std::string{sdk::utf8_prefix(message_id_, 100)} + "` ended"));
+    return;
+  }
+  started_ = true;
+  message_id_ = id;
   if (auto model = str(*msg, "model"); !model.empty())
     model_ = std::move(model);
   if (auto u = object(*msg, "usage")) {

@@ -56,7 +56,11 @@ sdk::finish_reason to_finish_reason(std::string_view stop_reason);
 /// `thinking` blocks the reasoning, `tool_use` blocks the tool calls (their
 /// `input_json_delta` pieces concatenated; no piece at all means `{}`).
 /// `ping`, unknown event types, unknown block and delta types and
-/// server-side tool blocks are ignored. Not thread-safe.
+/// server-side tool blocks are ignored. A repeated `message_start` of the
+/// same message is ignored; one for another message while the first is
+/// still open fails the stream (errc::invalid_response). Event data that is
+/// not UTF-8 is repaired (U+FFFD); nesting deeper than
+/// sdk::default_max_json_depth fails the stream. Not thread-safe.
 class stream_assembler {
 public:
   /// Processes one SSE event (the `type` inside the data wins over the
@@ -119,6 +123,9 @@ private:
 
   stream_state state_ = stream_state::running;
   std::optional<sdk::error> failure_;
+  // Whether `message_start` arrived, and the id it named.
+  bool started_ = false;
+  std::string message_id_;
   bool streamed_ = false;
   std::map<int64_t, block> blocks_;
   std::string text_;

@@ -166,7 +166,12 @@ public:
       http_.reset();
       return;
     }
-    if (failure) {
+    if (failure && failure->code != sdk::errc::cancelled && decoder_.finished()
+        && status_ < 400 && !whole_json_) {
+      // The answer was complete (a finish reason arrived) but the server
+      // neither sent [DONE] nor closed the connection: keep the answer.
+      succeed();
+    } else if (failure) {
       fail(std::move(*failure), decoder_.streamed());
     } else if (status_ >= 400) {
       fail(classify_error(status_, headers_, std::string_view{body_}), false);

@@ -4,6 +4,8 @@
 #include "openai_stream.hpp"
 
 #include "quarry/sdk/http_errors.hpp"
+#include "quarry/sdk/json.hpp"
+#include "quarry/sdk/text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -77,12 +79,46 @@ bool says_context_too_long(std::string_view msg) {
   return false;
 }
 
+// Shortens a message (never inside a UTF-8 sequence) and repairs its UTF-8.
 std::string truncate(std::string x) {
   if (x.size() > max_message_size) {
-    x.resize(max_message_size);
+    x.resize(sdk::utf8_prefix(x, max_message_size).size());
     x += "...";
   }
+  sdk::repair_utf8_in_place(x);
   return x;
+}
+
+// Returns whether the start of a body looks like an event stream: a field
+// line (`data:`, `event:`, `id:`, `retry:`) or a comment.
+bool looks_like_sse(std::string_view head) {
+  if (head.substr(0, 3) == "\xEF\xBB\xBF")
+    head.remove_prefix(3);
+  while (!head.empty() && (head.front() == '\n' || head.front() == '\r'))
+    head.remove_prefix(1);
+  if (head.empty() || head.front() == ':')
+    return true;
+  for (std::string_view field : {"data", "event", "id", "retry"})
+    if (head.substr(0, field.size()) == field
+        && (head.size() == field.size() || head[field.size()] == ':'
+            || head[field.size()] == '\n' || head[field.size()] == '\r'))
+      return true;
+  return false;
+}
+
+// A one-line preview of a body for error messages.
+std::string preview(std::string_view body) {
+  std::string text;
+  for (auto c : sdk::utf8_prefix(body, 160)) {
+    auto blank = c == '\n' || c == '\r' || c == '\t';
+    if (blank && !text.empty() && text.back() == ' ')
+      continue;
+    text += blank ? ' ' : c;
+  }
+  while (!text.empty() && text.back() == ' ')
+    text.pop_back();
+  sdk::repair_utf8_in_place(text);
+  return text;
 }
 
 // Parses a duration hint such as `6ms` or `34.4s`, refusing absurdly long
@@ -187,7 +223,7 @@ tool_call_accumulator::add(const json& item, size_t position, size_t count) {
         parts.arguments = a->get_ref<const std::string&>();
       } else if (a->is_object() || a->is_array()) {
         // Some servers send the arguments as a JSON value.
-        dumped = a->dump();
+        dumped = sdk::dump_json(*a);
         parts.arguments = dumped;
       }
     }
@@ -345,7 +381,7 @@ sdk::error classify_error(int status, const sdk::http_headers& headers,
 
 sdk::error classify_error(int status, const sdk::http_headers& headers,
                           std::string_view body) {
-  auto parsed = json::parse(body, nullptr, false);
+  auto parsed = sdk::parse_json(body);
   if (!parsed.is_discarded() && (parsed.is_object() || parsed.is_array()))
     return classify_error(status, headers, parsed);
   // Not JSON: a proxy's HTML page or plain text.
@@ -353,10 +389,11 @@ sdk::error classify_error(int status, const sdk::http_headers& headers,
                                             : sdk::errc::server_error,
                                 {}, status);
   std::string text;
-  for (auto c : body.substr(0, max_message_size)) {
+  for (auto c : sdk::utf8_prefix(body, max_message_size)) {
     auto blank = c == '\n' || c == '\r' || c == '\t';
     text += blank ? ' ' : c;
   }
+  sdk::repair_utf8_in_place(text);
   while (!text.empty() && text.back() == ' ')
     text.pop_back();
   if (result.code == sdk::errc::bad_request && says_context_too_long(lower(text)))
@@ -394,6 +431,8 @@ stream_decoder::state stream_decoder::feed(std::string_view bytes,
                                            stream_handler& handler) {
   if (state_ != state::running)
     return state_;
+  if (head_.size() < max_head_size)
+    head_.append(bytes.substr(0, max_head_size - head_.size()));
   auto ok = sse_.feed(bytes, [this, &handler](const sdk::sse_event& ev) {
     return on_event(ev, handler);
   });
@@ -413,6 +452,12 @@ stream_decoder::state stream_decoder::finish(stream_handler& handler) {
     return state_;
   if (finish_)
     state_ = state::done;
+  else if (events_ == 0 && !head_.empty() && !looks_like_sse(head_))
+    // An HTML page or other document served with status 200 (a proxy, a
+    // login page, a wrong base URL): retrying will not help.
+    fail(sdk::make_error(sdk::errc::invalid_response,
+                         "the server's answer is not an event stream: "
+                           + preview(head_)));
   else
     fail(sdk::make_error(sdk::errc::network,
                          "stream ended early (no finish reason, no [DONE])"));
@@ -440,13 +485,21 @@ bool stream_decoder::fail(sdk::error err) {
 bool stream_decoder::on_event(const sdk::sse_event& ev, stream_handler& handler) {
   if (state_ != state::running)
     return false;
+  ++events_;
+  // Bytes that are not UTF-8 become U+FFFD here, before anything is decoded,
+  // so that no invalid text reaches the handler, the result or a message.
+  std::string repaired;
+  std::string_view data{ev.data};
+  if (!sdk::is_valid_utf8(data)) {
+    repaired = sdk::repair_utf8(data);
+    data = repaired;
+  }
   if (ev.type == "error") {
-    auto err = classify_error(0, {}, std::string_view{ev.data});
+    auto err = classify_error(0, {}, data);
     return fail(std::move(err));
   }
   if (!ev.type.empty() && ev.type != "message")
     return true; // unknown event types are ignored
-  std::string_view data{ev.data};
   while (!data.empty() && std::isspace(static_cast<unsigned char>(data.front())))
     data.remove_prefix(1);
   while (!data.empty() && std::isspace(static_cast<unsigned char>(data.back())))
@@ -455,9 +508,18 @@ bool stream_decoder::on_event(const sdk::sse_event& ev, stream_handler& handler)
     return true;
   if (data == "[DONE]") {
     state_ = state::done;
+    done_marker_ = true;
     return false;
   }
-  return on_chunk(data, handler);
+  if (!on_chunk(data, handler))
+    return false;
+  // Some servers never send [DONE] (and some keep the connection open): a
+  // finish reason plus the usage the request asked for end the answer.
+  if (finish_ && usage_seen_) {
+    state_ = state::done;
+    return false;
+  }
+  return true;
 }
 
 void stream_decoder::apply_delta(std::string_view content,
@@ -500,15 +562,19 @@ void stream_decoder::apply_usage(const json& u, stream_handler& handler) {
   if (auto d = member(u, "prompt_tokens_details"))
     counts.cached_input_tokens = int_member(*d, "cached_tokens").value_or(0);
   usage_ = counts;
+  usage_seen_ = true;
   handler.on_usage(counts);
 }
 
 bool stream_decoder::on_chunk(std::string_view data, stream_handler& handler) {
   if (fast_path_ && on_fast_chunk(data, handler))
     return true;
-  auto chunk = json::parse(data, nullptr, false);
+  std::string why;
+  auto chunk = sdk::parse_json(data, &why);
   if (chunk.is_discarded() || !chunk.is_object()) {
-    auto shown = std::string{data.substr(0, 120)};
+    auto shown = std::string{sdk::utf8_prefix(data, 120)};
+    if (!why.empty())
+      shown += " (" + why + ")";
     return fail(sdk::make_error(sdk::errc::invalid_response,
                                 "malformed stream chunk: " + shown));
   }
@@ -1114,7 +1180,7 @@ bool stream_decoder::on_fast_chunk(std::string_view data, stream_handler& handle
       finish_ = std::move(picked->finish_reason);
   }
   if (!usage.empty()) {
-    auto u = json::parse(usage, nullptr, false);
+    auto u = sdk::parse_json(usage);
     if (u.is_object())
       apply_usage(u, handler);
   }

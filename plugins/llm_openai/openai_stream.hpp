@@ -108,7 +108,10 @@ public:
 };
 
 /// Decodes the body of a streaming Chat Completions response, fed in pieces
-/// of any size. Only choice 0 is used (`n > 1` streams deliver the other
+/// of any size. Bytes that are not UTF-8 become U+FFFD; chunks nested deeper
+/// than sdk::default_max_json_depth fail the stream (errc::invalid_response).
+/// The stream is done at `[DONE]`, or as soon as both a finish reason and
+/// the usage arrived. Only choice 0 is used (`n > 1` streams deliver the other
 /// choices' deltas too; they are ignored). Refusals (`delta.refusal`) are
 /// delivered as text and turn the finish reason into `content_filter`.
 class stream_decoder {
@@ -117,7 +120,8 @@ public:
   enum class state {
     /// More bytes are expected.
     running,
-    /// `[DONE]` arrived, or the body ended after a finish reason.
+    /// `[DONE]` arrived, a finish reason and the usage arrived, or the body
+    /// ended after a finish reason.
     done,
     /// The stream carried an error or something unparseable.
     failed,
@@ -138,7 +142,9 @@ public:
   state feed(std::string_view bytes, stream_handler& handler);
 
   /// Ends the body: a stream without `[DONE]` counts as done if a finish
-  /// reason arrived, and fails with errc::network otherwise.
+  /// reason arrived; a body that is not an event stream at all (e.g. an HTML
+  /// page served with status 200) fails with errc::invalid_response, and any
+  /// other stream with errc::network.
   state finish(stream_handler& handler);
 
   /// Returns the current state.
@@ -159,6 +165,12 @@ public:
   /// Returns whether a finish reason arrived.
   bool finished() const noexcept {
     return finish_.has_value();
+  }
+
+  /// Returns whether the stream ended with `[DONE]` (rather than with a
+  /// finish reason plus usage, which also makes the state `done`).
+  bool done_marker_seen() const noexcept {
+    return done_marker_;
   }
 
   /// Returns the assembled result (meaningful once the state is `done`).
@@ -183,8 +195,16 @@ private:
 
   bool fail(sdk::error err);
 
+  // Bytes of the body kept to recognise (and quote) a body that is not an
+  // event stream.
+  static constexpr size_t max_head_size = 512;
+
   bool fast_path_;
   sdk::sse_parser sse_;
+  std::string head_;
+  size_t events_ = 0;
+  bool done_marker_ = false;
+  bool usage_seen_ = false;
   state state_ = state::running;
   std::optional<sdk::error> failure_;
   bool streamed_ = false;

@@ -3,6 +3,8 @@
 
 #include "open_url_text.hpp"
 
+#include "quarry/sdk/json.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -182,7 +184,7 @@ std::optional<url_list> normalize_urls(const nlohmann::json& arguments,
     auto text = trim(i->get<std::string>());
     // A stringified array, as some models send it.
     if (!text.empty() && text.front() == '[') {
-      auto parsed = nlohmann::json::parse(text, nullptr, false);
+      auto parsed = sdk::parse_json(text);
       if (parsed.is_array())
         items = std::move(parsed);
     }
@@ -371,6 +373,17 @@ format_sections(const std::vector<section>& sections,
   if (!note.empty())
     root["note"] = note;
   return {dump(root, 2), included};
+}
+
+std::string dropped_note(size_t opened, size_t dropped) {
+  auto total = opened + dropped;
+  return "Only the first " + std::to_string(opened) + " of "
+         + std::to_string(total) + " URLs were opened (open_url opens at most "
+         + std::to_string(opened) + " per call); the other "
+         + std::to_string(dropped)
+         + (dropped == 1 ? " was" : " were")
+         + " not tried: call open_url again with "
+         + (dropped == 1 ? "it." : "them.");
 }
 
 std::string failure_message(std::vector<std::string> missing_documents,

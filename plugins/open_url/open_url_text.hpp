@@ -91,6 +91,12 @@ format_sections(const std::vector<section>& sections,
                 size_t budget_chars = default_budget_chars,
                 int first_document = 1);
 
+/// Tells the model that only the first `opened` URLs of a call were tried
+/// and the other `dropped` were not (so that none is silently lost), e.g.
+/// "Only the first 10 of 500 URLs were opened (open_url opens at most 10 per
+/// call); the other 490 were not tried: call open_url again with them."
+std::string dropped_note(size_t opened, size_t dropped);
+
 /// Onyx's message when nothing could be read: "Failed to fetch content from
 /// documents a, b and URLs x (reason), y (reason)".
 std::string failure_message(std::vector<std::string> missing_documents,

@@ -279,6 +279,8 @@ private:
       for (const auto& entry : missing_documents)
         ids.push_back(entry.first);
       result.llm_text = failure_message(std::move(ids), failures);
+      if (dropped_ > 0)
+        result.llm_text += ". " + dropped_note(config_.max_urls, dropped_);
       result.failure = first_failure ? *first_failure
                                      : sdk::make_error(sdk::errc::internal,
                                                        "nothing was read");
@@ -289,9 +291,7 @@ private:
                     missing_documents.end());
     std::string note;
     if (dropped_ > 0)
-      note = "Only the first " + std::to_string(config_.max_urls)
-             + " URLs were opened; call open_url again for the other "
-             + std::to_string(dropped_) + ".";
+      note = dropped_note(config_.max_urls, dropped_);
     result.llm_text = format_sections(sections, failures, note,
                                       config_.budget_chars)
                         .first;

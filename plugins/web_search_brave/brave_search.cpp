@@ -2,6 +2,8 @@
 
 #include "brave_search.hpp"
 
+#include "quarry/sdk/json.hpp"
+
 namespace quarry::plugins::web_search_brave {
 
 namespace wsc = web_search_common;
@@ -60,7 +62,7 @@ wsc::parse_result backend::parse(std::string_view body) const {
 sdk::error backend::classify(int status, const sdk::http_headers& headers,
                              std::string_view body) const {
   auto err = wsc::classify_status(status, headers, wsc::error_message_of(body));
-  auto j = nlohmann::json::parse(body, nullptr, false);
+  auto j = sdk::parse_json(body);
   if (j.is_object() && j.contains("error") && j["error"].is_object()) {
     auto code = wsc::string_field(j["error"], "code");
     // Brave reports a bad key as 422 SUBSCRIPTION_TOKEN_INVALID.
@@ -74,7 +76,7 @@ sdk::error backend::classify(int status, const sdk::http_headers& headers,
 
 wsc::parse_result parse_response(std::string_view body) {
   wsc::parse_result out;
-  auto j = nlohmann::json::parse(body, nullptr, false);
+  auto j = sdk::parse_json(body);
   if (!j.is_object()) {
     out.failure = sdk::make_error(sdk::errc::invalid_response,
                                   "Brave returned a body that is not a JSON "

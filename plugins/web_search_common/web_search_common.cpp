@@ -6,6 +6,8 @@
 #include "quarry/sdk/tool.hpp"
 
 #include "quarry/sdk/http_errors.hpp"
+#include "quarry/sdk/json.hpp"
+#include "quarry/sdk/text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -49,24 +51,9 @@ std::string lower(std::string_view x) {
   return out;
 }
 
+// A NUL, surrogate or out-of-range character reference becomes U+FFFD.
 void append_utf8(std::string& out, uint32_t cp) {
-  if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-    cp = 0xFFFD;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  sdk::append_utf8(out, cp == 0 ? 0xFFFD : cp);
 }
 
 // The named references search snippets actually use.
@@ -94,7 +81,7 @@ std::string json_to_text(const nlohmann::json& x) {
     return x.get<std::string>();
   if (x.is_boolean())
     return x.get<bool>() ? "True" : "False";
-  return x.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return sdk::dump_json(x);
 }
 
 } // namespace
@@ -442,7 +429,7 @@ nlohmann::json tool_parameters() {
 
 std::string error_message_of(std::string_view body) {
   std::string msg;
-  auto j = nlohmann::json::parse(body, nullptr, false);
+  auto j = sdk::parse_json(body);
   auto str = [](const nlohmann::json& x) -> std::string {
     if (x.is_string())
       return x.get<std::string>();
@@ -468,11 +455,11 @@ std::string error_message_of(std::string_view body) {
       msg = str(*m);
   }
   if (msg.empty())
-    msg = std::string{body.substr(0, 200)};
+    msg = std::string{sdk::utf8_prefix(body, 200)};
   msg = normalize_query(msg);
   if (msg.size() > 300)
-    msg.resize(300);
-  return msg;
+    msg.resize(sdk::utf8_prefix(msg, 300).size());
+  return sdk::repair_utf8(msg);
 }
 
 sdk::error classify_status(int status, const sdk::http_headers& headers,

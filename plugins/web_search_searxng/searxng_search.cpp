@@ -2,6 +2,8 @@
 
 #include "searxng_search.hpp"
 
+#include "quarry/sdk/json.hpp"
+
 namespace quarry::plugins::web_search_searxng {
 
 namespace wsc = web_search_common;
@@ -72,7 +74,7 @@ sdk::error backend::classify(int status, const sdk::http_headers& headers,
 
 wsc::parse_result parse_response(std::string_view body, size_t limit) {
   wsc::parse_result out;
-  auto j = nlohmann::json::parse(body, nullptr, false);
+  auto j = sdk::parse_json(body);
   if (!j.is_object()) {
     out.failure = sdk::make_error(sdk::errc::invalid_response,
                                   "SearXNG returned a body that is not a JSON "

@@ -2,6 +2,8 @@
 
 #include "serper_search.hpp"
 
+#include "quarry/sdk/json.hpp"
+
 namespace quarry::plugins::web_search_serper {
 
 namespace wsc = web_search_common;
@@ -50,7 +52,7 @@ wsc::parse_result backend::parse(std::string_view body) const {
 
 wsc::parse_result parse_response(std::string_view body) {
   wsc::parse_result out;
-  auto j = nlohmann::json::parse(body, nullptr, false);
+  auto j = sdk::parse_json(body);
   if (!j.is_object()) {
     out.failure = sdk::make_error(sdk::errc::invalid_response,
                                   "Serper returned a body that is not a JSON "

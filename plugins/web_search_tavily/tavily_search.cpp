@@ -2,6 +2,8 @@
 
 #include "tavily_search.hpp"
 
+#include "quarry/sdk/json.hpp"
+
 #include <stdexcept>
 
 namespace quarry::plugins::web_search_tavily {
@@ -69,7 +71,7 @@ sdk::error backend::classify(int status, const sdk::http_headers& headers,
 
 wsc::parse_result parse_response(std::string_view body) {
   wsc::parse_result out;
-  auto j = nlohmann::json::parse(body, nullptr, false);
+  auto j = sdk::parse_json(body);
   if (!j.is_object()) {
     out.failure = sdk::make_error(sdk::errc::invalid_response,
                                   "Tavily returned a body that is not a JSON "

@@ -3,6 +3,8 @@
 
 #include "quarry/extract/html.hpp"
 
+#include "quarry/sdk/json.hpp"
+
 #include <gumbo.h>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +18,65 @@
 namespace quarry::extract {
 
 namespace {
+
+// -- time budget ------------------------------------------------------------------
+
+// Thrown (and caught in try_extract_html) when the deadline passed or the
+// caller cancelled.
+struct stopped {
+  sdk::errc code;
+};
+
+// The bounds of the extraction running on this thread, checked every few
+// thousand steps.
+class budget {
+public:
+  explicit budget(const extract_options& opts) : opts_(opts) {
+    // nop
+  }
+
+  void check() const {
+    if (opts_.deadline && std::chrono::steady_clock::now() >= *opts_.deadline)
+      throw stopped{sdk::errc::timeout};
+    if (opts_.cancelled && opts_.cancelled())
+      throw stopped{sdk::errc::cancelled};
+  }
+
+  void tick() {
+    if (++steps_ % 4096 == 0)
+      check();
+  }
+
+private:
+  const extract_options& opts_;
+  uint64_t steps_ = 0;
+};
+
+thread_local budget* current_budget = nullptr;
+
+// Counts one step of work against the current budget, if any.
+inline void tick() {
+  if (current_budget != nullptr)
+    current_budget->tick();
+}
+
+// Installs a budget for the current thread for its lifetime.
+class budget_scope {
+public:
+  explicit budget_scope(budget* b) : previous_(current_budget) {
+    current_budget = b;
+  }
+
+  ~budget_scope() {
+    current_budget = previous_;
+  }
+
+  budget_scope(const budget_scope&) = delete;
+  budget_scope& operator=(const budget_scope&) = delete;
+
+private:
+  budget* previous_;
+};
 
 // -- small string helpers -----------------------------------------------------
 
@@ -95,10 +156,28 @@ public:
   std::string title;                // text of the first <title>
 
   explicit dom(std::string_view source) {
-    auto* out = gumbo_parse_with_options(&kGumboDefaultOptions, source.data(),
-                                         source.size());
+    // Parse errors are never read; recording them copies the stack of open
+    // elements for each one, which is quadratic on deep pages.
+    GumboOptions options = kGumboDefaultOptions;
+    options.max_errors = 0;
+    // Tags nested too deep are dropped before gumbo sees them: its scope
+    // checks walk the stack of open elements for every tag.
+    auto limited = limit_html_nesting(source, max_html_depth);
+    if (limited)
+      source = *limited;
+    if (current_budget != nullptr)
+      current_budget->check();
+    auto* out = gumbo_parse_with_options(&options, source.data(), source.size());
+    struct release {
+      GumboOptions* options;
+      GumboOutput* out;
+      ~release() {
+        gumbo_destroy_output(options, out);
+      }
+    } guard{&options, out};
+    if (current_budget != nullptr)
+      current_budget->check();
     root = build(out->root, nullptr, 0);
-    gumbo_destroy_output(&kGumboDefaultOptions, out);
   }
 
 private:
@@ -109,6 +188,7 @@ private:
     std::string out;
     std::vector<const GumboNode*> stack{root};
     while (!stack.empty()) {
+      tick();
       auto* n = stack.back();
       stack.pop_back();
       if (n->type == GUMBO_NODE_TEXT || n->type == GUMBO_NODE_CDATA
@@ -128,6 +208,7 @@ private:
   static constexpr int max_depth = 400;
 
   node* build(const GumboNode* g, node* parent, int depth) {
+    tick();
     arena_.emplace_back();
     auto* n = &arena_.back();
     n->parent = parent;
@@ -347,6 +428,7 @@ double class_weight(const node* n) {
 // -- text measures ------------------------------------------------------------
 
 void collect_text(const node* n, std::string& out) {
+  tick();
   if (n->removed)
     return;
   if (n->text_node) {
@@ -379,6 +461,7 @@ double link_density(const node* n) {
   size_t links = 0;
   std::vector<const node*> stack{n};
   while (!stack.empty()) {
+    tick();
     auto* cur = stack.back();
     stack.pop_back();
     if (cur->removed || cur->text_node)
@@ -400,6 +483,7 @@ size_t count_char(const std::string& s, char ch) {
 }
 
 size_t count_tag(const node* n, GumboTag tag) {
+  tick();
   size_t k = 0;
   for (auto* c : n->children) {
     if (c->removed || c->text_node)
@@ -412,6 +496,7 @@ size_t count_tag(const node* n, GumboTag tag) {
 }
 
 bool has_block_child(const node* n) {
+  tick();
   for (auto* c : n->children) {
     if (c->removed || c->text_node)
       continue;
@@ -441,6 +526,7 @@ public:
     prepare(body_, to_score);
     std::vector<node*> candidates;
     for (auto* el : to_score) {
+      tick();
       if (!el->parent || el->removed)
         continue;
       auto text = inner_text(el);
@@ -563,6 +649,7 @@ public:
 
   // Removes boilerplate below the article's root.
   void clean(node* n) {
+    tick();
     for (auto* c : n->children) {
       if (c->removed || c->text_node)
         continue;
@@ -664,6 +751,7 @@ private:
 
   // Marks hidden and unlikely elements removed; collects the nodes to score.
   void prepare(node* n, std::vector<node*>& to_score) {
+    tick();
     for (auto* c : n->children) {
       if (c->text_node || c->removed)
         continue;
@@ -759,6 +847,7 @@ public:
   std::string out;
 
   void render(const node* n) {
+    tick();
     if (n->removed)
       return;
     if (n->text_node) {
@@ -1088,6 +1177,7 @@ std::string resolve_url(std::string_view base, std::string_view ref) {
 
 void collect_meta(const node* n, std::unordered_map<std::string, std::string>& m,
                   std::string& canonical) {
+  tick();
   if (n->text_node)
     return;
   if (n->tag == GUMBO_TAG_META) {
@@ -1147,6 +1237,7 @@ std::string clean_title(const std::string& title) {
 }
 
 std::string h_text_of_first(const node* n, GumboTag tag) {
+  tick();
   if (n->text_node)
     return {};
   if (n->tag == tag)
@@ -1161,6 +1252,7 @@ std::string h_text_of_first(const node* n, GumboTag tag) {
 
 // A byline in the page: rel=author, itemprop=author or a "byline" class.
 std::string dom_byline(const node* n, int depth) {
+  tick();
   if (n->text_node || depth > 200 || is_skipped_tag(n->tag))
     return {};
   auto itemprop = lower(n->attr("itemprop"));
@@ -1182,7 +1274,7 @@ std::string dom_byline(const node* n, int depth) {
 void fill_metadata(const dom& d, extraction& x, std::string_view url) {
   ld_meta ld;
   for (auto& text : d.ld_json) {
-    auto j = nlohmann::json::parse(text, nullptr, false);
+    auto j = sdk::parse_json(text);
     if (!j.is_discarded()) {
       scan_ld(j, ld, 0, true);
       scan_ld(j, ld, 0, false);
@@ -1255,6 +1347,7 @@ std::string strip_title_heading(std::string text, const std::string& title) {
 }
 
 void reset(node* n) {
+  tick();
   n->removed = false;
   n->scored = false;
   n->score = 0;
@@ -1264,7 +1357,9 @@ void reset(node* n) {
 
 } // namespace
 
-extraction extract_html(std::string_view html, std::string_view url) {
+namespace {
+
+extraction run_extraction(std::string_view html, std::string_view url) {
   extraction x;
   dom d{html};
   fill_metadata(d, x, url);
@@ -1290,6 +1385,27 @@ extraction extract_html(std::string_view html, std::string_view url) {
   }
   x.text = strip_title_heading(std::move(best), x.title);
   return x;
+}
+
+} // namespace
+
+extraction extract_html(std::string_view html, std::string_view url) {
+  return run_extraction(html, url);
+}
+
+std::variant<extraction, sdk::error>
+try_extract_html(std::string_view html, std::string_view url,
+                 const extract_options& opts) {
+  budget b{opts};
+  budget_scope scope{&b};
+  try {
+    b.check();
+    return run_extraction(html, url);
+  } catch (const stopped& x) {
+    return sdk::make_error(x.code, x.code == sdk::errc::timeout
+                                     ? "reading the page took too long"
+                                     : "reading the page was cancelled");
+  }
 }
 
 std::string html_to_text(std::string_view html) {

@@ -457,7 +457,17 @@ page read_document(std::string_view bytes, std::string_view content_type,
     switch (kind) {
       case extract::content_kind::html: {
         auto text = extract::decode_to_utf8(bytes, content_type);
-        auto ex = extract::extract_html(text, url);
+        // The same time limit as for PDFs: the caller's deadline holds.
+        extract::extract_options limits;
+        if (pdf_time.count() > 0)
+          limits.deadline = std::chrono::steady_clock::now() + pdf_time;
+        auto read = extract::try_extract_html(text, url, limits);
+        if (auto* err = std::get_if<sdk::error>(&read)) {
+          out.failure = *err;
+          out.reason = err->message;
+          return out;
+        }
+        auto& ex = std::get<extract::extraction>(read);
         out.title = std::move(ex.title);
         out.byline = std::move(ex.byline);
         out.published = std::move(ex.published);

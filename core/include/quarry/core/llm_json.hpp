@@ -1,5 +1,7 @@
 // JSON forms of the SDK's LLM types: for messages between nodes, the CLI's
-// --json output, and (later) the store. Round-trips exactly.
+// --json output, and (later) the store. Round-trips exactly. The from_json
+// functions never throw: a missing or wrongly typed member reads as its
+// default.
 
 #pragma once
 
@@ -7,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -43,10 +46,13 @@ std::optional<sdk::finish_reason> parse_finish_reason(std::string_view x);
 std::optional<sdk::errc> parse_errc(std::string_view x);
 std::optional<sdk::source_kind> parse_source_kind(std::string_view x);
 
+/// The deepest nesting accepted in a tool definition's parameter schema.
+inline constexpr size_t max_schema_depth = 64;
+
 /// Reads tool definitions from a JSON array whose entries are either OpenAI
 /// format (`{"type": "function", "function": {...}}`) or plain
 /// (`{"name", "description", "parameters"}`). Returns an error text on bad
-/// input.
+/// input, including a schema nested deeper than @ref max_schema_depth.
 std::optional<std::string> parse_tool_definitions(const nlohmann::json& j,
                                                   std::vector<sdk::tool_definition>& out);
 

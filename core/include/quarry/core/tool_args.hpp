@@ -3,18 +3,24 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <variant>
 
 namespace quarry::core {
 
+/// The deepest nesting of arrays and objects accepted in tool arguments.
+inline constexpr size_t max_argument_depth = 128;
+
 /// Parses a tool call's argument text into a JSON object, tolerating what
 /// models get wrong: NUL bytes and invalid UTF-8 (removed), an empty text
 /// (`{}`), a double-encoded object (a JSON string holding the object), a
 /// Markdown code fence around the object, and string values that hold a JSON
 /// array or object (`"queries": "[\"a\"]"` becomes an array). Anything else
-/// that is not an object gives a message the model can act on.
+/// that is not an object gives a message the model can act on, and so do
+/// arguments nested deeper than @ref max_argument_depth (never parsed, so
+/// hostile input cannot exhaust the stack).
 std::variant<nlohmann::json, std::string>
 parse_tool_arguments(std::string_view text);
 

@@ -2,8 +2,15 @@
 // decoding to UTF-8 and content-type sniffing.
 #pragma once
 
+#include "quarry/sdk/types.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 
 namespace quarry::extract {
 
@@ -28,13 +35,46 @@ struct extraction {
   std::string text;
 };
 
+/// Elements nested deeper than this are not given to the HTML parser as
+/// elements (their tags are dropped, their text kept): gumbo's work grows
+/// with depth times size, so a hostile page could otherwise take minutes.
+inline constexpr size_t max_html_depth = 256;
+
+/// Bounds on one extraction.
+struct extract_options {
+  /// The extraction stops with errc::timeout once this point has passed.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  /// Polled now and then; returning true stops the extraction with
+  /// errc::cancelled.
+  std::function<bool()> cancelled;
+};
+
 /// Extracts metadata and the main content of an HTML page (UTF-8 input).
 /// `url` is the page's address, used to resolve a relative canonical URL.
+/// Time is linear in the size of the page (nesting beyond
+/// @ref max_html_depth is flattened). Never fails.
 extraction extract_html(std::string_view html, std::string_view url = {});
+
+/// Same as @ref extract_html, but stops early when `opts.deadline` passes
+/// (errc::timeout) or `opts.cancelled` says so (errc::cancelled). The
+/// deadline is checked before parsing and regularly during the work.
+std::variant<extraction, sdk::error>
+try_extract_html(std::string_view html, std::string_view url,
+                 const extract_options& opts);
 
 /// Renders the whole <body> of a page as Markdown-like text without any
 /// content scoring (scripts, styles and hidden elements are skipped).
 std::string html_to_text(std::string_view html);
+
+/// Returns `html` with the tags of elements nested deeper than `max_depth`
+/// removed (each replaced by a space; text, comments and shallower markup
+/// unchanged), or an empty optional if nothing is that deep. A linear scan
+/// that follows the HTML tokenizer closely enough for this purpose: raw-text
+/// elements, comments, quoted attributes, void elements, end tags that close
+/// several elements, elements whose end tag is optional, and self-closing
+/// tags in SVG and MathML.
+std::optional<std::string> limit_html_nesting(std::string_view html,
+                                              size_t max_depth = max_html_depth);
 
 /// Converts a document to UTF-8. The charset comes from a byte-order mark, the
 /// `charset=` parameter of the Content-Type header, or a <meta charset> /

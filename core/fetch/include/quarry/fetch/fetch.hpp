@@ -108,8 +108,9 @@ struct page {
 bool is_pdf(std::string_view content_type, std::string_view url,
             std::string_view first_bytes);
 
-/// Reads a document's bytes as text: PDF with poppler (at most `pdf_time`),
-/// HTML with main-content extraction after charset decoding, plain text and
+/// Reads a document's bytes as text: PDF with poppler and HTML with
+/// main-content extraction after charset decoding (each at most `pdf_time`
+/// when it is positive; errc::timeout after that), plain text and
 /// JSON passed through as UTF-8. Blocking and CPU-heavy: call it on the
 /// host's pool. Applies the insufficient-content rule: no title and no text,
 /// fewer than 50 characters of text, or just "Loading..." is a failure.

@@ -1,0 +1,249 @@
+// A linear pre-scan of HTML that drops the tags of elements nested too deep
+// for the parser to handle in reasonable time.
+
+#include "quarry/extract/html.hpp"
+
+#include <array>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace quarry::extract {
+
+namespace {
+
+bool is_alpha(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+bool is_blank(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
+}
+
+char to_lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+bool one_of(std::string_view name, std::initializer_list<std::string_view> names) {
+  for (auto x : names)
+    if (x == name)
+      return true;
+  return false;
+}
+
+// Elements without content.
+bool is_void(std::string_view name) {
+  return one_of(name, {"area", "base", "br", "col", "embed", "hr", "img",
+                       "input", "keygen", "link", "meta", "param", "source",
+                       "track", "wbr", "basefont", "bgsound", "frame",
+                       "image", "menuitem"});
+}
+
+// Elements whose end tag is optional and that the parser closes by itself
+// when a sibling starts: they do not nest, so they do not count.
+bool closes_itself(std::string_view name) {
+  return one_of(name, {"p", "li", "dt", "dd", "tr", "td", "th", "option",
+                       "optgroup", "thead", "tbody", "tfoot", "colgroup",
+                       "caption", "rb", "rt", "rp", "rtc", "html", "head",
+                       "body"});
+}
+
+// Elements whose content is text up to their end tag.
+bool is_raw_text(std::string_view name) {
+  return one_of(name, {"script", "style", "textarea", "title", "xmp",
+                       "iframe", "noembed", "noframes"});
+}
+
+// Elements a start tag of the same name closes (the parser does not nest
+// them), and headings, which close an open heading.
+bool closes_same(std::string_view name) {
+  return one_of(name, {"a", "nobr", "button", "form", "h1", "h2", "h3", "h4",
+                       "h5", "h6"});
+}
+
+bool is_heading(std::string_view name) {
+  return name.size() == 2 && name[0] == 'h' && name[1] >= '1' && name[1] <= '6';
+}
+
+// Case-insensitive search for `</name` followed by a blank, `/` or `>`.
+size_t find_end_tag(std::string_view html, size_t from, std::string_view name) {
+  for (auto pos = html.find("</", from); pos != std::string_view::npos;
+       pos = html.find("</", pos + 2)) {
+    auto at = pos + 2;
+    if (html.size() - at < name.size())
+      return std::string_view::npos;
+    bool same = true;
+    for (size_t k = 0; k < name.size() && same; ++k)
+      same = to_lower(html[at + k]) == name[k];
+    if (!same)
+      continue;
+    auto after = at + name.size();
+    if (after == html.size() || is_blank(html[after]) || html[after] == '/'
+        || html[after] == '>')
+      return pos;
+  }
+  return std::string_view::npos;
+}
+
+// Skips a tag's attributes from `i` (just after the name). Returns the
+// position after `>` (or the end of the input) and whether the tag ended
+// with `/>`.
+std::pair<size_t, bool> skip_attributes(std::string_view html, size_t i) {
+  auto n = html.size();
+  bool self_closing = false;
+  while (i < n) {
+    auto c = html[i];
+    if (c == '>')
+      return {i + 1, self_closing};
+    if (is_blank(c)) {
+      ++i;
+      continue;
+    }
+    if (c == '/') {
+      self_closing = true;
+      ++i;
+      continue;
+    }
+    self_closing = false;
+    // An attribute name (a leading `=` belongs to it).
+    ++i;
+    while (i < n && !is_blank(html[i]) && html[i] != '/' && html[i] != '>'
+           && html[i] != '=')
+      ++i;
+    auto j = i;
+    while (j < n && is_blank(html[j]))
+      ++j;
+    if (j < n && html[j] == '=') {
+      ++j;
+      while (j < n && is_blank(html[j]))
+        ++j;
+      if (j < n && (html[j] == '"' || html[j] == '\'')) {
+        auto close = html.find(html[j], j + 1);
+        i = close == std::string_view::npos ? n : close + 1;
+      } else {
+        while (j < n && !is_blank(html[j]) && html[j] != '>')
+          ++j;
+        i = j;
+      }
+    }
+  }
+  return {n, self_closing};
+}
+
+} // namespace
+
+std::optional<std::string> limit_html_nesting(std::string_view html,
+                                              size_t max_depth) {
+  std::string out;
+  bool changed = false;
+  size_t copied = 0;
+  // Drops the bytes [from, to) (a tag), leaving a space.
+  auto drop = [&](size_t from, size_t to) {
+    if (!changed) {
+      out.reserve(html.size());
+      changed = true;
+    }
+    out.append(html.data() + copied, from - copied);
+    out += ' ';
+    copied = to;
+  };
+  std::vector<std::string> stack;
+  std::unordered_map<std::string, size_t> open; // name -> count on the stack
+  size_t excess = 0; // dropped start tags not yet matched by an end tag
+  auto pop_to = [&](const std::string& name) {
+    while (!stack.empty()) {
+      auto top = std::move(stack.back());
+      stack.pop_back();
+      --open[top];
+      if (top == name)
+        return;
+    }
+  };
+  auto foreign = [&] {
+    auto s = open.find("svg");
+    auto m = open.find("math");
+    return (s != open.end() && s->second > 0) || (m != open.end() && m->second > 0);
+  };
+  auto n = html.size();
+  size_t i = 0;
+  std::string name;
+  while (i < n) {
+    auto lt = html.find('<', i);
+    if (lt == std::string_view::npos || lt + 1 >= n)
+      break;
+    auto c = html[lt + 1];
+    if (c == '!') {
+      if (html.substr(lt, 4) == "<!--") {
+        auto end = html.find("-->", lt + 4);
+        i = end == std::string_view::npos ? n : end + 3;
+      } else {
+        auto end = html.find('>', lt + 2);
+        i = end == std::string_view::npos ? n : end + 1;
+      }
+      continue;
+    }
+    if (c == '?') {
+      auto end = html.find('>', lt + 2);
+      i = end == std::string_view::npos ? n : end + 1;
+      continue;
+    }
+    bool closing = c == '/';
+    auto start = lt + (closing ? 2 : 1);
+    if (start >= n || !is_alpha(html[start])) {
+      if (closing) {
+        // `</` plus anything but a letter: a bogus comment up to `>`.
+        auto end = html.find('>', start);
+        i = end == std::string_view::npos ? n : end + 1;
+      } else {
+        i = lt + 1;
+      }
+      continue;
+    }
+    auto j = start;
+    name.clear();
+    while (j < n && !is_blank(html[j]) && html[j] != '/' && html[j] != '>')
+      name += to_lower(html[j++]);
+    auto [after, self_closing] = skip_attributes(html, j);
+    i = after;
+    if (closing) {
+      if (is_void(name) || closes_itself(name))
+        continue;
+      if (excess > 0) {
+        --excess;
+        drop(lt, after);
+        continue;
+      }
+      if (auto k = open.find(name); k != open.end() && k->second > 0)
+        pop_to(name);
+      continue;
+    }
+    if (name == "plaintext")
+      break; // the rest of the document is text
+    if (is_raw_text(name)) {
+      auto end = find_end_tag(html, after, name);
+      i = end == std::string_view::npos ? n : end;
+      continue;
+    }
+    if (is_void(name) || closes_itself(name) || (self_closing && foreign()))
+      continue;
+    if (closes_same(name)) {
+      if (auto k = open.find(name); k != open.end() && k->second > 0)
+        pop_to(name);
+      else if (is_heading(name) && !stack.empty() && is_heading(stack.back()))
+        pop_to(stack.back());
+    }
+    if (stack.size() >= max_depth) {
+      ++excess;
+      drop(lt, after);
+      continue;
+    }
+    stack.push_back(name);
+    ++open[name];
+  }
+  if (!changed)
+    return std::nullopt;
+  out.append(html.data() + copied, n - copied);
+  return out;
+}
+
+} // namespace quarry::extract

@@ -1,0 +1,134 @@
+// This file is part of the Quarry plugin SDK.
+// Bounded parsing and safe serialisation of JSON that comes from outside
+// (HTTP bodies, model output, tool arguments, files). Deeply nested input
+// would overflow the stack when a value is copied, serialised or destroyed,
+// so its depth is checked before nlohmann::json builds anything; invalid
+// UTF-8 is repaired (U+FFFD) instead of failing the parse or, later, the
+// serialisation.
+
+#pragma once
+
+#include "quarry/sdk/text.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace quarry::sdk {
+
+/// The deepest nesting of arrays and objects accepted by default. Real API
+/// responses and tool arguments stay far below it.
+inline constexpr size_t default_max_json_depth = 256;
+
+/// Limits for @ref parse_json.
+struct json_limits {
+  /// Deepest nesting of arrays and objects accepted.
+  size_t max_depth = default_max_json_depth;
+  /// Whether invalid UTF-8 is replaced by U+FFFD before parsing (otherwise
+  /// it is a parse error).
+  bool repair_utf8 = true;
+};
+
+/// Returns the deepest nesting of arrays and objects in JSON text, counting
+/// brackets outside strings only (the text need not be valid JSON). Stops
+/// early and returns `stop_above + 1` once that depth is exceeded. Linear,
+/// no allocation.
+inline size_t json_nesting_depth(std::string_view text,
+                                 size_t stop_above = SIZE_MAX - 1) noexcept {
+  size_t depth = 0;
+  size_t deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '[':
+      case '{':
+        if (++depth > deepest) {
+          deepest = depth;
+          if (deepest > stop_above)
+            return deepest;
+        }
+        break;
+      case ']':
+      case '}':
+        if (depth > 0)
+          --depth;
+        break;
+      default:
+        break;
+    }
+  }
+  return deepest;
+}
+
+/// Returns whether the value `j` nests arrays and objects deeper than
+/// `max_depth` (a scalar has depth 0). Iterative.
+inline bool json_deeper_than(const nlohmann::json& j, size_t max_depth) {
+  std::vector<std::pair<const nlohmann::json*, size_t>> stack{{&j, 0}};
+  while (!stack.empty()) {
+    auto [x, depth] = stack.back();
+    stack.pop_back();
+    if (!x->is_structured())
+      continue;
+    if (depth + 1 > max_depth)
+      return true;
+    for (const auto& child : *x)
+      stack.emplace_back(&child, depth + 1);
+  }
+  return false;
+}
+
+/// Parses JSON text from outside. Nesting deeper than `limits.max_depth`
+/// is rejected before anything is built; invalid UTF-8 is repaired unless
+/// `limits.repair_utf8` is false. On failure, returns a discarded value
+/// (`is_discarded()`) and stores a one-line reason in `*error` if given,
+/// e.g. `JSON nested deeper than 256 levels` or `syntax error at line 1,
+/// column 5: ...`.
+inline nlohmann::json parse_json(std::string_view text, std::string* error = nullptr,
+                                 const json_limits& limits = {}) {
+  auto fail = [&](std::string why) {
+    if (error != nullptr)
+      *error = std::move(why);
+    return nlohmann::json(nlohmann::json::value_t::discarded);
+  };
+  if (json_nesting_depth(text, limits.max_depth) > limits.max_depth)
+    return fail("JSON nested deeper than " + std::to_string(limits.max_depth)
+                + " levels");
+  std::string repaired;
+  if (limits.repair_utf8 && !is_valid_utf8(text)) {
+    repaired = repair_utf8(text);
+    text = repaired;
+  }
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, ...": keep the
+    // part after the tag, valid UTF-8 and of a sane length.
+    std::string_view what{e.what()};
+    if (auto end = what.find("] "); what.substr(0, 1) == "[" && end != what.npos)
+      what.remove_prefix(end + 2);
+    return fail(repair_utf8(utf8_prefix(what, 300)));
+  }
+}
+
+/// Serialises `j` (`indent` as nlohmann::json::dump); invalid UTF-8 inside
+/// strings becomes U+FFFD instead of throwing `type_error.316`.
+inline std::string dump_json(const nlohmann::json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+} // namespace quarry::sdk

@@ -1,0 +1,316 @@
+// Hostile input to the OpenAI and Anthropic stream decoders: bytes that are
+// not UTF-8 inside deltas, deeply nested JSON, bodies that are not event
+// streams, streams without [DONE], and a second message inside an Anthropic
+// stream.
+
+#include "anthropic_stream.hpp"
+#include "openai_stream.hpp"
+
+#include "quarry/sdk/json.hpp"
+#include "quarry/sdk/text.hpp"
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace sdk = quarry::sdk;
+namespace openai = quarry::plugins::llm_openai;
+namespace anth = quarry::plugins::llm_anthropic;
+
+struct openai_collector : openai::stream_handler {
+  std::string text;
+  std::string reasoning;
+  std::string arguments;
+  void on_text(std::string_view x) override {
+    text += x;
+  }
+  void on_reasoning(std::string_view x) override {
+    reasoning += x;
+  }
+  void on_tool_call(const sdk::tool_call_delta& x) override {
+    arguments += x.arguments;
+  }
+  void on_usage(const sdk::usage&) override {
+    // nop
+  }
+};
+
+struct anthropic_collector : anth::stream_listener {
+  std::string text;
+  std::string arguments;
+  void on_text(std::string_view x) override {
+    text += x;
+  }
+  void on_reasoning(std::string_view) override {
+    // nop
+  }
+  void on_tool_call(const sdk::tool_call_delta& x) override {
+    arguments += x.arguments;
+  }
+  void on_usage(const sdk::usage&) override {
+    // nop
+  }
+};
+
+// An OpenAI stream in the recorded format with `content` pieces given raw.
+std::string openai_stream(const std::vector<std::string>& pieces) {
+  std::string out;
+  for (const auto& p : pieces)
+    out += "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\","
+           "\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{"
+           "\"content\":\"" + p + "\"},\"finish_reason\":null}]}\n\n";
+  out += "data: {\"id\":\"chatcmpl-1\",\"model\":\"gpt-4o\",\"choices\":[{"
+         "\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+         "data: [DONE]\n\n";
+  return out;
+}
+
+// An Anthropic stream in the recorded format with text pieces given raw.
+std::string anthropic_stream(const std::vector<std::string>& pieces) {
+  std::string out =
+    "event: message_start\n"
+    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\","
+    "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude\","
+    "\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
+    "event: content_block_start\n"
+    "data: {\"type\":\"content_block_start\",\"index\":0,"
+    "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n";
+  for (const auto& p : pieces)
+    out += "event: content_block_delta\n"
+           "data: {\"type\":\"content_block_delta\",\"index\":0,"
+           "\"delta\":{\"type\":\"text_delta\",\"text\":\"" + p + "\"}}\n\n";
+  out += "event: content_block_stop\n"
+         "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+         "event: message_delta\n"
+         "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+         "\"end_turn\"},\"usage\":{\"output_tokens\":7}}\n\n"
+         "event: message_stop\n"
+         "data: {\"type\":\"message_stop\"}\n\n";
+  return out;
+}
+
+const std::string fffd{sdk::utf8_replacement};
+
+std::string nested_arguments(size_t depth) {
+  return std::string(depth, '[') + std::string(depth, ']');
+}
+
+} // namespace
+
+TEST_CASE("openai decoder repairs bytes that are not UTF-8 inside deltas") {
+  // 0xFF, a truncated three-byte sequence (E2 82 before the closing quote),
+  // and an encoded surrogate, each inside a delta; fed whole and byte by byte.
+  auto body = openai_stream({"a\xFF" "b", "euro \xE2\x82", "\xED\xA0\x80z"});
+  for (bool fast : {true, false}) {
+    for (size_t piece : {body.size(), size_t{1}}) {
+      CAPTURE(fast);
+      CAPTURE(piece);
+      openai::stream_decoder dec{fast};
+      openai_collector out;
+      for (size_t i = 0; i < body.size(); i += piece)
+        dec.feed(std::string_view{body}.substr(i, piece), out);
+      REQUIRE(dec.current() == openai::stream_decoder::state::done);
+      auto expected = "a" + fffd + "b" + "euro " + fffd + fffd + fffd + fffd + fffd
+                      + "z";
+      CHECK(out.text == expected);
+      auto result = dec.result();
+      CHECK(result.text == expected);
+      CHECK(sdk::is_valid_utf8(result.text));
+      // What used to throw type_error.316 now serialises.
+      nlohmann::json j{{"text", result.text}};
+      CHECK_NOTHROW(j.dump());
+    }
+  }
+}
+
+TEST_CASE("openai decoder repairs invalid UTF-8 in tool-call arguments and errors") {
+  std::string body =
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
+    "\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"q\\\":\\\"x\xC3\"}}]}}]}\n\n"
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
+    "\"function\":{\"arguments\":\"\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n"
+    "data: [DONE]\n\n";
+  openai::stream_decoder dec;
+  openai_collector out;
+  REQUIRE(dec.feed(body, out) == openai::stream_decoder::state::done);
+  auto result = dec.result();
+  REQUIRE(result.tool_calls.size() == 1);
+  CHECK(result.tool_calls[0].arguments == "{\"q\":\"x" + fffd + "\"}");
+  // An error event whose message holds a stray byte.
+  openai::stream_decoder failing;
+  failing.feed("event: error\ndata: {\"error\":{\"message\":\"bad \xFE byte\","
+               "\"type\":\"server_error\"}}\n\n",
+               out);
+  REQUIRE(failing.current() == openai::stream_decoder::state::failed);
+  CHECK(sdk::is_valid_utf8(failing.failure()->message));
+  CHECK(failing.failure()->message.find("bad " + fffd + " byte") != std::string::npos);
+  // A chunk that is not JSON and holds invalid UTF-8: the message is valid.
+  openai::stream_decoder broken;
+  broken.feed("data: {not json \xFF\xFE}\n\n", out);
+  REQUIRE(broken.current() == openai::stream_decoder::state::failed);
+  CHECK(broken.failure()->code == sdk::errc::invalid_response);
+  CHECK(sdk::is_valid_utf8(broken.failure()->message));
+}
+
+TEST_CASE("anthropic decoder repairs bytes that are not UTF-8 inside deltas") {
+  auto body = anthropic_stream({"a\xFF" "b", "euro \xE2\x82", "ok"});
+  for (size_t piece : {body.size(), size_t{1}}) {
+    CAPTURE(piece);
+    anth::stream_decoder dec;
+    anthropic_collector out;
+    for (size_t i = 0; i < body.size(); i += piece)
+      dec.feed(std::string_view{body}.substr(i, piece), out);
+    REQUIRE(dec.assembler().state() == anth::stream_state::done);
+    auto expected = "a" + fffd + "b" + "euro " + fffd + fffd + "ok";
+    CHECK(out.text == expected);
+    CHECK(dec.assembler().result().text == expected);
+  }
+  // An error event with a stray byte in its message.
+  anth::stream_decoder failing;
+  anthropic_collector out;
+  failing.feed("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":"
+               "\"overloaded_error\",\"message\":\"busy \xFF\"}}\n\n",
+               out);
+  REQUIRE(failing.assembler().state() == anth::stream_state::failed);
+  CHECK(failing.assembler().failure()->code == sdk::errc::overloaded);
+  CHECK(sdk::is_valid_utf8(failing.assembler().failure()->message));
+}
+
+TEST_CASE("stream decoders reject chunks nested 60,000 deep without crashing") {
+  auto deep = nested_arguments(60000);
+  SUBCASE("openai: nested JSON value as arguments") {
+    for (bool fast : {true, false}) {
+      openai::stream_decoder dec{fast};
+      openai_collector out;
+      std::string body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{"
+                         "\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"f\","
+                         "\"arguments\":" + deep + "}}]}}]}\n\n";
+      dec.feed(body, out);
+      REQUIRE(dec.current() == openai::stream_decoder::state::failed);
+      CHECK(dec.failure()->code == sdk::errc::invalid_response);
+      CHECK(dec.failure()->message.find("nested deeper than") != std::string::npos);
+    }
+  }
+  SUBCASE("openai: nested text inside the arguments string passes as text") {
+    // Inside a JSON string the brackets are just characters.
+    openai::stream_decoder dec;
+    openai_collector out;
+    std::string body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{"
+                       "\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"f\","
+                       "\"arguments\":\"" + deep + "\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n"
+                       "data: [DONE]\n\n";
+    REQUIRE(dec.feed(body, out) == openai::stream_decoder::state::done);
+    CHECK(dec.result().tool_calls.at(0).arguments == deep);
+  }
+  SUBCASE("openai: deep usage and error bodies") {
+    openai::stream_decoder dec;
+    openai_collector out;
+    dec.feed("data: {\"choices\":[],\"usage\":" + deep + "}\n\n", out);
+    CHECK(dec.current() == openai::stream_decoder::state::failed);
+    auto err = openai::classify_error(400, {}, std::string_view{deep});
+    CHECK(err.code == sdk::errc::bad_request);
+  }
+  SUBCASE("anthropic") {
+    anth::stream_decoder dec;
+    anthropic_collector out;
+    std::string body = "event: content_block_delta\n"
+                       "data: {\"type\":\"content_block_delta\",\"index\":0,"
+                       "\"delta\":" + deep + "}\n\n";
+    dec.feed(body, out);
+    REQUIRE(dec.assembler().state() == anth::stream_state::failed);
+    CHECK(dec.assembler().failure()->code == sdk::errc::invalid_response);
+    CHECK(dec.assembler().failure()->message.find("nested deeper than")
+          != std::string::npos);
+  }
+}
+
+TEST_CASE("openai decoder tells a body that is not an event stream from a "
+          "truncated one") {
+  openai_collector out;
+  SUBCASE("an HTML page") {
+    openai::stream_decoder dec;
+    dec.feed("<!DOCTYPE html>\n<html><head><title>Sign in</title></head>\n"
+             "<body>Please sign in</body></html>\n",
+             out);
+    REQUIRE(dec.finish(out) == openai::stream_decoder::state::failed);
+    CHECK(dec.failure()->code == sdk::errc::invalid_response);
+    CHECK_FALSE(dec.failure()->retryable());
+    CHECK(dec.failure()->message.find("not an event stream") != std::string::npos);
+    CHECK(dec.failure()->message.find("Sign in") != std::string::npos);
+  }
+  SUBCASE("a stream cut before its end") {
+    openai::stream_decoder dec;
+    dec.feed("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+             out);
+    REQUIRE(dec.finish(out) == openai::stream_decoder::state::failed);
+    CHECK(dec.failure()->code == sdk::errc::network);
+  }
+}
+
+TEST_CASE("openai decoder ends a stream at finish reason plus usage without "
+          "[DONE]") {
+  openai::stream_decoder dec;
+  openai_collector out;
+  auto state = dec.feed(
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n"
+    "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+    out);
+  CHECK(state == openai::stream_decoder::state::running);
+  state = dec.feed("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,"
+                   "\"completion_tokens\":1}}\n\n",
+                   out);
+  REQUIRE(state == openai::stream_decoder::state::done);
+  CHECK_FALSE(dec.done_marker_seen());
+  CHECK(dec.result().text == "Hi");
+  CHECK(dec.result().usage.output_tokens == 1);
+}
+
+TEST_CASE("anthropic: a message_start for another message fails the stream") {
+  std::string start1 =
+    "event: message_start\n"
+    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":"
+    "\"claude\",\"content\":[],\"usage\":{\"input_tokens\":5}}}\n\n";
+  std::string tool_part =
+    "event: content_block_start\n"
+    "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":"
+    "{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"search\",\"input\":{}}}\n\n"
+    "event: content_block_delta\n"
+    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":"
+    "{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"q\\\": \\\"heat pu\"}}\n\n";
+  std::string rest =
+    "event: content_block_delta\n"
+    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":"
+    "{\"type\":\"input_json_delta\",\"partial_json\":\"mps\\\"}\"}}\n\n"
+    "event: content_block_stop\n"
+    "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+    "event: message_delta\n"
+    "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"}}\n\n"
+    "event: message_stop\n"
+    "data: {\"type\":\"message_stop\"}\n\n";
+  SUBCASE("a different message") {
+    auto start2 = start1;
+    start2.replace(start2.find("msg_1"), 5, "msg_2");
+    anth::stream_decoder dec;
+    anthropic_collector out;
+    dec.feed(start1 + tool_part + start2 + rest, out);
+    REQUIRE(dec.assembler().state() == anth::stream_state::failed);
+    CHECK(dec.assembler().failure()->code == sdk::errc::invalid_response);
+    CHECK(dec.assembler().failure()->message.find("msg_2") != std::string::npos);
+    CHECK(dec.assembler().failure()->message.find("msg_1") != std::string::npos);
+  }
+  SUBCASE("the same message again") {
+    anth::stream_decoder dec;
+    anthropic_collector out;
+    dec.feed(start1 + tool_part + start1 + rest, out);
+    REQUIRE(dec.assembler().state() == anth::stream_state::done);
+    auto result = dec.assembler().result();
+    REQUIRE(result.tool_calls.size() == 1);
+    CHECK(result.tool_calls[0].arguments == "{\"q\": \"heat pumps\"}");
+    CHECK(result.finish == sdk::finish_reason::tool_calls);
+  }
+}

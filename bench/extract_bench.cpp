@@ -87,9 +87,46 @@ std::string format_speed(double x) {
   return buf;
 }
 
+// Hostile pages: `depth` nested <div>s (unclosed) around one paragraph, and
+// a page of `depth` nested divs repeated until it reaches about the same size
+// with every div closed again. Prints the time of each extraction; the time
+// must grow linearly with the size.
+int run_nested() {
+  std::printf("%-34s %10s %10s %10s\n", "page", "bytes", "ms", "MB/s");
+  for (size_t depth : {size_t{10000}, size_t{100000}, size_t{400000}}) {
+    for (bool closed : {false, true}) {
+      std::string html = "<html><body>";
+      for (size_t i = 0; i < depth; ++i)
+        html += "<div>";
+      html += "<p>Heat pumps move heat from a cold place to a warm one.</p>";
+      if (closed)
+        for (size_t i = 0; i < depth; ++i)
+          html += "</div>";
+      html += "</body></html>";
+      auto start = std::chrono::steady_clock::now();
+      auto x = ce::extract_html(html);
+      auto ms = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+      if (x.text.find("Heat pumps") == std::string::npos) {
+        std::fprintf(stderr, "nested page lost its text\n");
+        return 1;
+      }
+      auto name = std::to_string(depth) + " nested divs"
+                  + (closed ? " (closed)" : " (unclosed)");
+      std::printf("%-34s %10zu %10.1f %10.2f\n", name.c_str(), html.size(), ms,
+                  static_cast<double>(html.size()) / 1e6 / (ms / 1000));
+    }
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--nested") == 0)
+      return run_nested();
   int rounds = 5;
   bool verbose = false;
   std::string dir = QUARRY_FIXTURES_DIR "/html/readability";

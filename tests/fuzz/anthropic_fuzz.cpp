@@ -6,6 +6,9 @@
 #include "anthropic_errors.hpp"
 #include "anthropic_stream.hpp"
 
+#include "quarry/sdk/json.hpp"
+#include "quarry/sdk/text.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
@@ -71,6 +74,14 @@ void check_outcome(const anth::stream_assembler& a, const listener& out) {
     check(a.failure().has_value());
   else
     check(!a.failure().has_value());
+  // Everything that leaves the decoder is valid UTF-8 and serialises.
+  check(sdk::is_valid_utf8(res.text) && sdk::is_valid_utf8(res.reasoning)
+        && sdk::is_valid_utf8(res.model));
+  for (const auto& call : res.tool_calls)
+    check(sdk::is_valid_utf8(call.id) && sdk::is_valid_utf8(call.name)
+          && sdk::is_valid_utf8(call.arguments));
+  if (a.failure())
+    check(sdk::is_valid_utf8(a.failure()->message));
 }
 
 } // namespace
@@ -97,10 +108,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     auto err = anth::classify_error_body(bytes, 0);
     check(!err.message.empty());
+    check(sdk::is_valid_utf8(err.message));
     auto http = anth::classify_http_error(529, {}, bytes);
     check(http.code == sdk::errc::overloaded);
   }
-  auto message = nlohmann::json::parse(bytes, nullptr, false);
+  auto message = sdk::parse_json(bytes);
   if (!message.is_discarded()) {
     anth::stream_assembler a;
     listener out;

@@ -4,6 +4,9 @@
 
 #include "openai_stream.hpp"
 
+#include "quarry/sdk/json.hpp"
+#include "quarry/sdk/text.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
@@ -80,6 +83,16 @@ void check(const openai::stream_decoder& dec, const collector& seen) {
     std::abort();
   if (dec.streamed() == false && (!seen.text.empty() || !seen.args.empty()))
     std::abort();
+  // Everything that leaves the decoder is valid UTF-8.
+  if (!sdk::is_valid_utf8(result.text) || !sdk::is_valid_utf8(result.reasoning)
+      || !sdk::is_valid_utf8(result.model))
+    std::abort();
+  for (const auto& call : result.tool_calls)
+    if (!sdk::is_valid_utf8(call.id) || !sdk::is_valid_utf8(call.name)
+        || !sdk::is_valid_utf8(call.arguments))
+      std::abort();
+  if (dec.failure() && !sdk::is_valid_utf8(dec.failure()->message))
+    std::abort();
 }
 
 } // namespace
@@ -120,9 +133,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     // As an error body, and as tool-call fragments.
     auto err = openai::classify_error(400 + data[0] % 200, {}, input);
-    if (err.message.empty())
+    if (err.message.empty() || !sdk::is_valid_utf8(err.message))
       std::abort();
-    auto parsed = nlohmann::json::parse(input, nullptr, false);
+    auto parsed = sdk::parse_json(input);
     if (parsed.is_array()) {
       openai::tool_call_accumulator acc;
       for (size_t i = 0; i < parsed.size(); ++i)

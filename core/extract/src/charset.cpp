@@ -2,6 +2,8 @@
 
 #include "quarry/extract/html.hpp"
 
+#include "quarry/sdk/text.hpp"
+
 #include <array>
 #include <cctype>
 #include <cstdint>
@@ -17,23 +19,7 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+using sdk::append_utf8;
 
 constexpr uint32_t replacement = 0xFFFD;
 
@@ -43,49 +29,6 @@ constexpr std::array<uint16_t, 32> cp1252 = {
   0x02C6, 0x2030, 0x0160, 0x2039, 0x0152, 0x008D, 0x017D, 0x008F,
   0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014,
   0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178};
-
-std::string repair_utf8(std::string_view in) {
-  std::string out;
-  out.reserve(in.size());
-  size_t i = 0;
-  auto n = in.size();
-  while (i < n) {
-    auto c = static_cast<unsigned char>(in[i]);
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    uint32_t cp = 0;
-    uint32_t min = 0;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2, cp = c & 0x1F, min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3, cp = c & 0x0F, min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4, cp = c & 0x07, min = 0x10000;
-    }
-    bool ok = len > 0 && i + len <= n;
-    for (size_t k = 1; ok && k < len; ++k) {
-      auto cc = static_cast<unsigned char>(in[i + k]);
-      if ((cc & 0xC0) != 0x80)
-        ok = false;
-      else
-        cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (ok && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)))
-      ok = false;
-    if (ok) {
-      out.append(in.substr(i, len));
-      i += len;
-    } else {
-      append_utf8(out, replacement);
-      ++i;
-    }
-  }
-  return out;
-}
 
 std::string decode_utf16(std::string_view in, bool big_endian) {
   std::string out;
@@ -206,7 +149,7 @@ bool starts_with(std::string_view s, std::string_view p) {
 std::string decode_to_utf8(std::string_view bytes,
                            std::string_view content_type_header) {
   if (starts_with(bytes, "\xEF\xBB\xBF"))
-    return repair_utf8(bytes.substr(3));
+    return sdk::repair_utf8(bytes.substr(3));
   if (starts_with(bytes, "\xFF\xFE"))
     return decode_utf16(bytes.substr(2), false);
   if (starts_with(bytes, "\xFE\xFF"))
@@ -224,7 +167,7 @@ std::string decode_to_utf8(std::string_view bytes,
     case charset::cp1252:
       return decode_single_byte(bytes, true);
     default:
-      return repair_utf8(bytes);
+      return sdk::repair_utf8(bytes);
   }
 }
 

@@ -2,6 +2,8 @@
 // limit checked before each page.
 #include "quarry/extract/pdf.hpp"
 
+#include "quarry/sdk/text.hpp"
+
 #include <poppler-document.h>
 #include <poppler-global.h>
 #include <poppler-page.h>
@@ -27,9 +29,11 @@ void silence_poppler() {
                                                               nullptr); });
 }
 
+// PDF strings are converted from UTF-16 that may hold lone surrogates:
+// repair whatever is not valid UTF-8.
 std::string utf8(const poppler::ustring& x) {
   auto bytes = x.to_utf8();
-  return std::string{bytes.begin(), bytes.end()};
+  return sdk::repair_utf8(std::string_view{bytes.data(), bytes.size()});
 }
 
 bool is_space(char c) noexcept {

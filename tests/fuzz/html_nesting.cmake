@@ -1,0 +1,14 @@
+# libFuzzer target of the HTML nesting limiter and of extraction under a
+# deadline; seeds with deep nesting are in seeds/html_nesting/.
+
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(GUMBO REQUIRED IMPORTED_TARGET gumbo)
+pkg_check_modules(POPPLER_CPP REQUIRED IMPORTED_TARGET poppler-cpp)
+file(GLOB QUARRY_FUZZ_NESTING_SOURCES CONFIGURE_DEPENDS
+     "${PROJECT_SOURCE_DIR}/core/extract/src/*.cpp")
+quarry_add_fuzzer(quarry_fuzz_html_nesting
+  SOURCES "${CMAKE_CURRENT_SOURCE_DIR}/html_nesting_fuzz.cpp"
+          ${QUARRY_FUZZ_NESTING_SOURCES}
+  INCLUDES "${PROJECT_SOURCE_DIR}/core/extract/include"
+  LIBRARIES quarry::sdk nlohmann_json::nlohmann_json PkgConfig::GUMBO
+            PkgConfig::POPPLER_CPP)

@@ -1,0 +1,82 @@
+// libFuzzer target: arbitrary bytes through the SDK's UTF-8 repair and
+// bounded JSON parser, core::parse_tool_arguments and the from_json forms of
+// the LLM types. Checks: repaired text is valid UTF-8, valid text is left
+// alone, parsed values respect the depth limit and serialise, nothing throws.
+
+#include "quarry/core/llm_json.hpp"
+#include "quarry/core/tool_args.hpp"
+#include "quarry/sdk/json.hpp"
+#include "quarry/sdk/text.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace sdk = quarry::sdk;
+namespace core = quarry::core;
+
+namespace {
+
+void check(bool condition) {
+  if (!condition)
+    std::abort();
+}
+
+template <class T>
+void read_as(const nlohmann::json& j) {
+  T x;
+  from_json(j, x);
+  nlohmann::json back;
+  to_json(back, x);
+  check(!sdk::dump_json(back).empty());
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view bytes{reinterpret_cast<const char*>(data), size};
+  // UTF-8 repair.
+  auto repaired = sdk::repair_utf8(bytes);
+  check(sdk::is_valid_utf8(repaired));
+  check(sdk::repair_utf8(repaired) == repaired);
+  if (sdk::is_valid_utf8(bytes))
+    check(repaired == bytes);
+  check(repaired.size() >= bytes.size());
+  for (size_t n : {size_t{0}, size_t{1}, size / 2, size}) {
+    auto prefix = sdk::utf8_prefix(repaired, n);
+    check(prefix.size() <= n && sdk::is_valid_utf8(prefix));
+  }
+  // Bounded parsing.
+  std::string why;
+  auto j = sdk::parse_json(bytes, &why, sdk::json_limits{32, true});
+  if (j.is_discarded()) {
+    check(!why.empty() && sdk::is_valid_utf8(why));
+  } else {
+    check(!sdk::json_deeper_than(j, 32));
+    check(sdk::is_valid_utf8(sdk::dump_json(j)));
+    if (j.is_object()) {
+      read_as<sdk::chat_request>(j);
+      read_as<sdk::chat_result>(j);
+      read_as<sdk::chat_message>(j);
+      read_as<sdk::error>(j);
+      read_as<sdk::document>(j);
+    }
+    std::vector<sdk::tool_definition> defs;
+    core::parse_tool_definitions(j, defs);
+  }
+  if (sdk::json_nesting_depth(bytes) > 32)
+    check(j.is_discarded());
+  // Tool arguments: an object or a message, never a throw.
+  auto args = core::parse_tool_arguments(bytes);
+  if (auto* obj = std::get_if<nlohmann::json>(&args)) {
+    check(obj->is_object());
+    check(!sdk::json_deeper_than(*obj, core::max_argument_depth + 1));
+    check(sdk::is_valid_utf8(sdk::dump_json(*obj)));
+  } else {
+    check(!std::get<std::string>(args).empty());
+  }
+  return 0;
+}

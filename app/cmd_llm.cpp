@@ -4,6 +4,8 @@
 #include "cli.hpp"
 #include "context.hpp"
 
+#include "quarry/sdk/json.hpp"
+
 #include "quarry/actors/llm_provider.hpp"
 #include "quarry/actors/runtime.hpp"
 #include "quarry/core/llm_json.hpp"
@@ -27,7 +29,7 @@ int print_failure(const llm_chat_options& opts, const sdk::error& err) {
                       {{"class", sdk::to_string(err.code)},
                        {"message", err.message},
                        {"status", err.http_status}}}};
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    std::cout << sdk::dump_json(j) << std::endl;
   } else {
     std::cout.flush();
     std::cerr << "quarry: llm chat failed: " << sdk::to_string(err) << "\n";
@@ -136,7 +138,8 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
           if (opts.json) {
             auto calls = nlohmann::json::array();
             for (const auto& tc : r.tool_calls) {
-              auto args = nlohmann::json::parse(tc.arguments, nullptr, false);
+              // Bounded: arguments nested too deep stay a string.
+              auto args = sdk::parse_json(tc.arguments);
               calls.push_back({{"id", tc.id},
                                {"name", tc.name},
                                {"arguments", args.is_discarded()
@@ -154,8 +157,7 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
                                {"model", r.model},
                                {"attempts", reply.attempts},
                                {"cost_usd", reply.cost_usd}};
-            std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                      << std::endl;
+            std::cout << sdk::dump_json(out) << std::endl;
           } else {
             if (streamed_text && (r.text.empty() || r.text.back() != '\n'))
               std::cout << "\n";

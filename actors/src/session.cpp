@@ -145,6 +145,7 @@ void finish(session_ptr self, session_result result) {
   st.now = phase::done;
   result.plan = st.plan;
   result.notices = st.notices;
+  result.interrupted = st.stop_requested;
   for (auto& a : st.agents)
     if (!a.result && a.handle)
       self->send_exit(a.handle, caf::exit_reason::user_shutdown);
@@ -669,12 +670,18 @@ void complete_report(session_ptr self) {
 // Writes the report from the agents' findings when the model cannot.
 void fallback_report(session_ptr self, const std::string& why) {
   auto& st = self->state;
-  st.notices.push_back("the final report was assembled from the research "
-                       "agents' findings: " + why);
-  emit(self, turn(st.final_turn), core::packets::notice(
-                                     "The final report could not be written by "
-                                     "the model (" + why
-                                     + "); these are the research findings."));
+  if (st.stop_requested) {
+    emit(self, turn(st.final_turn),
+         core::packets::notice("The research was interrupted; these are the "
+                               "findings gathered until then."));
+  } else {
+    st.notices.push_back("the final report was assembled from the research "
+                         "agents' findings: " + why);
+    emit(self, turn(st.final_turn), core::packets::notice(
+                                       "The final report could not be written by "
+                                       "the model (" + why
+                                       + "); these are the research findings."));
+  }
   std::string body;
   if (st.findings.empty())
     body = "No findings could be gathered before the research ended (" + why + ").";
@@ -705,6 +712,12 @@ void start_final(session_ptr self) {
   in.reminder = core::make_reminder(reminder);
   in.available_tokens = st.spec.context_tokens - st.spec.final_max_tokens;
   auto built = core::build_history(in);
+  if (st.stop_requested) {
+    // Interrupted: no new model call; what was found is the report.
+    st.at = turn(st.final_turn);
+    fallback_report(self, "the research was interrupted");
+    return;
+  }
   self->delayed_send(self, st.spec.final_report_timeout, final_timeout_atom::value);
   if (std::holds_alternative<std::string>(built)) {
     st.at = turn(st.final_turn);
@@ -832,11 +845,47 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
     },
     [=](deadline_now_atom) {
       auto& st = self->state;
+      if (st.now == phase::done || st.deadline_passed)
+        return;
       st.deadline_passed = true;
-      st.notices.push_back("the research deadline was reached");
-      emit(self, turn(current_turn(self)),
-           core::packets::notice("The research deadline was reached; the report "
-                                 "is written from what was found so far."));
+      if (st.stop_requested) {
+        st.notices.push_back("the research was interrupted");
+        emit(self, turn(current_turn(self)),
+             core::packets::notice("The research was interrupted; the report "
+                                   "holds what was found until then."));
+      } else {
+        st.notices.push_back("the research deadline was reached");
+        emit(self, turn(current_turn(self)),
+             core::packets::notice("The research deadline was reached; the report "
+                                   "is written from what was found so far."));
+      }
+      // The call in flight is cancelled in every phase: nothing waits for a
+      // model past the deadline (the final report has its own time limit).
+      if (st.now == phase::clarify || st.now == phase::plan) {
+        self->send(st.current_llm, cancel_atom::value, st.current_call);
+        st.current_call = 0;
+        if (st.stop_requested) {
+          emit(self, turn(st.plan_turn), core::packets::stop("interrupted"));
+          session_result out;
+          out.status = session_status::failed;
+          out.failure = "the research was interrupted before it started";
+          finish(self, std::move(out));
+        } else {
+          st.final_turn = current_turn(self);
+          st.at = turn(st.final_turn);
+          st.processor = std::make_unique<core::citation_processor>(
+            core::citation_mode::hyperlink);
+          st.processor->update_mapping(st.global);
+          st.now = phase::final;
+          fallback_report(self, "the deadline was reached before the research began");
+        }
+        return;
+      }
+      if (st.now == phase::final) {
+        if (st.stop_requested)
+          self->send(self, final_timeout_atom::value);
+        return;
+      }
       if (st.now == phase::agents) {
         for (auto& a : st.agents)
           if (!a.result && a.handle) {
@@ -857,17 +906,27 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
         return;
       self->send(st.current_llm, cancel_atom::value, st.current_call);
       st.current_call = 0;
-      st.notices.push_back("the final report ran out of time");
+      auto why = st.stop_requested ? "the research was interrupted" : "it ran out of time";
+      if (!st.stop_requested)
+        st.notices.push_back("the final report ran out of time");
       if (st.text_started) {
-        report_piece(self, "\n\n*(The report was cut short: it ran out of time.)*");
+        report_piece(self, std::string{"\n\n*(The report was cut short: "} + why + ".)*");
         complete_report(self);
       } else {
-        fallback_report(self, "it ran out of time");
+        fallback_report(self, why);
       }
     },
     [=](stop_atom) {
       auto& st = self->state;
+      if (st.stop_requested || st.now == phase::done)
+        return;
       st.stop_requested = true;
+      if (st.deadline_passed) {
+        // Already writing the report: stop that too.
+        if (st.now == phase::final)
+          self->send(self, final_timeout_atom::value);
+        return;
+      }
       self->send(self, deadline_now_atom::value);
     },
   };

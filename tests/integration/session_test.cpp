@@ -385,3 +385,92 @@ TEST_CASE_FIXTURE(session_fixture, "session gives later agents a digest of "
     if (p.type() == "research_agent_start")
       CHECK(p.obj["research_task"].get<std::string>().find("Earlier") == std::string::npos);
 }
+
+namespace {
+
+// Runs a scripted session and sends it `stop_atom` (what SIGINT does) once
+// the fake server has received `n` requests; returns the result and how long
+// the session took after the stop.
+std::pair<actors::session_result, std::chrono::steady_clock::duration>
+run_and_stop(session_fixture& f, test::fake_llm_server& server,
+             actors::session_spec spec, size_t n) {
+  auto em = f.emitter(spec.session_id);
+  caf::scoped_actor self{f.rt->system()};
+  auto llm = f.llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}});
+  actors::session_models models{llm, llm, llm, llm, llm};
+  auto session = actors::spawn_session(f.rt->system(), std::move(spec), models,
+                                       f.corpus_tools(), em, f.prompts,
+                                       caf::actor{self});
+  REQUIRE(server.wait_for_requests(n, std::chrono::seconds{30}));
+  auto stopped = std::chrono::steady_clock::now();
+  self->send(session, actors::stop_atom::value);
+  actors::session_result out;
+  self->receive(
+    [&](actors::session_done_atom, actors::session_result& r) { out = std::move(r); },
+    caf::after(std::chrono::seconds{60}) >> [&] { FAIL("the session never finished"); });
+  auto took = std::chrono::steady_clock::now() - stopped;
+  f.drain(self, em);
+  return {std::move(out), took};
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(session_fixture, "the deadline cancels a planning call in flight") {
+  test::fake_llm_server server;
+  auto slow = rule(plan_marker, {{"text", "1. One step"}});
+  slow["latency_ms"] = 120000;
+  REQUIRE_FALSE(server.script(nlohmann::json::array({slow})));
+  auto spec = scripted_spec();
+  spec.deadline = std::chrono::seconds{2};
+  spec.final_report_timeout = std::chrono::seconds{2};
+  auto start = std::chrono::steady_clock::now();
+  auto r = run_scripted(server, spec);
+  auto took = std::chrono::steady_clock::now() - start;
+  CAPTURE(r.failure);
+  REQUIRE(r.status == actors::session_status::report);
+  CHECK_FALSE(r.interrupted);
+  CHECK(r.sources.empty());
+  CHECK(r.report.find("No findings") != std::string::npos);
+  // Far below the planning call's 120 s.
+  CHECK(took < std::chrono::seconds{30});
+  CHECK(std::find(r.notices.begin(), r.notices.end(), "the research deadline was reached")
+        != r.notices.end());
+}
+
+TEST_CASE_FIXTURE(session_fixture, "a stop during planning ends the session at once, "
+                                   "marked as interrupted") {
+  test::fake_llm_server server;
+  auto slow = rule(plan_marker, {{"text", "1. One step"}});
+  slow["latency_ms"] = 120000;
+  REQUIRE_FALSE(server.script(nlohmann::json::array({slow})));
+  auto [r, took] = run_and_stop(*this, server, scripted_spec(), 1);
+  CHECK(r.status == actors::session_status::failed);
+  CHECK(r.interrupted);
+  CHECK(took < std::chrono::seconds{20});
+  CHECK(server.request_count() == 1);
+}
+
+TEST_CASE_FIXTURE(session_fixture, "a stop while agents run starts nothing new and "
+                                   "makes no further model call") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. One step\n2. Another"}}));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"research_agent", {{"task", "A slow task."}}}})));
+  auto slow = rule(agent_marker, calls({{"generate_report", nlohmann::json::object()}}));
+  slow["latency_ms"] = 120000;
+  rules.push_back(slow);
+  rules.push_back(rule(final_marker, {{"text", "A report nobody asked for."}}));
+  REQUIRE_FALSE(server.script(rules));
+  // Plan, orchestrator, the agent's first step.
+  auto [r, took] = run_and_stop(*this, server, scripted_spec(), 3);
+  CAPTURE(r.failure);
+  CHECK(r.interrupted);
+  CHECK(took < std::chrono::seconds{20});
+  REQUIRE(r.status == actors::session_status::report);
+  CHECK(r.report.find("A report nobody asked for") == std::string::npos);
+  CHECK(requests_with(server, final_marker) == 0);
+  CHECK(requests_with(server, orchestrator_marker) == 1);
+  CHECK(std::find(r.notices.begin(), r.notices.end(), "the research was interrupted")
+        != r.notices.end());
+}

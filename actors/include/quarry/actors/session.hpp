@@ -99,11 +99,19 @@ struct session_result {
   std::string failure;
   /// Remarks about the run (deadline reached, agents that failed, ...).
   std::vector<std::string> notices;
+  /// The session was told to stop (`stop_atom`, sent on SIGINT/SIGTERM)
+  /// before it finished. No agent starts after the stop and no further model
+  /// call is made: with `status == report`, the report holds the findings
+  /// gathered until then (`sources` empty if there were none); a stop during
+  /// clarification or planning ends with `status == failed`.
+  bool interrupted = false;
 };
 
 /// Spawns a session that starts at once and sends `(session_done_atom,
 /// session_result)` to `requester` exactly once, then quits. Send it
-/// `stop_atom` to end research early (the report is still written).
+/// `stop_atom` to end research at once: the call in flight is cancelled and
+/// the findings so far become the report (see session_result::interrupted).
+/// The deadline (`spec.deadline`) also cancels whatever call is in flight.
 caf::actor spawn_session(caf::actor_system& sys, session_spec spec,
                          session_models models, tool_set tools,
                          emitter_actor emitter,

@@ -6,16 +6,15 @@
 #include "context.hpp"
 
 #include "quarry/fetch/fetch.hpp"
+#include "quarry/fetch/local_file.hpp"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <condition_variable>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <mutex>
-#include <sstream>
 
 namespace quarry::app {
 
@@ -102,20 +101,20 @@ int cmd_extract(context& ctx, const extract_options& opts) {
       }
       path = fetch::split_url(path)->path_and_query;
     }
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) {
-      std::cerr << "quarry: " << path << ": no such file\n";
-      return exit_usage;
+    // Regular files only (a FIFO is never opened, so never waited on), and
+    // no more than open_url would read of a fetched page.
+    auto read = fetch::read_local_file(path, fetch::local_limits(fopts));
+    if (auto* err = std::get_if<sdk::error>(&read)) {
+      std::cerr << "quarry: " << path << ": " << err->message << "\n";
+      // A path that names no file, or not a file, is a usage error.
+      return err->code == sdk::errc::not_found
+                 || err->code == sdk::errc::bad_request
+               ? exit_usage
+               : exit_failure;
     }
-    std::ifstream in{path, std::ios::binary};
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    if (!in.good() && !in.eof()) {
-      std::cerr << "quarry: " << path << ": cannot read the file\n";
-      return exit_failure;
-    }
-    auto page = fetch::read_document(buf.str(), type_from_extension(path),
-                                     path, pdf_time_limit);
+    auto page = fetch::read_document(std::get<std::string>(read),
+                                     type_from_extension(path), path,
+                                     pdf_time_limit);
     return print(page, opts.json);
   }
   auto policy = fetch::address_policy::make(fopts.allow);

@@ -1,5 +1,6 @@
 // `quarry tool run open_url` and `quarry extract` through the real binary and
-// the real plugin, against real HTTP servers on 127.0.0.1.
+// the real plugin, against real HTTP servers on 127.0.0.1; local files that
+// are not regular files, over the size caps or binary.
 
 #include "support/http_server.hpp"
 #include "support/pdf_writer.hpp"
@@ -8,7 +9,10 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
+
+#include <sys/stat.h>
 
 using namespace quarry;
 using test::response_plan;
@@ -178,4 +182,74 @@ TEST_CASE_FIXTURE(open_url_fixture, "extract rejects bad input with clear "
                         home.file("tiny.txt")});
   CHECK(badcfg.exit_code == 2);
   CHECK(badcfg.err.find("max_redirects") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(open_url_fixture, "extract names what a path is when it "
+                                    "is not a regular file") {
+  // Nobody writes the FIFO: opening it for reading would block forever.
+  auto fifo = home.file("pipe.html");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto res = quarry({"extract", fifo});
+  CHECK_FALSE(res.timed_out);
+  CHECK(res.exit_code == 2);
+  CHECK(res.err == "quarry: " + fifo + ": is not a regular file (a FIFO)\n");
+  CHECK(res.out.empty());
+  auto folder = quarry({"extract", home.path()});
+  CHECK(folder.exit_code == 2);
+  CHECK(folder.err == "quarry: " + home.path() + ": is a folder\n");
+  auto device = quarry({"extract", "/dev/zero"});
+  CHECK(device.exit_code == 2);
+  CHECK(device.err == "quarry: /dev/zero: is a device\n");
+  auto url = quarry({"extract", "file://" + fifo});
+  CHECK(url.exit_code == 2);
+  CHECK(url.err.find("is not a regular file (a FIFO)") != std::string::npos);
+  auto missing = quarry({"extract", home.file("absent.txt")});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err == "quarry: " + home.file("absent.txt")
+                         + ": no such file\n");
+}
+
+TEST_CASE_FIXTURE(open_url_fixture, "extract obeys open_url's size caps for "
+                                    "local files") {
+  auto page = "<html><head><title>Big</title></head><body><article><p>"
+              + std::string(3000, 'w') + "</p></article></body></html>";
+  auto path = home.write("big.html", page);
+  auto capped = quarry({"--set", "tools.open_url.max_html_size=2KiB",
+                        "extract", path});
+  CHECK(capped.exit_code == 1);
+  CHECK(capped.err == "quarry: " + path + ": is too large: more than 2 KiB, "
+                      "the maximum size of HTML and text files (the open_url "
+                      "option max_html_size)\n");
+  CHECK(capped.out.empty());
+  CHECK(quarry({"extract", path}).exit_code == 0);
+  // The default cap (20 MiB), on a sparse file that is never read.
+  auto huge = home.write("huge.txt", "start");
+  std::filesystem::resize_file(huge, 21u * 1024 * 1024);
+  auto res = quarry({"extract", huge});
+  CHECK(res.exit_code == 1);
+  CHECK(res.err.find(": is too large: more than 20 MiB") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(open_url_fixture, "extract refuses binary text files and "
+                                    "cleans the text it prints") {
+  std::string noise;
+  uint32_t x = 3;
+  for (int i = 0; i < 4096; ++i) {
+    x = x * 1103515245u + 12345u;
+    noise += static_cast<char>((x >> 16) & 0xFF);
+  }
+  auto random = home.write("random.txt", noise);
+  auto bin = quarry({"extract", random});
+  CHECK(bin.exit_code == 1);
+  CHECK(bin.err == "quarry: cannot read " + random
+                     + ": the document is binary data, not text\n");
+  CHECK(bin.out.empty());
+  auto md = home.write("dirty.md",
+                       "# Dirty\r\n\r\nA bell\x07, an escape\x1B[2J, a C1 "
+                       "control\xC2\x9B" "and a bad byte \xFF in notes that "
+                       "are long enough.\r\n");
+  auto res = quarry({"extract", md});
+  CHECK(res.exit_code == 0);
+  CHECK(res.out == "# Dirty\n\nA bell, an escape[2J, a C1 controland a bad "
+                   "byte \xEF\xBF\xBD in notes that are long enough.\n");
 }

@@ -213,18 +213,55 @@ content_kind sniff(std::string_view content_type,
     if (type == "text/plain")
       return content_kind::text;
     // Plain text when the first bytes have no control characters.
-    bool binary = false;
-    for (auto c : b.substr(0, 512)) {
-      auto u = static_cast<unsigned char>(c);
-      if (u == 0 || (u < 0x20 && u != '\n' && u != '\r' && u != '\t'
-                     && u != '\f'))
-        binary = true;
-    }
-    return binary || b.empty() ? content_kind::other : content_kind::text;
+    return b.empty() || looks_binary(b) ? content_kind::other
+                                        : content_kind::text;
   }
   if (starts_with(type, "text/"))
     return content_kind::text;
   return content_kind::other;
+}
+
+bool looks_binary(std::string_view first_bytes) noexcept {
+  auto b = first_bytes;
+  if (starts_with(b, "\xEF\xBB\xBF"))
+    b.remove_prefix(3);
+  b = b.substr(0, binary_sniff_bytes);
+  size_t controls = 0;
+  for (auto c : b) {
+    auto u = static_cast<unsigned char>(c);
+    if (u == 0)
+      return true;
+    if (u < 0x20 && u != '\t' && u != '\n' && u != '\v' && u != '\f'
+        && u != '\r' && u != 0x1B)
+      ++controls;
+  }
+  return controls > 2 + b.size() / 32;
+}
+
+std::string clean_text(std::string_view text) {
+  auto repaired = sdk::repair_utf8(text);
+  std::string out;
+  out.reserve(repaired.size());
+  const auto n = repaired.size();
+  for (size_t i = 0; i < n; ++i) {
+    auto u = static_cast<unsigned char>(repaired[i]);
+    if (u == '\r') {
+      // CR LF and a lone CR (old Mac line ends) both become LF.
+      if (i + 1 < n && repaired[i + 1] == '\n')
+        ++i;
+      out += '\n';
+    } else if (u == 0xC2 && i + 1 < n
+               && static_cast<unsigned char>(repaired[i + 1]) <= 0x9F) {
+      // A C1 control character (U+0080 to U+009F): terminals act on some
+      // of them (U+009B starts an escape sequence).
+      ++i;
+    } else if ((u < 0x20 && u != '\n' && u != '\t') || u == 0x7F) {
+      // A C0 control character or DEL: dropped.
+    } else {
+      out += static_cast<char>(u);
+    }
+  }
+  return out;
 }
 
 } // namespace quarry::extract

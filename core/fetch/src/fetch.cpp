@@ -479,10 +479,21 @@ page read_document(std::string_view bytes, std::string_view content_type,
         break;
       }
       case extract::content_kind::text:
-      case extract::content_kind::json:
-        out.text = extract::decode_to_utf8(bytes, content_type);
+      case extract::content_kind::json: {
+        // Labelled as text (a header or a file name) is not proof: random
+        // bytes must not reach the model or a terminal. UTF-16 is decoded
+        // first, so its NUL bytes do not count.
+        auto text = extract::decode_to_utf8(bytes, content_type);
+        if (extract::looks_binary(text)) {
+          out.failure = sdk::make_error(sdk::errc::invalid_response,
+                                        "binary data, not text");
+          out.reason = "the document is binary data, not text";
+          return out;
+        }
+        out.text = extract::clean_text(text);
         out.title = last_path_segment(url);
         break;
+      }
       default: {
         auto type = media_type(content_type);
         out.failure = sdk::make_error(sdk::errc::invalid_response,

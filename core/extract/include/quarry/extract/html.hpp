@@ -89,7 +89,27 @@ enum class content_kind { html, pdf, text, json, other };
 
 /// Decides the kind of a document from its Content-Type and first bytes. The
 /// bytes win over a missing, generic or wrong header (%PDF-, <html, <!doctype,
-/// a JSON object or array).
+/// a JSON object or array). Untyped bytes are text unless
+/// @ref looks_binary says otherwise.
 content_kind sniff(std::string_view content_type, std::string_view first_bytes);
+
+/// How many leading bytes @ref looks_binary inspects.
+inline constexpr size_t binary_sniff_bytes = 512;
+
+/// Returns whether a document looks like binary data rather than text,
+/// judged by its first @ref binary_sniff_bytes bytes (after a UTF-8
+/// byte-order mark): a NUL byte, or more than 2 + 1/32 of those bytes being
+/// control characters other than tab, line feed, vertical tab, form feed,
+/// carriage return and escape (so a stray bell or colour codes in a log
+/// keep it text; random and compressed bytes are about 11% control
+/// characters). The rule @ref sniff applies to untyped bytes; for a document
+/// labelled as text (a `.txt` file, `text/plain`), give it the text after
+/// @ref decode_to_utf8, so UTF-16 text is not mistaken for binary.
+bool looks_binary(std::string_view first_bytes) noexcept;
+
+/// Returns `text` made safe to store and print: invalid UTF-8 replaced by
+/// U+FFFD, CR LF and a lone CR turned into LF, and every other control
+/// character (C0 except tab and line feed, DEL, C1) removed.
+std::string clean_text(std::string_view text);
 
 } // namespace quarry::extract

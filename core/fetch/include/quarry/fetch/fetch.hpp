@@ -22,6 +22,12 @@
 
 namespace quarry::fetch {
 
+/// The default of `max_html_size`: the largest HTML or text document read.
+inline constexpr int64_t default_max_html_bytes = 20 * 1024 * 1024;
+
+/// The default of `max_pdf_size`: the largest PDF document read.
+inline constexpr int64_t default_max_pdf_bytes = 50 * 1024 * 1024;
+
 /// Limits and policy of fetching, from the `open_url` tool's configuration.
 struct fetch_options {
   /// Addresses and hosts allowed despite the SSRF rules.
@@ -32,8 +38,10 @@ struct fetch_options {
   /// Wall clock of one open_url call (all its URLs, reading included).
   std::chrono::milliseconds call_timeout{120000};
   int max_redirects = 10;
-  int64_t max_html_bytes = 20 * 1024 * 1024;
-  int64_t max_pdf_bytes = 50 * 1024 * 1024;
+  /// Largest HTML, text or JSON document (a fetched page or a local file).
+  int64_t max_html_bytes = default_max_html_bytes;
+  /// Largest PDF document (a fetched page or a local file).
+  int64_t max_pdf_bytes = default_max_pdf_bytes;
   /// The User-Agent header.
   std::string user_agent;
 };
@@ -111,7 +119,9 @@ bool is_pdf(std::string_view content_type, std::string_view url,
 /// Reads a document's bytes as text: PDF with poppler and HTML with
 /// main-content extraction after charset decoding (each at most `pdf_time`
 /// when it is positive; errc::timeout after that), plain text and
-/// JSON passed through as UTF-8. Blocking and CPU-heavy: call it on the
+/// JSON passed through as UTF-8 (refused when @ref extract::looks_binary
+/// says the decoded text is binary data; control characters removed with
+/// @ref extract::clean_text). Blocking and CPU-heavy: call it on the
 /// host's pool. Applies the insufficient-content rule: no title and no text,
 /// fewer than 50 characters of text, or just "Loading..." is a failure.
 page read_document(std::string_view bytes, std::string_view content_type,

@@ -2,8 +2,10 @@
 
 #include "cli.hpp"
 
+#include "config_checks.hpp"
 #include "context.hpp"
 
+#include "quarry/core/instances.hpp"
 #include "quarry/host/logging.hpp"
 #include "quarry/sdk/version.hpp"
 
@@ -117,6 +119,8 @@ std::vector<configured_instance> configured_instances(const core::settings& cfg)
 }
 
 void context::load_plugins() {
+  if (registry)
+    return;
   if (!services)
     services = std::make_unique<host::host_services>(config.values);
   registry = std::make_unique<host::plugin_registry>(*services);
@@ -156,8 +160,12 @@ int run(int argc, char** argv) {
   auto* config_show = config->add_subcommand(
     "show", "Print the effective configuration (secrets as ***)");
   auto* config_check = config->add_subcommand(
-    "check", "Validate the configuration and the plugins it names; exit 2 "
-             "on errors");
+    "check", "Validate the configuration and the plugins it names (exit 2 "
+             "on errors), then reach every provider and tool once (exit 1 if "
+             "one is not reachable)");
+  bool check_offline = false;
+  config_check->add_flag("--offline", check_offline,
+                         "Only validate: do not reach the providers and tools");
 
   llm_chat_options chat_opts;
   auto* llm = cli.add_subcommand("llm", "Talk to a configured LLM provider");
@@ -280,10 +288,35 @@ int run(int argc, char** argv) {
     return exit_usage;
   }
   ctx.config = std::move(*loaded.config);
+  // One place adds the embedded defaults (providers and tools from the
+  // environment), so that every command sees the same ones.
+  core::apply_environment_defaults(ctx.config);
   host::setup_logging(ctx.config.values.log.level, ctx.config.values.log.format,
                       known_secrets(ctx.config));
   for (const auto& warning : ctx.config.warnings)
     spdlog::warn("{}", warning);
+
+  // Every command that uses the instances checks them first, all errors at
+  // once (`config check` reports them its own way).
+  if (llm_chat->parsed() || tool_run->parsed() || research->parsed()
+      || extract->parsed() || index->parsed()) {
+    instance_check_options check;
+    check.make_tools = tool_run->parsed() || research->parsed();
+    auto errors = check_configured_instances(ctx, check);
+    if (!errors.empty()) {
+      print_instance_errors(errors);
+      if (ctx.services)
+        ctx.services->shutdown();
+      ctx.registry.reset();
+      return exit_usage;
+    }
+    for (const auto& added : ctx.config.environment_defaults) {
+      auto is_llm = added.key.rfind("llm.", 0) == 0;
+      if (research->parsed() || (llm_chat->parsed() && is_llm)
+          || (tool_run->parsed() && !is_llm))
+        std::cerr << "quarry: using " << added.description << "\n";
+    }
+  }
 
   int rc = exit_ok;
   if (plugins->parsed())
@@ -291,7 +324,7 @@ int run(int argc, char** argv) {
   else if (config_show->parsed())
     rc = cmd_config_show(ctx);
   else if (config_check->parsed())
-    rc = cmd_config_check(ctx);
+    rc = cmd_config_check(ctx, check_offline);
   else if (llm_chat->parsed())
     rc = cmd_llm_chat(ctx, chat_opts);
   else if (tool_run->parsed())

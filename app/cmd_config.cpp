@@ -1,50 +1,83 @@
 // `quarry config show` and `quarry config check`.
 
 #include "cli.hpp"
+#include "config_checks.hpp"
 #include "context.hpp"
 
+#include <chrono>
 #include <iostream>
-#include <variant>
 
 namespace quarry::app {
 
+namespace {
+
+/// How long `config check` waits for each provider and tool.
+constexpr std::chrono::seconds probe_timeout{5};
+
+// Replaces every secret of the configuration in `text` by `***`. Short values
+// are left alone: they would garble the text and hide nothing.
+std::string masked(std::string text, const std::vector<std::string>& secrets) {
+  for (const auto& secret : secrets) {
+    if (secret.size() < 8)
+      continue;
+    for (auto pos = text.find(secret); pos != std::string::npos;
+         pos = text.find(secret, pos + 3))
+      text.replace(pos, secret.size(), "***");
+  }
+  return text;
+}
+
+} // namespace
+
 int cmd_config_show(context& ctx) {
+  // The header names the source and, as comments, every instance added from
+  // the environment.
   std::cout << ctx.config.render_yaml();
   return exit_ok;
 }
 
-int cmd_config_check(context& ctx) {
-  // The file itself is valid (or we would not be here). Now check that every
-  // configured instance names a plugin that loads, and that the plugin
-  // accepts its configuration.
-  ctx.load_plugins();
-  std::vector<std::string> errors;
-  for (const auto& inst : configured_instances(ctx.config.values)) {
-    auto where = inst.entry->file + ":" + std::to_string(inst.entry->line) + ": "
-                 + inst.key + ": ";
-    std::string problem;
-    if (inst.is_llm) {
-      auto res = ctx.registry->make_llm(inst.entry->plugin, inst.entry->config,
-                                        inst.instance);
-      if (auto* err = std::get_if<std::string>(&res))
-        problem = *err;
-    } else {
-      auto res = ctx.registry->make_tool(inst.entry->plugin, inst.entry->config,
-                                         inst.instance);
-      if (auto* err = std::get_if<std::string>(&res))
-        problem = *err;
-    }
-    if (!problem.empty())
-      errors.push_back(where + problem);
-  }
+int cmd_config_check(context& ctx, bool offline) {
+  // The file itself is valid (or we would not be here). Now check every
+  // configured instance: the keys the host reads, the keys its plugin
+  // declares, the plugin itself (it must load and accept its configuration)
+  // and the names of the tools.
+  instance_check_options check;
+  check.make_llms = true;
+  check.make_tools = true;
+  auto errors = check_configured_instances(ctx, check);
   for (const auto& warning : ctx.config.warnings)
     std::cout << "warning: " << warning << "\n";
   if (!errors.empty()) {
     for (const auto& err : errors)
-      std::cerr << err << "\n";
+      std::cerr << err.to_string() << "\n";
     std::cerr << "configuration invalid: " << errors.size()
               << (errors.size() == 1 ? " error\n" : " errors\n");
     return exit_usage;
+  }
+  for (const auto& added : ctx.config.environment_defaults)
+    std::cout << added.key << ": added by the embedded defaults: "
+              << added.description << "\n";
+  if (!offline) {
+    auto secrets = ctx.config.secret_values();
+    size_t failures = 0;
+    for (const auto& r : probe_instances(ctx, probe_timeout)) {
+      std::cout << r.key << " (" << r.plugin << "): " << to_string(r.status);
+      // Transfer errors name the request already.
+      if (!r.target.empty() && r.detail.find(r.target) == std::string::npos)
+        std::cout << ", " << masked(r.target, secrets);
+      if (!r.detail.empty())
+        std::cout << ": " << masked(r.detail, secrets);
+      std::cout << "\n";
+      if (is_probe_failure(r.status))
+        ++failures;
+    }
+    if (failures > 0) {
+      std::cout.flush();
+      std::cerr << "configuration valid, but " << failures
+                << (failures == 1 ? " provider or tool is" : " providers or tools are")
+                << " not reachable (--offline skips this check)\n";
+      return exit_failure;
+    }
   }
   std::cout << "configuration OK (" << ctx.config.source << ")\n";
   return exit_ok;

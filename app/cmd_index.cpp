@@ -5,6 +5,7 @@
 #include "context.hpp"
 
 #include "quarry/corpus/index.hpp"
+#include "quarry/fetch/fetch.hpp"
 #include "quarry/host/services.hpp"
 
 #include <nlohmann/json.hpp>
@@ -74,6 +75,28 @@ std::variant<std::string, sdk::error> choose_db(const context& ctx,
   return default_corpus_db(ctx.config.values);
 }
 
+// The size caps of the configured open_url instance (its defaults when none
+// is configured): a local file is indexed only if open_url would read a page
+// of its size. `quarry extract` reads them the same way.
+std::variant<corpus::update_options, std::string>
+size_caps(const core::settings& cfg) {
+  nlohmann::json config = nlohmann::json::object();
+  for (const auto& [name, entry] : cfg.tools) {
+    if (entry.plugin == "open_url") {
+      config = entry.config;
+      break;
+    }
+  }
+  auto parsed = fetch::parse_fetch_options(config);
+  if (auto* err = std::get_if<std::string>(&parsed))
+    return "tools.open_url: " + *err;
+  const auto& fopts = std::get<fetch::fetch_options>(parsed);
+  corpus::update_options out;
+  out.max_html_bytes = fopts.max_html_bytes;
+  out.max_pdf_bytes = fopts.max_pdf_bytes;
+  return out;
+}
+
 nlohmann::json error_json(const sdk::error& err) {
   return {{"class", sdk::to_string(err.code)}, {"message", err.message}};
 }
@@ -111,12 +134,18 @@ int cmd_index(context& ctx, const index_options& opts) {
     std::cerr << "quarry: " << err->message << "\n";
     return exit_usage;
   }
+  auto caps = size_caps(ctx.config.values);
+  if (auto* err = std::get_if<std::string>(&caps)) {
+    std::cerr << "quarry: " << *err << "\n";
+    return exit_usage;
+  }
   const auto& db = std::get<std::string>(chosen);
   auto opened = corpus::corpus_index::open(db);
   if (opened.failure)
     return fail(opts, db, *opened.failure);
   auto& index = *opened.index;
-  auto result = index.update(opts.paths);
+  auto result = index.update(opts.paths,
+                             std::get<corpus::update_options>(caps));
   for (const auto& note : result.notes)
     std::cerr << "quarry: note: " << note << "\n";
   if (result.failure)
@@ -128,6 +157,7 @@ int cmd_index(context& ctx, const index_options& opts) {
                        {"updated", result.updated},
                        {"removed", result.removed},
                        {"unchanged", result.unchanged},
+                       {"skipped", result.skipped},
                        {"passages", result.passages},
                        {"total_documents", documents},
                        {"total_passages", passages},
@@ -137,7 +167,10 @@ int cmd_index(context& ctx, const index_options& opts) {
     std::cout << "Database: " << db << "\n"
               << "Files: " << result.added << " added, " << result.updated
               << " updated, " << result.removed << " removed, "
-              << result.unchanged << " unchanged\n"
+              << result.unchanged << " unchanged";
+    if (result.skipped > 0)
+      std::cout << ", " << result.skipped << " skipped (see the notes)";
+    std::cout << "\n"
               << "Passages written: " << result.passages << "\n"
               << "Index: " << documents << " documents, " << passages
               << " passages\n";

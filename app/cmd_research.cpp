@@ -36,13 +36,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::optional<std::string> env(const char* name) {
-  const auto* v = std::getenv(name);
-  if (v == nullptr || *v == '\0')
-    return std::nullopt;
-  return std::string{v};
-}
-
 std::string trim(const std::string& x) {
   auto a = x.find_first_not_of(" \t\r\n");
   if (a == std::string::npos)
@@ -199,55 +192,10 @@ int cmd_research(context& ctx, const research_options& opts) {
     corpus = fs::weakly_canonical(corpus, ec).string();
   }
 
-  // Embedded defaults: providers and tools from the environment.
+  // The embedded defaults (providers and tools from the environment) were
+  // added when the configuration was loaded (core::apply_environment_defaults,
+  // called from app/cli.cpp), so every command sees the same ones.
   std::vector<std::string> defaults_used;
-  if (cfg.llm.providers.empty()) {
-    core::plugin_instance p;
-    if (auto key = env("OPENAI_API_KEY")) {
-      p.plugin = "openai";
-      p.config = {{"api_key", *key},
-                  {"model", env("OPENAI_MODEL").value_or("gpt-4.1-mini")}};
-      if (auto base = env("OPENAI_BASE_URL"))
-        p.config["base_url"] = *base;
-      defaults_used.push_back("OpenAI (" + p.config["model"].get<std::string>()
-                              + ") from OPENAI_API_KEY");
-    } else if (auto key = env("ANTHROPIC_API_KEY")) {
-      p.plugin = "anthropic";
-      p.config = {{"api_key", *key},
-                  {"model", env("ANTHROPIC_MODEL").value_or("claude-sonnet-4-5")}};
-      if (auto base = env("ANTHROPIC_BASE_URL"))
-        p.config["base_url"] = *base;
-      defaults_used.push_back("Anthropic (" + p.config["model"].get<std::string>()
-                              + ") from ANTHROPIC_API_KEY");
-    } else {
-      p.plugin = "extractive";
-      defaults_used.push_back("the offline extractive provider (no LLM is "
-                              "configured and neither OPENAI_API_KEY nor "
-                              "ANTHROPIC_API_KEY is set): the report quotes "
-                              "the sources instead of writing new text");
-    }
-    p.file = "(embedded defaults)";
-    cfg.llm.providers["default"] = std::move(p);
-    cfg.llm.default_provider = "default";
-  }
-  if (cfg.tools.empty()) {
-    core::plugin_instance ws;
-    if (auto key = env("BRAVE_API_KEY")) {
-      ws.plugin = "brave";
-      ws.config = {{"api_key", *key}};
-      defaults_used.push_back("web search with Brave (BRAVE_API_KEY)");
-    } else if (auto key = env("TAVILY_API_KEY")) {
-      ws.plugin = "tavily";
-      ws.config = {{"api_key", *key}};
-      defaults_used.push_back("web search with Tavily (TAVILY_API_KEY)");
-    }
-    if (!ws.plugin.empty()) {
-      cfg.tools["web_search"] = std::move(ws);
-      core::plugin_instance ou;
-      ou.plugin = "open_url";
-      cfg.tools["open_url"] = std::move(ou);
-    }
-  }
   bool has_search = false;
   for (const auto& [name, entry] : cfg.tools)
     if (entry.plugin != "open_url")

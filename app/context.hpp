@@ -30,7 +30,8 @@ struct context {
   std::unique_ptr<host::host_services> services;
   std::unique_ptr<host::plugin_registry> registry;
 
-  /// Creates the host services and loads every plugin file found.
+  /// Creates the host services and loads every plugin file found; does
+  /// nothing when that was done already.
   void load_plugins();
 };
 
@@ -121,7 +122,9 @@ int cmd_plugins(context& ctx, bool json);
 /// `quarry config show`.
 int cmd_config_show(context& ctx);
 
-/// `quarry config check`.
-int cmd_config_check(context& ctx);
+/// `quarry config check [--offline]`: validates the configuration and the
+/// plugins it names (exit 2 on errors), then, unless `offline`, reaches every
+/// provider and tool once (exit 1 if one is not reachable).
+int cmd_config_check(context& ctx, bool offline);
 
 } // namespace quarry::app

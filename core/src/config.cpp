@@ -1159,6 +1159,8 @@ private:
       for (const auto& field : item.value.entries) {
         if (field.key != "plugin") {
           instance.config[field.key] = infer(field.value);
+          auto at = field.value.file.empty() ? item.file : field.value.file;
+          instance.key_lines[field.key] = {std::string{at}, line_of(field)};
           continue;
         }
         has_plugin = true;
@@ -1349,6 +1351,35 @@ std::string config_error::to_string() const {
     result += (result.empty() ? "" : ": ") + key;
   result += (result.empty() ? "" : ": ") + message;
   return result;
+}
+
+std::string closest_name(std::string_view name,
+                         const std::vector<std::string>& candidates) {
+  if (name.size() > max_suggest)
+    return {};
+  auto limit = name.size() <= 4 ? 1 : name.size() <= 8 ? 2 : 3;
+  std::string best;
+  auto best_distance = std::numeric_limits<size_t>::max();
+  for (const auto& candidate : candidates) {
+    auto d = edit_distance(name, candidate);
+    if (d <= static_cast<size_t>(limit) && d < best_distance) {
+      best = candidate;
+      best_distance = d;
+    }
+  }
+  if (!best.empty() || name.size() < 4)
+    return best;
+  // A word of a longer key, e.g. `retries` for `max_retries`.
+  for (const auto& candidate : candidates) {
+    auto at = candidate.find(name);
+    if (at == std::string::npos)
+      continue;
+    auto end = at + name.size();
+    if ((at == 0 || candidate[at - 1] == '_')
+        && (end == candidate.size() || candidate[end] == '_'))
+      return candidate;
+  }
+  return best;
 }
 
 bool is_secret_key_name(std::string_view name) {

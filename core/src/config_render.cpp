@@ -297,6 +297,9 @@ std::string loaded_config::render_yaml() const {
   std::string out;
   out += "# Effective configuration (source: " + label
          + "); secrets are shown as ***.\n";
+  for (const auto& added : environment_defaults)
+    out += "# " + added.key + ": added by the embedded defaults: "
+           + added.description + "\n";
   if (tree.is_object() && !tree.empty())
     emit(out, tree, 0, "", map_kind::section);
   else

@@ -20,3 +20,7 @@ QUARRY_PLUGIN(extractive, quarry::sdk::plugin_kind::llm, "0.1.0",
               "Offline extractive provider: no model, deterministic answers quoted "
               "from the sources (for machines without an LLM and for benchmarks)",
               &make)
+
+// Every key the factory accepts (the host reports others before creating it).
+QUARRY_PLUGIN_KEYS("max_parallel", "ttft_ms", "tokens_per_second", "max_sentences",
+                   "context_window", "reasoning")

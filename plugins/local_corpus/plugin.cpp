@@ -22,3 +22,6 @@ QUARRY_PLUGIN(local_corpus, quarry::sdk::plugin_kind::tool, "0.1.0",
               "internal_search over a local SQLite FTS5 index of Markdown, "
               "text, HTML and PDF files",
               &make)
+
+// Every key the factory accepts (the host reports others before creating it).
+QUARRY_PLUGIN_KEYS("db", "max_results")

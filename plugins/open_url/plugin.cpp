@@ -21,3 +21,8 @@ QUARRY_PLUGIN(open_url, quarry::sdk::plugin_kind::tool, "0.1.0",
               "open_url: reads web pages (main content), PDFs, text and "
               "indexed local documents, refusing internal addresses",
               &make)
+
+// Every key the factory accepts (the host reports others before creating it).
+QUARRY_PLUGIN_KEYS("allow", "connect_timeout", "stall_timeout", "call_timeout",
+                   "max_redirects", "max_html_size", "max_pdf_size", "user_agent",
+                   "max_urls", "window_chars", "budget_chars", "corpus_db")

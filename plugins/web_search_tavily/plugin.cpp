@@ -17,3 +17,7 @@ std::unique_ptr<quarry::sdk::plugin_object> make(quarry::sdk::host_context& host
 
 QUARRY_PLUGIN(tavily, quarry::sdk::plugin_kind::tool, "0.1.0",
               "web_search through the Tavily Search API", &make)
+
+// Every key the factory accepts (the host reports others before creating it).
+QUARRY_PLUGIN_KEYS("api_key", "base_url", "max_results", "timeout",
+                   "search_depth", "topic", "country")

@@ -1,6 +1,7 @@
 // `quarry index` with the real binary: a folder of Markdown, text, HTML and
 // PDF files indexed, updated incrementally, searched with internal_search,
-// and the database choice (--db, tools.<name>.db, the per-user default).
+// and the database choice (--db, tools.<name>.db, the per-user default);
+// links out of the folder, FIFOs, size caps, binary text.
 
 #include "support/pdf_writer.hpp"
 #include "support/process.hpp"
@@ -12,6 +13,8 @@
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include <sys/stat.h>
 
 using namespace quarry;
 namespace fs = std::filesystem;
@@ -254,4 +257,98 @@ TEST_CASE_FIXTURE(index_cli_fixture,
     CHECK(j["database"] == db);
     CHECK_FALSE(fs::exists(work.file("configured.db")));
   }
+}
+
+TEST_CASE_FIXTURE(index_cli_fixture,
+                  "index never follows a symbolic link out of the folder, so "
+                  "open_url cannot serve what it leads to") {
+  auto secret = work.write("private/secret.txt",
+                           "The ultraviolet password is hunter2, kept out of "
+                           "every corpus.\n");
+  fs::create_symlink(secret, work.file("docs/secret.txt"));
+  fs::create_symlink("/etc/passwd", work.file("docs/passwd.txt"));
+  fs::create_symlink(work.file("private"), work.file("docs/private"));
+  // A link inside the folder is fine, and indexes its file once.
+  fs::create_symlink(work.file("docs/plants.md"),
+                     work.file("docs/notes/plants-link.md"));
+  auto db = work.file("corpus.db");
+  auto res = quarry({"index", work.file("docs"), "--db", db, "--json"});
+  CAPTURE(res.err);
+  REQUIRE(res.exit_code == 0);
+  auto j = nlohmann::json::parse(res.out);
+  CHECK(j["added"] == 4);
+  CHECK(j["skipped"] == 3);
+  CHECK(j["total_documents"] == 4);
+  auto outside = ", outside the folder being indexed (" + path_of("docs")
+                 + ")";
+  CHECK(res.err.find("note: skipped " + path_of("docs") + "/secret.txt: a "
+                     "symbolic link to " + path_of("private/secret.txt")
+                     + outside)
+        != std::string::npos);
+  CHECK(res.err.find("note: skipped " + path_of("docs") + "/passwd.txt: a "
+                     "symbolic link to /etc/passwd" + outside)
+        != std::string::npos);
+  CHECK(res.err.find("note: skipped " + path_of("docs") + "/private: a "
+                     "symbolic link to " + path_of("private") + outside)
+        != std::string::npos);
+  CHECK(titles(db, "ultraviolet hunter2").empty());
+  CHECK(titles(db, "root bash nologin").empty());
+  CHECK(titles(db, "chlorophyll") == "Plants");
+  // open_url reads file URLs only from the index: the link is not there.
+  for (auto name : {"secret.txt", "passwd.txt"}) {
+    auto url = "file://" + path_of("docs") + "/" + name;
+    auto opened = quarry({"--set", "tools.open_url.plugin=open_url", "--set",
+                          "tools.open_url.corpus_db=" + db, "tool", "run",
+                          "open_url", R"({"urls": [")" + url + R"("]})"});
+    CAPTURE(opened.out);
+    CHECK(opened.exit_code == 1);
+    CHECK(opened.out.find("hunter2") == std::string::npos);
+    CHECK(opened.out.find("root:") == std::string::npos);
+  }
+  // The human summary counts the skipped files.
+  auto human = quarry({"index", work.file("docs"), "--db", db});
+  CHECK(human.out.find("4 unchanged, 3 skipped (see the notes)\n")
+        != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(index_cli_fixture,
+                  "index skips FIFOs, files over open_url's size caps and "
+                  "binary text files") {
+  // Nobody ever writes the FIFO: opening it would block the index forever.
+  REQUIRE(::mkfifo(work.file("docs/pipe.txt").c_str(), 0600) == 0);
+  work.write("docs/big.html", "<html><body><p>" + std::string(3000, 'x')
+                                + "</p></body></html>");
+  std::string noise;
+  uint32_t x = 99;
+  for (int i = 0; i < 1024; ++i) {
+    x = x * 1103515245u + 12345u;
+    noise += static_cast<char>((x >> 16) & 0xFF);
+  }
+  work.write("docs/random.txt", noise);
+  auto db = work.file("corpus.db");
+  auto res = quarry({"--set", "tools.open_url.plugin=open_url", "--set",
+                     "tools.open_url.max_html_size=2KiB", "index",
+                     work.file("docs"), "--db", db, "--json"});
+  CAPTURE(res.err);
+  REQUIRE(res.exit_code == 0);
+  CHECK_FALSE(res.timed_out);
+  auto j = nlohmann::json::parse(res.out);
+  CHECK(j["added"] == 4);
+  CHECK(j["skipped"] == 3);
+  auto docs = path_of("docs");
+  CHECK(res.err.find("note: skipped " + docs
+                     + "/pipe.txt: is not a regular file (a FIFO)")
+        != std::string::npos);
+  CHECK(res.err.find("note: skipped " + docs + "/big.html: is too large: "
+                     "more than 2 KiB")
+        != std::string::npos);
+  CHECK(res.err.find("note: skipped " + docs
+                     + "/random.txt: binary data, not text")
+        != std::string::npos);
+  // Without the configured cap the page fits open_url's default.
+  auto again = quarry({"index", work.file("docs"), "--db", db, "--json"});
+  REQUIRE(again.exit_code == 0);
+  auto k = nlohmann::json::parse(again.out);
+  CHECK(k["added"] == 1);
+  CHECK(k["skipped"] == 2);
 }

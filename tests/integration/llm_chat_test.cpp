@@ -167,19 +167,28 @@ TEST_CASE_FIXTURE(chat_fixture, "llm chat does not retry a stall after the first
 }
 
 TEST_CASE_FIXTURE(chat_fixture, "llm chat reports a missing provider and bad options clearly") {
+  // Without a provider and without keys in the environment, llm chat uses the
+  // same embedded default as research: the offline extractive provider.
   auto none = test::run_process({QUARRY_EXE, "llm", "chat", "hi"},
                                 {{{"HOME", home.path()},
                                   {"XDG_CONFIG_HOME", std::nullopt},
-                                  {"QUARRY_CONFIG", std::nullopt}},
+                                  {"QUARRY_CONFIG", std::nullopt},
+                                  {"OPENAI_API_KEY", std::nullopt},
+                                  {"OPENAI_BASE_URL", std::nullopt},
+                                  {"ANTHROPIC_API_KEY", std::nullopt}},
                                  "", "", std::chrono::seconds{30}});
-  CHECK(none.exit_code == 2);
-  CHECK(none.err.find("no LLM provider configured") != std::string::npos);
+  CHECK(none.exit_code == 0);
+  CHECK(none.err.find("using the offline extractive provider") != std::string::npos);
   auto bad = chat("openai", {"--set", "llm.providers.main.max_retries=-1"});
   CHECK(bad.exit_code == 2);
-  CHECK(bad.err.find("max_retries") != std::string::npos);
+  CHECK(bad.err.find("--set: llm.providers.main.max_retries: must be an integer "
+                     "from 0 to 100, got -1")
+        != std::string::npos);
   auto unknown = chat("openai", {"--set", "llm.providers.main.modle=x"});
-  CHECK(unknown.exit_code == 1);
-  CHECK(unknown.err.find("modle") != std::string::npos);
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err.find("llm.providers.main.modle: unknown key; did you mean "
+                         "`llm.providers.main.model`?")
+        != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(chat_fixture, "llm chat answers offline with the extractive provider") {

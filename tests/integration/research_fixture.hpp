@@ -59,7 +59,7 @@ struct research_fixture {
   actors::llm_provider_actor llm(const std::string& plugin, nlohmann::json config) {
     auto made = registry->make_llm(plugin, config);
     REQUIRE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made));
-    auto settings = actors::llm_actor_settings::from_config("main", {{"retries", 0}});
+    auto settings = actors::llm_actor_settings::from_config("main", {{"max_retries", 0}});
     REQUIRE(std::holds_alternative<actors::llm_actor_settings>(settings));
     auto hdl = actors::spawn_llm_provider(
       rt->system(), std::get<std::shared_ptr<sdk::llm_provider>>(made),

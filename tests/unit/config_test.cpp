@@ -3,6 +3,7 @@
 
 #include "quarry/core/config.hpp"
 #include "quarry/core/duration.hpp"
+#include "quarry/core/instances.hpp"
 
 #include <doctest/doctest.h>
 
@@ -1087,4 +1088,200 @@ TEST_CASE("config docs list every key") {
     INFO(key.path);
     CHECK(contains(text, "`" + key.path + "`"));
   }
+}
+
+// -- embedded defaults from the environment ------------------------------------
+
+namespace {
+
+loaded_config with_env_defaults(std::string_view yaml, env_map env) {
+  auto res = load_text(yaml);
+  INFO(all_errors(res));
+  REQUIRE(res.config.has_value());
+  auto cfg = std::move(*res.config);
+  apply_environment_defaults(cfg, stub_env(std::move(env)));
+  return cfg;
+}
+
+} // namespace
+
+TEST_CASE("environment defaults: OpenAI from OPENAI_API_KEY, shown masked with their origin") {
+  auto cfg = with_env_defaults("", {{"OPENAI_API_KEY", "sk-env-secret-1234"},
+                                    {"OPENAI_MODEL", "gpt-test"},
+                                    {"BRAVE_API_KEY", "brave-secret-5678"}});
+  const auto& p = cfg.values.llm.providers.at("default");
+  CHECK(p.plugin == "openai");
+  CHECK(p.config["api_key"] == "sk-env-secret-1234");
+  CHECK(p.config["model"] == "gpt-test");
+  CHECK_FALSE(p.config.contains("base_url"));
+  CHECK(cfg.values.llm.default_provider == "default");
+  CHECK(cfg.values.tools.at("web_search").plugin == "brave");
+  CHECK(cfg.values.tools.at("open_url").plugin == "open_url");
+  // The effective tree, the secrets and the rendered YAML include them.
+  CHECK(cfg.effective["llm"]["providers"]["default"]["plugin"] == "openai");
+  auto secrets = cfg.secret_values();
+  CHECK(std::find(secrets.begin(), secrets.end(), "sk-env-secret-1234") != secrets.end());
+  CHECK(std::find(secrets.begin(), secrets.end(), "brave-secret-5678") != secrets.end());
+  auto yaml = cfg.render_yaml();
+  CHECK(yaml.find("sk-env-secret-1234") == std::string::npos);
+  CHECK(yaml.find("# llm.providers.default: added by the embedded defaults: "
+                  "OpenAI (gpt-test) from OPENAI_API_KEY")
+        != std::string::npos);
+  CHECK(yaml.find("# tools.web_search: added by the embedded defaults: web search "
+                  "with Brave (BRAVE_API_KEY)")
+        != std::string::npos);
+  // The rendered configuration loads again.
+  CHECK(load_text(yaml).config.has_value());
+}
+
+TEST_CASE("environment defaults: OPENAI_BASE_URL without a key uses openai without a key") {
+  auto cfg = with_env_defaults("", {{"OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"},
+                                    {"OPENAI_MODEL", "llama3.2"},
+                                    {"ANTHROPIC_API_KEY", "sk-ant-unused"}});
+  const auto& p = cfg.values.llm.providers.at("default");
+  CHECK(p.plugin == "openai");
+  CHECK(p.config["base_url"] == "http://127.0.0.1:11434/v1");
+  CHECK(p.config["model"] == "llama3.2");
+  CHECK_FALSE(p.config.contains("api_key"));
+  REQUIRE(cfg.environment_defaults.size() == 1);
+  CHECK(cfg.environment_defaults[0].description.find("no key is sent")
+        != std::string::npos);
+}
+
+TEST_CASE("environment defaults: Anthropic, Tavily, the extractive fallback, and empty variables") {
+  auto ant = with_env_defaults("", {{"ANTHROPIC_API_KEY", "sk-ant-1234567"},
+                                    {"ANTHROPIC_BASE_URL", "http://127.0.0.1:1"},
+                                    {"OPENAI_API_KEY", ""},
+                                    {"TAVILY_API_KEY", "tvly-1234567"}});
+  CHECK(ant.values.llm.providers.at("default").plugin == "anthropic");
+  CHECK(ant.values.llm.providers.at("default").config["base_url"] == "http://127.0.0.1:1");
+  CHECK(ant.values.llm.providers.at("default").config["model"] == "claude-sonnet-4-5");
+  CHECK(ant.values.tools.at("web_search").plugin == "tavily");
+  auto offline = with_env_defaults("", {});
+  CHECK(offline.values.llm.providers.at("default").plugin == "extractive");
+  CHECK(offline.values.tools.empty());
+  CHECK(offline.environment_defaults.size() == 1);
+}
+
+TEST_CASE("environment defaults never replace configured providers or tools") {
+  auto cfg = with_env_defaults("llm:\n  providers:\n    mine:\n      plugin: extractive\n"
+                               "tools:\n  s:\n    plugin: searxng\n",
+                               {{"OPENAI_API_KEY", "sk-1234567890"},
+                                {"BRAVE_API_KEY", "b-1234567890"}});
+  CHECK(cfg.values.llm.providers.size() == 1);
+  CHECK(cfg.values.llm.providers.count("mine") == 1);
+  CHECK(cfg.values.tools.size() == 1);
+  CHECK(cfg.environment_defaults.empty());
+  CHECK(cfg.render_yaml().find("embedded defaults:") == std::string::npos);
+}
+
+// -- checks of plugin instances ------------------------------------------------
+
+namespace {
+
+std::vector<config_error> check_yaml(std::string_view yaml,
+                                     std::vector<std::string> overrides = {}) {
+  auto res = load_text(yaml, std::move(overrides));
+  INFO(all_errors(res));
+  REQUIRE(res.config.has_value());
+  auto keys = [](const std::string& plugin) -> std::optional<std::vector<std::string>> {
+    if (plugin == "openai")
+      return std::vector<std::string>{"base_url", "api_key", "model", "context_window"};
+    if (plugin == "brave")
+      return std::vector<std::string>{"api_key", "max_results"};
+    return std::nullopt;
+  };
+  return check_instances(res.config->values, keys);
+}
+
+std::string joined(const std::vector<config_error>& errors) {
+  std::string out;
+  for (const auto& err : errors)
+    out += err.to_string() + "\n";
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("instance checks report every bad host key at its line, all at once") {
+  auto errors = check_yaml("llm:\n"                      // 1
+                           "  providers:\n"              // 2
+                           "    main:\n"                 // 3
+                           "      plugin: openai\n"      // 4
+                           "      model: m\n"            // 5
+                           "      max_retries: -5\n"     // 6
+                           "      max_concurrency: -3\n" // 7
+                           "      stall_timeout: 0s\n"   // 8
+                           "      retries: 0\n"          // 9
+                           "      context_window: 1000\n" // 10
+                           "      prices: {input: -1}\n"  // 11
+                           "tools:\n"                     // 12
+                           "  web_search:\n"              // 13
+                           "    plugin: brave\n"          // 14
+                           "    timeout: banana\n"        // 15
+                           "    max_reslts: 5\n"          // 16
+                           "    cache_entries: 1.5\n");   // 17
+  auto text = joined(errors);
+  INFO(text);
+  CHECK(errors.size() == 9);
+  CHECK(text.find("test.yaml:6: llm.providers.main.max_retries: must be an integer "
+                  "from 0 to 100, got -5\n") != std::string::npos);
+  CHECK(text.find("test.yaml:7: llm.providers.main.max_concurrency: must be an "
+                  "integer from 1 to 10000, got -3\n") != std::string::npos);
+  CHECK(text.find("test.yaml:8: llm.providers.main.stall_timeout: must be longer "
+                  "than 0, got \"0s\"\n") != std::string::npos);
+  CHECK(text.find("test.yaml:9: llm.providers.main.retries: unknown key; did you "
+                  "mean `llm.providers.main.max_retries`?\n") != std::string::npos);
+  CHECK(text.find("test.yaml:10: llm.providers.main.context_window: is not read by "
+                  "Quarry") != std::string::npos);
+  CHECK(text.find("test.yaml:11: llm.providers.main.prices: ") != std::string::npos);
+  CHECK(text.find("test.yaml:15: tools.web_search.timeout: expected a duration such "
+                  "as 30s or 500ms, got \"banana\"\n") != std::string::npos);
+  CHECK(text.find("test.yaml:16: tools.web_search.max_reslts: unknown key; did you "
+                  "mean `tools.web_search.max_results`?\n") != std::string::npos);
+  CHECK(text.find("test.yaml:17: tools.web_search.cache_entries: expected an "
+                  "integer") != std::string::npos);
+  // In the order of the file.
+  for (size_t i = 1; i < errors.size(); ++i)
+    CHECK(errors[i - 1].line <= errors[i].line);
+}
+
+TEST_CASE("instance checks accept good values and leave unknown plugins' keys to them") {
+  auto errors = check_yaml("llm:\n"
+                           "  providers:\n"
+                           "    main:\n"
+                           "      plugin: openai\n"
+                           "      model: m\n"
+                           "      max_retries: 0\n"
+                           "      max_concurrency: 4\n"
+                           "      stall_timeout: 30\n"
+                           "      total_timeout: 10m\n"
+                           "      retry_base: 500ms\n"
+                           "      requests_per_minute: 60\n"
+                           "      prices: {gpt-x: {input: 1.5, output: 6}}\n"
+                           "tools:\n"
+                           "  mine:\n"
+                           "    plugin: my_own_plugin\n"
+                           "    anything: goes\n"
+                           "    cache_ttl: 0s\n"
+                           "    timeout: 2m\n");
+  CHECK(joined(errors).empty());
+}
+
+TEST_CASE("instance checks name --set for overridden keys") {
+  auto errors = check_yaml("", {"llm.providers.main.plugin=openai",
+                                "llm.providers.main.model=m",
+                                "llm.providers.main.max_retries=-1"});
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].to_string()
+        == "--set: llm.providers.main.max_retries: must be an integer from 0 to "
+           "100, got -1");
+}
+
+TEST_CASE("closest_name suggests only likely typos") {
+  std::vector<std::string> keys{"max_retries", "model", "base_url"};
+  CHECK(closest_name("retries", keys) == "max_retries");
+  CHECK(closest_name("modle", keys) == "model");
+  CHECK(closest_name("base-url", keys) == "base_url");
+  CHECK(closest_name("temperature", keys).empty());
 }

@@ -1,6 +1,7 @@
 // Tests of the local corpus: passage splitting, query sanitising, HTML text,
 // and the SQLite index (incremental updates, search, PDF and HTML files,
-// refusing foreign files).
+// refusing foreign files, symbolic links out of the folder, FIFOs, size caps,
+// binary text).
 
 #include "quarry/corpus/index.hpp"
 #include "quarry/corpus/text.hpp"
@@ -12,12 +13,15 @@
 #include <doctest/doctest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <sys/stat.h>
 
 using namespace quarry;
 using namespace quarry::corpus;
@@ -44,6 +48,14 @@ std::string filler(const std::string& word, size_t n) {
   for (size_t i = 0; i < n; ++i)
     result += word + std::to_string(i % 7) + " ";
   return result;
+}
+
+// The notes of an update, one a line (for failure messages).
+std::string join_notes(const std::vector<std::string>& notes) {
+  std::string out;
+  for (const auto& n : notes)
+    out += n + "\n";
+  return out;
 }
 
 std::unique_ptr<corpus_index> open_ok(const std::string& path) {
@@ -486,4 +498,128 @@ TEST_CASE("local_corpus indexes the main content of HTML pages") {
   CHECK(latin[0].title == "Caf\xC3\xA9");
   CHECK(latin[0].text == "Cr\xC3\xA8me br\xC3\xBBl\xC3\xA9" "e is served "
                          "cold \xE2\x80\x93 with caramel.");
+}
+
+TEST_CASE("local_corpus never leaves the folder being indexed") {
+  test::temp_dir tmp;
+  tmp.write("outside/secret.txt", "The ultraviolet password is hunter2.\n");
+  tmp.write("outside/folder/leak.md", "# Leak\n\nultraviolet folder\n");
+  tmp.write("docs/real.md", "# Real\n\nzeppelin airships\n");
+  tmp.write("docs/sub/other.md", "# Other\n\nblimp\n");
+  auto docs = fs::canonical(tmp.file("docs")).string();
+  auto index = open_ok(tmp.file("corpus.db"));
+  // An entry that an earlier update made through a path that is now a
+  // symbolic link out of the folder.
+  auto link_out = tmp.write("docs/secret.txt", "ultraviolet, indexed before\n");
+  REQUIRE(index->update({tmp.file("docs")}).added == 3);
+  REQUIRE(index->search("ultraviolet", 5).hits.size() == 1);
+  fs::remove(link_out);
+  fs::create_symlink(tmp.file("outside/secret.txt"), link_out);
+  fs::create_symlink(tmp.file("outside/folder"), tmp.file("docs/folder"));
+  fs::create_symlink("/etc/passwd", tmp.file("docs/passwd.txt"));
+  // Links inside the folder: a file indexed once, a loop never followed.
+  fs::create_symlink(tmp.file("docs/real.md"), tmp.file("docs/alias.md"));
+  fs::create_symlink(tmp.file("docs/real.md"), tmp.file("docs/sub/alias2.md"));
+  fs::create_symlink(tmp.file("docs"), tmp.file("docs/sub/loop"));
+  fs::create_symlink(tmp.file("docs/nowhere.md"), tmp.file("docs/broken.md"));
+  auto r = index->update({tmp.file("docs")});
+  REQUIRE_FALSE(r.failure.has_value());
+  CHECK(r.added == 0);
+  CHECK(r.unchanged == 2);
+  CHECK(r.removed == 1);
+  CHECK(r.skipped == 4);
+  auto notes = join_notes(r.notes);
+  CAPTURE(notes);
+  auto has_note = [&](const std::string& text) {
+    return std::any_of(r.notes.begin(), r.notes.end(), [&](const auto& n) {
+      return n == text;
+    });
+  };
+  CHECK(has_note("skipped " + docs + "/secret.txt: a symbolic link to "
+                 + fs::canonical(tmp.file("outside/secret.txt")).string()
+                 + ", outside the folder being indexed (" + docs + ")"));
+  CHECK(has_note("skipped " + docs + "/folder: a symbolic link to "
+                 + fs::canonical(tmp.file("outside/folder")).string()
+                 + ", outside the folder being indexed (" + docs + ")"));
+  CHECK(has_note("skipped " + docs + "/passwd.txt: a symbolic link to "
+                 "/etc/passwd, outside the folder being indexed (" + docs
+                 + ")"));
+  CHECK(has_note("skipped " + docs + "/broken.md: a broken symbolic link"));
+  CHECK(index->search("ultraviolet", 5).hits.empty());
+  CHECK(index->search("root", 5).hits.empty());
+  CHECK_FALSE(index->find_document(docs + "/secret.txt").has_value());
+  CHECK_FALSE(index->find_document(docs + "/passwd.txt").has_value());
+  auto zeppelin = index->search("zeppelin", 5).hits;
+  REQUIRE(zeppelin.size() == 1);
+  CHECK(zeppelin[0].path == docs + "/real.md");
+  CHECK(index->size().first == 2);
+  // A link to a file inside the folder that the walk does not reach itself
+  // (a hidden folder) indexes that file under its own path.
+  tmp.write("docs/.drafts/draft.md", "# Draft\n\nquasar\n");
+  fs::create_symlink(tmp.file("docs/.drafts/draft.md"),
+                     tmp.file("docs/draft.md"));
+  r = index->update({tmp.file("docs")});
+  CHECK(r.added == 1);
+  CHECK(index->find_document(docs + "/.drafts/draft.md").has_value());
+}
+
+TEST_CASE("local_corpus skips FIFOs, files over the caps and binary text") {
+  test::temp_dir tmp;
+  auto docs = fs::canonical(tmp.path()).string() + "/docs";
+  tmp.write("docs/ok.md", "# Fine\n\nzeppelin\n");
+  REQUIRE(::mkfifo(tmp.file("docs/pipe.md").c_str(), 0600) == 0);
+  tmp.write("docs/big.html", "<html><body><p>" + std::string(2000, 'x')
+                               + "</p></body></html>");
+  tmp.write("docs/big.pdf", "%PDF-1.4\n" + std::string(3000, 'x'));
+  std::string noise;
+  uint32_t x = 7;
+  for (int i = 0; i < 512; ++i) {
+    x = x * 1103515245u + 12345u;
+    noise += static_cast<char>((x >> 16) & 0xFF);
+  }
+  tmp.write("docs/random.txt", noise);
+  tmp.write("docs/controls.txt",
+            "Dirty\x07 text with \xFF bad bytes,\r\nan escape\x1B[2J and "
+            "\xC2\x9B C1 controls about a zeppelin.\n");
+  update_options caps;
+  caps.max_html_bytes = 1000;
+  caps.max_pdf_bytes = 2000;
+  auto index = open_ok(tmp.file("corpus.db"));
+  auto r = index->update({tmp.file("docs")}, caps);
+  REQUIRE_FALSE(r.failure.has_value());
+  auto notes = join_notes(r.notes);
+  CAPTURE(notes);
+  CHECK(r.added == 2);
+  CHECK(r.skipped == 4);
+  auto has_note = [&](const std::string& text) {
+    return std::any_of(r.notes.begin(), r.notes.end(), [&](const auto& n) {
+      return n == text;
+    });
+  };
+  CHECK(has_note("skipped " + docs
+                 + "/pipe.md: is not a regular file (a FIFO)"));
+  CHECK(has_note("skipped " + docs + "/big.html: is too large: more than "
+                 "1000 bytes, the maximum size of HTML and text files (the "
+                 "open_url option max_html_size)"));
+  CHECK(has_note("skipped " + docs + "/big.pdf: is too large: more than "
+                 "2000 bytes, the maximum size of PDF files (the open_url "
+                 "option max_pdf_size)"));
+  CHECK(has_note("skipped " + docs + "/random.txt: binary data, not text"));
+  auto doc = index->find_document(docs + "/controls.txt");
+  REQUIRE(doc.has_value());
+  CHECK(doc->text == "Dirty text with \xEF\xBF\xBD bad bytes,\nan escape[2J "
+                     "and  C1 controls about a zeppelin.\n");
+  // A file indexed before it grew over the cap is removed.
+  tmp.write("docs/ok.md", "# Fine\n\n" + std::string(1500, 'z'));
+  shift_mtime(tmp.file("docs/ok.md"), 30);
+  r = index->update({tmp.file("docs")}, caps);
+  CHECK(r.removed == 1);
+  CHECK(r.skipped == 5);
+  CHECK(index->search("zeppelin", 5).hits.size() == 1);
+  // A FIFO named as the path to index is skipped too, never opened.
+  r = index->update({tmp.file("docs/pipe.md")}, caps);
+  CHECK(r.skipped == 1);
+  REQUIRE(r.notes.size() == 1);
+  CHECK(r.notes[0] == "skipped " + docs
+                        + "/pipe.md: is not a regular file (a FIFO)");
 }

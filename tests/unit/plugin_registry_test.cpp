@@ -290,3 +290,38 @@ TEST_CASE("bounded_pool refuses work beyond its capacity and runs the rest") {
   CHECK(ran.load() == 3);
   CHECK_FALSE(pool.submit([&] { ++ran; }));
 }
+
+TEST_CASE_FIXTURE(registry_fixture, "every in-tree plugin declares exactly the keys its factory accepts") {
+  registry->load_directories({QUARRY_PLUGIN_DIR});
+  // Test plugins declare nothing: the host then leaves the keys to them.
+  registry->load_directories({plugin_dir("good")});
+  REQUIRE(registry->find("echo") != nullptr);
+  CHECK_FALSE(registry->find("echo")->keys.has_value());
+  for (auto name : {"openai", "anthropic", "extractive", "brave", "tavily",
+                    "searxng", "exa", "serper", "open_url", "local_corpus"}) {
+    CAPTURE(name);
+    const auto* info = registry->find(name);
+    REQUIRE(info != nullptr);
+    REQUIRE(info->keys.has_value());
+    CHECK_FALSE(info->keys->empty());
+    auto make = [&](const nlohmann::json& config) -> std::string {
+      if (info->kind == sdk::plugin_kind::llm) {
+        auto made = registry->make_llm(name, config);
+        auto* err = std::get_if<std::string>(&made);
+        return err ? *err : std::string{};
+      }
+      auto made = registry->make_tool(name, config);
+      auto* err = std::get_if<std::string>(&made);
+      return err ? *err : std::string{};
+    };
+    // A declared key is never refused as unknown (a wrong value may be).
+    for (const auto& key : *info->keys) {
+      CAPTURE(key);
+      auto err = make({{key, nlohmann::json::array({1})}});
+      CHECK(err.find("unknown") == std::string::npos);
+    }
+    // An undeclared key is refused by the factory, too.
+    CHECK(make({{"not_a_key_of_any_plugin", 1}}).find("unknown")
+          != std::string::npos);
+  }
+}

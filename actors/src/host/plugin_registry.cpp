@@ -225,6 +225,26 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
   if (auto* prev = find(info.name))
     return fail("duplicate plugin name '" + info.name + "' (already loaded from "
                 + prev->file + ")");
+  if (entry->lib.has(QUARRY_PLUGIN_KEYS_NAME)) {
+    // Optional: the keys the plugin accepts. A malformed list is ignored (the
+    // factory still checks the keys), never trusted beyond sane bounds.
+    try {
+      auto& keys_fn = entry->lib.get<sdk::plugin_keys_entry>(QUARRY_PLUGIN_KEYS_NAME);
+      std::vector<std::string> keys;
+      auto ok = true;
+      const auto* const* list = keys_fn();
+      for (size_t i = 0; ok && list != nullptr && list[i] != nullptr; ++i) {
+        auto len = ::strnlen(list[i], 129);
+        ok = i < 1000 && len > 0 && len <= 128;
+        if (ok)
+          keys.emplace_back(list[i], len);
+      }
+      if (ok && list != nullptr)
+        info.keys = std::move(keys);
+    } catch (...) {
+      // Keys unknown: only the factory checks them.
+    }
+  }
   entry->descriptor = desc;
   info.ok = true;
   infos_.push_back(info);

@@ -6,6 +6,7 @@
 #include "quarry/corpus/text.hpp"
 #include "quarry/extract/html.hpp"
 #include "quarry/extract/pdf.hpp"
+#include "quarry/fetch/local_file.hpp"
 
 #include <sqlite3.h>
 
@@ -15,7 +16,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <utility>
 
 namespace quarry::corpus {
@@ -181,17 +181,6 @@ struct existing_doc {
   std::string hash;
 };
 
-std::optional<std::string> read_file(const fs::path& p) {
-  std::ifstream in{p, std::ios::binary};
-  if (!in)
-    return std::nullopt;
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad())
-    return std::nullopt;
-  return std::move(buf).str();
-}
-
 // The letters and digits of a text (bytes of multi-byte UTF-8 characters
 // count too): a length measure that ignores layout and Markdown marks.
 size_t visible_chars(std::string_view text) {
@@ -212,6 +201,8 @@ struct document_content {
   std::string note;
   // Nothing could be read: the file is skipped.
   bool unreadable = false;
+  // The file is binary data (for good: not tried again until it changes).
+  bool binary = false;
 };
 
 // Extracts the title and text of one file.
@@ -256,8 +247,18 @@ document_content document_text(const std::string& path, file_type type,
       result.text = std::move(pdf.text);
       break;
     }
-    default:
-      result.text = std::move(bytes);
+    default: {
+      // A .txt or .md name is no proof of text: random bytes must not reach
+      // the index, the model or a terminal.
+      auto text = extract::decode_to_utf8(bytes, {});
+      if (extract::looks_binary(text)) {
+        result.note = "skipped " + path + ": binary data, not text";
+        result.unreadable = true;
+        result.binary = true;
+        break;
+      }
+      result.text = extract::clean_text(text);
+    }
   }
   return result;
 }
@@ -369,12 +370,28 @@ open_result corpus_index::open(const std::string& path) {
 
 // -- updating -----------------------------------------------------------------
 
-update_result corpus_index::update(const std::vector<std::string>& paths) {
+update_result corpus_index::update(const std::vector<std::string>& paths,
+                                   const update_options& options) {
   std::lock_guard<std::mutex> guard{mtx_};
   update_result result;
+  fetch::local_file_limits limits;
+  limits.max_html_bytes = options.max_html_bytes;
+  limits.max_pdf_bytes = options.max_pdf_bytes;
+  // Every path is opened as found by the walk (links resolved already):
+  // a link swapped in later is refused.
+  limits.follow_symlinks = false;
   // Collect the files under every root.
   std::map<std::string, file_stat> found;
   std::vector<std::string> scanned;
+  // Files found but not indexed: an earlier entry of theirs is removed.
+  std::set<std::string> skipped;
+  auto skip = [&](const std::string& path, const std::string& why) {
+    if (!skipped.insert(path).second)
+      return;
+    result.notes.push_back("skipped " + path + ": " + why);
+    ++result.skipped;
+  };
+  // Records a regular file (its real path) of a type that is indexed.
   auto consider = [&](const fs::path& p) {
     auto type = type_of(p);
     if (type == file_type::none)
@@ -386,9 +403,47 @@ update_result corpus_index::update(const std::vector<std::string>& paths) {
     auto mtime = fs::last_write_time(p, ec);
     if (ec)
       return;
+    // Over the cap: not read at all (the reader checks again when it reads).
+    bool pdf = type == file_type::pdf;
+    if (static_cast<int64_t>(size)
+        > (pdf ? limits.max_pdf_bytes : limits.max_html_bytes)) {
+      skip(p.string(), fetch::too_large_error(limits, pdf).message);
+      return;
+    }
     found[p.string()] = file_stat{
       static_cast<int64_t>(mtime.time_since_epoch().count()),
       static_cast<int64_t>(size), type};
+  };
+  // A symbolic link met by the walk of `root`: followed only to a file
+  // inside the root, which is then recorded under its own path (so it is
+  // indexed once, however many links lead to it). Links to folders are not
+  // followed: the walk reaches what is inside the root anyway, and links
+  // cannot make it loop.
+  auto consider_link = [&](const fs::path& link, const fs::path& root) {
+    std::error_code ec;
+    auto target = fs::canonical(link, ec);
+    auto interesting = type_of(link) != file_type::none;
+    if (ec) {
+      if (interesting)
+        skip(link.string(), "a broken symbolic link");
+      return;
+    }
+    auto status = fs::status(target, ec);
+    interesting = interesting || type_of(target) != file_type::none
+                  || fs::is_directory(status);
+    if (!under(target.string(), root.string())) {
+      if (interesting)
+        skip(link.string(), "a symbolic link to " + target.string()
+                              + ", outside the folder being indexed ("
+                              + root.string() + ")");
+      return;
+    }
+    if (fs::is_regular_file(status))
+      consider(target);
+    else if (!fs::is_directory(status) && interesting)
+      skip(link.string(),
+           "a symbolic link to a file that "
+             + fetch::describe_file_type(status.type()));
   };
   for (const auto& raw : paths) {
     if (raw.empty()) {
@@ -396,16 +451,19 @@ update_result corpus_index::update(const std::vector<std::string>& paths) {
       continue;
     }
     std::error_code ec;
+    // A path named by the user is taken as it is, links resolved: that is
+    // the folder (or file) being indexed.
     auto root = fs::weakly_canonical(fs::absolute(raw, ec), ec);
     if (ec)
       root = fs::absolute(raw, ec).lexically_normal();
-    if (!fs::exists(root, ec)) {
+    auto root_status = fs::status(root, ec);
+    if (!fs::exists(root_status)) {
       // Whatever the index holds under a vanished path is gone too.
       result.notes.push_back("not found: " + raw);
       scanned.push_back(root.string());
       continue;
     }
-    if (fs::is_regular_file(root, ec)) {
+    if (fs::is_regular_file(root_status)) {
       scanned.push_back(root.string());
       if (type_of(root) == file_type::none)
         result.notes.push_back("skipped " + raw
@@ -414,8 +472,9 @@ update_result corpus_index::update(const std::vector<std::string>& paths) {
         consider(root);
       continue;
     }
-    if (!fs::is_directory(root, ec)) {
-      result.notes.push_back("not a file or folder: " + raw);
+    if (!fs::is_directory(root_status)) {
+      // Never opened: a FIFO would block.
+      skip(root.string(), fetch::describe_file_type(root_status.type()));
       continue;
     }
     scanned.push_back(root.string());
@@ -430,13 +489,22 @@ update_result corpus_index::update(const std::vector<std::string>& paths) {
         break;
       const auto& entry = *it;
       auto name = entry.path().filename().string();
+      auto status = entry.symlink_status(ec);
+      if (ec)
+        continue;
       if (!name.empty() && name.front() == '.') {
-        if (entry.is_directory(ec))
+        if (fs::is_directory(status))
           it.disable_recursion_pending();
         continue;
       }
-      if (entry.is_regular_file(ec))
+      if (fs::is_symlink(status))
+        consider_link(entry.path(), root);
+      else if (fs::is_regular_file(status))
         consider(entry.path());
+      else if (!fs::is_directory(status)
+               && type_of(entry.path()) != file_type::none)
+        // FIFOs, sockets and devices are never opened.
+        skip(entry.path().string(), fetch::describe_file_type(status.type()));
     }
   }
   // What the index holds.
@@ -481,11 +549,12 @@ update_result corpus_index::update(const std::vector<std::string>& paths) {
       ++result.unchanged;
       continue;
     }
-    auto bytes = read_file(path);
-    if (!bytes) {
-      result.notes.push_back("cannot read " + path);
+    auto read = fetch::read_local_file(path, limits);
+    if (auto* err = std::get_if<sdk::error>(&read)) {
+      skip(path, err->message);
       continue;
     }
+    auto bytes = &std::get<std::string>(read);
     auto hash = content_hash(*bytes);
     if (old != known.end() && old->second.hash == hash) {
       touch.bind(1, old->second.id);
@@ -496,10 +565,14 @@ update_result corpus_index::update(const std::vector<std::string>& paths) {
       continue;
     }
     auto doc = document_text(path, info.type, std::move(*bytes));
+    if (doc.binary)
+      skipped.insert(path);
     if (!doc.note.empty())
       result.notes.push_back(std::move(doc.note));
-    if (doc.unreadable)
+    if (doc.unreadable) {
+      ++result.skipped;
       continue;
+    }
     auto& title = doc.title;
     auto& text = doc.text;
     if (title.empty() && info.type != file_type::pdf)
@@ -543,15 +616,19 @@ update_result corpus_index::update(const std::vector<std::string>& paths) {
   for (const auto& [path, doc] : known) {
     if (!ok)
       break;
-    if (found.count(path) != 0)
-      continue;
-    bool in_scope = std::any_of(scanned.begin(), scanned.end(),
-                                [&](const auto& root) {
-                                  return under(path, root);
-                                });
-    std::error_code ec;
-    if (!in_scope || fs::exists(path, ec))
-      continue; // outside this update, or still there but no longer indexed
+    // A file skipped now (a link out of the folder, binary data, too
+    // large, ...) loses what an earlier update indexed of it.
+    if (skipped.count(path) == 0) {
+      if (found.count(path) != 0)
+        continue;
+      bool in_scope = std::any_of(scanned.begin(), scanned.end(),
+                                  [&](const auto& root) {
+                                    return under(path, root);
+                                  });
+      std::error_code ec;
+      if (!in_scope || fs::exists(path, ec))
+        continue; // outside this update, or still there but not indexed
+    }
     drop_passages.bind(1, doc.id);
     run(drop_passages);
     drop_doc.bind(1, doc.id);

@@ -36,6 +36,9 @@ struct plugin_info {
   uint32_t sdk_version = 0;
   std::string stdlib_abi;
   uint32_t json_version = 0;
+  /// The configuration keys the plugin accepts besides the host's, if it
+  /// declares them (QUARRY_PLUGIN_KEYS).
+  std::optional<std::vector<std::string>> keys;
 };
 
 /// A plugin object, or the one-line reason it could not be created.

@@ -56,6 +56,17 @@ struct load_options {
   config_getenv_fn getenv;
 };
 
+/// A plugin instance that the configuration did not name but that was added
+/// from the environment (the embedded defaults), e.g. an OpenAI provider from
+/// OPENAI_API_KEY.
+struct environment_default {
+  /// The instance's key, e.g. `llm.providers.default`.
+  std::string key;
+  /// What was added and from which variables, e.g. `OpenAI (gpt-4.1-mini)
+  /// from OPENAI_API_KEY`. Never contains a secret.
+  std::string description;
+};
+
 /// A valid configuration.
 struct loaded_config {
   /// The typed values.
@@ -68,6 +79,9 @@ struct loaded_config {
   /// Things worth telling the user, e.g. unset environment variables, as
   /// `file:line: key: message`.
   std::vector<std::string> warnings;
+  /// Instances added from the environment, in the order they were added
+  /// (see apply_environment_defaults in `quarry/core/instances.hpp`).
+  std::vector<environment_default> environment_defaults;
 
   /// Returns @ref effective with every non-empty secret replaced by `***`.
   nlohmann::json redacted() const;
@@ -101,6 +115,12 @@ load_result load_config_text(std::string_view yaml, std::string file_label,
 /// Returns the file @ref load_config would read given `options`, or
 /// `std::nullopt` if it would use the embedded defaults.
 std::optional<std::string> find_config_file(const load_options& options);
+
+/// Returns the candidate closest to `name` (edit distance with adjacent
+/// transpositions, case-insensitive), or an empty string if none is close
+/// enough to be a likely typo. Used for "did you mean" hints.
+std::string closest_name(std::string_view name,
+                         const std::vector<std::string>& candidates);
 
 /// Returns whether a key inside a plugin instance holds a secret: `api_key`,
 /// or a name ending with `_key`, `token`, `password` or `secret`

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,16 @@ struct plugin_instance {
   /// Where the instance was configured, for error messages.
   std::string file;
   int line = 0;
+  /// Where each top-level key of `config` was written (`file` is `--set` for
+  /// overrides), so that checks can point at the key's own line.
+  std::map<std::string, std::pair<std::string, int>> key_lines;
+
+  /// Returns `file:line` of `key`, falling back to the instance's location.
+  std::pair<std::string, int> location_of(const std::string& key) const {
+    if (auto i = key_lines.find(key); i != key_lines.end())
+      return i->second;
+    return {file, line};
+  }
 };
 
 /// The `llm` section.

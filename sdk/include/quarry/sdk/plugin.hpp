@@ -62,6 +62,11 @@ struct plugin_descriptor {
 /// Signature of the entry point.
 using plugin_entry = const plugin_descriptor*();
 
+/// Signature of the optional key list (see QUARRY_PLUGIN_KEYS): the
+/// configuration keys the plugin accepts besides the host's (see
+/// is_host_llm_key and is_host_tool_key), ending with a null pointer.
+using plugin_keys_entry = const char* const*();
+
 } // namespace quarry::sdk
 
 /// Defines the entry point of a plugin. Use once per plugin, at global scope:
@@ -85,4 +90,25 @@ using plugin_entry = const plugin_descriptor*();
       plugin_description,                                                      \
       plugin_factory_fn};                                                      \
     return &descriptor;                                                        \
+  }
+
+/// Name of the optional symbol that lists a plugin's configuration keys.
+/// It is separate from the descriptor, so plugins without it still load.
+#define QUARRY_PLUGIN_KEYS_NAME "quarry_plugin_keys_v1"
+
+/// Declares the configuration keys the plugin accepts, besides the keys the
+/// host reads. Optional, at most once per plugin, at global scope:
+///
+/// ~~~
+/// QUARRY_PLUGIN_KEYS("api_key", "base_url", "max_results")
+/// ~~~
+///
+/// With it, `quarry config check` and every command report each key that
+/// neither the plugin nor the host knows, all at once, at the key's file and
+/// line and with a "did you mean" hint, before the plugin is created. Without
+/// it, only the plugin's factory checks its keys.
+#define QUARRY_PLUGIN_KEYS(...)                                                \
+  extern "C" QUARRY_SDK_API const char* const* quarry_plugin_keys_v1() {       \
+    static const char* const keys[] = {__VA_ARGS__, nullptr};                  \
+    return keys;                                                               \
   }

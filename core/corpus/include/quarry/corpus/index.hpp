@@ -3,6 +3,7 @@
 
 #pragma once
 
+#include "quarry/fetch/fetch.hpp"
 #include "quarry/sdk/types.hpp"
 
 #include <cstdint>
@@ -22,6 +23,15 @@ inline constexpr int schema_version = 1;
 /// The `PRAGMA application_id` that marks a Quarry corpus database.
 inline constexpr int application_id = 0x51525259; // "QRRY"
 
+/// Limits of @ref corpus_index::update: the size caps of open_url, so a
+/// local file is read only if a fetched page of its size would be.
+struct update_options {
+  /// Largest Markdown, text or HTML file, in bytes.
+  int64_t max_html_bytes = fetch::default_max_html_bytes;
+  /// Largest PDF file, in bytes.
+  int64_t max_pdf_bytes = fetch::default_max_pdf_bytes;
+};
+
 /// What @ref corpus_index::update did.
 struct update_result {
   /// Files indexed for the first time.
@@ -32,9 +42,14 @@ struct update_result {
   size_t removed = 0;
   /// Files skipped because their modification time or content is unchanged.
   size_t unchanged = 0;
+  /// Files found but not indexed, each with a note saying why: symbolic
+  /// links that lead out of the folder being indexed, FIFOs, sockets and
+  /// devices, files over the size caps, binary data in a text file,
+  /// unreadable PDF files.
+  size_t skipped = 0;
   /// Passages written by this update.
   size_t passages = 0;
-  /// Remarks for the user, e.g. unreadable PDF files or missing paths.
+  /// Remarks for the user, e.g. skipped files or missing paths.
   std::vector<std::string> notes;
   /// Set when the update failed (the index keeps its previous state).
   std::optional<sdk::error> failure;
@@ -107,8 +122,22 @@ public:
   /// (.html, .htm, .xhtml) and PDF (.pdf); a file of another type named in
   /// `paths` is skipped with a note. Unchanged files are skipped (same
   /// modification time and size, or same content hash); changed files are
-  /// indexed again; indexed files under `paths` that no longer exist are
-  /// removed.
+  /// indexed again; indexed files under `paths` that no longer exist, or
+  /// are now skipped, are removed.
+  ///
+  /// The walk never leaves a folder named in `paths`: a symbolic link whose
+  /// target lies outside it is skipped with a note; a link to a file inside
+  /// it indexes that file once, under its own path; links to folders are
+  /// not followed (their files are reached through the folders themselves),
+  /// so links cannot loop. FIFOs, sockets and devices are never opened, and
+  /// files over the caps of `options` are not read (both skipped with a
+  /// note). Files are opened without following a link and without blocking,
+  /// so one swapped for a link or a FIFO after the walk is skipped too.
+  ///
+  /// Markdown and text are decoded to UTF-8 (byte-order mark; invalid
+  /// sequences become U+FFFD); text that is binary data
+  /// (extract::looks_binary) is skipped with a note, and control characters
+  /// other than tab and line feed are removed (extract::clean_text).
   ///
   /// HTML is decoded to UTF-8 (byte-order mark or meta charset) and reduced
   /// to its main content (extract::extract_html), unless that holds less
@@ -118,7 +147,8 @@ public:
   /// lost. The title comes from the page's metadata or <title>. PDF text comes from
   /// extract::extract_pdf (60 s per file); a PDF that cannot be read is
   /// skipped with a note and tried again by the next update.
-  update_result update(const std::vector<std::string>& paths);
+  update_result update(const std::vector<std::string>& paths,
+                       const update_options& options = {});
 
   /// Ranks passages by BM25 against the words of `query` (any text: FTS5
   /// syntax is neutralised) and returns the best passage of up to `limit`

@@ -1,7 +1,7 @@
 // `quarry index` with the real binary: a folder of Markdown, text, HTML and
 // PDF files indexed, updated incrementally, searched with internal_search,
 // and the database choice (--db, tools.<name>.db, the per-user default);
-// links out of the folder, FIFOs, size caps, binary text.
+// links out of the folder, FIFOs, size caps, binary text, two runs at once.
 
 #include "support/pdf_writer.hpp"
 #include "support/process.hpp"
@@ -351,4 +351,36 @@ TEST_CASE_FIXTURE(index_cli_fixture,
   auto k = nlohmann::json::parse(again.out);
   CHECK(k["added"] == 1);
   CHECK(k["skipped"] == 2);
+}
+
+TEST_CASE_FIXTURE(index_cli_fixture,
+                  "two index runs started at once on a new database both "
+                  "succeed") {
+  // Rounds of two processes started together, each on a fresh database:
+  // whichever loses the race waits for the other and then succeeds.
+  for (int round = 0; round < 6; ++round) {
+    CAPTURE(round);
+    auto db = work.file("race/" + std::to_string(round) + "/corpus.db");
+    std::vector<std::string> argv{QUARRY_EXE, "index", work.file("docs"),
+                                  "--db", db, "--json"};
+    test::process_options opts;
+    opts.env = {{"HOME", home.path()},
+                {"XDG_DATA_HOME", std::nullopt},
+                {"XDG_CONFIG_HOME", std::nullopt},
+                {"QUARRY_CONFIG", std::nullopt}};
+    test::child_process first{argv, opts};
+    test::child_process second{argv, opts};
+    auto a = first.wait(std::chrono::seconds{120});
+    auto b = second.wait(std::chrono::seconds{120});
+    CAPTURE(a.err);
+    CAPTURE(b.err);
+    REQUIRE(a.exit_code == 0);
+    REQUIRE(b.exit_code == 0);
+    auto ja = nlohmann::json::parse(a.out);
+    auto jb = nlohmann::json::parse(b.out);
+    CHECK(ja["added"].get<int>() + jb["added"].get<int>() == 4);
+    CHECK(ja["total_documents"] == 4);
+    CHECK(jb["total_documents"] == 4);
+  }
+  CHECK(titles(work.file("race/0/corpus.db"), "chlorophyll") == "Plants");
 }

@@ -1,7 +1,7 @@
 // Tests of the local corpus: passage splitting, query sanitising, HTML text,
 // and the SQLite index (incremental updates, search, PDF and HTML files,
 // refusing foreign files, symbolic links out of the folder, FIFOs, size caps,
-// binary text).
+// binary text, several writers creating one database).
 
 #include "quarry/corpus/index.hpp"
 #include "quarry/corpus/text.hpp"
@@ -19,6 +19,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/stat.h>
@@ -622,4 +623,37 @@ TEST_CASE("local_corpus skips FIFOs, files over the caps and binary text") {
   REQUIRE(r.notes.size() == 1);
   CHECK(r.notes[0] == "skipped " + docs
                         + "/pipe.md: is not a regular file (a FIFO)");
+}
+
+TEST_CASE("local_corpus: connections that create a new database at once all "
+          "succeed") {
+  // Threads with their own connections race like processes do (SQLite locks
+  // the file between connections). Several rounds, each on a fresh file.
+  test::temp_dir tmp;
+  write_corpus(tmp);
+  for (int round = 0; round < 20; ++round) {
+    auto db = tmp.file("race" + std::to_string(round) + ".db");
+    std::vector<open_result> opened(4);
+    std::vector<update_result> updated(4);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < opened.size(); ++i)
+      threads.emplace_back([&, i] {
+        opened[i] = corpus_index::open(db);
+        if (opened[i].index)
+          updated[i] = opened[i].index->update({tmp.file("docs")});
+      });
+    for (auto& t : threads)
+      t.join();
+    size_t added = 0;
+    for (size_t i = 0; i < opened.size(); ++i) {
+      CAPTURE(round);
+      CAPTURE(i);
+      REQUIRE_MESSAGE(!opened[i].failure, opened[i].failure->message);
+      REQUIRE_MESSAGE(!updated[i].failure, updated[i].failure->message);
+      added += updated[i].added;
+      CHECK(updated[i].added + updated[i].unchanged == 3);
+    }
+    CHECK(added == 3);
+    CHECK(opened[0].index->size().first == 3);
+  }
 }

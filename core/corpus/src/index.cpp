@@ -142,6 +142,37 @@ bool exec(sqlite3* db, const char* sql) {
   return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
 }
 
+// Whether the last failure on `db` was another connection's lock.
+bool busy(sqlite3* db) {
+  auto rc = sqlite3_errcode(db) & 0xFF;
+  return rc == SQLITE_BUSY || rc == SQLITE_LOCKED;
+}
+
+// Switches the database to WAL. The busy handler does not cover every case
+// here (two connections changing the journal mode at once: SQLite fails one
+// at once to avoid a deadlock), so busy failures are retried until
+// busy_wait_ms has passed.
+bool enable_wal(sqlite3* db) {
+  auto until = std::chrono::steady_clock::now()
+               + std::chrono::milliseconds{busy_wait_ms};
+  for (;;) {
+    std::string mode;
+    auto rc = sqlite3_exec(
+      db, "PRAGMA journal_mode=WAL",
+      [](void* out, int n, char** values, char**) {
+        if (n > 0 && values[0] != nullptr)
+          *static_cast<std::string*>(out) = values[0];
+        return 0;
+      },
+      &mode, nullptr);
+    if (rc == SQLITE_OK)
+      return mode == "wal";
+    if (!busy(db) || std::chrono::steady_clock::now() >= until)
+      return false;
+    sqlite3_sleep(20);
+  }
+}
+
 // Runs a statement that returns one integer.
 std::optional<int64_t> query_int(sqlite3* db, const char* sql) {
   statement st{db, sql};
@@ -326,23 +357,67 @@ open_result corpus_index::open(const std::string& path) {
     sqlite3_close_v2(db);
     return fail(code, std::move(msg));
   };
-  sqlite3_busy_timeout(db, 5000);
-  auto app = query_int(db, "PRAGMA application_id");
-  auto version = query_int(db, "PRAGMA user_version");
-  auto tables = query_int(db, "SELECT count(*) FROM sqlite_master");
-  if (!app || !version || !tables)
+  // Another process may be creating or writing this database right now
+  // (two `quarry index` runs at once): wait for it.
+  sqlite3_busy_timeout(db, busy_wait_ms);
+  std::optional<int64_t> app;
+  std::optional<int64_t> version;
+  std::optional<int64_t> tables;
+  bool locked = false;
+  std::string why;
+  // Reads the three values from one snapshot (in a transaction: separate
+  // reads could see the schema without the application id).
+  auto read_header = [&](bool in_transaction) {
+    if (!in_transaction && !exec(db, "BEGIN")) {
+      locked = busy(db);
+      why = sqlite3_errmsg(db);
+      return false;
+    }
+    app = query_int(db, "PRAGMA application_id");
+    version = query_int(db, "PRAGMA user_version");
+    tables = query_int(db, "SELECT count(*) FROM sqlite_master");
+    bool ok = app && version && tables;
+    locked = !ok && busy(db);
+    if (!ok)
+      why = sqlite3_errmsg(db);
+    if (!in_transaction)
+      exec(db, ok ? "COMMIT" : "ROLLBACK");
+    return ok;
+  };
+  auto unreadable = [&] {
+    if (locked)
+      return close_fail(sdk::errc::busy,
+                        "still locked by another process after waiting "
+                          + std::to_string(busy_wait_ms / 1000) + " s");
     return close_fail(sdk::errc::bad_request,
-                      std::string{"unreadable or corrupt SQLite database "
-                                  "(left untouched): "}
-                        + sqlite3_errmsg(db));
+                      "unreadable or corrupt SQLite database (left "
+                      "untouched): " + why);
+  };
+  if (!read_header(false))
+    return unreadable();
   if (*app == 0 && *tables == 0) {
-    // An empty database: ours to set up.
-    if (!exec(db, "PRAGMA journal_mode=WAL"))
-      return close_fail(sdk::errc::internal, "cannot enable WAL");
-    std::string init = "BEGIN;";
-    init += schema_sql;
-    init += "PRAGMA application_id=" + std::to_string(application_id) + ";";
-    init += "PRAGMA user_version=" + std::to_string(schema_version) + ";";
+    // An empty database: ours to set up, unless another process gets there
+    // first. BEGIN IMMEDIATE takes the write lock at once (waiting for a
+    // writer), so the emptiness is checked again under the lock.
+    if (!exec(db, "BEGIN IMMEDIATE")) {
+      locked = busy(db);
+      why = sqlite3_errmsg(db);
+      if (locked)
+        return unreadable();
+      return close_fail(sdk::errc::internal,
+                        std::string{"cannot create the schema: "}
+                          + sqlite3_errmsg(db));
+    }
+    if (!read_header(true)) {
+      exec(db, "ROLLBACK");
+      return unreadable();
+    }
+    std::string init;
+    if (*app == 0 && *tables == 0) {
+      init += schema_sql;
+      init += "PRAGMA application_id=" + std::to_string(application_id) + ";";
+      init += "PRAGMA user_version=" + std::to_string(schema_version) + ";";
+    }
     init += "COMMIT;";
     if (!exec(db, init.c_str())) {
       auto err = db_error(db, "cannot create the schema");
@@ -351,7 +426,10 @@ open_result corpus_index::open(const std::string& path) {
       result.failure = err;
       return result;
     }
-  } else if (*app != application_id) {
+    if (!read_header(false))
+      return unreadable();
+  }
+  if (*app != application_id) {
     return close_fail(sdk::errc::bad_request,
                       "a SQLite database of another application (left "
                       "untouched)");
@@ -360,8 +438,9 @@ open_result corpus_index::open(const std::string& path) {
                       "schema version " + std::to_string(*version)
                         + ", this build reads version "
                         + std::to_string(schema_version));
-  } else if (!exec(db, "PRAGMA journal_mode=WAL")) {
-    return close_fail(sdk::errc::internal, "cannot enable WAL");
+  } else if (!enable_wal(db)) {
+    return close_fail(sdk::errc::internal,
+                      std::string{"cannot enable WAL: "} + sqlite3_errmsg(db));
   }
   exec(db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;");
   result.index = std::make_unique<corpus_index>(token{}, db, path);
@@ -507,21 +586,24 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
         skip(entry.path().string(), fetch::describe_file_type(status.type()));
     }
   }
+  // The write lock first, then what the index holds: another process may
+  // be updating the same database, and what it wrote must be seen.
+  if (!exec(db_, "BEGIN IMMEDIATE")) {
+    result.failure = db_error(db_, "cannot start a transaction");
+    return result;
+  }
   // What the index holds.
   std::map<std::string, existing_doc> known;
   {
     statement st{db_, "SELECT id, path, mtime, size, hash FROM documents"};
     if (!st.ok()) {
       result.failure = db_error(db_, "cannot read the index");
+      exec(db_, "ROLLBACK");
       return result;
     }
     while (st.step() == SQLITE_ROW)
       known[st.text_at(1)] = existing_doc{st.int_at(0), st.int_at(2),
                                           st.int_at(3), st.text_at(4)};
-  }
-  if (!exec(db_, "BEGIN IMMEDIATE")) {
-    result.failure = db_error(db_, "cannot start a transaction");
-    return result;
   }
   statement touch{db_, "UPDATE documents SET mtime=?2, size=?3 WHERE id=?1"};
   statement insert_doc{db_, "INSERT INTO documents(path, title, mtime, size, "

@@ -23,6 +23,10 @@ inline constexpr int schema_version = 1;
 /// The `PRAGMA application_id` that marks a Quarry corpus database.
 inline constexpr int application_id = 0x51525259; // "QRRY"
 
+/// How long opening or updating a database waits for another process (or
+/// connection) that is writing it, e.g. a second `quarry index` run.
+inline constexpr int busy_wait_ms = 10 * 60 * 1000;
+
 /// Limits of @ref corpus_index::update: the size caps of open_url, so a
 /// local file is read only if a fetched page of its size would be.
 struct update_options {
@@ -109,7 +113,10 @@ public:
   /// Opens the database at `path`, creating it (and its folder) when it does
   /// not exist or is empty. A file that is not a SQLite database, a SQLite
   /// database of another application, or a newer schema gives an error and
-  /// is left untouched.
+  /// is left untouched. Several processes may open (and create) the same
+  /// database at once: the schema is created in one `BEGIN IMMEDIATE`
+  /// transaction by whichever comes first, and the others wait for it (up to
+  /// @ref busy_wait_ms).
   static open_result open(const std::string& path);
 
   ~corpus_index();

@@ -82,6 +82,51 @@ void print_config_errors(const std::vector<core::config_error>& errors) {
     std::cerr << "  " << err.to_string() << "\n";
 }
 
+std::string research_help_footer() {
+  return R"(Global options (before or after the subcommand):
+  --config FILE        Configuration file (default: $QUARRY_CONFIG, then
+                       ~/.config/quarry/quarry.yaml, then built-in defaults)
+  --set KEY=VALUE      Override a configuration key (repeatable)
+  --plugin-dir DIR     Folder searched for plugins first (repeatable)
+  --log-level LEVEL    trace, debug, info, warn, error or off; timestamped lines
+
+Exit codes:
+  0    the report was written
+  1    the research failed (the reason is printed)
+  2    invalid command line or configuration
+  3    the question needs clarification (questions printed; answer them with
+       --answer "..." or --answers FILE, or pass --no-clarify)
+  130  interrupted by SIGINT (Ctrl-C); 143 by SIGTERM
+
+Environment (used when the configuration names no provider or tool):
+  OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL     an OpenAI-compatible model
+                       (OPENAI_BASE_URL alone: a local server such as Ollama)
+  ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL
+  BRAVE_API_KEY or TAVILY_API_KEY                   web search
+  QUARRY_CONFIG        the configuration file
+  Nothing set: the offline extractive provider over the example corpus.)";
+}
+
+std::string tool_run_help_footer(const global_options& opts) {
+  core::load_options lopts;
+  if (!opts.config_file.empty())
+    lopts.file = opts.config_file;
+  lopts.overrides = opts.overrides;
+  auto loaded = core::load_config(lopts);
+  if (!loaded.config)
+    return "Configured tools: unknown (the configuration is invalid; run "
+           "'quarry config check')";
+  core::apply_environment_defaults(*loaded.config);
+  const auto& tools = loaded.config->values.tools;
+  if (tools.empty())
+    return "Configured tools: none (add one under tools in the configuration, "
+           "or set BRAVE_API_KEY or TAVILY_API_KEY)";
+  std::string out = "Configured tools:";
+  for (const auto& [name, entry] : tools)
+    out += "\n  " + name + "  (plugin " + entry.plugin + ")";
+  return out;
+}
+
 } // namespace
 
 std::vector<std::string> plugin_search_path(const global_options& options,
@@ -139,13 +184,22 @@ int run(int argc, char** argv) {
   cli.add_option("--config", opts.config_file,
                  "Configuration file (default: $QUARRY_CONFIG, then "
                  "~/.config/quarry/quarry.yaml, then built-in defaults)");
+  // One value per occurrence: a vector option would otherwise also take the
+  // words after it (`research --set k=v "question"` lost the question).
   cli.add_option("--set", opts.overrides,
                  "Override a configuration key: key.path=value (repeatable)")
-    ->type_name("KEY=VALUE");
+    ->type_name("KEY=VALUE")
+    ->expected(1)
+    ->allow_extra_args(false)
+    ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cli.add_option("--plugin-dir", opts.plugin_dirs,
                  "Folder searched for plugins before the configured ones "
                  "(repeatable)")
-    ->type_name("DIR");
+    ->type_name("DIR")
+    ->expected(1)
+    ->allow_extra_args(false)
+    ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+    ->check(CLI::ExistingDirectory);
   cli.add_option("--log-level", opts.log_level,
                  "trace, debug, info, warn, error or off")
     ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
@@ -203,6 +257,9 @@ int run(int argc, char** argv) {
   tool_run->add_option("arguments", tool_opts.arguments,
                        "Arguments as a JSON object, e.g. '{\"queries\": [\"caf\"]}'")
     ->required();
+  // The configured tools, read when help is asked for (the options before
+  // --help are known by then).
+  tool_run->footer([&opts] { return tool_run_help_footer(opts); });
   tool_run->add_flag("--json", tool_opts.json,
                      "Print {\"llm_text\", \"documents\", \"error\"?} as JSON");
 
@@ -225,6 +282,17 @@ int run(int argc, char** argv) {
                        "(default: research.deadline)");
   research->add_option("--max-agents", research_opts.max_agents,
                        "Research agents running at once (1-16)");
+  research->add_option("--answer", research_opts.answers,
+                       "An answer to the clarifying questions (repeatable): "
+                       "the research starts at once, without asking")
+    ->expected(1)
+    ->allow_extra_args(false)
+    ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  research->add_option("--answers", research_opts.answers_file,
+                       "A file with the answers to the clarifying questions "
+                       "('-' for standard input)")
+    ->type_name("FILE");
+  research->footer(research_help_footer());
   research->add_option("--corpus", research_opts.corpus,
                        "Index this folder and search it with internal_search");
 
@@ -291,7 +359,12 @@ int run(int argc, char** argv) {
   // One place adds the embedded defaults (providers and tools from the
   // environment), so that every command sees the same ones.
   core::apply_environment_defaults(ctx.config);
-  host::setup_logging(ctx.config.values.log.level, ctx.config.values.log.format,
+  // Log lines look like the command's own messages unless --log-level asks
+  // for diagnostic (timestamped) lines.
+  auto log_format = ctx.config.values.log.format;
+  if (log_format == "text" && opts.log_level.empty())
+    log_format = "plain";
+  host::setup_logging(ctx.config.values.log.level, log_format,
                       known_secrets(ctx.config));
   for (const auto& warning : ctx.config.warnings)
     spdlog::warn("{}", warning);

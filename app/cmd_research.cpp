@@ -4,6 +4,8 @@
 
 #include "cli.hpp"
 #include "context.hpp"
+#include "output_file.hpp"
+#include "report_render.hpp"
 #include "research_view.hpp"
 
 #include "quarry/actors/emitter.hpp"
@@ -17,7 +19,6 @@
 
 #include <caf/all.hpp>
 
-#include <cmark-gfm.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -27,6 +28,8 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <sstream>
+#include <variant>
 #include <unistd.h>
 #include <vector>
 
@@ -75,71 +78,49 @@ std::string corpus_db_for(const std::string& data_dir, const std::string& folder
   return (fs::path{data_dir} / "corpora" / (std::string{buf} + ".db")).string();
 }
 
-// Writes `text` to `path` through a temporary file, so an existing file is
-// never left half-written.
-bool write_file(const std::string& path, const std::string& text, std::string& why) {
-  auto tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out{tmp, std::ios::binary | std::ios::trunc};
-    out << text;
-    out.flush();
-    if (!out) {
-      why = "cannot write " + tmp;
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return false;
+struct answers_text {
+  std::string text;
+};
+
+// The answers file: a regular file or standard input ('-'), at most 1 MB.
+std::variant<answers_text, std::string> read_answers(const std::string& path) {
+  constexpr size_t max_size = 1 << 20;
+  answers_text out;
+  if (path == "-") {
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      out.text += line + "\n";
+      if (out.text.size() > max_size)
+        return std::string{"more than 1 MB of answers"};
     }
+    return out;
   }
   std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    why = "cannot replace " + path + ": " + ec.message();
-    fs::remove(tmp, ec);
-    return false;
-  }
-  return true;
-}
-
-std::string markdown_report(const std::string& question,
-                            const actors::session_result& r) {
-  std::string out = "# " + question + "\n\n" + r.report;
-  if (!out.empty() && out.back() != '\n')
-    out += '\n';
-  if (!r.sources.empty()) {
-    out += "\n## Sources\n\n";
-    for (const auto& s : r.sources) {
-      out += std::to_string(s.number) + ". " + (s.title.empty() ? s.url : s.title);
-      if (!s.url.empty())
-        out += " <" + s.url + ">";
-      out += '\n';
-    }
-  }
+  auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status))
+    return "no such file: " + path;
+  if (!fs::is_regular_file(status))
+    return path + " is not a regular file";
+  if (fs::file_size(path, ec) > max_size)
+    return path + " is larger than 1 MB";
+  std::ifstream in{path, std::ios::binary};
+  if (!in)
+    return "cannot read " + path;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  out.text = ss.str();
   return out;
 }
 
-std::string html_report(const std::string& markdown, const std::string& title) {
-  auto* html = cmark_markdown_to_html(markdown.data(), markdown.size(),
-                                      CMARK_OPT_DEFAULT);
-  std::string body = html ? html : "";
-  std::free(html);
-  std::string esc;
-  for (auto c : title) {
-    if (c == '<')
-      esc += "&lt;";
-    else if (c == '>')
-      esc += "&gt;";
-    else if (c == '&')
-      esc += "&amp;";
-    else
-      esc += c;
-  }
-  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-         "<title>"
-         + esc
-         + "</title>\n<style>body{max-width:46em;margin:2em auto;padding:0 1em;"
-           "font-family:system-ui,sans-serif;line-height:1.55}</style>\n</head>\n"
-           "<body>\n"
-         + body + "</body>\n</html>\n";
+report_parts report_of(const std::string& question,
+                       const actors::session_result& r, bool partial) {
+  report_parts out;
+  out.question = question;
+  out.body = r.report;
+  out.partial = partial;
+  for (const auto& s : r.sources)
+    out.sources.push_back({s.number, s.title, s.url});
+  return out;
 }
 
 } // namespace
@@ -155,14 +136,18 @@ int cmd_research(context& ctx, const research_options& opts) {
   auto research = cfg.research;
   if (!opts.deadline.empty()) {
     auto d = core::parse_duration(opts.deadline);
-    if (!d || d->count() <= 0) {
+    if (!d) {
       std::cerr << "quarry: --deadline: not a duration: '" << opts.deadline
                 << "' (e.g. 10m, 90s)\n";
       return exit_usage;
     }
+    if (d->count() <= 0) {
+      std::cerr << "quarry: --deadline must be longer than 0 (e.g. 10m, 90s)\n";
+      return exit_usage;
+    }
     research.deadline = *d;
   }
-  if (opts.max_agents != 0) {
+  if (opts.max_agents != research_options::unset) {
     if (opts.max_agents < 1 || opts.max_agents > 16) {
       std::cerr << "quarry: --max-agents must be between 1 and 16\n";
       return exit_usage;
@@ -171,14 +156,31 @@ int cmd_research(context& ctx, const research_options& opts) {
   }
   if (opts.no_clarify)
     research.clarify = false;
+  // Answers given up front: the research starts without asking.
+  std::string answers;
+  for (const auto& a : opts.answers)
+    if (auto t = trim(a); !t.empty())
+      answers += t + "\n";
+  if (!opts.answers_file.empty()) {
+    auto read = read_answers(opts.answers_file);
+    if (auto* why = std::get_if<std::string>(&read)) {
+      std::cerr << "quarry: --answers: " << *why << "\n";
+      return exit_usage;
+    }
+    if (auto t = trim(std::get<answers_text>(read).text); !t.empty())
+      answers += t + "\n";
+  }
+  auto question_for_model = question;
+  if (!answers.empty()) {
+    question_for_model += "\n\nClarifications from the user:\n" + answers;
+    research.clarify = false;
+  }
+  // A path that cannot take the report fails now, not after the research.
   for (const auto& path : {opts.out, opts.html}) {
     if (path.empty())
       continue;
-    auto parent = fs::path{path}.parent_path();
-    std::error_code ec;
-    if (fs::is_directory(path, ec) || (!parent.empty() && !fs::is_directory(parent, ec))) {
-      std::cerr << "quarry: cannot write the report to " << path
-                << ": no such folder or it is a folder\n";
+    if (auto why = check_output_path(path)) {
+      std::cerr << "quarry: " << *why << "\n";
       return exit_usage;
     }
   }
@@ -286,7 +288,7 @@ int cmd_research(context& ctx, const research_options& opts) {
 
   actors::session_spec spec;
   spec.session_id = "cli";
-  spec.question = question;
+  spec.question = question_for_model;
   spec.clarify = research.clarify;
   spec.max_parallel_agents = research.max_parallel_agents;
   spec.max_cycles = research.max_cycles;
@@ -396,10 +398,10 @@ int cmd_research(context& ctx, const research_options& opts) {
       view->finish();
       std::cout << result.questions << "\n\nYour answers (an empty line ends): "
                 << std::flush;
-      std::string answers;
+      std::string typed;
       for (std::string l; std::getline(std::cin, l) && !l.empty();)
-        answers += l + "\n";
-      spec.question = question + "\n\nClarifications from the user:\n" + answers;
+        typed += l + "\n";
+      spec.question = question + "\n\nClarifications from the user:\n" + typed;
       spec.clarify = false;
       auto next_view = std::make_shared<research_view>(stderr, live);
       logs.set_view(live ? next_view.get() : nullptr);
@@ -416,23 +418,20 @@ int cmd_research(context& ctx, const research_options& opts) {
                 << (interrupted_by == SIGINT ? "SIGINT" : "SIGTERM") << "\n";
       rc = actors::exit_code_for_signal(interrupted_by);
       if (result.status == actors::session_status::report && !result.sources.empty()) {
-        auto md = markdown_report(question, result);
         // Marked as partial right under the title.
-        auto title_end = md.find("\n\n");
-        md.insert(title_end == std::string::npos ? md.size() : title_end + 2,
-                  "> **Partial report.** The research was interrupted before it "
-                  "finished; this report holds only what was found until then.\n\n");
+        auto parts = report_of(question, result, true);
+        auto md = markdown_report(parts);
         if (!opts.json)
           std::cout << md << std::flush;
-        std::string why;
-        if (!opts.out.empty() && !write_file(opts.out, md, why))
-          std::cerr << "quarry: " << why << "\n";
-        else if (!opts.out.empty())
-          files_written.push_back(opts.out);
-        if (!opts.html.empty() && !write_file(opts.html, html_report(md, question), why))
-          std::cerr << "quarry: " << why << "\n";
-        else if (!opts.html.empty())
-          files_written.push_back(opts.html);
+        for (const auto& [path, text] :
+             {std::pair{opts.out, md}, std::pair{opts.html, html_report(parts)}}) {
+          if (path.empty())
+            continue;
+          if (auto why = write_output_file(path, text))
+            std::cerr << "quarry: " << *why << "\n";
+          else
+            files_written.push_back(path);
+        }
         std::cerr << "quarry: the partial report holds what was found before the "
                      "interruption\n";
       } else {
@@ -449,8 +448,10 @@ int cmd_research(context& ctx, const research_options& opts) {
       case actors::session_status::clarification:
         if (!opts.json)
           std::cout << result.questions << "\n";
-        std::cerr << "quarry: the question needs clarification; answer the "
-                     "questions in a new question, or pass --no-clarify\n";
+        std::cerr << "quarry: the question needs clarification: run again with "
+                     "the answers, as --answer \"...\" (repeatable) or "
+                     "--answers FILE ('-' reads them from standard input), or "
+                     "pass --no-clarify to research the question as it is\n";
         rc = exit_clarify;
         break;
       case actors::session_status::failed:
@@ -458,25 +459,24 @@ int cmd_research(context& ctx, const research_options& opts) {
         rc = exit_failure;
         break;
       case actors::session_status::report: {
-        auto md = markdown_report(question, result);
+        auto parts = report_of(question, result, false);
+        auto md = markdown_report(parts);
         if (!opts.json)
           std::cout << md << std::flush;
         rc = exit_ok;
-        std::string why;
-        if (!opts.out.empty() && !write_file(opts.out, md, why)) {
-          std::cerr << "quarry: " << why << "\n";
-          rc = exit_failure;
-        }
-        if (!opts.html.empty() && !write_file(opts.html, html_report(md, question), why)) {
-          std::cerr << "quarry: " << why << "\n";
-          rc = exit_failure;
+        for (const auto& [path, text] :
+             {std::pair{opts.out, md}, std::pair{opts.html, html_report(parts)}}) {
+          if (path.empty())
+            continue;
+          if (auto why = write_output_file(path, text)) {
+            std::cerr << "quarry: " << *why << "\n";
+            rc = exit_failure;
+          } else {
+            files_written.push_back(path);
+          }
         }
         for (const auto& n : result.notices)
           std::cerr << "quarry: note: " << n << "\n";
-        if (!opts.out.empty() && rc == exit_ok)
-          files_written.push_back(opts.out);
-        if (!opts.html.empty() && rc == exit_ok)
-          files_written.push_back(opts.html);
         break;
       }
     }

@@ -7,6 +7,7 @@
 #include "quarry/host/plugin_registry.hpp"
 #include "quarry/host/services.hpp"
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -103,13 +104,20 @@ int cmd_index(context& ctx, const index_options& opts);
 
 /// Options of `quarry research`.
 struct research_options {
+  /// The value of numeric options that were not given.
+  static constexpr int unset = std::numeric_limits<int>::min();
   std::string question;
   bool no_clarify = false;
   bool json = false;
   std::string out;
   std::string html;
   std::string deadline;
-  int max_agents = 0;
+  /// Research agents at once; `unset` when not given.
+  int max_agents = unset;
+  /// Answers to the clarifying questions (`--answer`, repeatable).
+  std::vector<std::string> answers;
+  /// A file with the answers (`--answers`; `-` is standard input).
+  std::string answers_file;
   std::string corpus;
 };
 

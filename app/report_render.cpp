@@ -1,0 +1,199 @@
+// Markdown and HTML report files.
+
+#include "report_render.hpp"
+
+#include <cmark-gfm.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <map>
+
+namespace quarry::app {
+
+namespace {
+
+constexpr const char* partial_banner
+  = "> **Partial report.** The research was interrupted before it finished; "
+    "this report holds only what was found until then.\n\n";
+
+std::string escape_html(const std::string& x) {
+  std::string out;
+  out.reserve(x.size());
+  for (char c : x) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+bool is_local(const std::string& url) {
+  return url.rfind("file://", 0) == 0;
+}
+
+bool is_web(const std::string& url) {
+  return url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+}
+
+std::string anchor(int number) {
+  return "source-" + std::to_string(number);
+}
+
+// Rewrites `[[n]](link)` citations whose link a browser would not follow
+// from a report file (file:// URLs, which Markdown renderers drop as unsafe,
+// and empty links) to anchors in the Sources list.
+std::string link_citations_locally(const std::string& body,
+                                   const std::map<int, const cited_source*>& by_number) {
+  std::string out;
+  out.reserve(body.size());
+  size_t pos = 0;
+  while (pos < body.size()) {
+    auto open = body.find("[[", pos);
+    if (open == std::string::npos)
+      break;
+    auto digits = open + 2;
+    auto d = digits;
+    while (d < body.size() && d - digits < 9
+           && std::isdigit(static_cast<unsigned char>(body[d])))
+      ++d;
+    if (d == digits || body.compare(d, 3, "]](") != 0) {
+      out.append(body, pos, digits - pos);
+      pos = digits;
+      continue;
+    }
+    auto link_start = d + 3;
+    auto close = body.find(')', link_start);
+    if (close == std::string::npos) {
+      out.append(body, pos, link_start - pos);
+      pos = link_start;
+      continue;
+    }
+    auto number = std::atoi(body.substr(digits, d - digits).c_str());
+    auto link = body.substr(link_start, close - link_start);
+    out.append(body, pos, open - pos);
+    if (is_web(link)) {
+      out.append(body, open, close + 1 - open);
+    } else if (by_number.count(number) != 0) {
+      out += "[[" + std::to_string(number) + "]](#" + anchor(number) + ")";
+    } else {
+      out += "[" + std::to_string(number) + "]";
+    }
+    pos = close + 1;
+  }
+  out.append(body, pos, std::string::npos);
+  return out;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+} // namespace
+
+std::string local_path_of(const std::string& url) {
+  if (!is_local(url))
+    return {};
+  auto rest = url.substr(7);
+  // file://host/path: only the local host has a path here.
+  if (rest.rfind("localhost/", 0) == 0)
+    rest = rest.substr(9);
+  std::string out;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    if (rest[i] == '%' && i + 2 < rest.size()) {
+      auto hi = hex_value(rest[i + 1]);
+      auto lo = hex_value(rest[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out += static_cast<char>(hi * 16 + lo);
+        i += 2;
+        continue;
+      }
+    }
+    out += rest[i];
+  }
+  return out;
+}
+
+std::string markdown_report(const report_parts& r) {
+  std::string out = "# " + r.question + "\n\n";
+  if (r.partial)
+    out += partial_banner;
+  out += r.body;
+  if (!out.empty() && out.back() != '\n')
+    out += '\n';
+  if (!r.sources.empty()) {
+    out += "\n## Sources\n\n";
+    for (const auto& s : r.sources) {
+      out += std::to_string(s.number) + ". " + (s.title.empty() ? s.url : s.title);
+      if (!s.url.empty())
+        out += " <" + s.url + ">";
+      out += '\n';
+    }
+  }
+  return out;
+}
+
+std::string html_report(const report_parts& r) {
+  std::map<int, const cited_source*> by_number;
+  for (const auto& s : r.sources)
+    by_number[s.number] = &s;
+  std::string md;
+  if (r.partial)
+    md += partial_banner;
+  md += link_citations_locally(r.body, by_number);
+  auto* rendered = cmark_markdown_to_html(md.data(), md.size(), CMARK_OPT_DEFAULT);
+  std::string body = rendered ? rendered : "";
+  std::free(rendered);
+  std::string sources;
+  if (!r.sources.empty()) {
+    sources += "<h2>Sources</h2>\n<ol class=\"sources\">\n";
+    for (const auto& s : r.sources) {
+      auto num = std::to_string(s.number);
+      sources += "<li id=\"" + anchor(s.number) + "\" value=\"" + num + "\">";
+      auto title = escape_html(s.title.empty() ? s.url : s.title);
+      if (is_web(s.url)) {
+        sources += "<a href=\"" + escape_html(s.url) + "\">" + title + "</a>";
+      } else if (is_local(s.url)) {
+        sources += "<a href=\"" + escape_html(s.url) + "\">" + title
+                   + "</a><br><code>" + escape_html(local_path_of(s.url))
+                   + "</code>";
+      } else {
+        sources += title;
+      }
+      sources += "</li>\n";
+    }
+    sources += "</ol>\n";
+  }
+  auto title = escape_html(r.question);
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+         "<title>"
+         + title
+         + "</title>\n<style>body{max-width:46em;margin:2em auto;padding:0 1em;"
+           "font-family:system-ui,sans-serif;line-height:1.55}"
+           "ol.sources li:target{background:#fff3b0}"
+           "code{overflow-wrap:anywhere}</style>\n</head>\n<body>\n<h1>"
+         + title + "</h1>\n" + body + sources + "</body>\n</html>\n";
+}
+
+} // namespace quarry::app

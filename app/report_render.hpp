@@ -1,0 +1,43 @@
+// The report files of `quarry research`: Markdown (what is printed and
+// written with --out) and a standalone HTML page (--html) whose every link
+// works, local sources included.
+
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace quarry::app {
+
+/// A cited source as the report lists it.
+struct cited_source {
+  int number = 0;
+  std::string title;
+  /// An http(s) URL, a file:// URL of a local document, or empty.
+  std::string url;
+};
+
+/// What a report is made of.
+struct report_parts {
+  std::string question;
+  /// The body in Markdown, citations as `[[n]](url)`.
+  std::string body;
+  std::vector<cited_source> sources;
+  /// The research was interrupted: the report says so under its title.
+  bool partial = false;
+};
+
+/// The report as Markdown: the question as the title, the body, and the
+/// numbered sources.
+std::string markdown_report(const report_parts& r);
+
+/// The report as one HTML page. Citations of local documents link to their
+/// entry in the Sources list (`#source-N`), which shows the file's path and
+/// links it with a file:// URL; web sources link to the page.
+std::string html_report(const report_parts& r);
+
+/// The local path of a file:// URL (percent-decoded), or empty when `url`
+/// is not one.
+std::string local_path_of(const std::string& url);
+
+} // namespace quarry::app

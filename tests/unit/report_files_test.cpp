@@ -1,0 +1,220 @@
+// The report files of `quarry research`: writing to whatever a path names
+// (regular files, symbolic links, FIFOs, devices, folders) and the HTML page
+// whose links all work.
+
+#include "output_file.hpp"
+#include "report_render.hpp"
+
+#include "support/process.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace quarry;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::lstat(path.c_str(), &st) == 0);
+  return st.st_mode;
+}
+
+size_t entries_in(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    (void) e;
+    ++n;
+  }
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("report files: a new file gets the usual mode and no temporary file stays") {
+  test::temp_dir dir;
+  auto path = dir.file("report.md");
+  auto old_mask = ::umask(022);
+  auto err = app::write_output_file(path, "hello\n");
+  ::umask(old_mask);
+  REQUIRE_FALSE(err);
+  CHECK(slurp(path) == "hello\n");
+  CHECK((mode_of(path) & 0777) == 0644);
+  CHECK(entries_in(dir.path()) == 1);
+}
+
+TEST_CASE("report files: an existing file keeps its mode") {
+  test::temp_dir dir;
+  auto path = dir.write("report.md", "old\n");
+  REQUIRE(::chmod(path.c_str(), 0600) == 0);
+  REQUIRE_FALSE(app::write_output_file(path, "new\n"));
+  CHECK(slurp(path) == "new\n");
+  CHECK((mode_of(path) & 0777) == 0600);
+  CHECK(S_ISREG(mode_of(path)));
+  CHECK(entries_in(dir.path()) == 1);
+}
+
+TEST_CASE("report files: a symbolic link stays a link and its target gets the text") {
+  test::temp_dir dir;
+  auto target = dir.write("real/report.md", "old\n");
+  REQUIRE(::chmod(target.c_str(), 0640) == 0);
+  auto link = dir.file("link.md");
+  REQUIRE(::symlink("real/report.md", link.c_str()) == 0);
+  REQUIRE_FALSE(app::write_output_file(link, "new\n"));
+  CHECK(S_ISLNK(mode_of(link)));
+  CHECK(slurp(target) == "new\n");
+  CHECK((mode_of(target) & 0777) == 0640);
+}
+
+TEST_CASE("report files: a dangling link, a folder and a missing folder are refused") {
+  test::temp_dir dir;
+  auto dangling = dir.file("dangling.md");
+  REQUIRE(::symlink("nowhere/report.md", dangling.c_str()) == 0);
+  auto err = app::check_output_path(dangling);
+  REQUIRE(err);
+  CHECK(err->find("symbolic link to 'nowhere/report.md', which does not exist")
+        != std::string::npos);
+  CHECK(app::write_output_file(dangling, "x"));
+  CHECK(S_ISLNK(mode_of(dangling)));
+  auto folder_err = app::check_output_path(dir.path());
+  REQUIRE(folder_err);
+  CHECK(folder_err->find("it is a folder") != std::string::npos);
+  auto missing = app::check_output_path(dir.file("no/such/folder/report.md"));
+  REQUIRE(missing);
+  CHECK(missing->find("does not exist") != std::string::npos);
+}
+
+TEST_CASE("report files: a character device is written through, not replaced") {
+  // /dev/null stays a device (as root, replacing it would break the system).
+  REQUIRE_FALSE(app::check_output_path("/dev/null"));
+  REQUIRE_FALSE(app::write_output_file("/dev/null", "report\n"));
+  CHECK(S_ISCHR(mode_of("/dev/null")));
+}
+
+TEST_CASE("report files: a FIFO is written through to its reader") {
+  test::temp_dir dir;
+  auto fifo = dir.file("pipe");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // No reader: an error at once, not a wait.
+  auto none = app::write_output_file(fifo, "x");
+  REQUIRE(none);
+  CHECK(none->find("no process is reading it") != std::string::npos);
+  // A reader: it gets every byte. (A second writer, held here, keeps the
+  // reader's reads waiting for data instead of seeing end of file.)
+  auto rfd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(rfd >= 0);
+  auto held = ::open(fifo.c_str(), O_WRONLY);
+  REQUIRE(held >= 0);
+  ::fcntl(rfd, F_SETFL, 0);
+  std::string text(200 * 1024, 'r'); // more than a pipe's buffer
+  std::string got;
+  std::thread reader{[&] {
+    char buf[4096];
+    while (got.size() < text.size()) {
+      auto n = ::read(rfd, buf, sizeof(buf));
+      if (n <= 0)
+        break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+  }};
+  auto err = app::write_output_file(fifo, text);
+  reader.join();
+  ::close(held);
+  ::close(rfd);
+  CHECK_FALSE(err);
+  CHECK(got == text);
+  CHECK(S_ISFIFO(mode_of(fifo)));
+}
+
+TEST_CASE("report files: a reader that goes away is an error, not the end of the process") {
+  test::temp_dir dir;
+  auto fifo = dir.file("pipe");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto rfd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(rfd >= 0);
+  auto held = ::open(fifo.c_str(), O_WRONLY);
+  REQUIRE(held >= 0);
+  ::fcntl(rfd, F_SETFL, 0);
+  std::thread closer{[&] {
+    // Read a little, then leave with the writer still writing.
+    char buf[16];
+    (void) ::read(rfd, buf, sizeof(buf));
+    ::close(rfd);
+  }};
+  auto err = app::write_output_file(fifo, std::string(1 << 20, 'x'));
+  closer.join();
+  ::close(held);
+  REQUIRE(err);
+  CAPTURE(*err);
+  CHECK(err->find("Broken pipe") != std::string::npos);
+}
+
+TEST_CASE("report files: a failed write names the path and the reason") {
+  if (::geteuid() == 0) {
+    // Root writes into read-only folders; a full device shows the reason.
+    auto err = app::write_output_file("/dev/full", "x");
+    REQUIRE(err);
+    CHECK(err->find("'/dev/full'") != std::string::npos);
+    CHECK(err->find("No space left on device") != std::string::npos);
+    return;
+  }
+  test::temp_dir dir;
+  auto ro = dir.file("ro");
+  std::filesystem::create_directory(ro);
+  REQUIRE(::chmod(ro.c_str(), 0500) == 0);
+  auto err = app::write_output_file(ro + "/report.md", "x");
+  REQUIRE(err);
+  CHECK(err->find("report.md") != std::string::npos);
+  CHECK(err->find(".quarry-") == std::string::npos);
+}
+
+TEST_CASE("report HTML: local citations link to the sources list, which shows the path") {
+  app::report_parts r;
+  r.question = "Heat pumps <in> the cold?";
+  r.body = "Cold air lowers efficiency [[1]](file:///docs/heat%20pumps/cold.md). "
+           "The grid matters [[2]](https://example.com/grid?a=1&b=2). "
+           "An unknown one [[9]]().";
+  r.sources = {{1, "Cold climates", "file:///docs/heat%20pumps/cold.md"},
+               {2, "Grid", "https://example.com/grid?a=1&b=2"}};
+  auto html = app::html_report(r);
+  CHECK(html.find("href=\"\"") == std::string::npos);
+  CHECK(html.find("<a href=\"#source-1\">") != std::string::npos);
+  CHECK(html.find("<li id=\"source-1\" value=\"1\">") != std::string::npos);
+  CHECK(html.find("<code>/docs/heat pumps/cold.md</code>") != std::string::npos);
+  CHECK(html.find("href=\"https://example.com/grid?a=1&amp;b=2\"") != std::string::npos);
+  CHECK(html.find("<title>Heat pumps &lt;in&gt; the cold?</title>") != std::string::npos);
+  CHECK(html.find("[9]") != std::string::npos);
+  CHECK(html.find("source-9") == std::string::npos);
+  // The Markdown keeps the original links.
+  auto md = app::markdown_report(r);
+  CHECK(md.find("[[1]](file:///docs/heat%20pumps/cold.md)") != std::string::npos);
+  CHECK(md.find("1. Cold climates <file:///docs/heat%20pumps/cold.md>") != std::string::npos);
+}
+
+TEST_CASE("report files: a partial report says so under its title") {
+  app::report_parts r;
+  r.question = "Q";
+  r.body = "Found [[1]](https://a.example/).";
+  r.sources = {{1, "A", "https://a.example/"}};
+  r.partial = true;
+  auto md = app::markdown_report(r);
+  CHECK(md.find("# Q\n\n> **Partial report.**") == 0);
+  CHECK(app::html_report(r).find("<strong>Partial report.</strong>") != std::string::npos);
+  CHECK(app::local_path_of("https://a.example/").empty());
+  CHECK(app::local_path_of("file:///a%2Fb%zz") == "/a/b%zz");
+}

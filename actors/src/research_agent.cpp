@@ -13,6 +13,8 @@
 
 #include "reasoning_packets.hpp"
 
+#include "quarry/sdk/json.hpp"
+
 #include <caf/all.hpp>
 
 #include <algorithm>
@@ -23,6 +25,10 @@ std::string renumber_documents(const std::string& llm_text,
                                const std::vector<sdk::document>& documents,
                                const std::function<int(const sdk::document&)>&
                                  number_of) {
+  // A tool's text comes from outside: bound the depth before parsing.
+  if (sdk::json_nesting_depth(llm_text, sdk::default_max_json_depth)
+      > sdk::default_max_json_depth)
+    return llm_text;
   auto j = nlohmann::ordered_json::parse(llm_text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return llm_text;
@@ -394,6 +400,11 @@ void next_step(agent_ptr self) {
     fail(self, "the research agent prompt could not be rendered");
     return;
   }
+  // What earlier agents found goes with the instructions, not with the task:
+  // the task message is what the model (and the offline provider) turns into
+  // search queries, and the digest must never reach a search backend.
+  if (!st.spec.context.empty())
+    system += "\n\n" + st.spec.context;
   defs.push_back(core::generate_report_tool(true));
   if (!st.spec.reasoning_model)
     defs.push_back(core::think_tool(true));
@@ -544,8 +555,6 @@ caf::behavior agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm
   sdk::chat_message task;
   task.author = sdk::role::user;
   task.content = st.spec.task;
-  if (!st.spec.context.empty())
-    task.content += "\n\n" + st.spec.context;
   st.history.push_back(std::move(task));
   emit(self, agent_at(self), core::packets::research_agent_start(st.spec.task));
   self->delayed_send(self, st.spec.hard_timeout, agent_timeout_atom::value);

@@ -20,6 +20,7 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <map>
 
 namespace quarry::actors {
@@ -72,8 +73,12 @@ struct session_state {
   std::vector<std::pair<std::string, std::string>> findings; // task, report
   bool collapsing = false;
 
+  // The research_agent calls of the round: running, done, or waiting for one
+  // of the `max_parallel_agents` slots.
   std::vector<running_agent> agents;
   size_t agents_outstanding = 0;
+  // What earlier rounds found, given to every agent of this round.
+  std::string round_digest;
   int agents_turn = 0;
   // The orchestrator call's tool calls being answered by this round.
   std::vector<sdk::tool_call> round_calls;
@@ -88,6 +93,10 @@ struct session_state {
   core::think_stream think;
   std::string text;
   bool text_started = false;
+  // Of the plan's text: how much was shown, and whether it was cut at
+  // research.max_plan_steps.
+  size_t plan_shown = 0;
+  bool plan_cut = false;
   std::unique_ptr<core::citation_processor> processor;
   int final_turn = 0;
 
@@ -255,24 +264,50 @@ void start_clarify(session_ptr self) {
 // -- the plan ------------------------------------------------------------------------
 
 // Keeps the first `max` numbered steps of a plan.
-std::string cap_plan(const std::string& plan, int max) {
-  std::string out;
+// Where the step after the first `max` numbered steps begins in `plan` (a
+// line whose first non-blank character is a digit), or npos when the plan
+// has no more steps than that (so far, while it streams).
+size_t plan_cap_end(const std::string& plan, int max) {
   int steps = 0;
   size_t pos = 0;
   while (pos < plan.size()) {
     auto end = plan.find('\n', pos);
-    auto line = plan.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    pos = end == std::string::npos ? plan.size() : end + 1;
-    auto first = line.find_first_not_of(" \t");
-    bool numbered = first != std::string::npos && std::isdigit(static_cast<unsigned char>(line[first]));
+    auto first = plan.find_first_not_of(" \t", pos);
+    bool numbered = first != std::string::npos && first < end
+                    && std::isdigit(static_cast<unsigned char>(plan[first]));
     if (numbered && ++steps > max)
+      return pos;
+    if (end == std::string::npos)
       break;
-    out += line;
-    out += '\n';
+    pos = end + 1;
   }
+  return std::string::npos;
+}
+
+// The plan cut to its first `max` steps.
+std::string cap_plan(const std::string& plan, int max) {
+  auto out = plan.substr(0, plan_cap_end(plan, max));
   while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
     out.pop_back();
   return out;
+}
+
+// Streams the part of the plan that will run: the deltas stop at the first
+// step beyond research.max_plan_steps.
+void plan_piece(session_ptr self, const std::string& piece) {
+  auto& st = self->state;
+  st.text += piece;
+  if (st.plan_cut)
+    return;
+  auto end = plan_cap_end(st.text, st.spec.max_plan_steps);
+  auto upto = end == std::string::npos ? st.text.size() : end;
+  if (upto > st.plan_shown) {
+    emit(self, turn(st.plan_turn),
+         core::packets::deep_research_plan_delta(
+           st.text.substr(st.plan_shown, upto - st.plan_shown)));
+    st.plan_shown = upto;
+  }
+  st.plan_cut = end != std::string::npos;
 }
 
 void start_plan(session_ptr self) {
@@ -296,7 +331,8 @@ void start_plan(session_ptr self) {
       auto plan = st.text_started ? st.text : r.text;
       if (!st.text_started && !plan.empty()) {
         emit(self, turn(st.plan_turn), core::packets::deep_research_plan_start());
-        emit(self, turn(st.plan_turn), core::packets::deep_research_plan_delta(plan));
+        st.text.clear();
+        plan_piece(self, plan);
       }
       emit(self, turn(st.plan_turn), core::packets::section_end());
       if (plan.find_first_not_of(" \t\r\n") == std::string::npos) {
@@ -304,6 +340,12 @@ void start_plan(session_ptr self) {
         return;
       }
       st.plan = cap_plan(plan, st.spec.max_plan_steps);
+      if (st.plan_cut)
+        st.notices.push_back("the plan had more than "
+                             + std::to_string(st.spec.max_plan_steps)
+                             + " steps (research.max_plan_steps); only the first "
+                             + std::to_string(st.spec.max_plan_steps)
+                             + " were researched");
       st.start_turn = st.plan_turn + 1;
       st.cycle = 0;
       start_cycle(self);
@@ -322,6 +364,7 @@ int current_turn(session_ptr self) {
 
 void answer_round(session_ptr self);
 void spawn_agents(session_ptr self, const std::string& digest);
+void start_pending(session_ptr self);
 
 // `answered` holds the results of calls that are not research_agent calls.
 void dispatch_agents(session_ptr self, std::vector<sdk::tool_call> calls,
@@ -345,13 +388,7 @@ void dispatch_agents(session_ptr self, std::vector<sdk::tool_call> calls,
                                "with one or two sentences describing the research.";
       continue;
     }
-    if (static_cast<int>(st.agents.size()) >= st.spec.max_parallel_agents) {
-      st.round_results[c.id]
-        = "Not run: at most " + std::to_string(st.spec.max_parallel_agents)
-          + " research agents run at once. Call research_agent again in the "
-            "next cycle for this task if it is still needed.";
-      continue;
-    }
+    // Calls beyond the parallel limit wait for a free slot (start_pending).
     running_agent a;
     a.call_id = c.id;
     a.task = task;
@@ -376,19 +413,35 @@ void dispatch_agents(session_ptr self, std::vector<sdk::tool_call> calls,
 }
 
 void spawn_agents(session_ptr self, const std::string& digest) {
+  self->state.round_digest = digest;
+  start_pending(self);
+}
+
+// Starts waiting agents of the round while fewer than the parallel limit run.
+void start_pending(session_ptr self) {
   auto& st = self->state;
-  // The round may have ended meanwhile (deadline, stop).
-  if (st.now != phase::agents || st.collapsing || st.deadline_passed)
+  // The round may have ended meanwhile (deadline, stop): start nothing new.
+  if (st.now != phase::agents || st.collapsing || st.deadline_passed
+      || st.stop_requested)
     return;
   auto agents_turn = st.agents_turn;
   auto now = clock_type::now();
   auto left = std::chrono::duration_cast<milliseconds>(
     st.started + st.spec.deadline - now);
+  auto running = std::count_if(st.agents.begin(), st.agents.end(),
+                               [](const running_agent& a) {
+                                 return a.handle && !a.result;
+                               });
   for (auto& a : st.agents) {
+    if (running >= st.spec.max_parallel_agents)
+      break;
+    if (a.handle || a.result)
+      continue;
+    ++running;
     agent_spec spec;
     spec.call_id = a.call_id;
     spec.task = a.task;
-    spec.context = digest;
+    spec.context = st.round_digest;
     spec.turn_index = agents_turn;
     spec.tab_index = a.tab;
     spec.max_cycles = st.spec.agent_max_cycles;
@@ -419,7 +472,10 @@ void answer_round(session_ptr self) {
   std::vector<std::string> ids;
   for (auto& a : st.agents) {
     if (!a.result || !a.result->ok) {
-      auto why = a.result ? a.result->failure : std::string{"it did not finish in time"};
+      auto why = a.result  ? a.result->failure
+                 : a.handle ? std::string{"it did not finish in time"}
+                            : std::string{"it was waiting for a free slot when "
+                                          "the research ended"};
       st.round_results[a.call_id]
         = "The research agent failed (" + why
           + "). Try another approach or carry on without this task.";
@@ -780,6 +836,8 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
         if (st.agents_outstanding > 0 && --st.agents_outstanding == 0
             && st.now == phase::agents)
           answer_round(self);
+        else
+          start_pending(self);
       }
   });
   self->send(self, caf::tick_atom::value);
@@ -807,8 +865,7 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
               emit(self, turn(st.plan_turn), core::packets::deep_research_plan_start());
               st.text_started = true;
             }
-            st.text += d.text;
-            emit(self, turn(st.plan_turn), core::packets::deep_research_plan_delta(d.text));
+            plan_piece(self, d.text);
           } else if (st.now == phase::final) {
             report_piece(self, d.text);
           } else if (st.now == phase::orchestrate) {
@@ -834,6 +891,8 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
           if (st.agents_outstanding > 0 && --st.agents_outstanding == 0
               && st.now == phase::agents)
             answer_round(self);
+          else
+            start_pending(self);
           return;
         }
     },

@@ -989,22 +989,10 @@ int find_parallel_limit(std::string_view prompt) {
   static const std::vector<std::pair<std::string, int>> numbers{
     {"one", 1}, {"two", 2}, {"three", 3}, {"four", 4}, {"five", 5},
     {"six", 6}, {"seven", 7}, {"eight", 8}, {"nine", 9}, {"ten", 10}};
-  size_t pos = 0;
-  while ((pos = x.find("parallel", pos)) != std::string::npos) {
-    auto from = pos > 60 ? pos - 60 : 0;
-    auto window = x.substr(from, pos - from);
-    pos += 8;
-    // The window must say "more than", "at most", "up to" or "maximum".
-    size_t qual = std::string::npos;
-    for (auto q : {"more than ", "at most ", "up to ", "maximum of ", "maximum ",
-                   "max "}) {
-      auto at = window.rfind(q);
-      if (at != std::string::npos && (qual == std::string::npos || at > qual))
-        qual = at + std::string_view{q}.size();
-    }
-    if (qual == std::string::npos)
-      continue;
-    auto rest = std::string_view{window}.substr(qual);
+  static const std::vector<std::string_view> qualifiers{
+    "more than ", "at most ", "up to ", "maximum of ", "maximum ", "max "};
+  // The number right after a qualifier, or 0.
+  auto number_at = [&](std::string_view rest) {
     int value = 0;
     size_t d = 0;
     while (d < rest.size() && d < 3 && is_digit(rest[d]))
@@ -1016,8 +1004,34 @@ int find_parallel_limit(std::string_view prompt) {
                                                 && rest[word.size()] <= 'z')))
           value = n;
     }
-    if (value >= 1 && value <= 64)
-      return value;
+    return value >= 1 && value <= 64 ? value : 0;
+  };
+  size_t pos = 0;
+  while ((pos = x.find("parallel", pos)) != std::string::npos) {
+    // "at most 3 in parallel" (the last qualifier before) or "in parallel,
+    // but never more than 3 at once" (the first one after).
+    auto from = pos > 60 ? pos - 60 : 0;
+    auto before = std::string_view{x}.substr(from, pos - from);
+    pos += 8;
+    auto after = std::string_view{x}.substr(pos, 60);
+    size_t qual = std::string_view::npos;
+    for (auto q : qualifiers) {
+      auto at = before.rfind(q);
+      if (at != std::string_view::npos && (qual == std::string_view::npos || at > qual))
+        qual = at + q.size();
+    }
+    if (qual != std::string_view::npos)
+      if (auto n = number_at(before.substr(qual)); n > 0)
+        return n;
+    qual = std::string_view::npos;
+    for (auto q : qualifiers) {
+      auto at = after.find(q);
+      if (at != std::string_view::npos && (qual == std::string_view::npos || at + q.size() < qual))
+        qual = at + q.size();
+    }
+    if (qual != std::string_view::npos)
+      if (auto n = number_at(after.substr(qual)); n > 0)
+        return n;
   }
   return 0;
 }

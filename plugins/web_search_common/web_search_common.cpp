@@ -95,7 +95,21 @@ std::string normalize_query(std::string_view text) {
       continue;
     kept += c;
   }
-  return fold_spaces(kept);
+  auto q = fold_spaces(kept);
+  if (q.size() <= max_query_size)
+    return q;
+  auto cut = max_query_size;
+  // Not inside a UTF-8 sequence.
+  while (cut > 0 && (static_cast<unsigned char>(q[cut]) & 0xC0) == 0x80)
+    --cut;
+  // At a word boundary when one is in the second half.
+  if (auto space = q.rfind(' ', cut); space != std::string::npos
+                                      && space >= max_query_size / 2)
+    cut = space;
+  q.resize(cut);
+  while (!q.empty() && q.back() == ' ')
+    q.pop_back();
+  return q;
 }
 
 std::vector<std::string> normalize_queries(const nlohmann::json& value) {

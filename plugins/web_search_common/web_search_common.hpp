@@ -43,8 +43,13 @@ struct parse_result {
 /// empties and duplicates are dropped.
 std::vector<std::string> normalize_queries(const nlohmann::json& value);
 
+/// The longest query sent to a search backend, in bytes (Brave's limit; a
+/// query is a few words, never a paragraph of prompt text).
+inline constexpr size_t max_query_size = 400;
+
 /// Normalises one query (control characters removed, whitespace folded,
-/// trimmed).
+/// trimmed) and cuts it to `max_query_size` bytes at a word boundary where
+/// there is one, never inside a UTF-8 sequence.
 std::string normalize_query(std::string_view text);
 
 /// Drops the fragment and the tracking parameters (utm_*, fbclid, gclid, ...)

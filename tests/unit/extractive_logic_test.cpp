@@ -264,6 +264,10 @@ TEST_CASE("extractive recognises reminders and parallel limits") {
         == 3);
   CHECK(find_parallel_limit("Run at most two research agents in parallel.") == 2);
   CHECK(find_parallel_limit("up to 12 agents may run in parallel") == 12);
+  // Quarry's orchestrator prompt puts the number after "parallel".
+  CHECK(find_parallel_limit("Tasks that do not depend on each other should run in "
+                            "parallel, but never start more than 1 agents at once")
+        == 1);
   CHECK(find_parallel_limit("Parallel calls are encouraged.") == 0);
   CHECK(find_parallel_limit("") == 0);
 }

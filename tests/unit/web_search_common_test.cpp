@@ -51,6 +51,27 @@ TEST_CASE("web_search_common normalises queries as Onyx does (spec 19.12)") {
   CHECK(normalize_queries(json::array({true})) == v{"True"});
 }
 
+TEST_CASE("web_search_common cuts long queries at a word, never inside a character") {
+  // 120 words of 4 letters: 599 bytes.
+  std::string words;
+  for (int i = 0; i < 120; ++i)
+    words += (i ? " " : "") + std::string{"word"};
+  auto q = normalize_query(words);
+  CHECK(q.size() <= max_query_size);
+  CHECK(q.size() >= max_query_size - 5);
+  CHECK(q.back() == 'd');
+  CHECK(words.rfind(q, 0) == 0);
+  // One long run of two-byte characters: cut on a character boundary.
+  std::string umlauts;
+  for (int i = 0; i < 300; ++i)
+    umlauts += "\xc3\xa4";
+  auto u = normalize_query(umlauts);
+  CHECK(u.size() == max_query_size);
+  CHECK(static_cast<unsigned char>(u[u.size() - 2]) == 0xc3);
+  // Short queries are untouched.
+  CHECK(normalize_query("heat pump cold climate") == "heat pump cold climate");
+}
+
 TEST_CASE("web_search_common interleaves round-robin without duplicates") {
   // [A1,A2,A3] and [B1,A1dup,B3] -> A1, B1, A2, A3, B3 (spec 19.12).
   std::vector<std::vector<search_result>> lists{

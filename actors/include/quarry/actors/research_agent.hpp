@@ -50,8 +50,8 @@ struct agent_spec {
   /// The orchestrator's tool call id (echoed in the result).
   std::string call_id;
   std::string task;
-  /// What earlier agents found, given to the agent with its task but not
-  /// shown as the task (empty for none).
+  /// What earlier agents found, appended to the agent's system prompt (never
+  /// to the task, which becomes search queries); empty for none.
   std::string context;
   /// Placement of the agent's packets: turn and tab.
   int turn_index = 0;

@@ -52,6 +52,14 @@ int cmd_tool_run(context& ctx, const tool_run_options& opts) {
     return exit_failure;
   }
   auto tool = std::get<std::shared_ptr<sdk::tool>>(std::move(made));
+  // A person typed these: wrongly typed arguments are a usage error (a model
+  // gets the tool's own answer instead, which tells it what to change).
+  if (auto why = core::check_tool_arguments(tool->definition().parameters,
+                                            std::get<nlohmann::json>(args))) {
+    std::cerr << "quarry: invalid arguments for " << opts.name << ": " << *why
+              << "\n  expected: " << tool->definition().parameters.dump() << "\n";
+    return exit_usage;
+  }
   sdk::tool_result result;
   int interrupted = 0;
   {

@@ -70,6 +70,14 @@ TEST_CASE_FIXTURE(tool_cli_fixture, "tool run exits 1 when the tool fails and 2 
   CHECK(bad_json.err.find("not valid JSON") != std::string::npos);
   auto not_object = quarry({"tool", "run", "echo_tool", "[1, 2]"});
   CHECK(not_object.exit_code == 2);
+  // Arguments of the wrong type, or missing, against the tool's schema.
+  auto wrong_type = quarry({"tool", "run", "echo_tool", R"({"text": 5})"});
+  CHECK(wrong_type.exit_code == 2);
+  CHECK(wrong_type.err.find("'text' must be string, not an integer") != std::string::npos);
+  CHECK(wrong_type.out.empty());
+  auto missing = quarry({"tool", "run", "echo_tool", R"({"other": "x"})"});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err.find("needs 'text'") != std::string::npos);
   auto unknown = quarry({"tool", "run", "web_search", "{}"});
   CHECK(unknown.exit_code == 2);
   CHECK(unknown.err.find("no tool named 'web_search'") != std::string::npos);

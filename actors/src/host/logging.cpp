@@ -6,6 +6,7 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -68,8 +69,10 @@ std::string timestamp(spdlog::log_clock::time_point tp) {
 /// Writes each record as one line to stderr.
 class stderr_sink final : public spdlog::sinks::base_sink<std::mutex> {
 public:
-  stderr_sink(bool json, std::vector<std::string> secrets)
-    : json_(json), secrets_(std::move(secrets)) {
+  enum class style { plain, text, json };
+
+  stderr_sink(style how, std::vector<std::string> secrets)
+    : style_(how), secrets_(std::move(secrets)) {
     // nop
   }
 
@@ -78,7 +81,15 @@ protected:
     std::string text{msg.payload.data(), msg.payload.size()};
     text = mask_secrets(std::move(text), secrets_);
     std::string line;
-    if (json_) {
+    if (style_ == style::plain) {
+      // The command's own messages look the same: "quarry: ...".
+      line = "quarry: ";
+      if (msg.level != spdlog::level::info)
+        line += std::string{msg.level == spdlog::level::warn ? "warning"
+                                                             : level_name(msg.level)}
+                + ": ";
+      line += text;
+    } else if (style_ == style::json) {
       nlohmann::json obj{{"time", timestamp(msg.time)},
                          {"level", level_name(msg.level)},
                          {"msg", text}};
@@ -95,7 +106,7 @@ protected:
   }
 
 private:
-  bool json_;
+  style style_;
   std::vector<std::string> secrets_;
 };
 
@@ -105,13 +116,33 @@ bool valid_log_level(std::string_view level) {
   return parse_level(level).has_value();
 }
 
+namespace {
+
+bool is_token_char(char c) {
+  auto u = static_cast<unsigned char>(c);
+  return std::isalnum(u) != 0 || c == '_' || c == '-' || u >= 0x80;
+}
+
+} // namespace
+
 std::string mask_secrets(std::string line,
                          const std::vector<std::string>& secrets) {
   for (const auto& secret : secrets) {
-    if (secret.size() < 4)
+    // A value this short is no real key, and masking it would garble words.
+    if (secret.size() < min_masked_secret_size)
       continue;
     size_t pos = 0;
     while ((pos = line.find(secret, pos)) != std::string::npos) {
+      auto end = pos + secret.size();
+      // Whole values only: not a piece of a longer word.
+      bool whole = (pos == 0 || !is_token_char(line[pos - 1])
+                    || !is_token_char(secret.front()))
+                   && (end == line.size() || !is_token_char(line[end])
+                       || !is_token_char(secret.back()));
+      if (!whole) {
+        pos += 1;
+        continue;
+      }
       line.replace(pos, secret.size(), "***");
       pos += 3;
     }
@@ -121,8 +152,10 @@ std::string mask_secrets(std::string line,
 
 void setup_logging(std::string_view level, std::string_view format,
                    std::vector<std::string> secrets) {
-  auto sink = std::make_shared<stderr_sink>(format == "json",
-                                            std::move(secrets));
+  auto how = format == "json"    ? stderr_sink::style::json
+             : format == "plain" ? stderr_sink::style::plain
+                                 : stderr_sink::style::text;
+  auto sink = std::make_shared<stderr_sink>(how, std::move(secrets));
   auto logger = std::make_shared<spdlog::logger>("quarry", std::move(sink));
   logger->set_level(parse_level(level).value_or(spdlog::level::info));
   logger->flush_on(spdlog::level::warn);

@@ -3,6 +3,7 @@
 
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,13 +15,20 @@ namespace quarry::host {
 /// for anything else.
 bool valid_log_level(std::string_view level);
 
-/// Installs the default logger: stderr, `format` is `text` or `json`, lines
-/// below `level` are dropped. Every occurrence of a string in `secrets`
-/// (values shorter than 4 characters are ignored) is written as `***`.
+/// Installs the default logger: stderr, `format` is `plain` (`quarry:
+/// warning: ...`, the look of the command's own messages), `text` (a
+/// timestamp and the level first, for diagnosis) or `json`; lines below
+/// `level` are dropped. Every occurrence of a string in `secrets`
+/// (values shorter than `min_masked_secret_size` are ignored) is written as `***`.
 void setup_logging(std::string_view level, std::string_view format,
                    std::vector<std::string> secrets = {});
 
-/// Replaces every occurrence of each secret in `line` by `***`.
+/// Secrets shorter than this are not masked: no real key is this short, and
+/// masking a short value would garble ordinary words.
+inline constexpr size_t min_masked_secret_size = 8;
+
+/// Replaces every whole occurrence of each secret in `line` by `***`: an
+/// occurrence inside a longer word or key is left alone.
 std::string mask_secrets(std::string line, const std::vector<std::string>& secrets);
 
 } // namespace quarry::host

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -23,6 +24,15 @@ inline constexpr size_t max_argument_depth = 128;
 /// hostile input cannot exhaust the stack).
 std::variant<nlohmann::json, std::string>
 parse_tool_arguments(std::string_view text);
+
+/// Checks parsed arguments against a tool's JSON schema (the subset tools
+/// declare: `type` of object, array, string, integer, number, boolean;
+/// `properties`, `required`, `items`, `enum`). Returns a message naming the
+/// first offending argument, or nothing. Used where a person typed the
+/// arguments (`quarry tool run`); models get the tool's own, tolerant
+/// answer instead.
+std::optional<std::string> check_tool_arguments(const nlohmann::json& schema,
+                                                const nlohmann::json& args);
 
 /// Removes NUL bytes and replaces invalid UTF-8 (including encoded
 /// surrogates) with U+FFFD.

@@ -75,28 +75,6 @@ std::variant<std::string, sdk::error> choose_db(const context& ctx,
   return default_corpus_db(ctx.config.values);
 }
 
-// The size caps of the configured open_url instance (its defaults when none
-// is configured): a local file is indexed only if open_url would read a page
-// of its size. `quarry extract` reads them the same way.
-std::variant<corpus::update_options, std::string>
-size_caps(const core::settings& cfg) {
-  nlohmann::json config = nlohmann::json::object();
-  for (const auto& [name, entry] : cfg.tools) {
-    if (entry.plugin == "open_url") {
-      config = entry.config;
-      break;
-    }
-  }
-  auto parsed = fetch::parse_fetch_options(config);
-  if (auto* err = std::get_if<std::string>(&parsed))
-    return "tools.open_url: " + *err;
-  const auto& fopts = std::get<fetch::fetch_options>(parsed);
-  corpus::update_options out;
-  out.max_html_bytes = fopts.max_html_bytes;
-  out.max_pdf_bytes = fopts.max_pdf_bytes;
-  return out;
-}
-
 nlohmann::json error_json(const sdk::error& err) {
   return {{"class", sdk::to_string(err.code)}, {"message", err.message}};
 }
@@ -117,6 +95,25 @@ int fail(const index_options& opts, const std::string& db,
 
 } // namespace
 
+std::variant<corpus::update_options, std::string>
+corpus_size_caps(const core::settings& cfg) {
+  nlohmann::json config = nlohmann::json::object();
+  for (const auto& [name, entry] : cfg.tools) {
+    if (entry.plugin == "open_url") {
+      config = entry.config;
+      break;
+    }
+  }
+  auto parsed = fetch::parse_fetch_options(config);
+  if (auto* err = std::get_if<std::string>(&parsed))
+    return "tools.open_url: " + *err;
+  const auto& fopts = std::get<fetch::fetch_options>(parsed);
+  corpus::update_options out;
+  out.max_html_bytes = fopts.max_html_bytes;
+  out.max_pdf_bytes = fopts.max_pdf_bytes;
+  return out;
+}
+
 int cmd_index(context& ctx, const index_options& opts) {
   // Refuse a mistyped path before touching any database.
   bool missing = false;
@@ -134,7 +131,7 @@ int cmd_index(context& ctx, const index_options& opts) {
     std::cerr << "quarry: " << err->message << "\n";
     return exit_usage;
   }
-  auto caps = size_caps(ctx.config.values);
+  auto caps = corpus_size_caps(ctx.config.values);
   if (auto* err = std::get_if<std::string>(&caps)) {
     std::cerr << "quarry: " << *err << "\n";
     return exit_usage;

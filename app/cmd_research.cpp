@@ -239,7 +239,13 @@ int cmd_research(context& ctx, const research_options& opts) {
                 << opened.failure->message << "\n";
       return exit_failure;
     }
-    auto up = opened.index->update({corpus});
+    auto caps = corpus_size_caps(cfg);
+    if (auto* err = std::get_if<std::string>(&caps)) {
+      std::cerr << "quarry: " << *err << "\n";
+      return exit_usage;
+    }
+    // The same size caps as `quarry index` and open_url.
+    auto up = opened.index->update({corpus}, std::get<corpus::update_options>(caps));
     if (up.failure) {
       std::cerr << "quarry: indexing " << corpus << " failed: "
                 << up.failure->message << "\n";

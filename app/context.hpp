@@ -4,12 +4,14 @@
 #pragma once
 
 #include "quarry/core/config.hpp"
+#include "quarry/corpus/index.hpp"
 #include "quarry/host/plugin_registry.hpp"
 #include "quarry/host/services.hpp"
 
 #include <limits>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace quarry::app {
@@ -101,6 +103,12 @@ struct index_options {
 
 /// `quarry index PATH... [--db FILE] [--json]`.
 int cmd_index(context& ctx, const index_options& opts);
+
+/// The size caps of the configured open_url instance (its defaults when none
+/// is configured): a local file is indexed only if open_url would read a
+/// page of its size. A message when the open_url options are invalid.
+std::variant<corpus::update_options, std::string>
+corpus_size_caps(const core::settings& cfg);
 
 /// Options of `quarry research`.
 struct research_options {

@@ -253,7 +253,8 @@ std::vector<config_key> make_schema() {
   s.add("research.max_parallel_agents", t::integer,
         field(&settings::research, &research_settings::max_parallel_agents))
     .range(1, 16)
-    .doc("Research agents running at once; surplus calls are not run.");
+    .doc("Research agents running at once; further calls of the same turn "
+         "wait for a free slot.");
   s.add("research.max_cycles", t::integer,
         field(&settings::research, &research_settings::max_cycles))
     .range(0, 32)

@@ -55,6 +55,8 @@ struct session_state {
   phase now = phase::clarify;
   bool stop_requested = false;
   bool deadline_passed = false;
+  // Agents were told to report: the deadline is near.
+  bool deadline_soon = false;
 
   std::string plan;
   int plan_turn = 0;
@@ -424,6 +426,22 @@ void start_pending(session_ptr self) {
   if (st.now != phase::agents || st.collapsing || st.deadline_passed
       || st.stop_requested)
     return;
+  if (st.deadline_soon) {
+    // Too late for a new agent: the waiting ones are answered as not run.
+    for (auto& a : st.agents)
+      if (!a.handle && !a.result) {
+        agent_result r;
+        r.call_id = a.call_id;
+        r.ok = false;
+        r.failure = "it was waiting for a free slot when the deadline came near";
+        a.result = std::move(r);
+        if (st.agents_outstanding > 0)
+          --st.agents_outstanding;
+      }
+    if (st.agents_outstanding == 0)
+      answer_round(self);
+    return;
+  }
   auto agents_turn = st.agents_turn;
   auto now = clock_type::now();
   auto left = std::chrono::duration_cast<milliseconds>(
@@ -479,7 +497,8 @@ void answer_round(session_ptr self) {
       st.round_results[a.call_id]
         = "The research agent failed (" + why
           + "). Try another approach or carry on without this task.";
-      st.notices.push_back("research agent " + std::to_string(a.tab) + " failed: " + why);
+      st.notices.push_back("research agent " + std::to_string(a.tab + 1) + " failed: "
+                           + why); // numbered from 1, as in the live view
       continue;
     }
     ids.push_back(a.call_id);
@@ -898,9 +917,12 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
     },
     [=](deadline_soon_atom) {
       auto& st = self->state;
+      st.deadline_soon = true;
       for (auto& a : st.agents)
-        if (!a.result)
+        if (!a.result && a.handle)
           self->send(a.handle, report_now_atom::value);
+      // Agents still waiting for a slot will not start now.
+      start_pending(self);
     },
     [=](deadline_now_atom) {
       auto& st = self->state;

@@ -498,7 +498,8 @@ TEST_CASE_FIXTURE(research_fixture, "research --json: an agent whose model "
   auto results = tool_results(orch[1]);
   REQUIRE(results.size() == 1);
   CHECK(results[0].find("The research agent failed") == 0);
-  CHECK(run.res.err.find("research agent 0 failed") != std::string::npos);
+  // Numbered from 1, as the live view numbers agents.
+  CHECK(run.res.err.find("research agent 1 failed") != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(research_fixture, "research --json: 8 cycles without "

@@ -318,6 +318,39 @@ TEST_CASE_FIXTURE(session_fixture, "session runs every agent call of a turn, "
   CHECK(results == 5);
 }
 
+TEST_CASE_FIXTURE(session_fixture, "session starts no waiting agent once the "
+                                   "deadline is near and answers it as not run") {
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"research_agent", {{"task", "A slow task."}}},
+                              {"research_agent", {{"task", "A waiting task."}}},
+                              {"research_agent", {{"task", "Another waiting task."}}}}),
+                       1));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  auto slow = rule(agent_marker, calls({{"generate_report", nlohmann::json::object()}}));
+  slow["latency_ms"] = 120000;
+  rules.push_back(slow);
+  rules.push_back(rule(final_marker, {{"text", "Report from what was found."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto spec = scripted_spec();
+  spec.max_parallel_agents = 1;
+  spec.deadline = std::chrono::seconds{3};
+  spec.final_report_timeout = std::chrono::seconds{10};
+  auto r = run_scripted(server, spec);
+  REQUIRE(r.status == actors::session_status::report);
+  auto ts = types();
+  // The first agent held the only slot until the deadline; the others never
+  // started.
+  CHECK(count(ts, "research_agent_start") == 1);
+  size_t waiting = 0;
+  for (const auto& n : r.notices)
+    if (n.find("waiting for a free slot") != std::string::npos)
+      ++waiting;
+  CHECK(waiting == 2);
+}
+
 TEST_CASE_FIXTURE(session_fixture, "session ends research at the deadline and "
                                    "still writes the report") {
   test::fake_llm_server server;

@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary bytes through the SDK's UTF-8 repair and
 // bounded JSON parser, core::parse_tool_arguments and the from_json forms of
-// the LLM types. Checks: repaired text is valid UTF-8, valid text is left
+// the LLM types, and arguments checked against a schema. Checks: repaired text is valid UTF-8, valid text is left
 // alone, parsed values respect the depth limit and serialise, nothing throws.
 
 #include "quarry/core/llm_json.hpp"
@@ -73,6 +73,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto args = core::parse_tool_arguments(bytes);
   if (auto* obj = std::get_if<nlohmann::json>(&args)) {
     check(obj->is_object());
+    // The same bytes as a schema: checking never throws, a message is text.
+    if (!j.is_discarded())
+      if (auto why = core::check_tool_arguments(j, *obj))
+        check(!why->empty());
     check(!sdk::json_deeper_than(*obj, core::max_argument_depth + 1));
     check(sdk::is_valid_utf8(sdk::dump_json(*obj)));
   } else {

@@ -274,14 +274,20 @@ int run(int argc, char** argv) {
                      "Print the session's packets as JSON lines on stdout "
                      "instead of the live view and the report");
   research->add_option("--out", research_opts.out,
-                       "Also write the report as Markdown to this file");
+                       "Also write the report as Markdown to this file (a "
+                       "link is followed; a FIFO or device is written to)")
+    ->type_name("FILE");
   research->add_option("--html", research_opts.html,
-                       "Also write the report as HTML to this file");
+                       "Also write the report as HTML to this file")
+    ->type_name("FILE");
   research->add_option("--deadline", research_opts.deadline,
                        "Research time before the final report, e.g. 10m "
-                       "(default: research.deadline)");
+                       "(default: research.deadline)")
+    ->type_name("DURATION");
   research->add_option("--max-agents", research_opts.max_agents,
-                       "Research agents running at once (1-16)");
+                       "Research agents running at once (1-16); further ones "
+                       "wait for a free slot")
+    ->type_name("N");
   research->add_option("--answer", research_opts.answers,
                        "An answer to the clarifying questions (repeatable): "
                        "the research starts at once, without asking")
@@ -294,7 +300,8 @@ int run(int argc, char** argv) {
     ->type_name("FILE");
   research->footer(research_help_footer());
   research->add_option("--corpus", research_opts.corpus,
-                       "Index this folder and search it with internal_search");
+                       "Index this folder and search it with internal_search")
+    ->type_name("DIR");
 
   extract_options extract_opts;
   auto* extract = cli.add_subcommand(

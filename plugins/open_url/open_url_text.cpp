@@ -4,6 +4,7 @@
 #include "open_url_text.hpp"
 
 #include "quarry/sdk/json.hpp"
+#include "quarry/sdk/text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -293,6 +294,11 @@ find_snippet(std::string_view content, std::string_view snippet) {
 
 std::string window_text(std::string_view content, std::string_view snippet,
                         size_t window_chars) {
+  // Character counts of pieces of invalid UTF-8 do not add up (a bad lead
+  // byte may claim bytes across a cut): work on repaired text.
+  if (!sdk::is_valid_utf8(content) || !sdk::is_valid_utf8(snippet))
+    return window_text(sdk::repair_utf8(content), sdk::repair_utf8(snippet),
+                       window_chars);
   auto n = count_chars(content);
   if (n <= window_chars)
     return std::string{content};

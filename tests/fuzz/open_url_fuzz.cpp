@@ -1,11 +1,14 @@
 // Fuzzes open_url's pure parts and the SSRF policy: URL splitting and
 // checking, address classification, argument normalisation, snippet matching
 // and windows. Any bytes must give an answer without crashing, and windows
-// must stay within their size.
+// must stay within their size (the snippet's span when that is longer).
 
 #include "open_url_text.hpp"
 
 #include "quarry/fetch/address_policy.hpp"
+#include "quarry/sdk/text.hpp"
+
+#include <algorithm>
 
 #include <cstddef>
 #include <cstdint>
@@ -39,9 +42,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (span->first > span->second || span->second > content.size())
       __builtin_trap();
   }
-  auto window = ou::window_text(content, snippet, 64);
-  if (ou::count_chars(window) > 64 + 30 && ou::count_chars(content) > 64)
+  // Windows of page text (always valid UTF-8 by then): at most 64
+  // characters, or the snippet's span when that is longer (used as is), plus
+  // the two "[...truncated]" markers.
+  auto page = quarry::sdk::repair_utf8(content);
+  auto wanted = quarry::sdk::repair_utf8(snippet);
+  auto window = ou::window_text(page, wanted, 64);
+  size_t allowed = 64;
+  if (auto span = ou::find_snippet(page, wanted))
+    allowed = std::max(allowed, ou::count_chars(std::string_view{page}.substr(
+                                  span->first, span->second - span->first)));
+  if (ou::count_chars(window) > allowed + 30 && ou::count_chars(page) > 64)
     __builtin_trap();
+  // Invalid UTF-8 straight in: an answer, never a crash.
+  (void) ou::window_text(content, snippet, 64);
   auto text = ou::format_sections({{"t", "u", "", std::string{content}}},
                                   {{"u", std::string{snippet}}}, "", 1000)
                 .first;

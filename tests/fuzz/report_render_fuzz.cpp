@@ -33,7 +33,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(md.rfind("# Q\n\n", 0) == 0);
   auto html = app::html_report(r);
   check(html.rfind("<!DOCTYPE html>", 0) == 0);
-  check(html.size() >= 15 && html.compare(html.size() - 15, 15, "</body>\n</html>\n") == 0);
+  const std::string end = "</body>\n</html>\n";
+  check(html.size() >= end.size()
+        && html.compare(html.size() - end.size(), end.size(), end) == 0);
   check(html.find("<li id=\"source-1\"") != std::string::npos);
   // A citation of the local source links into the page (Markdown drops
   // file:// links as unsafe).

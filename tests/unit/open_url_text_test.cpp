@@ -5,6 +5,7 @@
 
 #include "quarry/fetch/address_policy.hpp"
 #include "quarry/fetch/fetch.hpp"
+#include "quarry/sdk/text.hpp"
 
 #include <doctest/doctest.h>
 
@@ -301,6 +302,14 @@ TEST_CASE("open_url windows long pages around the snippet") {
   }
   SUBCASE("a short page is returned whole") {
     CHECK(window_text("short page", "page") == "short page");
+  }
+  SUBCASE("bytes that are not UTF-8 give a window of valid text") {
+    // Found by the open_url fuzz target: bad lead bytes made the pieces'
+    // character counts disagree with the whole's.
+    std::string bad = "\x86'" + std::string(80, '\xf0') + "?\xf0\xfd";
+    auto w = window_text(bad, std::string(20, '\xf0'), 64);
+    CHECK(sdk::is_valid_utf8(w));
+    CHECK(count_chars(w) <= 83 + 30);
   }
 }
 

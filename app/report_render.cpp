@@ -2,6 +2,8 @@
 
 #include "report_render.hpp"
 
+#include "quarry/corpus/text.hpp"
+
 #include <cmark-gfm.h>
 
 #include <cctype>
@@ -73,8 +75,9 @@ std::string link_citations_locally(const std::string& body,
            && std::isdigit(static_cast<unsigned char>(body[d])))
       ++d;
     if (d == digits || body.compare(d, 3, "]](") != 0) {
-      out.append(body, pos, digits - pos);
-      pos = digits;
+      // Not a citation here; one may start at the next bracket ("[[[1]](").
+      out.append(body, pos, open + 1 - pos);
+      pos = open + 1;
       continue;
     }
     auto link_start = d + 3;
@@ -100,39 +103,10 @@ std::string link_citations_locally(const std::string& body,
   return out;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 } // namespace
 
 std::string local_path_of(const std::string& url) {
-  if (!is_local(url))
-    return {};
-  auto rest = url.substr(7);
-  // file://host/path: only the local host has a path here.
-  if (rest.rfind("localhost/", 0) == 0)
-    rest = rest.substr(9);
-  std::string out;
-  for (size_t i = 0; i < rest.size(); ++i) {
-    if (rest[i] == '%' && i + 2 < rest.size()) {
-      auto hi = hex_value(rest[i + 1]);
-      auto lo = hex_value(rest[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out += static_cast<char>(hi * 16 + lo);
-        i += 2;
-        continue;
-      }
-    }
-    out += rest[i];
-  }
-  return out;
+  return corpus::path_from_file_url(url);
 }
 
 std::string markdown_report(const report_parts& r) {
@@ -175,9 +149,9 @@ std::string html_report(const report_parts& r) {
       if (is_web(s.url)) {
         sources += "<a href=\"" + escape_html(s.url) + "\">" + title + "</a>";
       } else if (is_local(s.url)) {
-        sources += "<a href=\"" + escape_html(s.url) + "\">" + title
-                   + "</a><br><code>" + escape_html(local_path_of(s.url))
-                   + "</code>";
+        sources += "<a href=\"" + escape_html(s.url) + "\">" + title + "</a>";
+        if (auto path = local_path_of(s.url); !path.empty())
+          sources += "<br><code>" + escape_html(path) + "</code>";
       } else {
         sources += title;
       }

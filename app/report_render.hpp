@@ -37,7 +37,7 @@ std::string markdown_report(const report_parts& r);
 std::string html_report(const report_parts& r);
 
 /// The local path of a file:// URL (percent-decoded), or empty when `url`
-/// is not one.
+/// is not one (or not a well-formed one).
 std::string local_path_of(const std::string& url);
 
 } // namespace quarry::app

@@ -4,4 +4,4 @@
 quarry_add_fuzzer(quarry_fuzz_report_render
   SOURCES report_render_fuzz.cpp "${PROJECT_SOURCE_DIR}/app/report_render.cpp"
   INCLUDES "${PROJECT_SOURCE_DIR}/app" "${CMARK_GFM_INCLUDE_DIR}"
-  LIBRARIES ${CMARK_GFM_LIBRARY})
+  LIBRARIES quarry::corpus ${CMARK_GFM_LIBRARY})

@@ -703,9 +703,11 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
     if (skipped.count(path) == 0) {
       if (found.count(path) != 0)
         continue;
+      // (A structured binding cannot be captured in C++17: name it.)
+      const auto& file = path;
       bool in_scope = std::any_of(scanned.begin(), scanned.end(),
-                                  [&](const auto& root) {
-                                    return under(path, root);
+                                  [&file](const auto& root) {
+                                    return under(file, root);
                                   });
       std::error_code ec;
       if (!in_scope || fs::exists(path, ec))

@@ -57,6 +57,35 @@ std::string anchor(int number) {
   return "source-" + std::to_string(number);
 }
 
+// The `)` that ends a citation's link starting at `from` (parentheses in a
+// URL nest, as in Markdown), or npos when what follows is no link: it holds
+// whitespace or brackets, or never ends.
+size_t link_end(const std::string& body, size_t from) {
+  int depth = 0;
+  for (auto i = from; i < body.size(); ++i) {
+    switch (body[i]) {
+      case '(':
+        ++depth;
+        break;
+      case ')':
+        if (depth == 0)
+          return i;
+        --depth;
+        break;
+      case ' ':
+      case '\t':
+      case '\n':
+      case '\r':
+      case '[':
+      case ']':
+        return std::string::npos;
+      default:
+        break;
+    }
+  }
+  return std::string::npos;
+}
+
 // Rewrites `[[n]](link)` citations whose link a browser would not follow
 // from a report file (file:// URLs, which Markdown renderers drop as unsafe,
 // and empty links) to anchors in the Sources list.
@@ -81,10 +110,10 @@ std::string link_citations_locally(const std::string& body,
       continue;
     }
     auto link_start = d + 3;
-    auto close = body.find(')', link_start);
+    auto close = link_end(body, link_start);
     if (close == std::string::npos) {
-      out.append(body, pos, link_start - pos);
-      pos = link_start;
+      out.append(body, pos, open + 1 - pos);
+      pos = open + 1;
       continue;
     }
     auto number = std::atoi(body.substr(digits, d - digits).c_str());

@@ -188,7 +188,9 @@ TEST_CASE("report HTML: local citations link to the sources list, which shows th
   r.question = "Heat pumps <in> the cold?";
   r.body = "Cold air lowers efficiency [[1]](file:///docs/heat%20pumps/cold.md). "
            "The grid matters [[2]](https://example.com/grid?a=1&b=2). "
-           "An unknown one [[9]](). Brackets before one [[[[1]](file:///docs/heat%20pumps/cold.md).";
+           "An unknown one [[9]](). Brackets before one [[[[1]](file:///docs/heat%20pumps/cold.md). "
+           "A broken one [[4]](x[[1]](file:///docs/heat%20pumps/cold.md). "
+           "Parentheses [[2]](https://en.wikipedia.org/wiki/Heat_pump_(disambiguation)).";
   r.sources = {{1, "Cold climates", "file:///docs/heat%20pumps/cold.md"},
                {2, "Grid", "https://example.com/grid?a=1&b=2"}};
   auto html = app::html_report(r);
@@ -201,6 +203,8 @@ TEST_CASE("report HTML: local citations link to the sources list, which shows th
   CHECK(html.find("href=\"https://example.com/grid?a=1&amp;b=2\"") != std::string::npos);
   CHECK(html.find("<title>Heat pumps &lt;in&gt; the cold?</title>") != std::string::npos);
   CHECK(html.find("[9]") != std::string::npos);
+  CHECK(html.find("href=\"https://en.wikipedia.org/wiki/Heat_pump_(disambiguation)\"")
+        != std::string::npos);
   CHECK(html.find("source-9") == std::string::npos);
   // The Markdown keeps the original links.
   auto md = app::markdown_report(r);

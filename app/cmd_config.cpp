@@ -4,6 +4,8 @@
 #include "config_checks.hpp"
 #include "context.hpp"
 
+#include "quarry/sdk/secrets.hpp"
+
 #include <chrono>
 #include <iostream>
 
@@ -14,17 +16,9 @@ namespace {
 /// How long `config check` waits for each provider and tool.
 constexpr std::chrono::seconds probe_timeout{5};
 
-// Replaces every secret of the configuration in `text` by `***`. Short values
-// are left alone: they would garble the text and hide nothing.
+// Masks every secret of the configuration in `text` (the SDK's rule).
 std::string masked(std::string text, const std::vector<std::string>& secrets) {
-  for (const auto& secret : secrets) {
-    if (secret.size() < 8)
-      continue;
-    for (auto pos = text.find(secret); pos != std::string::npos;
-         pos = text.find(secret, pos + 3))
-      text.replace(pos, secret.size(), "***");
-  }
-  return text;
+  return sdk::mask_secrets(std::move(text), secrets);
 }
 
 } // namespace

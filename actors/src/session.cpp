@@ -265,7 +265,6 @@ void start_clarify(session_ptr self) {
 
 // -- the plan ------------------------------------------------------------------------
 
-// Keeps the first `max` numbered steps of a plan.
 // Where the step after the first `max` numbered steps begins in `plan` (a
 // line whose first non-blank character is a digit), or npos when the plan
 // has no more steps than that (so far, while it streams).

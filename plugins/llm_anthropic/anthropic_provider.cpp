@@ -4,6 +4,7 @@
 #include "anthropic_provider.hpp"
 
 #include "quarry/sdk/json.hpp"
+#include "quarry/sdk/secrets.hpp"
 
 #include "anthropic_errors.hpp"
 #include "anthropic_request.hpp"
@@ -23,13 +24,9 @@ namespace {
 // How to read the body of the current response.
 enum class body_mode { sse, json, error };
 
-// Replaces every occurrence of `secret` in `text`.
+// Masks `secret` in `text` (the SDK's rule: whole values of a useful length).
 void redact(std::string& text, const std::string& secret) {
-  if (secret.empty())
-    return;
-  for (auto pos = text.find(secret); pos != std::string::npos;
-       pos = text.find(secret, pos + 3))
-    text.replace(pos, secret.size(), "***");
+  text = sdk::mask_secret(std::move(text), secret);
 }
 
 // The state of one chat call. It is the HTTP client's sink, the assembler's

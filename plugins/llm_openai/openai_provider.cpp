@@ -5,6 +5,8 @@
 
 #include "openai_stream.hpp"
 
+#include "quarry/sdk/secrets.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <mutex>
@@ -421,12 +423,7 @@ sdk::http_request build_request(const provider_config& cfg,
 }
 
 std::string redact(std::string text, const std::string& secret) {
-  if (secret.empty())
-    return text;
-  for (auto pos = text.find(secret); pos != std::string::npos;
-       pos = text.find(secret, pos + 3))
-    text.replace(pos, secret.size(), "***");
-  return text;
+  return sdk::mask_secret(std::move(text), secret);
 }
 
 // -- provider -----------------------------------------------------------------

@@ -138,6 +138,26 @@ TEST_CASE_FIXTURE(chat_fixture, "llm chat never retries insufficient_quota") {
   CHECK(server.request_count() == 1);
 }
 
+TEST_CASE_FIXTURE(chat_fixture, "llm chat masks the key in a provider's message, "
+                                "and only the whole key") {
+  REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
+    {"error": {"status": 401,
+      "body": {"error": {"message": "Incorrect API key provided: sk-test-secret-key. invalid_api_key",
+                         "type": "invalid_request_error", "code": "invalid_api_key"}}}}
+  ])")));
+  auto res = chat("openai", {});
+  CHECK(res.exit_code == 1);
+  auto j = parse(res);
+  auto message = j["error"]["message"].get<std::string>();
+  CHECK(message.find("sk-test-secret-key") == std::string::npos);
+  CHECK(message.find("provided: ***.") != std::string::npos);
+  // A one-letter key is no secret worth garbling the message for.
+  auto short_key = chat("openai", {"--set", "llm.providers.main.api_key=k"});
+  auto k = parse(short_key);
+  CHECK(k["error"]["message"].get<std::string>().find("invalid_api_key") != std::string::npos);
+  CHECK(short_key.err.find("***") == std::string::npos);
+}
+
 TEST_CASE_FIXTURE(chat_fixture, "llm chat retries a stall before the first chunk") {
   REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
     {"times": 1, "stall_after_bytes": 0, "respond": {"text": "never sent"}},

@@ -487,7 +487,9 @@ TEST_CASE("openai request bodies") {
     CHECK_FALSE(sdk::find_header(openai::build_request(local, req).headers,
                                  "authorization").has_value());
   }
-  CHECK(openai::redact("key sk-abc and sk-abc", "sk-abc") == "key *** and ***");
+  CHECK(openai::redact("key sk-abc123 and sk-abc123", "sk-abc123") == "key *** and ***");
+  // A short key garbled the provider's own words ("invalid_api_***ey").
+  CHECK(openai::redact("invalid_api_key", "k") == "invalid_api_key");
 }
 
 TEST_CASE("openai fast chunk reader agrees with the nlohmann::json path") {

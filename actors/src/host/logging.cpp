@@ -2,6 +2,8 @@
 
 #include "quarry/host/logging.hpp"
 
+#include "quarry/sdk/secrets.hpp"
+
 #include <nlohmann/json.hpp>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
@@ -116,38 +118,9 @@ bool valid_log_level(std::string_view level) {
   return parse_level(level).has_value();
 }
 
-namespace {
-
-bool is_token_char(char c) {
-  auto u = static_cast<unsigned char>(c);
-  return std::isalnum(u) != 0 || c == '_' || c == '-' || u >= 0x80;
-}
-
-} // namespace
-
 std::string mask_secrets(std::string line,
                          const std::vector<std::string>& secrets) {
-  for (const auto& secret : secrets) {
-    // A value this short is no real key, and masking it would garble words.
-    if (secret.size() < min_masked_secret_size)
-      continue;
-    size_t pos = 0;
-    while ((pos = line.find(secret, pos)) != std::string::npos) {
-      auto end = pos + secret.size();
-      // Whole values only: not a piece of a longer word.
-      bool whole = (pos == 0 || !is_token_char(line[pos - 1])
-                    || !is_token_char(secret.front()))
-                   && (end == line.size() || !is_token_char(line[end])
-                       || !is_token_char(secret.back()));
-      if (!whole) {
-        pos += 1;
-        continue;
-      }
-      line.replace(pos, secret.size(), "***");
-      pos += 3;
-    }
-  }
-  return line;
+  return sdk::mask_secrets(std::move(line), secrets);
 }
 
 void setup_logging(std::string_view level, std::string_view format,

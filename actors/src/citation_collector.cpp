@@ -2,35 +2,13 @@
 
 #include "quarry/actors/citation_collector.hpp"
 
+#include "quarry/core/findings.hpp"
+
 #include <caf/all.hpp>
 
 #include <algorithm>
 
 namespace quarry::actors {
-
-std::string findings_digest(
-  const std::vector<std::pair<std::string, std::string>>& findings,
-  const core::citation_mapping& global) {
-  if (findings.empty())
-    return {};
-  std::string digest = "Earlier research agents already found the following; "
-                       "build on it and do not repeat it:";
-  size_t per = std::max<size_t>(200, 2400 / findings.size());
-  for (const auto& [task, report] : findings) {
-    core::citation_processor strip{core::citation_mode::remove};
-    strip.update_mapping(global);
-    auto text = strip.process(report).text + strip.finish().text;
-    for (auto& c : text)
-      if (c == '\n')
-        c = ' ';
-    if (text.size() > per) {
-      auto cut = text.rfind(' ', per);
-      text = text.substr(0, cut == std::string::npos ? per : cut) + " ...";
-    }
-    digest += "\n- " + task + ": " + text;
-  }
-  return digest;
-}
 
 namespace {
 
@@ -64,7 +42,7 @@ collector_impl(citation_collector_actor::stateful_pointer<collector_state> self)
       return out;
     },
     [=](digest_atom) {
-      return findings_digest(self->state.findings, self->state.global);
+      return core::findings_digest(self->state.findings, self->state.global);
     },
   };
 }

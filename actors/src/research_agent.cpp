@@ -5,6 +5,7 @@
 #include "quarry/actors/research_agent.hpp"
 
 #include "quarry/core/citations.hpp"
+#include "quarry/core/findings.hpp"
 #include "quarry/core/history.hpp"
 #include "quarry/core/prompts.hpp"
 #include "quarry/core/research_tools.hpp"
@@ -13,36 +14,11 @@
 
 #include "reasoning_packets.hpp"
 
-#include "quarry/sdk/json.hpp"
-
 #include <caf/all.hpp>
 
 #include <algorithm>
 
 namespace quarry::actors {
-
-std::string renumber_documents(const std::string& llm_text,
-                               const std::vector<sdk::document>& documents,
-                               const std::function<int(const sdk::document&)>&
-                                 number_of) {
-  // A tool's text comes from outside: bound the depth before parsing.
-  if (sdk::json_nesting_depth(llm_text, sdk::default_max_json_depth)
-      > sdk::default_max_json_depth)
-    return llm_text;
-  auto j = nlohmann::ordered_json::parse(llm_text, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return llm_text;
-  auto results = j.find("results");
-  if (results == j.end() || !results->is_array())
-    return llm_text;
-  size_t i = 0;
-  for (auto& entry : *results) {
-    if (i >= documents.size() || !entry.is_object() || !entry.contains("document"))
-      break;
-    entry["document"] = number_of(documents[i++]);
-  }
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 namespace {
 
@@ -246,7 +222,7 @@ void run_tool(agent_ptr self, size_t index, const core::placement& at) {
           return;
         auto& r = reply.result;
         // Agent-local numbers for every document, reused per document id.
-        r.llm_text = renumber_documents(r.llm_text, r.documents,
+        r.llm_text = core::renumber_documents(r.llm_text, r.documents,
                                         [self](const sdk::document& d) {
                                           return number_for(self->state, d);
                                         });

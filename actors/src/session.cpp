@@ -10,6 +10,7 @@
 #include "quarry/actors/citation_collector.hpp"
 
 #include "quarry/core/citations.hpp"
+#include "quarry/core/findings.hpp"
 #include "quarry/core/history.hpp"
 #include "quarry/core/prompts.hpp"
 #include "quarry/core/research_tools.hpp"
@@ -265,34 +266,6 @@ void start_clarify(session_ptr self) {
 
 // -- the plan ------------------------------------------------------------------------
 
-// Where the step after the first `max` numbered steps begins in `plan` (a
-// line whose first non-blank character is a digit), or npos when the plan
-// has no more steps than that (so far, while it streams).
-size_t plan_cap_end(const std::string& plan, int max) {
-  int steps = 0;
-  size_t pos = 0;
-  while (pos < plan.size()) {
-    auto end = plan.find('\n', pos);
-    auto first = plan.find_first_not_of(" \t", pos);
-    bool numbered = first != std::string::npos && first < end
-                    && std::isdigit(static_cast<unsigned char>(plan[first]));
-    if (numbered && ++steps > max)
-      return pos;
-    if (end == std::string::npos)
-      break;
-    pos = end + 1;
-  }
-  return std::string::npos;
-}
-
-// The plan cut to its first `max` steps.
-std::string cap_plan(const std::string& plan, int max) {
-  auto out = plan.substr(0, plan_cap_end(plan, max));
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
-    out.pop_back();
-  return out;
-}
-
 // Streams the part of the plan that will run: the deltas stop at the first
 // step beyond research.max_plan_steps.
 void plan_piece(session_ptr self, const std::string& piece) {
@@ -300,7 +273,7 @@ void plan_piece(session_ptr self, const std::string& piece) {
   st.text += piece;
   if (st.plan_cut)
     return;
-  auto end = plan_cap_end(st.text, st.spec.max_plan_steps);
+  auto end = core::plan_cap_end(st.text, st.spec.max_plan_steps);
   auto upto = end == std::string::npos ? st.text.size() : end;
   if (upto > st.plan_shown) {
     emit(self, turn(st.plan_turn),
@@ -340,7 +313,7 @@ void start_plan(session_ptr self) {
         fail(self, "the model wrote no research plan", st.plan_turn);
         return;
       }
-      st.plan = cap_plan(plan, st.spec.max_plan_steps);
+      st.plan = core::cap_plan(plan, st.spec.max_plan_steps);
       if (st.plan_cut)
         st.notices.push_back("the plan had more than "
                              + std::to_string(st.spec.max_plan_steps)

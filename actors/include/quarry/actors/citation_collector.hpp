@@ -55,12 +55,6 @@ using citation_collector_actor = caf::typed_actor<
 /// Spawns a collector with an empty numbering.
 citation_collector_actor spawn_citation_collector(caf::actor_system& sys);
 
-/// The digest of `findings` (citation markers removed, each report cut to
-/// its share of about 2,400 characters); empty without findings.
-std::string findings_digest(
-  const std::vector<std::pair<std::string, std::string>>& findings,
-  const core::citation_mapping& global);
-
 } // namespace quarry::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(quarry::actors::collapse_request)

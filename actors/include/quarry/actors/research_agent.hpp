@@ -96,15 +96,6 @@ caf::actor spawn_research_agent(caf::actor_system& sys, agent_spec spec,
                                 std::shared_ptr<const core::prompt_library> prompts,
                                 caf::actor parent);
 
-/// Rewrites the `document` numbers of a tool's LLM-facing JSON
-/// (`{"results": [{"document": n, ...}]}`): result i is documents[i]; its
-/// number comes from `number_of(documents[i])`. Text that is not such JSON
-/// is returned unchanged.
-std::string renumber_documents(const std::string& llm_text,
-                               const std::vector<sdk::document>& documents,
-                               const std::function<int(const sdk::document&)>&
-                                 number_of);
-
 } // namespace quarry::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(quarry::actors::agent_result)

@@ -9,6 +9,7 @@
 
 #include "quarry/actors/citation_collector.hpp"
 
+#include "quarry/core/agent_dispatch.hpp"
 #include "quarry/core/citations.hpp"
 #include "quarry/core/findings.hpp"
 #include "quarry/core/history.hpp"
@@ -76,10 +77,10 @@ struct session_state {
   std::vector<std::pair<std::string, std::string>> findings; // task, report
   bool collapsing = false;
 
-  // The research_agent calls of the round: running, done, or waiting for one
-  // of the `max_parallel_agents` slots.
+  // The research_agent calls of the round, and which of them wait for one of
+  // the `max_parallel_agents` slots, run or are finished (same numbering).
   std::vector<running_agent> agents;
-  size_t agents_outstanding = 0;
+  core::agent_dispatch dispatch;
   // What earlier rounds found, given to every agent of this round.
   std::string round_digest;
   int agents_turn = 0;
@@ -346,6 +347,7 @@ void dispatch_agents(session_ptr self, std::vector<sdk::tool_call> calls,
   auto& st = self->state;
   st.now = phase::agents;
   st.agents.clear();
+  st.dispatch.reset(st.spec.max_parallel_agents);
   st.round_calls = calls;
   st.round_results = std::move(answered);
   int tab = 0;
@@ -368,12 +370,12 @@ void dispatch_agents(session_ptr self, std::vector<sdk::tool_call> calls,
     a.task = task;
     a.tab = tab++;
     st.agents.push_back(std::move(a));
+    st.dispatch.add();
   }
   st.agents_turn = agents_turn;
   if (st.agents.size() > 1)
     emit(self, turn(agents_turn),
          core::packets::top_level_branching(static_cast<int>(st.agents.size())));
-  st.agents_outstanding = st.agents.size();
   if (st.agents.empty()) {
     answer_round(self);
     return;
@@ -400,17 +402,14 @@ void start_pending(session_ptr self) {
     return;
   if (st.deadline_soon) {
     // Too late for a new agent: the waiting ones are answered as not run.
-    for (auto& a : st.agents)
-      if (!a.handle && !a.result) {
-        agent_result r;
-        r.call_id = a.call_id;
-        r.ok = false;
-        r.failure = "it was waiting for a free slot when the deadline came near";
-        a.result = std::move(r);
-        if (st.agents_outstanding > 0)
-          --st.agents_outstanding;
-      }
-    if (st.agents_outstanding == 0)
+    for (auto i : st.dispatch.drop_waiting()) {
+      agent_result r;
+      r.call_id = st.agents[i].call_id;
+      r.ok = false;
+      r.failure = "it was waiting for a free slot when the deadline came near";
+      st.agents[i].result = std::move(r);
+    }
+    if (st.dispatch.all_finished())
       answer_round(self);
     return;
   }
@@ -418,16 +417,8 @@ void start_pending(session_ptr self) {
   auto now = clock_type::now();
   auto left = std::chrono::duration_cast<milliseconds>(
     st.started + st.spec.deadline - now);
-  auto running = std::count_if(st.agents.begin(), st.agents.end(),
-                               [](const running_agent& a) {
-                                 return a.handle && !a.result;
-                               });
-  for (auto& a : st.agents) {
-    if (running >= st.spec.max_parallel_agents)
-      break;
-    if (a.handle || a.result)
-      continue;
-    ++running;
+  for (auto i : st.dispatch.start()) {
+    auto& a = st.agents[i];
     agent_spec spec;
     spec.call_id = a.call_id;
     spec.task = a.task;
@@ -445,6 +436,20 @@ void start_pending(session_ptr self) {
                                     st.models.research, st.tools, st.emitter,
                                     st.prompts, caf::actor{self});
     self->monitor(a.handle);
+  }
+}
+
+// Agent `i` of the round finished: answer the round when it was the last,
+// else give its slot to a waiting one.
+void agent_finished(session_ptr self, size_t i) {
+  auto& st = self->state;
+  if (!st.dispatch.finish(i))
+    return;
+  if (st.dispatch.all_finished()) {
+    if (st.now == phase::agents)
+      answer_round(self);
+  } else {
+    start_pending(self);
   }
 }
 
@@ -817,19 +822,18 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
   self->delayed_send(self, st.spec.deadline, deadline_now_atom::value);
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
-    for (auto& a : st.agents)
+    for (size_t i = 0; i < st.agents.size(); ++i) {
+      auto& a = st.agents[i];
       if (a.handle && a.handle.address() == dm.source && !a.result) {
         agent_result r;
         r.call_id = a.call_id;
         r.ok = false;
         r.failure = "the research agent stopped unexpectedly";
         a.result = std::move(r);
-        if (st.agents_outstanding > 0 && --st.agents_outstanding == 0
-            && st.now == phase::agents)
-          answer_round(self);
-        else
-          start_pending(self);
+        agent_finished(self, i);
+        return;
       }
+    }
   });
   self->send(self, caf::tick_atom::value);
   return {
@@ -875,17 +879,15 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
     },
     [=](agent_done_atom, agent_result& r) {
       auto& st = self->state;
-      for (auto& a : st.agents)
+      for (size_t i = 0; i < st.agents.size(); ++i) {
+        auto& a = st.agents[i];
         if (a.call_id == r.call_id && !a.result) {
           a.result = std::move(r);
           self->demonitor(a.handle);
-          if (st.agents_outstanding > 0 && --st.agents_outstanding == 0
-              && st.now == phase::agents)
-            answer_round(self);
-          else
-            start_pending(self);
+          agent_finished(self, i);
           return;
         }
+      }
     },
     [=](deadline_soon_atom) {
       auto& st = self->state;
@@ -945,7 +947,7 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
             self->demonitor(a.handle);
             self->send_exit(a.handle, caf::exit_reason::user_shutdown);
           }
-        st.agents_outstanding = 0;
+        st.dispatch.finish_all();
         answer_round(self);
       } else if (st.now == phase::orchestrate) {
         self->send(st.current_llm, cancel_atom::value, st.current_call);

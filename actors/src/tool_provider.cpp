@@ -9,6 +9,7 @@
 #include "quarry/actors/atoms.hpp"
 #include "quarry/core/duration.hpp"
 #include "quarry/core/llm_json.hpp"
+#include "quarry/sdk/ttl_cache.hpp"
 
 #include <caf/all.hpp>
 
@@ -120,11 +121,8 @@ struct tool_state {
   std::unordered_map<uint64_t, pending_run> runs;
   std::deque<uint64_t> queue;
   size_t active = 0;
-  struct cached {
-    sdk::tool_result result;
-    clock_type::time_point at;
-  };
-  std::map<std::string, cached> cache;
+  // Results of identical runs (the SDK's cache); none when caching is off.
+  std::unique_ptr<sdk::ttl_cache<sdk::tool_result>> cache;
 
   static inline const char* name = "quarry.tool_provider";
 };
@@ -168,17 +166,8 @@ void finish(tool_actor_ptr self, uint64_t key, sdk::tool_result result,
   auto& run = i->second;
   if (run.running && st.active > 0)
     --st.active;
-  if (cacheable && !result.failure && st.cfg.cache_ttl.count() > 0
-      && st.cfg.cache_entries > 0) {
-    if (st.cache.size() >= st.cfg.cache_entries) {
-      auto oldest = std::min_element(st.cache.begin(), st.cache.end(),
-                                     [](const auto& a, const auto& b) {
-                                       return a.second.at < b.second.at;
-                                     });
-      st.cache.erase(oldest);
-    }
-    st.cache[run.cache_key] = {result, clock_type::now()};
-  }
+  if (cacheable && !result.failure && st.cache)
+    st.cache->put(run.cache_key, result);
   run.promise.deliver(tool_reply{run.id, std::move(result), false});
   st.runs.erase(i);
   start_runs(self);
@@ -188,6 +177,9 @@ caf::behavior tool_impl(caf::stateful_actor<tool_state>* self,
                         std::shared_ptr<sdk::tool> tool, tool_actor_settings cfg) {
   self->state.tool = std::move(tool);
   self->state.cfg = std::move(cfg);
+  if (self->state.cfg.cache_ttl.count() > 0 && self->state.cfg.cache_entries > 0)
+    self->state.cache = std::make_unique<sdk::ttl_cache<sdk::tool_result>>(
+      self->state.cfg.cache_ttl, self->state.cfg.cache_entries);
   detail::on_exception_fail_pending(self, "tool provider", [self](const std::string& why) {
     auto& st = self->state;
     for (auto& [key, run] : st.runs) {
@@ -214,11 +206,9 @@ caf::behavior tool_impl(caf::stateful_actor<tool_state>* self,
       auto args = std::get<nlohmann::json>(std::move(parsed));
       auto cache_key = args.dump(-1, ' ', false,
                                   nlohmann::json::error_handler_t::replace);
-      if (auto i = st.cache.find(cache_key); i != st.cache.end()) {
-        if (clock_type::now() - i->second.at < st.cfg.cache_ttl)
-          return tool_reply{call.id, i->second.result, true};
-        st.cache.erase(i);
-      }
+      if (st.cache)
+        if (auto hit = st.cache->get(cache_key))
+          return tool_reply{call.id, std::move(*hit), true};
       auto rp = self->make_response_promise<tool_reply>();
       auto key = st.next_key++;
       auto& run = st.runs[key];

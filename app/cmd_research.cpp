@@ -16,6 +16,7 @@
 #include "quarry/core/duration.hpp"
 #include "quarry/core/prompts.hpp"
 #include "quarry/corpus/index.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <caf/all.hpp>
 
@@ -38,14 +39,6 @@ namespace quarry::app {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string trim(const std::string& x) {
-  auto a = x.find_first_not_of(" \t\r\n");
-  if (a == std::string::npos)
-    return {};
-  auto b = x.find_last_not_of(" \t\r\n");
-  return x.substr(a, b - a + 1);
-}
 
 // The example corpus: installed next to the executable (<prefix>/bin/quarry
 // and <prefix>/share/quarry/examples/corpus), else in the source tree this
@@ -127,7 +120,7 @@ report_parts report_of(const std::string& question,
 
 int cmd_research(context& ctx, const research_options& opts) {
   auto started = std::chrono::steady_clock::now();
-  auto question = trim(opts.question);
+  auto question = std::string{sdk::trim(opts.question)};
   if (question.empty()) {
     std::cerr << "quarry: research needs a question\n";
     return exit_usage;
@@ -159,7 +152,7 @@ int cmd_research(context& ctx, const research_options& opts) {
   // Answers given up front: the research starts without asking.
   std::string answers;
   for (const auto& a : opts.answers)
-    if (auto t = trim(a); !t.empty())
+    if (auto t = std::string{sdk::trim(a)}; !t.empty())
       answers += t + "\n";
   if (!opts.answers_file.empty()) {
     auto read = read_answers(opts.answers_file);
@@ -167,7 +160,7 @@ int cmd_research(context& ctx, const research_options& opts) {
       std::cerr << "quarry: --answers: " << *why << "\n";
       return exit_usage;
     }
-    if (auto t = trim(std::get<answers_text>(read).text); !t.empty())
+    if (auto t = std::string{sdk::trim(std::get<answers_text>(read).text)}; !t.empty())
       answers += t + "\n";
   }
   auto question_for_model = question;

@@ -4,6 +4,7 @@
 #include "quarry/core/config.hpp"
 
 #include "quarry/core/duration.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/exceptions.h>
@@ -43,29 +44,6 @@ constexpr size_t max_suggest = 64;
 constexpr size_t max_quoted = 60;
 
 // -- small helpers ------------------------------------------------------------
-
-char lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-std::string to_lower(std::string_view x) {
-  std::string result;
-  result.reserve(x.size());
-  for (auto c : x)
-    result += lower(c);
-  return result;
-}
-
-std::string_view trim(std::string_view x) {
-  auto space = [](char c) {
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-  };
-  while (!x.empty() && space(x.front()))
-    x.remove_prefix(1);
-  while (!x.empty() && space(x.back()))
-    x.remove_suffix(1);
-  return x;
-}
 
 std::string join_path(std::string_view prefix, std::string_view key) {
   if (prefix.empty())
@@ -138,7 +116,7 @@ int line_of_offset(std::string_view x, size_t offset) {
 }
 
 std::optional<int64_t> parse_int(std::string_view x) {
-  x = trim(x);
+  x = sdk::trim(x);
   if (!x.empty() && x.front() == '+')
     x.remove_prefix(1);
   if (x.empty() || x.front() == '+')
@@ -151,7 +129,7 @@ std::optional<int64_t> parse_int(std::string_view x) {
 }
 
 std::optional<bool> parse_bool(std::string_view x) {
-  auto str = to_lower(trim(x));
+  auto str = sdk::to_lower(sdk::trim(x));
   if (str == "true" || str == "yes" || str == "on")
     return true;
   if (str == "false" || str == "no" || str == "off")
@@ -182,11 +160,11 @@ size_t edit_distance(std::string_view a, std::string_view b) {
     d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     for (size_t j = 1; j <= b.size(); ++j) {
-      size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
+      size_t cost = sdk::ascii_lower(a[i - 1]) == sdk::ascii_lower(b[j - 1]) ? 0 : 1;
       d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
                           d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2])
-          && lower(a[i - 2]) == lower(b[j - 1]))
+      if (i > 1 && j > 1 && sdk::ascii_lower(a[i - 1]) == sdk::ascii_lower(b[j - 2])
+          && sdk::ascii_lower(a[i - 2]) == sdk::ascii_lower(b[j - 1]))
         d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   }
@@ -719,7 +697,7 @@ public:
       error(file, 0, "", where + "expected key.path=value");
       return;
     }
-    auto key = trim(text.substr(0, eq));
+    auto key = sdk::trim(text.substr(0, eq));
     if (key.empty()) {
       error(file, 0, "", where + "the key is empty");
       return;
@@ -732,7 +710,7 @@ public:
     std::vector<std::string> segments;
     for (size_t pos = 0;;) {
       auto dot = key.find('.', pos);
-      auto segment = trim(key.substr(pos, dot == std::string_view::npos
+      auto segment = sdk::trim(key.substr(pos, dot == std::string_view::npos
                                             ? std::string_view::npos
                                             : dot - pos));
       if (segment.empty()) {
@@ -747,7 +725,7 @@ public:
     std::string path;
     for (const auto& segment : segments)
       path = join_path(path, segment);
-    auto raw = trim(text.substr(eq + 1));
+    auto raw = sdk::trim(text.substr(eq + 1));
     node value;
     if (!raw.empty()
         && (raw.front() == '[' || raw.front() == '{' || raw.front() == '"'
@@ -1383,7 +1361,7 @@ std::string closest_name(std::string_view name,
 }
 
 bool is_secret_key_name(std::string_view name) {
-  auto str = to_lower(name);
+  auto str = sdk::to_lower(name);
   auto ends_with = [&](std::string_view suffix) {
     return str.size() >= suffix.size()
            && str.compare(str.size() - suffix.size(), suffix.size(), suffix)

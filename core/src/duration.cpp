@@ -1,6 +1,7 @@
 // Parsing and formatting of durations and byte sizes (see duration.hpp).
 
 #include "quarry/core/duration.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <array>
 #include <cctype>
@@ -20,14 +21,6 @@ bool is_digit(char c) {
 
 char lower(char c) {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-std::string_view trim(std::string_view x) {
-  while (!x.empty() && is_space(x.front()))
-    x.remove_prefix(1);
-  while (!x.empty() && is_space(x.back()))
-    x.remove_suffix(1);
-  return x;
 }
 
 // A non-negative decimal number split into its integer digits and fraction
@@ -96,7 +89,7 @@ std::optional<int64_t> scale(const decimal& value, int64_t unit) {
 } // namespace
 
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
-  auto x = trim(text);
+  auto x = sdk::trim(text);
   if (x.empty())
     return std::nullopt;
   int64_t total = 0;
@@ -162,11 +155,11 @@ std::string format_duration(std::chrono::milliseconds value) {
 }
 
 std::optional<int64_t> parse_size(std::string_view text) {
-  auto x = trim(text);
+  auto x = sdk::trim(text);
   auto number = read_decimal(x);
   if (!number)
     return std::nullopt;
-  x = trim(x);
+  x = sdk::trim(x);
   std::string unit;
   for (auto c : x)
     unit += lower(c);

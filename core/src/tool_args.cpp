@@ -4,6 +4,7 @@
 
 #include "quarry/sdk/json.hpp"
 #include "quarry/sdk/text.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,26 +14,16 @@ namespace quarry::core {
 
 namespace {
 
-std::string_view trim(std::string_view x) {
-  while (!x.empty() && (x.front() == ' ' || x.front() == '\t' || x.front() == '\n'
-                        || x.front() == '\r'))
-    x.remove_prefix(1);
-  while (!x.empty() && (x.back() == ' ' || x.back() == '\t' || x.back() == '\n'
-                        || x.back() == '\r'))
-    x.remove_suffix(1);
-  return x;
-}
-
 // Strips a ```json ... ``` fence around the whole text.
 std::string_view unfence(std::string_view x) {
-  x = trim(x);
+  x = sdk::trim(x);
   if (x.substr(0, 3) != "```" || x.size() < 6 || x.substr(x.size() - 3) != "```")
     return x;
   auto body = x.substr(3, x.size() - 6);
   auto nl = body.find('\n');
   if (nl != std::string_view::npos && body.substr(0, nl).find('{') == std::string_view::npos)
     body = body.substr(nl + 1);
-  return trim(body);
+  return sdk::trim(body);
 }
 
 // Parses string values that hold a JSON array or object, one level deep.
@@ -40,7 +31,7 @@ void expand_nested(nlohmann::json& obj) {
   for (auto& [key, value] : obj.items()) {
     if (!value.is_string())
       continue;
-    auto text = trim(value.get_ref<const std::string&>());
+    auto text = sdk::trim(value.get_ref<const std::string&>());
     if (text.size() < 2)
       continue;
     if ((text.front() == '[' && text.back() == ']')

@@ -3,6 +3,8 @@
 
 #include "extractive.hpp"
 
+#include "quarry/sdk/strings.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -18,10 +20,6 @@ namespace {
 
 // -- small string helpers -----------------------------------------------------
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
@@ -34,25 +32,6 @@ char to_lower(char c) {
   return is_upper(c) ? static_cast<char>(c - 'A' + 'a') : c;
 }
 
-std::string lower(std::string_view x) {
-  std::string result{x};
-  for (auto& c : result)
-    c = to_lower(c);
-  return result;
-}
-
-std::string_view trim(std::string_view x) {
-  while (!x.empty() && is_space(x.front()))
-    x.remove_prefix(1);
-  while (!x.empty() && is_space(x.back()))
-    x.remove_suffix(1);
-  return x;
-}
-
-bool starts_with(std::string_view x, std::string_view prefix) {
-  return x.substr(0, prefix.size()) == prefix;
-}
-
 bool contains(std::string_view x, std::string_view needle) {
   return x.find(needle) != std::string_view::npos;
 }
@@ -63,7 +42,7 @@ std::string collapse_spaces(std::string_view x) {
   result.reserve(x.size());
   bool pending = false;
   for (auto c : x) {
-    if (is_space(c)) {
+    if (sdk::is_ascii_space(c)) {
       pending = !result.empty();
     } else {
       if (pending)
@@ -152,31 +131,31 @@ std::string clean_text(std::string_view x, bool strip_markers) {
 // Sets `is_item` if the line was a heading or a list item.
 std::string_view strip_line_marker(std::string_view line, bool& is_item) {
   is_item = false;
-  line = trim(line);
+  line = sdk::trim(line);
   size_t i = 0;
   while (i < line.size() && (line[i] == '#' || line[i] == '>'))
     ++i;
   if (i > 0) {
     is_item = true;
-    return trim(line.substr(i));
+    return sdk::trim(line.substr(i));
   }
   if (line.size() >= 2 && (line[0] == '-' || line[0] == '*' || line[0] == '+')
       && line[1] == ' ') {
     is_item = true;
-    return trim(line.substr(2));
+    return sdk::trim(line.substr(2));
   }
   while (i < line.size() && i < 3 && is_digit(line[i]))
     ++i;
   if (i > 0 && i + 1 < line.size() && (line[i] == '.' || line[i] == ')')
       && line[i + 1] == ' ') {
     is_item = true;
-    return trim(line.substr(i + 2));
+    return sdk::trim(line.substr(i + 2));
   }
   return line;
 }
 
 bool is_abbreviation(std::string_view word) {
-  auto w = lower(word);
+  auto w = sdk::to_lower(word);
   for (auto x : {"e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "st",
                  "no", "fig", "approx", "inc", "ltd", "jr", "sr", "u.s", "cf"})
     if (w == x)
@@ -216,13 +195,13 @@ void split_paragraph(std::string_view text, std::vector<std::string>& out) {
           continue;
       }
     }
-    auto sentence = trim(std::string_view{para}.substr(start, end - start));
+    auto sentence = sdk::trim(std::string_view{para}.substr(start, end - start));
     if (!sentence.empty())
       out.emplace_back(sentence);
     start = end;
     i = end == 0 ? 0 : end - 1;
   }
-  auto rest = trim(std::string_view{para}.substr(std::min(start, para.size())));
+  auto rest = sdk::trim(std::string_view{para}.substr(std::min(start, para.size())));
   if (!rest.empty())
     out.emplace_back(rest);
 }
@@ -239,7 +218,7 @@ std::vector<std::string> split_impl(std::string_view text, bool strip_markers) {
   for (auto line : split_lines(cleaned)) {
     bool is_item = false;
     auto body = strip_line_marker(line, is_item);
-    if (trim(line).empty() || starts_with(trim(line), "```")) {
+    if (sdk::trim(line).empty() || sdk::starts_with(sdk::trim(line), "```")) {
       flush();
       continue;
     }
@@ -262,7 +241,7 @@ std::vector<std::string> paragraphs(std::string_view text) {
   std::vector<std::string> result;
   std::string current;
   for (auto line : split_lines(text)) {
-    if (trim(line).empty()) {
+    if (sdk::trim(line).empty()) {
       if (!current.empty())
         result.push_back(std::move(current));
       current.clear();
@@ -284,7 +263,7 @@ std::string sentence_key(std::string_view sentence) {
     result += token;
     result += ' ';
   }
-  return result.empty() ? lower(sentence) : result;
+  return result.empty() ? sdk::to_lower(sentence) : result;
 }
 
 const std::set<std::string>& stop_words() {
@@ -322,7 +301,7 @@ std::string stem(std::string word) {
 std::string find_user_text(const std::vector<sdk::chat_message>& messages, bool last) {
   const sdk::chat_message* fallback = nullptr;
   auto visit = [&](const sdk::chat_message& msg) -> bool {
-    if (msg.author != sdk::role::user || trim(msg.content).empty())
+    if (msg.author != sdk::role::user || sdk::trim(msg.content).empty())
       return false;
     if (fallback == nullptr)
       fallback = &msg;
@@ -331,13 +310,13 @@ std::string find_user_text(const std::vector<sdk::chat_message>& messages, bool 
   if (last) {
     for (auto i = messages.rbegin(); i != messages.rend(); ++i)
       if (visit(*i))
-        return std::string{trim(i->content)};
+        return std::string{sdk::trim(i->content)};
   } else {
     for (const auto& msg : messages)
       if (visit(msg))
-        return std::string{trim(msg.content)};
+        return std::string{sdk::trim(msg.content)};
   }
-  return fallback != nullptr ? std::string{trim(fallback->content)} : std::string{};
+  return fallback != nullptr ? std::string{sdk::trim(fallback->content)} : std::string{};
 }
 
 std::string system_text(const std::vector<sdk::chat_message>& messages) {
@@ -397,8 +376,8 @@ size_t count_calls(const std::vector<sdk::chat_message>& messages) {
 }
 
 bool looks_failed(std::string_view text) {
-  auto x = lower(text.substr(0, 400));
-  return trim(x).empty() || contains(x, "not run") || contains(x, "failed")
+  auto x = sdk::to_lower(text.substr(0, 400));
+  return sdk::trim(x).empty() || contains(x, "not run") || contains(x, "failed")
          || contains(x, "timed out");
 }
 
@@ -419,9 +398,9 @@ sdk::tool_call make_call(size_t number, std::string name, const nlohmann::json& 
 
 // Index of the step that best matches `text` (exact match first), or -1.
 int match_step(const std::vector<std::string>& steps, std::string_view text) {
-  auto needle = trim(text);
+  auto needle = sdk::trim(text);
   for (size_t i = 0; i < steps.size(); ++i)
-    if (trim(steps[i]) == needle)
+    if (sdk::trim(steps[i]) == needle)
       return static_cast<int>(i);
   std::vector<std::vector<std::string>> docs;
   for (const auto& step : steps)
@@ -432,21 +411,21 @@ int match_step(const std::vector<std::string>& steps, std::string_view text) {
 
 // Removes leading words such as "and", "or", "also" from a clause.
 std::string clean_clause(std::string_view clause) {
-  auto x = trim(clause);
+  auto x = sdk::trim(clause);
   bool changed = true;
   while (changed) {
     changed = false;
     for (auto prefix : {"and ", "or ", "but ", "also ", "then ", "as well as ",
                         "plus "}) {
-      if (starts_with(lower(x.substr(0, 12)), prefix)) {
-        x = trim(x.substr(std::string_view{prefix}.size()));
+      if (sdk::starts_with(sdk::to_lower(x.substr(0, 12)), prefix)) {
+        x = sdk::trim(x.substr(std::string_view{prefix}.size()));
         changed = true;
       }
     }
   }
   while (!x.empty() && (x.back() == ',' || x.back() == '.' || x.back() == ';'
                         || x.back() == ':'))
-    x = trim(x.substr(0, x.size() - 1));
+    x = sdk::trim(x.substr(0, x.size() - 1));
   std::string result{x};
   if (!result.empty() && result[0] >= 'a' && result[0] <= 'z')
     result[0] = static_cast<char>(result[0] - 'a' + 'A');
@@ -457,7 +436,7 @@ std::string clean_clause(std::string_view clause) {
 std::vector<std::string> split_if_meaningful(const std::string& text, std::string_view sep) {
   std::vector<std::string> parts;
   size_t pos = 0;
-  auto low = lower(text);
+  auto low = sdk::to_lower(text);
   while (true) {
     auto at = low.find(sep, pos);
     if (at == std::string::npos) {
@@ -488,7 +467,7 @@ std::string key_phrase(std::string_view question) {
   std::string_view rest{words};
   while (!rest.empty()) {
     auto space = rest.find(' ');
-    auto word = lower(rest.substr(0, space));
+    auto word = sdk::to_lower(rest.substr(0, space));
     if (lead.count(word) == 0 || space == std::string_view::npos)
       break;
     rest = rest.substr(space + 1);
@@ -516,12 +495,12 @@ bool has_pronoun(std::string_view text) {
 }
 
 std::string with_marker(std::string_view sentence, int number) {
-  auto body = trim(sentence);
+  auto body = sdk::trim(sentence);
   std::string marker = " [" + std::to_string(number) + "]";
   if (!body.empty() && (body.back() == '.' || body.back() == '!' || body.back() == '?')) {
     auto punct = body.back();
     body.remove_suffix(1);
-    return std::string{trim(body)} + marker + punct;
+    return std::string{sdk::trim(body)} + marker + punct;
   }
   return std::string{body} + marker + ".";
 }
@@ -533,7 +512,7 @@ std::string truncate_words(std::string_view sentence, size_t max_words) {
   size_t words = 0;
   bool in_word = false;
   for (auto c : sentence) {
-    if (is_space(c)) {
+    if (sdk::is_ascii_space(c)) {
       if (in_word && ++words == max_words)
         break;
       in_word = false;
@@ -543,7 +522,7 @@ std::string truncate_words(std::string_view sentence, size_t max_words) {
     result += c;
   }
   // An ellipsis glued to the last word: the quoted prefix stays verbatim.
-  return std::string{trim(result)} + "\u2026";
+  return std::string{sdk::trim(result)} + "\u2026";
 }
 
 // -- the roles ----------------------------------------------------------------
@@ -555,7 +534,7 @@ answer respond_clarify(const sdk::chat_request& req) {
     for (const auto& tool : req.tools) {
       if (skip != nullptr)
         break;
-      auto name = lower(tool.name);
+      auto name = sdk::to_lower(tool.name);
       if (contains(name, "plan") || contains(name, "skip"))
         skip = &tool;
     }
@@ -798,7 +777,7 @@ size_t count_words(std::string_view text) {
   size_t result = 0;
   bool in_word = false;
   for (auto c : text) {
-    if (is_space(c)) {
+    if (sdk::is_ascii_space(c)) {
       in_word = false;
     } else if (!in_word) {
       in_word = true;
@@ -946,12 +925,12 @@ std::vector<std::string> parse_plan(std::string_view text) {
   auto lines = split_lines(text);
   size_t begin = 0;
   for (size_t i = 0; i < lines.size(); ++i)
-    if (contains(lower(lines[i]), "research plan"))
+    if (contains(sdk::to_lower(lines[i]), "research plan"))
       begin = i + 1;
   std::vector<std::string> last;
   std::vector<std::string> current;
   for (size_t i = begin; i < lines.size(); ++i) {
-    auto line = trim(lines[i]);
+    auto line = sdk::trim(lines[i]);
     if (line.empty())
       continue;
     size_t d = 0;
@@ -975,17 +954,17 @@ std::vector<std::string> parse_plan(std::string_view text) {
 }
 
 bool is_reminder(std::string_view text) {
-  auto x = lower(trim(text));
+  auto x = sdk::to_lower(sdk::trim(text));
   auto plan_format = contains(x, "numbered") || contains(x, "output only")
                      || contains(x, "nothing else") || contains(x, "no prefix");
   auto report_request = (contains(x, "comprehensive") || contains(x, "thorough"))
                         && contains(x, "cite");
-  return starts_with(x, "<system-reminder>") || (contains(x, "plan") && plan_format)
+  return sdk::starts_with(x, "<system-reminder>") || (contains(x, "plan") && plan_format)
          || report_request || contains(x, "open_url");
 }
 
 int find_parallel_limit(std::string_view prompt) {
-  auto x = lower(prompt);
+  auto x = sdk::to_lower(prompt);
   static const std::vector<std::pair<std::string, int>> numbers{
     {"one", 1}, {"two", 2}, {"three", 3}, {"four", 4}, {"five", 5},
     {"six", 6}, {"seven", 7}, {"eight", 8}, {"nine", 9}, {"ten", 10}};
@@ -999,7 +978,7 @@ int find_parallel_limit(std::string_view prompt) {
       value = value * 10 + (rest[d++] - '0');
     if (d == 0) {
       for (const auto& [word, n] : numbers)
-        if (starts_with(rest, word)
+        if (sdk::starts_with(rest, word)
             && (rest.size() == word.size() || !(rest[word.size()] >= 'a'
                                                 && rest[word.size()] <= 'z')))
           value = n;
@@ -1071,7 +1050,7 @@ std::vector<source_doc> parse_tool_result(std::string_view content) {
     doc.url = text_of("url");
     for (auto key : {"content", "snippet"}) {
       auto text = text_of(key);
-      if (!trim(text).empty()) {
+      if (!sdk::trim(text).empty()) {
         doc.texts.push_back(std::move(text));
         break;
       }
@@ -1195,8 +1174,8 @@ std::string compose_final(std::string_view question, const std::vector<std::stri
       for (const auto& para : paragraphs(findings[i].report)) {
         ++para_id;
         for (auto& sentence : split_impl(para, false)) {
-          if (starts_with(sentence, "No information relevant")
-              || starts_with(sentence, "No sources were found"))
+          if (sdk::starts_with(sentence, "No information relevant")
+              || sdk::starts_with(sentence, "No sources were found"))
             continue;
           auto key = sentence_key(sentence);
           items.push_back({s, para_id, std::move(sentence), std::move(key)});
@@ -1251,7 +1230,7 @@ std::string compose_final(std::string_view question, const std::vector<std::stri
 }
 
 answer respond(const sdk::chat_request& request, const compose_options& opts) {
-  auto tag = lower(trim(request.role_tag));
+  auto tag = sdk::to_lower(sdk::trim(request.role_tag));
   if (tag == "clarify")
     return respond_clarify(request);
   if (tag == "plan") {

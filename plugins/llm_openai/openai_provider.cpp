@@ -6,6 +6,7 @@
 #include "openai_stream.hpp"
 
 #include "quarry/sdk/secrets.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -45,21 +46,6 @@ int64_t get_count(const std::string& key, const json& value) {
 }
 
 // Percent-encodes a query parameter value.
-std::string url_encode(const std::string& x) {
-  static constexpr char hex[] = "0123456789ABCDEF";
-  std::string result;
-  for (auto ch : x) {
-    auto c = static_cast<unsigned char>(ch);
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      result += ch;
-    } else {
-      result += '%';
-      result += hex[c >> 4];
-      result += hex[c & 0xF];
-    }
-  }
-  return result;
-}
 
 json to_json(const sdk::chat_message& msg) {
   json result;
@@ -365,7 +351,7 @@ provider_config parse_config(const json& config) {
 std::string request_url(const provider_config& cfg) {
   auto url = cfg.base_url + "/chat/completions";
   if (!cfg.api_version.empty())
-    url += "?api-version=" + url_encode(cfg.api_version);
+    url += "?api-version=" + sdk::url_encode(cfg.api_version);
   return url;
 }
 

@@ -6,6 +6,7 @@
 #include "quarry/sdk/http_errors.hpp"
 #include "quarry/sdk/json.hpp"
 #include "quarry/sdk/text.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -57,24 +58,13 @@ std::optional<int64_t> int_member(const json& x, std::string_view key) {
   return std::nullopt;
 }
 
-std::string lower(std::string_view x) {
-  std::string result{x};
-  for (auto& c : result)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return result;
-}
-
-bool contains(std::string_view haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string_view::npos;
-}
-
 // Returns whether a (lower-case) message says the prompt is too long.
 bool says_context_too_long(std::string_view msg) {
   for (auto x : {"maximum context length", "context_length_exceeded",
                  "context window", "exceeds the available context size",
                  "exceeds the maximum number of tokens", "prompt is too long",
                  "too many tokens in the prompt"})
-    if (contains(msg, x))
+    if (sdk::contains(msg, x))
       return true;
   return false;
 }
@@ -280,7 +270,7 @@ std::vector<sdk::tool_call> tool_call_accumulator::calls() const {
 // -- error classification -----------------------------------------------------
 
 std::optional<int64_t> retry_hint_from_message(std::string_view message) {
-  auto msg = lower(message);
+  auto msg = sdk::to_lower(message);
   constexpr std::string_view marker = "try again in ";
   auto pos = msg.find(marker);
   if (pos == std::string::npos)
@@ -339,7 +329,7 @@ sdk::error classify_error(int status, const sdk::http_headers& headers,
     result.code = *c;
   else if (c && (*c == sdk::errc::rate_limited || *c == sdk::errc::overloaded))
     result.code = *c;
-  auto lmsg = lower(message);
+  auto lmsg = sdk::to_lower(message);
   if (code == "insufficient_quota" || type == "insufficient_quota"
       || code == "billing_hard_limit_reached") {
     result.code = sdk::errc::quota;
@@ -396,7 +386,7 @@ sdk::error classify_error(int status, const sdk::http_headers& headers,
   sdk::repair_utf8_in_place(text);
   while (!text.empty() && text.back() == ' ')
     text.pop_back();
-  if (result.code == sdk::errc::bad_request && says_context_too_long(lower(text)))
+  if (result.code == sdk::errc::bad_request && says_context_too_long(sdk::to_lower(text)))
     result.code = sdk::errc::context_too_long;
   result.retry_after_ms = sdk::retry_after_ms(headers);
   if (!result.retry_after_ms)
@@ -411,7 +401,7 @@ sdk::error classify_error(int status, const sdk::http_headers& headers,
 
 sdk::finish_reason map_finish_reason(std::string_view reason, bool saw_tools,
                                      bool refused) {
-  auto x = lower(reason);
+  auto x = sdk::to_lower(reason);
   if (x == "tool_calls" || x == "function_call" || x == "tool_use")
     return sdk::finish_reason::tool_calls;
   if (x == "length" || x == "max_tokens")

@@ -5,6 +5,7 @@
 
 #include "quarry/sdk/json.hpp"
 #include "quarry/sdk/text.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -15,14 +16,6 @@
 namespace quarry::plugins::open_url {
 
 namespace {
-
-std::string trim(std::string_view x) {
-  while (!x.empty() && std::isspace(static_cast<unsigned char>(x.front())))
-    x.remove_prefix(1);
-  while (!x.empty() && std::isspace(static_cast<unsigned char>(x.back())))
-    x.remove_suffix(1);
-  return std::string{x};
-}
 
 std::string dump(const nlohmann::ordered_json& x, int indent = -1) {
   return x.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -182,7 +175,7 @@ std::optional<url_list> normalize_urls(const nlohmann::json& arguments,
     return std::nullopt;
   nlohmann::json items;
   if (i->is_string()) {
-    auto text = trim(i->get<std::string>());
+    auto text = std::string{sdk::trim(i->get<std::string>())};
     // A stringified array, as some models send it.
     if (!text.empty() && text.front() == '[') {
       auto parsed = sdk::parse_json(text);
@@ -200,7 +193,7 @@ std::optional<url_list> normalize_urls(const nlohmann::json& arguments,
   std::set<std::string> seen_exact;
   std::set<std::string> seen_key;
   for (const auto& item : items) {
-    auto text = trim(item.is_string() ? item.get<std::string>() : dump(item));
+    auto text = std::string{sdk::trim(item.is_string() ? item.get<std::string>() : dump(item))};
     if (text.empty() || item.is_null())
       continue;
     if (!seen_exact.insert(text).second || !seen_key.insert(url_key(text)).second)

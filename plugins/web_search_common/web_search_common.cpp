@@ -8,6 +8,7 @@
 #include "quarry/sdk/http_errors.hpp"
 #include "quarry/sdk/json.hpp"
 #include "quarry/sdk/text.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -40,14 +41,6 @@ std::string fold_spaces(std::string_view text) {
     pending = false;
     out += c;
   }
-  return out;
-}
-
-std::string lower(std::string_view x) {
-  std::string out{x};
-  for (auto& c : out)
-    if (c >= 'A' && c <= 'Z')
-      c = static_cast<char>(c - 'A' + 'a');
   return out;
 }
 
@@ -132,7 +125,7 @@ std::vector<std::string> normalize_queries(const nlohmann::json& value) {
 }
 
 bool is_tracking_parameter(std::string_view name) {
-  auto x = lower(name);
+  auto x = sdk::to_lower(name);
   if (x.rfind("utm_", 0) == 0)
     return true;
   static const std::set<std::string> names{
@@ -255,7 +248,7 @@ std::string clean_text(std::string_view html) {
         size_t end = k;
         while (end < close && std::isalnum(static_cast<unsigned char>(html[end])))
           ++end;
-        if (!is_inline_tag(lower(html.substr(k, end - k))))
+        if (!is_inline_tag(sdk::to_lower(html.substr(k, end - k))))
           stripped += ' ';
         i = close + 1;
         continue;
@@ -278,24 +271,6 @@ std::string clean_text(std::string_view html) {
     }
   }
   return fold_spaces(plain);
-}
-
-std::string url_encode(std::string_view text) {
-  static constexpr char hex[] = "0123456789ABCDEF";
-  std::string out;
-  for (char c : text) {
-    auto u = static_cast<unsigned char>(c);
-    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z')
-        || (u >= '0' && u <= '9') || u == '-' || u == '.' || u == '_'
-        || u == '~') {
-      out += c;
-    } else {
-      out += '%';
-      out += hex[u >> 4];
-      out += hex[u & 0x0F];
-    }
-  }
-  return out;
 }
 
 std::optional<search_result>

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "quarry/sdk/host.hpp"
+#include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/types.hpp"
 
 #include <nlohmann/json.hpp>
@@ -65,8 +66,8 @@ std::string decode_entities(std::string_view text);
 /// Removes HTML tags, decodes entities, folds whitespace and trims.
 std::string clean_text(std::string_view html);
 
-/// Percent-encodes `text` for a query string (unreserved characters stay).
-std::string url_encode(std::string_view text);
+/// Percent-encoding of query values: the SDK's (RFC 3986 unreserved kept).
+using sdk::url_encode;
 
 /// Builds a cleaned result from raw provider fields; returns nothing when it
 /// has neither a title nor a snippet or no URL.

@@ -2,6 +2,7 @@
 // libcurl multi handle, with manual redirects, stall detection and hooks.
 
 #include "quarry/host/http_client.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <curl/curl.h>
 
@@ -64,16 +65,6 @@ bool istarts_with(std::string_view x, std::string_view prefix) {
 
 bool is_http_url(std::string_view url) {
   return istarts_with(url, "http://") || istarts_with(url, "https://");
-}
-
-std::string_view trim(std::string_view x) {
-  while (!x.empty() && (x.front() == ' ' || x.front() == '\t'))
-    x.remove_prefix(1);
-  while (!x.empty()
-         && (x.back() == ' ' || x.back() == '\t' || x.back() == '\r'
-             || x.back() == '\n'))
-    x.remove_suffix(1);
-  return x;
 }
 
 bool is_redirect_status(int status) {
@@ -672,7 +663,7 @@ size_t curl_http_client::impl::on_header(char* buf, size_t size, size_t n,
   t.last_activity = clock_type::now();
   if (t.delivered)
     return len; // Trailers.
-  auto line = trim(std::string_view{buf, len});
+  auto line = sdk::trim(std::string_view{buf, len});
   if (istarts_with(line, "HTTP/")) {
     t.headers.clear();
     t.status = 0;
@@ -710,8 +701,8 @@ size_t curl_http_client::impl::on_header(char* buf, size_t size, size_t n,
   auto colon = line.find(':');
   if (colon == std::string_view::npos)
     return len;
-  t.headers.emplace_back(std::string{trim(line.substr(0, colon))},
-                         std::string{trim(line.substr(colon + 1))});
+  t.headers.emplace_back(std::string{sdk::trim(line.substr(0, colon))},
+                         std::string{sdk::trim(line.substr(colon + 1))});
   return len;
 }
 

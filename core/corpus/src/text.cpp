@@ -2,6 +2,7 @@
 // simple HTML-to-text conversion, content hashing and file URLs.
 
 #include "quarry/corpus/text.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,31 +11,18 @@ namespace quarry::corpus {
 
 namespace {
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'
-         || c == '\v';
-}
-
-std::string_view trim(std::string_view x) {
-  while (!x.empty() && is_space(x.front()))
-    x.remove_prefix(1);
-  while (!x.empty() && is_space(x.back()))
-    x.remove_suffix(1);
-  return x;
-}
-
 // Returns the heading text when `line` is a Markdown ATX heading.
 bool parse_heading(std::string_view line, std::string& out) {
-  line = trim(line);
+  line = sdk::trim(line);
   size_t level = 0;
   while (level < line.size() && line[level] == '#')
     ++level;
   if (level == 0 || level > 6 || level >= line.size() || line[level] != ' ')
     return false;
-  auto rest = trim(line.substr(level));
+  auto rest = sdk::trim(line.substr(level));
   while (!rest.empty() && rest.back() == '#')
     rest.remove_suffix(1);
-  out = std::string{trim(rest)};
+  out = std::string{sdk::trim(rest)};
   return true;
 }
 
@@ -44,7 +32,7 @@ size_t cut_point(std::string_view x, size_t limit) {
   if (x.size() <= limit)
     return x.size();
   for (size_t i = limit; i > limit / 2; --i)
-    if (is_space(x[i]))
+    if (sdk::is_ascii_space(x[i]))
       return i;
   size_t i = limit;
   while (i > 1 && (static_cast<unsigned char>(x[i]) & 0xC0) == 0x80)
@@ -62,7 +50,7 @@ std::vector<block> to_blocks(std::string_view text) {
   std::vector<block> result;
   std::string para;
   auto flush = [&] {
-    auto t = trim(para);
+    auto t = sdk::trim(para);
     if (!t.empty())
       result.push_back({false, std::string{t}});
     para.clear();
@@ -74,7 +62,7 @@ std::vector<block> to_blocks(std::string_view text) {
       end = text.size();
     auto line = text.substr(pos, end - pos);
     std::string heading;
-    if (trim(line).empty()) {
+    if (sdk::trim(line).empty()) {
       flush();
     } else if (parse_heading(line, heading)) {
       flush();
@@ -115,9 +103,9 @@ std::vector<passage> split_passages(std::string_view text, size_t max_chars) {
     while (para.size() > max_chars) {
       flush();
       auto n = cut_point(para, max_chars);
-      buf = std::string{trim(para.substr(0, n))};
+      buf = std::string{sdk::trim(para.substr(0, n))};
       flush();
-      para = trim(para.substr(n));
+      para = sdk::trim(para.substr(n));
     }
     if (para.empty())
       continue;
@@ -208,8 +196,8 @@ void append_utf8(std::string& out, unsigned long cp) {
 void append_text(std::string& out, std::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
     auto c = text[i];
-    if (is_space(c)) {
-      if (!out.empty() && !is_space(out.back()))
+    if (sdk::is_ascii_space(c)) {
+      if (!out.empty() && !sdk::is_ascii_space(out.back()))
         out += ' ';
       continue;
     }
@@ -310,7 +298,7 @@ html_text html_to_text(std::string_view html) {
     if (closing)
       tag.remove_prefix(1);
     size_t n = 0;
-    while (n < tag.size() && !is_space(tag[n]) && tag[n] != '/')
+    while (n < tag.size() && !sdk::is_ascii_space(tag[n]) && tag[n] != '/')
       ++n;
     std::string name{tag.substr(0, n)};
     for (auto& c : name)
@@ -326,7 +314,7 @@ html_text html_to_text(std::string_view html) {
       if (name == "title" && result.title.empty()) {
         std::string title;
         append_text(title, inner);
-        result.title = std::string{trim(title)};
+        result.title = std::string{sdk::trim(title)};
       }
       if (end == std::string_view::npos) {
         i = html.size();

@@ -3,6 +3,7 @@
 #include "quarry/extract/html.hpp"
 
 #include "quarry/sdk/text.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <array>
 #include <cctype>
@@ -11,13 +12,6 @@
 namespace quarry::extract {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 using sdk::append_utf8;
 
@@ -78,7 +72,7 @@ std::string decode_single_byte(std::string_view in, bool windows) {
 
 // Value of `charset=` in a header or attribute text, lower-cased.
 std::string charset_param(std::string_view text) {
-  auto low = lower(text);
+  auto low = sdk::to_lower(text);
   auto pos = low.find("charset");
   if (pos == std::string::npos)
     return {};
@@ -102,7 +96,7 @@ std::string charset_param(std::string_view text) {
 
 // Charset from <meta charset=...> or <meta http-equiv content="...charset=">.
 std::string meta_charset(std::string_view bytes) {
-  auto head = lower(bytes.substr(0, 4096));
+  auto head = sdk::to_lower(bytes.substr(0, 4096));
   size_t pos = 0;
   while ((pos = head.find("<meta", pos)) != std::string::npos) {
     auto end = head.find('>', pos);
@@ -182,13 +176,13 @@ content_kind sniff(std::string_view content_type,
   while (!b.empty()
          && std::isspace(static_cast<unsigned char>(b.front())))
     b.remove_prefix(1);
-  auto head = lower(b.substr(0, 512));
+  auto head = sdk::to_lower(b.substr(0, 512));
   if (starts_with(head, "<!doctype html") || starts_with(head, "<html")
       || starts_with(head, "<head") || starts_with(head, "<body")
       || (starts_with(head, "<?xml") && head.find("<html") != std::string::npos)
       || (starts_with(head, "<!--") && head.find("<html") != std::string::npos))
     return content_kind::html;
-  auto type = lower(content_type);
+  auto type = sdk::to_lower(content_type);
   if (auto semi = type.find(';'); semi != std::string::npos)
     type.resize(semi);
   while (!type.empty() && type.back() == ' ')

@@ -4,6 +4,7 @@
 #include "quarry/extract/html.hpp"
 
 #include "quarry/sdk/json.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <gumbo.h>
 #include <nlohmann/json.hpp>
@@ -80,18 +81,6 @@ private:
 
 // -- small string helpers -----------------------------------------------------
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-bool is_space(char c) {
-  return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f'
-         || c == '\v';
-}
-
 // Folds runs of whitespace (also U+00A0) into one space and trims.
 std::string fold(std::string_view s) {
   std::string out;
@@ -99,7 +88,7 @@ std::string fold(std::string_view s) {
   bool space = false;
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
-    bool ws = is_space(c);
+    bool ws = sdk::is_ascii_space(c);
     if (!ws && c == '\xC2' && i + 1 < s.size() && s[i + 1] == '\xA0') {
       ws = true;
       ++i;
@@ -233,9 +222,9 @@ private:
       n->tag = el.tag;
       for (unsigned i = 0; i < el.attributes.length; ++i) {
         auto* a = static_cast<const GumboAttribute*>(el.attributes.data[i]);
-        n->attrs.emplace_back(lower(a->name), a->value);
+        n->attrs.emplace_back(sdk::to_lower(a->name), a->value);
       }
-      n->id_class = lower(std::string{n->attr("id")} + " "
+      n->id_class = sdk::to_lower(std::string{n->attr("id")} + " "
                           + std::string{n->attr("class")});
       kids = &el.children;
       switch (el.tag) {
@@ -256,7 +245,7 @@ private:
             title = fold(raw_text(g));
           return n;
         case GUMBO_TAG_SCRIPT:
-          if (lower(n->attr("type")) == "application/ld+json")
+          if (sdk::to_lower(n->attr("type")) == "application/ld+json")
             ld_json.push_back(raw_text(g));
           return n;
         case GUMBO_TAG_STYLE:
@@ -367,10 +356,10 @@ bool is_hidden(const node* n) {
   for (auto& [k, v] : n->attrs)
     if (k == "hidden")
       return true;
-  auto style = lower(n->attr("style"));
+  auto style = sdk::to_lower(n->attr("style"));
   if (style.empty())
     return false;
-  style.erase(std::remove_if(style.begin(), style.end(), is_space),
+  style.erase(std::remove_if(style.begin(), style.end(), sdk::is_ascii_space),
               style.end());
   return style.find("display:none") != std::string::npos
          || style.find("visibility:hidden") != std::string::npos;
@@ -412,8 +401,8 @@ bool is_unlikely(const node* n) {
 
 double class_weight(const node* n) {
   double w = 0;
-  auto cls = lower(n->attr("class"));
-  auto id = lower(n->attr("id"));
+  auto cls = sdk::to_lower(n->attr("class"));
+  auto id = sdk::to_lower(n->attr("id"));
   for (auto* s : {&cls, &id}) {
     if (s->empty())
       continue;
@@ -1010,8 +999,8 @@ private:
   void inline_text(std::string_view text) {
     if (text.empty())
       return;
-    bool lead = is_space(text.front());
-    bool trail = is_space(text.back());
+    bool lead = sdk::is_ascii_space(text.front());
+    bool trail = sdk::is_ascii_space(text.back());
     auto folded = fold(text);
     if (folded.empty()) {
       if (!at_line_start_)
@@ -1091,9 +1080,9 @@ std::string json_text(const nlohmann::json& j) {
 
 std::string type_name(const nlohmann::json& type) {
   if (type.is_string())
-    return lower(type.get<std::string>());
+    return sdk::to_lower(type.get<std::string>());
   if (type.is_array() && !type.empty() && type.front().is_string())
-    return lower(type.front().get<std::string>());
+    return sdk::to_lower(type.front().get<std::string>());
   return {};
 }
 
@@ -1185,7 +1174,7 @@ void collect_meta(const node* n, std::unordered_map<std::string, std::string>& m
     if (!content.empty()) {
       // `property` may hold several space-separated names.
       for (auto key_attr : {"property", "name", "itemprop"}) {
-        auto keys = lower(n->attr(key_attr));
+        auto keys = sdk::to_lower(n->attr(key_attr));
         size_t pos = 0;
         while (pos < keys.size()) {
           auto end = keys.find(' ', pos);
@@ -1199,7 +1188,7 @@ void collect_meta(const node* n, std::unordered_map<std::string, std::string>& m
       }
     }
   } else if (n->tag == GUMBO_TAG_LINK) {
-    auto rel = lower(n->attr("rel"));
+    auto rel = sdk::to_lower(n->attr("rel"));
     if (rel == "canonical" && canonical.empty())
       canonical = std::string{n->attr("href")};
   }
@@ -1255,7 +1244,7 @@ std::string dom_byline(const node* n, int depth) {
   tick();
   if (n->text_node || depth > 200 || is_skipped_tag(n->tag))
     return {};
-  auto itemprop = lower(n->attr("itemprop"));
+  auto itemprop = sdk::to_lower(n->attr("itemprop"));
   if (n->attr("rel") == "author"
       || itemprop.find("author") != std::string::npos
       || n->id_class.find("byline") != std::string::npos) {
@@ -1338,7 +1327,7 @@ std::string strip_title_heading(std::string text, const std::string& title) {
   auto nl = text.find('\n');
   auto first = text.substr(0, nl);
   auto body = first.substr(first.find(' ') + 1);
-  if (lower(body) != lower(title))
+  if (sdk::to_lower(body) != sdk::to_lower(title))
     return text;
   if (nl == std::string::npos)
     return {};

@@ -3,6 +3,7 @@
 #include "quarry/extract/pdf.hpp"
 
 #include "quarry/sdk/text.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <poppler-document.h>
 #include <poppler-global.h>
@@ -36,21 +37,6 @@ std::string utf8(const poppler::ustring& x) {
   return sdk::repair_utf8(std::string_view{bytes.data(), bytes.size()});
 }
 
-bool is_space(char c) noexcept {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f'
-         || c == '\v';
-}
-
-std::string trim(std::string x) {
-  size_t first = 0;
-  while (first < x.size() && is_space(x[first]))
-    ++first;
-  size_t last = x.size();
-  while (last > first && is_space(x[last - 1]))
-    --last;
-  return x.substr(first, last - first);
-}
-
 // Normalises the text of one page: form feeds and carriage returns become
 // line breaks, trailing whitespace of every line goes, runs of more than one
 // blank line fold into one, and leading or trailing blank lines are dropped.
@@ -60,7 +46,7 @@ std::string clean_page(std::string_view raw) {
   std::string line;
   int blank_lines = 0;
   auto flush = [&] {
-    while (!line.empty() && is_space(line.back()))
+    while (!line.empty() && sdk::is_ascii_space(line.back()))
       line.pop_back();
     if (line.empty()) {
       ++blank_lines;
@@ -128,8 +114,8 @@ extract(std::string_view bytes,
                     "not open it)");
   }
   pdf_extraction result;
-  result.title = trim(utf8(doc->info_key("Title")));
-  result.author = trim(utf8(doc->info_key("Author")));
+  result.title = std::string{sdk::trim(utf8(doc->info_key("Title")))};
+  result.author = std::string{sdk::trim(utf8(doc->info_key("Author")))};
   auto created = doc->info_date_t("CreationDate");
   if (created != static_cast<time_t>(-1) && created != 0)
     result.published = iso8601_utc(created);

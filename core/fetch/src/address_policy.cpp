@@ -3,6 +3,7 @@
 #include "quarry/fetch/address_policy.hpp"
 
 #include "quarry/sdk/host.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <arpa/inet.h>
 
@@ -14,17 +15,6 @@ namespace quarry::fetch {
 namespace {
 
 using bytes16 = std::array<uint8_t, 16>;
-
-char lower(char c) noexcept {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-std::string to_lower(std::string_view x) {
-  std::string out{x};
-  for (auto& c : out)
-    c = lower(c);
-  return out;
-}
 
 // Parses a numeric address into 16 bytes (IPv4 as IPv4-mapped IPv6).
 std::optional<bytes16> parse_ip(std::string_view text) {
@@ -268,7 +258,7 @@ address_policy::make(const std::vector<std::string>& allow) {
     if (!host_like || entry.find('/') != std::string::npos)
       return "allow list entry '" + entry
              + "' is neither an address, a CIDR range nor a host name";
-    out.hosts_.push_back(to_lower(entry));
+    out.hosts_.push_back(sdk::to_lower(entry));
   }
   return out;
 }
@@ -285,7 +275,7 @@ std::optional<sdk::error> address_policy::check(std::string_view host,
   for (const auto& range : ranges_)
     if (in_range(range.prefix, range.bits, *bytes))
       return std::nullopt;
-  auto lhost = to_lower(host);
+  auto lhost = sdk::to_lower(host);
   for (const auto& allowed : hosts_)
     if (allowed == lhost)
       return std::nullopt;
@@ -320,7 +310,7 @@ std::optional<url_parts> split_url(std::string_view url) {
   if (colon == std::string_view::npos || colon == 0)
     return std::nullopt;
   url_parts out;
-  out.scheme = to_lower(url.substr(0, colon));
+  out.scheme = sdk::to_lower(url.substr(0, colon));
   for (auto c : out.scheme)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-'
           || c == '.'))
@@ -345,7 +335,7 @@ std::optional<url_parts> split_url(std::string_view url) {
     host = authority.substr(0, c);
     out.port = std::string{authority.substr(c + 1)};
   }
-  out.host = to_lower(host);
+  out.host = sdk::to_lower(host);
   while (!out.host.empty() && out.host.back() == '.')
     out.host.pop_back();
   if (auto hash = tail.find('#'); hash != std::string_view::npos) {

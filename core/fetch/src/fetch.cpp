@@ -5,6 +5,7 @@
 #include "quarry/extract/pdf.hpp"
 #include "quarry/sdk/http_errors.hpp"
 #include "quarry/sdk/version.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -17,17 +18,6 @@ namespace quarry::fetch {
 namespace {
 
 constexpr int64_t mib = 1024 * 1024;
-
-std::string lower(std::string_view x) {
-  std::string out{x};
-  for (auto& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-bool starts_with(std::string_view x, std::string_view prefix) {
-  return x.substr(0, prefix.size()) == prefix;
-}
 
 std::string format_mib(int64_t bytes) {
   if (bytes % mib == 0)
@@ -68,7 +58,7 @@ std::optional<int64_t> size_value(const nlohmann::json& x) {
   if (pos == 0 || pos > 12)
     return std::nullopt;
   auto value = std::stoll(text.substr(0, pos));
-  auto unit = lower(text.substr(pos));
+  auto unit = sdk::to_lower(text.substr(pos));
   while (!unit.empty() && unit.front() == ' ')
     unit.erase(unit.begin());
   int64_t factor = 0;
@@ -89,7 +79,7 @@ bool cloudflare_signals(const sdk::http_headers& headers) {
   if (sdk::find_header(headers, "cf-ray") || sdk::find_header(headers, "cf-mitigated"))
     return true;
   auto server = sdk::find_header(headers, "server");
-  return server && starts_with(lower(*server), "cloudflare");
+  return server && sdk::starts_with(sdk::to_lower(*server), "cloudflare");
 }
 
 sdk::errc status_code_class(int status) {
@@ -121,7 +111,7 @@ const char* pdf_types[] = {"application/pdf", "application/x-pdf",
                            "text/pdf", "text/x-pdf"};
 
 std::string media_type(std::string_view content_type) {
-  auto type = lower(content_type.substr(0, content_type.find(';')));
+  auto type = sdk::to_lower(content_type.substr(0, content_type.find(';')));
   while (!type.empty() && std::isspace(static_cast<unsigned char>(type.back())))
     type.pop_back();
   while (!type.empty() && std::isspace(static_cast<unsigned char>(type.front())))
@@ -131,11 +121,11 @@ std::string media_type(std::string_view content_type) {
 
 bool trimmed_starts_with(std::string_view bytes, std::string_view prefix) {
   size_t i = 0;
-  if (starts_with(bytes, "\xEF\xBB\xBF"))
+  if (sdk::starts_with(bytes, "\xEF\xBB\xBF"))
     i = 3;
   while (i < bytes.size() && std::isspace(static_cast<unsigned char>(bytes[i])))
     ++i;
-  return starts_with(bytes.substr(i), prefix);
+  return sdk::starts_with(bytes.substr(i), prefix);
 }
 
 std::string url_path(std::string_view url) {
@@ -232,7 +222,7 @@ private:
   std::string reason_for(const sdk::error& err) const {
     switch (err.code) {
       case sdk::errc::refused:
-        if (starts_with(err.message, "blocked by SSRF"))
+        if (sdk::starts_with(err.message, "blocked by SSRF"))
           return err.message;
         return "refused: " + err.message;
       case sdk::errc::timeout:
@@ -347,7 +337,7 @@ bool is_pdf(std::string_view content_type, std::string_view url,
   for (auto x : pdf_types)
     if (type == x)
       return true;
-  auto path = lower(url_path(url));
+  auto path = sdk::to_lower(url_path(url));
   return path.size() > 4 && path.compare(path.size() - 4, 4, ".pdf") == 0;
 }
 
@@ -361,7 +351,7 @@ start_fetch(sdk::http_client& http, std::string url,
   init.url = url;
   init.final_url = url;
   if (auto err = policy->check_url(url)) {
-    init.reason = starts_with(err->message, "blocked by SSRF")
+    init.reason = sdk::starts_with(err->message, "blocked by SSRF")
                     ? err->message
                     : "refused: " + err->message;
     init.failure = std::move(err);
@@ -512,7 +502,7 @@ page read_document(std::string_view bytes, std::string_view content_type,
   while (!trimmed.empty() && std::isspace(static_cast<unsigned char>(trimmed.back())))
     trimmed.remove_suffix(1);
   if ((out.title.empty() && trimmed.empty()) || trimmed.size() < 50
-      || lower(trimmed) == "loading...") {
+      || sdk::to_lower(trimmed) == "loading...") {
     out.failure = sdk::make_error(sdk::errc::invalid_response,
                                   "too little readable text");
     out.reason = "response could not be parsed into readable text";

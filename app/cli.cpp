@@ -76,12 +76,6 @@ std::vector<std::string> known_secrets(const core::loaded_config& loaded) {
   return out;
 }
 
-void print_config_errors(const std::vector<core::config_error>& errors) {
-  std::cerr << "quarry: invalid configuration:\n";
-  for (const auto& err : errors)
-    std::cerr << "  " << err.to_string() << "\n";
-}
-
 std::string research_help_footer() {
   return R"(Global options (before or after the subcommand):
   --config FILE        Configuration file (default: $QUARRY_CONFIG, then
@@ -384,7 +378,7 @@ int run(int argc, char** argv) {
     check.make_tools = tool_run->parsed() || research->parsed();
     auto errors = check_configured_instances(ctx, check);
     if (!errors.empty()) {
-      print_instance_errors(errors);
+      print_config_errors(errors);
       if (ctx.services)
         ctx.services->shutdown();
       ctx.registry.reset();

@@ -16,10 +16,6 @@ namespace {
 /// How long `config check` waits for each provider and tool.
 constexpr std::chrono::seconds probe_timeout{5};
 
-// Masks every secret of the configuration in `text` (the SDK's rule).
-std::string masked(std::string text, const std::vector<std::string>& secrets) {
-  return sdk::mask_secrets(std::move(text), secrets);
-}
 
 } // namespace
 
@@ -58,9 +54,9 @@ int cmd_config_check(context& ctx, bool offline) {
       std::cout << r.key << " (" << r.plugin << "): " << to_string(r.status);
       // Transfer errors name the request already.
       if (!r.target.empty() && r.detail.find(r.target) == std::string::npos)
-        std::cout << ", " << masked(r.target, secrets);
+        std::cout << ", " << sdk::mask_secrets(r.target, secrets);
       if (!r.detail.empty())
-        std::cout << ": " << masked(r.detail, secrets);
+        std::cout << ": " << sdk::mask_secrets(r.detail, secrets);
       std::cout << "\n";
       if (is_probe_failure(r.status))
         ++failures;

@@ -43,14 +43,6 @@ std::string type_from_extension(const std::filesystem::path& path) {
   return {};
 }
 
-// The open_url instance's configuration, if one is configured.
-nlohmann::json open_url_config(const core::settings& cfg) {
-  for (const auto& [name, entry] : cfg.tools)
-    if (entry.plugin == "open_url")
-      return entry.config;
-  return nlohmann::json::object();
-}
-
 int print(const fetch::page& p, bool json) {
   if (p.failure) {
     std::cerr << "quarry: cannot read " << p.url << ": " << p.reason << "\n";
@@ -84,10 +76,24 @@ int print(const fetch::page& p, bool json) {
 
 } // namespace
 
+std::variant<fetch::fetch_options, std::string>
+open_url_fetch_options(const core::settings& cfg) {
+  auto config = nlohmann::json::object();
+  for (const auto& [name, entry] : cfg.tools)
+    if (entry.plugin == "open_url") {
+      config = entry.config;
+      break;
+    }
+  auto parsed = fetch::parse_fetch_options(config);
+  if (auto* err = std::get_if<std::string>(&parsed))
+    return "tools.open_url: " + *err;
+  return std::get<fetch::fetch_options>(std::move(parsed));
+}
+
 int cmd_extract(context& ctx, const extract_options& opts) {
-  auto options = fetch::parse_fetch_options(open_url_config(ctx.config.values));
+  auto options = open_url_fetch_options(ctx.config.values);
   if (auto* err = std::get_if<std::string>(&options)) {
-    std::cerr << "quarry: tools.open_url: " << *err << "\n";
+    std::cerr << "quarry: " << *err << "\n";
     return exit_usage;
   }
   auto& fopts = std::get<fetch::fetch_options>(options);

@@ -97,16 +97,9 @@ int fail(const index_options& opts, const std::string& db,
 
 std::variant<corpus::update_options, std::string>
 corpus_size_caps(const core::settings& cfg) {
-  nlohmann::json config = nlohmann::json::object();
-  for (const auto& [name, entry] : cfg.tools) {
-    if (entry.plugin == "open_url") {
-      config = entry.config;
-      break;
-    }
-  }
-  auto parsed = fetch::parse_fetch_options(config);
+  auto parsed = open_url_fetch_options(cfg);
   if (auto* err = std::get_if<std::string>(&parsed))
-    return "tools.open_url: " + *err;
+    return *err;
   const auto& fopts = std::get<fetch::fetch_options>(parsed);
   corpus::update_options out;
   out.max_html_bytes = fopts.max_html_bytes;

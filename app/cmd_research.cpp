@@ -16,6 +16,7 @@
 #include "quarry/core/duration.hpp"
 #include "quarry/core/prompts.hpp"
 #include "quarry/corpus/index.hpp"
+#include "quarry/fetch/local_file.hpp"
 #include "quarry/sdk/strings.hpp"
 
 #include <caf/all.hpp>
@@ -26,10 +27,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <mutex>
-#include <sstream>
 #include <variant>
 #include <unistd.h>
 #include <vector>
@@ -71,38 +70,30 @@ std::string corpus_db_for(const std::string& data_dir, const std::string& folder
   return (fs::path{data_dir} / "corpora" / (std::string{buf} + ".db")).string();
 }
 
-struct answers_text {
-  std::string text;
-};
-
-// The answers file: a regular file or standard input ('-'), at most 1 MB.
-std::variant<answers_text, std::string> read_answers(const std::string& path) {
-  constexpr size_t max_size = 1 << 20;
-  answers_text out;
-  if (path == "-") {
-    std::string line;
-    while (std::getline(std::cin, line)) {
-      out.text += line + "\n";
-      if (out.text.size() > max_size)
-        return std::string{"more than 1 MB of answers"};
+// The answers: standard input ('-') or a regular file (never a FIFO or a
+// device), at most 1 MB.
+std::variant<std::string, sdk::error> read_answers(const std::string& path) {
+  constexpr int64_t max_size = 1 << 20;
+  auto too_large = sdk::make_error(sdk::errc::too_large, "more than 1 MB of answers");
+  if (path != "-") {
+    fetch::local_file_limits limits;
+    limits.max_html_bytes = max_size;
+    limits.max_pdf_bytes = max_size;
+    auto read = fetch::read_local_file(path, limits);
+    if (auto* err = std::get_if<sdk::error>(&read)) {
+      if (err->code == sdk::errc::too_large)
+        return too_large;
+      err->message += ": " + path;
     }
-    return out;
+    return read;
   }
-  std::error_code ec;
-  auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status))
-    return "no such file: " + path;
-  if (!fs::is_regular_file(status))
-    return path + " is not a regular file";
-  if (fs::file_size(path, ec) > max_size)
-    return path + " is larger than 1 MB";
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    return "cannot read " + path;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out.text = ss.str();
-  return out;
+  std::string text;
+  for (std::string line; std::getline(std::cin, line);) {
+    text += line + "\n";
+    if (static_cast<int64_t>(text.size()) > max_size)
+      return too_large;
+  }
+  return text;
 }
 
 report_parts report_of(const std::string& question,
@@ -156,11 +147,11 @@ int cmd_research(context& ctx, const research_options& opts) {
       answers += t + "\n";
   if (!opts.answers_file.empty()) {
     auto read = read_answers(opts.answers_file);
-    if (auto* why = std::get_if<std::string>(&read)) {
-      std::cerr << "quarry: --answers: " << *why << "\n";
+    if (auto* err = std::get_if<sdk::error>(&read)) {
+      std::cerr << "quarry: --answers: " << err->message << "\n";
       return exit_usage;
     }
-    if (auto t = std::string{sdk::trim(std::get<answers_text>(read).text)}; !t.empty())
+    if (auto t = std::string{sdk::trim(std::get<std::string>(read))}; !t.empty())
       answers += t + "\n";
   }
   auto question_for_model = question;

@@ -3,11 +3,12 @@
 #include "config_checks.hpp"
 
 #include "quarry/core/instances.hpp"
+#include "quarry/sdk/json.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <condition_variable>
 #include <iostream>
 #include <map>
@@ -88,7 +89,7 @@ check_configured_instances(context& ctx, const instance_check_options& options) 
   return errors;
 }
 
-void print_instance_errors(const std::vector<core::config_error>& errors) {
+void print_config_errors(const std::vector<core::config_error>& errors) {
   std::cerr << "quarry: invalid configuration:\n";
   for (const auto& err : errors)
     std::cerr << "  " << err.to_string() << "\n";
@@ -172,12 +173,8 @@ std::string string_key(const json& config, const char* key, std::string fallback
 
 // The status of a failed transfer or tool run, from its error class and text.
 probe_status classify(const sdk::error& err) {
-  auto has = [&](const char* needle) {
-    auto msg = err.message;
-    std::transform(msg.begin(), msg.end(), msg.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return msg.find(needle) != std::string::npos;
-  };
+  auto msg = sdk::to_lower(err.message);
+  auto has = [&](const char* needle) { return sdk::contains(msg, needle); };
   switch (err.code) {
     case sdk::errc::auth:
       return probe_status::unauthorised;
@@ -236,7 +233,8 @@ public:
       board_->finish(index_, probe_status::failed, http);
       return;
     }
-    auto parsed = json::parse(body_, nullptr, false);
+    // Whatever answered is not trusted: the parse is depth-bounded.
+    auto parsed = sdk::parse_json(body_);
     if (parsed.is_discarded() || !parsed.is_object()) {
       auto what = content_type_.empty() ? std::string{"an answer"}
                                         : "a " + content_type_ + " answer";

@@ -32,10 +32,10 @@ struct instance_check_options {
 std::vector<core::config_error>
 check_configured_instances(context& ctx, const instance_check_options& options);
 
-/// Prints the errors of @ref check_configured_instances the way invalid
-/// configurations are reported (`quarry: invalid configuration:` and one
-/// indented line each) on stderr.
-void print_instance_errors(const std::vector<core::config_error>& errors);
+/// Prints configuration errors (of the file, or of
+/// @ref check_configured_instances) as `quarry: invalid configuration:` and
+/// one indented line each, on stderr.
+void print_config_errors(const std::vector<core::config_error>& errors);
 
 /// How a probed instance answered.
 enum class probe_status {

@@ -5,6 +5,7 @@
 
 #include "quarry/core/config.hpp"
 #include "quarry/corpus/index.hpp"
+#include "quarry/fetch/fetch.hpp"
 #include "quarry/host/plugin_registry.hpp"
 #include "quarry/host/services.hpp"
 
@@ -103,6 +104,12 @@ struct index_options {
 
 /// `quarry index PATH... [--db FILE] [--json]`.
 int cmd_index(context& ctx, const index_options& opts);
+
+/// The options of the configured open_url instance (its defaults when none
+/// is configured): the fetching rules `quarry extract` follows too. A
+/// message naming `tools.open_url` when they are invalid.
+std::variant<fetch::fetch_options, std::string>
+open_url_fetch_options(const core::settings& cfg);
 
 /// The size caps of the configured open_url instance (its defaults when none
 /// is configured): a local file is indexed only if open_url would read a

@@ -25,6 +25,11 @@ std::string quoted(const std::string& path) {
   return "'" + path + "'";
 }
 
+// The message of every refusal and failure: it names the path the user gave.
+std::string cannot(const std::string& path, const std::string& why) {
+  return "cannot write the report to " + quoted(path) + ": " + why;
+}
+
 std::string sys_error(int err) {
   return std::strerror(err);
 }
@@ -62,15 +67,13 @@ std::string base_of(const std::string& path) {
 
 std::optional<std::string> refuse_kind(const std::string& path, mode_t mode) {
   if (S_ISDIR(mode))
-    return "cannot write the report to " + quoted(path) + ": it is a folder";
+    return cannot(path, "it is a folder");
   if (S_ISBLK(mode))
-    return "cannot write the report to " + quoted(path)
-           + ": it is a block device";
+    return cannot(path, "it is a block device");
   if (S_ISSOCK(mode))
-    return "cannot write the report to " + quoted(path) + ": it is a socket";
+    return cannot(path, "it is a socket");
   if (!S_ISREG(mode) && !S_ISFIFO(mode) && !S_ISCHR(mode))
-    return "cannot write the report to " + quoted(path)
-           + ": it is not a file, a FIFO or a character device";
+    return cannot(path, "it is not a file, a FIFO or a character device");
   return std::nullopt;
 }
 
@@ -78,15 +81,14 @@ std::optional<std::string> check_folder(const std::string& path,
                                         const std::string& target,
                                         bool exists) {
   if (exists && ::access(target.c_str(), W_OK) != 0)
-    return "cannot write the report to " + quoted(path) + ": " + sys_error(errno);
+    return cannot(path, sys_error(errno));
   auto folder = folder_of(target);
   struct stat st {};
   if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return "cannot write the report to " + quoted(path) + ": the folder "
-           + quoted(folder) + " does not exist";
+    return cannot(path, "the folder " + quoted(folder) + " does not exist");
   if (::access(folder.c_str(), W_OK | X_OK) != 0)
-    return "cannot write the report to " + quoted(path) + ": the folder "
-           + quoted(folder) + " is not writable (" + sys_error(errno) + ")";
+    return cannot(path, "the folder " + quoted(folder) + " is not writable ("
+                          + sys_error(errno) + ")");
   return std::nullopt;
 }
 
@@ -99,8 +101,7 @@ std::variant<resolved, std::string> resolve(const std::string& path) {
   struct stat lst {};
   if (::lstat(path.c_str(), &lst) != 0) {
     if (errno != ENOENT)
-      return "cannot write the report to " + quoted(path) + ": "
-             + sys_error(errno);
+      return cannot(path, sys_error(errno));
     r.kind = target_kind::missing;
     r.target = path;
     if (auto err = check_folder(path, path, false))
@@ -115,12 +116,10 @@ std::variant<resolved, std::string> resolve(const std::string& path) {
       auto n = ::readlink(path.c_str(), buf, sizeof(buf) - 1);
       std::string to = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
       if (err == ENOENT)
-        return "cannot write the report to " + quoted(path)
-               + ": it is a symbolic link to " + quoted(to)
-               + ", which does not exist";
-      return "cannot write the report to " + quoted(path)
-             + ": it is a symbolic link to " + quoted(to) + " (" + sys_error(err)
-             + ")";
+        return cannot(path, "it is a symbolic link to " + quoted(to)
+                              + ", which does not exist");
+      return cannot(path, "it is a symbolic link to " + quoted(to) + " ("
+                              + sys_error(err) + ")");
     }
     if (auto err = refuse_kind(path, st.st_mode))
       return *err;
@@ -129,8 +128,7 @@ std::variant<resolved, std::string> resolve(const std::string& path) {
       // The link stays; its target gets the new text.
       char* real = ::realpath(path.c_str(), nullptr);
       if (real == nullptr)
-        return "cannot write the report to " + quoted(path) + ": "
-               + sys_error(errno);
+        return cannot(path, sys_error(errno));
       r.target = real;
       std::free(real);
       r.kind = target_kind::regular;
@@ -195,7 +193,7 @@ std::optional<std::string> write_regular(const std::string& path,
                                          const resolved& r,
                                          const std::string& text) {
   auto fail = [&](int err) {
-    return "cannot write the report to " + quoted(path) + ": " + sys_error(err);
+    return cannot(path, sys_error(err));
   };
   std::string tmp;
   int err = 0;
@@ -271,15 +269,13 @@ std::optional<std::string> write_stream(const std::string& path,
   auto fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENXIO)
-      return "cannot write the report to " + quoted(path)
-             + ": it is a FIFO and no process is reading it";
-    return "cannot write the report to " + quoted(path) + ": " + sys_error(errno);
+      return cannot(path, "it is a FIFO and no process is reading it");
+    return cannot(path, sys_error(errno));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))) {
     ::close(fd);
-    return "cannot write the report to " + quoted(path)
-           + ": it changed while it was opened";
+    return cannot(path, "it changed while it was opened");
   }
   auto flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0)
@@ -292,7 +288,7 @@ std::optional<std::string> write_stream(const std::string& path,
   }
   ::close(fd);
   if (!ok)
-    return "cannot write the report to " + quoted(path) + ": " + sys_error(err);
+    return cannot(path, sys_error(err));
   return std::nullopt;
 }
 

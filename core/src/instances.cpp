@@ -5,9 +5,12 @@
 
 #include "quarry/core/config_schema.hpp"
 #include "quarry/core/duration.hpp"
+#include "quarry/sdk/llm_provider.hpp"
+#include "quarry/sdk/tool.hpp"
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <tuple>
 
@@ -115,16 +118,14 @@ void apply_environment_defaults(loaded_config& cfg,
 }
 
 const std::vector<std::string>& host_llm_keys() {
-  static const std::vector<std::string> keys{
-    "max_concurrency", "requests_per_minute", "tokens_per_minute",
-    "max_retries",     "retry_base",          "retry_max",
-    "stall_timeout",   "total_timeout",       "prices"};
+  static const std::vector<std::string> keys{std::begin(sdk::host_llm_keys),
+                                             std::end(sdk::host_llm_keys)};
   return keys;
 }
 
 const std::vector<std::string>& host_tool_keys() {
-  static const std::vector<std::string> keys{"max_concurrency", "timeout",
-                                             "cache_ttl", "cache_entries"};
+  static const std::vector<std::string> keys{std::begin(sdk::host_tool_keys),
+                                             std::end(sdk::host_tool_keys)};
   return keys;
 }
 

@@ -318,6 +318,19 @@ TEST_CASE_FIXTURE(config_cli_fixture, "config check says wrong protocol for an H
   CHECK(contains(missing.out, "HTTP 404"));
 }
 
+TEST_CASE_FIXTURE(config_cli_fixture, "config check survives a hostile answer: "
+                                      "JSON nested 500,000 deep") {
+  recording_server deep;
+  deep.answer("GET", "/v1/models",
+              test::response_plan::json(200, std::string(500000, '[')
+                                               + std::string(500000, ']')));
+  auto res = quarry({"config", "check"}, {{"OPENAI_BASE_URL", deep.server.url("/v1")}});
+  INFO(res.out);
+  INFO(res.err);
+  CHECK(res.exit_code == 1);
+  CHECK(contains(res.out, "llm.providers.default (openai): wrong protocol"));
+}
+
 TEST_CASE_FIXTURE(config_cli_fixture, "config check probes Anthropic and a SearXNG search tool") {
   recording_server server;
   server.answer("GET", "/v1/models", test::response_plan::json(200, R"({"data": []})"));

@@ -250,6 +250,37 @@ TEST_CASE_FIXTURE(research_fixture, "research with --answer or --answers skips "
   CHECK(missing.err.find("--answers: no such file") != std::string::npos);
 }
 
+TEST_CASE_FIXTURE(research_fixture, "research --answers refuses FIFOs, devices and "
+                                    "huge files, and repairs bad bytes") {
+  // A FIFO is never opened (it would wait for a writer), a device never read.
+  auto fifo = home.file("answers.fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const auto& path : {fifo, std::string{"/dev/zero"}}) {
+    auto res = quarry({"research", "q", "--answers", path});
+    CAPTURE(res.err);
+    CHECK(res.exit_code == 2);
+    CHECK(res.err.find("--answers: is ") != std::string::npos);
+  }
+  auto huge = home.write("huge.txt", std::string((1 << 20) + 1, 'a'));
+  auto big = quarry({"research", "q", "--answers", huge});
+  CHECK(big.exit_code == 2);
+  CHECK(big.err.find("more than 1 MB of answers") != std::string::npos);
+  // Bytes that are not UTF-8 reach the model as U+FFFD, in a valid request.
+  test::fake_llm_server server;
+  REQUIRE_FALSE(server.script(nlohmann::json::array(
+    {rule(plan_marker, {{"text", "1. One step"}}),
+     rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})),
+     rule(final_marker, {{"text", "A report."}})})));
+  auto bad = home.write("bad.txt", "cold \xff\xfe climate");
+  auto res = quarry({"research", "heat pumps?", "--answers", bad},
+                    {{"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", server.base_url_openai()}});
+  CAPTURE(res.err);
+  CHECK(res.exit_code == 0);
+  auto plans = requests_of(server, plan_marker);
+  REQUIRE(plans.size() == 1);
+  CHECK(plans[0].dump().find("cold \xef\xbf\xbd\xef\xbf\xbd climate") != std::string::npos);
+}
+
 TEST_CASE_FIXTURE(research_fixture, "research rejects bad input before doing "
                                     "anything") {
   home.write("keep.md", "existing report\n");

@@ -1,6 +1,7 @@
 // Secret masking in log lines.
 
 #include "quarry/host/logging.hpp"
+#include "quarry/sdk/secrets.hpp"
 
 #include <doctest/doctest.h>
 
@@ -8,26 +9,26 @@ using namespace quarry;
 
 TEST_CASE("logging masks every occurrence of every secret") {
   std::vector<std::string> secrets{"sk-abc123", "tok_99999"};
-  CHECK(host::mask_secrets("key sk-abc123 and sk-abc123, token tok_99999", secrets)
+  CHECK(sdk::mask_secrets("key sk-abc123 and sk-abc123, token tok_99999", secrets)
         == "key *** and ***, token ***");
-  CHECK(host::mask_secrets("url ?key=sk-abc123&x=1 \"sk-abc123\"", secrets)
+  CHECK(sdk::mask_secrets("url ?key=sk-abc123&x=1 \"sk-abc123\"", secrets)
         == "url ?key=***&x=1 \"***\"");
-  CHECK(host::mask_secrets("nothing to hide", secrets) == "nothing to hide");
+  CHECK(sdk::mask_secrets("nothing to hide", secrets) == "nothing to hide");
 }
 
 TEST_CASE("logging ignores secrets too short to mask safely") {
   // Masking "ab" would mangle ordinary words and reveal the secret's length.
-  CHECK(host::mask_secrets("about abc", {"ab"}) == "about abc");
+  CHECK(sdk::mask_secrets("about abc", {"ab"}) == "about abc");
   // A user's one-letter test key garbled provider messages.
-  CHECK(host::mask_secrets("invalid_api_key: check the key", {"k", "key", "api_key"})
+  CHECK(sdk::mask_secrets("invalid_api_key: check the key", {"k", "key", "api_key"})
         == "invalid_api_key: check the key");
 }
 
 TEST_CASE("logging masks whole values only, not pieces of longer words") {
   std::vector<std::string> secrets{"password1"};
-  CHECK(host::mask_secrets("password12345 password1", secrets)
+  CHECK(sdk::mask_secrets("password12345 password1", secrets)
         == "password12345 ***");
-  CHECK(host::mask_secrets("xpassword1 password1.", secrets) == "xpassword1 ***.");
+  CHECK(sdk::mask_secrets("xpassword1 password1.", secrets) == "xpassword1 ***.");
 }
 
 TEST_CASE("logging accepts exactly the documented levels") {

@@ -81,7 +81,7 @@ public:
 protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
     std::string text{msg.payload.data(), msg.payload.size()};
-    text = mask_secrets(std::move(text), secrets_);
+    text = sdk::mask_secrets(std::move(text), secrets_);
     std::string line;
     if (style_ == style::plain) {
       // The command's own messages look the same: "quarry: ...".
@@ -116,11 +116,6 @@ private:
 
 bool valid_log_level(std::string_view level) {
   return parse_level(level).has_value();
-}
-
-std::string mask_secrets(std::string line,
-                         const std::vector<std::string>& secrets) {
-  return sdk::mask_secrets(std::move(line), secrets);
 }
 
 void setup_logging(std::string_view level, std::string_view format,

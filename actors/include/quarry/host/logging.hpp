@@ -19,13 +19,8 @@ bool valid_log_level(std::string_view level);
 /// warning: ...`, the look of the command's own messages), `text` (a
 /// timestamp and the level first, for diagnosis) or `json`; lines below
 /// `level` are dropped. Every occurrence of a string in `secrets`
-/// (see mask_secrets) is written as `***`.
+/// (see sdk::mask_secrets) is written as `***`.
 void setup_logging(std::string_view level, std::string_view format,
                    std::vector<std::string> secrets = {});
-
-/// Replaces every whole occurrence of each secret in `line` by `***` (see
-/// sdk::mask_secret, the rule plugins use too: values shorter than 8
-/// characters and occurrences inside longer words are left alone).
-std::string mask_secrets(std::string line, const std::vector<std::string>& secrets);
 
 } // namespace quarry::host

@@ -18,11 +18,16 @@
 
 namespace quarry::sdk {
 
+/// The tool-instance keys the host itself reads (concurrency, time limit,
+/// result cache). The one list of them.
+inline constexpr std::string_view host_tool_keys[] = {
+  "max_concurrency", "timeout", "cache_ttl", "cache_entries"};
+
 /// Returns whether `key` is one of the tool-instance keys the host itself
 /// reads (concurrency, time limit, result cache). Tool plugins accept these in
 /// their configuration and ignore them.
 inline bool is_host_tool_key(std::string_view key) noexcept {
-  for (auto x : {"max_concurrency", "timeout", "cache_ttl", "cache_entries"})
+  for (auto x : host_tool_keys)
     if (key == x)
       return true;
   return false;

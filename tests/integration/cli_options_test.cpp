@@ -15,14 +15,7 @@ test::process_result quarry_run(const test::temp_dir& home, std::vector<std::str
   std::vector<std::string> argv{QUARRY_EXE};
   argv.insert(argv.end(), args.begin(), args.end());
   test::process_options opts;
-  opts.env = {{"HOME", home.path()},
-              {"XDG_CONFIG_HOME", std::nullopt},
-              {"XDG_DATA_HOME", std::nullopt},
-              {"QUARRY_CONFIG", std::nullopt},
-              {"OPENAI_API_KEY", std::nullopt},
-              {"ANTHROPIC_API_KEY", std::nullopt},
-              {"BRAVE_API_KEY", std::nullopt},
-              {"TAVILY_API_KEY", std::nullopt}};
+  opts.env = test::isolated_quarry_env(home.path());
   return test::run_process(argv, opts);
 }
 

@@ -25,10 +25,7 @@ struct cli_fixture {
                               std::map<std::string, std::optional<std::string>> env = {}) {
     args.insert(args.begin(), QUARRY_EXE);
     test::process_options opts;
-    opts.env = {{"HOME", home.path()},
-                {"XDG_CONFIG_HOME", std::nullopt},
-                {"XDG_DATA_HOME", std::nullopt},
-                {"QUARRY_CONFIG", std::nullopt}};
+    opts.env = test::isolated_quarry_env(home.path());
     for (auto& [k, v] : env)
       opts.env[k] = v;
     opts.timeout = std::chrono::seconds{60};

@@ -32,14 +32,7 @@ struct config_cli_fixture {
                               std::map<std::string, std::optional<std::string>> env = {}) {
     args.insert(args.begin(), QUARRY_EXE);
     test::process_options opts;
-    opts.env = {{"HOME", home.path()},
-                {"XDG_CONFIG_HOME", std::nullopt},
-                {"XDG_DATA_HOME", std::nullopt},
-                {"QUARRY_CONFIG", std::nullopt}};
-    for (auto name : {"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL",
-                      "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
-                      "BRAVE_API_KEY", "TAVILY_API_KEY"})
-      opts.env[name] = std::nullopt;
+    opts.env = test::isolated_quarry_env(home.path());
     for (auto& [k, v] : env)
       opts.env[k] = v;
     opts.timeout = std::chrono::seconds{60};

@@ -35,14 +35,7 @@ struct research_fixture {
     std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR};
     argv.insert(argv.end(), args.begin(), args.end());
     test::process_options opts;
-    opts.env = {{"HOME", home.path()},
-                {"XDG_CONFIG_HOME", std::nullopt},
-                {"XDG_DATA_HOME", std::nullopt},
-                {"QUARRY_CONFIG", std::nullopt},
-                {"OPENAI_API_KEY", std::nullopt},
-                {"ANTHROPIC_API_KEY", std::nullopt},
-                {"BRAVE_API_KEY", std::nullopt},
-                {"TAVILY_API_KEY", std::nullopt}};
+    opts.env = test::isolated_quarry_env(home.path());
     for (auto& e : extra_env)
       opts.env[e.first] = e.second;
     return test::run_process(argv, opts);

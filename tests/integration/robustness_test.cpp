@@ -33,15 +33,7 @@ struct robust_fixture {
   test::process_options options(
     std::vector<std::pair<std::string, std::optional<std::string>>> extra_env = {}) {
     test::process_options opts;
-    opts.env = {{"HOME", home.path()},
-                {"XDG_CONFIG_HOME", std::nullopt},
-                {"XDG_DATA_HOME", std::nullopt},
-                {"QUARRY_CONFIG", std::nullopt},
-                {"OPENAI_API_KEY", std::nullopt},
-                {"OPENAI_BASE_URL", std::nullopt},
-                {"ANTHROPIC_API_KEY", std::nullopt},
-                {"BRAVE_API_KEY", std::nullopt},
-                {"TAVILY_API_KEY", std::nullopt}};
+    opts.env = test::isolated_quarry_env(home.path());
     for (auto& e : extra_env)
       opts.env[e.first] = e.second;
     opts.timeout = 120s;

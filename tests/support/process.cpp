@@ -274,4 +274,15 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+std::map<std::string, std::optional<std::string>>
+isolated_quarry_env(const std::string& home) {
+  std::map<std::string, std::optional<std::string>> env{{"HOME", home}};
+  for (auto name : {"XDG_CONFIG_HOME", "XDG_DATA_HOME", "QUARRY_CONFIG",
+                    "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL",
+                    "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
+                    "BRAVE_API_KEY", "TAVILY_API_KEY"})
+    env[name] = std::nullopt;
+  return env;
+}
+
 } // namespace quarry::test

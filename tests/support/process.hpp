@@ -34,6 +34,12 @@ struct process_options {
   std::chrono::milliseconds timeout{std::chrono::seconds{120}};
 };
 
+/// The environment changes that run `quarry` as a new user would, whatever
+/// the caller's environment holds: HOME is `home`; the user's configuration,
+/// data folder and every provider and search key variable are unset.
+std::map<std::string, std::optional<std::string>>
+isolated_quarry_env(const std::string& home);
+
 /// Runs `argv[0]` with `argv` and waits for it.
 process_result run_process(const std::vector<std::string>& argv,
                            const process_options& opts = {});

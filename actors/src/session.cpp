@@ -97,10 +97,8 @@ struct session_state {
   core::think_stream think;
   std::string text;
   bool text_started = false;
-  // Of the plan's text: how much was shown, and whether it was cut at
-  // research.max_plan_steps.
-  size_t plan_shown = 0;
-  bool plan_cut = false;
+  // What of the plan is shown while it streams (research.max_plan_steps).
+  core::plan_stream_cap plan_cap{0};
   std::unique_ptr<core::citation_processor> processor;
   int final_turn = 0;
 
@@ -272,22 +270,14 @@ void start_clarify(session_ptr self) {
 void plan_piece(session_ptr self, const std::string& piece) {
   auto& st = self->state;
   st.text += piece;
-  if (st.plan_cut)
-    return;
-  auto end = core::plan_cap_end(st.text, st.spec.max_plan_steps);
-  auto upto = end == std::string::npos ? st.text.size() : end;
-  if (upto > st.plan_shown) {
-    emit(self, turn(st.plan_turn),
-         core::packets::deep_research_plan_delta(
-           st.text.substr(st.plan_shown, upto - st.plan_shown)));
-    st.plan_shown = upto;
-  }
-  st.plan_cut = end != std::string::npos;
+  if (auto shown = st.plan_cap.feed(piece); !shown.empty())
+    emit(self, turn(st.plan_turn), core::packets::deep_research_plan_delta(shown));
 }
 
 void start_plan(session_ptr self) {
   auto& st = self->state;
   st.now = phase::plan;
+  st.plan_cap = core::plan_stream_cap{st.spec.max_plan_steps};
   auto steps = std::to_string(st.spec.max_plan_steps);
   auto system = render(self, "research_plan",
                        {{"current_datetime", st.spec.current_datetime},
@@ -315,7 +305,7 @@ void start_plan(session_ptr self) {
         return;
       }
       st.plan = core::cap_plan(plan, st.spec.max_plan_steps);
-      if (st.plan_cut)
+      if (st.plan_cap.cut())
         st.notices.push_back("the plan had more than "
                              + std::to_string(st.spec.max_plan_steps)
                              + " steps (research.max_plan_steps); only the first "

@@ -80,4 +80,33 @@ std::string cap_plan(const std::string& plan, int max_steps) {
   return out;
 }
 
+std::string plan_stream_cap::feed(std::string_view piece) {
+  std::string out;
+  for (auto c : piece) {
+    if (cut_)
+      break;
+    if (c == '\n') {
+      out += held_;
+      held_.clear();
+      out += c;
+      line_started_ = false;
+    } else if (line_started_) {
+      out += c;
+    } else if (c == ' ' || c == '\t') {
+      held_ += c;
+    } else {
+      line_started_ = true;
+      if (std::isdigit(static_cast<unsigned char>(c)) && ++steps_ > max_steps_) {
+        cut_ = true;
+        held_.clear();
+        break;
+      }
+      out += held_;
+      held_.clear();
+      out += c;
+    }
+  }
+  return out;
+}
+
 } // namespace quarry::core

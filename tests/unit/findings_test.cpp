@@ -91,3 +91,25 @@ TEST_CASE("plan capping keeps the first steps, also while the plan streams") {
   CHECK(core::plan_cap_end("1. A\n2. B\n   3", 2) == 10);
   CHECK(core::cap_plan("", 2).empty());
 }
+
+TEST_CASE("plan capping while streaming shows what cap_plan keeps, however it is split") {
+  std::string plan = "Intro line\n1. Cold air\n2. Defrost\n  3. Noise\n4. Prices\n";
+  for (size_t step : {size_t{1}, size_t{2}, size_t{5}, plan.size()}) {
+    core::plan_stream_cap cap{2};
+    std::string shown;
+    for (size_t i = 0; i < plan.size(); i += step)
+      shown += cap.feed(std::string_view{plan}.substr(i, step));
+    CAPTURE(step);
+    CHECK(cap.cut());
+    CHECK(shown == "Intro line\n1. Cold air\n2. Defrost\n");
+  }
+  core::plan_stream_cap all{6};
+  CHECK(all.feed(plan) == plan);
+  CHECK_FALSE(all.cut());
+  // A plan of a million one-byte pieces without a step: linear, all shown.
+  core::plan_stream_cap long_text{2};
+  size_t total = 0;
+  for (int i = 0; i < 1000000; ++i)
+    total += long_text.feed(i % 80 == 79 ? "\n" : "x").size();
+  CHECK(total == 1000000);
+}

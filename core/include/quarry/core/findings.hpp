@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -44,5 +45,33 @@ size_t plan_cap_end(const std::string& plan, int max_steps);
 
 /// The plan cut to its first `max_steps` steps, trailing blanks removed.
 std::string cap_plan(const std::string& plan, int max_steps);
+
+/// Caps a plan while it streams, in time linear in its length however it is
+/// split: each piece fed returns the text to show now, which stops before
+/// the first line of step `max_steps + 1` (blanks at the start of a line are
+/// held until the line shows whether it begins a step).
+class plan_stream_cap {
+public:
+  explicit plan_stream_cap(int max_steps) : max_steps_(max_steps) {
+    // nop
+  }
+
+  /// Takes the next piece of the plan; returns what to show of it.
+  std::string feed(std::string_view piece);
+
+  /// Whether the plan went past `max_steps` steps.
+  bool cut() const noexcept {
+    return cut_;
+  }
+
+private:
+  int max_steps_;
+  int steps_ = 0;
+  bool cut_ = false;
+  // Whether the current line's first non-blank character was seen.
+  bool line_started_ = false;
+  // Blanks at the start of the current line, not shown yet.
+  std::string held_;
+};
 
 } // namespace quarry::core

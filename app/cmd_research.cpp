@@ -87,9 +87,11 @@ std::variant<std::string, sdk::error> read_answers(const std::string& path) {
     }
     return read;
   }
+  // In pieces, so one endless line cannot take more than the cap.
   std::string text;
-  for (std::string line; std::getline(std::cin, line);) {
-    text += line + "\n";
+  char buf[64 * 1024];
+  while (std::cin.read(buf, sizeof(buf)) || std::cin.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(std::cin.gcount()));
     if (static_cast<int64_t>(text.size()) > max_size)
       return too_large;
   }

@@ -258,6 +258,13 @@ TEST_CASE_FIXTURE(research_fixture, "research --answers refuses FIFOs, devices a
   auto big = quarry({"research", "q", "--answers", huge});
   CHECK(big.exit_code == 2);
   CHECK(big.err.find("more than 1 MB of answers") != std::string::npos);
+  // The same from standard input, as one endless line.
+  test::process_options piped;
+  piped.env = test::isolated_quarry_env(home.path());
+  piped.input = std::string(3 << 20, 'a');
+  auto endless = test::run_process({QUARRY_EXE, "research", "q", "--answers", "-"}, piped);
+  CHECK(endless.exit_code == 2);
+  CHECK(endless.err.find("more than 1 MB of answers") != std::string::npos);
   // Bytes that are not UTF-8 reach the model as U+FFFD, in a valid request.
   test::fake_llm_server server;
   REQUIRE_FALSE(server.script(nlohmann::json::array(
@@ -272,6 +279,20 @@ TEST_CASE_FIXTURE(research_fixture, "research --answers refuses FIFOs, devices a
   auto plans = requests_of(server, plan_marker);
   REQUIRE(plans.size() == 1);
   CHECK(plans[0].dump().find("cold \xef\xbf\xbd\xef\xbf\xbd climate") != std::string::npos);
+  // Answers from standard input.
+  test::process_options stdin_opts;
+  stdin_opts.env = test::isolated_quarry_env(home.path());
+  stdin_opts.env["OPENAI_API_KEY"] = "k";
+  stdin_opts.env["OPENAI_BASE_URL"] = server.base_url_openai();
+  stdin_opts.input = "Nordic climate\n";
+  auto from_stdin = test::run_process({QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR,
+                                       "research", "heat pumps?", "--answers", "-"},
+                                      stdin_opts);
+  CAPTURE(from_stdin.err);
+  CHECK(from_stdin.exit_code == 0);
+  auto again = requests_of(server, plan_marker);
+  REQUIRE(again.size() == 2);
+  CHECK(again[1].dump().find("Nordic climate") != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(research_fixture, "research rejects bad input before doing "

@@ -13,6 +13,7 @@
 #include <thread>
 #include <sstream>
 #include <stdexcept>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,7 +28,11 @@ process_result run_process(const std::vector<std::string>& argv,
   int in_pipe[2];
   int out_pipe[2];
   int err_pipe[2];
-  if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0
+  // Standard input is a socket pair, not a pipe: a child that stops reading
+  // early (it refused its input) makes send() fail with EPIPE instead of
+  // killing the test process with SIGPIPE.
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in_pipe) != 0
+      || pipe2(out_pipe, O_CLOEXEC) != 0
       || pipe2(err_pipe, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string{"pipe: "} + std::strerror(errno));
   auto pid = fork();
@@ -95,8 +100,8 @@ process_result run_process(const std::vector<std::string>& argv,
       if (fds[i].revents == 0)
         continue;
       if (fds[i].fd == in_fd) {
-        auto w = write(in_fd, opts.input.data() + written,
-                       opts.input.size() - written);
+        auto w = send(in_fd, opts.input.data() + written,
+                      opts.input.size() - written, MSG_NOSIGNAL);
         if (w > 0)
           written += static_cast<size_t>(w);
         if (w < 0 || written == opts.input.size()) {

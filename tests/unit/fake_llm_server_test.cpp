@@ -988,3 +988,17 @@ TEST_CASE("fake_llm_server standalone refuses a bad script"
   CHECK(result.out.empty());
   CHECK(result.err.find("unknown key `txt`") != std::string::npos);
 }
+
+TEST_CASE("run_process survives a child that does not read its input") {
+  // The child exits at once; writing the rest of 8 MB must fail quietly in
+  // the test process, not end it with SIGPIPE.
+  quarry::test::process_options opts;
+  opts.input = std::string(8 << 20, 'x');
+  auto res = quarry::test::run_process({"/bin/true"}, opts);
+  CHECK(res.exit_code == 0);
+  // And a child that reads gets every byte.
+  opts.input = std::string(3 << 20, 'y');
+  auto counted = quarry::test::run_process({"/usr/bin/wc", "-c"}, opts);
+  CHECK(counted.exit_code == 0);
+  CHECK(counted.out.find(std::to_string(3 << 20)) != std::string::npos);
+}

@@ -376,7 +376,10 @@ int run(int argc, char** argv) {
       || extract->parsed() || index->parsed()) {
     instance_check_options check;
     check.make_tools = tool_run->parsed() || research->parsed();
+    auto seen = ctx.config.warnings.size();
     auto errors = check_configured_instances(ctx, check);
+    for (auto i = seen; i < ctx.config.warnings.size(); ++i)
+      spdlog::warn("{}", ctx.config.warnings[i]);
     if (!errors.empty()) {
       print_config_errors(errors);
       if (ctx.services)

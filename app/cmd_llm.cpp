@@ -88,12 +88,7 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
     }
   }
   // The provider.
-  auto settings = actors::llm_actor_settings::from_config(name, entry->second.config);
-  if (auto* err = std::get_if<std::string>(&settings)) {
-    std::cerr << "quarry: " << entry->second.file << ":" << entry->second.line
-              << ": llm.providers." << name << ": " << *err << "\n";
-    return exit_usage;
-  }
+  auto settings = actors::llm_actor_settings::of(name, entry->second.limits);
   ctx.load_plugins();
   auto made = ctx.registry->make_llm(entry->second.plugin, entry->second.config,
                                      name);
@@ -107,7 +102,7 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
   {
     actors::runtime rt{ctx.config.values};
     auto hdl = actors::spawn_llm_provider(
-      rt.system(), provider, std::get<actors::llm_actor_settings>(std::move(settings)));
+      rt.system(), provider, std::move(settings));
     rt.add_stoppable(caf::actor_cast<caf::actor>(hdl));
     std::atomic<int> interrupted{0};
     actors::signal_watcher watcher{[&](int sig) {

@@ -184,9 +184,11 @@ int cmd_research(context& ctx, const research_options& opts) {
   // added when the configuration was loaded (core::apply_environment_defaults,
   // called from app/cli.cpp), so every command sees the same ones.
   std::vector<std::string> defaults_used;
+  ctx.load_plugins();
   bool has_search = false;
   for (const auto& [name, entry] : cfg.tools)
-    if (entry.plugin != "open_url")
+    if (const auto* info = ctx.registry->find(entry.plugin);
+        info == nullptr || info->tool_kind != sdk::tool_kind::page_reader)
       has_search = true;
   if (corpus.empty() && !has_search) {
     auto example = find_example_corpus();
@@ -240,31 +242,28 @@ int cmd_research(context& ctx, const research_options& opts) {
     if (up.added + up.updated + up.removed > 0)
       std::cerr << "quarry: indexed " << corpus << ": " << up.added << " added, "
                 << up.updated << " updated, " << up.removed << " removed\n";
-    core::plugin_instance is;
+    core::tool_instance is;
     is.plugin = "local_corpus";
     is.config = {{"db", corpus_db}};
     cfg.tools["internal_search"] = std::move(is);
-    if (auto ou = cfg.tools.find("open_url");
-        ou != cfg.tools.end() && !ou->second.config.contains("corpus_db"))
-      ou->second.config["corpus_db"] = corpus_db;
+    // The open_url plugin reads `corpus:<n>` ids from the same index (an
+    // option of that plugin, whatever the instance is called).
+    for (auto& [name, entry] : cfg.tools)
+      if (entry.plugin == "open_url" && !entry.config.contains("corpus_db"))
+        entry.config["corpus_db"] = corpus_db;
   }
 
   // Providers by role.
   std::map<std::string, std::shared_ptr<sdk::llm_provider>> made_llms;
   std::map<std::string, actors::llm_actor_settings> llm_settings;
   for (const auto& [name, entry] : cfg.llm.providers) {
-    auto settings = actors::llm_actor_settings::from_config(name, entry.config);
-    if (auto* err = std::get_if<std::string>(&settings)) {
-      std::cerr << "quarry: llm.providers." << name << ": " << *err << "\n";
-      return exit_usage;
-    }
     auto made = ctx.registry->make_llm(entry.plugin, entry.config, name);
     if (auto* err = std::get_if<std::string>(&made)) {
       std::cerr << "quarry: llm.providers." << name << ": " << *err << "\n";
       return exit_failure;
     }
     made_llms[name] = std::get<std::shared_ptr<sdk::llm_provider>>(std::move(made));
-    llm_settings[name] = std::get<actors::llm_actor_settings>(std::move(settings));
+    llm_settings[name] = actors::llm_actor_settings::of(name, entry.limits);
   }
   auto default_llm = cfg.llm.default_provider.empty() ? made_llms.begin()->first
                                                       : cfg.llm.default_provider;
@@ -320,15 +319,12 @@ int cmd_research(context& ctx, const research_options& opts) {
                                   role({"final_report", "report"})};
     actors::tool_set tools;
     for (auto& [name, tool] : made_tools) {
-      auto settings = actors::tool_actor_settings::from_config(name, cfg.tools[name].config);
-      if (auto* err = std::get_if<std::string>(&settings)) {
-        std::cerr << "quarry: tools." << name << ": " << *err << "\n";
-        return exit_usage;
-      }
       auto hdl = actors::spawn_tool_provider(
-        rt.system(), tool, std::get<actors::tool_actor_settings>(std::move(settings)));
+        rt.system(), tool, actors::tool_actor_settings::of(name, cfg.tools[name].limits));
       rt.add_stoppable(caf::actor_cast<caf::actor>(hdl));
-      tools.tools[tool->name()] = {hdl, tool->definition()};
+      const auto* info = ctx.registry->find(cfg.tools[name].plugin);
+      tools.tools[tool->name()] = {hdl, tool->definition(),
+                                   info ? info->tool_kind : sdk::tool_kind::other};
     }
     caf::scoped_actor self{rt.system()};
     // The line sink runs on a scheduler thread and may still hold a packet

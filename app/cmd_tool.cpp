@@ -36,13 +36,7 @@ int cmd_tool_run(context& ctx, const tool_run_options& opts) {
               << "\n";
     return exit_usage;
   }
-  auto settings = actors::tool_actor_settings::from_config(opts.name,
-                                                           entry->second.config);
-  if (auto* err = std::get_if<std::string>(&settings)) {
-    std::cerr << "quarry: " << entry->second.file << ":" << entry->second.line
-              << ": tools." << opts.name << ": " << *err << "\n";
-    return exit_usage;
-  }
+  auto settings = actors::tool_actor_settings::of(opts.name, entry->second.limits);
   ctx.load_plugins();
   auto made = ctx.registry->make_tool(entry->second.plugin, entry->second.config,
                                       opts.name);
@@ -65,7 +59,7 @@ int cmd_tool_run(context& ctx, const tool_run_options& opts) {
   {
     actors::runtime rt{ctx.config.values};
     auto hdl = actors::spawn_tool_provider(
-      rt.system(), tool, std::get<actors::tool_actor_settings>(std::move(settings)));
+      rt.system(), tool, std::move(settings));
     rt.add_stoppable(caf::actor_cast<caf::actor>(hdl));
     actors::signal_watcher watcher{[&](int) { rt.stop(); }};
     caf::scoped_actor self{rt.system()};

@@ -32,14 +32,22 @@ std::string location(const std::string& file, int line) {
 std::vector<core::config_error>
 check_configured_instances(context& ctx, const instance_check_options& options) {
   ctx.load_plugins();
-  const auto& cfg = ctx.config.values;
   auto keys = [&](const std::string& plugin)
     -> std::optional<std::vector<std::string>> {
     if (const auto* info = ctx.registry->find(plugin))
       return info->keys;
     return std::nullopt;
   };
-  auto errors = core::check_instances(cfg, keys);
+  // Limits written beside the options (older files) move under `limits`,
+  // with a warning each; the effective configuration shows where they went.
+  std::vector<core::config_error> warnings;
+  auto errors = core::check_instances(ctx.config.values, keys, &warnings);
+  if (!warnings.empty()) {
+    for (const auto& w : warnings)
+      ctx.config.warnings.push_back(w.to_string());
+    ctx.config.effective = core::to_json(ctx.config.values);
+  }
+  const auto& cfg = ctx.config.values;
   // Instances with key errors are not created: their plugin would only
   // repeat the first of them, without a line.
   std::set<std::string> bad;

@@ -25,10 +25,12 @@ struct instance_check_options {
 };
 
 /// Checks every configured provider and tool instance and returns every
-/// problem at once, each as `file:line: key: message`: the host's keys
-/// (core::check_instances), the keys each plugin declares
-/// (QUARRY_PLUGIN_KEYS, with "did you mean"), and, as asked by `options`, the
-/// plugins' own checks and duplicate tool names. Loads the plugins.
+/// problem at once, each as `file:line: key: message`: the options each
+/// plugin declares (QUARRY_PLUGIN_KEYS, with "did you mean";
+/// core::check_instances), and, as asked by `options`, the plugins' own
+/// checks and duplicate tool names. Limits written beside the options, as
+/// older files did, are moved under `limits` and a warning for each is
+/// appended to `ctx.config.warnings`. Loads the plugins.
 std::vector<core::config_error>
 check_configured_instances(context& ctx, const instance_check_options& options);
 

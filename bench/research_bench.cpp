@@ -122,11 +122,11 @@ struct bench_env {
     registry->load_directories({plugin_dir});
     rt = std::make_unique<actors::runtime>(cfg);
     auto made = registry->make_llm("openai", {{"base_url", base_url}, {"model", "m"}});
-    auto settings = actors::llm_actor_settings::from_config(
-      "main", {{"max_concurrency", max_concurrency}});
+    core::llm_limits limits;
+    limits.max_concurrency = max_concurrency;
     llm = actors::spawn_llm_provider(rt->system(),
                                      std::get<std::shared_ptr<sdk::llm_provider>>(made),
-                                     std::get<actors::llm_actor_settings>(settings));
+                                     actors::llm_actor_settings::of("main", limits));
     rt->add_stoppable(caf::actor_cast<caf::actor>(llm));
     auto db = tmp.file("corpus.db");
     {
@@ -135,12 +135,11 @@ struct bench_env {
     }
     auto tool = std::get<std::shared_ptr<sdk::tool>>(
       registry->make_tool("local_corpus", {{"db", db}}));
-    auto ts = actors::tool_actor_settings::from_config("internal_search",
-                                                       nlohmann::json::object());
-    auto hdl = actors::spawn_tool_provider(rt->system(), tool,
-                                           std::get<actors::tool_actor_settings>(ts));
+    auto hdl = actors::spawn_tool_provider(
+      rt->system(), tool, actors::tool_actor_settings::of("internal_search", {}));
     rt->add_stoppable(caf::actor_cast<caf::actor>(hdl));
-    tools.tools["internal_search"] = {hdl, tool->definition()};
+    tools.tools["internal_search"] = {hdl, tool->definition(),
+                                      sdk::tool_kind::internal_search};
   }
 
   ~bench_env() {

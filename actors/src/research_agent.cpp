@@ -175,9 +175,10 @@ void run_tool(agent_ptr self, size_t index, const core::placement& at) {
   nlohmann::json args = std::holds_alternative<nlohmann::json>(parsed)
                           ? std::get<nlohmann::json>(parsed)
                           : nlohmann::json::object();
-  // Packets that announce the call.
-  if (name == "web_search" || name == "internal_search") {
-    emit(self, at, core::packets::search_tool_start(name == "web_search"));
+  // Packets that announce the call; the tool's kind, not its name, decides.
+  auto kind = found->second.kind;
+  if (sdk::is_search(kind)) {
+    emit(self, at, core::packets::search_tool_start(kind == sdk::tool_kind::web_search));
     std::vector<std::string> queries;
     if (auto q = args.find("queries"); q != args.end()) {
       if (q->is_array()) {
@@ -189,7 +190,7 @@ void run_tool(agent_ptr self, size_t index, const core::placement& at) {
       }
     }
     emit(self, at, core::packets::search_tool_queries_delta(queries));
-  } else if (name == "open_url") {
+  } else if (kind == sdk::tool_kind::page_reader) {
     emit(self, at, core::packets::open_url_start());
     std::vector<std::string> urls;
     if (auto u = args.find("urls"); u != args.end() && u->is_array())
@@ -206,7 +207,7 @@ void run_tool(agent_ptr self, size_t index, const core::placement& at) {
       args["_quarry"] = {{"snippets", hints}};
   }
   // Model-written `_quarry` hints are not trusted.
-  if (name != "open_url")
+  if (kind != sdk::tool_kind::page_reader)
     args.erase("_quarry");
   ++st.outstanding;
   auto arguments = std::holds_alternative<nlohmann::json>(parsed)
@@ -226,14 +227,14 @@ void run_tool(agent_ptr self, size_t index, const core::placement& at) {
                                         [self](const sdk::document& d) {
                                           return number_for(self->state, d);
                                         });
-        if (name == "web_search" || name == "internal_search") {
+        if (sdk::is_search(kind)) {
           for (const auto& d : r.documents)
             if (!d.snippet.empty() && !d.url.empty())
               st.snippets.emplace(d.url, d.snippet);
           emit(self, at, core::packets::search_tool_documents_delta(r.documents));
-          if (name == "web_search" && !r.documents.empty())
+          if (kind == sdk::tool_kind::web_search && !r.documents.empty())
             st.just_ran_web_search = true;
-        } else if (name == "open_url" && !r.documents.empty()) {
+        } else if (kind == sdk::tool_kind::page_reader && !r.documents.empty()) {
           emit(self, at, core::packets::open_url_documents(r.documents));
         }
         if (r.failure && r.documents.empty())
@@ -353,7 +354,7 @@ void next_step(agent_ptr self) {
     const auto* text = lib->find(name);
     return text ? *text : std::string{};
   };
-  bool has_open_url = st.tools.tools.count("open_url") > 0;
+  bool has_open_url = st.tools.has(sdk::tool_kind::page_reader);
   core::prompt_vars vars{
     {"available_tools", core::join_tool_names(names)},
     {"current_datetime", st.spec.current_datetime},
@@ -361,9 +362,9 @@ void next_step(agent_ptr self) {
     {"max_cycles", std::to_string(st.spec.max_cycles)},
     {"internal_search_tool_guidance",
      guidance("internal_search_tool_guidance",
-              st.tools.tools.count("internal_search") > 0)},
+              st.tools.has(sdk::tool_kind::internal_search))},
     {"web_search_tool_guidance",
-     guidance("web_search_tool_guidance", st.tools.tools.count("web_search") > 0)},
+     guidance("web_search_tool_guidance", st.tools.has(sdk::tool_kind::web_search))},
     {"open_url_tool_guidance",
      guidance(st.spec.reasoning_model ? "open_url_tool_guidance_reasoning"
                                       : "open_url_tool_guidance",

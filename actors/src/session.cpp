@@ -116,8 +116,8 @@ core::placement turn(int t) {
   return {t, 0, std::nullopt};
 }
 
-bool has_tool(session_ptr self, const char* name) {
-  return self->state.tools.tools.count(name) > 0;
+bool has_tool(session_ptr self, sdk::tool_kind kind) {
+  return self->state.tools.has(kind);
 }
 
 std::string render(session_ptr self, std::string_view name,
@@ -229,7 +229,7 @@ void start_clarify(session_ptr self) {
                        {{"current_datetime", st.spec.current_datetime},
                         {"internal_search_clarification_guidance",
                          guidance(self, "internal_search_clarification_guidance",
-                                  has_tool(self, "internal_search"))}});
+                                  has_tool(self, sdk::tool_kind::internal_search))}});
   sdk::chat_request req;
   req.messages = {system_msg(system), user(st.spec.question)};
   req.tools = {core::generate_plan_tool()};
@@ -585,7 +585,7 @@ void start_cycle(session_ptr self) {
      {"max_cycles", std::to_string(st.max_cycles)},
      {"internal_search_research_task_guidance",
       guidance(self, "internal_search_research_task_guidance",
-               has_tool(self, "internal_search"))},
+               has_tool(self, sdk::tool_kind::internal_search))},
      {"max_parallel_agents", std::to_string(st.spec.max_parallel_agents)},
      {"research_plan", st.plan}});
   core::history_input in;

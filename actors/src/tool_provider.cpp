@@ -67,41 +67,6 @@ bool decode(const std::string& text, sdk::tool_result& x) {
 
 } // namespace detail
 
-std::variant<tool_actor_settings, std::string>
-tool_actor_settings::from_config(const std::string& name,
-                                 const nlohmann::json& config) {
-  tool_actor_settings out;
-  out.name = name;
-  if (config.contains("max_concurrency")) {
-    const auto& v = config["max_concurrency"];
-    if (!v.is_number_integer() || v.get<int64_t>() < 1)
-      return std::string{"max_concurrency must be an integer >= 1"};
-    out.max_concurrency = v.get<int>();
-  }
-  if (config.contains("cache_entries")) {
-    const auto& v = config["cache_entries"];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0)
-      return std::string{"cache_entries must be an integer >= 0"};
-    out.cache_entries = v.get<size_t>();
-  }
-  for (auto [key, dst] : {std::pair{"timeout", &out.timeout},
-                          std::pair{"cache_ttl", &out.cache_ttl}}) {
-    if (!config.contains(key))
-      continue;
-    const auto& v = config[key];
-    std::optional<std::chrono::milliseconds> d;
-    if (v.is_number() && v.get<double>() >= 0)
-      d = std::chrono::milliseconds{static_cast<int64_t>(v.get<double>() * 1000)};
-    else if (v.is_string())
-      d = core::parse_duration(v.get<std::string>());
-    if (!d)
-      return std::string{key} + " must be a duration such as 30s or 500ms";
-    *dst = *d;
-  }
-  return out;
-}
-
-
 namespace {
 
 struct pending_run {

@@ -3,6 +3,8 @@
 
 #include "quarry/core/config.hpp"
 
+#include "quarry/core/config_limits.hpp"
+
 #include "quarry/core/duration.hpp"
 #include "quarry/sdk/strings.hpp"
 
@@ -24,6 +26,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 
 namespace quarry::core {
@@ -1111,6 +1114,17 @@ private:
 
   void validate_instances(const config_key& key, const entry& e,
                           settings& out) {
+    // The binding says whether these are providers or tools.
+    if (std::holds_alternative<std::map<std::string, tool_instance>>(
+          key.binding.load(settings{})))
+      validate_instances_as<tool_instance>(key, e, out);
+    else
+      validate_instances_as<llm_instance>(key, e, out);
+  }
+
+  template <class Instance>
+  void validate_instances_as(const config_key& key, const entry& e,
+                             settings& out) {
     const auto& v = e.value;
     if (v.type != node::kind::map) {
       error(v.file, line_of(e), key.path,
@@ -1118,7 +1132,7 @@ private:
               + kind_name(v));
       return;
     }
-    std::map<std::string, plugin_instance> values;
+    std::map<std::string, Instance> values;
     auto ok = true;
     for (const auto& item : v.entries) {
       auto path = join_path(key.path, item.key);
@@ -1130,11 +1144,16 @@ private:
         ok = false;
         continue;
       }
-      plugin_instance instance;
+      Instance instance;
       instance.file = std::string{item.file};
       instance.line = item.line;
       bool has_plugin = false;
       for (const auto& field : item.value.entries) {
+        if (field.key == "limits") {
+          if (!validate_limits(path, field, item, instance))
+            ok = false;
+          continue;
+        }
         if (field.key != "plugin") {
           instance.config[field.key] = infer(field.value);
           auto at = field.value.file.empty() ? item.file : field.value.file;
@@ -1169,6 +1188,47 @@ private:
     }
     if (ok)
       key.binding.store(out, config_value{std::move(values)});
+  }
+
+  // Reads the `limits:` map of an instance (core/config_limits.hpp): every
+  // problem at its key's own line.
+  template <class Instance>
+  bool validate_limits(const std::string& path, const entry& field,
+                       const entry& item, Instance& instance) {
+    const auto& v = field.value;
+    auto prefix = join_path(path, "limits");
+    auto at = [&](const entry& x) {
+      return x.value.file.empty() ? item.file : x.value.file;
+    };
+    if (v.type == node::kind::null)
+      return true;
+    if (v.type != node::kind::map) {
+      error(at(field), line_of(field), prefix,
+            std::string{"expected a map of Quarry's limits, such as {"}
+              + (std::is_same_v<Instance, tool_instance>
+                   ? "timeout: 30s, max_concurrency: 4"
+                   : "max_retries: 2, max_concurrency: 4")
+              + "}, got " + kind_name(v));
+      return false;
+    }
+    auto ok = true;
+    auto values = json::object();
+    for (const auto& limit : v.entries) {
+      if (limit.value.bad) {
+        ok = false;
+        continue;
+      }
+      values[limit.key] = infer(limit.value);
+      instance.key_lines["limits." + limit.key] = {std::string{at(limit)},
+                                                   line_of(limit)};
+    }
+    for (const auto& problem : read_limits(values, instance.limits, prefix)) {
+      auto where = instance.location_of("limits." + problem.key);
+      error(where.first, where.second, join_path(prefix, problem.key),
+            problem.message);
+      ok = false;
+    }
+    return ok;
   }
 
   // Checks that llm.default and llm.roles name configured providers.

@@ -6,6 +6,7 @@
 
 #include "quarry/core/config_schema.hpp"
 
+#include "quarry/core/config_limits.hpp"
 #include "quarry/core/duration.hpp"
 
 #include <algorithm>
@@ -232,14 +233,16 @@ std::vector<config_key> make_schema() {
          "provider is configured.");
   s.add("llm.providers", t::instances,
         field(&settings::llm, &llm_settings::providers))
-    .doc("Named LLM provider instances: NAME: {plugin: PLUGIN, ...}.");
+    .doc("Named LLM provider instances: NAME: {plugin: PLUGIN, limits: "
+         "{...}, ...the plugin's options}.");
   s.add("llm.roles", t::string_map,
         field(&settings::llm, &llm_settings::roles))
     .doc("Role (orchestrator, research_agent, final_report, ...) to "
          "provider name.");
   // tools
   s.add("tools", t::instances, field(&settings::tools))
-    .doc("Tool instances by tool name: NAME: {plugin: PLUGIN, ...}.");
+    .doc("Tool instances by tool name: NAME: {plugin: PLUGIN, limits: "
+         "{...}, ...the plugin's options}.");
   // research
   s.add("research.deadline", t::duration,
         field(&settings::research, &research_settings::deadline))
@@ -361,16 +364,21 @@ nlohmann::json to_json(const config_value& value, config_type type) {
       result[k] = v;
     return result;
   }
-  if (auto ptr = std::get_if<std::map<std::string, plugin_instance>>(&value)) {
+  auto instances = [](const auto& map) {
     auto result = json::object();
-    for (const auto& [name, instance] : *ptr) {
+    for (const auto& [name, instance] : map) {
       auto entry = instance.config.is_object() ? instance.config
                                                : json::object();
       entry["plugin"] = instance.plugin;
+      entry["limits"] = to_json(instance.limits);
       result[name] = std::move(entry);
     }
     return result;
-  }
+  };
+  if (auto ptr = std::get_if<std::map<std::string, llm_instance>>(&value))
+    return instances(*ptr);
+  if (auto ptr = std::get_if<std::map<std::string, tool_instance>>(&value))
+    return instances(*ptr);
   static_cast<void>(type);
   return json();
 }

@@ -3,10 +3,7 @@
 
 #include "quarry/core/instances.hpp"
 
-#include "quarry/core/config_schema.hpp"
-#include "quarry/core/duration.hpp"
-#include "quarry/sdk/llm_provider.hpp"
-#include "quarry/sdk/tool.hpp"
+#include "quarry/core/config_limits.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -48,7 +45,7 @@ void apply_environment_defaults(loaded_config& cfg,
   auto& values = cfg.values;
   auto added = false;
   if (values.llm.providers.empty()) {
-    plugin_instance p;
+    llm_instance p;
     std::string what;
     auto openai_key = env("OPENAI_API_KEY");
     auto openai_base = env("OPENAI_BASE_URL");
@@ -89,7 +86,7 @@ void apply_environment_defaults(loaded_config& cfg,
     added = true;
   }
   if (values.tools.empty()) {
-    plugin_instance ws;
+    tool_instance ws;
     std::string what;
     if (auto key = env("BRAVE_API_KEY")) {
       ws.plugin = "brave";
@@ -103,7 +100,7 @@ void apply_environment_defaults(loaded_config& cfg,
     if (!ws.plugin.empty()) {
       ws.file = "(embedded defaults)";
       values.tools["web_search"] = std::move(ws);
-      plugin_instance ou;
+      tool_instance ou;
       ou.plugin = "open_url";
       ou.file = "(embedded defaults)";
       values.tools["open_url"] = std::move(ou);
@@ -117,192 +114,120 @@ void apply_environment_defaults(loaded_config& cfg,
     cfg.effective = to_json(values);
 }
 
-const std::vector<std::string>& host_llm_keys() {
-  static const std::vector<std::string> keys{std::begin(sdk::host_llm_keys),
-                                             std::end(sdk::host_llm_keys)};
-  return keys;
-}
-
-const std::vector<std::string>& host_tool_keys() {
-  static const std::vector<std::string> keys{std::begin(sdk::host_tool_keys),
-                                             std::end(sdk::host_tool_keys)};
-  return keys;
-}
-
 namespace {
 
-// What a value looks like in a message: short, and never a secret's value.
-std::string shown(const json& v) {
+// One line, for messages and YAML comments.
+std::string shown_value(const json& v) {
   auto text = v.is_string() ? "\"" + v.get<std::string>() + "\"" : v.dump();
   if (text.size() > 60)
     text = text.substr(0, 57) + "...";
   return one_line(std::move(text));
 }
 
-struct checker {
-  std::vector<config_error>& out;
-  const plugin_instance& inst;
-  std::string prefix; // e.g. llm.providers.main
-
-  void fail(const std::string& key, std::string message) {
+// Checks one instance's options against its plugin's keys, and moves the
+// limits an older file wrote beside the options into `limits`.
+template <class Instance>
+void check_instance(instance_kind kind, const std::string& prefix,
+                    Instance& inst, const plugin_keys_fn& plugin_keys,
+                    std::vector<config_error>& errors,
+                    std::vector<config_error>* warnings) {
+  auto fail = [&](const std::string& key, std::string message) {
     auto [file, line] = inst.location_of(key);
-    out.push_back({file, line, prefix + "." + key, std::move(message)});
-  }
-
-  const json* find(const std::string& key) const {
-    auto i = inst.config.find(key);
-    if (i == inst.config.end() || i->is_null())
-      return nullptr;
-    return &*i;
-  }
-
-  // An integer from lo to hi.
-  void integer(const std::string& key, int64_t lo, int64_t hi) {
-    const auto* v = find(key);
-    if (v == nullptr)
-      return;
-    auto bound = hi == std::numeric_limits<int64_t>::max()
-                   ? "at least " + std::to_string(lo)
-                   : "from " + std::to_string(lo) + " to " + std::to_string(hi);
-    if (!v->is_number_integer()) {
-      fail(key, "expected an integer " + bound + ", got " + shown(*v));
-      return;
+    errors.push_back({file, line, prefix + "." + key, std::move(message)});
+  };
+  std::optional<std::vector<std::string>> own;
+  if (plugin_keys)
+    own = plugin_keys(inst.plugin);
+  auto declares = [&](const std::string& key) {
+    return own && std::find(own->begin(), own->end(), key) != own->end();
+  };
+  // Candidates for "did you mean": the plugin's options and the limits.
+  std::vector<std::string> names;
+  std::vector<std::string> paths;
+  if (own)
+    for (const auto& k : *own) {
+      names.push_back(k);
+      paths.push_back(prefix + "." + k);
     }
-    auto x = v->is_number_unsigned()
-               ? static_cast<int64_t>(std::min<uint64_t>(
-                   v->get<uint64_t>(),
-                   static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
-               : v->get<int64_t>();
-    if (x < lo || x > hi)
-      fail(key, "must be an integer " + bound + ", got " + shown(*v));
+  for (const auto& k : limit_keys(kind)) {
+    names.push_back(k.name);
+    paths.push_back(prefix + ".limits." + k.name);
   }
-
-  // A number of at least 0.
-  void non_negative(const std::string& key) {
-    const auto* v = find(key);
-    if (v == nullptr)
-      return;
-    if (!v->is_number() || v->get<double>() < 0)
-      fail(key, "expected a number of at least 0, got " + shown(*v));
-  }
-
-  // A duration: seconds as a number, or text such as 30s or 500ms.
-  void duration(const std::string& key, bool zero_ok) {
-    const auto* v = find(key);
-    if (v == nullptr)
-      return;
-    std::optional<std::chrono::milliseconds> d;
-    if (v->is_number()) {
-      auto seconds = v->get<double>();
-      if (seconds >= 0 && seconds < 1e9)
-        d = std::chrono::milliseconds{static_cast<int64_t>(seconds * 1000)};
-    } else if (v->is_string()) {
-      d = parse_duration(v->get<std::string>());
+  std::vector<std::string> moved;
+  for (const auto& [key, value] : inst.config.items()) {
+    if (kind == instance_kind::llm && key == "context_window") {
+      fail(key, "is not read by Quarry: the prompt budget of a research "
+                "session is `research.context_tokens`; remove this key");
+      continue;
     }
-    if (!d) {
-      fail(key, "expected a duration such as 30s or 500ms, got " + shown(*v));
-      return;
-    }
-    if (!zero_ok && d->count() <= 0)
-      fail(key, "must be longer than 0, got " + shown(*v));
-  }
-
-  // prices: {input, output} for every model, or MODEL: {input, output}.
-  void prices() {
-    const auto* v = find("prices");
-    if (v == nullptr)
-      return;
-    auto pair_ok = [](const json& x) {
-      if (!x.is_object() || x.empty())
-        return false;
-      for (const auto& [k, price] : x.items())
-        if ((k != "input" && k != "output") || !price.is_number()
-            || price.get<double>() < 0)
-          return false;
-      return true;
-    };
-    if (!v->is_object()) {
-      fail("prices", "expected a map: {input: USD, output: USD} per million "
-                     "tokens, or MODEL: {input: ..., output: ...}");
-      return;
-    }
-    if (v->contains("input") || v->contains("output")) {
-      if (!pair_ok(*v))
-        fail("prices", "expected {input: USD, output: USD} per million tokens "
-                       "(numbers of at least 0)");
-      return;
-    }
-    for (const auto& [model, pair] : v->items())
-      if (!pair_ok(pair))
-        fail("prices", "prices." + model + " must be {input: USD, output: USD} "
-                       "per million tokens (numbers of at least 0)");
-  }
-
-  void unknown_keys(const std::vector<std::string>& known) {
-    for (const auto& [key, value] : inst.config.items()) {
-      if (std::find(known.begin(), known.end(), key) != known.end())
+    if (is_limit_key(kind, key) && !declares(key)) {
+      // A limit written beside the options, as older files did.
+      if (auto i = inst.key_lines.find("limits." + key); i != inst.key_lines.end()) {
+        fail(key, "is one of Quarry's limits and is also set under `limits:` ("
+                    + i->second.first + ":" + std::to_string(i->second.second)
+                    + "); remove this one");
+        moved.push_back(key);
         continue;
-      auto hint = closest_name(key, known);
-      fail(key, "unknown key" + (hint.empty() ? std::string{}
-                                              : "; did you mean `" + prefix + "."
-                                                  + hint + "`?"));
+      }
+      auto problems = read_limits(json{{key, value}}, inst.limits,
+                                  prefix + ".limits");
+      for (auto& p : problems)
+        fail(key, std::move(p.message));
+      if (problems.empty() && warnings != nullptr) {
+        auto [file, line] = inst.location_of(key);
+        warnings->push_back(
+          {file, line, prefix + "." + key,
+           "Quarry's limits now go under `limits:`; write `limits: {" + key
+             + ": " + shown_value(value) + "}` instead (read as " + prefix
+             + ".limits." + key + " until then)"});
+      }
+      moved.push_back(key);
+      continue;
+    }
+    if (!own || declares(key))
+      continue;
+    auto hint = closest_name(key, names);
+    std::string shown_hint;
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == hint)
+        shown_hint = paths[i];
+    fail(key, "unknown key" + (shown_hint.empty()
+                                 ? "; `" + inst.plugin + "` reads "
+                                     + (own->empty() ? std::string{"no options"}
+                                                     : "only its own options")
+                                     + " and Quarry's `limits`"
+                                 : "; did you mean `" + shown_hint + "`?"));
+  }
+  for (const auto& key : moved) {
+    inst.config.erase(key);
+    if (auto i = inst.key_lines.find(key); i != inst.key_lines.end()) {
+      auto at = i->second;
+      inst.key_lines.erase(i);
+      inst.key_lines.emplace("limits." + key, at);
     }
   }
-};
+}
 
 } // namespace
 
-std::vector<config_error> check_instances(const settings& cfg,
-                                          const plugin_keys_fn& plugin_keys) {
+std::vector<config_error> check_instances(settings& cfg,
+                                          const plugin_keys_fn& plugin_keys,
+                                          std::vector<config_error>* warnings) {
   std::vector<config_error> out;
-  auto known_keys = [&](const plugin_instance& inst,
-                        const std::vector<std::string>& host)
-    -> std::optional<std::vector<std::string>> {
-    if (!plugin_keys)
-      return std::nullopt;
-    auto keys = plugin_keys(inst.plugin);
-    if (!keys)
-      return std::nullopt;
-    for (const auto& key : host)
-      if (std::find(keys->begin(), keys->end(), key) == keys->end())
-        keys->push_back(key);
-    return keys;
+  std::vector<config_error> notes;
+  for (auto& [name, inst] : cfg.llm.providers)
+    check_instance(instance_kind::llm, "llm.providers." + name, inst,
+                   plugin_keys, out, &notes);
+  for (auto& [name, inst] : cfg.tools)
+    check_instance(instance_kind::tool, "tools." + name, inst, plugin_keys,
+                   out, &notes);
+  auto by_line = [](const config_error& a, const config_error& b) {
+    return std::tie(a.file, a.line) < std::tie(b.file, b.line);
   };
-  for (const auto& [name, inst] : cfg.llm.providers) {
-    checker c{out, inst, "llm.providers." + name};
-    c.integer("max_concurrency", 1, 10000);
-    c.non_negative("requests_per_minute");
-    c.non_negative("tokens_per_minute");
-    c.integer("max_retries", 0, 100);
-    c.duration("retry_base", false);
-    c.duration("retry_max", false);
-    c.duration("stall_timeout", false);
-    c.duration("total_timeout", false);
-    c.prices();
-    if (c.find("context_window") != nullptr)
-      c.fail("context_window",
-             "is not read by Quarry: the prompt budget of a research session "
-             "is `research.context_tokens`; remove this key");
-    if (auto known = known_keys(inst, host_llm_keys())) {
-      known->erase(std::remove(known->begin(), known->end(), "context_window"),
-                   known->end());
-      known->push_back("context_window"); // reported above, not as unknown
-      c.unknown_keys(*known);
-    }
-  }
-  for (const auto& [name, inst] : cfg.tools) {
-    checker c{out, inst, "tools." + name};
-    c.integer("max_concurrency", 1, 10000);
-    c.duration("timeout", false);
-    c.duration("cache_ttl", true);
-    c.integer("cache_entries", 0, 10000000);
-    if (auto known = known_keys(inst, host_tool_keys()))
-      c.unknown_keys(*known);
-  }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const config_error& a, const config_error& b) {
-                     return std::tie(a.file, a.line) < std::tie(b.file, b.line);
-                   });
+  std::stable_sort(out.begin(), out.end(), by_line);
+  std::stable_sort(notes.begin(), notes.end(), by_line);
+  if (warnings != nullptr)
+    warnings->insert(warnings->end(), notes.begin(), notes.end());
   return out;
 }
 

@@ -231,3 +231,7 @@ std::unique_ptr<sdk::plugin_object> make(sdk::host_context& host,
 QUARRY_PLUGIN(example_search, quarry::sdk::plugin_kind::tool, "1.0.0",
               "Searches a SearXNG-compatible JSON endpoint (example plugin)",
               &example_search::make)
+
+// A web search: Quarry shows its calls as searches and hands the snippets it
+// finds to open_url, as for the search backends that come with Quarry.
+QUARRY_TOOL_KIND(quarry::sdk::tool_kind::web_search)

@@ -121,7 +121,7 @@ config parse_config(const nlohmann::json& x) {
         result.reasoning = value.get<bool>();
         has_reasoning = true;
       }
-    } else if (!sdk::is_host_llm_key(key)) {
+    } else {
       fail("unknown configuration key `" + key + "`");
     }
   }

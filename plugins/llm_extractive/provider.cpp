@@ -79,7 +79,7 @@ config parse_config(const nlohmann::json& cfg) {
       if (!value.is_boolean())
         reject("'reasoning' must be true or false");
       result.reasoning = value.get<bool>();
-    } else if (!sdk::is_host_llm_key(key)) {
+    } else {
       reject("unknown configuration key '" + key
              + "' (known: max_parallel, ttft_ms, tokens_per_second, max_sentences)");
     }

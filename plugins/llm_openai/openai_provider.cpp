@@ -333,7 +333,7 @@ provider_config parse_config(const json& config) {
       cfg.context_window = get_count(key, value);
     } else if (key == "supports_tools") {
       cfg.supports_tools = get_bool(key, value);
-    } else if (!sdk::is_host_llm_key(key)) {
+    } else {
       reject("unknown configuration key `" + key + "`");
     }
   }

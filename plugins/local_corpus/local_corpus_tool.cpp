@@ -61,8 +61,6 @@ tool_config parse_config(const nlohmann::json& config,
           throw std::invalid_argument("internal_search: 'max_results' must "
                                       "be an integer from 1 to 50");
         result.max_results = value.get<size_t>();
-      } else if (sdk::is_host_tool_key(key)) {
-        // Read by the tool provider actor.
       } else {
         throw std::invalid_argument("internal_search: unknown configuration "
                                     "key '"

@@ -80,8 +80,7 @@ tool_config parse_config(const nlohmann::json& config,
     known.emplace_back(x);
   if (config.is_object())
     for (const auto& [key, _] : config.items())
-      if (std::find(known.begin(), known.end(), key) == known.end()
-          && !sdk::is_host_tool_key(key))
+      if (std::find(known.begin(), known.end(), key) == known.end())
         throw std::invalid_argument("open_url: unknown key '" + key + "'");
   auto fetched = fetch::parse_fetch_options(config);
   if (auto* err = std::get_if<std::string>(&fetched))

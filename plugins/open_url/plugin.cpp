@@ -26,3 +26,6 @@ QUARRY_PLUGIN(open_url, quarry::sdk::plugin_kind::tool, "0.1.0",
 QUARRY_PLUGIN_KEYS("allow", "connect_timeout", "stall_timeout", "call_timeout",
                    "max_redirects", "max_html_size", "max_pdf_size", "user_agent",
                    "max_urls", "window_chars", "budget_chars", "corpus_db")
+
+// Reads pages; gets the search snippets of their URLs.
+QUARRY_TOOL_KIND(quarry::sdk::tool_kind::page_reader)

@@ -487,7 +487,7 @@ common_config parse_common_config(const nlohmann::json& config,
   for (const auto& [key, value] : config.items()) {
     static const std::set<std::string> known{"api_key", "base_url",
                                              "max_results", "timeout"};
-    if (known.count(key) == 0 && !sdk::is_host_tool_key(key)
+    if (known.count(key) == 0
         && std::find(extra_keys.begin(), extra_keys.end(), key)
              == extra_keys.end())
       throw std::invalid_argument(p + ": unknown configuration key '" + key

@@ -183,14 +183,15 @@ TEST_CASE_FIXTURE(config_cli_fixture, "config check and every command report eve
                        "tools:\n"                         // 12
                        "  web_search:\n"                  // 13
                        "    plugin: searxng\n"            // 14
-                       "    timeout: banana\n"            // 15
+                       "    cache_ttl: banana\n"          // 15
                        "    max_result: 3\n");            // 16
   auto res = quarry({"--config", cfg, "config", "check", "--offline"});
   INFO(res.out);
   INFO(res.err);
   CHECK(res.exit_code == 2);
   CHECK(contains(res.err, cfg + ":6: llm.providers.main.retries: unknown key; did "
-                                "you mean `llm.providers.main.max_retries`?"));
+                                "you mean `llm.providers.main.limits.max_retries`?"));
+  // Limits beside the options (older files) are checked like limits.
   CHECK(contains(res.err, cfg + ":7: llm.providers.main.max_retries: must be an "
                                 "integer from 0 to 100, got -5"));
   CHECK(contains(res.err, cfg + ":8: llm.providers.main.max_concurrency: must be an "
@@ -201,7 +202,7 @@ TEST_CASE_FIXTURE(config_cli_fixture, "config check and every command report eve
                                 "read by Quarry"));
   CHECK(contains(res.err, cfg + ":11: llm.providers.main.temprature: unknown key; "
                                 "did you mean `llm.providers.main.temperature`?"));
-  CHECK(contains(res.err, cfg + ":15: tools.web_search.timeout: expected a duration "
+  CHECK(contains(res.err, cfg + ":15: tools.web_search.cache_ttl: expected a duration "
                                 "such as 30s or 500ms, got \"banana\""));
   CHECK(contains(res.err, cfg + ":16: tools.web_search.max_result: unknown key; did "
                                 "you mean `tools.web_search.max_results`?"));
@@ -219,8 +220,80 @@ TEST_CASE_FIXTURE(config_cli_fixture, "config check and every command report eve
     CHECK(other.exit_code == 2);
     CHECK(other.out.empty());
     CHECK(contains(other.err, cfg + ":7: llm.providers.main.max_retries: "));
-    CHECK(contains(other.err, cfg + ":15: tools.web_search.timeout: "));
+    CHECK(contains(other.err, cfg + ":15: tools.web_search.cache_ttl: "));
   }
+}
+
+TEST_CASE_FIXTURE(config_cli_fixture, "limits: every bad limit at its line, before any command runs") {
+  auto cfg = dir.write("quarry.yaml",
+                       "llm:\n"                           // 1
+                       "  providers:\n"                   // 2
+                       "    main:\n"                      // 3
+                       "      plugin: openai\n"           // 4
+                       "      model: m\n"                 // 5
+                       "      limits:\n"                  // 6
+                       "        max_retries: -5\n"        // 7
+                       "        max_concurency: 3\n"      // 8
+                       "        stall_timeout: 0s\n"      // 9
+                       "tools:\n"                         // 10
+                       "  web_search:\n"                  // 11
+                       "    plugin: searxng\n"            // 12
+                       "    limits: {timeout: banana}\n"); // 13
+  for (std::vector<std::string> cmd :
+       {std::vector<std::string>{"config", "check", "--offline"},
+        std::vector<std::string>{"config", "show"},
+        std::vector<std::string>{"llm", "chat", "hi"},
+        std::vector<std::string>{"tool", "run", "web_search", R"({"queries": ["x"]})"}}) {
+    std::vector<std::string> args{"--config", cfg};
+    args.insert(args.end(), cmd.begin(), cmd.end());
+    auto res = quarry(args);
+    CAPTURE(cmd.front());
+    INFO(res.err);
+    CHECK(res.exit_code == 2);
+    CHECK(res.out.empty());
+    CHECK(contains(res.err, cfg + ":7: llm.providers.main.limits.max_retries: must be "
+                                  "an integer from 0 to 100, got -5"));
+    CHECK(contains(res.err, cfg + ":8: llm.providers.main.limits.max_concurency: "
+                                  "unknown key; did you mean "
+                                  "`llm.providers.main.limits.max_concurrency`?"));
+    CHECK(contains(res.err, cfg + ":9: llm.providers.main.limits.stall_timeout: must "
+                                  "be longer than 0"));
+    CHECK(contains(res.err, cfg + ":13: tools.web_search.limits.timeout: expected a "
+                                  "duration such as 30s or 500ms, got \"banana\""));
+  }
+}
+
+TEST_CASE_FIXTURE(config_cli_fixture, "limits: an older file's limits beside the options work, with a warning at their line") {
+  auto cfg = dir.write("quarry.yaml",
+                       "llm:\n"                           // 1
+                       "  providers:\n"                   // 2
+                       "    main:\n"                      // 3
+                       "      plugin: openai\n"           // 4
+                       "      model: m\n"                 // 5
+                       "      base_url: http://127.0.0.1:9/v1\n" // 6
+                       "      max_retries: 0\n"           // 7
+                       "tools:\n"                         // 8
+                       "  web_search:\n"                  // 9
+                       "    plugin: searxng\n"            // 10
+                       "    base_url: http://127.0.0.1:9\n" // 11
+                       "    cache_ttl: 0s\n");            // 12
+  auto res = quarry({"--config", cfg, "config", "check", "--offline"});
+  INFO(res.out);
+  INFO(res.err);
+  CHECK(res.exit_code == 0);
+  CHECK(contains(res.out, "warning: " + cfg + ":7: llm.providers.main.max_retries: "
+                          "Quarry's limits now go under `limits:`; write `limits: "
+                          "{max_retries: 0}` instead (read as "
+                          "llm.providers.main.limits.max_retries until then)"));
+  CHECK(contains(res.out, "warning: " + cfg + ":12: tools.web_search.cache_ttl: "));
+  // Every command says so on stderr, and runs: the refused connection is
+  // not retried (max_retries: 0 was read).
+  auto chat = quarry({"--config", cfg, "llm", "chat", "hi"});
+  INFO(chat.err);
+  CHECK(chat.exit_code == 1);
+  CHECK(contains(chat.err, "quarry: warning: " + cfg + ":7: llm.providers.main.max_retries: "
+                           "Quarry's limits now go under `limits:`"));
+  CHECK_FALSE(contains(chat.err, "retrying"));
 }
 
 TEST_CASE_FIXTURE(config_cli_fixture, "two tools with the same tool name are an error at the second one's line") {

@@ -109,6 +109,8 @@ TEST_CASE("example plugin builds out of tree against the installed SDK and runs"
   host::host_services services{cfg};
   host::plugin_registry registry{services};
   REQUIRE_FALSE(registry.load_file(plugin_file).has_value());
+  // It says it is a web search, so research treats it like the built-in ones.
+  CHECK(registry.find("example_search")->tool_kind == sdk::tool_kind::web_search);
   auto bad = registry.make_tool("example_search", {{"endpoint", "ftp://x"}});
   REQUIRE(std::holds_alternative<std::string>(bad));
   CHECK(std::get<std::string>(bad).find("'endpoint' must be an http or https URL")

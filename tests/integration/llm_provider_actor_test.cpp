@@ -4,6 +4,7 @@
 // validation.
 
 #include "quarry/actors/llm_provider.hpp"
+#include "quarry/core/config_limits.hpp"
 #include "quarry/actors/runtime.hpp"
 #include "quarry/host/plugin_registry.hpp"
 #include "quarry/host/services.hpp"
@@ -48,10 +49,10 @@ struct actor_fixture {
   }
 
   actors::llm_provider_actor spawn(nlohmann::json host_keys) {
-    auto settings = actors::llm_actor_settings::from_config("main", host_keys);
-    REQUIRE(std::holds_alternative<actors::llm_actor_settings>(settings));
+    core::llm_limits limits;
+    REQUIRE(core::read_limits(host_keys, limits).empty());
     auto hdl = actors::spawn_llm_provider(
-      rt->system(), provider, std::get<actors::llm_actor_settings>(settings));
+      rt->system(), provider, actors::llm_actor_settings::of("main", limits));
     rt->add_stoppable(caf::actor_cast<caf::actor>(hdl));
     return hdl;
   }
@@ -150,26 +151,6 @@ TEST_CASE_FIXTURE(actor_fixture, "llm provider actor cancels a call on request")
                   CHECK(actors::from_caf_error(e).code == sdk::errc::cancelled);
                 });
   CHECK(got);
-}
-
-TEST_CASE("llm provider actor settings reject bad values with the key named") {
-  using actors::llm_actor_settings;
-  auto bad = [](nlohmann::json j) {
-    auto res = llm_actor_settings::from_config("x", j);
-    REQUIRE(std::holds_alternative<std::string>(res));
-    return std::get<std::string>(res);
-  };
-  CHECK(bad({{"max_concurrency", 0}}).find("max_concurrency") == 0);
-  CHECK(bad({{"stall_timeout", "soon"}}).find("stall_timeout") == 0);
-  CHECK(bad({{"prices", {{"input", -1}}}}).find("prices") == 0);
-  auto ok = llm_actor_settings::from_config(
-    "x", {{"max_concurrency", 3}, {"total_timeout", "2m"},
-          {"prices", {{"gpt-4o", {{"input", 2.5}, {"output", 10}}}}}});
-  REQUIRE(std::holds_alternative<llm_actor_settings>(ok));
-  const auto& s = std::get<llm_actor_settings>(ok);
-  CHECK(s.max_concurrency == 3);
-  CHECK(s.total_timeout == std::chrono::minutes{2});
-  CHECK(s.model_prices.at("gpt-4o").output == 10);
 }
 
 namespace {

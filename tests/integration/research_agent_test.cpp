@@ -95,3 +95,94 @@ TEST_CASE_FIXTURE(agent_fixture, "research agent reports a failing model as a "
   CHECK(count(ts, "research_agent_start") == 1);
   CHECK(count(ts, "error") == 1);
 }
+
+TEST_CASE_FIXTURE(agent_fixture, "research agent treats tools by their kind, not "
+                                 "their names: a custom search and a custom page reader") {
+  // `company_search` is a web search by kind (backed by the corpus tool) and
+  // `read_page` a page reader (backed by the test plugin's echo tool): no
+  // name the agent knows.
+  registry->load_directories({std::string{QUARRY_TEST_PLUGIN_DIR} + "/good"});
+  auto search = corpus_tools().tools.at("internal_search");
+  search.kind = sdk::tool_kind::web_search;
+  auto echo = registry->make_tool("echo", nlohmann::json::object());
+  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(echo));
+  auto echo_tool = std::get<std::shared_ptr<sdk::tool>>(echo);
+  auto reader = actors::spawn_tool_provider(
+    rt->system(), echo_tool, actors::tool_actor_settings::of("read_page", {}));
+  rt->add_stoppable(caf::actor_cast<caf::actor>(reader));
+  actors::tool_set tools;
+  tools.tools["company_search"] = search;
+  tools.tools["read_page"] = {reader, echo_tool->definition(),
+                              sdk::tool_kind::page_reader};
+  // The URL the search finds first (the same run the agent makes: the tool
+  // actor serves it from its cache).
+  nlohmann::json query = {{"queries", {"defrost cycles"}}};
+  std::string url;
+  std::string snippet;
+  {
+    caf::scoped_actor self{rt->system()};
+    self->request(search.actor, std::chrono::seconds{30}, actors::run_atom::value,
+                  actors::tool_call_msg{1, query.dump()})
+      .receive(
+        [&](const actors::tool_reply& r) {
+          REQUIRE_FALSE(r.result.documents.empty());
+          url = r.result.documents.front().url;
+          snippet = r.result.documents.front().snippet;
+        },
+        [&](const caf::error& e) { FAIL(caf::to_string(e)); });
+  }
+  REQUIRE_FALSE(snippet.empty());
+  test::fake_llm_server server;
+  auto call = [](const char* name, nlohmann::json args) {
+    return nlohmann::json{{"times", 1},
+                          {"respond", {{"tool_calls", {{{"name", name}, {"arguments", args}}}}}}};
+  };
+  auto script = nlohmann::json::array(
+    {call("company_search", query),
+     call("read_page", {{"text", "page"}, {"urls", {url}}, {"_quarry", "from the model"}}),
+     call("generate_report", nlohmann::json::object()),
+     {{"respond", {{"text", "A report citing [1]."}}}}});
+  REQUIRE_FALSE(server.script(script));
+  actors::agent_spec spec;
+  spec.call_id = "call_k";
+  spec.task = "How do defrost cycles work?";
+  auto r = run(spec, llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
+               tools, emitter());
+  CAPTURE(r.failure);
+  REQUIRE(r.ok);
+  // Search packets for the search, page packets for the reader.
+  auto ts = types();
+  CHECK(count(ts, "search_tool_start") == 1);
+  CHECK(count(ts, "search_tool_queries_delta") == 1);
+  CHECK(count(ts, "search_tool_documents_delta") == 1);
+  CHECK(count(ts, "open_url_start") == 1);
+  CHECK(count(ts, "open_url_urls") == 1);
+  CHECK(count(ts, "open_url_documents") == 1);
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    for (const auto& p : packets)
+      if (p.type() == "search_tool_start")
+        CHECK(p.obj["is_internet_search"] == true);
+  }
+  auto requests = server.requests();
+  REQUIRE(requests.size() >= 3);
+  // After a web search, the model is reminded to read the pages.
+  const auto* reminder = prompts->find("open_url_reminder");
+  REQUIRE(reminder != nullptr);
+  CHECK(requests[1].body.dump().find(nlohmann::json(*reminder).dump().substr(1, 40))
+        != std::string::npos);
+  // The reader got the search's snippet for that URL, and not the model's
+  // own `_quarry`.
+  std::string read_result;
+  for (const auto& m : requests[2].body["messages"])
+    if (m.value("role", "") == "tool")
+      read_result = m.value("content", "");
+  INFO(read_result);
+  REQUIRE(read_result.find("_quarry=") != std::string::npos);
+  auto hints = nlohmann::json::parse(read_result.substr(read_result.find("_quarry=") + 8),
+                                     nullptr, false);
+  REQUIRE(hints.is_object());
+  CHECK(hints["snippets"].size() == 1);
+  CHECK(hints["snippets"].contains(url));
+  CHECK(read_result.find("from the model") == std::string::npos);
+}

@@ -59,11 +59,11 @@ struct research_fixture {
   actors::llm_provider_actor llm(const std::string& plugin, nlohmann::json config) {
     auto made = registry->make_llm(plugin, config);
     REQUIRE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made));
-    auto settings = actors::llm_actor_settings::from_config("main", {{"max_retries", 0}});
-    REQUIRE(std::holds_alternative<actors::llm_actor_settings>(settings));
+    core::llm_limits limits;
+    limits.max_retries = 0;
     auto hdl = actors::spawn_llm_provider(
       rt->system(), std::get<std::shared_ptr<sdk::llm_provider>>(made),
-      std::get<actors::llm_actor_settings>(settings));
+      actors::llm_actor_settings::of("main", limits));
     rt->add_stoppable(caf::actor_cast<caf::actor>(hdl));
     return hdl;
   }
@@ -81,13 +81,12 @@ struct research_fixture {
     auto made = registry->make_tool("local_corpus", {{"db", db}});
     REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
     auto tool = std::get<std::shared_ptr<sdk::tool>>(made);
-    auto settings = actors::tool_actor_settings::from_config("internal_search",
-                                                             nlohmann::json::object());
     auto hdl = actors::spawn_tool_provider(
-      rt->system(), tool, std::get<actors::tool_actor_settings>(settings));
+      rt->system(), tool, actors::tool_actor_settings::of("internal_search", {}));
     rt->add_stoppable(caf::actor_cast<caf::actor>(hdl));
     actors::tool_set out;
-    out.tools["internal_search"] = {hdl, tool->definition()};
+    out.tools["internal_search"] = {hdl, tool->definition(),
+                                    registry->find("local_corpus")->tool_kind};
     return out;
   }
 

@@ -3,6 +3,7 @@
 
 #include "quarry/actors/runtime.hpp"
 #include "quarry/actors/tool_provider.hpp"
+#include "quarry/core/config_limits.hpp"
 #include "quarry/host/plugin_registry.hpp"
 #include "quarry/host/services.hpp"
 
@@ -112,11 +113,11 @@ struct tool_actor_fixture {
   actors::tool_provider_actor spawn(nlohmann::json keys) {
     auto made = registry->make_tool("echo", nlohmann::json::object());
     REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
-    auto settings = actors::tool_actor_settings::from_config("echo", keys);
-    REQUIRE(std::holds_alternative<actors::tool_actor_settings>(settings));
+    core::tool_limits limits;
+    REQUIRE(core::read_limits(keys, limits).empty());
     auto hdl = actors::spawn_tool_provider(
       rt->system(), std::get<std::shared_ptr<sdk::tool>>(made),
-      std::get<actors::tool_actor_settings>(settings));
+      actors::tool_actor_settings::of("echo", limits));
     rt->add_stoppable(caf::actor_cast<caf::actor>(hdl));
     return hdl;
   }

@@ -49,6 +49,9 @@ public:
     ++runs_;
     sdk::tool_result result;
     result.llm_text = prefix_ + text + " (run " + std::to_string(runs_) + ")";
+    // What the host added for page readers, so that tests can see it.
+    if (auto hints = arguments.find("_quarry"); hints != arguments.end())
+      result.llm_text += " _quarry=" + hints->dump();
     sdk::document doc;
     doc.id = "echo:1";
     doc.url = "https://example.org/echo";

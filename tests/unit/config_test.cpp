@@ -2,6 +2,7 @@
 // duration/size units, including config/quarry.yaml and docs/configuration.md.
 
 #include "quarry/core/config.hpp"
+#include "quarry/core/config_limits.hpp"
 #include "quarry/core/duration.hpp"
 #include "quarry/core/instances.hpp"
 
@@ -266,8 +267,9 @@ TEST_CASE("config schema bindings match the declared types") {
           value));
         break;
       case config_type::instances:
-        CHECK(std::holds_alternative<std::map<std::string, plugin_instance>>(
-          value));
+        CHECK((std::holds_alternative<std::map<std::string, llm_instance>>(value)
+               || std::holds_alternative<std::map<std::string, tool_instance>>(
+                 value)));
         break;
     }
     // Store and load round-trip through the binding.
@@ -1179,19 +1181,27 @@ TEST_CASE("environment defaults never replace configured providers or tools") {
 
 namespace {
 
+std::optional<std::vector<std::string>> test_plugin_keys(const std::string& plugin) {
+  if (plugin == "openai")
+    return std::vector<std::string>{"base_url", "api_key", "model", "context_window"};
+  if (plugin == "brave")
+    return std::vector<std::string>{"api_key", "max_results"};
+  if (plugin == "searxng") // its own `timeout`: one search request
+    return std::vector<std::string>{"base_url", "timeout"};
+  return std::nullopt;
+}
+
 std::vector<config_error> check_yaml(std::string_view yaml,
-                                     std::vector<std::string> overrides = {}) {
+                                     std::vector<std::string> overrides = {},
+                                     std::vector<config_error>* warnings = nullptr,
+                                     settings* checked = nullptr) {
   auto res = load_text(yaml, std::move(overrides));
   INFO(all_errors(res));
   REQUIRE(res.config.has_value());
-  auto keys = [](const std::string& plugin) -> std::optional<std::vector<std::string>> {
-    if (plugin == "openai")
-      return std::vector<std::string>{"base_url", "api_key", "model", "context_window"};
-    if (plugin == "brave")
-      return std::vector<std::string>{"api_key", "max_results"};
-    return std::nullopt;
-  };
-  return check_instances(res.config->values, keys);
+  auto errors = check_instances(res.config->values, test_plugin_keys, warnings);
+  if (checked != nullptr)
+    *checked = res.config->values;
+  return errors;
 }
 
 std::string joined(const std::vector<config_error>& errors) {
@@ -1203,7 +1213,7 @@ std::string joined(const std::vector<config_error>& errors) {
 
 } // namespace
 
-TEST_CASE("instance checks report every bad host key at its line, all at once") {
+TEST_CASE("instance checks report every bad limit of an older file at its line, all at once") {
   auto errors = check_yaml("llm:\n"                      // 1
                            "  providers:\n"              // 2
                            "    main:\n"                 // 3
@@ -1231,7 +1241,8 @@ TEST_CASE("instance checks report every bad host key at its line, all at once") 
   CHECK(text.find("test.yaml:8: llm.providers.main.stall_timeout: must be longer "
                   "than 0, got \"0s\"\n") != std::string::npos);
   CHECK(text.find("test.yaml:9: llm.providers.main.retries: unknown key; did you "
-                  "mean `llm.providers.main.max_retries`?\n") != std::string::npos);
+                  "mean `llm.providers.main.limits.max_retries`?\n")
+        != std::string::npos);
   CHECK(text.find("test.yaml:10: llm.providers.main.context_window: is not read by "
                   "Quarry") != std::string::npos);
   CHECK(text.find("test.yaml:11: llm.providers.main.prices: ") != std::string::npos);
@@ -1284,4 +1295,222 @@ TEST_CASE("closest_name suggests only likely typos") {
   CHECK(closest_name("modle", keys) == "model");
   CHECK(closest_name("base-url", keys) == "base_url");
   CHECK(closest_name("temperature", keys).empty());
+}
+
+// -- limits: Quarry's own keys of an instance -----------------------------------
+
+TEST_CASE("config limits are read from `limits:`, typed, apart from the plugin's options") {
+  auto res = load_text("llm:\n"
+                       "  providers:\n"
+                       "    main:\n"
+                       "      plugin: openai\n"
+                       "      model: m\n"
+                       "      limits:\n"
+                       "        max_concurrency: 4\n"
+                       "        max_retries: 0\n"
+                       "        stall_timeout: 90\n"
+                       "        total_timeout: 2m\n"
+                       "        requests_per_minute: 60\n"
+                       "        prices: {gpt-x: {input: 1.5, output: 6}}\n"
+                       "tools:\n"
+                       "  web_search:\n"
+                       "    plugin: brave\n"
+                       "    api_key: k\n"
+                       "    limits: {timeout: 45s, cache_ttl: 0s, cache_entries: 3}\n"
+                       "  open_url:\n"
+                       "    plugin: open_url\n"
+                       "    limits:\n");
+  const auto& cfg = ok(res);
+  const auto& main = cfg.values.llm.providers.at("main");
+  CHECK(main.config == nlohmann::json{{"model", "m"}});
+  CHECK(main.limits.max_concurrency == 4);
+  CHECK(main.limits.max_retries == 0);
+  CHECK(main.limits.stall_timeout == 90s);
+  CHECK(main.limits.total_timeout == 2min);
+  CHECK(main.limits.requests_per_minute == 60);
+  CHECK(main.limits.retry_base == llm_limits{}.retry_base);
+  CHECK(main.limits.model_prices.at("gpt-x").output == 6);
+  CHECK(main.location_of("limits.max_retries") == std::pair<std::string, int>{"test.yaml", 8});
+  const auto& ws = cfg.values.tools.at("web_search");
+  CHECK(ws.config == nlohmann::json{{"api_key", "k"}});
+  CHECK(ws.limits.timeout == 45s);
+  CHECK(ws.limits.cache_ttl == 0s);
+  CHECK(ws.limits.cache_entries == 3u);
+  CHECK(ws.limits.max_concurrency == tool_limits{}.max_concurrency);
+  CHECK(cfg.values.tools.at("open_url").limits.timeout == tool_limits{}.timeout);
+  // The effective configuration shows every limit; it loads again to the same.
+  CHECK(cfg.effective["llm"]["providers"]["main"]["limits"]["max_retries"] == 0);
+  CHECK(cfg.effective["llm"]["providers"]["main"]["limits"]["retry_base"] == "500ms");
+  CHECK(cfg.effective["tools"]["web_search"]["limits"]["timeout"] == "45s");
+  CHECK_FALSE(cfg.effective["tools"]["web_search"].contains("timeout"));
+  auto again = load_text(cfg.render_yaml());
+  INFO(cfg.render_yaml());
+  CHECK(ok(again).effective == cfg.redacted());
+  // --set reaches them too.
+  auto set = load_text("", {"tools.t.plugin=p", "tools.t.limits.max_concurrency=2"});
+  CHECK(ok(set).values.tools.at("t").limits.max_concurrency == 2);
+}
+
+TEST_CASE("config limits: every bad value and unknown key at its line, with did-you-mean") {
+  auto res = load_text("llm:\n"                             // 1
+                       "  providers:\n"                     // 2
+                       "    main:\n"                        // 3
+                       "      plugin: openai\n"             // 4
+                       "      limits:\n"                    // 5
+                       "        max_retries: -5\n"          // 6
+                       "        retries: 2\n"               // 7
+                       "        stall_timeout: 0s\n"        // 8
+                       "        prices: {input: -1}\n"      // 9
+                       "tools:\n"                           // 10
+                       "  web_search:\n"                    // 11
+                       "    plugin: brave\n"                // 12
+                       "    limits:\n"                      // 13
+                       "      timeout: banana\n"            // 14
+                       "      cache_entries: 1.5\n"         // 15
+                       "      model: m\n"                   // 16
+                       "  open_url:\n"                      // 17
+                       "    plugin: open_url\n"             // 18
+                       "    limits: 5\n",                   // 19
+                       {"llm.providers.main.limits.max_concurrency=0"});
+  auto text = all_errors(res);
+  INFO(text);
+  REQUIRE_FALSE(res.config.has_value());
+  CHECK(res.errors.size() == 9);
+  CHECK(contains(text, "test.yaml:6: llm.providers.main.limits.max_retries: must be an "
+                       "integer from 0 to 100, got -5"));
+  CHECK(contains(text, "test.yaml:7: llm.providers.main.limits.retries: unknown key; "
+                       "did you mean `llm.providers.main.limits.max_retries`?"));
+  CHECK(contains(text, "test.yaml:8: llm.providers.main.limits.stall_timeout: must be "
+                       "longer than 0, got \"0s\""));
+  CHECK(contains(text, "test.yaml:9: llm.providers.main.limits.prices: "));
+  CHECK(contains(text, "--set: llm.providers.main.limits.max_concurrency: must be an "
+                       "integer from 1 to 10000, got 0"));
+  CHECK(contains(text, "test.yaml:14: tools.web_search.limits.timeout: expected a "
+                       "duration such as 30s or 500ms, got \"banana\""));
+  CHECK(contains(text, "test.yaml:15: tools.web_search.limits.cache_entries: expected "
+                       "an integer"));
+  CHECK(contains(text, "test.yaml:16: tools.web_search.limits.model: unknown key; the "
+                       "limits are max_concurrency, timeout, cache_ttl, cache_entries"));
+  CHECK(contains(text, "test.yaml:19: tools.open_url.limits: expected a map of "
+                       "Quarry's limits"));
+}
+
+TEST_CASE("read_limits: the one reader of limits, for the loader and the actors") {
+  llm_limits l;
+  auto bad = [&](nlohmann::json j) {
+    auto problems = read_limits(j, l);
+    REQUIRE(problems.size() == 1);
+    return problems[0].key + ": " + problems[0].message;
+  };
+  CHECK(bad({{"max_concurrency", 0}}).find("max_concurrency: must be") == 0);
+  CHECK(bad({{"stall_timeout", "soon"}}).find("stall_timeout: expected a duration") == 0);
+  CHECK(bad({{"prices", {{"input", -1}}}}).find("prices: ") == 0);
+  CHECK(bad({{"max_retrys", 1}})
+        == "max_retrys: unknown key; did you mean `limits.max_retries`?");
+  CHECK(bad(5).find(": expected a map") == 0);
+  llm_limits good;
+  CHECK(read_limits({{"max_concurrency", 3}, {"total_timeout", "2m"}, {"retry_base", 0.25},
+                     {"prices", {{"gpt-4o", {{"input", 2.5}, {"output", 10}}}}}},
+                    good)
+          .empty());
+  CHECK(good.max_concurrency == 3);
+  CHECK(good.total_timeout == 2min);
+  CHECK(good.retry_base == 250ms);
+  CHECK(good.model_prices.at("gpt-4o").output == 10);
+  tool_limits t;
+  CHECK(read_limits({{"timeout", 5}, {"cache_ttl", "0s"}}, t).empty());
+  CHECK(t.timeout == 5s);
+  CHECK(t.cache_ttl == 0s);
+  CHECK(read_limits(nlohmann::json(), t).empty());
+  // Every key of the table is read, and only those.
+  for (auto kind : {instance_kind::llm, instance_kind::tool})
+    for (const auto& key : limit_keys(kind)) {
+      INFO(key.name);
+      CHECK(is_limit_key(kind, key.name));
+    }
+  CHECK_FALSE(is_limit_key(instance_kind::tool, "max_retries"));
+  CHECK_FALSE(is_limit_key(instance_kind::llm, "timeout"));
+}
+
+TEST_CASE("instance checks: an older file's limits beside the options keep working, with a warning saying what to write") {
+  std::vector<config_error> warnings;
+  settings checked;
+  auto errors = check_yaml("llm:\n"                 // 1
+                           "  providers:\n"         // 2
+                           "    main:\n"            // 3
+                           "      plugin: openai\n" // 4
+                           "      model: m\n"       // 5
+                           "      max_retries: 2\n" // 6
+                           "tools:\n"               // 7
+                           "  web_search:\n"        // 8
+                           "    plugin: searxng\n"  // 9
+                           "    timeout: 20\n"      // 10
+                           "  mine:\n"              // 11
+                           "    plugin: my_own\n"   // 12
+                           "    cache_ttl: 0s\n",   // 13
+                           {}, &warnings, &checked);
+  CHECK(joined(errors).empty());
+  auto text = joined(warnings);
+  INFO(text);
+  REQUIRE(warnings.size() == 2);
+  CHECK(warnings[0].to_string()
+        == "test.yaml:6: llm.providers.main.max_retries: Quarry's limits now go "
+           "under `limits:`; write `limits: {max_retries: 2}` instead (read as "
+           "llm.providers.main.limits.max_retries until then)");
+  CHECK(contains(warnings[1].to_string(), "test.yaml:13: tools.mine.cache_ttl: "));
+  // Moved: the plugin no longer sees them; the actors get them.
+  const auto& main = checked.llm.providers.at("main");
+  CHECK(main.limits.max_retries == 2);
+  CHECK(main.config == nlohmann::json{{"model", "m"}});
+  CHECK(main.location_of("limits.max_retries") == std::pair<std::string, int>{"test.yaml", 6});
+  CHECK(checked.tools.at("mine").limits.cache_ttl == 0s);
+  CHECK_FALSE(checked.tools.at("mine").config.contains("cache_ttl"));
+  // A plugin's own option of the same name stays the plugin's.
+  const auto& ws = checked.tools.at("web_search");
+  CHECK(ws.config["timeout"] == 20);
+  CHECK(ws.limits.timeout == tool_limits{}.timeout);
+}
+
+TEST_CASE("instance checks: a limit both beside the options and under `limits:` is an error") {
+  auto errors = check_yaml("llm:\n"
+                           "  providers:\n"
+                           "    main:\n"
+                           "      plugin: openai\n"
+                           "      model: m\n"
+                           "      max_retries: 2\n"
+                           "      limits: {max_retries: 3}\n");
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].to_string()
+        == "test.yaml:6: llm.providers.main.max_retries: is one of Quarry's limits "
+           "and is also set under `limits:` (test.yaml:7); remove this one");
+}
+
+TEST_CASE("instance checks: options the plugin does not declare are refused") {
+  auto errors = check_yaml("tools:\n"
+                           "  web_search:\n"
+                           "    plugin: brave\n"
+                           "    api_key: k\n"
+                           "    colour: blue\n");
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].to_string()
+        == "test.yaml:5: tools.web_search.colour: unknown key; `brave` reads only its "
+           "own options and Quarry's `limits`");
+}
+
+TEST_CASE("config limits: the table, the defaults, quarry.yaml and the docs agree") {
+  auto docs = read_source_file("docs/configuration.md");
+  auto yaml = read_source_file("config/quarry.yaml");
+  auto check = [&](instance_kind kind, const nlohmann::json& defaults) {
+    for (const auto& key : limit_keys(kind)) {
+      INFO(key.name);
+      REQUIRE(defaults.contains(key.name));
+      const auto& d = defaults[key.name];
+      CHECK((d.is_string() ? d.get<std::string>() : d.dump()) == key.default_yaml);
+      CHECK(contains(docs, "| `" + key.name + "` | `" + key.default_yaml + "` |"));
+      CHECK(contains(yaml, "#         " + key.name + ": "));
+    }
+    CHECK(defaults.size() == limit_keys(kind).size());
+  };
+  check(instance_kind::llm, to_json(llm_limits{}));
+  check(instance_kind::tool, to_json(tool_limits{}));
 }

@@ -325,3 +325,40 @@ TEST_CASE_FIXTURE(registry_fixture, "every in-tree plugin declares exactly the k
           != std::string::npos);
   }
 }
+
+TEST_CASE_FIXTURE(registry_fixture, "in-tree tool plugins declare what they are; plugins know nothing of Quarry's limits") {
+  registry->load_directories({QUARRY_PLUGIN_DIR});
+  registry->load_directories({plugin_dir("good")});
+  for (auto name : {"brave", "tavily", "searxng", "exa", "serper"}) {
+    CAPTURE(name);
+    REQUIRE(registry->find(name) != nullptr);
+    CHECK(registry->find(name)->tool_kind == sdk::tool_kind::web_search);
+  }
+  CHECK(registry->find("local_corpus")->tool_kind == sdk::tool_kind::internal_search);
+  CHECK(registry->find("open_url")->tool_kind == sdk::tool_kind::page_reader);
+  // A plugin that says nothing provides an `other` tool; LLM plugins none.
+  CHECK(registry->find("echo")->tool_kind == sdk::tool_kind::other);
+  CHECK(registry->find("openai")->tool_kind == sdk::tool_kind::other);
+  CHECK(std::string{sdk::to_string(sdk::tool_kind::page_reader)} == "page_reader");
+  // The limits go to the actors, never to a plugin: a plugin that got one
+  // would refuse it like any key it does not know.
+  using json = nlohmann::json;
+  for (const auto& [name, config] :
+       {std::pair{"openai", json{{"model", "m"}, {"max_retries", 2}}},
+        std::pair{"anthropic", json{{"model", "m"}, {"api_key", "k"}, {"max_retries", 2}}},
+        std::pair{"extractive", json{{"max_retries", 2}}}}) {
+    CAPTURE(name);
+    auto made = registry->make_llm(name, config);
+    REQUIRE(std::holds_alternative<std::string>(made));
+    CHECK(std::get<std::string>(made).find("max_retries") != std::string::npos);
+  }
+  for (const auto& [name, config] :
+       {std::pair{"brave", json{{"api_key", "k"}, {"max_concurrency", 2}}},
+        std::pair{"open_url", json{{"max_concurrency", 2}}},
+        std::pair{"local_corpus", json{{"db", "x.db"}, {"max_concurrency", 2}}}}) {
+    CAPTURE(name);
+    auto made = registry->make_tool(name, config);
+    REQUIRE(std::holds_alternative<std::string>(made));
+    CHECK(std::get<std::string>(made).find("max_concurrency") != std::string::npos);
+  }
+}

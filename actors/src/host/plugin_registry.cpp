@@ -245,6 +245,17 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
       // Keys unknown: only the factory checks them.
     }
   }
+  if (info.kind == sdk::plugin_kind::tool && entry->lib.has(QUARRY_TOOL_KIND_NAME)) {
+    // Optional: what the tool is. A value this host does not know is `other`.
+    try {
+      auto& kind_fn = entry->lib.get<sdk::tool_kind_entry>(QUARRY_TOOL_KIND_NAME);
+      auto value = kind_fn();
+      if (value <= static_cast<uint32_t>(sdk::tool_kind::page_reader))
+        info.tool_kind = static_cast<sdk::tool_kind>(value);
+    } catch (...) {
+      // Kind unknown: the tool is `other`.
+    }
+  }
   entry->descriptor = desc;
   info.ok = true;
   infos_.push_back(info);

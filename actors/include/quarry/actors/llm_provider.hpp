@@ -5,15 +5,13 @@
 #pragma once
 
 #include "quarry/actors/llm_messages.hpp"
+#include "quarry/core/settings.hpp"
 #include "quarry/sdk/llm_provider.hpp"
-
-#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <map>
 #include <memory>
 #include <string>
-#include <variant>
 
 namespace caf {
 class actor_system;
@@ -22,43 +20,21 @@ class actor_system;
 namespace quarry::actors {
 
 /// Prices in US dollars per million tokens.
-struct token_prices {
-  double input = 0;
-  double output = 0;
-};
+using token_prices = core::token_prices;
 
-/// What the provider actor reads from a provider instance's configuration
-/// (the keys of sdk::is_host_llm_key).
-struct llm_actor_settings {
+/// What the provider actor applies: the instance's name and its limits, as
+/// the configuration loader read and checked them (`core::llm_limits`).
+struct llm_actor_settings : core::llm_limits {
   /// Name of the provider instance, e.g. `main`.
   std::string name;
-  /// Largest number of calls in flight (also the ceiling of the adaptive
-  /// limit).
-  int max_concurrency = 16;
-  /// Requests per minute; 0 means unlimited.
-  double requests_per_minute = 0;
-  /// Tokens per minute (estimated input plus requested output); 0 means
-  /// unlimited.
-  double tokens_per_minute = 0;
-  /// Retries after the first attempt, for retryable failures only.
-  int max_retries = 4;
-  /// First backoff step; doubles per attempt (full jitter).
-  std::chrono::milliseconds retry_base{500};
-  /// Largest backoff step.
-  std::chrono::milliseconds retry_max{30000};
-  /// Longest time without a streamed piece.
-  std::chrono::milliseconds stall_timeout{60000};
-  /// Longest time for a whole call, retries included.
-  std::chrono::milliseconds total_timeout{600000};
-  /// Prices for any model.
-  token_prices default_prices;
-  /// Prices by model name (override `default_prices`).
-  std::map<std::string, token_prices> model_prices;
 
-  /// Reads the host-level keys of an instance's configuration. Returns the
-  /// settings, or a message naming the bad key.
-  static std::variant<llm_actor_settings, std::string>
-  from_config(const std::string& name, const nlohmann::json& config);
+  /// Returns the settings of the instance `name` with `limits`.
+  static llm_actor_settings of(std::string name, const core::llm_limits& limits) {
+    llm_actor_settings out;
+    static_cast<core::llm_limits&>(out) = limits;
+    out.name = std::move(name);
+    return out;
+  }
 };
 
 /// Spawns a provider actor for `provider`. Deltas of a call go to the actor

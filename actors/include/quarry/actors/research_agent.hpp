@@ -40,9 +40,21 @@ struct tool_set {
   struct entry {
     tool_provider_actor actor;
     sdk::tool_definition definition;
+    /// What the tool is (its plugin's QUARRY_TOOL_KIND): searches and page
+    /// readers are treated alike whatever their names.
+    sdk::tool_kind kind = sdk::tool_kind::other;
   };
-  /// `web_search`, `open_url`, `internal_search` (any subset).
+  /// By the name the model calls them, e.g. `web_search`, `open_url`,
+  /// `internal_search` or a plugin's own.
   std::map<std::string, entry> tools;
+
+  /// Returns whether a tool of `kind` is in the set.
+  bool has(sdk::tool_kind kind) const {
+    for (const auto& [name, e] : tools)
+      if (e.kind == kind)
+        return true;
+    return false;
+  }
 };
 
 /// What an agent is asked to do and within which limits.

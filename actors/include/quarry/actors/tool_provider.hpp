@@ -3,6 +3,7 @@
 
 #pragma once
 
+#include "quarry/core/settings.hpp"
 #include "quarry/sdk/tool.hpp"
 
 #include <caf/atom.hpp>
@@ -47,22 +48,18 @@ struct tool_reply {
 using tool_provider_actor
   = caf::typed_actor<caf::replies_to<run_atom, tool_call_msg>::with<tool_reply>>;
 
-/// What the tool provider actor reads from a tool instance's configuration.
-struct tool_actor_settings {
+/// What the tool provider actor applies: the tool's name and its limits, as
+/// the configuration loader read and checked them (`core::tool_limits`).
+struct tool_actor_settings : core::tool_limits {
   std::string name;
-  /// Runs in flight at once.
-  int max_concurrency = 8;
-  /// Longest time for one run; the run is cancelled and reported as timed out.
-  std::chrono::milliseconds timeout{120000};
-  /// How long an identical run's result is reused; 0 disables the cache.
-  std::chrono::milliseconds cache_ttl{600000};
-  /// Largest number of cached results.
-  size_t cache_entries = 256;
 
-  /// Reads `max_concurrency`, `timeout`, `cache_ttl` and `cache_entries`
-  /// from an instance's configuration; a message naming the key on error.
-  static std::variant<tool_actor_settings, std::string>
-  from_config(const std::string& name, const nlohmann::json& config);
+  /// Returns the settings of the tool `name` with `limits`.
+  static tool_actor_settings of(std::string name, const core::tool_limits& limits) {
+    tool_actor_settings out;
+    static_cast<core::tool_limits&>(out) = limits;
+    out.name = std::move(name);
+    return out;
+  }
 };
 
 /// Spawns a provider actor for `tool`.

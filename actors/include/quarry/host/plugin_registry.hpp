@@ -36,9 +36,12 @@ struct plugin_info {
   uint32_t sdk_version = 0;
   std::string stdlib_abi;
   uint32_t json_version = 0;
-  /// The configuration keys the plugin accepts besides the host's, if it
-  /// declares them (QUARRY_PLUGIN_KEYS).
+  /// The options the plugin accepts, if it declares them
+  /// (QUARRY_PLUGIN_KEYS). Quarry's limits never reach a plugin.
   std::optional<std::vector<std::string>> keys;
+  /// What kind of tool a tool plugin provides (QUARRY_TOOL_KIND); `other`
+  /// when it does not say, or says something this host does not know.
+  sdk::tool_kind tool_kind = sdk::tool_kind::other;
 };
 
 /// A plugin object, or the one-line reason it could not be created.

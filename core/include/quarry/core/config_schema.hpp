@@ -35,7 +35,8 @@ enum class config_type {
   string_list,
   /// A map from names to strings.
   string_map,
-  /// A map from instance names to plugin instances (`{plugin: NAME, ...}`).
+  /// A map from instance names to plugin instances (`{plugin: NAME, limits:
+  /// {...}, ...}`): LLM providers or tools, as the binding says.
   instances,
 };
 
@@ -47,7 +48,8 @@ const char* to_string(config_type x) noexcept;
 using config_value
   = std::variant<int64_t, bool, std::string, std::chrono::milliseconds,
                  std::vector<std::string>, std::map<std::string, std::string>,
-                 std::map<std::string, plugin_instance>>;
+                 std::map<std::string, llm_instance>,
+                 std::map<std::string, tool_instance>>;
 
 /// Connects a key to its field in @ref settings.
 struct config_binding {
@@ -95,7 +97,8 @@ bool is_config_section(std::string_view path);
 
 /// Converts a value of type `type` to its JSON form in the effective
 /// configuration: durations become strings such as `"10s"`, sizes become
-/// integers (bytes), plugin instances become `{"plugin": NAME, ...config}`.
+/// integers (bytes), plugin instances become `{"plugin": NAME, "limits":
+/// {...every limit}, ...the plugin's options}`.
 nlohmann::json to_json(const config_value& value, config_type type);
 
 /// Converts settings to the effective configuration tree (same nesting as the

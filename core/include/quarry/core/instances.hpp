@@ -32,29 +32,29 @@ namespace quarry::core {
 void apply_environment_defaults(loaded_config& cfg,
                                 const config_getenv_fn& getenv = {});
 
-/// The keys of an LLM provider instance that the host's provider actor reads.
-const std::vector<std::string>& host_llm_keys();
-
-/// The keys of a tool instance that the host's tool actor reads.
-const std::vector<std::string>& host_tool_keys();
-
-/// Returns the keys the plugin named by the argument accepts besides the
-/// host's, or nothing when that is not known (the plugin does not say, or is
-/// not loaded): then only the plugin itself checks its keys.
+/// Returns the options the plugin named by the argument declares
+/// (`QUARRY_PLUGIN_KEYS`), or nothing when that is not known (the plugin does
+/// not say, or is not loaded): then only the plugin itself checks its options.
 using plugin_keys_fn
   = std::function<std::optional<std::vector<std::string>>(const std::string&)>;
 
-/// Checks every instance of `llm.providers` and `tools` and returns every
-/// problem at once, each at the key's own file and line:
+/// Checks the options of every instance of `llm.providers` and `tools` (their
+/// `limits:` were checked when the file was loaded) and returns every problem
+/// at once, each at the key's own file and line:
 ///
-/// - values of the keys the host reads (`max_retries: -5`,
-///   `max_concurrency: -3`, `stall_timeout: 0s`, `timeout: banana`, ...);
 /// - keys that nothing reads (`context_window`);
-/// - keys that neither the host nor the plugin knows, with a "did you mean"
-///   hint, when `plugin_keys` knows the plugin's keys.
+/// - options the plugin does not declare, with a "did you mean" hint over the
+///   plugin's options and Quarry's limits, when `plugin_keys` knows them;
+/// - a limit written beside the options as older files did (`max_retries: 2`
+///   next to `model:`) that the plugin does not declare as its own option: it
+///   is checked like a key of `limits:` and moved there, with a warning in
+///   `warnings` saying what to write instead (an error if `limits:` sets it
+///   too).
 ///
 /// Never shows the value of a secret.
-std::vector<config_error> check_instances(const settings& cfg,
-                                          const plugin_keys_fn& plugin_keys = {});
+std::vector<config_error> check_instances(settings& cfg,
+                                          const plugin_keys_fn& plugin_keys = {},
+                                          std::vector<config_error>* warnings
+                                          = nullptr);
 
 } // namespace quarry::core

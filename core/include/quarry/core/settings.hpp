@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -69,17 +70,67 @@ struct http_settings {
   int max_host_connections = 0;
 };
 
-/// A named instance of a plugin: `{plugin: NAME, ...plugin's own keys}`.
+/// Prices in US dollars per million tokens.
+struct token_prices {
+  double input = 0;
+  double output = 0;
+};
+
+/// The limits of an LLM provider instance that Quarry itself applies (the
+/// provider actor): its `limits:` map. Parsed and checked by core
+/// (`quarry/core/config_limits.hpp`); plugins never see them.
+struct llm_limits {
+  /// Largest number of calls in flight (also the ceiling of the adaptive
+  /// limit).
+  int max_concurrency = 16;
+  /// Requests per minute; 0 means unlimited.
+  double requests_per_minute = 0;
+  /// Tokens per minute (estimated input plus requested output); 0 means
+  /// unlimited.
+  double tokens_per_minute = 0;
+  /// Retries after the first attempt, for retryable failures only.
+  int max_retries = 4;
+  /// First backoff step; doubles per attempt (full jitter).
+  std::chrono::milliseconds retry_base{500};
+  /// Largest backoff step.
+  std::chrono::milliseconds retry_max{30000};
+  /// Longest time without a streamed piece.
+  std::chrono::milliseconds stall_timeout{60000};
+  /// Longest time for a whole call, retries included.
+  std::chrono::milliseconds total_timeout{600000};
+  /// Prices for any model.
+  token_prices default_prices;
+  /// Prices by model name (override `default_prices`).
+  std::map<std::string, token_prices> model_prices;
+};
+
+/// The limits of a tool instance that Quarry itself applies (the tool
+/// actor): its `limits:` map.
+struct tool_limits {
+  /// Runs in flight at once.
+  int max_concurrency = 8;
+  /// Longest time for one run; the run is cancelled and reported as timed out.
+  std::chrono::milliseconds timeout{120000};
+  /// How long an identical run's result is reused; 0 disables the cache.
+  std::chrono::milliseconds cache_ttl{600000};
+  /// Largest number of cached results; 0 disables the cache.
+  size_t cache_entries = 256;
+};
+
+/// A named instance of a plugin: `{plugin: NAME, limits: {...}, ...the
+/// plugin's own options}`.
 struct plugin_instance {
   /// Name of the plugin that creates the instance.
   std::string plugin;
-  /// All keys of the instance except `plugin`, after substitution.
+  /// The plugin's own options: every key of the instance except `plugin` and
+  /// `limits`, after substitution. This, and only this, goes to the plugin.
   nlohmann::json config = nlohmann::json::object();
   /// Where the instance was configured, for error messages.
   std::string file;
   int line = 0;
   /// Where each top-level key of `config` was written (`file` is `--set` for
-  /// overrides), so that checks can point at the key's own line.
+  /// overrides), so that checks can point at the key's own line. Keys of
+  /// `limits` are recorded as `limits.KEY`.
   std::map<std::string, std::pair<std::string, int>> key_lines;
 
   /// Returns `file:line` of `key`, falling back to the instance's location.
@@ -90,12 +141,22 @@ struct plugin_instance {
   }
 };
 
+/// An entry of `llm.providers`: the plugin's options and Quarry's limits.
+struct llm_instance : plugin_instance {
+  llm_limits limits;
+};
+
+/// An entry of `tools`: the plugin's options and Quarry's limits.
+struct tool_instance : plugin_instance {
+  tool_limits limits;
+};
+
 /// The `llm` section.
 struct llm_settings {
   /// Name of the provider used when a role has none.
   std::string default_provider;
   /// Provider instances by name.
-  std::map<std::string, plugin_instance> providers;
+  std::map<std::string, llm_instance> providers;
   /// Role (orchestrator, research_agent, final_report, ...) to provider name.
   std::map<std::string, std::string> roles;
 };
@@ -138,7 +199,7 @@ struct settings {
   http_settings http;
   llm_settings llm;
   /// Tool instances by tool name (`web_search`, `open_url`, ...).
-  std::map<std::string, plugin_instance> tools;
+  std::map<std::string, tool_instance> tools;
   /// Research sessions.
   research_settings research;
 };

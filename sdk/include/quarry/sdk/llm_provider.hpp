@@ -12,24 +12,6 @@
 
 namespace quarry::sdk {
 
-/// The provider-instance keys the host itself reads (concurrency, rate
-/// limits, retries, timeouts, prices). The one list of them: the host checks
-/// their values, plugins ignore them.
-inline constexpr std::string_view host_llm_keys[] = {
-  "max_concurrency", "requests_per_minute", "tokens_per_minute",
-  "max_retries",     "retry_base",          "retry_max",
-  "stall_timeout",   "total_timeout",       "prices"};
-
-/// Returns whether `key` is one of @ref host_llm_keys or a fact about the
-/// model (`context_window`, `reasoning`). LLM plugins accept these in their
-/// configuration and ignore them, and refuse other keys they do not know.
-inline bool is_host_llm_key(std::string_view key) noexcept {
-  for (auto x : host_llm_keys)
-    if (key == x)
-      return true;
-  return key == "context_window" || key == "reasoning";
-}
-
 /// Receives the stream of one chat call. All calls may happen on the host's
 /// I/O thread: implementations must return quickly and never block. The host
 /// wraps this in a sink that forwards each call to an actor as a message.

@@ -63,8 +63,8 @@ struct plugin_descriptor {
 using plugin_entry = const plugin_descriptor*();
 
 /// Signature of the optional key list (see QUARRY_PLUGIN_KEYS): the
-/// configuration keys the plugin accepts besides the host's (see
-/// is_host_llm_key and is_host_tool_key), ending with a null pointer.
+/// configuration keys (options) the plugin accepts, ending with a null
+/// pointer. The host's own limits never reach a plugin.
 using plugin_keys_entry = const char* const*();
 
 } // namespace quarry::sdk
@@ -96,19 +96,50 @@ using plugin_keys_entry = const char* const*();
 /// It is separate from the descriptor, so plugins without it still load.
 #define QUARRY_PLUGIN_KEYS_NAME "quarry_plugin_keys_v1"
 
-/// Declares the configuration keys the plugin accepts, besides the keys the
-/// host reads. Optional, at most once per plugin, at global scope:
+/// Declares the configuration keys (options) the plugin accepts. Quarry's
+/// own limits are written under `limits:` and never reach the plugin.
+/// Optional, at most once per plugin, at global scope:
 ///
 /// ~~~
 /// QUARRY_PLUGIN_KEYS("api_key", "base_url", "max_results")
 /// ~~~
 ///
 /// With it, `quarry config check` and every command report each key that
-/// neither the plugin nor the host knows, all at once, at the key's file and
+/// the plugin does not declare, all at once, at the key's file and
 /// line and with a "did you mean" hint, before the plugin is created. Without
 /// it, only the plugin's factory checks its keys.
 #define QUARRY_PLUGIN_KEYS(...)                                                \
   extern "C" QUARRY_SDK_API const char* const* quarry_plugin_keys_v1() {       \
     static const char* const keys[] = {__VA_ARGS__, nullptr};                  \
     return keys;                                                               \
+  }
+
+/// Name of the optional symbol that says what kind of tool a tool plugin
+/// provides. It is separate from the descriptor, so plugins without it still
+/// load (their tools are `other`).
+#define QUARRY_TOOL_KIND_NAME "quarry_tool_kind_v1"
+
+namespace quarry::sdk {
+
+/// Signature of the optional tool kind (see QUARRY_TOOL_KIND): a value of
+/// @ref tool_kind.
+using tool_kind_entry = uint32_t();
+
+} // namespace quarry::sdk
+
+/// Declares what kind of tool a tool plugin provides (@ref
+/// quarry::sdk::tool_kind). Optional, at most once per plugin, at global
+/// scope:
+///
+/// ~~~
+/// QUARRY_TOOL_KIND(quarry::sdk::tool_kind::web_search)
+/// ~~~
+///
+/// A search plugin that declares `web_search` gets what the built-in web
+/// search backends get: its calls are shown as searches, its results'
+/// snippets go to the page reader, and the model is reminded to read the
+/// pages it found.
+#define QUARRY_TOOL_KIND(tool_kind_value)                                     \
+  extern "C" QUARRY_SDK_API uint32_t quarry_tool_kind_v1() {                   \
+    return static_cast<uint32_t>(tool_kind_value);                             \
   }

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,19 +19,45 @@
 
 namespace quarry::sdk {
 
-/// The tool-instance keys the host itself reads (concurrency, time limit,
-/// result cache). The one list of them.
-inline constexpr std::string_view host_tool_keys[] = {
-  "max_concurrency", "timeout", "cache_ttl", "cache_entries"};
+/// What a tool is. The host treats every tool of a kind alike, whatever its
+/// name: the research agent shows its calls as searches or page reads,
+/// remembers the snippets searches found and hands them to page readers.
+/// A tool plugin declares its kind with QUARRY_TOOL_KIND (`plugin.hpp`);
+/// without it, a tool is `other`.
+enum class tool_kind : uint32_t {
+  /// Anything else: its result goes to the model as it is.
+  other = 0,
+  /// Searches the web. Takes `queries` (a list of strings) and returns the
+  /// results as documents with `url`, `title` and `snippet`.
+  web_search = 1,
+  /// Searches documents of the user's own (a corpus, an intranet); the same
+  /// arguments and results as `web_search`.
+  internal_search = 2,
+  /// Reads pages. Takes `urls` (a list of strings) and returns the pages read
+  /// as documents. The host adds `_quarry: {snippets: {URL: TEXT}}` to its
+  /// arguments: the search snippets of those URLs, to centre what it keeps
+  /// of a long page; the model's own `_quarry` never reaches a tool.
+  page_reader = 3,
+};
 
-/// Returns whether `key` is one of the tool-instance keys the host itself
-/// reads (concurrency, time limit, result cache). Tool plugins accept these in
-/// their configuration and ignore them.
-inline bool is_host_tool_key(std::string_view key) noexcept {
-  for (auto x : host_tool_keys)
-    if (key == x)
-      return true;
-  return false;
+/// Returns `other`, `web_search`, `internal_search` or `page_reader`.
+inline const char* to_string(tool_kind x) noexcept {
+  switch (x) {
+    case tool_kind::web_search:
+      return "web_search";
+    case tool_kind::internal_search:
+      return "internal_search";
+    case tool_kind::page_reader:
+      return "page_reader";
+    case tool_kind::other:
+      break;
+  }
+  return "other";
+}
+
+/// Returns whether `x` is a search (web or internal).
+inline bool is_search(tool_kind x) noexcept {
+  return x == tool_kind::web_search || x == tool_kind::internal_search;
 }
 
 /// What a tool run produced.

@@ -1,0 +1,280 @@
+// The limits of provider and tool instances: their table and their reader.
+
+#include "quarry/core/config_limits.hpp"
+
+#include "quarry/core/config.hpp"
+#include "quarry/core/duration.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <optional>
+
+namespace quarry::core {
+
+namespace {
+
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+
+// One line, for messages.
+std::string one_line(std::string x) {
+  std::replace(x.begin(), x.end(), '\n', ' ');
+  std::replace(x.begin(), x.end(), '\r', ' ');
+  return x;
+}
+
+// What a value looks like in a message: short and on one line.
+std::string shown(const json& v) {
+  auto text = v.is_string() ? "\"" + v.get<std::string>() + "\"" : v.dump();
+  if (text.size() > 60)
+    text = text.substr(0, 57) + "...";
+  return one_line(std::move(text));
+}
+
+// Reads the value of one key or returns what is wrong with it.
+using reader = std::function<std::optional<std::string>(const json&)>;
+
+// An integer from lo to hi.
+template <class T>
+reader integer(T& dst, int64_t lo, int64_t hi) {
+  return [&dst, lo, hi](const json& v) -> std::optional<std::string> {
+    auto bound = "from " + std::to_string(lo) + " to " + std::to_string(hi);
+    if (!v.is_number_integer())
+      return "expected an integer " + bound + ", got " + shown(v);
+    auto x = v.is_number_unsigned()
+               ? static_cast<int64_t>(std::min<uint64_t>(
+                   v.get<uint64_t>(),
+                   static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
+               : v.get<int64_t>();
+    if (x < lo || x > hi)
+      return "must be an integer " + bound + ", got " + shown(v);
+    dst = static_cast<T>(x);
+    return std::nullopt;
+  };
+}
+
+// A number of at least 0.
+reader non_negative(double& dst) {
+  return [&dst](const json& v) -> std::optional<std::string> {
+    if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 1e15)
+      return "expected a number of at least 0, got " + shown(v);
+    dst = v.get<double>();
+    return std::nullopt;
+  };
+}
+
+// A duration: seconds as a number, or text such as 30s or 500ms.
+reader duration(milliseconds& dst, bool zero_ok) {
+  return [&dst, zero_ok](const json& v) -> std::optional<std::string> {
+    std::optional<milliseconds> d;
+    if (v.is_number()) {
+      auto seconds = v.get<double>();
+      if (seconds >= 0 && seconds < 1e9)
+        d = milliseconds{static_cast<int64_t>(seconds * 1000)};
+    } else if (v.is_string()) {
+      d = parse_duration(v.get<std::string>());
+    }
+    if (!d)
+      return "expected a duration such as 30s or 500ms, got " + shown(v);
+    if (!zero_ok && d->count() <= 0)
+      return "must be longer than 0, got " + shown(v);
+    dst = *d;
+    return std::nullopt;
+  };
+}
+
+// prices: {input, output} for every model, or MODEL: {input, output}.
+reader prices(llm_limits& out) {
+  return [&out](const json& v) -> std::optional<std::string> {
+    auto read = [](const json& x, token_prices& dst) {
+      if (!x.is_object() || x.empty())
+        return false;
+      for (const auto& [k, price] : x.items()) {
+        if ((k != "input" && k != "output") || !price.is_number()
+            || price.get<double>() < 0)
+          return false;
+        (k == "input" ? dst.input : dst.output) = price.get<double>();
+      }
+      return true;
+    };
+    if (!v.is_object())
+      return std::string{"expected a map: {input: USD, output: USD} per "
+                         "million tokens, or MODEL: {input: ..., output: ...}"};
+    if (v.contains("input") || v.contains("output")) {
+      token_prices tp;
+      if (!read(v, tp))
+        return std::string{"expected {input: USD, output: USD} per million "
+                           "tokens (numbers of at least 0)"};
+      out.default_prices = tp;
+      out.model_prices.clear();
+      return std::nullopt;
+    }
+    std::map<std::string, token_prices> models;
+    for (const auto& [model, pair] : v.items()) {
+      token_prices tp;
+      if (!read(pair, tp))
+        return "prices." + model + " must be {input: USD, output: USD} per "
+               "million tokens (numbers of at least 0)";
+      models[model] = tp;
+    }
+    out.default_prices = {};
+    out.model_prices = std::move(models);
+    return std::nullopt;
+  };
+}
+
+struct field {
+  const char* name;
+  reader read;
+};
+
+std::vector<field> fields(llm_limits& x) {
+  return {{"max_concurrency", integer(x.max_concurrency, 1, 10000)},
+          {"requests_per_minute", non_negative(x.requests_per_minute)},
+          {"tokens_per_minute", non_negative(x.tokens_per_minute)},
+          {"max_retries", integer(x.max_retries, 0, 100)},
+          {"retry_base", duration(x.retry_base, false)},
+          {"retry_max", duration(x.retry_max, false)},
+          {"stall_timeout", duration(x.stall_timeout, false)},
+          {"total_timeout", duration(x.total_timeout, false)},
+          {"prices", prices(x)}};
+}
+
+std::vector<field> fields(tool_limits& x) {
+  return {{"max_concurrency", integer(x.max_concurrency, 1, 10000)},
+          {"timeout", duration(x.timeout, false)},
+          {"cache_ttl", duration(x.cache_ttl, true)},
+          {"cache_entries", integer(x.cache_entries, 0, 10000000)}};
+}
+
+template <class Limits>
+std::vector<limit_problem> read_impl(const json& limits, Limits& out,
+                                     const std::string& prefix) {
+  std::vector<limit_problem> problems;
+  if (limits.is_null())
+    return problems;
+  if (!limits.is_object()) {
+    problems.push_back({"", "expected a map of Quarry's limits, got "
+                              + shown(limits)});
+    return problems;
+  }
+  auto table = fields(out);
+  std::vector<std::string> names;
+  for (const auto& f : table)
+    names.emplace_back(f.name);
+  for (const auto& [key, value] : limits.items()) {
+    auto f = std::find_if(table.begin(), table.end(),
+                          [&](const field& x) { return key == x.name; });
+    if (f == table.end()) {
+      auto hint = closest_name(key, names);
+      std::string list;
+      for (const auto& n : names)
+        list += (list.empty() ? "" : ", ") + n;
+      problems.push_back(
+        {key, "unknown key"
+                + (hint.empty() ? "; the limits are " + list
+                                : "; did you mean `" + prefix + "." + hint + "`?")});
+      continue;
+    }
+    if (value.is_null())
+      continue;
+    if (auto why = f->read(value))
+      problems.push_back({key, std::move(*why)});
+  }
+  return problems;
+}
+
+// A whole number as an integer (`60`, not `60.0`), anything else as it is.
+json number(double x) {
+  if (x == static_cast<double>(static_cast<int64_t>(x)) && x < 1e15)
+    return json(static_cast<int64_t>(x));
+  return json(x);
+}
+
+json prices_json(const llm_limits& x) {
+  auto pair = [](const token_prices& p) {
+    return json{{"input", number(p.input)}, {"output", number(p.output)}};
+  };
+  if (!x.model_prices.empty()) {
+    auto out = json::object();
+    for (const auto& [model, p] : x.model_prices)
+      out[model] = pair(p);
+    return out;
+  }
+  if (x.default_prices.input != 0 || x.default_prices.output != 0)
+    return pair(x.default_prices);
+  return json::object();
+}
+
+} // namespace
+
+const std::vector<limit_key>& limit_keys(instance_kind kind) {
+  static const std::vector<limit_key> llm{
+    {"max_concurrency", "16", "integer 1-10000",
+     "calls in flight; halves on a 429 and creeps back"},
+    {"requests_per_minute", "0", "number >= 0", "0 means unlimited"},
+    {"tokens_per_minute", "0", "number >= 0",
+     "estimated input plus requested output; 0 means unlimited"},
+    {"max_retries", "4", "integer 0-100",
+     "retries of retryable failures that streamed nothing"},
+    {"retry_base", "500ms", "duration > 0",
+     "first backoff step (full jitter, doubling, at least Retry-After)"},
+    {"retry_max", "30s", "duration > 0", "largest backoff step"},
+    {"stall_timeout", "1m", "duration > 0",
+     "longest time without a streamed piece"},
+    {"total_timeout", "10m", "duration > 0",
+     "the whole call, retries included"},
+    {"prices", "{}",
+     "`{input: USD, output: USD}` per million tokens, or `MODEL: {input, "
+     "output}`",
+     "usage cost"},
+  };
+  static const std::vector<limit_key> tool{
+    {"max_concurrency", "8", "integer 1-10000", "runs in flight"},
+    {"timeout", "2m", "duration > 0",
+     "the tool actor's limit on one run; the run is cancelled"},
+    {"cache_ttl", "10m", "duration >= 0",
+     "how long an identical run's result is reused; 0 disables the cache"},
+    {"cache_entries", "256", "integer 0-10000000",
+     "most cached results; 0 disables the cache"},
+  };
+  return kind == instance_kind::llm ? llm : tool;
+}
+
+bool is_limit_key(instance_kind kind, const std::string& name) {
+  const auto& keys = limit_keys(kind);
+  return std::any_of(keys.begin(), keys.end(),
+                     [&](const limit_key& k) { return k.name == name; });
+}
+
+std::vector<limit_problem> read_limits(const json& limits, llm_limits& out,
+                                       const std::string& prefix) {
+  return read_impl(limits, out, prefix);
+}
+
+std::vector<limit_problem> read_limits(const json& limits, tool_limits& out,
+                                       const std::string& prefix) {
+  return read_impl(limits, out, prefix);
+}
+
+json to_json(const llm_limits& x) {
+  return {{"max_concurrency", x.max_concurrency},
+          {"requests_per_minute", number(x.requests_per_minute)},
+          {"tokens_per_minute", number(x.tokens_per_minute)},
+          {"max_retries", x.max_retries},
+          {"retry_base", format_duration(x.retry_base)},
+          {"retry_max", format_duration(x.retry_max)},
+          {"stall_timeout", format_duration(x.stall_timeout)},
+          {"total_timeout", format_duration(x.total_timeout)},
+          {"prices", prices_json(x)}};
+}
+
+json to_json(const tool_limits& x) {
+  return {{"max_concurrency", x.max_concurrency},
+          {"timeout", format_duration(x.timeout)},
+          {"cache_ttl", format_duration(x.cache_ttl)},
+          {"cache_entries", x.cache_entries}};
+}
+
+} // namespace quarry::core

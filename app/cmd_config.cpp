@@ -6,6 +6,8 @@
 
 #include "quarry/sdk/secrets.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <iostream>
 
@@ -20,6 +22,16 @@ constexpr std::chrono::seconds probe_timeout{5};
 } // namespace
 
 int cmd_config_show(context& ctx) {
+  // Limits that an older file wrote beside a plugin's options are shown
+  // under `limits`, where they take effect, with a warning each. Other
+  // problems of the instances are `config check`'s to report.
+  const auto& values = ctx.config.values;
+  if (!values.llm.providers.empty() || !values.tools.empty()) {
+    auto seen = ctx.config.warnings.size();
+    static_cast<void>(check_configured_instances(ctx, {}));
+    for (auto i = seen; i < ctx.config.warnings.size(); ++i)
+      spdlog::warn("{}", ctx.config.warnings[i]);
+  }
   // The header names the source and, as comments, every instance added from
   // the environment.
   std::cout << ctx.config.render_yaml();

@@ -17,19 +17,13 @@ namespace {
 using json = nlohmann::json;
 using std::chrono::milliseconds;
 
-// One line, for messages.
-std::string one_line(std::string x) {
-  std::replace(x.begin(), x.end(), '\n', ' ');
-  std::replace(x.begin(), x.end(), '\r', ' ');
-  return x;
-}
-
-// What a value looks like in a message: short and on one line.
+// What a value looks like in a message: short, on one line (JSON escapes
+// line breaks), never failing on broken UTF-8.
 std::string shown(const json& v) {
-  auto text = v.is_string() ? "\"" + v.get<std::string>() + "\"" : v.dump();
+  auto text = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (text.size() > 60)
     text = text.substr(0, 57) + "...";
-  return one_line(std::move(text));
+  return text;
 }
 
 // Reads the value of one key or returns what is wrong with it.

@@ -116,12 +116,11 @@ void apply_environment_defaults(loaded_config& cfg,
 
 namespace {
 
-// One line, for messages and YAML comments.
-std::string shown_value(const json& v) {
-  auto text = v.is_string() ? "\"" + v.get<std::string>() + "\"" : v.dump();
-  if (text.size() > 60)
-    text = text.substr(0, 57) + "...";
-  return one_line(std::move(text));
+// A limit's value as it would be written in YAML (`2`, `30s`, `{input: 1}`
+// as JSON flow): limits are short and never secret.
+std::string written(const json& v) {
+  return v.is_string() ? one_line(v.get<std::string>())
+                       : v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 // Checks one instance's options against its plugin's keys, and moves the
@@ -178,7 +177,7 @@ void check_instance(instance_kind kind, const std::string& prefix,
         warnings->push_back(
           {file, line, prefix + "." + key,
            "Quarry's limits now go under `limits:`; write `limits: {" + key
-             + ": " + shown_value(value) + "}` instead (read as " + prefix
+             + ": " + written(value) + "}` instead (read as " + prefix
              + ".limits." + key + " until then)"});
       }
       moved.push_back(key);

@@ -509,13 +509,14 @@ common_config parse_common_config(const nlohmann::json& config,
                                       "from 1 to 20");
     cfg.max_results = static_cast<size_t>(i->get<int64_t>());
   }
-  // A duration string (`30s`) is for the tool provider actor, which reads the
-  // same key; a number of seconds also bounds each search request.
-  if (auto i = config.find("timeout"); i != config.end() && !i->is_string()) {
+  // A number of seconds: bounds each search request. (The tool actor's
+  // limit on a whole run is Quarry's `limits.timeout`, never seen here.)
+  if (auto i = config.find("timeout"); i != config.end()) {
     if (!i->is_number() || !(i->get<double>() > 0)
         || i->get<double>() > 3600)
       throw std::invalid_argument(p + ": 'timeout' must be a number of "
-                                      "seconds greater than 0");
+                                      "seconds greater than 0 (the limit on "
+                                      "a whole run is `limits.timeout`)");
     cfg.timeout = std::chrono::milliseconds{
       static_cast<int64_t>(std::llround(i->get<double>() * 1000))};
   }

@@ -286,6 +286,13 @@ TEST_CASE_FIXTURE(config_cli_fixture, "limits: an older file's limits beside the
                           "{max_retries: 0}` instead (read as "
                           "llm.providers.main.limits.max_retries until then)"));
   CHECK(contains(res.out, "warning: " + cfg + ":12: tools.web_search.cache_ttl: "));
+  // config show prints them where they take effect: under `limits`.
+  auto show = quarry({"--config", cfg, "config", "show"});
+  INFO(show.out);
+  CHECK(show.exit_code == 0);
+  CHECK(contains(show.err, cfg + ":7: llm.providers.main.max_retries: Quarry's limits"));
+  CHECK(contains(show.out, "      limits:\n        max_concurrency: 16\n        max_retries: 0\n"));
+  CHECK(show.out.find("max_retries:") == show.out.rfind("max_retries:"));
   // Every command says so on stderr, and runs: the refused connection is
   // not retried (max_retries: 0 was read).
   auto chat = quarry({"--config", cfg, "llm", "chat", "hi"});

@@ -658,11 +658,11 @@ TEST_CASE("anthropic: configuration defaults and validation") {
                                   {"thinking_budget", 2048},
                                   {"headers", {{"x-extra", "1"}}},
                                   {"context_window", 1000},
-                                  {"temperature", 0.5},
-                                  {"max_retries", 3},
-                                  {"stall_timeout", "30s"},
-                                  {"prices", {{"input", 1}}},
-                                  {"requests_per_minute", 50}});
+                                  {"temperature", 0.5}});
+  // Quarry's limits never reach the plugin: refused like any unknown key.
+  for (const auto* limit : {"max_retries", "stall_timeout", "prices", "requests_per_minute"})
+    CHECK_THROWS_AS(anth::parse_config({{"model", "m"}, {"api_key", "k"}, {limit, 1}}),
+                    std::invalid_argument);
   CHECK(full.messages_url() == "http://127.0.0.1:9/prefix/v1/messages");
   CHECK(full.api_key.empty());
   CHECK(full.max_tokens == 100);

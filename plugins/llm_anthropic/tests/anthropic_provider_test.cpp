@@ -637,8 +637,7 @@ TEST_CASE("anthropic: the built module loads through the plugin registry") {
   REQUIRE(std::holds_alternative<std::string>(bad));
   CHECK(std::get<std::string>(bad).find("max_tokns") != std::string::npos);
 
-  auto made = registry.make_llm("anthropic", api.config({{"context_window", 100000},
-                                                         {"max_retries", 2}}),
+  auto made = registry.make_llm("anthropic", api.config({{"context_window", 100000}}),
                                 "claude");
   REQUIRE_MESSAGE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made),
                   std::get<std::string>(made));

@@ -190,13 +190,15 @@ std::shared_ptr<recording_sink> run(provider& llm, sdk::chat_request req) {
 
 } // namespace
 
-TEST_CASE("extractive configuration accepts its keys and the host's, refuses others") {
+TEST_CASE("extractive configuration accepts its keys, refuses others (Quarry's limits too)") {
+  // The limits go to the provider actor, never to the plugin.
+  CHECK_THROWS_AS(parse_config({{"max_concurrency", 8}}), std::invalid_argument);
+  CHECK_THROWS_AS(parse_config({{"prices", nlohmann::json::object()}}),
+                  std::invalid_argument);
   auto cfg = parse_config({{"max_parallel", 2},
                            {"ttft_ms", 150},
                            {"tokens_per_second", 40.5},
                            {"max_sentences", "12"},
-                           {"max_concurrency", 8},
-                           {"prices", nlohmann::json::object()},
                            {"context_window", 4096},
                            {"reasoning", false}});
   CHECK(cfg.max_parallel == 2);
@@ -461,7 +463,7 @@ TEST_CASE("extractive plugin loads through the registry and chats") {
   REQUIRE(std::holds_alternative<std::string>(bad));
   CHECK(std::get<std::string>(bad).find("unknown configuration key 'ttft'")
         != std::string::npos);
-  auto made = registry.make_llm("extractive", {{"max_parallel", 1}, {"max_retries", 2}});
+  auto made = registry.make_llm("extractive", {{"max_parallel", 1}});
   REQUIRE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made));
   auto llm = std::get<std::shared_ptr<sdk::llm_provider>>(made);
   CHECK(llm->info().model == "extractive");

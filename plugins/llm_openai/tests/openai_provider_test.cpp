@@ -566,7 +566,6 @@ TEST_CASE("openai module loads through the plugin registry and streams") {
   });
   auto made = registry.make_llm("openai", {{"model", "gpt-4o"},
                                            {"base_url", server.url("/v1")},
-                                           {"max_retries", 3},
                                            {"context_window", 128000}});
   REQUIRE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made));
   auto llm = std::get<std::shared_ptr<sdk::llm_provider>>(made);

@@ -365,8 +365,6 @@ TEST_CASE("openai error classification of other shapes") {
 TEST_CASE("openai configuration validation") {
   auto cfg = openai::parse_config({{"model", "gpt-4o"},
                                    {"base_url", "http://localhost:11434/v1/"},
-                                   {"max_concurrency", 4},
-                                   {"prices", {{"input", 1.0}}},
                                    {"context_window", 128000},
                                    {"reasoning", true},
                                    {"headers", {{"X-Title", "quarry"}}}});
@@ -377,6 +375,11 @@ TEST_CASE("openai configuration validation") {
   REQUIRE(cfg.headers.size() == 1);
   CHECK(cfg.headers[0].first == "X-Title");
   CHECK_THROWS_AS(openai::parse_config(json::object()), std::invalid_argument);
+  // Quarry's limits never reach the plugin: refused like any unknown key.
+  CHECK_THROWS_AS(openai::parse_config({{"model", "m"}, {"max_concurrency", 4}}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(openai::parse_config({{"model", "m"}, {"prices", {{"input", 1.0}}}}),
+                  std::invalid_argument);
   CHECK_THROWS_AS(openai::parse_config({{"model", "m"}, {"modle", "x"}}),
                   std::invalid_argument);
   CHECK_THROWS_AS(openai::parse_config({{"model", "m"}, {"azure", "yes"}}),

@@ -564,8 +564,10 @@ TEST_CASE("open_url config is validated") {
                   std::invalid_argument);
   CHECK_THROWS_AS(parse_config({{"corpus_db", 3}}, ""), std::invalid_argument);
   CHECK_THROWS_AS(parse_config(json::array(), ""), std::invalid_argument);
-  auto ok = parse_config({{"timeout", "30s"}, {"max_concurrency", 2}},
-                         "/data/plugins/open_url");
+  // Quarry's limits never reach the plugin: refused like any unknown key.
+  CHECK_THROWS_AS(parse_config({{"max_concurrency", 2}}, ""), std::invalid_argument);
+  CHECK_THROWS_AS(parse_config({{"timeout", "30s"}}, ""), std::invalid_argument);
+  auto ok = parse_config(json::object(), "/data/plugins/open_url");
   CHECK(ok.corpus_db == "/data/plugins/local_corpus/corpus.db");
   CHECK(ok.max_urls == 10);
 }

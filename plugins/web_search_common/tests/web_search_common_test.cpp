@@ -265,16 +265,12 @@ TEST_CASE("web_search_common validates the common configuration") {
   bad({{"api_key", "k"}, {"max_results", 21}});
   bad({{"api_key", "k"}, {"max_results", "5"}});
   bad({{"api_key", "k"}, {"timeout", 0}});
-  // A duration string belongs to the tool provider actor (same key): the
-  // plugin keeps its own default for each request.
-  CHECK(parse_common_config({{"api_key", "k"}, {"timeout", "10s"}}, "p",
-                            "https://r", true, {})
-          .timeout
-        == common_config{}.timeout);
-  // The actor's other keys are accepted too.
-  CHECK_NOTHROW(parse_common_config({{"api_key", "k"}, {"cache_ttl", "5m"},
-                                     {"max_concurrency", 2}},
-                                    "p", "https://r", true, {}));
+  // `timeout` is the plugin's own (seconds per request); Quarry's limits
+  // (`limits.timeout`, `cache_ttl`, ...) never reach a plugin and are
+  // refused like any key it does not know.
+  bad({{"api_key", "k"}, {"timeout", "10s"}});
+  bad({{"api_key", "k"}, {"cache_ttl", "5m"}});
+  bad({{"api_key", "k"}, {"max_concurrency", 2}});
   bad({{"api_key", "k"}, {"base_url", "ftp://x"}});
   bad(json::array());
   try {

@@ -266,13 +266,6 @@ private:
   std::string body_;
 };
 
-bool is_web_search_plugin(const std::string& plugin) {
-  for (auto x : {"brave", "tavily", "searxng", "exa", "serper"})
-    if (plugin == x)
-      return true;
-  return false;
-}
-
 } // namespace
 
 std::vector<probe_result> probe_instances(context& ctx,
@@ -344,7 +337,8 @@ std::vector<probe_result> probe_instances(context& ctx,
       r.detail = entry.plugin == "open_url" ? "reads the URLs it is given"
                                             : "a local index";
       board->add(r, true);
-    } else if (is_web_search_plugin(entry.plugin)) {
+    } else if (const auto* info = ctx.registry->find(entry.plugin);
+               info != nullptr && info->tool_kind == sdk::tool_kind::web_search) {
       // One search through the plugin itself: its own URL, headers and error
       // classification.
       r.target = "search for \"quarry\"";

@@ -84,8 +84,8 @@ struct probe_result {
 /// Reaches every configured provider and tool once, all at the same time,
 /// each within `timeout`. For the plugins that come with Quarry only: an
 /// OpenAI-compatible server is asked for `GET {base_url}/models`, Anthropic
-/// for `GET {base_url}/v1/models`, a web search backend for one search
-/// (`quarry`); the extractive provider, `local_corpus` and `open_url` have
+/// for `GET {base_url}/v1/models`, a web search (any plugin that declares
+/// `sdk::tool_kind::web_search`) for one search (`quarry`); the extractive provider, `local_corpus` and `open_url` have
 /// nothing to reach, other plugins are not probed. Needs the plugins loaded.
 std::vector<probe_result> probe_instances(context& ctx,
                                           std::chrono::milliseconds timeout);

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 
 using namespace quarry;
@@ -104,6 +105,29 @@ TEST_CASE("example plugin builds out of tree against the installed SDK and runs"
          {"content", "in both"}}}}};
     return test::response_plan::json(200, body.dump());
   });
+  // 4a. `config check` treats it as the web search it says it is: one search
+  // through the plugin, like the backends that come with Quarry.
+  {
+    auto config = tmp.file("quarry.yaml");
+    {
+      std::ofstream out{config};
+      out << "llm:\n  providers:\n    offline:\n      plugin: extractive\n"
+          << "tools:\n  custom_search:\n    plugin: example_search\n"
+          << "    endpoint: " << server.url("/search") << "\n"
+          << "    limits: {timeout: 30s}\n";
+    }
+    test::process_options opts;
+    opts.timeout = std::chrono::minutes{2};
+    opts.env = test::isolated_quarry_env(tmp.path());
+    auto checked = test::run_process(
+      {QUARRY_EXE, "--config", config, "--plugin-dir", build, "config", "check"}, opts);
+    INFO(checked.out, checked.err);
+    CHECK(checked.exit_code == 0);
+    CHECK(checked.out.find("tools.custom_search (example_search): reachable") != std::string::npos);
+    std::lock_guard<std::mutex> guard{mtx};
+    CHECK(std::count(seen_queries.begin(), seen_queries.end(), "quarry") == 1);
+    seen_queries.clear();
+  }
   core::settings cfg;
   cfg.runtime.data_dir = tmp.file("data");
   host::host_services services{cfg};

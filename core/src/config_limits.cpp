@@ -6,6 +6,7 @@
 #include "quarry/core/duration.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -118,70 +119,9 @@ reader prices(llm_limits& out) {
   };
 }
 
-struct field {
-  const char* name;
-  reader read;
-};
-
-std::vector<field> fields(llm_limits& x) {
-  return {{"max_concurrency", integer(x.max_concurrency, 1, 10000)},
-          {"requests_per_minute", non_negative(x.requests_per_minute)},
-          {"tokens_per_minute", non_negative(x.tokens_per_minute)},
-          {"max_retries", integer(x.max_retries, 0, 100)},
-          {"retry_base", duration(x.retry_base, false)},
-          {"retry_max", duration(x.retry_max, false)},
-          {"stall_timeout", duration(x.stall_timeout, false)},
-          {"total_timeout", duration(x.total_timeout, false)},
-          {"prices", prices(x)}};
-}
-
-std::vector<field> fields(tool_limits& x) {
-  return {{"max_concurrency", integer(x.max_concurrency, 1, 10000)},
-          {"timeout", duration(x.timeout, false)},
-          {"cache_ttl", duration(x.cache_ttl, true)},
-          {"cache_entries", integer(x.cache_entries, 0, 10000000)}};
-}
-
-template <class Limits>
-std::vector<limit_problem> read_impl(const json& limits, Limits& out,
-                                     const std::string& prefix) {
-  std::vector<limit_problem> problems;
-  if (limits.is_null())
-    return problems;
-  if (!limits.is_object()) {
-    problems.push_back({"", "expected a map of Quarry's limits, got "
-                              + shown(limits)});
-    return problems;
-  }
-  auto table = fields(out);
-  std::vector<std::string> names;
-  for (const auto& f : table)
-    names.emplace_back(f.name);
-  for (const auto& [key, value] : limits.items()) {
-    auto f = std::find_if(table.begin(), table.end(),
-                          [&](const field& x) { return key == x.name; });
-    if (f == table.end()) {
-      auto hint = closest_name(key, names);
-      std::string list;
-      for (const auto& n : names)
-        list += (list.empty() ? "" : ", ") + n;
-      problems.push_back(
-        {key, "unknown key"
-                + (hint.empty() ? "; the limits are " + list
-                                : "; did you mean `" + prefix + "." + hint + "`?")});
-      continue;
-    }
-    if (value.is_null())
-      continue;
-    if (auto why = f->read(value))
-      problems.push_back({key, std::move(*why)});
-  }
-  return problems;
-}
-
 // A whole number as an integer (`60`, not `60.0`), anything else as it is.
 json number(double x) {
-  if (x == static_cast<double>(static_cast<int64_t>(x)) && x < 1e15)
+  if (x >= 0 && x < 1e15 && x == std::floor(x))
     return json(static_cast<int64_t>(x));
   return json(x);
 }
@@ -201,38 +141,146 @@ json prices_json(const llm_limits& x) {
   return json::object();
 }
 
+// One key of a `limits:` map: what the documentation says, how it is read
+// into the struct and how the effective configuration shows it. The one
+// table of the limits; to add one, add the field to `llm_limits` or
+// `tool_limits` (settings.hpp), a row here, and document it in
+// config/quarry.yaml and docs/configuration.md (a unit test checks both).
+template <class Limits>
+struct limit_spec {
+  const char* name;
+  const char* allowed;
+  const char* doc;
+  std::function<reader(Limits&)> read;
+  std::function<json(const Limits&)> write;
+};
+
+const std::vector<limit_spec<llm_limits>>& table(const llm_limits*) {
+  using l = llm_limits;
+  auto ms = [](milliseconds x) { return json(format_duration(x)); };
+  static const std::vector<limit_spec<l>> rows{
+    {"max_concurrency", "integer 1-10000",
+     "calls in flight; halves on a 429 and creeps back",
+     [](l& x) { return integer(x.max_concurrency, 1, 10000); },
+     [](const l& x) { return json(x.max_concurrency); }},
+    {"requests_per_minute", "number >= 0", "0 means unlimited",
+     [](l& x) { return non_negative(x.requests_per_minute); },
+     [](const l& x) { return number(x.requests_per_minute); }},
+    {"tokens_per_minute", "number >= 0",
+     "estimated input plus requested output; 0 means unlimited",
+     [](l& x) { return non_negative(x.tokens_per_minute); },
+     [](const l& x) { return number(x.tokens_per_minute); }},
+    {"max_retries", "integer 0-100",
+     "retries of retryable failures that streamed nothing",
+     [](l& x) { return integer(x.max_retries, 0, 100); },
+     [](const l& x) { return json(x.max_retries); }},
+    {"retry_base", "duration > 0",
+     "first backoff step (full jitter, doubling, at least Retry-After)",
+     [](l& x) { return duration(x.retry_base, false); },
+     [ms](const l& x) { return ms(x.retry_base); }},
+    {"retry_max", "duration > 0", "largest backoff step",
+     [](l& x) { return duration(x.retry_max, false); },
+     [ms](const l& x) { return ms(x.retry_max); }},
+    {"stall_timeout", "duration > 0", "longest time without a streamed piece",
+     [](l& x) { return duration(x.stall_timeout, false); },
+     [ms](const l& x) { return ms(x.stall_timeout); }},
+    {"total_timeout", "duration > 0", "the whole call, retries included",
+     [](l& x) { return duration(x.total_timeout, false); },
+     [ms](const l& x) { return ms(x.total_timeout); }},
+    {"prices",
+     "`{input: USD, output: USD}` per million tokens, or `MODEL: {input, "
+     "output}`",
+     "usage cost", [](l& x) { return prices(x); },
+     [](const l& x) { return prices_json(x); }},
+  };
+  return rows;
+}
+
+const std::vector<limit_spec<tool_limits>>& table(const tool_limits*) {
+  using t = tool_limits;
+  auto ms = [](milliseconds x) { return json(format_duration(x)); };
+  static const std::vector<limit_spec<t>> rows{
+    {"max_concurrency", "integer 1-10000", "runs in flight",
+     [](t& x) { return integer(x.max_concurrency, 1, 10000); },
+     [](const t& x) { return json(x.max_concurrency); }},
+    {"timeout", "duration > 0",
+     "the tool actor's limit on one run; the run is cancelled",
+     [](t& x) { return duration(x.timeout, false); },
+     [ms](const t& x) { return ms(x.timeout); }},
+    {"cache_ttl", "duration >= 0",
+     "how long an identical run's result is reused; 0 disables the cache",
+     [](t& x) { return duration(x.cache_ttl, true); },
+     [ms](const t& x) { return ms(x.cache_ttl); }},
+    {"cache_entries", "integer 0-10000000",
+     "most cached results; 0 disables the cache",
+     [](t& x) { return integer(x.cache_entries, 0, 10000000); },
+     [](const t& x) { return json(x.cache_entries); }},
+  };
+  return rows;
+}
+
+template <class Limits>
+std::vector<limit_key> keys_of() {
+  std::vector<limit_key> out;
+  Limits defaults;
+  for (const auto& row : table(&defaults)) {
+    json d = row.write(defaults);
+    std::string shown_default = d.is_string() ? d.get<std::string>() : d.dump();
+    out.push_back({row.name, std::move(shown_default), row.allowed, row.doc});
+  }
+  return out;
+}
+
+template <class Limits>
+std::vector<limit_problem> read_impl(const json& limits, Limits& out,
+                                     const std::string& prefix) {
+  std::vector<limit_problem> problems;
+  if (limits.is_null())
+    return problems;
+  if (!limits.is_object()) {
+    problems.push_back({"", "expected a map of Quarry's limits, got "
+                              + shown(limits)});
+    return problems;
+  }
+  const auto& rows = table(&out);
+  std::vector<std::string> names;
+  for (const auto& row : rows)
+    names.emplace_back(row.name);
+  for (const auto& [key, value] : limits.items()) {
+    auto row = std::find_if(rows.begin(), rows.end(),
+                            [&](const auto& x) { return key == x.name; });
+    if (row == rows.end()) {
+      auto hint = closest_name(key, names);
+      std::string list;
+      for (const auto& n : names)
+        list += (list.empty() ? "" : ", ") + n;
+      problems.push_back(
+        {key, "unknown key"
+                + (hint.empty() ? "; the limits are " + list
+                                : "; did you mean `" + prefix + "." + hint + "`?")});
+      continue;
+    }
+    if (value.is_null())
+      continue;
+    if (auto why = row->read(out)(value))
+      problems.push_back({key, std::move(*why)});
+  }
+  return problems;
+}
+
+template <class Limits>
+json write_impl(const Limits& x) {
+  auto out = json::object();
+  for (const auto& row : table(&x))
+    out[row.name] = row.write(x);
+  return out;
+}
+
 } // namespace
 
 const std::vector<limit_key>& limit_keys(instance_kind kind) {
-  static const std::vector<limit_key> llm{
-    {"max_concurrency", "16", "integer 1-10000",
-     "calls in flight; halves on a 429 and creeps back"},
-    {"requests_per_minute", "0", "number >= 0", "0 means unlimited"},
-    {"tokens_per_minute", "0", "number >= 0",
-     "estimated input plus requested output; 0 means unlimited"},
-    {"max_retries", "4", "integer 0-100",
-     "retries of retryable failures that streamed nothing"},
-    {"retry_base", "500ms", "duration > 0",
-     "first backoff step (full jitter, doubling, at least Retry-After)"},
-    {"retry_max", "30s", "duration > 0", "largest backoff step"},
-    {"stall_timeout", "1m", "duration > 0",
-     "longest time without a streamed piece"},
-    {"total_timeout", "10m", "duration > 0",
-     "the whole call, retries included"},
-    {"prices", "{}",
-     "`{input: USD, output: USD}` per million tokens, or `MODEL: {input, "
-     "output}`",
-     "usage cost"},
-  };
-  static const std::vector<limit_key> tool{
-    {"max_concurrency", "8", "integer 1-10000", "runs in flight"},
-    {"timeout", "2m", "duration > 0",
-     "the tool actor's limit on one run; the run is cancelled"},
-    {"cache_ttl", "10m", "duration >= 0",
-     "how long an identical run's result is reused; 0 disables the cache"},
-    {"cache_entries", "256", "integer 0-10000000",
-     "most cached results; 0 disables the cache"},
-  };
+  static const auto llm = keys_of<llm_limits>();
+  static const auto tool = keys_of<tool_limits>();
   return kind == instance_kind::llm ? llm : tool;
 }
 
@@ -253,22 +301,11 @@ std::vector<limit_problem> read_limits(const json& limits, tool_limits& out,
 }
 
 json to_json(const llm_limits& x) {
-  return {{"max_concurrency", x.max_concurrency},
-          {"requests_per_minute", number(x.requests_per_minute)},
-          {"tokens_per_minute", number(x.tokens_per_minute)},
-          {"max_retries", x.max_retries},
-          {"retry_base", format_duration(x.retry_base)},
-          {"retry_max", format_duration(x.retry_max)},
-          {"stall_timeout", format_duration(x.stall_timeout)},
-          {"total_timeout", format_duration(x.total_timeout)},
-          {"prices", prices_json(x)}};
+  return write_impl(x);
 }
 
 json to_json(const tool_limits& x) {
-  return {{"max_concurrency", x.max_concurrency},
-          {"timeout", format_duration(x.timeout)},
-          {"cache_ttl", format_duration(x.cache_ttl)},
-          {"cache_entries", x.cache_entries}};
+  return write_impl(x);
 }
 
 } // namespace quarry::core

@@ -88,12 +88,14 @@ TEST_CASE_FIXTURE(cli_fixture, "cli plugins lists good plugins as JSON") {
   REQUIRE(echo != nullptr);
   CHECK((*echo)["name"] == "echo");
   CHECK((*echo)["kind"] == "tool");
+  CHECK((*echo)["tool_kind"] == "other"); // declares none
   CHECK((*echo)["version"] == "1.2.3");
   CHECK((*echo)["status"] == "ok");
   CHECK((*echo)["description"] == "Echoes its input (test plugin)");
   const auto* llm = row_for_file(j, "quarry_tp_echo_llm.so");
   REQUIRE(llm != nullptr);
   CHECK((*llm)["kind"] == "llm");
+  CHECK_FALSE(llm->contains("tool_kind"));
   CHECK(j["dirs"][0] == test_plugins("good"));
 }
 

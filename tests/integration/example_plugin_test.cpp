@@ -79,6 +79,7 @@ TEST_CASE("example plugin builds out of tree against the installed SDK and runs"
     CHECK(row["status"] == "ok");
     CHECK(row["name"] == "example_search");
     CHECK(row["kind"] == "tool");
+    CHECK(row["tool_kind"] == "web_search"); // QUARRY_TOOL_KIND
     CHECK(row["version"] == "1.0.0");
   }
   CHECK(found);

@@ -347,12 +347,21 @@ void next_step(agent_ptr self) {
     names.push_back(name);
     defs.push_back(entry.definition);
   }
-  const auto* lib = st.prompts.get();
+  // The guidance names each tool as the model sees it: a search or page
+  // reader of a plugin's own is called by its own name.
+  auto name_of = [&](sdk::tool_kind kind, const char* usual) {
+    for (const auto& [name, entry] : st.tools.tools)
+      if (entry.kind == kind)
+        return name;
+    return std::string{usual};
+  };
+  const core::prompt_vars tool_names{
+    {"web_search_tool", name_of(sdk::tool_kind::web_search, "web_search")},
+    {"internal_search_tool",
+     name_of(sdk::tool_kind::internal_search, "internal_search")},
+    {"open_url_tool", name_of(sdk::tool_kind::page_reader, "open_url")}};
   auto guidance = [&](const char* name, bool on) {
-    if (!on)
-      return std::string{};
-    const auto* text = lib->find(name);
-    return text ? *text : std::string{};
+    return on ? render(self, name, tool_names) : std::string{};
   };
   bool has_open_url = st.tools.has(sdk::tool_kind::page_reader);
   core::prompt_vars vars{
@@ -390,10 +399,11 @@ void next_step(agent_ptr self) {
   in.system.content = std::move(system);
   in.history = st.history;
   if (st.just_ran_web_search && has_open_url) {
-    if (const auto* text = lib->find("open_url_reminder")) {
+    auto text = render(self, "open_url_reminder", tool_names);
+    if (!text.empty()) {
       sdk::chat_message m;
       m.author = sdk::role::user;
-      m.content = *text;
+      m.content = std::move(text);
       in.reminder = std::move(m);
     }
   }

@@ -166,10 +166,19 @@ TEST_CASE_FIXTURE(agent_fixture, "research agent treats tools by their kind, not
   }
   auto requests = server.requests();
   REQUIRE(requests.size() >= 3);
-  // After a web search, the model is reminded to read the pages.
-  const auto* reminder = prompts->find("open_url_reminder");
-  REQUIRE(reminder != nullptr);
-  CHECK(requests[1].body.dump().find(nlohmann::json(*reminder).dump().substr(1, 40))
+  // The guidance calls the tools by their names, and after a web search the
+  // model is reminded to read the pages with the page reader.
+  auto system = requests[0].body["messages"][0]["content"].get<std::string>();
+  INFO(system);
+  CHECK(system.find("## company_search\n\nUse `company_search` to find sources")
+        != std::string::npos);
+  CHECK(system.find("## read_page\n\nUse `read_page` to read whole pages")
+        != std::string::npos);
+  CHECK(system.find("After a `company_search` you") != std::string::npos);
+  CHECK(system.find("web_search") == std::string::npos);
+  CHECK(system.find("open_url") == std::string::npos);
+  CHECK(requests[0].body.dump().find("by calling `read_page`") == std::string::npos);
+  CHECK(requests[1].body.dump().find("by calling `read_page` with an array of their URLs")
         != std::string::npos);
   // The reader got the search's snippet for that URL, and not the model's
   // own `_quarry`.

@@ -38,7 +38,10 @@ prompt_vars all_vars() {
           {"max_parallel_agents", "3"},
           {"max_plan_steps", "6"},
           {"research_plan", "1. First step\n2. Second step"},
-          {"research_topic", "heat pumps in cold climates"}};
+          {"research_topic", "heat pumps in cold climates"},
+          {"web_search_tool", "web_search"},
+          {"internal_search_tool", "internal_search"},
+          {"open_url_tool", "open_url"}};
 }
 
 } // namespace
@@ -68,11 +71,12 @@ TEST_CASE("prompts: every template uses exactly its documented variables") {
                                   "internal_search_tool_guidance",
                                   "web_search_tool_guidance",
                                   "open_url_tool_guidance"}},
-    {"internal_search_tool_guidance", {}},
-    {"web_search_tool_guidance", {}},
-    {"open_url_tool_guidance", {}},
-    {"open_url_tool_guidance_reasoning", {}},
-    {"open_url_reminder", {}},
+    // The guidance names the tools as the session configured them.
+    {"internal_search_tool_guidance", {"internal_search_tool"}},
+    {"web_search_tool_guidance", {"web_search_tool"}},
+    {"open_url_tool_guidance", {"open_url_tool", "web_search_tool"}},
+    {"open_url_tool_guidance_reasoning", {"open_url_tool", "web_search_tool"}},
+    {"open_url_reminder", {"open_url_tool"}},
     {"research_report", {}},
     {"user_report_query", {"research_topic"}},
     {"final_report", {"current_datetime"}},
@@ -130,9 +134,9 @@ TEST_CASE("prompts: tool guidance appears only for configured tools") {
   auto bare = ok(lib.render("research_agent", vars));
   CHECK(bare.find("## internal_search") == std::string::npos);
   CHECK(bare.find("## web_search") == std::string::npos);
-  vars["internal_search_tool_guidance"] = *lib.find("internal_search_tool_guidance");
-  vars["web_search_tool_guidance"] = *lib.find("web_search_tool_guidance");
-  vars["open_url_tool_guidance"] = *lib.find("open_url_tool_guidance");
+  vars["internal_search_tool_guidance"] = ok(lib.render("internal_search_tool_guidance", vars));
+  vars["web_search_tool_guidance"] = ok(lib.render("web_search_tool_guidance", vars));
+  vars["open_url_tool_guidance"] = ok(lib.render("open_url_tool_guidance", vars));
   auto full = ok(lib.render("research_agent", vars));
   // Each section heading starts its own paragraph (Onyx glues the first one
   // to the cycle sentence).
@@ -148,6 +152,11 @@ TEST_CASE("prompts: tool guidance appears only for configured tools") {
         == orch.size() - std::string{"# Research Plan\n\n1. First step\n2. Second step"}.size());
   auto reasoning = ok(lib.render("orchestrator_reasoning", vars));
   CHECK(reasoning.find("think_tool") == std::string::npos);
+  // A search tool of another name is called by that name.
+  vars["web_search_tool"] = "company_search";
+  auto renamed = ok(lib.render("web_search_tool_guidance", vars));
+  CHECK(renamed.find("## company_search\n\nUse `company_search` to") != std::string::npos);
+  CHECK(renamed.find("web_search") == std::string::npos);
 }
 
 TEST_CASE("prompts: overrides replace built-in templates from a folder") {

@@ -7,6 +7,8 @@
 
 #include "quarry/fetch/fetch.hpp"
 #include "quarry/fetch/local_file.hpp"
+#include "quarry/fetch/url.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -21,11 +23,6 @@ namespace quarry::app {
 namespace {
 
 constexpr std::chrono::milliseconds pdf_time_limit{120000};
-
-bool is_web_url(const std::string& x) {
-  auto parts = fetch::split_url(x);
-  return parts && (parts->scheme == "http" || parts->scheme == "https");
-}
 
 // The media type a file's extension suggests (the bytes still win).
 std::string type_from_extension(const std::filesystem::path& path) {
@@ -97,15 +94,22 @@ int cmd_extract(context& ctx, const extract_options& opts) {
     return exit_usage;
   }
   auto& fopts = std::get<fetch::fetch_options>(options);
-  if (!is_web_url(opts.source)) {
+  // An http(s) URL that does not parse is still fetched, so that its error
+  // says what is wrong with it.
+  auto scheme = sdk::to_lower(opts.source.substr(0, 8));
+  auto web = fetch::is_http_url(opts.source)
+             || sdk::starts_with(scheme, "http://")
+             || sdk::starts_with(scheme, "https://");
+  if (!web) {
     std::string path = opts.source;
-    if (auto parts = fetch::split_url(path)) {
-      if (parts->scheme != "file") {
+    auto parsed = fetch::parse_url(path);
+    if (auto* u = std::get_if<fetch::url>(&parsed)) {
+      if (u->scheme != "file") {
         std::cerr << "quarry: cannot read " << opts.source
                   << ": only http, https and file URLs or file paths\n";
         return exit_usage;
       }
-      path = fetch::split_url(path)->path_and_query;
+      path = u->path_and_query();
     }
     // Regular files only (a FIFO is never opened, so never waited on), and
     // no more than open_url would read of a fetched page.

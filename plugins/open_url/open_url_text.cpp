@@ -3,6 +3,8 @@
 
 #include "open_url_text.hpp"
 
+#include "quarry/fetch/url.hpp"
+
 #include "quarry/sdk/json.hpp"
 #include "quarry/sdk/text.hpp"
 #include "quarry/sdk/strings.hpp"
@@ -149,21 +151,14 @@ size_t byte_offset(std::string_view s, size_t n) noexcept {
 } // namespace
 
 std::string url_key(std::string_view url) {
-  auto sep = url.find("://");
-  std::string out;
-  if (sep == std::string_view::npos) {
-    out = std::string{url};
-  } else {
-    auto rest = url.substr(sep + 3);
-    auto host_end = std::min(rest.find_first_of("/?#"), rest.size());
-    out = std::string{url.substr(0, sep + 3 + host_end)};
-    for (auto& c : out)
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    out += rest.substr(host_end);
-  }
-  if (auto hash = out.find('#'); hash != std::string::npos)
-    out.resize(hash);
-  return out;
+  auto parsed = fetch::parse_url(url);
+  auto* u = std::get_if<fetch::url>(&parsed);
+  if (u == nullptr)
+    return std::string{url.substr(0, url.find('#'))};
+  auto host = u->host.find(':') != std::string::npos ? "[" + u->host + "]"
+                                                     : u->host;
+  return u->scheme + "://" + host + (u->port.empty() ? "" : ":" + u->port)
+         + u->path_and_query();
 }
 
 std::optional<url_list> normalize_urls(const nlohmann::json& arguments,

@@ -8,6 +8,8 @@ file(GLOB QUARRY_FUZZ_EXTRACT_SOURCES CONFIGURE_DEPENDS
 quarry_add_fuzzer(quarry_fuzz_content_extract
   SOURCES "${CMAKE_CURRENT_SOURCE_DIR}/content_extract_fuzz.cpp"
           ${QUARRY_FUZZ_EXTRACT_SOURCES}
+          "${PROJECT_SOURCE_DIR}/core/fetch/src/url/url.cpp"
   INCLUDES "${PROJECT_SOURCE_DIR}/core/extract/include"
+           "${PROJECT_SOURCE_DIR}/core/fetch/include"
   LIBRARIES quarry::sdk nlohmann_json::nlohmann_json PkgConfig::GUMBO
-            PkgConfig::POPPLER_CPP)
+            PkgConfig::POPPLER_CPP CURL::libcurl)

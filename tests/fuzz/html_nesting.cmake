@@ -9,6 +9,8 @@ file(GLOB QUARRY_FUZZ_NESTING_SOURCES CONFIGURE_DEPENDS
 quarry_add_fuzzer(quarry_fuzz_html_nesting
   SOURCES "${CMAKE_CURRENT_SOURCE_DIR}/html_nesting_fuzz.cpp"
           ${QUARRY_FUZZ_NESTING_SOURCES}
+          "${PROJECT_SOURCE_DIR}/core/fetch/src/url/url.cpp"
   INCLUDES "${PROJECT_SOURCE_DIR}/core/extract/include"
+           "${PROJECT_SOURCE_DIR}/core/fetch/include"
   LIBRARIES quarry::sdk nlohmann_json::nlohmann_json PkgConfig::GUMBO
-            PkgConfig::POPPLER_CPP)
+            PkgConfig::POPPLER_CPP CURL::libcurl)

@@ -1,11 +1,12 @@
-// Fuzzes open_url's pure parts and the SSRF policy: URL splitting and
-// checking, address classification, argument normalisation, snippet matching
-// and windows. Any bytes must give an answer without crashing, and windows
+// Fuzzes open_url's pure parts and the SSRF policy: URL parsing, resolving
+// and checking, address classification, argument normalisation, snippet
+// matching and windows. Any bytes must give an answer without crashing, and windows
 // must stay within their size (the snippet's span when that is longer).
 
 #include "open_url_text.hpp"
 
 #include "quarry/fetch/address_policy.hpp"
+#include "quarry/fetch/url.hpp"
 #include "quarry/sdk/text.hpp"
 
 #include <algorithm>
@@ -31,7 +32,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void) policy.check("intranet.example", content);
   (void) qf::classify_address(input);
   (void) qf::parse_legacy_ipv4(input);
-  (void) qf::split_url(input);
+  (void) qf::parse_url(input);
+  (void) qf::resolve_url("http://a/b/c/d;p?q", input);
+  (void) qf::resolve_url(content, snippet);
+  (void) qf::redact_url(input);
   (void) qf::address_range::parse(input);
   (void) ou::url_key(input);
   auto args = nlohmann::json::parse(input, nullptr, false);

@@ -2,6 +2,7 @@
 // libcurl multi handle, with manual redirects, stall detection and hooks.
 
 #include "quarry/host/http_client.hpp"
+#include "quarry/fetch/url.hpp"
 #include "quarry/sdk/strings.hpp"
 
 #include <curl/curl.h>
@@ -52,20 +53,7 @@ void init_curl_once() {
   std::call_once(curl_init_flag, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-char lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
 using sdk::iequals;
-
-bool istarts_with(std::string_view x, std::string_view prefix) {
-  return x.size() >= prefix.size()
-         && iequals(x.substr(0, prefix.size()), prefix);
-}
-
-bool is_http_url(std::string_view url) {
-  return istarts_with(url, "http://") || istarts_with(url, "https://");
-}
 
 bool is_redirect_status(int status) {
   return status == 301 || status == 302 || status == 303 || status == 307
@@ -83,9 +71,7 @@ bool is_sensitive_header(std::string_view name) {
   for (auto x : exact)
     if (iequals(name, x))
       return true;
-  std::string lowered;
-  for (auto c : name)
-    lowered += lower(c);
+  auto lowered = sdk::to_lower(name);
   return lowered.find("token") != std::string::npos
          || lowered.find("secret") != std::string::npos
          || lowered.find("auth") != std::string::npos;
@@ -94,32 +80,9 @@ bool is_sensitive_header(std::string_view name) {
 // Returns `scheme://host:port` of an absolute URL, with the default port
 // filled in, or an empty string.
 std::string origin_of(const std::string& url) {
-  std::string result;
-  auto* handle = curl_url();
-  if (handle == nullptr)
-    return result;
-  if (curl_url_set(handle, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
-    char* scheme = nullptr;
-    char* host = nullptr;
-    char* port = nullptr;
-    if (curl_url_get(handle, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK
-        && curl_url_get(handle, CURLUPART_HOST, &host, 0) == CURLUE_OK
-        && curl_url_get(handle, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT)
-             == CURLUE_OK) {
-      result = scheme;
-      result += "://";
-      result += host;
-      result += ':';
-      result += port;
-      for (auto& c : result)
-        c = lower(c);
-    }
-    curl_free(scheme);
-    curl_free(host);
-    curl_free(port);
-  }
-  curl_url_cleanup(handle);
-  return result;
+  auto parsed = fetch::parse_url(url);
+  auto* u = std::get_if<fetch::url>(&parsed);
+  return u != nullptr ? u->origin() : std::string{};
 }
 
 int response_code(CURL* easy) {
@@ -136,27 +99,6 @@ int64_t thread_cpu_ns(clockid_t cid) {
 }
 
 } // namespace
-
-std::string redact_url(const std::string& url) {
-  auto scheme_end = url.find("://");
-  size_t authority_begin = 0;
-  if (scheme_end != std::string::npos)
-    authority_begin = scheme_end + 3;
-  auto authority_end = url.find_first_of("/?#", authority_begin);
-  if (authority_end == std::string::npos)
-    authority_end = url.size();
-  std::string result = url.substr(0, authority_begin);
-  auto authority = url.substr(authority_begin, authority_end - authority_begin);
-  auto at = authority.rfind('@');
-  if (at != std::string::npos)
-    authority.erase(0, at + 1);
-  result += authority;
-  auto path_end = url.find_first_of("?#", authority_end);
-  if (path_end == std::string::npos)
-    path_end = url.size();
-  result.append(url, authority_end, path_end - authority_end);
-  return result;
-}
 
 // -- the engine ---------------------------------------------------------------
 
@@ -270,7 +212,7 @@ private:
     char errbuf[CURL_ERROR_SIZE];
 
     std::string describe() const {
-      return req.method + " " + redact_url(url);
+      return req.method + " " + fetch::redact_url(url);
     }
   };
 
@@ -512,7 +454,7 @@ void curl_http_client::impl::add_transfer(std::unique_ptr<transfer> job) {
   auto& t = *job;
   transfers_.emplace(t.id, std::move(job));
   t.deadline = clock_type::now() + t.total_timeout;
-  if (!is_http_url(t.url)) {
+  if (!fetch::is_http_url(t.url)) {
     finish(t,
            make_error(sdk::errc::refused,
                       t.describe() + ": only http and https URLs are allowed"));
@@ -664,7 +606,7 @@ size_t curl_http_client::impl::on_header(char* buf, size_t size, size_t n,
   if (t.delivered)
     return len; // Trailers.
   auto line = sdk::trim(std::string_view{buf, len});
-  if (istarts_with(line, "HTTP/")) {
+  if (iequals(line.substr(0, 5), "HTTP/")) {
     t.headers.clear();
     t.status = 0;
     auto sp = line.find(' ');
@@ -853,10 +795,10 @@ void curl_http_client::impl::follow_redirect(transfer& t) {
     return;
   }
   std::string target = location;
-  if (!is_http_url(target)) {
+  if (!fetch::is_http_url(target)) {
     finish(t, make_error(sdk::errc::refused,
                          t.describe() + ": redirect to a non-HTTP URL ("
-                           + redact_url(target) + ")"));
+                           + fetch::redact_url(target) + ")"));
     return;
   }
   if (t.hops + 1 > t.max_redirects) {

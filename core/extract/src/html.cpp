@@ -2,6 +2,7 @@
 // JSON-LD / Open Graph / meta tags, and a Markdown-like text renderer.
 
 #include "quarry/extract/html.hpp"
+#include "quarry/fetch/url.hpp"
 
 #include "quarry/sdk/json.hpp"
 #include "quarry/sdk/strings.hpp"
@@ -1139,29 +1140,19 @@ void scan_ld(const nlohmann::json& j, ld_meta& m, int depth, bool strict) {
   }
 }
 
-std::string resolve_url(std::string_view base, std::string_view ref) {
-  std::string r = fold(ref);
-  if (r.empty() || base.empty())
+// `ref` resolved against the page's address (RFC 3986), or alone when the
+// page has no usable address; empty when it is no URL.
+std::string resolve_link(std::string_view base, std::string_view ref) {
+  auto r = fold(ref);
+  if (r.empty())
     return r;
-  if (r.find("://") != std::string::npos)
-    return r;
-  auto scheme_end = base.find("://");
-  if (scheme_end == std::string_view::npos)
-    return r;
-  if (r.rfind("//", 0) == 0)
-    return std::string{base.substr(0, scheme_end + 1)} + r;
-  auto host_end = base.find('/', scheme_end + 3);
-  auto origin = std::string{base.substr(0, host_end)};
-  if (r[0] == '/')
-    return origin + r;
-  auto path = host_end == std::string_view::npos
-                ? std::string{"/"}
-                : std::string{base.substr(host_end)};
-  auto cut = path.find_first_of("?#");
-  if (cut != std::string::npos)
-    path.resize(cut);
-  path.resize(path.rfind('/') + 1);
-  return origin + path + r;
+  if (!base.empty())
+    if (auto resolved = fetch::resolve_url(base, r);
+        auto* u = std::get_if<fetch::url>(&resolved))
+      return u->text;
+  auto alone = fetch::parse_url(r);
+  auto* u = std::get_if<fetch::url>(&alone);
+  return u != nullptr ? u->text : std::string{};
 }
 
 void collect_meta(const node* n, std::unordered_map<std::string, std::string>& m,
@@ -1314,7 +1305,7 @@ void fill_metadata(const dom& d, extraction& x, std::string_view url) {
                              "dc.language"});
   if (canonical.empty())
     canonical = first_of(meta, {"og:url"});
-  x.canonical_url = resolve_url(url, canonical);
+  x.canonical_url = resolve_link(url, canonical);
   x.excerpt = first_of(meta, {"og:description", "description",
                               "twitter:description", "dc:description",
                               "dc.description"});

@@ -1,6 +1,7 @@
 // The SSRF rules: address classification, allow-lists and URL checks.
 
 #include "quarry/fetch/address_policy.hpp"
+#include "quarry/fetch/url.hpp"
 
 #include "quarry/sdk/host.hpp"
 #include "quarry/sdk/strings.hpp"
@@ -286,14 +287,13 @@ std::optional<sdk::error> address_policy::check(std::string_view host,
 
 std::optional<sdk::error>
 address_policy::check_url(std::string_view url) const {
-  auto parts = split_url(url);
-  if (!parts)
-    return refused("not an absolute URL");
+  auto parsed = parse_url(url);
+  if (auto* err = std::get_if<std::string>(&parsed))
+    return refused(*err);
+  const auto* parts = &std::get<fetch::url>(parsed);
   if (parts->scheme != "http" && parts->scheme != "https")
     return refused("only http and https URLs can be opened (not "
                    + parts->scheme + ":)");
-  if (parts->host.empty())
-    return refused("the URL has no host");
   // Numeric hosts, in every spelling the resolver accepts.
   std::optional<std::string> ip;
   if (parse_ip(parts->host))
@@ -303,49 +303,6 @@ address_policy::check_url(std::string_view url) const {
   if (ip)
     return check(parts->host, *ip);
   return std::nullopt;
-}
-
-std::optional<url_parts> split_url(std::string_view url) {
-  auto colon = url.find("://");
-  if (colon == std::string_view::npos || colon == 0)
-    return std::nullopt;
-  url_parts out;
-  out.scheme = sdk::to_lower(url.substr(0, colon));
-  for (auto c : out.scheme)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-'
-          || c == '.'))
-      return std::nullopt;
-  auto rest = url.substr(colon + 3);
-  auto end = rest.find_first_of("/?#");
-  auto authority = rest.substr(0, end);
-  auto tail = end == std::string_view::npos ? std::string_view{}
-                                            : rest.substr(end);
-  if (auto at = authority.rfind('@'); at != std::string_view::npos)
-    authority = authority.substr(at + 1);
-  std::string_view host = authority;
-  if (!authority.empty() && authority.front() == '[') {
-    auto close = authority.find(']');
-    if (close == std::string_view::npos)
-      return std::nullopt;
-    host = authority.substr(1, close - 1);
-    auto after = authority.substr(close + 1);
-    if (!after.empty() && after.front() == ':')
-      out.port = std::string{after.substr(1)};
-  } else if (auto c = authority.rfind(':'); c != std::string_view::npos) {
-    host = authority.substr(0, c);
-    out.port = std::string{authority.substr(c + 1)};
-  }
-  out.host = sdk::to_lower(host);
-  while (!out.host.empty() && out.host.back() == '.')
-    out.host.pop_back();
-  if (auto hash = tail.find('#'); hash != std::string_view::npos) {
-    out.fragment = std::string{tail.substr(hash + 1)};
-    tail = tail.substr(0, hash);
-  }
-  out.path_and_query = tail.empty() || tail.front() != '/'
-                         ? "/" + std::string{tail}
-                         : std::string{tail};
-  return out;
 }
 
 std::optional<std::string> parse_legacy_ipv4(std::string_view host) {

@@ -1,6 +1,7 @@
 // Safe fetching of one URL and reading the response as text.
 
 #include "quarry/fetch/fetch.hpp"
+#include "quarry/fetch/url.hpp"
 
 #include "quarry/extract/pdf.hpp"
 #include "quarry/sdk/http_errors.hpp"
@@ -128,27 +129,19 @@ bool trimmed_starts_with(std::string_view bytes, std::string_view prefix) {
   return sdk::starts_with(bytes.substr(i), prefix);
 }
 
-std::string url_path(std::string_view url) {
-  auto parts = split_url(url);
-  std::string path = parts ? parts->path_and_query : std::string{url};
-  if (auto q = path.find('?'); q != std::string::npos)
-    path.resize(q);
-  return path;
+// The path of a URL, or of a local file name (without a query).
+std::string url_path(std::string_view x) {
+  auto parsed = parse_url(x);
+  if (auto* u = std::get_if<url>(&parsed))
+    return u->path;
+  return std::string{x.substr(0, x.find('?'))};
 }
 
-std::string percent_decode(std::string_view x) {
-  std::string out;
-  out.reserve(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (x[i] == '%' && i + 2 < x.size() && std::isxdigit(static_cast<unsigned char>(x[i + 1]))
-        && std::isxdigit(static_cast<unsigned char>(x[i + 2]))) {
-      out += static_cast<char>(std::stoi(std::string{x.substr(i + 1, 2)}, nullptr, 16));
-      i += 2;
-    } else {
-      out += x[i];
-    }
-  }
-  return out;
+// The host of a URL the policy has accepted.
+std::string host_of(std::string_view x) {
+  auto parsed = parse_url(x);
+  auto* u = std::get_if<url>(&parsed);
+  return u != nullptr ? u->host : std::string{};
 }
 
 // Receives one response, enforcing the size limit of its kind.
@@ -367,7 +360,7 @@ start_fetch(sdk::http_client& http, std::string url,
   }
   auto sink = std::make_shared<fetch_sink>(std::move(init), options,
                                            std::move(done));
-  sink->current_host = split_url(url)->host;
+  sink->current_host = host_of(url);
   sdk::http_request req;
   req.method = "GET";
   req.url = url;
@@ -393,7 +386,7 @@ start_fetch(sdk::http_client& http, std::string url,
     if (auto err = policy->check_url(hop.to))
       return err;
     if (auto s = weak.lock()) {
-      s->current_host = split_url(hop.to)->host;
+      s->current_host = host_of(hop.to);
       s->set_final_url(hop.to);
     }
     return std::nullopt;
@@ -414,7 +407,7 @@ std::string last_path_segment(std::string_view url) {
     path.pop_back();
   auto slash = path.rfind('/');
   auto seg = slash == std::string::npos ? path : path.substr(slash + 1);
-  return percent_decode(seg);
+  return sdk::percent_decode(seg);
 }
 
 page read_document(std::string_view bytes, std::string_view content_type,

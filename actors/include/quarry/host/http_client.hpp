@@ -86,8 +86,4 @@ struct http_response {
 /// completes. Never call it from the client's I/O thread (deadlock).
 http_response fetch(sdk::http_client& client, sdk::http_request request);
 
-/// Returns `url` without user info, query and fragment, for messages that
-/// must not leak secrets.
-std::string redact_url(const std::string& url);
-
 } // namespace quarry::host

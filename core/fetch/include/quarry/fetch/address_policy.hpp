@@ -88,23 +88,6 @@ private:
   std::vector<std::string> hosts_;
 };
 
-/// The parts of an absolute URL that the fetcher needs.
-struct url_parts {
-  /// Lower-case scheme without `:`.
-  std::string scheme;
-  /// Lower-case host; IPv6 literals without brackets.
-  std::string host;
-  /// The port as written, or empty.
-  std::string port;
-  /// Path and query, e.g. `/a/b.pdf?x=1` (at least `/`).
-  std::string path_and_query;
-  /// The fragment without `#`, or empty.
-  std::string fragment;
-};
-
-/// Splits an absolute URL. Returns nothing when there is no `scheme://`.
-std::optional<url_parts> split_url(std::string_view url);
-
 /// Parses an IPv4 host the way the C library's `inet_aton` does (one to four
 /// parts, each decimal, octal with a leading 0 or hexadecimal with 0x), so
 /// that `2130706433` and `0x7f.1` are recognised as addresses. Returns the

@@ -1,72 +1,218 @@
-// Charset detection and decoding to UTF-8, and content-type sniffing.
+// Charset detection and decoding to UTF-8 (through glibc's iconv), and
+// content-type sniffing.
 
 #include "quarry/extract/html.hpp"
 
-#include "quarry/sdk/text.hpp"
 #include "quarry/sdk/strings.hpp"
+
+#include <iconv.h>
 
 #include <array>
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
 
 namespace quarry::extract {
 
+using sdk::starts_with;
+
 namespace {
 
-using sdk::append_utf8;
+// Longest charset label looked at.
+constexpr size_t max_label = 40;
 
-constexpr uint32_t replacement = 0xFFFD;
+// How far into a document <meta charset> is looked for.
+constexpr size_t meta_scan_bytes = 4096;
 
-// windows-1252 code points for bytes 0x80..0x9F (undefined ones map to C1).
-constexpr std::array<uint16_t, 32> cp1252 = {
-  0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021,
-  0x02C6, 0x2030, 0x0160, 0x2039, 0x0152, 0x008D, 0x017D, 0x008F,
-  0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014,
-  0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178};
+// A charset label (lower case) of the WHATWG Encoding Standard, the
+// encoding's name and the glibc iconv converter that decodes it (for the
+// legacy CJK encodings the superset browsers use: windows-31j for Shift_JIS,
+// GB18030 for GBK and GB2312, windows-949 for EUC-KR).
+struct charset_label {
+  std::string_view label;
+  std::string_view name;
+  const char* iconv;
+};
 
-std::string decode_utf16(std::string_view in, bool big_endian) {
-  std::string out;
-  out.reserve(in.size());
-  size_t i = 0;
-  auto unit = [&](size_t at) -> uint32_t {
-    auto a = static_cast<unsigned char>(in[at]);
-    auto b = static_cast<unsigned char>(in[at + 1]);
-    return big_endian ? (a << 8 | b) : (b << 8 | a);
-  };
-  while (i + 1 < in.size()) {
-    auto u = unit(i);
-    i += 2;
-    if (u >= 0xD800 && u <= 0xDBFF) {
-      if (i + 1 < in.size()) {
-        auto u2 = unit(i);
-        if (u2 >= 0xDC00 && u2 <= 0xDFFF) {
-          i += 2;
-          append_utf8(out, 0x10000 + ((u - 0xD800) << 10) + (u2 - 0xDC00));
-          continue;
-        }
-      }
-      append_utf8(out, replacement);
-    } else if (u >= 0xDC00 && u <= 0xDFFF) {
-      append_utf8(out, replacement);
-    } else {
-      append_utf8(out, u);
-    }
-  }
-  if (i < in.size())
-    append_utf8(out, replacement);
-  return out;
+constexpr charset_label labels[] = {
+  {"utf-8", "UTF-8", "UTF-8"},
+  {"utf8", "UTF-8", "UTF-8"},
+  {"unicode-1-1-utf-8", "UTF-8", "UTF-8"},
+  {"unicode11utf8", "UTF-8", "UTF-8"},
+  {"unicode20utf8", "UTF-8", "UTF-8"},
+  {"x-unicode20utf8", "UTF-8", "UTF-8"},
+  {"utf-16", "UTF-16LE", "UTF-16LE"},
+  {"utf-16le", "UTF-16LE", "UTF-16LE"},
+  {"unicodefffe", "UTF-16BE", "UTF-16BE"},
+  {"utf-16be", "UTF-16BE", "UTF-16BE"},
+  // Browsers decode ISO-8859-1 and US-ASCII as windows-1252.
+  {"windows-1252", "windows-1252", "CP1252"},
+  {"cp1252", "windows-1252", "CP1252"},
+  {"x-cp1252", "windows-1252", "CP1252"},
+  {"iso-8859-1", "windows-1252", "CP1252"},
+  {"iso8859-1", "windows-1252", "CP1252"},
+  {"iso88591", "windows-1252", "CP1252"},
+  {"iso_8859-1", "windows-1252", "CP1252"},
+  {"iso_8859-1:1987", "windows-1252", "CP1252"},
+  {"iso-ir-100", "windows-1252", "CP1252"},
+  {"latin1", "windows-1252", "CP1252"},
+  {"latin-1", "windows-1252", "CP1252"},
+  {"l1", "windows-1252", "CP1252"},
+  {"csisolatin1", "windows-1252", "CP1252"},
+  {"us-ascii", "windows-1252", "CP1252"},
+  {"ascii", "windows-1252", "CP1252"},
+  {"ansi_x3.4-1968", "windows-1252", "CP1252"},
+  {"cp819", "windows-1252", "CP1252"},
+  {"ibm819", "windows-1252", "CP1252"},
+  {"windows-1250", "windows-1250", "CP1250"},
+  {"cp1250", "windows-1250", "CP1250"},
+  {"x-cp1250", "windows-1250", "CP1250"},
+  {"windows-1251", "windows-1251", "CP1251"},
+  {"cp1251", "windows-1251", "CP1251"},
+  {"x-cp1251", "windows-1251", "CP1251"},
+  {"windows-1253", "windows-1253", "CP1253"},
+  {"cp1253", "windows-1253", "CP1253"},
+  {"windows-1254", "windows-1254", "CP1254"},
+  {"cp1254", "windows-1254", "CP1254"},
+  {"iso-8859-9", "windows-1254", "CP1254"},
+  {"iso8859-9", "windows-1254", "CP1254"},
+  {"iso_8859-9", "windows-1254", "CP1254"},
+  {"latin5", "windows-1254", "CP1254"},
+  {"windows-1255", "windows-1255", "CP1255"},
+  {"cp1255", "windows-1255", "CP1255"},
+  {"windows-1256", "windows-1256", "CP1256"},
+  {"cp1256", "windows-1256", "CP1256"},
+  {"windows-1257", "windows-1257", "CP1257"},
+  {"cp1257", "windows-1257", "CP1257"},
+  {"windows-1258", "windows-1258", "CP1258"},
+  {"cp1258", "windows-1258", "CP1258"},
+  {"windows-874", "windows-874", "CP874"},
+  {"tis-620", "windows-874", "CP874"},
+  {"iso-8859-11", "windows-874", "CP874"},
+  {"iso-8859-2", "ISO-8859-2", "ISO-8859-2"},
+  {"iso8859-2", "ISO-8859-2", "ISO-8859-2"},
+  {"iso_8859-2", "ISO-8859-2", "ISO-8859-2"},
+  {"latin2", "ISO-8859-2", "ISO-8859-2"},
+  {"l2", "ISO-8859-2", "ISO-8859-2"},
+  {"iso-8859-3", "ISO-8859-3", "ISO-8859-3"},
+  {"latin3", "ISO-8859-3", "ISO-8859-3"},
+  {"iso-8859-4", "ISO-8859-4", "ISO-8859-4"},
+  {"latin4", "ISO-8859-4", "ISO-8859-4"},
+  {"iso-8859-5", "ISO-8859-5", "ISO-8859-5"},
+  {"iso8859-5", "ISO-8859-5", "ISO-8859-5"},
+  {"iso_8859-5", "ISO-8859-5", "ISO-8859-5"},
+  {"cyrillic", "ISO-8859-5", "ISO-8859-5"},
+  {"iso-8859-6", "ISO-8859-6", "ISO-8859-6"},
+  {"arabic", "ISO-8859-6", "ISO-8859-6"},
+  {"iso-8859-7", "ISO-8859-7", "ISO-8859-7"},
+  {"iso8859-7", "ISO-8859-7", "ISO-8859-7"},
+  {"iso_8859-7", "ISO-8859-7", "ISO-8859-7"},
+  {"greek", "ISO-8859-7", "ISO-8859-7"},
+  {"iso-8859-8", "ISO-8859-8", "ISO-8859-8"},
+  {"iso-8859-8-i", "ISO-8859-8", "ISO-8859-8"},
+  {"hebrew", "ISO-8859-8", "ISO-8859-8"},
+  {"iso-8859-10", "ISO-8859-10", "ISO-8859-10"},
+  {"latin6", "ISO-8859-10", "ISO-8859-10"},
+  {"iso-8859-13", "ISO-8859-13", "ISO-8859-13"},
+  {"iso-8859-14", "ISO-8859-14", "ISO-8859-14"},
+  {"iso-8859-15", "ISO-8859-15", "ISO-8859-15"},
+  {"iso8859-15", "ISO-8859-15", "ISO-8859-15"},
+  {"iso_8859-15", "ISO-8859-15", "ISO-8859-15"},
+  {"latin9", "ISO-8859-15", "ISO-8859-15"},
+  {"iso-8859-16", "ISO-8859-16", "ISO-8859-16"},
+  {"koi8-r", "KOI8-R", "KOI8-R"},
+  {"koi8_r", "KOI8-R", "KOI8-R"},
+  {"koi8", "KOI8-R", "KOI8-R"},
+  {"koi", "KOI8-R", "KOI8-R"},
+  {"cskoi8r", "KOI8-R", "KOI8-R"},
+  {"koi8-u", "KOI8-U", "KOI8-U"},
+  {"koi8-ru", "KOI8-U", "KOI8-U"},
+  {"ibm866", "IBM866", "CP866"},
+  {"cp866", "IBM866", "CP866"},
+  {"866", "IBM866", "CP866"},
+  {"macintosh", "macintosh", "MACINTOSH"},
+  {"mac", "macintosh", "MACINTOSH"},
+  {"x-mac-roman", "macintosh", "MACINTOSH"},
+  {"x-mac-cyrillic", "x-mac-cyrillic", "MAC-CYRILLIC"},
+  {"shift_jis", "Shift_JIS", "CP932"},
+  {"shift-jis", "Shift_JIS", "CP932"},
+  {"sjis", "Shift_JIS", "CP932"},
+  {"x-sjis", "Shift_JIS", "CP932"},
+  {"ms_kanji", "Shift_JIS", "CP932"},
+  {"ms932", "Shift_JIS", "CP932"},
+  {"windows-31j", "Shift_JIS", "CP932"},
+  {"csshiftjis", "Shift_JIS", "CP932"},
+  {"euc-jp", "EUC-JP", "EUC-JP"},
+  {"x-euc-jp", "EUC-JP", "EUC-JP"},
+  {"iso-2022-jp", "ISO-2022-JP", "ISO-2022-JP"},
+  {"csiso2022jp", "ISO-2022-JP", "ISO-2022-JP"},
+  {"gbk", "GBK", "GB18030"},
+  {"x-gbk", "GBK", "GB18030"},
+  {"gb2312", "GBK", "GB18030"},
+  {"gb_2312", "GBK", "GB18030"},
+  {"gb_2312-80", "GBK", "GB18030"},
+  {"csgb2312", "GBK", "GB18030"},
+  {"chinese", "GBK", "GB18030"},
+  {"iso-ir-58", "GBK", "GB18030"},
+  {"gb18030", "gb18030", "GB18030"},
+  {"big5", "Big5", "BIG5-HKSCS"},
+  {"big5-hkscs", "Big5", "BIG5-HKSCS"},
+  {"cn-big5", "Big5", "BIG5-HKSCS"},
+  {"csbig5", "Big5", "BIG5-HKSCS"},
+  {"x-x-big5", "Big5", "BIG5-HKSCS"},
+  {"euc-kr", "EUC-KR", "CP949"},
+  {"cseuckr", "EUC-KR", "CP949"},
+  {"ks_c_5601-1987", "EUC-KR", "CP949"},
+  {"ks_c_5601-1989", "EUC-KR", "CP949"},
+  {"ksc5601", "EUC-KR", "CP949"},
+  {"ksc_5601", "EUC-KR", "CP949"},
+  {"windows-949", "EUC-KR", "CP949"},
+  {"korean", "EUC-KR", "CP949"},
+  {"iso-ir-149", "EUC-KR", "CP949"},
+};
+
+const charset_label* find_label(std::string_view label) noexcept {
+  for (const auto& x : labels)
+    if (x.label == label)
+      return &x;
+  return nullptr;
 }
 
-std::string decode_single_byte(std::string_view in, bool windows) {
+// Converts `in` from `from` to UTF-8 with iconv. A sequence iconv cannot
+// convert becomes U+FFFD and decoding resumes `unit` bytes later (2 for
+// UTF-16, 1 otherwise); a sequence cut off at the end becomes one U+FFFD.
+// Linear in the input. Nothing when the converter is missing.
+std::optional<std::string> convert(std::string_view in, const char* from,
+                                   size_t unit) {
+  auto cd = iconv_open("UTF-8", from);
+  if (cd == reinterpret_cast<iconv_t>(-1))
+    return std::nullopt;
   std::string out;
-  out.reserve(in.size() + in.size() / 8);
-  for (auto ch : in) {
-    auto c = static_cast<unsigned char>(ch);
-    if (windows && c >= 0x80 && c <= 0x9F)
-      append_utf8(out, cp1252[c - 0x80]);
-    else
-      append_utf8(out, c);
+  out.reserve(in.size() + in.size() / 2);
+  std::array<char, 16384> buf;
+  auto* src = const_cast<char*>(in.data());
+  auto left = in.size();
+  auto drain = [&](char** input, size_t* input_left) {
+    auto* dst = buf.data();
+    auto room = buf.size();
+    auto rc = iconv(cd, input, input_left, &dst, &room);
+    auto err = rc == static_cast<size_t>(-1) ? errno : 0;
+    out.append(buf.data(), static_cast<size_t>(dst - buf.data()));
+    return err;
+  };
+  while (left > 0) {
+    auto err = drain(&src, &left);
+    if (err == 0 || err == E2BIG)
+      continue;
+    out.append(sdk::utf8_replacement.data(), sdk::utf8_replacement.size());
+    auto skip = err == EILSEQ ? std::min(unit, left) : left;
+    src += skip;
+    left -= skip;
+    iconv(cd, nullptr, nullptr, nullptr, nullptr);
   }
+  // The final shift sequence of stateful encodings (ISO-2022-JP).
+  drain(nullptr, nullptr);
+  iconv_close(cd);
   return out;
 }
 
@@ -86,7 +232,7 @@ std::string charset_param(std::string_view text) {
          && (low[pos] == ' ' || low[pos] == '"' || low[pos] == '\''))
     ++pos;
   auto end = pos;
-  while (end < low.size()
+  while (end < low.size() && end - pos < max_label
          && (std::isalnum(static_cast<unsigned char>(low[end]))
              || low[end] == '-' || low[end] == '_' || low[end] == ':'
              || low[end] == '.'))
@@ -96,7 +242,7 @@ std::string charset_param(std::string_view text) {
 
 // Charset from <meta charset=...> or <meta http-equiv content="...charset=">.
 std::string meta_charset(std::string_view bytes) {
-  auto head = sdk::to_lower(bytes.substr(0, 4096));
+  auto head = sdk::to_lower(bytes.substr(0, meta_scan_bytes));
   size_t pos = 0;
   while ((pos = head.find("<meta", pos)) != std::string::npos) {
     auto end = head.find('>', pos);
@@ -110,59 +256,56 @@ std::string meta_charset(std::string_view bytes) {
   return {};
 }
 
-enum class charset { utf8, utf16le, utf16be, latin1, cp1252, unknown };
-
-charset classify(const std::string& name) {
-  if (name.empty())
-    return charset::unknown;
-  if (name == "utf-8" || name == "utf8" || name == "unicode-1-1-utf-8")
-    return charset::utf8;
-  if (name == "utf-16le")
-    return charset::utf16le;
-  if (name == "utf-16be")
-    return charset::utf16be;
-  if (name == "utf-16")
-    return charset::utf16le;
-  // Browsers decode iso-8859-1 and us-ascii as windows-1252 (WHATWG).
-  if (name == "windows-1252" || name == "cp1252" || name == "x-cp1252")
-    return charset::cp1252;
-  if (name == "iso-8859-1" || name == "iso8859-1" || name == "latin1"
-      || name == "latin-1" || name == "l1" || name == "iso_8859-1"
-      || name == "us-ascii" || name == "ascii" || name == "cp819"
-      || name == "ibm819")
-    return charset::cp1252;
-  return charset::unknown;
-}
-
-bool starts_with(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
+decoded_text as_utf8(std::string_view bytes, std::string note = {}) {
+  return {sdk::repair_utf8(bytes), "UTF-8", std::move(note)};
 }
 
 } // namespace
 
+decoded_text decode_document(std::string_view bytes,
+                             std::string_view content_type_header) {
+  if (sdk::starts_with(bytes, "\xEF\xBB\xBF"))
+    return as_utf8(bytes.substr(3));
+  std::string label;
+  const charset_label* found = nullptr;
+  if (sdk::starts_with(bytes, "\xFF\xFE")) {
+    bytes.remove_prefix(2);
+    found = find_label("utf-16le");
+  } else if (sdk::starts_with(bytes, "\xFE\xFF")) {
+    bytes.remove_prefix(2);
+    found = find_label("utf-16be");
+  } else {
+    label = charset_param(content_type_header);
+    found = find_label(label);
+    if (found == nullptr) {
+      auto from_meta = meta_charset(bytes);
+      if (auto* meta = find_label(from_meta); meta != nullptr || label.empty()) {
+        found = meta;
+        if (label.empty())
+          label = std::move(from_meta);
+      }
+      // A <meta> tag cannot name UTF-16: the bytes it is in are ASCII.
+      if (found != nullptr && sdk::starts_with(found->name, "UTF-16"))
+        found = find_label("utf-8");
+    }
+  }
+  if (found == nullptr)
+    return as_utf8(bytes, label.empty() ? std::string{}
+                                        : "unknown charset \"" + label
+                                            + "\": read as UTF-8");
+  if (found->name == "UTF-8")
+    return as_utf8(bytes);
+  auto unit = sdk::starts_with(found->name, "UTF-16") ? size_t{2} : size_t{1};
+  auto text = convert(bytes, found->iconv, unit);
+  if (!text)
+    return as_utf8(bytes, "charset " + std::string{found->name}
+                            + " is not available: read as UTF-8");
+  return {std::move(*text), std::string{found->name}, {}};
+}
+
 std::string decode_to_utf8(std::string_view bytes,
                            std::string_view content_type_header) {
-  if (starts_with(bytes, "\xEF\xBB\xBF"))
-    return sdk::repair_utf8(bytes.substr(3));
-  if (starts_with(bytes, "\xFF\xFE"))
-    return decode_utf16(bytes.substr(2), false);
-  if (starts_with(bytes, "\xFE\xFF"))
-    return decode_utf16(bytes.substr(2), true);
-  auto cs = classify(charset_param(content_type_header));
-  if (cs == charset::unknown)
-    cs = classify(meta_charset(bytes));
-  switch (cs) {
-    case charset::utf16le:
-      return decode_utf16(bytes, false);
-    case charset::utf16be:
-      return decode_utf16(bytes, true);
-    case charset::latin1:
-      return decode_single_byte(bytes, false);
-    case charset::cp1252:
-      return decode_single_byte(bytes, true);
-    default:
-      return sdk::repair_utf8(bytes);
-  }
+  return decode_document(bytes, content_type_header).text;
 }
 
 content_kind sniff(std::string_view content_type,

@@ -76,11 +76,31 @@ std::string html_to_text(std::string_view html);
 std::optional<std::string> limit_html_nesting(std::string_view html,
                                               size_t max_depth = max_html_depth);
 
+/// A document converted to UTF-8 by @ref decode_document.
+struct decoded_text {
+  /// The text, valid UTF-8.
+  std::string text;
+  /// The encoding it was read in (`UTF-8`, `Shift_JIS`, `windows-1251`...).
+  std::string charset;
+  /// Empty, or why the document was read as UTF-8 although it named another
+  /// charset (`unknown charset "x-foo": read as UTF-8`).
+  std::string note;
+};
+
 /// Converts a document to UTF-8. The charset comes from a byte-order mark, the
 /// `charset=` parameter of the Content-Type header, or a <meta charset> /
-/// http-equiv tag in the first bytes, in that order; UTF-8 is assumed
-/// otherwise. Supports UTF-8, UTF-16LE/BE, ISO-8859-1 and windows-1252 (and
-/// their aliases); invalid UTF-8 sequences become U+FFFD.
+/// http-equiv tag in the first 4 KiB, in that order; UTF-8 otherwise. The
+/// labels are the WHATWG Encoding Standard's and are decoded with glibc's
+/// iconv as browsers do: ISO-8859-1 and US-ASCII as windows-1252, Shift_JIS
+/// as windows-31j, GBK and GB2312 as GB18030, EUC-KR as windows-949; also
+/// UTF-16LE/BE, windows-125x, ISO-8859-x, KOI8-R/U, EUC-JP, ISO-2022-JP,
+/// Big5. Every byte sequence that is invalid in the charset becomes U+FFFD
+/// (the work is linear in the size). An unknown charset is read as UTF-8
+/// and said so in `note`.
+decoded_text decode_document(std::string_view bytes,
+                             std::string_view content_type_header);
+
+/// The text of @ref decode_document.
 std::string decode_to_utf8(std::string_view bytes,
                            std::string_view content_type_header);
 

@@ -1,4 +1,4 @@
-# -- local corpus: FTS5 query sanitiser, passage splitter, HTML to text --------
+# -- local corpus: FTS5 query sanitiser, passage splitter, file URLs ----------
 
 find_package(SQLite3 REQUIRED)
 quarry_add_fuzzer(quarry_fuzz_local_corpus

@@ -144,12 +144,28 @@ TEST_CASE("local_corpus sanitises queries into quoted terms") {
 }
 
 TEST_CASE("local_corpus strips HTML tags and keeps the title") {
-  auto x = html_to_text("<html><head><TITLE> A &amp; B </TITLE>"
-                        "<script>if (a < b) x();</script></head>"
-                        "<body><h1>Head</h1><p>One&nbsp;two &#233;&#x263A;"
-                        "</p><!-- gone --><div>Three</div></body></html>");
-  CHECK(x.title == "A & B");
-  CHECK(x.text == "# Head\n\nOne two \xC3\xA9\xE2\x98\xBA\n\nThree");
+  // HTML is read by the extraction module: the title, the text with its
+  // headings, entities decoded, scripts and comments gone.
+  const std::string html = "<html><head><TITLE> A &amp; B </TITLE>"
+                           "<script>if (a < b) x();</script></head>"
+                           "<body><h1>Head</h1><p>One&nbsp;two &#233;&#x263A;"
+                           "</p><!-- gone --><div>Three</div></body></html>";
+  CHECK(extract::extract_html(html).title == "A & B");
+  CHECK(extract::html_to_text(html) == "# Head\n\nOne two \xC3\xA9\xE2\x98\xBA\n\nThree");
+  // And so in the index.
+  test::temp_dir tmp;
+  tmp.write("docs/page.html", html);
+  auto index = open_ok(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  auto found = index->search("two three", 5);
+  REQUIRE_FALSE(found.failure.has_value());
+  REQUIRE(found.hits.size() == 1);
+  CHECK(found.hits[0].title == "A & B");
+  CHECK(found.hits[0].text.find("One two \xC3\xA9\xE2\x98\xBA") != std::string::npos);
+  CHECK(found.hits[0].text.find("Three") != std::string::npos);
+  CHECK(found.hits[0].text.find("gone") == std::string::npos);
+  CHECK(found.hits[0].text.find("x();") == std::string::npos);
+  CHECK(index->search("gone", 5).hits.empty());
 }
 
 TEST_CASE("local_corpus indexes a folder and ranks the right passage first") {

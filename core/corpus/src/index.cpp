@@ -256,8 +256,6 @@ document_content document_text(const std::string& path, file_type type,
         result.text = std::move(main.text);
       else
         result.text = std::move(whole);
-      if (result.title.empty())
-        result.title = html_to_text(html).title;
       break;
     }
     case file_type::pdf: {

@@ -1,5 +1,5 @@
 // Text helpers of the local corpus: passage splitting, FTS5 query sanitising,
-// simple HTML-to-text conversion, content hashing and file URLs.
+// content hashing and file URLs. (HTML is read by quarry_extract.)
 
 #include "quarry/corpus/text.hpp"
 #include "quarry/sdk/strings.hpp"
@@ -149,197 +149,6 @@ std::string sanitize_fts_query(std::string_view query, size_t max_terms) {
   return result;
 }
 
-namespace {
-
-bool istarts_with(std::string_view x, std::string_view prefix) {
-  if (x.size() < prefix.size())
-    return false;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    auto a = x[i];
-    if (a >= 'A' && a <= 'Z')
-      a = static_cast<char>(a - 'A' + 'a');
-    if (a != prefix[i])
-      return false;
-  }
-  return true;
-}
-
-// Finds `needle` (lower case) in `hay` case-insensitively from `pos`.
-size_t ifind(std::string_view hay, std::string_view needle, size_t pos) {
-  for (size_t i = pos; i + needle.size() <= hay.size(); ++i)
-    if (istarts_with(hay.substr(i), needle))
-      return i;
-  return std::string_view::npos;
-}
-
-void append_utf8(std::string& out, unsigned long cp) {
-  if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-    cp = 0xFFFD;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-// Appends `text` with entities decoded and whitespace folded to single spaces.
-void append_text(std::string& out, std::string_view text) {
-  for (size_t i = 0; i < text.size(); ++i) {
-    auto c = text[i];
-    if (sdk::is_ascii_space(c)) {
-      if (!out.empty() && !sdk::is_ascii_space(out.back()))
-        out += ' ';
-      continue;
-    }
-    if (c == '&') {
-      auto semi = text.find(';', i);
-      if (semi != std::string_view::npos && semi - i <= 10) {
-        auto name = text.substr(i + 1, semi - i - 1);
-        static constexpr std::pair<std::string_view, std::string_view>
-          named[] = {{"amp", "&"},     {"lt", "<"},         {"gt", ">"},
-                     {"quot", "\""},   {"apos", "'"},       {"nbsp", " "},
-                     {"mdash", "\u2014"}, {"ndash", "\u2013"},
-                     {"hellip", "\u2026"}};
-        bool done = false;
-        for (const auto& [key, value] : named) {
-          if (name == key) {
-            out.append(value.data(), value.size());
-            done = true;
-            break;
-          }
-        }
-        if (!done && name.size() >= 2 && name[0] == '#') {
-          bool hex = name[1] == 'x' || name[1] == 'X';
-          auto digits = name.substr(hex ? 2 : 1);
-          unsigned long cp = 0;
-          bool ok = !digits.empty() && digits.size() <= 7;
-          for (auto d : digits) {
-            int v = -1;
-            if (d >= '0' && d <= '9')
-              v = d - '0';
-            else if (hex && d >= 'a' && d <= 'f')
-              v = d - 'a' + 10;
-            else if (hex && d >= 'A' && d <= 'F')
-              v = d - 'A' + 10;
-            if (v < 0) {
-              ok = false;
-              break;
-            }
-            cp = cp * (hex ? 16 : 10) + static_cast<unsigned long>(v);
-          }
-          if (ok) {
-            append_utf8(out, cp);
-            done = true;
-          }
-        }
-        if (done) {
-          i = semi;
-          continue;
-        }
-      }
-    }
-    out += c;
-  }
-}
-
-void end_block(std::string& out) {
-  while (!out.empty() && (out.back() == ' ' || out.back() == '\t'))
-    out.pop_back();
-  if (out.empty())
-    return;
-  if (out.back() != '\n')
-    out += '\n';
-  if (out.size() < 2 || out[out.size() - 2] != '\n')
-    out += '\n';
-}
-
-bool is_block_tag(std::string_view name) {
-  static constexpr std::string_view tags[] = {
-    "p",      "div",   "br",      "li",     "ul",    "ol",     "tr",
-    "table",  "section", "article", "header", "footer", "blockquote",
-    "pre",    "hr",    "dd",      "dt",     "dl",    "main",   "nav",
-    "aside",  "figure", "figcaption", "td",  "th",   "body",   "form"};
-  return std::find(std::begin(tags), std::end(tags), name) != std::end(tags);
-}
-
-} // namespace
-
-html_text html_to_text(std::string_view html) {
-  html_text result;
-  auto& out = result.text;
-  size_t i = 0;
-  while (i < html.size()) {
-    auto lt = html.find('<', i);
-    if (lt == std::string_view::npos) {
-      append_text(out, html.substr(i));
-      break;
-    }
-    append_text(out, html.substr(i, lt - i));
-    if (html.substr(lt, 4) == "<!--") {
-      auto end = html.find("-->", lt + 4);
-      i = end == std::string_view::npos ? html.size() : end + 3;
-      continue;
-    }
-    auto gt = html.find('>', lt + 1);
-    if (gt == std::string_view::npos)
-      break;
-    auto tag = html.substr(lt + 1, gt - lt - 1);
-    bool closing = !tag.empty() && tag.front() == '/';
-    if (closing)
-      tag.remove_prefix(1);
-    size_t n = 0;
-    while (n < tag.size() && !sdk::is_ascii_space(tag[n]) && tag[n] != '/')
-      ++n;
-    std::string name{tag.substr(0, n)};
-    for (auto& c : name)
-      if (c >= 'A' && c <= 'Z')
-        c = static_cast<char>(c - 'A' + 'a');
-    i = gt + 1;
-    if (!closing && (name == "script" || name == "style" || name == "title"
-                     || name == "noscript" || name == "template")) {
-      auto end = ifind(html, "</" + name, i);
-      auto inner = html.substr(i, end == std::string_view::npos
-                                    ? html.size() - i
-                                    : end - i);
-      if (name == "title" && result.title.empty()) {
-        std::string title;
-        append_text(title, inner);
-        result.title = std::string{sdk::trim(title)};
-      }
-      if (end == std::string_view::npos) {
-        i = html.size();
-      } else {
-        auto close = html.find('>', end);
-        i = close == std::string_view::npos ? html.size() : close + 1;
-      }
-      continue;
-    }
-    if (name.size() == 2 && name[0] == 'h' && name[1] >= '1'
-        && name[1] <= '6') {
-      end_block(out);
-      if (!closing)
-        out.append(static_cast<size_t>(name[1] - '0'), '#') += ' ';
-      continue;
-    }
-    if (is_block_tag(name))
-      end_block(out);
-  }
-  end_block(out);
-  while (!out.empty() && out.back() == '\n')
-    out.pop_back();
-  return result;
-}
-
 std::string markdown_title(std::string_view text) {
   size_t pos = 0;
   while (pos < text.size()) {
@@ -366,20 +175,16 @@ std::string content_hash(std::string_view bytes) {
 }
 
 std::string file_url(std::string_view absolute_path) {
-  static constexpr char hex[] = "0123456789ABCDEF";
+  // Each segment percent-encoded, the slashes kept.
   std::string result = "file://";
-  for (auto ch : absolute_path) {
-    auto c = static_cast<unsigned char>(ch);
-    bool keep = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')
-                || (c >= 'A' && c <= 'Z') || c == '/' || c == '-' || c == '_'
-                || c == '.' || c == '~';
-    if (keep) {
-      result += static_cast<char>(c);
-    } else {
-      result += '%';
-      result += hex[c >> 4];
-      result += hex[c & 0xF];
-    }
+  size_t pos = 0;
+  while (true) {
+    auto slash = absolute_path.find('/', pos);
+    result += sdk::url_encode(absolute_path.substr(pos, slash - pos));
+    if (slash == std::string_view::npos)
+      break;
+    result += '/';
+    pos = slash + 1;
   }
   return result;
 }
@@ -395,30 +200,10 @@ std::string path_from_file_url(std::string_view url) {
     return {};
   if (auto cut = rest.find_first_of("?#"); cut != std::string_view::npos)
     rest = rest.substr(0, cut);
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9')
-      return c - '0';
-    if (c >= 'a' && c <= 'f')
-      return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-      return c - 'A' + 10;
-    return -1;
-  };
-  std::string out;
-  for (size_t i = 0; i < rest.size(); ++i) {
-    if (rest[i] == '%' && i + 2 < rest.size() && hex(rest[i + 1]) >= 0
-        && hex(rest[i + 2]) >= 0) {
-      out += static_cast<char>(hex(rest[i + 1]) * 16 + hex(rest[i + 2]));
-      i += 2;
-    } else if (rest[i] == '%') {
-      return {};
-    } else {
-      out += rest[i];
-    }
-  }
-  if (out.find('\0') != std::string::npos)
+  auto out = sdk::percent_decode_strict(rest);
+  if (!out || out->find('\0') != std::string::npos)
     return {};
-  return out;
+  return std::move(*out);
 }
 
 } // namespace quarry::corpus

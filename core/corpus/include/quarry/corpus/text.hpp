@@ -1,5 +1,5 @@
 // Text helpers of the local corpus: passage splitting, FTS5 query sanitising,
-// simple HTML-to-text conversion, content hashing and file URLs.
+// content hashing and file URLs. (HTML is read by quarry_extract.)
 
 #pragma once
 
@@ -31,19 +31,6 @@ std::vector<passage> split_passages(std::string_view text,
 /// the text has no words (the caller must then not run the query).
 std::string sanitize_fts_query(std::string_view query,
                                size_t max_terms = 32);
-
-/// The result of @ref html_to_text.
-struct html_text {
-  /// The content of the `<title>` element, whitespace folded.
-  std::string title;
-  /// The text, with blank lines between blocks and `#` marks for headings.
-  std::string text;
-};
-
-/// Strips tags from HTML (simple: no main-content extraction), drops
-/// `script`, `style` and comments, decodes common entities, and marks
-/// `h1`-`h6` as Markdown headings.
-html_text html_to_text(std::string_view html);
 
 /// Returns the first Markdown heading (`# Title`) of `text`, or empty.
 std::string markdown_title(std::string_view text);

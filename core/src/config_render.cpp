@@ -4,6 +4,9 @@
 #include "quarry/core/config.hpp"
 
 #include "quarry/core/duration.hpp"
+#include "quarry/sdk/strings.hpp"
+
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <utility>
@@ -134,16 +137,6 @@ bool is_plain_safe(std::string_view x) {
   });
 }
 
-// Returns `x` as JSON text, which YAML reads as a flow value. DEL is escaped
-// because YAML does not allow it unescaped.
-std::string flow_yaml(const json& x) {
-  auto str = x.dump(-1, ' ', false, json::error_handler_t::replace);
-  for (auto pos = str.find('\x7f'); pos != std::string::npos;
-       pos = str.find('\x7f', pos))
-    str.replace(pos, 1, "\\u007f");
-  return str;
-}
-
 // Doubles every `$`, so that ${...} substitution gives back `x`.
 json escape_dollars(const json& x) {
   if (x.is_string()) {
@@ -173,16 +166,47 @@ json escape_dollars(const json& x) {
   return x;
 }
 
-// Returns a scalar value as YAML, plain if that reads back the same.
-std::string scalar_yaml(const json& x) {
-  if (x.is_string()) {
-    auto escaped = escape_dollars(x);
-    const auto& str = escaped.get_ref<const std::string&>();
-    if (is_plain_safe(str))
-      return str;
-    return flow_yaml(escaped);
+// Writes a string: plain if that reads back the same, otherwise double-quoted
+// with YAML's escapes (the emitter's).
+void emit_string(YAML::Emitter& out, const std::string& x) {
+  auto text = sdk::repair_utf8(x);
+  if (is_plain_safe(text))
+    out << text;
+  else
+    out << YAML::DoubleQuoted << text;
+}
+
+// Writes a value that is not in the schema's order: `$` doubled in strings,
+// maps in key order, empty collections as `{}` and `[]`.
+void emit_value(YAML::Emitter& out, const json& x) {
+  if (x.is_object()) {
+    if (x.empty())
+      out << YAML::Flow;
+    out << YAML::BeginMap;
+    for (const auto& [key, value] : x.items()) {
+      out << YAML::Key;
+      emit_string(out, key);
+      out << YAML::Value;
+      emit_value(out, value);
+    }
+    out << YAML::EndMap;
+  } else if (x.is_array()) {
+    if (x.empty())
+      out << YAML::Flow;
+    out << YAML::BeginSeq;
+    for (const auto& item : x)
+      emit_value(out, item);
+    out << YAML::EndSeq;
+  } else if (x.is_string()) {
+    emit_string(out, escape_dollars(x).get<std::string>());
+  } else if (x.is_boolean()) {
+    out << x.get<bool>();
+  } else if (x.is_null()) {
+    out << YAML::Null;
+  } else {
+    // A number as JSON writes it, which YAML reads back as the same number.
+    out << x.dump();
   }
-  return flow_yaml(x);
 }
 
 // Returns the position of `path` in schema order (keys and sections).
@@ -210,8 +234,8 @@ enum class map_kind {
   other,
 };
 
-void emit(std::string& out, const json& obj, size_t indent,
-          const std::string& path, map_kind kind) {
+void emit(YAML::Emitter& out, const json& obj, const std::string& path,
+          map_kind kind) {
   std::vector<std::pair<std::string, const json*>> entries;
   for (const auto& [key, value] : obj.items())
     entries.emplace_back(key, &value);
@@ -228,16 +252,13 @@ void emit(std::string& out, const json& obj, size_t indent,
     std::stable_partition(entries.begin(), entries.end(),
                           [](const auto& x) { return x.first == "plugin"; });
   }
-  std::string pad(indent, ' ');
+  out << YAML::BeginMap;
   for (const auto& [key, value] : entries) {
     auto child = join(key);
-    out += pad;
-    out += is_plain_safe(key) ? key : flow_yaml(json(key));
-    out += ':';
-    if (value->is_structured() && value->empty()) {
-      out += value->is_object() ? " {}\n" : " []\n";
-    } else if (value->is_object()) {
-      out += '\n';
+    out << YAML::Key;
+    emit_string(out, key);
+    out << YAML::Value;
+    if (value->is_object() && !value->empty()) {
       auto child_kind = map_kind::other;
       if (kind == map_kind::section) {
         auto spec = find_config_key(child);
@@ -248,28 +269,18 @@ void emit(std::string& out, const json& obj, size_t indent,
       } else if (kind == map_kind::instances) {
         child_kind = map_kind::instance;
       }
-      emit(out, *value, indent + 2, child, child_kind);
-    } else if (value->is_array()) {
-      out += '\n';
-      for (const auto& item : *value) {
-        out += pad;
-        out += "  - ";
-        out += item.is_structured() ? flow_yaml(escape_dollars(item))
-                                    : scalar_yaml(item);
-        out += '\n';
-      }
-    } else {
-      out += ' ';
-      // Sizes read better with units; parse_size reads them back.
-      auto spec = kind == map_kind::section ? find_config_key(child) : nullptr;
-      if (spec != nullptr && spec->type == config_type::size
-          && value->is_number_integer())
-        out += format_size(value->get<int64_t>());
-      else
-        out += scalar_yaml(*value);
-      out += '\n';
+      emit(out, *value, child, child_kind);
+      continue;
     }
+    // Sizes read better with units; parse_size reads them back.
+    auto spec = kind == map_kind::section ? find_config_key(child) : nullptr;
+    if (spec != nullptr && spec->type == config_type::size
+        && value->is_number_integer())
+      out << format_size(value->get<int64_t>());
+    else
+      emit_value(out, *value);
   }
+  out << YAML::EndMap;
 }
 
 } // namespace
@@ -300,10 +311,21 @@ std::string loaded_config::render_yaml() const {
   for (const auto& added : environment_defaults)
     out += "# " + added.key + ": added by the embedded defaults: "
            + added.description + "\n";
-  if (tree.is_object() && !tree.empty())
-    emit(out, tree, 0, "", map_kind::section);
-  else
+  if (!tree.is_object() || tree.empty()) {
     out += "{}\n";
+    return out;
+  }
+  YAML::Emitter yaml;
+  emit(yaml, tree, "", map_kind::section);
+  // The emitter writes DEL as it is, which Quarry's loader refuses (it is a
+  // control character); only quoted scalars can hold it, so escape it there.
+  for (auto c : std::string_view{yaml.c_str(), yaml.size()}) {
+    if (c == '\x7f')
+      out += "\\x7F";
+    else
+      out += c;
+  }
+  out += '\n';
   return out;
 }
 

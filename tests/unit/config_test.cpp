@@ -865,6 +865,29 @@ TEST_CASE("config render_yaml round-trips") {
   CHECK(ok(again3).effective == tricky_cfg.effective);
 }
 
+TEST_CASE("config render_yaml quotes and escapes through the YAML emitter") {
+  // A file may write any character with YAML's escapes; the rendered file
+  // must load again (Quarry's loader refuses raw control characters) and
+  // give the same values.
+  const std::string odd = std::string{"tab\there \x7f del \x01 one, \"quote\" 'single' "}
+                          + "\\ back: slash # hash \xC2\x85 next-line \xE2\x80\xA8 sep \xE6\x97\xA5";
+  auto res = load_text("tools:\n  t:\n    plugin: p\n"
+                       "    v: \"tab\\there \\x7f del \\x01 one, \\\"quote\\\" 'single' "
+                       "\\\\ back: slash # hash \\x85 next-line \\u2028 sep \\u65E5\"\n"
+                       "    nested: [[a, [b]], {}, [], {k: [1, {z: null}]}]\n"
+                       "    flag: true\n    num: -0.5\n");
+  const auto& cfg = ok(res);
+  REQUIRE(cfg.values.tools.at("t").config["v"] == odd);
+  auto yaml = cfg.render_yaml();
+  INFO(yaml);
+  CHECK(yaml.find('\x7f') == std::string::npos);
+  CHECK(yaml.find('\x01') == std::string::npos);
+  CHECK(contains(yaml, "    flag: true\n"));
+  CHECK(contains(yaml, "    num: -0.5\n"));
+  auto again = load_text(yaml);
+  CHECK(ok(again).effective == cfg.effective);
+}
+
 TEST_CASE("config secrets never appear in errors or warnings") {
   const std::string secret = "SUPERSECRETVALUE";
   std::vector<load_result> results;

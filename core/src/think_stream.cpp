@@ -3,6 +3,7 @@
 #include "quarry/core/think_stream.hpp"
 
 #include "quarry/core/tool_args.hpp"
+#include "quarry/sdk/strings.hpp"
 
 namespace quarry::core {
 
@@ -12,41 +13,13 @@ bool is_ws(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | cp >> 6);
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | cp >> 12);
-    out += static_cast<char>(0x80 | (cp >> 6 & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | cp >> 18);
-    out += static_cast<char>(0x80 | (cp >> 12 & 0x3f));
-    out += static_cast<char>(0x80 | (cp >> 6 & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 // Reads 4 hex digits at `s[i]`; -1 if incomplete or invalid.
 int32_t read_hex4(const std::string& s, size_t i) {
   if (i + 4 > s.size())
     return -1;
   int32_t v = 0;
   for (size_t k = 0; k < 4; ++k) {
-    auto h = hex_value(s[i + k]);
+    auto h = sdk::hex_digit_value(s[i + k]);
     if (h < 0)
       return -2;
     v = v << 4 | h;
@@ -177,7 +150,7 @@ void think_stream::scan() {
         } else if (cp >= 0xdc00 && cp <= 0xdfff) {
           cp = 0xfffd;
         }
-        append_utf8(reasoning_, cp);
+        sdk::append_utf8(reasoning_, cp);
         pos_ += used;
         continue;
       }

@@ -23,25 +23,6 @@ std::string dump(const nlohmann::ordered_json& x, int indent = -1) {
   return x.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// Decodes one UTF-8 code point at `i`; returns the code point and its length
-// (an invalid byte counts as one code point U+FFFD).
-std::pair<uint32_t, size_t> decode(std::string_view s, size_t i) noexcept {
-  auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80)
-    return {c, 1};
-  size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-  if (len == 1 || i + len > s.size())
-    return {0xfffd, 1};
-  uint32_t cp = c & (0xff >> (len + 1));
-  for (size_t k = 1; k < len; ++k) {
-    auto d = static_cast<unsigned char>(s[i + k]);
-    if ((d & 0xc0) != 0x80)
-      return {0xfffd, 1};
-    cp = cp << 6 | (d & 0x3f);
-  }
-  return {cp, len};
-}
-
 bool is_zero_width(uint32_t cp) noexcept {
   return cp == 0x200b || cp == 0x200c || cp == 0x200d || cp == 0x2060
          || cp == 0xfeff;
@@ -78,7 +59,7 @@ normalized normalize(std::string_view s, bool with_map) {
     }
   };
   for (size_t i = 0; i < s.size();) {
-    auto [cp, len] = decode(s, i);
+    auto [cp, len] = sdk::decode_utf8(s, i);
     auto a = i;
     i += len;
     if (is_zero_width(cp))
@@ -142,7 +123,7 @@ std::string decode_snippet_entities(std::string_view s) {
 size_t byte_offset(std::string_view s, size_t n) noexcept {
   size_t i = 0;
   while (n > 0 && i < s.size()) {
-    i += decode(s, i).second;
+    i += sdk::decode_utf8(s, i).length;
     --n;
   }
   return i;
@@ -209,7 +190,7 @@ std::string missing_urls_message() {
 
 size_t count_chars(std::string_view text) noexcept {
   size_t n = 0;
-  for (size_t i = 0; i < text.size(); i += decode(text, i).second)
+  for (size_t i = 0; i < text.size(); i += sdk::decode_utf8(text, i).length)
     ++n;
   return n;
 }

@@ -2,6 +2,8 @@
 
 #include "support/pdf_writer.hpp"
 
+#include "quarry/sdk/strings.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <string_view>
@@ -10,41 +12,20 @@ namespace quarry::test {
 
 namespace {
 
-// Decodes one UTF-8 sequence at `i` (advancing it); invalid bytes give
-// U+FFFD.
-uint32_t next_code_point(std::string_view s, size_t& i) {
-  auto c = static_cast<unsigned char>(s[i++]);
-  if (c < 0x80)
-    return c;
-  int extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : -1;
-  if (extra < 0)
-    return 0xFFFD;
-  uint32_t cp = c & (0x3F >> extra);
-  for (int k = 0; k < extra; ++k) {
-    if (i >= s.size())
-      return 0xFFFD;
-    auto d = static_cast<unsigned char>(s[i]);
-    if ((d & 0xC0) != 0x80)
-      return 0xFFFD;
-    cp = (cp << 6) | (d & 0x3F);
-    ++i;
-  }
-  return cp;
-}
-
 // A PDF literal string `(...)` in WinAnsiEncoding: ( ) \ escaped, bytes
 // outside printable ASCII as octal escapes.
 std::string literal(std::string_view utf8) {
   std::string result = "(";
   for (size_t i = 0; i < utf8.size();) {
-    auto cp = next_code_point(utf8, i);
+    auto [cp, length] = sdk::decode_utf8(utf8, i);
+    i += length;
     if (cp > 0xFF || (cp >= 0x80 && cp < 0xA0))
       cp = '?';
     if (cp == '(' || cp == ')' || cp == '\\') {
       result += '\\';
       result += static_cast<char>(cp);
     } else if (cp < 0x20 || cp >= 0x7F) {
-      char buf[8];
+      char buf[16];
       std::snprintf(buf, sizeof(buf), "\\%03o", static_cast<unsigned>(cp));
       result += buf;
     } else {
@@ -64,7 +45,8 @@ std::string text_string(std::string_view utf8) {
     result += buf;
   };
   for (size_t i = 0; i < utf8.size();) {
-    auto cp = next_code_point(utf8, i);
+    auto [cp, length] = sdk::decode_utf8(utf8, i);
+    i += length;
     if (cp >= 0x10000) {
       cp -= 0x10000;
       unit(0xD800 + (cp >> 10));

@@ -325,13 +325,7 @@ content_kind sniff(std::string_view content_type,
       || (starts_with(head, "<?xml") && head.find("<html") != std::string::npos)
       || (starts_with(head, "<!--") && head.find("<html") != std::string::npos))
     return content_kind::html;
-  auto type = sdk::to_lower(content_type);
-  if (auto semi = type.find(';'); semi != std::string::npos)
-    type.resize(semi);
-  while (!type.empty() && type.back() == ' ')
-    type.pop_back();
-  while (!type.empty() && type.front() == ' ')
-    type.erase(type.begin());
+  auto type = sdk::to_lower(sdk::trim(content_type.substr(0, content_type.find(';'))));
   if (type == "application/pdf")
     return b.empty() ? content_kind::pdf : content_kind::other;
   if (type == "text/html" || type == "application/xhtml+xml")

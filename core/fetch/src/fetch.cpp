@@ -112,21 +112,14 @@ const char* pdf_types[] = {"application/pdf", "application/x-pdf",
                            "text/pdf", "text/x-pdf"};
 
 std::string media_type(std::string_view content_type) {
-  auto type = sdk::to_lower(content_type.substr(0, content_type.find(';')));
-  while (!type.empty() && std::isspace(static_cast<unsigned char>(type.back())))
-    type.pop_back();
-  while (!type.empty() && std::isspace(static_cast<unsigned char>(type.front())))
-    type.erase(type.begin());
-  return type;
+  return sdk::to_lower(sdk::trim(content_type.substr(0, content_type.find(';'))));
 }
 
 bool trimmed_starts_with(std::string_view bytes, std::string_view prefix) {
   size_t i = 0;
   if (sdk::starts_with(bytes, "\xEF\xBB\xBF"))
     i = 3;
-  while (i < bytes.size() && std::isspace(static_cast<unsigned char>(bytes[i])))
-    ++i;
-  return sdk::starts_with(bytes.substr(i), prefix);
+  return sdk::starts_with(sdk::trim(bytes.substr(i)), prefix);
 }
 
 // The path of a URL, or of a local file name (without a query).
@@ -489,11 +482,7 @@ page read_document(std::string_view bytes, std::string_view content_type,
     }
   }
   // The insufficient-content rule.
-  std::string_view trimmed = out.text;
-  while (!trimmed.empty() && std::isspace(static_cast<unsigned char>(trimmed.front())))
-    trimmed.remove_prefix(1);
-  while (!trimmed.empty() && std::isspace(static_cast<unsigned char>(trimmed.back())))
-    trimmed.remove_suffix(1);
+  auto trimmed = sdk::trim(out.text);
   if ((out.title.empty() && trimmed.empty()) || trimmed.size() < 50
       || sdk::to_lower(trimmed) == "loading...") {
     out.failure = sdk::make_error(sdk::errc::invalid_response,

@@ -8,6 +8,7 @@
 #include "quarry/host/services.hpp"
 
 #include "support/process.hpp"
+#include "support/run_tool.hpp"
 #include "support/test_host.hpp"
 
 #include <doctest/doctest.h>
@@ -25,22 +26,9 @@ using namespace quarry::plugins::local_corpus;
 using namespace quarry::corpus;
 namespace fs = std::filesystem;
 
-namespace {
+using test::run_tool;
 
-sdk::tool_result run_tool(sdk::tool& tool, const nlohmann::json& args) {
-  auto promise = std::make_shared<std::promise<sdk::tool_result>>();
-  auto future = promise->get_future();
-  auto calls = std::make_shared<std::atomic<int>>(0);
-  tool.run(args, [promise, calls](sdk::tool_result r) {
-    if (calls->fetch_add(1) == 0)
-      promise->set_value(std::move(r));
-  });
-  REQUIRE(future.wait_for(std::chrono::seconds{30})
-          == std::future_status::ready);
-  auto result = future.get();
-  CHECK(calls->load() == 1);
-  return result;
-}
+namespace {
 
 void write_docs(const test::temp_dir& tmp) {
   tmp.write("docs/heat.md",

@@ -3,6 +3,7 @@
 
 #include "open_url_tool.hpp"
 
+#include "support/run_tool.hpp"
 #include "support/test_host.hpp"
 
 #include <doctest/doctest.h>
@@ -15,20 +16,9 @@ using namespace quarry;
 using namespace quarry::plugins::open_url;
 using nlohmann::json;
 
-namespace {
+using test::run_tool;
 
-sdk::tool_result run_tool(sdk::tool& tool, const json& args) {
-  auto promise = std::make_shared<std::promise<sdk::tool_result>>();
-  auto future = promise->get_future();
-  auto calls = std::make_shared<std::atomic<int>>(0);
-  auto handle = tool.run(args, [promise, calls](sdk::tool_result r) {
-    if (calls->fetch_add(1) == 0)
-      promise->set_value(std::move(r));
-  });
-  REQUIRE(handle != nullptr);
-  REQUIRE(future.wait_for(std::chrono::seconds{60}) == std::future_status::ready);
-  return future.get();
-}
+namespace {
 
 } // namespace
 

@@ -11,6 +11,7 @@
 #include "support/http_server.hpp"
 #include "support/pdf_writer.hpp"
 #include "support/process.hpp"
+#include "support/run_tool.hpp"
 #include "support/test_host.hpp"
 
 #include <doctest/doctest.h>
@@ -25,23 +26,9 @@ using namespace quarry::plugins::open_url;
 using nlohmann::json;
 using test::response_plan;
 
-namespace {
+using test::run_tool;
 
-sdk::tool_result run_tool(sdk::tool& tool, const json& args) {
-  auto promise = std::make_shared<std::promise<sdk::tool_result>>();
-  auto future = promise->get_future();
-  auto calls = std::make_shared<std::atomic<int>>(0);
-  auto handle = tool.run(args, [promise, calls](sdk::tool_result r) {
-    if (calls->fetch_add(1) == 0)
-      promise->set_value(std::move(r));
-  });
-  REQUIRE(handle != nullptr);
-  REQUIRE(future.wait_for(std::chrono::seconds{60})
-          == std::future_status::ready);
-  auto result = future.get();
-  CHECK(calls->load() == 1);
-  return result;
-}
+namespace {
 
 std::unique_ptr<open_url_tool> make_tool(test::test_host& host,
                                          json config = json::object()) {

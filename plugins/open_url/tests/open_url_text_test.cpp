@@ -131,6 +131,46 @@ TEST_CASE("open_url refuses internal URLs before connecting") {
   CHECK(err->message.find("loopback") != std::string::npos);
 }
 
+TEST_CASE("open_url refuses hostile URLs with clear reasons") {
+  const auto policy = std::get<fetch::address_policy>(fetch::address_policy::make({}));
+  struct row {
+    std::string url;
+    const char* reason;
+  };
+  const row rows[] = {
+    {"http://example.com/" + std::string(20000, 'a'), "the URL is longer than 16384 bytes"},
+    {"http://example.com/\x1b[31m", "the URL contains a control character (at byte 19)"},
+    {"http://example.com/a b", "the URL contains a space (at byte 20)"},
+    {"http://example.com/\xC3", "the URL is not valid UTF-8 (at byte 19)"},
+    {"http://example.com:99999/", "not a valid URL (port number"},
+    {"http://example.com:-1/", "not a valid URL (port number"},
+    {"http:///etc/passwd", "the URL has no host"},
+    {"ftp://example.com/", "only http and https URLs can be opened (not ftp:)"},
+    {"javascript:alert(1)", "not an absolute URL (no // after javascript:)"},
+  };
+  for (const auto& r : rows) {
+    CAPTURE(r.url.substr(0, 40));
+    auto err = policy.check_url(r.url);
+    REQUIRE(err);
+    CHECK(err->code == sdk::errc::refused);
+    CHECK(err->message.find(r.reason) == 0);
+  }
+  // Userinfo and IDN names are URLs; names are checked on their addresses.
+  CHECK_FALSE(policy.check_url("https://user:secret@example.com/"));
+  CHECK_FALSE(policy.check_url("https://b\xC3\xBC" "cher.example/"));
+  CHECK(policy.check_url("http://user:secret@[::1]:8080/"));
+  // Duplicates differ only in case, dot segments, an empty path or the
+  // fragment; credentials never reach the key.
+  CHECK(url_key("HTTPS://Example.COM/a/../b?q=1#frag") == "https://example.com/b?q=1");
+  CHECK(url_key("https://example.com") == "https://example.com/");
+  CHECK(url_key("https://u:pw@example.com:8443/x") == "https://example.com:8443/x");
+  CHECK(url_key("corpus:12#part") == "corpus:12");
+  auto list = normalize_urls({{"urls", {"https://Example.com/a#x", "https://example.com/a",
+                                        "https://example.com/./a"}}});
+  REQUIRE(list);
+  CHECK(list->urls == std::vector<std::string>{"https://Example.com/a#x"});
+}
+
 TEST_CASE("open_url allow-lists addresses, ranges and host names") {
   auto made = fetch::address_policy::make(
     {"127.0.0.1", "10.0.0.0/8", "fd00::/8", "Intranet.Example"});

@@ -466,6 +466,22 @@ TEST_CASE("http_client refuses non-HTTP URLs") {
   CHECK(sink->failure->code == errc::refused);
 }
 
+TEST_CASE("http_client says what is wrong with a malformed URL, without its secrets") {
+  curl_http_client client{http_settings{}};
+  auto sink = run(client, get("http://user:hunter22@exa mple.com/?key=hunter22"));
+  REQUIRE(sink->failure);
+  CHECK(sink->failure->code == errc::bad_request);
+  CHECK(sink->failure->message
+        == "GET (an invalid URL): the URL contains a space (at byte 24)");
+  auto port = run(client, get("https://example.com:123456/"));
+  REQUIRE(port->failure);
+  CHECK(port->failure->code == errc::bad_request);
+  CHECK(port->failure->message.find("not a valid URL (port number") != std::string::npos);
+  auto none = run(client, get("example.com/path"));
+  REQUIRE(none->failure);
+  CHECK(none->failure->code == errc::refused);
+}
+
 TEST_CASE("http_client caps the response size") {
   http_server server;
   server.route("GET", "/declared", [](const request&) {

@@ -454,7 +454,19 @@ void curl_http_client::impl::add_transfer(std::unique_ptr<transfer> job) {
   auto& t = *job;
   transfers_.emplace(t.id, std::move(job));
   t.deadline = clock_type::now() + t.total_timeout;
-  if (!fetch::is_http_url(t.url)) {
+  auto parsed = fetch::parse_url(t.url);
+  auto scheme = sdk::to_lower(t.url.substr(0, 8));
+  auto* err = std::get_if<std::string>(&parsed);
+  if (err != nullptr
+      && (sdk::starts_with(scheme, "http://")
+          || sdk::starts_with(scheme, "https://"))) {
+    // A malformed HTTP URL, as libcurl would class it, with the reason.
+    finish(t, make_error(sdk::errc::bad_request, t.describe() + ": " + *err));
+    return;
+  }
+  if (err != nullptr
+      || (std::get<fetch::url>(parsed).scheme != "http"
+          && std::get<fetch::url>(parsed).scheme != "https")) {
     finish(t,
            make_error(sdk::errc::refused,
                       t.describe() + ": only http and https URLs are allowed"));

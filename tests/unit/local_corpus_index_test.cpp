@@ -168,6 +168,25 @@ TEST_CASE("local_corpus strips HTML tags and keeps the title") {
   CHECK(index->search("gone", 5).hits.empty());
 }
 
+TEST_CASE("local_corpus file URLs round-trip and refuse anything else") {
+  for (std::string path : {"/a/b.md", "/tmp/My Docs/r\xC3\xA9sum\xC3\xA9 #1?.txt", "/x%y/"}) {
+    CAPTURE(path);
+    auto url = file_url(path);
+    CHECK(url.find(' ') == std::string::npos);
+    CHECK(path_from_file_url(url) == path);
+  }
+  CHECK(file_url("/a b/c") == "file:///a%20b/c");
+  CHECK(path_from_file_url("file://localhost/etc/hosts") == "/etc/hosts");
+  CHECK(path_from_file_url("file:///a/../etc/hosts") == "/etc/hosts");
+  CHECK(path_from_file_url("file:///a?x#y") == "/a");
+  for (auto bad : {"file://other.host/etc/hosts", "file:///a%2", "file:///a%zz",
+                   "file:///a%00b", "http://example.com/a", "/etc/hosts",
+                   "file:/etc/hosts", "file:///a b", ""}) {
+    CAPTURE(bad);
+    CHECK(path_from_file_url(bad).empty());
+  }
+}
+
 TEST_CASE("local_corpus indexes a folder and ranks the right passage first") {
   test::temp_dir tmp;
   write_corpus(tmp);

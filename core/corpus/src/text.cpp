@@ -2,6 +2,7 @@
 // content hashing and file URLs. (HTML is read by quarry_extract.)
 
 #include "quarry/corpus/text.hpp"
+#include "quarry/fetch/url.hpp"
 #include "quarry/sdk/strings.hpp"
 
 #include <algorithm>
@@ -190,17 +191,11 @@ std::string file_url(std::string_view absolute_path) {
 }
 
 std::string path_from_file_url(std::string_view url) {
-  constexpr std::string_view scheme = "file://";
-  if (url.substr(0, scheme.size()) != scheme)
+  auto parsed = fetch::parse_url(url);
+  auto* u = std::get_if<fetch::url>(&parsed);
+  if (u == nullptr || u->scheme != "file" || !u->host.empty())
     return {};
-  auto rest = url.substr(scheme.size());
-  if (rest.substr(0, 9) == "localhost")
-    rest.remove_prefix(9);
-  if (rest.empty() || rest.front() != '/')
-    return {};
-  if (auto cut = rest.find_first_of("?#"); cut != std::string_view::npos)
-    rest = rest.substr(0, cut);
-  auto out = sdk::percent_decode_strict(rest);
+  auto out = sdk::percent_decode_strict(u->path);
   if (!out || out->find('\0') != std::string::npos)
     return {};
   return std::move(*out);

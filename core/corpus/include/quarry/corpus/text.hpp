@@ -42,7 +42,9 @@ std::string content_hash(std::string_view bytes);
 std::string file_url(std::string_view absolute_path);
 
 /// Returns the absolute path of a `file://` URL (`file:///a/b%20c` or
-/// `file://localhost/a/b`), or an empty string for anything else.
+/// `file://localhost/a/b`; `.` and `..` segments resolved), or an empty
+/// string for anything else (another host, a `%` without two hex digits, an
+/// encoded NUL, text that is no URL).
 std::string path_from_file_url(std::string_view url);
 
 } // namespace quarry::corpus

@@ -97,9 +97,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto url = file_url(input);
   if (url.rfind("file://", 0) != 0)
     std::abort();
-  // A file URL of a path gives the path back.
+  // A file URL of a path gives the path back (`.` and `..` segments are
+  // resolved, so only for paths without them).
   if (!input.empty() && input.front() == '/'
       && input.find('\0') == std::string_view::npos
+      && input.find("/.") == std::string_view::npos
       && path_from_file_url(url) != input)
     std::abort();
   (void) path_from_file_url(input);

@@ -3,6 +3,8 @@
 
 #include "support/http_server.hpp"
 
+#include "quarry/sdk/strings.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -54,32 +56,11 @@ std::string_view trim(std::string_view x) {
   return x;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
+// A form-encoded value: `+` is a space, then %XX escapes.
 std::string url_decode(std::string_view x) {
-  std::string result;
-  result.reserve(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (x[i] == '+') {
-      result += ' ';
-    } else if (x[i] == '%' && i + 2 < x.size() && hex_value(x[i + 1]) >= 0
-               && hex_value(x[i + 2]) >= 0) {
-      result
-        += static_cast<char>(hex_value(x[i + 1]) * 16 + hex_value(x[i + 2]));
-      i += 2;
-    } else {
-      result += x[i];
-    }
-  }
-  return result;
+  std::string spaced{x};
+  std::replace(spaced.begin(), spaced.end(), '+', ' ');
+  return sdk::percent_decode(spaced);
 }
 
 std::vector<std::pair<std::string, std::string>>

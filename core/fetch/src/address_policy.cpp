@@ -150,16 +150,8 @@ std::optional<uint64_t> parse_part(std::string_view s) {
   }
   uint64_t value = 0;
   for (auto c : s) {
-    int digit;
-    if (c >= '0' && c <= '9')
-      digit = c - '0';
-    else if (c >= 'a' && c <= 'f')
-      digit = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F')
-      digit = c - 'A' + 10;
-    else
-      return std::nullopt;
-    if (digit >= base)
+    auto digit = sdk::hex_digit_value(c);
+    if (digit < 0 || digit >= base)
       return std::nullopt;
     value = value * static_cast<uint64_t>(base) + static_cast<uint64_t>(digit);
     if (value > 0xffffffffULL)

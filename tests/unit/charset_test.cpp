@@ -168,3 +168,35 @@ TEST_CASE("charset invalid sequences become U+FFFD and unknown charsets fall bac
   auto decoded = extract::decode_to_utf8(big, "text/plain; charset=shift_jis");
   CHECK(decoded.size() == 20000 * (6 + 3));
 }
+
+TEST_CASE("charset every supported encoding has a working converter") {
+  // One label of each encoding, and the name decode_document reports.
+  const std::pair<const char*, const char*> encodings[] = {
+    {"unicode-1-1-utf-8", "UTF-8"}, {"utf-16", "UTF-16LE"}, {"unicodefffe", "UTF-16BE"},
+    {"us-ascii", "windows-1252"}, {"cp1250", "windows-1250"}, {"x-cp1251", "windows-1251"},
+    {"windows-1253", "windows-1253"}, {"latin5", "windows-1254"}, {"windows-1255", "windows-1255"},
+    {"windows-1256", "windows-1256"}, {"windows-1257", "windows-1257"},
+    {"windows-1258", "windows-1258"}, {"tis-620", "windows-874"}, {"l2", "ISO-8859-2"},
+    {"latin3", "ISO-8859-3"}, {"latin4", "ISO-8859-4"}, {"cyrillic", "ISO-8859-5"},
+    {"arabic", "ISO-8859-6"}, {"greek", "ISO-8859-7"}, {"iso-8859-8-i", "ISO-8859-8"},
+    {"latin6", "ISO-8859-10"}, {"iso-8859-13", "ISO-8859-13"}, {"iso-8859-14", "ISO-8859-14"},
+    {"latin9", "ISO-8859-15"}, {"iso-8859-16", "ISO-8859-16"}, {"koi", "KOI8-R"},
+    {"koi8-ru", "KOI8-U"}, {"866", "IBM866"}, {"mac", "macintosh"},
+    {"x-mac-ukrainian", "x-mac-cyrillic"}, {"windows-31j", "Shift_JIS"},
+    {"x-euc-jp", "EUC-JP"}, {"csiso2022jp", "ISO-2022-JP"}, {"chinese", "GBK"},
+    {"gb18030", "gb18030"}, {"cn-big5", "Big5"}, {"korean", "EUC-KR"},
+  };
+  for (const auto& [label, name] : encodings) {
+    std::string l = label;
+    CAPTURE(l);
+    auto d = extract::decode_document("plain ASCII", std::string{"text/plain; charset="} + label);
+    CHECK(d.charset == name);
+    CHECK(d.note.empty());
+    if (d.charset.rfind("UTF-16", 0) != 0)
+      CHECK(d.text == "plain ASCII");
+  }
+  // Labels are matched whole and case-insensitively.
+  CHECK(extract::decode_document("x", "text/plain; charset=KOI8-R").charset == "KOI8-R");
+  CHECK(extract::decode_document("x", "text/plain; charset=koi8-").charset == "UTF-8");
+  CHECK(extract::decode_document("x", "text/plain; charset=8-r").charset == "UTF-8");
+}

@@ -7,6 +7,7 @@
 
 #include <iconv.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -24,157 +25,80 @@ constexpr size_t max_label = 40;
 // How far into a document <meta charset> is looked for.
 constexpr size_t meta_scan_bytes = 4096;
 
-// A charset label (lower case) of the WHATWG Encoding Standard, the
-// encoding's name and the glibc iconv converter that decodes it (for the
-// legacy CJK encodings the superset browsers use: windows-31j for Shift_JIS,
-// GB18030 for GBK and GB2312, windows-949 for EUC-KR).
-struct charset_label {
-  std::string_view label;
+// An encoding of the WHATWG Encoding Standard: its name, the glibc iconv
+// converter that decodes it (for the legacy CJK encodings the superset
+// browsers use: windows-31j for Shift_JIS, GB18030 for GBK and GB2312,
+// windows-949 for EUC-KR) and its labels (lower case, space-separated).
+struct encoding {
   std::string_view name;
   const char* iconv;
+  std::string_view labels;
 };
 
-constexpr charset_label labels[] = {
-  {"utf-8", "UTF-8", "UTF-8"},
-  {"utf8", "UTF-8", "UTF-8"},
-  {"unicode-1-1-utf-8", "UTF-8", "UTF-8"},
-  {"unicode11utf8", "UTF-8", "UTF-8"},
-  {"unicode20utf8", "UTF-8", "UTF-8"},
-  {"x-unicode20utf8", "UTF-8", "UTF-8"},
-  {"utf-16", "UTF-16LE", "UTF-16LE"},
-  {"utf-16le", "UTF-16LE", "UTF-16LE"},
-  {"unicodefffe", "UTF-16BE", "UTF-16BE"},
-  {"utf-16be", "UTF-16BE", "UTF-16BE"},
+constexpr encoding encodings[] = {
+  {"UTF-8", "UTF-8",
+   "utf-8 utf8 unicode-1-1-utf-8 unicode11utf8 unicode20utf8 x-unicode20utf8"},
+  {"UTF-16LE", "UTF-16LE", "utf-16 utf-16le"},
+  {"UTF-16BE", "UTF-16BE", "utf-16be unicodefffe"},
   // Browsers decode ISO-8859-1 and US-ASCII as windows-1252.
-  {"windows-1252", "windows-1252", "CP1252"},
-  {"cp1252", "windows-1252", "CP1252"},
-  {"x-cp1252", "windows-1252", "CP1252"},
-  {"iso-8859-1", "windows-1252", "CP1252"},
-  {"iso8859-1", "windows-1252", "CP1252"},
-  {"iso88591", "windows-1252", "CP1252"},
-  {"iso_8859-1", "windows-1252", "CP1252"},
-  {"iso_8859-1:1987", "windows-1252", "CP1252"},
-  {"iso-ir-100", "windows-1252", "CP1252"},
-  {"latin1", "windows-1252", "CP1252"},
-  {"latin-1", "windows-1252", "CP1252"},
-  {"l1", "windows-1252", "CP1252"},
-  {"csisolatin1", "windows-1252", "CP1252"},
-  {"us-ascii", "windows-1252", "CP1252"},
-  {"ascii", "windows-1252", "CP1252"},
-  {"ansi_x3.4-1968", "windows-1252", "CP1252"},
-  {"cp819", "windows-1252", "CP1252"},
-  {"ibm819", "windows-1252", "CP1252"},
-  {"windows-1250", "windows-1250", "CP1250"},
-  {"cp1250", "windows-1250", "CP1250"},
-  {"x-cp1250", "windows-1250", "CP1250"},
-  {"windows-1251", "windows-1251", "CP1251"},
-  {"cp1251", "windows-1251", "CP1251"},
-  {"x-cp1251", "windows-1251", "CP1251"},
-  {"windows-1253", "windows-1253", "CP1253"},
-  {"cp1253", "windows-1253", "CP1253"},
-  {"windows-1254", "windows-1254", "CP1254"},
-  {"cp1254", "windows-1254", "CP1254"},
-  {"iso-8859-9", "windows-1254", "CP1254"},
-  {"iso8859-9", "windows-1254", "CP1254"},
-  {"iso_8859-9", "windows-1254", "CP1254"},
-  {"latin5", "windows-1254", "CP1254"},
-  {"windows-1255", "windows-1255", "CP1255"},
-  {"cp1255", "windows-1255", "CP1255"},
-  {"windows-1256", "windows-1256", "CP1256"},
-  {"cp1256", "windows-1256", "CP1256"},
-  {"windows-1257", "windows-1257", "CP1257"},
-  {"cp1257", "windows-1257", "CP1257"},
-  {"windows-1258", "windows-1258", "CP1258"},
-  {"cp1258", "windows-1258", "CP1258"},
-  {"windows-874", "windows-874", "CP874"},
-  {"tis-620", "windows-874", "CP874"},
-  {"iso-8859-11", "windows-874", "CP874"},
-  {"iso-8859-2", "ISO-8859-2", "ISO-8859-2"},
-  {"iso8859-2", "ISO-8859-2", "ISO-8859-2"},
-  {"iso_8859-2", "ISO-8859-2", "ISO-8859-2"},
-  {"latin2", "ISO-8859-2", "ISO-8859-2"},
-  {"l2", "ISO-8859-2", "ISO-8859-2"},
-  {"iso-8859-3", "ISO-8859-3", "ISO-8859-3"},
-  {"latin3", "ISO-8859-3", "ISO-8859-3"},
-  {"iso-8859-4", "ISO-8859-4", "ISO-8859-4"},
-  {"latin4", "ISO-8859-4", "ISO-8859-4"},
-  {"iso-8859-5", "ISO-8859-5", "ISO-8859-5"},
-  {"iso8859-5", "ISO-8859-5", "ISO-8859-5"},
-  {"iso_8859-5", "ISO-8859-5", "ISO-8859-5"},
-  {"cyrillic", "ISO-8859-5", "ISO-8859-5"},
-  {"iso-8859-6", "ISO-8859-6", "ISO-8859-6"},
-  {"arabic", "ISO-8859-6", "ISO-8859-6"},
-  {"iso-8859-7", "ISO-8859-7", "ISO-8859-7"},
-  {"iso8859-7", "ISO-8859-7", "ISO-8859-7"},
-  {"iso_8859-7", "ISO-8859-7", "ISO-8859-7"},
-  {"greek", "ISO-8859-7", "ISO-8859-7"},
-  {"iso-8859-8", "ISO-8859-8", "ISO-8859-8"},
-  {"iso-8859-8-i", "ISO-8859-8", "ISO-8859-8"},
-  {"hebrew", "ISO-8859-8", "ISO-8859-8"},
-  {"iso-8859-10", "ISO-8859-10", "ISO-8859-10"},
-  {"latin6", "ISO-8859-10", "ISO-8859-10"},
-  {"iso-8859-13", "ISO-8859-13", "ISO-8859-13"},
-  {"iso-8859-14", "ISO-8859-14", "ISO-8859-14"},
-  {"iso-8859-15", "ISO-8859-15", "ISO-8859-15"},
-  {"iso8859-15", "ISO-8859-15", "ISO-8859-15"},
-  {"iso_8859-15", "ISO-8859-15", "ISO-8859-15"},
-  {"latin9", "ISO-8859-15", "ISO-8859-15"},
-  {"iso-8859-16", "ISO-8859-16", "ISO-8859-16"},
-  {"koi8-r", "KOI8-R", "KOI8-R"},
-  {"koi8_r", "KOI8-R", "KOI8-R"},
-  {"koi8", "KOI8-R", "KOI8-R"},
-  {"koi", "KOI8-R", "KOI8-R"},
-  {"cskoi8r", "KOI8-R", "KOI8-R"},
-  {"koi8-u", "KOI8-U", "KOI8-U"},
-  {"koi8-ru", "KOI8-U", "KOI8-U"},
-  {"ibm866", "IBM866", "CP866"},
-  {"cp866", "IBM866", "CP866"},
-  {"866", "IBM866", "CP866"},
-  {"macintosh", "macintosh", "MACINTOSH"},
-  {"mac", "macintosh", "MACINTOSH"},
-  {"x-mac-roman", "macintosh", "MACINTOSH"},
-  {"x-mac-cyrillic", "x-mac-cyrillic", "MAC-CYRILLIC"},
-  {"shift_jis", "Shift_JIS", "CP932"},
-  {"shift-jis", "Shift_JIS", "CP932"},
-  {"sjis", "Shift_JIS", "CP932"},
-  {"x-sjis", "Shift_JIS", "CP932"},
-  {"ms_kanji", "Shift_JIS", "CP932"},
-  {"ms932", "Shift_JIS", "CP932"},
-  {"windows-31j", "Shift_JIS", "CP932"},
-  {"csshiftjis", "Shift_JIS", "CP932"},
-  {"euc-jp", "EUC-JP", "EUC-JP"},
-  {"x-euc-jp", "EUC-JP", "EUC-JP"},
-  {"iso-2022-jp", "ISO-2022-JP", "ISO-2022-JP"},
-  {"csiso2022jp", "ISO-2022-JP", "ISO-2022-JP"},
-  {"gbk", "GBK", "GB18030"},
-  {"x-gbk", "GBK", "GB18030"},
-  {"gb2312", "GBK", "GB18030"},
-  {"gb_2312", "GBK", "GB18030"},
-  {"gb_2312-80", "GBK", "GB18030"},
-  {"csgb2312", "GBK", "GB18030"},
-  {"chinese", "GBK", "GB18030"},
-  {"iso-ir-58", "GBK", "GB18030"},
-  {"gb18030", "gb18030", "GB18030"},
-  {"big5", "Big5", "BIG5-HKSCS"},
-  {"big5-hkscs", "Big5", "BIG5-HKSCS"},
-  {"cn-big5", "Big5", "BIG5-HKSCS"},
-  {"csbig5", "Big5", "BIG5-HKSCS"},
-  {"x-x-big5", "Big5", "BIG5-HKSCS"},
-  {"euc-kr", "EUC-KR", "CP949"},
-  {"cseuckr", "EUC-KR", "CP949"},
-  {"ks_c_5601-1987", "EUC-KR", "CP949"},
-  {"ks_c_5601-1989", "EUC-KR", "CP949"},
-  {"ksc5601", "EUC-KR", "CP949"},
-  {"ksc_5601", "EUC-KR", "CP949"},
-  {"windows-949", "EUC-KR", "CP949"},
-  {"korean", "EUC-KR", "CP949"},
-  {"iso-ir-149", "EUC-KR", "CP949"},
+  {"windows-1252", "CP1252",
+   "windows-1252 cp1252 x-cp1252 iso-8859-1 iso8859-1 iso88591 iso_8859-1 "
+   "iso_8859-1:1987 iso-ir-100 latin1 latin-1 l1 csisolatin1 us-ascii ascii "
+   "ansi_x3.4-1968 cp819 ibm819"},
+  {"windows-1250", "CP1250", "windows-1250 cp1250 x-cp1250"},
+  {"windows-1251", "CP1251", "windows-1251 cp1251 x-cp1251"},
+  {"windows-1253", "CP1253", "windows-1253 cp1253 x-cp1253"},
+  {"windows-1254", "CP1254",
+   "windows-1254 cp1254 x-cp1254 iso-8859-9 iso8859-9 iso_8859-9 latin5 l5"},
+  {"windows-1255", "CP1255", "windows-1255 cp1255 x-cp1255"},
+  {"windows-1256", "CP1256", "windows-1256 cp1256 x-cp1256"},
+  {"windows-1257", "CP1257", "windows-1257 cp1257 x-cp1257"},
+  {"windows-1258", "CP1258", "windows-1258 cp1258 x-cp1258"},
+  {"windows-874", "CP874", "windows-874 dos-874 tis-620 iso-8859-11"},
+  {"ISO-8859-2", "ISO-8859-2", "iso-8859-2 iso8859-2 iso_8859-2 latin2 l2"},
+  {"ISO-8859-3", "ISO-8859-3", "iso-8859-3 iso8859-3 iso_8859-3 latin3 l3"},
+  {"ISO-8859-4", "ISO-8859-4", "iso-8859-4 iso8859-4 iso_8859-4 latin4 l4"},
+  {"ISO-8859-5", "ISO-8859-5", "iso-8859-5 iso8859-5 iso_8859-5 cyrillic"},
+  {"ISO-8859-6", "ISO-8859-6", "iso-8859-6 iso8859-6 iso_8859-6 arabic"},
+  {"ISO-8859-7", "ISO-8859-7", "iso-8859-7 iso8859-7 iso_8859-7 greek"},
+  {"ISO-8859-8", "ISO-8859-8",
+   "iso-8859-8 iso8859-8 iso_8859-8 iso-8859-8-i hebrew"},
+  {"ISO-8859-10", "ISO-8859-10", "iso-8859-10 iso8859-10 latin6 l6"},
+  {"ISO-8859-13", "ISO-8859-13", "iso-8859-13 iso8859-13"},
+  {"ISO-8859-14", "ISO-8859-14", "iso-8859-14 iso8859-14"},
+  {"ISO-8859-15", "ISO-8859-15",
+   "iso-8859-15 iso8859-15 iso_8859-15 latin9 l9"},
+  {"ISO-8859-16", "ISO-8859-16", "iso-8859-16"},
+  {"KOI8-R", "KOI8-R", "koi8-r koi8_r koi8 koi cskoi8r"},
+  {"KOI8-U", "KOI8-U", "koi8-u koi8-ru"},
+  {"IBM866", "CP866", "ibm866 cp866 866 csibm866"},
+  {"macintosh", "MACINTOSH", "macintosh mac x-mac-roman csmacintosh"},
+  {"x-mac-cyrillic", "MAC-CYRILLIC", "x-mac-cyrillic x-mac-ukrainian"},
+  {"Shift_JIS", "CP932",
+   "shift_jis shift-jis sjis x-sjis ms_kanji ms932 windows-31j csshiftjis"},
+  {"EUC-JP", "EUC-JP", "euc-jp x-euc-jp cseucpkdfmtjapanese"},
+  {"ISO-2022-JP", "ISO-2022-JP", "iso-2022-jp csiso2022jp"},
+  {"GBK", "GB18030",
+   "gbk x-gbk gb2312 gb_2312 gb_2312-80 csgb2312 chinese iso-ir-58 "
+   "csiso58gb231280"},
+  {"gb18030", "GB18030", "gb18030"},
+  {"Big5", "BIG5-HKSCS", "big5 big5-hkscs cn-big5 csbig5 x-x-big5"},
+  {"EUC-KR", "CP949",
+   "euc-kr cseuckr ks_c_5601-1987 ks_c_5601-1989 ksc5601 ksc_5601 "
+   "windows-949 korean csksc56011987 iso-ir-149"},
 };
 
-const charset_label* find_label(std::string_view label) noexcept {
-  for (const auto& x : labels)
-    if (x.label == label)
-      return &x;
+const encoding* find_label(std::string_view label) noexcept {
+  if (label.empty())
+    return nullptr;
+  for (const auto& x : encodings) {
+    for (size_t pos = 0; pos < x.labels.size();) {
+      auto end = std::min(x.labels.find(' ', pos), x.labels.size());
+      if (x.labels.substr(pos, end - pos) == label)
+        return &x;
+      pos = end + 1;
+    }
+  }
   return nullptr;
 }
 
@@ -267,7 +191,7 @@ decoded_text decode_document(std::string_view bytes,
   if (sdk::starts_with(bytes, "\xEF\xBB\xBF"))
     return as_utf8(bytes.substr(3));
   std::string label;
-  const charset_label* found = nullptr;
+  const encoding* found = nullptr;
   if (sdk::starts_with(bytes, "\xFF\xFE")) {
     bytes.remove_prefix(2);
     found = find_label("utf-16le");

@@ -183,6 +183,28 @@ TEST_CASE("content_extract metadata from JSON-LD, Open Graph and meta tags") {
   CHECK(z.title == "A Much Longer Article Title Here");
 }
 
+TEST_CASE("content_extract resolves the canonical link per RFC 3986") {
+  auto canonical = [](const std::string& href, const std::string& base) {
+    return ce::extract_html("<html><head><link rel=\"canonical\" href=\"" + href
+                              + "\"></head><body><p>x</p></body></html>",
+                            base)
+      .canonical_url;
+  };
+  const std::string base = "https://example.org/news/2024/index.html?x=1#top";
+  CHECK(canonical("../a?b=1", base) == "https://example.org/news/a?b=1");
+  CHECK(canonical("?page=2", base) == "https://example.org/news/2024/index.html?page=2");
+  CHECK(canonical("#part", base) == "https://example.org/news/2024/index.html?x=1#part");
+  CHECK(canonical("//cdn.example.org/x", base) == "https://cdn.example.org/x");
+  CHECK(canonical("  /a/./b/../c  ", base) == "https://example.org/a/c");
+  CHECK(canonical("HTTP://Other.example", base) == "http://Other.example/");
+  // Not URLs: no canonical link rather than a made-up one.
+  CHECK(canonical("javascript:alert(1)", base).empty());
+  CHECK(canonical("http://", base).empty());
+  // Without the page's address only an absolute link is kept.
+  CHECK(canonical("/relative", "").empty());
+  CHECK(canonical("https://example.com/a", "") == "https://example.com/a");
+}
+
 TEST_CASE("content_extract drops navigation, ads, comments and cookie banners") {
   std::string para = "This is a sentence of the article, with a comma, and it "
                      "goes on for a while so that it scores as content. ";

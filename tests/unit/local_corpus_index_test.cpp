@@ -168,6 +168,29 @@ TEST_CASE("local_corpus strips HTML tags and keeps the title") {
   CHECK(index->search("gone", 5).hits.empty());
 }
 
+TEST_CASE("local_corpus reads HTML files in their charset and names an unknown one") {
+  test::temp_dir tmp;
+  // "Привет, мир" in windows-1251, named by the page.
+  tmp.write("docs/ru.html", "<html><head><meta charset=\"windows-1251\"><title>ru</title>"
+                            "</head><body><p>\xCF\xF0\xE8\xE2\xE5\xF2, \xEC\xE8\xF0"
+                            " zanzibar</p></body></html>");
+  tmp.write("docs/odd.html", "<html><head><meta charset=\"x-martian\"><title>odd</title>"
+                             "</head><body><p>quokka</p></body></html>");
+  auto index = open_ok(tmp.file("corpus.db"));
+  auto r = index->update({tmp.file("docs")});
+  REQUIRE_FALSE(r.failure.has_value());
+  CHECK(r.added == 2);
+  REQUIRE(r.notes.size() == 1);
+  CHECK(r.notes[0].find("odd.html: unknown charset \"x-martian\": read as UTF-8")
+        != std::string::npos);
+  auto ru = index->search("zanzibar", 5);
+  REQUIRE(ru.hits.size() == 1);
+  CHECK(ru.hits[0].text.find("\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82, "
+                             "\xD0\xBC\xD0\xB8\xD1\x80")
+        != std::string::npos);
+  CHECK(index->search("quokka", 5).hits.size() == 1);
+}
+
 TEST_CASE("local_corpus file URLs round-trip and refuse anything else") {
   for (std::string path : {"/a/b.md", "/tmp/My Docs/r\xC3\xA9sum\xC3\xA9 #1?.txt", "/x%y/"}) {
     CAPTURE(path);

@@ -242,7 +242,10 @@ document_content document_text(const std::string& path, file_type type,
   document_content result;
   switch (type) {
     case file_type::html: {
-      auto html = extract::decode_to_utf8(bytes, {});
+      auto decoded = extract::decode_document(bytes, {});
+      if (!decoded.note.empty())
+        result.note = path + ": " + decoded.note;
+      const auto& html = decoded.text;
       auto main = extract::extract_html(html, file_url(path));
       auto whole = extract::html_to_text(html);
       result.title = std::move(main.title);

@@ -76,40 +76,13 @@ std::optional<size_t> find_bad_byte(std::string_view x) {
   size_t i = 0;
   while (i < x.size()) {
     auto c = static_cast<unsigned char>(x[i]);
-    if (c < 0x80) {
-      if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
-        return i;
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    uint32_t code = 0;
-    if ((c & 0xe0) == 0xc0) {
-      len = 2;
-      code = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3;
-      code = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4;
-      code = c & 0x07;
-    } else {
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
       return i;
-    }
-    if (i + len > x.size())
+    // Overlong forms, surrogates and values beyond U+10FFFF are invalid.
+    auto n = sdk::utf8_sequence_length(x, i);
+    if (n == 0)
       return i;
-    for (size_t j = 1; j < len; ++j) {
-      auto d = static_cast<unsigned char>(x[i + j]);
-      if ((d & 0xc0) != 0x80)
-        return i;
-      code = (code << 6) | (d & 0x3f);
-    }
-    // Overlong forms, surrogates and values beyond U+10FFFF.
-    if ((len == 2 && code < 0x80) || (len == 3 && code < 0x800)
-        || (len == 4 && code < 0x10000) || code > 0x10ffff
-        || (code >= 0xd800 && code <= 0xdfff))
-      return i;
-    i += len;
+    i += n;
   }
   return std::nullopt;
 }

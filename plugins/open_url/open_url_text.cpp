@@ -138,8 +138,13 @@ std::string url_key(std::string_view url) {
     return std::string{url.substr(0, url.find('#'))};
   auto host = u->host.find(':') != std::string::npos ? "[" + u->host + "]"
                                                      : u->host;
+  // libcurl writes an empty path as `/`; the key keeps it empty, as search
+  // results write it, so that a page keeps its document id across tools.
+  auto path = u->path_and_query();
+  if (u->path == "/" && !sdk::ends_with(url.substr(0, url.find_first_of("?#")), "/"))
+    path.erase(0, 1);
   return u->scheme + "://" + host + (u->port.empty() ? "" : ":" + u->port)
-         + u->path_and_query();
+         + path;
 }
 
 std::optional<url_list> normalize_urls(const nlohmann::json& arguments,

@@ -39,10 +39,10 @@ struct url_list {
 std::optional<url_list> normalize_urls(const nlohmann::json& arguments,
                                        size_t max_urls = default_max_urls);
 
-/// The key for de-duplication and snippet lookup: the URL as libcurl
-/// normalises it (lower-case scheme and host, `.` and `..` segments resolved,
-/// an empty path written `/`), without user name, password and fragment;
-/// text that is no URL (`corpus:3`) without its fragment.
+/// The key for de-duplication, snippet lookup and document ids: the URL as
+/// libcurl normalises it (lower-case scheme and host, `.` and `..` segments
+/// resolved; an empty path stays empty), without user name, password and
+/// fragment; text that is no URL (`corpus:3`) without its fragment.
 std::string url_key(std::string_view url);
 
 /// The message for a call without usable URLs.

@@ -162,7 +162,9 @@ TEST_CASE("open_url refuses hostile URLs with clear reasons") {
   // Duplicates differ only in case, dot segments, an empty path or the
   // fragment; credentials never reach the key.
   CHECK(url_key("HTTPS://Example.COM/a/../b?q=1#frag") == "https://example.com/b?q=1");
-  CHECK(url_key("https://example.com") == "https://example.com/");
+  CHECK(url_key("https://example.com") == "https://example.com");
+  CHECK(url_key("https://example.com/") == "https://example.com/");
+  CHECK(url_key("https://Example.com?q#f") == "https://example.com?q");
   CHECK(url_key("https://u:pw@example.com:8443/x") == "https://example.com:8443/x");
   CHECK(url_key("corpus:12#part") == "corpus:12");
   auto list = normalize_urls({{"urls", {"https://Example.com/a#x", "https://example.com/a",

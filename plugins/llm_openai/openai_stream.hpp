@@ -127,16 +127,6 @@ public:
     failed,
   };
 
-  /// Creates a decoder. With `fast_path` (the default), chunks are scanned by
-  /// a specialised JSON reader that extracts only the fields used and falls
-  /// back to nlohmann::json for anything unusual (errors, duplicate keys,
-  /// `message` instead of `delta`, several choices with index 0, syntax
-  /// errors); without it, every chunk goes through nlohmann::json. Both give
-  /// the same results (the fuzzer checks this).
-  explicit stream_decoder(bool fast_path = true) : fast_path_(fast_path) {
-    // nop
-  }
-
   /// Consumes `bytes`. Returns the state afterwards; once it is not
   /// `running`, further input is ignored.
   state feed(std::string_view bytes, stream_handler& handler);
@@ -183,13 +173,8 @@ public:
 private:
   bool on_chunk(std::string_view data, stream_handler& handler);
 
-  bool on_fast_chunk(std::string_view data, stream_handler& handler);
-
   void apply_delta(std::string_view content, std::string_view refusal,
                    std::string_view reasoning, stream_handler& handler);
-
-  void apply_tool_call(const tool_call_accumulator::fields& item,
-                       size_t position, size_t count, stream_handler& handler);
 
   void apply_usage(const nlohmann::json& u, stream_handler& handler);
 
@@ -199,7 +184,6 @@ private:
   // event stream.
   static constexpr size_t max_head_size = 512;
 
-  bool fast_path_;
   sdk::sse_parser sse_;
   std::string head_;
   size_t events_ = 0;

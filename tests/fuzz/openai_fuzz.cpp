@@ -24,7 +24,7 @@ namespace sdk = quarry::sdk;
 struct collector : openai::stream_handler {
   std::string text;
   std::map<int, std::string> args;
-  // Every callback in order, for comparing the two parsing paths.
+  // Every callback in order, for comparing two decodings.
   std::string log;
 
   void on_text(std::string_view x) override {
@@ -49,18 +49,18 @@ struct collector : openai::stream_handler {
   }
 };
 
-// The fast chunk reader must behave exactly like the nlohmann::json path.
-void compare(const openai::stream_decoder& fast, const collector& fast_seen,
-             const openai::stream_decoder& slow, const collector& slow_seen) {
-  if (fast.current() != slow.current() || fast_seen.log != slow_seen.log
-      || fast.streamed() != slow.streamed())
+// Two decodings of the same bytes (fed in different pieces) must agree.
+void compare(const openai::stream_decoder& x, const collector& x_seen,
+             const openai::stream_decoder& y, const collector& y_seen) {
+  if (x.current() != y.current() || x_seen.log != y_seen.log
+      || x.streamed() != y.streamed())
     std::abort();
-  if (fast.failure().has_value() != slow.failure().has_value())
+  if (x.failure().has_value() != y.failure().has_value())
     std::abort();
-  if (fast.failure() && fast.failure()->code != slow.failure()->code)
+  if (x.failure() && x.failure()->code != y.failure()->code)
     std::abort();
-  auto a = fast.result();
-  auto b = slow.result();
+  auto a = x.result();
+  auto b = y.result();
   if (a.text != b.text || a.reasoning != b.reasoning || a.finish != b.finish
       || a.model != b.model || a.tool_calls.size() != b.tool_calls.size())
     std::abort();
@@ -109,11 +109,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       dec.feed(input.substr(i, piece), seen);
     dec.finish(seen);
     check(dec, seen);
-    collector slow_seen;
-    openai::stream_decoder slow{false};
-    slow.feed(input, slow_seen);
-    slow.finish(slow_seen);
-    compare(dec, seen, slow, slow_seen);
+    collector whole_seen;
+    openai::stream_decoder whole;
+    whole.feed(input, whole_seen);
+    whole.finish(whole_seen);
+    compare(dec, seen, whole, whole_seen);
   }
   {
     // The same bytes as the payload of one event (the chunk parser alone).
@@ -124,11 +124,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     dec.on_event(ev, seen);
     dec.finish(seen);
     check(dec, seen);
-    collector slow_seen;
-    openai::stream_decoder slow{false};
-    slow.on_event(ev, slow_seen);
-    slow.finish(slow_seen);
-    compare(dec, seen, slow, slow_seen);
+    // Decoding is deterministic.
+    collector again_seen;
+    openai::stream_decoder again;
+    again.on_event(ev, again_seen);
+    again.finish(again_seen);
+    compare(dec, seen, again, again_seen);
   }
   {
     // As an error body, and as tool-call fragments.

@@ -70,9 +70,9 @@ struct decoded {
   collector seen;
 };
 
-decoded decode(const std::string& bytes, size_t piece = 0, bool fast = true) {
+decoded decode(const std::string& bytes, size_t piece = 0) {
   decoded out;
-  openai::stream_decoder dec{fast};
+  openai::stream_decoder dec;
   if (piece == 0) {
     dec.feed(bytes, out.seen);
   } else {
@@ -495,14 +495,16 @@ TEST_CASE("openai request bodies") {
   CHECK(openai::redact("invalid_api_key", "k") == "invalid_api_key");
 }
 
-TEST_CASE("openai fast chunk reader agrees with the nlohmann::json path") {
+TEST_CASE("openai decoder reads every recording and unusual chunk shapes alike in any pieces") {
   std::vector<std::string> streams;
   for (const auto& entry : std::filesystem::directory_iterator{
          std::string{QUARRY_FIXTURES_DIR} + "/llm/openai_chat"})
     if (entry.path().extension() == ".sse")
       streams.push_back(fixture("llm/openai_chat/" + entry.path().filename().string()));
   REQUIRE(streams.size() >= 12);
-  // Shapes the fast path hands over to nlohmann::json, or reads itself.
+  // Unusual shapes: duplicate keys, `message` instead of `delta`, several
+  // choices with index 0, non-integer indices, arguments as a JSON value, a
+  // byte-order mark, nulls and wrong types, trailing garbage.
   streams.push_back(sse({
     R"({"choices":[{"index":0,"delta":{"content":"a","content":"b"}}]})",
     R"({"choices":[{"index":0,"message":{"content":"whole"}}]})",
@@ -515,21 +517,22 @@ TEST_CASE("openai fast chunk reader agrees with the nlohmann::json path") {
     R"({"choices":[{"index":0,"delta":{"content":null,"refusal":7,"reasoning":"r"},"finish_reason":null}],"usage":null,"error":null})",
     R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]} trailing)"}));
   for (const auto& bytes : streams) {
-    auto fast = decode(bytes, 0, true);
-    auto slow = decode(bytes, 0, false);
-    CHECK(fast.state == slow.state);
-    CHECK(fast.result.text == slow.result.text);
-    CHECK(fast.result.reasoning == slow.result.reasoning);
-    CHECK(fast.result.finish == slow.result.finish);
-    CHECK(fast.result.model == slow.result.model);
-    CHECK(fast.seen.calls.size() == slow.seen.calls.size());
-    REQUIRE(fast.result.tool_calls.size() == slow.result.tool_calls.size());
-    for (size_t i = 0; i < fast.result.tool_calls.size(); ++i) {
-      CHECK(fast.result.tool_calls[i].id == slow.result.tool_calls[i].id);
-      CHECK(fast.result.tool_calls[i].arguments == slow.result.tool_calls[i].arguments);
+    // Byte by byte and whole: the same callbacks and the same result.
+    auto bytewise = decode(bytes, 1);
+    auto whole = decode(bytes, 0);
+    CHECK(bytewise.state == whole.state);
+    CHECK(bytewise.result.text == whole.result.text);
+    CHECK(bytewise.result.reasoning == whole.result.reasoning);
+    CHECK(bytewise.result.finish == whole.result.finish);
+    CHECK(bytewise.result.model == whole.result.model);
+    CHECK(bytewise.seen.calls.size() == whole.seen.calls.size());
+    REQUIRE(bytewise.result.tool_calls.size() == whole.result.tool_calls.size());
+    for (size_t i = 0; i < bytewise.result.tool_calls.size(); ++i) {
+      CHECK(bytewise.result.tool_calls[i].id == whole.result.tool_calls[i].id);
+      CHECK(bytewise.result.tool_calls[i].arguments == whole.result.tool_calls[i].arguments);
     }
-    CHECK(fast.result.usage.input_tokens == slow.result.usage.input_tokens);
-    CHECK(fast.failure.has_value() == slow.failure.has_value());
+    CHECK(bytewise.result.usage.input_tokens == whole.result.usage.input_tokens);
+    CHECK(bytewise.failure.has_value() == whole.failure.has_value());
   }
   // The last stream ends with a chunk that is not JSON.
   auto last = decode(streams.back());

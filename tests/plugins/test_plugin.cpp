@@ -3,6 +3,8 @@
 
 #include "quarry/sdk/plugin.hpp"
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -173,6 +175,28 @@ std::unique_ptr<sdk::plugin_object> make(sdk::host_context& host,
 #  define QUARRY_TEST_KIND ::quarry::sdk::plugin_kind::tool
 #endif
 
+#if defined(QUARRY_TEST_MARKER)
+
+// A static constructor that leaves a trace: it creates the file named by the
+// environment variable QUARRY_TEST_PLUGIN_MARKER, if set. Tests use it to
+// prove that the host refused a file without loading it.
+namespace {
+
+const bool marker_written = [] {
+  if (const char* path = std::getenv("QUARRY_TEST_PLUGIN_MARKER")) {
+    if (auto* file = std::fopen(path, "w")) {
+      std::fputs("loaded\n", file);
+      std::fclose(file);
+      return true;
+    }
+  }
+  return false;
+}();
+
+} // namespace
+
+#endif
+
 #define QUARRY_TEST_STR2(x) #x
 #define QUARRY_TEST_STR(x) QUARRY_TEST_STR2(x)
 
@@ -218,6 +242,7 @@ extern "C" QUARRY_SDK_API int quarry_use_missing() {
 #  ifndef QUARRY_TEST_KIND_VALUE
 #    define QUARRY_TEST_KIND_VALUE QUARRY_TEST_KIND
 #  endif
+QUARRY_PLUGIN_DEFINE_ABI_MARK()
 extern "C" QUARRY_SDK_API const ::quarry::sdk::plugin_descriptor*
 quarry_plugin_v2() {
   static const ::quarry::sdk::plugin_descriptor descriptor{

@@ -9,7 +9,11 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 
 using namespace quarry;
@@ -39,6 +43,26 @@ struct registry_fixture {
     const auto& info = registry->plugins().front();
     CHECK_FALSE(info.ok);
     return info.error;
+  }
+};
+
+/// Sets QUARRY_TEST_PLUGIN_MARKER while it lives: test plugins built with
+/// QUARRY_TEST_MARKER create that file from a static constructor, which runs
+/// when (and only when) the library is loaded.
+struct marker_env {
+  std::string path;
+
+  explicit marker_env(std::string file) : path(std::move(file)) {
+    std::filesystem::remove(path);
+    setenv("QUARRY_TEST_PLUGIN_MARKER", path.c_str(), 1);
+  }
+
+  ~marker_env() {
+    unsetenv("QUARRY_TEST_PLUGIN_MARKER");
+  }
+
+  bool written() const {
+    return std::filesystem::exists(path);
   }
 };
 
@@ -166,6 +190,131 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a truncated ELF fil
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a library without entry point") {
   CHECK(error_of("no_entry")
         == "no entry symbol quarry_plugin_v2 (not a Quarry plugin)");
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry checks a file before loading it: no static constructor of a refused file runs") {
+  marker_env marker{tmp.file("marker")};
+  SUBCASE("the control: loading runs the static constructor") {
+    registry->load_directories({plugin_dir("marker")});
+    REQUIRE(registry->find("marker") != nullptr);
+    CHECK(marker.written());
+  }
+  SUBCASE("no entry symbol") {
+    CHECK(error_of("no_entry")
+          == "no entry symbol quarry_plugin_v2 (not a Quarry plugin)");
+    CHECK_FALSE(marker.written());
+  }
+  SUBCASE("built with JSON_DIAGNOSTICS=1") {
+    auto err = error_of("json_diag");
+    CHECK(err
+          == "built with nlohmann::json namespace json_abi_diag_v"
+             + std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "_"
+             + std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "_"
+             + std::to_string(NLOHMANN_JSON_VERSION_PATCH)
+             + " (JSON_DIAGNOSTICS=1), but this host uses nlohmann::json "
+               "namespace json_abi_v"
+             + std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "_"
+             + std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "_"
+             + std::to_string(NLOHMANN_JSON_VERSION_PATCH)
+             + " (the layout of nlohmann::json differs)");
+    CHECK_FALSE(marker.written());
+  }
+  SUBCASE("built with _GLIBCXX_DEBUG") {
+    CHECK(error_of("glibcxx_debug")
+          == "built with the standard library's debug mode (_GLIBCXX_DEBUG), "
+             "but this host is not (the layout of every container differs)");
+    CHECK_FALSE(marker.written());
+  }
+  SUBCASE("not an ELF file") {
+    auto path = tmp.write("plugins/script.so", "#!/bin/sh\ntouch marker\n");
+    auto err = registry->load_file(path);
+    REQUIRE(err.has_value());
+    CHECK(*err == path + ": not a shared object (no ELF header)");
+    CHECK_FALSE(marker.written());
+  }
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry loads a stripped plugin (the check reads the dynamic symbols)") {
+  registry->load_directories({plugin_dir("stripped")});
+  REQUIRE(registry->plugins().size() == 1);
+  CHECK(registry->plugins()[0].error == "");
+  REQUIRE(registry->find("stripped") != nullptr);
+  auto res = registry->make_tool("stripped", {{"prefix", "s:"}});
+  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(res));
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a plugin without the ABI mark or with a foreign one, naming the fact") {
+  // A copy of a good plugin with its mark's name changed in place (same
+  // length, so the file stays well-formed): the host reads the new name.
+  auto good = std::string{QUARRY_TEST_PLUGIN_DIR} + "/good/quarry_tp_echo.so";
+  std::ifstream in{good, std::ios::binary};
+  std::string bytes{std::istreambuf_iterator<char>{in}, {}};
+  std::string mark = sdk::abi_mark;
+  auto at = bytes.find(mark);
+  REQUIRE(at != std::string::npos);
+  auto patched = [&](std::string replacement) {
+    REQUIRE(replacement.size() == mark.size());
+    auto copy = bytes;
+    for (auto pos = copy.find(mark); pos != std::string::npos;
+         pos = copy.find(mark, pos + 1))
+      copy.replace(pos, mark.size(), replacement);
+    return tmp.write("patched/echo.so", copy);
+  };
+  SUBCASE("another standard library") {
+    auto other = mark;
+    auto pos = other.find("_stdlib_") + 8;
+    auto end = other.find("_debug_");
+    other.replace(pos, end - pos, std::string(end - pos, 'x'));
+    auto err = registry->load_file(patched(other));
+    REQUIRE(err.has_value());
+    CHECK(err->find("built with the standard library 'xxxxxxxxx', but this "
+                    "host uses libstdc++ with the C++11 ABI")
+          != std::string::npos);
+  }
+  SUBCASE("no mark at all") {
+    auto other = mark;
+    other.replace(0, 6, "qu_rry");
+    auto err = registry->load_file(patched(other));
+    REQUIRE(err.has_value());
+    CHECK(err->find("exports no ABI mark (quarry_abi_v...): built with an "
+                    "older SDK; rebuild it against this host's SDK")
+          != std::string::npos);
+  }
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses malformed ELF files without loading them") {
+  // A valid ELF identification followed by section tables that point
+  // anywhere: every offset is checked against the file's size.
+  auto good = std::string{QUARRY_TEST_PLUGIN_DIR} + "/good/quarry_tp_echo.so";
+  std::ifstream in{good, std::ios::binary};
+  std::string bytes{std::istreambuf_iterator<char>{in}, {}};
+  REQUIRE(bytes.size() > 64);
+  auto write_u64 = [](std::string& x, size_t at, uint64_t v) {
+    std::memcpy(&x[at], &v, sizeof(v));
+  };
+  SUBCASE("section table beyond the end of the file") {
+    auto copy = bytes;
+    write_u64(copy, 0x28, uint64_t{1} << 62); // e_shoff
+    auto err = registry->load_file(tmp.write("bad/far.so", copy));
+    REQUIRE(err.has_value());
+    CHECK(err->find("cannot load: malformed ELF file (section table beyond "
+                    "the end of the file)")
+          != std::string::npos);
+  }
+  SUBCASE("cut in the middle") {
+    auto err = registry->load_file(
+      tmp.write("bad/cut.so", bytes.substr(0, bytes.size() / 2)));
+    REQUIRE(err.has_value());
+    CHECK(err->find("cannot load: malformed ELF file") != std::string::npos);
+  }
+  SUBCASE("a 32-bit file") {
+    auto copy = bytes;
+    copy[4] = 1; // ELFCLASS32
+    auto err = registry->load_file(tmp.write("bad/elf32.so", copy));
+    REQUIRE(err.has_value());
+    CHECK(err->find("cannot load: built for another machine (32-bit ELF file)")
+          != std::string::npos);
+  }
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry names the ABI of a plugin built for another one") {

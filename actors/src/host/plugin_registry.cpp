@@ -4,7 +4,8 @@
 
 #include "quarry/host/services.hpp"
 
-#include <boost/dll/library_info.hpp>
+#include "elf_symbols.hpp"
+
 #include <boost/dll/shared_library.hpp>
 
 #include <dlfcn.h>
@@ -12,8 +13,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <regex>
 
 namespace quarry::host {
 
@@ -34,14 +33,6 @@ std::string version_pair(uint32_t encoded) {
          std::to_string((encoded / 100) % 100);
 }
 
-bool has_elf_magic(const std::string& path) {
-  std::ifstream in{path, std::ios::binary};
-  char magic[4] = {0, 0, 0, 0};
-  in.read(magic, 4);
-  return in.gcount() == 4 && magic[0] == 0x7f && magic[1] == 'E'
-         && magic[2] == 'L' && magic[3] == 'F';
-}
-
 bool valid_name(const char* name) {
   if (name == nullptr || *name == '\0' || std::strlen(name) > 64)
     return false;
@@ -55,17 +46,131 @@ bool valid_name(const char* name) {
   return true;
 }
 
-// Looks for entry points of other plugin ABI versions, to say which one a
-// plugin was built for when ours is missing.
-std::optional<std::string> other_entry_point(const boost::dll::shared_library& lib) {
-  for (int v = 0; v < 16; ++v) {
-    if (v == QUARRY_PLUGIN_ABI_VERSION)
-      continue;
-    auto sym = "quarry_plugin_v" + std::to_string(v);
-    if (lib.has(sym))
-      return sym;
+// The facts an ABI mark spells (see QUARRY_PLUGIN_ABI_MARK).
+struct abi_facts {
+  std::string abi;
+  std::string sdk;
+  std::string json;
+  std::string stdlib;
+  std::string debug;
+};
+
+// Splits a mark such as `quarry_abi_v2_sdk_0_1_json_json_abi_v3_11_2_stdlib_
+// gnu_cxx11_debug_0` at its field names; nothing if it is not one.
+std::optional<abi_facts> parse_abi_mark(std::string_view mark) {
+  std::string_view prefix = QUARRY_PLUGIN_ABI_MARK_PREFIX;
+  if (mark.substr(0, prefix.size()) != prefix || mark.size() > 256)
+    return std::nullopt;
+  auto sdk = mark.find("_sdk_");
+  auto json = mark.find("_json_", sdk);
+  auto stdlib = mark.find("_stdlib_", json);
+  auto debug = mark.find("_debug_", stdlib);
+  if (sdk == std::string_view::npos || json == std::string_view::npos
+      || stdlib == std::string_view::npos || debug == std::string_view::npos)
+    return std::nullopt;
+  auto part = [&](size_t from, size_t to) {
+    return std::string{mark.substr(from, to - from)};
+  };
+  abi_facts x;
+  x.abi = part(prefix.size(), sdk);
+  x.sdk = part(sdk + 5, json);
+  std::replace(x.sdk.begin(), x.sdk.end(), '_', '.');
+  x.json = part(json + 6, stdlib);
+  x.stdlib = part(stdlib + 8, debug);
+  x.debug = part(debug + 7, mark.size());
+  return x;
+}
+
+// Describes a standard-library token of an ABI mark for a message.
+std::string describe_stdlib(const std::string& token) {
+  if (token == "gnu_cxx11")
+    return "libstdc++ with the C++11 ABI";
+  if (token == "gnu_cxx98")
+    return "libstdc++ with the old (pre-C++11) ABI";
+  if (token.rfind("llvm_abi", 0) == 0)
+    return "libc++ ABI " + token.substr(8);
+  return "'" + token + "'";
+}
+
+// Describes nlohmann::json's inline namespace for a message.
+std::string describe_json(const std::string& ns) {
+  auto out = "nlohmann::json namespace " + ns;
+  if (ns.find("_diag") != std::string::npos)
+    out += " (JSON_DIAGNOSTICS=1)";
+  if (ns.find("_ldvcmp") != std::string::npos)
+    out += " (JSON_USE_LEGACY_DISCARDED_VALUE_COMPARISON=1)";
+  return out;
+}
+
+// Says why a plugin's ABI mark differs from the host's: the first fact that
+// differs, both sides named.
+std::string explain_abi_mismatch(std::string_view theirs) {
+  auto ours = parse_abi_mark(sdk::abi_mark);
+  auto x = parse_abi_mark(theirs);
+  if (!ours || !x)
+    return "its ABI mark " + std::string{theirs.substr(0, 200)}
+           + " is not one this host can read (this host's is "
+           + sdk::abi_mark + ")";
+  if (x->abi != ours->abi)
+    return "plugin ABI version " + x->abi
+           + ", but this host supports plugin ABI version " + ours->abi;
+  if (x->sdk != ours->sdk)
+    return "built against SDK " + x->sdk + ", but this host has SDK "
+           + ours->sdk + " (0.x minor versions must match)";
+  if (x->json != ours->json)
+    return "built with " + describe_json(x->json) + ", but this host uses "
+           + describe_json(ours->json)
+           + " (the layout of nlohmann::json differs)";
+  if (x->stdlib != ours->stdlib)
+    return "built with the standard library " + describe_stdlib(x->stdlib)
+           + ", but this host uses " + describe_stdlib(ours->stdlib);
+  if (x->debug != ours->debug)
+    return x->debug == "1"
+             ? "built with the standard library's debug mode "
+               "(_GLIBCXX_DEBUG), but this host is not (the layout of "
+               "every container differs)"
+             : "built without the standard library's debug mode "
+               "(_GLIBCXX_DEBUG), but this host uses it (the layout of "
+               "every container differs)";
+  return "its ABI mark " + std::string{theirs} + " differs from this host's "
+         + sdk::abi_mark;
+}
+
+// Checks what a file exports before it is loaded: the entry point and the ABI
+// mark. Returns the reason to refuse it, or nothing.
+std::optional<std::string> check_exports(const std::string& path) {
+  auto read = read_exported_symbols(path);
+  if (auto* why = std::get_if<std::string>(&read)) {
+    if (why->rfind("not a shared object", 0) == 0)
+      return *why;
+    return "cannot load: " + *why;
   }
-  return std::nullopt;
+  const auto& symbols = std::get<std::vector<std::string>>(read);
+  auto exports = [&](std::string_view name) {
+    return std::find(symbols.begin(), symbols.end(), name) != symbols.end();
+  };
+  if (!exports(QUARRY_PLUGIN_ENTRY_NAME)) {
+    // Name the ABI a plugin was built for when ours is missing.
+    std::string_view entry_prefix = "quarry_plugin_v";
+    for (const auto& sym : symbols)
+      if (sym.size() <= entry_prefix.size() + 3
+          && sym.compare(0, entry_prefix.size(), entry_prefix) == 0
+          && sym.find_first_not_of("0123456789", entry_prefix.size())
+               == std::string::npos
+          && sym.size() > entry_prefix.size())
+        return "built for another plugin ABI (exports " + sym
+               + ", this host needs " QUARRY_PLUGIN_ENTRY_NAME ")";
+    return std::string{"no entry symbol " QUARRY_PLUGIN_ENTRY_NAME
+                       " (not a Quarry plugin)"};
+  }
+  if (exports(sdk::abi_mark))
+    return std::nullopt;
+  for (const auto& sym : symbols)
+    if (sym.rfind(QUARRY_PLUGIN_ABI_MARK_PREFIX, 0) == 0)
+      return explain_abi_mismatch(sym);
+  return std::string{"exports no ABI mark (" QUARRY_PLUGIN_ABI_MARK_PREFIX
+                     "...): built with an older SDK; rebuild it against "
+                     "this host's SDK"};
 }
 
 std::string clip(std::string msg) {
@@ -167,8 +272,11 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
   std::error_code fec;
   if (!fs::is_regular_file(path, fec))
     return fail("no such file");
-  if (!has_elf_magic(path))
-    return fail("not a shared object (no ELF header)");
+  // Before dlopen runs any code of the file (static constructors included):
+  // it must be a shared library of this machine that exports the entry
+  // point and this host's ABI mark.
+  if (auto why = check_exports(path))
+    return fail(*why);
   auto entry = std::make_shared<loaded>();
   entry->file = path;
   std::error_code ec;
@@ -187,13 +295,9 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
       msg = msg.substr(pos + 5);
     return fail("cannot load: " + msg);
   }
-  if (!entry->lib.has(QUARRY_PLUGIN_ENTRY_NAME)) {
-    if (auto other = other_entry_point(entry->lib))
-      return fail("built for another plugin ABI (exports " + *other
-                  + ", this host needs " QUARRY_PLUGIN_ENTRY_NAME ")");
+  if (!entry->lib.has(QUARRY_PLUGIN_ENTRY_NAME))
     return fail("no entry symbol " QUARRY_PLUGIN_ENTRY_NAME
                 " (not a Quarry plugin)");
-  }
   auto& fn = entry->lib.get<sdk::plugin_entry>(QUARRY_PLUGIN_ENTRY_NAME);
   const sdk::plugin_descriptor* desc = nullptr;
   try {

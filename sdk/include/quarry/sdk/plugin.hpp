@@ -69,7 +69,97 @@ using plugin_keys_entry = const char* const*();
 
 } // namespace quarry::sdk
 
-/// Defines the entry point of a plugin. Use once per plugin, at global scope:
+// -- the ABI mark -------------------------------------------------------------
+//
+// Every plugin exports one more symbol, the ABI mark, whose *name* spells the
+// facts that must match between host and plugin:
+//
+//   quarry_abi_v<plugin ABI>_sdk_<major>_<minor>_json_<nlohmann::json's
+//   inline namespace>_stdlib_<library and ABI>_debug_<0|1>
+//
+// e.g. `quarry_abi_v2_sdk_0_1_json_json_abi_v3_11_2_stdlib_gnu_cxx11_debug_0`.
+// The host reads the names of a file's dynamic symbols from disk, without
+// loading it, and refuses a plugin whose mark differs from its own before any
+// code of the plugin (static constructors included) runs. nlohmann::json's
+// inline namespace carries its version and its ABI tags (`_diag` with
+// JSON_DIAGNOSTICS=1, `_ldvcmp` with the legacy comparison), which change the
+// layout of `nlohmann::json` that host and plugin pass to each other.
+
+/// Pastes two tokens after expanding them.
+#define QUARRY_SDK_CAT(a, b) QUARRY_SDK_CAT_IMPL(a, b)
+
+/// Implementation detail of QUARRY_SDK_CAT.
+#define QUARRY_SDK_CAT_IMPL(a, b) a##b
+
+#if defined(NLOHMANN_JSON_NAMESPACE_CONCAT) && defined(NLOHMANN_JSON_ABI_TAGS)
+/// nlohmann::json's inline namespace, e.g. `json_abi_v3_11_2` or, with
+/// JSON_DIAGNOSTICS=1, `json_abi_diag_v3_11_2`.
+#  define QUARRY_SDK_JSON_NAMESPACE                                            \
+    NLOHMANN_JSON_NAMESPACE_CONCAT(NLOHMANN_JSON_ABI_TAGS,                     \
+                                   NLOHMANN_JSON_NAMESPACE_VERSION)
+#else
+// Before 3.11, nlohmann::json had no inline namespace: name its version.
+#  define QUARRY_SDK_JSON_NAMESPACE                                            \
+    QUARRY_SDK_CAT(                                                            \
+      QUARRY_SDK_CAT(QUARRY_SDK_CAT(json_v, NLOHMANN_JSON_VERSION_MAJOR), _),  \
+      NLOHMANN_JSON_VERSION_MINOR)
+#endif
+
+#if defined(_LIBCPP_VERSION)
+#  define QUARRY_SDK_STDLIB_TOKEN QUARRY_SDK_CAT(llvm_abi, _LIBCPP_ABI_VERSION)
+#elif defined(__GLIBCXX__) && _GLIBCXX_USE_CXX11_ABI
+#  define QUARRY_SDK_STDLIB_TOKEN gnu_cxx11
+#elif defined(__GLIBCXX__)
+#  define QUARRY_SDK_STDLIB_TOKEN gnu_cxx98
+#else
+#  define QUARRY_SDK_STDLIB_TOKEN unknown
+#endif
+
+#if defined(_GLIBCXX_DEBUG)
+#  define QUARRY_SDK_DEBUG_TOKEN 1
+#else
+#  define QUARRY_SDK_DEBUG_TOKEN 0
+#endif
+
+/// The name of this translation unit's ABI mark (an identifier).
+#define QUARRY_PLUGIN_ABI_MARK                                                 \
+  QUARRY_SDK_CAT(                                                              \
+    QUARRY_SDK_CAT(                                                            \
+      QUARRY_SDK_CAT(                                                          \
+        QUARRY_SDK_CAT(                                                        \
+          QUARRY_SDK_CAT(                                                      \
+            QUARRY_SDK_CAT(                                                    \
+              QUARRY_SDK_CAT(                                                  \
+                QUARRY_SDK_CAT(                                                \
+                  QUARRY_SDK_CAT(                                              \
+                    QUARRY_SDK_CAT(quarry_abi_v, QUARRY_PLUGIN_ABI_VERSION),   \
+                    _sdk_),                                                    \
+                  QUARRY_SDK_VERSION_MAJOR),                                   \
+                _),                                                            \
+              QUARRY_SDK_VERSION_MINOR),                                       \
+            _json_),                                                           \
+          QUARRY_SDK_JSON_NAMESPACE),                                          \
+        _stdlib_),                                                             \
+      QUARRY_SDK_STDLIB_TOKEN),                                                \
+    QUARRY_SDK_CAT(_debug_, QUARRY_SDK_DEBUG_TOKEN))
+
+/// The prefix every ABI mark starts with, whatever its facts.
+#define QUARRY_PLUGIN_ABI_MARK_PREFIX "quarry_abi_v"
+
+/// Defines the ABI mark. QUARRY_PLUGIN does this; a plugin that writes its
+/// entry point by hand must use it once, at global scope.
+#define QUARRY_PLUGIN_DEFINE_ABI_MARK()                                        \
+  extern "C" QUARRY_SDK_API void QUARRY_PLUGIN_ABI_MARK() {}
+
+namespace quarry::sdk {
+
+/// The name of this translation unit's ABI mark (see QUARRY_PLUGIN_ABI_MARK).
+constexpr const char* abi_mark = QUARRY_SDK_STRINGIFY(QUARRY_PLUGIN_ABI_MARK);
+
+} // namespace quarry::sdk
+
+/// Defines the entry point of a plugin and its ABI mark (see version.hpp).
+/// Use once per plugin, at global scope:
 ///
 /// ~~~
 /// QUARRY_PLUGIN(my_search, quarry::sdk::plugin_kind::tool, "1.0.0",
@@ -77,6 +167,7 @@ using plugin_keys_entry = const char* const*();
 /// ~~~
 #define QUARRY_PLUGIN(plugin_name, plugin_kind_value, plugin_version,          \
                       plugin_description, plugin_factory_fn)                   \
+  QUARRY_PLUGIN_DEFINE_ABI_MARK()                                              \
   extern "C" QUARRY_SDK_API const ::quarry::sdk::plugin_descriptor*            \
   quarry_plugin_v2() {                                                         \
     static const ::quarry::sdk::plugin_descriptor descriptor{                  \

@@ -61,7 +61,7 @@ wsc::parse_result backend::parse(std::string_view body) const {
 
 sdk::error backend::classify(int status, const sdk::http_headers& headers,
                              std::string_view body) const {
-  auto err = wsc::classify_status(status, headers, wsc::error_message_of(body));
+  auto err = wsc::backend::classify(status, headers, body);
   auto j = sdk::parse_json(body);
   if (j.is_object() && j.contains("error") && j["error"].is_object()) {
     auto code = wsc::string_field(j["error"], "code");
@@ -76,36 +76,27 @@ sdk::error backend::classify(int status, const sdk::http_headers& headers,
 
 wsc::parse_result parse_response(std::string_view body) {
   wsc::parse_result out;
-  auto j = sdk::parse_json(body);
-  if (!j.is_object()) {
-    out.failure = sdk::make_error(sdk::errc::invalid_response,
-                                  "Brave returned a body that is not a JSON "
-                                  "object");
+  auto j = wsc::parse_object(body, "Brave", out);
+  if (j.is_discarded())
     return out;
-  }
   if (wsc::string_field(j, "type") == "ErrorResponse") {
     out.failure = sdk::make_error(sdk::errc::invalid_response,
                                   "Brave returned an error: "
                                     + wsc::error_message_of(body));
     return out;
   }
-  auto web = j.find("web");
-  if (web == j.end() || !web->is_object())
-    return out; // no web results at all
-  auto results = web->find("results");
-  if (results == web->end() || !results->is_array())
-    return out;
-  wsc::append_results(*results, {"title", "url", "description", "page_age"},
-                      out.results);
+  // No web results at all is no results.
+  if (auto web = j.find("web"); web != j.end())
+    if (auto* results = wsc::array_member(*web, "results", "Brave", out, false))
+      wsc::append_results(*results,
+                          {"title", "url", "description", "page_age"},
+                          out.results);
   return out;
 }
 
 std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
                                      const nlohmann::json& cfg) {
-  auto parsed = parse_config(cfg);
-  auto common = parsed.common;
-  return std::make_unique<wsc::search_tool>(
-    host, std::make_shared<backend>(std::move(parsed)), std::move(common));
+  return wsc::make_search_tool<backend>(host, parse_config(cfg));
 }
 
 } // namespace quarry::plugins::web_search_brave

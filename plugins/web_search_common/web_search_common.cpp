@@ -294,6 +294,32 @@ std::string string_field(const nlohmann::json& obj, const char* key) {
   return {};
 }
 
+nlohmann::json parse_object(std::string_view body, std::string_view service,
+                            parse_result& out, std::string_view hint) {
+  auto j = sdk::parse_json(body);
+  if (j.is_object())
+    return j;
+  out.failure = sdk::make_error(sdk::errc::invalid_response,
+                                std::string{service}
+                                  + " returned a body that is not a JSON "
+                                    "object"
+                                  + std::string{hint});
+  return nlohmann::json(nlohmann::json::value_t::discarded);
+}
+
+const nlohmann::json* array_member(const nlohmann::json& obj, const char* key,
+                                   std::string_view service, parse_result& out,
+                                   bool required) {
+  if (obj.is_object())
+    if (auto i = obj.find(key); i != obj.end() && i->is_array())
+      return &*i;
+  if (required && !out.failure)
+    out.failure = sdk::make_error(sdk::errc::invalid_response,
+                                  std::string{service} + " returned no '" + key
+                                    + "' array");
+  return nullptr;
+}
+
 void append_results(const nlohmann::json& items, const result_fields& fields,
                     std::vector<search_result>& out, size_t limit) {
   for (const auto& item : items) {
@@ -309,66 +335,6 @@ void append_results(const nlohmann::json& items, const result_fields& fields,
                              string_field(item, fields.snippet), published))
       out.push_back(std::move(*r));
   }
-}
-
-std::vector<search_result>
-interleave(const std::vector<std::vector<search_result>>& lists,
-           size_t limit) {
-  std::vector<search_result> out;
-  std::set<std::pair<std::string, std::string>> seen;
-  for (size_t rank = 0; out.size() < limit; ++rank) {
-    bool any_left = false;
-    for (const auto& list : lists) {
-      if (rank >= list.size())
-        continue;
-      any_left = true;
-      const auto& r = list[rank];
-      if (seen.emplace(r.title, r.url).second) {
-        out.push_back(r);
-        if (out.size() >= limit)
-          break;
-      }
-    }
-    if (!any_left)
-      break;
-  }
-  return out;
-}
-
-std::string format_results(const std::vector<search_result>& results,
-                           int first_document) {
-  auto arr = nlohmann::ordered_json::array();
-  int n = first_document;
-  for (const auto& r : results) {
-    nlohmann::ordered_json obj;
-    obj["document"] = n++;
-    obj["title"] = r.title;
-    if (r.published)
-      obj["updated_at"] = *r.published;
-    obj["url"] = r.url;
-    obj["content"] = r.snippet;
-    arr.push_back(std::move(obj));
-  }
-  nlohmann::ordered_json root;
-  root["results"] = std::move(arr);
-  return root.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::vector<sdk::document>
-to_documents(const std::vector<search_result>& results) {
-  std::vector<sdk::document> out;
-  out.reserve(results.size());
-  for (const auto& r : results) {
-    sdk::document doc;
-    doc.id = r.url;
-    doc.url = r.url;
-    doc.title = r.title;
-    doc.snippet = r.snippet;
-    doc.published = r.published;
-    doc.kind = sdk::source_kind::web;
-    out.push_back(std::move(doc));
-  }
-  return out;
 }
 
 std::string missing_queries_message() {
@@ -414,50 +380,6 @@ nlohmann::json tool_parameters() {
                         "contain only printable characters"}}}}},
     {"required", {"queries"}},
   };
-}
-
-std::string error_message_of(std::string_view body) {
-  std::string msg;
-  auto j = sdk::parse_json(body);
-  auto str = [](const nlohmann::json& x) -> std::string {
-    if (x.is_string())
-      return x.get<std::string>();
-    return {};
-  };
-  if (j.is_object()) {
-    if (auto e = j.find("error"); e != j.end()) {
-      if (e->is_object()) {
-        for (auto key : {"detail", "message", "code"})
-          if (auto d = e->find(key); d != e->end() && msg.empty())
-            msg = str(*d);
-      } else {
-        msg = str(*e);
-      }
-    }
-    if (auto d = j.find("detail"); msg.empty() && d != j.end()) {
-      if (d->is_object() && d->contains("error"))
-        msg = str((*d)["error"]);
-      else
-        msg = str(*d);
-    }
-    if (auto m = j.find("message"); msg.empty() && m != j.end())
-      msg = str(*m);
-  }
-  if (msg.empty())
-    msg = std::string{sdk::utf8_prefix(body, 200)};
-  msg = normalize_query(msg);
-  if (msg.size() > 300)
-    msg.resize(sdk::utf8_prefix(msg, 300).size());
-  return sdk::repair_utf8(msg);
-}
-
-sdk::error classify_status(int status, const sdk::http_headers& headers,
-                           std::string message) {
-  auto err = sdk::make_error(sdk::classify_http_status(status),
-                             std::move(message), status);
-  err.retry_after_ms = sdk::retry_after_ms(headers);
-  err.retry_hint = sdk::should_retry_header(headers);
-  return err;
 }
 
 std::string string_option(const nlohmann::json& config, std::string_view key,

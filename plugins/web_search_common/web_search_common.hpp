@@ -3,6 +3,8 @@
 #pragma once
 
 #include "quarry/sdk/host.hpp"
+#include "quarry/sdk/http_buffer.hpp"
+#include "quarry/sdk/search.hpp"
 #include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/types.hpp"
 
@@ -20,22 +22,11 @@ namespace quarry::plugins::web_search_common {
 /// Most results a search returns to the LLM (Onyx's cap).
 constexpr size_t max_results_cap = 20;
 
-/// One search result, already cleaned.
-struct search_result {
-  std::string title;
-  /// The cleaned URL (see clean_url).
-  std::string url;
-  std::string snippet;
-  /// Publication date as the provider gave it (ISO 8601 where it can).
-  std::optional<std::string> published;
-};
+/// One search result, already cleaned (the URL by clean_url).
+using search_result = sdk::search_result;
 
 /// What parsing one response body produced.
-struct parse_result {
-  std::vector<search_result> results;
-  /// Set when the body was not a valid response.
-  std::optional<sdk::error> failure;
-};
+using parse_result = sdk::search_page;
 
 /// Returns the queries of the `queries` argument as Onyx normalises them: a
 /// bare string is one query, other non-arrays give none, null items are
@@ -79,6 +70,19 @@ make_result(std::string_view title, std::string_view url,
 /// string.
 std::string string_field(const nlohmann::json& obj, const char* key);
 
+/// Parses a response body that must be a JSON object. Otherwise sets
+/// `out.failure` (errc::invalid_response, "<service> returned a body that is
+/// not a JSON object" and `hint`) and returns a discarded value.
+nlohmann::json parse_object(std::string_view body, std::string_view service,
+                            parse_result& out, std::string_view hint = {});
+
+/// Returns the array member `key` of `obj`, or nullptr when it is missing or
+/// not an array; then, if `required`, sets `out.failure` ("<service>
+/// returned no '<key>' array").
+const nlohmann::json* array_member(const nlohmann::json& obj, const char* key,
+                                   std::string_view service, parse_result& out,
+                                   bool required);
+
 /// Member names of one result object in a provider's response.
 struct result_fields {
   const char* title;
@@ -93,20 +97,24 @@ void append_results(const nlohmann::json& items, const result_fields& fields,
                     std::vector<search_result>& out,
                     size_t limit = static_cast<size_t>(-1));
 
-/// Round-robin interleave: result 0 of every list, then result 1, ...,
-/// skipping (title, url) pairs already taken, until `limit` results.
-std::vector<search_result>
+/// Round-robin interleave with (title, url) de-duplication (the SDK's).
+inline std::vector<search_result>
 interleave(const std::vector<std::vector<search_result>>& lists,
-           size_t limit = max_results_cap);
+           size_t limit = max_results_cap) {
+  return sdk::interleave_results(lists, limit);
+}
 
-/// Returns `{"results": [{"document", "title", "updated_at"?, "url",
-/// "content"}]}` indented by 2, numbering documents from `first_document`.
-std::string format_results(const std::vector<search_result>& results,
-                           int first_document = 1);
+/// The LLM-facing JSON of the results (the SDK's search_results_json).
+inline std::string format_results(const std::vector<search_result>& results,
+                                  int first_document = 1) {
+  return sdk::search_results_json(results, first_document);
+}
 
 /// Converts results to SDK documents (id = url, kind web).
-std::vector<sdk::document>
-to_documents(const std::vector<search_result>& results);
+inline std::vector<sdk::document>
+to_documents(const std::vector<search_result>& results) {
+  return sdk::search_documents(results);
+}
 
 /// The LLM-facing text when the arguments lack a `queries` array.
 std::string missing_queries_message();
@@ -129,15 +137,19 @@ std::string tool_description();
 /// The tool's parameter schema (Onyx's).
 nlohmann::json tool_parameters();
 
-/// Extracts a readable error message from an error response body (JSON
-/// `error.detail`, `detail.error`, `detail`, `error`, `message`), at most
-/// 300 characters; falls back to a short prefix of the body.
-std::string error_message_of(std::string_view body);
+/// A readable message from an error response body (the SDK's
+/// http_error_message: JSON `error.detail`, `detail.error`, `detail`,
+/// `error`, `message`, at most 300 bytes; else a prefix of the body).
+inline std::string error_message_of(std::string_view body) {
+  return sdk::http_error_message(body);
+}
 
-/// Classifies an error response by its status and headers (Retry-After,
-/// x-should-retry), with `message` as the error text.
-sdk::error classify_status(int status, const sdk::http_headers& headers,
-                           std::string message);
+/// Classifies an error response by its status and headers (the SDK's
+/// http_status_error).
+inline sdk::error classify_status(int status, const sdk::http_headers& headers,
+                                  std::string message) {
+  return sdk::http_status_error(status, headers, std::move(message));
+}
 
 /// Settings every web_search plugin reads.
 struct common_config {

@@ -1,10 +1,12 @@
 // The `web_search` tool shared by all search plugins: runs the normalised
-// queries in parallel through a provider backend and merges the results.
+// queries in parallel through a provider backend (the SDK's search helper)
+// and merges the results.
 #pragma once
 
 #include "web_search_common.hpp"
 
 #include "quarry/sdk/host.hpp"
+#include "quarry/sdk/search.hpp"
 #include "quarry/sdk/tool.hpp"
 
 #include <memory>
@@ -14,22 +16,9 @@
 namespace quarry::plugins::web_search_common {
 
 /// What a search provider contributes: one request per query, the parser of
-/// a response body, and the classification of an error response.
-class backend {
-public:
-  virtual ~backend() = default;
-
-  /// Builds the HTTP request for one query.
-  virtual sdk::http_request make_request(const std::string& query) const = 0;
-
-  /// Parses one successful response body into cleaned results.
-  virtual parse_result parse(std::string_view body) const = 0;
-
-  /// Classifies an error response (status outside 2xx). The default uses
-  /// classify_status with error_message_of(body).
-  virtual sdk::error classify(int status, const sdk::http_headers& headers,
-                              std::string_view body) const;
-};
+/// a response body, and the classification of an error response (by default
+/// sdk::http_status_error with sdk::http_error_message of the body).
+using backend = sdk::search_backend;
 
 /// The `web_search` tool over one backend.
 class search_tool final : public sdk::tool {
@@ -58,5 +47,15 @@ private:
   common_config cfg_;
   std::shared_ptr<query_cache> cache_;
 };
+
+/// Creates the `web_search` tool over a `Backend` made from `cfg` (a
+/// backend's configuration, with the common settings in `cfg.common`).
+template <class Backend, class Config>
+std::unique_ptr<sdk::tool> make_search_tool(sdk::host_context& host,
+                                            Config cfg) {
+  auto common = cfg.common;
+  return std::make_unique<search_tool>(
+    host, std::make_shared<Backend>(std::move(cfg)), std::move(common));
+}
 
 } // namespace quarry::plugins::web_search_common

@@ -56,19 +56,12 @@ wsc::parse_result backend::parse(std::string_view body) const {
 
 wsc::parse_result parse_response(std::string_view body) {
   wsc::parse_result out;
-  auto j = sdk::parse_json(body);
-  if (!j.is_object()) {
-    out.failure = sdk::make_error(sdk::errc::invalid_response,
-                                  "Exa returned a body that is not a JSON "
-                                  "object");
+  auto j = wsc::parse_object(body, "Exa", out);
+  if (j.is_discarded())
     return out;
-  }
-  auto results = j.find("results");
-  if (results == j.end() || !results->is_array()) {
-    out.failure = sdk::make_error(sdk::errc::invalid_response,
-                                  "Exa returned no 'results' array");
+  auto* results = wsc::array_member(j, "results", "Exa", out, true);
+  if (results == nullptr)
     return out;
-  }
   for (const auto& item : *results) {
     if (!item.is_object())
       continue;
@@ -95,10 +88,7 @@ wsc::parse_result parse_response(std::string_view body) {
 
 std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
                                      const nlohmann::json& cfg) {
-  auto parsed = parse_config(cfg);
-  auto common = parsed.common;
-  return std::make_unique<wsc::search_tool>(
-    host, std::make_shared<backend>(std::move(parsed)), std::move(common));
+  return wsc::make_search_tool<backend>(host, parse_config(cfg));
 }
 
 } // namespace quarry::plugins::web_search_exa

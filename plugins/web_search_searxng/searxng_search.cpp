@@ -64,7 +64,7 @@ wsc::parse_result backend::parse(std::string_view body) const {
 
 sdk::error backend::classify(int status, const sdk::http_headers& headers,
                              std::string_view body) const {
-  auto err = wsc::classify_status(status, headers, wsc::error_message_of(body));
+  auto err = wsc::backend::classify(status, headers, body);
   if (status == 403)
     err.message = "the SearXNG instance refuses format=json (enable json in "
                   "search.formats of settings.yml): "
@@ -74,30 +74,18 @@ sdk::error backend::classify(int status, const sdk::http_headers& headers,
 
 wsc::parse_result parse_response(std::string_view body, size_t limit) {
   wsc::parse_result out;
-  auto j = sdk::parse_json(body);
-  if (!j.is_object()) {
-    out.failure = sdk::make_error(sdk::errc::invalid_response,
-                                  "SearXNG returned a body that is not a JSON "
-                                  "object (is format=json enabled?)");
+  auto j = wsc::parse_object(body, "SearXNG", out, " (is format=json enabled?)");
+  if (j.is_discarded())
     return out;
-  }
-  auto results = j.find("results");
-  if (results == j.end() || !results->is_array()) {
-    out.failure = sdk::make_error(sdk::errc::invalid_response,
-                                  "SearXNG returned no 'results' array");
-    return out;
-  }
-  wsc::append_results(*results, {"title", "url", "content", "publishedDate"},
-                      out.results, limit);
+  if (auto* results = wsc::array_member(j, "results", "SearXNG", out, true))
+    wsc::append_results(*results, {"title", "url", "content", "publishedDate"},
+                        out.results, limit);
   return out;
 }
 
 std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
                                      const nlohmann::json& cfg) {
-  auto parsed = parse_config(cfg);
-  auto common = parsed.common;
-  return std::make_unique<wsc::search_tool>(
-    host, std::make_shared<backend>(std::move(parsed)), std::move(common));
+  return wsc::make_search_tool<backend>(host, parse_config(cfg));
 }
 
 } // namespace quarry::plugins::web_search_searxng

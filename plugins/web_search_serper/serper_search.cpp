@@ -52,27 +52,19 @@ wsc::parse_result backend::parse(std::string_view body) const {
 
 wsc::parse_result parse_response(std::string_view body) {
   wsc::parse_result out;
-  auto j = sdk::parse_json(body);
-  if (!j.is_object()) {
-    out.failure = sdk::make_error(sdk::errc::invalid_response,
-                                  "Serper returned a body that is not a JSON "
-                                  "object");
+  auto j = wsc::parse_object(body, "Serper", out);
+  if (j.is_discarded())
     return out;
-  }
-  auto organic = j.find("organic");
-  if (organic == j.end() || !organic->is_array())
-    return out; // no organic results at all
-  wsc::append_results(*organic, {"title", "link", "snippet", "date"},
-                      out.results);
+  // No organic results at all is no results.
+  if (auto* organic = wsc::array_member(j, "organic", "Serper", out, false))
+    wsc::append_results(*organic, {"title", "link", "snippet", "date"},
+                        out.results);
   return out;
 }
 
 std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
                                      const nlohmann::json& cfg) {
-  auto parsed = parse_config(cfg);
-  auto common = parsed.common;
-  return std::make_unique<wsc::search_tool>(
-    host, std::make_shared<backend>(std::move(parsed)), std::move(common));
+  return wsc::make_search_tool<backend>(host, parse_config(cfg));
 }
 
 } // namespace quarry::plugins::web_search_serper

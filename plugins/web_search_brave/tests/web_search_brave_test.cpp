@@ -10,6 +10,8 @@
 #include "support/process.hpp"
 #include "support/test_host.hpp"
 
+#include "../../web_search_common/tests/search_test_support.hpp"
+
 #include <doctest/doctest.h>
 
 #include <future>
@@ -21,6 +23,7 @@ using json = nlohmann::json;
 using test::http_server;
 using test::request;
 using test::response_plan;
+using test::run_tool;
 
 namespace {
 
@@ -64,13 +67,6 @@ struct brave_env {
     host.shutdown();
   }
 };
-
-sdk::tool_result run_tool(sdk::tool& tool, const json& args) {
-  auto promise = std::make_shared<std::promise<sdk::tool_result>>();
-  auto future = promise->get_future();
-  tool.run(args, [promise](sdk::tool_result r) { promise->set_value(std::move(r)); });
-  return future.get();
-}
 
 // A Brave body with the given (title, url) results.
 std::string body_of(std::vector<std::pair<std::string, std::string>> xs) {
@@ -333,13 +329,8 @@ TEST_CASE("brave cancel ends a stalled run once with cancelled") {
 }
 
 TEST_CASE("brave module loads through the plugin registry and searches") {
-  test::temp_dir tmp;
-  core::settings cfg;
-  cfg.runtime.data_dir = tmp.path();
-  host::host_services services{cfg};
-  host::plugin_registry registry{services};
-  auto failure = registry.load_file(std::string{QUARRY_PLUGIN_DIR} + "/quarry_brave.so");
-  REQUIRE_FALSE(failure.has_value());
+  test::module_fixture module{"quarry_brave.so"};
+  auto& registry = *module.registry;
   auto info = registry.find("brave");
   REQUIRE(info != nullptr);
   CHECK(info->ok);
@@ -365,7 +356,7 @@ TEST_CASE("brave module loads through the plugin registry and searches") {
   CHECK(result.documents.size() == 10);
   CHECK(json::parse(result.llm_text)["results"][0]["title"]
         == "\"Hello, World!\" program - Wikipedia");
-  services.shutdown();
+  module.services->shutdown();
 }
 
 TEST_CASE("brave answers a query that already ran from the tool's cache") {

@@ -11,6 +11,8 @@
 #include "support/process.hpp"
 #include "support/test_host.hpp"
 
+#include "../../web_search_common/tests/search_test_support.hpp"
+
 #include <doctest/doctest.h>
 
 #include <future>
@@ -22,6 +24,7 @@ using json = nlohmann::json;
 using test::http_server;
 using test::request;
 using test::response_plan;
+using test::run_tool;
 
 namespace {
 
@@ -38,13 +41,6 @@ const char* searxng_body = R"({"query":"hello world","number_of_results":0,"resu
 {"url":"https://example.com/empty","title":"","content":"  "}],
 "answers":[],"corrections":[],"infoboxes":[],"suggestions":["hello"],
 "unresponsive_engines":[["brave","timeout"]]})";
-
-sdk::tool_result run_tool(sdk::tool& tool, const json& args) {
-  auto promise = std::make_shared<std::promise<sdk::tool_result>>();
-  auto future = promise->get_future();
-  tool.run(args, [promise](sdk::tool_result r) { promise->set_value(std::move(r)); });
-  return future.get();
-}
 
 } // namespace
 
@@ -130,12 +126,8 @@ TEST_CASE("searxng sends the exact request and reports errors") {
 }
 
 TEST_CASE("searxng module loads through the plugin registry and searches") {
-  test::temp_dir tmp;
-  core::settings cfg;
-  cfg.runtime.data_dir = tmp.path();
-  host::host_services services{cfg};
-  host::plugin_registry registry{services};
-  REQUIRE_FALSE(registry.load_file(std::string{QUARRY_PLUGIN_DIR} + "/quarry_searxng.so"));
+  test::module_fixture module{"quarry_searxng.so"};
+  auto& registry = *module.registry;
   http_server server;
   server.route("GET", "/search", [&](const request&) {
     return response_plan::json(200, searxng_body);
@@ -147,5 +139,5 @@ TEST_CASE("searxng module loads through the plugin registry and searches") {
   auto result = run_tool(*tool, {{"queries", "hello"}});
   REQUIRE_FALSE(result.failure.has_value());
   CHECK(result.documents.size() == 2);
-  services.shutdown();
+  module.services->shutdown();
 }

@@ -10,6 +10,8 @@
 #include "support/process.hpp"
 #include "support/test_host.hpp"
 
+#include "../../web_search_common/tests/search_test_support.hpp"
+
 #include <doctest/doctest.h>
 
 #include <future>
@@ -21,19 +23,13 @@ using json = nlohmann::json;
 using test::http_server;
 using test::request;
 using test::response_plan;
+using test::run_tool;
 
 namespace {
 
 std::string serper_fixture() {
   return test::read_file(std::string{QUARRY_FIXTURES_DIR}
                          + "/search/serper/langchain-docs__search__apple_inc__L93.json");
-}
-
-sdk::tool_result run_tool(sdk::tool& tool, const json& args) {
-  auto promise = std::make_shared<std::promise<sdk::tool_result>>();
-  auto future = promise->get_future();
-  tool.run(args, [promise](sdk::tool_result r) { promise->set_value(std::move(r)); });
-  return future.get();
 }
 
 } // namespace
@@ -119,12 +115,8 @@ TEST_CASE("serper sends the exact request and reports errors") {
 }
 
 TEST_CASE("serper module loads through the plugin registry and searches") {
-  test::temp_dir tmp;
-  core::settings cfg;
-  cfg.runtime.data_dir = tmp.path();
-  host::host_services services{cfg};
-  host::plugin_registry registry{services};
-  REQUIRE_FALSE(registry.load_file(std::string{QUARRY_PLUGIN_DIR} + "/quarry_serper.so"));
+  test::module_fixture module{"quarry_serper.so"};
+  auto& registry = *module.registry;
   http_server server;
   auto body = serper_fixture();
   server.route("POST", "/search", [&](const request&) {
@@ -135,5 +127,5 @@ TEST_CASE("serper module loads through the plugin registry and searches") {
   auto result = run_tool(*std::get<std::shared_ptr<sdk::tool>>(made), {{"queries", "apple"}});
   REQUIRE_FALSE(result.failure.has_value());
   CHECK(result.documents.size() == 6);
-  services.shutdown();
+  module.services->shutdown();
 }

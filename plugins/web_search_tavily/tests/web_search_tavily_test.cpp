@@ -10,6 +10,8 @@
 #include "support/process.hpp"
 #include "support/test_host.hpp"
 
+#include "../../web_search_common/tests/search_test_support.hpp"
+
 #include <doctest/doctest.h>
 
 #include <future>
@@ -21,6 +23,7 @@ using json = nlohmann::json;
 using test::http_server;
 using test::request;
 using test::response_plan;
+using test::run_tool;
 
 namespace {
 
@@ -65,13 +68,6 @@ struct tavily_env {
     host.shutdown();
   }
 };
-
-sdk::tool_result run_tool(sdk::tool& tool, const json& args) {
-  auto promise = std::make_shared<std::promise<sdk::tool_result>>();
-  auto future = promise->get_future();
-  tool.run(args, [promise](sdk::tool_result r) { promise->set_value(std::move(r)); });
-  return future.get();
-}
 
 } // namespace
 
@@ -223,13 +219,8 @@ TEST_CASE("tavily reports error statuses and broken bodies to the LLM") {
 }
 
 TEST_CASE("tavily module loads through the plugin registry and searches") {
-  test::temp_dir tmp;
-  core::settings cfg;
-  cfg.runtime.data_dir = tmp.path();
-  host::host_services services{cfg};
-  host::plugin_registry registry{services};
-  auto failure = registry.load_file(std::string{QUARRY_PLUGIN_DIR} + "/quarry_tavily.so");
-  REQUIRE_FALSE(failure.has_value());
+  test::module_fixture module{"quarry_tavily.so"};
+  auto& registry = *module.registry;
   auto info = registry.find("tavily");
   REQUIRE(info != nullptr);
   CHECK(info->kind == sdk::plugin_kind::tool);
@@ -247,5 +238,5 @@ TEST_CASE("tavily module loads through the plugin registry and searches") {
   auto result = run_tool(*tool, {{"queries", "pydantic"}});
   REQUIRE_FALSE(result.failure.has_value());
   CHECK(result.documents.size() == 5);
-  services.shutdown();
+  module.services->shutdown();
 }

@@ -3,6 +3,7 @@
 // decode each whole stream, per stream and per event, fed in the small pieces
 // a model's stream arrives in. Prints a Markdown table.
 
+#include "openai_counting_handler.hpp"
 #include "openai_stream.hpp"
 
 #include <algorithm>
@@ -20,26 +21,9 @@
 namespace {
 
 namespace openai = quarry::plugins::llm_openai;
-namespace sdk = quarry::sdk;
 using clock_type = std::chrono::steady_clock;
 
-// Counts what the decoder delivers, so that nothing is optimised away.
-struct counting_handler : openai::stream_handler {
-  size_t bytes = 0;
-
-  void on_text(std::string_view x) override {
-    bytes += x.size();
-  }
-  void on_reasoning(std::string_view x) override {
-    bytes += x.size();
-  }
-  void on_tool_call(const sdk::tool_call_delta& x) override {
-    bytes += x.arguments.size();
-  }
-  void on_usage(const sdk::usage&) override {
-    ++bytes;
-  }
-};
+using quarry::bench::counting_handler;
 
 struct recording {
   std::string name;
@@ -76,7 +60,8 @@ size_t decode(const recording& rec, size_t piece) {
   for (size_t i = 0; i < all.size(); i += piece)
     dec.feed(all.substr(i, piece), handler);
   dec.finish(handler);
-  return handler.bytes + (dec.current() == openai::stream_decoder::state::done);
+  return handler.text_bytes + handler.tool_bytes + handler.usages
+         + (dec.current() == openai::stream_decoder::state::done);
 }
 
 // Best time of `repeat` rounds of `loops` decodes, per decode, in seconds.

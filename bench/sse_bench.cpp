@@ -2,6 +2,7 @@
 // the full decoder (SSE + chunk JSON + tool-call accumulation) on a large
 // synthetic Chat Completions stream. Prints a Markdown table.
 
+#include "openai_counting_handler.hpp"
 #include "openai_stream.hpp"
 
 #include "quarry/sdk/sse.hpp"
@@ -20,25 +21,7 @@ namespace openai = quarry::plugins::llm_openai;
 namespace sdk = quarry::sdk;
 using clock_type = std::chrono::steady_clock;
 
-// Counts what the decoder delivers, so that nothing is optimised away.
-struct counting_handler : openai::stream_handler {
-  size_t text_bytes = 0;
-  size_t tool_bytes = 0;
-  size_t usages = 0;
-
-  void on_text(std::string_view x) override {
-    text_bytes += x.size();
-  }
-  void on_reasoning(std::string_view x) override {
-    text_bytes += x.size();
-  }
-  void on_tool_call(const sdk::tool_call_delta& x) override {
-    tool_bytes += x.arguments.size();
-  }
-  void on_usage(const sdk::usage&) override {
-    ++usages;
-  }
-};
+using quarry::bench::counting_handler;
 
 // Builds a stream shaped like a real gpt-4o stream (same envelope fields,
 // `usage:null` and `obfuscation` on every chunk): text deltas of a few

@@ -49,8 +49,19 @@ public:
 /// The host context of plugin tests.
 class test_host final : public sdk::host_context {
 public:
-  test_host() : http_(core::http_settings{}), pool_(1, 16) {
+  /// `http` configures the HTTP client (e.g. a short stall timeout), and the
+  /// pool has `threads` threads and room for `queue` waiting jobs.
+  explicit test_host(const core::http_settings& http = {}, int threads = 1,
+                     int queue = 16)
+    : http_(http), pool_(threads, queue) {
     // nop
+  }
+
+  /// Ends every transfer and runs the queued jobs first, so that no sink
+  /// call or job outlives the logger.
+  ~test_host() override {
+    http_.shutdown();
+    pool_.shutdown();
   }
 
   sdk::http_client& http() override {

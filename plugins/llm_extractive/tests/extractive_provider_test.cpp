@@ -8,6 +8,7 @@
 #include "quarry/host/services.hpp"
 
 #include "support/process.hpp"
+#include "support/test_host.hpp"
 
 #include <doctest/doctest.h>
 
@@ -24,63 +25,6 @@ using namespace quarry;
 using namespace quarry::plugins::llm_extractive;
 
 namespace {
-
-class null_logger final : public sdk::logger {
-public:
-  void log(sdk::log_level, std::string_view) override {
-    // nop
-  }
-  bool enabled(sdk::log_level) const override {
-    return false;
-  }
-};
-
-class no_secrets final : public sdk::secret_store {
-public:
-  std::optional<std::string> get(std::string_view) const override {
-    return std::nullopt;
-  }
-};
-
-class no_http final : public sdk::http_client {
-public:
-  std::shared_ptr<sdk::http_call> start(sdk::http_request,
-                                        std::shared_ptr<sdk::http_response_sink>) override {
-    return nullptr; // the extractive provider never uses HTTP
-  }
-};
-
-/// A host context with a real bounded pool.
-class test_host final : public sdk::host_context {
-public:
-  explicit test_host(int threads = 2) : pool_(threads, 64) {
-    // nop
-  }
-  sdk::http_client& http() override {
-    return http_;
-  }
-  sdk::logger& log() override {
-    return log_;
-  }
-  sdk::blocking_pool& pool() override {
-    return pool_;
-  }
-  const sdk::secret_store& secrets() const override {
-    return secrets_;
-  }
-  std::chrono::system_clock::time_point now() const override {
-    return std::chrono::system_clock::now();
-  }
-  std::string data_dir() const override {
-    return {};
-  }
-
-private:
-  no_http http_;
-  null_logger log_;
-  host::bounded_pool pool_;
-  no_secrets secrets_;
-};
 
 /// Records everything the provider streams, in order.
 struct recording_sink : sdk::chat_sink {
@@ -224,7 +168,7 @@ TEST_CASE("extractive configuration accepts its keys, refuses others (Quarry's l
 }
 
 TEST_CASE("extractive streams word-sized deltas, then usage, then done") {
-  test_host host;
+  test::test_host host{{}, 2, 64};
   provider llm{host, config{}};
   auto info = llm.info();
   CHECK(info.model == "extractive");
@@ -262,7 +206,7 @@ TEST_CASE("extractive streams word-sized deltas, then usage, then done") {
 }
 
 TEST_CASE("extractive streams tool calls and honours max_parallel") {
-  test_host host;
+  test::test_host host{{}, 2, 64};
   config cfg;
   cfg.max_parallel = 2;
   provider llm{host, cfg};
@@ -286,7 +230,7 @@ TEST_CASE("extractive streams tool calls and honours max_parallel") {
 TEST_CASE("extractive paces with ttft without holding a pool thread") {
   // One pool thread: if the paced call slept on it, the probe job below
   // could not run until the call finished.
-  test_host host{1};
+  test::test_host host{{}, 1, 64};
   config cfg;
   cfg.ttft = std::chrono::milliseconds{60000};
   provider llm{host, cfg};
@@ -320,7 +264,7 @@ TEST_CASE("extractive paces with ttft without holding a pool thread") {
 }
 
 TEST_CASE("extractive paced streams keep content and order") {
-  test_host host;
+  test::test_host host{{}, 2, 64};
   config cfg;
   cfg.ttft = std::chrono::milliseconds{20};
   cfg.tokens_per_second = 2000;
@@ -335,7 +279,7 @@ TEST_CASE("extractive paced streams keep content and order") {
 }
 
 TEST_CASE("extractive cancel during the stream stops it with streamed set") {
-  test_host host;
+  test::test_host host{{}, 2, 64};
   config cfg;
   cfg.tokens_per_second = 5; // slow enough that cancel lands mid-stream
   provider llm{host, cfg};
@@ -361,7 +305,7 @@ TEST_CASE("extractive cancel during the stream stops it with streamed set") {
 }
 
 TEST_CASE("extractive cancel from another thread stops a paced stream at once") {
-  test_host host;
+  test::test_host host{{}, 2, 64};
   config cfg;
   cfg.tokens_per_second = 0.01; // the second word would come in minutes
   provider llm{host, cfg};
@@ -389,7 +333,7 @@ TEST_CASE("extractive cancel from another thread stops a paced stream at once") 
 }
 
 TEST_CASE("extractive cancel after done changes nothing, destruction fails pending calls") {
-  test_host host{1};
+  test::test_host host{{}, 1, 64};
   auto sink = std::make_shared<recording_sink>();
   {
     provider llm{host, config{}};
@@ -424,7 +368,7 @@ TEST_CASE("extractive cancel after done changes nothing, destruction fails pendi
 }
 
 TEST_CASE("extractive provider may be destroyed from inside a paced stream") {
-  test_host host;
+  test::test_host host{{}, 2, 64};
   config cfg;
   cfg.ttft = std::chrono::milliseconds{1}; // deltas come from the timer thread
   cfg.tokens_per_second = 0.01;

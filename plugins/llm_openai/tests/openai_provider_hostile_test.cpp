@@ -32,50 +32,13 @@ using quarry::test::http_server;
 using quarry::test::request;
 using quarry::test::response_plan;
 
-// A host whose HTTP client gives up on a silent connection after
-// `stall` (the provider's own requests set no stall timeout).
-class short_stall_host final : public sdk::host_context {
-public:
-  explicit short_stall_host(std::chrono::milliseconds stall)
-    : http_(settings(stall)), pool_(1, 16) {
-    // nop
-  }
-
-  ~short_stall_host() override {
-    http_.shutdown();
-  }
-
-  sdk::http_client& http() override {
-    return http_;
-  }
-  sdk::logger& log() override {
-    return log_;
-  }
-  sdk::blocking_pool& pool() override {
-    return pool_;
-  }
-  const sdk::secret_store& secrets() const override {
-    return secrets_;
-  }
-  std::chrono::system_clock::time_point now() const override {
-    return std::chrono::system_clock::now();
-  }
-  std::string data_dir() const override {
-    return {};
-  }
-
-private:
-  static quarry::core::http_settings settings(std::chrono::milliseconds stall) {
-    quarry::core::http_settings s;
-    s.stall_timeout = stall;
-    return s;
-  }
-
-  quarry::host::curl_http_client http_;
-  quarry::host::bounded_pool pool_;
-  quarry::test::recording_logger log_;
-  quarry::test::no_secrets secrets_;
-};
+// HTTP settings whose client gives up on a silent connection after `stall`
+// (the provider's own requests set no stall timeout).
+quarry::core::http_settings stall_after(std::chrono::milliseconds stall) {
+  quarry::core::http_settings s;
+  s.stall_timeout = stall;
+  return s;
+}
 
 class recorder final : public sdk::chat_sink {
 public:
@@ -177,7 +140,7 @@ TEST_CASE("openai: a stream with finish reason and usage but no [DONE] is "
   });
   // The HTTP client would give up only after an hour: the answer must come
   // from the stream itself.
-  short_stall_host host{std::chrono::hours{1}};
+  quarry::test::test_host host{stall_after(std::chrono::hours{1})};
   auto rec = run(host, server);
   REQUIRE_MESSAGE(rec->result.has_value(),
                   (rec->failure ? rec->failure->message : std::string{}));
@@ -196,7 +159,7 @@ TEST_CASE("openai: a stream with a finish reason that then stalls is accepted "
     plan.send(text_chunk).send(finish_chunk).stall();
     return plan;
   });
-  short_stall_host host{300ms};
+  quarry::test::test_host host{stall_after(300ms)};
   auto rec = run(host, server);
   REQUIRE_MESSAGE(rec->result.has_value(),
                   (rec->failure ? rec->failure->message : std::string{}));

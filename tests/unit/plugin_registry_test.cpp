@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -271,6 +272,23 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a plugin without th
                     "host uses libstdc++ with the C++11 ABI")
           != std::string::npos);
   }
+  SUBCASE("another SDK minor version (0.x)") {
+    auto other = mark;
+    auto pos = other.find("_sdk_") + 5;
+    auto end = other.find("_json_");
+    auto ours = other.substr(pos, end - pos); // e.g. 0_1
+    auto theirs = ours;
+    theirs.back() = theirs.back() == '9' ? '8' : '9';
+    other.replace(pos, end - pos, theirs);
+    auto err = registry->load_file(patched(other));
+    REQUIRE(err.has_value());
+    std::replace(ours.begin(), ours.end(), '_', '.');
+    std::replace(theirs.begin(), theirs.end(), '_', '.');
+    CHECK(err->find("built against SDK " + theirs + ", but this host has SDK "
+                    + ours
+                    + " (major versions must match; 0.x minor versions too)")
+          != std::string::npos);
+  }
   SUBCASE("no mark at all") {
     auto other = mark;
     other.replace(0, 6, "qu_rry");
@@ -280,6 +298,34 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a plugin without th
                     "older SDK; rebuild it against this host's SDK")
           != std::string::npos);
   }
+}
+
+TEST_CASE("check_abi_mark allows an older minor SDK version from 1.0 on, nothing else") {
+  auto mark = [](const char* sdk_version, const char* json, const char* debug) {
+    return std::string{"quarry_abi_v2_sdk_"} + sdk_version + "_json_" + json
+           + "_stdlib_gnu_cxx11_debug_" + debug;
+  };
+  auto host = mark("1_3", "json_abi_v3_11_2", "0");
+  CHECK_FALSE(host::check_abi_mark(host, host).has_value());
+  CHECK_FALSE(host::check_abi_mark(mark("1_2", "json_abi_v3_11_2", "0"), host).has_value());
+  CHECK(host::check_abi_mark(mark("1_4", "json_abi_v3_11_2", "0"), host)
+        == "built against SDK 1.4, but this host has SDK 1.3 (major versions "
+           "must match; 0.x minor versions too)");
+  CHECK(host::check_abi_mark(mark("2_0", "json_abi_v3_11_2", "0"), host).has_value());
+  CHECK(host::check_abi_mark(mark("0_2", "json_abi_v3_11_2", "0"),
+                             mark("0_3", "json_abi_v3_11_2", "0"))
+          .has_value());
+  CHECK(host::check_abi_mark(mark("1_2", "json_abi_ldvcmp_v3_11_2", "0"), host)
+        == "built with nlohmann::json namespace json_abi_ldvcmp_v3_11_2 "
+           "(JSON_USE_LEGACY_DISCARDED_VALUE_COMPARISON=1), but this host uses "
+           "nlohmann::json namespace json_abi_v3_11_2 (the layout of "
+           "nlohmann::json differs)");
+  CHECK(host::check_abi_mark(mark("1_3", "json_abi_v3_11_2", "0"),
+                             mark("1_3", "json_abi_v3_11_2", "1"))
+        == "built without the standard library's debug mode (_GLIBCXX_DEBUG), "
+           "but this host uses it (the layout of every container differs)");
+  CHECK(host::check_abi_mark("quarry_abi_vX", host)->find("is not one this host can read")
+        != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses malformed ELF files without loading them") {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 namespace quarry::host {
 
@@ -102,21 +103,48 @@ std::string describe_json(const std::string& ns) {
   return out;
 }
 
-// Says why a plugin's ABI mark differs from the host's: the first fact that
-// differs, both sides named.
-std::string explain_abi_mismatch(std::string_view theirs) {
-  auto ours = parse_abi_mark(sdk::abi_mark);
+// Reads `major.minor` (at most 4 digits each).
+std::optional<std::pair<int, int>> parse_major_minor(const std::string& x) {
+  auto dot = x.find('.');
+  auto digits = [](const std::string& part) {
+    return !part.empty() && part.size() <= 4
+           && part.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (dot == std::string::npos || !digits(x.substr(0, dot))
+      || !digits(x.substr(dot + 1)))
+    return std::nullopt;
+  return std::make_pair(std::stoi(x.substr(0, dot)), std::stoi(x.substr(dot + 1)));
+}
+
+// Whether a plugin built against SDK `theirs` may load into SDK `ours`: same
+// major version, and a minor version no newer than ours (0.x: the same).
+bool compatible_sdk(const std::string& theirs, const std::string& ours) {
+  auto x = parse_major_minor(theirs);
+  auto y = parse_major_minor(ours);
+  if (!x || !y || x->first != y->first)
+    return false;
+  return y->first == 0 ? x->second == y->second : x->second <= y->second;
+}
+
+} // namespace
+
+std::optional<std::string> check_abi_mark(std::string_view theirs,
+                                          std::string_view host_mark) {
+  if (theirs == host_mark)
+    return std::nullopt;
+  auto ours = parse_abi_mark(host_mark);
   auto x = parse_abi_mark(theirs);
   if (!ours || !x)
     return "its ABI mark " + std::string{theirs.substr(0, 200)}
            + " is not one this host can read (this host's is "
-           + sdk::abi_mark + ")";
+           + std::string{host_mark} + ")";
   if (x->abi != ours->abi)
     return "plugin ABI version " + x->abi
            + ", but this host supports plugin ABI version " + ours->abi;
-  if (x->sdk != ours->sdk)
+  if (!compatible_sdk(x->sdk, ours->sdk))
     return "built against SDK " + x->sdk + ", but this host has SDK "
-           + ours->sdk + " (0.x minor versions must match)";
+           + ours->sdk
+           + " (major versions must match; 0.x minor versions too)";
   if (x->json != ours->json)
     return "built with " + describe_json(x->json) + ", but this host uses "
            + describe_json(ours->json)
@@ -132,9 +160,10 @@ std::string explain_abi_mismatch(std::string_view theirs) {
              : "built without the standard library's debug mode "
                "(_GLIBCXX_DEBUG), but this host uses it (the layout of "
                "every container differs)";
-  return "its ABI mark " + std::string{theirs} + " differs from this host's "
-         + sdk::abi_mark;
+  return std::nullopt; // only an older minor SDK version
 }
+
+namespace {
 
 // Checks what a file exports before it is loaded: the entry point and the ABI
 // mark. Returns the reason to refuse it, or nothing.
@@ -163,11 +192,9 @@ std::optional<std::string> check_exports(const std::string& path) {
     return std::string{"no entry symbol " QUARRY_PLUGIN_ENTRY_NAME
                        " (not a Quarry plugin)"};
   }
-  if (exports(sdk::abi_mark))
-    return std::nullopt;
   for (const auto& sym : symbols)
     if (sym.rfind(QUARRY_PLUGIN_ABI_MARK_PREFIX, 0) == 0)
-      return explain_abi_mismatch(sym);
+      return check_abi_mark(sym);
   return std::string{"exports no ABI mark (" QUARRY_PLUGIN_ABI_MARK_PREFIX
                      "...): built with an older SDK; rebuild it against "
                      "this host's SDK"};

@@ -112,6 +112,15 @@ private:
   std::vector<std::shared_ptr<loaded>> libs_;
 };
 
+/// Checks a plugin's ABI mark (see QUARRY_PLUGIN_ABI_MARK) against the
+/// host's: plugin ABI, nlohmann::json namespace, standard library and debug
+/// mode must be equal; the SDK's major version too, and its minor version
+/// must be equal for 0.x and no newer than the host's from 1.0 on. Returns
+/// the first fact that differs, both sides named, or nothing.
+std::optional<std::string>
+check_abi_mark(std::string_view theirs,
+               std::string_view host_mark = sdk::abi_mark);
+
 /// Checks a descriptor against this host's versions. Returns the reason for
 /// refusing it (without the file name), or nothing.
 std::optional<std::string> check_descriptor(const sdk::plugin_descriptor& x);

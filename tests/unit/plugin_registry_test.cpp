@@ -326,6 +326,12 @@ TEST_CASE("check_abi_mark allows an older minor SDK version from 1.0 on, nothing
            "but this host uses it (the layout of every container differs)");
   CHECK(host::check_abi_mark("quarry_abi_vX", host)->find("is not one this host can read")
         != std::string::npos);
+  // Names from a file reach messages only as identifier characters.
+  auto odd = mark("1_3", "json\x1b[31m", "0");
+  auto why = host::check_abi_mark(odd, host);
+  REQUIRE(why.has_value());
+  CHECK(why->find('\x1b') == std::string::npos);
+  CHECK(why->find("json??31m") != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses malformed ELF files without loading them") {

@@ -56,11 +56,28 @@ struct abi_facts {
   std::string debug;
 };
 
+// Whether `c` may appear in a C identifier (all an ABI mark consists of).
+bool identifier_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+         || (c >= '0' && c <= '9') || c == '_';
+}
+
+// A symbol name from a file, fit for a message: at most 200 characters,
+// anything but identifier characters shown as `?`.
+std::string printable_symbol(std::string_view name) {
+  std::string out{name.substr(0, 200)};
+  for (auto& c : out)
+    if (!identifier_char(c))
+      c = '?';
+  return out;
+}
+
 // Splits a mark such as `quarry_abi_v2_sdk_0_1_json_json_abi_v3_11_2_stdlib_
 // gnu_cxx11_debug_0` at its field names; nothing if it is not one.
 std::optional<abi_facts> parse_abi_mark(std::string_view mark) {
   std::string_view prefix = QUARRY_PLUGIN_ABI_MARK_PREFIX;
-  if (mark.substr(0, prefix.size()) != prefix || mark.size() > 256)
+  if (mark.substr(0, prefix.size()) != prefix || mark.size() > 256
+      || !std::all_of(mark.begin(), mark.end(), identifier_char))
     return std::nullopt;
   auto sdk = mark.find("_sdk_");
   auto json = mark.find("_json_", sdk);
@@ -135,9 +152,9 @@ std::optional<std::string> check_abi_mark(std::string_view theirs,
   auto ours = parse_abi_mark(host_mark);
   auto x = parse_abi_mark(theirs);
   if (!ours || !x)
-    return "its ABI mark " + std::string{theirs.substr(0, 200)}
+    return "its ABI mark " + printable_symbol(theirs)
            + " is not one this host can read (this host's is "
-           + std::string{host_mark} + ")";
+           + printable_symbol(host_mark) + ")";
   if (x->abi != ours->abi)
     return "plugin ABI version " + x->abi
            + ", but this host supports plugin ABI version " + ours->abi;

@@ -13,8 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 
 using namespace quarry;
@@ -247,9 +245,8 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry loads a stripped plugin (th
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a plugin without the ABI mark or with a foreign one, naming the fact") {
   // A copy of a good plugin with its mark's name changed in place (same
   // length, so the file stays well-formed): the host reads the new name.
-  auto good = std::string{QUARRY_TEST_PLUGIN_DIR} + "/good/quarry_tp_echo.so";
-  std::ifstream in{good, std::ios::binary};
-  std::string bytes{std::istreambuf_iterator<char>{in}, {}};
+  auto bytes = test::read_file(std::string{QUARRY_TEST_PLUGIN_DIR}
+                               + "/good/quarry_tp_echo.so");
   std::string mark = sdk::abi_mark;
   auto at = bytes.find(mark);
   REQUIRE(at != std::string::npos);
@@ -337,9 +334,8 @@ TEST_CASE("check_abi_mark allows an older minor SDK version from 1.0 on, nothing
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses malformed ELF files without loading them") {
   // A valid ELF identification followed by section tables that point
   // anywhere: every offset is checked against the file's size.
-  auto good = std::string{QUARRY_TEST_PLUGIN_DIR} + "/good/quarry_tp_echo.so";
-  std::ifstream in{good, std::ios::binary};
-  std::string bytes{std::istreambuf_iterator<char>{in}, {}};
+  auto bytes = test::read_file(std::string{QUARRY_TEST_PLUGIN_DIR}
+                               + "/good/quarry_tp_echo.so");
   REQUIRE(bytes.size() > 64);
   auto write_u64 = [](std::string& x, size_t at, uint64_t v) {
     std::memcpy(&x[at], &v, sizeof(v));

@@ -103,7 +103,7 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
     actors::runtime rt{ctx.config.values};
     auto hdl = actors::spawn_llm_provider(
       rt.system(), provider, std::move(settings));
-    rt.add_stoppable(caf::actor_cast<caf::actor>(hdl));
+    rt.add_stoppable(hdl);
     std::atomic<int> interrupted{0};
     actors::signal_watcher watcher{[&](int sig) {
       interrupted = sig;

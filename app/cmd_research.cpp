@@ -302,7 +302,7 @@ int cmd_research(context& ctx, const research_options& opts) {
     std::map<std::string, actors::llm_provider_actor> llm_actors;
     for (auto& [name, provider] : made_llms) {
       auto hdl = actors::spawn_llm_provider(rt.system(), provider, llm_settings[name]);
-      rt.add_stoppable(caf::actor_cast<caf::actor>(hdl));
+      rt.add_stoppable(hdl);
       llm_actors[name] = hdl;
     }
     auto role = [&](std::initializer_list<const char*> names) {
@@ -321,7 +321,7 @@ int cmd_research(context& ctx, const research_options& opts) {
     for (auto& [name, tool] : made_tools) {
       auto hdl = actors::spawn_tool_provider(
         rt.system(), tool, actors::tool_actor_settings::of(name, cfg.tools[name].limits));
-      rt.add_stoppable(caf::actor_cast<caf::actor>(hdl));
+      rt.add_stoppable(hdl);
       const auto* info = ctx.registry->find(cfg.tools[name].plugin);
       tools.tools[tool->name()] = {hdl, tool->definition(),
                                    info ? info->tool_kind : sdk::tool_kind::other};
@@ -350,8 +350,12 @@ int cmd_research(context& ctx, const research_options& opts) {
         });
       self->monitor(sink);
       caf::anon_send(em, actors::subscribe_atom::value, sink, uint64_t{0});
-      auto session = actors::spawn_session(rt.system(), std::move(s), models, tools,
-                                           em, prompts, caf::actor{self});
+      // The scoped actor receives the result; being a blocking actor it has
+      // no typed interface of its own, so its handle is cast to the
+      // requester's interface (it handles session_done_atom below).
+      auto session = actors::spawn_session(
+        rt.system(), std::move(s), models, tools, em, prompts,
+        caf::actor_cast<actors::session_requester_actor>(self));
       actors::session_result result;
       {
         actors::signal_watcher watcher{[session](int) {

@@ -60,7 +60,7 @@ int cmd_tool_run(context& ctx, const tool_run_options& opts) {
     actors::runtime rt{ctx.config.values};
     auto hdl = actors::spawn_tool_provider(
       rt.system(), tool, std::move(settings));
-    rt.add_stoppable(caf::actor_cast<caf::actor>(hdl));
+    rt.add_stoppable(hdl);
     actors::signal_watcher watcher{[&](int) { rt.stop(); }};
     caf::scoped_actor self{rt.system()};
     self->request(hdl, caf::infinite, actors::run_atom::value,

@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
     settings.name = "bench";
     settings.max_concurrency = std::max(concurrent, 16);
     auto hdl = actors::spawn_llm_provider(rt.system(), provider, settings);
-    rt.add_stoppable(caf::actor_cast<caf::actor>(hdl));
+    rt.add_stoppable(hdl);
     caf::scoped_actor self{rt.system()};
 
     // 1. Sequential calls: the whole path per call.

@@ -127,7 +127,7 @@ struct bench_env {
     llm = actors::spawn_llm_provider(rt->system(),
                                      std::get<std::shared_ptr<sdk::llm_provider>>(made),
                                      actors::llm_actor_settings::of("main", limits));
-    rt->add_stoppable(caf::actor_cast<caf::actor>(llm));
+    rt->add_stoppable(llm);
     auto db = tmp.file("corpus.db");
     {
       auto opened = corpus::corpus_index::open(db);
@@ -137,7 +137,7 @@ struct bench_env {
       registry->make_tool("local_corpus", {{"db", db}}));
     auto hdl = actors::spawn_tool_provider(
       rt->system(), tool, actors::tool_actor_settings::of("internal_search", {}));
-    rt->add_stoppable(caf::actor_cast<caf::actor>(hdl));
+    rt->add_stoppable(hdl);
     tools.tools["internal_search"] = {hdl, tool->definition(),
                                       sdk::tool_kind::internal_search};
   }
@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
       auto t0 = clock_type::now();
       actors::spawn_session(env.rt->system(), env.spec("bench"),
                             {env.llm, env.llm, env.llm, env.llm, env.llm},
-                            env.tools, em, env.prompts, caf::actor{self});
+                            env.tools, em, env.prompts, caf::actor_cast<actors::session_requester_actor>(self));
       actors::session_result result;
       self->receive([&](actors::session_done_atom, actors::session_result& res) {
         result = std::move(res);
@@ -229,10 +229,10 @@ int main(int argc, char** argv) {
     caf::scoped_actor self{env.rt->system()};
     auto em = actors::spawn_emitter(env.rt->system(), "mem");
     // One session first, so that one-time allocations are not counted.
-    std::vector<caf::actor> all;
+    std::vector<actors::session_actor> all;
     all.push_back(actors::spawn_session(env.rt->system(), env.spec("warm"),
                                         {env.llm, env.llm, env.llm, env.llm, env.llm},
-                                        env.tools, em, env.prompts, caf::actor{self}));
+                                        env.tools, em, env.prompts, caf::actor_cast<actors::session_requester_actor>(self)));
     server.wait_for_requests(1, std::chrono::seconds{30});
     std::this_thread::sleep_for(std::chrono::milliseconds{500});
     auto before = rss_mib();
@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
       all.push_back(actors::spawn_session(
         env.rt->system(), env.spec("s" + std::to_string(i)),
         {env.llm, env.llm, env.llm, env.llm, env.llm}, env.tools, em, env.prompts,
-        caf::actor{self}));
+        caf::actor_cast<actors::session_requester_actor>(self)));
     // All sessions have sent their plan call (64 on the wire, the rest queued
     // in the provider actor).
     server.wait_for_requests(64, std::chrono::seconds{60});

@@ -22,7 +22,7 @@ namespace {
 struct emitter_state {
   std::string session;
   std::vector<std::string> lines;
-  std::vector<caf::actor> subscribers;
+  std::vector<line_sink_actor> subscribers;
   static inline const char* name = "quarry.emitter";
 };
 
@@ -47,7 +47,7 @@ emitter_impl(emitter_actor::stateful_pointer<emitter_state> self,
       for (const auto& sub : st.subscribers)
         caf::anon_send(sub, packet_atom::value, st.lines.back(), p.seq);
     },
-    [=](subscribe_atom, caf::actor& sub, uint64_t from_seq) {
+    [=](subscribe_atom, line_sink_actor& sub, uint64_t from_seq) {
       auto& st = self->state;
       for (auto seq = std::max<uint64_t>(from_seq, 1); seq <= st.lines.size(); ++seq)
         caf::anon_send(sub, packet_atom::value, st.lines[seq - 1], seq);
@@ -71,13 +71,13 @@ emitter_actor spawn_emitter(caf::actor_system& sys, std::string session_id) {
   return sys.spawn(emitter_impl, std::move(session_id));
 }
 
-caf::actor
+line_sink_actor
 spawn_line_sink(caf::actor_system& sys,
                 std::function<void(const std::string&, uint64_t)> on_line,
                 std::function<void(uint64_t)> on_end) {
   return sys.spawn([on_line = std::move(on_line),
-                    on_end = std::move(on_end)](caf::event_based_actor* self)
-                     -> caf::behavior {
+                    on_end = std::move(on_end)](line_sink_actor::pointer self)
+                     -> line_sink_actor::behavior_type {
     return {
       [=](packet_atom, const std::string& line, uint64_t seq) {
         on_line(line, seq);

@@ -27,45 +27,16 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-using sink_atom = caf::atom_constant<caf::atom("sinkev")>;
-using stall_atom = caf::atom_constant<caf::atom("stallchk")>;
-using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
-using retry_atom = caf::atom_constant<caf::atom("retry")>;
-using rate_atom = caf::atom_constant<caf::atom("ratetick")>;
-
 } // namespace
 
-/// What a plugin's sink reports, posted to the provider actor. Never leaves
-/// the process.
-struct sink_event {
-  enum kind_t : uint8_t { text, reasoning, tool, usage, done, failed };
-  uint64_t call = 0;
-  uint64_t generation = 0;
-  kind_t kind = text;
-  std::string piece;
-  sdk::tool_call_delta tool_piece;
-  sdk::usage counts;
-  sdk::chat_result result;
-  sdk::error failure;
-  bool streamed = false;
-};
-
-} // namespace quarry::actors
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(quarry::actors::sink_event)
-
-namespace quarry::actors {
-
-// -- errors and encoding ------------------------------------------------------
+// -- errors -----------------------------------------------------------------
 
 caf::error to_caf_error(const sdk::error& x) {
-  nlohmann::json j = x;
   auto code = static_cast<uint8_t>(x.code);
   if (code == 0) // a CAF error with code 0 would mean "no error"
     code = static_cast<uint8_t>(sdk::errc::internal);
-  return caf::error{code, llm_error_category,
-                    caf::make_message(j.dump(-1, ' ', false,
-                                             nlohmann::json::error_handler_t::replace))};
+  // The SDK error travels whole in the context (a registered type).
+  return caf::error{code, llm_error_category, caf::make_message(x)};
 }
 
 sdk::error from_caf_error(const caf::error& x) {
@@ -73,11 +44,8 @@ sdk::error from_caf_error(const caf::error& x) {
     return sdk::make_error(sdk::errc::internal, "failed without a reason");
   if (x.category() == llm_error_category) {
     const auto& ctx = x.context();
-    if (ctx.match_elements<std::string>()) {
-      auto j = nlohmann::json::parse(ctx.get_as<std::string>(0), nullptr, false);
-      if (!j.is_discarded())
-        return j.get<sdk::error>();
-    }
+    if (ctx.match_elements<sdk::error>())
+      return ctx.get_as<sdk::error>(0);
     return sdk::make_error(static_cast<sdk::errc>(x.code()), "LLM call failed");
   }
   if (x == caf::sec::request_timeout)
@@ -87,77 +55,6 @@ sdk::error from_caf_error(const caf::error& x) {
   return sdk::make_error(sdk::errc::internal, caf::to_string(x));
 }
 
-namespace detail {
-
-namespace {
-
-// Parses `text` into `x` through the type's from_json; false on any error.
-template <class T>
-bool decode_json(const std::string& text, T& x) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return false;
-  try {
-    x = j.get<T>();
-  } catch (...) {
-    return false;
-  }
-  return true;
-}
-
-} // namespace
-
-// Outside text may hold invalid UTF-8; it is replaced, never thrown on.
-std::string dump_json(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string encode(const sdk::chat_request& x) {
-  return dump_json(nlohmann::json(x));
-}
-
-bool decode(const std::string& text, sdk::chat_request& x) {
-  return decode_json(text, x);
-}
-
-std::string encode(const sdk::chat_result& x) {
-  return dump_json(nlohmann::json(x));
-}
-
-bool decode(const std::string& text, sdk::chat_result& x) {
-  return decode_json(text, x);
-}
-
-std::string encode(const llm_delta& x) {
-  return nlohmann::json{{"call_id", x.call_id},
-                        {"kind", static_cast<int>(x.kind)},
-                        {"text", x.text},
-                        {"tool", x.tool},
-                        {"usage", x.counts}}
-    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-bool decode(const std::string& text, llm_delta& x) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return false;
-  try {
-    x.call_id = j.value("call_id", uint64_t{0});
-    auto kind = j.value("kind", 0);
-    if (kind < 0 || kind > static_cast<int>(delta_kind::usage))
-      return false;
-    x.kind = static_cast<delta_kind>(kind);
-    x.text = j.value("text", std::string{});
-    x.tool = j.value("tool", sdk::tool_call_delta{});
-    x.counts = j.value("usage", sdk::usage{});
-  } catch (...) {
-    return false;
-  }
-  return true;
-}
-
-} // namespace detail
-
 // -- the actor ----------------------------------------------------------------
 
 namespace {
@@ -166,33 +63,33 @@ namespace {
 /// whatever thread the plugin calls it from.
 class actor_sink final : public sdk::chat_sink {
 public:
-  actor_sink(caf::actor target, uint64_t call, uint64_t generation)
+  actor_sink(llm_provider_full_actor target, uint64_t call, uint64_t generation)
     : target_(std::move(target)), call_(call), generation_(generation) {
     // nop
   }
 
   void on_text(std::string_view delta) override {
-    post(sink_event::text, [&](sink_event& ev) { ev.piece.assign(delta); });
+    post(llm_sink_event::text, [&](llm_sink_event& ev) { ev.piece.assign(delta); });
   }
 
   void on_reasoning(std::string_view delta) override {
-    post(sink_event::reasoning, [&](sink_event& ev) { ev.piece.assign(delta); });
+    post(llm_sink_event::reasoning, [&](llm_sink_event& ev) { ev.piece.assign(delta); });
   }
 
   void on_tool_call(const sdk::tool_call_delta& delta) override {
-    post(sink_event::tool, [&](sink_event& ev) { ev.tool_piece = delta; });
+    post(llm_sink_event::tool, [&](llm_sink_event& ev) { ev.tool_piece = delta; });
   }
 
   void on_usage(const sdk::usage& counts) override {
-    post(sink_event::usage, [&](sink_event& ev) { ev.counts = counts; });
+    post(llm_sink_event::usage, [&](llm_sink_event& ev) { ev.counts = counts; });
   }
 
   void on_done(const sdk::chat_result& result) override {
-    post(sink_event::done, [&](sink_event& ev) { ev.result = result; });
+    post(llm_sink_event::done, [&](llm_sink_event& ev) { ev.result = result; });
   }
 
   void on_error(const sdk::error& failure, bool streamed) override {
-    post(sink_event::failed, [&](sink_event& ev) {
+    post(llm_sink_event::failed, [&](llm_sink_event& ev) {
       ev.failure = failure;
       ev.streamed = streamed;
     });
@@ -200,16 +97,16 @@ public:
 
 private:
   template <class F>
-  void post(sink_event::kind_t kind, F fill) {
-    sink_event ev;
+  void post(llm_sink_event::kind_t kind, F fill) {
+    llm_sink_event ev;
     ev.call = call_;
     ev.generation = generation_;
     ev.kind = kind;
     fill(ev);
-    caf::anon_send(target_, sink_atom::value, std::move(ev));
+    caf::anon_send(target_, llm_sink_atom::value, std::move(ev));
   }
 
-  caf::actor target_;
+  llm_provider_full_actor target_;
   uint64_t call_;
   uint64_t generation_;
 };
@@ -217,7 +114,7 @@ private:
 struct call_state {
   uint64_t key = 0;
   uint64_t external_id = 0;
-  caf::actor requester;
+  llm_listener_actor requester;
   caf::typed_response_promise<llm_reply> promise;
   sdk::chat_request request;
   int attempts = 0;
@@ -259,7 +156,7 @@ struct provider_state {
   static inline const char* name = "quarry.llm_provider";
 };
 
-using provider_actor_ptr = caf::stateful_actor<provider_state>*;
+using provider_actor_ptr = llm_provider_full_actor::stateful_pointer<provider_state>;
 
 int64_t estimate_tokens(const sdk::chat_request& req) {
   size_t chars = 0;
@@ -347,9 +244,9 @@ void start_attempt(provider_actor_ptr self, call_state& call) {
   call.last_activity = clock_type::now();
   ++st.active;
   consume_rate(self, call);
-  auto sink = std::make_shared<actor_sink>(caf::actor{self}, call.key,
+  auto sink = std::make_shared<actor_sink>(llm_provider_full_actor{self}, call.key,
                                            call.generation);
-  self->delayed_send(self, st.cfg.stall_timeout, stall_atom::value, call.key,
+  self->delayed_send(self, st.cfg.stall_timeout, llm_stall_atom::value, call.key,
                      call.generation);
   try {
     call.handle = st.provider->chat(call.request, std::move(sink));
@@ -382,7 +279,7 @@ void try_start(provider_actor_ptr self) {
     if (wait.count() > 0) {
       if (!st.rate_tick_pending) {
         st.rate_tick_pending = true;
-        self->delayed_send(self, wait, rate_atom::value);
+        self->delayed_send(self, wait, llm_rate_atom::value);
       }
       return;
     }
@@ -428,7 +325,7 @@ void on_attempt_failed(provider_actor_ptr self, call_state& call,
       ++st.retries;
       spdlog::info("llm {}: {} (attempt {}), retrying in {} ms", st.cfg.name,
                    sdk::to_string(err), call.attempts, delay.count());
-      self->delayed_send(self, delay, retry_atom::value, call.key);
+      self->delayed_send(self, delay, llm_retry_atom::value, call.key);
       try_start(self);
       return;
     }
@@ -440,7 +337,8 @@ void on_attempt_failed(provider_actor_ptr self, call_state& call,
   fail_call(self, call, std::move(err));
 }
 
-caf::behavior provider_impl(caf::stateful_actor<provider_state>* self,
+llm_provider_full_actor::behavior_type
+provider_impl(provider_actor_ptr self,
                             std::shared_ptr<sdk::llm_provider> provider,
                             llm_actor_settings cfg) {
   auto& st = self->state;
@@ -485,7 +383,9 @@ caf::behavior provider_impl(caf::stateful_actor<provider_state>* self,
       auto& s = self->state;
       // Read the sender first: making the promise takes it out of the
       // current message.
-      auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+      // Every requester implements llm_listener_actor (see
+      // spawn_llm_provider); the sender of a request is untyped in CAF.
+      auto requester = caf::actor_cast<llm_listener_actor>(self->current_sender());
       auto rp = self->make_response_promise<llm_reply>();
       auto key = s.next_key++;
       auto& call = s.calls[key];
@@ -498,7 +398,7 @@ caf::behavior provider_impl(caf::stateful_actor<provider_state>* self,
       call.deadline = clock_type::now() + s.cfg.total_timeout;
       if (requester && s.monitored.insert(requester.address()).second)
         self->monitor(requester);
-      self->delayed_send(self, s.cfg.total_timeout, deadline_atom::value, key);
+      self->delayed_send(self, s.cfg.total_timeout, llm_deadline_atom::value, key);
       s.queue.push_back(key);
       try_start(self);
       return rp;
@@ -532,7 +432,7 @@ caf::behavior provider_impl(caf::stateful_actor<provider_state>* self,
                             {"cost_usd", s.cost_usd}}
         .dump();
     },
-    [=](sink_atom, sink_event& ev) {
+    [=](llm_sink_atom, llm_sink_event& ev) {
       auto& s = self->state;
       auto i = s.calls.find(ev.call);
       if (i == s.calls.end() || i->second.generation != ev.generation
@@ -543,26 +443,26 @@ caf::behavior provider_impl(caf::stateful_actor<provider_state>* self,
       llm_delta delta;
       delta.call_id = call.external_id;
       switch (ev.kind) {
-        case sink_event::text:
-        case sink_event::reasoning:
+        case llm_sink_event::text:
+        case llm_sink_event::reasoning:
           call.streamed = true;
-          delta.kind = ev.kind == sink_event::text ? delta_kind::text
+          delta.kind = ev.kind == llm_sink_event::text ? delta_kind::text
                                                    : delta_kind::reasoning;
           delta.text = std::move(ev.piece);
           self->send(call.requester, delta_atom::value, std::move(delta));
           break;
-        case sink_event::tool:
+        case llm_sink_event::tool:
           call.streamed = true;
           delta.kind = delta_kind::tool_call;
           delta.tool = std::move(ev.tool_piece);
           self->send(call.requester, delta_atom::value, std::move(delta));
           break;
-        case sink_event::usage:
+        case llm_sink_event::usage:
           delta.kind = delta_kind::usage;
           delta.counts = ev.counts;
           self->send(call.requester, delta_atom::value, std::move(delta));
           break;
-        case sink_event::done: {
+        case llm_sink_event::done: {
           llm_reply reply;
           reply.call_id = call.external_id;
           reply.result = std::move(ev.result);
@@ -584,12 +484,12 @@ caf::behavior provider_impl(caf::stateful_actor<provider_state>* self,
           try_start(self);
           break;
         }
-        case sink_event::failed:
+        case llm_sink_event::failed:
           on_attempt_failed(self, call, std::move(ev.failure), ev.streamed);
           break;
       }
     },
-    [=](stall_atom, uint64_t key, uint64_t generation) {
+    [=](llm_stall_atom, uint64_t key, uint64_t generation) {
       auto& s = self->state;
       auto i = s.calls.find(key);
       if (i == s.calls.end() || i->second.generation != generation
@@ -599,7 +499,7 @@ caf::behavior provider_impl(caf::stateful_actor<provider_state>* self,
       auto idle = std::chrono::duration_cast<milliseconds>(clock_type::now()
                                                            - call.last_activity);
       if (idle < s.cfg.stall_timeout) {
-        self->delayed_send(self, s.cfg.stall_timeout - idle, stall_atom::value,
+        self->delayed_send(self, s.cfg.stall_timeout - idle, llm_stall_atom::value,
                            key, generation);
         return;
       }
@@ -611,7 +511,7 @@ caf::behavior provider_impl(caf::stateful_actor<provider_state>* self,
                                           + core::format_duration(s.cfg.stall_timeout)),
                         false);
     },
-    [=](deadline_atom, uint64_t key) {
+    [=](llm_deadline_atom, uint64_t key) {
       auto& s = self->state;
       auto i = s.calls.find(key);
       if (i == s.calls.end())
@@ -623,14 +523,14 @@ caf::behavior provider_impl(caf::stateful_actor<provider_state>* self,
                                 "no complete answer within "
                                   + core::format_duration(s.cfg.total_timeout)));
     },
-    [=](retry_atom, uint64_t key) {
+    [=](llm_retry_atom, uint64_t key) {
       auto& s = self->state;
       if (s.calls.count(key) == 0)
         return;
       s.queue.push_front(key);
       try_start(self);
     },
-    [=](rate_atom) {
+    [=](llm_rate_atom) {
       self->state.rate_tick_pending = false;
       try_start(self);
     },
@@ -657,8 +557,7 @@ caf::behavior provider_impl(caf::stateful_actor<provider_state>* self,
 llm_provider_actor spawn_llm_provider(caf::actor_system& sys,
                                       std::shared_ptr<sdk::llm_provider> provider,
                                       llm_actor_settings settings) {
-  auto hdl = sys.spawn(provider_impl, std::move(provider), std::move(settings));
-  return caf::actor_cast<llm_provider_actor>(hdl);
+  return sys.spawn(provider_impl, std::move(provider), std::move(settings));
 }
 
 } // namespace quarry::actors

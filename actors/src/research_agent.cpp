@@ -24,9 +24,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-/// Internal: the hard time limit of an agent expired.
-using agent_timeout_atom = caf::atom_constant<caf::atom("agenttime")>;
-
 // One tool call of a step and what became of it.
 struct pending_tool {
   sdk::tool_call call;
@@ -39,7 +36,7 @@ struct agent_state {
   tool_set tools;
   emitter_actor emitter;
   std::shared_ptr<const core::prompt_library> prompts;
-  caf::actor parent;
+  agent_parent_actor parent;
   clock_type::time_point started;
   bool done = false;
   bool report_now = false;
@@ -73,7 +70,7 @@ struct agent_state {
   static inline const char* name = "quarry.research_agent";
 };
 
-using agent_ptr = caf::stateful_actor<agent_state>*;
+using agent_ptr = research_agent_full_actor::stateful_pointer<agent_state>;
 
 void emit(agent_ptr self, const core::placement& at, const nlohmann::json& obj) {
   self->send(self->state.emitter, packet_atom::value, make_packet(at, obj));
@@ -527,10 +524,10 @@ void write_report(agent_ptr self) {
       });
 }
 
-caf::behavior agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm,
-                         tool_set tools, emitter_actor emitter,
-                         std::shared_ptr<const core::prompt_library> prompts,
-                         caf::actor parent) {
+research_agent_full_actor::behavior_type
+agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm, tool_set tools,
+           emitter_actor emitter, std::shared_ptr<const core::prompt_library> prompts,
+           agent_parent_actor parent) {
   auto& st = self->state;
   st.spec = std::move(spec);
   st.llm = std::move(llm);
@@ -593,11 +590,11 @@ caf::behavior agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm
 
 } // namespace
 
-caf::actor spawn_research_agent(caf::actor_system& sys, agent_spec spec,
-                                llm_provider_actor llm, tool_set tools,
-                                emitter_actor emitter,
-                                std::shared_ptr<const core::prompt_library> prompts,
-                                caf::actor parent) {
+research_agent_actor
+spawn_research_agent(caf::actor_system& sys, agent_spec spec,
+                     llm_provider_actor llm, tool_set tools, emitter_actor emitter,
+                     std::shared_ptr<const core::prompt_library> prompts,
+                     agent_parent_actor parent) {
   return sys.spawn(agent_impl, std::move(spec), std::move(llm), std::move(tools),
                    std::move(emitter), std::move(prompts), std::move(parent));
 }

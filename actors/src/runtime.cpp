@@ -160,7 +160,7 @@ struct runtime::impl {
   quarry_system_config config;
   caf::actor_system system;
   std::mutex mtx;
-  std::vector<caf::actor> stoppables;
+  std::vector<stoppable_actor> stoppables;
   std::atomic<bool> stopping{false};
 };
 
@@ -182,7 +182,7 @@ size_t runtime::scheduler_threads() const {
   return impl_->system.scheduler().num_workers();
 }
 
-void runtime::add_stoppable(const caf::actor& hdl) {
+void runtime::add_stoppable(const stoppable_actor& hdl) {
   std::lock_guard<std::mutex> guard{impl_->mtx};
   impl_->stoppables.push_back(hdl);
   if (impl_->stopping)
@@ -198,7 +198,7 @@ void runtime::stop() {
 }
 
 bool runtime::await_stopped(std::chrono::milliseconds grace) {
-  std::vector<caf::actor> hdls;
+  std::vector<stoppable_actor> hdls;
   {
     std::lock_guard<std::mutex> guard{impl_->mtx};
     hdls.swap(impl_->stoppables);

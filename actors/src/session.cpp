@@ -32,17 +32,13 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-using deadline_soon_atom = caf::atom_constant<caf::atom("dlsoon")>;
-using deadline_now_atom = caf::atom_constant<caf::atom("dlnow")>;
-using final_timeout_atom = caf::atom_constant<caf::atom("finaltime")>;
-
 enum class phase { clarify, plan, orchestrate, agents, final, done };
 
 struct running_agent {
   std::string call_id;
   std::string task;
   int tab = 0;
-  caf::actor handle;
+  research_agent_actor handle;
   std::optional<agent_result> result;
 };
 
@@ -52,7 +48,7 @@ struct session_state {
   tool_set tools;
   emitter_actor emitter;
   std::shared_ptr<const core::prompt_library> prompts;
-  caf::actor requester;
+  session_requester_actor requester;
   clock_type::time_point started;
   phase now = phase::clarify;
   bool stop_requested = false;
@@ -106,7 +102,7 @@ struct session_state {
   static inline const char* name = "quarry.session";
 };
 
-using session_ptr = caf::stateful_actor<session_state>*;
+using session_ptr = session_full_actor::stateful_pointer<session_state>;
 
 void emit(session_ptr self, const core::placement& at, const nlohmann::json& obj) {
   self->send(self->state.emitter, packet_atom::value, make_packet(at, obj));
@@ -424,7 +420,7 @@ void start_pending(session_ptr self) {
     spec.current_datetime = st.spec.current_datetime;
     a.handle = spawn_research_agent(self->system(), std::move(spec),
                                     st.models.research, st.tools, st.emitter,
-                                    st.prompts, caf::actor{self});
+                                    st.prompts, agent_parent_actor{self});
     self->monitor(a.handle);
   }
 }
@@ -789,10 +785,11 @@ void start_final(session_ptr self) {
 
 // -- the actor ------------------------------------------------------------------------------
 
-caf::behavior session_impl(session_ptr self, session_spec spec, session_models models,
-                           tool_set tools, emitter_actor emitter,
-                           std::shared_ptr<const core::prompt_library> prompts,
-                           caf::actor requester) {
+session_full_actor::behavior_type
+session_impl(session_ptr self, session_spec spec, session_models models,
+             tool_set tools, emitter_actor emitter,
+             std::shared_ptr<const core::prompt_library> prompts,
+             session_requester_actor requester) {
   auto& st = self->state;
   st.spec = std::move(spec);
   st.models = std::move(models);
@@ -873,7 +870,7 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
         auto& a = st.agents[i];
         if (a.call_id == r.call_id && !a.result) {
           a.result = std::move(r);
-          self->demonitor(a.handle);
+          self->demonitor(a.handle.address());
           agent_finished(self, i);
           return;
         }
@@ -934,7 +931,7 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
       if (st.now == phase::agents) {
         for (auto& a : st.agents)
           if (!a.result && a.handle) {
-            self->demonitor(a.handle);
+            self->demonitor(a.handle.address());
             self->send_exit(a.handle, caf::exit_reason::user_shutdown);
           }
         st.dispatch.finish_all();
@@ -979,11 +976,11 @@ caf::behavior session_impl(session_ptr self, session_spec spec, session_models m
 
 } // namespace
 
-caf::actor spawn_session(caf::actor_system& sys, session_spec spec,
-                         session_models models, tool_set tools,
-                         emitter_actor emitter,
-                         std::shared_ptr<const core::prompt_library> prompts,
-                         caf::actor requester) {
+session_actor spawn_session(caf::actor_system& sys, session_spec spec,
+                            session_models models, tool_set tools,
+                            emitter_actor emitter,
+                            std::shared_ptr<const core::prompt_library> prompts,
+                            session_requester_actor requester) {
   return sys.spawn(session_impl, std::move(spec), std::move(models),
                    std::move(tools), std::move(emitter), std::move(prompts),
                    std::move(requester));

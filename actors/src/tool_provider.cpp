@@ -21,54 +21,6 @@ namespace quarry::actors {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-using done_atom = caf::atom_constant<caf::atom("tooldone")>;
-using timeout_atom = caf::atom_constant<caf::atom("tooltime")>;
-
-} // namespace
-
-/// A finished run, posted by the plugin's callback. Never leaves the process.
-struct tool_done_event {
-  uint64_t key = 0;
-  sdk::tool_result result;
-};
-
-} // namespace quarry::actors
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(quarry::actors::tool_done_event)
-
-namespace quarry::actors {
-
-namespace detail {
-
-std::string encode(const sdk::tool_result& x) {
-  nlohmann::json j{{"llm_text", x.llm_text}, {"documents", x.documents}};
-  if (x.failure)
-    j["error"] = *x.failure;
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-bool decode(const std::string& text, sdk::tool_result& x) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return false;
-  try {
-    x.llm_text = j.value("llm_text", std::string{});
-    x.documents = j.value("documents", std::vector<sdk::document>{});
-    if (j.contains("error"))
-      x.failure = j["error"].get<sdk::error>();
-    else
-      x.failure.reset();
-  } catch (...) {
-    return false;
-  }
-  return true;
-}
-
-} // namespace detail
-
-namespace {
-
 struct pending_run {
   uint64_t key = 0;
   uint64_t id = 0;
@@ -92,7 +44,7 @@ struct tool_state {
   static inline const char* name = "quarry.tool_provider";
 };
 
-using tool_actor_ptr = caf::stateful_actor<tool_state>*;
+using tool_actor_ptr = tool_provider_full_actor::stateful_pointer<tool_state>;
 
 void start_runs(tool_actor_ptr self) {
   auto& st = self->state;
@@ -106,18 +58,18 @@ void start_runs(tool_actor_ptr self) {
     auto& run = i->second;
     run.running = true;
     ++st.active;
-    self->delayed_send(self, st.cfg.timeout, timeout_atom::value, key);
-    caf::actor me{self};
+    self->delayed_send(self, st.cfg.timeout, tool_timeout_atom::value, key);
+    tool_provider_full_actor me{self};
     try {
       run.handle = st.tool->run(run.arguments, [me, key](sdk::tool_result r) {
-        caf::anon_send(me, done_atom::value, tool_done_event{key, std::move(r)});
+        caf::anon_send(me, tool_done_atom::value, tool_done_event{key, std::move(r)});
       });
     } catch (const std::exception& ex) {
       sdk::tool_result r;
       r.llm_text = "The tool failed unexpectedly.";
       r.failure = sdk::make_error(sdk::errc::internal,
                                   std::string{"tool threw: "} + ex.what());
-      caf::anon_send(me, done_atom::value, tool_done_event{key, std::move(r)});
+      caf::anon_send(me, tool_done_atom::value, tool_done_event{key, std::move(r)});
     }
   }
 }
@@ -138,8 +90,9 @@ void finish(tool_actor_ptr self, uint64_t key, sdk::tool_result result,
   start_runs(self);
 }
 
-caf::behavior tool_impl(caf::stateful_actor<tool_state>* self,
-                        std::shared_ptr<sdk::tool> tool, tool_actor_settings cfg) {
+tool_provider_full_actor::behavior_type
+tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
+          tool_actor_settings cfg) {
   self->state.tool = std::move(tool);
   self->state.cfg = std::move(cfg);
   if (self->state.cfg.cache_ttl.count() > 0 && self->state.cfg.cache_entries > 0)
@@ -186,10 +139,10 @@ caf::behavior tool_impl(caf::stateful_actor<tool_state>* self,
       start_runs(self);
       return rp;
     },
-    [=](done_atom, tool_done_event& ev) {
+    [=](tool_done_atom, tool_done_event& ev) {
       finish(self, ev.key, std::move(ev.result), true);
     },
-    [=](timeout_atom, uint64_t key) {
+    [=](tool_timeout_atom, uint64_t key) {
       auto& st = self->state;
       auto i = st.runs.find(key);
       if (i == st.runs.end() || !i->second.running)
@@ -224,8 +177,7 @@ caf::behavior tool_impl(caf::stateful_actor<tool_state>* self,
 tool_provider_actor spawn_tool_provider(caf::actor_system& sys,
                                         std::shared_ptr<sdk::tool> tool,
                                         tool_actor_settings settings) {
-  auto hdl = sys.spawn(tool_impl, std::move(tool), std::move(settings));
-  return caf::actor_cast<tool_provider_actor>(hdl);
+  return sys.spawn(tool_impl, std::move(tool), std::move(settings));
 }
 
 } // namespace quarry::actors

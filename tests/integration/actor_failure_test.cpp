@@ -19,21 +19,26 @@ namespace {
 using hold_atom = caf::atom_constant<caf::atom("hold")>;
 using boom_atom = caf::atom_constant<caf::atom("boom")>;
 
+using holder_actor = caf::typed_actor<caf::replies_to<hold_atom>::with<bool>,
+                                      caf::reacts_to<boom_atom>>;
+
 struct holder_state {
-  std::vector<caf::response_promise> pending;
+  std::vector<caf::typed_response_promise<bool>> pending;
   static inline const char* name = "test.holder";
 };
 
-caf::behavior holder(caf::stateful_actor<holder_state>* self) {
+holder_actor::behavior_type holder(holder_actor::stateful_pointer<holder_state> self) {
   actors::detail::on_exception_fail_pending(self, "test holder", [self](const std::string& why) {
     for (auto& rp : self->state.pending)
       rp.deliver(caf::make_error(caf::sec::runtime_error, "holder failed: " + why));
     self->state.pending.clear();
   });
   return {
-    [=](hold_atom) {
+    [=](hold_atom) -> caf::result<bool> {
       // Answered later, or never.
-      self->state.pending.push_back(self->make_response_promise());
+      auto rp = self->make_response_promise<bool>();
+      self->state.pending.push_back(rp);
+      return rp;
     },
     [=](boom_atom) { throw std::runtime_error("a handler threw"); },
   };
@@ -52,7 +57,7 @@ TEST_CASE("an actor that dies of an exception fails its pending requests") {
   auto pending = self->request(h, std::chrono::seconds{10}, hold_atom::value);
   self->send(h, boom_atom::value);
   std::string failure;
-  pending.receive([&] { FAIL("the holder answered"); },
+  pending.receive([&](bool) { FAIL("the holder answered"); },
                   [&](caf::error& err) { failure = caf::to_string(err); });
   CHECK(failure.find("holder failed: a handler threw") != std::string::npos);
   self->receive([&](const caf::down_msg& dm) {

@@ -21,7 +21,7 @@ struct collected {
   std::promise<uint64_t> ended;
 };
 
-caf::actor collector(caf::actor_system& sys, std::shared_ptr<collected> c) {
+actors::line_sink_actor collector(caf::actor_system& sys, std::shared_ptr<collected> c) {
   return actors::spawn_line_sink(
     sys,
     [c](const std::string& line, uint64_t seq) {

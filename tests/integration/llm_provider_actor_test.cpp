@@ -53,7 +53,7 @@ struct actor_fixture {
     REQUIRE(core::read_limits(host_keys, limits).empty());
     auto hdl = actors::spawn_llm_provider(
       rt->system(), provider, actors::llm_actor_settings::of("main", limits));
-    rt->add_stoppable(caf::actor_cast<caf::actor>(hdl));
+    rt->add_stoppable(hdl);
     return hdl;
   }
 

@@ -17,7 +17,8 @@ struct agent_fixture : test::research_fixture {
                            actors::tool_set tools, actors::emitter_actor em) {
     caf::scoped_actor self{rt->system()};
     actors::spawn_research_agent(rt->system(), std::move(spec), llm, std::move(tools),
-                                 em, prompts, caf::actor{self});
+                                 em, prompts,
+                                 caf::actor_cast<actors::agent_parent_actor>(self));
     actors::agent_result out;
     self->receive(
       [&](actors::agent_done_atom, actors::agent_result& r) { out = std::move(r); },
@@ -109,7 +110,7 @@ TEST_CASE_FIXTURE(agent_fixture, "research agent treats tools by their kind, not
   auto echo_tool = std::get<std::shared_ptr<sdk::tool>>(echo);
   auto reader = actors::spawn_tool_provider(
     rt->system(), echo_tool, actors::tool_actor_settings::of("read_page", {}));
-  rt->add_stoppable(caf::actor_cast<caf::actor>(reader));
+  rt->add_stoppable(reader);
   actors::tool_set tools;
   tools.tools["company_search"] = search;
   tools.tools["read_page"] = {reader, echo_tool->definition(),

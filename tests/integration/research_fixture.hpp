@@ -64,7 +64,7 @@ struct research_fixture {
     auto hdl = actors::spawn_llm_provider(
       rt->system(), std::get<std::shared_ptr<sdk::llm_provider>>(made),
       actors::llm_actor_settings::of("main", limits));
-    rt->add_stoppable(caf::actor_cast<caf::actor>(hdl));
+    rt->add_stoppable(hdl);
     return hdl;
   }
 
@@ -83,7 +83,7 @@ struct research_fixture {
     auto tool = std::get<std::shared_ptr<sdk::tool>>(made);
     auto hdl = actors::spawn_tool_provider(
       rt->system(), tool, actors::tool_actor_settings::of("internal_search", {}));
-    rt->add_stoppable(caf::actor_cast<caf::actor>(hdl));
+    rt->add_stoppable(hdl);
     actors::tool_set out;
     out.tools["internal_search"] = {hdl, tool->definition(),
                                     registry->find("local_corpus")->tool_kind};

@@ -24,7 +24,10 @@ namespace {
 
 // An actor that appends "tick" to a file on a timer and, when told to stop,
 // writes "stopped" and quits.
-caf::behavior ticker(caf::event_based_actor* self, std::string path) {
+using ticker_actor
+  = actors::stoppable_actor::extend<caf::reacts_to<caf::tick_atom>>;
+
+ticker_actor::behavior_type ticker(ticker_actor::pointer self, std::string path) {
   auto out = std::make_shared<std::ofstream>(path);
   *out << "started" << std::endl;
   self->delayed_send(self, std::chrono::milliseconds{10}, caf::tick_atom::value);

@@ -27,7 +27,8 @@ struct session_fixture : test::research_fixture {
     caf::scoped_actor self{rt->system()};
     actors::session_models models{llm, llm, llm, llm, llm};
     actors::spawn_session(rt->system(), std::move(spec), models, std::move(tools), em,
-                          prompts, caf::actor{self});
+                          prompts,
+                          caf::actor_cast<actors::session_requester_actor>(self));
     actors::session_result out;
     self->receive(
       [&](actors::session_done_atom, actors::session_result& r) { out = std::move(r); },
@@ -497,7 +498,7 @@ run_and_stop(session_fixture& f, test::fake_llm_server& server,
   actors::session_models models{llm, llm, llm, llm, llm};
   auto session = actors::spawn_session(f.rt->system(), std::move(spec), models,
                                        f.corpus_tools(), em, f.prompts,
-                                       caf::actor{self});
+                                       caf::actor_cast<actors::session_requester_actor>(self));
   REQUIRE(server.wait_for_requests(n, std::chrono::seconds{30}));
   auto stopped = std::chrono::steady_clock::now();
   self->send(session, actors::stop_atom::value);

@@ -118,7 +118,7 @@ struct tool_actor_fixture {
     auto hdl = actors::spawn_tool_provider(
       rt->system(), std::get<std::shared_ptr<sdk::tool>>(made),
       actors::tool_actor_settings::of("echo", limits));
-    rt->add_stoppable(caf::actor_cast<caf::actor>(hdl));
+    rt->add_stoppable(hdl);
     return hdl;
   }
 

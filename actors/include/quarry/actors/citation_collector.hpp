@@ -7,8 +7,9 @@
 #include "quarry/actors/research_agent.hpp"
 #include "quarry/core/citations.hpp"
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <map>
@@ -47,6 +48,17 @@ struct collapse_reply {
   std::vector<std::pair<std::string, std::string>> findings;
 };
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, collapse_request& x) {
+  return f(caf::meta::type_name("quarry.collapse_request"), x.reports);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, collapse_reply& x) {
+  return f(caf::meta::type_name("quarry.collapse_reply"), x.texts, x.global,
+           x.documents, x.findings);
+}
+
 /// The collector's interface.
 using citation_collector_actor = caf::typed_actor<
   caf::replies_to<collapse_atom, collapse_request>::with<collapse_reply>,
@@ -56,6 +68,3 @@ using citation_collector_actor = caf::typed_actor<
 citation_collector_actor spawn_citation_collector(caf::actor_system& sys);
 
 } // namespace quarry::actors
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(quarry::actors::collapse_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(quarry::actors::collapse_reply)

@@ -7,9 +7,9 @@
 #include "quarry/actors/atoms.hpp"
 #include "quarry/core/packets.hpp"
 
-#include <caf/actor.hpp>
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
@@ -46,16 +46,22 @@ typename Inspector::result_type inspect(Inspector& f, packet_msg& x) {
 /// Makes a packet message.
 packet_msg make_packet(const core::placement& where, const nlohmann::json& obj);
 
+/// A subscriber of a session's packets.
+/// - `(packet_atom, line, seq)`: one encoded packet (a JSON line), in order.
+/// - `(stop_atom, count)`: the emitter stopped after `count` packets.
+using line_sink_actor
+  = caf::typed_actor<caf::reacts_to<packet_atom, std::string, uint64_t>,
+                     caf::reacts_to<stop_atom, uint64_t>>;
+
 /// The emitter's interface.
 /// - `(packet_atom, packet_msg)`: stamps and fans out the packet.
-/// - `(subscribe_atom, actor, from_seq)`: the actor receives
-///   `(packet_atom, std::string line, uint64_t seq)` for every packet with
+/// - `(subscribe_atom, sink, from_seq)`: the sink receives every packet with
 ///   seq >= from_seq, in order, starting with those already emitted.
 /// - `(stop_atom)`: replies with the number of packets emitted; the emitter
 ///   then quits. Subscribers are told with `(stop_atom, uint64_t count)`.
 using emitter_actor = caf::typed_actor<
   caf::reacts_to<packet_atom, packet_msg>,
-  caf::reacts_to<subscribe_atom, caf::actor, uint64_t>,
+  caf::reacts_to<subscribe_atom, line_sink_actor, uint64_t>,
   caf::replies_to<stop_atom>::with<uint64_t>>;
 
 /// Spawns the emitter of session `session_id`. It keeps the encoded packets
@@ -65,7 +71,7 @@ emitter_actor spawn_emitter(caf::actor_system& sys, std::string session_id);
 /// Spawns a subscriber that calls `on_line(line, seq)` for every packet and
 /// `on_end(count)` when the emitter stops. Both run in the actor, one at a
 /// time.
-caf::actor spawn_line_sink(caf::actor_system& sys,
+line_sink_actor spawn_line_sink(caf::actor_system& sys,
                            std::function<void(const std::string&, uint64_t)> on_line,
                            std::function<void(uint64_t)> on_end = {});
 

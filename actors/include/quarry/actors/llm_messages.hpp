@@ -1,15 +1,18 @@
-// Messages between a requester and an LLM provider actor. The payload types
-// cross nodes, so each one has an inspect() overload; SDK types travel in
-// their JSON form (core/llm_json.hpp), which keeps the SDK free of CAF.
+// Messages between a requester and an LLM provider actor, and the provider's
+// interfaces. The payload types cross nodes: each one has an inspect()
+// overload that carries it field by field (the SDK types through
+// quarry/actors/inspect.hpp, which keeps the SDK free of CAF).
 
 #pragma once
 
+#include "quarry/actors/atoms.hpp"
+#include "quarry/actors/inspect.hpp"
 #include "quarry/sdk/types.hpp"
 
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
-#include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
@@ -68,18 +71,29 @@ struct llm_reply {
   double cost_usd = 0;
 };
 
+/// What a requester of a chat call receives while the call runs: the
+/// provider sends `(delta_atom, llm_delta)` to the actor that sent the
+/// `chat_atom` request, so every requester implements this interface.
+using llm_listener_actor
+  = caf::typed_actor<caf::reacts_to<delta_atom, llm_delta>>;
+
 /// The interface of an LLM provider actor.
+/// - `(chat_atom, llm_call)` -> `llm_reply`: a call; deltas go to the sender.
+/// - `(cancel_atom, id)`: cancels the sender's call `id`.
+/// - `(stats_atom)` -> JSON text: the counters.
+/// - `(stop_atom)`: fails every call (cancelled) and quits.
 using llm_provider_actor = caf::typed_actor<
   caf::replies_to<chat_atom, llm_call>::with<llm_reply>,
   caf::reacts_to<cancel_atom, uint64_t>,
-  caf::replies_to<stats_atom>::with<std::string>>;
+  caf::replies_to<stats_atom>::with<std::string>, caf::reacts_to<stop_atom>>;
 
 // -- errors -------------------------------------------------------------------
 
 /// The error category of LLM failures carried in caf::error.
 constexpr caf::atom_value llm_error_category = caf::atom("llm");
 
-/// Wraps an SDK error for an actor response.
+/// Wraps an SDK error for an actor response; the context holds the SDK error
+/// itself (message type `quarry.error`).
 caf::error to_caf_error(const sdk::error& x);
 
 /// Recovers the SDK error from an actor response error (also for CAF's own
@@ -88,62 +102,22 @@ sdk::error from_caf_error(const caf::error& x);
 
 // -- inspection ---------------------------------------------------------------
 
-namespace detail {
-
-std::string encode(const sdk::chat_request& x);
-bool decode(const std::string& text, sdk::chat_request& x);
-std::string encode(const sdk::chat_result& x);
-bool decode(const std::string& text, sdk::chat_result& x);
-std::string encode(const llm_delta& x);
-bool decode(const std::string& text, llm_delta& x);
-
-/// Inspects `x` through its JSON text.
-template <class Inspector, class T>
-typename Inspector::result_type inspect_as_json(Inspector& f, T& x,
-                                                const char* name) {
-  std::string text;
-  if constexpr (Inspector::reads_state)
-    text = encode(x);
-  auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (!decode(text, x))
-      return caf::make_error(caf::sec::invalid_argument);
-    return caf::none;
-  });
-  return f(caf::meta::type_name(name), text, load);
-}
-
-} // namespace detail
-
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, llm_call& x) {
-  std::string text;
-  if constexpr (Inspector::reads_state)
-    text = detail::encode(x.request);
-  auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (!detail::decode(text, x.request))
-      return caf::make_error(caf::sec::invalid_argument);
-    return caf::none;
-  });
-  return f(caf::meta::type_name("quarry.llm_call"), x.id, text, load);
+  return f(caf::meta::type_name("quarry.llm_call"), x.id, x.request);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, llm_delta& x) {
-  return detail::inspect_as_json(f, x, "quarry.llm_delta");
+  auto kind = detail::enum_field<delta_kind::usage>(x.kind);
+  return f(caf::meta::type_name("quarry.llm_delta"), x.call_id, kind, x.text,
+           x.tool, x.counts);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, llm_reply& x) {
-  std::string text;
-  if constexpr (Inspector::reads_state)
-    text = detail::encode(x.result);
-  auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (!detail::decode(text, x.result))
-      return caf::make_error(caf::sec::invalid_argument);
-    return caf::none;
-  });
-  return f(caf::meta::type_name("quarry.llm_reply"), x.call_id, text,
-           x.provider, x.attempts, x.cost_usd, load);
+  return f(caf::meta::type_name("quarry.llm_reply"), x.call_id, x.result,
+           x.provider, x.attempts, x.cost_usd);
 }
 
 } // namespace quarry::actors

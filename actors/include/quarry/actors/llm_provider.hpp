@@ -37,8 +37,63 @@ struct llm_actor_settings : core::llm_limits {
   }
 };
 
+// -- the provider's own messages ----------------------------------------------
+
+/// A plugin's sink callback, posted to the provider actor.
+using llm_sink_atom = caf::atom_constant<caf::atom("sinkev")>;
+
+/// Checks an attempt for a stall: `(llm_stall_atom, call key, attempt)`.
+using llm_stall_atom = caf::atom_constant<caf::atom("stallchk")>;
+
+/// A call's total time is up: `(llm_deadline_atom, call key)`.
+using llm_deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+
+/// A call's backoff is over: `(llm_retry_atom, call key)`.
+using llm_retry_atom = caf::atom_constant<caf::atom("retry")>;
+
+/// The rate limits may admit a waiting call now.
+using llm_rate_atom = caf::atom_constant<caf::atom("ratetick")>;
+
+/// What a plugin's sink reports: one callback of one attempt of a call.
+struct llm_sink_event {
+  /// Which callback.
+  enum kind_t : uint8_t { text, reasoning, tool, usage, done, failed };
+  /// The provider's key of the call and the attempt's number: events of a
+  /// cancelled or superseded attempt are dropped.
+  uint64_t call = 0;
+  uint64_t generation = 0;
+  kind_t kind = text;
+  /// Text or reasoning piece.
+  std::string piece;
+  /// Tool-call piece.
+  sdk::tool_call_delta tool_piece;
+  /// Usage so far.
+  sdk::usage counts;
+  /// The result (`done`).
+  sdk::chat_result result;
+  /// The failure (`failed`) and whether part of the answer had streamed.
+  sdk::error failure;
+  bool streamed = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, llm_sink_event& x) {
+  auto kind = detail::enum_field<llm_sink_event::failed>(x.kind);
+  return f(caf::meta::type_name("quarry.llm_sink_event"), x.call, x.generation,
+           kind, x.piece, x.tool_piece, x.counts, x.result, x.failure, x.streamed);
+}
+
+/// The provider's whole interface: the public one and its own timers and
+/// plugin events (sent only by the actor itself and its plugin's sink).
+using llm_provider_full_actor = llm_provider_actor::extend<
+  caf::reacts_to<llm_sink_atom, llm_sink_event>,
+  caf::reacts_to<llm_stall_atom, uint64_t, uint64_t>,
+  caf::reacts_to<llm_deadline_atom, uint64_t>,
+  caf::reacts_to<llm_retry_atom, uint64_t>, caf::reacts_to<llm_rate_atom>>;
+
 /// Spawns a provider actor for `provider`. Deltas of a call go to the actor
-/// that sent the `chat_atom` request, as `(delta_atom, llm_delta)`.
+/// that sent the `chat_atom` request, as `(delta_atom, llm_delta)`: the
+/// requester implements @ref llm_listener_actor.
 llm_provider_actor spawn_llm_provider(caf::actor_system& sys,
                                       std::shared_ptr<sdk::llm_provider> provider,
                                       llm_actor_settings settings);

@@ -7,9 +7,11 @@
 #include "quarry/actors/llm_messages.hpp"
 #include "quarry/actors/tool_provider.hpp"
 
-#include <caf/actor.hpp>
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/type_id.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <chrono>
 #include <functional>
@@ -100,14 +102,35 @@ struct agent_result {
   std::string failure;
 };
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, agent_result& x) {
+  return f(caf::meta::type_name("quarry.agent_result"), x.call_id, x.tab_index,
+           x.ok, x.report, x.cited, x.failure);
+}
+
+/// What an agent's parent receives: `(agent_done_atom, agent_result)`, once.
+using agent_parent_actor
+  = caf::typed_actor<caf::reacts_to<agent_done_atom, agent_result>>;
+
+/// The interface of a research agent: `(report_now_atom)` from its parent,
+/// and the deltas of its LLM calls.
+using research_agent_actor = caf::typed_actor<caf::reacts_to<report_now_atom>>::
+  extend_with<llm_listener_actor>;
+
+/// The agent's hard time limit expired.
+using agent_timeout_atom = caf::atom_constant<caf::atom("agenttime")>;
+
+/// The agent's whole interface: the public one and its own timer and step
+/// trigger (`caf::tick_atom`).
+using research_agent_full_actor = research_agent_actor::extend<
+  caf::reacts_to<caf::tick_atom>, caf::reacts_to<agent_timeout_atom>>;
+
 /// Spawns an agent that starts at once and sends `(agent_done_atom,
 /// agent_result)` to `parent` exactly once, then quits.
-caf::actor spawn_research_agent(caf::actor_system& sys, agent_spec spec,
-                                llm_provider_actor llm, tool_set tools,
-                                emitter_actor emitter,
-                                std::shared_ptr<const core::prompt_library> prompts,
-                                caf::actor parent);
+research_agent_actor
+spawn_research_agent(caf::actor_system& sys, agent_spec spec,
+                     llm_provider_actor llm, tool_set tools, emitter_actor emitter,
+                     std::shared_ptr<const core::prompt_library> prompts,
+                     agent_parent_actor parent);
 
 } // namespace quarry::actors
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(quarry::actors::agent_result)

@@ -1,10 +1,14 @@
-// The process runtime: signal handling and the CAF actor system. CAF headers
-// stay out of this file; include "quarry/actors/caf_runtime.hpp" where the
-// actor system itself is needed.
+// The process runtime: signal handling and the CAF actor system. Of CAF,
+// this file includes only the typed handle of a stoppable actor (never
+// caf/all.hpp); the actor system itself is behind a pimpl.
 
 #pragma once
 
+#include "quarry/actors/atoms.hpp"
 #include "quarry/core/settings.hpp"
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <chrono>
 #include <functional>
@@ -12,10 +16,14 @@
 
 namespace caf {
 class actor_system;
-class actor;
 } // namespace caf
 
 namespace quarry::actors {
+
+/// What every long-lived actor that the runtime stops accepts: `(stop_atom)`
+/// (finish or fail what is pending, then quit). The provider actors'
+/// handles convert to it.
+using stoppable_actor = caf::typed_actor<caf::reacts_to<stop_atom>>;
 
 /// Blocks SIGINT and SIGTERM in the calling thread, so that every thread
 /// created afterwards inherits the mask and only the process's signal thread
@@ -83,7 +91,7 @@ public:
 
   /// Registers a long-lived actor to be told to stop (a `stop_atom` message)
   /// by @ref stop, and killed if it has not quit after the grace period.
-  void add_stoppable(const caf::actor& hdl);
+  void add_stoppable(const stoppable_actor& hdl);
 
   /// Tells every registered actor to stop. Safe from any thread, idempotent.
   void stop();

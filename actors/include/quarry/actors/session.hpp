@@ -9,9 +9,11 @@
 #include "quarry/actors/llm_messages.hpp"
 #include "quarry/actors/research_agent.hpp"
 
-#include <caf/actor.hpp>
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/type_id.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <chrono>
 #include <memory>
@@ -107,17 +109,53 @@ struct session_result {
   bool interrupted = false;
 };
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, report_source& x) {
+  return f(caf::meta::type_name("quarry.report_source"), x.number, x.document_id,
+           x.title, x.url);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_result& x) {
+  auto status = detail::enum_field<session_status::failed>(x.status);
+  return f(caf::meta::type_name("quarry.session_result"), status, x.report,
+           x.plan, x.questions, x.sources, x.failure, x.notices, x.interrupted);
+}
+
+/// What a session's requester receives: `(session_done_atom,
+/// session_result)`, once.
+using session_requester_actor
+  = caf::typed_actor<caf::reacts_to<session_done_atom, session_result>>;
+
+/// The interface of a session: `(stop_atom)` from its requester, the deltas
+/// of its LLM calls, and its agents' results.
+using session_actor = caf::typed_actor<caf::reacts_to<stop_atom>>::extend_with<
+  llm_listener_actor, agent_parent_actor>;
+
+/// Research is near its deadline: agents are told to report.
+using deadline_soon_atom = caf::atom_constant<caf::atom("dlsoon")>;
+
+/// The research deadline: unfinished work stops, the final report starts.
+using deadline_now_atom = caf::atom_constant<caf::atom("dlnow")>;
+
+/// The final report's own time limit.
+using final_timeout_atom = caf::atom_constant<caf::atom("finaltime")>;
+
+/// The session's whole interface: the public one and its own timers and
+/// start trigger (`caf::tick_atom`).
+using session_full_actor = session_actor::extend<
+  caf::reacts_to<caf::tick_atom>, caf::reacts_to<deadline_soon_atom>,
+  caf::reacts_to<deadline_now_atom>, caf::reacts_to<final_timeout_atom>>;
+
 /// Spawns a session that starts at once and sends `(session_done_atom,
 /// session_result)` to `requester` exactly once, then quits. Send it
 /// `stop_atom` to end research at once: the call in flight is cancelled and
 /// the findings so far become the report (see session_result::interrupted).
 /// The deadline (`spec.deadline`) also cancels whatever call is in flight.
-caf::actor spawn_session(caf::actor_system& sys, session_spec spec,
-                         session_models models, tool_set tools,
-                         emitter_actor emitter,
-                         std::shared_ptr<const core::prompt_library> prompts,
-                         caf::actor requester);
+session_actor spawn_session(caf::actor_system& sys, session_spec spec,
+                            session_models models, tool_set tools,
+                            emitter_actor emitter,
+                            std::shared_ptr<const core::prompt_library> prompts,
+                            session_requester_actor requester);
 
 } // namespace quarry::actors
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(quarry::actors::session_result)

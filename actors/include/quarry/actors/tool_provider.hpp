@@ -3,12 +3,14 @@
 
 #pragma once
 
+#include "quarry/actors/atoms.hpp"
+#include "quarry/actors/inspect.hpp"
 #include "quarry/core/settings.hpp"
 #include "quarry/sdk/tool.hpp"
 
 #include <caf/atom.hpp>
-#include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <nlohmann/json.hpp>
@@ -45,8 +47,31 @@ struct tool_reply {
 };
 
 /// The interface of a tool provider actor.
+/// - `(run_atom, tool_call_msg)` -> `tool_reply`: a run (failures are
+///   replies too).
+/// - `(stop_atom)`: answers every run "shutting down" and quits.
 using tool_provider_actor
-  = caf::typed_actor<caf::replies_to<run_atom, tool_call_msg>::with<tool_reply>>;
+  = caf::typed_actor<caf::replies_to<run_atom, tool_call_msg>::with<tool_reply>,
+                     caf::reacts_to<stop_atom>>;
+
+/// A run's plugin callback: `(tool_done_atom, tool_done_event)`.
+using tool_done_atom = caf::atom_constant<caf::atom("tooldone")>;
+
+/// A run's time limit: `(tool_timeout_atom, run key)`.
+using tool_timeout_atom = caf::atom_constant<caf::atom("tooltime")>;
+
+/// A finished run, posted by the plugin's callback.
+struct tool_done_event {
+  /// The provider's key of the run.
+  uint64_t key = 0;
+  sdk::tool_result result;
+};
+
+/// The tool provider's whole interface: the public one and its own timers
+/// and plugin callbacks.
+using tool_provider_full_actor = tool_provider_actor::extend<
+  caf::reacts_to<tool_done_atom, tool_done_event>,
+  caf::reacts_to<tool_timeout_atom, uint64_t>>;
 
 /// What the tool provider actor applies: the tool's name and its limits, as
 /// the configuration loader read and checked them (`core::tool_limits`).
@@ -67,13 +92,6 @@ tool_provider_actor spawn_tool_provider(caf::actor_system& sys,
                                         std::shared_ptr<sdk::tool> tool,
                                         tool_actor_settings settings);
 
-namespace detail {
-
-std::string encode(const sdk::tool_result& x);
-bool decode(const std::string& text, sdk::tool_result& x);
-
-} // namespace detail
-
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tool_call_msg& x) {
   return f(caf::meta::type_name("quarry.tool_call"), x.id, x.arguments);
@@ -81,15 +99,12 @@ typename Inspector::result_type inspect(Inspector& f, tool_call_msg& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tool_reply& x) {
-  std::string text;
-  if constexpr (Inspector::reads_state)
-    text = detail::encode(x.result);
-  auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (!detail::decode(text, x.result))
-      return caf::make_error(caf::sec::invalid_argument);
-    return caf::none;
-  });
-  return f(caf::meta::type_name("quarry.tool_reply"), x.id, text, x.cached, load);
+  return f(caf::meta::type_name("quarry.tool_reply"), x.id, x.result, x.cached);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tool_done_event& x) {
+  return f(caf::meta::type_name("quarry.tool_done_event"), x.key, x.result);
 }
 
 } // namespace quarry::actors

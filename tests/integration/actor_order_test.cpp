@@ -1,0 +1,385 @@
+// Orderings that the real scheduler leaves to chance, pinned down with CAF's
+// deterministic test coordinator (caf/test/dsl.hpp): which message an actor
+// handles next is chosen by the test, and time moves only when the test
+// advances the clock. The plugins are fakes that hold on to their sinks, so
+// a test decides when a plugin's answer arrives relative to a cancel, a stop
+// or a time limit.
+
+#define CAF_SUITE actor_order
+#include "caf_dsl.hpp"
+
+#include "quarry/actors/citation_collector.hpp"
+#include "quarry/actors/emitter.hpp"
+#include "quarry/actors/llm_provider.hpp"
+#include "quarry/actors/message_types.hpp"
+#include "quarry/actors/tool_provider.hpp"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+using namespace quarry;
+using namespace std::chrono_literals;
+
+namespace {
+
+// -- fakes --------------------------------------------------------------------
+
+struct fake_call final : sdk::chat_call {
+  int cancels = 0;
+
+  void cancel() override {
+    ++cancels;
+  }
+};
+
+// An LLM plugin that answers only when the test calls its sinks.
+struct fake_llm final : sdk::llm_provider {
+  std::vector<std::pair<std::shared_ptr<sdk::chat_sink>, std::shared_ptr<fake_call>>>
+    calls;
+
+  sdk::model_info info() const override {
+    return {"fake", 1000, true, false};
+  }
+
+  std::shared_ptr<sdk::chat_call> chat(sdk::chat_request,
+                                       std::shared_ptr<sdk::chat_sink> sink) override {
+    auto call = std::make_shared<fake_call>();
+    calls.emplace_back(std::move(sink), call);
+    return call;
+  }
+};
+
+struct fake_run final : sdk::tool_run {
+  int cancels = 0;
+
+  void cancel() override {
+    ++cancels;
+  }
+};
+
+// A tool plugin that finishes a run only when the test calls its callback.
+struct fake_tool final : sdk::tool {
+  std::vector<std::pair<sdk::tool_callback, std::shared_ptr<fake_run>>> runs;
+
+  std::string name() const override {
+    return "slow_tool";
+  }
+
+  std::string description() const override {
+    return "Finishes when the test says so.";
+  }
+
+  nlohmann::json parameters() const override {
+    return nlohmann::json::object();
+  }
+
+  std::shared_ptr<sdk::tool_run> run(const nlohmann::json&,
+                                     sdk::tool_callback done) override {
+    auto r = std::make_shared<fake_run>();
+    runs.emplace_back(std::move(done), r);
+    return r;
+  }
+};
+
+struct order_config : caf::actor_system_config {
+  order_config() {
+    actors::register_message_types(*this);
+  }
+};
+
+// Collects what a line sink receives.
+struct lines {
+  std::vector<std::pair<uint64_t, std::string>> got;
+  std::vector<uint64_t> ends;
+};
+
+struct order_fixture : test_coordinator_fixture<order_config> {
+  order_fixture() {
+    sys.await_actors_before_shutdown(false);
+  }
+
+  actors::line_sink_actor sink_into(const std::shared_ptr<lines>& out) {
+    return actors::spawn_line_sink(
+      sys, [out](const std::string& line, uint64_t seq) { out->got.emplace_back(seq, line); },
+      [out](uint64_t n) { out->ends.push_back(n); });
+  }
+
+  static actors::packet_msg packet(const std::string& content) {
+    return actors::make_packet({1, 0, std::nullopt},
+                               core::packets::message_delta(content));
+  }
+
+  static sdk::chat_request hello() {
+    sdk::chat_request req;
+    sdk::chat_message m;
+    m.content = "Hallo";
+    req.messages.push_back(m);
+    return req;
+  }
+
+  actors::llm_provider_actor llm(std::shared_ptr<fake_llm> plugin, int concurrency) {
+    actors::llm_actor_settings s;
+    s.name = "fake";
+    s.max_concurrency = concurrency;
+    s.max_retries = 0;
+    return actors::spawn_llm_provider(sys, std::move(plugin), s);
+  }
+
+  // Handles the next message in the scoped actor's mailbox with `f`; fails
+  // the test if there is none (nothing is pending once the coordinator has
+  // run).
+  template <class F>
+  void next(F f) {
+    self->receive(f, caf::after(0s) >> [] { CAF_FAIL("an expected message is missing"); });
+  }
+
+  // Whether the scoped actor's mailbox is empty.
+  bool nothing_more() {
+    return self->mailbox().empty();
+  }
+
+  sdk::error next_error() {
+    sdk::error out;
+    next([&](caf::error& err) { out = actors::from_caf_error(err); });
+    return out;
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(actor_order_tests, order_fixture)
+
+// -- emitter ------------------------------------------------------------------
+
+QUARRY_CAF_TEST(emitter numbers packets in mailbox order and a late subscriber
+                misses nothing) {
+  auto em = actors::spawn_emitter(sys, "s-1");
+  auto early = std::make_shared<lines>();
+  auto late = std::make_shared<lines>();
+  auto a = sink_into(early);
+  auto b = sink_into(late);
+  self->send(em, actors::subscribe_atom::value, a, uint64_t{0});
+  self->send(em, actors::packet_atom::value, packet("eins"));
+  self->send(em, actors::packet_atom::value, packet("zwei"));
+  expect((actors::subscribe_atom, actors::line_sink_actor, uint64_t),
+         from(self).to(em).with(_, a, uint64_t{0}));
+  expect((actors::packet_atom, actors::packet_msg), from(self).to(em));
+  expect((actors::packet_atom, std::string, uint64_t),
+         from(_).to(a).with(_, _, uint64_t{1}));
+  expect((actors::packet_atom, actors::packet_msg), from(self).to(em));
+  expect((actors::packet_atom, std::string, uint64_t),
+         from(_).to(a).with(_, _, uint64_t{2}));
+  // The late subscriber asks from 2 while packet 3 waits behind its
+  // subscription: it gets 2 replayed, then 3 live, and nothing twice.
+  self->send(em, actors::subscribe_atom::value, b, uint64_t{2});
+  self->send(em, actors::packet_atom::value, packet("drei"));
+  expect((actors::subscribe_atom, actors::line_sink_actor, uint64_t),
+         from(self).to(em).with(_, b, uint64_t{2}));
+  expect((actors::packet_atom, std::string, uint64_t),
+         from(_).to(b).with(_, _, uint64_t{2}));
+  expect((actors::packet_atom, actors::packet_msg), from(self).to(em));
+  expect((actors::packet_atom, std::string, uint64_t),
+         from(_).to(a).with(_, _, uint64_t{3}));
+  expect((actors::packet_atom, std::string, uint64_t),
+         from(_).to(b).with(_, _, uint64_t{3}));
+  // Stop: the count goes to the requester and to every subscriber, after
+  // the last packet.
+  self->send(em, actors::stop_atom::value);
+  expect((actors::stop_atom), from(self).to(em));
+  expect((actors::stop_atom, uint64_t), from(_).to(a).with(_, uint64_t{3}));
+  expect((actors::stop_atom, uint64_t), from(_).to(b).with(_, uint64_t{3}));
+  next([](uint64_t n) { CAF_CHECK_EQUAL(n, 3u); });
+  CAF_REQUIRE_EQUAL(early->got.size(), 3u);
+  CAF_REQUIRE_EQUAL(late->got.size(), 2u);
+  CAF_CHECK_EQUAL(late->got[0].second, early->got[1].second);
+  CAF_CHECK_EQUAL(late->got[1].second, early->got[2].second);
+  CAF_CHECK(early->got[2].second.find("drei") != std::string::npos);
+  CAF_CHECK_EQUAL(early->ends, std::vector<uint64_t>{3});
+  CAF_CHECK_EQUAL(late->ends, std::vector<uint64_t>{3});
+}
+
+// -- citation collector -------------------------------------------------------
+
+QUARRY_CAF_TEST(citation collector answers rounds and digests in the order
+                they were asked) {
+  auto coll = actors::spawn_citation_collector(sys);
+  auto doc = [](const std::string& id) {
+    sdk::document d;
+    d.id = id;
+    d.url = "https://example.org/" + id;
+    d.title = "Doc " + id;
+    return d;
+  };
+  auto round = [&](const std::string& task, const std::string& text,
+                   std::vector<std::pair<int, sdk::document>> cited) {
+    actors::collapse_request req;
+    actors::agent_result r;
+    r.ok = true;
+    r.report = text;
+    r.cited = std::move(cited);
+    req.reports.emplace_back(task, std::move(r));
+    return req;
+  };
+  // Round B is asked for before round A's digest is read: the digest sent
+  // between them must hold A only, and B's numbers continue A's.
+  self->send(coll, actors::collapse_atom::value,
+             round("Aufgabe A", "Erstens [1].", {{1, doc("a")}}));
+  self->send(coll, actors::digest_atom::value);
+  self->send(coll, actors::collapse_atom::value,
+             round("Aufgabe B", "Neu [1], alt [2].", {{1, doc("b")}, {2, doc("a")}}));
+  self->send(coll, actors::digest_atom::value);
+  expect((actors::collapse_atom, actors::collapse_request), from(self).to(coll));
+  expect((actors::digest_atom), from(self).to(coll));
+  expect((actors::collapse_atom, actors::collapse_request), from(self).to(coll));
+  expect((actors::digest_atom), from(self).to(coll));
+  next([](actors::collapse_reply& r) {
+    CAF_REQUIRE_EQUAL(r.texts.size(), 1u);
+    CAF_CHECK_EQUAL(r.texts[0], "Erstens [1].");
+  });
+  next([](std::string& digest) {
+    CAF_CHECK(digest.find("Aufgabe A") != std::string::npos);
+    CAF_CHECK(digest.find("Aufgabe B") == std::string::npos);
+  });
+  next([](actors::collapse_reply& r) {
+    CAF_REQUIRE_EQUAL(r.texts.size(), 1u);
+    CAF_CHECK_EQUAL(r.texts[0], "Neu [2], alt [1].");
+    CAF_CHECK_EQUAL(r.global.size(), 2u);
+    CAF_CHECK_EQUAL(r.findings.size(), 2u);
+  });
+  next([](std::string& digest) {
+    CAF_CHECK(digest.find("Aufgabe A") != std::string::npos);
+    CAF_CHECK(digest.find("Aufgabe B") != std::string::npos);
+  });
+  CAF_CHECK(nothing_more());
+  anon_send_exit(coll, caf::exit_reason::user_shutdown);
+}
+
+// -- LLM provider: cancel and stop races --------------------------------------
+
+QUARRY_CAF_TEST(llm provider a cancel that overtakes the answer fails the call
+                once and the late answer is dropped) {
+  auto plugin = std::make_shared<fake_llm>();
+  auto hdl = llm(plugin, 4);
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{1, hello()});
+  expect((actors::chat_atom, actors::llm_call), from(self).to(hdl));
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
+  auto [sink, call] = plugin->calls[0];
+  sink->on_text("Hal");
+  self->send(hdl, actors::cancel_atom::value, uint64_t{1});
+  sdk::chat_result done;
+  done.text = "Hallo zurück";
+  sink->on_done(done); // arrives after the cancel
+  expect((actors::llm_sink_atom, actors::llm_sink_event), from(_).to(hdl));
+  expect((actors::cancel_atom, uint64_t), from(self).to(hdl).with(_, uint64_t{1}));
+  CAF_CHECK_GREATER_OR_EQUAL(call->cancels, 1); // cancel() may repeat
+  expect((actors::llm_sink_atom, actors::llm_sink_event), from(_).to(hdl));
+  next([](actors::delta_atom, actors::llm_delta& d) {
+    CAF_CHECK_EQUAL(d.call_id, 1u);
+    CAF_CHECK_EQUAL(d.text, "Hal");
+  });
+  CAF_CHECK(next_error().code == sdk::errc::cancelled);
+  CAF_CHECK(nothing_more()); // no reply for the dropped answer
+  anon_send(hdl, actors::stop_atom::value);
+  consume_messages();
+}
+
+QUARRY_CAF_TEST(llm provider an answer that overtakes the cancel is delivered
+                and the cancel does nothing) {
+  auto plugin = std::make_shared<fake_llm>();
+  auto hdl = llm(plugin, 4);
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{7, hello()});
+  expect((actors::chat_atom, actors::llm_call), from(self).to(hdl));
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
+  auto [sink, call] = plugin->calls[0];
+  sdk::chat_result done;
+  done.text = "Hallo zurück";
+  sink->on_done(done);
+  self->send(hdl, actors::cancel_atom::value, uint64_t{7});
+  expect((actors::llm_sink_atom, actors::llm_sink_event), from(_).to(hdl));
+  expect((actors::cancel_atom, uint64_t), from(self).to(hdl));
+  CAF_CHECK_EQUAL(call->cancels, 0);
+  next([](actors::llm_reply& r) {
+    CAF_CHECK_EQUAL(r.call_id, 7u);
+    CAF_CHECK_EQUAL(r.result.text, "Hallo zurück");
+    CAF_CHECK_EQUAL(r.provider, "fake");
+  });
+  CAF_CHECK(nothing_more());
+  anon_send(hdl, actors::stop_atom::value);
+  consume_messages();
+}
+
+QUARRY_CAF_TEST(llm provider stop fails the running and the queued call and
+                drops what the plugin sends later) {
+  auto plugin = std::make_shared<fake_llm>();
+  auto hdl = llm(plugin, 1);
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{1, hello()});
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{2, hello()});
+  expect((actors::chat_atom, actors::llm_call), from(self).to(hdl));
+  expect((actors::chat_atom, actors::llm_call), from(self).to(hdl));
+  // One slot: the second call waits.
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
+  auto [sink, call] = plugin->calls[0];
+  self->send(hdl, actors::stop_atom::value);
+  sink->on_text("zu spät");
+  expect((actors::stop_atom), from(self).to(hdl));
+  CAF_CHECK_GREATER_OR_EQUAL(call->cancels, 1); // cancel() may repeat
+  CAF_CHECK_EQUAL(plugin->calls.size(), 1u); // the queued call never started
+  consume_messages();                         // the late piece goes nowhere
+  CAF_CHECK(next_error().code == sdk::errc::cancelled);
+  CAF_CHECK(next_error().code == sdk::errc::cancelled);
+  CAF_CHECK(nothing_more());
+}
+
+// -- tool provider: time limit in virtual time --------------------------------
+
+QUARRY_CAF_TEST(tool provider answers a run past its time limit with a timeout
+                starts the queued run and drops the late result) {
+  auto plugin = std::make_shared<fake_tool>();
+  actors::tool_actor_settings s;
+  s.name = "slow_tool";
+  s.max_concurrency = 1;
+  s.timeout = 30s;
+  s.cache_ttl = 0ms;
+  auto hdl = actors::spawn_tool_provider(sys, plugin, s);
+  self->send(hdl, actors::run_atom::value, actors::tool_call_msg{1, "{}"});
+  self->send(hdl, actors::run_atom::value, actors::tool_call_msg{2, "{}"});
+  expect((actors::run_atom, actors::tool_call_msg), from(self).to(hdl));
+  expect((actors::run_atom, actors::tool_call_msg), from(self).to(hdl));
+  CAF_REQUIRE_EQUAL(plugin->runs.size(), 1u);
+  // Just before the limit nothing happens; at the limit the first run ends.
+  advance_time(29s);
+  CAF_CHECK_EQUAL(consume_messages(), 0u);
+  advance_time(1s);
+  expect((actors::tool_timeout_atom, uint64_t), from(_).to(hdl));
+  CAF_CHECK_EQUAL(plugin->runs[0].second->cancels, 1);
+  next([](actors::tool_reply& r) {
+    CAF_CHECK_EQUAL(r.id, 1u);
+    CAF_REQUIRE(r.result.failure.has_value());
+    CAF_CHECK(r.result.failure->code == sdk::errc::timeout);
+    CAF_CHECK(r.result.llm_text.find("did not finish within 30s")
+              != std::string::npos);
+  });
+  // The freed slot starts the second run.
+  CAF_REQUIRE_EQUAL(plugin->runs.size(), 2u);
+  sdk::tool_result late;
+  late.llm_text = "zu spät";
+  plugin->runs[0].first(late);
+  expect((actors::tool_done_atom, actors::tool_done_event), from(_).to(hdl));
+  CAF_CHECK(nothing_more());
+  sdk::tool_result second;
+  second.llm_text = "rechtzeitig";
+  plugin->runs[1].first(second);
+  expect((actors::tool_done_atom, actors::tool_done_event), from(_).to(hdl));
+  next([](actors::tool_reply& r) {
+    CAF_CHECK_EQUAL(r.id, 2u);
+    CAF_CHECK_EQUAL(r.result.llm_text, "rechtzeitig");
+    CAF_CHECK(!r.result.failure);
+  });
+  CAF_CHECK(nothing_more());
+  anon_send(hdl, actors::stop_atom::value);
+  consume_messages();
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()

@@ -202,7 +202,8 @@ int main(int argc, char** argv) {
       auto t0 = clock_type::now();
       actors::spawn_session(env.rt->system(), env.spec("bench"),
                             {env.llm, env.llm, env.llm, env.llm, env.llm},
-                            env.tools, em, env.prompts, caf::actor_cast<actors::session_requester_actor>(self));
+                            env.tools, em, env.prompts,
+                            caf::actor_cast<actors::session_requester_actor>(self));
       actors::session_result result;
       self->receive([&](actors::session_done_atom, actors::session_result& res) {
         result = std::move(res);
@@ -232,7 +233,8 @@ int main(int argc, char** argv) {
     std::vector<actors::session_actor> all;
     all.push_back(actors::spawn_session(env.rt->system(), env.spec("warm"),
                                         {env.llm, env.llm, env.llm, env.llm, env.llm},
-                                        env.tools, em, env.prompts, caf::actor_cast<actors::session_requester_actor>(self)));
+                                        env.tools, em, env.prompts,
+                                        caf::actor_cast<actors::session_requester_actor>(self)));
     server.wait_for_requests(1, std::chrono::seconds{30});
     std::this_thread::sleep_for(std::chrono::milliseconds{500});
     auto before = rss_mib();

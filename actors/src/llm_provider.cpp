@@ -29,7 +29,7 @@ using std::chrono::milliseconds;
 
 } // namespace
 
-// -- errors -----------------------------------------------------------------
+// -- errors -------------------------------------------------------------------
 
 caf::error to_caf_error(const sdk::error& x) {
   auto code = static_cast<uint8_t>(x.code);

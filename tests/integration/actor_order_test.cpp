@@ -102,7 +102,8 @@ struct order_fixture : test_coordinator_fixture<order_config> {
 
   actors::line_sink_actor sink_into(const std::shared_ptr<lines>& out) {
     return actors::spawn_line_sink(
-      sys, [out](const std::string& line, uint64_t seq) { out->got.emplace_back(seq, line); },
+      sys,
+      [out](const std::string& line, uint64_t seq) { out->got.emplace_back(seq, line); },
       [out](uint64_t n) { out->ends.push_back(n); });
   }
 
@@ -132,7 +133,9 @@ struct order_fixture : test_coordinator_fixture<order_config> {
   // run).
   template <class F>
   void next(F f) {
-    self->receive(f, caf::after(0s) >> [] { CAF_FAIL("an expected message is missing"); });
+    self->receive(f, caf::after(0s) >> [] {
+      CAF_FAIL("an expected message is missing");
+    });
   }
 
   // Whether the scoped actor's mailbox is empty.

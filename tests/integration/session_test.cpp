@@ -496,9 +496,9 @@ run_and_stop(session_fixture& f, test::fake_llm_server& server,
   caf::scoped_actor self{f.rt->system()};
   auto llm = f.llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}});
   actors::session_models models{llm, llm, llm, llm, llm};
-  auto session = actors::spawn_session(f.rt->system(), std::move(spec), models,
-                                       f.corpus_tools(), em, f.prompts,
-                                       caf::actor_cast<actors::session_requester_actor>(self));
+  auto session = actors::spawn_session(
+    f.rt->system(), std::move(spec), models, f.corpus_tools(), em, f.prompts,
+    caf::actor_cast<actors::session_requester_actor>(self));
   REQUIRE(server.wait_for_requests(n, std::chrono::seconds{30}));
   auto stopped = std::chrono::steady_clock::now();
   self->send(session, actors::stop_atom::value);

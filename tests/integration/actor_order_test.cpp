@@ -12,8 +12,11 @@
 #include "quarry/actors/emitter.hpp"
 #include "quarry/actors/llm_provider.hpp"
 #include "quarry/actors/message_types.hpp"
+#include "quarry/actors/session.hpp"
 #include "quarry/actors/tool_provider.hpp"
+#include "quarry/core/prompts.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -125,7 +128,30 @@ struct order_fixture : test_coordinator_fixture<order_config> {
     s.name = "fake";
     s.max_concurrency = concurrency;
     s.max_retries = 0;
+    // Longer than any session test advances the clock: only the session's
+    // own deadline ends a call.
+    s.stall_timeout = std::chrono::hours{2};
+    s.total_timeout = std::chrono::hours{2};
     return actors::spawn_llm_provider(sys, std::move(plugin), s);
+  }
+
+  // A session without clarification or tools, every role on `model`; its
+  // result comes to the scoped actor.
+  actors::session_actor session(const actors::llm_provider_actor& model,
+                                const actors::emitter_actor& em,
+                                std::chrono::milliseconds deadline) {
+    actors::session_spec spec;
+    spec.session_id = "virtual";
+    spec.question = "Wie kommen Wärmepumpen mit Kälte zurecht?";
+    spec.clarify = false;
+    spec.deadline = deadline;
+    spec.final_report_timeout = std::chrono::minutes{5};
+    spec.current_datetime = "Sunday November 22, 2026";
+    actors::session_models models{model, model, model, model, model};
+    return actors::spawn_session(
+      sys, std::move(spec), models, actors::tool_set{}, em,
+      std::make_shared<core::prompt_library>(core::prompt_library::embedded()),
+      caf::actor_cast<actors::session_requester_actor>(self));
   }
 
   // Handles the next message in the scoped actor's mailbox with `f`; fails
@@ -382,6 +408,66 @@ QUARRY_CAF_TEST(tool provider answers a run past its time limit with a timeout
   });
   CAF_CHECK(nothing_more());
   anon_send(hdl, actors::stop_atom::value);
+  consume_messages();
+}
+
+// -- session: deadline and stop in virtual time --------------------------------
+
+QUARRY_CAF_TEST(session the deadline cancels a planning call in flight and the
+                report is assembled without waiting) {
+  auto plugin = std::make_shared<fake_llm>();
+  auto model = llm(plugin, 4);
+  auto em = actors::spawn_emitter(sys, "virtual");
+  auto s = session(model, em, std::chrono::minutes{30});
+  consume_messages();
+  // The planning call is with the model, which never answers.
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
+  auto call = plugin->calls[0].second;
+  // Shortly before the deadline nothing ends.
+  advance_time(std::chrono::minutes{29});
+  consume_messages();
+  CAF_CHECK(nothing_more());
+  CAF_CHECK_EQUAL(call->cancels, 0);
+  // At the deadline the call is cancelled and the report written from what
+  // exists (nothing).
+  advance_time(std::chrono::minutes{1});
+  consume_messages();
+  CAF_CHECK_GREATER_OR_EQUAL(call->cancels, 1);
+  next([](actors::session_done_atom, actors::session_result& r) {
+    CAF_CHECK(r.status == actors::session_status::report);
+    CAF_CHECK(!r.interrupted);
+    CAF_CHECK(r.sources.empty());
+    CAF_CHECK(r.report.find("No findings") != std::string::npos);
+    CAF_CHECK(std::find(r.notices.begin(), r.notices.end(),
+                        "the research deadline was reached")
+              != r.notices.end());
+  });
+  CAF_CHECK_EQUAL(plugin->calls.size(), 1u); // no further model call
+  anon_send_exit(s, caf::exit_reason::kill);
+  anon_send(model, actors::stop_atom::value);
+  anon_send_exit(em, caf::exit_reason::kill);
+  consume_messages();
+}
+
+QUARRY_CAF_TEST(session a stop during planning ends the session at once marked
+                as interrupted) {
+  auto plugin = std::make_shared<fake_llm>();
+  auto model = llm(plugin, 4);
+  auto em = actors::spawn_emitter(sys, "virtual");
+  auto s = session(model, em, std::chrono::minutes{30});
+  consume_messages();
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
+  auto call = plugin->calls[0].second;
+  self->send(s, actors::stop_atom::value);
+  consume_messages(); // no time passes
+  CAF_CHECK_GREATER_OR_EQUAL(call->cancels, 1);
+  next([](actors::session_done_atom, actors::session_result& r) {
+    CAF_CHECK(r.status == actors::session_status::failed);
+    CAF_CHECK(r.interrupted);
+  });
+  CAF_CHECK_EQUAL(plugin->calls.size(), 1u);
+  anon_send(model, actors::stop_atom::value);
+  anon_send_exit(em, caf::exit_reason::kill);
   consume_messages();
 }
 

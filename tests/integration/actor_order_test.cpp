@@ -12,6 +12,7 @@
 #include "quarry/actors/emitter.hpp"
 #include "quarry/actors/llm_provider.hpp"
 #include "quarry/actors/message_types.hpp"
+#include "quarry/actors/research_agent.hpp"
 #include "quarry/actors/session.hpp"
 #include "quarry/actors/tool_provider.hpp"
 #include "quarry/core/prompts.hpp"
@@ -408,6 +409,48 @@ QUARRY_CAF_TEST(tool provider answers a run past its time limit with a timeout
   });
   CAF_CHECK(nothing_more());
   anon_send(hdl, actors::stop_atom::value);
+  consume_messages();
+}
+
+// -- research agent: hard time limit in virtual time --------------------------
+
+QUARRY_CAF_TEST(research agent past its hard time limit cancels its model call
+                and reports the failure once) {
+  auto plugin = std::make_shared<fake_llm>();
+  auto model = llm(plugin, 4);
+  auto em = actors::spawn_emitter(sys, "virtual");
+  actors::agent_spec spec;
+  spec.call_id = "call_1";
+  spec.task = "Wie taut eine Wärmepumpe ab?";
+  spec.tab_index = 2;
+  spec.force_report_after = std::chrono::minutes{12};
+  spec.hard_timeout = std::chrono::minutes{20};
+  spec.current_datetime = "Sunday November 22, 2026";
+  auto agent = actors::spawn_research_agent(
+    sys, spec, model, actors::tool_set{}, em,
+    std::make_shared<core::prompt_library>(core::prompt_library::embedded()),
+    caf::actor_cast<actors::agent_parent_actor>(self));
+  consume_messages();
+  // The first research step is with the model, which never answers.
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
+  auto call = plugin->calls[0].second;
+  advance_time(std::chrono::minutes{20} - std::chrono::milliseconds{1});
+  consume_messages();
+  CAF_CHECK(nothing_more());
+  CAF_CHECK_EQUAL(call->cancels, 0);
+  advance_time(std::chrono::milliseconds{1});
+  consume_messages();
+  CAF_CHECK_GREATER_OR_EQUAL(call->cancels, 1);
+  next([](actors::agent_done_atom, actors::agent_result& r) {
+    CAF_CHECK_EQUAL(r.call_id, "call_1");
+    CAF_CHECK_EQUAL(r.tab_index, 2);
+    CAF_CHECK(!r.ok);
+    CAF_CHECK(r.failure.find("ran out of time") != std::string::npos);
+  });
+  CAF_CHECK(nothing_more()); // exactly once
+  anon_send_exit(agent, caf::exit_reason::kill);
+  anon_send(model, actors::stop_atom::value);
+  anon_send_exit(em, caf::exit_reason::kill);
   consume_messages();
 }
 

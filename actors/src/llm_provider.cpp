@@ -5,8 +5,11 @@
 #include "quarry/actors/actor_failure.hpp"
 
 #include "quarry/actors/atoms.hpp"
+#include "quarry/core/call_queue.hpp"
+#include "quarry/core/clock.hpp"
 #include "quarry/core/duration.hpp"
 #include "quarry/core/llm_json.hpp"
+#include "quarry/core/retry.hpp"
 
 #include <caf/all.hpp>
 
@@ -14,9 +17,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <mutex>
-#include <random>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -24,7 +26,6 @@ namespace quarry::actors {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 } // namespace
@@ -124,8 +125,9 @@ struct call_state {
   bool usage_seen = false;
   int64_t estimated_tokens = 0;
   std::shared_ptr<sdk::chat_call> handle;
-  clock_type::time_point last_activity;
-  clock_type::time_point deadline;
+  // Silence of the running attempt (stall_timeout).
+  core::stall_watch stall;
+  core::clock::time_point deadline;
 };
 
 struct provider_state {
@@ -134,16 +136,13 @@ struct provider_state {
   std::string default_model;
   uint64_t next_key = 1;
   std::unordered_map<uint64_t, call_state> calls;
-  std::deque<uint64_t> queue;
   std::unordered_set<caf::actor_addr> monitored;
-  size_t active = 0;
-  double limit = 1;
-  // Token buckets.
-  double request_tokens = 0;
-  double token_tokens = 0;
-  clock_type::time_point last_refill;
+  // The policies (core), on the real steady clock: the queue in front of
+  // the adaptive concurrency limit and the rate limits, and retries.
+  const core::clock* clock = &core::real_clock();
+  std::optional<core::call_queue> queue;
+  std::optional<core::retry_policy> retry;
   bool rate_tick_pending = false;
-  std::mt19937_64 rng{0x9e3779b97f4a7c15ULL};
   // Counters.
   uint64_t started = 0;
   uint64_t succeeded = 0;
@@ -158,58 +157,6 @@ struct provider_state {
 
 using provider_actor_ptr = llm_provider_full_actor::stateful_pointer<provider_state>;
 
-int64_t estimate_tokens(const sdk::chat_request& req) {
-  size_t chars = 0;
-  for (const auto& m : req.messages)
-    chars += m.content.size() + m.reasoning.size();
-  for (const auto& t : req.tools)
-    chars += t.description.size() + t.parameters.dump().size();
-  return static_cast<int64_t>(chars / 4) + std::max<int64_t>(req.max_tokens, 0);
-}
-
-void refill(provider_actor_ptr self) {
-  auto& st = self->state;
-  auto now = clock_type::now();
-  auto elapsed = std::chrono::duration<double, std::milli>(now - st.last_refill).count();
-  st.last_refill = now;
-  if (st.cfg.requests_per_minute > 0)
-    st.request_tokens = std::min(st.cfg.requests_per_minute,
-                                 st.request_tokens
-                                   + elapsed * st.cfg.requests_per_minute / 60000.0);
-  if (st.cfg.tokens_per_minute > 0)
-    st.token_tokens = std::min(st.cfg.tokens_per_minute,
-                               st.token_tokens
-                                 + elapsed * st.cfg.tokens_per_minute / 60000.0);
-}
-
-// Returns how long to wait before `call` may start (0: now).
-milliseconds rate_wait(provider_actor_ptr self, const call_state& call) {
-  auto& st = self->state;
-  refill(self);
-  double wait_ms = 0;
-  if (st.cfg.requests_per_minute > 0 && st.request_tokens < 1)
-    wait_ms = std::max(wait_ms, (1 - st.request_tokens) * 60000.0
-                                  / st.cfg.requests_per_minute);
-  if (st.cfg.tokens_per_minute > 0) {
-    // A call larger than the whole bucket waits for a full bucket.
-    auto need = std::min<double>(static_cast<double>(call.estimated_tokens),
-                                 st.cfg.tokens_per_minute);
-    if (st.token_tokens < need)
-      wait_ms = std::max(wait_ms, (need - st.token_tokens) * 60000.0
-                                    / st.cfg.tokens_per_minute);
-  }
-  return milliseconds{static_cast<int64_t>(std::ceil(wait_ms))};
-}
-
-void consume_rate(provider_actor_ptr self, const call_state& call) {
-  auto& st = self->state;
-  if (st.cfg.requests_per_minute > 0)
-    st.request_tokens -= 1;
-  if (st.cfg.tokens_per_minute > 0)
-    st.token_tokens -= std::min<double>(static_cast<double>(call.estimated_tokens),
-                                        st.cfg.tokens_per_minute);
-}
-
 void try_start(provider_actor_ptr self);
 
 void finish_call(provider_actor_ptr self, uint64_t key) {
@@ -217,10 +164,10 @@ void finish_call(provider_actor_ptr self, uint64_t key) {
   auto i = st.calls.find(key);
   if (i == st.calls.end())
     return;
-  if (i->second.running && st.active > 0)
-    --st.active;
+  if (i->second.running)
+    st.queue->release();
   st.calls.erase(i);
-  st.queue.erase(std::remove(st.queue.begin(), st.queue.end(), key), st.queue.end());
+  st.queue->remove(key);
 }
 
 void fail_call(provider_actor_ptr self, call_state& call, sdk::error err) {
@@ -241,9 +188,7 @@ void start_attempt(provider_actor_ptr self, call_state& call) {
   ++call.generation;
   ++st.started;
   call.running = true;
-  call.last_activity = clock_type::now();
-  ++st.active;
-  consume_rate(self, call);
+  call.stall = core::stall_watch{st.cfg.stall_timeout, *st.clock};
   auto sink = std::make_shared<actor_sink>(llm_provider_full_actor{self}, call.key,
                                            call.generation);
   self->delayed_send(self, st.cfg.stall_timeout, llm_stall_atom::value, call.key,
@@ -253,13 +198,13 @@ void start_attempt(provider_actor_ptr self, call_state& call) {
   } catch (const std::exception& ex) {
     // Plugins report errors through the sink; a throw is a plugin bug.
     call.running = false;
-    --st.active;
+    st.queue->release();
     fail_call(self, call,
               sdk::make_error(sdk::errc::internal,
                               std::string{"provider threw: "} + ex.what()));
   } catch (...) {
     call.running = false;
-    --st.active;
+    st.queue->release();
     fail_call(self, call,
               sdk::make_error(sdk::errc::internal, "provider threw a non-standard exception"));
   }
@@ -267,23 +212,20 @@ void start_attempt(provider_actor_ptr self, call_state& call) {
 
 void try_start(provider_actor_ptr self) {
   auto& st = self->state;
-  while (!st.queue.empty()
-         && st.active < static_cast<size_t>(std::max(1.0, std::floor(st.limit)))) {
-    auto key = st.queue.front();
-    auto i = st.calls.find(key);
-    if (i == st.calls.end()) {
-      st.queue.pop_front();
-      continue;
-    }
-    auto wait = rate_wait(self, i->second);
-    if (wait.count() > 0) {
-      if (!st.rate_tick_pending) {
+  for (;;) {
+    auto step = st.queue->next();
+    if (!step.start) {
+      if (step.wait.count() > 0 && !st.rate_tick_pending) {
         st.rate_tick_pending = true;
-        self->delayed_send(self, wait, llm_rate_atom::value);
+        self->delayed_send(self, step.wait, llm_rate_atom::value);
       }
       return;
     }
-    st.queue.pop_front();
+    auto i = st.calls.find(*step.start);
+    if (i == st.calls.end()) { // finish_call removes its key: not expected
+      st.queue->release();
+      continue;
+    }
     start_attempt(self, i->second);
   }
 }
@@ -304,37 +246,22 @@ void on_attempt_failed(provider_actor_ptr self, call_state& call,
   auto& st = self->state;
   call.running = false;
   call.handle.reset();
-  if (st.active > 0)
-    --st.active;
-  if (err.code == sdk::errc::rate_limited) {
-    // Adaptive concurrency: halve on 429.
-    st.limit = std::max(1.0, st.limit / 2);
-  }
+  st.queue->release();
+  if (err.code == sdk::errc::rate_limited)
+    st.queue->on_rate_limited();
   auto streamed = call.streamed || plugin_streamed;
-  auto now = clock_type::now();
-  if (err.retryable() && !streamed && call.attempts <= st.cfg.max_retries) {
-    auto exp = std::min<double>(
-      static_cast<double>(st.cfg.retry_max.count()),
-      static_cast<double>(st.cfg.retry_base.count())
-        * std::pow(2.0, call.attempts - 1));
-    std::uniform_real_distribution<double> jitter{0, exp};
-    auto delay = milliseconds{static_cast<int64_t>(jitter(st.rng))};
-    if (err.retry_after_ms)
-      delay = std::max(delay, milliseconds{*err.retry_after_ms});
-    if (now + delay < call.deadline) {
-      ++st.retries;
-      spdlog::info("llm {}: {} (attempt {}), retrying in {} ms", st.cfg.name,
-                   sdk::to_string(err), call.attempts, delay.count());
-      self->delayed_send(self, delay, llm_retry_atom::value, call.key);
-      try_start(self);
-      return;
-    }
+  auto decision = st.retry->after_failure(std::move(err), call.attempts, streamed,
+                                          call.deadline);
+  if (decision.retry) {
+    ++st.retries;
+    spdlog::info("llm {}: {} (attempt {}), retrying in {} ms", st.cfg.name,
+                 sdk::to_string(decision.failure), call.attempts,
+                 decision.delay.count());
+    self->delayed_send(self, decision.delay, llm_retry_atom::value, call.key);
+    try_start(self);
+    return;
   }
-  if (streamed && err.retryable())
-    err.message += " (not retried: part of the answer had already streamed)";
-  else if (err.retryable() && call.attempts > st.cfg.max_retries)
-    err.message += " (after " + std::to_string(call.attempts) + " attempts)";
-  fail_call(self, call, std::move(err));
+  fail_call(self, call, std::move(decision.failure));
 }
 
 llm_provider_full_actor::behavior_type
@@ -345,10 +272,11 @@ provider_impl(provider_actor_ptr self,
   st.provider = std::move(provider);
   st.default_model = st.provider->info().model;
   st.cfg = std::move(cfg);
-  st.limit = st.cfg.max_concurrency;
-  st.request_tokens = st.cfg.requests_per_minute;
-  st.token_tokens = st.cfg.tokens_per_minute;
-  st.last_refill = clock_type::now();
+  st.queue.emplace(st.cfg.max_concurrency, st.cfg.requests_per_minute,
+                   st.cfg.tokens_per_minute, *st.clock);
+  st.retry.emplace(core::retry_settings{st.cfg.max_retries, st.cfg.retry_base,
+                                        st.cfg.retry_max},
+                   *st.clock);
   detail::on_exception_fail_pending(self, "LLM provider", [self](const std::string& why) {
     auto& s = self->state;
     for (auto& [key, call] : s.calls) {
@@ -358,7 +286,7 @@ provider_impl(provider_actor_ptr self,
         sdk::make_error(sdk::errc::internal, "the LLM provider failed: " + why)));
     }
     s.calls.clear();
-    s.queue.clear();
+    s.queue->clear();
   });
   self->set_down_handler([=](caf::down_msg& dm) {
     // The requester is gone: cancel its calls.
@@ -394,12 +322,12 @@ provider_impl(provider_actor_ptr self,
       call.requester = requester;
       call.promise = rp;
       call.request = std::move(req.request);
-      call.estimated_tokens = estimate_tokens(call.request);
-      call.deadline = clock_type::now() + s.cfg.total_timeout;
+      call.estimated_tokens = core::estimate_call_tokens(call.request);
+      call.deadline = core::time_after(*s.clock, s.cfg.total_timeout);
       if (requester && s.monitored.insert(requester.address()).second)
         self->monitor(requester);
       self->delayed_send(self, s.cfg.total_timeout, llm_deadline_atom::value, key);
-      s.queue.push_back(key);
+      s.queue->push_back(key, call.estimated_tokens);
       try_start(self);
       return rp;
     },
@@ -424,9 +352,9 @@ provider_impl(provider_actor_ptr self,
                             {"succeeded", s.succeeded},
                             {"failed", s.failed},
                             {"retries", s.retries},
-                            {"active", s.active},
-                            {"queued", s.queue.size()},
-                            {"concurrency_limit", std::floor(s.limit)},
+                            {"active", s.queue->running()},
+                            {"queued", s.queue->waiting()},
+                            {"concurrency_limit", std::floor(s.queue->limit().value())},
                             {"input_tokens", s.input_tokens},
                             {"output_tokens", s.output_tokens},
                             {"cost_usd", s.cost_usd}}
@@ -439,7 +367,7 @@ provider_impl(provider_actor_ptr self,
           || !i->second.running)
         return; // a cancelled or superseded attempt
       auto& call = i->second;
-      call.last_activity = clock_type::now();
+      call.stall.activity();
       llm_delta delta;
       delta.call_id = call.external_id;
       switch (ev.kind) {
@@ -477,7 +405,7 @@ provider_impl(provider_actor_ptr self,
           s.cost_usd += reply.cost_usd;
           ++s.succeeded;
           // Adaptive concurrency: creep back up on success.
-          s.limit = std::min<double>(s.cfg.max_concurrency, s.limit + 1.0 / s.limit);
+          s.queue->on_success();
           call.promise.deliver(std::move(reply));
           call.handle.reset();
           finish_call(self, call.key);
@@ -496,20 +424,14 @@ provider_impl(provider_actor_ptr self,
           || !i->second.running)
         return;
       auto& call = i->second;
-      auto idle = std::chrono::duration_cast<milliseconds>(clock_type::now()
-                                                           - call.last_activity);
-      if (idle < s.cfg.stall_timeout) {
-        self->delayed_send(self, s.cfg.stall_timeout - idle, llm_stall_atom::value,
-                           key, generation);
+      if (!call.stall.stalled()) {
+        self->delayed_send(self, call.stall.remaining(), llm_stall_atom::value, key,
+                           generation);
         return;
       }
       if (call.handle)
         call.handle->cancel();
-      on_attempt_failed(self, call,
-                        sdk::make_error(sdk::errc::stall,
-                                        "no data for "
-                                          + core::format_duration(s.cfg.stall_timeout)),
-                        false);
+      on_attempt_failed(self, call, call.stall.failure(), false);
     },
     [=](llm_deadline_atom, uint64_t key) {
       auto& s = self->state;
@@ -525,9 +447,10 @@ provider_impl(provider_actor_ptr self,
     },
     [=](llm_retry_atom, uint64_t key) {
       auto& s = self->state;
-      if (s.calls.count(key) == 0)
+      auto i = s.calls.find(key);
+      if (i == s.calls.end())
         return;
-      s.queue.push_front(key);
+      s.queue->push_front(key, i->second.estimated_tokens);
       try_start(self);
     },
     [=](llm_rate_atom) {

@@ -4,10 +4,13 @@
 
 #include "quarry/actors/research_agent.hpp"
 
-#include "quarry/core/citations.hpp"
+#include "quarry/core/clock.hpp"
+#include "quarry/core/deadline.hpp"
+#include "quarry/core/document_numbers.hpp"
 #include "quarry/core/findings.hpp"
 #include "quarry/core/history.hpp"
 #include "quarry/core/prompts.hpp"
+#include "quarry/core/research_requests.hpp"
 #include "quarry/core/research_tools.hpp"
 #include "quarry/core/think_stream.hpp"
 #include "quarry/core/tool_args.hpp"
@@ -22,7 +25,6 @@ namespace quarry::actors {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
 
 // One tool call of a step and what became of it.
 struct pending_tool {
@@ -37,7 +39,8 @@ struct agent_state {
   emitter_actor emitter;
   std::shared_ptr<const core::prompt_library> prompts;
   agent_parent_actor parent;
-  clock_type::time_point started;
+  // When to report (core), on the real steady clock from the start.
+  core::agent_deadline timing;
   bool done = false;
   bool report_now = false;
   bool writing_report = false;
@@ -49,8 +52,7 @@ struct agent_state {
   bool just_ran_web_search = false;
 
   // Agent-local citation numbers.
-  std::map<std::string, int> number_of_id;
-  std::map<int, sdk::document> doc_of_number;
+  core::document_numbers numbers;
   // Search snippets by URL, for open_url's window.
   std::map<std::string, std::string> snippets;
 
@@ -80,16 +82,6 @@ core::placement agent_at(agent_ptr self) {
   return {self->state.spec.turn_index, self->state.spec.tab_index, std::nullopt};
 }
 
-int number_for(agent_state& st, const sdk::document& doc) {
-  auto key = doc.id.empty() ? doc.url : doc.id;
-  if (auto i = st.number_of_id.find(key); i != st.number_of_id.end())
-    return i->second;
-  auto n = st.doc_of_number.empty() ? 1 : st.doc_of_number.rbegin()->first + 1;
-  st.number_of_id.emplace(key, n);
-  st.doc_of_number.emplace(n, doc);
-  return n;
-}
-
 void finish(agent_ptr self, agent_result result) {
   auto& st = self->state;
   if (st.done)
@@ -109,12 +101,10 @@ void fail(agent_ptr self, const std::string& why) {
   finish(self, std::move(r));
 }
 
+// Empty when the template cannot be rendered (the caller reports it).
 std::string render(agent_ptr self, std::string_view name,
                    const core::prompt_vars& vars) {
-  auto r = self->state.prompts->render(name, vars);
-  if (std::holds_alternative<core::prompt_error>(r))
-    return {}; // reported by the caller through an empty prompt
-  return std::get<std::string>(std::move(r));
+  return core::render_prompt(*self->state.prompts, name, vars);
 }
 
 void close_reasoning(agent_ptr self) {
@@ -161,9 +151,7 @@ void run_tool(agent_ptr self, size_t index, const core::placement& at) {
     std::vector<std::string> names;
     for (const auto& [n, _] : st.tools.tools)
       names.push_back(n);
-    r.llm_text = "There is no tool named '" + name
-                 + "'. Available tools: " + core::join_tool_names(names)
-                 + ", think_tool and generate_report.";
+    r.llm_text = core::unknown_tool_text(name, names);
     r.failure = sdk::make_error(sdk::errc::bad_request, r.llm_text);
     p.result = std::move(r);
     return;
@@ -222,7 +210,7 @@ void run_tool(agent_ptr self, size_t index, const core::placement& at) {
         // Agent-local numbers for every document, reused per document id.
         r.llm_text = core::renumber_documents(r.llm_text, r.documents,
                                         [self](const sdk::document& d) {
-                                          return number_for(self->state, d);
+                                          return self->state.numbers.number_for(d);
                                         });
         if (sdk::is_search(kind)) {
           for (const auto& d : r.documents)
@@ -246,8 +234,7 @@ void run_tool(agent_ptr self, size_t index, const core::placement& at) {
         if (st.done || index >= st.pending.size())
           return;
         sdk::tool_result r;
-        r.llm_text = "The " + name + " call failed: " + caf::to_string(err)
-                     + ". Try another approach.";
+        r.llm_text = core::tool_call_failed_text(name, caf::to_string(err));
         emit(self, at, core::packets::error(r.llm_text, "tool_failed"));
         emit(self, at, core::packets::section_end());
         st.pending[index].result = std::move(r);
@@ -267,18 +254,7 @@ void on_step_reply(agent_ptr self, sdk::chat_result& result) {
     ++st.reasoning_cycles;
     tools_at.sub_turn_index = *st.step_at.sub_turn_index + 1;
   }
-  auto calls = std::move(result.tool_calls);
-  bool report = false;
-  std::vector<sdk::tool_call> thinks;
-  std::vector<sdk::tool_call> work;
-  for (auto& c : calls) {
-    if (c.name == "generate_report")
-      report = true;
-    else if (c.name == core::think_stream::tool_name)
-      thinks.push_back(std::move(c));
-    else
-      work.push_back(std::move(c));
-  }
+  auto [report, thinks, work] = core::split_agent_calls(std::move(result.tool_calls));
   if (report) {
     write_report(self);
     return;
@@ -332,16 +308,15 @@ void next_step(agent_ptr self) {
   auto& st = self->state;
   if (st.done)
     return;
-  auto elapsed = clock_type::now() - st.started;
-  if (st.report_now || elapsed >= st.spec.force_report_after
+  if (st.report_now || st.timing.must_report()
       || st.research_cycles >= st.spec.max_cycles) {
     write_report(self);
     return;
   }
-  std::vector<std::string> names;
+  core::agent_prompt prompt;
   std::vector<sdk::tool_definition> defs;
   for (const auto& [name, entry] : st.tools.tools) {
-    names.push_back(name);
+    prompt.tools.push_back(name);
     defs.push_back(entry.definition);
   }
   // The guidance names each tool as the model sees it: a search or page
@@ -352,75 +327,44 @@ void next_step(agent_ptr self) {
         return name;
     return std::string{usual};
   };
-  const core::prompt_vars tool_names{
-    {"web_search_tool", name_of(sdk::tool_kind::web_search, "web_search")},
-    {"internal_search_tool",
-     name_of(sdk::tool_kind::internal_search, "internal_search")},
-    {"open_url_tool", name_of(sdk::tool_kind::page_reader, "open_url")}};
-  auto guidance = [&](const char* name, bool on) {
-    return on ? render(self, name, tool_names) : std::string{};
-  };
+  const auto* lib = st.prompts.get();
   bool has_open_url = st.tools.has(sdk::tool_kind::page_reader);
-  core::prompt_vars vars{
-    {"available_tools", core::join_tool_names(names)},
-    {"current_datetime", st.spec.current_datetime},
-    {"current_cycle_count", std::to_string(st.research_cycles)},
-    {"max_cycles", std::to_string(st.spec.max_cycles)},
-    {"internal_search_tool_guidance",
-     guidance("internal_search_tool_guidance",
-              st.tools.has(sdk::tool_kind::internal_search))},
-    {"web_search_tool_guidance",
-     guidance("web_search_tool_guidance", st.tools.has(sdk::tool_kind::web_search))},
-    {"open_url_tool_guidance",
-     guidance(st.spec.reasoning_model ? "open_url_tool_guidance_reasoning"
-                                      : "open_url_tool_guidance",
-              has_open_url)},
-  };
-  auto system = render(self, st.spec.reasoning_model ? "research_agent_reasoning"
-                                                     : "research_agent",
-                       vars);
+  prompt.current_datetime = st.spec.current_datetime;
+  prompt.cycle = st.research_cycles;
+  prompt.max_cycles = st.spec.max_cycles;
+  prompt.internal_search = st.tools.has(sdk::tool_kind::internal_search);
+  prompt.web_search = st.tools.has(sdk::tool_kind::web_search);
+  prompt.open_url = has_open_url;
+  prompt.web_search_tool = name_of(sdk::tool_kind::web_search, "web_search");
+  prompt.internal_search_tool = name_of(sdk::tool_kind::internal_search, "internal_search");
+  prompt.open_url_tool = name_of(sdk::tool_kind::page_reader, "open_url");
+  prompt.reasoning_model = st.spec.reasoning_model;
+  // What earlier agents found goes with the instructions, not with the task:
+  // the task message is what the model (and the offline provider) turns into
+  // search queries, and the digest must never reach a search backend.
+  prompt.context = st.spec.context;
+  auto system = core::research_agent_system(*lib, prompt);
   if (system.empty()) {
     fail(self, "the research agent prompt could not be rendered");
     return;
   }
-  // What earlier agents found goes with the instructions, not with the task:
-  // the task message is what the model (and the offline provider) turns into
-  // search queries, and the digest must never reach a search backend.
-  if (!st.spec.context.empty())
-    system += "\n\n" + st.spec.context;
-  defs.push_back(core::generate_report_tool(true));
-  if (!st.spec.reasoning_model)
-    defs.push_back(core::think_tool(true));
-  core::history_input in;
-  in.system.author = sdk::role::system;
-  in.system.content = std::move(system);
+  core::research_step_input in;
+  in.system = std::move(system);
   in.history = st.history;
-  if (st.just_ran_web_search && has_open_url) {
-    auto text = render(self, "open_url_reminder", tool_names);
-    if (!text.empty()) {
-      sdk::chat_message m;
-      m.author = sdk::role::user;
-      m.content = std::move(text);
-      in.reminder = std::move(m);
-    }
-  }
-  int64_t def_tokens = 0;
-  for (const auto& d : defs)
-    def_tokens += static_cast<int64_t>(d.to_openai().dump().size() / 4);
-  in.available_tokens = std::max<int64_t>(0, st.spec.context_tokens - def_tokens
-                                               - st.spec.step_max_tokens);
-  auto built = core::build_history(in);
+  in.tools = std::move(defs);
+  if (st.just_ran_web_search && has_open_url)
+    if (auto text = core::open_url_reminder(*lib, prompt); !text.empty())
+      in.reminder = std::move(text);
+  in.reasoning_model = st.spec.reasoning_model;
+  in.context_tokens = st.spec.context_tokens;
+  in.max_tokens = st.spec.step_max_tokens;
+  auto built = core::research_step_request(in);
   if (std::holds_alternative<std::string>(built)) {
     // The context is full: write the report from what exists.
     write_report(self);
     return;
   }
-  sdk::chat_request req;
-  req.messages = std::get<std::vector<sdk::chat_message>>(std::move(built));
-  req.tools = std::move(defs);
-  req.choice = sdk::tool_choice::required;
-  req.max_tokens = st.spec.step_max_tokens;
-  req.role_tag = "research";
+  auto req = std::get<sdk::chat_request>(std::move(built));
   st.step_at = {st.spec.turn_index, st.spec.tab_index,
                 st.llm_cycles + st.reasoning_cycles};
   st.reasoning = {};
@@ -453,26 +397,14 @@ void write_report(agent_ptr self) {
     fail(self, "the report prompts could not be rendered");
     return;
   }
-  core::history_input in;
-  in.system.author = sdk::role::system;
-  in.system.content = std::move(system);
-  in.history = st.history;
-  sdk::chat_message m;
-  m.author = sdk::role::user;
-  m.content = std::move(reminder);
-  in.reminder = std::move(m);
-  in.available_tokens = std::max<int64_t>(0, st.spec.context_tokens
-                                               - st.spec.report_max_tokens);
-  auto built = core::build_history(in);
+  auto built = core::agent_report_request(std::move(system), st.history,
+                                          std::move(reminder), st.spec.context_tokens,
+                                          st.spec.report_max_tokens);
   if (auto* err = std::get_if<std::string>(&built)) {
     fail(self, "the research history does not fit the model: " + *err);
     return;
   }
-  sdk::chat_request req;
-  req.messages = std::get<std::vector<sdk::chat_message>>(std::move(built));
-  req.choice = sdk::tool_choice::none;
-  req.max_tokens = st.spec.report_max_tokens;
-  req.role_tag = "report";
+  auto req = std::get<sdk::chat_request>(std::move(built));
   st.step_at = agent_at(self);
   st.reasoning.open = false;
   st.report_text.clear();
@@ -498,18 +430,8 @@ void write_report(agent_ptr self) {
         agent_result r;
         r.ok = true;
         r.report = text;
-        // The documents the report cites, in first-cited order (the
-        // keep-markers processor applies the exact marker grammar and skips
-        // code).
-        core::citation_processor seen{core::citation_mode::keep_markers};
-        core::citation_mapping local;
-        for (const auto& [n, d] : st.doc_of_number)
-          local.insert(n, core::make_document_ref(d));
-        seen.update_mapping(local);
-        seen.process(text);
-        seen.finish();
-        for (const auto& [n, ref] : seen.seen_citations())
-          r.cited.emplace_back(n, st.doc_of_number.at(n));
+        // The documents the report cites, in first-cited order.
+        r.cited = core::cited_documents(text, st.numbers.documents());
         std::vector<sdk::document> docs;
         for (const auto& [n, d] : r.cited)
           docs.push_back(d);
@@ -535,13 +457,14 @@ agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm, tool_set too
   st.emitter = std::move(emitter);
   st.prompts = std::move(prompts);
   st.parent = std::move(parent);
-  st.started = clock_type::now();
+  st.timing = core::agent_deadline{{st.spec.force_report_after, st.spec.hard_timeout},
+                                   core::real_clock()};
   sdk::chat_message task;
   task.author = sdk::role::user;
   task.content = st.spec.task;
   st.history.push_back(std::move(task));
   emit(self, agent_at(self), core::packets::research_agent_start(st.spec.task));
-  self->delayed_send(self, st.spec.hard_timeout, agent_timeout_atom::value);
+  self->delayed_send(self, st.timing.hard_timeout(), agent_timeout_atom::value);
   self->send(self, caf::tick_atom::value);
   return {
     [=](caf::tick_atom) { next_step(self); },

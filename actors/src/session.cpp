@@ -11,12 +11,13 @@
 
 #include "quarry/core/agent_dispatch.hpp"
 #include "quarry/core/citations.hpp"
+#include "quarry/core/clock.hpp"
+#include "quarry/core/deadline.hpp"
 #include "quarry/core/findings.hpp"
 #include "quarry/core/history.hpp"
 #include "quarry/core/prompts.hpp"
-#include "quarry/core/research_tools.hpp"
+#include "quarry/core/research_requests.hpp"
 #include "quarry/core/think_stream.hpp"
-#include "quarry/core/tool_args.hpp"
 
 #include "reasoning_packets.hpp"
 
@@ -29,8 +30,6 @@ namespace quarry::actors {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-using std::chrono::milliseconds;
 
 enum class phase { clarify, plan, orchestrate, agents, final, done };
 
@@ -49,7 +48,8 @@ struct session_state {
   emitter_actor emitter;
   std::shared_ptr<const core::prompt_library> prompts;
   session_requester_actor requester;
-  clock_type::time_point started;
+  // The deadline plan (core), on the real steady clock from the start.
+  core::research_deadline timing;
   phase now = phase::clarify;
   bool stop_requested = false;
   bool deadline_passed = false;
@@ -118,31 +118,7 @@ bool has_tool(session_ptr self, sdk::tool_kind kind) {
 
 std::string render(session_ptr self, std::string_view name,
                    const core::prompt_vars& vars) {
-  auto r = self->state.prompts->render(name, vars);
-  if (std::holds_alternative<core::prompt_error>(r))
-    return ""; // the templates are checked when they are loaded
-  return std::get<std::string>(std::move(r));
-}
-
-std::string guidance(session_ptr self, const char* name, bool on) {
-  if (!on)
-    return {};
-  const auto* text = self->state.prompts->find(name);
-  return text ? *text : std::string{};
-}
-
-sdk::chat_message user(std::string text) {
-  sdk::chat_message m;
-  m.author = sdk::role::user;
-  m.content = std::move(text);
-  return m;
-}
-
-sdk::chat_message system_msg(std::string text) {
-  sdk::chat_message m;
-  m.author = sdk::role::system;
-  m.content = std::move(text);
-  return m;
+  return core::render_prompt(*self->state.prompts, name, vars);
 }
 
 void finish(session_ptr self, session_result result) {
@@ -221,19 +197,11 @@ void start_final(session_ptr self);
 void start_clarify(session_ptr self) {
   auto& st = self->state;
   st.now = phase::clarify;
-  auto system = render(self, "clarification",
-                       {{"current_datetime", st.spec.current_datetime},
-                        {"internal_search_clarification_guidance",
-                         guidance(self, "internal_search_clarification_guidance",
-                                  has_tool(self, sdk::tool_kind::internal_search))}});
-  sdk::chat_request req;
-  req.messages = {system_msg(system), user(st.spec.question)};
-  req.tools = {core::generate_plan_tool()};
-  req.choice = sdk::tool_choice::automatic;
-  req.role_tag = "clarify";
-  req.max_tokens = 2000;
+  auto system = core::clarification_system(*st.prompts, st.spec.current_datetime,
+                                           has_tool(self, sdk::tool_kind::internal_search));
   call_llm(
-    self, st.models.clarify, std::move(req), turn(0),
+    self, st.models.clarify, core::clarification_request(system, st.spec.question),
+    turn(0),
     [=](sdk::chat_result& r) {
       close_reasoning(self);
       if (!r.tool_calls.empty()) {
@@ -279,13 +247,9 @@ void start_plan(session_ptr self) {
                        {{"current_datetime", st.spec.current_datetime},
                         {"max_plan_steps", steps}});
   auto reminder = render(self, "research_plan_reminder", {{"max_plan_steps", steps}});
-  sdk::chat_request req;
-  req.messages = {system_msg(system), user(st.spec.question), user(reminder)};
-  req.choice = sdk::tool_choice::none;
-  req.role_tag = "plan";
-  req.max_tokens = 2000;
   call_llm(
-    self, st.models.plan, std::move(req), turn(0),
+    self, st.models.plan, core::plan_request(system, st.spec.question, reminder),
+    turn(0),
     [=](sdk::chat_result& r) {
       auto& st = self->state;
       close_reasoning(self);
@@ -340,14 +304,9 @@ void dispatch_agents(session_ptr self, std::vector<sdk::tool_call> calls,
   for (auto& c : calls) {
     if (c.name != "research_agent")
       continue;
-    auto parsed = core::parse_tool_arguments(c.arguments);
-    std::string task;
-    if (auto* obj = std::get_if<nlohmann::json>(&parsed))
-      if (auto t = obj->find("task"); t != obj->end() && t->is_string())
-        task = t->get<std::string>();
-    if (task.find_first_not_of(" \t\r\n") == std::string::npos) {
-      st.round_results[c.id] = "Not run: research_agent needs a 'task' argument "
-                               "with one or two sentences describing the research.";
+    auto task = core::research_task(c);
+    if (task.empty()) {
+      st.round_results[c.id] = core::missing_task_text;
       continue;
     }
     // Calls beyond the parallel limit wait for a free slot (start_pending).
@@ -400,9 +359,9 @@ void start_pending(session_ptr self) {
     return;
   }
   auto agents_turn = st.agents_turn;
-  auto now = clock_type::now();
-  auto left = std::chrono::duration_cast<milliseconds>(
-    st.started + st.spec.deadline - now);
+  // No agent gets more time than the research has left.
+  auto limits = st.timing.agent_limits({st.spec.agent_force_report,
+                                        st.spec.agent_hard_timeout});
   for (auto i : st.dispatch.start()) {
     auto& a = st.agents[i];
     agent_spec spec;
@@ -413,9 +372,8 @@ void start_pending(session_ptr self) {
     spec.tab_index = a.tab;
     spec.max_cycles = st.spec.agent_max_cycles;
     spec.reasoning_model = st.spec.reasoning_model;
-    spec.force_report_after = std::min(st.spec.agent_force_report, left);
-    spec.hard_timeout = std::min(st.spec.agent_hard_timeout,
-                                 left + std::chrono::seconds{1});
+    spec.force_report_after = limits.force_report_after;
+    spec.hard_timeout = limits.hard_timeout;
     spec.context_tokens = st.spec.context_tokens;
     spec.current_datetime = st.spec.current_datetime;
     a.handle = spawn_research_agent(self->system(), std::move(spec),
@@ -457,9 +415,7 @@ void answer_round(session_ptr self) {
                  : a.handle ? std::string{"it did not finish in time"}
                             : std::string{"it was waiting for a free slot when "
                                           "the research ended"};
-      st.round_results[a.call_id]
-        = "The research agent failed (" + why
-          + "). Try another approach or carry on without this task.";
+      st.round_results[a.call_id] = core::agent_failed_text(why);
       st.notices.push_back("research agent " + std::to_string(a.tab + 1) + " failed: "
                            + why); // numbered from 1, as in the live view
       continue;
@@ -545,10 +501,7 @@ void on_orchestrator_reply(session_ptr self, sdk::chat_result& r) {
   if (!any_agent) {
     // Think calls (and unknown tools) are answered at once.
     core::append_tool_round(st.orchestration, calls, [](const sdk::tool_call& c) {
-      return c.name == core::think_stream::tool_name
-               ? std::string{core::think_acknowledgement}
-               : "There is no tool named '" + c.name
-                   + "'. Use research_agent, think_tool or generate_report.";
+      return core::orchestrator_tool_answer(c, true);
     });
     ++st.cycle;
     start_cycle(self);
@@ -558,9 +511,7 @@ void on_orchestrator_reply(session_ptr self, sdk::chat_result& r) {
   std::map<std::string, std::string> answered;
   for (const auto& c : calls)
     if (c.name != "research_agent")
-      answered[c.id] = c.name == core::think_stream::tool_name
-                         ? std::string{core::think_acknowledgement}
-                         : "There is no tool named '" + c.name + "'.";
+      answered[c.id] = core::orchestrator_tool_answer(c, false);
   dispatch_agents(self, std::move(calls), st.reasoning.reasoned ? t + 1 : t,
                   std::move(answered));
 }
@@ -570,55 +521,40 @@ void start_cycle(session_ptr self) {
   if (st.now == phase::done)
     return;
   st.now = phase::orchestrate;
-  if (st.stop_requested || st.deadline_passed || st.cycle >= st.max_cycles - 1) {
+  if (st.stop_requested || st.deadline_passed
+      || core::final_cycle(st.cycle, st.max_cycles)) {
     start_final(self);
     return;
   }
-  auto system = render(
-    self, st.spec.reasoning_model ? "orchestrator_reasoning" : "orchestrator",
-    {{"current_datetime", st.spec.current_datetime},
-     {"current_cycle_count", std::to_string(st.cycle)},
-     {"max_cycles", std::to_string(st.max_cycles)},
-     {"internal_search_research_task_guidance",
-      guidance(self, "internal_search_research_task_guidance",
-               has_tool(self, sdk::tool_kind::internal_search))},
-     {"max_parallel_agents", std::to_string(st.spec.max_parallel_agents)},
-     {"research_plan", st.plan}});
-  core::history_input in;
-  in.system = system_msg(system);
-  in.history.push_back(user(st.spec.question));
-  in.history.insert(in.history.end(), st.orchestration.begin(), st.orchestration.end());
-  std::string reminder_text;
-  if (st.cycle == 1) {
-    if (const auto* text = st.prompts->find("first_cycle_reminder"))
-      reminder_text = *text;
-  }
-  if (st.retried_empty && st.cycle == 0)
-    reminder_text = "You must call a tool now: research_agent with a task for "
-                    "the first part of the research plan (or generate_report "
-                    "if nothing needs researching). Do not answer with text.";
-  if (!reminder_text.empty())
-    in.reminder = core::make_reminder(reminder_text);
-  std::vector<sdk::tool_definition> defs{core::research_agent_tool(),
-                                         core::generate_report_tool(false)};
-  if (!st.spec.reasoning_model)
-    defs.push_back(core::think_tool(false));
-  in.available_tokens = st.spec.context_tokens - st.spec.orchestrator_max_tokens - 1000;
-  auto built = core::build_history(in);
+  core::orchestrator_prompt prompt;
+  prompt.current_datetime = st.spec.current_datetime;
+  prompt.cycle = st.cycle;
+  prompt.max_cycles = st.max_cycles;
+  prompt.max_parallel_agents = st.spec.max_parallel_agents;
+  prompt.plan = st.plan;
+  prompt.internal_search = has_tool(self, sdk::tool_kind::internal_search);
+  prompt.reasoning_model = st.spec.reasoning_model;
+  core::orchestrator_input in;
+  in.system = core::orchestrator_system(*st.prompts, prompt);
+  in.question = st.spec.question;
+  in.history = st.orchestration;
+  in.reminder = core::orchestrator_reminder(st.cycle, st.retried_empty,
+                                            core::guidance_text(*st.prompts,
+                                                                "first_cycle_reminder",
+                                                                true));
+  in.reasoning_model = st.spec.reasoning_model;
+  in.context_tokens = st.spec.context_tokens;
+  in.max_tokens = st.spec.orchestrator_max_tokens;
+  auto built = core::orchestrator_request(in);
   if (std::holds_alternative<std::string>(built)) {
     st.notices.push_back("the research history no longer fits the model: "
                          "writing the report");
     start_final(self);
     return;
   }
-  sdk::chat_request req;
-  req.messages = std::get<std::vector<sdk::chat_message>>(std::move(built));
-  req.tools = std::move(defs);
-  req.choice = sdk::tool_choice::required;
-  req.max_tokens = st.spec.orchestrator_max_tokens;
-  req.role_tag = "orchestrate";
   call_llm(
-    self, st.models.orchestrator, std::move(req), turn(current_turn(self)),
+    self, st.models.orchestrator, std::get<sdk::chat_request>(std::move(built)),
+    turn(current_turn(self)),
     [=](sdk::chat_result& r) { on_orchestrator_reply(self, r); },
     [=](const sdk::error& e) {
       auto& st = self->state;
@@ -671,8 +607,7 @@ void report_piece(session_ptr self, const std::string& raw) {
     if (st.reasoning.reasoned)
       st.at.turn_index += 1;
     auto docs = final_documents(st);
-    auto seconds = std::chrono::duration<double>(clock_type::now() - st.started).count();
-    emit(self, st.at, core::packets::message_start(&docs, seconds));
+    emit(self, st.at, core::packets::message_start(&docs, st.timing.elapsed_seconds()));
     st.text_started = true;
   }
   emit_chunk(self, st.processor->process(raw));
@@ -720,11 +655,7 @@ void fallback_report(session_ptr self, const std::string& why) {
                                        "the model (" + why
                                        + "); these are the research findings."));
   }
-  std::string body;
-  if (st.findings.empty())
-    body = "No findings could be gathered before the research ended (" + why + ").";
-  for (const auto& [task, report] : st.findings)
-    body += "## " + task + "\n\n" + report + "\n\n";
+  auto body = core::findings_report(st.findings, why);
   if (!st.text_started)
     report_piece(self, body);
   else
@@ -743,13 +674,10 @@ void start_final(session_ptr self) {
   auto system = render(self, "final_report",
                        {{"current_datetime", st.spec.current_datetime}});
   auto reminder = render(self, "user_final_report_query", {{"research_plan", st.plan}});
-  core::history_input in;
-  in.system = system_msg(system);
-  in.history.push_back(user(st.spec.question));
-  in.history.insert(in.history.end(), st.orchestration.begin(), st.orchestration.end());
-  in.reminder = core::make_reminder(reminder);
-  in.available_tokens = st.spec.context_tokens - st.spec.final_max_tokens;
-  auto built = core::build_history(in);
+  auto built = core::final_report_request(std::move(system), st.spec.question,
+                                          st.orchestration, reminder,
+                                          st.spec.context_tokens,
+                                          st.spec.final_max_tokens);
   if (st.stop_requested) {
     // Interrupted: no new model call; what was found is the report.
     st.at = turn(st.final_turn);
@@ -762,13 +690,9 @@ void start_final(session_ptr self) {
     fallback_report(self, std::get<std::string>(built));
     return;
   }
-  sdk::chat_request req;
-  req.messages = std::get<std::vector<sdk::chat_message>>(std::move(built));
-  req.choice = sdk::tool_choice::none;
-  req.max_tokens = st.spec.final_max_tokens;
-  req.role_tag = "final";
   call_llm(
-    self, st.models.report, std::move(req), turn(st.final_turn),
+    self, st.models.report, std::get<sdk::chat_request>(std::move(built)),
+    turn(st.final_turn),
     [=](sdk::chat_result& r) {
       auto& st = self->state;
       if (!st.text_started) {
@@ -797,16 +721,14 @@ session_impl(session_ptr self, session_spec spec, session_models models,
   st.emitter = std::move(emitter);
   st.prompts = std::move(prompts);
   st.requester = std::move(requester);
-  st.started = clock_type::now();
+  st.timing = core::research_deadline{st.spec.deadline, core::real_clock()};
   st.collector = spawn_citation_collector(self->system());
   self->link_to(st.collector);
-  st.max_cycles = st.spec.max_cycles > 0 ? st.spec.max_cycles
-                                         : (st.spec.reasoning_model ? 4 : 8);
+  st.max_cycles = core::orchestrator_cycles(st.spec.max_cycles, st.spec.reasoning_model);
   // Agents are told to report a little before the deadline, so their reports
   // are ready when it comes.
-  auto margin = std::min<milliseconds>(std::chrono::minutes{2}, st.spec.deadline / 5);
-  self->delayed_send(self, st.spec.deadline - margin, deadline_soon_atom::value);
-  self->delayed_send(self, st.spec.deadline, deadline_now_atom::value);
+  self->delayed_send(self, st.timing.report_after(), deadline_soon_atom::value);
+  self->delayed_send(self, st.timing.deadline(), deadline_now_atom::value);
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
     for (size_t i = 0; i < st.agents.size(); ++i) {

@@ -4,6 +4,9 @@
 
 #include "quarry/actors/actor_failure.hpp"
 
+#include "quarry/core/call_queue.hpp"
+#include "quarry/core/clock.hpp"
+#include "quarry/core/research_requests.hpp"
 #include "quarry/core/tool_args.hpp"
 
 #include "quarry/actors/atoms.hpp"
@@ -13,8 +16,8 @@
 
 #include <caf/all.hpp>
 
-#include <deque>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 namespace quarry::actors {
@@ -36,8 +39,8 @@ struct tool_state {
   tool_actor_settings cfg;
   uint64_t next_key = 1;
   std::unordered_map<uint64_t, pending_run> runs;
-  std::deque<uint64_t> queue;
-  size_t active = 0;
+  // Runs waiting for one of `max_concurrency` slots (core; no rate limits).
+  std::optional<core::call_queue> queue;
   // Results of identical runs (the SDK's cache); none when caching is off.
   std::unique_ptr<sdk::ttl_cache<sdk::tool_result>> cache;
 
@@ -48,16 +51,15 @@ using tool_actor_ptr = tool_provider_full_actor::stateful_pointer<tool_state>;
 
 void start_runs(tool_actor_ptr self) {
   auto& st = self->state;
-  while (!st.queue.empty()
-         && st.active < static_cast<size_t>(st.cfg.max_concurrency)) {
-    auto key = st.queue.front();
-    st.queue.pop_front();
+  for (auto step = st.queue->next(); step.start; step = st.queue->next()) {
+    auto key = *step.start;
     auto i = st.runs.find(key);
-    if (i == st.runs.end())
+    if (i == st.runs.end()) {
+      st.queue->release();
       continue;
+    }
     auto& run = i->second;
     run.running = true;
-    ++st.active;
     self->delayed_send(self, st.cfg.timeout, tool_timeout_atom::value, key);
     tool_provider_full_actor me{self};
     try {
@@ -81,8 +83,8 @@ void finish(tool_actor_ptr self, uint64_t key, sdk::tool_result result,
   if (i == st.runs.end())
     return;
   auto& run = i->second;
-  if (run.running && st.active > 0)
-    --st.active;
+  if (run.running)
+    st.queue->release();
   if (cacheable && !result.failure && st.cache)
     st.cache->put(run.cache_key, result);
   run.promise.deliver(tool_reply{run.id, std::move(result), false});
@@ -95,6 +97,7 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
           tool_actor_settings cfg) {
   self->state.tool = std::move(tool);
   self->state.cfg = std::move(cfg);
+  self->state.queue.emplace(self->state.cfg.max_concurrency, 0, 0, core::real_clock());
   if (self->state.cfg.cache_ttl.count() > 0 && self->state.cfg.cache_entries > 0)
     self->state.cache = std::make_unique<sdk::ttl_cache<sdk::tool_result>>(
       self->state.cfg.cache_ttl, self->state.cfg.cache_entries);
@@ -109,7 +112,7 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
       run.promise.deliver(tool_reply{run.id, std::move(r), false});
     }
     st.runs.clear();
-    st.queue.clear();
+    st.queue->clear();
   });
   return {
     [=](run_atom, tool_call_msg& call) -> caf::result<tool_reply> {
@@ -135,7 +138,7 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
       run.arguments = std::move(args);
       run.cache_key = std::move(cache_key);
       run.promise = rp;
-      st.queue.push_back(key);
+      st.queue->push_back(key, 0);
       start_runs(self);
       return rp;
     },
@@ -149,12 +152,8 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
         return;
       if (i->second.handle)
         i->second.handle->cancel();
-      sdk::tool_result r;
-      r.llm_text = "The " + st.tool->name() + " tool did not finish within "
-                   + core::format_duration(st.cfg.timeout)
-                   + "; continue without its result.";
-      r.failure = sdk::make_error(sdk::errc::timeout, r.llm_text);
-      finish(self, key, std::move(r), false);
+      finish(self, key, core::tool_timeout_result(st.tool->name(), st.cfg.timeout),
+             false);
     },
     [=](stop_atom) {
       auto& st = self->state;

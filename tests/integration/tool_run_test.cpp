@@ -166,3 +166,22 @@ TEST_CASE_FIXTURE(tool_actor_fixture, "tool provider actor bounds a run's time a
   auto ok = run(self, hdl, R"({"text": "after"})");
   CHECK(ok.result.llm_text == "after (run 1)");
 }
+
+TEST_CASE_FIXTURE(tool_actor_fixture, "tool provider actor runs at most max_concurrency at once, in order") {
+  auto hdl = spawn({{"max_concurrency", 1}, {"timeout", "100ms"}, {"cache_ttl", 0}});
+  caf::scoped_actor self{rt->system()};
+  // The first run hangs until its time limit; the second waits for its slot
+  // and so is answered after it (without the cap it would come first).
+  self->send(hdl, actors::run_atom::value, actors::tool_call_msg{1, R"({"text": "hang"})"});
+  self->send(hdl, actors::run_atom::value, actors::tool_call_msg{2, R"({"text": "quick"})"});
+  std::vector<actors::tool_reply> replies;
+  for (int i = 0; i < 2; ++i)
+    self->receive([&](actors::tool_reply& r) { replies.push_back(std::move(r)); },
+                  caf::after(std::chrono::seconds{30}) >> [&] { FAIL("no reply"); });
+  REQUIRE(replies.size() == 2);
+  CHECK(replies[0].id == 1);
+  REQUIRE(replies[0].result.failure.has_value());
+  CHECK(replies[0].result.failure->code == sdk::errc::timeout);
+  CHECK(replies[1].id == 2);
+  CHECK(replies[1].result.llm_text == "quick (run 1)");
+}

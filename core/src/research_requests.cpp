@@ -1,0 +1,309 @@
+// The research strategy's requests to its models and its answers to tool
+// calls.
+
+#include "quarry/core/research_requests.hpp"
+
+#include "quarry/core/citations.hpp"
+#include "quarry/core/duration.hpp"
+#include "quarry/core/history.hpp"
+#include "quarry/core/research_tools.hpp"
+#include "quarry/core/think_stream.hpp"
+#include "quarry/core/tool_args.hpp"
+
+#include <algorithm>
+
+namespace quarry::core {
+
+namespace {
+
+sdk::chat_message message(sdk::role author, std::string text) {
+  sdk::chat_message m;
+  m.author = author;
+  m.content = std::move(text);
+  return m;
+}
+
+// The request around a history build_history accepted, or its message.
+request_or_error with_history(history_input in, std::vector<sdk::tool_definition> tools,
+                              sdk::tool_choice choice, int64_t max_tokens,
+                              const char* role_tag) {
+  auto built = build_history(in);
+  if (auto* why = std::get_if<std::string>(&built))
+    return std::move(*why);
+  sdk::chat_request req;
+  req.messages = std::get<std::vector<sdk::chat_message>>(std::move(built));
+  req.tools = std::move(tools);
+  req.choice = choice;
+  req.max_tokens = max_tokens;
+  req.role_tag = role_tag;
+  return req;
+}
+
+bool blank(const std::string& text) {
+  return text.find_first_not_of(" \t\r\n") == std::string::npos;
+}
+
+} // namespace
+
+sdk::chat_message user_message(std::string text) {
+  return message(sdk::role::user, std::move(text));
+}
+
+sdk::chat_message system_message(std::string text) {
+  return message(sdk::role::system, std::move(text));
+}
+
+sdk::chat_request clarification_request(std::string system,
+                                        const std::string& question) {
+  sdk::chat_request req;
+  req.messages = {system_message(std::move(system)), user_message(question)};
+  req.tools = {generate_plan_tool()};
+  req.choice = sdk::tool_choice::automatic;
+  req.role_tag = "clarify";
+  req.max_tokens = clarification_max_tokens;
+  return req;
+}
+
+sdk::chat_request plan_request(std::string system, const std::string& question,
+                               std::string reminder) {
+  sdk::chat_request req;
+  req.messages = {system_message(std::move(system)), user_message(question),
+                  user_message(std::move(reminder))};
+  req.choice = sdk::tool_choice::none;
+  req.role_tag = "plan";
+  req.max_tokens = plan_max_tokens;
+  return req;
+}
+
+request_or_error orchestrator_request(const orchestrator_input& in) {
+  history_input h;
+  h.system = system_message(in.system);
+  h.history.push_back(user_message(in.question));
+  h.history.insert(h.history.end(), in.history.begin(), in.history.end());
+  if (!in.reminder.empty())
+    h.reminder = make_reminder(in.reminder);
+  std::vector<sdk::tool_definition> defs{research_agent_tool(),
+                                         generate_report_tool(false)};
+  if (!in.reasoning_model)
+    defs.push_back(think_tool(false));
+  h.available_tokens = in.context_tokens - in.max_tokens - orchestrator_reserve_tokens;
+  return with_history(std::move(h), std::move(defs), sdk::tool_choice::required,
+                      in.max_tokens, "orchestrate");
+}
+
+std::string orchestrator_reminder(int cycle, bool retried_empty,
+                                  const std::string& first_cycle_reminder) {
+  if (retried_empty && cycle == 0)
+    return orchestrator_retry_reminder;
+  if (cycle == 1)
+    return first_cycle_reminder;
+  return {};
+}
+
+request_or_error final_report_request(std::string system,
+                                      const std::string& question,
+                                      const std::vector<sdk::chat_message>& history,
+                                      const std::string& reminder,
+                                      int64_t context_tokens, int64_t max_tokens) {
+  history_input h;
+  h.system = system_message(std::move(system));
+  h.history.push_back(user_message(question));
+  h.history.insert(h.history.end(), history.begin(), history.end());
+  h.reminder = make_reminder(reminder);
+  h.available_tokens = context_tokens - max_tokens;
+  return with_history(std::move(h), {}, sdk::tool_choice::none, max_tokens, "final");
+}
+
+request_or_error research_step_request(const research_step_input& in) {
+  auto defs = in.tools;
+  defs.push_back(generate_report_tool(true));
+  if (!in.reasoning_model)
+    defs.push_back(think_tool(true));
+  history_input h;
+  h.system = system_message(in.system);
+  h.history = in.history;
+  if (in.reminder)
+    h.reminder = user_message(*in.reminder);
+  int64_t def_tokens = 0;
+  for (const auto& d : defs)
+    def_tokens += static_cast<int64_t>(d.to_openai().dump().size() / 4);
+  h.available_tokens = std::max<int64_t>(0, in.context_tokens - def_tokens - in.max_tokens);
+  return with_history(std::move(h), std::move(defs), sdk::tool_choice::required,
+                      in.max_tokens, "research");
+}
+
+request_or_error agent_report_request(std::string system,
+                                      const std::vector<sdk::chat_message>& history,
+                                      std::string reminder,
+                                      int64_t context_tokens, int64_t max_tokens) {
+  history_input h;
+  h.system = system_message(std::move(system));
+  h.history = history;
+  h.reminder = user_message(std::move(reminder));
+  h.available_tokens = std::max<int64_t>(0, context_tokens - max_tokens);
+  return with_history(std::move(h), {}, sdk::tool_choice::none, max_tokens, "report");
+}
+
+std::string render_prompt(const prompt_library& lib, std::string_view name,
+                          const prompt_vars& vars) {
+  auto r = lib.render(name, vars);
+  if (std::holds_alternative<prompt_error>(r))
+    return {};
+  return std::get<std::string>(std::move(r));
+}
+
+std::string guidance_text(const prompt_library& lib, std::string_view name, bool on) {
+  if (!on)
+    return {};
+  const auto* text = lib.find(name);
+  return text ? *text : std::string{};
+}
+
+std::string clarification_system(const prompt_library& lib,
+                                 const std::string& current_datetime,
+                                 bool internal_search) {
+  return render_prompt(lib, "clarification",
+                       {{"current_datetime", current_datetime},
+                        {"internal_search_clarification_guidance",
+                         guidance_text(lib, "internal_search_clarification_guidance",
+                                       internal_search)}});
+}
+
+std::string orchestrator_system(const prompt_library& lib, const orchestrator_prompt& p) {
+  return render_prompt(
+    lib, p.reasoning_model ? "orchestrator_reasoning" : "orchestrator",
+    {{"current_datetime", p.current_datetime},
+     {"current_cycle_count", std::to_string(p.cycle)},
+     {"max_cycles", std::to_string(p.max_cycles)},
+     {"internal_search_research_task_guidance",
+      guidance_text(lib, "internal_search_research_task_guidance", p.internal_search)},
+     {"max_parallel_agents", std::to_string(p.max_parallel_agents)},
+     {"research_plan", p.plan}});
+}
+
+namespace {
+
+// The variables naming the agent's tools in its guidance and reminder.
+prompt_vars tool_name_vars(const agent_prompt& p) {
+  return {{"web_search_tool", p.web_search_tool},
+          {"internal_search_tool", p.internal_search_tool},
+          {"open_url_tool", p.open_url_tool}};
+}
+
+} // namespace
+
+std::string research_agent_system(const prompt_library& lib, const agent_prompt& p) {
+  auto names = tool_name_vars(p);
+  auto guidance = [&](std::string_view name, bool on) {
+    return on ? render_prompt(lib, name, names) : std::string{};
+  };
+  prompt_vars vars{
+    {"available_tools", join_tool_names(p.tools)},
+    {"current_datetime", p.current_datetime},
+    {"current_cycle_count", std::to_string(p.cycle)},
+    {"max_cycles", std::to_string(p.max_cycles)},
+    {"internal_search_tool_guidance",
+     guidance("internal_search_tool_guidance", p.internal_search)},
+    {"web_search_tool_guidance", guidance("web_search_tool_guidance", p.web_search)},
+    {"open_url_tool_guidance",
+     guidance(p.reasoning_model ? "open_url_tool_guidance_reasoning"
+                                : "open_url_tool_guidance",
+              p.open_url)},
+  };
+  auto system = render_prompt(
+    lib, p.reasoning_model ? "research_agent_reasoning" : "research_agent", vars);
+  if (system.empty())
+    return system;
+  if (!p.context.empty())
+    system += "\n\n" + p.context;
+  return system;
+}
+
+std::string open_url_reminder(const prompt_library& lib, const agent_prompt& p) {
+  return render_prompt(lib, "open_url_reminder", tool_name_vars(p));
+}
+
+agent_step_calls split_agent_calls(std::vector<sdk::tool_call> calls) {
+  agent_step_calls out;
+  for (auto& c : calls) {
+    if (c.name == "generate_report")
+      out.report = true;
+    else if (c.name == think_stream::tool_name)
+      out.thinks.push_back(std::move(c));
+    else
+      out.work.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string research_task(const sdk::tool_call& call) {
+  auto parsed = parse_tool_arguments(call.arguments);
+  std::string task;
+  if (auto* obj = std::get_if<nlohmann::json>(&parsed))
+    if (auto t = obj->find("task"); t != obj->end() && t->is_string())
+      task = t->get<std::string>();
+  return blank(task) ? std::string{} : task;
+}
+
+std::string orchestrator_tool_answer(const sdk::tool_call& call, bool alone) {
+  if (call.name == think_stream::tool_name)
+    return think_acknowledgement;
+  if (alone)
+    return "There is no tool named '" + call.name
+           + "'. Use research_agent, think_tool or generate_report.";
+  return "There is no tool named '" + call.name + "'.";
+}
+
+std::string agent_failed_text(const std::string& why) {
+  return "The research agent failed (" + why
+         + "). Try another approach or carry on without this task.";
+}
+
+std::string unknown_tool_text(const std::string& name,
+                              const std::vector<std::string>& available) {
+  return "There is no tool named '" + name + "'. Available tools: "
+         + join_tool_names(available) + ", think_tool and generate_report.";
+}
+
+sdk::tool_result tool_timeout_result(const std::string& tool,
+                                     std::chrono::milliseconds limit) {
+  sdk::tool_result r;
+  r.llm_text = "The " + tool + " tool did not finish within " + format_duration(limit)
+               + "; continue without its result.";
+  r.failure = sdk::make_error(sdk::errc::timeout, r.llm_text);
+  return r;
+}
+
+std::string tool_call_failed_text(const std::string& tool, const std::string& why) {
+  return "The " + tool + " call failed: " + why + ". Try another approach.";
+}
+
+std::string findings_report(
+  const std::vector<std::pair<std::string, std::string>>& findings,
+  const std::string& why) {
+  std::string body;
+  if (findings.empty())
+    body = "No findings could be gathered before the research ended (" + why + ").";
+  for (const auto& [task, report] : findings)
+    body += "## " + task + "\n\n" + report + "\n\n";
+  return body;
+}
+
+std::vector<std::pair<int, sdk::document>>
+cited_documents(const std::string& report,
+                const std::map<int, sdk::document>& documents) {
+  citation_processor seen{citation_mode::keep_markers};
+  citation_mapping local;
+  for (const auto& [n, d] : documents)
+    local.insert(n, make_document_ref(d));
+  seen.update_mapping(local);
+  seen.process(report);
+  seen.finish();
+  std::vector<std::pair<int, sdk::document>> out;
+  for (const auto& [n, ref] : seen.seen_citations())
+    if (auto d = documents.find(n); d != documents.end())
+      out.emplace_back(n, d->second);
+  return out;
+}
+
+} // namespace quarry::core

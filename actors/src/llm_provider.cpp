@@ -7,6 +7,7 @@
 #include "quarry/actors/atoms.hpp"
 #include "quarry/core/call_queue.hpp"
 #include "quarry/core/clock.hpp"
+#include "actor_time.hpp"
 #include "quarry/core/duration.hpp"
 #include "quarry/core/llm_json.hpp"
 #include "quarry/core/retry.hpp"
@@ -137,9 +138,10 @@ struct provider_state {
   uint64_t next_key = 1;
   std::unordered_map<uint64_t, call_state> calls;
   std::unordered_set<caf::actor_addr> monitored;
-  // The policies (core), on the real steady clock: the queue in front of
+  // The policies (core), on the actor system's clock: the queue in front of
   // the adaptive concurrency limit and the rate limits, and retries.
-  const core::clock* clock = &core::real_clock();
+  detail::actor_time time;
+  const core::clock* clock = &time;
   std::optional<core::call_queue> queue;
   std::optional<core::retry_policy> retry;
   bool rate_tick_pending = false;
@@ -272,6 +274,7 @@ provider_impl(provider_actor_ptr self,
   st.provider = std::move(provider);
   st.default_model = st.provider->info().model;
   st.cfg = std::move(cfg);
+  st.time = detail::actor_time{self->clock()};
   st.queue.emplace(st.cfg.max_concurrency, st.cfg.requests_per_minute,
                    st.cfg.tokens_per_minute, *st.clock);
   st.retry.emplace(core::retry_settings{st.cfg.max_retries, st.cfg.retry_base,

@@ -2,6 +2,7 @@
 // tool calls of different kinds in one step run in parallel, every call
 // answered, and the agent's own generate_report description.
 
+#include "actor_time.hpp"
 #include "quarry/actors/research_agent.hpp"
 
 #include "quarry/core/clock.hpp"
@@ -40,6 +41,7 @@ struct agent_state {
   std::shared_ptr<const core::prompt_library> prompts;
   agent_parent_actor parent;
   // When to report (core), on the real steady clock from the start.
+  detail::actor_time time;
   core::agent_deadline timing;
   bool done = false;
   bool report_now = false;
@@ -457,8 +459,9 @@ agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm, tool_set too
   st.emitter = std::move(emitter);
   st.prompts = std::move(prompts);
   st.parent = std::move(parent);
+  st.time = detail::actor_time{self->clock()};
   st.timing = core::agent_deadline{{st.spec.force_report_after, st.spec.hard_timeout},
-                                   core::real_clock()};
+                                   st.time};
   sdk::chat_message task;
   task.author = sdk::role::user;
   task.content = st.spec.task;

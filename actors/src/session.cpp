@@ -5,6 +5,7 @@
 // appears only with internal search, and a global deadline bounds the run
 // while the user still gets a report.
 
+#include "actor_time.hpp"
 #include "quarry/actors/session.hpp"
 
 #include "quarry/actors/citation_collector.hpp"
@@ -49,6 +50,7 @@ struct session_state {
   std::shared_ptr<const core::prompt_library> prompts;
   session_requester_actor requester;
   // The deadline plan (core), on the real steady clock from the start.
+  detail::actor_time time;
   core::research_deadline timing;
   phase now = phase::clarify;
   bool stop_requested = false;
@@ -721,7 +723,8 @@ session_impl(session_ptr self, session_spec spec, session_models models,
   st.emitter = std::move(emitter);
   st.prompts = std::move(prompts);
   st.requester = std::move(requester);
-  st.timing = core::research_deadline{st.spec.deadline, core::real_clock()};
+  st.time = detail::actor_time{self->clock()};
+  st.timing = core::research_deadline{st.spec.deadline, st.time};
   st.collector = spawn_citation_collector(self->system());
   self->link_to(st.collector);
   st.max_cycles = core::orchestrator_cycles(st.spec.max_cycles, st.spec.reasoning_model);

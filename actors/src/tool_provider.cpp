@@ -1,5 +1,6 @@
 // The tool provider actor.
 
+#include "actor_time.hpp"
 #include "quarry/actors/tool_provider.hpp"
 
 #include "quarry/actors/actor_failure.hpp"
@@ -40,6 +41,7 @@ struct tool_state {
   uint64_t next_key = 1;
   std::unordered_map<uint64_t, pending_run> runs;
   // Runs waiting for one of `max_concurrency` slots (core; no rate limits).
+  detail::actor_time time;
   std::optional<core::call_queue> queue;
   // Results of identical runs (the SDK's cache); none when caching is off.
   std::unique_ptr<sdk::ttl_cache<sdk::tool_result>> cache;
@@ -97,7 +99,8 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
           tool_actor_settings cfg) {
   self->state.tool = std::move(tool);
   self->state.cfg = std::move(cfg);
-  self->state.queue.emplace(self->state.cfg.max_concurrency, 0, 0, core::real_clock());
+  self->state.time = detail::actor_time{self->clock()};
+  self->state.queue.emplace(self->state.cfg.max_concurrency, 0, 0, self->state.time);
   if (self->state.cfg.cache_ttl.count() > 0 && self->state.cfg.cache_entries > 0)
     self->state.cache = std::make_unique<sdk::ttl_cache<sdk::tool_result>>(
       self->state.cfg.cache_ttl, self->state.cfg.cache_entries);

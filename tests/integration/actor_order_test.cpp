@@ -340,6 +340,51 @@ QUARRY_CAF_TEST(llm provider an answer that overtakes the cancel is delivered
   consume_messages();
 }
 
+QUARRY_CAF_TEST(llm provider measures a stall on the actor system clock so
+                data that keeps coming holds it off in virtual time) {
+  auto plugin = std::make_shared<fake_llm>();
+  actors::llm_actor_settings cfg;
+  cfg.name = "fake";
+  cfg.max_retries = 0;
+  cfg.stall_timeout = std::chrono::minutes{1};
+  cfg.total_timeout = std::chrono::hours{2};
+  auto hdl = actors::spawn_llm_provider(sys, plugin, cfg);
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{3, hello()});
+  consume_messages();
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
+  auto [sink, call] = plugin->calls[0];
+  auto piece = [&](const char* text) {
+    sink->on_text(text);
+    consume_messages();
+    next([&](actors::delta_atom, actors::llm_delta& d) {
+      CAF_CHECK_EQUAL(d.text, text);
+    });
+  };
+  piece("Hal");
+  // Data 50 s later: the check at one minute finds the call idle for 10 s
+  // only and waits for the rest of the minute.
+  advance_time(50s);
+  consume_messages();
+  piece("lo");
+  advance_time(10s);
+  consume_messages();
+  CAF_CHECK(nothing_more());
+  CAF_CHECK_EQUAL(call->cancels, 0);
+  advance_time(49s);
+  consume_messages();
+  CAF_CHECK(nothing_more());
+  // A full minute without data: the call fails as stalled.
+  advance_time(1s);
+  consume_messages();
+  CAF_CHECK_GREATER_OR_EQUAL(call->cancels, 1);
+  auto err = next_error();
+  CAF_CHECK(err.code == sdk::errc::stall);
+  CAF_CHECK(err.message.find("no data for 1m") != std::string::npos);
+  CAF_CHECK(nothing_more());
+  anon_send(hdl, actors::stop_atom::value);
+  consume_messages();
+}
+
 QUARRY_CAF_TEST(llm provider stop fails the running and the queued call and
                 drops what the plugin sends later) {
   auto plugin = std::make_shared<fake_llm>();

@@ -184,6 +184,25 @@ void fail_call(provider_actor_ptr self, call_state& call, sdk::error err) {
   try_start(self);
 }
 
+/// Ends every call for which `pred` holds as cancelled with `why`: its plugin
+/// call is cancelled and its requester told. Starts nothing and counts no
+/// failure (the caller decides what comes next).
+template <class Predicate>
+void cancel_calls(provider_actor_ptr self, Predicate pred, const char* why) {
+  auto& st = self->state;
+  std::vector<uint64_t> keys;
+  for (auto& [key, call] : st.calls)
+    if (pred(call))
+      keys.push_back(key);
+  for (auto key : keys) {
+    auto& call = st.calls[key];
+    if (call.handle)
+      call.handle->cancel();
+    call.promise.deliver(to_caf_error(sdk::make_error(sdk::errc::cancelled, why)));
+    finish_call(self, key);
+  }
+}
+
 void start_attempt(provider_actor_ptr self, call_state& call) {
   auto& st = self->state;
   ++call.attempts;
@@ -295,18 +314,10 @@ provider_impl(provider_actor_ptr self,
     // The requester is gone: cancel its calls.
     auto& s = self->state;
     s.monitored.erase(dm.source);
-    std::vector<uint64_t> keys;
-    for (auto& [key, call] : s.calls)
-      if (call.requester.address() == dm.source)
-        keys.push_back(key);
-    for (auto key : keys) {
-      auto& call = s.calls[key];
-      if (call.handle)
-        call.handle->cancel();
-      call.promise.deliver(to_caf_error(
-        sdk::make_error(sdk::errc::cancelled, "requester is gone")));
-      finish_call(self, key);
-    }
+    cancel_calls(
+      self,
+      [&](const call_state& call) { return call.requester.address() == dm.source; },
+      "requester is gone");
     try_start(self);
   });
   return {
@@ -461,18 +472,8 @@ provider_impl(provider_actor_ptr self,
       try_start(self);
     },
     [=](stop_atom) {
-      auto& s = self->state;
-      std::vector<uint64_t> keys;
-      for (auto& [key, call] : s.calls)
-        keys.push_back(key);
-      for (auto key : keys) {
-        auto& call = s.calls[key];
-        if (call.handle)
-          call.handle->cancel();
-        call.promise.deliver(to_caf_error(
-          sdk::make_error(sdk::errc::cancelled, "Quarry is shutting down")));
-        finish_call(self, key);
-      }
+      cancel_calls(self, [](const call_state&) { return true; },
+                   "Quarry is shutting down");
       self->quit();
     },
   };

@@ -9,28 +9,17 @@ namespace quarry::plugins::web_search_brave {
 namespace wsc = web_search_common;
 
 config parse_config(const nlohmann::json& cfg) {
-  static const std::vector<std::string> extra{"country", "search_lang",
-                                              "ui_lang", "safesearch",
-                                              "freshness"};
   config result;
-  result.common = wsc::parse_common_config(cfg, "brave", default_base_url,
-                                           true, extra);
-  if (cfg.is_object()) {
-    result.country = wsc::string_option(cfg, "country", "", "brave");
-    result.search_lang = wsc::string_option(cfg, "search_lang", "", "brave");
-    result.ui_lang = wsc::string_option(cfg, "ui_lang", "", "brave");
-    result.safesearch = wsc::string_option(cfg, "safesearch", "", "brave");
-    result.freshness = wsc::string_option(cfg, "freshness", "", "brave");
-  }
-  if (!result.safesearch.empty() && result.safesearch != "off"
-      && result.safesearch != "moderate" && result.safesearch != "strict")
-    throw std::invalid_argument("brave: 'safesearch' must be off, moderate "
-                                "or strict");
+  result.common = wsc::parse_backend_config(
+    cfg, "brave", default_base_url, true,
+    {{"country", &result.country},
+     {"search_lang", &result.search_lang},
+     {"ui_lang", &result.ui_lang},
+     {"safesearch", &result.safesearch},
+     {"freshness", &result.freshness}});
+  wsc::require_one_of(result.safesearch, {"off", "moderate", "strict"}, true,
+                      "brave: 'safesearch' must be off, moderate or strict");
   return result;
-}
-
-backend::backend(config cfg) : cfg_(std::move(cfg)) {
-  // nop
 }
 
 sdk::http_request backend::make_request(const std::string& query) const {
@@ -40,15 +29,11 @@ sdk::http_request backend::make_request(const std::string& query) const {
                     + wsc::url_encode(query)
                     + "&count=" + std::to_string(cfg_.common.max_results)
                     + "&text_decorations=false&result_filter=web";
-  auto add = [&url](const char* key, const std::string& value) {
-    if (!value.empty())
-      url += std::string{"&"} + key + "=" + wsc::url_encode(value);
-  };
-  add("country", cfg_.country);
-  add("search_lang", cfg_.search_lang);
-  add("ui_lang", cfg_.ui_lang);
-  add("safesearch", cfg_.safesearch);
-  add("freshness", cfg_.freshness);
+  wsc::append_query(url, {{"country", cfg_.country},
+                          {"search_lang", cfg_.search_lang},
+                          {"ui_lang", cfg_.ui_lang},
+                          {"safesearch", cfg_.safesearch},
+                          {"freshness", cfg_.freshness}});
   req.url = std::move(url);
   req.headers = {{"Accept", "application/json"},
                  {"X-Subscription-Token", cfg_.common.api_key}};

@@ -445,4 +445,58 @@ common_config parse_common_config(const nlohmann::json& config,
   return cfg;
 }
 
+common_config parse_backend_config(const nlohmann::json& config,
+                                   std::string_view plugin,
+                                   std::string default_base_url,
+                                   bool api_key_required,
+                                   std::initializer_list<string_setting> settings) {
+  std::vector<std::string> keys;
+  for (const auto& s : settings)
+    keys.emplace_back(s.key);
+  auto common = parse_common_config(config, plugin, std::move(default_base_url),
+                                    api_key_required, keys);
+  for (const auto& s : settings)
+    *s.target = config.is_object()
+                  ? string_option(config, s.key, s.fallback, plugin)
+                  : std::string{s.fallback};
+  return common;
+}
+
+void require_one_of(const std::string& value,
+                    std::initializer_list<std::string_view> allowed,
+                    bool empty_ok, const char* message) {
+  if (empty_ok && value.empty())
+    return;
+  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+    throw std::invalid_argument(message);
+}
+
+void append_query(
+  std::string& url,
+  std::initializer_list<std::pair<const char*, std::string_view>> params) {
+  for (const auto& [key, value] : params)
+    if (!value.empty())
+      url += std::string{"&"} + key + "=" + url_encode(value);
+}
+
+sdk::http_request json_post(std::string url,
+                            std::pair<std::string, std::string> auth,
+                            const nlohmann::ordered_json& body) {
+  sdk::http_request req;
+  req.method = "POST";
+  req.url = std::move(url);
+  req.headers = {std::move(auth),
+                 {"Content-Type", "application/json"},
+                 {"Accept", "application/json"}};
+  req.body = body.dump(-1, ' ', false,
+                       nlohmann::json::error_handler_t::replace);
+  return req;
+}
+
+void set_unless_empty(nlohmann::ordered_json& body, const char* key,
+                      const std::string& value) {
+  if (!value.empty())
+    body[key] = value;
+}
+
 } // namespace quarry::plugins::web_search_common

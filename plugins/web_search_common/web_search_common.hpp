@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -173,5 +174,44 @@ common_config parse_common_config(const nlohmann::json& config,
 /// std::invalid_argument if present and not a string.
 std::string string_option(const nlohmann::json& config, std::string_view key,
                           std::string fallback, std::string_view plugin);
+
+/// One string option of a backend: its key, where its value goes, and the
+/// value when it is absent.
+struct string_setting {
+  const char* key;
+  std::string* target;
+  const char* fallback = "";
+};
+
+/// parse_common_config with the keys of `settings` as the extra keys, then
+/// each setting read by string_option (only from a mapping). Throws
+/// std::invalid_argument with a clear message.
+common_config parse_backend_config(const nlohmann::json& config,
+                                   std::string_view plugin,
+                                   std::string default_base_url,
+                                   bool api_key_required,
+                                   std::initializer_list<string_setting> settings);
+
+/// Throws std::invalid_argument with `message` unless `value` is one of
+/// `allowed` (or empty, where `empty_ok`).
+void require_one_of(const std::string& value,
+                    std::initializer_list<std::string_view> allowed,
+                    bool empty_ok, const char* message);
+
+/// Appends `&key=value` (the value percent-encoded) to `url` for each
+/// parameter whose value is not empty.
+void append_query(
+  std::string& url,
+  std::initializer_list<std::pair<const char*, std::string_view>> params);
+
+/// A POST of `body` as JSON (invalid UTF-8 replaced) to `url`, with the
+/// header `auth` first, then JSON's Content-Type and Accept.
+sdk::http_request json_post(std::string url,
+                            std::pair<std::string, std::string> auth,
+                            const nlohmann::ordered_json& body);
+
+/// Sets `body[key]` to `value` unless the value is empty.
+void set_unless_empty(nlohmann::ordered_json& body, const char* key,
+                      const std::string& value);
 
 } // namespace quarry::plugins::web_search_common

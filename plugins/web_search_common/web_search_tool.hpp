@@ -20,6 +20,19 @@ namespace quarry::plugins::web_search_common {
 /// sdk::http_status_error with sdk::http_error_message of the body).
 using backend = sdk::search_backend;
 
+/// A backend that keeps its plugin's settings `Config` (the common ones in
+/// `Config::common`) for the requests it makes.
+template <class Config>
+class configured_backend : public backend {
+public:
+  explicit configured_backend(Config cfg) : cfg_(std::move(cfg)) {
+    // nop
+  }
+
+protected:
+  Config cfg_;
+};
+
 /// The `web_search` tool over one backend.
 class search_tool final : public sdk::tool {
 public:

@@ -11,43 +11,26 @@ namespace quarry::plugins::web_search_exa {
 namespace wsc = web_search_common;
 
 config parse_config(const nlohmann::json& cfg) {
-  static const std::vector<std::string> extra{"type", "category"};
   config result;
-  result.common = wsc::parse_common_config(cfg, "exa", default_base_url, true,
-                                           extra);
-  if (cfg.is_object()) {
-    result.type = wsc::string_option(cfg, "type", "auto", "exa");
-    result.category = wsc::string_option(cfg, "category", "", "exa");
-  }
-  if (result.type != "auto" && result.type != "neural" && result.type != "fast"
-      && result.type != "deep" && result.type != "instant")
-    throw std::invalid_argument("exa: 'type' must be auto, neural, fast, deep "
-                                "or instant");
+  result.common = wsc::parse_backend_config(
+    cfg, "exa", default_base_url, true,
+    {{"type", &result.type, "auto"}, {"category", &result.category}});
+  wsc::require_one_of(result.type, {"auto", "neural", "fast", "deep", "instant"},
+                      false,
+                      "exa: 'type' must be auto, neural, fast, deep or instant");
   return result;
 }
 
-backend::backend(config cfg) : cfg_(std::move(cfg)) {
-  // nop
-}
-
 sdk::http_request backend::make_request(const std::string& query) const {
-  sdk::http_request req;
-  req.method = "POST";
-  req.url = cfg_.common.base_url + "/search";
-  req.headers = {{"x-api-key", cfg_.common.api_key},
-                 {"Content-Type", "application/json"},
-                 {"Accept", "application/json"}};
   nlohmann::ordered_json body;
   body["query"] = query;
   body["type"] = cfg_.type;
   body["numResults"] = cfg_.common.max_results;
-  if (!cfg_.category.empty())
-    body["category"] = cfg_.category;
+  wsc::set_unless_empty(body, "category", cfg_.category);
   body["contents"] = {
     {"highlights", {{"numSentences", 2}, {"highlightsPerUrl", 1}}}};
-  req.body = body.dump(-1, ' ', false,
-                       nlohmann::json::error_handler_t::replace);
-  return req;
+  return wsc::json_post(cfg_.common.base_url + "/search",
+                        {"x-api-key", cfg_.common.api_key}, body);
 }
 
 wsc::parse_result backend::parse(std::string_view body) const {

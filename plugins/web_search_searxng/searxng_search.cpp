@@ -9,32 +9,19 @@ namespace quarry::plugins::web_search_searxng {
 namespace wsc = web_search_common;
 
 config parse_config(const nlohmann::json& cfg) {
-  static const std::vector<std::string> extra{"categories", "language",
-                                              "time_range", "safesearch",
-                                              "engines"};
   config result;
-  result.common = wsc::parse_common_config(cfg, "searxng", default_base_url,
-                                           false, extra);
-  if (cfg.is_object()) {
-    result.categories = wsc::string_option(cfg, "categories", "", "searxng");
-    result.language = wsc::string_option(cfg, "language", "", "searxng");
-    result.time_range = wsc::string_option(cfg, "time_range", "", "searxng");
-    result.safesearch = wsc::string_option(cfg, "safesearch", "", "searxng");
-    result.engines = wsc::string_option(cfg, "engines", "", "searxng");
-  }
-  if (!result.safesearch.empty() && result.safesearch != "0"
-      && result.safesearch != "1" && result.safesearch != "2")
-    throw std::invalid_argument("searxng: 'safesearch' must be \"0\", \"1\" "
-                                "or \"2\"");
-  if (!result.time_range.empty() && result.time_range != "day"
-      && result.time_range != "month" && result.time_range != "year")
-    throw std::invalid_argument("searxng: 'time_range' must be day, month or "
-                                "year");
+  result.common = wsc::parse_backend_config(
+    cfg, "searxng", default_base_url, false,
+    {{"categories", &result.categories},
+     {"language", &result.language},
+     {"time_range", &result.time_range},
+     {"safesearch", &result.safesearch},
+     {"engines", &result.engines}});
+  wsc::require_one_of(result.safesearch, {"0", "1", "2"}, true,
+                      "searxng: 'safesearch' must be \"0\", \"1\" or \"2\"");
+  wsc::require_one_of(result.time_range, {"day", "month", "year"}, true,
+                      "searxng: 'time_range' must be day, month or year");
   return result;
-}
-
-backend::backend(config cfg) : cfg_(std::move(cfg)) {
-  // nop
 }
 
 sdk::http_request backend::make_request(const std::string& query) const {
@@ -42,15 +29,11 @@ sdk::http_request backend::make_request(const std::string& query) const {
   req.method = "GET";
   std::string url = cfg_.common.base_url + "/search?q=" + wsc::url_encode(query)
                     + "&format=json&pageno=1";
-  auto add = [&url](const char* key, const std::string& value) {
-    if (!value.empty())
-      url += std::string{"&"} + key + "=" + wsc::url_encode(value);
-  };
-  add("categories", cfg_.categories);
-  add("language", cfg_.language);
-  add("time_range", cfg_.time_range);
-  add("safesearch", cfg_.safesearch);
-  add("engines", cfg_.engines);
+  wsc::append_query(url, {{"categories", cfg_.categories},
+                          {"language", cfg_.language},
+                          {"time_range", cfg_.time_range},
+                          {"safesearch", cfg_.safesearch},
+                          {"engines", cfg_.engines}});
   req.url = std::move(url);
   req.headers = {{"Accept", "application/json"}};
   if (!cfg_.common.api_key.empty())

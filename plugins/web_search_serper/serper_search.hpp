@@ -30,17 +30,15 @@ struct config {
 config parse_config(const nlohmann::json& cfg);
 
 /// Talks to the Serper API.
-class backend final : public web_search_common::backend {
+class backend final
+  : public web_search_common::configured_backend<config> {
 public:
-  explicit backend(config cfg);
+  using configured_backend::configured_backend;
 
   sdk::http_request make_request(const std::string& query) const override;
 
   web_search_common::parse_result
   parse(std::string_view body) const override;
-
-private:
-  config cfg_;
 };
 
 /// Parses a Serper search response body (`organic`).

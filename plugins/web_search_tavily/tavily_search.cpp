@@ -11,49 +11,31 @@ namespace quarry::plugins::web_search_tavily {
 namespace wsc = web_search_common;
 
 config parse_config(const nlohmann::json& cfg) {
-  static const std::vector<std::string> extra{"search_depth", "topic",
-                                              "country"};
   config result;
-  result.common = wsc::parse_common_config(cfg, "tavily", default_base_url,
-                                           true, extra);
-  if (cfg.is_object()) {
-    result.search_depth = wsc::string_option(cfg, "search_depth", "basic",
-                                             "tavily");
-    result.topic = wsc::string_option(cfg, "topic", "general", "tavily");
-    result.country = wsc::string_option(cfg, "country", "", "tavily");
-  }
-  if (result.search_depth != "basic" && result.search_depth != "advanced"
-      && result.search_depth != "fast" && result.search_depth != "ultra-fast")
-    throw std::invalid_argument("tavily: 'search_depth' must be basic, "
-                                "advanced, fast or ultra-fast");
-  if (result.topic != "general" && result.topic != "news"
-      && result.topic != "finance")
-    throw std::invalid_argument("tavily: 'topic' must be general, news or "
-                                "finance");
+  result.common = wsc::parse_backend_config(
+    cfg, "tavily", default_base_url, true,
+    {{"search_depth", &result.search_depth, "basic"},
+     {"topic", &result.topic, "general"},
+     {"country", &result.country}});
+  wsc::require_one_of(result.search_depth,
+                      {"basic", "advanced", "fast", "ultra-fast"}, false,
+                      "tavily: 'search_depth' must be basic, advanced, fast "
+                      "or ultra-fast");
+  wsc::require_one_of(result.topic, {"general", "news", "finance"}, false,
+                      "tavily: 'topic' must be general, news or finance");
   return result;
 }
 
-backend::backend(config cfg) : cfg_(std::move(cfg)) {
-  // nop
-}
-
 sdk::http_request backend::make_request(const std::string& query) const {
-  sdk::http_request req;
-  req.method = "POST";
-  req.url = cfg_.common.base_url + "/search";
-  req.headers = {{"Authorization", "Bearer " + cfg_.common.api_key},
-                 {"Content-Type", "application/json"},
-                 {"Accept", "application/json"}};
   nlohmann::ordered_json body;
   body["query"] = query;
   body["search_depth"] = cfg_.search_depth;
   body["topic"] = cfg_.topic;
   body["max_results"] = cfg_.common.max_results;
-  if (!cfg_.country.empty())
-    body["country"] = cfg_.country;
-  req.body = body.dump(-1, ' ', false,
-                       nlohmann::json::error_handler_t::replace);
-  return req;
+  wsc::set_unless_empty(body, "country", cfg_.country);
+  return wsc::json_post(cfg_.common.base_url + "/search",
+                        {"Authorization", "Bearer " + cfg_.common.api_key},
+                        body);
 }
 
 wsc::parse_result backend::parse(std::string_view body) const {

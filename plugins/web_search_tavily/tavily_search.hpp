@@ -31,9 +31,10 @@ struct config {
 config parse_config(const nlohmann::json& cfg);
 
 /// Talks to the Tavily Search API.
-class backend final : public web_search_common::backend {
+class backend final
+  : public web_search_common::configured_backend<config> {
 public:
-  explicit backend(config cfg);
+  using configured_backend::configured_backend;
 
   sdk::http_request make_request(const std::string& query) const override;
 
@@ -42,9 +43,6 @@ public:
 
   sdk::error classify(int status, const sdk::http_headers& headers,
                       std::string_view body) const override;
-
-private:
-  config cfg_;
 };
 
 /// Parses a Tavily search response body (`results`).

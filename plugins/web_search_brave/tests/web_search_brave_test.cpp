@@ -3,19 +3,12 @@
 
 #include "brave_search.hpp"
 
-#include "quarry/host/plugin_registry.hpp"
-#include "quarry/host/services.hpp"
-
-#include "support/http_server.hpp"
-#include "support/process.hpp"
-#include "support/test_host.hpp"
-
 #include "../../web_search_common/tests/search_test_support.hpp"
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <future>
-#include <mutex>
 
 using namespace quarry;
 namespace brave = quarry::plugins::web_search_brave;
@@ -33,38 +26,16 @@ std::string brave_fixture() {
 }
 
 // A fake Brave server recording every request.
-struct brave_env {
-  test::test_host host;
-  http_server server;
-  std::mutex mtx;
-  std::vector<request> seen;
-
-  void record(const request& req) {
-    std::lock_guard<std::mutex> guard{mtx};
-    seen.push_back(req);
-  }
-
-  std::vector<request> requests() {
-    std::lock_guard<std::mutex> guard{mtx};
-    return seen;
-  }
-
+struct brave_env : test::search_env {
   void serve(std::function<response_plan(const request&)> fn) {
-    server.route("GET", "/res/v1/web/search", [this, fn](const request& req) {
-      record(req);
-      return fn(req);
-    });
+    search_env::serve("GET", "/res/v1/web/search", std::move(fn));
   }
 
   std::unique_ptr<sdk::tool> make(json extra = json::object()) {
-    json cfg{{"api_key", "BSA-secret-key"}, {"base_url", server.url("")}};
-    for (auto& [k, v] : extra.items())
-      cfg[k] = v;
-    return brave::make_tool(host, cfg);
-  }
-
-  ~brave_env() {
-    host.shutdown();
+    return brave::make_tool(
+      host, test::with_keys({{"api_key", "BSA-secret-key"},
+                             {"base_url", server.url("")}},
+                            extra));
   }
 };
 
@@ -346,9 +317,7 @@ TEST_CASE("brave module loads through the plugin registry and searches") {
     ++hits;
     return response_plan::json(200, body);
   });
-  auto made = registry.make_tool("brave", {{"api_key", "k"}, {"base_url", server.url("")}});
-  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
-  auto tool = std::get<std::shared_ptr<sdk::tool>>(made);
+  auto tool = module.tool("brave", {{"api_key", "k"}, {"base_url", server.url("")}});
   CHECK(tool->name() == "web_search");
   auto result = run_tool(*tool, {{"queries", {"hello world"}}});
   REQUIRE_FALSE(result.failure.has_value());

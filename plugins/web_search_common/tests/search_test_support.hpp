@@ -1,28 +1,119 @@
-// What the tests of every web_search backend share: running a tool to its
-// result, and one in-tree module loaded through the real plugin registry.
+// What the tests of every web_search backend share: a fake search API that
+// records requests, the table of error answers every backend must classify,
+// and one in-tree module loaded through the real plugin registry.
 
 #pragma once
 
 #include "quarry/host/plugin_registry.hpp"
 #include "quarry/host/services.hpp"
 
+#include "support/http_server.hpp"
 #include "support/process.hpp"
+#include "support/run_tool.hpp"
+#include "support/test_host.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include <future>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace quarry::test {
 
-/// Runs `tool` with `args` and waits for its result.
-inline sdk::tool_result run_tool(sdk::tool& tool, const nlohmann::json& args) {
-  auto promise = std::make_shared<std::promise<sdk::tool_result>>();
-  auto future = promise->get_future();
-  tool.run(args, [promise](sdk::tool_result r) { promise->set_value(std::move(r)); });
-  return future.get();
+/// `base` with the keys of `extra` added or replaced.
+inline nlohmann::json with_keys(nlohmann::json base,
+                                const nlohmann::json& extra) {
+  for (const auto& [key, value] : extra.items())
+    base[key] = value;
+  return base;
+}
+
+/// A test host and a fake search API on 127.0.0.1 that records every
+/// request. The host shuts down before the server goes.
+struct search_env {
+  test_host host;
+  http_server server;
+
+  search_env() = default;
+  search_env(const search_env&) = delete;
+  search_env& operator=(const search_env&) = delete;
+
+  ~search_env() {
+    host.shutdown();
+  }
+
+  /// Answers every `method` request on `path` through `fn`, recording it.
+  void serve(const std::string& method, const std::string& path,
+             std::function<response_plan(const request&)> fn) {
+    server.route(method, path, [this, fn](const request& req) {
+      {
+        std::lock_guard<std::mutex> guard{mtx_};
+        seen_.push_back(req);
+      }
+      return fn(req);
+    });
+  }
+
+  /// Answers every `method` request on `path` with the current answer (see
+  /// `answer`), a JSON content type, recording it.
+  void serve_answer(const std::string& method, const std::string& path) {
+    serve(method, path, [this](const request&) {
+      std::lock_guard<std::mutex> guard{mtx_};
+      return response_plan::text(status_, body_, "application/json");
+    });
+  }
+
+  /// Sets the status and body of `serve_answer`'s answers.
+  void answer(int status, std::string body) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    status_ = status;
+    body_ = std::move(body);
+  }
+
+  /// The requests so far, oldest first.
+  std::vector<request> requests() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return seen_;
+  }
+
+private:
+  std::mutex mtx_;
+  std::vector<request> seen_;
+  int status_ = 200;
+  std::string body_;
+};
+
+/// An error answer of a search API and the class it must get.
+struct error_row {
+  int status;
+  std::string body;
+  sdk::errc code;
+};
+
+/// Answers each row in turn (through `env.answer`) and checks that a search
+/// of `tool` fails with the row's class, that the LLM text starts with "All
+/// web search queries failed." and does not name `secret` (unless empty);
+/// `more` sees each failed result for a backend's own checks.
+inline void check_error_rows(
+  search_env& env, sdk::tool& tool, const std::vector<error_row>& rows,
+  const std::string& secret,
+  const std::function<void(const error_row&, const sdk::tool_result&)>& more
+  = {}) {
+  for (const auto& r : rows) {
+    CAPTURE(r.status);
+    env.answer(r.status, r.body);
+    auto failed = run_tool(tool, {{"queries", {"q"}}});
+    REQUIRE(failed.failure.has_value());
+    CHECK(failed.failure->code == r.code);
+    CHECK(failed.llm_text.rfind("All web search queries failed.", 0) == 0);
+    if (!secret.empty())
+      CHECK(failed.llm_text.find(secret) == std::string::npos);
+    if (more)
+      more(r, failed);
+  }
 }
 
 /// Host services and a plugin registry that loaded one module of the build's

@@ -3,19 +3,9 @@
 
 #include "exa_search.hpp"
 
-#include "quarry/host/plugin_registry.hpp"
-#include "quarry/host/services.hpp"
-
-#include "support/http_server.hpp"
-#include "support/process.hpp"
-#include "support/test_host.hpp"
-
 #include "../../web_search_common/tests/search_test_support.hpp"
 
 #include <doctest/doctest.h>
-
-#include <future>
-#include <mutex>
 
 using namespace quarry;
 namespace exa = quarry::plugins::web_search_exa;
@@ -59,24 +49,16 @@ TEST_CASE("exa sends the exact request and reports errors") {
   CHECK_THROWS_AS(exa::parse_config({{"api_key", "k"}, {"type", "magic"}}),
                   std::invalid_argument);
   CHECK(exa::parse_config({{"api_key", "k"}}).common.base_url == "https://api.exa.ai");
-  test::test_host host;
-  http_server server;
-  std::mutex mtx;
-  std::vector<request> seen;
-  int status = 200;
-  std::string body = exa_fixture();
-  server.route("POST", "/search", [&](const request& req) {
-    std::lock_guard<std::mutex> guard{mtx};
-    seen.push_back(req);
-    return response_plan::text(status, body, "application/json");
-  });
-  auto tool = exa::make_tool(host, {{"api_key", "exa-secret"},
-                                    {"base_url", server.url("")},
-                                    {"max_results", 4}});
+  test::search_env env;
+  env.answer(200, exa_fixture());
+  env.serve_answer("POST", "/search");
+  auto tool = exa::make_tool(env.host, {{"api_key", "exa-secret"},
+                                        {"base_url", env.server.url("")},
+                                        {"max_results", 4}});
   auto result = run_tool(*tool, {{"queries", {"llm overview"}}});
   REQUIRE_FALSE(result.failure.has_value());
   {
-    std::lock_guard<std::mutex> guard{mtx};
+    auto seen = env.requests();
     REQUIRE(seen.size() == 1);
     CHECK(seen[0].method == "POST");
     CHECK(seen[0].path == "/search");
@@ -93,43 +75,25 @@ TEST_CASE("exa sends the exact request and reports errors") {
   REQUIRE(llm["results"].size() == 1);
   CHECK(llm["results"][0]["updated_at"] == "2023-11-16T01:36:32.547Z");
   CHECK(llm["results"][0]["content"] == "Such requirements have limited their adoption...");
-  struct row {
-    int status;
-    std::string body;
-    sdk::errc code;
-  };
-  std::vector<row> rows{{401, R"({"error":"Invalid API key"})", sdk::errc::auth},
-                        {422, R"({"error":"bad"})", sdk::errc::bad_request},
-                        {429, R"({"error":"rate"})", sdk::errc::rate_limited},
-                        {500, "boom", sdk::errc::server_error},
-                        {200, "not json at all", sdk::errc::invalid_response}};
-  for (const auto& r : rows) {
-    CAPTURE(r.status);
-    {
-      std::lock_guard<std::mutex> guard{mtx};
-      status = r.status;
-      body = r.body;
-    }
-    auto failed = run_tool(*tool, {{"queries", {"q"}}});
-    REQUIRE(failed.failure.has_value());
-    CHECK(failed.failure->code == r.code);
-    CHECK(failed.llm_text.rfind("All web search queries failed.", 0) == 0);
-    CHECK(failed.llm_text.find("exa-secret") == std::string::npos);
-  }
-  host.shutdown();
+  test::check_error_rows(
+    env, *tool,
+    {{401, R"({"error":"Invalid API key"})", sdk::errc::auth},
+     {422, R"({"error":"bad"})", sdk::errc::bad_request},
+     {429, R"({"error":"rate"})", sdk::errc::rate_limited},
+     {500, "boom", sdk::errc::server_error},
+     {200, "not json at all", sdk::errc::invalid_response}},
+    "exa-secret");
 }
 
 TEST_CASE("exa module loads through the plugin registry and searches") {
   test::module_fixture module{"quarry_exa.so"};
-  auto& registry = *module.registry;
   http_server server;
   auto body = exa_fixture();
   server.route("POST", "/search", [&](const request&) {
     return response_plan::json(200, body);
   });
-  auto made = registry.make_tool("exa", {{"api_key", "k"}, {"base_url", server.url("")}});
-  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
-  auto result = run_tool(*std::get<std::shared_ptr<sdk::tool>>(made), {{"queries", "llm"}});
+  auto tool = module.tool("exa", {{"api_key", "k"}, {"base_url", server.url("")}});
+  auto result = run_tool(*tool, {{"queries", "llm"}});
   REQUIRE_FALSE(result.failure.has_value());
   CHECK(result.documents.size() == 1);
   module.services->shutdown();

@@ -4,19 +4,9 @@
 
 #include "searxng_search.hpp"
 
-#include "quarry/host/plugin_registry.hpp"
-#include "quarry/host/services.hpp"
-
-#include "support/http_server.hpp"
-#include "support/process.hpp"
-#include "support/test_host.hpp"
-
 #include "../../web_search_common/tests/search_test_support.hpp"
 
 #include <doctest/doctest.h>
-
-#include <future>
-#include <mutex>
 
 using namespace quarry;
 namespace searxng = quarry::plugins::web_search_searxng;
@@ -67,24 +57,16 @@ TEST_CASE("searxng validates its configuration") {
 }
 
 TEST_CASE("searxng sends the exact request and reports errors") {
-  test::test_host host;
-  http_server server;
-  std::mutex mtx;
-  std::vector<request> seen;
-  int status = 200;
-  std::string body = searxng_body;
-  server.route("GET", "/search", [&](const request& req) {
-    std::lock_guard<std::mutex> guard{mtx};
-    seen.push_back(req);
-    return response_plan::text(status, body, "application/json");
-  });
-  auto tool = searxng::make_tool(host, {{"base_url", server.url("/")},
-                                        {"language", "en"},
-                                        {"categories", "general"}});
+  test::search_env env;
+  env.answer(200, searxng_body);
+  env.serve_answer("GET", "/search");
+  auto tool = searxng::make_tool(env.host, {{"base_url", env.server.url("/")},
+                                            {"language", "en"},
+                                            {"categories", "general"}});
   auto result = run_tool(*tool, {{"queries", {"hello world"}}});
   REQUIRE_FALSE(result.failure.has_value());
   {
-    std::lock_guard<std::mutex> guard{mtx};
+    auto seen = env.requests();
     REQUIRE(seen.size() == 1);
     CHECK(seen[0].method == "GET");
     CHECK(seen[0].path == "/search");
@@ -98,43 +80,28 @@ TEST_CASE("searxng sends the exact request and reports errors") {
   auto llm = json::parse(result.llm_text);
   REQUIRE(llm["results"].size() == 2);
   CHECK(llm["results"][1]["updated_at"] == "2024-11-02T00:00:00");
-  struct row {
-    int status;
-    std::string body;
-    sdk::errc code;
-  };
-  std::vector<row> rows{{403, "Forbidden", sdk::errc::auth},
-                        {400, R"({"error":"No query"})", sdk::errc::bad_request},
-                        {429, "Too Many Requests", sdk::errc::rate_limited},
-                        {500, R"({"error":"search error"})", sdk::errc::server_error},
-                        {200, "<html>results</html>", sdk::errc::invalid_response}};
-  for (const auto& r : rows) {
-    CAPTURE(r.status);
-    {
-      std::lock_guard<std::mutex> guard{mtx};
-      status = r.status;
-      body = r.body;
-    }
-    auto failed = run_tool(*tool, {{"queries", {"q"}}});
-    REQUIRE(failed.failure.has_value());
-    CHECK(failed.failure->code == r.code);
-    CHECK(failed.llm_text.rfind("All web search queries failed.", 0) == 0);
-    if (r.status == 403)
-      CHECK(failed.llm_text.find("format=json") != std::string::npos);
-  }
-  host.shutdown();
+  // SearXNG has no key: nothing secret to look for.
+  test::check_error_rows(
+    env, *tool,
+    {{403, "Forbidden", sdk::errc::auth},
+     {400, R"({"error":"No query"})", sdk::errc::bad_request},
+     {429, "Too Many Requests", sdk::errc::rate_limited},
+     {500, R"({"error":"search error"})", sdk::errc::server_error},
+     {200, "<html>results</html>", sdk::errc::invalid_response}},
+    "",
+    [](const test::error_row& r, const sdk::tool_result& failed) {
+      if (r.status == 403)
+        CHECK(failed.llm_text.find("format=json") != std::string::npos);
+    });
 }
 
 TEST_CASE("searxng module loads through the plugin registry and searches") {
   test::module_fixture module{"quarry_searxng.so"};
-  auto& registry = *module.registry;
   http_server server;
   server.route("GET", "/search", [&](const request&) {
     return response_plan::json(200, searxng_body);
   });
-  auto made = registry.make_tool("searxng", {{"base_url", server.url("")}, {"api_key", "t"}});
-  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
-  auto tool = std::get<std::shared_ptr<sdk::tool>>(made);
+  auto tool = module.tool("searxng", {{"base_url", server.url("")}, {"api_key", "t"}});
   CHECK(tool->name() == "web_search");
   auto result = run_tool(*tool, {{"queries", "hello"}});
   REQUIRE_FALSE(result.failure.has_value());

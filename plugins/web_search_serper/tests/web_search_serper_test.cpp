@@ -3,19 +3,9 @@
 
 #include "serper_search.hpp"
 
-#include "quarry/host/plugin_registry.hpp"
-#include "quarry/host/services.hpp"
-
-#include "support/http_server.hpp"
-#include "support/process.hpp"
-#include "support/test_host.hpp"
-
 #include "../../web_search_common/tests/search_test_support.hpp"
 
 #include <doctest/doctest.h>
-
-#include <future>
-#include <mutex>
 
 using namespace quarry;
 namespace serper = quarry::plugins::web_search_serper;
@@ -56,25 +46,17 @@ TEST_CASE("serper sends the exact request and reports errors") {
                   std::invalid_argument);
   CHECK(serper::parse_config({{"api_key", "k"}}).common.base_url
         == "https://google.serper.dev");
-  test::test_host host;
-  http_server server;
-  std::mutex mtx;
-  std::vector<request> seen;
-  int status = 200;
-  std::string body = serper_fixture();
-  server.route("POST", "/search", [&](const request& req) {
-    std::lock_guard<std::mutex> guard{mtx};
-    seen.push_back(req);
-    return response_plan::text(status, body, "application/json");
-  });
-  auto tool = serper::make_tool(host, {{"api_key", "serper-secret"},
-                                       {"base_url", server.url("")},
-                                       {"gl", "us"},
-                                       {"hl", "en"}});
+  test::search_env env;
+  env.answer(200, serper_fixture());
+  env.serve_answer("POST", "/search");
+  auto tool = serper::make_tool(env.host, {{"api_key", "serper-secret"},
+                                           {"base_url", env.server.url("")},
+                                           {"gl", "us"},
+                                           {"hl", "en"}});
   auto result = run_tool(*tool, {{"queries", {"Apple Inc."}}});
   REQUIRE_FALSE(result.failure.has_value());
   {
-    std::lock_guard<std::mutex> guard{mtx};
+    auto seen = env.requests();
     REQUIRE(seen.size() == 1);
     CHECK(seen[0].method == "POST");
     CHECK(seen[0].path == "/search");
@@ -86,45 +68,29 @@ TEST_CASE("serper sends the exact request and reports errors") {
   auto llm = json::parse(result.llm_text);
   REQUIRE(llm["results"].size() == 6);
   CHECK(llm["results"][3]["updated_at"] == "5 days ago");
-  struct row {
-    int status;
-    std::string body;
-    sdk::errc code;
-  };
-  std::vector<row> rows{{401, R"({"message":"Unauthorized.","statusCode":401})", sdk::errc::auth},
-                        {422, R"({"message":"bad"})", sdk::errc::bad_request},
-                        {429, R"({"message":"slow"})", sdk::errc::rate_limited},
-                        {500, "boom", sdk::errc::server_error},
-                        {200, "<html>", sdk::errc::invalid_response}};
-  for (const auto& r : rows) {
-    CAPTURE(r.status);
-    {
-      std::lock_guard<std::mutex> guard{mtx};
-      status = r.status;
-      body = r.body;
-    }
-    auto failed = run_tool(*tool, {{"queries", {"q"}}});
-    REQUIRE(failed.failure.has_value());
-    CHECK(failed.failure->code == r.code);
-    CHECK(failed.llm_text.rfind("All web search queries failed.", 0) == 0);
-    CHECK(failed.llm_text.find("serper-secret") == std::string::npos);
-    if (r.status == 401)
-      CHECK(failed.llm_text.find("Unauthorized.") != std::string::npos);
-  }
-  host.shutdown();
+  test::check_error_rows(
+    env, *tool,
+    {{401, R"({"message":"Unauthorized.","statusCode":401})", sdk::errc::auth},
+     {422, R"({"message":"bad"})", sdk::errc::bad_request},
+     {429, R"({"message":"slow"})", sdk::errc::rate_limited},
+     {500, "boom", sdk::errc::server_error},
+     {200, "<html>", sdk::errc::invalid_response}},
+    "serper-secret",
+    [](const test::error_row& r, const sdk::tool_result& failed) {
+      if (r.status == 401)
+        CHECK(failed.llm_text.find("Unauthorized.") != std::string::npos);
+    });
 }
 
 TEST_CASE("serper module loads through the plugin registry and searches") {
   test::module_fixture module{"quarry_serper.so"};
-  auto& registry = *module.registry;
   http_server server;
   auto body = serper_fixture();
   server.route("POST", "/search", [&](const request&) {
     return response_plan::json(200, body);
   });
-  auto made = registry.make_tool("serper", {{"api_key", "k"}, {"base_url", server.url("")}});
-  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
-  auto result = run_tool(*std::get<std::shared_ptr<sdk::tool>>(made), {{"queries", "apple"}});
+  auto tool = module.tool("serper", {{"api_key", "k"}, {"base_url", server.url("")}});
+  auto result = run_tool(*tool, {{"queries", "apple"}});
   REQUIRE_FALSE(result.failure.has_value());
   CHECK(result.documents.size() == 6);
   module.services->shutdown();

@@ -3,19 +3,9 @@
 
 #include "tavily_search.hpp"
 
-#include "quarry/host/plugin_registry.hpp"
-#include "quarry/host/services.hpp"
-
-#include "support/http_server.hpp"
-#include "support/process.hpp"
-#include "support/test_host.hpp"
-
 #include "../../web_search_common/tests/search_test_support.hpp"
 
 #include <doctest/doctest.h>
-
-#include <future>
-#include <mutex>
 
 using namespace quarry;
 namespace tavily = quarry::plugins::web_search_tavily;
@@ -36,36 +26,16 @@ std::string basic_body() {
 }
 
 // A fake Tavily server recording every request.
-struct tavily_env {
-  test::test_host host;
-  http_server server;
-  std::mutex mtx;
-  std::vector<request> seen;
-
-  std::vector<request> requests() {
-    std::lock_guard<std::mutex> guard{mtx};
-    return seen;
-  }
-
+struct tavily_env : test::search_env {
   void serve(std::function<response_plan(const request&)> fn) {
-    server.route("POST", "/search", [this, fn](const request& req) {
-      {
-        std::lock_guard<std::mutex> guard{mtx};
-        seen.push_back(req);
-      }
-      return fn(req);
-    });
+    search_env::serve("POST", "/search", std::move(fn));
   }
 
   std::unique_ptr<sdk::tool> make(json extra = json::object()) {
-    json cfg{{"api_key", "tvly-secret"}, {"base_url", server.url("/")}};
-    for (auto& [k, v] : extra.items())
-      cfg[k] = v;
-    return tavily::make_tool(host, cfg);
-  }
-
-  ~tavily_env() {
-    host.shutdown();
+    return tavily::make_tool(
+      host, test::with_keys({{"api_key", "tvly-secret"},
+                             {"base_url", server.url("/")}},
+                            extra));
   }
 };
 
@@ -232,9 +202,7 @@ TEST_CASE("tavily module loads through the plugin registry and searches") {
       return response_plan::json(401, "{}");
     return response_plan::json(200, body);
   });
-  auto made = registry.make_tool("tavily", {{"api_key", "k"}, {"base_url", server.url("")}});
-  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
-  auto tool = std::get<std::shared_ptr<sdk::tool>>(made);
+  auto tool = module.tool("tavily", {{"api_key", "k"}, {"base_url", server.url("")}});
   auto result = run_tool(*tool, {{"queries", "pydantic"}});
   REQUIRE_FALSE(result.failure.has_value());
   CHECK(result.documents.size() == 5);

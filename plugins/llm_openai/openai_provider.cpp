@@ -285,30 +285,52 @@ private:
   std::shared_ptr<call_state> state_;
 };
 
-} // namespace
-
 // -- configuration ------------------------------------------------------------
+
+// The options that are one string, one flag or one count each.
+const std::pair<const char*, std::string provider_config::*> string_keys[] = {
+  {"base_url", &provider_config::base_url},
+  {"api_key", &provider_config::api_key},
+  {"model", &provider_config::model},
+  {"api_version", &provider_config::api_version},
+  {"organization", &provider_config::organization},
+  {"project", &provider_config::project},
+  {"reasoning_effort", &provider_config::reasoning_effort}};
+
+const std::pair<const char*, bool provider_config::*> flag_keys[] = {
+  {"azure", &provider_config::azure},
+  {"reasoning", &provider_config::reasoning},
+  {"supports_tools", &provider_config::supports_tools}};
+
+const std::pair<const char*, int64_t provider_config::*> count_keys[] = {
+  {"max_tokens", &provider_config::max_tokens},
+  {"context_window", &provider_config::context_window}};
+
+// Sets the member of `table` named `key` through `get`; false when the
+// table has no such key.
+template <class Table, class Get>
+bool set_from(const Table& table, provider_config& cfg, const std::string& key,
+              const json& value, Get get) {
+  for (const auto& [name, member] : table)
+    if (key == name) {
+      cfg.*member = get(key, value);
+      return true;
+    }
+  return false;
+}
+
+} // namespace
 
 provider_config parse_config(const json& config) {
   if (!config.is_object())
     reject("the configuration must be an object");
   provider_config cfg;
   for (const auto& [key, value] : config.items()) {
-    if (key == "base_url") {
-      cfg.base_url = get_string(key, value);
-    } else if (key == "api_key") {
-      cfg.api_key = get_string(key, value);
-    } else if (key == "model") {
-      cfg.model = get_string(key, value);
-    } else if (key == "azure") {
-      cfg.azure = get_bool(key, value);
-    } else if (key == "api_version") {
-      cfg.api_version = get_string(key, value);
-    } else if (key == "organization") {
-      cfg.organization = get_string(key, value);
-    } else if (key == "project") {
-      cfg.project = get_string(key, value);
-    } else if (key == "headers") {
+    if (set_from(string_keys, cfg, key, value, get_string)
+        || set_from(flag_keys, cfg, key, value, get_bool)
+        || set_from(count_keys, cfg, key, value, get_count))
+      continue;
+    if (key == "headers") {
       if (!value.is_object())
         reject("`headers` must be a map of header names to strings");
       for (const auto& [name, field] : value.items()) {
@@ -319,20 +341,10 @@ provider_config parse_config(const json& config) {
           reject("`headers." + name + "` must not contain line breaks");
         cfg.headers.emplace_back(name, std::move(text));
       }
-    } else if (key == "reasoning") {
-      cfg.reasoning = get_bool(key, value);
-    } else if (key == "reasoning_effort") {
-      cfg.reasoning_effort = get_string(key, value);
-    } else if (key == "max_tokens") {
-      cfg.max_tokens = get_count(key, value);
     } else if (key == "temperature") {
       if (!value.is_number())
         reject("`temperature` must be a number");
       cfg.temperature = value.get<double>();
-    } else if (key == "context_window") {
-      cfg.context_window = get_count(key, value);
-    } else if (key == "supports_tools") {
-      cfg.supports_tools = get_bool(key, value);
     } else {
       reject("unknown configuration key `" + key + "`");
     }

@@ -22,31 +22,29 @@ config parse_config(const nlohmann::json& cfg) {
   return result;
 }
 
-sdk::http_request backend::make_request(const std::string& query) const {
+sdk::http_request make_request(const config& cfg, const std::string& query) {
   sdk::http_request req;
   req.method = "GET";
-  std::string url = cfg_.common.base_url + "/res/v1/web/search?q="
+  std::string url = cfg.common.base_url + "/res/v1/web/search?q="
                     + wsc::url_encode(query)
-                    + "&count=" + std::to_string(cfg_.common.max_results)
+                    + "&count=" + std::to_string(cfg.common.max_results)
                     + "&text_decorations=false&result_filter=web";
-  wsc::append_query(url, {{"country", cfg_.country},
-                          {"search_lang", cfg_.search_lang},
-                          {"ui_lang", cfg_.ui_lang},
-                          {"safesearch", cfg_.safesearch},
-                          {"freshness", cfg_.freshness}});
+  wsc::append_query(url, {{"country", cfg.country},
+                          {"search_lang", cfg.search_lang},
+                          {"ui_lang", cfg.ui_lang},
+                          {"safesearch", cfg.safesearch},
+                          {"freshness", cfg.freshness}});
   req.url = std::move(url);
   req.headers = {{"Accept", "application/json"},
-                 {"X-Subscription-Token", cfg_.common.api_key}};
+                 {"X-Subscription-Token", cfg.common.api_key}};
   return req;
 }
 
-wsc::parse_result backend::parse(std::string_view body) const {
-  return parse_response(body);
-}
+namespace {
 
-sdk::error backend::classify(int status, const sdk::http_headers& headers,
-                             std::string_view body) const {
-  auto err = wsc::backend::classify(status, headers, body);
+// Refines the default classification of an error response.
+void refine_error(sdk::error& err, [[maybe_unused]] int status,
+                  std::string_view body) {
   auto j = sdk::parse_json(body);
   if (j.is_object() && j.contains("error") && j["error"].is_object()) {
     auto code = wsc::string_field(j["error"], "code");
@@ -56,8 +54,9 @@ sdk::error backend::classify(int status, const sdk::http_headers& headers,
     else if (code == "CREDIT_EXHAUSTED" || code.find("QUOTA") != std::string::npos)
       err.code = sdk::errc::quota;
   }
-  return err;
 }
+
+} // namespace
 
 wsc::parse_result parse_response(std::string_view body) {
   wsc::parse_result out;
@@ -81,7 +80,9 @@ wsc::parse_result parse_response(std::string_view body) {
 
 std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
                                      const nlohmann::json& cfg) {
-  return wsc::make_search_tool<backend>(host, parse_config(cfg));
+  return wsc::make_search_tool(
+    host, parse_config(cfg),
+    {&make_request, &wsc::body_only<config, parse_response>, &refine_error});
 }
 
 } // namespace quarry::plugins::web_search_brave

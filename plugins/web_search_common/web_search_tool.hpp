@@ -20,19 +20,6 @@ namespace quarry::plugins::web_search_common {
 /// sdk::http_status_error with sdk::http_error_message of the body).
 using backend = sdk::search_backend;
 
-/// A backend that keeps its plugin's settings `Config` (the common ones in
-/// `Config::common`) for the requests it makes.
-template <class Config>
-class configured_backend : public backend {
-public:
-  explicit configured_backend(Config cfg) : cfg_(std::move(cfg)) {
-    // nop
-  }
-
-protected:
-  Config cfg_;
-};
-
 /// The `web_search` tool over one backend.
 class search_tool final : public sdk::tool {
 public:
@@ -61,14 +48,64 @@ private:
   std::shared_ptr<query_cache> cache_;
 };
 
-/// Creates the `web_search` tool over a `Backend` made from `cfg` (a
-/// backend's configuration, with the common settings in `cfg.common`).
-template <class Backend, class Config>
+/// What a search plugin writes: the request for one query, the parser of a
+/// response body, and optionally a refinement of the default classification
+/// of an error response (`backend::classify`), each over its settings.
+template <class Config>
+struct backend_parts {
+  sdk::http_request (*request)(const Config& cfg, const std::string& query);
+  parse_result (*parse)(const Config& cfg, std::string_view body);
+  void (*refine_error)(sdk::error& err, int status,
+                       std::string_view body) = nullptr;
+};
+
+/// A parser of the body alone as a backend part (for a `Parse` that needs no
+/// settings).
+template <class Config, parse_result (*Parse)(std::string_view)>
+parse_result body_only(const Config&, std::string_view body) {
+  return Parse(body);
+}
+
+/// The backend made of a plugin's parts and settings.
+template <class Config>
+class parts_backend final : public backend {
+public:
+  parts_backend(Config cfg, backend_parts<Config> parts)
+    : cfg_(std::move(cfg)), parts_(parts) {
+    // nop
+  }
+
+  sdk::http_request make_request(const std::string& query) const override {
+    return parts_.request(cfg_, query);
+  }
+
+  parse_result parse(std::string_view body) const override {
+    return parts_.parse(cfg_, body);
+  }
+
+  sdk::error classify(int status, const sdk::http_headers& headers,
+                      std::string_view body) const override {
+    auto err = backend::classify(status, headers, body);
+    if (parts_.refine_error != nullptr)
+      parts_.refine_error(err, status, body);
+    return err;
+  }
+
+private:
+  Config cfg_;
+  backend_parts<Config> parts_;
+};
+
+/// Creates the `web_search` tool over a plugin's parts and settings `cfg`
+/// (the common settings in `cfg.common`).
+template <class Config>
 std::unique_ptr<sdk::tool> make_search_tool(sdk::host_context& host,
-                                            Config cfg) {
+                                            Config cfg,
+                                            backend_parts<Config> parts) {
   auto common = cfg.common;
   return std::make_unique<search_tool>(
-    host, std::make_shared<Backend>(std::move(cfg)), std::move(common));
+    host, std::make_shared<parts_backend<Config>>(std::move(cfg), parts),
+    std::move(common));
 }
 
 } // namespace quarry::plugins::web_search_common

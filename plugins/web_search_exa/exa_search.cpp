@@ -21,20 +21,16 @@ config parse_config(const nlohmann::json& cfg) {
   return result;
 }
 
-sdk::http_request backend::make_request(const std::string& query) const {
+sdk::http_request make_request(const config& cfg, const std::string& query) {
   nlohmann::ordered_json body;
   body["query"] = query;
-  body["type"] = cfg_.type;
-  body["numResults"] = cfg_.common.max_results;
-  wsc::set_unless_empty(body, "category", cfg_.category);
+  body["type"] = cfg.type;
+  body["numResults"] = cfg.common.max_results;
+  wsc::set_unless_empty(body, "category", cfg.category);
   body["contents"] = {
     {"highlights", {{"numSentences", 2}, {"highlightsPerUrl", 1}}}};
-  return wsc::json_post(cfg_.common.base_url + "/search",
-                        {"x-api-key", cfg_.common.api_key}, body);
-}
-
-wsc::parse_result backend::parse(std::string_view body) const {
-  return parse_response(body);
+  return wsc::json_post(cfg.common.base_url + "/search",
+                        {"x-api-key", cfg.common.api_key}, body);
 }
 
 wsc::parse_result parse_response(std::string_view body) {
@@ -71,7 +67,9 @@ wsc::parse_result parse_response(std::string_view body) {
 
 std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
                                      const nlohmann::json& cfg) {
-  return wsc::make_search_tool<backend>(host, parse_config(cfg));
+  return wsc::make_search_tool(
+    host, parse_config(cfg),
+    {&make_request, &wsc::body_only<config, parse_response>, nullptr});
 }
 
 } // namespace quarry::plugins::web_search_exa

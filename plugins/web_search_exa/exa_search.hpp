@@ -28,17 +28,8 @@ struct config {
 /// keys.
 config parse_config(const nlohmann::json& cfg);
 
-/// Talks to the Exa search API.
-class backend final
-  : public web_search_common::configured_backend<config> {
-public:
-  using configured_backend::configured_backend;
-
-  sdk::http_request make_request(const std::string& query) const override;
-
-  web_search_common::parse_result
-  parse(std::string_view body) const override;
-};
+/// The request for one query.
+sdk::http_request make_request(const config& cfg, const std::string& query);
 
 /// Parses an Exa search response body (`results`); the snippet is the first
 /// highlight, else the summary, else the text.

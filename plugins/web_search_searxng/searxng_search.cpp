@@ -24,36 +24,35 @@ config parse_config(const nlohmann::json& cfg) {
   return result;
 }
 
-sdk::http_request backend::make_request(const std::string& query) const {
+sdk::http_request make_request(const config& cfg, const std::string& query) {
   sdk::http_request req;
   req.method = "GET";
-  std::string url = cfg_.common.base_url + "/search?q=" + wsc::url_encode(query)
+  std::string url = cfg.common.base_url + "/search?q=" + wsc::url_encode(query)
                     + "&format=json&pageno=1";
-  wsc::append_query(url, {{"categories", cfg_.categories},
-                          {"language", cfg_.language},
-                          {"time_range", cfg_.time_range},
-                          {"safesearch", cfg_.safesearch},
-                          {"engines", cfg_.engines}});
+  wsc::append_query(url, {{"categories", cfg.categories},
+                          {"language", cfg.language},
+                          {"time_range", cfg.time_range},
+                          {"safesearch", cfg.safesearch},
+                          {"engines", cfg.engines}});
   req.url = std::move(url);
   req.headers = {{"Accept", "application/json"}};
-  if (!cfg_.common.api_key.empty())
-    req.headers.emplace_back("Authorization", "Bearer " + cfg_.common.api_key);
+  if (!cfg.common.api_key.empty())
+    req.headers.emplace_back("Authorization", "Bearer " + cfg.common.api_key);
   return req;
 }
 
-wsc::parse_result backend::parse(std::string_view body) const {
-  return parse_response(body, cfg_.common.max_results);
-}
+namespace {
 
-sdk::error backend::classify(int status, const sdk::http_headers& headers,
-                             std::string_view body) const {
-  auto err = wsc::backend::classify(status, headers, body);
+// Refines the default classification of an error response.
+void refine_error(sdk::error& err, int status,
+                  [[maybe_unused]] std::string_view body) {
   if (status == 403)
     err.message = "the SearXNG instance refuses format=json (enable json in "
                   "search.formats of settings.yml): "
                   + err.message;
-  return err;
 }
+
+} // namespace
 
 wsc::parse_result parse_response(std::string_view body, size_t limit) {
   wsc::parse_result out;
@@ -66,9 +65,20 @@ wsc::parse_result parse_response(std::string_view body, size_t limit) {
   return out;
 }
 
+namespace {
+
+// The parser with the configured limit.
+wsc::parse_result parse_limited(const config& cfg, std::string_view body) {
+  return parse_response(body, cfg.common.max_results);
+}
+
+} // namespace
+
 std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
                                      const nlohmann::json& cfg) {
-  return wsc::make_search_tool<backend>(host, parse_config(cfg));
+  return wsc::make_search_tool(
+    host, parse_config(cfg),
+    {&make_request, &parse_limited, &refine_error});
 }
 
 } // namespace quarry::plugins::web_search_searxng

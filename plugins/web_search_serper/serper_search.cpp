@@ -16,19 +16,15 @@ config parse_config(const nlohmann::json& cfg) {
   return result;
 }
 
-sdk::http_request backend::make_request(const std::string& query) const {
+sdk::http_request make_request(const config& cfg, const std::string& query) {
   nlohmann::ordered_json body;
   body["q"] = query;
-  body["num"] = cfg_.common.max_results;
-  wsc::set_unless_empty(body, "gl", cfg_.gl);
-  wsc::set_unless_empty(body, "hl", cfg_.hl);
-  wsc::set_unless_empty(body, "tbs", cfg_.tbs);
-  return wsc::json_post(cfg_.common.base_url + "/search",
-                        {"X-API-KEY", cfg_.common.api_key}, body);
-}
-
-wsc::parse_result backend::parse(std::string_view body) const {
-  return parse_response(body);
+  body["num"] = cfg.common.max_results;
+  wsc::set_unless_empty(body, "gl", cfg.gl);
+  wsc::set_unless_empty(body, "hl", cfg.hl);
+  wsc::set_unless_empty(body, "tbs", cfg.tbs);
+  return wsc::json_post(cfg.common.base_url + "/search",
+                        {"X-API-KEY", cfg.common.api_key}, body);
 }
 
 wsc::parse_result parse_response(std::string_view body) {
@@ -45,7 +41,9 @@ wsc::parse_result parse_response(std::string_view body) {
 
 std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
                                      const nlohmann::json& cfg) {
-  return wsc::make_search_tool<backend>(host, parse_config(cfg));
+  return wsc::make_search_tool(
+    host, parse_config(cfg),
+    {&make_request, &wsc::body_only<config, parse_response>, nullptr});
 }
 
 } // namespace quarry::plugins::web_search_serper

@@ -26,30 +26,29 @@ config parse_config(const nlohmann::json& cfg) {
   return result;
 }
 
-sdk::http_request backend::make_request(const std::string& query) const {
+sdk::http_request make_request(const config& cfg, const std::string& query) {
   nlohmann::ordered_json body;
   body["query"] = query;
-  body["search_depth"] = cfg_.search_depth;
-  body["topic"] = cfg_.topic;
-  body["max_results"] = cfg_.common.max_results;
-  wsc::set_unless_empty(body, "country", cfg_.country);
-  return wsc::json_post(cfg_.common.base_url + "/search",
-                        {"Authorization", "Bearer " + cfg_.common.api_key},
+  body["search_depth"] = cfg.search_depth;
+  body["topic"] = cfg.topic;
+  body["max_results"] = cfg.common.max_results;
+  wsc::set_unless_empty(body, "country", cfg.country);
+  return wsc::json_post(cfg.common.base_url + "/search",
+                        {"Authorization", "Bearer " + cfg.common.api_key},
                         body);
 }
 
-wsc::parse_result backend::parse(std::string_view body) const {
-  return parse_response(body);
-}
+namespace {
 
-sdk::error backend::classify(int status, const sdk::http_headers& headers,
-                             std::string_view body) const {
-  auto err = wsc::backend::classify(status, headers, body);
+// Refines the default classification of an error response.
+void refine_error(sdk::error& err, int status,
+                  [[maybe_unused]] std::string_view body) {
   // 432 and 433 are Tavily's plan and credit limits.
   if (status == 432 || status == 433)
     err.code = sdk::errc::quota;
-  return err;
 }
+
+} // namespace
 
 wsc::parse_result parse_response(std::string_view body) {
   wsc::parse_result out;
@@ -64,7 +63,9 @@ wsc::parse_result parse_response(std::string_view body) {
 
 std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
                                      const nlohmann::json& cfg) {
-  return wsc::make_search_tool<backend>(host, parse_config(cfg));
+  return wsc::make_search_tool(
+    host, parse_config(cfg),
+    {&make_request, &wsc::body_only<config, parse_response>, &refine_error});
 }
 
 } // namespace quarry::plugins::web_search_tavily

@@ -30,20 +30,8 @@ struct config {
 /// keys.
 config parse_config(const nlohmann::json& cfg);
 
-/// Talks to the Tavily Search API.
-class backend final
-  : public web_search_common::configured_backend<config> {
-public:
-  using configured_backend::configured_backend;
-
-  sdk::http_request make_request(const std::string& query) const override;
-
-  web_search_common::parse_result
-  parse(std::string_view body) const override;
-
-  sdk::error classify(int status, const sdk::http_headers& headers,
-                      std::string_view body) const override;
-};
+/// The request for one query.
+sdk::http_request make_request(const config& cfg, const std::string& query);
 
 /// Parses a Tavily search response body (`results`).
 web_search_common::parse_result parse_response(std::string_view body);

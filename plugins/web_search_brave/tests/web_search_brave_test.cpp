@@ -102,8 +102,7 @@ TEST_CASE("brave validates its configuration") {
   CHECK(cfg.common.base_url == "https://api.search.brave.com");
   CHECK(cfg.common.max_results == 10);
   CHECK(cfg.country == "US");
-  brave::backend b{cfg};
-  auto req = b.make_request("hello world");
+  auto req = brave::make_request(cfg, "hello world");
   CHECK(req.method == "GET");
   CHECK(req.url
         == "https://api.search.brave.com/res/v1/web/search?q=hello%20world&count=10"

@@ -93,7 +93,7 @@ TEST_CASE("tavily validates its configuration") {
   CHECK(cfg.common.base_url == "https://api.tavily.com");
   CHECK(cfg.search_depth == "basic");
   CHECK(cfg.topic == "general");
-  auto req = tavily::backend{cfg}.make_request("q");
+  auto req = tavily::make_request(cfg, "q");
   CHECK(req.url == "https://api.tavily.com/search");
 }
 

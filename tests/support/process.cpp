@@ -21,6 +21,35 @@ namespace quarry::test {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// In a forked child whose standard streams are set: clears the signal mask
+// (the test runner may have blocked signals; the child starts clean), goes
+// to `opts.cwd`, applies `opts.env` and runs `argv`. Exits with 126 when the
+// folder is missing, 127 when the program cannot run.
+[[noreturn]] void exec_child(const std::vector<std::string>& argv,
+                             const process_options& opts) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (!opts.cwd.empty() && chdir(opts.cwd.c_str()) != 0)
+    _exit(126);
+  for (const auto& [key, value] : opts.env) {
+    if (value)
+      setenv(key.c_str(), value->c_str(), 1);
+    else
+      unsetenv(key.c_str());
+  }
+  std::vector<char*> args;
+  for (const auto& arg : argv)
+    args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  _exit(127);
+}
+
+} // namespace
+
 process_result run_process(const std::vector<std::string>& argv,
                            const process_options& opts) {
   if (argv.empty())
@@ -42,24 +71,7 @@ process_result run_process(const std::vector<std::string>& argv,
     dup2(in_pipe[0], 0);
     dup2(out_pipe[1], 1);
     dup2(err_pipe[1], 2);
-    // The test runner may have blocked signals; the child starts clean.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (!opts.cwd.empty() && chdir(opts.cwd.c_str()) != 0)
-      _exit(126);
-    for (const auto& [key, value] : opts.env) {
-      if (value)
-        setenv(key.c_str(), value->c_str(), 1);
-      else
-        unsetenv(key.c_str());
-    }
-    std::vector<char*> args;
-    for (const auto& arg : argv)
-      args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
+    exec_child(argv, opts);
   }
   close(in_pipe[0]);
   close(out_pipe[1]);
@@ -183,23 +195,7 @@ child_process::child_process(const std::vector<std::string>& argv,
     dup2(in, 0);
     dup2(out, 1);
     dup2(err, 2);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (!opts.cwd.empty() && chdir(opts.cwd.c_str()) != 0)
-      _exit(126);
-    for (const auto& [key, value] : opts.env) {
-      if (value)
-        setenv(key.c_str(), value->c_str(), 1);
-      else
-        unsetenv(key.c_str());
-    }
-    std::vector<char*> args;
-    for (const auto& arg : argv)
-      args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
+    exec_child(argv, opts);
   }
 }
 

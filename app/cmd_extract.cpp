@@ -26,9 +26,7 @@ constexpr std::chrono::milliseconds pdf_time_limit{120000};
 
 // The media type a file's extension suggests (the bytes still win).
 std::string type_from_extension(const std::filesystem::path& path) {
-  auto ext = path.extension().string();
-  for (auto& c : ext)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto ext = sdk::to_lower(path.extension().string());
   if (ext == ".html" || ext == ".htm" || ext == ".xhtml")
     return "text/html";
   if (ext == ".pdf")

@@ -3,6 +3,8 @@
 
 #include "local_corpus_tool.hpp"
 
+#include "quarry/sdk/search.hpp"
+
 #include <atomic>
 #include <filesystem>
 #include <mutex>
@@ -81,24 +83,9 @@ normalize_queries(const nlohmann::json& arguments) {
   if (!arguments.is_object() || !arguments.contains("queries"))
     return std::nullopt;
   const auto& raw = arguments["queries"];
-  std::vector<std::string> inputs;
-  if (raw.is_string()) {
-    inputs.push_back(raw.get<std::string>());
-  } else if (raw.is_array()) {
-    for (const auto& x : raw)
-      if (x.is_string())
-        inputs.push_back(x.get<std::string>());
-  } else {
+  if (!raw.is_string() && !raw.is_array())
     return std::nullopt;
-  }
-  std::vector<std::string> result;
-  std::set<std::string> seen;
-  for (const auto& x : inputs) {
-    auto q = fold_query(x);
-    if (!q.empty() && seen.insert(q).second)
-      result.push_back(std::move(q));
-  }
-  return result;
+  return sdk::distinct_queries(sdk::query_strings(raw), fold_query);
 }
 
 sdk::tool_result search_corpus(corpus_index& index,

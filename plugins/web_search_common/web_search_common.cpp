@@ -114,14 +114,9 @@ std::vector<std::string> normalize_queries(const nlohmann::json& value) {
       if (!item.is_null())
         raw.push_back(json_to_text(item));
   }
-  std::vector<std::string> result;
-  std::set<std::string> seen;
-  for (const auto& x : raw) {
-    auto q = normalize_query(x);
-    if (!q.empty() && seen.insert(q).second)
-      result.push_back(std::move(q));
-  }
-  return result;
+  return sdk::distinct_queries(raw, [](const std::string& x) {
+    return normalize_query(x);
+  });
 }
 
 bool is_tracking_parameter(std::string_view name) {

@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cctype>
+
 #include <map>
 #include <memory>
 #include <optional>
@@ -229,6 +231,25 @@ TEST_CASE("sdk search_queries reads strings and arrays, trims, drops repeats") {
   for (int i = 0; i < 30; ++i)
     many.push_back("q" + std::to_string(i));
   CHECK(sdk::search_queries({{"queries", many}}, 10).size() == 10);
+}
+
+TEST_CASE("sdk query_strings and distinct_queries: the strings, normalised, first of each") {
+  using v = std::vector<std::string>;
+  CHECK(sdk::query_strings("one") == v{"one"});
+  CHECK(sdk::query_strings({"a", 1, nullptr, "b"}) == v{"a", "b"});
+  CHECK(sdk::query_strings(nlohmann::json::object()).empty());
+  CHECK(sdk::query_strings(7).empty());
+  auto upper = [](const std::string& x) {
+    std::string out;
+    for (char c : x)
+      if (c != ' ')
+        out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return out;
+  };
+  CHECK(sdk::distinct_queries({"a b", "ab", " ", "c", "AB", "d"}, upper)
+        == v{"AB", "C", "D"});
+  CHECK(sdk::distinct_queries({"a", "a", "b", "c"}, upper, 2) == v{"A", "B"});
+  CHECK(sdk::distinct_queries({}, upper).empty());
 }
 
 TEST_CASE("sdk run_search runs every query, keeps failures apart and classifies statuses") {

@@ -90,32 +90,52 @@ struct search_batch {
   bool cancelled = false;
 };
 
-/// Reads the `queries` argument: a string is one query, an array gives its
-/// strings (other items are skipped); each is trimmed, empty ones and
-/// repeats are dropped, and at most `max_queries` are kept.
-inline std::vector<std::string> search_queries(const nlohmann::json& arguments,
-                                               size_t max_queries = 10) {
+/// The strings of a `queries` value: a string is one, an array gives its
+/// strings (other items are skipped); anything else gives none.
+inline std::vector<std::string> query_strings(const nlohmann::json& value) {
   std::vector<std::string> out;
-  if (!arguments.is_object() || !arguments.contains("queries"))
-    return out;
-  const auto& value = arguments["queries"];
-  std::vector<std::string> raw;
   if (value.is_string())
-    raw.push_back(value.get<std::string>());
+    out.push_back(value.get<std::string>());
   else if (value.is_array())
     for (const auto& item : value)
       if (item.is_string())
-        raw.push_back(item.get<std::string>());
+        out.push_back(item.get<std::string>());
+  return out;
+}
+
+/// Each of `raw` through `normalise` (a string to a string), keeping the
+/// first of each distinct non-empty result, at most `max_queries`.
+template <class Normalise>
+std::vector<std::string>
+distinct_queries(const std::vector<std::string>& raw, Normalise normalise,
+                 size_t max_queries = SIZE_MAX) {
+  std::vector<std::string> out;
   std::set<std::string> seen;
-  for (auto& q : raw) {
-    auto first = q.find_first_not_of(" \t\r\n");
-    if (first == std::string::npos)
-      continue;
-    q = q.substr(first, q.find_last_not_of(" \t\r\n") - first + 1);
-    if (seen.insert(q).second && out.size() < max_queries)
+  for (const auto& x : raw) {
+    if (out.size() >= max_queries)
+      break;
+    auto q = normalise(x);
+    if (!q.empty() && seen.insert(q).second)
       out.push_back(std::move(q));
   }
   return out;
+}
+
+/// Reads the `queries` argument (see query_strings); each is trimmed, empty
+/// ones and repeats are dropped, and at most `max_queries` are kept.
+inline std::vector<std::string> search_queries(const nlohmann::json& arguments,
+                                               size_t max_queries = 10) {
+  if (!arguments.is_object() || !arguments.contains("queries"))
+    return {};
+  return distinct_queries(
+    query_strings(arguments["queries"]),
+    [](const std::string& q) -> std::string {
+      auto first = q.find_first_not_of(" \t\r\n");
+      if (first == std::string::npos)
+        return {};
+      return q.substr(first, q.find_last_not_of(" \t\r\n") - first + 1);
+    },
+    max_queries);
 }
 
 /// Round-robin interleave: result 0 of every list, then result 1, ...,

@@ -31,10 +31,7 @@ struct config_cli_fixture {
   test::process_result quarry(std::vector<std::string> args,
                               std::map<std::string, std::optional<std::string>> env = {}) {
     args.insert(args.begin(), QUARRY_EXE);
-    test::process_options opts;
-    opts.env = test::isolated_quarry_env(home.path());
-    for (auto& [k, v] : env)
-      opts.env[k] = v;
+    auto opts = test::isolated_quarry_options(home.path(), {env.begin(), env.end()});
     opts.timeout = std::chrono::seconds{60};
     return test::run_process(args, opts);
   }

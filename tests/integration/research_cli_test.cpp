@@ -34,11 +34,7 @@ struct research_fixture {
                                 extra_env = {}) {
     std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR};
     argv.insert(argv.end(), args.begin(), args.end());
-    test::process_options opts;
-    opts.env = test::isolated_quarry_env(home.path());
-    for (auto& e : extra_env)
-      opts.env[e.first] = e.second;
-    return test::run_process(argv, opts);
+    return test::run_process(argv, test::isolated_quarry_options(home.path(), extra_env));
   }
 };
 

@@ -32,10 +32,7 @@ struct robust_fixture {
 
   test::process_options options(
     std::vector<std::pair<std::string, std::optional<std::string>>> extra_env = {}) {
-    test::process_options opts;
-    opts.env = test::isolated_quarry_env(home.path());
-    for (auto& e : extra_env)
-      opts.env[e.first] = e.second;
+    auto opts = test::isolated_quarry_options(home.path(), extra_env);
     opts.timeout = 120s;
     return opts;
   }

@@ -286,4 +286,15 @@ isolated_quarry_env(const std::string& home) {
   return env;
 }
 
+process_options isolated_quarry_options(
+  const std::string& home,
+  const std::vector<std::pair<std::string, std::optional<std::string>>>&
+    extra_env) {
+  process_options opts;
+  opts.env = isolated_quarry_env(home);
+  for (const auto& [name, value] : extra_env)
+    opts.env[name] = value;
+  return opts;
+}
+
 } // namespace quarry::test

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace quarry::test {
@@ -39,6 +40,13 @@ struct process_options {
 /// data folder and every provider and search key variable are unset.
 std::map<std::string, std::optional<std::string>>
 isolated_quarry_env(const std::string& home);
+
+/// Options of a `quarry` run: the environment of isolated_quarry_env(home)
+/// with `extra_env` applied in order (nothing unsets a variable).
+process_options isolated_quarry_options(
+  const std::string& home,
+  const std::vector<std::pair<std::string, std::optional<std::string>>>&
+    extra_env = {});
 
 /// Runs `argv[0]` with `argv` and waits for it.
 process_result run_process(const std::vector<std::string>& argv,

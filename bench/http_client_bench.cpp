@@ -6,8 +6,8 @@
 
 #include "support/http_server.hpp"
 
-#include <sys/resource.h>
-#include <unistd.h>
+#include "process_usage.hpp"
+
 
 #include <algorithm>
 #include <atomic>
@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,38 +31,15 @@ using quarry::test::http_server;
 using quarry::test::request;
 using quarry::test::response_plan;
 namespace sdk = quarry::sdk;
+using quarry::bench::peak_rss_kib;
+using quarry::bench::process_cpu_seconds;
+using quarry::bench::rss_kib;
 
 // Size of the body of a small response.
 constexpr size_t small_body_size = 64;
 
 double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();
-}
-
-// Process CPU time (user + system), all threads.
-double process_cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto tv = [](const timeval& x) {
-    return static_cast<double>(x.tv_sec) + static_cast<double>(x.tv_usec) / 1e6;
-  };
-  return tv(usage.ru_utime) + tv(usage.ru_stime);
-}
-
-// Resident set size right now, in KiB.
-long rss_kib() {
-  std::ifstream in{"/proc/self/statm"};
-  long pages = 0;
-  long resident = 0;
-  in >> pages >> resident;
-  return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
-// Peak resident set size of the process so far, in KiB.
-long peak_rss_kib() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss;
 }
 
 // -- small requests -----------------------------------------------------------

@@ -15,6 +15,8 @@
 #include "support/fake_llm_server.hpp"
 #include "support/process.hpp"
 
+#include "process_usage.hpp"
+
 #include <caf/all.hpp>
 
 #include <algorithm>
@@ -22,24 +24,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 using namespace quarry;
 using clock_type = std::chrono::steady_clock;
+using bench::rss_mib;
 
 namespace {
-
-double rss_mib() {
-  std::ifstream in{"/proc/self/statm"};
-  long pages = 0;
-  long resident = 0;
-  in >> pages >> resident;
-  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE))
-         / (1024.0 * 1024.0);
-}
 
 sdk::chat_request make_request() {
   sdk::chat_request req;

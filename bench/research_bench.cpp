@@ -26,6 +26,8 @@
 #include "support/fake_llm_server.hpp"
 #include "support/process.hpp"
 
+#include "process_usage.hpp"
+
 #include <caf/all.hpp>
 
 #include <algorithm>
@@ -36,30 +38,13 @@
 #include <fstream>
 #include <future>
 #include <string>
-#include <sys/resource.h>
-#include <unistd.h>
 #include <vector>
 
 using namespace quarry;
 using clock_type = std::chrono::steady_clock;
+using bench::rss_mib;
 
 namespace {
-
-double rss_mib() {
-  std::ifstream in{"/proc/self/statm"};
-  long pages = 0;
-  long resident = 0;
-  in >> pages >> resident;
-  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE))
-         / (1024.0 * 1024.0);
-}
-
-double cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec)
-         + static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
 
 nlohmann::json rule(const char* marker, nlohmann::json respond, int latency_ms,
                     int times = 0) {
@@ -198,7 +183,7 @@ int main(int argc, char** argv) {
       server.clear_requests();
       auto em = actors::spawn_emitter(env.rt->system(), "bench");
       caf::scoped_actor self{env.rt->system()};
-      auto cpu0 = cpu_seconds();
+      auto cpu0 = bench::process_cpu_seconds();
       auto t0 = clock_type::now();
       actors::spawn_session(env.rt->system(), env.spec("bench"),
                             {env.llm, env.llm, env.llm, env.llm, env.llm},
@@ -209,7 +194,7 @@ int main(int argc, char** argv) {
         result = std::move(res);
       });
       auto wall = std::chrono::duration<double>(clock_type::now() - t0).count();
-      auto cpu = cpu_seconds() - cpu0;
+      auto cpu = bench::process_cpu_seconds() - cpu0;
       self->request(em, std::chrono::seconds{10}, actors::stop_atom::value)
         .receive([](uint64_t) {}, [](const caf::error&) {});
       auto ok = result.status == actors::session_status::report;

@@ -163,18 +163,13 @@ public:
       fail(std::move(*failure), decoder_.streamed());
     } else if (status_ >= 400) {
       fail(classify_error(status_, headers_, std::string_view{body_}), false);
-    } else if (whole_json_) {
-      sdk::sse_event ev;
-      ev.data = std::move(body_);
-      decoder_.on_event(ev, *this);
-      auto state = decoder_.finish(*this);
-      if (finished_)
-        return;
-      if (state == stream_decoder::state::done)
-        succeed();
-      else
-        fail(*decoder_.failure(), decoder_.streamed());
     } else {
+      if (whole_json_) {
+        // One JSON body: decoded as the one event of a stream.
+        sdk::sse_event ev;
+        ev.data = std::move(body_);
+        decoder_.on_event(ev, *this);
+      }
       auto state = decoder_.finish(*this);
       if (finished_)
         return;

@@ -493,29 +493,23 @@ namespace {
 // Maps a finish reason of either vocabulary to the one of `protocol`.
 std::string finish_reason_for(const std::string& protocol,
                               const std::string& given, bool has_tools) {
-  if (protocol == "openai") {
-    if (given.empty())
-      return has_tools ? "tool_calls" : "stop";
-    if (given == "end_turn" || given == "stop_sequence")
-      return "stop";
-    if (given == "tool_use")
-      return "tool_calls";
-    if (given == "max_tokens")
-      return "length";
-    if (given == "refusal")
-      return "content_filter";
-    return given;
-  }
+  // OpenAI's name and Anthropic's of the same reason.
+  static const std::pair<const char*, const char*> names[]
+    = {{"stop", "end_turn"},
+       {"tool_calls", "tool_use"},
+       {"length", "max_tokens"},
+       {"content_filter", "refusal"}};
+  bool openai = protocol == "openai";
+  auto own = [openai](const std::pair<const char*, const char*>& name) {
+    return std::string{openai ? name.first : name.second};
+  };
   if (given.empty())
-    return has_tools ? "tool_use" : "end_turn";
-  if (given == "stop")
-    return "end_turn";
-  if (given == "tool_calls")
-    return "tool_use";
-  if (given == "length")
-    return "max_tokens";
-  if (given == "content_filter")
-    return "refusal";
+    return own(has_tools ? names[1] : names[0]);
+  if (openai && given == "stop_sequence")
+    return "stop";
+  for (const auto& name : names)
+    if (given == (openai ? name.second : name.first))
+      return own(name);
   return given;
 }
 

@@ -221,47 +221,49 @@ response_plan& response_plan::without_head() {
   return *this;
 }
 
+namespace {
+
+// A step of `kind` with the other fields at their defaults.
+response_plan::step step_of(response_plan::step_kind kind) {
+  response_plan::step x;
+  x.kind = kind;
+  return x;
+}
+
+} // namespace
+
 response_plan& response_plan::send(std::string bytes) {
-  step x;
-  x.kind = step_kind::send;
+  auto x = step_of(step_kind::send);
   x.bytes = std::move(bytes);
   steps.push_back(std::move(x));
   return *this;
 }
 
 response_plan& response_plan::delay(std::chrono::milliseconds duration) {
-  step x;
-  x.kind = step_kind::delay;
+  auto x = step_of(step_kind::delay);
   x.duration = duration;
   steps.push_back(std::move(x));
   return *this;
 }
 
 response_plan& response_plan::stall() {
-  step x;
-  x.kind = step_kind::stall;
-  steps.push_back(std::move(x));
+  steps.push_back(step_of(step_kind::stall));
   return *this;
 }
 
 response_plan& response_plan::close() {
-  step x;
-  x.kind = step_kind::close;
-  steps.push_back(std::move(x));
+  steps.push_back(step_of(step_kind::close));
   return *this;
 }
 
 response_plan& response_plan::reset() {
-  step x;
-  x.kind = step_kind::reset;
-  steps.push_back(std::move(x));
+  steps.push_back(step_of(step_kind::reset));
   return *this;
 }
 
 response_plan& response_plan::generate(uint64_t total, size_t chunk_size,
                                        char fill) {
-  step x;
-  x.kind = step_kind::generate;
+  auto x = step_of(step_kind::generate);
   x.total = total;
   x.chunk_size = chunk_size == 0 ? 64 * 1024 : chunk_size;
   x.fill = fill;
@@ -270,8 +272,7 @@ response_plan& response_plan::generate(uint64_t total, size_t chunk_size,
 }
 
 response_plan& response_plan::raw(std::string bytes) {
-  step x;
-  x.kind = step_kind::raw;
+  auto x = step_of(step_kind::raw);
   x.bytes = std::move(bytes);
   steps.push_back(std::move(x));
   return *this;

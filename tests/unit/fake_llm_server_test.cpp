@@ -411,6 +411,40 @@ TEST_CASE("fake_llm_server streams the Anthropic event sequence") {
   CHECK(res.body.substr(res.body.size() - tail.size()) == tail);
 }
 
+TEST_CASE("fake_llm_server maps finish reasons of either vocabulary to the request's") {
+  struct row {
+    const char* given;
+    const char* openai;
+    const char* anthropic;
+  };
+  for (const auto& r : std::vector<row>{{"stop", "stop", "end_turn"},
+                                        {"end_turn", "stop", "end_turn"},
+                                        {"stop_sequence", "stop", "stop_sequence"},
+                                        {"tool_calls", "tool_calls", "tool_use"},
+                                        {"tool_use", "tool_calls", "tool_use"},
+                                        {"length", "length", "max_tokens"},
+                                        {"max_tokens", "length", "max_tokens"},
+                                        {"content_filter", "content_filter", "refusal"},
+                                        {"refusal", "content_filter", "refusal"},
+                                        {"other", "other", "other"}}) {
+    CAPTURE(r.given);
+    fake_llm_server srv;
+    REQUIRE_FALSE(srv.script(json::array(
+      {{{"respond", {{"text", "t"}, {"finish_reason", r.given}}}}})));
+    curl_http_client client{http_settings{}};
+    auto body = openai_body("x");
+    body["stream"] = false;
+    auto res = post(client, srv.base_url_openai() + "/chat/completions", body);
+    REQUIRE_FALSE(res.failure);
+    CHECK(json::parse(res.body)["choices"][0]["finish_reason"] == r.openai);
+    auto abody = anthropic_body("x");
+    abody["stream"] = false;
+    res = post(client, srv.base_url_anthropic() + "/v1/messages", abody);
+    REQUIRE_FALSE(res.failure);
+    CHECK(json::parse(res.body)["stop_reason"] == r.anthropic);
+  }
+}
+
 TEST_CASE("fake_llm_server answers non-streaming requests with one JSON") {
   fake_llm_server srv;
   REQUIRE_FALSE(srv.script(json::parse(R"([

@@ -617,12 +617,8 @@ rendered render_openai(const respond_spec& spec, const llm_request& req,
     result.pieces.push_back(dump(body, 2) + "\n");
     return result;
   }
-  auto chunk = [&](ojson delta, ojson finish_reason) {
-    ojson choice = ojson::object();
-    choice["index"] = 0;
-    choice["delta"] = std::move(delta);
-    choice["logprobs"] = nullptr;
-    choice["finish_reason"] = std::move(finish_reason);
+  // A chunk's fields before its choices (none yet).
+  auto chunk_head = [&] {
     ojson x = ojson::object();
     x["id"] = id;
     x["object"] = "chat.completion.chunk";
@@ -630,6 +626,15 @@ rendered render_openai(const respond_spec& spec, const llm_request& req,
     x["model"] = model;
     x["system_fingerprint"] = "fp_fake";
     x["choices"] = ojson::array();
+    return x;
+  };
+  auto chunk = [&](ojson delta, ojson finish_reason) {
+    ojson choice = ojson::object();
+    choice["index"] = 0;
+    choice["delta"] = std::move(delta);
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = std::move(finish_reason);
+    auto x = chunk_head();
     x["choices"].push_back(std::move(choice));
     if (with_usage)
       x["usage"] = nullptr;
@@ -683,13 +688,7 @@ rendered render_openai(const respond_spec& spec, const llm_request& req,
   }
   result.pieces.push_back(chunk(ojson::object(), finish));
   if (with_usage) {
-    ojson x = ojson::object();
-    x["id"] = id;
-    x["object"] = "chat.completion.chunk";
-    x["created"] = created_time;
-    x["model"] = model;
-    x["system_fingerprint"] = "fp_fake";
-    x["choices"] = ojson::array();
+    auto x = chunk_head();
     x["usage"] = usage_json();
     result.pieces.push_back(sse_data(x));
   }

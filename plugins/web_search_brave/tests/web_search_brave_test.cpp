@@ -21,8 +21,7 @@ using test::run_tool;
 namespace {
 
 std::string brave_fixture() {
-  return test::read_file(std::string{QUARRY_FIXTURES_DIR}
-                         + "/search/brave/brave-search-python-client__web.json");
+  return test::search_fixture("brave/brave-search-python-client__web.json");
 }
 
 // A fake Brave server recording every request.

@@ -23,6 +23,12 @@
 
 namespace quarry::test {
 
+/// The bytes of a recorded search API answer, `name` below the fixtures'
+/// `search/` folder (e.g. `exa/....json`).
+inline std::string search_fixture(const std::string& name) {
+  return read_file(std::string{QUARRY_FIXTURES_DIR} + "/search/" + name);
+}
+
 /// `base` with the keys of `extra` added or replaced.
 inline nlohmann::json with_keys(nlohmann::json base,
                                 const nlohmann::json& extra) {

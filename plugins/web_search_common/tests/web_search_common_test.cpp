@@ -281,3 +281,53 @@ TEST_CASE("web_search_common validates the common configuration") {
     CHECK(std::string{e.what()}.find("brave") != std::string::npos);
   }
 }
+
+TEST_CASE("web_search_common backend settings: own string options, allowed values") {
+  std::string country;
+  std::string depth;
+  auto common = parse_backend_config(
+    json{{"api_key", "k"}, {"country", "de"}}, "demo", "https://x.test/", true,
+    {{"country", &country}, {"depth", &depth, "basic"}});
+  CHECK(common.api_key == "k");
+  CHECK(common.base_url == "https://x.test");
+  CHECK(country == "de");
+  CHECK(depth == "basic");
+  // No configuration at all: the defaults.
+  country = "stale";
+  parse_backend_config(json{}, "demo", "https://x.test", false,
+                       {{"country", &country}, {"depth", &depth, "basic"}});
+  CHECK(country.empty());
+  CHECK_THROWS_WITH_AS(parse_backend_config(json{{"api_key", "k"}, {"country", 1}},
+                                            "demo", "https://x.test", true,
+                                            {{"country", &country}}),
+                       "demo: 'country' must be a string", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_backend_config(json{{"api_key", "k"}, {"county", "de"}},
+                                            "demo", "https://x.test", true,
+                                            {{"country", &country}}),
+                       "demo: unknown configuration key 'county'",
+                       std::invalid_argument);
+  CHECK_NOTHROW(require_one_of("", {"a", "b"}, true, "bad"));
+  CHECK_NOTHROW(require_one_of("b", {"a", "b"}, false, "bad"));
+  CHECK_THROWS_WITH_AS(require_one_of("", {"a", "b"}, false, "bad"), "bad",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(require_one_of("c", {"a", "b"}, true, "bad"), "bad",
+                       std::invalid_argument);
+}
+
+TEST_CASE("web_search_common request builders: query parameters and JSON POST") {
+  std::string url = "https://x.test/s?q=a";
+  append_query(url, {{"lang", "en us"}, {"empty", ""}, {"x", "1&2"}});
+  CHECK(url == "https://x.test/s?q=a&lang=en%20us&x=1%262");
+  nlohmann::ordered_json body;
+  body["q"] = "bad \xff byte";
+  set_unless_empty(body, "gl", "");
+  set_unless_empty(body, "hl", "en");
+  auto req = json_post("https://x.test/search", {"X-Key", "secret"}, body);
+  CHECK(req.method == "POST");
+  CHECK(req.url == "https://x.test/search");
+  REQUIRE(req.headers.size() == 3);
+  CHECK(req.headers[0] == std::pair<std::string, std::string>{"X-Key", "secret"});
+  CHECK(req.headers[1] == std::pair<std::string, std::string>{"Content-Type", "application/json"});
+  CHECK(req.headers[2] == std::pair<std::string, std::string>{"Accept", "application/json"});
+  CHECK(req.body == "{\"q\":\"bad \xEF\xBF\xBD byte\",\"hl\":\"en\"}");
+}

@@ -18,8 +18,7 @@ using test::run_tool;
 namespace {
 
 std::string exa_fixture() {
-  return test::read_file(std::string{QUARRY_FIXTURES_DIR}
-                         + "/search/exa/exa-openapi-v2__search_200_example.json");
+  return test::search_fixture("exa/exa-openapi-v2__search_200_example.json");
 }
 
 } // namespace

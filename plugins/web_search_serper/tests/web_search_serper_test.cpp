@@ -18,8 +18,7 @@ using test::run_tool;
 namespace {
 
 std::string serper_fixture() {
-  return test::read_file(std::string{QUARRY_FIXTURES_DIR}
-                         + "/search/serper/langchain-docs__search__apple_inc__L93.json");
+  return test::search_fixture("serper/langchain-docs__search__apple_inc__L93.json");
 }
 
 } // namespace

@@ -18,7 +18,7 @@ using test::run_tool;
 namespace {
 
 std::string tavily_fixture(const std::string& name) {
-  return test::read_file(std::string{QUARRY_FIXTURES_DIR} + "/search/tavily/" + name);
+  return test::search_fixture("tavily/" + name);
 }
 
 std::string basic_body() {

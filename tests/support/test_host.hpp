@@ -8,6 +8,9 @@
 #include "quarry/host/services.hpp"
 #include "quarry/sdk/host.hpp"
 
+#include <chrono>
+#include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -91,6 +94,27 @@ public:
   /// The warnings plugins logged.
   std::vector<std::string> warnings() {
     return log_.warnings();
+  }
+
+  /// Queues a job and waits up to `timeout` for it to run: with one pool
+  /// thread, every job queued before it has run by then. False when the pool
+  /// refused the job or it did not run in time.
+  bool run_through_pool(std::chrono::milliseconds timeout
+                        = std::chrono::seconds{10}) {
+    struct flag {
+      std::mutex mtx;
+      std::condition_variable cv;
+      bool ran = false;
+    };
+    auto f = std::make_shared<flag>();
+    if (!pool_.submit([f] {
+          std::lock_guard<std::mutex> guard{f->mtx};
+          f->ran = true;
+          f->cv.notify_all();
+        }))
+      return false;
+    std::unique_lock<std::mutex> guard{f->mtx};
+    return f->cv.wait_for(guard, timeout, [&f] { return f->ran; });
   }
 
   /// Ends every transfer: no sink call can happen afterwards.

@@ -236,18 +236,7 @@ TEST_CASE("extractive paces with ttft without holding a pool thread") {
   provider llm{host, cfg};
   auto sink = std::make_shared<recording_sink>();
   auto call = llm.chat(plan_request(), sink);
-  std::mutex mtx;
-  std::condition_variable cv;
-  bool probed = false;
-  REQUIRE(host.pool().submit([&] {
-    std::lock_guard<std::mutex> guard{mtx};
-    probed = true;
-    cv.notify_all();
-  }));
-  {
-    std::unique_lock<std::mutex> guard{mtx};
-    REQUIRE(cv.wait_for(guard, std::chrono::seconds{10}, [&] { return probed; }));
-  }
+  REQUIRE(host.run_through_pool());
   {
     std::lock_guard<std::mutex> guard{sink->mtx};
     CHECK(sink->events.empty()); // still waiting for the first token
@@ -350,16 +339,7 @@ TEST_CASE("extractive cancel after done changes nothing, destruction fails pendi
     provider llm{host, cfg};
     llm.chat(plan_request(), pending);
     // Wait until the pool handed the call to the timer thread.
-    std::mutex mtx;
-    std::condition_variable cv;
-    bool drained = false;
-    REQUIRE(host.pool().submit([&] {
-      std::lock_guard<std::mutex> guard{mtx};
-      drained = true;
-      cv.notify_all();
-    }));
-    std::unique_lock<std::mutex> guard{mtx};
-    REQUIRE(cv.wait_for(guard, std::chrono::seconds{10}, [&] { return drained; }));
+    REQUIRE(host.run_through_pool());
   }
   REQUIRE(pending->wait());
   CHECK(pending->terminal == 1);

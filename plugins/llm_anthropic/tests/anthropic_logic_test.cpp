@@ -6,6 +6,8 @@
 #include "anthropic_request.hpp"
 #include "anthropic_stream.hpp"
 
+#include "anthropic_test_support.hpp"
+
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -23,17 +25,7 @@ namespace sdk = quarry::sdk;
 namespace anth = quarry::plugins::llm_anthropic;
 using nlohmann::json;
 
-std::string fixture_path(const std::string& rel) {
-  return std::string{QUARRY_FIXTURES_DIR} + "/llm/anthropic_messages/" + rel;
-}
-
-std::string read_fixture(const std::string& rel) {
-  std::ifstream in{fixture_path(rel), std::ios::binary};
-  REQUIRE_MESSAGE(in.good(), "missing fixture " << rel);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+using quarry::test::anthropic_fixture;
 
 // -- an independent oracle: what the `data:` lines of a fixture add up to -----
 
@@ -209,7 +201,7 @@ anth::stream_state feed_in_pieces(anth::stream_decoder& dec,
 
 void check_against_oracle(const stream_case& c, const sdk::chat_result& res,
                           const recording_listener& rec) {
-  auto expected = compute_oracle(read_fixture(c.file));
+  auto expected = compute_oracle(anthropic_fixture(c.file));
   CHECK(expected.saw_stop);
   CHECK(res.text == expected.text);
   CHECK(rec.text == expected.text);
@@ -250,7 +242,7 @@ void check_against_oracle(const stream_case& c, const sdk::chat_result& res,
 TEST_CASE("anthropic: every stream fixture assembles to what its deltas say") {
   for (const auto& c : stream_cases) {
     CAPTURE(c.file);
-    auto bytes = read_fixture(c.file);
+    auto bytes = anthropic_fixture(c.file);
     for (size_t max_piece : {0u, 1u, 3u, 17u}) {
       CAPTURE(max_piece);
       anth::stream_decoder dec;
@@ -276,7 +268,7 @@ TEST_CASE("anthropic: specific contents of recorded streams") {
   auto run = [](const char* file) {
     anth::stream_decoder dec;
     recording_listener rec;
-    dec.feed(read_fixture(file), rec);
+    dec.feed(anthropic_fixture(file), rec);
     dec.finish(rec);
     REQUIRE(dec.assembler().state() == anth::stream_state::done);
     return std::make_pair(dec.assembler().result(), rec);
@@ -354,7 +346,7 @@ TEST_CASE("anthropic: specific contents of recorded streams") {
 TEST_CASE("anthropic: an error event fails the stream with its class") {
   anth::stream_decoder dec;
   recording_listener rec;
-  auto state = dec.feed(read_fixture("from_test_code/test_streaming__error_overloaded.sse"),
+  auto state = dec.feed(anthropic_fixture("from_test_code/test_streaming__error_overloaded.sse"),
                         rec);
   REQUIRE(state == anth::stream_state::failed);
   const auto& err = *dec.assembler().failure();
@@ -411,7 +403,7 @@ TEST_CASE("anthropic: mid-stream error types map to error classes") {
 }
 
 TEST_CASE("anthropic: a stream without message_stop ended early") {
-  auto bytes = read_fixture("sdk_fixtures/fixtures__tool_use_response.sse");
+  auto bytes = anthropic_fixture("sdk_fixtures/fixtures__tool_use_response.sse");
   auto cut = bytes.find("event: message_delta");
   REQUIRE(cut != std::string::npos);
   anth::stream_decoder dec;
@@ -511,7 +503,7 @@ TEST_CASE("anthropic: stop reasons map to finish reasons") {
 }
 
 TEST_CASE("anthropic: a non-streamed message assembles like a stream") {
-  auto body = json::parse(read_fixture("extracted/tools__TestSyncRunTools__e075a6c2-"
+  auto body = json::parse(anthropic_fixture("extracted/tools__TestSyncRunTools__e075a6c2-"
                                        "de4d-4125-9709-f0e178058190__0_200.json"));
   anth::stream_assembler asm_;
   recording_listener rec;
@@ -535,14 +527,9 @@ TEST_CASE("anthropic: a non-streamed message assembles like a stream") {
 
 TEST_CASE("anthropic: recorded HTTP error exchanges are classified") {
   for (const char* file :
-       {"recorded_exchanges/_parse__TestAsyncParse__d743d628-16aa-4c9f-ae78-"
-        "51deb578f746.json",
-        "recorded_exchanges/_parse__TestAsyncStream__a8b7dbb8-2321-4624-abdb-"
-        "7ba2136b5c38.json",
-        "recorded_exchanges/tools__TestSyncRunTools__f59a9391-643b-422c-96dc-"
-        "1f28bc7ea4d7.json"}) {
+       quarry::test::recorded_error_exchanges) {
     CAPTURE(file);
-    auto exchanges = json::parse(read_fixture(file));
+    auto exchanges = json::parse(anthropic_fixture(file));
     size_t errors = 0;
     for (const auto& x : exchanges) {
       const auto& resp = x["response"];
@@ -734,7 +721,7 @@ anth::config test_config() {
 } // namespace
 
 TEST_CASE("anthropic: the request body of a recorded tool round trip") {
-  auto exchanges = json::parse(read_fixture(
+  auto exchanges = json::parse(anthropic_fixture(
     "recorded_exchanges/tools__TestSyncRunTools__555fb399-a54c-455b-9ac5-2c9673f18e12.json"));
   const auto& recorded = exchanges.at(1)["request"]["body"];
   sdk::chat_request req;
@@ -869,7 +856,7 @@ TEST_CASE("anthropic: every recorded successful exchange assembles") {
   size_t messages = 0;
   for (const char* file : files) {
     CAPTURE(file);
-    auto exchanges = json::parse(read_fixture(std::string{"recorded_exchanges/"} + file));
+    auto exchanges = json::parse(anthropic_fixture(std::string{"recorded_exchanges/"} + file));
     for (const auto& x : exchanges) {
       const auto& resp = x["response"];
       if (resp["status_code"] != 200)

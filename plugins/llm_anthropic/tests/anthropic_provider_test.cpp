@@ -5,6 +5,8 @@
 #include "anthropic_provider.hpp"
 #include "anthropic_stream.hpp"
 
+#include "anthropic_test_support.hpp"
+
 #include "quarry/core/settings.hpp"
 #include "quarry/host/http_client.hpp"
 #include "quarry/host/plugin_registry.hpp"
@@ -42,15 +44,7 @@ using quarry::test::response_plan;
 // Only guards against a hanging test; never a timing assertion.
 constexpr auto hang_guard = 20s;
 
-std::string read_fixture(const std::string& rel) {
-  std::ifstream in{std::string{QUARRY_FIXTURES_DIR} + "/llm/anthropic_messages/"
-                     + rel,
-                   std::ios::binary};
-  REQUIRE_MESSAGE(in.good(), "missing fixture " << rel);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+using quarry::test::anthropic_fixture;
 
 // -- a host context of our own --------------------------------------------------
 
@@ -280,7 +274,7 @@ TEST_CASE("anthropic: provider replays every recorded stream over HTTP") {
   fake_api api;
   for (const char* file : stream_fixtures) {
     CAPTURE(file);
-    auto bytes = read_fixture(file);
+    auto bytes = anthropic_fixture(file);
     auto want = decode(bytes);
     for (bool pieces : {false, true}) {
       CAPTURE(pieces);
@@ -293,7 +287,7 @@ TEST_CASE("anthropic: provider replays every recorded stream over HTTP") {
   }
   // Spot checks against the fixtures themselves.
   api.plan = [&] {
-    return sse_pieces(read_fixture(stream_fixtures[2]));
+    return sse_pieces(anthropic_fixture(stream_fixtures[2]));
   };
   auto sink = run_chat(api.config());
   REQUIRE(sink->result_);
@@ -310,14 +304,9 @@ TEST_CASE("anthropic: provider classifies recorded HTTP errors") {
   fake_api api;
   size_t errors = 0;
   for (const char* file :
-       {"recorded_exchanges/_parse__TestAsyncParse__d743d628-16aa-4c9f-ae78-"
-        "51deb578f746.json",
-        "recorded_exchanges/_parse__TestAsyncStream__a8b7dbb8-2321-4624-abdb-"
-        "7ba2136b5c38.json",
-        "recorded_exchanges/tools__TestSyncRunTools__f59a9391-643b-422c-96dc-"
-        "1f28bc7ea4d7.json"}) {
+       quarry::test::recorded_error_exchanges) {
     CAPTURE(file);
-    for (const auto& x : json::parse(read_fixture(file))) {
+    for (const auto& x : json::parse(anthropic_fixture(file))) {
       const auto& resp = x["response"];
       int status = resp["status_code"];
       if (status < 400)
@@ -389,7 +378,7 @@ TEST_CASE("anthropic: provider reports error events inside a 200 stream") {
   fake_api api;
   SUBCASE("before any delta") {
     api.plan = [] {
-      return sse_whole(read_fixture("from_test_code/test_streaming__error_overloaded.sse"));
+      return sse_whole(anthropic_fixture("from_test_code/test_streaming__error_overloaded.sse"));
     };
     auto sink = run_chat(api.config());
     REQUIRE(sink->failure_);
@@ -397,9 +386,9 @@ TEST_CASE("anthropic: provider reports error events inside a 200 stream") {
     CHECK_FALSE(sink->streamed_);
   }
   SUBCASE("after text") {
-    auto bytes = read_fixture("sdk_fixtures/fixtures__basic_response.sse");
+    auto bytes = anthropic_fixture("sdk_fixtures/fixtures__basic_response.sse");
     bytes = bytes.substr(0, bytes.find("event: content_block_stop"));
-    bytes += read_fixture("from_test_code/test_streaming__error_overloaded.sse");
+    bytes += anthropic_fixture("from_test_code/test_streaming__error_overloaded.sse");
     api.plan = [&] { return sse_pieces(bytes); };
     auto sink = run_chat(api.config());
     REQUIRE(sink->failure_);
@@ -411,7 +400,7 @@ TEST_CASE("anthropic: provider reports error events inside a 200 stream") {
 
 TEST_CASE("anthropic: provider fails a truncated stream") {
   fake_api api;
-  auto bytes = read_fixture("sdk_fixtures/fixtures__tool_use_response.sse");
+  auto bytes = anthropic_fixture("sdk_fixtures/fixtures__tool_use_response.sse");
   auto cut = bytes.substr(0, bytes.find("event: message_delta"));
   SUBCASE("body complete but no message_stop") {
     api.plan = [&] { return sse_whole(cut); };
@@ -438,7 +427,7 @@ TEST_CASE("anthropic: provider fails a truncated stream") {
 
 TEST_CASE("anthropic: provider accepts a non-streamed JSON answer") {
   fake_api api;
-  auto body = read_fixture("extracted/tools__TestSyncRunTools__a8ac789b-f856-48cd-9ff3-"
+  auto body = anthropic_fixture("extracted/tools__TestSyncRunTools__a8ac789b-f856-48cd-9ff3-"
                            "d5f36799e432__1_200.json");
   api.plan = [&] { return response_plan::json(200, body); };
   auto sink = run_chat(api.config());
@@ -455,7 +444,7 @@ TEST_CASE("anthropic: provider accepts a non-streamed JSON answer") {
 TEST_CASE("anthropic: provider sends the documented request") {
   fake_api api;
   api.plan = [] {
-    return sse_whole(read_fixture("sdk_fixtures/fixtures__basic_response.sse"));
+    return sse_whole(anthropic_fixture("sdk_fixtures/fixtures__basic_response.sse"));
   };
   sdk::chat_request req;
   auto add = [&](sdk::role author, std::string content) {
@@ -531,7 +520,7 @@ TEST_CASE("anthropic: provider sends the documented request") {
 
 TEST_CASE("anthropic: provider cancels mid-stream exactly once") {
   fake_api api;
-  auto bytes = read_fixture("sdk_fixtures/fixtures__basic_response.sse");
+  auto bytes = anthropic_fixture("sdk_fixtures/fixtures__basic_response.sse");
   auto head = bytes.substr(0, bytes.find("event: content_block_stop"));
   api.plan = [&] {
     response_plan plan{200};
@@ -618,7 +607,7 @@ TEST_CASE("anthropic: provider cancels mid-stream exactly once") {
 TEST_CASE("anthropic: the built module loads through the plugin registry") {
   fake_api api;
   api.plan = [] {
-    return sse_pieces(read_fixture("sdk_fixtures/fixtures__tool_use_response.sse"));
+    return sse_pieces(anthropic_fixture("sdk_fixtures/fixtures__tool_use_response.sse"));
   };
   quarry::core::settings cfg;
   cfg.runtime.data_dir = std::string{QUARRY_BINARY_DIR} + "/anthropic_test_data";

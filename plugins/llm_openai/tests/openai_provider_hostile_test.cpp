@@ -8,6 +8,7 @@
 #include "quarry/host/http_client.hpp"
 #include "quarry/host/services.hpp"
 #include "quarry/sdk/text.hpp"
+#include "support/chat_recorder.hpp"
 #include "support/http_server.hpp"
 #include "support/test_host.hpp"
 
@@ -40,48 +41,7 @@ quarry::core::http_settings stall_after(std::chrono::milliseconds stall) {
   return s;
 }
 
-class recorder final : public sdk::chat_sink {
-public:
-  void on_text(std::string_view x) override {
-    std::lock_guard<std::mutex> guard{mtx_};
-    text += x;
-  }
-  void on_reasoning(std::string_view) override {
-    // nop
-  }
-  void on_tool_call(const sdk::tool_call_delta&) override {
-    // nop
-  }
-  void on_usage(const sdk::usage&) override {
-    // nop
-  }
-  void on_done(const sdk::chat_result& x) override {
-    std::lock_guard<std::mutex> guard{mtx_};
-    ++finals;
-    result = x;
-    cv_.notify_all();
-  }
-  void on_error(const sdk::error& x, bool) override {
-    std::lock_guard<std::mutex> guard{mtx_};
-    ++finals;
-    failure = x;
-    cv_.notify_all();
-  }
-
-  bool wait(std::chrono::milliseconds limit = 30s) {
-    std::unique_lock<std::mutex> guard{mtx_};
-    return cv_.wait_for(guard, limit, [this] { return finals > 0; });
-  }
-
-  std::string text;
-  int finals = 0;
-  std::optional<sdk::chat_result> result;
-  std::optional<sdk::error> failure;
-
-private:
-  std::mutex mtx_;
-  std::condition_variable cv_;
-};
+using quarry::test::chat_recorder;
 
 sdk::chat_request simple_request() {
   sdk::chat_request req;
@@ -89,10 +49,10 @@ sdk::chat_request simple_request() {
   return req;
 }
 
-std::shared_ptr<recorder> run(sdk::host_context& host, http_server& server) {
+std::shared_ptr<chat_recorder> run(sdk::host_context& host, http_server& server) {
   auto llm = openai::provider{
     host, openai::parse_config({{"model", "gpt-4o"}, {"base_url", server.url("/v1")}})};
-  auto rec = std::make_shared<recorder>();
+  auto rec = std::make_shared<chat_recorder>();
   llm.chat(simple_request(), rec);
   REQUIRE(rec->wait());
   return rec;

@@ -559,17 +559,7 @@ TEST_CASE_FIXTURE(research_fixture, "research --json: 8 cycles without "
 TEST_CASE_FIXTURE(research_fixture, "research --json: five agent calls with "
                                     "--max-agents 1 all run, one at a time") {
   test::fake_llm_server server;
-  auto rules = nlohmann::json::array();
-  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
-  std::vector<std::pair<std::string, nlohmann::json>> five;
-  for (int i = 0; i < 5; ++i)
-    five.emplace_back("research_agent", nlohmann::json{{"task", "Task " + std::to_string(i)}});
-  rules.push_back(rule(orchestrator_marker, calls(five), 1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
-  for (auto& r : agent_rules())
-    rules.push_back(r);
-  rules.push_back(rule(final_marker, {{"text", "Done [1]."}}));
-  REQUIRE_FALSE(server.script(rules));
+  REQUIRE_FALSE(server.script(parallel_agents_script(5)));
   auto run = run_scripted(*this, server, {"--no-clarify", "--max-agents", "1"});
   REQUIRE(run.res.exit_code == 0);
   CHECK(run.count("research_agent_start") == 5);

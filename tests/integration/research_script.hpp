@@ -50,6 +50,22 @@ inline std::vector<nlohmann::json> agent_rules() {
                          "outdoor coil [2]."}})};
 }
 
+/// A research in one turn of `agents` research_agent calls ("Task 0", ...),
+/// then the report: plan, orchestrator, every agent's rules, final answer.
+inline nlohmann::json parallel_agents_script(int agents) {
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  std::vector<std::pair<std::string, nlohmann::json>> xs;
+  for (int i = 0; i < agents; ++i)
+    xs.emplace_back("research_agent", nlohmann::json{{"task", "Task " + std::to_string(i)}});
+  rules.push_back(rule(orchestrator_marker, calls(xs), 1));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  for (auto& r : agent_rules())
+    rules.push_back(r);
+  rules.push_back(rule(final_marker, {{"text", "Done [1]."}}));
+  return rules;
+}
+
 inline size_t requests_with(const test::fake_llm_server& server, const char* marker) {
   size_t n = 0;
   for (const auto& r : server.requests())

@@ -269,17 +269,7 @@ TEST_CASE_FIXTURE(session_fixture, "session writes the report after 7 "
 TEST_CASE_FIXTURE(session_fixture, "session runs every agent call of a turn, "
                                    "at most the configured number at once") {
   test::fake_llm_server server;
-  auto rules = nlohmann::json::array();
-  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
-  std::vector<std::pair<std::string, nlohmann::json>> five;
-  for (int i = 0; i < 5; ++i)
-    five.emplace_back("research_agent", nlohmann::json{{"task", "Task number " + std::to_string(i)}});
-  rules.push_back(rule(orchestrator_marker, calls(five), 1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
-  for (auto& x : agent_rules())
-    rules.push_back(x);
-  rules.push_back(rule(final_marker, {{"text", "Done [1]."}}));
-  REQUIRE_FALSE(server.script(rules));
+  REQUIRE_FALSE(server.script(parallel_agents_script(5)));
   auto r = run_scripted(server);
   REQUIRE(r.status == actors::session_status::report);
   auto ts = types();

@@ -604,23 +604,58 @@ answer respond_orchestrate(const sdk::chat_request& req, const compose_options& 
   return result;
 }
 
-bool is_search_tool(std::string_view name) {
-  return name == "internal_search" || name == "web_search";
+// Whether `tool` takes an array parameter `key` (how a model tells tools
+// apart: by their definitions, not by their names, which users choose).
+bool takes_array(const sdk::tool_definition& tool, const char* key) {
+  const auto& params = tool.parameters;
+  if (!params.is_object() || !params.contains("properties")
+      || !params["properties"].is_object())
+    return false;
+  const auto& props = params["properties"];
+  return props.contains(key) && props[key].is_object()
+         && props[key].value("type", "") == "array";
+}
+
+// The search tools of a request (any tool taking `queries`): one named
+// `internal_search` first, as before, then the others in the request's order.
+std::vector<std::string> search_tools(const sdk::chat_request& req) {
+  std::vector<std::string> internal;
+  std::vector<std::string> other;
+  for (const auto& tool : req.tools) {
+    if (!takes_array(tool, "queries"))
+      continue;
+    if (tool.name == "internal_search")
+      internal.push_back(tool.name);
+    else
+      other.push_back(tool.name);
+  }
+  internal.insert(internal.end(), other.begin(), other.end());
+  return internal;
+}
+
+// The first page reader of a request (a tool taking `urls`), or null.
+const sdk::tool_definition* page_reader(const sdk::chat_request& req) {
+  for (const auto& tool : req.tools)
+    if (takes_array(tool, "urls"))
+      return &tool;
+  return nullptr;
 }
 
 answer respond_research(const sdk::chat_request& req) {
   answer result;
   auto task = find_user_text(req.messages, false);
   auto calls = collect_calls(req.messages);
+  auto searches = search_tools(req);
+  const auto* reader = page_reader(req);
   std::set<std::string> searched;
   bool opened = false;
   std::vector<sdk::chat_message> search_results;
   for (const auto& rec : calls) {
-    if (is_search_tool(rec.call.name)) {
+    if (std::find(searches.begin(), searches.end(), rec.call.name) != searches.end()) {
       searched.insert(rec.call.name);
       if (rec.result != nullptr)
         search_results.push_back(*rec.result);
-    } else if (rec.call.name == "open_url") {
+    } else if (reader != nullptr && rec.call.name == reader->name) {
       opened = true;
     }
   }
@@ -629,8 +664,8 @@ answer respond_research(const sdk::chat_request& req) {
   auto found = collect_documents(search_results);
   if (tools_ok && (searched.empty() || found.empty())) {
     // Internal search first; web search if that found nothing.
-    for (auto name : {"internal_search", "web_search"}) {
-      if (find_tool(req, name) == nullptr || searched.count(name) > 0)
+    for (const auto& name : searches) {
+      if (searched.count(name) > 0)
         continue;
       auto query = collapse_spaces(task);
       result.tool_calls.push_back(
@@ -638,7 +673,7 @@ answer respond_research(const sdk::chat_request& req) {
       return result;
     }
   }
-  if (tools_ok && !opened && find_tool(req, "open_url") != nullptr) {
+  if (tools_ok && !opened && reader != nullptr) {
     std::vector<const source_doc*> candidates;
     std::vector<std::vector<std::string>> docs;
     for (const auto& doc : found) {
@@ -659,7 +694,7 @@ answer respond_research(const sdk::chat_request& req) {
       for (auto i : best)
         urls.push_back(candidates[i]->url);
       result.tool_calls.push_back(
-        make_call(next_id, "open_url", nlohmann::json{{"urls", urls}}));
+        make_call(next_id, reader->name, nlohmann::json{{"urls", urls}}));
       return result;
     }
   }

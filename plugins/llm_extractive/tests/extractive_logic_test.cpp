@@ -73,10 +73,22 @@ sdk::chat_message calls_msg(std::vector<sdk::tool_call> calls) {
   return result;
 }
 
-sdk::tool_definition tool(const std::string& name) {
+// A tool as the research agent defines it: the searches take `queries`, the
+// page reader `urls` (the provider tells them apart by that, not by name).
+sdk::tool_definition tool(const std::string& name, const char* array_param = nullptr) {
   sdk::tool_definition result;
   result.name = name;
   result.description = "The " + name + " tool.";
+  if (array_param == nullptr) {
+    if (name == "internal_search" || name == "web_search")
+      array_param = "queries";
+    else if (name == "open_url")
+      array_param = "urls";
+  }
+  result.parameters = {{"type", "object"}, {"properties", nlohmann::json::object()}};
+  if (array_param != nullptr)
+    result.parameters["properties"][array_param] = {{"type", "array"},
+                                                    {"items", {{"type", "string"}}}};
   return result;
 }
 
@@ -581,4 +593,34 @@ TEST_CASE("extractive agents prefer internal search and fall back to the web") {
   CHECK(third.tool_calls[0].name == "generate_report");
   req.role_tag = "report";
   CHECK(respond(req, {}).text == "A heat pump costs 9,000 euros [1].");
+}
+
+TEST_CASE("extractive agents find searches and page readers by their parameters, "
+          "whatever they are called") {
+  sdk::chat_request req;
+  req.role_tag = "research";
+  req.tools = {tool("notes", "text"), tool("company_docs", "queries"),
+               tool("read_page", "urls"), tool("generate_report")};
+  req.messages = {msg(sdk::role::user, "Costs of heat pumps in Europe")};
+  auto first = respond(req, {});
+  REQUIRE(first.tool_calls.size() == 1);
+  CHECK(first.tool_calls[0].name == "company_docs");
+  // A result with an address: the page reader opens it.
+  req.messages.push_back(calls_msg(first.tool_calls));
+  req.messages.push_back(tool_msg("call_1", "company_docs",
+                                  R"({"results": [{"document": 1, "title": "Costs",)"
+                                  R"( "url": "https://example.org/costs",)"
+                                  R"( "content": "A heat pump costs 9,000 euros."}]})"));
+  auto second = respond(req, {});
+  REQUIRE(second.tool_calls.size() == 1);
+  CHECK(second.tool_calls[0].name == "read_page");
+  CHECK(second.tool_calls[0].arguments == R"({"urls":["https://example.org/costs"]})");
+  // A tool taking neither is never called as a search or a reader.
+  sdk::chat_request only_notes;
+  only_notes.role_tag = "research";
+  only_notes.tools = {tool("notes", "text"), tool("generate_report")};
+  only_notes.messages = {msg(sdk::role::user, "Costs of heat pumps")};
+  auto third = respond(only_notes, {});
+  REQUIRE(third.tool_calls.size() == 1);
+  CHECK(third.tool_calls[0].name == "generate_report");
 }

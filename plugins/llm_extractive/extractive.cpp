@@ -612,8 +612,12 @@ bool takes_array(const sdk::tool_definition& tool, const char* key) {
       || !params["properties"].is_object())
     return false;
   const auto& props = params["properties"];
-  return props.contains(key) && props[key].is_object()
-         && props[key].value("type", "") == "array";
+  if (!props.contains(key) || !props[key].is_object())
+    return false;
+  // A plugin's schema may say anything: `type` may be a list or missing.
+  const auto& param = props[key];
+  return param.contains("type") && param["type"].is_string()
+         && param["type"].get_ref<const std::string&>() == "array";
 }
 
 // The search tools of a request (any tool taking `queries`): one named

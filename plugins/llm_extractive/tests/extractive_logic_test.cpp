@@ -623,4 +623,14 @@ TEST_CASE("extractive agents find searches and page readers by their parameters,
   auto third = respond(only_notes, {});
   REQUIRE(third.tool_calls.size() == 1);
   CHECK(third.tool_calls[0].name == "generate_report");
+  // Schemas a plugin may write: `type` as a list, or no properties at all.
+  auto odd = tool("odd_search");
+  odd.parameters = {{"type", "object"},
+                    {"properties", {{"queries", {{"type", {"array", "null"}}}}}}};
+  auto bare = tool("bare");
+  bare.parameters = nlohmann::json::array();
+  only_notes.tools = {odd, bare, tool("generate_report")};
+  auto fourth = respond(only_notes, {});
+  REQUIRE(fourth.tool_calls.size() == 1);
+  CHECK(fourth.tool_calls[0].name == "generate_report");
 }

@@ -141,7 +141,6 @@ struct provider_state {
   // The policies (core), on the actor system's clock: the queue in front of
   // the adaptive concurrency limit and the rate limits, and retries.
   detail::actor_time time;
-  const core::clock* clock = &time;
   std::optional<core::call_queue> queue;
   std::optional<core::retry_policy> retry;
   bool rate_tick_pending = false;
@@ -209,7 +208,7 @@ void start_attempt(provider_actor_ptr self, call_state& call) {
   ++call.generation;
   ++st.started;
   call.running = true;
-  call.stall = core::stall_watch{st.cfg.stall_timeout, *st.clock};
+  call.stall = core::stall_watch{st.cfg.stall_timeout, st.time};
   auto sink = std::make_shared<actor_sink>(llm_provider_full_actor{self}, call.key,
                                            call.generation);
   self->delayed_send(self, st.cfg.stall_timeout, llm_stall_atom::value, call.key,
@@ -295,10 +294,10 @@ provider_impl(provider_actor_ptr self,
   st.cfg = std::move(cfg);
   st.time = detail::actor_time{self->clock()};
   st.queue.emplace(st.cfg.max_concurrency, st.cfg.requests_per_minute,
-                   st.cfg.tokens_per_minute, *st.clock);
+                   st.cfg.tokens_per_minute, st.time);
   st.retry.emplace(core::retry_settings{st.cfg.max_retries, st.cfg.retry_base,
                                         st.cfg.retry_max},
-                   *st.clock);
+                   st.time);
   detail::on_exception_fail_pending(self, "LLM provider", [self](const std::string& why) {
     auto& s = self->state;
     for (auto& [key, call] : s.calls) {
@@ -337,7 +336,7 @@ provider_impl(provider_actor_ptr self,
       call.promise = rp;
       call.request = std::move(req.request);
       call.estimated_tokens = core::estimate_call_tokens(call.request);
-      call.deadline = core::time_after(*s.clock, s.cfg.total_timeout);
+      call.deadline = core::time_after(s.time, s.cfg.total_timeout);
       if (requester && s.monitored.insert(requester.address()).second)
         self->monitor(requester);
       self->delayed_send(self, s.cfg.total_timeout, llm_deadline_atom::value, key);

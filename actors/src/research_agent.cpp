@@ -40,7 +40,7 @@ struct agent_state {
   emitter_actor emitter;
   std::shared_ptr<const core::prompt_library> prompts;
   agent_parent_actor parent;
-  // When to report (core), on the real steady clock from the start.
+  // When to report (core), on the actor system's clock (actor_time.hpp).
   detail::actor_time time;
   core::agent_deadline timing;
   bool done = false;

@@ -49,7 +49,7 @@ struct session_state {
   emitter_actor emitter;
   std::shared_ptr<const core::prompt_library> prompts;
   session_requester_actor requester;
-  // The deadline plan (core), on the real steady clock from the start.
+  // The deadline plan (core), on the actor system's clock (actor_time.hpp).
   detail::actor_time time;
   core::research_deadline timing;
   phase now = phase::clarify;

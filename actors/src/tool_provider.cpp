@@ -87,6 +87,8 @@ void finish(tool_actor_ptr self, uint64_t key, sdk::tool_result result,
   auto& run = i->second;
   if (run.running)
     st.queue->release();
+  else
+    st.queue->remove(key);
   if (cacheable && !result.failure && st.cache)
     st.cache->put(run.cache_key, result);
   run.promise.deliver(tool_reply{run.id, std::move(result), false});

@@ -85,7 +85,8 @@ normalize_queries(const nlohmann::json& arguments) {
   const auto& raw = arguments["queries"];
   if (!raw.is_string() && !raw.is_array())
     return std::nullopt;
-  return sdk::distinct_queries(sdk::query_strings(raw), fold_query);
+  return sdk::distinct_queries(sdk::query_strings(raw), fold_query,
+                               sdk::max_search_queries);
 }
 
 sdk::tool_result search_corpus(corpus_index& index,

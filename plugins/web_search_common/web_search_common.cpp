@@ -114,9 +114,9 @@ std::vector<std::string> normalize_queries(const nlohmann::json& value) {
       if (!item.is_null())
         raw.push_back(json_to_text(item));
   }
-  return sdk::distinct_queries(raw, [](const std::string& x) {
-    return normalize_query(x);
-  });
+  return sdk::distinct_queries(
+    raw, [](const std::string& x) { return normalize_query(x); },
+    sdk::max_search_queries);
 }
 
 bool is_tracking_parameter(std::string_view name) {

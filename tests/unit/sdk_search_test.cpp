@@ -335,7 +335,11 @@ TEST_CASE("sdk search_tool explains missing queries and total failure") {
   info.name = "my_search";
   sdk::search_tool tool{host, std::make_shared<test_backend>(), info};
   std::optional<sdk::tool_result> got;
-  tool.run({{"queries", {" "}}}, [&](sdk::tool_result r) { got = std::move(r); });
+  auto handle = tool.run({{"queries", {" "}}},
+                         [&](sdk::tool_result r) { got = std::move(r); });
+  // Every run gives a handle the caller may cancel, a finished one too.
+  REQUIRE(handle != nullptr);
+  handle->cancel();
   REQUIRE(got.has_value());
   CHECK(got->llm_text == "No queries were given. Call my_search with "
                          "{\"queries\": [\"...\"]}.");

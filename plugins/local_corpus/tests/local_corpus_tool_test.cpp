@@ -11,6 +11,8 @@
 #include "support/run_tool.hpp"
 #include "support/test_host.hpp"
 
+#include "quarry/sdk/search.hpp"
+
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -71,6 +73,13 @@ TEST_CASE("local_corpus normalises queries") {
   CHECK(normalize_queries({{"queries", {"a  b", "a b", "", " ", "c"}}})
         == v{"a b", "c"});
   CHECK_FALSE(normalize_queries({{"query", "x"}}).has_value());
+  // 500 queries from a model: the first ten are searched.
+  auto many = nlohmann::json::array();
+  for (int i = 0; i < 500; ++i)
+    many.push_back("query " + std::to_string(i));
+  auto capped = normalize_queries({{"queries", many}});
+  REQUIRE(capped.has_value());
+  CHECK(capped->size() == sdk::max_search_queries);
   CHECK_FALSE(normalize_queries({{"queries", 5}}).has_value());
 }
 

@@ -43,6 +43,15 @@ TEST_CASE("web_search_common normalises queries as Onyx does (spec 19.12)") {
   CHECK(normalize_queries(json::array({"", " \n ", "\x7f"})).empty());
   // A bare string is one query, never one per character.
   CHECK(normalize_queries("abc") == v{"abc"});
+  // A model asking for 500 searches at once gets the first ten: each is a
+  // request to the (paid) backend, all run at once.
+  auto many = json::array();
+  for (int i = 0; i < 500; ++i)
+    many.push_back("query " + std::to_string(i));
+  auto capped = normalize_queries(many);
+  REQUIRE(capped.size() == quarry::sdk::max_search_queries);
+  CHECK(capped.front() == "query 0");
+  CHECK(capped.back() == "query 9");
   // Whitespace runs fold; newlines are removed, not turned into spaces.
   CHECK(normalize_queries("a    b\nc") == v{"a bc"});
   // Duplicates (after normalisation) are dropped, first one kept.

@@ -11,6 +11,7 @@
 
 #include "quarry/sdk/host.hpp"
 #include "quarry/sdk/http_buffer.hpp"
+#include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/tool.hpp"
 #include "quarry/sdk/types.hpp"
 
@@ -121,20 +122,20 @@ distinct_queries(const std::vector<std::string>& raw, Normalise normalise,
   return out;
 }
 
+/// Most queries one search call runs; a model asking for more gets the first
+/// ones (each query is a request to the backend, and they run at once).
+inline constexpr size_t max_search_queries = 10;
+
 /// Reads the `queries` argument (see query_strings); each is trimmed, empty
 /// ones and repeats are dropped, and at most `max_queries` are kept.
-inline std::vector<std::string> search_queries(const nlohmann::json& arguments,
-                                               size_t max_queries = 10) {
+inline std::vector<std::string>
+search_queries(const nlohmann::json& arguments,
+               size_t max_queries = max_search_queries) {
   if (!arguments.is_object() || !arguments.contains("queries"))
     return {};
   return distinct_queries(
     query_strings(arguments["queries"]),
-    [](const std::string& q) -> std::string {
-      auto first = q.find_first_not_of(" \t\r\n");
-      if (first == std::string::npos)
-        return {};
-      return q.substr(first, q.find_last_not_of(" \t\r\n") - first + 1);
-    },
+    [](const std::string& q) { return std::string{trim(q)}; },
     max_queries);
 }
 
@@ -399,7 +400,7 @@ public:
                         + " with {\"queries\": [\"...\"]}.";
       result.failure = make_error(errc::bad_request, "no queries");
       done(std::move(result));
-      return nullptr;
+      return std::make_shared<detail::finished_search>();
     }
     auto limit = info_.max_total_results;
     return run_search(host_.http(), backend_, std::move(queries),

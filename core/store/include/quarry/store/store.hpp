@@ -1,0 +1,301 @@
+// The research store: one SQLite database (WAL, versioned migrations) that
+// keeps every session, its packets, the documents read with their text, the
+// citations, the reports, usage and the checkpoints a session resumes from.
+//
+// No CAF here: the store actor (actors/) batches writes and calls this class
+// from a thread of its own; the CLI reads it directly.
+
+#pragma once
+
+#include "quarry/sdk/types.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+struct sqlite3;
+
+namespace quarry::store {
+
+/// The schema version this build writes (`PRAGMA user_version`). A database
+/// of a newer version is refused; an older one is migrated step by step,
+/// each step in one transaction.
+inline constexpr int schema_version = 1;
+
+/// `PRAGMA application_id` of a Quarry research store ("QRST").
+inline constexpr int application_id = 0x51525354;
+
+/// Where a session stands.
+enum class session_state : uint8_t {
+  /// Created, not started yet.
+  pending,
+  /// Research is running.
+  running,
+  /// Waiting for answers to clarifying questions.
+  clarification,
+  /// A report was written.
+  completed,
+  /// The research failed; `error` says why.
+  failed,
+  /// The user cancelled it.
+  cancelled,
+  /// The process stopped (signal, crash, kill -9) while it ran; it can be
+  /// resumed from its last checkpoint.
+  interrupted,
+};
+
+/// `pending`, `running`, ... as stored and shown.
+const char* to_string(session_state s);
+/// The state named `name`, if any.
+std::optional<session_state> session_state_from(std::string_view name);
+
+/// One research session.
+struct session_row {
+  /// `q` and 16 lower-case hex digits (make_session_id()).
+  std::string id;
+  /// The session this one follows up, or empty.
+  std::string parent_id;
+  std::string question;
+  /// The options it runs with (strategy, depth, limits; the API's and
+  /// `quarry research`'s options as JSON).
+  nlohmann::json options = nlohmann::json::object();
+  session_state state = session_state::pending;
+  /// Why it failed or was interrupted; empty otherwise.
+  std::string error;
+  /// Milliseconds since the Unix epoch.
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  /// 0 while it has not finished.
+  int64_t finished_at = 0;
+  /// The last packet's seq (0 for none).
+  uint64_t last_seq = 0;
+};
+
+/// A document that was read, with the text the model saw.
+struct document_row {
+  std::string document_id;
+  std::string url;
+  std::string title;
+  /// The text that was read (the whole content, or the snippet when the page
+  /// was never opened).
+  std::string text;
+  /// SHA-256 of `text`, hex.
+  std::string sha256;
+  /// Milliseconds since the Unix epoch.
+  int64_t fetched_at = 0;
+  /// `web`, `internal`, ... (sdk::document::source_type).
+  std::string source_type;
+};
+
+/// A citation number of a session's global numbering.
+struct citation_row {
+  int number = 0;
+  std::string document_id;
+};
+
+/// A report: an agent's intermediate report or the final one.
+struct report_row {
+  /// `intermediate` or `final`.
+  std::string kind;
+  /// The agent's tab (intermediate reports), 0 for the final report.
+  int tab = 0;
+  int turn = 0;
+  /// Markdown.
+  std::string text;
+  int64_t created_at = 0;
+};
+
+/// Tokens and cost of one LLM call.
+struct usage_row {
+  std::string role;
+  std::string provider;
+  std::string model;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double cost = 0;
+};
+
+/// Usage summed over a session (or over all sessions).
+struct usage_total {
+  int64_t calls = 0;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double cost = 0;
+};
+
+/// The state a session resumes from: written after each orchestrator cycle,
+/// in the same transaction as the citations it numbers.
+struct checkpoint_row {
+  /// Increases with each checkpoint of a session.
+  int64_t number = 0;
+  /// The strategy's own state (history, plan, citation map, cycle, phase) as
+  /// JSON; the store keeps it as it is.
+  nlohmann::json state;
+  /// The last packet's seq when it was taken.
+  uint64_t last_seq = 0;
+  int64_t created_at = 0;
+};
+
+/// One packet as stored: the encoded JSON line (core::encode) and its seq.
+struct packet_row {
+  uint64_t seq = 0;
+  std::string line;
+};
+
+/// Everything one transaction writes. The store actor collects the writes of
+/// a few milliseconds into one batch; all of a batch is written, or none of
+/// it.
+struct batch {
+  /// New sessions.
+  std::vector<session_row> new_sessions;
+  struct packet_write {
+    std::string session_id;
+    packet_row packet;
+  };
+  /// Packets, in seq order per session. Each seq must be the session's last
+  /// seq + 1, else the whole batch is refused (errc::bad_request) and
+  /// nothing is written.
+  std::vector<packet_write> packets;
+  struct document_write {
+    std::string session_id;
+    document_row document;
+  };
+  /// Documents, inserted or, for a known document_id, updated when the new
+  /// text is longer (a page read after its snippet was stored).
+  std::vector<document_write> documents;
+  struct report_write {
+    std::string session_id;
+    report_row report;
+  };
+  std::vector<report_write> reports;
+  struct usage_write {
+    std::string session_id;
+    usage_row usage;
+  };
+  std::vector<usage_write> usage;
+  struct checkpoint_write {
+    std::string session_id;
+    checkpoint_row checkpoint;
+    /// The citations numbered up to this checkpoint (all of them; the store
+    /// adds those it does not have; a number already given to another
+    /// document refuses the batch).
+    std::vector<citation_row> citations;
+  };
+  std::vector<checkpoint_write> checkpoints;
+  struct state_write {
+    std::string session_id;
+    session_state state = session_state::running;
+    std::string error;
+  };
+  /// State changes, applied after everything else of the batch.
+  std::vector<state_write> states;
+
+  /// Whether there is nothing to write.
+  bool empty() const noexcept;
+  /// Number of writes in the batch.
+  size_t size() const noexcept;
+};
+
+/// What list_sessions() returns: newest first.
+struct session_page {
+  std::vector<session_row> sessions;
+  /// Pass as `before` for the next page; empty when there is none.
+  std::string next_cursor;
+};
+
+/// Filters of list_sessions().
+struct session_filter {
+  /// Words that must all appear in the question (case-insensitive), or empty.
+  std::string search;
+  /// Only sessions in this state.
+  std::optional<session_state> state;
+  /// Page size, 1..500.
+  int limit = 50;
+  /// The cursor of the previous page, or empty for the first.
+  std::string before;
+};
+
+/// Options of store::open().
+struct open_options {
+  /// Open without writing (`quarry sessions list/show/export`): no
+  /// migration; a database that needs one is refused.
+  bool read_only = false;
+  /// SQLite VFS to use (tests inject faults through their own); empty for
+  /// the default.
+  std::string vfs;
+  /// How long a write waits for another connection that writes.
+  int busy_wait_ms = 10'000;
+};
+
+/// A session id: `q` and 16 hex digits from a random source.
+std::string make_session_id();
+
+/// Whether `id` has the form make_session_id() produces (checked before any
+/// id from a request reaches a query, and in messages).
+bool is_session_id(std::string_view id);
+
+/// The research store. One connection; not thread-safe (one thread at a
+/// time: the store actor's, or the CLI's).
+class store {
+public:
+  /// Opens or creates the database at `path` (its folder is created),
+  /// switches it to WAL and migrates it. Errors name the path and the reason:
+  /// not a Quarry store, a newer schema, read-only, I/O error, full disk.
+  static std::variant<std::unique_ptr<store>, sdk::error>
+  open(const std::string& path, const open_options& opts = {});
+
+  ~store();
+  store(const store&) = delete;
+  store& operator=(const store&) = delete;
+
+  /// Writes a batch in one transaction. On any error (SQLITE_FULL, I/O,
+  /// read-only, constraint) the transaction is rolled back: the database
+  /// keeps exactly what it had, and the error says what happened
+  /// (errc::too_large for a full disk, errc::refused for read-only,
+  /// errc::internal for I/O, errc::bad_request for a seq gap or a
+  /// renumbered citation).
+  std::optional<sdk::error> write(const batch& b);
+
+  std::optional<session_row> session(const std::string& id);
+  session_page list_sessions(const session_filter& f);
+  /// Packets with seq >= from_seq, at most `limit`, in order.
+  std::vector<packet_row> packets(const std::string& id, uint64_t from_seq = 1,
+                                  size_t limit = SIZE_MAX);
+  std::vector<document_row> documents(const std::string& id);
+  std::vector<citation_row> citations(const std::string& id);
+  std::vector<report_row> reports(const std::string& id);
+  /// The final report, if one was written.
+  std::optional<report_row> final_report(const std::string& id);
+  std::optional<checkpoint_row> latest_checkpoint(const std::string& id);
+  usage_total usage(const std::string& id);
+  /// The follow-ups of a session, oldest first.
+  std::vector<session_row> children(const std::string& id);
+  /// Number of sessions in each state.
+  std::vector<std::pair<session_state, int64_t>> count_by_state();
+
+  /// Removes a session and everything it owns (packets, documents, ...); its
+  /// follow-ups keep their rows with parent_id cleared. False if unknown.
+  std::variant<bool, sdk::error> remove(const std::string& id);
+
+  /// Marks every `running` or `pending` session `interrupted` (a process
+  /// that died left them so); returns their ids. Called when a process that
+  /// runs sessions starts.
+  std::variant<std::vector<std::string>, sdk::error> mark_interrupted(
+    const std::string& why);
+
+  /// The database file.
+  const std::string& path() const noexcept;
+
+private:
+  store(sqlite3* db, std::string path, bool read_only);
+  sqlite3* db_;
+  std::string path_;
+  bool read_only_;
+};
+
+} // namespace quarry::store

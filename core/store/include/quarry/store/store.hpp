@@ -11,10 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -201,6 +204,14 @@ struct batch {
   size_t size() const noexcept;
 };
 
+/// The most words of session_filter::search that are used; later ones are
+/// ignored.
+inline constexpr size_t max_search_words = 16;
+
+/// The checkpoints kept per session: older ones are deleted when a new one is
+/// written (only the latest is ever read; the others are a margin).
+inline constexpr int64_t kept_checkpoints = 3;
+
 /// What list_sessions() returns: newest first.
 struct session_page {
   std::vector<session_row> sessions;
@@ -211,12 +222,17 @@ struct session_page {
 /// Filters of list_sessions().
 struct session_filter {
   /// Words that must all appear in the question (case-insensitive), or empty.
+  /// A word matches the words of the question that begin with it ("photo"
+  /// finds "photosynthesis"); letters and digits make words, everything else
+  /// separates them, and the text is only ever data (never query syntax).
+  /// At most max_search_words words are used.
   std::string search;
   /// Only sessions in this state.
   std::optional<session_state> state;
   /// Page size, 1..500.
   int limit = 50;
-  /// The cursor of the previous page, or empty for the first.
+  /// The cursor of the previous page, or empty for the first. A cursor that
+  /// list_sessions() did not produce gives an empty page.
   std::string before;
 };
 
@@ -258,7 +274,11 @@ public:
   /// keeps exactly what it had, and the error says what happened
   /// (errc::too_large for a full disk, errc::refused for read-only,
   /// errc::internal for I/O, errc::bad_request for a seq gap or a
-  /// renumbered citation).
+  /// renumbered citation, an unknown session, an id that is not a session
+  /// id, a checkpoint whose number does not increase or whose last_seq is
+  /// beyond the session's last packet, a report kind other than
+  /// `intermediate` or `final`). A store opened read-only refuses every
+  /// batch (errc::refused). The store stays usable after a failed write.
   std::optional<sdk::error> write(const batch& b);
 
   std::optional<session_row> session(const std::string& id);
@@ -272,10 +292,12 @@ public:
   /// The final report, if one was written.
   std::optional<report_row> final_report(const std::string& id);
   std::optional<checkpoint_row> latest_checkpoint(const std::string& id);
+  /// Usage of session `id`, or of all sessions when `id` is empty.
   usage_total usage(const std::string& id);
   /// The follow-ups of a session, oldest first.
   std::vector<session_row> children(const std::string& id);
-  /// Number of sessions in each state.
+  /// Number of sessions in each state: every state, in the order of the
+  /// enum, zeros included.
   std::vector<std::pair<session_state, int64_t>> count_by_state();
 
   /// Removes a session and everything it owns (packets, documents, ...); its
@@ -293,9 +315,12 @@ public:
 
 private:
   store(sqlite3* db, std::string path, bool read_only);
+  /// The prepared statements cached on the connection.
+  struct statements;
   sqlite3* db_;
   std::string path_;
   bool read_only_;
+  std::unique_ptr<statements> stmts_;
 };
 
 } // namespace quarry::store

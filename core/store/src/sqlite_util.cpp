@@ -1,0 +1,108 @@
+// SQLite helpers of the research store.
+
+#include "sqlite_util.hpp"
+
+#include <thread>
+
+namespace quarry::store::detail {
+
+statement_cache::~statement_cache() {
+  for (auto& entry : cache_)
+    sqlite3_finalize(entry.second);
+}
+
+sqlite3_stmt* statement_cache::get(const std::string& sql, int& rc) {
+  if (auto i = cache_.find(sql); i != cache_.end()) {
+    rc = SQLITE_OK;
+    return i->second;
+  }
+  sqlite3_stmt* stmt = nullptr;
+  rc = sqlite3_prepare_v3(db_, sql.c_str(), static_cast<int>(sql.size()),
+                          SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  if (rc != SQLITE_OK || stmt == nullptr) {
+    sqlite3_finalize(stmt);
+    if (rc == SQLITE_OK)
+      rc = SQLITE_MISUSE; // empty SQL: a bug of the store
+    return nullptr;
+  }
+  cache_.emplace(sql, stmt);
+  return stmt;
+}
+
+int exec_retrying(sqlite3* db, const char* sql, int wait_ms) {
+  auto until = std::chrono::steady_clock::now()
+               + std::chrono::milliseconds{wait_ms > 0 ? wait_ms : 0};
+  for (;;) {
+    auto rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK || !is_busy(rc)
+        || std::chrono::steady_clock::now() >= until)
+      return rc;
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }
+}
+
+sdk::error db_error(const std::string& path, std::string_view what, int rc,
+                    sqlite3* db) {
+  sdk::errc code = sdk::errc::internal;
+  const char* reason = "a database error";
+  switch (rc & 0xFF) {
+    case SQLITE_FULL:
+      code = sdk::errc::too_large;
+      reason = "the disk is full";
+      break;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      code = sdk::errc::refused;
+      reason = "the database is read-only";
+      break;
+    case SQLITE_IOERR:
+      code = sdk::errc::internal;
+      reason = "an I/O error";
+      break;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      code = sdk::errc::internal;
+      reason = "the database is corrupt";
+      break;
+    case SQLITE_CONSTRAINT:
+      code = sdk::errc::bad_request;
+      reason = "a constraint failed";
+      break;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      code = sdk::errc::busy;
+      reason = "locked by another connection for too long";
+      break;
+    case SQLITE_TOOBIG:
+      code = sdk::errc::too_large;
+      reason = "a value is too large";
+      break;
+    case SQLITE_NOMEM:
+      code = sdk::errc::internal;
+      reason = "out of memory";
+      break;
+    case SQLITE_CANTOPEN:
+      code = sdk::errc::internal;
+      reason = "cannot open the file";
+      break;
+    default:
+      break;
+  }
+  std::string msg = "research store '" + path + "': ";
+  msg += what;
+  msg += ": ";
+  msg += reason;
+  // SQLite's own words, when they belong to this failure.
+  const char* detail = sqlite3_errstr(rc);
+  if (db != nullptr && sqlite3_extended_errcode(db) == rc)
+    detail = sqlite3_errmsg(db);
+  if (detail != nullptr && *detail != '\0') {
+    msg += " (";
+    msg += detail;
+    msg += ")";
+  }
+  return sdk::make_error(code, std::move(msg));
+}
+
+} // namespace quarry::store::detail

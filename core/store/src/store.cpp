@@ -1,0 +1,1211 @@
+// The research store: opening (file checks, WAL, migrations), batched writes
+// and the queries.
+
+#include "quarry/store/store.hpp"
+
+#include "sqlite_util.hpp"
+#include "text.hpp"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+#include <sys/random.h>
+
+namespace quarry::store {
+
+namespace fs = std::filesystem;
+using detail::db_error;
+using detail::statement;
+
+namespace {
+
+constexpr std::string_view sqlite_magic{"SQLite format 3\0", 16};
+
+// One step of the schema: the SQL that brings a database of version
+// `version - 1` to `version`. Steps are never edited once released; a change
+// is a new step.
+struct migration {
+  int version;
+  const char* sql;
+};
+
+// Version 1: the initial schema.
+//
+// sessions.num is the stable row id that the full-text index of questions
+// refers to (an implicit rowid could change on VACUUM); `id` is the key
+// everything else uses.
+constexpr const char* schema_v1 = R"sql(
+CREATE TABLE sessions(
+  num INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  parent_id TEXT REFERENCES sessions(id) ON DELETE SET NULL,
+  question TEXT NOT NULL,
+  options TEXT NOT NULL DEFAULT '{}',
+  state TEXT NOT NULL,
+  error TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  finished_at INTEGER NOT NULL DEFAULT 0,
+  last_seq INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX sessions_by_created ON sessions(created_at, id);
+CREATE INDEX sessions_by_state ON sessions(state, created_at, id);
+CREATE INDEX sessions_by_parent ON sessions(parent_id, created_at, id);
+CREATE VIRTUAL TABLE sessions_fts USING fts5(
+  question, content='sessions', content_rowid='num',
+  tokenize='unicode61 remove_diacritics 2');
+CREATE TRIGGER sessions_fts_insert AFTER INSERT ON sessions BEGIN
+  INSERT INTO sessions_fts(rowid, question) VALUES (new.num, new.question);
+END;
+CREATE TRIGGER sessions_fts_delete AFTER DELETE ON sessions BEGIN
+  INSERT INTO sessions_fts(sessions_fts, rowid, question)
+  VALUES ('delete', old.num, old.question);
+END;
+CREATE TRIGGER sessions_fts_update AFTER UPDATE OF question ON sessions BEGIN
+  INSERT INTO sessions_fts(sessions_fts, rowid, question)
+  VALUES ('delete', old.num, old.question);
+  INSERT INTO sessions_fts(rowid, question) VALUES (new.num, new.question);
+END;
+CREATE TABLE packets(
+  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  line TEXT NOT NULL,
+  PRIMARY KEY(session_id, seq)) WITHOUT ROWID;
+CREATE TABLE documents(
+  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  document_id TEXT NOT NULL,
+  url TEXT NOT NULL,
+  title TEXT NOT NULL,
+  text TEXT NOT NULL,
+  sha256 TEXT NOT NULL,
+  fetched_at INTEGER NOT NULL,
+  source_type TEXT NOT NULL,
+  PRIMARY KEY(session_id, document_id));
+CREATE TABLE citations(
+  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  number INTEGER NOT NULL,
+  document_id TEXT NOT NULL,
+  PRIMARY KEY(session_id, number),
+  UNIQUE(session_id, document_id)) WITHOUT ROWID;
+CREATE TABLE reports(
+  id INTEGER PRIMARY KEY,
+  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  kind TEXT NOT NULL CHECK(kind IN ('intermediate', 'final')),
+  tab INTEGER NOT NULL,
+  turn INTEGER NOT NULL,
+  text TEXT NOT NULL,
+  created_at INTEGER NOT NULL);
+CREATE INDEX reports_by_session ON reports(session_id, kind, id);
+CREATE TABLE usage(
+  id INTEGER PRIMARY KEY,
+  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  role TEXT NOT NULL,
+  provider TEXT NOT NULL,
+  model TEXT NOT NULL,
+  input_tokens INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL,
+  cost REAL NOT NULL);
+CREATE INDEX usage_by_session ON usage(session_id);
+CREATE TABLE checkpoints(
+  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  number INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  last_seq INTEGER NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY(session_id, number));
+)sql";
+
+constexpr migration migrations[] = {
+  {1, schema_v1},
+};
+
+static_assert(sizeof(migrations) / sizeof(migrations[0]) == schema_version,
+              "one migration step per schema version");
+
+constexpr const char* session_columns
+  = "id, parent_id, question, options, state, error, created_at, updated_at, "
+    "finished_at, last_seq";
+
+constexpr std::array<session_state, 7> all_states{
+  session_state::pending,   session_state::running,
+  session_state::clarification, session_state::completed,
+  session_state::failed,    session_state::cancelled,
+  session_state::interrupted};
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch())
+    .count();
+}
+
+bool is_terminal(session_state s) {
+  return s == session_state::completed || s == session_state::failed
+         || s == session_state::cancelled;
+}
+
+// JSON as stored: invalid UTF-8 in strings is replaced, never thrown on.
+std::string dump_json(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// JSON as read: anything unreadable becomes `fallback`.
+nlohmann::json parse_json(const std::string& text, nlohmann::json fallback) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded())
+    return fallback;
+  return j;
+}
+
+session_row read_session(const statement& st) {
+  session_row row;
+  row.id = st.text_at(0);
+  row.parent_id = st.text_at(1);
+  row.question = st.text_at(2);
+  row.options = parse_json(st.text_at(3), nlohmann::json::object());
+  // A state this build does not know (a later version's) reads as failed.
+  row.state = session_state_from(st.text_at(4)).value_or(session_state::failed);
+  row.error = st.text_at(5);
+  row.created_at = st.int_at(6);
+  row.updated_at = st.int_at(7);
+  row.finished_at = st.int_at(8);
+  auto last = st.int_at(9);
+  row.last_seq = last > 0 ? static_cast<uint64_t>(last) : 0;
+  return row;
+}
+
+std::string describe_session(const std::string& id) {
+  if (is_session_id(id))
+    return "session " + id;
+  return "a session id that is not one (" + std::to_string(id.size())
+         + " bytes)";
+}
+
+// Writes everything of `b` inside the caller's transaction; the first
+// failure stops it (the caller rolls back).
+std::optional<sdk::error> write_batch(detail::statement_cache& cache,
+                                      const std::string& path,
+                                      const batch& b) {
+  sqlite3* db = cache.db();
+  auto now = now_ms();
+  auto refuse = [&](const std::string& msg) {
+    return sdk::make_error(sdk::errc::bad_request,
+                           "research store '" + path + "': " + msg
+                             + "; nothing of the batch was written");
+  };
+  auto failed = [&](const std::string& what, int rc) {
+    return db_error(path, what, rc, db);
+  };
+  // The last seq of every session the batch touched (as written so far).
+  std::map<std::string, int64_t> last;
+  // Finds a session: SQLITE_ROW (with its last seq), SQLITE_DONE (unknown)
+  // or an error.
+  auto lookup = [&](const std::string& id, int64_t& seq) {
+    if (auto i = last.find(id); i != last.end()) {
+      seq = i->second;
+      return SQLITE_ROW;
+    }
+    statement st{cache, "SELECT last_seq FROM sessions WHERE id = ?1"};
+    st.bind(1, id);
+    auto rc = st.step();
+    if (rc == SQLITE_ROW) {
+      seq = st.int_at(0);
+      last.emplace(id, seq);
+    }
+    return rc;
+  };
+  auto require = [&](const std::string& id,
+                     const std::string& what) -> std::optional<sdk::error> {
+    int64_t seq = 0;
+    auto rc = lookup(id, seq);
+    if (rc == SQLITE_ROW)
+      return std::nullopt;
+    if (rc == SQLITE_DONE)
+      return refuse(what + " of unknown session " + id);
+    return failed("cannot read session " + id, rc);
+  };
+  // Sessions whose updated_at (and last_seq) change.
+  std::set<std::string> touched;
+
+  for (const auto& s : b.new_sessions) {
+    auto options = dump_json(s.options.is_null() ? nlohmann::json::object()
+                                                 : s.options);
+    auto created = s.created_at != 0 ? s.created_at : now;
+    statement st{cache,
+                 "INSERT INTO sessions(id, parent_id, question, options, "
+                 "state, error, created_at, updated_at, finished_at, last_seq) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)"};
+    st.bind(1, s.id);
+    if (s.parent_id.empty())
+      st.bind_null(2);
+    else
+      st.bind(2, s.parent_id);
+    st.bind(3, s.question);
+    st.bind(4, options);
+    st.bind(5, std::string_view{to_string(s.state)});
+    st.bind(6, s.error);
+    st.bind(7, created);
+    st.bind(8, s.updated_at != 0 ? s.updated_at : created);
+    st.bind(9, s.finished_at);
+    auto rc = st.step();
+    if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
+      return refuse("session " + s.id + " exists already");
+    if (rc == SQLITE_CONSTRAINT_FOREIGNKEY)
+      return refuse("session " + s.id + " follows up session " + s.parent_id
+                    + ", which is unknown");
+    if (rc != SQLITE_DONE)
+      return failed("cannot add session " + s.id, rc);
+    last[s.id] = 0;
+  }
+
+  for (const auto& x : b.packets) {
+    const auto& id = x.session_id;
+    auto seq = x.packet.seq;
+    int64_t prev = 0;
+    auto rc = lookup(id, prev);
+    if (rc == SQLITE_DONE)
+      return refuse("packet " + std::to_string(seq) + " of unknown session "
+                    + id);
+    if (rc != SQLITE_ROW)
+      return failed("cannot read session " + id, rc);
+    auto expected = static_cast<uint64_t>(prev) + 1;
+    if (seq != expected || seq > static_cast<uint64_t>(INT64_MAX))
+      return refuse("session " + id + ": packet seq " + std::to_string(seq)
+                    + " after seq " + std::to_string(prev) + " (expected "
+                    + std::to_string(expected) + ")");
+    auto type = detail::packet_type(x.packet.line);
+    statement st{cache, "INSERT INTO packets(session_id, seq, type, line) "
+                        "VALUES (?1, ?2, ?3, ?4)"};
+    st.bind(1, id);
+    st.bind(2, static_cast<int64_t>(seq));
+    st.bind(3, type);
+    st.bind(4, x.packet.line);
+    rc = st.step();
+    if (rc == SQLITE_CONSTRAINT_PRIMARYKEY)
+      return refuse("session " + id + ": packet seq " + std::to_string(seq)
+                    + " is stored already");
+    if (rc != SQLITE_DONE)
+      return failed("cannot add packet " + std::to_string(seq)
+                      + " of session " + id,
+                    rc);
+    last[id] = static_cast<int64_t>(seq);
+    touched.insert(id);
+  }
+
+  for (const auto& x : b.documents) {
+    const auto& id = x.session_id;
+    const auto& d = x.document;
+    if (auto err = require(id, "a document"))
+      return err;
+    if (d.document_id.empty())
+      return refuse("session " + id + ": a document without an id");
+    auto sha = detail::is_sha256_hex(d.sha256) ? d.sha256
+                                               : detail::sha256_hex(d.text);
+    // A document read again keeps the longer text (the page after its
+    // snippet); fields it lacked are filled in.
+    statement st{cache, R"sql(
+INSERT INTO documents(session_id, document_id, url, title, text, sha256,
+                      fetched_at, source_type)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+ON CONFLICT(session_id, document_id) DO UPDATE SET
+  text = CASE WHEN length(CAST(excluded.text AS BLOB))
+                   > length(CAST(documents.text AS BLOB))
+              THEN excluded.text ELSE documents.text END,
+  sha256 = CASE WHEN length(CAST(excluded.text AS BLOB))
+                     > length(CAST(documents.text AS BLOB))
+                THEN excluded.sha256 ELSE documents.sha256 END,
+  fetched_at = CASE WHEN length(CAST(excluded.text AS BLOB))
+                         > length(CAST(documents.text AS BLOB))
+                    THEN excluded.fetched_at ELSE documents.fetched_at END,
+  url = CASE WHEN documents.url = '' OR (excluded.url <> ''
+                   AND length(CAST(excluded.text AS BLOB))
+                       > length(CAST(documents.text AS BLOB)))
+             THEN excluded.url ELSE documents.url END,
+  title = CASE WHEN documents.title = '' OR (excluded.title <> ''
+                     AND length(CAST(excluded.text AS BLOB))
+                         > length(CAST(documents.text AS BLOB)))
+               THEN excluded.title ELSE documents.title END,
+  source_type = CASE WHEN documents.source_type = '' THEN excluded.source_type
+                     ELSE documents.source_type END)sql"};
+    st.bind(1, id);
+    st.bind(2, d.document_id);
+    st.bind(3, d.url);
+    st.bind(4, d.title);
+    st.bind(5, d.text);
+    st.bind(6, sha);
+    st.bind(7, d.fetched_at != 0 ? d.fetched_at : now);
+    st.bind(8, d.source_type);
+    auto rc = st.step();
+    if (rc != SQLITE_DONE)
+      return failed("cannot store a document of session " + id, rc);
+    touched.insert(id);
+  }
+
+  for (const auto& x : b.reports) {
+    const auto& id = x.session_id;
+    const auto& r = x.report;
+    if (auto err = require(id, "a report"))
+      return err;
+    if (r.kind != "intermediate" && r.kind != "final")
+      return refuse("session " + id
+                    + ": a report kind must be 'intermediate' or 'final'");
+    statement st{cache, "INSERT INTO reports(session_id, kind, tab, turn, "
+                        "text, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
+    st.bind(1, id);
+    st.bind(2, r.kind);
+    st.bind(3, static_cast<int64_t>(r.tab));
+    st.bind(4, static_cast<int64_t>(r.turn));
+    st.bind(5, r.text);
+    st.bind(6, r.created_at != 0 ? r.created_at : now);
+    auto rc = st.step();
+    if (rc != SQLITE_DONE)
+      return failed("cannot store a report of session " + id, rc);
+    touched.insert(id);
+  }
+
+  for (const auto& x : b.usage) {
+    const auto& id = x.session_id;
+    const auto& u = x.usage;
+    if (auto err = require(id, "usage"))
+      return err;
+    statement st{cache,
+                 "INSERT INTO usage(session_id, role, provider, model, "
+                 "input_tokens, output_tokens, cost) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"};
+    st.bind(1, id);
+    st.bind(2, u.role);
+    st.bind(3, u.provider);
+    st.bind(4, u.model);
+    st.bind(5, u.input_tokens);
+    st.bind(6, u.output_tokens);
+    // SQLite would store NaN as NULL: an unknown cost counts as 0.
+    st.bind_double(7, std::isfinite(u.cost) ? u.cost : 0.0);
+    auto rc = st.step();
+    if (rc != SQLITE_DONE)
+      return failed("cannot store usage of session " + id, rc);
+    touched.insert(id);
+  }
+
+  for (const auto& x : b.checkpoints) {
+    const auto& id = x.session_id;
+    const auto& c = x.checkpoint;
+    int64_t last_seq = 0;
+    auto rc = lookup(id, last_seq);
+    if (rc == SQLITE_DONE)
+      return refuse("a checkpoint of unknown session " + id);
+    if (rc != SQLITE_ROW)
+      return failed("cannot read session " + id, rc);
+    if (c.last_seq > static_cast<uint64_t>(last_seq))
+      return refuse("session " + id + ": checkpoint "
+                    + std::to_string(c.number) + " is at seq "
+                    + std::to_string(c.last_seq)
+                    + ", beyond the last packet (seq "
+                    + std::to_string(last_seq) + ")");
+    {
+      statement st{cache, "SELECT max(number) FROM checkpoints "
+                          "WHERE session_id = ?1"};
+      st.bind(1, id);
+      rc = st.step();
+      if (rc != SQLITE_ROW)
+        return failed("cannot read the checkpoints of session " + id, rc);
+      if (!st.null_at(0) && c.number <= st.int_at(0))
+        return refuse("session " + id + ": checkpoint "
+                      + std::to_string(c.number) + " does not follow checkpoint "
+                      + std::to_string(st.int_at(0)));
+    }
+    // The citations first: the checkpoint numbers them.
+    for (const auto& cite : x.citations) {
+      auto number = std::to_string(cite.number);
+      if (cite.number < 1 || cite.document_id.empty())
+        return refuse("session " + id + ": citation [" + number
+                      + "] needs a number from 1 and a document id");
+      {
+        statement st{cache, "SELECT document_id FROM citations "
+                            "WHERE session_id = ?1 AND number = ?2"};
+        st.bind(1, id);
+        st.bind(2, static_cast<int64_t>(cite.number));
+        rc = st.step();
+        if (rc == SQLITE_ROW) {
+          if (st.text_at(0) == cite.document_id)
+            continue; // known
+          return refuse("session " + id + ": citation [" + number
+                        + "] is another document's; it cannot be renumbered");
+        }
+        if (rc != SQLITE_DONE)
+          return failed("cannot read the citations of session " + id, rc);
+      }
+      {
+        statement st{cache, "SELECT number FROM citations "
+                            "WHERE session_id = ?1 AND document_id = ?2"};
+        st.bind(1, id);
+        st.bind(2, cite.document_id);
+        rc = st.step();
+        if (rc == SQLITE_ROW)
+          return refuse("session " + id + ": a document numbered ["
+                        + std::to_string(st.int_at(0))
+                        + "] cannot become [" + number + "]");
+        if (rc != SQLITE_DONE)
+          return failed("cannot read the citations of session " + id, rc);
+      }
+      statement st{cache, "INSERT INTO citations(session_id, number, "
+                          "document_id) VALUES (?1, ?2, ?3)"};
+      st.bind(1, id);
+      st.bind(2, static_cast<int64_t>(cite.number));
+      st.bind(3, cite.document_id);
+      rc = st.step();
+      if (rc != SQLITE_DONE)
+        return failed("cannot store citation [" + number + "] of session "
+                        + id,
+                      rc);
+    }
+    auto state = dump_json(c.state);
+    {
+      statement st{cache, "INSERT INTO checkpoints(session_id, number, state, "
+                          "last_seq, created_at) VALUES (?1, ?2, ?3, ?4, ?5)"};
+      st.bind(1, id);
+      st.bind(2, c.number);
+      st.bind(3, state);
+      st.bind(4, static_cast<int64_t>(c.last_seq));
+      st.bind(5, c.created_at != 0 ? c.created_at : now);
+      rc = st.step();
+      if (rc != SQLITE_DONE)
+        return failed("cannot store checkpoint " + std::to_string(c.number)
+                        + " of session " + id,
+                      rc);
+    }
+    {
+      statement st{cache, "DELETE FROM checkpoints WHERE session_id = ?1 AND "
+                          "number NOT IN (SELECT number FROM checkpoints "
+                          "WHERE session_id = ?1 ORDER BY number DESC "
+                          "LIMIT ?2)"};
+      st.bind(1, id);
+      st.bind(2, kept_checkpoints);
+      rc = st.step();
+      if (rc != SQLITE_DONE)
+        return failed("cannot drop old checkpoints of session " + id, rc);
+    }
+    touched.insert(id);
+  }
+
+  for (const auto& id : touched) {
+    statement st{cache, "UPDATE sessions SET last_seq = ?2, updated_at = ?3 "
+                        "WHERE id = ?1"};
+    st.bind(1, id);
+    st.bind(2, last[id]);
+    st.bind(3, now);
+    auto rc = st.step();
+    if (rc != SQLITE_DONE)
+      return failed("cannot update session " + id, rc);
+  }
+
+  for (const auto& x : b.states) {
+    const auto& id = x.session_id;
+    if (auto err = require(id, "a state change"))
+      return err;
+    statement st{cache, "UPDATE sessions SET state = ?2, error = ?3, "
+                        "updated_at = ?4, finished_at = ?5 WHERE id = ?1"};
+    st.bind(1, id);
+    st.bind(2, std::string_view{to_string(x.state)});
+    st.bind(3, x.error);
+    st.bind(4, now);
+    st.bind(5, is_terminal(x.state) ? now : int64_t{0});
+    auto rc = st.step();
+    if (rc != SQLITE_DONE)
+      return failed("cannot change the state of session " + id, rc);
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+// -- names and ids ------------------------------------------------------------
+
+const char* to_string(session_state s) {
+  switch (s) {
+    case session_state::pending:
+      return "pending";
+    case session_state::running:
+      return "running";
+    case session_state::clarification:
+      return "clarification";
+    case session_state::completed:
+      return "completed";
+    case session_state::failed:
+      return "failed";
+    case session_state::cancelled:
+      return "cancelled";
+    case session_state::interrupted:
+      return "interrupted";
+  }
+  return "failed";
+}
+
+std::optional<session_state> session_state_from(std::string_view name) {
+  for (auto s : all_states)
+    if (name == to_string(s))
+      return s;
+  return std::nullopt;
+}
+
+std::string make_session_id() {
+  std::array<unsigned char, 8> bytes{};
+  size_t got = 0;
+  while (got < bytes.size()) {
+    auto n = getrandom(bytes.data() + got, bytes.size() - got, 0);
+    if (n <= 0)
+      break;
+    got += static_cast<size_t>(n);
+  }
+  if (got < bytes.size()) {
+    std::random_device rd;
+    for (auto& b : bytes)
+      b = static_cast<unsigned char>(rd());
+  }
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string id = "q";
+  for (auto b : bytes) {
+    id += hex[b >> 4];
+    id += hex[b & 0x0F];
+  }
+  return id;
+}
+
+bool is_session_id(std::string_view id) {
+  if (id.size() != 17 || id[0] != 'q')
+    return false;
+  for (size_t i = 1; i < id.size(); ++i) {
+    auto c = id[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return false;
+  }
+  return true;
+}
+
+// -- batch --------------------------------------------------------------------
+
+bool batch::empty() const noexcept {
+  return size() == 0;
+}
+
+size_t batch::size() const noexcept {
+  size_t n = new_sessions.size() + packets.size() + documents.size()
+             + reports.size() + usage.size() + states.size();
+  for (const auto& c : checkpoints)
+    n += 1 + c.citations.size();
+  return n;
+}
+
+// -- the store ----------------------------------------------------------------
+
+struct store::statements : detail::statement_cache {
+  statements(sqlite3* db, int busy_wait_ms)
+    : detail::statement_cache(db), wait_ms(busy_wait_ms) {
+    // nop
+  }
+
+  /// How long a write waits for another connection's lock.
+  int wait_ms;
+};
+
+store::store(sqlite3* db, std::string path, bool read_only)
+  : db_(db), path_(std::move(path)), read_only_(read_only),
+    stmts_(std::make_unique<statements>(db, open_options{}.busy_wait_ms)) {
+  // nop
+}
+
+store::~store() {
+  stmts_.reset(); // finalizes the statements before the connection closes
+  sqlite3_close_v2(db_);
+}
+
+const std::string& store::path() const noexcept {
+  return path_;
+}
+
+std::variant<std::unique_ptr<store>, sdk::error>
+store::open(const std::string& path, const open_options& opts) {
+  auto fail = [&](sdk::errc code, const std::string& msg) {
+    return sdk::make_error(code, "research store '" + path + "': " + msg);
+  };
+  if (path.empty())
+    return fail(sdk::errc::bad_request, "no path given");
+  if (path.find('\0') != std::string::npos)
+    return fail(sdk::errc::bad_request, "the path holds a NUL byte");
+  std::error_code ec;
+  auto st = fs::status(path, ec);
+  bool exists = fs::exists(st);
+  if (exists && !fs::is_regular_file(st))
+    return fail(sdk::errc::bad_request, "not a regular file");
+  if (!exists && opts.read_only)
+    return fail(sdk::errc::not_found, "no such file");
+  bool fresh = !exists || fs::file_size(path, ec) == 0;
+  if (!fresh) {
+    // Check the header ourselves: SQLite must never get a chance to touch a
+    // file that is not one of its databases.
+    std::ifstream in{path, std::ios::binary};
+    std::string head(sqlite_magic.size(), '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    if (!in || head != sqlite_magic)
+      return fail(sdk::errc::bad_request,
+                  "not a SQLite database (left untouched)");
+  } else if (!exists) {
+    auto parent = fs::path{path}.parent_path();
+    if (!parent.empty()) {
+      fs::create_directories(parent, ec);
+      if (ec)
+        return fail(sdk::errc::internal, "cannot create the folder '"
+                                           + parent.string()
+                                           + "': " + ec.message());
+    }
+  }
+  int wait_ms = std::max(0, opts.busy_wait_ms);
+  int flags = SQLITE_OPEN_NOMUTEX
+              | (opts.read_only ? SQLITE_OPEN_READONLY
+                                : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  sqlite3* db = nullptr;
+  auto rc = sqlite3_open_v2(path.c_str(), &db, flags,
+                            opts.vfs.empty() ? nullptr : opts.vfs.c_str());
+  if (rc != SQLITE_OK) {
+    auto err = db_error(path, opts.vfs.empty()
+                                ? "cannot open"
+                                : "cannot open (VFS '" + opts.vfs + "')",
+                        rc, db);
+    sqlite3_close_v2(db);
+    return err;
+  }
+  // Closes the connection on every early return.
+  std::unique_ptr<sqlite3, int (*)(sqlite3*)> guard{db, sqlite3_close_v2};
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, wait_ms);
+  if (!opts.read_only && sqlite3_db_readonly(db, "main") == 1)
+    return fail(sdk::errc::refused,
+                "the file is read-only (no write permission); open it "
+                "read-only to read it");
+  // The application id, schema version and number of schema objects, read
+  // in one snapshot.
+  struct header {
+    int64_t app = 0;
+    int64_t version = 0;
+    int64_t objects = 0;
+  };
+  auto read_header = [&](header& h, bool in_transaction) -> int {
+    if (!in_transaction) {
+      auto rc = detail::exec_retrying(db, "BEGIN", wait_ms);
+      if (rc != SQLITE_OK)
+        return rc;
+    }
+    int result = SQLITE_OK;
+    auto one = [&](const char* sql, int64_t& out) {
+      if (result != SQLITE_OK)
+        return;
+      sqlite3_stmt* stmt = nullptr;
+      result = sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr);
+      if (result == SQLITE_OK) {
+        auto step = sqlite3_step(stmt);
+        if (step == SQLITE_ROW)
+          out = sqlite3_column_int64(stmt, 0);
+        else
+          result = step == SQLITE_DONE ? SQLITE_CORRUPT : step;
+      }
+      sqlite3_finalize(stmt);
+    };
+    one("PRAGMA application_id", h.app);
+    one("PRAGMA user_version", h.version);
+    one("SELECT count(*) FROM sqlite_master", h.objects);
+    if (!in_transaction)
+      sqlite3_exec(db, result == SQLITE_OK ? "COMMIT" : "ROLLBACK", nullptr,
+                   nullptr, nullptr);
+    return result;
+  };
+  auto unreadable = [&](int rc) -> sdk::error {
+    if (detail::is_busy(rc))
+      return fail(sdk::errc::busy,
+                  "still locked by another process after waiting "
+                    + std::to_string(wait_ms) + " ms");
+    if ((rc & 0xFF) == SQLITE_NOTADB || (rc & 0xFF) == SQLITE_CORRUPT)
+      return fail(sdk::errc::bad_request,
+                  std::string{"unreadable or corrupt SQLite database (left "
+                              "untouched): "}
+                    + sqlite3_errmsg(db));
+    return db_error(path, "cannot read the database header", rc, db);
+  };
+  // Refuses what is not ours, or not readable by this build.
+  auto check = [&](const header& h) -> std::optional<sdk::error> {
+    bool empty = h.app == 0 && h.objects == 0;
+    if (h.app != application_id && !empty)
+      return fail(sdk::errc::bad_request,
+                  "a SQLite database of another application, not a Quarry "
+                  "research store (left untouched)");
+    if (h.version > schema_version)
+      return fail(sdk::errc::bad_request,
+                  "was written by a newer Quarry (schema "
+                    + std::to_string(h.version) + ", this build reads up to "
+                    + std::to_string(schema_version) + ")");
+    return std::nullopt;
+  };
+  header h;
+  if (auto rc = read_header(h, false); rc != SQLITE_OK)
+    return unreadable(rc);
+  if (auto err = check(h))
+    return *err;
+  if (opts.read_only) {
+    if (h.version < schema_version)
+      return fail(sdk::errc::refused,
+                  "schema " + std::to_string(h.version)
+                    + " needs a migration to schema "
+                    + std::to_string(schema_version)
+                    + ", which a read-only open does not do (open it once "
+                      "for writing)");
+    sqlite3_exec(db, "PRAGMA query_only=ON", nullptr, nullptr, nullptr);
+    guard.release();
+    std::unique_ptr<store> result{new store(db, path, true)};
+    result->stmts_->wait_ms = wait_ms;
+    return result;
+  }
+  // WAL: readers never wait for the writer, a commit is one append.
+  {
+    std::string mode;
+    auto until = std::chrono::steady_clock::now()
+                 + std::chrono::milliseconds{wait_ms};
+    for (;;) {
+      rc = sqlite3_exec(
+        db, "PRAGMA journal_mode=WAL",
+        [](void* out, int n, char** values, char**) {
+          if (n > 0 && values[0] != nullptr)
+            *static_cast<std::string*>(out) = values[0];
+          return 0;
+        },
+        &mode, nullptr);
+      // Two connections switching at once: SQLite fails one at once rather
+      // than wait (a deadlock otherwise); retry.
+      if (rc == SQLITE_OK || !detail::is_busy(rc)
+          || std::chrono::steady_clock::now() >= until)
+        break;
+      sqlite3_sleep(10);
+    }
+    if (rc != SQLITE_OK)
+      return db_error(path, "cannot switch to WAL", rc, db);
+    if (mode != "wal")
+      return fail(sdk::errc::internal,
+                  "cannot switch to WAL (journal mode '" + mode
+                    + "'; is the file on a network file system?)");
+  }
+  // Migrations, one transaction each. Another process may migrate at the
+  // same time: the header is read again under the write lock.
+  for (const auto& step : migrations) {
+    if (h.version >= step.version)
+      continue;
+    rc = detail::exec_retrying(db, "BEGIN IMMEDIATE", wait_ms);
+    if (rc != SQLITE_OK)
+      return detail::is_busy(rc)
+               ? unreadable(rc)
+               : db_error(path, "cannot migrate the schema", rc, db);
+    rc = read_header(h, true);
+    if (rc != SQLITE_OK) {
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      return unreadable(rc);
+    }
+    if (auto err = check(h)) {
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      return *err;
+    }
+    if (h.version >= step.version) {
+      sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+      continue;
+    }
+    std::string sql = step.sql;
+    if (step.version == 1)
+      sql += "PRAGMA application_id=" + std::to_string(application_id) + ";";
+    sql += "PRAGMA user_version=" + std::to_string(step.version) + ";";
+    rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK)
+      rc = sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) {
+      auto err = db_error(path,
+                          "cannot migrate the schema to version "
+                            + std::to_string(step.version),
+                          rc, db);
+      if (sqlite3_get_autocommit(db) == 0)
+        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      return err;
+    }
+    h.version = step.version;
+    h.app = application_id;
+  }
+  // NORMAL: in WAL mode a commit is durable at the next checkpoint; a power
+  // cut may lose the last commits, never consistency.
+  rc = sqlite3_exec(db,
+                    "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL; "
+                    "PRAGMA journal_size_limit=67108864;",
+                    nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK)
+    return db_error(path, "cannot configure the connection", rc, db);
+  guard.release();
+  std::unique_ptr<store> result{new store(db, path, false)};
+  result->stmts_->wait_ms = wait_ms;
+  return result;
+}
+
+// -- writing ------------------------------------------------------------------
+
+std::optional<sdk::error> store::write(const batch& b) {
+  auto refuse = [&](std::string msg) {
+    return sdk::make_error(sdk::errc::bad_request,
+                           "research store '" + path_ + "': " + std::move(msg));
+  };
+  if (read_only_)
+    return sdk::make_error(sdk::errc::refused,
+                           "research store '" + path_
+                             + "': opened read-only, cannot write");
+  if (b.empty())
+    return std::nullopt;
+  // Ids first: nothing that is not a session id reaches a query.
+  auto check_id = [&](const std::string& id) -> std::optional<sdk::error> {
+    if (!is_session_id(id))
+      return refuse("not a session id: " + describe_session(id));
+    return std::nullopt;
+  };
+  for (const auto& s : b.new_sessions) {
+    if (auto err = check_id(s.id))
+      return err;
+    if (!s.parent_id.empty() && !is_session_id(s.parent_id))
+      return refuse("session " + s.id + ": the parent is "
+                    + describe_session(s.parent_id));
+  }
+  for (const auto& x : b.packets)
+    if (auto err = check_id(x.session_id))
+      return err;
+  for (const auto& x : b.documents)
+    if (auto err = check_id(x.session_id))
+      return err;
+  for (const auto& x : b.reports)
+    if (auto err = check_id(x.session_id))
+      return err;
+  for (const auto& x : b.usage)
+    if (auto err = check_id(x.session_id))
+      return err;
+  for (const auto& x : b.checkpoints)
+    if (auto err = check_id(x.session_id))
+      return err;
+  for (const auto& x : b.states)
+    if (auto err = check_id(x.session_id))
+      return err;
+  auto rc = detail::exec_retrying(db_, "BEGIN IMMEDIATE", stmts_->wait_ms);
+  if (rc != SQLITE_OK)
+    return db_error(path_, "cannot start a transaction", rc, db_);
+  auto err = write_batch(*stmts_, path_, b);
+  if (!err) {
+    rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK)
+      err = db_error(path_, "cannot commit", rc, db_);
+  }
+  // SQLite may have rolled back by itself (a full disk, an I/O error); a
+  // transaction still open is rolled back here, so that the next batch
+  // starts clean.
+  if (err && sqlite3_get_autocommit(db_) == 0)
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  return err;
+}
+
+std::variant<bool, sdk::error> store::remove(const std::string& id) {
+  if (read_only_)
+    return sdk::make_error(sdk::errc::refused,
+                           "research store '" + path_
+                             + "': opened read-only, cannot remove");
+  if (!is_session_id(id))
+    return false;
+  auto rc = detail::exec_retrying(db_, "BEGIN IMMEDIATE", stmts_->wait_ms);
+  if (rc != SQLITE_OK)
+    return db_error(path_, "cannot start a transaction", rc, db_);
+  int changes = 0;
+  {
+    // Packets, documents, ... go by ON DELETE CASCADE; follow-ups keep their
+    // rows (ON DELETE SET NULL of parent_id).
+    statement st{*stmts_, "DELETE FROM sessions WHERE id = ?1"};
+    st.bind(1, id);
+    rc = st.step();
+    if (rc == SQLITE_DONE)
+      changes = sqlite3_changes(db_);
+  }
+  if (rc == SQLITE_DONE)
+    rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) {
+    auto err = db_error(path_, "cannot remove session " + id, rc, db_);
+    if (sqlite3_get_autocommit(db_) == 0)
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return err;
+  }
+  return changes > 0;
+}
+
+std::variant<std::vector<std::string>, sdk::error>
+store::mark_interrupted(const std::string& why) {
+  if (read_only_)
+    return sdk::make_error(sdk::errc::refused,
+                           "research store '" + path_
+                             + "': opened read-only, cannot write");
+  auto rc = detail::exec_retrying(db_, "BEGIN IMMEDIATE", stmts_->wait_ms);
+  if (rc != SQLITE_OK)
+    return db_error(path_, "cannot start a transaction", rc, db_);
+  std::vector<std::string> ids;
+  {
+    statement st{*stmts_, "SELECT id FROM sessions WHERE state IN "
+                          "('running', 'pending') ORDER BY created_at, id"};
+    while ((rc = st.step()) == SQLITE_ROW)
+      ids.push_back(st.text_at(0));
+  }
+  if (rc == SQLITE_DONE) {
+    statement st{*stmts_,
+                 "UPDATE sessions SET state = 'interrupted', error = ?1, "
+                 "updated_at = ?2 WHERE state IN ('running', 'pending')"};
+    st.bind(1, why);
+    st.bind(2, now_ms());
+    rc = st.step();
+  }
+  if (rc == SQLITE_DONE)
+    rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) {
+    auto err = db_error(path_, "cannot mark sessions interrupted", rc, db_);
+    if (sqlite3_get_autocommit(db_) == 0)
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return err;
+  }
+  return ids;
+}
+
+// -- reading ------------------------------------------------------------------
+
+std::optional<session_row> store::session(const std::string& id) {
+  if (!is_session_id(id))
+    return std::nullopt;
+  statement st{*stmts_, std::string{"SELECT "} + session_columns
+                          + " FROM sessions WHERE id = ?1"};
+  st.bind(1, id);
+  if (st.step() != SQLITE_ROW)
+    return std::nullopt;
+  return read_session(st);
+}
+
+session_page store::list_sessions(const session_filter& f) {
+  session_page page;
+  auto limit = std::clamp(f.limit, 1, 500);
+  std::optional<detail::cursor> before;
+  if (!f.before.empty()) {
+    before = detail::decode_cursor(f.before);
+    if (!before || !is_session_id(before->id))
+      return page; // not a cursor of ours
+  }
+  std::string match;
+  if (!f.search.empty()) {
+    match = detail::fts_query(f.search, max_search_words);
+    if (match.empty())
+      return page; // no words: nothing can hold them
+  }
+  // Only fixed fragments make the SQL; values are bound.
+  std::string sql = std::string{"SELECT "} + session_columns
+                    + " FROM sessions WHERE 1";
+  if (before)
+    sql += " AND (created_at < ?1 OR (created_at = ?1 AND id < ?2))";
+  if (f.state)
+    sql += " AND state = ?3";
+  if (!match.empty())
+    sql += " AND num IN (SELECT rowid FROM sessions_fts WHERE sessions_fts "
+           "MATCH ?4)";
+  sql += " ORDER BY created_at DESC, id DESC LIMIT ?5";
+  statement st{*stmts_, sql};
+  if (before) {
+    st.bind(1, before->created_at);
+    st.bind(2, before->id);
+  }
+  std::string state_name = f.state ? to_string(*f.state) : "";
+  if (f.state)
+    st.bind(3, state_name);
+  if (!match.empty())
+    st.bind(4, match);
+  st.bind(5, static_cast<int64_t>(limit) + 1);
+  while (st.step() == SQLITE_ROW) {
+    if (page.sessions.size() == static_cast<size_t>(limit)) {
+      const auto& last = page.sessions.back();
+      page.next_cursor = detail::encode_cursor({last.created_at, last.id});
+      break;
+    }
+    page.sessions.push_back(read_session(st));
+  }
+  return page;
+}
+
+std::vector<packet_row> store::packets(const std::string& id, uint64_t from_seq,
+                                       size_t limit) {
+  std::vector<packet_row> out;
+  if (!is_session_id(id) || limit == 0)
+    return out;
+  constexpr auto max_int = static_cast<uint64_t>(INT64_MAX);
+  if (from_seq > max_int)
+    return out;
+  statement st{*stmts_, "SELECT seq, line FROM packets WHERE session_id = ?1 "
+                        "AND seq >= ?2 ORDER BY seq LIMIT ?3"};
+  st.bind(1, id);
+  st.bind(2, static_cast<int64_t>(from_seq));
+  st.bind(3, static_cast<int64_t>(std::min<uint64_t>(limit, max_int)));
+  while (st.step() == SQLITE_ROW) {
+    packet_row row;
+    row.seq = static_cast<uint64_t>(st.int_at(0));
+    row.line = st.text_at(1);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::vector<document_row> store::documents(const std::string& id) {
+  std::vector<document_row> out;
+  if (!is_session_id(id))
+    return out;
+  statement st{*stmts_,
+               "SELECT document_id, url, title, text, sha256, fetched_at, "
+               "source_type FROM documents WHERE session_id = ?1 "
+               "ORDER BY fetched_at, document_id"};
+  st.bind(1, id);
+  while (st.step() == SQLITE_ROW) {
+    document_row row;
+    row.document_id = st.text_at(0);
+    row.url = st.text_at(1);
+    row.title = st.text_at(2);
+    row.text = st.text_at(3);
+    row.sha256 = st.text_at(4);
+    row.fetched_at = st.int_at(5);
+    row.source_type = st.text_at(6);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::vector<citation_row> store::citations(const std::string& id) {
+  std::vector<citation_row> out;
+  if (!is_session_id(id))
+    return out;
+  statement st{*stmts_, "SELECT number, document_id FROM citations "
+                        "WHERE session_id = ?1 ORDER BY number"};
+  st.bind(1, id);
+  while (st.step() == SQLITE_ROW) {
+    citation_row row;
+    row.number = static_cast<int>(st.int_at(0));
+    row.document_id = st.text_at(1);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+namespace {
+
+report_row read_report(const statement& st) {
+  report_row row;
+  row.kind = st.text_at(0);
+  row.tab = static_cast<int>(st.int_at(1));
+  row.turn = static_cast<int>(st.int_at(2));
+  row.text = st.text_at(3);
+  row.created_at = st.int_at(4);
+  return row;
+}
+
+} // namespace
+
+std::vector<report_row> store::reports(const std::string& id) {
+  std::vector<report_row> out;
+  if (!is_session_id(id))
+    return out;
+  statement st{*stmts_, "SELECT kind, tab, turn, text, created_at FROM reports "
+                        "WHERE session_id = ?1 ORDER BY id"};
+  st.bind(1, id);
+  while (st.step() == SQLITE_ROW)
+    out.push_back(read_report(st));
+  return out;
+}
+
+std::optional<report_row> store::final_report(const std::string& id) {
+  if (!is_session_id(id))
+    return std::nullopt;
+  statement st{*stmts_, "SELECT kind, tab, turn, text, created_at FROM reports "
+                        "WHERE session_id = ?1 AND kind = 'final' "
+                        "ORDER BY id DESC LIMIT 1"};
+  st.bind(1, id);
+  if (st.step() != SQLITE_ROW)
+    return std::nullopt;
+  return read_report(st);
+}
+
+std::optional<checkpoint_row> store::latest_checkpoint(const std::string& id) {
+  if (!is_session_id(id))
+    return std::nullopt;
+  statement st{*stmts_, "SELECT number, state, last_seq, created_at FROM "
+                        "checkpoints WHERE session_id = ?1 "
+                        "ORDER BY number DESC LIMIT 1"};
+  st.bind(1, id);
+  if (st.step() != SQLITE_ROW)
+    return std::nullopt;
+  checkpoint_row row;
+  row.number = st.int_at(0);
+  row.state = parse_json(st.text_at(1), nullptr);
+  auto last = st.int_at(2);
+  row.last_seq = last > 0 ? static_cast<uint64_t>(last) : 0;
+  row.created_at = st.int_at(3);
+  return row;
+}
+
+usage_total store::usage(const std::string& id) {
+  usage_total total;
+  if (!id.empty() && !is_session_id(id))
+    return total;
+  std::string sql = "SELECT count(*), total(input_tokens), "
+                    "total(output_tokens), total(cost) FROM usage";
+  if (!id.empty())
+    sql += " WHERE session_id = ?1";
+  statement st{*stmts_, sql};
+  if (!id.empty())
+    st.bind(1, id);
+  if (st.step() == SQLITE_ROW) {
+    total.calls = st.int_at(0);
+    total.input_tokens = static_cast<int64_t>(st.double_at(1));
+    total.output_tokens = static_cast<int64_t>(st.double_at(2));
+    total.cost = st.double_at(3);
+  }
+  return total;
+}
+
+std::vector<session_row> store::children(const std::string& id) {
+  std::vector<session_row> out;
+  if (!is_session_id(id))
+    return out;
+  statement st{*stmts_, std::string{"SELECT "} + session_columns
+                          + " FROM sessions WHERE parent_id = ?1 "
+                            "ORDER BY created_at, id"};
+  st.bind(1, id);
+  while (st.step() == SQLITE_ROW)
+    out.push_back(read_session(st));
+  return out;
+}
+
+std::vector<std::pair<session_state, int64_t>> store::count_by_state() {
+  std::vector<std::pair<session_state, int64_t>> out;
+  for (auto s : all_states)
+    out.emplace_back(s, 0);
+  statement st{*stmts_, "SELECT state, count(*) FROM sessions GROUP BY state"};
+  while (st.step() == SQLITE_ROW) {
+    // A state of a later version counts as failed, as read_session() shows
+    // it.
+    auto s = session_state_from(st.text_at(0)).value_or(session_state::failed);
+    for (auto& entry : out)
+      if (entry.first == s)
+        entry.second += st.int_at(1);
+  }
+  return out;
+}
+
+} // namespace quarry::store

@@ -1,0 +1,1349 @@
+// Tests of the research store (quarry_store) on real SQLite files in fresh
+// temporary folders: round trips, paging and search, all-or-nothing batches,
+// refusing foreign and newer files, read-only files, full disks and I/O
+// errors (through a fault-injecting VFS), two connections, hostile text.
+
+#include "quarry/store/store.hpp"
+
+#include "support/faulty_vfs.hpp"
+#include "support/process.hpp"
+
+#include <doctest/doctest.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace quarry;
+using namespace quarry::store;
+namespace fs = std::filesystem;
+using test::fault_plan;
+using test::faulty_vfs;
+
+namespace {
+
+std::unique_ptr<store::store> open_ok(const std::string& path,
+                                      const open_options& opts = {}) {
+  auto opened = store::store::open(path, opts);
+  if (auto* err = std::get_if<sdk::error>(&opened))
+    FAIL("open failed: " << err->message);
+  auto result = std::move(std::get<std::unique_ptr<store::store>>(opened));
+  REQUIRE(result != nullptr);
+  return result;
+}
+
+sdk::error open_fails(const std::string& path, const open_options& opts = {}) {
+  auto opened = store::store::open(path, opts);
+  if (std::holds_alternative<std::unique_ptr<store::store>>(opened))
+    FAIL("open of " << path << " succeeded, expected an error");
+  return std::get<sdk::error>(opened);
+}
+
+void write_ok(store::store& db, const batch& b) {
+  auto err = db.write(b);
+  if (err)
+    FAIL("write failed: " << err->message);
+}
+
+session_row make_session(const std::string& id, const std::string& question,
+                         int64_t created_at = 0,
+                         const std::string& parent = "") {
+  session_row row;
+  row.id = id;
+  row.question = question;
+  row.created_at = created_at;
+  row.parent_id = parent;
+  row.state = session_state::running;
+  return row;
+}
+
+// A packet line as core::encode writes it.
+std::string packet_line(const std::string& session, uint64_t seq,
+                        const std::string& type = "message_delta",
+                        const std::string& text = "some words") {
+  nlohmann::json j{{"seq", seq},
+                   {"session", session},
+                   {"placement", {{"turn_index", 0}, {"tab_index", 0}}},
+                   {"obj", {{"content", text}, {"type", type}}}};
+  return j.dump();
+}
+
+batch::packet_write packet(const std::string& session, uint64_t seq,
+                           const std::string& type = "message_delta") {
+  return {session, {seq, packet_line(session, seq, type)}};
+}
+
+// Every row of every table (not the search index), read through a
+// connection of its own: what "the database holds".
+std::string dump_db(const std::string& path) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr)
+          == SQLITE_OK);
+  std::vector<std::string> tables;
+  {
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db,
+                               "SELECT name FROM sqlite_master WHERE type = "
+                               "'table' AND name NOT LIKE 'sqlite_%' AND name "
+                               "NOT LIKE 'sessions_fts%' ORDER BY name",
+                               -1, &st, nullptr)
+            == SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW)
+      tables.emplace_back(
+        reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+    sqlite3_finalize(st);
+  }
+  std::string out;
+  for (const auto& t : tables) {
+    out += "table " + t + "\n";
+    sqlite3_stmt* st = nullptr;
+    auto sql = "SELECT * FROM \"" + t + "\" ORDER BY 1, 2";
+    REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      for (int i = 0; i < sqlite3_column_count(st); ++i) {
+        const auto* p = sqlite3_column_blob(st, i);
+        auto n = sqlite3_column_bytes(st, i);
+        out += '|';
+        if (p != nullptr)
+          out.append(static_cast<const char*>(p), static_cast<size_t>(n));
+      }
+      out += '\n';
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+// Runs one statement on a connection of its own (to set up files).
+void raw_exec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* msg = nullptr;
+  auto rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &msg);
+  std::string why = msg != nullptr ? msg : "";
+  sqlite3_free(msg);
+  sqlite3_close(db);
+  REQUIRE_MESSAGE(rc == SQLITE_OK, why);
+}
+
+int64_t raw_int(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr)
+          == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  auto result = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return result;
+}
+
+std::string integrity(const std::string& path) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr)
+          == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, nullptr)
+          == SQLITE_OK);
+  std::string result;
+  while (sqlite3_step(st) == SQLITE_ROW)
+    result += reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return result;
+}
+
+std::vector<std::string> ids_of(const std::vector<session_row>& rows) {
+  std::vector<std::string> out;
+  for (const auto& r : rows)
+    out.push_back(r.id);
+  return out;
+}
+
+// A session id whose hex digits are `n` (sorts like n).
+std::string sid(unsigned n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "q%016x", n);
+  return buf;
+}
+
+} // namespace
+
+TEST_CASE("store: session ids have one form") {
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) {
+    auto id = make_session_id();
+    CHECK(is_session_id(id));
+    seen.insert(id);
+  }
+  CHECK(seen.size() == 1000);
+  CHECK(is_session_id("q0123456789abcdef"));
+  CHECK_FALSE(is_session_id(""));
+  CHECK_FALSE(is_session_id("q0123456789abcde"));
+  CHECK_FALSE(is_session_id("q0123456789abcdef0"));
+  CHECK_FALSE(is_session_id("Q0123456789abcdef"));
+  CHECK_FALSE(is_session_id("q0123456789ABCDEF"));
+  CHECK_FALSE(is_session_id("q0123456789abcdeg"));
+  CHECK_FALSE(is_session_id(std::string_view{"q0123456789abcde\0", 17}));
+  CHECK_FALSE(is_session_id("q'; DROP TABLE x"));
+}
+
+TEST_CASE("store: state names round trip") {
+  for (auto s : {session_state::pending, session_state::running,
+                 session_state::clarification, session_state::completed,
+                 session_state::failed, session_state::cancelled,
+                 session_state::interrupted})
+    CHECK(session_state_from(to_string(s)) == s);
+  CHECK_FALSE(session_state_from("done").has_value());
+  CHECK_FALSE(session_state_from("").has_value());
+}
+
+TEST_CASE("store: every row kind round trips") {
+  test::temp_dir dir;
+  auto path = dir.file("sub/folder/store.db");
+  auto db = open_ok(path);
+  CHECK(db->path() == path);
+  CHECK(fs::exists(path));
+  CHECK(raw_int(path, "PRAGMA application_id") == application_id);
+  CHECK(raw_int(path, "PRAGMA user_version") == schema_version);
+
+  auto id = make_session_id();
+  auto row = make_session(id, "Why is the sky blue?", 1000);
+  row.options = {{"strategy", "deep"}, {"depth", 3}};
+  row.state = session_state::pending;
+  batch b;
+  b.new_sessions.push_back(row);
+  CHECK(b.size() == 1);
+  CHECK_FALSE(b.empty());
+  write_ok(*db, b);
+
+  auto got = db->session(id);
+  REQUIRE(got);
+  CHECK(got->id == id);
+  CHECK(got->parent_id.empty());
+  CHECK(got->question == "Why is the sky blue?");
+  CHECK(got->options == row.options);
+  CHECK(got->state == session_state::pending);
+  CHECK(got->created_at == 1000);
+  CHECK(got->updated_at == 1000);
+  CHECK(got->finished_at == 0);
+  CHECK(got->last_seq == 0);
+
+  batch w;
+  for (uint64_t seq = 1; seq <= 3; ++seq)
+    w.packets.push_back(packet(id, seq, seq == 1 ? "plan" : "message_delta"));
+  document_row doc;
+  doc.document_id = "d1";
+  doc.url = "https://example.org/a";
+  doc.title = "A";
+  doc.text = "short snippet";
+  doc.fetched_at = 2000;
+  doc.source_type = "web";
+  w.documents.push_back({id, doc});
+  w.reports.push_back({id, {"intermediate", 2, 1, "# Agent 2", 3000}});
+  w.usage.push_back({id, {"agent", "openai", "gpt", 100, 20, 0.5}});
+  w.usage.push_back({id, {"final", "openai", "gpt", 50, 10, 0.25}});
+  batch::checkpoint_write cp;
+  cp.session_id = id;
+  cp.checkpoint.number = 1;
+  cp.checkpoint.state = {{"cycle", 1}, {"plan", {"a", "b"}}};
+  cp.checkpoint.last_seq = 3;
+  cp.checkpoint.created_at = 4000;
+  cp.citations = {{1, "d1"}};
+  w.checkpoints.push_back(cp);
+  CHECK(w.size() == 3 + 1 + 1 + 2 + 2);
+  write_ok(*db, w);
+
+  got = db->session(id);
+  REQUIRE(got);
+  CHECK(got->last_seq == 3);
+  CHECK(got->updated_at > 1000);
+  auto packets = db->packets(id);
+  REQUIRE(packets.size() == 3);
+  for (uint64_t i = 0; i < 3; ++i) {
+    CHECK(packets[i].seq == i + 1);
+    CHECK(packets[i].line == w.packets[i].packet.line);
+  }
+  CHECK(db->packets(id, 2).size() == 2);
+  CHECK(db->packets(id, 2, 1).size() == 1);
+  CHECK(db->packets(id, 2, 1)[0].seq == 2);
+  CHECK(db->packets(id, 4).empty());
+  CHECK(db->packets(id, 1, 0).empty());
+  CHECK(raw_int(path, "SELECT count(*) FROM packets WHERE type = 'plan'") == 1);
+
+  auto docs = db->documents(id);
+  REQUIRE(docs.size() == 1);
+  CHECK(docs[0].document_id == "d1");
+  CHECK(docs[0].url == doc.url);
+  CHECK(docs[0].title == "A");
+  CHECK(docs[0].text == "short snippet");
+  // SHA-256 of "short snippet", computed by the store.
+  CHECK(docs[0].sha256.size() == 64);
+  CHECK(docs[0].fetched_at == 2000);
+  CHECK(docs[0].source_type == "web");
+  auto snippet_sha = docs[0].sha256;
+
+  // The page read later: the longer text wins; a shorter one does not.
+  batch longer;
+  doc.text = "the whole page, much longer than the snippet";
+  doc.fetched_at = 5000;
+  longer.documents.push_back({id, doc});
+  write_ok(*db, longer);
+  docs = db->documents(id);
+  REQUIRE(docs.size() == 1);
+  CHECK(docs[0].text == doc.text);
+  CHECK(docs[0].sha256 != snippet_sha);
+  CHECK(docs[0].fetched_at == 5000);
+  batch shorter;
+  auto old = doc;
+  doc.text = "tiny";
+  doc.fetched_at = 6000;
+  shorter.documents.push_back({id, doc});
+  write_ok(*db, shorter);
+  docs = db->documents(id);
+  REQUIRE(docs.size() == 1);
+  CHECK(docs[0].text == old.text);
+  CHECK(docs[0].fetched_at == 5000);
+
+  auto cites = db->citations(id);
+  REQUIRE(cites.size() == 1);
+  CHECK(cites[0].number == 1);
+  CHECK(cites[0].document_id == "d1");
+
+  auto reports = db->reports(id);
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == "intermediate");
+  CHECK(reports[0].tab == 2);
+  CHECK(reports[0].turn == 1);
+  CHECK(reports[0].text == "# Agent 2");
+  CHECK(reports[0].created_at == 3000);
+  CHECK_FALSE(db->final_report(id));
+
+  auto usage = db->usage(id);
+  CHECK(usage.calls == 2);
+  CHECK(usage.input_tokens == 150);
+  CHECK(usage.output_tokens == 30);
+  CHECK(usage.cost == doctest::Approx(0.75));
+
+  auto checkpoint = db->latest_checkpoint(id);
+  REQUIRE(checkpoint);
+  CHECK(checkpoint->number == 1);
+  CHECK(checkpoint->state == cp.checkpoint.state);
+  CHECK(checkpoint->last_seq == 3);
+  CHECK(checkpoint->created_at == 4000);
+
+  // The final report, more citations with the next checkpoint, completion.
+  batch done;
+  done.packets.push_back(packet(id, 4, "final_report"));
+  done.reports.push_back({id, {"final", 0, 2, "# Report [1] [2]", 7000}});
+  batch::checkpoint_write cp2;
+  cp2.session_id = id;
+  cp2.checkpoint.number = 2;
+  cp2.checkpoint.state = {{"cycle", 2}};
+  cp2.checkpoint.last_seq = 4;
+  cp2.citations = {{1, "d1"}, {2, "d2"}};
+  done.checkpoints.push_back(cp2);
+  done.states.push_back({id, session_state::completed, ""});
+  write_ok(*db, done);
+  auto final = db->final_report(id);
+  REQUIRE(final);
+  CHECK(final->text == "# Report [1] [2]");
+  CHECK(db->reports(id).size() == 2);
+  CHECK(db->citations(id).size() == 2);
+  CHECK(db->latest_checkpoint(id)->number == 2);
+  got = db->session(id);
+  REQUIRE(got);
+  CHECK(got->state == session_state::completed);
+  CHECK(got->finished_at > 0);
+  CHECK(got->last_seq == 4);
+
+  // Usage over all sessions.
+  auto other = make_session_id();
+  batch more;
+  more.new_sessions.push_back(make_session(other, "other"));
+  more.usage.push_back({other, {"agent", "anthropic", "claude", 1, 2, 1.0}});
+  write_ok(*db, more);
+  CHECK(db->usage("").calls == 3);
+  CHECK(db->usage("").cost == doctest::Approx(1.75));
+  CHECK(db->usage(other).calls == 1);
+
+  // Unknown and malformed ids read as nothing.
+  CHECK_FALSE(db->session(make_session_id()));
+  CHECK_FALSE(db->session("nonsense"));
+  CHECK(db->packets("nonsense").empty());
+  CHECK(db->usage("nonsense").calls == 0);
+
+  // An empty batch writes nothing and succeeds.
+  CHECK_FALSE(db->write(batch{}));
+}
+
+TEST_CASE("store: old checkpoints are dropped, the latest kept") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.file("s.db"));
+  auto id = make_session_id();
+  batch b;
+  b.new_sessions.push_back(make_session(id, "q"));
+  write_ok(*db, b);
+  for (int64_t n = 1; n <= 6; ++n) {
+    batch c;
+    batch::checkpoint_write cp;
+    cp.session_id = id;
+    cp.checkpoint.number = n * 10;
+    cp.checkpoint.state = {{"n", n}};
+    c.checkpoints.push_back(cp);
+    write_ok(*db, c);
+  }
+  CHECK(db->latest_checkpoint(id)->number == 60);
+  CHECK(raw_int(db->path(), "SELECT count(*) FROM checkpoints")
+        == kept_checkpoints);
+}
+
+TEST_CASE("store: lists page newest first with a cursor") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.file("s.db"));
+  batch b;
+  // 25 sessions; created_at repeats, so the id decides within a time.
+  for (unsigned i = 0; i < 25; ++i)
+    b.new_sessions.push_back(make_session(sid(i), "question " + std::to_string(i),
+                                          1000 + i / 3));
+  write_ok(*db, b);
+  std::vector<std::string> all;
+  session_filter f;
+  f.limit = 10;
+  std::vector<size_t> sizes;
+  for (int page_no = 0; page_no < 10; ++page_no) {
+    auto page = db->list_sessions(f);
+    sizes.push_back(page.sessions.size());
+    for (const auto& s : page.sessions)
+      all.push_back(s.id);
+    if (page.next_cursor.empty())
+      break;
+    f.before = page.next_cursor;
+  }
+  CHECK(sizes == std::vector<size_t>{10, 10, 5});
+  REQUIRE(all.size() == 25);
+  for (unsigned i = 0; i < 25; ++i)
+    CHECK(all[i] == sid(24 - i));
+  // A page that ends exactly at the last session has no next cursor.
+  f = {};
+  f.limit = 25;
+  CHECK(db->list_sessions(f).next_cursor.empty());
+  f.limit = 24;
+  auto page = db->list_sessions(f);
+  CHECK_FALSE(page.next_cursor.empty());
+  f.before = page.next_cursor;
+  CHECK(ids_of(db->list_sessions(f).sessions) == std::vector<std::string>{sid(0)});
+  // The limit is clamped to 1..500.
+  f = {};
+  f.limit = 0;
+  CHECK(db->list_sessions(f).sessions.size() == 1);
+  f.limit = -5;
+  CHECK(db->list_sessions(f).sessions.size() == 1);
+  f.limit = 1'000'000;
+  CHECK(db->list_sessions(f).sessions.size() == 25);
+}
+
+TEST_CASE("store: a cursor that is not one gives an empty page") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.file("s.db"));
+  batch b;
+  for (unsigned i = 0; i < 3; ++i)
+    b.new_sessions.push_back(make_session(sid(i), "q", 1000 + i));
+  write_ok(*db, b);
+  for (std::string garbage : std::vector<std::string>{"x", "c", "c.", "c1.", "c1.x", "cabc.q0000000000000001",
+        "c99999999999999999999999.q0000000000000001", "c1.q000000000000000G",
+        "c1' OR 1=1 --.q0000000000000001", "c1.q0000000000000001 OR 1=1",
+        std::string(10000, 'c'), std::string{"c1\0.q0000000000000001", 21}}) {
+    session_filter f;
+    f.before = garbage;
+    CHECK(db->list_sessions(f).sessions.empty());
+  }
+  // A well-formed cursor of an unknown session still pages by its time.
+  session_filter f;
+  f.before = "c1002.q0000000000000000";
+  CHECK(ids_of(db->list_sessions(f).sessions)
+        == std::vector<std::string>{sid(1), sid(0)});
+  CHECK(raw_int(db->path(), "SELECT count(*) FROM sessions") == 3);
+}
+
+TEST_CASE("store: search and state filter") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.file("s.db"));
+  batch b;
+  b.new_sessions.push_back(make_session(sid(1), "How does photosynthesis work in plants?", 1));
+  b.new_sessions.push_back(make_session(sid(2), "History of the Nile delta", 2));
+  b.new_sessions.push_back(make_session(sid(3), "Plants of the Nile — a survey", 3));
+  b.new_sessions.push_back(make_session(sid(4), "Le café et la crème brûlée", 4));
+  b.new_sessions.push_back(make_session(sid(5), "C++ \"quoted\" AND OR NEAR(x) * -", 5));
+  b.states.push_back({sid(2), session_state::completed, ""});
+  b.states.push_back({sid(3), session_state::failed, "no luck"});
+  write_ok(*db, b);
+  auto search = [&](const std::string& words,
+                    std::optional<session_state> state = std::nullopt) {
+    session_filter f;
+    f.search = words;
+    f.state = state;
+    return ids_of(db->list_sessions(f).sessions);
+  };
+  using ids = std::vector<std::string>;
+  CHECK(search("photosynthesis") == ids{sid(1)});
+  CHECK(search("PHOTO") == ids{sid(1)});
+  CHECK(search("plants") == ids{sid(3), sid(1)});
+  CHECK(search("nile plants") == ids{sid(3)});
+  CHECK(search("  nile,   plants!! ") == ids{sid(3)});
+  CHECK(search("plants — nile") == ids{sid(3)});
+  CHECK(search("nile zebra").empty());
+  CHECK(search("cafe creme") == ids{sid(4)});
+  CHECK(search("CAFÉ") == ids{sid(4)});
+  CHECK(search("nile", session_state::completed) == ids{sid(2)});
+  CHECK(search("", session_state::failed) == ids{sid(3)});
+  CHECK(search("", session_state::cancelled).empty());
+  // User text is data: query syntax is not interpreted.
+  CHECK(search("\"quoted\"") == ids{sid(5)});
+  CHECK(search("NEAR(x)") == ids{sid(5)});
+  CHECK(search("AND") == ids{sid(5)});
+  CHECK(search("photosynthesis OR nile") .empty());
+  CHECK(search("nile NOT plants") .empty());
+  CHECK(search("'); DROP TABLE sessions; --").empty());
+  CHECK(search("*").empty());
+  CHECK(search("\"").empty());
+  CHECK(search(std::string{"nile\0plants", 11}) == ids{sid(3)});
+  CHECK(search("\xff\xfe nile") == ids{sid(3), sid(2)});
+  CHECK(search(std::string(100000, 'a')).empty());
+  CHECK(raw_int(db->path(), "SELECT count(*) FROM sessions") == 5);
+  // Search and paging together.
+  session_filter f;
+  f.search = "nile";
+  f.limit = 1;
+  auto page = db->list_sessions(f);
+  CHECK(ids_of(page.sessions) == ids{sid(3)});
+  f.before = page.next_cursor;
+  page = db->list_sessions(f);
+  CHECK(ids_of(page.sessions) == ids{sid(2)});
+  CHECK(page.next_cursor.empty());
+}
+
+TEST_CASE("store: follow-ups and counts by state") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.file("s.db"));
+  auto parent = make_session_id();
+  batch b;
+  b.new_sessions.push_back(make_session(parent, "first", 100));
+  b.new_sessions.push_back(make_session(sid(2), "second follow-up", 300, parent));
+  b.new_sessions.push_back(make_session(sid(1), "first follow-up", 200, parent));
+  b.new_sessions.push_back(make_session(sid(3), "unrelated", 400));
+  b.states.push_back({sid(3), session_state::cancelled, ""});
+  write_ok(*db, b);
+  CHECK(ids_of(db->children(parent)) == std::vector<std::string>{sid(1), sid(2)});
+  CHECK(db->session(sid(1))->parent_id == parent);
+  CHECK(db->children(sid(3)).empty());
+  auto counts = db->count_by_state();
+  REQUIRE(counts.size() == 7);
+  CHECK(counts[0] == std::pair{session_state::pending, int64_t{0}});
+  CHECK(counts[1] == std::pair{session_state::running, int64_t{3}});
+  CHECK(counts[5] == std::pair{session_state::cancelled, int64_t{1}});
+  int64_t total = 0;
+  for (const auto& c : counts)
+    total += c.second;
+  CHECK(total == 4);
+}
+
+TEST_CASE("store: remove cascades and keeps follow-ups") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.file("s.db"));
+  auto id = make_session_id();
+  auto child = make_session_id();
+  auto keep = make_session_id();
+  batch b;
+  b.new_sessions.push_back(make_session(id, "removed question", 1));
+  b.new_sessions.push_back(make_session(child, "child", 2, id));
+  b.new_sessions.push_back(make_session(keep, "kept", 3));
+  for (auto s : {id, keep}) {
+    b.packets.push_back(packet(s, 1));
+    b.packets.push_back(packet(s, 2));
+    b.documents.push_back({s, {"d", "u", "t", "text", "", 1, "web"}});
+    b.reports.push_back({s, {"final", 0, 1, "r", 1}});
+    b.usage.push_back({s, {"r", "p", "m", 1, 1, 1}});
+    batch::checkpoint_write cp;
+    cp.session_id = s;
+    cp.checkpoint.number = 1;
+    cp.checkpoint.last_seq = 2;
+    cp.citations = {{1, "d"}};
+    b.checkpoints.push_back(cp);
+  }
+  write_ok(*db, b);
+  auto path = db->path();
+  auto rows = [&](const char* table) {
+    return raw_int(path, std::string{"SELECT count(*) FROM "} + table);
+  };
+  for (auto t : {"packets", "documents", "citations", "reports", "usage", "checkpoints"})
+    CHECK(rows(t) == (std::string{t} == "packets" ? 4 : 2));
+  auto removed = db->remove(id);
+  REQUIRE(std::holds_alternative<bool>(removed));
+  CHECK(std::get<bool>(removed));
+  CHECK_FALSE(db->session(id));
+  for (auto t : {"packets", "documents", "citations", "reports", "usage", "checkpoints"})
+    CHECK(rows(t) == (std::string{t} == "packets" ? 2 : 1));
+  auto c = db->session(child);
+  REQUIRE(c);
+  CHECK(c->parent_id.empty());
+  CHECK(db->packets(keep).size() == 2);
+  session_filter f;
+  f.search = "removed";
+  CHECK(db->list_sessions(f).sessions.empty());
+  f.search = "kept";
+  CHECK(db->list_sessions(f).sessions.size() == 1);
+  // Unknown and malformed ids: false.
+  CHECK_FALSE(std::get<bool>(db->remove(id)));
+  CHECK_FALSE(std::get<bool>(db->remove("x' OR 1=1")));
+  CHECK(rows("sessions") == 2);
+  CHECK(integrity(path) == "ok");
+}
+
+TEST_CASE("store: mark_interrupted marks running and pending sessions") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.file("s.db"));
+  batch b;
+  for (unsigned i = 0; i < 5; ++i)
+    b.new_sessions.push_back(make_session(sid(i), "q", 10 + i));
+  b.new_sessions[0].state = session_state::pending;
+  b.new_sessions[2].state = session_state::completed;
+  b.new_sessions[3].state = session_state::clarification;
+  write_ok(*db, b);
+  auto marked = db->mark_interrupted("the process stopped");
+  REQUIRE(std::holds_alternative<std::vector<std::string>>(marked));
+  CHECK(std::get<std::vector<std::string>>(marked)
+        == std::vector<std::string>{sid(0), sid(1), sid(4)});
+  for (auto i : {0u, 1u, 4u}) {
+    auto s = db->session(sid(i));
+    CHECK(s->state == session_state::interrupted);
+    CHECK(s->error == "the process stopped");
+  }
+  CHECK(db->session(sid(2))->state == session_state::completed);
+  CHECK(db->session(sid(3))->state == session_state::clarification);
+  CHECK(std::get<std::vector<std::string>>(db->mark_interrupted("again")).empty());
+}
+
+TEST_CASE("store: a seq gap or a repeated seq refuses the whole batch") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.file("s.db"));
+  auto a = make_session_id();
+  auto b_id = make_session_id();
+  batch b;
+  b.new_sessions.push_back(make_session(a, "a"));
+  b.new_sessions.push_back(make_session(b_id, "b"));
+  b.packets.push_back(packet(a, 1));
+  b.packets.push_back(packet(a, 2));
+  write_ok(*db, b);
+  auto before = dump_db(db->path());
+
+  auto refused = [&](const batch& bad, const std::string& expect) {
+    auto err = db->write(bad);
+    REQUIRE(err);
+    CHECK(err->code == sdk::errc::bad_request);
+    CHECK_MESSAGE(err->message.find(expect) != std::string::npos,
+                  err->message);
+    CHECK(err->message.find(db->path()) != std::string::npos);
+    CHECK(dump_db(db->path()) == before);
+  };
+  SUBCASE("a gap") {
+    batch bad;
+    bad.new_sessions.push_back(make_session(make_session_id(), "new"));
+    bad.packets.push_back(packet(b_id, 1));
+    bad.packets.push_back(packet(a, 3));
+    bad.packets.push_back(packet(a, 5));
+    bad.states.push_back({a, session_state::completed, ""});
+    refused(bad, "session " + a + ": packet seq 5 after seq 3 (expected 4)");
+  }
+  SUBCASE("a repeated seq") {
+    batch bad;
+    bad.packets.push_back(packet(b_id, 1));
+    bad.packets.push_back(packet(a, 2));
+    refused(bad, "session " + a + ": packet seq 2 after seq 2 (expected 3)");
+  }
+  SUBCASE("a repeat within the batch") {
+    batch bad;
+    bad.packets.push_back(packet(b_id, 1));
+    bad.packets.push_back(packet(b_id, 1));
+    refused(bad, "packet seq 1 after seq 1");
+  }
+  SUBCASE("seq 0 and a huge seq") {
+    batch bad;
+    bad.packets.push_back(packet(b_id, 0));
+    refused(bad, "packet seq 0 after seq 0 (expected 1)");
+    batch huge;
+    huge.packets.push_back(packet(b_id, UINT64_MAX));
+    refused(huge, "expected 1");
+  }
+  SUBCASE("an unknown session") {
+    batch bad;
+    bad.packets.push_back(packet(b_id, 1));
+    bad.packets.push_back(packet(make_session_id(), 1));
+    refused(bad, "of unknown session");
+  }
+  // The store goes on: the right next seq is taken.
+  batch ok;
+  ok.packets.push_back(packet(a, 3));
+  ok.packets.push_back(packet(b_id, 1));
+  write_ok(*db, ok);
+  CHECK(db->session(a)->last_seq == 3);
+  CHECK(db->session(b_id)->last_seq == 1);
+}
+
+TEST_CASE("store: a renumbered citation is refused and the batch rolled back") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.file("s.db"));
+  auto id = make_session_id();
+  batch b;
+  b.new_sessions.push_back(make_session(id, "q"));
+  batch::checkpoint_write cp;
+  cp.session_id = id;
+  cp.checkpoint.number = 1;
+  cp.citations = {{1, "d1"}, {2, "d2"}};
+  b.checkpoints.push_back(cp);
+  write_ok(*db, b);
+  auto before = dump_db(db->path());
+  auto refused = [&](std::vector<citation_row> cites, const std::string& expect) {
+    batch bad;
+    bad.packets.push_back(packet(id, 1));
+    bad.reports.push_back({id, {"final", 0, 1, "text", 0}});
+    batch::checkpoint_write next;
+    next.session_id = id;
+    next.checkpoint.number = 2;
+    next.checkpoint.last_seq = 1;
+    next.citations = std::move(cites);
+    bad.checkpoints.push_back(next);
+    auto err = db->write(bad);
+    REQUIRE(err);
+    CHECK(err->code == sdk::errc::bad_request);
+    CHECK_MESSAGE(err->message.find(expect) != std::string::npos, err->message);
+    CHECK(dump_db(db->path()) == before);
+  };
+  // Number 2 given to another document.
+  refused({{1, "d1"}, {2, "d3"}}, "citation [2] is another document's");
+  // A numbered document given a new number.
+  refused({{1, "d1"}, {2, "d2"}, {3, "d1"}}, "a document numbered [1] cannot become [3]");
+  // Nonsense numbers.
+  refused({{0, "d9"}}, "citation [0]");
+  refused({{-4, "d9"}}, "citation [-4]");
+  refused({{7, ""}}, "citation [7]");
+  // Adding a number is fine; the known ones are kept.
+  batch ok;
+  batch::checkpoint_write next;
+  next.session_id = id;
+  next.checkpoint.number = 2;
+  next.citations = {{1, "d1"}, {2, "d2"}, {3, "d3"}};
+  ok.checkpoints.push_back(next);
+  write_ok(*db, ok);
+  CHECK(db->citations(id).size() == 3);
+}
+
+TEST_CASE("store: batches that break the rules are refused whole") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.file("s.db"));
+  auto id = make_session_id();
+  batch b;
+  b.new_sessions.push_back(make_session(id, "q"));
+  b.packets.push_back(packet(id, 1));
+  batch::checkpoint_write cp;
+  cp.session_id = id;
+  cp.checkpoint.number = 5;
+  cp.checkpoint.last_seq = 1;
+  b.checkpoints.push_back(cp);
+  write_ok(*db, b);
+  auto before = dump_db(db->path());
+  auto refused = [&](const batch& bad, const std::string& expect) {
+    auto err = db->write(bad);
+    REQUIRE(err);
+    CHECK(err->code == sdk::errc::bad_request);
+    CHECK_MESSAGE(err->message.find(expect) != std::string::npos, err->message);
+    CHECK(dump_db(db->path()) == before);
+  };
+  auto with_packet = [&] {
+    batch x;
+    x.packets.push_back(packet(id, 2));
+    return x;
+  };
+  {
+    auto x = with_packet();
+    x.new_sessions.push_back(make_session(id, "again"));
+    refused(x, "session " + id + " exists already");
+  }
+  {
+    auto x = with_packet();
+    auto orphan = make_session_id();
+    auto ghost = make_session_id();
+    x.new_sessions.push_back(make_session(orphan, "o", 0, ghost));
+    refused(x, "follows up session " + ghost + ", which is unknown");
+  }
+  {
+    auto x = with_packet();
+    x.new_sessions.push_back(make_session("not-an-id", "x"));
+    refused(x, "not a session id");
+  }
+  {
+    auto x = with_packet();
+    x.new_sessions.push_back(make_session(make_session_id(), "x", 0, "../etc"));
+    refused(x, "the parent is");
+  }
+  {
+    auto x = with_packet();
+    x.reports.push_back({id, {"summary", 0, 0, "x", 0}});
+    refused(x, "'intermediate' or 'final'");
+  }
+  {
+    auto x = with_packet();
+    x.documents.push_back({id, {"", "u", "t", "x", "", 0, "web"}});
+    refused(x, "a document without an id");
+  }
+  {
+    auto x = with_packet();
+    batch::checkpoint_write c;
+    c.session_id = id;
+    c.checkpoint.number = 5;
+    c.checkpoint.last_seq = 2;
+    x.checkpoints.push_back(c);
+    refused(x, "checkpoint 5 does not follow checkpoint 5");
+  }
+  {
+    auto x = with_packet();
+    batch::checkpoint_write c;
+    c.session_id = id;
+    c.checkpoint.number = 6;
+    c.checkpoint.last_seq = 3;
+    x.checkpoints.push_back(c);
+    refused(x, "beyond the last packet (seq 2)");
+  }
+  {
+    auto x = with_packet();
+    x.states.push_back({make_session_id(), session_state::failed, "x"});
+    refused(x, "a state change of unknown session");
+  }
+  {
+    auto x = with_packet();
+    x.usage.push_back({"q'; DELETE FROM sessions; --", {}});
+    refused(x, "not a session id");
+  }
+}
+
+TEST_CASE("store: data survives closing and opening again") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto id = make_session_id();
+  {
+    auto db = open_ok(path);
+    batch b;
+    b.new_sessions.push_back(make_session(id, "durable", 5));
+    b.packets.push_back(packet(id, 1));
+    b.documents.push_back({id, {"d", "u", "t", "text", "", 1, "web"}});
+    write_ok(*db, b);
+  }
+  auto before = dump_db(path);
+  {
+    auto db = open_ok(path);
+    CHECK(db->session(id)->question == "durable");
+    CHECK(db->packets(id).size() == 1);
+    batch b;
+    b.packets.push_back(packet(id, 2));
+    write_ok(*db, b);
+  }
+  auto db = open_ok(path);
+  CHECK(db->session(id)->last_seq == 2);
+  CHECK(dump_db(path) != before);
+  CHECK(raw_int(path, "PRAGMA journal_mode") >= 0);
+  CHECK(integrity(path) == "ok");
+}
+
+TEST_CASE("store: an empty file becomes a store") {
+  test::temp_dir dir;
+  auto path = dir.write("empty.db", "");
+  REQUIRE(fs::file_size(path) == 0);
+  {
+    auto db = open_ok(path);
+    batch b;
+    b.new_sessions.push_back(make_session(make_session_id(), "q"));
+    write_ok(*db, b);
+  }
+  CHECK(raw_int(path, "PRAGMA application_id") == application_id);
+  CHECK(raw_int(path, "PRAGMA user_version") == schema_version);
+  CHECK(raw_int(path, "SELECT count(*) FROM sessions") == 1);
+  // So does a SQLite database without any table (and no application id).
+  auto blank = dir.file("blank.db");
+  raw_exec(blank, "PRAGMA user_version=0");
+  {
+    auto db = open_ok(blank);
+  }
+  CHECK(raw_int(blank, "PRAGMA user_version") == schema_version);
+}
+
+TEST_CASE("store: a newer schema is refused and left untouched") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  {
+    auto db = open_ok(path);
+  }
+  raw_exec(path, "PRAGMA user_version=7");
+  auto bytes = test::read_file(path);
+  auto err = open_fails(path);
+  CHECK(err.code == sdk::errc::bad_request);
+  CHECK_MESSAGE(err.message.find("was written by a newer Quarry (schema 7, "
+                                 "this build reads up to 1)")
+                  != std::string::npos,
+                err.message);
+  CHECK(err.message.find(path) != std::string::npos);
+  open_options ro;
+  ro.read_only = true;
+  err = open_fails(path, ro);
+  CHECK(err.message.find("newer Quarry") != std::string::npos);
+  CHECK(test::read_file(path) == bytes);
+}
+
+TEST_CASE("store: a file that is not SQLite is refused and left untouched") {
+  test::temp_dir dir;
+  for (std::string content : std::vector<std::string>{std::string{"hello, this is a text file\n"}, std::string(5000, 'x'),
+        std::string{"SQLite format 2\0garbage", 23}, std::string{"\0\0\0", 3}}) {
+    auto path = dir.write("not.db", content);
+    auto err = open_fails(path);
+    CHECK(err.code == sdk::errc::bad_request);
+    CHECK(err.message.find(path) != std::string::npos);
+    CHECK(err.message.find("not a SQLite database") != std::string::npos);
+    CHECK(test::read_file(path) == content);
+    CHECK_FALSE(fs::exists(path + "-wal"));
+    CHECK_FALSE(fs::exists(path + "-journal"));
+  }
+  // A folder is not a store either.
+  fs::create_directories(dir.file("folder.db"));
+  CHECK(open_fails(dir.file("folder.db")).message.find("not a regular file")
+        != std::string::npos);
+  CHECK(open_fails("").code == sdk::errc::bad_request);
+}
+
+TEST_CASE("store: a SQLite database of another application is refused and left untouched") {
+  test::temp_dir dir;
+  SUBCASE("tables, no application id") {
+    auto path = dir.file("other.db");
+    raw_exec(path, "CREATE TABLE sessions(x); INSERT INTO sessions VALUES (1);");
+    auto bytes = test::read_file(path);
+    auto err = open_fails(path);
+    CHECK(err.code == sdk::errc::bad_request);
+    CHECK(err.message.find("another application") != std::string::npos);
+    CHECK(err.message.find(path) != std::string::npos);
+    CHECK(test::read_file(path) == bytes);
+    CHECK(raw_int(path, "PRAGMA journal_mode = 'delete'") >= 0);
+  }
+  SUBCASE("another application id, no tables") {
+    auto path = dir.file("other.db");
+    raw_exec(path, "PRAGMA application_id=1234; PRAGMA user_version=1;");
+    auto bytes = test::read_file(path);
+    REQUIRE_FALSE(bytes.empty());
+    auto err = open_fails(path);
+    CHECK(err.message.find("another application") != std::string::npos);
+    CHECK(test::read_file(path) == bytes);
+  }
+  SUBCASE("Quarry's corpus index") {
+    auto path = dir.file("corpus.db");
+    raw_exec(path, "CREATE TABLE documents(id); PRAGMA application_id="
+                     + std::to_string(0x51525259) + ";");
+    auto bytes = test::read_file(path);
+    auto err = open_fails(path);
+    CHECK(err.message.find("another application") != std::string::npos);
+    CHECK(test::read_file(path) == bytes);
+  }
+}
+
+TEST_CASE("store: read-only files and read-only opens") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto id = make_session_id();
+  {
+    auto db = open_ok(path);
+    batch b;
+    b.new_sessions.push_back(make_session(id, "kept"));
+    b.packets.push_back(packet(id, 1));
+    write_ok(*db, b);
+  }
+  auto before = dump_db(path);
+  open_options ro;
+  ro.read_only = true;
+  if (geteuid() != 0) {
+    // Without write permission: a writing open is refused with a reason.
+    REQUIRE(chmod(path.c_str(), 0444) == 0);
+    auto err = open_fails(path);
+    CHECK(err.code == sdk::errc::refused);
+    CHECK(err.message.find("read-only") != std::string::npos);
+    CHECK(err.message.find(path) != std::string::npos);
+  }
+  // (root ignores file modes: SQLITE_OPEN_READONLY is what is tested then.)
+  auto bytes = test::read_file(path);
+  {
+    auto db = open_ok(path, ro);
+    CHECK(db->session(id)->question == "kept");
+    CHECK(db->packets(id).size() == 1);
+    batch b;
+    b.packets.push_back(packet(id, 2));
+    auto err = db->write(b);
+    REQUIRE(err);
+    CHECK(err->code == sdk::errc::refused);
+    CHECK(err->message.find(path) != std::string::npos);
+    auto removed = db->remove(id);
+    REQUIRE(std::holds_alternative<sdk::error>(removed));
+    CHECK(std::get<sdk::error>(removed).code == sdk::errc::refused);
+    CHECK(std::holds_alternative<sdk::error>(db->mark_interrupted("x")));
+  }
+  CHECK(test::read_file(path) == bytes);
+  CHECK(dump_db(path) == before);
+  chmod(path.c_str(), 0644);
+  // A read-only open creates nothing and migrates nothing.
+  auto missing = dir.file("none/missing.db");
+  CHECK(open_fails(missing, ro).code == sdk::errc::not_found);
+  CHECK_FALSE(fs::exists(dir.file("none")));
+  auto old = dir.file("old.db");
+  raw_exec(old, "PRAGMA user_version=0");
+  auto err = open_fails(old, ro);
+  CHECK(err.code == sdk::errc::refused);
+  CHECK(err.message.find("needs a migration") != std::string::npos);
+  CHECK(raw_int(old, "PRAGMA user_version") == 0);
+}
+
+TEST_CASE("store: a full disk refuses the batch and damages nothing") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto& vfs = faulty_vfs::get();
+  vfs.disarm();
+  open_options with_faults;
+  with_faults.vfs = vfs.name();
+  auto id = make_session_id();
+  std::string committed;
+  {
+    auto db = open_ok(path, with_faults);
+    batch b;
+    b.new_sessions.push_back(make_session(id, "before the disk filled up"));
+    for (uint64_t seq = 1; seq <= 20; ++seq)
+      b.packets.push_back(packet(id, seq));
+    write_ok(*db, b);
+    committed = dump_db(path);
+
+    // The disk is full after a few more KiB.
+    fault_plan full;
+    full.when = fault_plan::trigger::after_bytes;
+    full.bytes = 8192;
+    full.code = SQLITE_FULL;
+    vfs.arm(full);
+    batch big;
+    for (uint64_t seq = 21; seq <= 400; ++seq)
+      big.packets.push_back(packet(id, seq));
+    big.documents.push_back({id, {"d", "u", "t", std::string(100000, 'x'), "", 1, "web"}});
+    auto err = db->write(big);
+    REQUIRE(err);
+    CHECK(vfs.faults() > 0);
+    CHECK(err->code == sdk::errc::too_large);
+    CHECK_MESSAGE(err->message.find("the disk is full") != std::string::npos,
+                  err->message);
+    CHECK(err->message.find(path) != std::string::npos);
+    // Still full: the next batch fails the same way.
+    batch small;
+    small.packets.push_back(packet(id, 21));
+    small.documents.push_back({id, {"d2", "u", "t", std::string(20000, 'y'), "", 1, "web"}});
+    err = db->write(small);
+    REQUIRE(err);
+    CHECK(err->code == sdk::errc::too_large);
+    // Reads go on.
+    CHECK(db->session(id)->last_seq == 20);
+    CHECK(db->packets(id).size() == 20);
+
+    // Space again: the same store writes.
+    vfs.disarm();
+    write_ok(*db, small);
+    CHECK(db->session(id)->last_seq == 21);
+  }
+  CHECK(integrity(path) == "ok");
+  auto db = open_ok(path);
+  CHECK(db->session(id)->last_seq == 21);
+  CHECK(db->packets(id).size() == 21);
+  CHECK(db->documents(id).size() == 1);
+  CHECK(db->documents(id)[0].document_id == "d2");
+}
+
+TEST_CASE("store: after a full disk the file holds exactly what was committed") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto& vfs = faulty_vfs::get();
+  vfs.disarm();
+  open_options with_faults;
+  with_faults.vfs = vfs.name();
+  auto id = make_session_id();
+  std::string committed;
+  {
+    auto db = open_ok(path, with_faults);
+    batch b;
+    b.new_sessions.push_back(make_session(id, "q"));
+    b.packets.push_back(packet(id, 1));
+    write_ok(*db, b);
+    committed = dump_db(path);
+    fault_plan full;
+    full.when = fault_plan::trigger::after_bytes;
+    full.bytes = 0;
+    full.code = SQLITE_FULL;
+    vfs.arm(full);
+    batch more;
+    more.packets.push_back(packet(id, 2));
+    more.states.push_back({id, session_state::completed, ""});
+    auto err = db->write(more);
+    REQUIRE(err);
+    CHECK(err->code == sdk::errc::too_large);
+    CHECK(vfs.faults() > 0);
+    // Closed while the disk is still full.
+  }
+  vfs.disarm();
+  CHECK(integrity(path) == "ok");
+  CHECK(dump_db(path) == committed);
+  auto db = open_ok(path);
+  CHECK(db->session(id)->state == session_state::running);
+  batch more;
+  more.packets.push_back(packet(id, 2));
+  write_ok(*db, more);
+}
+
+TEST_CASE("store: an I/O error while committing rolls back the batch") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto& vfs = faulty_vfs::get();
+  vfs.disarm();
+  open_options with_faults;
+  with_faults.vfs = vfs.name();
+  auto id = make_session_id();
+  std::string committed;
+  {
+    auto db = open_ok(path, with_faults);
+    batch b;
+    b.new_sessions.push_back(make_session(id, "q"));
+    b.packets.push_back(packet(id, 1));
+    write_ok(*db, b);
+    committed = dump_db(path);
+    for (int nth : {1, 2, 3}) {
+      // The nth write to the WAL fails once (the commit writes the WAL).
+      fault_plan io;
+      io.when = fault_plan::trigger::on_write;
+      io.nth = nth;
+      io.code = SQLITE_IOERR_WRITE;
+      io.files = SQLITE_OPEN_WAL;
+      io.sticky = false;
+      vfs.arm(io);
+      batch more;
+      for (uint64_t seq = 2; seq <= 50; ++seq)
+        more.packets.push_back(packet(id, seq));
+      auto err = db->write(more);
+      REQUIRE(err);
+      CHECK(vfs.faults() == 1);
+      CHECK(err->code == sdk::errc::internal);
+      CHECK_MESSAGE(err->message.find("I/O error") != std::string::npos,
+                    err->message);
+      CHECK(err->message.find(path) != std::string::npos);
+      CHECK(db->session(id)->last_seq == 1);
+      CHECK(dump_db(path) == committed);
+    }
+    // The fault has passed: the same store writes.
+    batch again;
+    again.packets.push_back(packet(id, 2));
+    write_ok(*db, again);
+    CHECK(vfs.writes() > 3);
+  }
+  vfs.disarm();
+  CHECK(integrity(path) == "ok");
+  auto db = open_ok(path);
+  CHECK(db->session(id)->last_seq == 2);
+  CHECK(db->packets(id).size() == 2);
+}
+
+TEST_CASE("store: an I/O error during a WAL checkpoint loses nothing") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto& vfs = faulty_vfs::get();
+  vfs.disarm();
+  open_options with_faults;
+  with_faults.vfs = vfs.name();
+  auto id = make_session_id();
+  std::string committed;
+  {
+    auto db = open_ok(path, with_faults);
+    batch b;
+    b.new_sessions.push_back(make_session(id, "q"));
+    write_ok(*db, b);
+    // Every write to the database file itself fails: checkpoints (which
+    // copy the WAL into it) fail; commits (WAL appends) succeed.
+    fault_plan io;
+    io.when = fault_plan::trigger::on_write;
+    io.nth = 1;
+    io.code = SQLITE_IOERR_WRITE;
+    io.files = SQLITE_OPEN_MAIN_DB;
+    io.sticky = true;
+    vfs.arm(io);
+    // Over 1000 pages (4 MiB): SQLite checkpoints after the commit.
+    for (int i = 0; i < 3; ++i) {
+      batch big;
+      big.documents.push_back({id, {"d" + std::to_string(i), "u", "t",
+                                    std::string(2'000'000, static_cast<char>('a' + i)),
+                                    "", 1, "web"}});
+      write_ok(*db, big);
+    }
+    CHECK(vfs.faults() > 0);
+    committed = dump_db(path);
+    // Closing checkpoints too (and fails): the WAL stays.
+  }
+  CHECK(vfs.faults() > 1);
+  vfs.disarm();
+  CHECK(fs::exists(path + "-wal"));
+  CHECK(integrity(path) == "ok");
+  CHECK(dump_db(path) == committed);
+  auto db = open_ok(path);
+  CHECK(db->documents(id).size() == 3);
+  CHECK(db->documents(id)[2].text == std::string(2'000'000, 'c'));
+}
+
+TEST_CASE("store: an unknown VFS is an error") {
+  test::temp_dir dir;
+  open_options opts;
+  opts.vfs = "no_such_vfs";
+  auto err = open_fails(dir.file("s.db"), opts);
+  CHECK(err.message.find("no_such_vfs") != std::string::npos);
+}
+
+TEST_CASE("store: two connections on one file write alternately") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto one = open_ok(path);
+  auto two = open_ok(path);
+  auto id = make_session_id();
+  batch b;
+  b.new_sessions.push_back(make_session(id, "shared"));
+  write_ok(*one, b);
+  for (uint64_t seq = 1; seq <= 40; ++seq) {
+    batch p;
+    p.packets.push_back(packet(id, seq));
+    write_ok(seq % 2 == 1 ? *one : *two, p);
+  }
+  CHECK(one->session(id)->last_seq == 40);
+  CHECK(two->packets(id).size() == 40);
+  // A connection that lags behind reads the other's seq, and refuses a
+  // repeat.
+  batch repeat;
+  repeat.packets.push_back(packet(id, 40));
+  CHECK(one->write(repeat));
+}
+
+TEST_CASE("store: two connections writing at once both succeed") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  {
+    auto db = open_ok(path);
+  }
+  constexpr uint64_t batches = 150;
+  std::vector<std::string> errors[2];
+  std::string ids[2] = {make_session_id(), make_session_id()};
+  auto run = [&](int k) {
+    auto opened = store::store::open(path);
+    if (auto* err = std::get_if<sdk::error>(&opened)) {
+      errors[k].push_back(err->message);
+      return;
+    }
+    auto& db = *std::get<std::unique_ptr<store::store>>(opened);
+    batch b;
+    b.new_sessions.push_back(make_session(ids[k], "thread"));
+    if (auto err = db.write(b))
+      errors[k].push_back(err->message);
+    for (uint64_t seq = 1; seq <= batches; ++seq) {
+      batch p;
+      for (uint64_t i = 0; i < 4; ++i)
+        p.packets.push_back(packet(ids[k], (seq - 1) * 4 + i + 1));
+      if (auto err = db.write(p))
+        errors[k].push_back(err->message);
+    }
+  };
+  std::thread a{run, 0};
+  std::thread b{run, 1};
+  a.join();
+  b.join();
+  CHECK(errors[0].empty());
+  CHECK(errors[1].empty());
+  auto db = open_ok(path);
+  CHECK(db->session(ids[0])->last_seq == batches * 4);
+  CHECK(db->session(ids[1])->last_seq == batches * 4);
+}
+
+TEST_CASE("store: hostile text is stored safely") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto id = make_session_id();
+  std::string nul{"before\0after", 12};
+  std::string bad_utf8{"caf\xc3 \xff\xfe \xed\xa0\x80 end"};
+  std::string huge(4 * 1024 * 1024, '\0');
+  for (size_t i = 0; i < huge.size(); ++i)
+    huge[i] = static_cast<char>((i * 7919) % 256);
+  {
+    auto db = open_ok(path);
+    batch b;
+    auto row = make_session(id, nul + bad_utf8);
+    row.error = bad_utf8;
+    row.options = {{"note", bad_utf8}, {"n", 1}};
+    b.new_sessions.push_back(row);
+    b.packets.push_back({id, {1, nul}});
+    b.packets.push_back({id, {2, bad_utf8}});
+    b.packets.push_back({id, {3, huge}});
+    b.packets.push_back({id, {4, ""}});
+    b.documents.push_back({id, {nul, bad_utf8, nul, huge, "", 1, bad_utf8}});
+    b.reports.push_back({id, {"final", 0, 0, huge, 1}});
+    b.usage.push_back({id, {nul, bad_utf8, "m", 1, 1, std::nan("")}});
+    batch::checkpoint_write cp;
+    cp.session_id = id;
+    cp.checkpoint.number = 1;
+    cp.checkpoint.state = {{"text", bad_utf8}};
+    cp.checkpoint.last_seq = 4;
+    cp.citations = {{1, nul}};
+    b.checkpoints.push_back(cp);
+    b.states.push_back({id, session_state::failed, nul});
+    write_ok(*db, b);
+  }
+  auto db = open_ok(path);
+  auto s = db->session(id);
+  REQUIRE(s);
+  CHECK(s->question == nul + bad_utf8);
+  CHECK(s->error == nul);
+  CHECK(s->options["n"] == 1);
+  CHECK(s->options["note"].is_string()); // invalid UTF-8 replaced
+  auto packets = db->packets(id);
+  REQUIRE(packets.size() == 4);
+  CHECK(packets[0].line == nul);
+  CHECK(packets[1].line == bad_utf8);
+  CHECK(packets[2].line == huge);
+  CHECK(packets[3].line.empty());
+  auto docs = db->documents(id);
+  REQUIRE(docs.size() == 1);
+  CHECK(docs[0].document_id == nul);
+  CHECK(docs[0].url == bad_utf8);
+  CHECK(docs[0].text == huge);
+  CHECK(docs[0].source_type == bad_utf8);
+  CHECK(docs[0].sha256.size() == 64);
+  CHECK(db->final_report(id)->text == huge);
+  CHECK(db->citations(id)[0].document_id == nul);
+  CHECK(db->usage(id).cost == 0);
+  CHECK(db->latest_checkpoint(id)->state["text"].is_string());
+  // A longer document text with NUL bytes counts its bytes, not its C length.
+  batch longer;
+  longer.documents.push_back({id, {nul, "", "", huge + nul, "", 2, ""}});
+  write_ok(*db, longer);
+  CHECK(db->documents(id)[0].text == huge + nul);
+  CHECK(db->documents(id)[0].url == bad_utf8);
+  session_filter f;
+  f.search = "after";
+  CHECK(db->list_sessions(f).sessions.size() <= 1);
+  CHECK(integrity(path) == "ok");
+}

@@ -607,6 +607,8 @@ TEST_CASE("store: remove cascades and keeps follow-ups") {
   CHECK_FALSE(std::get<bool>(db->remove("x' OR 1=1")));
   CHECK(rows("sessions") == 2);
   CHECK(integrity(path) == "ok");
+  // The search index agrees with the table.
+  raw_exec(path, "INSERT INTO sessions_fts(sessions_fts) VALUES('integrity-check')");
 }
 
 TEST_CASE("store: mark_interrupted marks running and pending sessions") {
@@ -1344,6 +1346,14 @@ TEST_CASE("store: hostile text is stored safely") {
   CHECK(db->documents(id)[0].url == bad_utf8);
   session_filter f;
   f.search = "after";
-  CHECK(db->list_sessions(f).sessions.size() <= 1);
+  CHECK(db->list_sessions(f).sessions.size() == 1);
+  f.search = "before aftercaf end";
+  CHECK(db->list_sessions(f).sessions.size() == 1);
+  CHECK(integrity(path) == "ok");
+  raw_exec(path, "INSERT INTO sessions_fts(sessions_fts) VALUES('integrity-check')");
+  // Removing it removes its words from the search index.
+  CHECK(std::get<bool>(db->remove(id)));
+  CHECK(db->list_sessions(f).sessions.empty());
+  raw_exec(path, "INSERT INTO sessions_fts(sessions_fts) VALUES('integrity-check')");
   CHECK(integrity(path) == "ok");
 }

@@ -1357,3 +1357,31 @@ TEST_CASE("store: hostile text is stored safely") {
   raw_exec(path, "INSERT INTO sessions_fts(sessions_fts) VALUES('integrity-check')");
   CHECK(integrity(path) == "ok");
 }
+
+TEST_CASE("store: several connections create one database at once") {
+  test::temp_dir dir;
+  auto path = dir.file("new/s.db");
+  constexpr int n = 4;
+  std::vector<std::string> errors[n];
+  std::vector<std::thread> threads;
+  for (int k = 0; k < n; ++k)
+    threads.emplace_back([&, k] {
+      auto opened = store::store::open(path);
+      if (auto* err = std::get_if<sdk::error>(&opened)) {
+        errors[k].push_back(err->message);
+        return;
+      }
+      auto& db = *std::get<std::unique_ptr<store::store>>(opened);
+      batch b;
+      b.new_sessions.push_back(make_session(make_session_id(), "q"));
+      if (auto err = db.write(b))
+        errors[k].push_back(err->message);
+    });
+  for (auto& t : threads)
+    t.join();
+  for (int k = 0; k < n; ++k)
+    CHECK_MESSAGE(errors[k].empty(), (errors[k].empty() ? "" : errors[k][0]));
+  CHECK(raw_int(path, "SELECT count(*) FROM sessions") == n);
+  CHECK(raw_int(path, "PRAGMA user_version") == schema_version);
+  CHECK(integrity(path) == "ok");
+}

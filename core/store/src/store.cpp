@@ -898,6 +898,10 @@ std::optional<sdk::error> store::write(const batch& b) {
   for (const auto& x : b.states)
     if (auto err = check_id(x.session_id))
       return err;
+  // Never inside a transaction here; should one be open (a bug), it is
+  // rolled back rather than merged with this batch.
+  if (sqlite3_get_autocommit(db_) == 0)
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   auto rc = detail::exec_retrying(db_, "BEGIN IMMEDIATE", stmts_->wait_ms);
   if (rc != SQLITE_OK)
     return db_error(path_, "cannot start a transaction", rc, db_);

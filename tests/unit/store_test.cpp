@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -1384,4 +1385,34 @@ TEST_CASE("store: several connections create one database at once") {
   CHECK(raw_int(path, "SELECT count(*) FROM sessions") == n);
   CHECK(raw_int(path, "PRAGMA user_version") == schema_version);
   CHECK(integrity(path) == "ok");
+}
+
+TEST_CASE("store: random search texts and cursors are data") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.file("s.db"));
+  batch b;
+  for (unsigned i = 0; i < 20; ++i)
+    b.new_sessions.push_back(make_session(sid(i), "alpha beta " + std::to_string(i), i));
+  write_ok(*db, b);
+  std::mt19937 rng{1234};
+  static const char chars[] = "ab \"'*():-^+{}NEAROTD\\\0\xc3\xa9\xff";
+  const std::string alphabet(chars, sizeof chars - 1); // NUL included
+  for (int round = 0; round < 2000; ++round) {
+    std::string text;
+    auto n = rng() % 24;
+    for (size_t i = 0; i < n; ++i)
+      text += round % 2 == 0 ? alphabet[rng() % alphabet.size()]
+                             : static_cast<char>(rng() % 256);
+    session_filter f;
+    f.search = text;
+    f.limit = 1 + static_cast<int>(rng() % 30);
+    auto page = db->list_sessions(f);
+    CHECK(page.sessions.size() <= 20);
+    session_filter g;
+    g.before = text; // empty: the first page
+    CHECK(db->list_sessions(g).sessions.size() == (text.empty() ? 20u : 0u));
+    g.before = "c" + std::to_string(rng() % 30) + "." + text;
+    CHECK(db->list_sessions(g).sessions.size() <= 20);
+  }
+  CHECK(raw_int(db->path(), "SELECT count(*) FROM sessions") == 20);
 }

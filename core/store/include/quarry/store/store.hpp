@@ -154,7 +154,9 @@ struct packet_row {
 /// a few milliseconds into one batch; all of a batch is written, or none of
 /// it.
 struct batch {
-  /// New sessions.
+  /// New sessions. Their last_seq is ignored (the packets set it); a
+  /// created_at of 0 means now, an updated_at of 0 the created_at. A
+  /// parent_id must name a stored session (or one earlier in the batch).
   std::vector<session_row> new_sessions;
   struct packet_write {
     std::string session_id;
@@ -169,7 +171,8 @@ struct batch {
     document_row document;
   };
   /// Documents, inserted or, for a known document_id, updated when the new
-  /// text is longer (a page read after its snippet was stored).
+  /// text is longer (a page read after its snippet was stored). An empty or
+  /// malformed sha256 is computed from the text; a fetched_at of 0 is now.
   std::vector<document_write> documents;
   struct report_write {
     std::string session_id;
@@ -225,7 +228,8 @@ struct session_filter {
   /// A word matches the words of the question that begin with it ("photo"
   /// finds "photosynthesis"); letters and digits make words, everything else
   /// separates them, and the text is only ever data (never query syntax).
-  /// At most max_search_words words are used.
+  /// At most max_search_words words are used; a search without any word
+  /// (only punctuation) finds nothing.
   std::string search;
   /// Only sessions in this state.
   std::optional<session_state> state;

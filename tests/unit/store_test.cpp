@@ -1416,3 +1416,37 @@ TEST_CASE("store: random search texts and cursors are data") {
   }
   CHECK(raw_int(db->path(), "SELECT count(*) FROM sessions") == 20);
 }
+
+TEST_CASE("store: a write that waits too long for another writer is busy") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  open_options quick;
+  quick.busy_wait_ms = 100;
+  auto db = open_ok(path, quick);
+  auto id = make_session_id();
+  batch b;
+  b.new_sessions.push_back(make_session(id, "q"));
+  write_ok(*db, b);
+  auto before = dump_db(path);
+  // Another connection holds the write lock throughout.
+  sqlite3* other = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &other) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr)
+          == SQLITE_OK);
+  batch p;
+  p.packets.push_back(packet(id, 1));
+  auto err = db->write(p);
+  REQUIRE(err);
+  CHECK(err->code == sdk::errc::busy);
+  CHECK(err->message.find(path) != std::string::npos);
+  auto removed = db->remove(id);
+  REQUIRE(std::holds_alternative<sdk::error>(removed));
+  CHECK(std::get<sdk::error>(removed).code == sdk::errc::busy);
+  // Reads go on meanwhile (WAL).
+  CHECK(db->session(id));
+  REQUIRE(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(other);
+  CHECK(dump_db(path) == before);
+  write_ok(*db, p);
+  CHECK(db->session(id)->last_seq == 1);
+}

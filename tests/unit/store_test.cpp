@@ -1480,3 +1480,22 @@ TEST_CASE("store: a write that waits too long for another writer is busy") {
   write_ok(*db, p);
   CHECK(db->session(id)->last_seq == 1);
 }
+
+TEST_CASE("store: a path that looks like a URI is a file name") {
+  test::temp_dir dir;
+  auto cwd = fs::current_path();
+  fs::current_path(dir.path());
+  auto name = std::string{"file:s.db?mode=memory&vfs=no_such_vfs"};
+  auto id = make_session_id();
+  {
+    auto db = open_ok(name);
+    batch b;
+    b.new_sessions.push_back(make_session(id, "kept on disk"));
+    write_ok(*db, b);
+  }
+  fs::current_path(cwd);
+  auto path = dir.file(name);
+  CHECK(fs::exists(path));
+  auto db = open_ok(path);
+  CHECK(db->session(id));
+}

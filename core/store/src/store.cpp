@@ -670,8 +670,11 @@ store::open(const std::string& path, const open_options& opts) {
   int flags = SQLITE_OPEN_NOMUTEX
               | (opts.read_only ? SQLITE_OPEN_READONLY
                                 : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  // SQLite may read a name that starts with "file:" as a URI (with options
+  // such as mode=memory or vfs=): the path is always a plain file name.
+  auto file_name = path.compare(0, 5, "file:") == 0 ? "./" + path : path;
   sqlite3* db = nullptr;
-  auto rc = sqlite3_open_v2(path.c_str(), &db, flags,
+  auto rc = sqlite3_open_v2(file_name.c_str(), &db, flags,
                             opts.vfs.empty() ? nullptr : opts.vfs.c_str());
   if (rc != SQLITE_OK) {
     auto err = db_error(path, opts.vfs.empty()

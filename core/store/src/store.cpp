@@ -418,7 +418,8 @@ ON CONFLICT(session_id, document_id) DO UPDATE SET
         return failed("cannot read the checkpoints of session " + id, rc);
       if (!st.null_at(0) && c.number <= st.int_at(0))
         return refuse("session " + id + ": checkpoint "
-                      + std::to_string(c.number) + " does not follow checkpoint "
+                      + std::to_string(c.number)
+                      + " does not follow checkpoint "
                       + std::to_string(st.int_at(0)));
     }
     // The citations first: the checkpoint numbers them.

@@ -360,6 +360,17 @@ TEST_CASE("store: every row kind round trips") {
   CHECK(final->text == "# Report [1] [2]");
   CHECK(db->reports(id).size() == 2);
   CHECK(db->citations(id).size() == 2);
+  auto sources = db->sources(id);
+  REQUIRE(sources.size() == 2);
+  CHECK(sources[0].number == 1);
+  CHECK(sources[0].document_id == "d1");
+  CHECK(sources[0].title == "A");
+  CHECK(sources[0].url == "https://example.org/a");
+  CHECK(sources[1].number == 2);
+  CHECK(sources[1].document_id == "d2"); // cited, not stored
+  CHECK(sources[1].title.empty());
+  CHECK(sources[1].url.empty());
+  CHECK(db->sources("nonsense").empty());
   CHECK(db->latest_checkpoint(id)->number == 2);
   got = db->session(id);
   REQUIRE(got);

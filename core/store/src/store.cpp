@@ -1111,6 +1111,27 @@ std::vector<citation_row> store::citations(const std::string& id) {
   return out;
 }
 
+std::vector<source_row> store::sources(const std::string& id) {
+  std::vector<source_row> out;
+  if (!is_session_id(id))
+    return out;
+  statement st{*stmts_,
+               "SELECT c.number, c.document_id, coalesce(d.title, ''), "
+               "coalesce(d.url, '') FROM citations AS c LEFT JOIN documents "
+               "AS d ON d.session_id = c.session_id AND d.document_id = "
+               "c.document_id WHERE c.session_id = ?1 ORDER BY c.number"};
+  st.bind(1, id);
+  while (st.step() == SQLITE_ROW) {
+    source_row row;
+    row.number = static_cast<int>(st.int_at(0));
+    row.document_id = st.text_at(1);
+    row.title = st.text_at(2);
+    row.url = st.text_at(3);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
 namespace {
 
 report_row read_report(const statement& st) {

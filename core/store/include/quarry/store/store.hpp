@@ -101,6 +101,16 @@ struct citation_row {
   std::string document_id;
 };
 
+/// A cited source: a citation number with its document's title and URL,
+/// without the text (for lists of sources).
+struct source_row {
+  int number = 0;
+  std::string document_id;
+  /// Empty when the document was not stored.
+  std::string title;
+  std::string url;
+};
+
 /// A report: an agent's intermediate report or the final one.
 struct report_row {
   /// `intermediate` or `final`.
@@ -292,6 +302,8 @@ public:
                                   size_t limit = SIZE_MAX);
   std::vector<document_row> documents(const std::string& id);
   std::vector<citation_row> citations(const std::string& id);
+  /// The citations with their documents' titles and URLs, by number.
+  std::vector<source_row> sources(const std::string& id);
   std::vector<report_row> reports(const std::string& id);
   /// The final report, if one was written.
   std::optional<report_row> final_report(const std::string& id);

@@ -1510,3 +1510,20 @@ TEST_CASE("store: a path that looks like a URI is a file name") {
   auto db = open_ok(path);
   CHECK(db->session(id));
 }
+
+TEST_CASE("store: a damaged SQLite file is refused and left untouched") {
+  test::temp_dir dir;
+  std::mt19937 rng{77};
+  std::string content{"SQLite format 3\0", 16};
+  while (content.size() < 8192)
+    content += static_cast<char>(rng() % 256);
+  auto path = dir.write("damaged.db", content);
+  auto err = open_fails(path);
+  CHECK(err.message.find(path) != std::string::npos);
+  CHECK_MESSAGE(err.message.find("corrupt") != std::string::npos, err.message);
+  CHECK(test::read_file(path) == content);
+  // A path below a file cannot be created.
+  auto below = dir.write("plain", "x") + "/s.db";
+  err = open_fails(below);
+  CHECK(err.message.find(below) != std::string::npos);
+}

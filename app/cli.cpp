@@ -296,6 +296,54 @@ int run(int argc, char** argv) {
   research->add_option("--corpus", research_opts.corpus,
                        "Index this folder and search it with internal_search")
     ->type_name("DIR");
+  research->add_flag("--no-store", research_opts.no_store,
+                     "Do not keep this session in the store (store.path)");
+  research->add_option("--follow-up", research_opts.follow_up,
+                       "Ask a follow-up of a stored session: its report and "
+                       "sources are the models' context")
+    ->type_name("ID");
+
+  sessions_options sessions_opts;
+  research_options resume_opts;
+  auto* sessions = cli.add_subcommand(
+    "sessions", "List, show, export, resume or remove stored research sessions");
+  sessions->require_subcommand(1);
+  auto* sessions_list = sessions->add_subcommand("list", "List sessions, newest first");
+  sessions_list->add_flag("--json", sessions_opts.json, "Print JSON");
+  sessions_list->add_option("--search", sessions_opts.search,
+                            "Only sessions whose question has these words");
+  sessions_list->add_option("--state", sessions_opts.state,
+                            "Only sessions in this state (running, completed, "
+                            "interrupted, ...)");
+  sessions_list->add_option("--limit", sessions_opts.limit, "At most N sessions (1-500)")
+    ->type_name("N");
+  auto* sessions_show = sessions->add_subcommand(
+    "show", "Show a session and its report");
+  sessions_show->add_option("id", sessions_opts.id, "Session id")->required();
+  auto* show_json = sessions_show->add_flag("--json", "Print the session as JSON");
+  auto* show_md = sessions_show->add_flag("--md", "Print only the report as Markdown");
+  auto* show_html = sessions_show->add_flag("--html", "Print only the report as HTML");
+  show_json->excludes(show_md)->excludes(show_html);
+  show_md->excludes(show_html);
+  auto* sessions_export = sessions->add_subcommand(
+    "export", "Print a session's packets (jsonl) or its report (md, html)");
+  sessions_export->add_option("id", sessions_opts.id, "Session id")->required();
+  sessions_export->add_option("--format", sessions_opts.format, "jsonl, md or html")
+    ->required()
+    ->check(CLI::IsMember({"jsonl", "md", "html"}));
+  auto* sessions_resume = sessions->add_subcommand(
+    "resume", "Go on with an interrupted session from its last checkpoint");
+  sessions_resume->add_option("id", sessions_opts.id, "Session id")->required();
+  sessions_resume->add_flag("--json", resume_opts.json,
+                            "Print the packets as JSON lines on stdout");
+  sessions_resume->add_option("--out", resume_opts.out,
+                              "Also write the report as Markdown to this file")
+    ->type_name("FILE");
+  sessions_resume->add_option("--html", resume_opts.html,
+                              "Also write the report as HTML to this file")
+    ->type_name("FILE");
+  auto* sessions_rm = sessions->add_subcommand("rm", "Remove a session and all it holds");
+  sessions_rm->add_option("id", sessions_opts.id, "Session id")->required();
 
   extract_options extract_opts;
   auto* extract = cli.add_subcommand(
@@ -373,9 +421,10 @@ int run(int argc, char** argv) {
   // Every command that uses the instances checks them first, all errors at
   // once (`config check` reports them its own way).
   if (llm_chat->parsed() || tool_run->parsed() || research->parsed()
-      || extract->parsed() || index->parsed()) {
+      || sessions_resume->parsed() || extract->parsed()
+      || index->parsed()) {
     instance_check_options check;
-    check.make_tools = tool_run->parsed() || research->parsed();
+    check.make_tools = tool_run->parsed() || research->parsed() || sessions_resume->parsed();
     auto seen = ctx.config.warnings.size();
     auto errors = check_configured_instances(ctx, check);
     for (auto i = seen; i < ctx.config.warnings.size(); ++i)
@@ -389,7 +438,8 @@ int run(int argc, char** argv) {
     }
     for (const auto& added : ctx.config.environment_defaults) {
       auto is_llm = added.key.rfind("llm.", 0) == 0;
-      if (research->parsed() || (llm_chat->parsed() && is_llm)
+      if (research->parsed() || sessions_resume->parsed()
+          || (llm_chat->parsed() && is_llm)
           || (tool_run->parsed() && !is_llm))
         std::cerr << "quarry: using " << added.description << "\n";
     }
@@ -408,6 +458,20 @@ int run(int argc, char** argv) {
     rc = cmd_tool_run(ctx, tool_opts);
   else if (research->parsed())
     rc = cmd_research(ctx, research_opts);
+  else if (sessions_list->parsed())
+    rc = cmd_sessions_list(ctx, sessions_opts);
+  else if (sessions_show->parsed()) {
+    sessions_opts.format = show_json->count() > 0  ? "json"
+                           : show_md->count() > 0  ? "md"
+                           : show_html->count() > 0 ? "html"
+                                                    : "";
+    rc = cmd_sessions_show(ctx, sessions_opts);
+  } else if (sessions_export->parsed())
+    rc = cmd_sessions_export(ctx, sessions_opts);
+  else if (sessions_rm->parsed())
+    rc = cmd_sessions_rm(ctx, sessions_opts);
+  else if (sessions_resume->parsed())
+    rc = cmd_sessions_resume(ctx, sessions_opts, resume_opts);
   else if (extract->parsed())
     rc = cmd_extract(ctx, extract_opts);
   else if (index->parsed())

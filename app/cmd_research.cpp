@@ -6,18 +6,22 @@
 #include "context.hpp"
 #include "output_file.hpp"
 #include "report_render.hpp"
+#include "research_engine.hpp"
 #include "research_view.hpp"
+#include "session_store.hpp"
 
 #include "quarry/actors/emitter.hpp"
 #include "quarry/actors/llm_provider.hpp"
 #include "quarry/actors/runtime.hpp"
 #include "quarry/actors/session.hpp"
+#include "quarry/actors/store.hpp"
 #include "quarry/actors/tool_provider.hpp"
 #include "quarry/core/duration.hpp"
 #include "quarry/core/prompts.hpp"
 #include "quarry/corpus/index.hpp"
 #include "quarry/fetch/local_file.hpp"
 #include "quarry/sdk/strings.hpp"
+#include "quarry/store/store.hpp"
 
 #include <caf/all.hpp>
 
@@ -38,37 +42,6 @@ namespace quarry::app {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The example corpus: installed next to the executable (<prefix>/bin/quarry
-// and <prefix>/share/quarry/examples/corpus), else in the source tree this
-// binary was built from (a build folder may be anywhere).
-std::optional<std::string> find_example_corpus() {
-  std::error_code ec;
-  std::vector<fs::path> candidates;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    auto prefix = exe.parent_path().parent_path();
-    candidates.push_back(prefix / QUARRY_INSTALL_DATADIR / "quarry" / "examples" / "corpus");
-  }
-  candidates.push_back(fs::path{QUARRY_BUILD_SOURCE_DIR} / "examples" / "corpus");
-  for (const auto& candidate : candidates) {
-    if (fs::is_directory(candidate, ec))
-      return fs::weakly_canonical(candidate, ec).string();
-  }
-  return std::nullopt;
-}
-
-// A database per corpus folder, in the data folder.
-std::string corpus_db_for(const std::string& data_dir, const std::string& folder) {
-  uint64_t h = 1469598103934665603ULL;
-  for (auto c : folder) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ULL;
-  }
-  char buf[20];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-  return (fs::path{data_dir} / "corpora" / (std::string{buf} + ".db")).string();
-}
 
 // The answers: standard input ('-') or a regular file (never a FIFO or a
 // device), at most 1 MB.
@@ -111,15 +84,22 @@ report_parts report_of(const std::string& question,
 
 } // namespace
 
-int cmd_research(context& ctx, const research_options& opts) {
+int cmd_research(context& ctx, const research_options& opts, const resume_info* resume) {
   auto started = std::chrono::steady_clock::now();
-  auto question = std::string{sdk::trim(opts.question)};
-  if (question.empty()) {
+  auto& cfg = ctx.config.values;
+  const auto& research = cfg.research;
+  // What the session runs with: from the command line, or as stored.
+  stored_options so;
+  if (resume != nullptr) {
+    so = resume->options;
+  } else {
+    so.question = std::string{sdk::trim(opts.question)};
+    so.clarify = research.clarify && !opts.no_clarify;
+  }
+  if (so.question.empty()) {
     std::cerr << "quarry: research needs a question\n";
     return exit_usage;
   }
-  auto& cfg = ctx.config.values;
-  auto research = cfg.research;
   if (!opts.deadline.empty()) {
     auto d = core::parse_duration(opts.deadline);
     if (!d) {
@@ -131,22 +111,19 @@ int cmd_research(context& ctx, const research_options& opts) {
       std::cerr << "quarry: --deadline must be longer than 0 (e.g. 10m, 90s)\n";
       return exit_usage;
     }
-    research.deadline = *d;
+    so.deadline_ms = d->count();
   }
   if (opts.max_agents != research_options::unset) {
     if (opts.max_agents < 1 || opts.max_agents > 16) {
       std::cerr << "quarry: --max-agents must be between 1 and 16\n";
       return exit_usage;
     }
-    research.max_parallel_agents = opts.max_agents;
+    so.max_agents = opts.max_agents;
   }
-  if (opts.no_clarify)
-    research.clarify = false;
   // Answers given up front: the research starts without asking.
-  std::string answers;
   for (const auto& a : opts.answers)
     if (auto t = std::string{sdk::trim(a)}; !t.empty())
-      answers += t + "\n";
+      so.answers += t + "\n";
   if (!opts.answers_file.empty()) {
     auto read = read_answers(opts.answers_file);
     if (auto* err = std::get_if<sdk::error>(&read)) {
@@ -154,13 +131,11 @@ int cmd_research(context& ctx, const research_options& opts) {
       return exit_usage;
     }
     if (auto t = std::string{sdk::trim(std::get<std::string>(read))}; !t.empty())
-      answers += t + "\n";
+      so.answers += t + "\n";
   }
-  auto question_for_model = question;
-  if (!answers.empty()) {
-    question_for_model += "\n\nClarifications from the user:\n" + answers;
-    research.clarify = false;
-  }
+  if (!so.answers.empty())
+    so.clarify = false;
+  auto question = so.question;
   // A path that cannot take the report fails now, not after the research.
   for (const auto& path : {opts.out, opts.html}) {
     if (path.empty())
@@ -170,7 +145,9 @@ int cmd_research(context& ctx, const research_options& opts) {
       return exit_usage;
     }
   }
-  std::string corpus = !opts.corpus.empty() ? opts.corpus : research.corpus;
+  // The corpus of the command line (or of the stored session); the engine
+  // falls back on research.corpus and the example corpus.
+  std::string corpus = !opts.corpus.empty() ? opts.corpus : so.corpus;
   if (!corpus.empty()) {
     std::error_code ec;
     if (!fs::is_directory(corpus, ec)) {
@@ -178,154 +155,96 @@ int cmd_research(context& ctx, const research_options& opts) {
       return exit_usage;
     }
     corpus = fs::weakly_canonical(corpus, ec).string();
+    so.corpus = corpus;
   }
 
-  // The embedded defaults (providers and tools from the environment) were
-  // added when the configuration was loaded (core::apply_environment_defaults,
-  // called from app/cli.cpp), so every command sees the same ones.
-  std::vector<std::string> defaults_used;
-  ctx.load_plugins();
-  bool has_search = false;
-  for (const auto& [name, entry] : cfg.tools)
-    if (const auto* info = ctx.registry->find(entry.plugin);
-        info == nullptr || info->tool_kind != sdk::tool_kind::page_reader)
-      has_search = true;
-  if (corpus.empty() && !has_search) {
-    auto example = find_example_corpus();
-    if (!example) {
-      std::cerr << "quarry: nothing to research with: configure web_search or "
-                   "internal_search under tools, set BRAVE_API_KEY or "
-                   "TAVILY_API_KEY, or pass --corpus DIR\n";
-      return exit_failure;
-    }
-    corpus = *example;
-    defaults_used.push_back("the example corpus " + corpus
-                            + " (no search tool is configured; pass --corpus DIR "
-                              "for your own documents)");
-  }
-  for (const auto& d : defaults_used)
-    std::cerr << "quarry: using " << d << "\n";
+  auto prepared = research_engine::prepare(ctx, engine_setup{corpus});
+  if (auto* rc = std::get_if<int>(&prepared))
+    return *rc;
+  auto engine = std::get<std::unique_ptr<research_engine>>(std::move(prepared));
 
-  // The prompts.
-  auto prompts = std::make_shared<core::prompt_library>(core::prompt_library::embedded());
-  if (!research.prompts_dir.empty()) {
-    auto r = prompts->load_overrides(research.prompts_dir);
-    if (auto* err = std::get_if<core::prompt_error>(&r)) {
-      std::cerr << "quarry: research.prompts_dir: " << err->message << "\n";
-      return exit_usage;
-    }
+  // The store: opened before anything runs, so a store that cannot be
+  // written fails now, with nothing done.
+  std::shared_ptr<store::store> db;
+  std::unique_ptr<session_lock> lock;
+  std::string session_id = resume ? resume->session_id : std::string{"cli"};
+  bool storing = resume != nullptr || (cfg.store.enabled && !opts.no_store);
+  if (!opts.follow_up.empty() && !storing) {
+    std::cerr << "quarry: --follow-up needs the store (it reads the earlier "
+                 "session from it); drop --no-store\n";
+    return exit_usage;
   }
-
-  ctx.load_plugins();
-  // The corpus index, updated on every run (cheap when nothing changed).
-  std::string corpus_db;
-  if (!corpus.empty()) {
-    corpus_db = corpus_db_for(ctx.services->data_dir(), corpus);
-    auto opened = corpus::corpus_index::open(corpus_db);
-    if (opened.failure) {
-      std::cerr << "quarry: cannot open the corpus index " << corpus_db << ": "
-                << opened.failure->message << "\n";
+  if (storing) {
+    auto opened = open_store(cfg);
+    if (auto* why = std::get_if<std::string>(&opened)) {
+      std::cerr << "quarry: the research store cannot be used: " << *why
+                << " (pass --no-store to research without keeping the session)\n";
       return exit_failure;
     }
-    auto caps = corpus_size_caps(cfg);
-    if (auto* err = std::get_if<std::string>(&caps)) {
-      std::cerr << "quarry: " << *err << "\n";
-      return exit_usage;
+    db = std::get<std::shared_ptr<store::store>>(std::move(opened));
+    std::string parent;
+    if (!opts.follow_up.empty()) {
+      std::string why;
+      so.follow_up_context = follow_up_context(*db, opts.follow_up, why);
+      if (!why.empty()) {
+        std::cerr << "quarry: " << why << "\n";
+        return exit_usage;
+      }
+      parent = opts.follow_up;
     }
-    // The same size caps as `quarry index` and open_url.
-    auto up = opened.index->update({corpus}, std::get<corpus::update_options>(caps));
-    if (up.failure) {
-      std::cerr << "quarry: indexing " << corpus << " failed: "
-                << up.failure->message << "\n";
-      return exit_failure;
+    if (resume == nullptr) {
+      store::session_row row;
+      row.id = store::make_session_id();
+      row.parent_id = parent;
+      row.question = so.question;
+      row.options = to_json(so);
+      row.state = store::session_state::running;
+      row.created_at = row.updated_at = unix_ms();
+      auto taken = session_lock::take(db->path(), row.id);
+      if (auto* why = std::get_if<std::string>(&taken)) {
+        std::cerr << "quarry: " << *why << "\n";
+        return exit_failure;
+      }
+      lock = std::get<std::unique_ptr<session_lock>>(std::move(taken));
+      store::batch b;
+      b.new_sessions.push_back(row);
+      if (auto err = db->write(b)) {
+        std::cerr << "quarry: the research store cannot be written: " << err->message
+                  << " (pass --no-store to research without keeping the session)\n";
+        return exit_failure;
+      }
+      session_id = row.id;
+    } else {
+      auto taken = session_lock::take(db->path(), session_id);
+      if (auto* why = std::get_if<std::string>(&taken)) {
+        std::cerr << "quarry: " << *why << "\n";
+        return exit_failure;
+      }
+      lock = std::get<std::unique_ptr<session_lock>>(std::move(taken));
+      store::batch b;
+      b.states.push_back({session_id, store::session_state::running, {}});
+      if (auto err = db->write(b)) {
+        std::cerr << "quarry: the research store cannot be written: " << err->message << "\n";
+        return exit_failure;
+      }
     }
-    if (up.added + up.updated + up.removed > 0)
-      std::cerr << "quarry: indexed " << corpus << ": " << up.added << " added, "
-                << up.updated << " updated, " << up.removed << " removed\n";
-    core::tool_instance is;
-    is.plugin = "local_corpus";
-    is.config = {{"db", corpus_db}};
-    cfg.tools["internal_search"] = std::move(is);
-    // The open_url plugin reads `corpus:<n>` ids from the same index (an
-    // option of that plugin, whatever the instance is called).
-    for (auto& [name, entry] : cfg.tools)
-      if (entry.plugin == "open_url" && !entry.config.contains("corpus_db"))
-        entry.config["corpus_db"] = corpus_db;
-  }
-
-  // Providers by role.
-  std::map<std::string, std::shared_ptr<sdk::llm_provider>> made_llms;
-  std::map<std::string, actors::llm_actor_settings> llm_settings;
-  for (const auto& [name, entry] : cfg.llm.providers) {
-    auto made = ctx.registry->make_llm(entry.plugin, entry.config, name);
-    if (auto* err = std::get_if<std::string>(&made)) {
-      std::cerr << "quarry: llm.providers." << name << ": " << *err << "\n";
-      return exit_failure;
-    }
-    made_llms[name] = std::get<std::shared_ptr<sdk::llm_provider>>(std::move(made));
-    llm_settings[name] = actors::llm_actor_settings::of(name, entry.limits);
-  }
-  auto default_llm = cfg.llm.default_provider.empty() ? made_llms.begin()->first
-                                                      : cfg.llm.default_provider;
-  std::vector<std::pair<std::string, std::shared_ptr<sdk::tool>>> made_tools;
-  for (const auto& [name, entry] : cfg.tools) {
-    auto made = ctx.registry->make_tool(entry.plugin, entry.config);
-    if (auto* err = std::get_if<std::string>(&made)) {
-      std::cerr << "quarry: tools." << name << ": " << *err << "\n";
-      return exit_failure;
-    }
-    made_tools.emplace_back(name, std::get<std::shared_ptr<sdk::tool>>(std::move(made)));
+    std::cerr << "quarry: session " << session_id << " (kept in " << db->path() << ")\n";
   }
 
-  actors::session_spec spec;
-  spec.session_id = "cli";
-  spec.question = question_for_model;
-  spec.clarify = research.clarify;
-  spec.max_parallel_agents = research.max_parallel_agents;
-  spec.max_cycles = research.max_cycles;
-  spec.agent_max_cycles = research.agent_max_cycles;
-  spec.max_plan_steps = research.max_plan_steps;
-  spec.reasoning_model = research.reasoning_model;
-  spec.deadline = research.deadline;
-  spec.final_report_timeout = research.final_report_timeout;
-  spec.agent_force_report = research.agent_report_after;
-  spec.agent_hard_timeout = research.agent_timeout;
-  spec.context_tokens = research.context_tokens;
-  spec.current_datetime = core::prompt_date(std::chrono::system_clock::now());
+  engine->start(db);
+  auto spec = engine->spec_for(session_id, so, resume);
 
   bool live = !opts.json && ::isatty(STDERR_FILENO) == 1;
   bool interactive = ::isatty(STDIN_FILENO) == 1 && ::isatty(STDOUT_FILENO) == 1
                      && !opts.json;
   int rc = exit_failure;
   {
-    actors::runtime rt{cfg};
-    std::map<std::string, actors::llm_provider_actor> llm_actors;
-    for (auto& [name, provider] : made_llms) {
-      auto hdl = actors::spawn_llm_provider(rt.system(), provider, llm_settings[name]);
-      rt.add_stoppable(hdl);
-      llm_actors[name] = hdl;
-    }
-    auto role = [&](std::initializer_list<const char*> names) {
-      for (auto n : names)
-        if (auto r = cfg.llm.roles.find(n); r != cfg.llm.roles.end())
-          if (auto a = llm_actors.find(r->second); a != llm_actors.end())
-            return a->second;
-      return llm_actors[default_llm];
-    };
-    actors::session_models models{role({"clarification", "clarify"}),
-                                  role({"plan", "orchestrator"}),
-                                  role({"orchestrator"}),
-                                  role({"research_agent", "research"}),
-                                  role({"final_report", "report"})};
-    actors::tool_set tools;
-    for (auto& [name, tool] : made_tools) {
-      auto hdl = actors::spawn_tool_provider(
-        rt.system(), tool, actors::tool_actor_settings::of(name, cfg.tools[name].limits));
-      rt.add_stoppable(hdl);
-      const auto* info = ctx.registry->find(cfg.tools[name].plugin);
-      tools.tools[tool->name()] = {hdl, tool->definition(),
-                                   info ? info->tool_kind : sdk::tool_kind::other};
-    }
+    auto& rt = engine->runtime();
+    const auto& models = engine->models();
+    const auto& tools = engine->tools();
+    const auto& prompts = engine->prompts();
+    const auto& store_writer = engine->store();
+    uint64_t next_seq = resume != nullptr ? resume->last_seq + 1 : 1;
     caf::scoped_actor self{rt.system()};
     // The line sink runs on a scheduler thread and may still hold a packet
     // when the session is done: it owns what it touches (shared), and every
@@ -336,7 +255,10 @@ int cmd_research(context& ctx, const research_options& opts) {
     view->start_clock();
     int interrupted_by = 0;
     auto run_session = [&](actors::session_spec s) {
-      auto em = actors::spawn_emitter(rt.system(), s.session_id);
+      actors::emitter_options eo;
+      eo.store = store_writer;
+      eo.first_seq = next_seq;
+      auto em = actors::spawn_emitter(rt.system(), s.session_id, eo);
       auto sink = actors::spawn_line_sink(
         rt.system(), [view, json_out, json = opts.json](const std::string& line, uint64_t) {
           if (json) {
@@ -368,7 +290,8 @@ int cmd_research(context& ctx, const research_options& opts) {
           interrupted_by = sig;
       }
       self->request(em, std::chrono::seconds{30}, actors::stop_atom::value)
-        .receive([](uint64_t) {}, [](const caf::error&) {});
+        .receive([&](uint64_t last) { next_seq = last + 1; },
+                 [](const caf::error&) {});
       // The emitter told the sink to stop after the last packet: wait until
       // it has printed everything and quit.
       auto sink_down = false;
@@ -384,6 +307,27 @@ int cmd_research(context& ctx, const research_options& opts) {
         });
       return result;
     };
+    // The session's state (and report) in the store; false if the store
+    // failed along the way.
+    auto store_outcome = [&](const actors::session_result& r) -> bool {
+      if (!store_writer)
+        return true;
+      if (r.status == actors::session_status::report && !r.report.empty())
+        self->send(store_writer, actors::report_atom::value, session_id, r.report);
+      self->send(store_writer, actors::state_atom::value, session_id,
+                 std::string{state_after(r)},
+                 r.status == actors::session_status::failed ? r.failure : std::string{});
+      std::string failure;
+      self->request(store_writer, std::chrono::minutes{1}, actors::flush_atom::value)
+        .receive([&](std::string& err) { failure = std::move(err); },
+                 [&](const caf::error& err) { failure = caf::to_string(err); });
+      if (!failure.empty()) {
+        std::cerr << "quarry: the research store could not be written (" << failure
+                  << "): session " << session_id << " is not fully saved\n";
+        return false;
+      }
+      return true;
+    };
     auto result = run_session(spec);
     if (result.status == actors::session_status::clarification && interactive
         && interrupted_by == 0) {
@@ -393,8 +337,15 @@ int cmd_research(context& ctx, const research_options& opts) {
       std::string typed;
       for (std::string l; std::getline(std::cin, l) && !l.empty();)
         typed += l + "\n";
-      spec.question = question + "\n\nClarifications from the user:\n" + typed;
+      so.answers = typed;
+      so.clarify = false;
+      spec.question = app::question_for_model(so);
       spec.clarify = false;
+      spec.resumed = false;
+      spec.resume_from.reset();
+      if (db)
+        self->send(store_writer, actors::state_atom::value, session_id,
+                   std::string{"running"}, std::string{});
       auto next_view = std::make_shared<research_view>(stderr, live);
       logs.set_view(live ? next_view.get() : nullptr);
       view = std::move(next_view);
@@ -403,6 +354,7 @@ int cmd_research(context& ctx, const research_options& opts) {
     }
     view->finish();
     logs.set_view(nullptr);
+    bool stored = store_outcome(result);
     std::vector<std::string> files_written;
     if (interrupted_by != 0) {
       // Interrupted: say so, and keep what was found only if there is any.
@@ -426,9 +378,13 @@ int cmd_research(context& ctx, const research_options& opts) {
         }
         std::cerr << "quarry: the partial report holds what was found before the "
                      "interruption\n";
+        if (db)
+          std::cerr << "quarry: go on with: quarry sessions resume " << session_id << "\n";
       } else {
         std::cerr << "quarry: nothing was found before the interruption; no "
                      "report was written\n";
+        if (db)
+          std::cerr << "quarry: go on with: quarry sessions resume " << session_id << "\n";
       }
       if (live)
         std::cerr << summary_line(std::chrono::steady_clock::now() - started,
@@ -469,6 +425,8 @@ int cmd_research(context& ctx, const research_options& opts) {
         }
         for (const auto& n : result.notices)
           std::cerr << "quarry: note: " << n << "\n";
+        if (!stored && rc == exit_ok)
+          rc = exit_failure;
         break;
       }
     }

@@ -134,10 +134,44 @@ struct research_options {
   /// A file with the answers (`--answers`; `-` is standard input).
   std::string answers_file;
   std::string corpus;
+  /// Do not keep the session in the store.
+  bool no_store = false;
+  /// The id of a stored session this question follows up.
+  std::string follow_up;
 };
 
-/// `quarry research "question" [...]`.
-int cmd_research(context& ctx, const research_options& opts);
+/// A stored session that goes on (`quarry sessions resume`).
+struct resume_info;
+
+/// `quarry research "question" [...]`; with `resume`, the stored session
+/// goes on from its last checkpoint instead.
+int cmd_research(context& ctx, const research_options& opts,
+                 const resume_info* resume = nullptr);
+
+/// `quarry serve [--listen HOST:PORT]`.
+struct serve_options {
+  /// Overrides server.listen.
+  std::string listen;
+};
+int cmd_serve(context& ctx, const serve_options& opts);
+
+/// `quarry sessions ...`.
+struct sessions_options {
+  std::string id;
+  bool json = false;
+  /// `show`: md, html or json; `export`: jsonl, md or html.
+  std::string format;
+  /// `list`: words of the question, state, page size.
+  std::string search;
+  std::string state;
+  int limit = 50;
+};
+int cmd_sessions_list(context& ctx, const sessions_options& opts);
+int cmd_sessions_show(context& ctx, const sessions_options& opts);
+int cmd_sessions_export(context& ctx, const sessions_options& opts);
+int cmd_sessions_rm(context& ctx, const sessions_options& opts);
+int cmd_sessions_resume(context& ctx, const sessions_options& opts,
+                        const research_options& research);
 
 /// `quarry plugins [--json]`.
 int cmd_plugins(context& ctx, bool json);

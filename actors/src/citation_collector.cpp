@@ -20,7 +20,11 @@ struct collector_state {
 };
 
 citation_collector_actor::behavior_type
-collector_impl(citation_collector_actor::stateful_pointer<collector_state> self) {
+collector_impl(citation_collector_actor::stateful_pointer<collector_state> self,
+               collector_start start) {
+  self->state.global = std::move(start.global);
+  self->state.documents = std::move(start.documents);
+  self->state.findings = std::move(start.findings);
   return {
     [=](collapse_atom, collapse_request& req) {
       auto& st = self->state;
@@ -49,8 +53,9 @@ collector_impl(citation_collector_actor::stateful_pointer<collector_state> self)
 
 } // namespace
 
-citation_collector_actor spawn_citation_collector(caf::actor_system& sys) {
-  return sys.spawn(collector_impl);
+citation_collector_actor spawn_citation_collector(caf::actor_system& sys,
+                                                  collector_start start) {
+  return sys.spawn(collector_impl, std::move(start));
 }
 
 } // namespace quarry::actors

@@ -21,54 +21,94 @@ namespace {
 
 struct emitter_state {
   std::string session;
+  emitter_options options;
+  // The packets emitted, from options.first_seq on.
   std::vector<std::string> lines;
   std::vector<line_sink_actor> subscribers;
+  bool store_failed = false;
   static inline const char* name = "quarry.emitter";
+
+  uint64_t last_seq() const {
+    return options.first_seq - 1 + lines.size();
+  }
 };
 
-emitter_actor::behavior_type
-emitter_impl(emitter_actor::stateful_pointer<emitter_state> self,
-             std::string session) {
+using emitter_ptr = emitter_actor::stateful_pointer<emitter_state>;
+
+void stamp(emitter_ptr self, const packet_msg& msg, bool to_store) {
+  auto& st = self->state;
+  core::packet p;
+  p.seq = st.last_seq() + 1;
+  p.session = st.session;
+  p.where.turn_index = msg.turn_index;
+  p.where.tab_index = msg.tab_index;
+  if (msg.sub_turn_index >= 0)
+    p.where.sub_turn_index = msg.sub_turn_index;
+  p.obj = nlohmann::json::parse(msg.obj, nullptr, false);
+  if (p.obj.is_discarded() || !p.obj.is_object())
+    p.obj = core::packets::error("malformed packet dropped", "internal");
+  st.lines.push_back(core::encode(p));
+  if (to_store && st.options.store && !st.store_failed)
+    self->send(st.options.store, packet_atom::value, st.session, p.seq, st.lines.back());
+  for (const auto& sub : st.subscribers)
+    caf::anon_send(sub, packet_atom::value, st.lines.back(), p.seq);
+}
+
+emitter_actor::behavior_type emitter_impl(emitter_ptr self, std::string session,
+                                          emitter_options options) {
   self->state.session = std::move(session);
+  self->state.options = std::move(options);
+  if (self->state.options.first_seq == 0)
+    self->state.options.first_seq = 1;
+  if (self->state.options.store)
+    self->send(self->state.options.store, watch_atom::value, self->state.session,
+               caf::actor_cast<store_listener_actor>(self));
   return {
-    [=](packet_atom, packet_msg& msg) {
+    [=](packet_atom, packet_msg& msg) { stamp(self, msg, true); },
+    [=](checkpoint_atom, std::string& checkpoint) {
       auto& st = self->state;
-      core::packet p;
-      p.seq = st.lines.size() + 1;
-      p.session = st.session;
-      p.where.turn_index = msg.turn_index;
-      p.where.tab_index = msg.tab_index;
-      if (msg.sub_turn_index >= 0)
-        p.where.sub_turn_index = msg.sub_turn_index;
-      p.obj = nlohmann::json::parse(msg.obj, nullptr, false);
-      if (p.obj.is_discarded() || !p.obj.is_object())
-        p.obj = core::packets::error("malformed packet dropped", "internal");
-      st.lines.push_back(core::encode(p));
-      for (const auto& sub : st.subscribers)
-        caf::anon_send(sub, packet_atom::value, st.lines.back(), p.seq);
+      if (st.options.store && !st.store_failed)
+        self->send(st.options.store, checkpoint_atom::value, st.session,
+                   st.last_seq(), std::move(checkpoint));
     },
     [=](subscribe_atom, line_sink_actor& sub, uint64_t from_seq) {
       auto& st = self->state;
-      for (auto seq = std::max<uint64_t>(from_seq, 1); seq <= st.lines.size(); ++seq)
-        caf::anon_send(sub, packet_atom::value, st.lines[seq - 1], seq);
+      auto first = st.options.first_seq;
+      for (auto seq = std::max(from_seq, first); seq <= st.last_seq(); ++seq)
+        caf::anon_send(sub, packet_atom::value, st.lines[seq - first], seq);
       st.subscribers.push_back(std::move(sub));
+    },
+    [=](store_failed_atom, const std::string&, const std::string& message) {
+      auto& st = self->state;
+      if (st.store_failed)
+        return;
+      st.store_failed = true;
+      // Live subscribers learn of it; the store cannot take this packet.
+      stamp(self,
+            make_packet(core::placement{0, 0, std::nullopt},
+                        core::packets::error("the research store cannot be written: "
+                                               + message
+                                               + "; the research goes on unsaved",
+                                             "store_failed")),
+            false);
     },
     [=](stop_atom) -> uint64_t {
       auto& st = self->state;
-      auto count = static_cast<uint64_t>(st.lines.size());
+      auto last = st.last_seq();
       for (const auto& sub : st.subscribers)
-        caf::anon_send(sub, stop_atom::value, count);
+        caf::anon_send(sub, stop_atom::value, last);
       st.subscribers.clear();
       self->quit();
-      return count;
+      return last;
     },
   };
 }
 
 } // namespace
 
-emitter_actor spawn_emitter(caf::actor_system& sys, std::string session_id) {
-  return sys.spawn(emitter_impl, std::move(session_id));
+emitter_actor spawn_emitter(caf::actor_system& sys, std::string session_id,
+                            emitter_options options) {
+  return sys.spawn(emitter_impl, std::move(session_id), std::move(options));
 }
 
 line_sink_actor

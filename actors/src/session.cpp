@@ -101,6 +101,8 @@ struct session_state {
   int final_turn = 0;
 
   std::vector<std::string> notices;
+  // Research time used before this process (a resumed session's checkpoint).
+  int64_t elapsed_before_ms = 0;
   static inline const char* name = "quarry.session";
 };
 
@@ -148,6 +150,31 @@ void fail(session_ptr self, const std::string& why, int at_turn) {
   r.status = session_status::failed;
   r.failure = why;
   finish(self, std::move(r));
+}
+
+// Hands the strategy's state to the emitter, which stamps it with the last
+// seq and passes it to the store (research.checkpoints).
+void take_checkpoint(session_ptr self, core::checkpoint_phase phase) {
+  auto& st = self->state;
+  if (!st.spec.checkpoints)
+    return;
+  core::research_checkpoint c;
+  c.phase = phase;
+  c.plan = st.plan;
+  c.plan_turn = st.plan_turn;
+  c.start_turn = st.start_turn;
+  c.cycle = st.cycle;
+  c.reasoning_cycles = st.reasoning_cycles;
+  c.retried_empty = st.retried_empty;
+  c.orchestration = st.orchestration;
+  c.global = st.global;
+  c.documents = st.docs_by_id;
+  c.findings = st.findings;
+  c.notices = st.notices;
+  c.elapsed_ms = st.elapsed_before_ms + st.timing.elapsed().count();
+  self->send(st.emitter, checkpoint_atom::value,
+             core::to_json(c).dump(-1, ' ', false,
+                                   nlohmann::json::error_handler_t::replace));
 }
 
 void close_reasoning(session_ptr self) {
@@ -528,6 +555,7 @@ void start_cycle(session_ptr self) {
     start_final(self);
     return;
   }
+  take_checkpoint(self, core::checkpoint_phase::orchestrate);
   core::orchestrator_prompt prompt;
   prompt.current_datetime = st.spec.current_datetime;
   prompt.cycle = st.cycle;
@@ -686,6 +714,7 @@ void start_final(session_ptr self) {
     fallback_report(self, "the research was interrupted");
     return;
   }
+  take_checkpoint(self, core::checkpoint_phase::final_report);
   self->delayed_send(self, st.spec.final_report_timeout, final_timeout_atom::value);
   if (std::holds_alternative<std::string>(built)) {
     st.at = turn(st.final_turn);
@@ -725,7 +754,25 @@ session_impl(session_ptr self, session_spec spec, session_models models,
   st.requester = std::move(requester);
   st.time = detail::actor_time{self->clock()};
   st.timing = core::research_deadline{st.spec.deadline, st.time};
-  st.collector = spawn_citation_collector(self->system());
+  collector_start from_checkpoint;
+  if (const auto& c = st.spec.resume_from) {
+    st.plan = c->plan;
+    st.plan_turn = c->plan_turn;
+    st.start_turn = c->start_turn;
+    st.cycle = c->cycle;
+    st.reasoning_cycles = c->reasoning_cycles;
+    st.retried_empty = c->retried_empty;
+    st.orchestration = c->orchestration;
+    st.global = c->global;
+    st.docs_by_id = c->documents;
+    st.findings = c->findings;
+    st.notices = c->notices;
+    st.elapsed_before_ms = c->elapsed_ms;
+    from_checkpoint.global = c->global;
+    from_checkpoint.documents = c->documents;
+    from_checkpoint.findings = c->findings;
+  }
+  st.collector = spawn_citation_collector(self->system(), std::move(from_checkpoint));
   self->link_to(st.collector);
   st.max_cycles = core::orchestrator_cycles(st.spec.max_cycles, st.spec.reasoning_model);
   // Agents are told to report a little before the deadline, so their reports
@@ -750,10 +797,21 @@ session_impl(session_ptr self, session_spec spec, session_models models,
   self->send(self, caf::tick_atom::value);
   return {
     [=](caf::tick_atom) {
-      if (self->state.spec.clarify)
+      auto& st = self->state;
+      if (st.spec.resumed)
+        emit(self, turn(st.spec.resume_from ? current_turn(self) : 0),
+             core::packets::resumed(st.spec.resume_checkpoint,
+                                    st.spec.superseded_after));
+      if (const auto& c = st.spec.resume_from) {
+        if (c->phase == core::checkpoint_phase::final_report)
+          start_final(self);
+        else
+          start_cycle(self);
+      } else if (st.spec.clarify) {
         start_clarify(self);
-      else
+      } else {
         start_plan(self);
+      }
     },
     [=](delta_atom, llm_delta& d) {
       auto& st = self->state;

@@ -296,6 +296,50 @@ std::vector<config_key> make_schema() {
         field(&settings::research, &research_settings::prompts_dir))
     .doc("A folder of prompt templates (NAME.md) that replace the built-in "
          "ones; empty means the built-in prompts.");
+  // store
+  s.add("store.enabled", t::boolean, field(&settings::store, &store_settings::enabled))
+    .doc("Keep every research session (packets, sources, reports, "
+         "checkpoints) so it can be listed, exported and resumed.");
+  s.add("store.path", t::string, field(&settings::store, &store_settings::path))
+    .doc("The database file; empty means <runtime.data_dir>/quarry.db.");
+  // server
+  s.add("server.listen", t::string, field(&settings::server, &server_settings::listen))
+    .doc("HOST:PORT that quarry serve listens on; an address other than "
+         "loopback needs server.auth_token.");
+  s.add("server.auth_token", t::string,
+        field(&settings::server, &server_settings::auth_token))
+    .secret()
+    .doc("Bearer token every API request needs; empty means none (loopback "
+         "only).");
+  s.add("server.max_body_bytes", t::size,
+        field(&settings::server, &server_settings::max_body_bytes))
+    .range(1024, 64 * 1024 * 1024)
+    .doc("Largest request body; larger ones are answered 413.");
+  s.add("server.max_running_sessions", t::integer,
+        field(&settings::server, &server_settings::max_running_sessions))
+    .range(1, 100'000)
+    .doc("Sessions researching at once; more are answered 429 with "
+         "Retry-After.");
+  s.add("server.max_connections", t::integer,
+        field(&settings::server, &server_settings::max_connections))
+    .range(1, 1'000'000)
+    .doc("Open HTTP connections at most; more are answered 429.");
+  s.add("server.max_event_streams", t::integer,
+        field(&settings::server, &server_settings::max_event_streams))
+    .range(1, 1'000'000)
+    .doc("Open event streams at most; more are answered 429.");
+  s.add("server.heartbeat", t::duration,
+        field(&settings::server, &server_settings::heartbeat))
+    .range(100ms, 1h)
+    .doc("A comment line on every open event stream this often.");
+  s.add("server.cors_origins", t::string_list,
+        field(&settings::server, &server_settings::cors_origins))
+    .doc("Origins (e.g. http://localhost:3000) that get CORS headers; empty "
+         "means no CORS headers at all.");
+  s.add("server.io_threads", t::integer,
+        field(&settings::server, &server_settings::io_threads))
+    .range(1, 64)
+    .doc("Threads of the HTTP server.");
   return std::move(s).finish();
 }
 

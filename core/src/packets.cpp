@@ -18,7 +18,8 @@ const char* known_types[] = {
   "open_url_urls", "open_url_documents", "deep_research_plan_start",
   "deep_research_plan_delta", "research_agent_start",
   "intermediate_report_start", "intermediate_report_delta",
-  "intermediate_report_cited_docs", "clarification", "usage", "notice"};
+  "intermediate_report_cited_docs", "clarification", "usage", "notice",
+  "resumed"};
 
 json typed(const char* type) {
   return json{{"type", type}};
@@ -257,6 +258,13 @@ json usage(const std::string& role, const sdk::usage& tokens, double cost_usd) {
 json notice(const std::string& text) {
   auto out = typed("notice");
   out["text"] = text;
+  return out;
+}
+
+json resumed(int64_t checkpoint, uint64_t superseded_after) {
+  auto out = typed("resumed");
+  out["checkpoint"] = checkpoint;
+  out["superseded_after"] = superseded_after;
   return out;
 }
 

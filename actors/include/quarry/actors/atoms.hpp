@@ -9,4 +9,7 @@ namespace quarry::actors {
 /// Asks a long-lived actor to finish its work, flush, and quit.
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 
+/// A packet on its way to the emitter, a subscriber or the store.
+using packet_atom = caf::atom_constant<caf::atom("packet")>;
+
 } // namespace quarry::actors

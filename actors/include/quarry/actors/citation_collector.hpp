@@ -64,7 +64,16 @@ using citation_collector_actor = caf::typed_actor<
   caf::replies_to<collapse_atom, collapse_request>::with<collapse_reply>,
   caf::replies_to<digest_atom>::with<std::string>>;
 
-/// Spawns a collector with an empty numbering.
-citation_collector_actor spawn_citation_collector(caf::actor_system& sys);
+/// What a collector starts from: nothing for a new session, a checkpoint's
+/// numbering, documents and findings for a resumed one.
+struct collector_start {
+  core::citation_mapping global;
+  std::map<std::string, sdk::document> documents;
+  std::vector<std::pair<std::string, std::string>> findings;
+};
+
+/// Spawns a collector with the numbering of `start` (empty by default).
+citation_collector_actor spawn_citation_collector(caf::actor_system& sys,
+                                                  collector_start start = {});
 
 } // namespace quarry::actors

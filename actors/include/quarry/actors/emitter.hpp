@@ -5,6 +5,7 @@
 #pragma once
 
 #include "quarry/actors/atoms.hpp"
+#include "quarry/actors/store.hpp"
 #include "quarry/core/packets.hpp"
 
 #include <caf/atom.hpp>
@@ -21,9 +22,6 @@ class actor_system;
 } // namespace caf
 
 namespace quarry::actors {
-
-/// A packet on its way to the emitter or to a subscriber.
-using packet_atom = caf::atom_constant<caf::atom("packet")>;
 
 /// Subscribes an actor to a session's packets.
 using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
@@ -48,25 +46,43 @@ packet_msg make_packet(const core::placement& where, const nlohmann::json& obj);
 
 /// A subscriber of a session's packets.
 /// - `(packet_atom, line, seq)`: one encoded packet (a JSON line), in order.
-/// - `(stop_atom, count)`: the emitter stopped after `count` packets.
+/// - `(stop_atom, last_seq)`: the emitter stopped; `last_seq` was its last.
 using line_sink_actor
   = caf::typed_actor<caf::reacts_to<packet_atom, std::string, uint64_t>,
                      caf::reacts_to<stop_atom, uint64_t>>;
 
 /// The emitter's interface.
-/// - `(packet_atom, packet_msg)`: stamps and fans out the packet.
+/// - `(packet_atom, packet_msg)`: stamps and fans out the packet (and hands
+///   it to the store, if the emitter has one).
+/// - `(checkpoint_atom, checkpoint_json)`: hands a checkpoint to the store,
+///   stamped with the seq of the last packet before it.
 /// - `(subscribe_atom, sink, from_seq)`: the sink receives every packet with
-///   seq >= from_seq, in order, starting with those already emitted.
-/// - `(stop_atom)`: replies with the number of packets emitted; the emitter
-///   then quits. Subscribers are told with `(stop_atom, uint64_t count)`.
+///   seq >= from_seq, in order, starting with those already emitted (those
+///   before the emitter's first seq are in the store, not in the emitter).
+/// - `(store_failed_atom, session, message)`: the store cannot write this
+///   session: subscribers get an `error` packet (code `store_failed`), and
+///   nothing more goes to the store.
+/// - `(stop_atom)`: replies with the last seq emitted; the emitter then
+///   quits. Subscribers are told with `(stop_atom, uint64_t last_seq)`.
 using emitter_actor = caf::typed_actor<
   caf::reacts_to<packet_atom, packet_msg>,
+  caf::reacts_to<checkpoint_atom, std::string>,
   caf::reacts_to<subscribe_atom, line_sink_actor, uint64_t>,
-  caf::replies_to<stop_atom>::with<uint64_t>>;
+  caf::replies_to<stop_atom>::with<uint64_t>>::extend_with<store_listener_actor>;
+
+/// Where an emitter's packets go besides its subscribers.
+struct emitter_options {
+  /// The store, or a null handle for none.
+  store_actor store;
+  /// The seq of the first packet: 1 for a new session, the stored last seq
+  /// + 1 for a session that goes on (reply to clarification, resume).
+  uint64_t first_seq = 1;
+};
 
 /// Spawns the emitter of session `session_id`. It keeps the encoded packets
-/// for replay.
-emitter_actor spawn_emitter(caf::actor_system& sys, std::string session_id);
+/// it emitted for replay.
+emitter_actor spawn_emitter(caf::actor_system& sys, std::string session_id,
+                            emitter_options options = {});
 
 /// Spawns a subscriber that calls `on_line(line, seq)` for every packet and
 /// `on_end(count)` when the emitter stops. Both run in the actor, one at a

@@ -8,6 +8,7 @@
 #include "quarry/actors/emitter.hpp"
 #include "quarry/actors/llm_messages.hpp"
 #include "quarry/actors/research_agent.hpp"
+#include "quarry/core/checkpoint.hpp"
 
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
@@ -58,6 +59,17 @@ struct session_spec {
   int64_t final_max_tokens = 20000;
   /// The date as the prompts state it.
   std::string current_datetime;
+  /// Send a checkpoint (core::research_checkpoint as JSON) to the emitter
+  /// at the start of every orchestrator cycle and before the final report;
+  /// an emitter with a store writes it.
+  bool checkpoints = false;
+  /// The session goes on after its process stopped: it first emits a
+  /// `resumed` packet (`resume_checkpoint`, `superseded_after`), then
+  /// carries on from `resume_from` (or starts over when there is none).
+  bool resumed = false;
+  std::shared_ptr<const core::research_checkpoint> resume_from;
+  int64_t resume_checkpoint = 0;
+  uint64_t superseded_after = 0;
 };
 
 /// The LLM provider actor for each role (they may all be the same).

@@ -103,6 +103,11 @@ nlohmann::json usage(const std::string& role, const sdk::usage& tokens,
 /// A note for the user that is not part of the answer (degradations,
 /// deadlines, skipped calls).
 nlohmann::json notice(const std::string& text);
+/// The session goes on after its process stopped: from checkpoint
+/// `checkpoint` (0: from the start), and the packets after seq
+/// `superseded_after` up to this one belong to the attempt that was
+/// interrupted (a view drops what they showed).
+nlohmann::json resumed(int64_t checkpoint, uint64_t superseded_after);
 
 } // namespace packets
 

@@ -191,6 +191,36 @@ struct research_settings {
   std::string prompts_dir;
 };
 
+/// The research store.
+struct store_settings {
+  /// Keep every research session (`--no-store` turns it off for one run).
+  bool enabled = true;
+  /// The database file; empty means `<runtime.data_dir>/quarry.db`.
+  std::string path;
+};
+
+/// `quarry serve`: the HTTP API and the web page.
+struct server_settings {
+  /// HOST:PORT to listen on; only loopback without `auth_token`.
+  std::string listen = "127.0.0.1:8700";
+  /// Bearer token every API request needs; empty: none (loopback only).
+  std::string auth_token;
+  /// Largest request body, in bytes.
+  int64_t max_body_bytes = 1024 * 1024;
+  /// Sessions researching at once; more are answered 429.
+  int max_running_sessions = 64;
+  /// Open connections at most.
+  int max_connections = 2048;
+  /// Open event streams at most.
+  int max_event_streams = 4096;
+  /// A comment on every open event stream this often.
+  std::chrono::milliseconds heartbeat{std::chrono::seconds{15}};
+  /// Origins that get CORS headers; empty: none.
+  std::vector<std::string> cors_origins;
+  /// Threads of the HTTP server.
+  int io_threads = 2;
+};
+
 /// The whole configuration.
 struct settings {
   runtime_settings runtime;
@@ -202,6 +232,10 @@ struct settings {
   std::map<std::string, tool_instance> tools;
   /// Research sessions.
   research_settings research;
+  /// Where sessions are kept.
+  store_settings store;
+  /// The HTTP service.
+  server_settings server;
 };
 
 } // namespace quarry::core

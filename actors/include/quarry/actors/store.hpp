@@ -1,0 +1,102 @@
+// The store actor: the one writer of the research store. It runs on a thread
+// of its own (SQLite blocks), collects what the emitters and sessions send
+// for a few milliseconds and writes it as one transaction, so research never
+// waits on the disk for more than one batch.
+
+#pragma once
+
+#include "quarry/actors/atoms.hpp"
+
+#include <caf/atom.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace caf {
+class actor_system;
+} // namespace caf
+
+namespace quarry::store {
+class store;
+} // namespace quarry::store
+
+namespace quarry::actors {
+
+/// A checkpoint of a session's strategy (see core/checkpoint.hpp).
+using checkpoint_atom = caf::atom_constant<caf::atom("checkpt")>;
+
+/// Writes everything received so far; replies with an empty string, or with
+/// the first write error since the last flush.
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+
+/// A session's state changes (`completed`, `failed`, ...).
+using state_atom = caf::atom_constant<caf::atom("state")>;
+
+/// A session's final report.
+using report_atom = caf::atom_constant<caf::atom("report")>;
+
+/// Tells a session's emitter that its packets can no longer be stored.
+using store_failed_atom = caf::atom_constant<caf::atom("storefail")>;
+
+/// Creates a session: written at once, with what is pending before it.
+using create_atom = caf::atom_constant<caf::atom("create")>;
+
+/// Removes a session with everything it holds.
+using remove_atom = caf::atom_constant<caf::atom("remove")>;
+
+/// Registers the listener that hears of a session's write failures.
+using watch_atom = caf::atom_constant<caf::atom("watch")>;
+
+/// Who hears that a session's writes failed: `(store_failed_atom, session,
+/// message)`, once per session. After that the store drops whatever else
+/// arrives for the session (a gap in its packets must not be written).
+using store_listener_actor
+  = caf::typed_actor<caf::reacts_to<store_failed_atom, std::string, std::string>>;
+
+/// The store actor's interface.
+/// - `(packet_atom, session, seq, line)`: a stamped packet (emitters send
+///   them in seq order).
+/// - `(checkpoint_atom, session, last_seq, checkpoint_json)`: a checkpoint
+///   (core::research_checkpoint as JSON); its citations and documents are
+///   written in the same transaction.
+/// - `(state_atom, session, state, error)`: a state change
+///   (store::session_state by name).
+/// - `(report_atom, session, markdown)`: the final report.
+/// - `(create_atom, id, parent_id, question, options_json) -> string`: a new
+///   session in state `running`, written at once; the reply is empty, or the
+///   error.
+/// - `(remove_atom, id) -> string`: removes a session at once (what is
+///   pending is written first); empty, `not found`, or the error.
+/// - `(watch_atom, session, listener)`: who hears of the session's failures.
+/// - `(flush_atom) -> string`: everything before it is written (or failed).
+/// - `(stop_atom)`: writes what is pending and quits.
+using store_actor = caf::typed_actor<
+  caf::reacts_to<packet_atom, std::string, uint64_t, std::string>,
+  caf::reacts_to<checkpoint_atom, std::string, uint64_t, std::string>,
+  caf::reacts_to<state_atom, std::string, std::string, std::string>,
+  caf::reacts_to<report_atom, std::string, std::string>,
+  caf::replies_to<create_atom, std::string, std::string, std::string,
+                  std::string>::with<std::string>,
+  caf::replies_to<remove_atom, std::string>::with<std::string>,
+  caf::reacts_to<watch_atom, std::string, store_listener_actor>,
+  caf::replies_to<flush_atom>::with<std::string>,
+  caf::reacts_to<stop_atom>>;
+
+/// How the store actor batches.
+struct store_actor_settings {
+  /// A batch is written this long after its first write arrived...
+  std::chrono::milliseconds batch_delay{20};
+  /// ... or at once when it holds this many writes.
+  size_t batch_limit = 512;
+};
+
+/// Spawns the store actor on a thread of its own; it owns `db` from now on
+/// (nothing else may use it). Its `stop_atom` writes what is pending.
+store_actor spawn_store(caf::actor_system& sys, std::shared_ptr<store::store> db,
+                        store_actor_settings settings = {});
+
+} // namespace quarry::actors

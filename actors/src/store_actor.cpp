@@ -1,0 +1,296 @@
+// The store actor: batches writes of many sessions into one SQLite
+// transaction, on a thread of its own.
+
+#include "quarry/actors/store.hpp"
+
+#include "quarry/core/checkpoint.hpp"
+#include "quarry/core/packets.hpp"
+#include "quarry/store/store.hpp"
+
+#include <caf/all.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <set>
+
+namespace quarry::actors {
+
+namespace {
+
+/// The batch timer of the store actor.
+using store_tick_atom = caf::atom_constant<caf::atom("storetick")>;
+
+using store_full_actor = store_actor::extend<caf::reacts_to<store_tick_atom>>;
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+struct store_state {
+  std::shared_ptr<store::store> db;
+  store_actor_settings settings;
+  store::batch pending;
+  bool tick_scheduled = false;
+  // Sessions whose writes failed: nothing more is written for them.
+  std::set<std::string> failed;
+  std::map<std::string, store_listener_actor> listeners;
+  // The first error since the last flush.
+  std::string error;
+  // The number of each session's next checkpoint.
+  std::map<std::string, int64_t> next_checkpoint;
+  // Intermediate reports being streamed: (session, turn, tab) -> text.
+  std::map<std::tuple<std::string, int, int>, std::string> streaming;
+  static inline const char* name = "quarry.store";
+};
+
+using store_ptr = store_full_actor::stateful_pointer<store_state>;
+
+// The sessions a batch writes to.
+std::set<std::string> sessions_of(const store::batch& b) {
+  std::set<std::string> out;
+  for (const auto& x : b.new_sessions)
+    out.insert(x.id);
+  for (const auto& x : b.packets)
+    out.insert(x.session_id);
+  for (const auto& x : b.documents)
+    out.insert(x.session_id);
+  for (const auto& x : b.reports)
+    out.insert(x.session_id);
+  for (const auto& x : b.usage)
+    out.insert(x.session_id);
+  for (const auto& x : b.checkpoints)
+    out.insert(x.session_id);
+  for (const auto& x : b.states)
+    out.insert(x.session_id);
+  return out;
+}
+
+void write_pending(store_ptr self) {
+  auto& st = self->state;
+  if (st.pending.empty())
+    return;
+  store::batch b;
+  std::swap(b, st.pending);
+  auto failure = st.db->write(b);
+  if (!failure)
+    return;
+  auto message = failure->message;
+  spdlog::error("the research store could not be written: {}", message);
+  if (st.error.empty())
+    st.error = message;
+  // Every session of the failed batch stops being stored: a later packet of
+  // one of them would follow a gap.
+  for (const auto& id : sessions_of(b)) {
+    if (!st.failed.insert(id).second)
+      continue;
+    if (auto l = st.listeners.find(id); l != st.listeners.end())
+      self->send(l->second, store_failed_atom::value, id, message);
+  }
+}
+
+void schedule(store_ptr self) {
+  auto& st = self->state;
+  if (st.pending.size() >= st.settings.batch_limit) {
+    write_pending(self);
+    return;
+  }
+  if (!st.tick_scheduled) {
+    st.tick_scheduled = true;
+    self->delayed_send(self, st.settings.batch_delay, store_tick_atom::value);
+  }
+}
+
+bool accepts(store_ptr self, const std::string& session) {
+  return self->state.failed.count(session) == 0;
+}
+
+// Packets that are also rows: a usage packet is a usage row; the deltas of
+// an agent's intermediate report, once it ends, are a report row.
+void note_packet(store_ptr self, const std::string& session, const std::string& line) {
+  static constexpr std::string_view interesting[]
+    = {"\"type\":\"usage\"", "\"type\":\"intermediate_report_",
+       "\"type\":\"section_end\""};
+  if (std::none_of(std::begin(interesting), std::end(interesting),
+                   [&](std::string_view x) { return line.find(x) != std::string::npos; }))
+    return;
+  auto p = core::decode(line);
+  auto* pk = std::get_if<core::packet>(&p);
+  if (pk == nullptr)
+    return;
+  auto type = pk->type();
+  const auto& o = pk->obj;
+  auto& st = self->state;
+  auto key = std::make_tuple(session, pk->where.turn_index, pk->where.tab_index);
+  if (type == "intermediate_report_start") {
+    st.streaming[key].clear();
+    return;
+  }
+  if (type == "intermediate_report_delta") {
+    auto i = st.streaming.find(key);
+    auto t = o.find("content");
+    if (i != st.streaming.end() && t != o.end() && t->is_string())
+      i->second += t->get<std::string>();
+    return;
+  }
+  if (type == "section_end" || type == "intermediate_report_cited_docs") {
+    auto i = st.streaming.find(key);
+    if (i == st.streaming.end())
+      return;
+    store::report_row r;
+    r.kind = "intermediate";
+    r.turn = pk->where.turn_index;
+    r.tab = pk->where.tab_index;
+    r.text = std::move(i->second);
+    r.created_at = now_ms();
+    st.streaming.erase(i);
+    st.pending.reports.push_back({session, std::move(r)});
+    return;
+  }
+  if (type != "usage")
+    return;
+  auto num = [&](const char* key) -> int64_t {
+    auto i = o.find(key);
+    return i != o.end() && i->is_number_integer() ? i->get<int64_t>() : 0;
+  };
+  store::usage_row u;
+  if (auto r = o.find("role"); r != o.end() && r->is_string())
+    u.role = r->get<std::string>();
+  u.input_tokens = num("input_tokens");
+  u.output_tokens = num("output_tokens");
+  if (auto c = o.find("cost_usd"); c != o.end() && c->is_number())
+    u.cost = c->get<double>();
+  self->state.pending.usage.push_back({session, std::move(u)});
+}
+
+store_full_actor::behavior_type store_impl(store_ptr self,
+                                           std::shared_ptr<store::store> db,
+                                           store_actor_settings settings) {
+  self->state.db = std::move(db);
+  self->state.settings = settings;
+  return {
+    [=](packet_atom, std::string& session, uint64_t seq, std::string& line) {
+      if (!accepts(self, session))
+        return;
+      note_packet(self, session, line);
+      self->state.pending.packets.push_back({std::move(session), {seq, std::move(line)}});
+      schedule(self);
+    },
+    [=](checkpoint_atom, std::string& session, uint64_t last_seq, std::string& text) {
+      if (!accepts(self, session))
+        return;
+      auto j = nlohmann::json::parse(text, nullptr, false);
+      auto read = core::checkpoint_from_json(j);
+      if (auto* why = std::get_if<std::string>(&read)) {
+        spdlog::error("a checkpoint of session {} was not stored: {}", session, *why);
+        return;
+      }
+      const auto& c = std::get<core::research_checkpoint>(read);
+      store::batch::checkpoint_write w;
+      w.session_id = session;
+      auto next = self->state.next_checkpoint.find(session);
+      if (next == self->state.next_checkpoint.end()) {
+        auto latest = self->state.db->latest_checkpoint(session);
+        next = self->state.next_checkpoint.emplace(session, latest ? latest->number + 1 : 1)
+                 .first;
+      }
+      w.checkpoint.number = next->second++;
+      w.checkpoint.state = std::move(j);
+      w.checkpoint.last_seq = last_seq;
+      w.checkpoint.created_at = now_ms();
+      for (const auto& [n, ref] : c.global)
+        w.citations.push_back({n, ref.document_id});
+      auto& pending = self->state.pending;
+      for (const auto& [key, doc] : c.documents) {
+        store::document_row d;
+        d.document_id = doc.id.empty() ? key : doc.id;
+        d.url = doc.url;
+        d.title = doc.title;
+        d.text = doc.content.empty() ? doc.snippet : doc.content;
+        d.fetched_at = w.checkpoint.created_at;
+        d.source_type = sdk::to_string(doc.kind);
+        pending.documents.push_back({session, std::move(d)});
+      }
+      pending.checkpoints.push_back(std::move(w));
+      schedule(self);
+    },
+    [=](state_atom, std::string& session, std::string& state, std::string& error) {
+      if (!accepts(self, session))
+        return;
+      auto s = store::session_state_from(state);
+      if (!s) {
+        spdlog::error("session {}: unknown state '{}' not stored", session, state);
+        return;
+      }
+      self->state.pending.states.push_back({std::move(session), *s, std::move(error)});
+      schedule(self);
+    },
+    [=](report_atom, std::string& session, std::string& text) {
+      if (!accepts(self, session))
+        return;
+      store::report_row r;
+      r.kind = "final";
+      r.text = std::move(text);
+      r.created_at = now_ms();
+      self->state.pending.reports.push_back({std::move(session), std::move(r)});
+      schedule(self);
+    },
+    [=](create_atom, std::string& id, std::string& parent, std::string& question,
+        std::string& options) -> std::string {
+      store::session_row row;
+      row.id = std::move(id);
+      row.parent_id = std::move(parent);
+      row.question = std::move(question);
+      row.options = nlohmann::json::parse(options, nullptr, false);
+      if (row.options.is_discarded() || !row.options.is_object())
+        return "the session's options are not a JSON object";
+      row.state = store::session_state::running;
+      row.created_at = row.updated_at = now_ms();
+      self->state.pending.new_sessions.push_back(std::move(row));
+      write_pending(self);
+      auto out = std::move(self->state.error);
+      self->state.error.clear();
+      return out;
+    },
+    [=](remove_atom, const std::string& id) -> std::string {
+      write_pending(self);
+      auto removed = self->state.db->remove(id);
+      if (auto* err = std::get_if<sdk::error>(&removed))
+        return err->message;
+      self->state.listeners.erase(id);
+      self->state.next_checkpoint.erase(id);
+      return std::get<bool>(removed) ? std::string{} : std::string{"not found"};
+    },
+    [=](watch_atom, std::string& session, store_listener_actor& listener) {
+      self->state.listeners[session] = std::move(listener);
+    },
+    [=](flush_atom) -> std::string {
+      write_pending(self);
+      auto out = std::move(self->state.error);
+      self->state.error.clear();
+      return out;
+    },
+    [=](store_tick_atom) {
+      self->state.tick_scheduled = false;
+      write_pending(self);
+    },
+    [=](stop_atom) {
+      write_pending(self);
+      self->quit();
+    },
+  };
+}
+
+} // namespace
+
+store_actor spawn_store(caf::actor_system& sys, std::shared_ptr<store::store> db,
+                        store_actor_settings settings) {
+  // SQLite blocks: the store gets a thread of its own.
+  return sys.spawn<caf::detached>(store_impl, std::move(db), settings);
+}
+
+} // namespace quarry::actors

@@ -1,0 +1,300 @@
+// `quarry sessions list|show|export|rm|resume`: the research sessions kept
+// in the store.
+
+#include "cli.hpp"
+#include "context.hpp"
+#include "report_render.hpp"
+#include "session_store.hpp"
+
+#include "quarry/core/checkpoint.hpp"
+#include "quarry/sdk/strings.hpp"
+#include "quarry/store/store.hpp"
+
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <set>
+
+namespace quarry::app {
+
+namespace {
+
+using nlohmann::json;
+
+json session_json(const std::string& store_file, const store::session_row& row) {
+  auto state = effective_state(store_file, row);
+  json j{{"id", row.id},
+         {"question", row.question},
+         {"state", store::to_string(state)},
+         {"parent_id", row.parent_id.empty() ? json(nullptr) : json(row.parent_id)},
+         {"created_at", rfc3339(row.created_at)},
+         {"updated_at", rfc3339(row.updated_at)},
+         {"finished_at", row.finished_at > 0 ? json(rfc3339(row.finished_at)) : json(nullptr)},
+         {"last_seq", row.last_seq}};
+  if (!row.error.empty())
+    j["error"] = row.error;
+  return j;
+}
+
+// Opens the store for reading and finds session `id`; prints why not.
+struct opened_session {
+  std::shared_ptr<store::store> db;
+  store::session_row row;
+};
+
+std::optional<opened_session> find_session(context& ctx, const std::string& id,
+                                           bool write = false) {
+  if (!store::is_session_id(id)) {
+    std::cerr << "quarry: not a session id: '" << id
+              << "' (ids look like q0123456789abcdef; see quarry sessions list)\n";
+    return std::nullopt;
+  }
+  auto opened = open_store(ctx.config.values, !write);
+  if (auto* why = std::get_if<std::string>(&opened)) {
+    std::cerr << "quarry: the research store cannot be read: " << *why << "\n";
+    return std::nullopt;
+  }
+  auto db = std::get<std::shared_ptr<store::store>>(std::move(opened));
+  auto row = db->session(id);
+  if (!row) {
+    std::cerr << "quarry: no session " << id << " in " << db->path() << "\n";
+    return std::nullopt;
+  }
+  return opened_session{std::move(db), std::move(*row)};
+}
+
+// The store may not exist yet: listing it is then an empty list.
+bool store_missing(context& ctx) {
+  std::error_code ec;
+  return !std::filesystem::exists(store_path(ctx.config.values), ec);
+}
+
+} // namespace
+
+int cmd_sessions_list(context& ctx, const sessions_options& opts) {
+  store::session_filter f;
+  f.search = opts.search;
+  f.limit = opts.limit;
+  if (opts.limit < 1 || opts.limit > 500) {
+    std::cerr << "quarry: --limit must be between 1 and 500\n";
+    return exit_usage;
+  }
+  if (!opts.state.empty()) {
+    auto s = store::session_state_from(opts.state);
+    if (!s) {
+      std::cerr << "quarry: --state: unknown state '" << opts.state
+                << "' (pending, running, clarification, completed, failed, "
+                   "cancelled, interrupted)\n";
+      return exit_usage;
+    }
+    // A session left `running` by a dead process is interrupted: filter
+    // after looking at the locks.
+    if (*s != store::session_state::interrupted)
+      f.state = *s;
+  }
+  std::vector<store::session_row> rows;
+  std::string store_file = store_path(ctx.config.values);
+  if (!store_missing(ctx)) {
+    auto opened = open_store(ctx.config.values, true);
+    if (auto* why = std::get_if<std::string>(&opened)) {
+      std::cerr << "quarry: the research store cannot be read: " << *why << "\n";
+      return exit_failure;
+    }
+    auto db = std::get<std::shared_ptr<store::store>>(std::move(opened));
+    // Interrupted ones are found among all states; pages until the limit.
+    for (;;) {
+      auto page = db->list_sessions(f);
+      for (auto& r : page.sessions)
+        if (opts.state.empty()
+            || store::to_string(effective_state(store_file, r)) == opts.state)
+          rows.push_back(std::move(r));
+      if (page.next_cursor.empty() || static_cast<int>(rows.size()) >= opts.limit)
+        break;
+      f.before = page.next_cursor;
+    }
+    if (static_cast<int>(rows.size()) > opts.limit)
+      rows.resize(static_cast<size_t>(opts.limit));
+  }
+  if (opts.json) {
+    json out = json::array();
+    for (const auto& r : rows)
+      out.push_back(session_json(store_file, r));
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    return exit_ok;
+  }
+  if (rows.empty()) {
+    std::cout << "No sessions.\n";
+    return exit_ok;
+  }
+  for (const auto& r : rows) {
+    auto q = sdk::repair_utf8(r.question);
+    for (auto& c : q)
+      if (c == '\n' || c == '\r' || c == '\t')
+        c = ' ';
+    if (q.size() > 70)
+      q = std::string{sdk::utf8_prefix(q, 67)} + "...";
+    auto state = std::string{store::to_string(effective_state(store_file, r))};
+    std::cout << r.id << "  " << state << std::string(state.size() < 13 ? 13 - state.size() : 1, ' ')
+              << rfc3339(r.created_at).substr(0, 16) << "  " << q << "\n";
+  }
+  return exit_ok;
+}
+
+int cmd_sessions_show(context& ctx, const sessions_options& opts) {
+  auto s = find_session(ctx, opts.id);
+  if (!s)
+    return exit_failure;
+  auto& db = *s->db;
+  auto state = effective_state(db.path(), s->row);
+  auto report = stored_report(db, s->row, state);
+  if (opts.format == "md" || opts.format == "html") {
+    if (!report) {
+      std::cerr << "quarry: session " << opts.id << " has no report ("
+                << store::to_string(state) << ")\n";
+      return exit_failure;
+    }
+    std::cout << (opts.format == "md" ? markdown_report(*report) : html_report(*report))
+              << std::flush;
+    return exit_ok;
+  }
+  auto usage = db.usage(opts.id);
+  std::vector<std::string> follow_ups;
+  for (const auto& c : db.children(opts.id))
+    follow_ups.push_back(c.id);
+  if (opts.format == "json") {
+    auto j = session_json(db.path(), s->row);
+    j["options"] = s->row.options;
+    j["usage"] = {{"calls", usage.calls},
+                  {"input_tokens", usage.input_tokens},
+                  {"output_tokens", usage.output_tokens},
+                  {"cost", usage.cost}};
+    j["follow_ups"] = follow_ups;
+    json sources = json::array();
+    if (report)
+      for (const auto& src : report->sources)
+        sources.push_back({{"number", src.number}, {"title", src.title}, {"url", src.url}});
+    j["sources"] = std::move(sources);
+    j["report"] = report ? json(report->body) : json(nullptr);
+    std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    return exit_ok;
+  }
+  std::cout << "Session   " << s->row.id << "\n"
+            << "Question  " << sdk::repair_utf8(s->row.question) << "\n"
+            << "State     " << store::to_string(state)
+            << (s->row.error.empty() ? "" : " (" + sdk::repair_utf8(s->row.error) + ")")
+            << "\n"
+            << "Created   " << rfc3339(s->row.created_at) << "\n";
+  if (s->row.finished_at > 0)
+    std::cout << "Finished  " << rfc3339(s->row.finished_at) << "\n";
+  if (!s->row.parent_id.empty())
+    std::cout << "Follows   " << s->row.parent_id << "\n";
+  for (const auto& f : follow_ups)
+    std::cout << "Follow-up " << f << "\n";
+  std::cout << "Packets   " << s->row.last_seq << "\n"
+            << "Usage     " << usage.calls << " model calls, " << usage.input_tokens
+            << " input and " << usage.output_tokens << " output tokens\n";
+  if (state == store::session_state::interrupted)
+    std::cout << "\nResume with: quarry sessions resume " << s->row.id << "\n";
+  if (report)
+    std::cout << "\n" << markdown_report(*report) << std::flush;
+  return exit_ok;
+}
+
+int cmd_sessions_export(context& ctx, const sessions_options& opts) {
+  auto s = find_session(ctx, opts.id);
+  if (!s)
+    return exit_failure;
+  auto& db = *s->db;
+  if (opts.format == "jsonl") {
+    uint64_t from = 1;
+    for (;;) {
+      auto page = db.packets(opts.id, from, 4096);
+      for (const auto& p : page)
+        std::cout << p.line << '\n';
+      if (page.size() < 4096)
+        break;
+      from = page.back().seq + 1;
+    }
+    std::cout << std::flush;
+    return exit_ok;
+  }
+  sessions_options show = opts;
+  return cmd_sessions_show(ctx, show);
+}
+
+int cmd_sessions_rm(context& ctx, const sessions_options& opts) {
+  auto s = find_session(ctx, opts.id, true);
+  if (!s)
+    return exit_failure;
+  auto lock = session_lock::take(s->db->path(), opts.id);
+  if (auto* why = std::get_if<std::string>(&lock)) {
+    std::cerr << "quarry: " << *why << "; stop it before removing it\n";
+    return exit_failure;
+  }
+  auto removed = s->db->remove(opts.id);
+  if (auto* err = std::get_if<sdk::error>(&removed)) {
+    std::cerr << "quarry: session " << opts.id << " was not removed: " << err->message
+              << "\n";
+    return exit_failure;
+  }
+  std::error_code ec;
+  std::filesystem::remove(std::get<std::unique_ptr<session_lock>>(lock)->path(), ec);
+  std::cerr << "quarry: removed session " << opts.id << "\n";
+  return exit_ok;
+}
+
+int cmd_sessions_resume(context& ctx, const sessions_options& opts,
+                        const research_options& research) {
+  resume_info info;
+  {
+    auto s = find_session(ctx, opts.id);
+    if (!s)
+      return exit_failure;
+    auto& db = *s->db;
+    auto state = effective_state(db.path(), s->row);
+    if (state == store::session_state::running) {
+      std::cerr << "quarry: session " << opts.id
+                << " is running in another process\n";
+      return exit_failure;
+    }
+    if (state != store::session_state::interrupted) {
+      std::cerr << "quarry: session " << opts.id << " is " << store::to_string(state)
+                << "; only an interrupted session can be resumed"
+                << (state == store::session_state::clarification
+                      ? " (answer it with: quarry research --answer \"...\" "
+                        "\"<the question>\")"
+                      : "")
+                << "\n";
+      return exit_failure;
+    }
+    auto options = stored_options_from(s->row.options);
+    if (auto* why = std::get_if<std::string>(&options)) {
+      std::cerr << "quarry: session " << opts.id << " cannot be resumed: " << *why << "\n";
+      return exit_failure;
+    }
+    info.session_id = opts.id;
+    info.options = std::get<stored_options>(std::move(options));
+    info.last_seq = s->row.last_seq;
+    if (auto c = db.latest_checkpoint(opts.id)) {
+      auto read = core::checkpoint_from_json(c->state);
+      if (auto* why = std::get_if<std::string>(&read)) {
+        std::cerr << "quarry: session " << opts.id << " cannot be resumed: " << *why
+                  << "\n";
+        return exit_failure;
+      }
+      info.checkpoint = std::make_shared<const core::research_checkpoint>(
+        std::get<core::research_checkpoint>(std::move(read)));
+      info.checkpoint_number = c->number;
+      info.checkpoint_seq = c->last_seq;
+    }
+    std::cerr << "quarry: resuming session " << opts.id
+              << (info.checkpoint ? " from checkpoint " + std::to_string(info.checkpoint_number)
+                                  : std::string{" from the start (it stopped before "
+                                                "its first checkpoint)"})
+              << "\n";
+  }
+  return cmd_research(ctx, research, &info);
+}
+
+} // namespace quarry::app

@@ -1,0 +1,290 @@
+// What every research of a process shares (see research_engine.hpp).
+
+#include "research_engine.hpp"
+
+#include "cli.hpp"
+
+#include "quarry/actors/llm_provider.hpp"
+#include "quarry/actors/runtime.hpp"
+#include "quarry/core/prompts.hpp"
+#include "quarry/corpus/index.hpp"
+#include "quarry/store/store.hpp"
+
+#include <caf/all.hpp>
+
+#include <filesystem>
+#include <iostream>
+
+namespace quarry::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The example corpus: installed next to the executable (<prefix>/bin/quarry
+// and <prefix>/share/quarry/examples/corpus), else in the source tree this
+// binary was built from (a build folder may be anywhere).
+std::optional<std::string> find_example_corpus() {
+  std::error_code ec;
+  std::vector<fs::path> candidates;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto prefix = exe.parent_path().parent_path();
+    candidates.push_back(prefix / QUARRY_INSTALL_DATADIR / "quarry" / "examples" / "corpus");
+  }
+  candidates.push_back(fs::path{QUARRY_BUILD_SOURCE_DIR} / "examples" / "corpus");
+  for (const auto& candidate : candidates) {
+    if (fs::is_directory(candidate, ec))
+      return fs::weakly_canonical(candidate, ec).string();
+  }
+  return std::nullopt;
+}
+
+// A database per corpus folder, in the data folder.
+std::string corpus_db_for(const std::string& data_dir, const std::string& folder) {
+  uint64_t h = 1469598103934665603ULL;
+  for (auto c : folder) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  char buf[20];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return (fs::path{data_dir} / "corpora" / (std::string{buf} + ".db")).string();
+}
+
+} // namespace
+
+struct research_engine::impl {
+  context& ctx;
+  std::string corpus;
+  std::shared_ptr<const core::prompt_library> prompts;
+  std::map<std::string, std::shared_ptr<sdk::llm_provider>> made_llms;
+  std::map<std::string, actors::llm_actor_settings> llm_settings;
+  std::string default_llm;
+  std::vector<std::pair<std::string, std::shared_ptr<sdk::tool>>> made_tools;
+  // Declared last: destroyed first, so the actors go before the plugin
+  // objects they use.
+  std::unique_ptr<actors::runtime> rt;
+  actors::session_models models;
+  actors::tool_set tools;
+  actors::store_actor store;
+
+  explicit impl(context& c) : ctx(c) {
+  }
+};
+
+research_engine::research_engine(context& ctx) : impl_(std::make_unique<impl>(ctx)) {
+}
+
+research_engine::~research_engine() {
+  // The actor system first (it waits for every actor), then the plugins.
+  impl_->store = actors::store_actor{};
+  impl_->models = actors::session_models{};
+  impl_->tools = actors::tool_set{};
+  impl_->rt.reset();
+}
+
+std::variant<std::unique_ptr<research_engine>, int>
+research_engine::prepare(context& ctx, const engine_setup& setup) {
+  std::unique_ptr<research_engine> self{new research_engine(ctx)};
+  auto& st = *self->impl_;
+  auto& cfg = ctx.config.values;
+  auto corpus = !setup.corpus.empty() ? setup.corpus : cfg.research.corpus;
+  if (!corpus.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(corpus, ec)) {
+      std::cerr << "quarry: the corpus " << corpus << " is not a folder\n";
+      return exit_usage;
+    }
+    corpus = fs::weakly_canonical(corpus, ec).string();
+  }
+  // The embedded defaults (providers and tools from the environment) were
+  // added when the configuration was loaded (core::apply_environment_defaults,
+  // called from app/cli.cpp), so every command sees the same ones.
+  ctx.load_plugins();
+  bool has_search = false;
+  for (const auto& [name, entry] : cfg.tools)
+    if (const auto* info = ctx.registry->find(entry.plugin);
+        info == nullptr || info->tool_kind != sdk::tool_kind::page_reader)
+      has_search = true;
+  if (corpus.empty() && !has_search) {
+    auto example = find_example_corpus();
+    if (!example) {
+      std::cerr << "quarry: nothing to research with: configure web_search or "
+                   "internal_search under tools, set BRAVE_API_KEY or "
+                   "TAVILY_API_KEY, or pass --corpus DIR\n";
+      return exit_failure;
+    }
+    corpus = *example;
+    std::cerr << "quarry: using the example corpus " << corpus
+              << " (no search tool is configured; pass --corpus DIR for your own "
+                 "documents)\n";
+  }
+  st.corpus = corpus;
+
+  // The prompts.
+  auto prompts = std::make_shared<core::prompt_library>(core::prompt_library::embedded());
+  if (!cfg.research.prompts_dir.empty()) {
+    auto r = prompts->load_overrides(cfg.research.prompts_dir);
+    if (auto* err = std::get_if<core::prompt_error>(&r)) {
+      std::cerr << "quarry: research.prompts_dir: " << err->message << "\n";
+      return exit_usage;
+    }
+  }
+  st.prompts = std::move(prompts);
+
+  // The corpus index, updated on every run (cheap when nothing changed).
+  if (!corpus.empty()) {
+    auto corpus_db = corpus_db_for(ctx.services->data_dir(), corpus);
+    auto opened = corpus::corpus_index::open(corpus_db);
+    if (opened.failure) {
+      std::cerr << "quarry: cannot open the corpus index " << corpus_db << ": "
+                << opened.failure->message << "\n";
+      return exit_failure;
+    }
+    auto caps = corpus_size_caps(cfg);
+    if (auto* err = std::get_if<std::string>(&caps)) {
+      std::cerr << "quarry: " << *err << "\n";
+      return exit_usage;
+    }
+    // The same size caps as `quarry index` and open_url.
+    auto up = opened.index->update({corpus}, std::get<corpus::update_options>(caps));
+    if (up.failure) {
+      std::cerr << "quarry: indexing " << corpus << " failed: " << up.failure->message
+                << "\n";
+      return exit_failure;
+    }
+    if (up.added + up.updated + up.removed > 0)
+      std::cerr << "quarry: indexed " << corpus << ": " << up.added << " added, "
+                << up.updated << " updated, " << up.removed << " removed\n";
+    core::tool_instance is;
+    is.plugin = "local_corpus";
+    is.config = {{"db", corpus_db}};
+    cfg.tools["internal_search"] = std::move(is);
+    // The open_url plugin reads `corpus:<n>` ids from the same index (an
+    // option of that plugin, whatever the instance is called).
+    for (auto& [name, entry] : cfg.tools)
+      if (entry.plugin == "open_url" && !entry.config.contains("corpus_db"))
+        entry.config["corpus_db"] = corpus_db;
+  }
+
+  // Providers by role.
+  for (const auto& [name, entry] : cfg.llm.providers) {
+    auto made = ctx.registry->make_llm(entry.plugin, entry.config, name);
+    if (auto* err = std::get_if<std::string>(&made)) {
+      std::cerr << "quarry: llm.providers." << name << ": " << *err << "\n";
+      return exit_failure;
+    }
+    st.made_llms[name] = std::get<std::shared_ptr<sdk::llm_provider>>(std::move(made));
+    st.llm_settings[name] = actors::llm_actor_settings::of(name, entry.limits);
+  }
+  st.default_llm = cfg.llm.default_provider.empty() ? st.made_llms.begin()->first
+                                                    : cfg.llm.default_provider;
+  for (const auto& [name, entry] : cfg.tools) {
+    auto made = ctx.registry->make_tool(entry.plugin, entry.config);
+    if (auto* err = std::get_if<std::string>(&made)) {
+      std::cerr << "quarry: tools." << name << ": " << *err << "\n";
+      return exit_failure;
+    }
+    st.made_tools.emplace_back(name, std::get<std::shared_ptr<sdk::tool>>(std::move(made)));
+  }
+  return self;
+}
+
+void research_engine::start(std::shared_ptr<store::store> db) {
+  auto& st = *impl_;
+  auto& cfg = st.ctx.config.values;
+  st.rt = std::make_unique<actors::runtime>(cfg);
+  auto& rt = *st.rt;
+  std::map<std::string, actors::llm_provider_actor> llm_actors;
+  for (auto& [name, provider] : st.made_llms) {
+    auto hdl = actors::spawn_llm_provider(rt.system(), provider, st.llm_settings[name]);
+    rt.add_stoppable(hdl);
+    llm_actors[name] = hdl;
+  }
+  auto role = [&](std::initializer_list<const char*> names) {
+    for (auto n : names)
+      if (auto r = cfg.llm.roles.find(n); r != cfg.llm.roles.end())
+        if (auto a = llm_actors.find(r->second); a != llm_actors.end())
+          return a->second;
+    return llm_actors[st.default_llm];
+  };
+  st.models = actors::session_models{role({"clarification", "clarify"}),
+                                     role({"plan", "orchestrator"}),
+                                     role({"orchestrator"}),
+                                     role({"research_agent", "research"}),
+                                     role({"final_report", "report"})};
+  for (auto& [name, tool] : st.made_tools) {
+    auto hdl = actors::spawn_tool_provider(
+      rt.system(), tool, actors::tool_actor_settings::of(name, cfg.tools[name].limits));
+    rt.add_stoppable(hdl);
+    const auto* info = st.ctx.registry->find(cfg.tools[name].plugin);
+    st.tools.tools[tool->name()] = {hdl, tool->definition(),
+                                    info ? info->tool_kind : sdk::tool_kind::other};
+  }
+  // The store actor owns the store from here on; it is stopped (writing
+  // what is pending) with the other actors.
+  if (db) {
+    st.store = actors::spawn_store(rt.system(), std::move(db));
+    rt.add_stoppable(st.store);
+  }
+}
+
+actors::runtime& research_engine::runtime() {
+  return *impl_->rt;
+}
+
+const actors::session_models& research_engine::models() const {
+  return impl_->models;
+}
+
+const actors::tool_set& research_engine::tools() const {
+  return impl_->tools;
+}
+
+const std::shared_ptr<const core::prompt_library>& research_engine::prompts() const {
+  return impl_->prompts;
+}
+
+const actors::store_actor& research_engine::store() const {
+  return impl_->store;
+}
+
+const std::string& research_engine::corpus() const {
+  return impl_->corpus;
+}
+
+actors::session_spec research_engine::spec_for(const std::string& session_id,
+                                               const stored_options& so,
+                                               const resume_info* resume) const {
+  const auto& research = impl_->ctx.config.values.research;
+  actors::session_spec spec;
+  spec.session_id = session_id;
+  spec.question = question_for_model(so);
+  spec.checkpoints = static_cast<bool>(impl_->store);
+  spec.clarify = so.clarify;
+  spec.max_parallel_agents = so.max_agents > 0 ? so.max_agents : research.max_parallel_agents;
+  spec.max_cycles = research.max_cycles;
+  spec.agent_max_cycles = research.agent_max_cycles;
+  spec.max_plan_steps = research.max_plan_steps;
+  spec.reasoning_model = research.reasoning_model;
+  spec.deadline = so.deadline_ms > 0 ? std::chrono::milliseconds{so.deadline_ms}
+                                     : research.deadline;
+  if (resume != nullptr) {
+    spec.resumed = true;
+    spec.resume_from = resume->checkpoint;
+    spec.resume_checkpoint = resume->checkpoint_number;
+    spec.superseded_after = resume->checkpoint_seq;
+    if (resume->checkpoint)
+      spec.deadline = std::chrono::milliseconds{
+        core::resume_deadline_ms(spec.deadline.count(), resume->checkpoint->elapsed_ms)};
+  }
+  spec.final_report_timeout = research.final_report_timeout;
+  spec.agent_force_report = research.agent_report_after;
+  spec.agent_hard_timeout = research.agent_timeout;
+  spec.context_tokens = research.context_tokens;
+  spec.current_datetime = core::prompt_date(std::chrono::system_clock::now());
+  return spec;
+}
+
+} // namespace quarry::app

@@ -1,0 +1,70 @@
+// What every research of a process shares: the prompts, the corpus index,
+// the plugin instances, and once started the actor system with one actor per
+// provider and tool and the store actor. `quarry research` makes one for its
+// session; `quarry serve` one for all of its sessions.
+
+#pragma once
+
+#include "context.hpp"
+#include "session_store.hpp"
+
+#include "quarry/actors/session.hpp"
+#include "quarry/actors/store.hpp"
+#include "quarry/actors/tool_provider.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+
+namespace quarry::actors {
+class runtime;
+} // namespace quarry::actors
+
+namespace quarry::app {
+
+/// What a research engine is prepared with.
+struct engine_setup {
+  /// A folder to index and search (absolute), or empty: the configured
+  /// `research.corpus`, or the example corpus when nothing else can search.
+  std::string corpus;
+};
+
+class research_engine {
+public:
+  /// Finds the corpus (indexing it), loads the prompts and makes the plugin
+  /// instances. Says what it uses and any problem on stderr; on failure,
+  /// returns the exit code.
+  static std::variant<std::unique_ptr<research_engine>, int>
+  prepare(context& ctx, const engine_setup& setup);
+
+  ~research_engine();
+  research_engine(const research_engine&) = delete;
+  research_engine& operator=(const research_engine&) = delete;
+
+  /// Starts the actor system and the provider and tool actors, and the store
+  /// actor when `db` is set (it owns `db` from then on).
+  void start(std::shared_ptr<store::store> db);
+
+  actors::runtime& runtime();
+  const actors::session_models& models() const;
+  const actors::tool_set& tools() const;
+  const std::shared_ptr<const core::prompt_library>& prompts() const;
+  /// The store actor; null without a store.
+  const actors::store_actor& store() const;
+  /// The corpus searched (absolute), or empty.
+  const std::string& corpus() const;
+
+  /// The session of `so` under the configured research settings (deadline
+  /// and agents as `so` overrides them; a resumed session gets what was left
+  /// of its deadline).
+  actors::session_spec spec_for(const std::string& session_id, const stored_options& so,
+                                const resume_info* resume) const;
+
+private:
+  research_engine(context& ctx);
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace quarry::app

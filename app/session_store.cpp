@@ -1,0 +1,287 @@
+// The CLI's side of the research store.
+
+#include "session_store.hpp"
+
+#include "report_render.hpp"
+
+#include "quarry/core/settings.hpp"
+#include "quarry/host/services.hpp"
+#include "quarry/sdk/strings.hpp"
+#include "quarry/store/store.hpp"
+
+#include "quarry/actors/session.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
+#include <sys/file.h>
+#include <unistd.h>
+
+namespace quarry::app {
+
+namespace fs = std::filesystem;
+
+std::string store_path(const core::settings& cfg) {
+  if (!cfg.store.path.empty())
+    return cfg.store.path;
+  auto dir = cfg.runtime.data_dir.empty() ? host::default_data_dir()
+                                          : cfg.runtime.data_dir;
+  return (fs::path{dir} / "quarry.db").string();
+}
+
+std::variant<std::shared_ptr<store::store>, std::string>
+open_store(const core::settings& cfg, bool read_only) {
+  store::open_options opts;
+  opts.read_only = read_only;
+  auto opened = store::store::open(store_path(cfg), opts);
+  if (auto* err = std::get_if<sdk::error>(&opened))
+    return err->message;
+  return std::shared_ptr<store::store>{
+    std::get<std::unique_ptr<store::store>>(std::move(opened))};
+}
+
+namespace {
+
+std::string lock_file(const std::string& store_file, const std::string& id) {
+  auto dir = fs::path{store_file}.parent_path() / "locks";
+  return (dir / (id + ".lock")).string();
+}
+
+} // namespace
+
+std::variant<std::unique_ptr<session_lock>, std::string>
+session_lock::take(const std::string& store_file, const std::string& session_id) {
+  if (!store::is_session_id(session_id))
+    return "not a session id: '" + session_id + "'";
+  auto path = lock_file(store_file, session_id);
+  std::error_code ec;
+  fs::create_directories(fs::path{path}.parent_path(), ec);
+  if (ec)
+    return "cannot create " + fs::path{path}.parent_path().string() + ": " + ec.message();
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return "cannot open the lock file " + path + ": " + std::strerror(errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    auto why = errno;
+    char buf[32] = {};
+    auto n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+    ::close(fd);
+    if (why == EWOULDBLOCK) {
+      std::string pid = n > 0 ? std::string{buf, static_cast<size_t>(n)} : "";
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' '))
+        pid.pop_back();
+      return "session " + session_id + " is running in another process"
+             + (pid.empty() ? std::string{} : " (pid " + pid + ")");
+    }
+    return "cannot lock " + path + ": " + std::strerror(why);
+  }
+  auto pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0)
+    (void) !::pwrite(fd, pid.data(), pid.size(), 0);
+  return std::unique_ptr<session_lock>{new session_lock(fd, std::move(path))};
+}
+
+bool session_lock::held(const std::string& store_file, const std::string& session_id) {
+  if (!store::is_session_id(session_id))
+    return false;
+  auto path = lock_file(store_file, session_id);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return false;
+  bool busy = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return busy;
+}
+
+session_lock::~session_lock() {
+  // The file stays (removing it would let two processes lock two files of
+  // one name); `sessions rm` removes it with the session.
+  ::close(fd_);
+}
+
+nlohmann::json to_json(const stored_options& x) {
+  nlohmann::json j{{"question", x.question}, {"clarify", x.clarify}};
+  if (!x.answers.empty())
+    j["answers"] = x.answers;
+  if (x.deadline_ms > 0)
+    j["deadline_ms"] = x.deadline_ms;
+  if (x.max_agents > 0)
+    j["max_agents"] = x.max_agents;
+  if (!x.corpus.empty())
+    j["corpus"] = x.corpus;
+  if (!x.follow_up_context.empty())
+    j["follow_up_context"] = x.follow_up_context;
+  return j;
+}
+
+std::variant<stored_options, std::string> stored_options_from(const nlohmann::json& j) {
+  if (!j.is_object())
+    return std::string{"the stored options are not an object"};
+  stored_options out;
+  auto text = [&](const char* key, std::string& into) -> bool {
+    auto i = j.find(key);
+    if (i == j.end())
+      return true;
+    if (!i->is_string())
+      return false;
+    into = i->get<std::string>();
+    return true;
+  };
+  for (auto [key, into] : {std::pair{"question", &out.question},
+                           std::pair{"answers", &out.answers},
+                           std::pair{"corpus", &out.corpus},
+                           std::pair{"follow_up_context", &out.follow_up_context}})
+    if (!text(key, *into))
+      return std::string{"stored options: "} + key + ": not text";
+  if (auto i = j.find("clarify"); i != j.end()) {
+    if (!i->is_boolean())
+      return std::string{"stored options: clarify: not true or false"};
+    out.clarify = i->get<bool>();
+  }
+  if (auto i = j.find("deadline_ms"); i != j.end()) {
+    if (!i->is_number_integer() || i->get<int64_t>() < 0)
+      return std::string{"stored options: deadline_ms: not a duration"};
+    out.deadline_ms = i->get<int64_t>();
+  }
+  if (auto i = j.find("max_agents"); i != j.end()) {
+    if (!i->is_number_integer() || i->get<int64_t>() < 1 || i->get<int64_t>() > 16)
+      return std::string{"stored options: max_agents: not between 1 and 16"};
+    out.max_agents = i->get<int>();
+  }
+  if (out.question.empty())
+    return std::string{"stored options: no question"};
+  return out;
+}
+
+std::string question_for_model(const stored_options& x) {
+  std::string out;
+  if (!x.follow_up_context.empty())
+    out += x.follow_up_context + "\n\nFollow-up question: ";
+  out += x.question;
+  if (!x.answers.empty())
+    out += "\n\nClarifications from the user:\n" + x.answers;
+  return out;
+}
+
+// The earlier session's question, report and sources, as the models see
+// them in a follow-up (bounded: the report is cut at 24,000 characters).
+std::string follow_up_context(store::store& db, const std::string& id,
+                              std::string& error) {
+  if (!store::is_session_id(id))
+    return error = "--follow-up: not a session id: '" + id + "'", std::string{};
+  auto row = db.session(id);
+  if (!row)
+    return error = "--follow-up: no session " + id + " in " + db.path(), std::string{};
+  auto report = db.final_report(id);
+  if (!report)
+    return error = "--follow-up: session " + id + " has no report ("
+                   + store::to_string(row->state) + ")",
+           std::string{};
+  constexpr size_t max_report = 24'000;
+  auto text = report->text;
+  if (text.size() > max_report)
+    text = std::string{sdk::utf8_prefix(text, max_report)} + "\n[...]";
+  std::string out = "Earlier research in this conversation.\nQuestion: " + row->question
+                    + "\n\nReport:\n" + text;
+  auto docs = db.documents(id);
+  std::map<std::string, const store::document_row*> by_id;
+  for (const auto& d : docs)
+    by_id[d.document_id] = &d;
+  std::string sources;
+  for (const auto& c : db.citations(id)) {
+    auto d = by_id.find(c.document_id);
+    sources += "[" + std::to_string(c.number) + "] "
+               + (d != by_id.end() ? d->second->title + " " + d->second->url
+                                   : c.document_id)
+               + "\n";
+  }
+  if (!sources.empty())
+    out += "\n\nSources of that report:\n" + sources;
+  return out;
+}
+
+const char* state_after(const actors::session_result& r) {
+  if (r.interrupted)
+    return "interrupted";
+  switch (r.status) {
+    case actors::session_status::report:
+      return "completed";
+    case actors::session_status::clarification:
+      return "clarification";
+    case actors::session_status::failed:
+      break;
+  }
+  return "failed";
+}
+
+// A stored `running` session whose process died is shown as interrupted.
+store::session_state effective_state(const std::string& store_file,
+                                     const store::session_row& row) {
+  if ((row.state == store::session_state::running
+       || row.state == store::session_state::pending)
+      && !session_lock::held(store_file, row.id))
+    return store::session_state::interrupted;
+  return row.state;
+}
+
+// The cited sources of a stored report: the citation numbers its body uses.
+std::vector<cited_source> report_sources(store::store& db, const std::string& id,
+                                     const std::string& body) {
+  std::set<int> used;
+  static const std::regex marker{R"(\[\[(\d{1,6})\]\])"};
+  for (auto it = std::sregex_iterator(body.begin(), body.end(), marker);
+       it != std::sregex_iterator(); ++it)
+    used.insert(std::stoi((*it)[1].str()));
+  std::map<std::string, store::document_row> docs;
+  for (auto& d : db.documents(id))
+    docs.emplace(d.document_id, std::move(d));
+  std::vector<cited_source> out;
+  for (const auto& c : db.citations(id)) {
+    if (used.count(c.number) == 0)
+      continue;
+    auto d = docs.find(c.document_id);
+    out.push_back({c.number, d != docs.end() ? d->second.title : c.document_id,
+                   d != docs.end() ? d->second.url : std::string{}});
+  }
+  return out;
+}
+
+std::optional<report_parts> stored_report(store::store& db, const store::session_row& row,
+                                      store::session_state state) {
+  auto r = db.final_report(row.id);
+  if (!r)
+    return std::nullopt;
+  report_parts parts;
+  parts.question = row.question;
+  parts.body = r->text;
+  parts.sources = report_sources(db, row.id, r->text);
+  parts.partial = state != store::session_state::completed;
+  return parts;
+}
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+std::string rfc3339(int64_t ms) {
+  if (ms <= 0)
+    return {};
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  ::gmtime_r(&secs, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+                tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+  return buf;
+}
+
+} // namespace quarry::app

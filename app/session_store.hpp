@@ -1,0 +1,152 @@
+// The CLI's side of the research store: where it is, the lock that tells a
+// running session from one whose process died, and the options a session
+// is stored with (so `quarry sessions resume` can run it again).
+
+#pragma once
+
+#include "report_render.hpp"
+
+#include "quarry/sdk/types.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace quarry::core {
+struct settings;
+} // namespace quarry::core
+
+namespace quarry::store {
+class store;
+struct session_row;
+enum class session_state : uint8_t;
+} // namespace quarry::store
+
+namespace quarry::app {
+
+/// The store's file: `store.path`, else `<runtime.data_dir>/quarry.db`.
+std::string store_path(const core::settings& cfg);
+
+/// Opens the store for writing (`read_only`: for reading); the error names
+/// the file.
+std::variant<std::shared_ptr<store::store>, std::string>
+open_store(const core::settings& cfg, bool read_only = false);
+
+/// An exclusive lock on a session, held while a process runs it: a file in
+/// `<store folder>/locks/` locked with flock(), so it is released however the
+/// process ends (kill -9 included). A session stored as `running` whose lock
+/// is free was left behind by a process that died.
+class session_lock {
+public:
+  /// Takes the lock; an error says the session runs elsewhere (with the
+  /// pid that holds it) or why the lock file cannot be made.
+  static std::variant<std::unique_ptr<session_lock>, std::string>
+  take(const std::string& store_file, const std::string& session_id);
+
+  /// Whether some process holds the lock now.
+  static bool held(const std::string& store_file, const std::string& session_id);
+
+  ~session_lock();
+  session_lock(const session_lock&) = delete;
+  session_lock& operator=(const session_lock&) = delete;
+
+  /// The lock file.
+  const std::string& path() const noexcept {
+    return path_;
+  }
+
+private:
+  session_lock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {
+  }
+  int fd_;
+  std::string path_;
+};
+
+/// What a stored session runs with: enough to run it again.
+struct stored_options {
+  /// The question as the user asked it.
+  std::string question;
+  /// Answers to clarifying questions, one per line (may be empty).
+  std::string answers;
+  bool clarify = true;
+  /// 0: the configured deadline.
+  int64_t deadline_ms = 0;
+  /// 0: the configured number.
+  int max_agents = 0;
+  /// The corpus folder (absolute), or empty.
+  std::string corpus;
+  /// Context from the session this one follows up, or empty.
+  std::string follow_up_context;
+};
+
+nlohmann::json to_json(const stored_options& x);
+/// Reads stored options; missing fields keep their defaults, wrong types
+/// are an error naming the field.
+std::variant<stored_options, std::string> stored_options_from(const nlohmann::json& j);
+
+/// The question as the models see it: with the answers and the context of
+/// the session it follows up.
+std::string question_for_model(const stored_options& x);
+
+/// The earlier session's question, report and sources, as the models see
+/// them in a follow-up (the report cut at 24,000 characters). On failure
+/// the result is empty and `error` says why.
+std::string follow_up_context(store::store& db, const std::string& id, std::string& error);
+
+/// A stored `running` session whose process died (its lock is free) is
+/// interrupted; every other state is as stored.
+store::session_state effective_state(const std::string& store_file,
+                                     const store::session_row& row);
+
+/// The cited sources of a stored report: the citation numbers its body uses,
+/// with their documents' titles and URLs.
+std::vector<cited_source> report_sources(store::store& db, const std::string& id,
+                                         const std::string& body);
+
+/// The final report of a stored session, partial unless it completed.
+std::optional<report_parts> stored_report(store::store& db, const store::session_row& row,
+                                          store::session_state state);
+
+/// Milliseconds since the Unix epoch.
+int64_t unix_ms();
+
+/// `2026-11-25T07:30:00.123Z`.
+std::string rfc3339(int64_t unix_ms);
+
+} // namespace quarry::app
+
+#include "quarry/core/checkpoint.hpp"
+
+namespace quarry::app {
+
+/// A stored session that goes on from its last checkpoint (or from the
+/// start, when it died before the first one).
+struct resume_info {
+  std::string session_id;
+  stored_options options;
+  /// Null: start over.
+  std::shared_ptr<const core::research_checkpoint> checkpoint;
+  int64_t checkpoint_number = 0;
+  /// The seq of the checkpoint and the session's last stored seq.
+  uint64_t checkpoint_seq = 0;
+  uint64_t last_seq = 0;
+};
+
+} // namespace quarry::app
+
+namespace quarry::actors {
+struct session_result;
+} // namespace quarry::actors
+
+namespace quarry::app {
+
+/// The store state a finished run leaves: completed, clarification, failed
+/// or interrupted.
+const char* state_after(const actors::session_result& r);
+
+} // namespace quarry::app

@@ -83,7 +83,7 @@ void router::handle(request req, std::shared_ptr<responder> res) const {
   auto path = split_path(req.path);
   const route* best = nullptr;
   std::vector<std::string> allowed;
-  const std::string_view method = req.method == "HEAD" ? "GET" : req.method;
+  const std::string method = req.method == "HEAD" ? std::string{"GET"} : req.method;
   for (const auto& r : routes_) {
     if (!match(r, path, nullptr))
       continue;

@@ -175,6 +175,9 @@ struct server_core {
   uint16_t port = 0;
 
   std::atomic<bool> stopping{false};
+  /// The data of the end event of streams when the server stops (written
+  /// before `stopping` is set).
+  std::string end_data;
   std::mutex post_mtx;
   bool posts_open = true;
 
@@ -224,6 +227,7 @@ struct server_core {
 
 class connection : public std::enable_shared_from_this<connection> {
 public:
+  // `counted`: one of the open connections; otherwise one answered 429.
   connection(std::shared_ptr<server_core> core, tcp::socket socket, bool counted)
     : core_(std::move(core)),
       socket_(std::move(socket)),
@@ -232,7 +236,8 @@ public:
       heartbeat_timer_(socket_.get_executor()),
       stop_timer_(socket_.get_executor()),
       buffer_(core_->opts.max_header_bytes + 8192),
-      counted_(counted) {
+      counted_(counted),
+      rejecting_(!counted) {
   }
 
   ~connection() {
@@ -256,7 +261,6 @@ public:
       remote_port_ = ep.port();
     }
     if (reject) {
-      rejecting_ = true;
       phase_ = phase::reading;
       keep_alive_ = false;
       auto res = json_error(429, "busy",
@@ -266,6 +270,10 @@ public:
       res.headers.emplace_back("Retry-After",
                                std::to_string(core_->opts.retry_after_seconds));
       send_response(std::move(res), serial_);
+      return;
+    }
+    if (core_->stopping.load()) {
+      close_now(); // accepted while stop() began
       return;
     }
     read_head(core_->opts.header_timeout);
@@ -858,6 +866,10 @@ private:
     arm_heartbeat();
     discard_read();
     do_write();
+    // stop() began after begin_events checked: its begin_stop saw a request
+    // still being handled, so the end event is sent here.
+    if (core_->stopping.load())
+      end_events("end", core_->end_data);
   }
 
   void arm_heartbeat() {
@@ -1225,6 +1237,7 @@ void server::stop(std::string_view end_event_data) {
       return;
     c.stopped = true;
   }
+  c.end_data = std::string{end_event_data};
   c.stopping.store(true);
   const auto deadline = std::chrono::steady_clock::now() + c.opts.stop_timeout;
   c.post(c.acceptor.get_executor(), [cp = &c] {
@@ -1240,9 +1253,8 @@ void server::stop(std::string_view end_event_data) {
         out.push_back(std::move(conn));
     return out;
   };
-  std::string data{end_event_data};
   for (auto& conn : snapshot())
-    c.post(conn->executor(), [conn, data] { conn->begin_stop(data); });
+    c.post(conn->executor(), [conn, cp = &c] { conn->begin_stop(cp->end_data); });
   {
     std::unique_lock<std::mutex> guard{c.conns_mtx};
     c.conns_cv.wait_until(guard, deadline, [&c] {

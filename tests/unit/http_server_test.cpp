@@ -484,6 +484,10 @@ TEST_CASE("http server: a body over max_body_bytes is answered 413") {
     auto r = curl_fetch(post);
     CHECK(r.status == 200);
     CHECK(nlohmann::json::parse(r.body)["body_size"] == 3000);
+    post.headers.clear(); // curl's own choice
+    auto plain = curl_fetch(post);
+    CHECK(plain.status == 200);
+    CHECK(nlohmann::json::parse(plain.body)["body_size"] == 3000);
 
     raw_client c{port};
     REQUIRE(c.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
@@ -972,6 +976,19 @@ TEST_CASE("http server: a slow head is cut off after header_timeout") {
     closed = !c.read_some(50ms);
   }
   CHECK((closed || c.eof() || !c.send("X")));
+  CHECK(eventually([&] { return srv->stats().open_connections == 0; }));
+}
+
+TEST_CASE("http server: an idle keep-alive connection is closed after idle_timeout") {
+  auto opts = test_options();
+  opts.idle_timeout = 200ms;
+  auto srv = start(opts, echo);
+  raw_client c{srv->port()};
+  REQUIRE(c.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto r = c.read_response();
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(c.read_until_closed());
   CHECK(eventually([&] { return srv->stats().open_connections == 0; }));
 }
 

@@ -821,6 +821,31 @@ TEST_CASE("http server: a client that goes away fires on_close") {
   CHECK(called);
 }
 
+TEST_CASE("http server: on_close may be replaced and may hold the stream") {
+  std::mutex mtx;
+  std::shared_ptr<http::event_stream> kept;
+  std::atomic<int> first{0};
+  std::atomic<int> second{0};
+  auto srv = start(test_options(), [&](http::request, std::shared_ptr<http::responder> res) {
+    auto stream = res->start_events();
+    // The first callback holds the stream; replacing it drops that hold.
+    stream->on_close([stream, &first] { ++first; });
+    stream->on_close([&second] { ++second; });
+    std::lock_guard<std::mutex> guard{mtx};
+    kept = stream;
+  });
+  {
+    raw_client c{srv->port()};
+    REQUIRE(c.send("GET /events HTTP/1.1\r\nHost: x\r\n\r\n"));
+    REQUIRE(c.read_until("\r\n\r\n"));
+  }
+  CHECK(eventually([&] { return second.load() == 1; }));
+  CHECK(first.load() == 0);
+  std::lock_guard<std::mutex> guard{mtx};
+  CHECK(kept.use_count() == 1);
+  kept.reset();
+}
+
 TEST_CASE("http server: a client that does not read is cut off at the queue limit") {
   stream_fixture fx;
   auto opts = test_options();

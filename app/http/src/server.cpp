@@ -385,6 +385,7 @@ public:
       return nullptr;
     }
     bool counted = false;
+    bool kick = false;
     {
       std::lock_guard<std::mutex> guard{out_mtx_};
       if (!out_closed_) {
@@ -404,13 +405,17 @@ public:
         head += "\r\n";
         out_bytes_ += head.size();
         out_.push_back(std::move(head));
-        writing_ = true; // on_events_started writes
+        // on_events_started writes, unless a write (100 Continue) is still
+        // in flight: its completion goes on with the queue.
+        kick = !writing_;
+        writing_ = true;
       }
     }
     if (!counted)
       core_->open_streams.fetch_sub(1);
     else
-      core_->post(executor(), [self, serial] { self->on_events_started(serial); });
+      core_->post(executor(),
+                  [self, serial, kick] { self->on_events_started(serial, kick); });
     return std::make_shared<event_stream>(self);
   }
 
@@ -472,7 +477,9 @@ public:
     {
       std::lock_guard<std::mutex> guard{out_mtx_};
       if (!close_fired_) {
-        on_close_ = std::move(callback);
+        // The replaced callback is destroyed after the lock is released
+        // (it may hold the last reference to the stream).
+        on_close_.swap(callback);
         return;
       }
     }
@@ -855,7 +862,7 @@ private:
 
   // -- events --------------------------------------------------------------
 
-  void on_events_started(uint64_t serial) {
+  void on_events_started(uint64_t serial, bool kick) {
     if (phase_ != phase::handling || serial != serial_) {
       close_now();
       return;
@@ -865,7 +872,8 @@ private:
     core_->count_status(200);
     arm_heartbeat();
     discard_read();
-    do_write();
+    if (kick)
+      do_write();
     // stop() began after begin_events checked: its begin_stop saw a request
     // still being handled, so the end event is sent here.
     if (core_->stopping.load())

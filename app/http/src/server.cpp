@@ -666,7 +666,8 @@ private:
   }
 
   void on_read_error(error_code ec, bool in_body) {
-    if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
+    if (ec == bhttp::error::header_limit
+        || (ec == bhttp::error::buffer_overflow && !in_body)) {
       keep_alive_ = false;
       send_response(json_error(431, "too_large",
                                "the request head is larger than "
@@ -686,7 +687,6 @@ private:
     if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message
         || ec.category() != bhttp::make_error_code(bhttp::error::end_of_stream).category()) {
       // The client went away, the read timed out, or the socket failed.
-      (void) in_body;
       close_now();
       return;
     }

@@ -9,7 +9,10 @@
 //   ask form         #ask-form, #question, #ask-options-toggle (shows
 //                    #ask-options), #opt-clarify (checkbox), #opt-deadline,
 //                    #opt-max-agents, #ask-submit, #ask-error
-//   session          #session (hidden unless a session is shown),
+//   session          #session (hidden unless a session is shown;
+//                    data-stream: connecting, live, replaying,
+//                    reconnecting, ended (the `end` event came: every
+//                    packet is shown), closed),
 //                    #session-question, #session-state [session-state]
 //                    (text: running, planning, researching, writing,
 //                    clarification, completed, cancelled, failed,
@@ -44,8 +47,8 @@
 
 import { quarry_api, api_error } from './api.js';
 import {
-  apply_end, apply_packet, citation_card, citation_numbers, create_state, phase,
-  plan_steps, clip,
+  apply_end, apply_packet, citation_card, citation_numbers, create_state, lane_citation_card,
+  phase, plan_steps, clip,
 } from './packets.js';
 import {
   escape_html, is_web_url, render_citation_card, render_inline_markdown, render_markdown,
@@ -213,13 +216,27 @@ function close_stream() {
 }
 
 function set_connection(status) {
+  // While a finished session replays, "Live" would mislead.
+  if (status === 'live' && view.info && !active_phases.has(view.info.state))
+    status = 'replaying';
+  $('session').dataset.stream = status || (view.state.end_state ? 'ended' : 'closed');
+  const labels = { connecting: 'Connecting…', live: 'Live', reconnecting: 'Reconnecting…',
+                   replaying: 'Loading…' };
   const el = $('connection');
-  const labels = { connecting: 'Connecting…', live: 'Live', reconnecting: 'Reconnecting…' };
   el.textContent = labels[status] || '';
-  el.dataset.status = status || '';
+  el.dataset.status = labels[status] ? status : '';
+}
+
+function replaying() {
+  return !!(view.info && typeof view.info.state === 'string' && view.info.state !== 'running'
+            && !view.state.end_state && view.stream !== null);
 }
 
 function session_phase() {
+  // A finished session's packets replay through every phase: show where it
+  // ended instead.
+  if (replaying())
+    return view.info.state;
   const p = phase(view.state);
   if (p === 'idle' && view.info && typeof view.info.state === 'string')
     return view.info.state;
@@ -239,7 +256,7 @@ function follow(id, from) {
     },
     on_end: (end) => {
       apply_end(view.state, end);
-      set_connection('');
+      set_connection('ended');
       schedule();
       refresh_info(id);
       load_history(true);
@@ -278,6 +295,7 @@ async function open_session(id, question_hint) {
   view.id = id;
   view.info = question_hint ? { id, question: question_hint, state: 'running' } : null;
   view.state = create_state();
+  set_connection('');
   reset_rendered();
   clear_session_dom();
   show_view('session');
@@ -363,7 +381,7 @@ function render() {
 
   const running = active_phases.has(p);
   $('cancel').hidden = !running || !view.id;
-  const has_report = s.report.length > 0 || p === 'completed' || p === 'cancelled';
+  const has_report = s.report.length > 0;
   for (const [el, format] of [[$('export-md'), 'md'], [$('export-html'), 'html']]) {
     el.hidden = !has_report || !view.id || running;
     if (view.id) {
@@ -374,10 +392,14 @@ function render() {
   render_stats(p);
   render_messages();
   render_clarification(p);
-  render_plan();
+  render_plan(p);
   render_lanes();
   render_sources();
-  render_report(running);
+  // The sources column is left out while there is nothing it could show.
+  const no_side = s.sources.length === 0 && (p === 'clarification' || !running);
+  $('session-side').hidden = no_side;
+  $('session-grid').classList.toggle('no-side', no_side);
+  render_report(running || replaying());
   $('follow-up').hidden = running || p === 'clarification' || !view.id || !has_report;
   tick_clock(running);
 }
@@ -445,9 +467,12 @@ function render_clarification(p) {
   }
 }
 
-function render_plan() {
+function render_plan(p) {
   const s = view.state;
-  $('plan-section').hidden = !s.plan;
+  const planning = !s.plan && (p === 'idle' || p === 'running' || p === 'planning')
+    && s.lanes.length === 0 && !s.report_started;
+  $('plan-section').hidden = !s.plan && !planning;
+  $('plan-empty').hidden = !planning;
   if (view.rendered.plan === s.plan)
     return;
   view.rendered.plan = s.plan;
@@ -543,7 +568,13 @@ function order_lanes(container) {
 }
 
 function render_lane_report(details, lane) {
-  details.querySelector('.prose').innerHTML = render_markdown(lane.report, { citation: cite_info });
+  details.querySelector('.prose').innerHTML = render_markdown(lane.report, {
+    scope: lane.key,
+    citation: (n) => {
+      const card = lane_citation_card(view.state, lane.key, n);
+      return card ? { url: card.url, title: card.title } : null;
+    },
+  });
   delete details.dataset.stale;
 }
 
@@ -593,7 +624,7 @@ function render_sources() {
   }).join('');
 }
 
-function render_report(running) {
+function render_report(throttle) {
   const s = view.state;
   $('report-section').hidden = !s.report_started && !s.report;
   const text = s.report;
@@ -601,7 +632,7 @@ function render_report(running) {
     return;
   // While the report streams in, re-render at most a few times a second.
   const now = performance.now();
-  if (running && now - view.last_report_render < 200) {
+  if (throttle && now - view.last_report_render < 200) {
     if (!view.report_timer)
       view.report_timer = setTimeout(() => {
         view.report_timer = 0;
@@ -639,7 +670,9 @@ let card_hide_timer = 0;
 function show_card(chip) {
   clearTimeout(card_hide_timer);
   const n = Number(chip.dataset.cite);
-  let card = citation_card(view.state, n);
+  // Chips of an intermediate report use their agent's own numbers.
+  let card = chip.dataset.scope ? lane_citation_card(view.state, chip.dataset.scope, n)
+                                : citation_card(view.state, n);
   if (!card) {
     const href = chip.getAttribute('href') || '';
     card = { number: n, title: `Source ${n}`, url: href.startsWith('#') ? '' : href, passage: '' };
@@ -716,7 +749,10 @@ function setup_cards() {
     // show the source in the references instead.
     e.preventDefault();
     const n = Number(chip.dataset.cite || href.replace('#source-', ''));
-    const ref = $(`ref-${n}`);
+    const card = chip.dataset.scope ? lane_citation_card(view.state, chip.dataset.scope, n) : null;
+    const ref = card
+      ? document.querySelector(`#sources [data-document-id="${CSS.escape(card.document_id)}"]`)
+      : $(`ref-${n}`);
     if (ref) {
       ref.scrollIntoView({ behavior: 'smooth', block: 'center' });
       ref.classList.remove('flash');

@@ -76,12 +76,16 @@ function link_attrs(url) {
 
 /// One citation chip. `url` is used when safe; `title` becomes the chip's
 /// accessible label.
-export function citation_chip(n, url, title) {
+/// `scope` (optional) names whose numbering `n` belongs to (the page uses
+/// a lane's key for an agent's intermediate report); it becomes the chip's
+/// data-scope.
+export function citation_chip(n, url, title, scope) {
   const num = String(n);
   const label = title ? `Source ${num}: ${title}` : `Source ${num}`;
   const safe = safe_url(url || '');
   const href = safe ? link_attrs(safe) : `href="#source-${escape_html(num)}"`;
-  return `<a class="cite" data-cite="${escape_html(num)}" data-testid="citation" ${href}`
+  const sc = scope ? ` data-scope="${escape_html(scope)}"` : '';
+  return `<a class="cite" data-cite="${escape_html(num)}"${sc} data-testid="citation" ${href}`
     + ` aria-label="${escape_html(label)}">${escape_html(num)}</a>`;
 }
 
@@ -402,7 +406,7 @@ class inline_renderer {
     const link = safe_url(url || '') || (info && safe_url(info.url || '')) || null;
     if (this.in_link)
       return `<sup class="cite-text">[${escape_html(String(n))}]</sup>`;
-    return citation_chip(n, link, info && info.title);
+    return citation_chip(n, link, info && info.title, this.opts.scope);
   }
 
   try_autolink(i) {
@@ -859,7 +863,7 @@ class block_renderer {
 
 /// Renders `text` (Markdown) as HTML. `opts.citation(n)` may return
 /// `{url, title}` for citation number n (used for bare `[n]` chips and for
-/// the chips' labels).
+/// the chips' labels); `opts.scope` is written on every chip as data-scope.
 export function render_markdown(text, opts = {}) {
   let src = typeof text === 'string' ? text : String(text ?? '');
   let note = '';

@@ -485,12 +485,7 @@ export function clip(text, max) {
   return `${t.slice(0, cut > max * 0.6 ? cut : max)}…`;
 }
 
-/// What a citation card shows for citation `n`: `{number, title, url,
-/// passage, source_type, document_id}`, or null when `n` is not cited.
-/// The passage is the text of the document that the packets carried (the
-/// opened page's content, else the search result's blurb or snippet).
-export function citation_card(state, n) {
-  const doc = cited_document(state, n);
+function card_of(doc, n) {
   if (!doc)
     return null;
   const text = doc.content || doc.blurb || doc.snippet;
@@ -502,4 +497,24 @@ export function citation_card(state, n) {
     source_type: doc.source_type,
     passage: text ? clip(text, limits.passage) : '',
   };
+}
+
+/// What a citation card shows for citation `n` of the final report:
+/// `{number, title, url, passage, source_type, document_id}`, or null when
+/// `n` is not cited. The passage is the text of the document that the
+/// packets carried (the opened page's content, else the search result's
+/// blurb or snippet).
+export function citation_card(state, n) {
+  return card_of(cited_document(state, n), n);
+}
+
+/// The card for `[n]` in the intermediate report of the lane `lane_key`.
+/// A research agent numbers its documents itself, from 1, in the order its
+/// tools returned them (each document once), which is the order of
+/// `lane.document_ids`.
+export function lane_citation_card(state, lane_key, n) {
+  const lane = state.lane_by_key.get(lane_key);
+  if (!lane || !Number.isInteger(n) || n < 1 || n > lane.document_ids.length)
+    return null;
+  return card_of(state.sources_by_id.get(lane.document_ids[n - 1]), n);
 }

@@ -5,6 +5,8 @@
 // replaying recorded packet streams (tests/web/fixtures/*.jsonl) over
 // Server-Sent Events exactly as docs/api.md says: `id: seq`, `event:
 // packet`, replay from Last-Event-ID or ?from=, heartbeats, `event: end`.
+// GET /v1/models and POST /v1/chat/completions answer from the same
+// recording, so tests/e2e/openai_client_test.mjs can be tried too.
 // Nothing here is research: every session replays the same recording.
 //
 //   node tests/e2e/dev_server.mjs [serve] [--listen 127.0.0.1:0]
@@ -167,6 +169,44 @@ function report_of(s) {
   return { text, sources };
 }
 
+// The OpenAI-compatible endpoint: the recorded research, finished at once,
+// as one completion or as chunks (progress as reasoning, the report as
+// content).
+function chat_completion(res, body) {
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  const last = [...messages].reverse().find((m) => m && m.role === 'user');
+  if (!last || typeof last.content !== 'string')
+    return error(res, 400, 'bad_request', 'messages: needs a user message');
+  const s = new_session({ question: last.content, clarify: false });
+  clearTimeout(s.timer);
+  for (const p of s.script)
+    emit(s, p.obj, p.placement);
+  s.script = [];
+  finish(s, 'completed');
+  const r = report_of(s);
+  const content = `${r.text.trim()}\n\n## Sources\n\n${r.sources.map((x) => `${x.number}. ${x.title} <${x.url}>`).join('\n')}\n`;
+  const id = `chatcmpl-${s.id}`;
+  const created = Math.floor(Date.now() / 1000);
+  const model = typeof body.model === 'string' ? body.model : 'quarry-research';
+  if (!body.stream) {
+    return json(res, 200, { id, object: 'chat.completion', created, model,
+      choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 100, completion_tokens: 200, total_tokens: 300 } });
+  }
+  res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store' });
+  const chunk = (delta, finish_reason = null) => res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model,
+    choices: [{ index: 0, delta, finish_reason }] })}\n\n`);
+  chunk({ role: 'assistant' });
+  for (const p of s.packets) {
+    if (p.obj.type === 'deep_research_plan_delta') chunk({ reasoning_content: p.obj.content });
+    if (p.obj.type === 'research_agent_start') chunk({ reasoning_content: `\nAgent: ${p.obj.research_task}\n` });
+  }
+  for (let i = 0; i < content.length; i += 40)
+    chunk({ content: content.slice(i, i + 40) });
+  chunk({}, 'stop');
+  res.end('data: [DONE]\n\n');
+}
+
 async function read_body(req) {
   const chunks = [];
   let size = 0;
@@ -239,6 +279,12 @@ async function handle(req, res) {
   if (!path.startsWith('/v1/')) return error(res, 404, 'not_found', `no such path: ${path}`);
   if (token && req.headers.authorization !== `Bearer ${token}`)
     return error(res, 401, 'unauthorized', 'missing or wrong bearer token', { 'WWW-Authenticate': 'Bearer' });
+  if (path === '/v1/models' && req.method === 'GET') {
+    return json(res, 200, { object: 'list', data: ['quarry-research', 'quarry-research-fast'].map((id) => (
+      { id, object: 'model', created: 0, owned_by: 'quarry' })) });
+  }
+  if (path === '/v1/chat/completions' && req.method === 'POST')
+    return chat_completion(res, await read_body(req));
   if (path === '/v1/research' && req.method === 'POST') {
     const body = await read_body(req);
     if (typeof body.question !== 'string' || !body.question.trim())

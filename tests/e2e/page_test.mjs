@@ -49,7 +49,9 @@ async function state_of(page) {
 // shows instead.
 async function wait_for_state(page, wanted, timeout) {
   try {
-    await page.waitForSelector(`#session-state[data-state="${wanted}"]`, { timeout });
+    // The badge shows the stored state at once; every packet is shown once
+    // the event stream has ended.
+    await page.waitForSelector(`#session[data-stream="ended"] #session-state[data-state="${wanted}"]`, { timeout });
   } catch {
     const state = await state_of(page);
     const errors = await page.locator('#errors').innerText().catch(() => '');
@@ -127,6 +129,26 @@ async function check_card(page) {
   log(`citation card: "${title}", passage of ${passage.length} characters`);
 }
 
+// An agent's intermediate report has chips of its own numbering; its card
+// names one of that agent's sources.
+async function check_lane_card(page) {
+  const details = page.locator('[data-testid="agent-lane"] [data-testid="lane-report"]').first();
+  await details.locator('summary').click();
+  const chip = details.locator('a.cite').first();
+  await chip.waitFor({ state: 'visible', timeout: 5000 })
+    .catch(() => fail('the first agent\'s intermediate report shows no citation chips'));
+  await chip.scrollIntoViewIfNeeded();
+  await chip.hover();
+  await page.waitForSelector('#citation-card:not([hidden])', { timeout: 5000 })
+    .catch(() => fail('hovering a chip of an intermediate report shows no card'));
+  const title = (await page.locator('#citation-card [data-testid="card-title"]').innerText()).trim();
+  const titles = await page.locator('#sources [data-testid="source"] .source-head').allInnerTexts();
+  if (!titles.some((t) => t.includes(title)))
+    fail(`the card of an intermediate report's chip names "${title}", which is not a listed source`);
+  await details.locator('summary').click();
+  await page.mouse.move(5, 5);
+}
+
 async function check_exports(page, base, id) {
   for (const format of ['md', 'html']) {
     const link = page.locator(`#export-${format}`);
@@ -185,6 +207,7 @@ async function main() {
     await check_card(page);
     await shot('citation-card');
     await page.mouse.move(5, 5);
+    await check_lane_card(page);
 
     // 2. Cancel a second research.
     let cancel_page = page;

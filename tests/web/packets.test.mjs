@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
 import {
-  apply_end, apply_packet, citation_card, citation_numbers, clip, create_state, fold, limits,
-  phase, plan_steps,
+  apply_end, apply_packet, citation_card, citation_numbers, clip, create_state, fold,
+  lane_citation_card, limits, phase, plan_steps,
 } from '../../app/web/packets.js';
 import { render_citation_card, render_markdown } from '../../app/web/markdown.js';
 
@@ -243,6 +243,32 @@ test('citation cards: title, URL and the passage the packets carried', () => {
   assert.match(html, /data-testid="card-passage">This is an illustrative example\./);
   // A file: URL is shown, not linked (browsers do not follow it from a web page).
   assert.ok(!/<a [^>]*card-url/.test(html));
+});
+
+test('citation cards: an agent\'s intermediate report uses the agent\'s own numbers', () => {
+  const s = fold(research);
+  const lane = s.lane_by_key.get('1:0');
+  // "This is an illustrative example [6]." in agent 1's report cites the
+  // sixth document its search returned: the Nordic case study.
+  assert.ok(lane.report.startsWith('This is an illustrative example [6].'));
+  const card = lane_citation_card(s, '1:0', 6);
+  assert.equal(card.document_id, 'corpus:9');
+  assert.match(card.title, /^Illustrative Case Study: An Electrically Heated House/);
+  assert.ok(card.passage.startsWith('This is an illustrative example.'));
+  // Every number in every intermediate report names one of the agent's documents,
+  // and those are the documents the agent reported as cited.
+  for (const l of s.lanes) {
+    const nums = [...l.report.matchAll(/\[(\d+)\]/g)].map((m) => Number(m[1]));
+    assert.ok(nums.length > 0);
+    const ids = new Set(nums.map((n) => lane_citation_card(s, l.key, n)?.document_id));
+    assert.deepEqual([...ids].sort(), [...l.cited_ids].sort(), l.key);
+  }
+  assert.equal(lane_citation_card(s, '1:0', 0), null);
+  assert.equal(lane_citation_card(s, '1:0', 11), null);
+  assert.equal(lane_citation_card(s, '9:9', 1), null);
+  // The chips of that report carry the lane as their scope.
+  const html = render_markdown(lane.report, { scope: lane.key });
+  assert.match(html, /<a class="cite" data-cite="6" data-scope="1:0" data-testid="citation"/);
 });
 
 test('citation cards: hostile titles, URLs and passages are escaped', () => {

@@ -447,11 +447,28 @@ function render_messages() {
     $('errors').innerHTML = s.errors.slice(-20).map((e) =>
       `<div class="message error" data-testid="error"><strong>Error</strong> ${escape_html(e.message)}</div>`).join('');
   }
-  if (view.rendered.notices !== s.notices.length) {
-    view.rendered.notices = s.notices.length;
-    $('notices').innerHTML = s.notices.slice(-20).map((n) =>
+  const stop = stop_note(s.stop_reason, s.report.length > 0);
+  const key = `${s.notices.length}:${stop}`;
+  if (view.rendered.notices !== key) {
+    view.rendered.notices = key;
+    const notes = s.notices.slice(-20);
+    if (stop)
+      notes.push(stop);
+    $('notices').innerHTML = notes.map((n) =>
       `<div class="message notice" data-testid="notice">${escape_html(n)}</div>`).join('');
   }
+}
+
+// A line for a run that stopped early (the `stop` packet's reason).
+function stop_note(reason, has_report) {
+  if (!reason || reason === 'clarification')
+    return '';
+  const rest = has_report ? ': the report holds what was found until then.' : '.';
+  if (reason === 'user_cancelled' || reason === 'cancelled')
+    return `The research was cancelled${rest}`;
+  if (reason === 'deadline')
+    return `The deadline was reached${rest}`;
+  return `The research stopped early (${reason})${rest}`;
 }
 
 function render_clarification(p) {

@@ -91,6 +91,25 @@ export function citation_chip(n, url, title, scope) {
 
 // -- inline -------------------------------------------------------------------
 
+const named_entities = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: '\u00a0',
+                         ndash: '\u2013', mdash: '\u2014', hellip: '\u2026', copy: '\u00a9' };
+
+/// Decodes the character references models write (`&amp;`, `&#39;`,
+/// `&#x2019;`, a few names) in plain text. What they decode to is escaped
+/// again on output, so `&lt;script&gt;` shows as the text "<script>".
+export function decode_entities(text) {
+  if (!text.includes('&'))
+    return text;
+  return text.replace(/&(?:#(\d{1,7})|#[xX]([0-9a-fA-F]{1,6})|([a-z]{2,6}));/g, (m, dec, hex, name) => {
+    if (name !== undefined)
+      return Object.prototype.hasOwnProperty.call(named_entities, name) ? named_entities[name] : m;
+    const cp = dec !== undefined ? Number(dec) : parseInt(hex, 16);
+    if (cp === 0 || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+      return '\ufffd';
+    return String.fromCodePoint(cp);
+  });
+}
+
 const punctuation = '!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~';
 
 function is_space(c) {
@@ -197,7 +216,7 @@ class inline_renderer {
 
   flush(upto) {
     if (upto > this.plain_start)
-      this.out += escape_html(this.text.slice(this.plain_start, upto));
+      this.out += escape_html(decode_entities(this.text.slice(this.plain_start, upto)));
   }
 
   emit(html, resume) {
@@ -438,9 +457,27 @@ class inline_renderer {
     while (j < limit && !url_stop.test(t[j]))
       ++j;
     this.no_url_before = j;
-    // Trailing punctuation belongs to the sentence.
-    while (j > i && /[.,;:!?'*_)\]]/.test(t[j - 1]))
-      --j;
+    // Trailing punctuation belongs to the sentence; a closing parenthesis
+    // only when the URL has no opening one for it (`.../Foo_(bar)`).
+    let open = 0;
+    let close = 0;
+    for (let k = i; k < j; ++k) {
+      if (t[k] === '(')
+        ++open;
+      else if (t[k] === ')')
+        ++close;
+    }
+    for (;;) {
+      const c = t[j - 1];
+      if (j > i && /[.,;:!?'*_\]]/.test(c)) {
+        --j;
+      } else if (j > i && c === ')' && close > open) {
+        --close;
+        --j;
+      } else {
+        break;
+      }
+    }
     const url = safe_url(t.slice(i, j));
     if (!url || j - i <= 8)
       return -1;

@@ -456,9 +456,8 @@ export function phase(state) {
 /// The steps of the plan: its non-blank lines, list markers removed.
 export function plan_steps(state) {
   return state.plan.split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l.length > 0)
-    .map((l) => l.replace(/^(?:\d{1,4}[.)]|[-*+])[ \t]+/, ''));
+    .map((l) => l.trim().replace(/^(?:\d{1,4}[.)]|[-*+])(?:[ \t]+|$)/, ''))
+    .filter((l) => l.length > 0);
 }
 
 /// The document cited as number `n`, or null.

@@ -191,9 +191,9 @@ async function main() {
       if (m.type() === 'error' && !/Failed to load resource/.test(m.text()))
         problems.push(`console error in the page: ${m.text()}`);
     });
-    const shot = async (name, options = {}) => {
+    const shot = async (name, options = {}, on = page) => {
       const path = join(artifacts, `page_test-${name}.png`);
-      await page.screenshot({ path, ...options });
+      await on.screenshot({ path, ...options });
       log(`screenshot ${path}`);
     };
 
@@ -235,6 +235,7 @@ async function main() {
     if (await cancel_page.locator('#cancel').isVisible())
       fail('the Cancel button is still shown after the research was cancelled');
     log(`session ${second} cancelled`);
+    await shot('cancelled', {}, cancel_page);
     if (cancel_page !== page)
       await cancel_page.close();
 

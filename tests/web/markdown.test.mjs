@@ -61,8 +61,10 @@ test('markdown: <script> and other raw HTML are escaped, never passed', () => {
                '<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>\n');
   assert.match(render_markdown('Hello <img src=x onerror=alert(1)> world'),
                /Hello &lt;img src=x onerror=alert\(1\)&gt; world/);
-  // Entities are text: "&lt;" shows as the four characters, not as "<".
-  assert.match(render_markdown('&lt;b&gt;'), /&amp;lt;b&amp;gt;/);
+  // Character references decode to text, which is escaped again.
+  assert.equal(render_markdown('&lt;b&gt; R&amp;D &#60;i&#x3E; &bogus; &#0;'),
+               '<p>&lt;b&gt; R&amp;D &lt;i&gt; &amp;bogus; \ufffd</p>\n');
+  assert.equal(render_markdown('`&lt;`'), '<p><code>&amp;lt;</code></p>\n');
 });
 
 test('markdown: only http, https and file links become links', () => {
@@ -173,6 +175,8 @@ test('markdown: blocks and inline formatting', () => {
   assert.equal(render_markdown('a\\*b\\* \\<x\\>'), '<p>a*b* &lt;x&gt;</p>\n');
   assert.match(render_markdown('line one  \nline two'), /line one<br>\nline two/);
   assert.match(render_markdown('See https://example.com/a.'), /<a href="https:\/\/example\.com\/a"[^>]*>https:\/\/example\.com\/a<\/a>\./);
+  assert.match(render_markdown('(see https://example.com/a)'), /href="https:\/\/example\.com\/a"[^>]*>https:\/\/example\.com\/a<\/a>\)/);
+  assert.match(render_markdown('https://en.wikipedia.org/wiki/Heat_pump_(device).'), /href="https:\/\/en\.wikipedia\.org\/wiki\/Heat_pump_\(device\)"/);
   assert.equal(render_inline_markdown('**Step** <one>'), '<strong>Step</strong> &lt;one&gt;');
   // A fence language cannot inject an attribute.
   assert.match(render_markdown('```js" onclick="x\ncode\n```'), /<code class="language-js">/);
@@ -197,6 +201,7 @@ test('markdown: huge and hostile inputs render in bounded, roughly linear time',
     lt: '<'.repeat(n),
     autolinks: '<http://a'.repeat(n / 9),
     urls: 'http://a\\'.repeat(n / 9),
+    paren_urls: ('http://a' + ')'.repeat(4000) + ' ').repeat(n / 4009),
     quotes: '>'.repeat(n),
     list: '- '.repeat(n / 2),
     nested_list: Array.from({ length: 500 }, (_, i) => ' '.repeat(i * 2) + '- x').join('\n'),

@@ -214,6 +214,12 @@ test('packets: a recorded clarification, then the research after the answer', ()
   assert.equal(s.last_seq, offset + research.length);
 });
 
+test('packets: plan steps lose their list markers; an unfinished marker is no step', () => {
+  const s = create_state();
+  apply_packet(s, packet(1, { type: 'deep_research_plan_delta', content: '1. First\n\n- Second\n3) Third\n4.' }));
+  assert.deepEqual(plan_steps(s), ['First', 'Second', 'Third']);
+});
+
 test('packets: a cancelled session', () => {
   const s = fold(research.slice(0, 200));
   assert.equal(phase(s), 'researching');

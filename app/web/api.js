@@ -296,6 +296,8 @@ export function research_body(options) {
 }
 
 const default_delays = [250, 500, 1000, 2000, 4000, 8000];
+/// Three missed heartbeats (the server sends one every 15 s).
+const default_idle_ms = 45000;
 
 /// A session's event stream that reconnects until the server sends `end`
 /// or close() is called. Handlers (all optional):
@@ -305,7 +307,8 @@ const default_delays = [250, 500, 1000, 2000, 4000, 8000];
 /// - on_error(api_error): a failure that ends the stream (401, 404, a
 ///   malformed stream); the stream is over;
 /// - from: the first seq wanted (default 1).
-/// Options: `delays` (reconnect back-off in ms).
+/// Options: `delays` (reconnect back-off in ms), `idle_ms` (a connection
+/// silent this long, heartbeats included, is dropped and made again).
 export class event_stream {
   constructor(api, id, handlers = {}) {
     this.api = api;
@@ -316,6 +319,7 @@ export class event_stream {
     this.controller = null;
     this.attempt = 0;
     this.delays = handlers.delays || default_delays;
+    this.idle_ms = handlers.idle_ms || default_idle_ms;
     this.connections = 0;
     this.wake = null;
     this.done = valid_id(id) ? this.run() : Promise.resolve(this.fail(
@@ -387,19 +391,37 @@ export class event_stream {
   // One connection: resolves 'end' after the end event, 'dropped' when the
   // body ends without it; throws api_error for an error status.
   async connect() {
-    this.controller = new AbortController();
+    const controller = new AbortController();
+    this.controller = controller;
+    // A connection on which nothing arrives, not even the server's
+    // heartbeat comments, is taken as dead (a proxy may keep half of it).
+    let idle = null;
+    const arm = () => {
+      clearTimeout(idle);
+      idle = setTimeout(() => controller.abort(), this.idle_ms);
+    };
+    arm();
+    try {
+      return await this.read_stream(controller, arm);
+    } finally {
+      clearTimeout(idle);
+    }
+  }
+
+  async read_stream(controller, arm) {
     const from = this.last_seq + 1;
     const headers = this.api.headers({ Accept: 'text/event-stream' });
     if (this.last_seq > 0)
       headers['Last-Event-ID'] = String(this.last_seq);
     const path = `/v1/research/${encodeURIComponent(this.id)}/events`
       + (from > 1 ? `?from=${from}` : '');
-    this.status(this.connections === 0 ? 'connecting' : 'reconnecting');
+    if (this.connections === 0)
+      this.status('connecting');
     this.connections += 1;
     let res;
     try {
       res = await this.api.fetch_impl(this.api.url(path),
-                                      { headers, signal: this.controller.signal, cache: 'no-store' });
+                                      { headers, signal: controller.signal, cache: 'no-store' });
     } catch (e) {
       throw new api_error(0, 'network', String(e && e.message ? e.message : e));
     }
@@ -451,6 +473,7 @@ export class event_stream {
         const { value, done } = await reader.read();
         if (done)
           break;
+        arm();
         try {
           parser.push(decoder.decode(value, { stream: true }));
         } catch (e) {

@@ -186,7 +186,7 @@ test('api: a dropped event stream resumes after the last packet, with no gap and
       [`/v1/research/${id}/events`, 601, '600'],
     ]);
     assert.ok(connections.every((c) => c.auth === 'Bearer tok'));
-    assert.deepEqual(statuses, ['connecting', 'live', 'reconnecting', 'reconnecting', 'live', 'reconnecting', 'reconnecting', 'live']);
+    assert.deepEqual(statuses, ['connecting', 'live', 'reconnecting', 'live', 'reconnecting', 'live']);
     // The packets fold to the same state as the recording.
     const s = fold(got);
     assert.equal(phase(s), 'completed');
@@ -262,6 +262,39 @@ test('api: a server error or 429 is retried after Retry-After', async () => {
     await new quarry_api({ base: srv.base }).events('q00000000000000cc', { on_end: (e) => { end = e; } }).done;
     assert.deepEqual(end, { state: 'failed' });
     assert.equal(n, 3);
+  } finally {
+    await srv.close();
+  }
+});
+
+test('api: a connection on which nothing arrives is dropped and made again', async () => {
+  const id = 'q00000000000000dd';
+  const packets = research.slice(0, 20).map((p) => ({ ...p, session: id }));
+  let n = 0;
+  const srv = await serve((req, res) => {
+    ++n;
+    res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+    if (n === 1) {
+      // Ten packets, then silence: no heartbeat, no end, the socket open.
+      res.write(packets.slice(0, 10).map(sse_packet).join(''));
+      return;
+    }
+    const from = Number(new URL(req.url, 'http://x').searchParams.get('from'));
+    res.write(packets.slice(from - 1).map(sse_packet).join(''));
+    res.end('event: end\ndata: {"state":"completed"}\n\n');
+  });
+  try {
+    const got = [];
+    let end = null;
+    await new quarry_api({ base: srv.base }).events(id, {
+      on_packet: (p) => got.push(p.seq),
+      on_end: (e) => { end = e; },
+      idle_ms: 300,
+      delays: [1],
+    }).done;
+    assert.equal(n, 2);
+    assert.deepEqual(got, packets.map((p) => p.seq));
+    assert.deepEqual(end, { state: 'completed' });
   } finally {
     await srv.close();
   }

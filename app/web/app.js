@@ -781,40 +781,42 @@ function setup_cards() {
 
 // -- history ------------------------------------------------------------------
 
-const history = { next: null, query: '', loading: null, timer: 0, items: [] };
+// The history list: its items, the cursor of the next page, the search
+// they answer and the request in flight.
+const past = { next: null, query: '', loading: null, timer: 0, items: [] };
 
 async function load_history(reset) {
-  if (history.loading)
-    history.loading.abort();
+  if (past.loading)
+    past.loading.abort();
   const controller = new AbortController();
-  history.loading = controller;
+  past.loading = controller;
   const q = $('history-search').value.trim();
   try {
-    const page = await api.list({ q, limit: 30, before: reset ? '' : history.next || '' },
+    const page = await api.list({ q, limit: 30, before: reset ? '' : past.next || '' },
                                 controller.signal);
-    if (history.loading !== controller)
+    if (past.loading !== controller)
       return;
     const sessions = page && Array.isArray(page.sessions) ? page.sessions : [];
-    history.items = reset ? sessions : history.items.concat(sessions);
-    history.next = page && typeof page.next === 'string' ? page.next : null;
-    history.query = q;
+    past.items = reset ? sessions : past.items.concat(sessions);
+    past.next = page && typeof page.next === 'string' ? page.next : null;
+    past.query = q;
     show_error($('history-error'), '');
     render_history();
   } catch (e) {
     if (e && e.name === 'AbortError')
       return;
-    if (history.loading === controller)
+    if (past.loading === controller)
       show_error($('history-error'), e instanceof api_error && e.status === 401
         ? 'Enter the access token to see the history.' : message_of(e));
   } finally {
-    if (history.loading === controller)
-      history.loading = null;
+    if (past.loading === controller)
+      past.loading = null;
   }
 }
 
 function render_history() {
   const list = $('history-list');
-  list.innerHTML = history.items.filter((it) => it && typeof it.id === 'string').map((it) => {
+  list.innerHTML = past.items.filter((it) => it && typeof it.id === 'string').map((it) => {
     const state = typeof it.state === 'string' ? it.state : '';
     const q = typeof it.question === 'string' ? it.question : '(no question)';
     const when = format_time(it.created_at);
@@ -825,11 +827,11 @@ function render_history() {
       + `${escape_html(state_labels[state] || state)}${when ? ` · ${escape_html(when)}` : ''}`
       + `${it.parent_id ? ' · follow-up' : ''}</span></a></li>`;
   }).join('');
-  $('history-empty').hidden = history.items.length > 0;
-  $('history-empty').textContent = history.query ? 'Nothing matches.' : 'No research yet.';
-  $('history-more').hidden = !history.next;
+  $('history-empty').hidden = past.items.length > 0;
+  $('history-empty').textContent = past.query ? 'Nothing matches.' : 'No research yet.';
+  $('history-more').hidden = !past.next;
   // The query these results answer (tests wait for it).
-  list.dataset.query = history.query;
+  list.dataset.query = past.query;
   mark_history_current();
 }
 
@@ -1045,12 +1047,12 @@ function setup() {
   $('export-md').addEventListener('click', export_click);
   $('export-html').addEventListener('click', export_click);
   $('history-search').addEventListener('input', () => {
-    clearTimeout(history.timer);
-    history.timer = setTimeout(() => load_history(true), 250);
+    clearTimeout(past.timer);
+    past.timer = setTimeout(() => load_history(true), 250);
   });
   $('history-search').addEventListener('keydown', (e) => {
     if (e.key === 'Enter') {
-      clearTimeout(history.timer);
+      clearTimeout(past.timer);
       load_history(true);
     }
   });

@@ -1080,6 +1080,8 @@ function setup() {
       return;
     save_token(token);
     hide_auth();
+    show_error($('ask-error'), '');
+    show_error($('history-error'), '');
     // Retry what failed.
     view.id = null;
     close_stream();

@@ -182,8 +182,9 @@ async function main() {
     reducedMotion: 'reduce',
   }).catch((e) => fail(`Chromium (${chromium_path}) did not start: ${e.message}`));
   const problems = [];
+  let page = null;
   try {
-    const page = browser.pages()[0] || await browser.newPage();
+    page = browser.pages()[0] || await browser.newPage();
     page.on('pageerror', (e) => problems.push(`script error in the page: ${e.message}`));
     page.on('console', (m) => {
       // Failed requests are checked where they matter; anything else the
@@ -271,6 +272,15 @@ async function main() {
     await shot('narrow');
     if (problems.length > 0)
       fail(problems.join('\n'));
+  } catch (e) {
+    // What the page showed when it failed.
+    if (page) {
+      const path = join(artifacts, 'page_test-failure.png');
+      await page.screenshot({ path, fullPage: true }).then(() => log(`screenshot ${path}`), () => {});
+    }
+    if (problems.length > 0 && e instanceof Error)
+      e.message += `\nalso: ${problems.join('\n')}`;
+    throw e;
   } finally {
     await browser.close();
   }

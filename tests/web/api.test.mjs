@@ -89,7 +89,7 @@ function sse_packet(p) {
   return `id: ${p.seq}\nevent: packet\ndata: ${JSON.stringify(p)}\n\n`;
 }
 
-test('api: requests, JSON errors, the token and 401', async () => {
+test('api: requests, JSON errors, the token and 401', { timeout: 30000 }, async () => {
   const seen = [];
   const srv = await serve((req, res, body) => {
     seen.push({ method: req.method, url: req.url, auth: req.headers.authorization, type: req.headers['content-type'], body });
@@ -139,7 +139,7 @@ test('api: requests, JSON errors, the token and 401', async () => {
   await assert.rejects(api.get('q0123456789abcdef'), (e) => e instanceof api_error && e.status === 0 && e.code === 'network');
 });
 
-test('api: a dropped event stream resumes after the last packet, with no gap and no repeat', async () => {
+test('api: a dropped event stream resumes after the last packet, with no gap and no repeat', { timeout: 30000 }, async () => {
   const id = 'q00000000000000aa';
   const packets = research.map((p) => ({ ...p, session: id }));
   const connections = [];
@@ -196,7 +196,7 @@ test('api: a dropped event stream resumes after the last packet, with no gap and
   }
 });
 
-test('api: an event stream starts at `from` and stops for good on 401, 404 and close()', async () => {
+test('api: an event stream starts at `from` and stops for good on 401, 404 and close()', { timeout: 30000 }, async () => {
   let status = 200;
   const froms = [];
   const srv = await serve((req, res) => {
@@ -242,7 +242,7 @@ test('api: an event stream starts at `from` and stops for good on 401, 404 and c
   }
 });
 
-test('api: a server error or 429 is retried after Retry-After', async () => {
+test('api: a server error or 429 is retried after Retry-After', { timeout: 30000 }, async () => {
   let n = 0;
   const srv = await serve((req, res) => {
     ++n;
@@ -267,7 +267,7 @@ test('api: a server error or 429 is retried after Retry-After', async () => {
   }
 });
 
-test('api: a connection on which nothing arrives is dropped and made again', async () => {
+test('api: a connection on which nothing arrives is dropped and made again', { timeout: 30000 }, async () => {
   const id = 'q00000000000000dd';
   const packets = research.slice(0, 20).map((p) => ({ ...p, session: id }));
   let n = 0;
@@ -289,10 +289,11 @@ test('api: a connection on which nothing arrives is dropped and made again', asy
     await new quarry_api({ base: srv.base }).events(id, {
       on_packet: (p) => got.push(p.seq),
       on_end: (e) => { end = e; },
-      idle_ms: 300,
+      idle_ms: 500,
       delays: [1],
     }).done;
-    assert.equal(n, 2);
+    // At least the one reconnection (a slow machine may need more).
+    assert.ok(n >= 2, `${n} connections`);
     assert.deepEqual(got, packets.map((p) => p.seq));
     assert.deepEqual(end, { state: 'completed' });
   } finally {

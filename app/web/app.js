@@ -402,6 +402,9 @@ function render() {
   render_report(running || replaying());
   $('follow-up').hidden = running || p === 'clarification' || !view.id || !has_report;
   tick_clock(running);
+  // A re-rendered report replaced the chip the card belonged to.
+  if (card_anchor && !card_anchor.isConnected)
+    hide_card();
 }
 
 function tick_clock(running) {
@@ -699,10 +702,24 @@ function show_card(chip) {
   el.hidden = false;
   card_anchor = chip;
   chip.setAttribute('aria-describedby', 'citation-card');
+  place_card();
+}
+
+// Puts the card under its chip (above when there is no room below); hides
+// it when the chip has left the window.
+function place_card() {
+  const chip = card_anchor;
+  if (!chip)
+    return;
+  const el = $('citation-card');
   const r = chip.getBoundingClientRect();
+  if (!chip.isConnected || r.bottom < 0 || r.top > window.innerHeight) {
+    hide_card();
+    return;
+  }
   const w = Math.min(420, window.innerWidth - 16);
   el.style.width = `${w}px`;
-  let left = Math.min(Math.max(8, r.left + r.width / 2 - w / 2), window.innerWidth - w - 8);
+  const left = Math.min(Math.max(8, r.left + r.width / 2 - w / 2), window.innerWidth - w - 8);
   const h = el.offsetHeight;
   let top = r.bottom + 8;
   if (top + h > window.innerHeight - 8 && r.top - h - 8 > 8)
@@ -753,8 +770,8 @@ function setup_cards() {
       chip.focus();
     }
   });
-  window.addEventListener('scroll', () => hide_card(), { passive: true });
-  window.addEventListener('resize', () => hide_card());
+  window.addEventListener('scroll', () => place_card(), { passive: true, capture: true });
+  window.addEventListener('resize', () => place_card());
   document.addEventListener('click', (e) => {
     const chip = e.target.closest && e.target.closest('a.cite, a[href^="#source-"]');
     if (!chip)

@@ -475,9 +475,10 @@ export function citation_numbers(state, document_id) {
   return out.sort((a, b) => a - b);
 }
 
-/// Cuts `text` to about `max` characters at a word boundary.
+/// Cuts `text` to about `max` characters at a word boundary. Runs of
+/// spaces become one; line breaks stay, one for a run.
 export function clip(text, max) {
-  const t = String(text).replace(/\s+/g, ' ').trim();
+  const t = String(text).replace(/[ \t\f\v\r]+/g, ' ').replace(/ ?\n\s*/g, '\n').trim();
   if (t.length <= max)
     return t;
   const cut = t.lastIndexOf(' ', max);

@@ -240,7 +240,7 @@ test('citation cards: title, URL and the passage the packets carried', () => {
     assert.ok(card.passage.length > 20);
     assert.ok(card.passage.length <= limits.passage + 1);
     // The passage is the document's text as the packets carried it.
-    assert.ok(doc.blurb.replace(/\s+/g, ' ').startsWith(card.passage.replace(/…$/, '').slice(0, 50)));
+    assert.ok(doc.blurb.replace(/\s+/g, ' ').startsWith(card.passage.replace(/…$/, '').replace(/\s+/g, ' ').slice(0, 50)));
   }
   assert.equal(citation_card(s, 999), null);
   const html = render_citation_card(citation_card(s, 1));
@@ -312,4 +312,5 @@ test('citation cards: long passages are clipped at a word', () => {
   assert.ok(c.endsWith('…'));
   assert.ok(c.length <= 51);
   assert.ok(!c.includes('  '));
+  assert.equal(clip('  Heading  \n\n\n  Text\tafter \r\n end ', 100), 'Heading\nText after\nend');
 });

@@ -14,8 +14,6 @@
 //   (progress) are present, and the last chunk says "stop".
 // Exits non-zero with the reason on any failure.
 
-import OpenAI from 'openai';
-
 import { fail, offline_env, quarry_exe, run_test, start_quarry_serve } from './serve.mjs';
 
 const question = 'What is the example corpus about?';
@@ -46,6 +44,8 @@ async function main() {
   const exe = quarry_exe(process.argv.slice(2));
   const server = await start_quarry_serve(exe, { env: offline_env });
   log(`server at ${server.base}`);
+  const { default: OpenAI } = await import('openai')
+    .catch(() => fail('the openai package is not installed: run scripts/e2e-setup'));
   const client = new OpenAI({ baseURL: `${server.base}v1`, apiKey: 'unused-on-loopback', maxRetries: 0, timeout: 300000 });
 
   // Models.

@@ -23,7 +23,6 @@
 // steps run against recorded packets; the second research then runs on the
 // same server, whose replay is slow enough to cancel.
 
-import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -172,6 +171,8 @@ async function main() {
   const server = await start_quarry_serve(exe, { env: offline_env });
   log(`server at ${server.base}`);
 
+  const { chromium } = await import('playwright-core')
+    .catch(() => fail('playwright-core is not installed: run scripts/e2e-setup'));
   const profile = temp_dir('quarry-e2e-chromium-');
   const browser = await chromium.launchPersistentContext(profile, {
     executablePath: chromium_path,

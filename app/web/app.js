@@ -546,7 +546,8 @@ function render_lanes() {
       view.rendered.lanes.set(lane.key, r);
       added = true;
     }
-    const sig = [lane.status, lane.action, lane.task, lane.queries.length, lane.document_ids.length,
+    const sig = [lane.status, lane.action, lane.task, lane.queries.length, lane.urls.length,
+                 lane.document_ids.length,
                  lane.cited_ids.length, cycles].join('\u0001');
     if (sig !== r.sig) {
       r.sig = sig;
@@ -561,8 +562,17 @@ function render_lanes() {
         action = `Done · ${n} ${n === 1 ? 'source' : 'sources'}`;
       }
       r.el.querySelector('.lane-action').textContent = action;
-      r.el.querySelector('.lane-queries').innerHTML = lane.queries.slice(-6).map((q) =>
-        `<li title="${escape_html(q)}">${escape_html(clip(q, 80))}</li>`).join('');
+      // The latest searches, then the latest pages read.
+      const queries = lane.queries.slice(-6).map((q) =>
+        `<li class="query" title="${escape_html(q)}">${escape_html(clip(q, 80))}</li>`);
+      const pages = lane.urls.slice(-4).map((u) => {
+        const url = safe_url(u);
+        const label = escape_html(host_of(u) || u.slice(0, 60));
+        return url && is_web_url(url)
+          ? `<li class="page"><a href="${escape_html(url)}" target="_blank" rel="noopener noreferrer nofollow" title="${escape_html(u)}">${label}</a></li>`
+          : `<li class="page" title="${escape_html(u)}">${label}</li>`;
+      });
+      r.el.querySelector('.lane-queries').innerHTML = queries.concat(pages).join('');
     }
     if (lane.report.length !== r.report_len) {
       r.report_len = lane.report.length;

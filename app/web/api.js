@@ -275,6 +275,17 @@ export class quarry_api {
   }
 }
 
+/// Whether `text` is a duration the server reads (core/duration.hpp): one
+/// or more `<number><unit>` parts with the units ms, s, m, h (`90s`,
+/// `1h30m`, `1.5s`), or a bare number of seconds.
+export function valid_duration(text) {
+  const t = String(text ?? '').trim();
+  if (t.length === 0 || t.length > 32)
+    return false;
+  return /^\d{1,9}(?:\.\d{1,3})?$/.test(t)
+    || /^(?:\d{1,9}(?:\.\d{1,3})?[ \t]*(?:ms|s|m|h)[ \t]*){1,4}$/.test(t);
+}
+
 /// The body of POST /v1/research and follow-up from the page's options:
 /// empty values are left out, so the server's defaults apply.
 export function research_body(options) {

@@ -25,7 +25,8 @@
 //                    [lane-title], [lane-task], [lane-action],
 //                    [lane-report] (a <details> with the intermediate report)
 //   sources          #sources [sources] > [data-testid=source]
-//                    (data-document-id), #sources-count [sources-count]
+//                    (data-document-id; its .source-title shows the card
+//                    too), #sources-count [sources-count]
 //   report           #report [report]; citation chips a.cite
 //                    [data-testid=citation] (data-cite="n");
 //                    #references > li (id ref-N)
@@ -36,7 +37,7 @@
 //                    #clarify-send
 //   follow-up        #follow-up-form, #follow-up-question, #follow-up-submit
 //   messages         #errors [errors], #notices [notices]
-//   history          #history, #history-search, #history-list
+//   history          #history, #history-search ("/" focuses it), #history-list
 //                    (data-query: the search the list shows results of) >
 //                    [data-testid=history-item] (data-id, data-state),
 //                    #history-more, #history-toggle (narrow screens)
@@ -45,10 +46,10 @@
 //   connection       #connection [connection] (connecting, live,
 //                    reconnecting, or empty)
 
-import { quarry_api, api_error } from './api.js';
+import { api_error, quarry_api, valid_duration } from './api.js';
 import {
-  apply_end, apply_packet, citation_card, citation_numbers, create_state, lane_citation_card,
-  phase, plan_steps, clip,
+  apply_end, apply_packet, citation_card, citation_numbers, create_state, document_card,
+  lane_citation_card, phase, plan_steps, clip,
 } from './packets.js';
 import {
   escape_html, is_web_url, render_citation_card, render_inline_markdown, render_markdown,
@@ -642,9 +643,10 @@ function render_sources() {
   $('sources').innerHTML = order.map(({ d, nums }) => {
     const url = safe_url(d.url);
     const title = escape_html(d.title);
+    const doc = escape_html(d.document_id);
     const head = url && is_web_url(url)
-      ? `<a href="${escape_html(url)}" target="_blank" rel="noopener noreferrer nofollow">${title}</a>`
-      : `<span>${title}</span>`;
+      ? `<a class="source-title" data-doc="${doc}" href="${escape_html(url)}" target="_blank" rel="noopener noreferrer nofollow">${title}</a>`
+      : `<span class="source-title" data-doc="${doc}" tabindex="0">${title}</span>`;
     const badges = nums.map((n) => `<span class="num">${n}</span>`).join('');
     const kind = d.is_internet ? 'web' : (d.source_type || 'document');
     return `<li class="source${nums.length ? ' cited' : ''}" data-testid="source" data-document-id="${escape_html(d.document_id)}">`
@@ -696,13 +698,19 @@ function render_report(throttle) {
 
 let card_anchor = null;
 let card_hide_timer = 0;
+// What shows a card: citation chips and the titles in the sources list.
+const card_targets = 'a.cite, #sources .source-title';
 
 function show_card(chip) {
   clearTimeout(card_hide_timer);
   const n = Number(chip.dataset.cite);
-  // Chips of an intermediate report use their agent's own numbers.
-  let card = chip.dataset.scope ? lane_citation_card(view.state, chip.dataset.scope, n)
-                                : citation_card(view.state, n);
+  // Chips of an intermediate report use their agent's own numbers; an
+  // entry of the sources list names its document.
+  let card = chip.dataset.doc !== undefined ? document_card(view.state, chip.dataset.doc)
+    : chip.dataset.scope ? lane_citation_card(view.state, chip.dataset.scope, n)
+      : citation_card(view.state, n);
+  if (!card && chip.dataset.doc !== undefined)
+    return;
   if (!card) {
     const href = chip.getAttribute('href') || '';
     card = { number: n, title: `Source ${n}`, url: href.startsWith('#') ? '' : href, passage: '' };
@@ -754,7 +762,7 @@ function hide_card_soon() {
 
 function setup_cards() {
   document.addEventListener('mouseover', (e) => {
-    const chip = e.target.closest && e.target.closest('a.cite');
+    const chip = e.target.closest && e.target.closest(card_targets);
     if (chip) {
       if (chip !== card_anchor)
         show_card(chip);
@@ -767,7 +775,7 @@ function setup_cards() {
     }
   });
   document.addEventListener('focusin', (e) => {
-    const chip = e.target.closest && e.target.closest('a.cite');
+    const chip = e.target.closest && e.target.closest(card_targets);
     if (chip)
       show_card(chip);
     else if (!(e.target.closest && e.target.closest('#citation-card')))
@@ -891,8 +899,8 @@ function ask_options() {
 }
 
 function check_options(o) {
-  if (o.deadline && !/^\d{1,6}(ms|s|m|h)?$/.test(o.deadline))
-    return 'The deadline is a duration such as 90s, 10m or 1h.';
+  if (o.deadline && !valid_duration(o.deadline))
+    return 'The deadline is a duration such as 90s, 10m or 1h30m.';
   if (o.max_agents !== undefined && !(Number.isInteger(o.max_agents) && o.max_agents >= 1 && o.max_agents <= 16))
     return 'Agents at once is a whole number from 1 to 16.';
   return '';
@@ -1090,6 +1098,13 @@ function setup() {
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape' && document.body.classList.contains('history-open'))
       set_history_open(false);
+    // "/" searches the history (unless typing somewhere).
+    const typing = e.target.closest && e.target.closest('input, textarea, [contenteditable]');
+    if (e.key === '/' && !typing && !e.ctrlKey && !e.metaKey && !e.altKey) {
+      e.preventDefault();
+      set_history_open(true);
+      $('history-search').focus();
+    }
   });
   $('agents').addEventListener('toggle', (e) => {
     const details = e.target;

@@ -938,7 +938,9 @@ export function render_citation_card(card) {
   const passage = card.passage
     ? `<blockquote class="card-passage" data-testid="card-passage">${escape_html(card.passage)}</blockquote>`
     : '<p class="card-passage card-empty" data-testid="card-passage">No passage was recorded for this source.</p>';
-  return `<div class="card-head"><span class="card-num">${escape_html(String(card.number))}</span>`
+  const num = card.number === null || card.number === undefined ? ''
+    : `<span class="card-num">${escape_html(String(card.number))}</span>`;
+  return `<div class="card-head">${num}`
     + `<span class="card-title" data-testid="card-title">${escape_html(card.title || url || 'Untitled source')}</span>${kind}</div>`
     + url_html + passage;
 }

@@ -508,6 +508,16 @@ export function citation_card(state, n) {
   return card_of(cited_document(state, n), n);
 }
 
+/// The card of a source by its document id (`number`: its first citation
+/// number, or null when it is not cited), or null for an unknown id.
+export function document_card(state, document_id) {
+  const doc = state.sources_by_id.get(document_id);
+  if (!doc)
+    return null;
+  const nums = citation_numbers(state, document_id);
+  return card_of(doc, nums.length > 0 ? nums[0] : null);
+}
+
 /// The card for `[n]` in the intermediate report of the lane `lane_key`.
 /// A research agent numbers its documents itself, from 1, in the order its
 /// tools returned them (each document once), which is the order of

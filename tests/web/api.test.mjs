@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 
-import { api_error, quarry_api, research_body, sse_parser } from '../../app/web/api.js';
+import { api_error, quarry_api, research_body, sse_parser, valid_duration } from '../../app/web/api.js';
 import { fold, phase } from '../../app/web/packets.js';
 
 const research = readFileSync(new URL('fixtures/research.jsonl', import.meta.url), 'utf8')
@@ -64,6 +64,13 @@ test('api: the request body carries only the options that are set', () => {
                    { question: 'q', clarify: false, deadline: '10m', max_agents: 3 });
   assert.deepEqual(research_body({ question: 'q', max_agents: 'many', answers: ['a'] }),
                    { question: 'q', answers: ['a'] });
+});
+
+test('api: deadlines are durations the server reads', () => {
+  for (const ok of ['10', '0.25', '90s', '10m', '1h', '1h30m', '500ms', '1.5s', ' 2 m ', '1h 30m'])
+    assert.ok(valid_duration(ok), ok);
+  for (const bad of ['', ' ', 'm', '10x', '-5s', '1d', '10 minutes', '1e3s', '1..5s', '1h30m10s5ms1s', 'x'.repeat(40), null])
+    assert.ok(!valid_duration(bad), String(bad));
 });
 
 // A server that answers with `handler(req, res, body)`; resolves to its

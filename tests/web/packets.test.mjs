@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
 import {
-  apply_end, apply_packet, citation_card, citation_numbers, clip, create_state, fold,
-  lane_citation_card, limits, phase, plan_steps,
+  apply_end, apply_packet, citation_card, citation_numbers, clip, create_state, document_card,
+  fold, lane_citation_card, limits, phase, plan_steps,
 } from '../../app/web/packets.js';
 import { render_citation_card, render_markdown } from '../../app/web/markdown.js';
 
@@ -243,6 +243,12 @@ test('citation cards: title, URL and the passage the packets carried', () => {
     assert.ok(doc.blurb.replace(/\s+/g, ' ').startsWith(card.passage.replace(/…$/, '').replace(/\s+/g, ' ').slice(0, 50)));
   }
   assert.equal(citation_card(s, 999), null);
+  // A source's own card carries its first citation number, or none.
+  assert.equal(document_card(s, s.citations.get(6)).number, 6);
+  const uncited = s.sources.find((d) => citation_numbers(s, d.document_id).length === 0);
+  assert.equal(document_card(s, uncited.document_id).number, null);
+  assert.ok(!/card-num/.test(render_citation_card(document_card(s, uncited.document_id))));
+  assert.equal(document_card(s, 'nope'), null);
   const html = render_citation_card(citation_card(s, 1));
   assert.match(html, /data-testid="card-title">Illustrative Case Study: An Electrically Heated House in a Cold Nordic Climate</);
   assert.match(html, /data-testid="card-url">file:\/\/\/usr\/share\/quarry\/examples\/corpus\/case-study-nordic-cold-climate-house\.md</);

@@ -303,6 +303,16 @@ int run(int argc, char** argv) {
                        "sources are the models' context")
     ->type_name("ID");
 
+  serve_options serve_opts;
+  auto* serve = cli.add_subcommand(
+    "serve", "Run research sessions for HTTP clients and serve the web page "
+             "(see docs/api.md)");
+  serve->add_option("--listen", serve_opts.listen,
+                    "HOST:PORT to listen on (default: server.listen, "
+                    "127.0.0.1:8700); another address than loopback needs "
+                    "server.auth_token")
+    ->type_name("HOST:PORT");
+
   sessions_options sessions_opts;
   research_options resume_opts;
   auto* sessions = cli.add_subcommand(
@@ -421,10 +431,11 @@ int run(int argc, char** argv) {
   // Every command that uses the instances checks them first, all errors at
   // once (`config check` reports them its own way).
   if (llm_chat->parsed() || tool_run->parsed() || research->parsed()
-      || sessions_resume->parsed() || extract->parsed()
+      || sessions_resume->parsed() || serve->parsed() || extract->parsed()
       || index->parsed()) {
     instance_check_options check;
-    check.make_tools = tool_run->parsed() || research->parsed() || sessions_resume->parsed();
+    check.make_tools = tool_run->parsed() || research->parsed() || sessions_resume->parsed()
+                       || serve->parsed();
     auto seen = ctx.config.warnings.size();
     auto errors = check_configured_instances(ctx, check);
     for (auto i = seen; i < ctx.config.warnings.size(); ++i)
@@ -438,7 +449,7 @@ int run(int argc, char** argv) {
     }
     for (const auto& added : ctx.config.environment_defaults) {
       auto is_llm = added.key.rfind("llm.", 0) == 0;
-      if (research->parsed() || sessions_resume->parsed()
+      if (research->parsed() || sessions_resume->parsed() || serve->parsed()
           || (llm_chat->parsed() && is_llm)
           || (tool_run->parsed() && !is_llm))
         std::cerr << "quarry: using " << added.description << "\n";
@@ -458,6 +469,8 @@ int run(int argc, char** argv) {
     rc = cmd_tool_run(ctx, tool_opts);
   else if (research->parsed())
     rc = cmd_research(ctx, research_opts);
+  else if (serve->parsed())
+    rc = cmd_serve(ctx, serve_opts);
   else if (sessions_list->parsed())
     rc = cmd_sessions_list(ctx, sessions_opts);
   else if (sessions_show->parsed()) {

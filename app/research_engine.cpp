@@ -77,10 +77,20 @@ research_engine::research_engine(context& ctx) : impl_(std::make_unique<impl>(ct
 }
 
 research_engine::~research_engine() {
-  // The actor system first (it waits for every actor), then the plugins.
+  // The actors stop first. Then the threads of the host's pool and HTTP
+  // client end: a thread that sent a message to an actor holds on to the
+  // actor system (CAF's logger) until it ends, and the actor system's
+  // destructor waits for that. Then the actor system goes, and after it the
+  // plugins.
   impl_->store = actors::store_actor{};
   impl_->models = actors::session_models{};
   impl_->tools = actors::tool_set{};
+  if (impl_->rt) {
+    impl_->rt->stop();
+    impl_->rt->await_stopped(impl_->ctx.config.values.runtime.shutdown_grace);
+  }
+  if (impl_->ctx.services)
+    impl_->ctx.services->shutdown();
   impl_->rt.reset();
 }
 

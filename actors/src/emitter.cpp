@@ -92,6 +92,7 @@ emitter_actor::behavior_type emitter_impl(emitter_ptr self, std::string session,
                                              "store_failed")),
             false);
     },
+    [=](flush_atom) -> uint64_t { return self->state.last_seq(); },
     [=](stop_atom) -> uint64_t {
       auto& st = self->state;
       auto last = st.last_seq();

@@ -62,12 +62,16 @@ using line_sink_actor
 /// - `(store_failed_atom, session, message)`: the store cannot write this
 ///   session: subscribers get an `error` packet (code `store_failed`), and
 ///   nothing more goes to the store.
+/// - `(flush_atom) -> last_seq`: answered once every packet received before
+///   it was handed on (to the store too), so a store write sent after the
+///   answer follows the session's packets.
 /// - `(stop_atom)`: replies with the last seq emitted; the emitter then
 ///   quits. Subscribers are told with `(stop_atom, uint64_t last_seq)`.
 using emitter_actor = caf::typed_actor<
   caf::reacts_to<packet_atom, packet_msg>,
   caf::reacts_to<checkpoint_atom, std::string>,
   caf::reacts_to<subscribe_atom, line_sink_actor, uint64_t>,
+  caf::replies_to<flush_atom>::with<uint64_t>,
   caf::replies_to<stop_atom>::with<uint64_t>>::extend_with<store_listener_actor>;
 
 /// Where an emitter's packets go besides its subscribers.

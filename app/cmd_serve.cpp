@@ -1,0 +1,574 @@
+// `quarry serve`: research sessions over HTTP (docs/api.md), with
+// Server-Sent Events, and the web page.
+
+#include "cli.hpp"
+#include "context.hpp"
+#include "report_render.hpp"
+#include "research_engine.hpp"
+#include "serve_service.hpp"
+#include "serve_sessions.hpp"
+#include "session_store.hpp"
+
+#include "quarry/actors/runtime.hpp"
+#include "quarry/core/duration.hpp"
+#include "quarry/http/router.hpp"
+#include "quarry/http/server.hpp"
+#include "quarry/sdk/strings.hpp"
+#include "quarry/store/store.hpp"
+#include "quarry/web/assets.hpp"
+
+#include <caf/all.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <condition_variable>
+#include <iostream>
+#include <mutex>
+
+namespace quarry::app {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t max_question_chars = 20'000;
+
+// `HOST:PORT` or `[V6]:PORT`.
+std::optional<std::pair<std::string, uint16_t>> parse_listen(const std::string& x) {
+  auto colon = x.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 >= x.size())
+    return std::nullopt;
+  auto host = x.substr(0, colon);
+  if (host.front() == '[') {
+    if (host.back() != ']')
+      return std::nullopt;
+    host = host.substr(1, host.size() - 2);
+  }
+  auto port_text = x.substr(colon + 1);
+  if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  auto port = std::stoul(port_text);
+  if (port > 65535 || host.empty())
+    return std::nullopt;
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+// The options of POST /v1/research (and follow-up): every field checked,
+// unknown ones refused; no field can name a file or folder.
+std::variant<stored_options, std::string> research_body(const std::string& body,
+                                                        const core::settings& cfg) {
+  auto j = json::parse(body, nullptr, false);
+  if (j.is_discarded())
+    return std::string{"the body is not JSON"};
+  if (!j.is_object())
+    return std::string{"the body must be a JSON object"};
+  stored_options so;
+  so.clarify = cfg.research.clarify;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const auto& key = it.key();
+    const auto& v = it.value();
+    if (key == "question") {
+      if (!v.is_string())
+        return std::string{"question: must be a string"};
+      so.question = std::string{sdk::trim(v.get<std::string>())};
+      if (so.question.empty())
+        return std::string{"question: must be a non-empty string"};
+      if (!sdk::is_valid_utf8(so.question))
+        return std::string{"question: must be UTF-8"};
+      size_t chars = 0;
+      for (unsigned char c : so.question)
+        if ((c & 0xC0) != 0x80)
+          ++chars;
+      if (chars > max_question_chars)
+        return std::string{"question: at most 20000 characters"};
+    } else if (key == "clarify") {
+      if (!v.is_boolean())
+        return std::string{"clarify: must be true or false"};
+      so.clarify = v.get<bool>();
+    } else if (key == "answers") {
+      if (!v.is_array() || v.size() > 50)
+        return std::string{"answers: must be a list of at most 50 strings"};
+      for (const auto& a : v) {
+        if (!a.is_string() || a.get<std::string>().size() > 20'000)
+          return std::string{"answers: must be a list of strings (each at most 20000 bytes)"};
+        auto t = std::string{sdk::trim(a.get<std::string>())};
+        if (!t.empty())
+          so.answers += sdk::repair_utf8(t) + "\n";
+      }
+    } else if (key == "deadline") {
+      if (!v.is_string())
+        return std::string{"deadline: must be a duration such as \"10m\""};
+      auto d = core::parse_duration(v.get<std::string>());
+      if (!d || d->count() <= 0)
+        return std::string{"deadline: must be a duration such as \"10m\""};
+      if (*d > cfg.research.deadline)
+        return "deadline: at most " + core::format_duration(cfg.research.deadline)
+               + " (research.deadline)";
+      so.deadline_ms = d->count();
+    } else if (key == "max_agents") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 16)
+        return std::string{"max_agents: must be an integer from 1 to 16"};
+      so.max_agents = v.get<int>();
+    } else if (key == "strategy") {
+      if (!v.is_string() || v.get<std::string>() != "orchestrator")
+        return std::string{"strategy: must be \"orchestrator\""};
+    } else {
+      return "unknown field '" + sdk::repair_utf8(key.substr(0, 64)) + "'";
+    }
+  }
+  if (so.question.empty())
+    return std::string{"question: missing"};
+  if (!so.answers.empty())
+    so.clarify = false;
+  return so;
+}
+
+json row_json(const std::string& store_file, const store::session_row& row) {
+  auto state = effective_state(store_file, row);
+  return json{{"id", row.id},
+              {"question", row.question},
+              {"state", store::to_string(state)},
+              {"parent_id", row.parent_id.empty() ? json(nullptr) : json(row.parent_id)},
+              {"created_at", rfc3339(row.created_at)},
+              {"updated_at", rfc3339(row.updated_at)},
+              {"finished_at", row.finished_at > 0 ? json(rfc3339(row.finished_at)) : json(nullptr)}};
+}
+
+http::response not_found(const std::string& id) {
+  return http::json_error(404, "not_found", "no session '" + sdk::repair_utf8(id.substr(0, 40)) + "'");
+}
+
+// The questions of a session that waits for answers: its last
+// `clarification` packet.
+std::string questions_of(store::store& db, const store::session_row& row) {
+  auto from = row.last_seq > 4 ? row.last_seq - 4 : 1;
+  std::string out;
+  for (const auto& p : db.packets(row.id, from)) {
+    auto j = json::parse(p.line, nullptr, false);
+    if (j.is_object() && j.contains("obj") && j["obj"].value("type", "") == "clarification")
+      out = j["obj"].value("questions", "");
+  }
+  return out;
+}
+
+void add_routes(http::router& r, std::shared_ptr<service> svc) {
+  const auto& cfg = svc->ctx.config.values;
+  r.add("GET", "/healthz", [svc](http::request&, std::shared_ptr<http::responder> res) {
+    auto mgr = svc->manager;
+    svc->sys().spawn([=](caf::event_based_actor* self) {
+      self->request(mgr, std::chrono::seconds{10}, running_atom::value)
+        .then(
+          [=](int64_t n) {
+            res->respond(http::json_response(200, {{"status", "ok"}, {"sessions_running", n}}));
+          },
+          [=](caf::error&) {
+            res->respond(http::json_response(503, {{"status", "stopping"}}));
+          });
+    });
+  });
+  r.add("POST", "/v1/research",
+        [svc, &cfg](http::request& req, std::shared_ptr<http::responder> res) {
+          if (!json_declared(req, *res))
+            return;
+          auto parsed = research_body(req.body, cfg);
+          if (auto* why = std::get_if<std::string>(&parsed)) {
+            res->respond(http::json_error(400, "bad_request", *why));
+            return;
+          }
+          svc->ask(res, 202, start_atom::value, std::string{},
+                   to_json(std::get<stored_options>(parsed)).dump());
+        });
+  r.add("GET", "/v1/research", [svc](http::request& req, std::shared_ptr<http::responder> res) {
+    store::session_filter f;
+    if (auto l = req.query_param("limit")) {
+      auto text = std::string{*l};
+      if (text.empty() || text.size() > 3 || text.find_first_not_of("0123456789") != std::string::npos
+          || std::stoi(text) < 1 || std::stoi(text) > 500) {
+        res->respond(http::json_error(400, "bad_request", "limit: must be 1 to 500"));
+        return;
+      }
+      f.limit = std::stoi(text);
+    }
+    if (auto q = req.query_param("q"))
+      f.search = std::string{*q};
+    if (auto b = req.query_param("before"))
+      f.before = std::string{*b};
+    std::optional<store::session_state> wanted;
+    if (auto s = req.query_param("state")) {
+      wanted = store::session_state_from(*s);
+      if (!wanted) {
+        res->respond(http::json_error(400, "bad_request", "state: unknown state"));
+        return;
+      }
+      if (*wanted != store::session_state::interrupted)
+        f.state = wanted;
+    }
+    auto file = svc->store_file;
+    svc->read(res, [f, wanted, file](store::store& db) mutable {
+      json list = json::array();
+      std::string next;
+      for (int pages = 0; pages < 20; ++pages) {
+        auto page = db.list_sessions(f);
+        for (const auto& row : page.sessions) {
+          auto j = row_json(file, row);
+          if (!wanted || j["state"] == store::to_string(*wanted))
+            list.push_back(std::move(j));
+        }
+        next = page.next_cursor;
+        if (next.empty() || static_cast<int>(list.size()) >= f.limit)
+          break;
+        f.before = next;
+      }
+      return http::json_response(
+        200, {{"sessions", std::move(list)}, {"next", next.empty() ? json(nullptr) : json(next)}});
+    });
+  });
+  r.add("GET", "/v1/research/{id}", [svc](http::request& req, std::shared_ptr<http::responder> res) {
+    auto id = std::string{req.param("id")};
+    if (!store::is_session_id(id)) {
+      res->respond(not_found(id));
+      return;
+    }
+    auto file = svc->store_file;
+    svc->read(res, [id, file](store::store& db) {
+      auto row = db.session(id);
+      if (!row)
+        return not_found(id);
+      auto j = row_json(file, *row);
+      j["options"] = row->options;
+      if (!row->error.empty())
+        j["error"] = row->error;
+      j["last_seq"] = row->last_seq;
+      auto u = db.usage(id);
+      j["usage"] = {{"calls", u.calls},
+                    {"input_tokens", u.input_tokens},
+                    {"output_tokens", u.output_tokens},
+                    {"cost", u.cost}};
+      json sources = json::array();
+      if (auto report = db.final_report(id)) {
+        auto docs = db.documents(id);
+        std::map<std::string, std::string> doc_of;
+        for (const auto& s : report_sources(db, id, report->text)) {
+          std::string document_id;
+          for (const auto& c : db.citations(id))
+            if (c.number == s.number)
+              document_id = c.document_id;
+          sources.push_back({{"number", s.number},
+                             {"document_id", document_id},
+                             {"title", s.title},
+                             {"url", s.url}});
+        }
+      }
+      j["sources"] = std::move(sources);
+      json follow_ups = json::array();
+      for (const auto& c : db.children(id))
+        follow_ups.push_back(c.id);
+      j["follow_ups"] = std::move(follow_ups);
+      if (row->state == store::session_state::clarification)
+        j["questions"] = questions_of(db, *row);
+      return http::json_response(200, j);
+    });
+  });
+  r.add("GET", "/v1/research/{id}/events",
+        [svc](http::request& req, std::shared_ptr<http::responder> res) {
+          auto id = std::string{req.param("id")};
+          if (!store::is_session_id(id)) {
+            res->respond(not_found(id));
+            return;
+          }
+          uint64_t from = 1;
+          auto number = [](std::string_view x) -> std::optional<uint64_t> {
+            if (x.empty() || x.size() > 19 || x.find_first_not_of("0123456789") != std::string_view::npos)
+              return std::nullopt;
+            return std::stoull(std::string{x});
+          };
+          if (auto last = req.header("Last-Event-ID")) {
+            auto n = number(sdk::trim(*last));
+            if (!n) {
+              res->respond(http::json_error(400, "bad_request", "Last-Event-ID: not a number"));
+              return;
+            }
+            from = *n + 1;
+          } else if (auto f = req.query_param("from")) {
+            auto n = number(*f);
+            if (!n) {
+              res->respond(http::json_error(400, "bad_request", "from: not a number"));
+              return;
+            }
+            from = std::max<uint64_t>(*n, 1);
+          }
+          // The session must exist before the stream starts.
+          auto s = svc;
+          svc->read(res, [s, id, from, res](store::store& db) -> http::response {
+            if (!db.session(id))
+              return not_found(id);
+            auto stream = res->start_events();
+            if (stream)
+              stream_session(s->sys(), s->pool, s->manager, s->store_file, id, from,
+                             std::move(stream));
+            // Answered by start_events (or its refusal); this is dropped.
+            return http::json_error(500, "internal", "unreachable");
+          });
+        });
+  auto command = [svc](auto atom, int ok_status) {
+    return [svc, ok_status](http::request& req, std::shared_ptr<http::responder> res) {
+      svc->ask(res, ok_status, decltype(atom)::value, std::string{req.param("id")});
+    };
+  };
+  r.add("POST", "/v1/research/{id}/cancel", command(actors::cancel_atom{}, 202));
+  r.add("POST", "/v1/research/{id}/resume", command(resume_atom{}, 202));
+  r.add("DELETE", "/v1/research/{id}",
+        [svc](http::request& req, std::shared_ptr<http::responder> res) {
+          auto id = std::string{req.param("id")};
+          auto mgr = svc->manager;
+          svc->sys().spawn([=](caf::event_based_actor* self) {
+            self->request(mgr, std::chrono::seconds{60}, remove_atom::value, id)
+              .then(
+                [=](std::string& reply) {
+                  auto out = from_reply(reply, 204);
+                  if (out.status == 204)
+                    out = http::response{204, "", {}, ""};
+                  res->respond(std::move(out));
+                },
+                [=](caf::error& err) {
+                  res->respond(http::json_error(503, "unavailable", caf::to_string(err)));
+                });
+          });
+        });
+  r.add("POST", "/v1/research/{id}/reply",
+        [svc](http::request& req, std::shared_ptr<http::responder> res) {
+          if (!json_declared(req, *res))
+            return;
+          auto j = json::parse(req.body, nullptr, false);
+          std::string answers;
+          bool okay = j.is_object() && (j.contains("answers") || j.contains("answer"));
+          if (okay && j.contains("answers")) {
+            okay = j["answers"].is_array() && j["answers"].size() <= 50;
+            for (const auto& a : okay ? j["answers"] : json::array())
+              if (!a.is_string())
+                okay = false;
+              else if (auto t = std::string{sdk::trim(a.get<std::string>())}; !t.empty())
+                answers += sdk::repair_utf8(t) + "\n";
+          }
+          if (okay && j.contains("answer")) {
+            okay = j["answer"].is_string();
+            if (okay)
+              answers += sdk::repair_utf8(std::string{sdk::trim(j["answer"].get<std::string>())})
+                         + "\n";
+          }
+          if (okay)
+            for (auto it = j.begin(); it != j.end(); ++it)
+              if (it.key() != "answers" && it.key() != "answer")
+                okay = false;
+          if (!okay || sdk::trim(answers).empty()) {
+            res->respond(http::json_error(
+              400, "bad_request",
+              R"(the body must be {"answers": ["..."]} or {"answer": "..."}, not empty)"));
+            return;
+          }
+          svc->ask(res, 202, answer_atom::value, std::string{req.param("id")}, answers);
+        });
+  r.add("POST", "/v1/research/{id}/follow-up",
+        [svc, &cfg](http::request& req, std::shared_ptr<http::responder> res) {
+          if (!json_declared(req, *res))
+            return;
+          auto parsed = research_body(req.body, cfg);
+          if (auto* why = std::get_if<std::string>(&parsed)) {
+            res->respond(http::json_error(400, "bad_request", *why));
+            return;
+          }
+          auto parent = std::string{req.param("id")};
+          if (!store::is_session_id(parent)) {
+            res->respond(not_found(parent));
+            return;
+          }
+          svc->ask(res, 202, start_atom::value, parent,
+                   to_json(std::get<stored_options>(parsed)).dump());
+        });
+  r.add("GET", "/v1/research/{id}/report",
+        [svc](http::request& req, std::shared_ptr<http::responder> res) {
+          auto id = std::string{req.param("id")};
+          auto format = std::string{req.query_param("format").value_or("md")};
+          if (format != "md" && format != "html" && format != "json") {
+            res->respond(http::json_error(400, "bad_request", "format: md, html or json"));
+            return;
+          }
+          if (!store::is_session_id(id)) {
+            res->respond(not_found(id));
+            return;
+          }
+          auto file = svc->store_file;
+          svc->read(res, [id, format, file](store::store& db) {
+            auto row = db.session(id);
+            if (!row)
+              return not_found(id);
+            auto state = effective_state(file, *row);
+            auto report = stored_report(db, *row, state);
+            if (!report)
+              return http::json_error(409, "conflict",
+                                      "session " + id + " has no report yet ("
+                                        + store::to_string(state) + ")");
+            if (format == "md")
+              return http::response{200, "text/markdown; charset=utf-8", {},
+                                    markdown_report(*report)};
+            if (format == "html")
+              return http::response{200, "text/html; charset=utf-8", {}, html_report(*report)};
+            json sources = json::array();
+            for (const auto& s : report->sources)
+              sources.push_back({{"number", s.number}, {"title", s.title}, {"url", s.url}});
+            return http::json_response(200, {{"id", id},
+                                             {"question", report->question},
+                                             {"report", report->body},
+                                             {"sources", std::move(sources)},
+                                             {"partial", report->partial}});
+          });
+        });
+  // The web page.
+  auto page = [](http::request& req, std::shared_ptr<http::responder> res) {
+    const auto* a = web::find_asset(req.path);
+    if (a == nullptr) {
+      res->respond(http::json_error(404, "not_found", "no such page"));
+      return;
+    }
+    if (auto inm = req.header("If-None-Match"); inm && *inm == a->etag) {
+      res->respond(http::response{304, "", {{"ETag", std::string{a->etag}}}, ""});
+      return;
+    }
+    res->respond(http::response{200,
+                                std::string{a->content_type},
+                                {{"ETag", std::string{a->etag}},
+                                 {"Cache-Control", "no-cache"},
+                                 {"X-Content-Type-Options", "nosniff"},
+                                 {"Content-Security-Policy",
+                                  "default-src 'self'; img-src 'self' data:; "
+                                  "style-src 'self'; script-src 'self'; "
+                                  "connect-src 'self'; frame-ancestors 'none'"}},
+                                std::string{a->data}});
+  };
+  size_t count = 0;
+  const auto* assets = web::all_assets(count);
+  for (size_t i = 0; i < count; ++i)
+    r.add("GET", assets[i].path, page);
+  r.add("GET", "/", page);
+}
+
+} // namespace
+
+int cmd_serve(context& ctx, const serve_options& opts) {
+  auto& cfg = ctx.config.values;
+  auto listen = opts.listen.empty() ? cfg.server.listen : opts.listen;
+  auto where = parse_listen(listen);
+  if (!where) {
+    std::cerr << "quarry: --listen: not HOST:PORT: '" << listen << "' (e.g. 127.0.0.1:8700)\n";
+    return exit_usage;
+  }
+  auto opened = open_store(cfg);
+  if (auto* why = std::get_if<std::string>(&opened)) {
+    std::cerr << "quarry: the research store cannot be used: " << *why << "\n";
+    return exit_failure;
+  }
+  auto db = std::get<std::shared_ptr<store::store>>(std::move(opened));
+  // Sessions left running by a process that died are interrupted now.
+  {
+    store::session_filter f;
+    f.state = store::session_state::running;
+    f.limit = 500;
+    store::batch b;
+    for (int pages = 0; pages < 1000; ++pages) {
+      auto page = db->list_sessions(f);
+      for (const auto& row : page.sessions)
+        if (!session_lock::held(db->path(), row.id))
+          b.states.push_back({row.id, store::session_state::interrupted,
+                              "the process running it stopped"});
+      if (page.next_cursor.empty())
+        break;
+      f.before = page.next_cursor;
+    }
+    if (!b.states.empty()) {
+      if (auto err = db->write(b)) {
+        std::cerr << "quarry: the research store cannot be written: " << err->message << "\n";
+        return exit_failure;
+      }
+      std::cerr << "quarry: " << b.states.size()
+                << " session(s) were interrupted when their process stopped; "
+                   "resume them with POST /v1/research/ID/resume\n";
+    }
+  }
+  auto store_file = db->path();
+  auto prepared = research_engine::prepare(ctx, engine_setup{});
+  if (auto* rc = std::get_if<int>(&prepared))
+    return *rc;
+  auto engine = std::get<std::unique_ptr<research_engine>>(std::move(prepared));
+  engine->start(std::move(db));
+  manager_settings ms;
+  ms.max_running = cfg.server.max_running_sessions;
+  auto manager = spawn_session_manager(engine->runtime().system(), *engine, store_file, ms);
+  auto svc = std::make_shared<service>(
+    service{ctx, *engine, manager, store_file, ctx.services->pool()});
+  http::router router;
+  add_routes(router, svc);
+  http::server_options so;
+  so.host = where->first;
+  so.port = where->second;
+  so.io_threads = static_cast<size_t>(cfg.server.io_threads);
+  so.max_body_bytes = static_cast<size_t>(cfg.server.max_body_bytes);
+  so.max_connections = static_cast<size_t>(cfg.server.max_connections);
+  so.max_event_streams = static_cast<size_t>(cfg.server.max_event_streams);
+  so.heartbeat = cfg.server.heartbeat;
+  so.auth_token = cfg.server.auth_token;
+  so.cors_origins = cfg.server.cors_origins;
+  so.public_paths = {"/healthz", "/"};
+  size_t count = 0;
+  const auto* assets = web::all_assets(count);
+  for (size_t i = 0; i < count; ++i)
+    so.public_paths.emplace_back(assets[i].path);
+  auto started = http::server::start(so, router.as_handler());
+  if (auto* err = std::get_if<sdk::error>(&started)) {
+    std::cerr << "quarry: " << err->message << "\n";
+    caf::anon_send(manager, actors::stop_atom::value);
+    return exit_failure;
+  }
+  auto server = std::get<std::unique_ptr<http::server>>(std::move(started));
+  std::cerr << "quarry: listening on http://" << server->address() << "/\n" << std::flush;
+
+  // Runs until SIGINT or SIGTERM.
+  std::mutex mtx;
+  std::condition_variable cv;
+  int signal_number = 0;
+  {
+    actors::signal_watcher watcher{[&](int sig) {
+      std::lock_guard<std::mutex> guard{mtx};
+      signal_number = sig;
+      cv.notify_all();
+    }};
+    std::unique_lock<std::mutex> lock{mtx};
+    cv.wait(lock, [&] { return signal_number != 0; });
+  }
+  std::cerr << "quarry: stopping: running sessions are stopped and kept as interrupted\n";
+  // Sessions stop first (their streams end with their state), then the
+  // server closes what is left.
+  {
+    caf::scoped_actor self{engine->runtime().system()};
+    self->monitor(manager);
+    self->send(manager, actors::stop_atom::value);
+    bool down = false;
+    self->receive_while([&] { return !down; })(
+      [&](const caf::down_msg&) { down = true; },
+      caf::after(cfg.runtime.shutdown_grace + std::chrono::seconds{5}) >> [&] {
+        spdlog::warn("the sessions did not stop in time");
+        down = true;
+      });
+  }
+  server->stop();
+  server.reset();
+  // Every actor handle goes before the actor system (it waits for them).
+  svc.reset();
+  router = http::router{};
+  manager = session_manager_actor{};
+  // The actors, the host's threads, then the actor system (see
+  // ~research_engine).
+  engine.reset();
+  return actors::exit_code_for_signal(signal_number);
+}
+
+} // namespace quarry::app

@@ -1,0 +1,73 @@
+// What the routes of `quarry serve` share: the engine, the session
+// manager, the store and the blocking pool, and helpers to answer from them.
+// Each group of routes (research API, OpenAI-compatible endpoints, metrics)
+// adds itself to the router from its own file.
+
+#pragma once
+
+#include "context.hpp"
+#include "research_engine.hpp"
+#include "serve_sessions.hpp"
+
+#include "quarry/actors/runtime.hpp"
+#include "quarry/http/router.hpp"
+#include "quarry/http/server.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace quarry::store {
+class store;
+} // namespace quarry::store
+
+namespace quarry::app {
+
+/// A body that is not declared as JSON is answered 415; returns false then.
+bool json_declared(const http::request& req, http::responder& res);
+
+/// A session manager's reply (see session_manager_actor) as an HTTP
+/// response: its error with its status, or `ok_status` with the JSON (and a
+/// Location for 202).
+http::response from_reply(const std::string& reply, int ok_status);
+
+/// Everything the routes share.
+struct service {
+  context& ctx;
+  research_engine& engine;
+  session_manager_actor manager;
+  std::string store_file;
+  sdk::blocking_pool& pool;
+
+  caf::actor_system& sys() {
+    return engine.runtime().system();
+  }
+
+  /// Sends a command to the manager from an I/O thread (through a one-shot
+  /// actor) and answers with its reply.
+  template <class... Ts>
+  void ask(std::shared_ptr<http::responder> res, int ok_status, Ts... xs) {
+    auto mgr = manager;
+    sys().spawn([=](caf::event_based_actor* self) {
+      self->request(mgr, std::chrono::seconds{60}, xs...)
+        .then([=](std::string& reply) { res->respond(from_reply(reply, ok_status)); },
+              [=](caf::error& err) {
+                res->respond(http::json_error(503, "unavailable",
+                                              "the session manager did not answer: "
+                                                + caf::to_string(err)));
+              });
+    });
+  }
+
+  /// Runs `job` with a store reader on the blocking pool and answers with
+  /// its response; 503 when the store cannot be read, 429 when the pool is
+  /// full.
+  void read(std::shared_ptr<http::responder> res,
+            std::function<http::response(store::store&)> job);
+};
+
+} // namespace quarry::app

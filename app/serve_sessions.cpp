@@ -1,0 +1,578 @@
+// The session manager and the event streams of `quarry serve`.
+
+#include "serve_sessions.hpp"
+
+#include "research_engine.hpp"
+
+#include "quarry/actors/runtime.hpp"
+#include "quarry/actors/store.hpp"
+#include "quarry/http/server.hpp"
+#include "quarry/host/services.hpp"
+#include "quarry/store/store.hpp"
+
+#include <caf/all.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <map>
+#include <unordered_map>
+
+namespace quarry::app {
+
+namespace {
+
+using nlohmann::json;
+
+std::string ok(const std::string& id, const char* state) {
+  return json{{"id", id}, {"state", state}}.dump();
+}
+
+std::string failure(int status, const char* code, const std::string& message) {
+  return json{{"error", {{"status", status}, {"code", code}, {"message", message}}}}
+    .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+struct running_session {
+  actors::session_actor session;
+  actors::emitter_actor emitter;
+  std::unique_ptr<session_lock> lock;
+  std::string question;
+  uint64_t first_seq = 1;
+  bool cancelled = false;
+  // The run ended; its packets, report and state are being written, and
+  // its streams end once they are.
+  bool finishing = false;
+};
+
+struct manager_state {
+  research_engine* engine = nullptr;
+  std::string store_file;
+  manager_settings settings;
+  // A read-only connection for single rows (the store actor writes).
+  std::unique_ptr<store::store> reader;
+  std::map<std::string, running_session> running;
+  std::map<caf::actor_addr, std::string> by_session;
+  bool stopping = false;
+  static inline const char* name = "quarry.session_manager";
+};
+
+// Sessions researching now (not those being written after their end).
+size_t researching(const manager_state& st) {
+  size_t n = 0;
+  for (const auto& [id, run] : st.running)
+    if (!run.finishing)
+      ++n;
+  return n;
+}
+
+using manager_full_actor = session_manager_actor::extend_with<
+  actors::session_requester_actor>;
+using manager_ptr = manager_full_actor::stateful_pointer<manager_state>;
+
+store::store* reader(manager_ptr self) {
+  auto& st = self->state;
+  if (!st.reader) {
+    store::open_options o;
+    o.read_only = true;
+    auto opened = store::store::open(st.store_file, o);
+    if (auto* r = std::get_if<std::unique_ptr<store::store>>(&opened))
+      st.reader = std::move(*r);
+  }
+  return st.reader.get();
+}
+
+// Starts a run of session `id` (new, answered or resumed).
+std::string launch(manager_ptr self, const std::string& id, const stored_options& so,
+                   const resume_info* resume, uint64_t first_seq,
+                   std::unique_ptr<session_lock> lock) {
+  auto& st = self->state;
+  auto& engine = *st.engine;
+  actors::emitter_options eo;
+  eo.store = engine.store();
+  eo.first_seq = first_seq;
+  auto em = actors::spawn_emitter(self->system(), id, eo);
+  auto spec = engine.spec_for(id, so, resume);
+  auto session = actors::spawn_session(
+    self->system(), std::move(spec), engine.models(), engine.tools(), em, engine.prompts(),
+    caf::actor_cast<actors::session_requester_actor>(self));
+  st.by_session[session.address()] = id;
+  running_session r;
+  r.session = session;
+  r.emitter = em;
+  r.lock = std::move(lock);
+  r.question = so.question;
+  r.first_seq = first_seq;
+  st.running[id] = std::move(r);
+  return ok(id, "running");
+}
+
+// Refuses a start beyond the limit or while stopping; empty when allowed.
+std::string admission(manager_ptr self) {
+  auto& st = self->state;
+  if (st.stopping)
+    return failure(503, "unavailable", "the server is stopping");
+  if (static_cast<int>(researching(st)) >= st.settings.max_running)
+    return failure(429, "busy",
+                   "too many sessions are running (server.max_running_sessions = "
+                     + std::to_string(st.settings.max_running) + ")");
+  return {};
+}
+
+// The stored row of a session that does not run here, or the error reply.
+std::variant<store::session_row, std::string> stored_row(manager_ptr self,
+                                                         const std::string& id) {
+  if (!store::is_session_id(id))
+    return failure(404, "not_found", "no session '" + id + "'");
+  auto* db = reader(self);
+  if (db == nullptr)
+    return failure(503, "unavailable", "the research store cannot be read");
+  auto row = db->session(id);
+  if (!row)
+    return failure(404, "not_found", "no session " + id);
+  return std::move(*row);
+}
+
+void finished(manager_ptr self, const std::string& id, actors::session_result& r) {
+  auto& st = self->state;
+  auto it = st.running.find(id);
+  if (it == st.running.end() || it->second.finishing)
+    return;
+  auto& run = it->second;
+  run.finishing = true;
+  st.by_session.erase(run.session.address());
+  std::string state = run.cancelled ? "cancelled" : state_after(r);
+  auto store = st.engine->store();
+  auto em = run.emitter;
+  auto report = r.status == actors::session_status::report ? r.report : std::string{};
+  auto error = r.status == actors::session_status::failed ? r.failure : std::string{};
+  auto stop_emitter = [=] {
+    // Subscribers hear of the end now; they read the state from the store.
+    // The lock goes with the entry: another process may resume it now.
+    self->request(em, std::chrono::seconds{30}, actors::stop_atom::value)
+      .then([](uint64_t) {}, [](caf::error&) {});
+    self->state.running.erase(id);
+    if (self->state.stopping && self->state.running.empty())
+      self->quit();
+  };
+  // 1. The emitter has handed every packet to the store; 2. the report and
+  // state follow them into the store; 3. the streams end.
+  self->request(em, std::chrono::seconds{30}, actors::flush_atom::value)
+    .then(
+      [=](uint64_t) {
+        if (!report.empty())
+          self->send(store, actors::report_atom::value, id, report);
+        self->send(store, actors::state_atom::value, id, state, error);
+        self->request(store, caf::infinite, actors::flush_atom::value)
+          .then(
+            [=](std::string& err) {
+              if (!err.empty())
+                spdlog::error("session {}: the store could not be written: {}", id, err);
+              stop_emitter();
+            },
+            [=](caf::error& err) {
+              spdlog::error("session {}: the store did not answer: {}", id,
+                            caf::to_string(err));
+              stop_emitter();
+            });
+      },
+      [=](caf::error&) { stop_emitter(); });
+}
+
+manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine* engine,
+                                               std::string store_file,
+                                               manager_settings settings) {
+  self->state.engine = engine;
+  self->state.store_file = std::move(store_file);
+  self->state.settings = settings;
+  return {
+    [=](start_atom, std::string& parent, std::string& options) -> caf::result<std::string> {
+      if (auto refused = admission(self); !refused.empty())
+        return refused;
+      auto parsed = stored_options_from(json::parse(options, nullptr, false));
+      if (auto* why = std::get_if<std::string>(&parsed))
+        return failure(400, "bad_request", *why);
+      auto so = std::get<stored_options>(std::move(parsed));
+      if (!parent.empty()) {
+        auto row = stored_row(self, parent);
+        if (auto* err = std::get_if<std::string>(&row))
+          return *err;
+        std::string why;
+        so.follow_up_context = follow_up_context(*reader(self), parent, why);
+        if (!why.empty())
+          return failure(409, "conflict", why);
+      }
+      auto id = store::make_session_id();
+      auto taken = session_lock::take(self->state.store_file, id);
+      if (auto* why = std::get_if<std::string>(&taken))
+        return failure(500, "internal", *why);
+      auto lock = std::make_shared<std::unique_ptr<session_lock>>(
+        std::get<std::unique_ptr<session_lock>>(std::move(taken)));
+      auto rp = self->make_response_promise<std::string>();
+      self->request(self->state.engine->store(), caf::infinite, actors::create_atom::value,
+                    id, parent, so.question, to_json(so).dump())
+        .then(
+          [=](std::string& err) mutable {
+            if (!err.empty()) {
+              rp.deliver(failure(503, "unavailable",
+                                 "the research store cannot be written: " + err));
+              return;
+            }
+            if (auto refused = admission(self); !refused.empty()) {
+              self->send(self->state.engine->store(), actors::state_atom::value, id,
+                         std::string{"failed"}, std::string{"refused: server busy"});
+              rp.deliver(refused);
+              return;
+            }
+            rp.deliver(launch(self, id, so, nullptr, 1, std::move(*lock)));
+          },
+          [=](caf::error& err) mutable {
+            rp.deliver(failure(503, "unavailable", caf::to_string(err)));
+          });
+      return rp;
+    },
+    [=](actors::cancel_atom, const std::string& id) -> std::string {
+      auto& st = self->state;
+      if (auto it = st.running.find(id); it != st.running.end() && !it->second.finishing) {
+        if (!it->second.cancelled) {
+          it->second.cancelled = true;
+          self->send(it->second.session, actors::stop_atom::value);
+        }
+        return ok(id, "cancelled");
+      }
+      auto row = stored_row(self, id);
+      if (auto* err = std::get_if<std::string>(&row))
+        return *err;
+      return failure(409, "conflict",
+                     "session " + id + " is not running ("
+                       + store::to_string(std::get<store::session_row>(row).state) + ")");
+    },
+    [=](answer_atom, const std::string& id, const std::string& answers) -> std::string {
+      if (self->state.running.count(id) > 0)
+        return failure(409, "conflict", "session " + id + " is running and asks nothing");
+      if (auto refused = admission(self); !refused.empty())
+        return refused;
+      auto found = stored_row(self, id);
+      if (auto* err = std::get_if<std::string>(&found))
+        return *err;
+      auto& row = std::get<store::session_row>(found);
+      if (row.state != store::session_state::clarification)
+        return failure(409, "conflict", "session " + id + " asks nothing ("
+                                          + store::to_string(row.state) + ")");
+      auto parsed = stored_options_from(row.options);
+      if (auto* why = std::get_if<std::string>(&parsed))
+        return failure(500, "internal", *why);
+      auto so = std::get<stored_options>(std::move(parsed));
+      so.answers = answers;
+      so.clarify = false;
+      auto taken = session_lock::take(self->state.store_file, id);
+      if (auto* why = std::get_if<std::string>(&taken))
+        return failure(409, "conflict", *why);
+      self->send(self->state.engine->store(), actors::state_atom::value, id,
+                 std::string{"running"}, std::string{});
+      return launch(self, id, so, nullptr, row.last_seq + 1,
+                    std::get<std::unique_ptr<session_lock>>(std::move(taken)));
+    },
+    [=](resume_atom, const std::string& id) -> std::string {
+      if (self->state.running.count(id) > 0)
+        return failure(409, "conflict", "session " + id + " is running");
+      if (auto refused = admission(self); !refused.empty())
+        return refused;
+      auto found = stored_row(self, id);
+      if (auto* err = std::get_if<std::string>(&found))
+        return *err;
+      auto& row = std::get<store::session_row>(found);
+      auto taken = session_lock::take(self->state.store_file, id);
+      if (auto* why = std::get_if<std::string>(&taken))
+        return failure(409, "conflict", *why);
+      bool dead_running = row.state == store::session_state::running
+                          || row.state == store::session_state::pending;
+      if (row.state != store::session_state::interrupted && !dead_running)
+        return failure(409, "conflict", "session " + id + " is "
+                                          + store::to_string(row.state)
+                                          + "; only an interrupted session can be resumed");
+      auto parsed = stored_options_from(row.options);
+      if (auto* why = std::get_if<std::string>(&parsed))
+        return failure(500, "internal", *why);
+      resume_info info;
+      info.session_id = id;
+      info.options = std::get<stored_options>(std::move(parsed));
+      info.last_seq = row.last_seq;
+      if (auto c = reader(self)->latest_checkpoint(id)) {
+        auto read = core::checkpoint_from_json(c->state);
+        if (auto* why = std::get_if<std::string>(&read))
+          return failure(500, "internal", "the checkpoint cannot be read: " + *why);
+        info.checkpoint = std::make_shared<const core::research_checkpoint>(
+          std::get<core::research_checkpoint>(std::move(read)));
+        info.checkpoint_number = c->number;
+        info.checkpoint_seq = c->last_seq;
+      }
+      self->send(self->state.engine->store(), actors::state_atom::value, id,
+                 std::string{"running"}, std::string{});
+      return launch(self, id, info.options, &info, row.last_seq + 1,
+                    std::get<std::unique_ptr<session_lock>>(std::move(taken)));
+    },
+    [=](remove_atom, const std::string& id) -> caf::result<std::string> {
+      if (self->state.running.count(id) > 0)
+        return failure(409, "conflict", "session " + id + " is running; cancel it first");
+      auto found = stored_row(self, id);
+      if (auto* err = std::get_if<std::string>(&found))
+        return *err;
+      auto taken = session_lock::take(self->state.store_file, id);
+      if (auto* why = std::get_if<std::string>(&taken))
+        return failure(409, "conflict", *why);
+      auto lock = std::shared_ptr<session_lock>{
+        std::get<std::unique_ptr<session_lock>>(std::move(taken))};
+      auto rp = self->make_response_promise<std::string>();
+      self->request(self->state.engine->store(), caf::infinite, remove_atom::value, id)
+        .then(
+          [=](std::string& err) mutable {
+            if (err == "not found")
+              rp.deliver(failure(404, "not_found", "no session " + id));
+            else if (!err.empty())
+              rp.deliver(failure(503, "unavailable", err));
+            else
+              rp.deliver(ok(id, "removed"));
+            std::error_code ec;
+            std::filesystem::remove(lock->path(), ec);
+          },
+          [=](caf::error& err) mutable {
+            rp.deliver(failure(503, "unavailable", caf::to_string(err)));
+          });
+      return rp;
+    },
+    [=](actors::subscribe_atom, const std::string& id, actors::line_sink_actor& sink,
+        uint64_t from) -> caf::result<uint64_t> {
+      auto it = self->state.running.find(id);
+      if (it == self->state.running.end())
+        return uint64_t{0};
+      // Packets before the emitter's first seq are in the store.
+      self->send(it->second.emitter, actors::subscribe_atom::value, sink, from);
+      return it->second.first_seq;
+    },
+    [=](running_atom) -> int64_t {
+      return static_cast<int64_t>(researching(self->state));
+    },
+    [=](actors::stop_atom) {
+      auto& st = self->state;
+      if (st.stopping)
+        return;
+      st.stopping = true;
+      if (st.running.empty()) {
+        self->quit();
+        return;
+      }
+      for (auto& [id, run] : st.running)
+        self->send(run.session, actors::stop_atom::value);
+    },
+    [=](actors::session_done_atom, actors::session_result& r) {
+      auto sender = self->current_sender();
+      auto it = self->state.by_session.find(caf::actor_cast<caf::actor_addr>(sender));
+      if (it == self->state.by_session.end())
+        return;
+      auto id = it->second;
+      finished(self, id, r);
+    },
+  };
+}
+
+// -- event streams -------------------------------------------------------------
+
+using replay_atom = caf::atom_constant<caf::atom("replay")>;
+using end_atom = caf::atom_constant<caf::atom("end")>;
+
+/// `(replay_atom, lines joined by newlines, done)`: stored packets;
+/// `(end_atom, state)`: the run is over.
+using stream_actor = actors::line_sink_actor::extend<
+  caf::reacts_to<replay_atom, std::string, bool>, caf::reacts_to<end_atom, std::string>>;
+
+struct stream_state {
+  std::shared_ptr<http::event_stream> stream;
+  sdk::blocking_pool* pool = nullptr;
+  std::string store_file;
+  std::string id;
+  // The next seq the client gets.
+  uint64_t next = 1;
+  bool replayed = false;
+  bool live_ended = false;
+  std::vector<std::pair<uint64_t, std::string>> held;
+  static inline const char* name = "quarry.event_stream";
+};
+
+using stream_ptr = stream_actor::stateful_pointer<stream_state>;
+
+void send_line(stream_ptr self, uint64_t seq, const std::string& line) {
+  auto& st = self->state;
+  if (seq < st.next)
+    return; // replayed already
+  st.next = seq + 1;
+  if (!st.stream->send(std::to_string(seq), "packet", line))
+    self->quit();
+}
+
+// Reads the session's state and ends the stream with it.
+void end_with_state(stream_ptr self) {
+  auto& st = self->state;
+  auto hdl = caf::actor_cast<caf::actor>(self);
+  auto id = st.id;
+  bool queued = with_reader(*st.pool, st.store_file,
+                            [hdl, id](store::store* db, const std::string&) {
+                              std::string state = "unknown";
+                              if (db != nullptr)
+                                if (auto row = db->session(id))
+                                  state = store::to_string(row->state);
+                              caf::anon_send(hdl, end_atom::value, state);
+                            });
+  if (!queued)
+    caf::anon_send(hdl, end_atom::value, std::string{"unknown"});
+}
+
+// Reads stored packets from `from` to `until` (0: to the end) in pages, and
+// sends them to the stream actor.
+void replay_from_store(stream_ptr self, uint64_t from, uint64_t until) {
+  auto& st = self->state;
+  auto hdl = caf::actor_cast<caf::actor>(self);
+  auto id = st.id;
+  bool queued = with_reader(
+    *st.pool, st.store_file, [hdl, id, from, until](store::store* db, const std::string&) {
+      uint64_t next = from;
+      constexpr size_t page = 1024;
+      while (db != nullptr) {
+        auto rows = db->packets(id, next, page);
+        std::string joined;
+        bool done = rows.size() < page;
+        for (const auto& r : rows) {
+          if (until != 0 && r.seq > until) {
+            done = true;
+            break;
+          }
+          joined += r.line;
+          joined += '\n';
+          next = r.seq + 1;
+        }
+        if (until != 0 && next > until)
+          done = true;
+        caf::anon_send(hdl, replay_atom::value, std::move(joined), done);
+        if (done)
+          return;
+      }
+      caf::anon_send(hdl, replay_atom::value, std::string{}, true);
+    });
+  if (!queued)
+    caf::anon_send(hdl, replay_atom::value, std::string{}, true);
+}
+
+stream_actor::behavior_type stream_impl(stream_ptr self, session_manager_actor manager,
+                                        sdk::blocking_pool* pool, std::string store_file,
+                                        std::string id, uint64_t from,
+                                        std::shared_ptr<http::event_stream> stream) {
+  auto& st = self->state;
+  st.stream = std::move(stream);
+  st.pool = pool;
+  st.store_file = std::move(store_file);
+  st.id = std::move(id);
+  st.next = std::max<uint64_t>(from, 1);
+  // A weak handle: the stream (owned by this actor's state) must not keep
+  // the actor alive.
+  auto addr = caf::actor_cast<caf::actor_addr>(self);
+  st.stream->on_close([addr] {
+    if (auto hdl = caf::actor_cast<caf::actor>(addr))
+      caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
+  });
+  self->request(manager, caf::infinite, actors::subscribe_atom::value, st.id,
+                caf::actor_cast<actors::line_sink_actor>(self), st.next)
+    .then(
+      [=](uint64_t first_live) {
+        auto& st = self->state;
+        if (first_live == 0) {
+          // Not running here: everything is stored.
+          st.live_ended = true;
+          replay_from_store(self, st.next, 0);
+        } else if (st.next < first_live) {
+          replay_from_store(self, st.next, first_live - 1);
+        } else {
+          st.replayed = true;
+        }
+      },
+      [=](caf::error&) { self->quit(); });
+  return {
+    [=](actors::packet_atom, const std::string& line, uint64_t seq) {
+      auto& st = self->state;
+      if (!st.replayed) {
+        st.held.emplace_back(seq, line);
+        return;
+      }
+      send_line(self, seq, line);
+    },
+    [=](actors::stop_atom, uint64_t) {
+      auto& st = self->state;
+      st.live_ended = true;
+      if (st.replayed)
+        end_with_state(self);
+    },
+    [=](replay_atom, const std::string& joined, bool done) {
+      auto& st = self->state;
+      size_t pos = 0;
+      while (pos < joined.size()) {
+        auto nl = joined.find('\n', pos);
+        auto line = joined.substr(pos, nl - pos);
+        pos = nl == std::string::npos ? joined.size() : nl + 1;
+        // The seq is the first field of the encoded packet.
+        auto p = json::parse(line, nullptr, false);
+        if (p.is_object() && p.contains("seq") && p["seq"].is_number_unsigned())
+          send_line(self, p["seq"].get<uint64_t>(), line);
+      }
+      if (!done)
+        return;
+      st.replayed = true;
+      for (auto& [seq, line] : st.held)
+        send_line(self, seq, line);
+      st.held.clear();
+      if (st.live_ended)
+        end_with_state(self);
+    },
+    [=](end_atom, const std::string& state) {
+      self->state.stream->end("end", json{{"state", state}}.dump());
+      self->state.stream.reset();
+      self->quit();
+    },
+  };
+}
+
+} // namespace
+
+bool with_reader(sdk::blocking_pool& pool, const std::string& store_file,
+                 std::function<void(store::store*, const std::string&)> job) {
+  return pool.submit([store_file, job = std::move(job)] {
+    // One read-only connection per pool thread and file, kept.
+    thread_local std::unordered_map<std::string, std::unique_ptr<store::store>> readers;
+    auto& db = readers[store_file];
+    std::string error;
+    if (!db) {
+      store::open_options o;
+      o.read_only = true;
+      auto opened = store::store::open(store_file, o);
+      if (auto* err = std::get_if<sdk::error>(&opened))
+        error = err->message;
+      else
+        db = std::get<std::unique_ptr<store::store>>(std::move(opened));
+    }
+    job(db.get(), error);
+  });
+}
+
+void stream_session(caf::actor_system& sys, sdk::blocking_pool& pool,
+                    session_manager_actor manager, std::string store_file, std::string id,
+                    uint64_t from_seq, std::shared_ptr<http::event_stream> stream) {
+  sys.spawn(stream_impl, std::move(manager), &pool, std::move(store_file), std::move(id),
+            from_seq, std::move(stream));
+}
+
+session_manager_actor spawn_session_manager(caf::actor_system& sys, research_engine& engine,
+                                            std::string store_file,
+                                            manager_settings settings) {
+  return caf::actor_cast<session_manager_actor>(
+    sys.spawn(manager_impl, &engine, std::move(store_file), settings));
+}
+
+} // namespace quarry::app

@@ -1,0 +1,537 @@
+// `quarry serve` through real processes and real HTTP: every endpoint of
+// docs/api.md, event streams with replay, clarification answered over the
+// API, cancel, follow-up, removal, limits, authentication, and a stop by
+// SIGTERM whose sessions resume after a restart.
+
+#include "research_script.hpp"
+
+#include "support/fake_llm_server.hpp"
+#include "support/process.hpp"
+
+#include <curl/curl.h>
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+using namespace quarry;
+using namespace quarry::test::script;
+using nlohmann::json;
+
+namespace {
+
+struct reply {
+  long status = 0;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  json as_json() const {
+    auto j = json::parse(body, nullptr, false);
+    REQUIRE_FALSE(j.is_discarded());
+    return j;
+  }
+
+  std::string header(const std::string& name) const {
+    for (const auto& [k, v] : headers) {
+      std::string lk = k;
+      for (auto& c : lk)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (lk == name)
+        return v;
+    }
+    return {};
+  }
+};
+
+size_t collect(char* data, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(data, size * n);
+  return size * n;
+}
+
+size_t collect_header(char* data, size_t size, size_t n, void* out) {
+  std::string line{data, size * n};
+  auto colon = line.find(':');
+  if (colon != std::string::npos) {
+    auto value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' '))
+      value.erase(0, 1);
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n'))
+      value.pop_back();
+    static_cast<reply*>(out)->headers.emplace_back(line.substr(0, colon), value);
+  }
+  return size * n;
+}
+
+// One HTTP request with libcurl; `timeout` bounds the whole transfer (an
+// event stream is read until the server closes it).
+reply call(const std::string& method, const std::string& url, const std::string& body = {},
+           std::vector<std::string> headers = {},
+           std::chrono::milliseconds timeout = std::chrono::seconds{60}) {
+  reply out;
+  auto* h = curl_easy_init();
+  REQUIRE(h != nullptr);
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method.c_str());
+  if (method == "POST" || !body.empty()) {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  }
+  struct curl_slist* list = nullptr;
+  if (!body.empty())
+    headers.push_back("Content-Type: application/json");
+  for (const auto& x : headers)
+    list = curl_slist_append(list, x.c_str());
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &out.body);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, collect_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &out);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  auto rc = curl_easy_perform(h);
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out.status);
+  curl_slist_free_all(list);
+  curl_easy_cleanup(h);
+  if (rc != CURLE_OK && rc != CURLE_OPERATION_TIMEDOUT)
+    FAIL("curl: " << curl_easy_strerror(rc) << " for " << method << " " << url);
+  return out;
+}
+
+struct sse_event {
+  std::string id;
+  std::string event;
+  std::string data;
+};
+
+std::vector<sse_event> parse_sse(const std::string& text, size_t* heartbeats = nullptr) {
+  std::vector<sse_event> out;
+  sse_event cur;
+  bool any = false;
+  std::istringstream in{text};
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (line.empty()) {
+      if (any)
+        out.push_back(cur);
+      cur = {};
+      any = false;
+      continue;
+    }
+    if (line[0] == ':') {
+      if (heartbeats != nullptr && line.find("heartbeat") != std::string::npos)
+        ++*heartbeats;
+      continue;
+    }
+    auto colon = line.find(':');
+    auto field = line.substr(0, colon);
+    auto value = colon == std::string::npos ? std::string{} : line.substr(colon + 1);
+    if (!value.empty() && value[0] == ' ')
+      value.erase(0, 1);
+    any = true;
+    if (field == "id")
+      cur.id = value;
+    else if (field == "event")
+      cur.event = value;
+    else if (field == "data")
+      cur.data += (cur.data.empty() ? "" : "\n") + value;
+  }
+  return out;
+}
+
+// A running `quarry serve` on 127.0.0.1 and a free port.
+struct server_process {
+  std::unique_ptr<test::child_process> proc;
+  std::string base;
+
+  server_process(const test::temp_dir& home, std::vector<std::string> extra,
+                 std::vector<std::pair<std::string, std::optional<std::string>>> env = {}) {
+    std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back("serve");
+    argv.push_back("--listen");
+    argv.push_back("127.0.0.1:0");
+    auto opts = test::isolated_quarry_options(home.path(), env);
+    opts.timeout = std::chrono::minutes{5};
+    proc = std::make_unique<test::child_process>(argv, opts);
+    REQUIRE(proc->wait_for_err("quarry: listening on http://", std::chrono::seconds{60}));
+    std::smatch m;
+    auto err = proc->err();
+    REQUIRE(std::regex_search(err, m, std::regex{R"(listening on (http://127\.0\.0\.1:\d+)/)"}));
+    base = m[1];
+  }
+
+  std::string url(const std::string& path) const {
+    return base + path;
+  }
+};
+
+std::vector<std::pair<std::string, std::optional<std::string>>>
+llm_env(const test::fake_llm_server& server) {
+  return {{"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", server.base_url_openai()}};
+}
+
+json two_agent_script() {
+  auto rules = json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. Efficiency\n2. Defrost"}}));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"research_agent", {{"task", "Why efficiency falls in the cold."}}},
+                              {"research_agent", {{"task", "How defrost cycles work."}}}}),
+                       1));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", json::object()}})));
+  for (auto& r : agent_rules())
+    rules.push_back(r);
+  rules.push_back(rule(final_marker, {{"text", "Cold air lowers efficiency [1]. "
+                                               "Defrosting clears the coil [2]."}}));
+  return rules;
+}
+
+json hanging_at(json rules, const char* marker) {
+  json hang{{"match", {{"system_contains", marker}}},
+            {"respond", {{"text", "never"}}},
+            {"stall_after_bytes", 0}};
+  auto out = json::array({hang});
+  for (auto& r : rules)
+    out.push_back(r);
+  return out;
+}
+
+std::string start(const server_process& srv, const json& body) {
+  auto r = call("POST", srv.url("/v1/research"), body.dump());
+  CAPTURE(r.body);
+  REQUIRE(r.status == 202);
+  auto id = r.as_json()["id"].get<std::string>();
+  CHECK(r.header("location") == "/v1/research/" + id);
+  CHECK(r.as_json()["state"] == "running");
+  return id;
+}
+
+// Reads the session's events until the server ends the stream.
+std::vector<sse_event> events(const server_process& srv, const std::string& id,
+                              std::vector<std::string> headers = {},
+                              const std::string& query = {}) {
+  auto r = call("GET", srv.url("/v1/research/" + id + "/events" + query), {}, headers,
+                std::chrono::seconds{90});
+  CAPTURE(r.body.substr(0, 400));
+  REQUIRE(r.status == 200);
+  CHECK(r.header("content-type").find("text/event-stream") == 0);
+  return parse_sse(r.body);
+}
+
+std::string state_of(const server_process& srv, const std::string& id) {
+  return call("GET", srv.url("/v1/research/" + id)).as_json()["state"].get<std::string>();
+}
+
+template <class Pred>
+void wait_until(Pred pred, const char* what) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      FAIL("timed out waiting for " << what);
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }
+}
+
+} // namespace
+
+TEST_CASE("serve: a research over the API streams every packet, then its state, "
+          "and its report in three formats") {
+  test::temp_dir home;
+  server_process srv{home, {}};
+  auto health = call("GET", srv.url("/healthz"));
+  CHECK(health.status == 200);
+  CHECK(health.as_json()["status"] == "ok");
+  auto id = start(srv, {{"question", "How loud is a heat pump?"}, {"clarify", false}});
+  auto evs = events(srv, id);
+  REQUIRE(evs.size() > 10);
+  for (size_t i = 0; i + 1 < evs.size(); ++i) {
+    CHECK(evs[i].event == "packet");
+    CHECK(evs[i].id == std::to_string(i + 1));
+    auto p = json::parse(evs[i].data);
+    CHECK(p["seq"] == i + 1);
+    CHECK(p["session"] == id);
+  }
+  CHECK(json::parse(evs[evs.size() - 2].data)["obj"]["type"] == "stop");
+  CHECK(evs.back().event == "end");
+  CHECK(json::parse(evs.back().data)["state"] == "completed");
+
+  auto got = call("GET", srv.url("/v1/research/" + id)).as_json();
+  CHECK(got["state"] == "completed");
+  CHECK(got["question"] == "How loud is a heat pump?");
+  CHECK(got["last_seq"] == evs.size() - 1);
+  CHECK(got["usage"]["calls"].get<int>() > 0);
+  REQUIRE_FALSE(got["sources"].empty());
+  CHECK(got["sources"][0]["url"].get<std::string>().rfind("file://", 0) == 0);
+
+  auto md = call("GET", srv.url("/v1/research/" + id + "/report"));
+  CHECK(md.status == 200);
+  CHECK(md.header("content-type").find("text/markdown") == 0);
+  CHECK(md.body.rfind("# How loud is a heat pump?", 0) == 0);
+  CHECK(md.body.find("## Sources") != std::string::npos);
+  auto html = call("GET", srv.url("/v1/research/" + id + "/report?format=html"));
+  CHECK(html.body.find("<!DOCTYPE html>") == 0);
+  auto js = call("GET", srv.url("/v1/research/" + id + "/report?format=json")).as_json();
+  CHECK(js["partial"] == false);
+  CHECK_FALSE(js["sources"].empty());
+  CHECK(call("GET", srv.url("/v1/research/" + id + "/report?format=pdf")).status == 400);
+
+  // A reconnecting client gets what follows its last event.
+  auto rest = events(srv, id, {"Last-Event-ID: 10"});
+  REQUIRE_FALSE(rest.empty());
+  CHECK(rest.front().id == "11");
+  CHECK(rest.size() == evs.size() - 10);
+  auto from = events(srv, id, {}, "?from=5");
+  CHECK(from.front().id == "5");
+  CHECK(call("GET", srv.url("/v1/research/" + id + "/events"), {}, {"Last-Event-ID: x"}).status
+        == 400);
+
+  // The list: search, state filter, paging.
+  auto second = start(srv, {{"question", "What does a buffer tank do?"}, {"clarify", false}});
+  events(srv, second);
+  auto all = call("GET", srv.url("/v1/research")).as_json();
+  REQUIRE(all["sessions"].size() == 2);
+  CHECK(all["sessions"][0]["id"] == second);
+  CHECK(all["next"].is_null());
+  auto found = call("GET", srv.url("/v1/research?q=buffer")).as_json();
+  REQUIRE(found["sessions"].size() == 1);
+  CHECK(found["sessions"][0]["id"] == second);
+  auto page = call("GET", srv.url("/v1/research?limit=1")).as_json();
+  REQUIRE(page["sessions"].size() == 1);
+  REQUIRE(page["next"].is_string());
+  auto page2 = call("GET", srv.url("/v1/research?limit=1&before=" + page["next"].get<std::string>()))
+                 .as_json();
+  REQUIRE(page2["sessions"].size() == 1);
+  CHECK(page2["sessions"][0]["id"] == id);
+  CHECK(call("GET", srv.url("/v1/research?state=completed")).as_json()["sessions"].size() == 2);
+  CHECK(call("GET", srv.url("/v1/research?state=failed")).as_json()["sessions"].empty());
+
+  // The page is served from the binary.
+  auto index = call("GET", srv.url("/"));
+  CHECK(index.status == 200);
+  CHECK(index.header("content-type").find("text/html") == 0);
+  CHECK_FALSE(index.header("etag").empty());
+  auto again = call("GET", srv.url("/"), {}, {"If-None-Match: " + index.header("etag")});
+  CHECK(again.status == 304);
+  CHECK(call("GET", srv.url("/app.js")).status == 200);
+  CHECK(call("GET", srv.url("/../CMakeLists.txt")).status >= 400);
+  CHECK(call("GET", srv.url("/%2e%2e/CMakeLists.txt")).status >= 400);
+
+  // Removal.
+  CHECK(call("DELETE", srv.url("/v1/research/" + second)).status == 204);
+  CHECK(call("GET", srv.url("/v1/research/" + second)).status == 404);
+  CHECK(call("DELETE", srv.url("/v1/research/" + second)).status == 404);
+}
+
+TEST_CASE("serve: every bad request gets a JSON error with a 4xx status") {
+  test::temp_dir home;
+  server_process srv{home, {"--set", "server.max_body_bytes=2048"}};
+  auto expect = [&](const reply& r, long status, const char* code, const char* words) {
+    CAPTURE(r.body);
+    CHECK(r.status == status);
+    auto j = json::parse(r.body, nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK(j["error"]["code"] == code);
+    CHECK(j["error"]["message"].get<std::string>().find(words) != std::string::npos);
+  };
+  auto post = [&](const std::string& body) {
+    return call("POST", srv.url("/v1/research"), body);
+  };
+  expect(post("{not json"), 400, "bad_request", "not JSON");
+  expect(post("[1,2]"), 400, "bad_request", "object");
+  expect(post(R"({"question": 7})"), 400, "bad_request", "question");
+  expect(post(R"({"question": "   "})"), 400, "bad_request", "non-empty");
+  expect(post(R"({})"), 400, "bad_request", "question: missing");
+  expect(post(R"({"question": "q", "colour": "red"})"), 400, "bad_request", "unknown field 'colour'");
+  expect(post(R"({"question": "q", "max_agents": 0})"), 400, "bad_request", "max_agents");
+  expect(post(R"({"question": "q", "max_agents": "3"})"), 400, "bad_request", "max_agents");
+  expect(post(R"({"question": "q", "deadline": "soon"})"), 400, "bad_request", "deadline");
+  expect(post(R"({"question": "q", "deadline": "48h"})"), 400, "bad_request", "at most");
+  expect(post(R"({"question": "q", "strategy": "magic"})"), 400, "bad_request", "strategy");
+  expect(post(R"({"question": "q", "corpus": "/etc"})"), 400, "bad_request", "unknown field 'corpus'");
+  expect(post(R"({"question": "q", "answers": "yes"})"), 400, "bad_request", "answers");
+  expect(post("{\"question\": \"" + std::string(3000, 'x') + "\"}"), 413, "too_large", "");
+  auto form = call("POST", srv.url("/v1/research"), "question=q",
+                   {"Content-Type: application/x-www-form-urlencoded"});
+  CHECK(form.status == 415);
+  expect(call("GET", srv.url("/v1/research/q0123456789abcdef")), 404, "not_found", "q0123456789abcdef");
+  expect(call("GET", srv.url("/v1/research/not-an-id")), 404, "not_found", "");
+  expect(call("GET", srv.url("/v1/research/q0123456789abcdef/events")), 404, "not_found", "");
+  expect(call("GET", srv.url("/v1/research/q0123456789abcdef/report")), 404, "not_found", "");
+  expect(call("POST", srv.url("/v1/research/q0123456789abcdef/cancel")), 404, "not_found", "");
+  expect(call("POST", srv.url("/v1/research/q0123456789abcdef/resume")), 404, "not_found", "");
+  expect(call("POST", srv.url("/v1/research/q0123456789abcdef/reply"), R"({"answers": ["a"]})"),
+         404, "not_found", "");
+  expect(call("POST", srv.url("/v1/research/q0123456789abcdef/reply"), R"({"answers": 3})"), 400,
+         "bad_request", "answers");
+  expect(call("POST", srv.url("/v1/research/q0123456789abcdef/follow-up"), R"({"question": "q"})"),
+         404, "not_found", "");
+  expect(call("PUT", srv.url("/v1/research")), 405, "method_not_allowed", "");
+  expect(call("GET", srv.url("/v1/nothing")), 404, "not_found", "");
+  expect(call("GET", srv.url("/v1/research?limit=0")), 400, "bad_request", "limit");
+  expect(call("GET", srv.url("/v1/research?state=dancing")), 400, "bad_request", "state");
+  // A finished session refuses what only a running or waiting one allows.
+  auto id = start(srv, {{"question", "How loud is a heat pump?"}, {"clarify", false}});
+  events(srv, id);
+  expect(call("POST", srv.url("/v1/research/" + id + "/cancel")), 409, "conflict", "not running");
+  expect(call("POST", srv.url("/v1/research/" + id + "/reply"), R"({"answer": "x"})"), 409,
+         "conflict", "asks nothing");
+  expect(call("POST", srv.url("/v1/research/" + id + "/resume")), 409, "conflict",
+         "only an interrupted session");
+  // The server still works.
+  CHECK(call("GET", srv.url("/healthz")).status == 200);
+}
+
+TEST_CASE("serve: clarifying questions are answered over the API and the same "
+          "session goes on") {
+  test::temp_dir home;
+  test::fake_llm_server llm;
+  auto rules = two_agent_script();
+  rules.insert(rules.begin(), rule(clarify_marker, {{"text", "1. Which climate zone?"}}, 1));
+  REQUIRE_FALSE(llm.script(rules));
+  server_process srv{home, {}, llm_env(llm)};
+  auto id = start(srv, {{"question", "heat pumps?"}});
+  auto first = events(srv, id);
+  REQUIRE(first.size() >= 3);
+  CHECK(json::parse(first.back().data)["state"] == "clarification");
+  auto got = call("GET", srv.url("/v1/research/" + id)).as_json();
+  CHECK(got["state"] == "clarification");
+  CHECK(got["questions"].get<std::string>().find("Which climate zone?") != std::string::npos);
+  CHECK(call("GET", srv.url("/v1/research/" + id + "/report")).status == 409);
+  auto answered = call("POST", srv.url("/v1/research/" + id + "/reply"),
+                       R"({"answers": ["A cold Nordic climate"]})");
+  CAPTURE(answered.body);
+  REQUIRE(answered.status == 202);
+  auto last_id = first[first.size() - 2].id;
+  auto rest = events(srv, id, {"Last-Event-ID: " + last_id});
+  REQUIRE(rest.size() > 5);
+  CHECK(rest.front().id == std::to_string(std::stoi(last_id) + 1));
+  CHECK(json::parse(rest.back().data)["state"] == "completed");
+  // The plan request carried the answer.
+  bool answer_seen = false;
+  for (const auto& r : llm.requests())
+    if (r.raw_body.find("A cold Nordic climate") != std::string::npos)
+      answer_seen = true;
+  CHECK(answer_seen);
+  // Follow-up: a new session that sees the report.
+  auto follow = call("POST", srv.url("/v1/research/" + id + "/follow-up"),
+                     R"({"question": "And in a mild climate?", "clarify": false})");
+  REQUIRE(follow.status == 202);
+  auto child = follow.as_json()["id"].get<std::string>();
+  CHECK(child != id);
+  events(srv, child);
+  auto c = call("GET", srv.url("/v1/research/" + child)).as_json();
+  CHECK(c["parent_id"] == id);
+  CHECK(call("GET", srv.url("/v1/research/" + id)).as_json()["follow_ups"]
+        == json::array({child}));
+}
+
+TEST_CASE("serve: cancel stops a running research, limits answer 429, and a "
+          "running session cannot be removed") {
+  test::temp_dir home;
+  test::fake_llm_server llm;
+  REQUIRE_FALSE(llm.script(hanging_at(two_agent_script(), agent_marker)));
+  server_process srv{home, {"--set", "server.max_running_sessions=1"}, llm_env(llm)};
+  auto id = start(srv, {{"question", "How do heat pumps cope with cold weather?"},
+                        {"clarify", false}});
+  wait_until([&] { return requests_with(llm, agent_marker) > 0; }, "an agent's request");
+  auto busy = call("POST", srv.url("/v1/research"), R"({"question": "another"})");
+  CHECK(busy.status == 429);
+  CHECK(busy.header("retry-after") == "5");
+  CHECK(busy.as_json()["error"]["code"] == "busy");
+  CHECK(call("DELETE", srv.url("/v1/research/" + id)).status == 409);
+  CHECK(state_of(srv, id) == "running");
+  CHECK(call("GET", srv.url("/healthz")).as_json()["sessions_running"] == 1);
+  std::vector<sse_event> live;
+  std::thread reader{[&] { live = events(srv, id); }};
+  auto cancelled = call("POST", srv.url("/v1/research/" + id + "/cancel"));
+  CHECK(cancelled.status == 202);
+  CHECK(cancelled.as_json()["state"] == "cancelled");
+  reader.join();
+  REQUIRE_FALSE(live.empty());
+  CHECK(live.back().event == "end");
+  CHECK(json::parse(live.back().data)["state"] == "cancelled");
+  CHECK(state_of(srv, id) == "cancelled");
+  CHECK(call("GET", srv.url("/healthz")).as_json()["sessions_running"] == 0);
+}
+
+TEST_CASE("serve: SIGTERM ends the streams, keeps running sessions as "
+          "interrupted, and they resume after a restart") {
+  test::temp_dir home;
+  test::fake_llm_server llm;
+  REQUIRE_FALSE(llm.script(hanging_at(two_agent_script(), agent_marker)));
+  std::string id;
+  {
+    server_process srv{home, {}, llm_env(llm)};
+    id = start(srv, {{"question", "How do heat pumps cope with cold weather?"},
+                     {"clarify", false}});
+    wait_until([&] { return requests_with(llm, agent_marker) > 0; }, "an agent's request");
+    std::vector<sse_event> live;
+    std::thread reader{[&] { live = events(srv, id); }};
+    // The stream is open before the signal.
+    std::this_thread::sleep_for(std::chrono::milliseconds{300});
+    srv.proc->signal(SIGTERM);
+    auto ended = srv.proc->wait(std::chrono::seconds{60});
+    reader.join();
+    CAPTURE(ended.err);
+    CHECK(ended.exit_code == 143);
+    CHECK(ended.err.find("stopping") != std::string::npos);
+    REQUIRE_FALSE(live.empty());
+    CHECK(live.back().event == "end");
+    CHECK(json::parse(live.back().data)["state"] == "interrupted");
+  }
+  REQUIRE_FALSE(llm.script(two_agent_script()));
+  server_process again{home, {}, llm_env(llm)};
+  CHECK(state_of(again, id) == "interrupted");
+  auto listed = call("GET", again.url("/v1/research?state=interrupted")).as_json();
+  REQUIRE(listed["sessions"].size() == 1);
+  auto resumed = call("POST", again.url("/v1/research/" + id + "/resume"));
+  CAPTURE(resumed.body);
+  REQUIRE(resumed.status == 202);
+  auto evs = events(again, id);
+  CHECK(json::parse(evs.back().data)["state"] == "completed");
+  bool resumed_packet = false;
+  for (size_t i = 0; i + 1 < evs.size(); ++i) {
+    CHECK(evs[i].id == std::to_string(i + 1));
+    if (json::parse(evs[i].data)["obj"]["type"] == "resumed")
+      resumed_packet = true;
+  }
+  CHECK(resumed_packet);
+  CHECK(call("GET", again.url("/v1/research/" + id + "/report")).body.find("Cold air lowers")
+        != std::string::npos);
+}
+
+TEST_CASE("serve: another address than loopback needs a token, which every API "
+          "request must then carry") {
+  test::temp_dir home;
+  {
+    std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR, "serve",
+                                  "--listen", "0.0.0.0:0"};
+    auto r = test::run_process(argv, test::isolated_quarry_options(home.path()));
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("auth_token") != std::string::npos);
+  }
+  CHECK(test::run_process({QUARRY_EXE, "serve", "--listen", "nonsense"},
+                          test::isolated_quarry_options(home.path()))
+          .exit_code
+        == 2);
+  server_process srv{home, {"--set", "server.auth_token=${QUARRY_TEST_TOKEN}"},
+                     {{"QUARRY_TEST_TOKEN", "s3cret-token-for-tests"}}};
+  auto none = call("GET", srv.url("/v1/research"));
+  CHECK(none.status == 401);
+  CHECK(none.header("www-authenticate").find("Bearer") == 0);
+  CHECK(call("GET", srv.url("/v1/research"), {}, {"Authorization: Bearer wrong"}).status == 401);
+  CHECK(call("GET", srv.url("/v1/research"), {}, {"Authorization: Bearer s3cret-token-for-tests"})
+          .status
+        == 200);
+  CHECK(call("GET", srv.url("/healthz")).status == 200);
+  CHECK(call("GET", srv.url("/")).status == 200);
+  CHECK(call("GET", srv.url("/app.js")).status == 200);
+  // No CORS header unless configured.
+  CHECK(call("GET", srv.url("/healthz"), {}, {"Origin: http://evil.example"})
+          .header("access-control-allow-origin")
+          .empty());
+}

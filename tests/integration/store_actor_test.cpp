@@ -1,0 +1,248 @@
+// The store actor with emitters on the real scheduler: packets, checkpoints,
+// reports and states of several sessions written in batches; a first seq
+// that continues a stored session; and a full disk (SQLite's writes failing
+// through the fault-injecting VFS) that becomes an error packet for the
+// live subscribers while nothing already stored is damaged.
+
+#include "quarry/actors/emitter.hpp"
+#include "quarry/actors/runtime.hpp"
+#include "quarry/actors/store.hpp"
+#include "quarry/core/checkpoint.hpp"
+#include "quarry/store/store.hpp"
+
+#include "support/faulty_vfs.hpp"
+#include "support/process.hpp"
+
+#include <caf/all.hpp>
+
+#include <doctest/doctest.h>
+
+#include <future>
+#include <mutex>
+
+using namespace quarry;
+
+namespace {
+
+struct collected {
+  std::mutex mtx;
+  std::vector<std::string> lines;
+  std::promise<uint64_t> ended;
+};
+
+actors::line_sink_actor collector(caf::actor_system& sys, std::shared_ptr<collected> c) {
+  return actors::spawn_line_sink(
+    sys,
+    [c](const std::string& line, uint64_t) {
+      std::lock_guard<std::mutex> guard{c->mtx};
+      c->lines.push_back(line);
+    },
+    [c](uint64_t last) { c->ended.set_value(last); });
+}
+
+std::shared_ptr<store::store> open_store(const std::string& path, const std::string& vfs = {}) {
+  store::open_options o;
+  o.vfs = vfs;
+  auto opened = store::store::open(path, o);
+  if (auto* err = std::get_if<sdk::error>(&opened))
+    FAIL("open: " << err->message);
+  return std::shared_ptr<store::store>{std::get<std::unique_ptr<store::store>>(std::move(opened))};
+}
+
+store::session_row new_session(const std::string& id) {
+  store::session_row row;
+  row.id = id;
+  row.question = "q";
+  row.state = store::session_state::running;
+  return row;
+}
+
+std::string flush(caf::scoped_actor& self, const actors::store_actor& st) {
+  std::string out = "no answer";
+  self->request(st, std::chrono::seconds{30}, actors::flush_atom::value)
+    .receive([&](std::string& err) { out = err; },
+             [&](const caf::error& e) { out = caf::to_string(e); });
+  return out;
+}
+
+// Everything the emitter received is handed to the store, then written.
+std::string settle(caf::scoped_actor& self, const actors::emitter_actor& em,
+                   const actors::store_actor& st) {
+  self->request(em, std::chrono::seconds{30}, actors::flush_atom::value)
+    .receive([](uint64_t) {}, [&](const caf::error& e) { FAIL(caf::to_string(e)); });
+  return flush(self, st);
+}
+
+uint64_t stop_emitter(caf::scoped_actor& self, const actors::emitter_actor& em) {
+  uint64_t last = 0;
+  self->request(em, std::chrono::seconds{30}, actors::stop_atom::value)
+    .receive([&](uint64_t n) { last = n; }, [&](const caf::error& e) { FAIL(caf::to_string(e)); });
+  return last;
+}
+
+std::string checkpoint_json(int cycle) {
+  core::research_checkpoint c;
+  c.cycle = cycle;
+  c.plan = "1. Step";
+  sdk::document doc;
+  doc.id = "doc-1";
+  doc.url = "https://example.org/1";
+  doc.title = "One";
+  doc.content = "The text that was read.";
+  c.documents[doc.id] = doc;
+  c.global.insert(1, core::make_document_ref(doc));
+  return core::to_json(c).dump();
+}
+
+} // namespace
+
+TEST_CASE("store actor writes the packets, checkpoints, reports and states of "
+          "several sessions, and a session goes on from its last seq") {
+  test::temp_dir dir;
+  auto path = dir.path() + "/quarry.db";
+  auto db = open_store(path);
+  store::batch b;
+  b.new_sessions = {new_session("q0000000000000001"), new_session("q0000000000000002")};
+  REQUIRE_FALSE(db->write(b));
+  core::settings cfg;
+  cfg.runtime.scheduler_threads = 2;
+  {
+    actors::runtime rt{cfg};
+    auto& sys = rt.system();
+    auto st = actors::spawn_store(sys, db);
+    caf::scoped_actor self{sys};
+    std::vector<actors::emitter_actor> ems;
+    for (const char* id : {"q0000000000000001", "q0000000000000002"})
+      ems.push_back(actors::spawn_emitter(sys, id, {st, 1}));
+    for (int i = 0; i < 300; ++i)
+      for (auto& em : ems) {
+        self->send(em, actors::packet_atom::value,
+                   actors::make_packet({1, 0, std::nullopt},
+                                       core::packets::message_delta(std::to_string(i))));
+        if (i == 150)
+          self->send(em, actors::checkpoint_atom::value, checkpoint_json(1));
+      }
+    // An intermediate report streamed by an agent becomes a report row.
+    self->send(ems[0], actors::packet_atom::value,
+               actors::make_packet({2, 1, 0}, core::packets::intermediate_report_start()));
+    self->send(ems[0], actors::packet_atom::value,
+               actors::make_packet({2, 1, 0}, core::packets::intermediate_report_delta("Found [1].")));
+    self->send(ems[0], actors::packet_atom::value,
+               actors::make_packet({2, 1, 0}, core::packets::section_end()));
+    for (auto& em : ems)
+      CHECK(stop_emitter(self, em) >= 300);
+    self->send(st, actors::report_atom::value, std::string{"q0000000000000001"},
+               std::string{"The report [[1]](https://example.org/1)."});
+    self->send(st, actors::state_atom::value, std::string{"q0000000000000001"},
+               std::string{"completed"}, std::string{});
+    CHECK(flush(self, st).empty());
+    // The second session goes on after packet 300 (a resume).
+    auto next = actors::spawn_emitter(sys, "q0000000000000002", {st, 301});
+    self->send(next, actors::packet_atom::value,
+               actors::make_packet({3, 0, std::nullopt}, core::packets::notice("again")));
+    CHECK(stop_emitter(self, next) == 301);
+    CHECK(flush(self, st).empty());
+  }
+  auto check = open_store(path);
+  auto one = check->session("q0000000000000001");
+  REQUIRE(one);
+  CHECK(one->state == store::session_state::completed);
+  CHECK(one->last_seq == 303);
+  auto packets = check->packets("q0000000000000001");
+  REQUIRE(packets.size() == 303);
+  for (size_t i = 0; i < packets.size(); ++i)
+    CHECK(packets[i].seq == i + 1);
+  auto cp = check->latest_checkpoint("q0000000000000001");
+  REQUIRE(cp);
+  CHECK(cp->number == 1);
+  CHECK(cp->last_seq == 151);
+  REQUIRE(check->citations("q0000000000000001").size() == 1);
+  auto docs = check->documents("q0000000000000001");
+  REQUIRE(docs.size() == 1);
+  CHECK(docs[0].text == "The text that was read.");
+  CHECK_FALSE(docs[0].sha256.empty());
+  bool intermediate = false;
+  for (const auto& r : check->reports("q0000000000000001"))
+    if (r.kind == "intermediate" && r.text == "Found [1]." && r.tab == 1)
+      intermediate = true;
+  CHECK(intermediate);
+  CHECK(check->final_report("q0000000000000001")->text
+        == "The report [[1]](https://example.org/1).");
+  CHECK(check->session("q0000000000000002")->last_seq == 301);
+  CHECK(check->packets("q0000000000000002").back().line.find("again") != std::string::npos);
+}
+
+TEST_CASE("store actor: a full disk is an error packet for the live view, the "
+          "research goes on, and what was stored stays intact") {
+  test::temp_dir dir;
+  auto path = dir.path() + "/quarry.db";
+  auto& vfs = test::faulty_vfs::get();
+  vfs.disarm();
+  auto db = open_store(path, vfs.name());
+  store::batch b;
+  b.new_sessions = {new_session("q00000000000000aa")};
+  REQUIRE_FALSE(db->write(b));
+  core::settings cfg;
+  cfg.runtime.scheduler_threads = 2;
+  auto seen = std::make_shared<collected>();
+  std::string flushed;
+  {
+    actors::runtime rt{cfg};
+    auto& sys = rt.system();
+    // Batches of one write each, so the fault hits a known batch.
+    actors::store_actor_settings ss;
+    ss.batch_limit = 1;
+    auto st = actors::spawn_store(sys, db, ss);
+    caf::scoped_actor self{sys};
+    auto em = actors::spawn_emitter(sys, "q00000000000000aa", {st, 1});
+    self->send(em, actors::subscribe_atom::value, collector(sys, seen), uint64_t{1});
+    for (int i = 0; i < 20; ++i)
+      self->send(em, actors::packet_atom::value,
+                 actors::make_packet({1, 0, std::nullopt},
+                                     core::packets::message_delta("before " + std::to_string(i))));
+    REQUIRE(settle(self, em, st).empty());
+    // The disk fills up: every write fails from now on.
+    test::fault_plan full;
+    full.when = test::fault_plan::trigger::on_write;
+    full.nth = 1;
+    full.code = 13; // SQLITE_FULL
+    vfs.arm(full);
+    for (int i = 0; i < 20; ++i)
+      self->send(em, actors::packet_atom::value,
+                 actors::make_packet({1, 0, std::nullopt},
+                                     core::packets::message_delta("after " + std::to_string(i))));
+    flushed = settle(self, em, st);
+    CHECK(vfs.faults() > 0);
+    vfs.disarm();
+    // The research goes on: packets still reach the live view.
+    self->send(em, actors::packet_atom::value,
+               actors::make_packet({1, 0, std::nullopt}, core::packets::message_delta("later")));
+    stop_emitter(self, em);
+    seen->ended.get_future().wait();
+  }
+  CAPTURE(flushed);
+  // The first failure is reported to whoever flushes (the CLI prints it).
+  CHECK(flushed.find("full") != std::string::npos);
+  // The live view got every packet and one error packet that says why.
+  size_t errors = 0;
+  bool later = false;
+  for (const auto& line : seen->lines) {
+    if (line.find("\"store_failed\"") != std::string::npos) {
+      ++errors;
+      CHECK(line.find("the research store cannot be written") != std::string::npos);
+    }
+    if (line.find("later") != std::string::npos)
+      later = true;
+  }
+  CHECK(errors == 1);
+  CHECK(later);
+  // What was stored before the fault is intact, and nothing after it.
+  auto check = open_store(path);
+  auto packets = check->packets("q00000000000000aa");
+  REQUIRE(packets.size() >= 20);
+  for (size_t i = 0; i < packets.size(); ++i) {
+    CHECK(packets[i].seq == i + 1);
+    CHECK(packets[i].line.find("after") == std::string::npos);
+  }
+  CHECK(packets[19].line.find("before 19") != std::string::npos);
+}

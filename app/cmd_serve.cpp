@@ -462,6 +462,11 @@ int cmd_serve(context& ctx, const serve_options& opts) {
     std::cerr << "quarry: --listen: not HOST:PORT: '" << listen << "' (e.g. 127.0.0.1:8700)\n";
     return exit_usage;
   }
+  if (!cfg.store.enabled) {
+    std::cerr << "quarry: serve keeps every session in the store, but store.enabled "
+                 "is false\n";
+    return exit_usage;
+  }
   auto opened = open_store(cfg);
   if (auto* why = std::get_if<std::string>(&opened)) {
     std::cerr << "quarry: the research store cannot be used: " << *why << "\n";

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <fstream>
 #include <csignal>
 #include <regex>
 #include <sstream>
@@ -518,6 +519,26 @@ TEST_CASE("serve: another address than loopback needs a token, which every API "
                           test::isolated_quarry_options(home.path()))
           .exit_code
         == 2);
+  auto no_store = test::run_process({QUARRY_EXE, "--set", "store.enabled=false", "serve",
+                                     "--listen", "127.0.0.1:0"},
+                                    test::isolated_quarry_options(home.path()));
+  CHECK(no_store.exit_code == 2);
+  CHECK(no_store.err.find("store.enabled") != std::string::npos);
+  {
+    // A store file that is not a Quarry store: refused, left as it was.
+    test::temp_dir other;
+    auto file = other.path() + "/notes.db";
+    {
+      std::ofstream out{file};
+      out << "my notes";
+    }
+    auto bad = test::run_process({QUARRY_EXE, "--set", "store.path=" + file, "serve",
+                                  "--listen", "127.0.0.1:0"},
+                                 test::isolated_quarry_options(home.path()));
+    CHECK(bad.exit_code == 1);
+    CHECK(bad.err.find(file) != std::string::npos);
+    CHECK(test::read_file(file) == "my notes");
+  }
   server_process srv{home, {"--set", "server.auth_token=${QUARRY_TEST_TOKEN}"},
                      {{"QUARRY_TEST_TOKEN", "s3cret-token-for-tests"}}};
   auto none = call("GET", srv.url("/v1/research"));

@@ -54,6 +54,8 @@ export function create_state() {
     clarification_answered: false,
     errors: [],
     notices: [],
+    /// Set by a `resumed` packet: {checkpoint, superseded_after}.
+    resumed: null,
     usage: {
       calls: 0,
       input_tokens: 0,
@@ -380,6 +382,22 @@ export function apply_packet(state, packet) {
     case 'notice':
       push_bounded(state, state.notices, str(obj, 'text').slice(0, 10000), limits.messages);
       break;
+    case 'resumed': {
+      // The session goes on after its process stopped; lanes of the attempt
+      // that was interrupted (packets after superseded_after) end as
+      // stopped, and the run starts again from its checkpoint.
+      const after = int_or_null(obj.superseded_after) ?? 0;
+      state.resumed = {checkpoint: int_or_null(obj.checkpoint) ?? 0, superseded_after: after};
+      for (const l of state.lanes)
+        if (l.status !== 'done' && l.status !== 'failed') {
+          l.status = 'stopped';
+          l.action = 'Interrupted';
+        }
+      push_bounded(state, state.notices,
+                   'The research was interrupted and goes on from its last checkpoint.',
+                   limits.messages);
+      break;
+    }
     case 'usage': {
       const u = state.usage;
       u.calls += 1;

@@ -320,3 +320,17 @@ test('citation cards: long passages are clipped at a word', () => {
   assert.ok(!c.includes('  '));
   assert.equal(clip('  Heading  \n\n\n  Text\tafter \r\n end ', 100), 'Heading\nText after\nend');
 });
+
+test('packets: a resumed session ends the interrupted lanes and goes on', () => {
+  const s = create_state();
+  apply_packet(s, packet(1, { type: 'research_agent_start', research_task: 'Task A' }, { turn_index: 2, tab_index: 0, sub_turn_index: 0 }));
+  assert.equal(s.lanes.length, 1);
+  assert.notEqual(s.lanes[0].status, 'stopped');
+  apply_packet(s, packet(2, { type: 'resumed', checkpoint: 3, superseded_after: 1 }));
+  assert.deepEqual(s.resumed, { checkpoint: 3, superseded_after: 1 });
+  assert.equal(s.lanes[0].status, 'stopped');
+  assert.ok(s.notices.some((n) => n.includes('goes on from its last checkpoint')));
+  // Packets after it are folded as usual.
+  apply_packet(s, packet(3, { type: 'message_delta', content: 'Report.' }, { turn_index: 3 }));
+  assert.equal(s.report, 'Report.');
+});

@@ -343,9 +343,10 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
       spec.clarify = false;
       spec.resumed = false;
       spec.resume_from.reset();
+      // The answers are kept with the session, so a resume runs with them.
       if (db)
         self->send(store_writer, actors::state_atom::value, session_id,
-                   std::string{"running"}, std::string{});
+                   std::string{"running"}, std::string{}, to_json(so).dump());
       auto next_view = std::make_shared<research_view>(stderr, live);
       logs.set_view(live ? next_view.get() : nullptr);
       view = std::move(next_view);

@@ -268,8 +268,9 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       auto taken = session_lock::take(self->state.store_file, id);
       if (auto* why = std::get_if<std::string>(&taken))
         return failure(409, "conflict", *why);
+      // The answers are kept with the session, so a resume runs with them.
       self->send(self->state.engine->store(), actors::state_atom::value, id,
-                 std::string{"running"}, std::string{});
+                 std::string{"running"}, std::string{}, to_json(so).dump());
       return launch(self, id, so, nullptr, row.last_seq + 1,
                     std::get<std::unique_ptr<session_lock>>(std::move(taken)));
     },

@@ -67,6 +67,8 @@ std::set<std::string> sessions_of(const store::batch& b) {
     out.insert(x.session_id);
   for (const auto& x : b.states)
     out.insert(x.session_id);
+  for (const auto& x : b.options)
+    out.insert(x.session_id);
   return out;
 }
 
@@ -226,6 +228,20 @@ store_full_actor::behavior_type store_impl(store_ptr self,
         spdlog::error("session {}: unknown state '{}' not stored", session, state);
         return;
       }
+      self->state.pending.states.push_back({std::move(session), *s, std::move(error)});
+      schedule(self);
+    },
+    [=](state_atom, std::string& session, std::string& state, std::string& error,
+        const std::string& options) {
+      if (!accepts(self, session))
+        return;
+      auto s = store::session_state_from(state);
+      auto o = nlohmann::json::parse(options, nullptr, false);
+      if (!s || !o.is_object()) {
+        spdlog::error("session {}: a state change with bad options not stored", session);
+        return;
+      }
+      self->state.pending.options.push_back({session, std::move(o)});
       self->state.pending.states.push_back({std::move(session), *s, std::move(error)});
       schedule(self);
     },

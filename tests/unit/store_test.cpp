@@ -1527,3 +1527,30 @@ TEST_CASE("store: a damaged SQLite file is refused and left untouched") {
   err = open_fails(below);
   CHECK(err.message.find(below) != std::string::npos);
 }
+
+TEST_CASE("store: a state change can replace the session's options") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.path() + "/quarry.db");
+  auto id = make_session_id();
+  batch b;
+  session_row row;
+  row.id = id;
+  row.question = "q";
+  row.options = {{"question", "q"}, {"clarify", true}};
+  b.new_sessions.push_back(row);
+  REQUIRE_FALSE(db->write(b));
+  batch s;
+  s.states.push_back({id, session_state::running, ""});
+  s.options.push_back({id, {{"question", "q"}, {"answers", "cold\n"}}});
+  REQUIRE_FALSE(db->write(s));
+  auto got = db->session(id);
+  REQUIRE(got);
+  CHECK(got->options["answers"] == "cold\n");
+  CHECK_FALSE(got->options.contains("clarify"));
+  // Without options, they stay.
+  batch k;
+  k.states.push_back({id, session_state::completed, ""});
+  REQUIRE_FALSE(db->write(k));
+  CHECK(db->session(id)->options["answers"] == "cold\n");
+  CHECK(db->session(id)->state == session_state::completed);
+}

@@ -79,6 +79,9 @@ public:
       note(sqlite3_bind_null(stmt_, i));
   }
 
+  /// A temporary string would be gone before the step.
+  void bind(int i, std::string&& x) = delete;
+
   /// Binds text (any bytes, NUL included) without copying: `x` must outlive
   /// the step.
   void bind(int i, std::string_view x) {

@@ -522,6 +522,23 @@ ON CONFLICT(session_id, document_id) DO UPDATE SET
     if (rc != SQLITE_DONE)
       return failed("cannot change the state of session " + id, rc);
   }
+  for (const auto& x : b.options) {
+    const auto& id = x.session_id;
+    if (auto err = require(id, "an options change"))
+      return err;
+    if (!x.options.is_object())
+      return sdk::make_error(sdk::errc::bad_request,
+                             "research store '" + path + "': the options of session " + id
+                               + " are not a JSON object");
+    // Bound without a copy: the text must outlive the step.
+    auto text = dump_json(x.options);
+    statement opt{cache, "UPDATE sessions SET options = ?2 WHERE id = ?1"};
+    opt.bind(1, id);
+    opt.bind(2, text);
+    auto rc = opt.step();
+    if (rc != SQLITE_DONE)
+      return failed("cannot change the options of session " + id, rc);
+  }
   return std::nullopt;
 }
 
@@ -598,7 +615,7 @@ bool batch::empty() const noexcept {
 
 size_t batch::size() const noexcept {
   size_t n = new_sessions.size() + packets.size() + documents.size()
-             + reports.size() + usage.size() + states.size();
+             + reports.size() + usage.size() + states.size() + options.size();
   for (const auto& c : checkpoints)
     n += 1 + c.citations.size();
   return n;
@@ -900,6 +917,9 @@ std::optional<sdk::error> store::write(const batch& b) {
     if (auto err = check_id(x.session_id))
       return err;
   for (const auto& x : b.states)
+    if (auto err = check_id(x.session_id))
+      return err;
+  for (const auto& x : b.options)
     if (auto err = check_id(x.session_id))
       return err;
   // Never inside a transaction here; should one be open (a bug), it is

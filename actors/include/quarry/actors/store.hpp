@@ -64,7 +64,9 @@ using store_listener_actor
 ///   (core::research_checkpoint as JSON); its citations and documents are
 ///   written in the same transaction.
 /// - `(state_atom, session, state, error)`: a state change
-///   (store::session_state by name).
+///   (store::session_state by name); `(state_atom, session, state, error,
+///   options_json)` also replaces the session's options (its answers to
+///   clarifying questions, so a resume runs with them).
 /// - `(report_atom, session, markdown)`: the final report.
 /// - `(create_atom, id, parent_id, question, options_json) -> string`: a new
 ///   session in state `running`, written at once; the reply is empty, or the
@@ -78,6 +80,7 @@ using store_actor = caf::typed_actor<
   caf::reacts_to<packet_atom, std::string, uint64_t, std::string>,
   caf::reacts_to<checkpoint_atom, std::string, uint64_t, std::string>,
   caf::reacts_to<state_atom, std::string, std::string, std::string>,
+  caf::reacts_to<state_atom, std::string, std::string, std::string, std::string>,
   caf::reacts_to<report_atom, std::string, std::string>,
   caf::replies_to<create_atom, std::string, std::string, std::string,
                   std::string>::with<std::string>,

@@ -210,6 +210,15 @@ struct batch {
   };
   /// State changes, applied after everything else of the batch.
   std::vector<state_write> states;
+  struct options_write {
+    std::string session_id;
+    /// A JSON object.
+    nlohmann::json options;
+  };
+  /// New options of sessions (e.g. with the answers to their clarifying
+  /// questions, so a resume runs with them); an options value that is not an
+  /// object refuses the batch.
+  std::vector<options_write> options;
 
   /// Whether there is nothing to write.
   bool empty() const noexcept;

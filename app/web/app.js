@@ -451,7 +451,7 @@ function render_messages() {
     $('errors').innerHTML = s.errors.slice(-20).map((e) =>
       `<div class="message error" data-testid="error"><strong>Error</strong> ${escape_html(e.message)}</div>`).join('');
   }
-  const stop = stop_note(s.stop_reason, s.report.length > 0);
+  const stop = stop_note(s.stop_reason, s.report.length > 0, s.notices);
   const key = `${s.notices.length}:${stop}`;
   if (view.rendered.notices !== key) {
     view.rendered.notices = key;
@@ -464,12 +464,19 @@ function render_messages() {
 }
 
 // A line for a run that stopped early (the `stop` packet's reason).
-function stop_note(reason, has_report) {
+// Nothing when a notice of the server already says it.
+function stop_note(reason, has_report, notices) {
   if (!reason || reason === 'clarification')
+    return '';
+  const word = { user_cancelled: 'cancel', cancelled: 'cancel', interrupted: 'interrupt',
+                 deadline: 'deadline' }[reason];
+  if (word && notices.some((n) => n.toLowerCase().includes(word)))
     return '';
   const rest = has_report ? ': the report holds what was found until then.' : '.';
   if (reason === 'user_cancelled' || reason === 'cancelled')
     return `The research was cancelled${rest}`;
+  if (reason === 'interrupted')
+    return `The research was interrupted${rest}`;
   if (reason === 'deadline')
     return `The deadline was reached${rest}`;
   return `The research stopped early (${reason})${rest}`;

@@ -160,7 +160,10 @@ export async function run_test(name, main) {
     process.stdout.write(`${name}: ok\n`);
   } catch (e) {
     status = 1;
-    const message = e instanceof test_failure ? e.message : (e && e.stack) || String(e);
+    // Failures the test names, and errors a server answered (the openai
+    // client's carry a status), are reported by their message alone.
+    const message = e instanceof test_failure || (e && typeof e.status === 'number')
+      ? e.message : (e && e.stack) || String(e);
     process.stderr.write(`${name}: FAILED: ${message}\n`);
   }
   await cleanup();

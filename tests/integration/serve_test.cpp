@@ -435,7 +435,9 @@ TEST_CASE("serve: cancel stops a running research, limits answer 429, and a "
   test::temp_dir home;
   test::fake_llm_server llm;
   REQUIRE_FALSE(llm.script(hanging_at(two_agent_script(), agent_marker)));
-  server_process srv{home, {"--set", "server.max_running_sessions=1"}, llm_env(llm)};
+  server_process srv{home,
+                     {"--set", "server.max_running_sessions=1", "--set", "server.heartbeat=100ms"},
+                     llm_env(llm)};
   auto id = start(srv, {{"question", "How do heat pumps cope with cold weather?"},
                         {"clarify", false}});
   wait_until([&] { return requests_with(llm, agent_marker) > 0; }, "an agent's request");
@@ -447,7 +449,14 @@ TEST_CASE("serve: cancel stops a running research, limits answer 429, and a "
   CHECK(state_of(srv, id) == "running");
   CHECK(call("GET", srv.url("/healthz")).as_json()["sessions_running"] == 1);
   std::vector<sse_event> live;
-  std::thread reader{[&] { live = events(srv, id); }};
+  size_t heartbeats = 0;
+  std::thread reader{[&] {
+    auto r = call("GET", srv.url("/v1/research/" + id + "/events"), {}, {},
+                  std::chrono::seconds{90});
+    live = parse_sse(r.body, &heartbeats);
+  }};
+  // A quiet stream gets heartbeats (server.heartbeat) while the agent waits.
+  std::this_thread::sleep_for(std::chrono::milliseconds{500});
   auto cancelled = call("POST", srv.url("/v1/research/" + id + "/cancel"));
   CHECK(cancelled.status == 202);
   CHECK(cancelled.as_json()["state"] == "cancelled");
@@ -455,6 +464,7 @@ TEST_CASE("serve: cancel stops a running research, limits answer 429, and a "
   REQUIRE_FALSE(live.empty());
   CHECK(live.back().event == "end");
   CHECK(json::parse(live.back().data)["state"] == "cancelled");
+  CHECK(heartbeats >= 1);
   CHECK(state_of(srv, id) == "cancelled");
   CHECK(call("GET", srv.url("/healthz")).as_json()["sessions_running"] == 0);
 }

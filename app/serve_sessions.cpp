@@ -384,8 +384,13 @@ using end_atom = caf::atom_constant<caf::atom("end")>;
 
 /// `(replay_atom, lines joined by newlines, done)`: stored packets;
 /// `(end_atom, state)`: the run is over.
+/// `(poll_atom)`: the session runs in another process (a `quarry research`
+/// on the same store): read what it stored since, again.
+using poll_atom = caf::atom_constant<caf::atom("storepoll")>;
+
 using stream_actor = actors::line_sink_actor::extend<
-  caf::reacts_to<replay_atom, std::string, bool>, caf::reacts_to<end_atom, std::string>>;
+  caf::reacts_to<replay_atom, std::string, bool>, caf::reacts_to<end_atom, std::string>,
+  caf::reacts_to<poll_atom>, caf::reacts_to<caf::tick_atom>>;
 
 struct stream_state {
   std::shared_ptr<http::event_stream> stream;
@@ -416,12 +421,20 @@ void end_with_state(stream_ptr self) {
   auto& st = self->state;
   auto hdl = caf::actor_cast<caf::actor>(self);
   auto id = st.id;
+  auto file = st.store_file;
   bool queued = with_reader(*st.pool, st.store_file,
-                            [hdl, id](store::store* db, const std::string&) {
+                            [hdl, id, file](store::store* db, const std::string&) {
                               std::string state = "unknown";
                               if (db != nullptr)
-                                if (auto row = db->session(id))
-                                  state = store::to_string(row->state);
+                                if (auto row = db->session(id)) {
+                                  // Running in another process: follow it.
+                                  if (row->state == store::session_state::running
+                                      && session_lock::held(file, id)) {
+                                    caf::anon_send(hdl, poll_atom::value);
+                                    return;
+                                  }
+                                  state = store::to_string(effective_state(file, *row));
+                                }
                               caf::anon_send(hdl, end_atom::value, state);
                             });
   if (!queued)
@@ -531,6 +544,15 @@ stream_actor::behavior_type stream_impl(stream_ptr self, session_manager_actor m
       st.held.clear();
       if (st.live_ended)
         end_with_state(self);
+    },
+    [=](poll_atom) {
+      // Again in half a second.
+      self->delayed_send(self, std::chrono::milliseconds{500}, caf::tick_atom::value);
+    },
+    [=](caf::tick_atom) {
+      auto& st = self->state;
+      st.replayed = false;
+      replay_from_store(self, st.next, 0);
     },
     [=](end_atom, const std::string& state) {
       self->state.stream->end("end", json{{"state", state}}.dump());

@@ -566,3 +566,37 @@ TEST_CASE("serve: another address than loopback needs a token, which every API "
           .header("access-control-allow-origin")
           .empty());
 }
+
+TEST_CASE("serve: a session that quarry research runs on the same store is "
+          "followed live until it ends") {
+  test::temp_dir home;
+  test::fake_llm_server llm;
+  REQUIRE_FALSE(llm.script(hanging_at(two_agent_script(), agent_marker)));
+  auto env = llm_env(llm);
+  server_process srv{home, {}, env};
+  std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR, "research",
+                                "--no-clarify", "--json",
+                                "How do heat pumps cope with cold weather?"};
+  test::child_process cli{argv, test::isolated_quarry_options(home.path(), env)};
+  REQUIRE(cli.wait_for_err("quarry: session q", std::chrono::seconds{60}));
+  auto err = cli.err();
+  auto id = err.substr(err.find("quarry: session q") + 16, 17);
+  wait_until([&] { return requests_with(llm, agent_marker) > 0; }, "an agent's request");
+  CHECK(state_of(srv, id) == "running");
+  std::vector<sse_event> seen;
+  std::thread reader{[&] { seen = events(srv, id); }};
+  // The stream follows the other process; it ends when that process does.
+  std::this_thread::sleep_for(std::chrono::milliseconds{700});
+  cli.signal(SIGTERM);
+  auto ended = cli.wait(std::chrono::seconds{60});
+  CHECK(ended.exit_code == 143);
+  reader.join();
+  REQUIRE(seen.size() > 3);
+  for (size_t i = 0; i + 1 < seen.size(); ++i)
+    CHECK(seen[i].id == std::to_string(i + 1));
+  CHECK(seen.back().event == "end");
+  CHECK(json::parse(seen.back().data)["state"] == "interrupted");
+  // Everything the process stored reached the stream.
+  auto got = call("GET", srv.url("/v1/research/" + id)).as_json();
+  CHECK(got["last_seq"] == seen.size() - 1);
+}

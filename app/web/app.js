@@ -42,14 +42,15 @@
 //                    [data-testid=history-item] (data-id, data-state),
 //                    #history-more, #history-toggle (narrow screens)
 //   auth             #auth-panel (shown after a 401), #auth-token,
-//                    #auth-save, #auth-forget, #auth-open
+//                    #auth-save, #auth-forget, #auth-open, #auth-error
+//                    (shown when the server refused the kept token)
 //   connection       #connection [connection] (connecting, live,
 //                    reconnecting, or empty)
 
 import { api_error, quarry_api, valid_duration } from './api.js';
 import {
   apply_end, apply_packet, citation_card, citation_numbers, create_state, document_card,
-  lane_citation_card, phase, plan_steps, clip,
+  lane_citation_card, phase, plan_steps, session_notes, clip,
 } from './packets.js';
 import {
   escape_html, is_web_url, render_citation_card, render_inline_markdown, render_markdown,
@@ -86,14 +87,18 @@ function save_token(token) {
 const api = new quarry_api({
   base: '',
   get_token: load_token,
-  on_unauthorized: () => show_auth(),
+  on_unauthorized: () => show_auth(true),
 });
 
-function show_auth() {
+// `after_401`: the server refused a request (with the kept token, if any).
+function show_auth(after_401) {
   const panel = $('auth-panel');
   if (!panel.hidden)
     return;
   panel.hidden = false;
+  const kept = !!load_token();
+  show_error($('auth-error'), after_401 && kept ? 'The server did not accept the token.' : '');
+  $('auth-forget').hidden = !kept;
   $('auth-token').value = '';
   $('auth-token').focus();
 }
@@ -391,7 +396,7 @@ function render() {
     }
   }
   render_stats(p);
-  render_messages();
+  render_messages(p);
   render_clarification(p);
   render_plan(p);
   render_lanes();
@@ -444,42 +449,20 @@ function render_stats(p) {
     el.innerHTML = html;
 }
 
-function render_messages() {
+function render_messages(p) {
   const s = view.state;
   if (view.rendered.errors !== s.errors.length) {
     view.rendered.errors = s.errors.length;
     $('errors').innerHTML = s.errors.slice(-20).map((e) =>
       `<div class="message error" data-testid="error"><strong>Error</strong> ${escape_html(e.message)}</div>`).join('');
   }
-  const stop = stop_note(s.stop_reason, s.report.length > 0, s.notices);
-  const key = `${s.notices.length}:${stop}`;
+  const notes = session_notes(s, p);
+  const key = notes.join('\u0001');
   if (view.rendered.notices !== key) {
     view.rendered.notices = key;
-    const notes = s.notices.slice(-20);
-    if (stop)
-      notes.push(stop);
     $('notices').innerHTML = notes.map((n) =>
       `<div class="message notice" data-testid="notice">${escape_html(n)}</div>`).join('');
   }
-}
-
-// A line for a run that stopped early (the `stop` packet's reason).
-// Nothing when a notice of the server already says it.
-function stop_note(reason, has_report, notices) {
-  if (!reason || reason === 'clarification')
-    return '';
-  const word = { user_cancelled: 'cancel', cancelled: 'cancel', interrupted: 'interrupt',
-                 deadline: 'deadline' }[reason];
-  if (word && notices.some((n) => n.toLowerCase().includes(word)))
-    return '';
-  const rest = has_report ? ': the report holds what was found until then.' : '.';
-  if (reason === 'user_cancelled' || reason === 'cancelled')
-    return `The research was cancelled${rest}`;
-  if (reason === 'interrupted')
-    return `The research was interrupted${rest}`;
-  if (reason === 'deadline')
-    return `The deadline was reached${rest}`;
-  return `The research stopped early (${reason})${rest}`;
 }
 
 function render_clarification(p) {
@@ -1141,8 +1124,10 @@ function setup() {
     save_token(null);
     $('auth-token').value = '';
     $('auth-open').hidden = true;
+    $('auth-forget').hidden = true;
+    show_error($('auth-error'), '');
   });
-  $('auth-open').addEventListener('click', () => show_auth());
+  $('auth-open').addEventListener('click', () => show_auth(false));
   $('auth-open').hidden = !load_token();
   setup_cards();
   window.addEventListener('hashchange', route);

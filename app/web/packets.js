@@ -418,10 +418,13 @@ export function apply_packet(state, packet) {
     case 'stop':
       state.stopped = true;
       state.stop_reason = typeof obj.stop_reason === 'string' ? obj.stop_reason.slice(0, 100) : null;
+      // An agent that had not handed in its report when the run stopped
+      // was stopped (a cancelled run's stop carries no reason once its
+      // findings became the report).
       for (const l of state.lanes)
         if (l.status !== 'done' && l.status !== 'failed') {
-          l.status = state.stop_reason ? 'stopped' : 'done';
-          l.action = state.stop_reason ? 'Stopped' : 'Done';
+          l.status = 'stopped';
+          l.action = 'Stopped';
         }
       break;
     default:
@@ -469,6 +472,45 @@ export function phase(state) {
   if (state.plan)
     return 'planning';
   return state.packets > 0 ? 'planning' : 'idle';
+}
+
+/// The notes shown above a session: its notices (the latest 20), then a
+/// line for a run that stopped early, unless a notice of the server already
+/// says it. `p` is the phase the page shows (phase(), or the stored state of
+/// a session being replayed). A session cancelled through the API is worded
+/// by the research as interrupted; those notices give way to one saying it
+/// was cancelled.
+export function session_notes(state, p) {
+  const has_report = state.report.length > 0;
+  let notes = state.notices.slice(-20);
+  let stop = stop_note(state.stop_reason, has_report, notes);
+  if (p === 'cancelled') {
+    notes = notes.filter((n) => !/^The research was interrupted;/.test(n));
+    stop = has_report ? 'The research was cancelled: the report holds what was found until then.'
+      : 'The research was cancelled before it found anything.';
+  }
+  if (stop)
+    notes.push(stop);
+  return notes;
+}
+
+// A line for a run that stopped early (the `stop` packet's reason).
+// Nothing when a notice of the server already says it.
+function stop_note(reason, has_report, notices) {
+  if (!reason || reason === 'clarification')
+    return '';
+  const word = { user_cancelled: 'cancel', cancelled: 'cancel', interrupted: 'interrupt',
+                 deadline: 'deadline' }[reason];
+  if (word && notices.some((n) => n.toLowerCase().includes(word)))
+    return '';
+  const rest = has_report ? ': the report holds what was found until then.' : '.';
+  if (reason === 'user_cancelled' || reason === 'cancelled')
+    return `The research was cancelled${rest}`;
+  if (reason === 'interrupted')
+    return `The research was interrupted${rest}`;
+  if (reason === 'deadline')
+    return `The deadline was reached${rest}`;
+  return `The research stopped early (${reason})${rest}`;
 }
 
 /// The steps of the plan: its non-blank lines, list markers removed.

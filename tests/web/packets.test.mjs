@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 
 import {
   apply_end, apply_packet, citation_card, citation_numbers, clip, create_state, document_card,
-  fold, lane_citation_card, limits, phase, plan_steps,
+  fold, lane_citation_card, limits, phase, plan_steps, session_notes,
 } from '../../app/web/packets.js';
 import { render_citation_card, render_markdown } from '../../app/web/markdown.js';
 
@@ -227,6 +227,50 @@ test('packets: a cancelled session', () => {
   assert.equal(phase(s), 'cancelled');
   assert.ok(s.lanes.every((l) => l.status === 'done' || l.status === 'stopped'));
   assert.ok(s.lanes.some((l) => l.status === 'stopped'));
+});
+
+// What `quarry serve` streams for a run cancelled through the API while an
+// agent works: the research words it as an interruption, its findings
+// become the report, and the stop carries no reason.
+test('packets: a session cancelled while an agent works, as the server streams it', () => {
+  const s = fold(research.slice(0, 200));
+  const working = s.lanes.filter((l) => l.status !== 'done');
+  assert.ok(working.length > 0);
+  let seq = 200;
+  apply_packet(s, packet(++seq, { type: 'notice',
+    text: 'The research was interrupted; the report holds what was found until then.' }));
+  apply_packet(s, packet(++seq, { type: 'notice',
+    text: 'The research was interrupted; these are the findings gathered until then.' }));
+  apply_packet(s, packet(++seq, { type: 'message_start' }, { turn_index: 3 }));
+  apply_packet(s, packet(++seq, { type: 'message_delta', content: 'What was found.' }, { turn_index: 3 }));
+  apply_packet(s, packet(++seq, { type: 'stop' }, { turn_index: 3 }));
+  assert.ok(working.every((l) => l.status === 'stopped' && l.action === 'Stopped'));
+  apply_end(s, { state: 'cancelled' });
+  assert.equal(phase(s), 'cancelled');
+  assert.deepEqual(session_notes(s, phase(s)),
+                   ['The research was cancelled: the report holds what was found until then.']);
+});
+
+test('packets: a session cancelled or interrupted before its plan', () => {
+  const notice = 'The research was interrupted; the report holds what was found until then.';
+  const s = create_state();
+  apply_packet(s, packet(1, { type: 'notice', text: notice }, { turn_index: 1 }));
+  apply_packet(s, packet(2, { type: 'stop', stop_reason: 'interrupted' }));
+  // Stopped by the server: the research's own notice says so, once.
+  assert.deepEqual(session_notes(s, phase(s)), [notice]);
+  apply_end(s, { state: 'cancelled' });
+  assert.deepEqual(session_notes(s, phase(s)), ['The research was cancelled before it found anything.']);
+  // Other notices stay.
+  const t = create_state();
+  apply_packet(t, packet(1, { type: 'notice', text: 'The corpus is empty.' }));
+  apply_packet(t, packet(2, { type: 'stop', stop_reason: 'deadline' }));
+  assert.deepEqual(session_notes(t, phase(t)), ['The corpus is empty.', 'The deadline was reached.']);
+  // No second line for a stop a notice already explains.
+  const d = create_state();
+  const reached = 'The research deadline was reached; the report is written from what was found so far.';
+  apply_packet(d, packet(1, { type: 'notice', text: reached }));
+  apply_packet(d, packet(2, { type: 'stop', stop_reason: 'deadline' }));
+  assert.deepEqual(session_notes(d, phase(d)), [reached]);
 });
 
 test('citation cards: title, URL and the passage the packets carried', () => {

@@ -1,29 +1,40 @@
 #!/usr/bin/env node
 // Browser test of the web page of `quarry serve`, in headless Chromium (the
-// Debian package) driven by playwright-core:
+// Debian package) driven by playwright-core, against the real server:
 //
-//   node tests/e2e/page_test.mjs [path/to/quarry]     (or $QUARRY_EXE)
+//   node tests/e2e/page_test.mjs [--scenario NAME] [path/to/quarry]
+//        (or $QUARRY_EXE; NAME is offline, model, token or all, the default)
 //
-// 1. Starts `quarry serve --listen 127.0.0.1:0` with a fresh data folder and
-//    the offline defaults (the extractive provider over the example
-//    corpus), asks a question with clarification off, waits for the final
-//    report and checks the page: the plan, at least one agent lane, the
-//    sources, the report with citation chips, and the hover card of a chip
-//    (a title and the cited passage). Screenshots go to
-//    $QUARRY_TEST_ARTIFACTS (default build/test-artifacts).
-// 2. Cancels a second research: on a second server whose model is the fake
-//    LLM server (beside `quarry`, or $QUARRY_FAKE_LLM) answering slowly, so
-//    the research is still running when Cancel is pressed.
-// 3. Searches the history for the first question and opens it again (the
-//    session is replayed from the store).
-// Exits non-zero with the reason on any failure, and on any script error
-// or CSP violation in the page.
+// offline  `quarry serve` with the offline defaults (the extractive provider
+//          over the example corpus): a question is asked and researched
+//          live; the plan, the agent lanes with their actions and
+//          intermediate reports, the sources, the report with citation chips
+//          and their hover cards (title, URL, passage); both export links
+//          are fetched; a follow-up is asked from the report; the history is
+//          searched and the first session opened again (replayed from the
+//          store); a narrow window.
+// model    `quarry serve` whose model is the fake LLM server (beside `quarry`,
+//          or $QUARRY_FAKE_LLM) with a script: the model asks clarifying
+//          questions, they are answered in the page and the same session
+//          goes on to its report; then a research whose second agent's model
+//          call never answers (`stall_after_bytes: 0`) shows its sources
+//          and the first agent's lane while it runs, and is cancelled.
+// token    `quarry serve` with `server.auth_token` set: the page asks for the
+//          token, a wrong one is refused, the right one is kept; a research
+//          runs and its export downloads with the token.
+//
+// Screenshots go to $QUARRY_TEST_ARTIFACTS (default build/test-artifacts),
+// named page_test-<scenario>-<step>.png; a failed step leaves
+// page_test-<scenario>-failure.png. Exits 0 when every check passed, 1 with
+// the reason on any failure, on any script error or CSP violation in the
+// page, and 77 (a skip, for ctest) when Chromium or the npm packages are
+// missing, unless QUARRY_REQUIRE_E2E=1 is set: then that is a failure too.
 //
 // With tests/e2e/dev_server.mjs as the binary (a development aid) the same
-// steps run against recorded packets; the second research then runs on the
-// same server, whose replay is slow enough to cancel.
+// steps run against recorded packets, all on that one server; checks that
+// need the real research are left out.
 
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 import {
@@ -32,24 +43,68 @@ import {
 } from './serve.mjs';
 
 const chromium_path = process.env.CHROMIUM || '/usr/bin/chromium';
-const first_question = 'What is the example corpus about?';
-const second_question = 'How loud are heat pumps at night? (this research is cancelled)';
-const report_timeout = 180000;
+const chromium_args = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+                       '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const report_timeout = 120000;
+const scenarios = ['offline', 'model', 'token'];
 
 function log(text) {
   process.stdout.write(`page_test: ${text}\n`);
 }
 
+function parse_args(argv) {
+  const rest = [];
+  let scenario = 'all';
+  for (let i = 0; i < argv.length; ++i) {
+    const a = argv[i];
+    if (a === '--scenario' && i + 1 < argv.length)
+      scenario = argv[++i];
+    else if (a.startsWith('--scenario='))
+      scenario = a.slice('--scenario='.length);
+    else
+      rest.push(a);
+  }
+  if (scenario !== 'all' && !scenarios.includes(scenario)) {
+    process.stderr.write(`page_test: unknown scenario "${scenario}" (${scenarios.join(', ')} or all)\n`);
+    process.exit(2);
+  }
+  return { scenario, rest };
+}
+
+// Chromium and playwright-core, or the reason they cannot be used. Without
+// them the test is skipped (exit 77), unless QUARRY_REQUIRE_E2E=1 makes
+// that a failure.
+async function prerequisites() {
+  const missing = [];
+  if (!existsSync(chromium_path))
+    missing.push(`Chromium (${chromium_path})`);
+  let playwright = null;
+  try {
+    playwright = await import('playwright-core');
+  } catch {
+    missing.push('the npm package playwright-core');
+  }
+  if (missing.length === 0)
+    return playwright;
+  const text = `${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} missing: run scripts/e2e-setup`;
+  if (process.env.QUARRY_REQUIRE_E2E === '1') {
+    process.stderr.write(`page_test: FAILED: ${text} (QUARRY_REQUIRE_E2E=1)\n`);
+    process.exit(1);
+  }
+  process.stdout.write(`page_test: skipped: ${text}\n`);
+  process.exit(77);
+}
+
+// -- the page -------------------------------------------------------------------
+
 async function state_of(page) {
   return page.locator('#session-state').getAttribute('data-state').catch(() => null);
 }
 
-// Waits for the session badge to show `wanted`; fails with what the page
-// shows instead.
+// Waits for the session badge to show `wanted` once the event stream has
+// ended (every packet is shown); fails with what the page shows instead.
 async function wait_for_state(page, wanted, timeout) {
   try {
-    // The badge shows the stored state at once; every packet is shown once
-    // the event stream has ended.
     await page.waitForSelector(`#session[data-stream="ended"] #session-state[data-state="${wanted}"]`, { timeout });
   } catch {
     const state = await state_of(page);
@@ -59,21 +114,32 @@ async function wait_for_state(page, wanted, timeout) {
   }
 }
 
-async function ask(page, question) {
+function session_id_of(page) {
+  return decodeURIComponent(new URL(page.url()).hash.replace('#/research/', ''));
+}
+
+async function ask(page, question, { clarify = false } = {}) {
   await page.waitForSelector('#ask-form', { state: 'visible' });
   if (await page.locator('#ask-options').isHidden())
     await page.click('#ask-options-toggle');
-  await page.uncheck('#opt-clarify');
+  if (clarify)
+    await page.check('#opt-clarify');
+  else
+    await page.uncheck('#opt-clarify');
   await page.fill('#question', question);
+  const before = page.url();
   await page.click('#ask-submit');
   try {
-    await page.waitForURL(/#\/research\/[A-Za-z0-9_-]+$/, { timeout: 30000 });
+    await page.waitForURL((url) => url.href !== before && /#\/research\/[A-Za-z0-9_-]+$/.test(url.href),
+                          { timeout: 30000 });
   } catch {
     const err = await page.locator('#ask-error').innerText().catch(() => '');
     fail(`asking "${question}" opened no session${err ? `: the page says "${err}"` : ''}`);
   }
-  const id = decodeURIComponent(new URL(page.url()).hash.replace('#/research/', ''));
+  const id = session_id_of(page);
   log(`asked "${question}": session ${id}`);
+  if ((await page.locator('#session-question').innerText()).trim() !== question)
+    fail(`the session's heading does not show the question "${question}"`);
   return id;
 }
 
@@ -81,7 +147,7 @@ async function count(page, selector) {
   return page.locator(selector).count();
 }
 
-async function check_report_page(page) {
+async function check_report_page(page, { min_report = 100 } = {}) {
   const steps = await count(page, '#plan li');
   if (steps < 1)
     fail('the plan is not shown (#plan has no steps)');
@@ -91,21 +157,36 @@ async function check_report_page(page) {
   const lane_task = (await page.locator('[data-testid="lane-task"]').first().innerText()).trim();
   if (!lane_task)
     fail('the first agent lane shows no task');
+  const actions = await page.locator('[data-testid="lane-action"]').allInnerTexts();
+  if (actions.some((a) => !a.trim()))
+    fail(`an agent lane shows no action (${JSON.stringify(actions)})`);
+  const done = await count(page, '[data-testid="agent-lane"][data-status="done"]');
+  if (done !== lanes)
+    fail(`${lanes - done} of ${lanes} agent lanes are not done after the report`);
   const sources = await count(page, '#sources [data-testid="source"]');
   if (sources < 1)
     fail('no source is listed');
+  const shown_count = (await page.locator('#sources-count').innerText()).trim();
+  if (shown_count !== String(sources))
+    fail(`the sources count says "${shown_count}" but ${sources} sources are listed`);
   const report = (await page.locator('#report').innerText()).trim();
-  if (report.length < 100)
+  if (report.length < min_report)
     fail(`the report is not rendered (${report.length} characters of text)`);
-  if ((await count(page, '#report h2, #report p')) < 2)
+  if ((await count(page, '#report h2, #report p')) < 1)
     fail('the report was not rendered as Markdown (no headings or paragraphs)');
   const chips = await count(page, '#report a.cite[data-testid="citation"]');
   if (chips < 1)
     fail('the report has no citation chips');
   if (/\[\[\d+\]\]\(/.test(report))
     fail('raw citation links ([[n]](url)) are left in the rendered report');
+  if ((await count(page, '#references li')) < 1)
+    fail('the report has no references list');
   log(`plan ${steps} steps, ${lanes} agent lanes, ${sources} sources, ${chips} citation chips`);
   return { steps, lanes, sources, chips };
+}
+
+async function card_text(page, testid) {
+  return (await page.locator(`#citation-card [data-testid="${testid}"]`).innerText().catch(() => '')).trim();
 }
 
 async function check_card(page) {
@@ -117,21 +198,41 @@ async function check_card(page) {
   } catch {
     fail('hovering a citation chip shows no card');
   }
-  const title = (await page.locator('#citation-card [data-testid="card-title"]').innerText()).trim();
-  const passage_el = page.locator('#citation-card [data-testid="card-passage"]');
-  const passage = (await passage_el.innerText()).trim();
-  const empty = await passage_el.evaluate((e) => e.classList.contains('card-empty'));
+  const title = await card_text(page, 'card-title');
+  const url = await card_text(page, 'card-url');
+  const passage = await card_text(page, 'card-passage');
+  const empty = await page.locator('#citation-card [data-testid="card-passage"]')
+    .evaluate((e) => e.classList.contains('card-empty')).catch(() => true);
   if (!title || /^Source \d+$/.test(title))
     fail(`the citation card shows no source title ("${title}")`);
+  if (!url)
+    fail('the citation card shows no URL');
+  const source_urls = await page.locator('#sources [data-testid="source"] .where').evaluateAll(
+    (els) => els.map((e) => e.getAttribute('title')));
+  if (!source_urls.some((u) => u && (u === url || u.startsWith(url.replace(/…$/, '')))))
+    fail(`the citation card's URL "${url}" is not the URL of a listed source`);
   if (!passage || empty)
     fail('the citation card shows no cited passage');
-  log(`citation card: "${title}", passage of ${passage.length} characters`);
+  // The card is inside the window.
+  const box = await page.locator('#citation-card').boundingBox();
+  const size = page.viewportSize();
+  if (!box || box.x < 0 || box.y < 0 || box.x + box.width > size.width || box.y + box.height > size.height)
+    fail(`the citation card is not inside the window (${JSON.stringify(box)})`);
+  log(`citation card: "${title}", ${url}, passage of ${passage.length} characters`);
+}
+
+async function hide_card(page) {
+  await page.mouse.move(5, 5);
+  await page.waitForSelector('#citation-card', { state: 'hidden', timeout: 5000 })
+    .catch(() => fail('the citation card stays after the pointer left its chip'));
 }
 
 // An agent's intermediate report has chips of its own numbering; its card
 // names one of that agent's sources.
 async function check_lane_card(page) {
-  const details = page.locator('[data-testid="agent-lane"] [data-testid="lane-report"]').first();
+  const details = page.locator('[data-testid="agent-lane"] [data-testid="lane-report"]:not([hidden])').first();
+  if ((await details.count()) === 0)
+    fail('no agent lane offers its intermediate report');
   await details.locator('summary').click();
   const chip = details.locator('a.cite').first();
   await chip.waitFor({ state: 'visible', timeout: 5000 })
@@ -140,15 +241,18 @@ async function check_lane_card(page) {
   await chip.hover();
   await page.waitForSelector('#citation-card:not([hidden])', { timeout: 5000 })
     .catch(() => fail('hovering a chip of an intermediate report shows no card'));
-  const title = (await page.locator('#citation-card [data-testid="card-title"]').innerText()).trim();
+  const title = await card_text(page, 'card-title');
   const titles = await page.locator('#sources [data-testid="source"] .source-head').allInnerTexts();
   if (!titles.some((t) => t.includes(title)))
     fail(`the card of an intermediate report's chip names "${title}", which is not a listed source`);
   await details.locator('summary').click();
-  await page.mouse.move(5, 5);
+  await hide_card(page);
 }
 
+// Both export links are shown and answer with the report.
 async function check_exports(page, base, id) {
+  const types = { md: 'text/markdown', html: 'text/html' };
+  const report_words = (await page.locator('#report p').first().innerText()).trim().split(/\s+/).slice(0, 3);
   for (const format of ['md', 'html']) {
     const link = page.locator(`#export-${format}`);
     if (!(await link.isVisible()))
@@ -159,132 +263,357 @@ async function check_exports(page, base, id) {
     const res = await page.request.get(new URL(href, base).href);
     if (res.status() !== 200)
       fail(`GET ${href} answered ${res.status()}`);
+    const type = res.headers()['content-type'] || '';
+    if (!type.startsWith(types[format]))
+      fail(`GET ${href} answered with the type "${type}", not ${types[format]}`);
+    const body = await res.text();
+    if (!report_words.every((w) => body.includes(w.replace(/[*_`]/g, ''))))
+      fail(`the ${format} export does not hold the report's first words (${report_words.join(' ')})`);
   }
+  log('both export links answer with the report');
 }
 
-async function main() {
-  const exe = quarry_exe(process.argv.slice(2));
-  const dev = exe.endsWith('.mjs');
-  const artifacts = artifacts_dir();
-  mkdirSync(artifacts, { recursive: true });
+// The history: search for `query`, find session `id`, open it.
+async function open_from_history(page, base, query, id, { absent = null } = {}) {
+  await page.goto(`${base}#/`);
+  await page.waitForSelector('#ask-form', { state: 'visible' });
+  if (await page.locator('#history-toggle').isVisible())
+    await page.click('#history-toggle');
+  await page.fill('#history-search', query);
+  await page.waitForSelector(`#history-list[data-query="${query}"]`, { timeout: 15000 })
+    .catch(() => fail(`the history shows no results for the search "${query}"`));
+  const item = page.locator(`#history-list [data-testid="history-item"][data-id="${id}"]`);
+  try {
+    await item.waitFor({ state: 'visible', timeout: 15000 });
+  } catch {
+    const shown = await page.locator('#history-list').innerText().catch(() => '');
+    fail(`searching the history for "${query}" does not list session ${id}; it lists: ${shown || 'nothing'}`);
+  }
+  if (absent && await count(page, `#history-list [data-testid="history-item"][data-id="${absent}"]`) > 0)
+    fail(`the history search "${query}" lists session ${absent}, whose question does not match`);
+  return item;
+}
 
-  const server = await start_quarry_serve(exe, { env: offline_env });
-  log(`server at ${server.base}`);
+// -- the browser ------------------------------------------------------------------
 
-  const { chromium } = await import('playwright-core')
-    .catch(() => fail('playwright-core is not installed: run scripts/e2e-setup'));
+// A fresh Chromium profile and a page whose script errors and console
+// errors (CSP violations included) are collected in `problems`.
+async function open_browser(playwright, problems) {
   const profile = temp_dir('quarry-e2e-chromium-');
-  const browser = await chromium.launchPersistentContext(profile, {
+  const browser = await playwright.chromium.launchPersistentContext(profile, {
     executablePath: chromium_path,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: chromium_args,
     viewport: { width: 1440, height: 1000 },
     reducedMotion: 'reduce',
+    acceptDownloads: true,
   }).catch((e) => fail(`Chromium (${chromium_path}) did not start: ${e.message}`));
-  const problems = [];
-  let page = null;
-  try {
-    page = browser.pages()[0] || await browser.newPage();
+  const watch = (page) => {
     page.on('pageerror', (e) => problems.push(`script error in the page: ${e.message}`));
     page.on('console', (m) => {
-      // Failed requests are checked where they matter; anything else the
-      // page logs as an error (CSP violations included) is a failure.
+      // Failed requests are checked where they matter (a 401 is expected
+      // before the token is given); anything else the page logs as an
+      // error is a failure.
       if (m.type() === 'error' && !/Failed to load resource/.test(m.text()))
         problems.push(`console error in the page: ${m.text()}`);
     });
-    const shot = async (name, options = {}, on = page) => {
-      const path = join(artifacts, `page_test-${name}.png`);
-      await on.screenshot({ path, ...options });
-      log(`screenshot ${path}`);
-    };
+    return page;
+  };
+  browser.on('page', watch);
+  const page = watch(browser.pages()[0] || await browser.newPage());
+  return { browser, page };
+}
 
-    // 1. A research, live.
-    await page.goto(server.base);
-    const first = await ask(page, first_question);
-    await wait_for_state(page, 'completed', report_timeout);
-    const seen = await check_report_page(page);
-    await check_exports(page, server.base, first);
-    await shot('report', { fullPage: true });
-    await check_card(page);
-    await shot('citation-card');
-    await page.mouse.move(5, 5);
-    await check_lane_card(page);
+// -- scenarios -----------------------------------------------------------------------
 
-    // 2. Cancel a second research.
-    let cancel_page = page;
-    let second_server = server;
-    if (!dev) {
-      // The model answers after 20 s: the research stays in planning.
-      const llm = await start_fake_llm(exe, [{ latency_ms: 20000, respond: { text: '1. A step' } }]);
-      second_server = await start_quarry_serve(exe, {
-        env: { ...offline_env, OPENAI_API_KEY: 'e2e-test-key', OPENAI_BASE_URL: llm, OPENAI_MODEL: 'fake-model' },
-      });
-      cancel_page = await browser.newPage();
-      cancel_page.on('pageerror', (e) => problems.push(`script error in the page: ${e.message}`));
-      await cancel_page.goto(second_server.base);
-    } else {
-      await page.goto(`${server.base}#/`);
-    }
-    const second = await ask(cancel_page, second_question);
-    try {
-      await cancel_page.waitForSelector('#cancel:not([hidden])', { timeout: 30000 });
-    } catch {
-      fail(`the Cancel button is not shown while the research runs (state "${await state_of(cancel_page)}")`);
-    }
-    await cancel_page.click('#cancel');
-    await wait_for_state(cancel_page, 'cancelled', 60000);
-    if (await cancel_page.locator('#cancel').isVisible())
-      fail('the Cancel button is still shown after the research was cancelled');
-    log(`session ${second} cancelled`);
-    await shot('cancelled', {}, cancel_page);
-    if (cancel_page !== page)
-      await cancel_page.close();
+// A research with the offline defaults, watched live; follow-up; history.
+async function offline_scenario(t) {
+  const { exe, page, shot } = t;
+  const server = await start_quarry_serve(exe, { env: offline_env });
+  log(`offline server at ${server.base}`);
+  const first_question = 'What is the example corpus about?';
+  await page.goto(server.base);
+  const first = await ask(page, first_question);
+  await wait_for_state(page, 'completed', report_timeout);
+  const seen = await check_report_page(page);
+  await check_exports(page, server.base, first);
+  if (await page.locator('#cancel').isVisible())
+    fail('the Cancel button is shown after the research completed');
+  await shot('report', { fullPage: true });
+  await check_card(page);
+  await shot('citation-card');
+  await hide_card(page);
+  await check_lane_card(page);
 
-    // 3. History: find the first research by search and open it again.
-    await page.goto(`${server.base}#/`);
-    await page.waitForSelector('#ask-form', { state: 'visible' });
-    if (await page.locator('#history-toggle').isVisible())
-      await page.click('#history-toggle');
-    await page.fill('#history-search', 'example corpus');
-    await page.waitForSelector('#history-list[data-query="example corpus"]', { timeout: 15000 })
-      .catch(() => fail('the history shows no results for the search "example corpus"'));
-    const item = page.locator(`#history-list [data-testid="history-item"][data-id="${first}"]`);
-    try {
-      await item.waitFor({ state: 'visible', timeout: 15000 });
-    } catch {
-      const shown = await page.locator('#history-list').innerText().catch(() => '');
-      fail(`searching the history for "example corpus" does not list session ${first}; it lists: ${shown || 'nothing'}`);
-    }
-    if (second_server === server
-        && await page.locator(`#history-list [data-testid="history-item"][data-id="${second}"]`).count() > 0)
-      fail('the history search lists the cancelled research, whose question does not match');
-    await shot('history');
-    await item.click();
-    await page.waitForURL(new RegExp(`#/research/${first}$`));
-    await wait_for_state(page, 'completed', 60000);
-    const replayed = await check_report_page(page);
-    if (replayed.chips !== seen.chips || replayed.sources !== seen.sources)
-      fail(`the replayed session differs from the live one: ${replayed.chips} chips and ${replayed.sources} sources against ${seen.chips} and ${seen.sources}`);
-    log('opened the first session again from the history');
+  // A follow-up, asked under the report.
+  const follow_question = 'Which of these sources talk about noise?';
+  const follow_form = page.locator('#follow-up-form');
+  if (!(await follow_form.isVisible()))
+    fail('the follow-up form is not shown under a completed report');
+  await page.fill('#follow-up-question', follow_question);
+  await page.click('#follow-up-submit');
+  await page.waitForURL((url) => /#\/research\/[A-Za-z0-9_-]+$/.test(url.href) && !url.href.endsWith(first),
+                        { timeout: 30000 })
+    .catch(async () => fail(`the follow-up opened no session: ${await page.locator('#follow-up-error').innerText()}`));
+  const child = session_id_of(page);
+  await wait_for_state(page, 'completed', report_timeout);
+  if ((await page.locator('#session-question').innerText()).trim() !== follow_question)
+    fail('the follow-up session does not show its question');
+  const parent_link = page.locator('#session-parent-link');
+  if (!(await parent_link.isVisible()) || (await parent_link.getAttribute('href')) !== `#/research/${first}`)
+    fail(`the follow-up session ${child} does not link to the session it follows (${first})`);
+  await check_report_page(page);
+  log(`follow-up ${child} of ${first} completed`);
 
-    // Narrow screens: the same report, history behind its button.
-    await page.setViewportSize({ width: 420, height: 900 });
-    await shot('narrow');
+  // History: find the first research by search and open it again.
+  const item = await open_from_history(page, server.base, 'example corpus', first, { absent: child });
+  await shot('history');
+  await item.click();
+  await page.waitForURL(new RegExp(`#/research/${first}$`));
+  await wait_for_state(page, 'completed', 60000);
+  const replayed = await check_report_page(page);
+  if (replayed.chips !== seen.chips || replayed.sources !== seen.sources || replayed.lanes !== seen.lanes)
+    fail(`the replayed session differs from the live one: ${replayed.chips} chips, ${replayed.sources} sources and `
+         + `${replayed.lanes} lanes against ${seen.chips}, ${seen.sources} and ${seen.lanes}`);
+  if (!(await page.locator('#session-state').innerText()).includes('Completed'))
+    fail('the replayed session is not shown as completed');
+  // The follow-up is listed under its parent's question in the full list.
+  await page.fill('#history-search', '');
+  await page.waitForSelector(`#history-list [data-testid="history-item"][data-id="${child}"]`, { timeout: 15000 })
+    .catch(() => fail('the history without a search does not list the follow-up'));
+  log('opened the first session again from the history');
+
+  // Narrow screens: the same report, history behind its button.
+  await page.setViewportSize({ width: 420, height: 900 });
+  if (!(await page.locator('#history-toggle').isVisible()))
+    fail('the history button is not shown on a narrow screen');
+  await shot('narrow');
+  await page.click('#history-toggle');
+  await page.waitForSelector('body.history-open #history-list [data-testid="history-item"]', { timeout: 5000 })
+    .catch(() => fail('the history button does not show the history on a narrow screen'));
+  await shot('narrow-history');
+  await page.keyboard.press('Escape');
+}
+
+const clarify_marker = 'clarification step';
+const plan_marker = 'You are the planner';
+const orchestrator_marker = 'You are the orchestrator';
+const agent_marker = 'careful, precise research agent';
+const agent_report_marker = 'finished its research';
+const final_marker = 'You write the final answer';
+
+function rule(marker, respond, extra = {}) {
+  return { match: { system_contains: marker, ...extra }, respond };
+}
+
+function tool_calls(calls) {
+  return { tool_calls: calls.map(([name, args]) => ({ name, arguments: args })) };
+}
+
+// The model's script: clarifying questions for the first question; two
+// agents for each research, each searching once, then reporting; for the
+// research that is cancelled, the second agent's first call never answers.
+function model_script(clarified, cancelled) {
+  return [
+    rule(clarify_marker, { text: '1. Which climate zone is the house in?\n2. Is it a new build?' },
+         { message_contains: clarified, times: 1 }),
+    { ...rule(agent_marker, { text: 'never' }, { message_contains: '(held)' }), stall_after_bytes: 0 },
+    rule(plan_marker, { text: '1. Efficiency in the cold\n2. Defrost cycles' }),
+    rule(orchestrator_marker, tool_calls([
+      ['research_agent', { task: 'Noise levels of heat pumps at night.' }],
+      ['research_agent', { task: 'Night-time noise limits (held).' }],
+    ]), { message_contains: cancelled, times: 1 }),
+    rule(orchestrator_marker, tool_calls([
+      ['research_agent', { task: 'Why efficiency falls in the cold.' }],
+      ['research_agent', { task: 'How defrost cycles work.' }],
+    ]), { times: 1 }),
+    rule(orchestrator_marker, tool_calls([['generate_report', {}]])),
+    { match: { system_contains: agent_marker, message_contains: '"document"' },
+      respond: tool_calls([['generate_report', {}]]) },
+    rule(agent_marker, tool_calls([['internal_search', { queries: ['heat pump defrost cold'] }]])),
+    rule(agent_report_marker, { text: 'Heat pump efficiency falls as the outdoor air gets colder [1]. '
+                                      + 'Defrost cycles remove frost from the outdoor coil [2].' }),
+    rule(final_marker, { text: '## Heat pumps in the cold\n\nCold air lowers the efficiency of a heat pump [1]. '
+                               + 'Defrosting clears the outdoor coil [2].' }),
+  ];
+}
+
+// Clarifying questions answered in the page; a research cancelled while
+// its second agent waits for the model.
+async function model_scenario(t) {
+  const { exe, dev, page, shot } = t;
+  const clarified = 'How well do heat pumps work in cold climates?';
+  const cancelled = 'How loud are heat pumps at night?';
+  const answer = 'A cold Nordic climate, and an old house.';
+  let server;
+  let llm = null;
+  if (dev) {
+    server = await start_quarry_serve(exe, { env: offline_env, extra_args: ['--delay-ms', '40'] });
+  } else {
+    llm = await start_fake_llm(exe, model_script(clarified, cancelled));
+    server = await start_quarry_serve(exe, {
+      env: { ...offline_env, OPENAI_API_KEY: 'e2e-test-key', OPENAI_BASE_URL: llm, OPENAI_MODEL: 'fake-model' },
+    });
+  }
+  log(`server at ${server.base}${llm ? ` (model: the fake LLM server at ${llm})` : ''}`);
+
+  // 1. Clarifying questions, answered in the page.
+  await page.goto(server.base);
+  const first = await ask(page, clarified, { clarify: true });
+  await wait_for_state(page, 'clarification', 60000);
+  const panel = page.locator('#clarification');
+  if (!(await panel.isVisible()))
+    fail('the clarifying questions are not shown');
+  const questions = (await page.locator('#clarify-questions').innerText()).trim();
+  if (!dev && !questions.includes('Which climate zone is the house in?'))
+    fail(`the clarifying questions shown are not the model's: "${questions}"`);
+  if (await page.locator('#cancel').isVisible())
+    fail('the Cancel button is shown while the session waits for answers');
+  await shot('clarification');
+  await page.fill('#clarify-answer', answer);
+  await page.click('#clarify-send');
+  await wait_for_state(page, 'completed', report_timeout);
+  if (await panel.isVisible())
+    fail('the clarifying questions are still shown after the research completed');
+  if (session_id_of(page) !== first)
+    fail('answering the questions left the session');
+  const seen = await check_report_page(page, { min_report: 40 });
+  if (!dev && (seen.lanes !== 2 || seen.steps !== 2))
+    fail(`the scripted research had 2 plan steps and 2 agents; the page shows ${seen.steps} and ${seen.lanes}`);
+  await check_card(page);
+  await hide_card(page);
+  await check_lane_card(page);
+  await shot('answered', { fullPage: true });
+  if (llm) {
+    const requests = await (await fetch(llm.replace(/\/v1$/, '/_fake/requests'))).json();
+    if (!requests.some((r) => JSON.stringify(r.body || '').includes(answer)))
+      fail('the answer given in the page did not reach the model');
+  }
+  log(`session ${first}: questions answered, report written`);
+
+  // 2. A research that is cancelled while it runs.
+  await page.goto(`${server.base}#/`);
+  const second = await ask(page, cancelled);
+  await page.waitForSelector('#cancel:not([hidden])', { timeout: 30000 })
+    .catch(async () => fail(`the Cancel button is not shown while the research runs (state "${await state_of(page)}")`));
+  if (!dev) {
+    // Sources arrive while the research runs: the first agent has finished,
+    // the second waits for the model.
+    await page.waitForSelector('[data-testid="agent-lane"][data-status="done"]', { timeout: 60000 })
+      .catch(() => fail('the first agent of the running research is not shown as done'));
+    await page.waitForSelector('#sources [data-testid="source"]', { timeout: 30000 })
+      .catch(() => fail('no source is listed while the research runs'));
+    const waiting = page.locator('[data-testid="agent-lane"]:not([data-status="done"])');
+    if ((await waiting.count()) !== 1)
+      fail(`one agent should still be working; ${await waiting.count()} are`);
+    const action = (await waiting.locator('[data-testid="lane-action"]').innerText()).trim();
+    if (!action)
+      fail('the working agent\'s lane shows no action');
+    const state = await state_of(page);
+    if (state !== 'researching')
+      fail(`the running research shows "${state}", not researching`);
+    log(`while it runs: ${await count(page, '#sources [data-testid="source"]')} sources, the working agent shows "${action}"`);
+    await shot('running');
+  }
+  await page.click('#cancel');
+  await wait_for_state(page, 'cancelled', 60000);
+  if (await page.locator('#cancel').isVisible())
+    fail('the Cancel button is still shown after the research was cancelled');
+  const notices = await page.locator('#notices').innerText();
+  if (!/cancelled/i.test(notices))
+    fail(`the page does not say the research was cancelled (notices: "${notices}")`);
+  if (!dev && await count(page, '[data-testid="agent-lane"]:not([data-status="done"]):not([data-status="stopped"]):not([data-status="failed"])') > 0)
+    fail('an agent lane still shows work after the research was cancelled');
+  log(`session ${second} cancelled`);
+  await shot('cancelled', { fullPage: true });
+}
+
+// The access token: asked for, a wrong one refused, the right one kept.
+async function token_scenario(t) {
+  const { exe, dev, page, shot } = t;
+  const token = 'e2e-secret-token';
+  const server = await start_quarry_serve(exe, {
+    env: offline_env,
+    extra_args: dev ? ['--token', token] : ['--set', `server.auth_token=${token}`],
+  });
+  log(`server with a token at ${server.base}`);
+  await page.goto(server.base);
+  await page.waitForSelector('#auth-panel:not([hidden])', { timeout: 15000 })
+    .catch(() => fail('the page does not ask for the access token of a server that needs one'));
+  await shot('asks-token');
+  await page.fill('#auth-token', 'wrong-token');
+  await page.click('#auth-save');
+  await page.waitForSelector('#auth-panel:not([hidden]) #auth-error:not([hidden])', { timeout: 15000 })
+    .catch(() => fail('the page does not say that a wrong token was refused'));
+  await shot('wrong-token');
+  await page.fill('#auth-token', token);
+  await page.click('#auth-save');
+  await page.waitForSelector('#auth-panel', { state: 'hidden', timeout: 15000 })
+    .catch(() => fail('the page still asks for the token after the right one'));
+  if (!(await page.locator('#history-error').isHidden()))
+    fail(`the history shows an error with the right token: ${await page.locator('#history-error').innerText()}`);
+  const id = await ask(page, 'What is the example corpus about?');
+  await wait_for_state(page, 'completed', report_timeout);
+  await check_report_page(page);
+  if (await page.locator('#auth-panel').isVisible())
+    fail('the page asked for the token again during the research');
+  // A plain link cannot carry the token: the page fetches the export.
+  const [download] = await Promise.all([
+    page.waitForEvent('download', { timeout: 15000 }),
+    page.click('#export-md'),
+  ]).catch(() => fail('the Markdown export downloads nothing when the server needs a token'));
+  const file = await download.path();
+  const { readFileSync } = await import('node:fs');
+  const text = readFileSync(file, 'utf8');
+  if (text.length < 100 || download.suggestedFilename() !== `quarry-${id}.md`)
+    fail(`the export downloaded "${download.suggestedFilename()}" with ${text.length} characters`);
+  // Without the token the API refuses; the page keeps it across a reload.
+  const refused = await page.request.get(`${server.base}v1/research`);
+  if (refused.status() !== 401)
+    fail(`GET /v1/research without the token answered ${refused.status()}, not 401`);
+  await page.reload();
+  await page.waitForSelector(`#history-list [data-testid="history-item"][data-id="${id}"]`, { timeout: 15000 })
+    .catch(() => fail('after a reload the page does not use the kept token for the history'));
+  if (await page.locator('#auth-panel').isVisible())
+    fail('the page asks for the token again after a reload');
+  await shot('with-token');
+  log(`session ${id} researched and exported with the token`);
+}
+
+const scenario_functions = { offline: offline_scenario, model: model_scenario, token: token_scenario };
+
+async function run_scenario(playwright, name, exe) {
+  const dev = exe.endsWith('.mjs');
+  const artifacts = artifacts_dir();
+  mkdirSync(artifacts, { recursive: true });
+  const problems = [];
+  const { browser, page } = await open_browser(playwright, problems);
+  const shot = async (step, options = {}) => {
+    const path = join(artifacts, `page_test-${name}-${step}.png`);
+    await page.screenshot({ path, ...options });
+    log(`screenshot ${path}`);
+  };
+  try {
+    await scenario_functions[name]({ exe, dev, page, shot });
     if (problems.length > 0)
       fail(problems.join('\n'));
+    log(`scenario ${name}: ok`);
   } catch (e) {
     // What the page showed when it failed.
-    if (page) {
-      const path = join(artifacts, 'page_test-failure.png');
-      await page.screenshot({ path, fullPage: true }).then(() => log(`screenshot ${path}`), () => {});
-    }
-    if (problems.length > 0 && e instanceof Error)
-      e.message += `\nalso: ${problems.join('\n')}`;
+    const path = join(artifacts, `page_test-${name}-failure.png`);
+    await page.screenshot({ path, fullPage: true }).then(() => log(`screenshot ${path}`), () => {});
+    if (e instanceof Error)
+      e.message = `${name}: ${e.message}${problems.length > 0 ? `\nalso: ${problems.join('\n')}` : ''}`;
     throw e;
   } finally {
     await browser.close();
   }
 }
 
-run_test('page_test', main);
+const { scenario, rest } = parse_args(process.argv.slice(2));
+const playwright = await prerequisites();
+run_test('page_test', async () => {
+  const exe = quarry_exe(rest);
+  for (const name of scenario === 'all' ? scenarios : [scenario])
+    await run_scenario(playwright, name, exe);
+});

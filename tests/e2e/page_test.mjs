@@ -34,7 +34,7 @@
 // steps run against recorded packets, all on that one server; checks that
 // need the real research are left out.
 
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
 import {
@@ -563,7 +563,6 @@ async function token_scenario(t) {
     page.click('#export-md'),
   ]).catch(() => fail('the Markdown export downloads nothing when the server needs a token'));
   const file = await download.path();
-  const { readFileSync } = await import('node:fs');
   const text = readFileSync(file, 'utf8');
   if (text.length < 100 || download.suggestedFilename() !== `quarry-${id}.md`)
     fail(`the export downloaded "${download.suggestedFilename()}" with ${text.length} characters`);
@@ -586,6 +585,7 @@ async function run_scenario(playwright, name, exe) {
   const dev = exe.endsWith('.mjs');
   const artifacts = artifacts_dir();
   mkdirSync(artifacts, { recursive: true });
+  rmSync(join(artifacts, `page_test-${name}-failure.png`), { force: true });
   const problems = [];
   const { browser, page } = await open_browser(playwright, problems);
   const shot = async (step, options = {}) => {

@@ -503,6 +503,9 @@ async function model_scenario(t) {
       .catch(() => fail('the first agent of the running research is not shown as done'));
     await page.waitForSelector('#sources [data-testid="source"]', { timeout: 30000 })
       .catch(() => fail('no source is listed while the research runs'));
+    const queries = await page.locator('[data-testid="agent-lane"][data-status="done"] .lane-queries').innerText();
+    if (!queries.includes('heat pump defrost cold'))
+      fail(`the finished agent's lane does not show its search ("${queries}")`);
     const waiting = page.locator('[data-testid="agent-lane"]:not([data-status="done"])');
     if ((await waiting.count()) !== 1)
       fail(`one agent should still be working; ${await waiting.count()} are`);

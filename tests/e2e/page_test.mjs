@@ -15,10 +15,12 @@
 //          store); a narrow window.
 // model    `quarry serve` whose model is the fake LLM server (beside `quarry`,
 //          or $QUARRY_FAKE_LLM) with a script: the model asks clarifying
-//          questions, they are answered in the page and the same session
-//          goes on to its report; then a research whose second agent's model
-//          call never answers (`stall_after_bytes: 0`) shows its sources
-//          and the first agent's lane while it runs, and is cancelled.
+//          questions, they are shown again after a reload and answered in
+//          the page, and the same session goes on to its report; then a
+//          research whose second agent's model call never answers
+//          (`stall_after_bytes: 0`) shows its sources and the first agent's
+//          lane while it runs, and is cancelled: its findings so far are
+//          its report, partial, with the waiting agent shown as stopped.
 // token    `quarry serve` with `server.auth_token` set: the page asks for the
 //          token, a wrong one is refused, the right one is kept; a research
 //          runs and its export downloads with the token.
@@ -472,6 +474,11 @@ async function model_scenario(t) {
   if (await page.locator('#cancel').isVisible())
     fail('the Cancel button is shown while the session waits for answers');
   await shot('clarification');
+  // The questions wait in the store: a reload replays them.
+  await page.reload();
+  await wait_for_state(page, 'clarification', 30000);
+  if (!(await panel.isVisible()))
+    fail('the clarifying questions are not shown again after a reload');
   await page.fill('#clarify-answer', answer);
   await page.click('#clarify-send');
   await wait_for_state(page, 'completed', report_timeout);

@@ -236,7 +236,8 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       if (auto it = st.running.find(id); it != st.running.end() && !it->second.finishing) {
         if (!it->second.cancelled) {
           it->second.cancelled = true;
-          self->send(it->second.session, actors::stop_atom::value);
+          self->send(it->second.session, actors::stop_atom::value,
+                     std::string{"user_cancelled"});
         }
         return ok(id, "cancelled");
       }

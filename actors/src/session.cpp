@@ -54,6 +54,9 @@ struct session_state {
   core::research_deadline timing;
   phase now = phase::clarify;
   bool stop_requested = false;
+  // Why it was told to stop: `interrupted` (the process stops) or what the
+  // requester said (`user_cancelled`).
+  std::string stop_reason = "interrupted";
   bool deadline_passed = false;
   // Agents were told to report: the deadline is near.
   bool deadline_soon = false;
@@ -666,8 +669,14 @@ void complete_report(session_ptr self) {
             [](const report_source& x, const report_source& y) {
               return x.number < y.number;
             });
-  emit(self, st.at, core::packets::stop());
+  emit(self, st.at, st.stop_requested ? core::packets::stop(st.stop_reason)
+                                       : core::packets::stop());
   finish(self, std::move(out));
+}
+
+// "cancelled" when the user cancelled, else "interrupted".
+std::string stopped(const session_state& st) {
+  return st.stop_reason == "user_cancelled" ? "cancelled" : "interrupted";
 }
 
 // Writes the report from the agents' findings when the model cannot.
@@ -675,8 +684,8 @@ void fallback_report(session_ptr self, const std::string& why) {
   auto& st = self->state;
   if (st.stop_requested) {
     emit(self, turn(st.final_turn),
-         core::packets::notice("The research was interrupted; these are the "
-                               "findings gathered until then."));
+         core::packets::notice("The research was " + stopped(st)
+                               + "; these are the findings gathered until then."));
   } else {
     st.notices.push_back("the final report was assembled from the research "
                          "agents' findings: " + why);
@@ -711,7 +720,7 @@ void start_final(session_ptr self) {
   if (st.stop_requested) {
     // Interrupted: no new model call; what was found is the report.
     st.at = turn(st.final_turn);
-    fallback_report(self, "the research was interrupted");
+    fallback_report(self, "the research was " + stopped(st));
     return;
   }
   take_checkpoint(self, core::checkpoint_phase::final_report);
@@ -874,10 +883,10 @@ session_impl(session_ptr self, session_spec spec, session_models models,
         return;
       st.deadline_passed = true;
       if (st.stop_requested) {
-        st.notices.push_back("the research was interrupted");
+        st.notices.push_back("the research was " + stopped(st));
         emit(self, turn(current_turn(self)),
-             core::packets::notice("The research was interrupted; the report "
-                                   "holds what was found until then."));
+             core::packets::notice("The research was " + stopped(st)
+                                   + "; the report holds what was found until then."));
       } else {
         st.notices.push_back("the research deadline was reached");
         emit(self, turn(current_turn(self)),
@@ -890,10 +899,10 @@ session_impl(session_ptr self, session_spec spec, session_models models,
         self->send(st.current_llm, cancel_atom::value, st.current_call);
         st.current_call = 0;
         if (st.stop_requested) {
-          emit(self, turn(st.plan_turn), core::packets::stop("interrupted"));
+          emit(self, turn(st.plan_turn), core::packets::stop(st.stop_reason));
           session_result out;
           out.status = session_status::failed;
-          out.failure = "the research was interrupted before it started";
+          out.failure = "the research was " + stopped(st) + " before it started";
           finish(self, std::move(out));
         } else {
           st.final_turn = current_turn(self);
@@ -931,7 +940,8 @@ session_impl(session_ptr self, session_spec spec, session_models models,
         return;
       self->send(st.current_llm, cancel_atom::value, st.current_call);
       st.current_call = 0;
-      auto why = st.stop_requested ? "the research was interrupted" : "it ran out of time";
+      auto why = st.stop_requested ? "the research was " + stopped(st)
+                                   : std::string{"it ran out of time"};
       if (!st.stop_requested)
         st.notices.push_back("the final report ran out of time");
       if (st.text_started) {
@@ -940,6 +950,14 @@ session_impl(session_ptr self, session_spec spec, session_models models,
       } else {
         fallback_report(self, why);
       }
+    },
+    [=](stop_atom, std::string& reason) {
+      auto& st = self->state;
+      if (st.stop_requested || st.now == phase::done)
+        return;
+      if (!reason.empty())
+        st.stop_reason = std::move(reason);
+      self->send(self, stop_atom::value);
     },
     [=](stop_atom) {
       auto& st = self->state;

@@ -464,6 +464,11 @@ TEST_CASE("serve: cancel stops a running research, limits answer 429, and a "
   REQUIRE_FALSE(live.empty());
   CHECK(live.back().event == "end");
   CHECK(json::parse(live.back().data)["state"] == "cancelled");
+  // The last packet says why the run stopped.
+  REQUIRE(live.size() >= 2);
+  auto last = json::parse(live[live.size() - 2].data);
+  CHECK(last["obj"]["type"] == "stop");
+  CHECK(last["obj"]["stop_reason"] == "user_cancelled");
   CHECK(heartbeats >= 1);
   CHECK(state_of(srv, id) == "cancelled");
   CHECK(call("GET", srv.url("/healthz")).as_json()["sessions_running"] == 0);

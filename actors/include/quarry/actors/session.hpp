@@ -139,10 +139,13 @@ typename Inspector::result_type inspect(Inspector& f, session_result& x) {
 using session_requester_actor
   = caf::typed_actor<caf::reacts_to<session_done_atom, session_result>>;
 
-/// The interface of a session: `(stop_atom)` from its requester, the deltas
-/// of its LLM calls, and its agents' results.
-using session_actor = caf::typed_actor<caf::reacts_to<stop_atom>>::extend_with<
-  llm_listener_actor, agent_parent_actor>;
+/// The interface of a session: `(stop_atom)` from its requester (the
+/// process stops: its last packet says `interrupted`), `(stop_atom,
+/// reason)` (e.g. `user_cancelled`, which its last packet then says), the
+/// deltas of its LLM calls, and its agents' results.
+using session_actor
+  = caf::typed_actor<caf::reacts_to<stop_atom>, caf::reacts_to<stop_atom, std::string>>::
+    extend_with<llm_listener_actor, agent_parent_actor>;
 
 /// Research is near its deadline: agents are told to report.
 using deadline_soon_atom = caf::atom_constant<caf::atom("dlsoon")>;

@@ -47,6 +47,7 @@
 #include <unistd.h>
 #include <vector>
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 using namespace quarry;
 using clock_type = std::chrono::steady_clock;
@@ -701,6 +702,126 @@ int run_fanout(const common_options& o, int clients) {
   return rc;
 }
 
+// -- resume -------------------------------------------------------------------------
+
+std::string config_text(const test::fake_llm_server& llm, const std::string& home) {
+  return "llm:\n"
+         "  providers:\n"
+         "    main:\n"
+         "      plugin: openai\n"
+         "      api_key: k\n"
+         "      model: m\n"
+         "      base_url: " + llm.base_url_openai() + "\n"
+         "research:\n"
+         "  clarify: false\n"
+         "  corpus: " QUARRY_SOURCE_DIR "/examples/corpus\n"
+         "runtime:\n"
+         "  data_dir: " + home + "/data\n"
+         "log:\n"
+         "  level: warn\n";
+}
+
+// A session with about `words` plan packets, interrupted (SIGTERM) while its
+// first orchestrator call hangs, so that its last checkpoint (phase
+// orchestrate) follows all of them. Returns its id, or empty.
+std::string interrupted_session(const common_options& o, test::fake_llm_server& llm,
+                                const std::string& home, const std::string& cfg,
+                                size_t words) {
+  std::string plan = "1. ";
+  for (size_t i = 0; i < words; ++i)
+    plan += "word" + std::to_string(i % 1000) + " ";
+  auto rules = json::array();
+  rules.push_back(rule("You are the planner", {{"text", plan}}, 0));
+  rules.push_back({{"match", {{"system_contains", "You are the orchestrator"}}},
+                   {"respond", {{"text", "never"}}},
+                   {"stall_after_bytes", 0}});
+  llm.clear_requests();
+  if (auto err = llm.script(rules)) {
+    std::fprintf(stderr, "script: %s\n", err->message.c_str());
+    return {};
+  }
+  std::vector<std::string> argv{o.exe, "--plugin-dir", o.plugin_dir, "--config", cfg,
+                                "research", "--json", "How do heat pumps cope with cold weather?"};
+  auto opts = test::isolated_quarry_options(home);
+  opts.timeout = std::chrono::minutes{5};
+  test::child_process proc{argv, opts};
+  if (!llm.wait_for_requests(2, std::chrono::seconds{120})) {
+    std::fprintf(stderr, "the research did not reach its orchestrator call:\n%s\n",
+                 proc.err().c_str());
+    return {};
+  }
+  proc.signal(SIGTERM);
+  proc.wait(std::chrono::seconds{60});
+  std::smatch m;
+  auto err = proc.err();
+  if (!std::regex_search(err, m, std::regex{R"(quarry sessions resume (q[0-9a-f]{16}))"})) {
+    std::fprintf(stderr, "no session id in:\n%s\n", err.c_str());
+    return {};
+  }
+  return m[1];
+}
+
+int run_resume(const common_options& o, const std::vector<int>& sizes) {
+  test::fake_llm_server llm;
+  test::temp_dir home;
+  auto cfg = home.write("quarry.yaml", config_text(llm, home.path()));
+  std::printf("resume: `quarry sessions resume ID --json` of a session with N packets and "
+              "a checkpoint after them; load average %.2f\n",
+              load_average());
+  std::printf("| plan words | last seq | first new packet | first new packet after | "
+              "whole resumed run | exit |\n|---:|---:|---|---:|---:|---:|\n");
+  int rc = 0;
+  // The first size is run twice: the first time indexes the corpus.
+  std::vector<int> runs{sizes.empty() ? 10 : sizes.front()};
+  runs.insert(runs.end(), sizes.begin(), sizes.end());
+  for (size_t k = 0; k < runs.size(); ++k) {
+    auto id = interrupted_session(o, llm, home.path(), cfg, static_cast<size_t>(runs[k]));
+    if (id.empty())
+      return 1;
+    llm.script(two_agent_script(0));
+    auto cmd = "HOME='" + home.path() + "' '" + o.exe + "' --plugin-dir '" + o.plugin_dir
+               + "' --config '" + cfg + "' sessions resume " + id + " --json 2>/dev/null";
+    auto t0 = clock_type::now();
+    FILE* out = ::popen(cmd.c_str(), "r");
+    if (out == nullptr)
+      return 1;
+    std::string first;
+    double first_s = 0;
+    uint64_t last_seq = 0;
+    char buf[1 << 16];
+    std::string pending;
+    ssize_t n = 0;
+    // read(), not fread(): fread waits for a full buffer.
+    while ((n = ::read(fileno(out), buf, sizeof buf)) > 0) {
+      pending.append(buf, static_cast<size_t>(n));
+      size_t nl = 0;
+      while ((nl = pending.find('\n')) != std::string::npos) {
+        auto line = pending.substr(0, nl);
+        pending.erase(0, nl + 1);
+        auto j = json::parse(line, nullptr, false);
+        if (!j.is_object())
+          continue;
+        if (first.empty()) {
+          first_s = secs(clock_type::now() - t0);
+          first = j["obj"]["type"].is_string() ? j["obj"]["type"].get<std::string>() : "?";
+          first += " (seq " + std::to_string(j.value("seq", uint64_t{0})) + ")";
+        }
+        last_seq = j.value("seq", last_seq);
+      }
+    }
+    auto status = ::pclose(out);
+    auto whole = secs(clock_type::now() - t0);
+    auto code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (code != 0)
+      rc = 1;
+    if (k == 0)
+      continue; // the warm-up run
+    std::printf("| %d | %llu | %s | %.3f s | %.3f s | %d |\n", runs[k],
+                static_cast<unsigned long long>(last_seq), first.c_str(), first_s, whole, code);
+  }
+  return rc;
+}
+
 void raise_fd_limit() {
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) == 0) {
@@ -721,6 +842,7 @@ int main(int argc, char** argv) {
   int count = 1000;
   int in_flight = 0;
   int clients = 1000;
+  std::vector<int> sizes{10, 1000, 10000, 50000};
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     const char* v = argv[i + 1];
@@ -736,7 +858,12 @@ int main(int argc, char** argv) {
       o.exe = v;
     else if (k == "--plugin-dir")
       o.plugin_dir = v;
-    else if (k == "--timeout-s")
+    else if (k == "--plan-words") {
+      sizes.clear();
+      std::stringstream in{v};
+      for (std::string x; std::getline(in, x, ',');)
+        sizes.push_back(std::atoi(x.c_str()));
+    } else if (k == "--timeout-s")
       o.timeout_s = std::atoi(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
@@ -750,6 +877,8 @@ int main(int argc, char** argv) {
     rc = run_researches(o, count, in_flight);
   else if (mode == "fanout")
     rc = run_fanout(o, clients);
+  else if (mode == "resume")
+    rc = run_resume(o, sizes);
   else
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   curl_global_cleanup();

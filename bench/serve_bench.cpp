@@ -37,7 +37,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <functional>
 #include <memory>
 #include <regex>
@@ -131,6 +133,31 @@ double proc_cpu_seconds(int pid) {
       stime = std::strtoull(field.c_str(), nullptr, 10);
   }
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// CPU seconds of each thread of a process, summed by thread name.
+std::map<std::string, double> thread_cpu_seconds(int pid) {
+  std::map<std::string, double> out;
+  auto dir = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator{dir, ec}) {
+    std::ifstream comm{e.path() / "comm"};
+    std::string name;
+    std::getline(comm, name);
+    std::ifstream in{e.path() / "stat"};
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto close = text.rfind(')');
+    if (close == std::string::npos)
+      continue;
+    std::istringstream rest{text.substr(close + 2)};
+    std::string field;
+    unsigned long long ticks = 0;
+    for (int i = 3; i <= 15 && rest >> field; ++i)
+      if (i == 14 || i == 15)
+        ticks += std::strtoull(field.c_str(), nullptr, 10);
+    out[name] += static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  return out;
 }
 
 struct server_process {
@@ -489,6 +516,7 @@ int run_researches(const common_options& o, int count, int in_flight) {
   auto calls0 = llm.request_count();
   auto cpu0 = proc_cpu_seconds(srv.pid());
   auto own0 = proc_cpu_seconds(static_cast<int>(getpid()));
+  auto threads0 = thread_cpu_seconds(srv.pid());
   auto load0 = load_average();
 
   std::vector<research> rs(static_cast<size_t>(count));
@@ -520,6 +548,7 @@ int run_researches(const common_options& o, int count, int in_flight) {
   auto wall = secs(clock_type::now() - t0);
   auto cpu = proc_cpu_seconds(srv.pid()) - cpu0;
   auto own = proc_cpu_seconds(static_cast<int>(getpid())) - own0;
+  auto threads1 = thread_cpu_seconds(srv.pid());
   auto peak_kib = sampler.peak();
   auto calls = llm.request_count() - calls0;
   auto load1 = load_average();
@@ -570,6 +599,11 @@ int run_researches(const common_options& o, int count, int in_flight) {
               count * tool_calls_per_research);
   std::printf("  quarry serve CPU: %.2f s = %.3f ms per research, %.3f ms per external call\n",
               cpu, cpu * 1000.0 / static_cast<double>(count), cpu * 1000.0 / external);
+  std::printf("  by thread name (ms per research):");
+  for (auto& [name, x] : threads1)
+    std::printf(" %s %.2f;", name.c_str(),
+                (x - threads0[name]) * 1000.0 / static_cast<double>(count));
+  std::printf("\n");
   std::printf("  this process (fake LLM server and client) CPU: %.2f s\n", own);
   std::printf("  quarry serve RSS: idle %.1f MiB, peak %.1f MiB, %.1f KiB per research\n",
               idle_kib / 1024.0, peak_kib / 1024.0,

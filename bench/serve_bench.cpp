@@ -6,6 +6,7 @@
 //
 //   quarry_bench_serve researches [--count N] [--latency-ms L] [--in-flight C]
 //   quarry_bench_serve fanout [--clients C] [--latency-ms L]
+//   quarry_bench_serve resume [--plan-words 10,1000,10000,50000]
 //   common options: [--quarry EXE] [--plugin-dir DIR] [--timeout-s S]
 //
 // The research is the 2-agent script: plan, orchestrator (two research
@@ -23,6 +24,10 @@
 // (opened right after the POST: all get every packet live), then C clients
 // replaying the finished session from the store. Reported: time to deliver,
 // spread of the clients' end times, packets per client, RSS and CPU.
+//
+// `resume`: sessions with N plan packets interrupted by SIGTERM after their
+// checkpoint (`quarry research`), then `quarry sessions resume ID --json`:
+// the time until its first new packet on stdout, and until it exits.
 
 #include "support/fake_llm_server.hpp"
 #include "support/process.hpp"

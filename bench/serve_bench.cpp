@@ -171,7 +171,7 @@ struct server_process {
   std::string base;
 
   server_process(const std::string& exe, const std::string& plugin_dir,
-                 const test::fake_llm_server& llm) {
+                 const test::fake_llm_server& llm, int http_connections = 20000) {
     auto cfg = home.write("quarry.yaml",
                           "llm:\n"
                           "  providers:\n"
@@ -182,7 +182,7 @@ struct server_process {
                           "      base_url: " + llm.base_url_openai() + "\n"
                           "      limits: {max_concurrency: 10000}\n"
                           "http:\n"
-                          "  max_connections: 20000\n"
+                          "  max_connections: " + std::to_string(http_connections) + "\n"
                           "research:\n"
                           "  clarify: false\n"
                           "  corpus: " QUARRY_SOURCE_DIR "/examples/corpus\n"
@@ -490,18 +490,21 @@ struct common_options {
   std::string plugin_dir = QUARRY_PLUGIN_DIR;
   int latency_ms = 500;
   int timeout_s = 300;
+  /// `http.max_connections` of the server (libcurl's connection cache).
+  int http_connections = 20000;
 };
 
 // -- researches ---------------------------------------------------------------------
 
 int run_researches(const common_options& o, int count, int in_flight) {
   test::fake_llm_server llm;
-  llm.record_requests(false);
+  // Small runs keep the requests, to report their sizes.
+  llm.record_requests(count <= 100);
   if (auto err = llm.script(two_agent_script(o.latency_ms))) {
     std::fprintf(stderr, "script: %s\n", err->message.c_str());
     return 1;
   }
-  server_process srv{o.exe, o.plugin_dir, llm};
+  server_process srv{o.exe, o.plugin_dir, llm, o.http_connections};
   // One research first, so that one-time allocations and the corpus are warm.
   {
     std::vector<research> rs(1);
@@ -613,6 +616,19 @@ int run_researches(const common_options& o, int count, int in_flight) {
   std::printf("  quarry serve RSS: idle %.1f MiB, peak %.1f MiB, %.1f KiB per research\n",
               idle_kib / 1024.0, peak_kib / 1024.0,
               static_cast<double>(peak_kib - idle_kib) / static_cast<double>(count));
+  if (count <= 100) {
+    size_t total = 0;
+    size_t largest = 0;
+    auto reqs = llm.requests();
+    for (const auto& r : reqs) {
+      total += r.raw_body.size();
+      largest = std::max(largest, r.raw_body.size());
+    }
+    if (!reqs.empty())
+      std::printf("  model request bodies: %zu, mean %.1f KiB, largest %.1f KiB\n",
+                  reqs.size(), static_cast<double>(total) / 1024.0 / static_cast<double>(reqs.size()),
+                  static_cast<double>(largest) / 1024.0);
+  }
   std::printf("  load average: %.2f before, %.2f after\n", load0, load1);
   return (ok && failed == 0 && completed == rs.size()) ? 0 : 1;
 }
@@ -902,7 +918,9 @@ int main(int argc, char** argv) {
       std::stringstream in{v};
       for (std::string x; std::getline(in, x, ',');)
         sizes.push_back(std::atoi(x.c_str()));
-    } else if (k == "--timeout-s")
+    } else if (k == "--http-connections")
+      o.http_connections = std::atoi(v);
+    else if (k == "--timeout-s")
       o.timeout_s = std::atoi(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());

@@ -512,6 +512,8 @@ int cmd_serve(context& ctx, const serve_options& opts) {
     service{ctx, *engine, manager, store_file, ctx.services->pool()});
   http::router router;
   add_routes(router, svc);
+  auto server_for_metrics = std::make_shared<server_ref>();
+  add_metrics_routes(router, svc, server_for_metrics);
   http::server_options so;
   so.host = where->first;
   so.port = where->second;
@@ -534,6 +536,7 @@ int cmd_serve(context& ctx, const serve_options& opts) {
     return exit_failure;
   }
   auto server = std::get<std::unique_ptr<http::server>>(std::move(started));
+  server_for_metrics->server = server.get();
   std::cerr << "quarry: listening on http://" << server->address() << "/\n" << std::flush;
 
   // Runs until SIGINT or SIGTERM.
@@ -565,6 +568,7 @@ int cmd_serve(context& ctx, const serve_options& opts) {
       });
   }
   server->stop();
+  server_for_metrics->server = nullptr;
   server.reset();
   // Every actor handle goes before the actor system (it waits for them).
   svc.reset();

@@ -68,6 +68,8 @@ struct research_engine::impl {
   actors::session_models models;
   actors::tool_set tools;
   actors::store_actor store;
+  std::map<std::string, actors::llm_provider_actor> llm_actors;
+  std::map<std::string, actors::tool_provider_actor> tool_actors;
 
   explicit impl(context& c) : ctx(c) {
   }
@@ -85,6 +87,8 @@ research_engine::~research_engine() {
   impl_->store = actors::store_actor{};
   impl_->models = actors::session_models{};
   impl_->tools = actors::tool_set{};
+  impl_->llm_actors.clear();
+  impl_->tool_actors.clear();
   if (impl_->rt) {
     impl_->rt->stop();
     impl_->rt->await_stopped(impl_->ctx.config.values.runtime.shutdown_grace);
@@ -206,7 +210,7 @@ void research_engine::start(std::shared_ptr<store::store> db) {
   auto& cfg = st.ctx.config.values;
   st.rt = std::make_unique<actors::runtime>(cfg);
   auto& rt = *st.rt;
-  std::map<std::string, actors::llm_provider_actor> llm_actors;
+  auto& llm_actors = st.llm_actors;
   for (auto& [name, provider] : st.made_llms) {
     auto hdl = actors::spawn_llm_provider(rt.system(), provider, st.llm_settings[name]);
     rt.add_stoppable(hdl);
@@ -228,6 +232,7 @@ void research_engine::start(std::shared_ptr<store::store> db) {
     auto hdl = actors::spawn_tool_provider(
       rt.system(), tool, actors::tool_actor_settings::of(name, cfg.tools[name].limits));
     rt.add_stoppable(hdl);
+    st.tool_actors[name] = hdl;
     const auto* info = st.ctx.registry->find(cfg.tools[name].plugin);
     st.tools.tools[tool->name()] = {hdl, tool->definition(),
                                     info ? info->tool_kind : sdk::tool_kind::other};
@@ -254,6 +259,16 @@ const actors::tool_set& research_engine::tools() const {
 
 const std::shared_ptr<const core::prompt_library>& research_engine::prompts() const {
   return impl_->prompts;
+}
+
+const std::map<std::string, actors::llm_provider_actor>&
+research_engine::llm_providers() const {
+  return impl_->llm_actors;
+}
+
+const std::map<std::string, actors::tool_provider_actor>&
+research_engine::tool_providers() const {
+  return impl_->tool_actors;
 }
 
 const actors::store_actor& research_engine::store() const {

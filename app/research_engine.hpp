@@ -12,6 +12,7 @@
 #include "quarry/actors/store.hpp"
 #include "quarry/actors/tool_provider.hpp"
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,10 @@ public:
   const actors::session_models& models() const;
   const actors::tool_set& tools() const;
   const std::shared_ptr<const core::prompt_library>& prompts() const;
+  /// The provider actors by instance name (`llm.providers`), once started.
+  const std::map<std::string, actors::llm_provider_actor>& llm_providers() const;
+  /// The tool actors by instance name (`tools`), once started.
+  const std::map<std::string, actors::tool_provider_actor>& tool_providers() const;
   /// The store actor; null without a store.
   const actors::store_actor& store() const;
   /// The corpus searched (absolute), or empty.

@@ -17,6 +17,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -69,5 +70,16 @@ struct service {
   void read(std::shared_ptr<http::responder> res,
             std::function<http::response(store::store&)> job);
 };
+
+/// The HTTP server as GET /metrics sees it: set once it started, cleared
+/// once it stopped (its counters are read on its own I/O threads).
+struct server_ref {
+  std::atomic<const http::server*> server{nullptr};
+};
+
+/// Adds GET /metrics (Prometheus text format 0.0.4, docs/api.md): the
+/// sessions, the LLM provider and tool actors' counters, the HTTP server's.
+void add_metrics_routes(http::router& r, std::shared_ptr<service> svc,
+                        std::shared_ptr<const server_ref> server);
 
 } // namespace quarry::app

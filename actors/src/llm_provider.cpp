@@ -8,6 +8,7 @@
 #include "quarry/core/call_queue.hpp"
 #include "quarry/core/clock.hpp"
 #include "actor_time.hpp"
+#include "stats_json.hpp"
 #include "quarry/core/duration.hpp"
 #include "quarry/core/llm_json.hpp"
 #include "quarry/core/retry.hpp"
@@ -129,6 +130,8 @@ struct call_state {
   // Silence of the running attempt (stall_timeout).
   core::stall_watch stall;
   core::clock::time_point deadline;
+  // When the call arrived (its duration runs to its end, retries included).
+  core::clock::time_point received;
 };
 
 struct provider_state {
@@ -152,6 +155,11 @@ struct provider_state {
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
   double cost_usd = 0;
+  // Calls cancelled (by their caller, a requester that went away, or the
+  // shutdown); the durations of calls that ended otherwise, and the
+  // failures by class.
+  uint64_t cancelled = 0;
+  detail::call_stats calls_stats{detail::llm_call_seconds_bounds()};
 
   static inline const char* name = "quarry.llm_provider";
 };
@@ -176,6 +184,12 @@ void fail_call(provider_actor_ptr self, call_state& call, sdk::error err) {
   ++st.failed;
   if (err.message.empty())
     err.message = sdk::to_string(err.code);
+  if (err.code == sdk::errc::cancelled) {
+    ++st.cancelled;
+  } else {
+    st.calls_stats.count_error(err.code);
+    st.calls_stats.observe(call.received, st.time.now());
+  }
   call.promise.deliver(to_caf_error(err));
   if (call.handle)
     call.handle->cancel();
@@ -197,6 +211,7 @@ void cancel_calls(provider_actor_ptr self, Predicate pred, const char* why) {
     auto& call = st.calls[key];
     if (call.handle)
       call.handle->cancel();
+    ++st.cancelled;
     call.promise.deliver(to_caf_error(sdk::make_error(sdk::errc::cancelled, why)));
     finish_call(self, key);
   }
@@ -303,6 +318,7 @@ provider_impl(provider_actor_ptr self,
     for (auto& [key, call] : s.calls) {
       if (call.handle)
         call.handle->cancel();
+      s.calls_stats.count_error(sdk::errc::internal);
       call.promise.deliver(to_caf_error(
         sdk::make_error(sdk::errc::internal, "the LLM provider failed: " + why)));
     }
@@ -337,6 +353,7 @@ provider_impl(provider_actor_ptr self,
       call.request = std::move(req.request);
       call.estimated_tokens = core::estimate_call_tokens(call.request);
       call.deadline = core::time_after(s.time, s.cfg.total_timeout);
+      call.received = s.time.now();
       if (requester && s.monitored.insert(requester.address()).second)
         self->monitor(requester);
       self->delayed_send(self, s.cfg.total_timeout, llm_deadline_atom::value, key);
@@ -370,7 +387,14 @@ provider_impl(provider_actor_ptr self,
                             {"concurrency_limit", std::floor(s.queue->limit().value())},
                             {"input_tokens", s.input_tokens},
                             {"output_tokens", s.output_tokens},
-                            {"cost_usd", s.cost_usd}}
+                            {"cost_usd", s.cost_usd},
+                            {"cancelled", s.cancelled},
+                            {"outcomes",
+                             {{"ok", s.succeeded},
+                              {"error", s.calls_stats.error_count()},
+                              {"cancelled", s.cancelled}}},
+                            {"errors", s.calls_stats.errors_json()},
+                            {"call_seconds", s.calls_stats.histogram_json()}}
         .dump();
     },
     [=](llm_sink_atom, llm_sink_event& ev) {
@@ -417,6 +441,7 @@ provider_impl(provider_actor_ptr self,
           s.output_tokens += reply.result.usage.output_tokens;
           s.cost_usd += reply.cost_usd;
           ++s.succeeded;
+          s.calls_stats.observe(call.received, s.time.now());
           // Adaptive concurrency: creep back up on success.
           s.queue->on_success();
           call.promise.deliver(std::move(reply));

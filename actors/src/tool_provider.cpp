@@ -1,6 +1,7 @@
 // The tool provider actor.
 
 #include "actor_time.hpp"
+#include "stats_json.hpp"
 #include "quarry/actors/tool_provider.hpp"
 
 #include "quarry/actors/actor_failure.hpp"
@@ -33,6 +34,19 @@ struct pending_run {
   caf::typed_response_promise<tool_reply> promise;
   std::shared_ptr<sdk::tool_run> handle;
   bool running = false;
+  // When the plugin run started (running).
+  core::clock::time_point started;
+};
+
+/// Every call's outcome (see spawn_tool_provider).
+struct tool_counters {
+  uint64_t calls = 0;
+  uint64_t runs = 0;
+  uint64_t ok = 0;
+  uint64_t cached = 0;
+  uint64_t error = 0;
+  uint64_t timeout = 0;
+  uint64_t cancelled = 0;
 };
 
 struct tool_state {
@@ -45,6 +59,8 @@ struct tool_state {
   std::optional<core::call_queue> queue;
   // Results of identical runs (the SDK's cache); none when caching is off.
   std::unique_ptr<sdk::ttl_cache<sdk::tool_result>> cache;
+  tool_counters counts;
+  detail::call_stats calls_stats{detail::tool_call_seconds_bounds()};
 
   static inline const char* name = "quarry.tool_provider";
 };
@@ -62,6 +78,8 @@ void start_runs(tool_actor_ptr self) {
     }
     auto& run = i->second;
     run.running = true;
+    run.started = st.time.now();
+    ++st.counts.runs;
     self->delayed_send(self, st.cfg.timeout, tool_timeout_atom::value, key);
     tool_provider_full_actor me{self};
     try {
@@ -78,17 +96,35 @@ void start_runs(tool_actor_ptr self) {
   }
 }
 
+// Counts a call that ended with `result` (not from the cache).
+void count_outcome(tool_state& st, const sdk::tool_result& result, bool timed_out) {
+  if (timed_out) {
+    ++st.counts.timeout;
+    st.calls_stats.count_error(sdk::errc::timeout);
+  } else if (!result.failure) {
+    ++st.counts.ok;
+  } else if (result.failure->code == sdk::errc::cancelled) {
+    ++st.counts.cancelled;
+  } else {
+    ++st.counts.error;
+    st.calls_stats.count_error(result.failure->code);
+  }
+}
+
 void finish(tool_actor_ptr self, uint64_t key, sdk::tool_result result,
-            bool cacheable) {
+            bool cacheable, bool timed_out = false) {
   auto& st = self->state;
   auto i = st.runs.find(key);
   if (i == st.runs.end())
     return;
   auto& run = i->second;
-  if (run.running)
+  if (run.running) {
     st.queue->release();
-  else
+    st.calls_stats.observe(run.started, st.time.now());
+  } else {
     st.queue->remove(key);
+  }
+  count_outcome(st, result, timed_out);
   if (cacheable && !result.failure && st.cache)
     st.cache->put(run.cache_key, result);
   run.promise.deliver(tool_reply{run.id, std::move(result), false});
@@ -114,6 +150,7 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
       sdk::tool_result r;
       r.llm_text = "The tool failed unexpectedly.";
       r.failure = sdk::make_error(sdk::errc::internal, "the tool provider failed: " + why);
+      count_outcome(st, r, false);
       run.promise.deliver(tool_reply{run.id, std::move(r), false});
     }
     st.runs.clear();
@@ -122,19 +159,23 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
   return {
     [=](run_atom, tool_call_msg& call) -> caf::result<tool_reply> {
       auto& st = self->state;
+      ++st.counts.calls;
       auto parsed = core::parse_tool_arguments(call.arguments);
       if (auto* why = std::get_if<std::string>(&parsed)) {
         sdk::tool_result r;
         r.llm_text = *why;
         r.failure = sdk::make_error(sdk::errc::bad_request, *why);
+        count_outcome(st, r, false);
         return tool_reply{call.id, std::move(r), false};
       }
       auto args = std::get<nlohmann::json>(std::move(parsed));
       auto cache_key = args.dump(-1, ' ', false,
                                   nlohmann::json::error_handler_t::replace);
       if (st.cache)
-        if (auto hit = st.cache->get(cache_key))
+        if (auto hit = st.cache->get(cache_key)) {
+          ++st.counts.cached;
           return tool_reply{call.id, std::move(*hit), true};
+        }
       auto rp = self->make_response_promise<tool_reply>();
       auto key = st.next_key++;
       auto& run = st.runs[key];
@@ -158,7 +199,25 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
       if (i->second.handle)
         i->second.handle->cancel();
       finish(self, key, core::tool_timeout_result(st.tool->name(), st.cfg.timeout),
-             false);
+             false, true);
+    },
+    [=](stats_atom) -> std::string {
+      auto& st = self->state;
+      const auto& c = st.counts;
+      return nlohmann::json{{"tool", st.cfg.name},
+                            {"calls", c.calls},
+                            {"runs", c.runs},
+                            {"active", st.queue->running()},
+                            {"queued", st.queue->waiting()},
+                            {"outcomes",
+                             {{"ok", c.ok},
+                              {"cached", c.cached},
+                              {"error", c.error},
+                              {"timeout", c.timeout},
+                              {"cancelled", c.cancelled}}},
+                            {"errors", st.calls_stats.errors_json()},
+                            {"call_seconds", st.calls_stats.histogram_json()}}
+        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     },
     [=](stop_atom) {
       auto& st = self->state;
@@ -168,6 +227,7 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
         sdk::tool_result r;
         r.llm_text = "Quarry is shutting down.";
         r.failure = sdk::make_error(sdk::errc::cancelled, r.llm_text);
+        ++st.counts.cancelled;
         run.promise.deliver(tool_reply{run.id, std::move(r), false});
       }
       st.runs.clear();

@@ -114,6 +114,25 @@ void metric_histogram::observe(double value) noexcept {
   ++count_;
 }
 
+bool metric_histogram::add(const snapshot& other) noexcept {
+  if (other.counts.size() != counts_.size() || std::isnan(other.sum))
+    return false;
+  uint64_t total = 0;
+  for (auto n : other.counts) {
+    if (n > UINT64_MAX - total)
+      return false;
+    total += n;
+  }
+  if (total != other.count)
+    return false;
+  std::lock_guard<std::mutex> guard{mtx_};
+  for (size_t i = 0; i < counts_.size(); ++i)
+    counts_[i] += other.counts[i];
+  sum_ += other.sum;
+  count_ += other.count;
+  return true;
+}
+
 metric_histogram::snapshot metric_histogram::read() const {
   std::lock_guard<std::mutex> guard{mtx_};
   return snapshot{counts_, sum_, count_};

@@ -12,4 +12,7 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;
 /// A packet on its way to the emitter, a subscriber or the store.
 using packet_atom = caf::atom_constant<caf::atom("packet")>;
 
+/// Asks a provider actor (LLM or tool) for its counters as JSON text.
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+
 } // namespace quarry::actors

@@ -29,9 +29,6 @@ using delta_atom = caf::atom_constant<caf::atom("delta")>;
 /// Cancels a call: `(cancel_atom, call id)`.
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 
-/// Asks a provider actor for its counters as JSON text.
-using stats_atom = caf::atom_constant<caf::atom("stats")>;
-
 /// A chat call: an id chosen by the requester (unique per requester) and the
 /// request.
 struct llm_call {

@@ -49,9 +49,11 @@ struct tool_reply {
 /// The interface of a tool provider actor.
 /// - `(run_atom, tool_call_msg)` -> `tool_reply`: a run (failures are
 ///   replies too).
+/// - `(stats_atom)` -> JSON text: the counters (see @ref spawn_tool_provider).
 /// - `(stop_atom)`: answers every run "shutting down" and quits.
 using tool_provider_actor
   = caf::typed_actor<caf::replies_to<run_atom, tool_call_msg>::with<tool_reply>,
+                     caf::replies_to<stats_atom>::with<std::string>,
                      caf::reacts_to<stop_atom>>;
 
 /// A run's plugin callback: `(tool_done_atom, tool_done_event)`.
@@ -88,6 +90,15 @@ struct tool_actor_settings : core::tool_limits {
 };
 
 /// Spawns a provider actor for `tool`.
+///
+/// Its `stats_atom` reply: `{"tool": name, "calls": n, "runs": plugin runs
+/// started, "active", "queued", "outcomes": {"ok", "cached", "error",
+/// "timeout", "cancelled"}, "errors": {"<errc name>": n}, "call_seconds":
+/// {"bounds", "counts", "sum", "count"}}`. Every call has one outcome: a
+/// cache hit is `cached`, a run over its time limit `timeout` (also counted
+/// in errors), one ended by the shutdown `cancelled`, other failures (bad
+/// arguments included) `error`. The histogram holds the durations of the
+/// plugin runs that ended (not cache hits), on the actor system's clock.
 tool_provider_actor spawn_tool_provider(caf::actor_system& sys,
                                         std::shared_ptr<sdk::tool> tool,
                                         tool_actor_settings settings);

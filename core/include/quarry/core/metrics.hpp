@@ -70,6 +70,12 @@ public:
   };
   snapshot read() const;
 
+  /// Adds the observations of another histogram with the same buckets
+  /// (e.g. counted elsewhere and read from its snapshot). Returns false,
+  /// adding nothing, when the counts do not match the buckets (one per
+  /// bound plus +Inf) or their total is not `count`.
+  bool add(const snapshot& other) noexcept;
+
   const std::vector<double>& bounds() const noexcept {
     return *bounds_;
   }

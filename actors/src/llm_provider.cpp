@@ -395,7 +395,7 @@ provider_impl(provider_actor_ptr self,
                               {"cancelled", s.cancelled}}},
                             {"errors", s.calls_stats.errors_json()},
                             {"call_seconds", s.calls_stats.histogram_json()}}
-        .dump();
+        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     },
     [=](llm_sink_atom, llm_sink_event& ev) {
       auto& s = self->state;

@@ -13,7 +13,6 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
-#include <regex>
 #include <set>
 
 namespace quarry::app {

@@ -18,7 +18,6 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <set>
 #include <sys/file.h>
 #include <unistd.h>
@@ -233,11 +232,20 @@ store::session_state effective_state(const std::string& store_file,
 // The cited sources of a stored report: the citation numbers its body uses.
 std::vector<cited_source> report_sources(store::store& db, const std::string& id,
                                      const std::string& body) {
+  // The `[[n]]` markers of the body (n of 1 to 6 digits), in one pass.
   std::set<int> used;
-  static const std::regex marker{R"(\[\[(\d{1,6})\]\])"};
-  for (auto it = std::sregex_iterator(body.begin(), body.end(), marker);
-       it != std::sregex_iterator(); ++it)
-    used.insert(std::stoi((*it)[1].str()));
+  for (size_t at = body.find("[["); at != std::string::npos; at = body.find("[[", at + 1)) {
+    size_t i = at + 2;
+    int n = 0;
+    size_t digits = 0;
+    while (i < body.size() && digits < 7 && body[i] >= '0' && body[i] <= '9') {
+      n = n * 10 + (body[i] - '0');
+      ++i;
+      ++digits;
+    }
+    if (digits >= 1 && digits <= 6 && body.compare(i, 2, "]]") == 0)
+      used.insert(n);
+  }
   std::map<std::string, store::document_row> docs;
   for (auto& d : db.documents(id))
     docs.emplace(d.document_id, std::move(d));

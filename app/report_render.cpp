@@ -145,14 +145,20 @@ std::string markdown_report(const report_parts& r) {
   out += r.body;
   if (!out.empty() && out.back() != '\n')
     out += '\n';
-  if (!r.sources.empty()) {
-    out += "\n## Sources\n\n";
-    for (const auto& s : r.sources) {
-      out += std::to_string(s.number) + ". " + (s.title.empty() ? s.url : s.title);
-      if (!s.url.empty())
-        out += " <" + s.url + ">";
-      out += '\n';
-    }
+  if (!r.sources.empty())
+    out += "\n" + sources_markdown(r.sources);
+  return out;
+}
+
+std::string sources_markdown(const std::vector<cited_source>& sources) {
+  if (sources.empty())
+    return {};
+  std::string out = "## Sources\n\n";
+  for (const auto& s : sources) {
+    out += std::to_string(s.number) + ". " + (s.title.empty() ? s.url : s.title);
+    if (!s.url.empty())
+      out += " <" + s.url + ">";
+    out += '\n';
   }
   return out;
 }

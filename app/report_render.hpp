@@ -31,6 +31,10 @@ struct report_parts {
 /// numbered sources.
 std::string markdown_report(const report_parts& r);
 
+/// The numbered sources as markdown_report lists them (`## Sources`, then
+/// `n. Title <url>` lines); empty without sources.
+std::string sources_markdown(const std::vector<cited_source>& sources);
+
 /// The report as one HTML page. Citations of local documents link to their
 /// entry in the Sources list (`#source-N`), which shows the file's path and
 /// links it with a file:// URL; web sources link to the page.

@@ -289,7 +289,10 @@ actors::session_spec research_engine::spec_for(const std::string& session_id,
   spec.checkpoints = static_cast<bool>(impl_->store);
   spec.clarify = so.clarify;
   spec.max_parallel_agents = so.max_agents > 0 ? so.max_agents : research.max_parallel_agents;
+  // A session's own limit may lower the configured one (0: the default).
   spec.max_cycles = research.max_cycles;
+  if (so.max_cycles > 0 && (spec.max_cycles == 0 || so.max_cycles < spec.max_cycles))
+    spec.max_cycles = so.max_cycles;
   spec.agent_max_cycles = research.agent_max_cycles;
   spec.max_plan_steps = research.max_plan_steps;
   spec.reasoning_model = research.reasoning_model;

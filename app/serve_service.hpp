@@ -82,4 +82,8 @@ struct server_ref {
 void add_metrics_routes(http::router& r, std::shared_ptr<service> svc,
                         std::shared_ptr<const server_ref> server);
 
+/// Adds the OpenAI-compatible endpoints (GET /v1/models, POST
+/// /v1/chat/completions; app/serve_openai.cpp).
+void add_openai_routes(http::router& r, std::shared_ptr<service> svc);
+
 } // namespace quarry::app

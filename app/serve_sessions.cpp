@@ -378,47 +378,61 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
   };
 }
 
-// -- event streams -------------------------------------------------------------
+// -- followers ---------------------------------------------------------------
 
 using replay_atom = caf::atom_constant<caf::atom("replay")>;
 using end_atom = caf::atom_constant<caf::atom("end")>;
+using gone_atom = caf::atom_constant<caf::atom("gone")>;
 
 /// `(replay_atom, lines joined by newlines, done)`: stored packets;
-/// `(end_atom, state)`: the run is over.
+/// `(end_atom, state)`: the run is over; `(gone_atom)`: the client went away;
 /// `(poll_atom)`: the session runs in another process (a `quarry research`
 /// on the same store): read what it stored since, again.
 using poll_atom = caf::atom_constant<caf::atom("storepoll")>;
 
-using stream_actor = actors::line_sink_actor::extend<
+using follower_actor = actors::line_sink_actor::extend<
   caf::reacts_to<replay_atom, std::string, bool>, caf::reacts_to<end_atom, std::string>,
-  caf::reacts_to<poll_atom>, caf::reacts_to<caf::tick_atom>>;
+  caf::reacts_to<gone_atom>, caf::reacts_to<poll_atom>, caf::reacts_to<caf::tick_atom>>;
 
-struct stream_state {
-  std::shared_ptr<http::event_stream> stream;
+struct follower_state {
+  std::shared_ptr<session_follower> follower;
+  session_manager_actor manager;
   sdk::blocking_pool* pool = nullptr;
   std::string store_file;
   std::string id;
+  bool cancel_when_gone = false;
   // The next seq the client gets.
   uint64_t next = 1;
   bool replayed = false;
   bool live_ended = false;
+  bool ended = false;
   std::vector<std::pair<uint64_t, std::string>> held;
-  static inline const char* name = "quarry.event_stream";
+  static inline const char* name = "quarry.session_follower";
 };
 
-using stream_ptr = stream_actor::stateful_pointer<stream_state>;
+using follower_ptr = follower_actor::stateful_pointer<follower_state>;
 
-void send_line(stream_ptr self, uint64_t seq, const std::string& line) {
+// The client is gone: its session is cancelled if it asked so, and
+// following stops.
+void client_gone(follower_ptr self) {
   auto& st = self->state;
-  if (seq < st.next)
-    return; // replayed already
-  st.next = seq + 1;
-  if (!st.stream->send(std::to_string(seq), "packet", line))
-    self->quit();
+  if (st.cancel_when_gone && !st.ended && !st.live_ended)
+    caf::anon_send(st.manager, actors::cancel_atom::value, st.id);
+  st.ended = true;
+  self->quit();
 }
 
-// Reads the session's state and ends the stream with it.
-void end_with_state(stream_ptr self) {
+void send_line(follower_ptr self, uint64_t seq, const std::string& line) {
+  auto& st = self->state;
+  if (st.ended || seq < st.next)
+    return; // replayed already
+  st.next = seq + 1;
+  if (!st.follower->packet(seq, line))
+    client_gone(self);
+}
+
+// Reads the session's state and ends with it.
+void end_with_state(follower_ptr self) {
   auto& st = self->state;
   auto hdl = caf::actor_cast<caf::actor>(self);
   auto id = st.id;
@@ -443,8 +457,8 @@ void end_with_state(stream_ptr self) {
 }
 
 // Reads stored packets from `from` to `until` (0: to the end) in pages, and
-// sends them to the stream actor.
-void replay_from_store(stream_ptr self, uint64_t from, uint64_t until) {
+// sends them to the follower actor.
+void replay_from_store(follower_ptr self, uint64_t from, uint64_t until) {
   auto& st = self->state;
   auto hdl = caf::actor_cast<caf::actor>(self);
   auto id = st.id;
@@ -477,22 +491,25 @@ void replay_from_store(stream_ptr self, uint64_t from, uint64_t until) {
     caf::anon_send(hdl, replay_atom::value, std::string{}, true);
 }
 
-stream_actor::behavior_type stream_impl(stream_ptr self, session_manager_actor manager,
-                                        sdk::blocking_pool* pool, std::string store_file,
-                                        std::string id, uint64_t from,
-                                        std::shared_ptr<http::event_stream> stream) {
+follower_actor::behavior_type follower_impl(follower_ptr self, session_manager_actor manager,
+                                            sdk::blocking_pool* pool, std::string store_file,
+                                            std::string id, uint64_t from,
+                                            std::shared_ptr<session_follower> follower,
+                                            bool cancel_when_gone) {
   auto& st = self->state;
-  st.stream = std::move(stream);
+  st.follower = std::move(follower);
+  st.manager = manager;
   st.pool = pool;
   st.store_file = std::move(store_file);
   st.id = std::move(id);
+  st.cancel_when_gone = cancel_when_gone;
   st.next = std::max<uint64_t>(from, 1);
-  // A weak handle: the stream (owned by this actor's state) must not keep
-  // the actor alive.
+  // A weak handle: the client's connection (owned by the follower, owned by
+  // this actor's state) must not keep the actor alive.
   auto addr = caf::actor_cast<caf::actor_addr>(self);
-  st.stream->on_close([addr] {
+  st.follower->on_gone([addr] {
     if (auto hdl = caf::actor_cast<caf::actor>(addr))
-      caf::anon_send_exit(hdl, caf::exit_reason::user_shutdown);
+      caf::anon_send(hdl, gone_atom::value);
   });
   self->request(manager, caf::infinite, actors::subscribe_atom::value, st.id,
                 caf::actor_cast<actors::line_sink_actor>(self), st.next)
@@ -522,13 +539,13 @@ stream_actor::behavior_type stream_impl(stream_ptr self, session_manager_actor m
     [=](actors::stop_atom, uint64_t) {
       auto& st = self->state;
       st.live_ended = true;
-      if (st.replayed)
+      if (st.replayed && !st.ended)
         end_with_state(self);
     },
     [=](replay_atom, const std::string& joined, bool done) {
       auto& st = self->state;
       size_t pos = 0;
-      while (pos < joined.size()) {
+      while (pos < joined.size() && !st.ended) {
         auto nl = joined.find('\n', pos);
         auto line = joined.substr(pos, nl - pos);
         pos = nl == std::string::npos ? joined.size() : nl + 1;
@@ -537,13 +554,13 @@ stream_actor::behavior_type stream_impl(stream_ptr self, session_manager_actor m
         if (p.is_object() && p.contains("seq") && p["seq"].is_number_unsigned())
           send_line(self, p["seq"].get<uint64_t>(), line);
       }
-      if (!done)
+      if (!done || st.ended)
         return;
       st.replayed = true;
       for (auto& [seq, line] : st.held)
         send_line(self, seq, line);
       st.held.clear();
-      if (st.live_ended)
+      if (st.live_ended && !st.ended)
         end_with_state(self);
     },
     [=](poll_atom) {
@@ -552,16 +569,47 @@ stream_actor::behavior_type stream_impl(stream_ptr self, session_manager_actor m
     },
     [=](caf::tick_atom) {
       auto& st = self->state;
+      if (st.ended)
+        return;
       st.replayed = false;
       replay_from_store(self, st.next, 0);
     },
     [=](end_atom, const std::string& state) {
-      self->state.stream->end("end", json{{"state", state}}.dump());
-      self->state.stream.reset();
+      auto& st = self->state;
+      if (st.ended)
+        return;
+      st.ended = true;
+      st.follower->end(state);
+      st.follower.reset();
       self->quit();
     },
+    [=](gone_atom) { client_gone(self); },
   };
 }
+
+// An event stream as a follower: packets as `packet` events with their seq
+// as id, then `event: end` with the state.
+class event_stream_follower : public session_follower {
+public:
+  explicit event_stream_follower(std::shared_ptr<http::event_stream> stream)
+    : stream_(std::move(stream)) {
+  }
+
+  bool packet(uint64_t seq, const std::string& line) override {
+    return stream_->send(std::to_string(seq), "packet", line);
+  }
+
+  void end(const std::string& state) override {
+    stream_->end("end", json{{"state", state}}.dump());
+  }
+
+  void on_gone(std::function<void()> gone) override {
+    stream_->on_close(std::move(gone));
+  }
+
+private:
+  std::shared_ptr<http::event_stream> stream_;
+};
 
 } // namespace
 
@@ -585,11 +633,19 @@ bool with_reader(sdk::blocking_pool& pool, const std::string& store_file,
   });
 }
 
+void follow_session(caf::actor_system& sys, sdk::blocking_pool& pool,
+                    session_manager_actor manager, std::string store_file, std::string id,
+                    uint64_t from_seq, std::shared_ptr<session_follower> follower,
+                    bool cancel_when_gone) {
+  sys.spawn(follower_impl, std::move(manager), &pool, std::move(store_file), std::move(id),
+            from_seq, std::move(follower), cancel_when_gone);
+}
+
 void stream_session(caf::actor_system& sys, sdk::blocking_pool& pool,
                     session_manager_actor manager, std::string store_file, std::string id,
                     uint64_t from_seq, std::shared_ptr<http::event_stream> stream) {
-  sys.spawn(stream_impl, std::move(manager), &pool, std::move(store_file), std::move(id),
-            from_seq, std::move(stream));
+  follow_session(sys, pool, std::move(manager), std::move(store_file), std::move(id),
+                 from_seq, std::make_shared<event_stream_follower>(std::move(stream)));
 }
 
 session_manager_actor spawn_session_manager(caf::actor_system& sys, research_engine& engine,

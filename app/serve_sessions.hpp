@@ -78,9 +78,38 @@ session_manager_actor spawn_session_manager(caf::actor_system& sys,
                                             std::string store_file,
                                             manager_settings settings);
 
+/// One client's view of a session's packets (an event stream, an
+/// OpenAI-compatible completion). Its functions are called by the follower
+/// actor, one at a time, never concurrently.
+class session_follower {
+public:
+  virtual ~session_follower() = default;
+  /// One packet (its encoded line), in seq order, without gap or repeat.
+  /// False: the client is gone and following stops.
+  virtual bool packet(uint64_t seq, const std::string& line) = 0;
+  /// The run is over (or the session was not running): `state` is its
+  /// stored state (`unknown` when the store cannot be read). Called once,
+  /// last; it must not block (a store read goes to the blocking pool).
+  virtual void end(const std::string& state) = 0;
+  /// Arranges for `gone` to be called, from any thread, when the client
+  /// goes away (at once if it is gone already). Called once, first.
+  virtual void on_gone(std::function<void()> gone) = 0;
+};
+
+/// Follows session `id` from `from_seq` for `follower`: the stored packets,
+/// then the live ones, then the end with the session's state. Reads the
+/// store from `store_file` on a thread of the host's blocking pool. With
+/// `cancel_when_gone`, a client that goes away before the end cancels the
+/// session.
+void follow_session(caf::actor_system& sys, sdk::blocking_pool& pool,
+                    session_manager_actor manager, std::string store_file,
+                    std::string id, uint64_t from_seq,
+                    std::shared_ptr<session_follower> follower,
+                    bool cancel_when_gone = false);
+
 /// Streams session `id` to `stream` from `from_seq`: the stored packets,
-/// then the live ones, then `event: end` with `{"state": ...}`. Reads the
-/// store from `store_file` on a thread of the host's blocking pool.
+/// then the live ones, then `event: end` with `{"state": ...}` (see
+/// follow_session).
 void stream_session(caf::actor_system& sys, sdk::blocking_pool& pool,
                     session_manager_actor manager, std::string store_file,
                     std::string id, uint64_t from_seq,

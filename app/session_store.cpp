@@ -112,6 +112,8 @@ nlohmann::json to_json(const stored_options& x) {
     j["deadline_ms"] = x.deadline_ms;
   if (x.max_agents > 0)
     j["max_agents"] = x.max_agents;
+  if (x.max_cycles > 0)
+    j["max_cycles"] = x.max_cycles;
   if (!x.corpus.empty())
     j["corpus"] = x.corpus;
   if (!x.follow_up_context.empty())
@@ -152,6 +154,11 @@ std::variant<stored_options, std::string> stored_options_from(const nlohmann::js
     if (!i->is_number_integer() || i->get<int64_t>() < 1 || i->get<int64_t>() > 16)
       return std::string{"stored options: max_agents: not between 1 and 16"};
     out.max_agents = i->get<int>();
+  }
+  if (auto i = j.find("max_cycles"); i != j.end()) {
+    if (!i->is_number_integer() || i->get<int64_t>() < 1 || i->get<int64_t>() > 1000)
+      return std::string{"stored options: max_cycles: not between 1 and 1000"};
+    out.max_cycles = i->get<int>();
   }
   if (out.question.empty())
     return std::string{"stored options: no question"};

@@ -78,6 +78,9 @@ struct stored_options {
   int64_t deadline_ms = 0;
   /// 0: the configured number.
   int max_agents = 0;
+  /// Orchestrator cycles at most; 0: the configured number (a larger one
+  /// is cut to it).
+  int max_cycles = 0;
   /// The corpus folder (absolute), or empty.
   std::string corpus;
   /// Context from the session this one follows up, or empty.

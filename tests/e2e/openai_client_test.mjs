@@ -11,8 +11,13 @@
 //   with a Sources section and [n] citations, finish_reason "stop", usage;
 // - with streaming, the content deltas concatenate to the report (the
 //   session's report, fetched by the completion's id), reasoning deltas
-//   (progress) are present, and the last chunk says "stop".
-// Exits non-zero with the reason on any failure.
+//   (progress) are present, the last chunk says "stop", and the usage chunk
+//   asked for with stream_options.include_usage comes;
+// - an unknown model is refused with the client's NotFoundError
+//   (model_not_found).
+// Exits non-zero with the reason on any failure; 77 (a skip for ctest) when
+// the openai package is not installed, unless QUARRY_REQUIRE_E2E=1 makes
+// that a failure too.
 
 import { fail, offline_env, quarry_exe, run_test, start_quarry_serve } from './serve.mjs';
 
@@ -40,12 +45,25 @@ function session_of(completion_id) {
   return m[1];
 }
 
+// The client, or a skip (77) when it is not installed, unless
+// QUARRY_REQUIRE_E2E=1.
+async function openai_client() {
+  try {
+    return (await import('openai')).default;
+  } catch {
+    const text = 'the openai package is not installed: run scripts/e2e-setup';
+    if (process.env.QUARRY_REQUIRE_E2E === '1')
+      fail(`${text} (QUARRY_REQUIRE_E2E=1)`);
+    process.stderr.write(`openai_client_test: skipped: ${text}\n`);
+    process.exit(77);
+  }
+}
+
 async function main() {
   const exe = quarry_exe(process.argv.slice(2));
+  const OpenAI = await openai_client();
   const server = await start_quarry_serve(exe, { env: offline_env });
   log(`server at ${server.base}`);
-  const { default: OpenAI } = await import('openai')
-    .catch(() => fail('the openai package is not installed: run scripts/e2e-setup'));
   const client = new OpenAI({ baseURL: `${server.base}v1`, apiKey: 'unused-on-loopback', maxRetries: 0, timeout: 300000 });
 
   // Models.
@@ -80,6 +98,7 @@ async function main() {
     model: 'quarry-research-fast',
     messages: [{ role: 'user', content: question }],
     stream: true,
+    stream_options: { include_usage: true },
   });
   let content = '';
   let reasoning = '';
@@ -87,11 +106,14 @@ async function main() {
   let chunks = 0;
   let finish = null;
   let id = null;
+  let usage = null;
   for await (const chunk of stream) {
     ++chunks;
     id = id || chunk.id;
     if (chunk.object !== 'chat.completion.chunk')
       fail(`a chunk's object is ${JSON.stringify(chunk.object)}`);
+    if (chunk.usage)
+      usage = chunk.usage;
     const c = chunk.choices && chunk.choices[0];
     if (!c)
       continue;
@@ -108,6 +130,8 @@ async function main() {
     fail(`the stream ended with finish_reason ${JSON.stringify(finish)}, not "stop"`);
   if (reasoning_chunks < 1)
     fail('the stream carried no reasoning deltas (progress)');
+  if (!usage || !(usage.total_tokens > 0))
+    fail(`the stream had no usage chunk: ${JSON.stringify(usage)}`);
   const m = check_report_text(content, 'streaming');
   // The content deltas concatenate to the session's report.
   const session = session_of(id);
@@ -120,6 +144,17 @@ async function main() {
   if (!content.includes(report.report.trim()))
     fail('the streamed content does not contain the session\'s report: the deltas do not concatenate to it');
   log(`streaming: ${chunks} chunks, ${content.length} characters, ${m} citations, ${reasoning_chunks} reasoning deltas`);
+
+  // An unknown model: the client's NotFoundError, with OpenAI's error code.
+  let refused = null;
+  try {
+    await client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: question }] });
+  } catch (e) {
+    refused = e;
+  }
+  if (!refused || refused.status !== 404 || refused.code !== 'model_not_found')
+    fail(`an unknown model was not refused with 404 model_not_found: ${refused ? `${refused.status} ${refused.code}` : 'it was answered'}`);
+  log('unknown model: 404 model_not_found');
 }
 
 run_test('openai_client_test', main);

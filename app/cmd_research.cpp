@@ -93,7 +93,8 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
   if (resume != nullptr) {
     so = resume->options;
   } else {
-    so.question = std::string{sdk::trim(opts.question)};
+    // A question that is not UTF-8 is repaired, so it can be stored and sent.
+    so.question = sdk::repair_utf8(sdk::trim(opts.question));
     so.clarify = research.clarify && !opts.no_clarify;
   }
   if (so.question.empty()) {

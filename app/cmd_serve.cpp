@@ -176,7 +176,7 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
             return;
           }
           svc->ask(res, 202, start_atom::value, std::string{},
-                   to_json(std::get<stored_options>(parsed)).dump());
+                   to_json(std::get<stored_options>(parsed)).dump(-1, ' ', false, json::error_handler_t::replace));
         });
   r.add("GET", "/v1/research", [svc](http::request& req, std::shared_ptr<http::responder> res) {
     store::session_filter f;
@@ -246,18 +246,14 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                     {"cost", u.cost}};
       json sources = json::array();
       if (auto report = db.final_report(id)) {
-        auto docs = db.documents(id);
-        std::map<std::string, std::string> doc_of;
-        for (const auto& s : report_sources(db, id, report->text)) {
-          std::string document_id;
-          for (const auto& c : db.citations(id))
-            if (c.number == s.number)
-              document_id = c.document_id;
-          sources.push_back({{"number", s.number},
-                             {"document_id", document_id},
-                             {"title", s.title},
-                             {"url", s.url}});
-        }
+        std::map<int, std::string> document_of;
+        for (const auto& c : db.citations(id))
+          document_of[c.number] = c.document_id;
+        for (const auto& src : report_sources(db, id, report->text))
+          sources.push_back({{"number", src.number},
+                             {"document_id", document_of[src.number]},
+                             {"title", src.title},
+                             {"url", src.url}});
       }
       j["sources"] = std::move(sources);
       json follow_ups = json::array();
@@ -383,7 +379,7 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
             return;
           }
           svc->ask(res, 202, start_atom::value, parent,
-                   to_json(std::get<stored_options>(parsed)).dump());
+                   to_json(std::get<stored_options>(parsed)).dump(-1, ' ', false, json::error_handler_t::replace));
         });
   r.add("GET", "/v1/research/{id}/report",
         [svc](http::request& req, std::shared_ptr<http::responder> res) {

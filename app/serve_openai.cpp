@@ -404,16 +404,16 @@ public:
       = with_reader(pool_, file, [=](store::store* db, const std::string&) {
           auto o = read_outcome(db, file, meta.session);
           if (!o.report && content.empty()) {
-            stream->send("", "", error_json(500, "research_failed", no_report_message(o)).dump());
+            stream->send("", "", error_json(500, "research_failed", no_report_message(o)).dump(-1, ' ', false, json::error_handler_t::replace));
             stream->end("", "[DONE]");
             return;
           }
           if (o.report) {
             auto tail = sources_after(content, o.report->sources);
             if (!tail.empty())
-              stream->send("", "", meta.chunk({{"content", tail}}).dump());
+              stream->send("", "", meta.chunk({{"content", tail}}).dump(-1, ' ', false, json::error_handler_t::replace));
           }
-          stream->send("", "", meta.chunk(json::object(), "stop").dump());
+          stream->send("", "", meta.chunk(json::object(), "stop").dump(-1, ' ', false, json::error_handler_t::replace));
           if (meta.include_usage) {
             json last{{"id", meta.id()},
                       {"object", "chat.completion.chunk"},
@@ -422,7 +422,7 @@ public:
                       {"system_fingerprint", nullptr},
                       {"choices", json::array()},
                       {"usage", usage_json(o.usage)}};
-            stream->send("", "", last.dump());
+            stream->send("", "", last.dump(-1, ' ', false, json::error_handler_t::replace));
           }
           stream->end("", "[DONE]");
         });
@@ -533,7 +533,7 @@ void answer_completion(const std::shared_ptr<service>& svc,
     caf::anon_send(svc->manager, actors::cancel_atom::value, id);
     return;
   }
-  stream->send("", "", meta.chunk({{"role", "assistant"}, {"content", ""}}).dump());
+  stream->send("", "", meta.chunk({{"role", "assistant"}, {"content", ""}}).dump(-1, ' ', false, json::error_handler_t::replace));
   follow_session(svc->sys(), svc->pool, svc->manager, svc->store_file, id, 1,
                  std::make_shared<chunk_follower>(stream, meta, svc->pool, svc->store_file),
                  true);
@@ -576,7 +576,7 @@ void add_openai_routes(http::router& r, std::shared_ptr<service> svc) {
             return;
           }
           auto chat = std::get<chat_request>(std::move(parsed));
-          auto options = to_json(chat.options).dump();
+          auto options = to_json(chat.options).dump(-1, ' ', false, json::error_handler_t::replace);
           auto mgr = svc->manager;
           svc->sys().spawn([=](caf::event_based_actor* self) {
             self->request(mgr, std::chrono::seconds{60}, start_atom::value, std::string{}, options)

@@ -14,6 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <unordered_map>
@@ -25,7 +26,7 @@ namespace {
 using nlohmann::json;
 
 std::string ok(const std::string& id, const char* state) {
-  return json{{"id", id}, {"state", state}}.dump();
+  return json{{"id", id}, {"state", state}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string failure(int status, const char* code, const std::string& message) {
@@ -97,6 +98,9 @@ std::string launch(manager_ptr self, const std::string& id, const stored_options
     self->system(), std::move(spec), engine.models(), engine.tools(), em, engine.prompts(),
     caf::actor_cast<actors::session_requester_actor>(self));
   st.by_session[session.address()] = id;
+  // A session that dies without its result still ends its run (slot, lock,
+  // state, streams).
+  self->monitor(session);
   running_session r;
   r.session = session;
   r.emitter = em;
@@ -185,6 +189,16 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
   self->state.engine = engine;
   self->state.store_file = std::move(store_file);
   self->state.settings = settings;
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto it = self->state.by_session.find(dm.source);
+    if (it == self->state.by_session.end())
+      return; // ended with its result
+    auto id = it->second;
+    actors::session_result r;
+    r.status = actors::session_status::failed;
+    r.failure = "the session stopped unexpectedly (" + caf::to_string(dm.reason) + ")";
+    finished(self, id, r);
+  });
   return {
     [=](start_atom, std::string& parent, std::string& options) -> caf::result<std::string> {
       if (auto refused = admission(self); !refused.empty())
@@ -210,7 +224,7 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
         std::get<std::unique_ptr<session_lock>>(std::move(taken)));
       auto rp = self->make_response_promise<std::string>();
       self->request(self->state.engine->store(), caf::infinite, actors::create_atom::value,
-                    id, parent, so.question, to_json(so).dump())
+                    id, parent, so.question, to_json(so).dump(-1, ' ', false, json::error_handler_t::replace))
         .then(
           [=](std::string& err) mutable {
             if (!err.empty()) {
@@ -271,7 +285,7 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
         return failure(409, "conflict", *why);
       // The answers are kept with the session, so a resume runs with them.
       self->send(self->state.engine->store(), actors::state_atom::value, id,
-                 std::string{"running"}, std::string{}, to_json(so).dump());
+                 std::string{"running"}, std::string{}, to_json(so).dump(-1, ' ', false, json::error_handler_t::replace));
       return launch(self, id, so, nullptr, row.last_seq + 1,
                     std::get<std::unique_ptr<session_lock>>(std::move(taken)));
     },
@@ -431,6 +445,22 @@ void send_line(follower_ptr self, uint64_t seq, const std::string& line) {
     client_gone(self);
 }
 
+void end_with_state(follower_ptr self);
+
+// The stored packets are passed on: the live ones held meanwhile follow (in
+// order, without repeats), and the end if the run already ended.
+void replay_done(follower_ptr self) {
+  auto& st = self->state;
+  st.replayed = true;
+  std::sort(st.held.begin(), st.held.end(),
+            [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (auto& [seq, line] : st.held)
+    send_line(self, seq, line);
+  st.held.clear();
+  if (st.live_ended && !st.ended)
+    end_with_state(self);
+}
+
 // Reads the session's state and ends with it.
 void end_with_state(follower_ptr self) {
   auto& st = self->state;
@@ -523,7 +553,9 @@ follower_actor::behavior_type follower_impl(follower_ptr self, session_manager_a
         } else if (st.next < first_live) {
           replay_from_store(self, st.next, first_live - 1);
         } else {
-          st.replayed = true;
+          // Nothing to read from the store; what the emitter sent before
+          // this answer (held) goes out now.
+          replay_done(self);
         }
       },
       [=](caf::error&) { self->quit(); });
@@ -556,12 +588,7 @@ follower_actor::behavior_type follower_impl(follower_ptr self, session_manager_a
       }
       if (!done || st.ended)
         return;
-      st.replayed = true;
-      for (auto& [seq, line] : st.held)
-        send_line(self, seq, line);
-      st.held.clear();
-      if (st.live_ended && !st.ended)
-        end_with_state(self);
+      replay_done(self);
     },
     [=](poll_atom) {
       // Again in half a second.
@@ -600,7 +627,7 @@ public:
   }
 
   void end(const std::string& state) override {
-    stream_->end("end", json{{"state", state}}.dump());
+    stream_->end("end", json{{"state", state}}.dump(-1, ' ', false, json::error_handler_t::replace));
   }
 
   void on_gone(std::function<void()> gone) override {

@@ -209,7 +209,8 @@ std::string follow_up_context(store::store& db, const std::string& id,
   }
   if (!sources.empty())
     out += "\n\nSources of that report:\n" + sources;
-  return out;
+  // Stored text may be anything a process wrote: valid UTF-8 from here on.
+  return sdk::repair_utf8(out);
 }
 
 const char* state_after(const actors::session_result& r) {

@@ -443,3 +443,30 @@ TEST_CASE("serve: a session that quarry research runs on the same store is "
   auto got = call("GET", srv.url("/v1/research/" + id)).as_json();
   CHECK(got["last_seq"] == seen.size() - 1);
 }
+
+TEST_CASE("serve: a follow-up of a session whose stored question is not UTF-8 "
+          "works and the server goes on") {
+  test::temp_dir home;
+  // The command line takes the bytes as given; they are repaired for the store.
+  auto cli = test::run_process({QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR, "research",
+                                "--no-clarify", "How loud is a heat pump \xff\xfe?"},
+                               test::isolated_quarry_options(home.path()));
+  CAPTURE(cli.err);
+  REQUIRE(cli.exit_code == 0);
+  auto id = cli.err.substr(cli.err.find("quarry: session q") + 16, 17);
+  server_process srv{home, {}};
+  auto got = call("GET", srv.url("/v1/research/" + id));
+  REQUIRE(got.status == 200);
+  CHECK(got.as_json()["question"].get<std::string>().find("\xef\xbf\xbd") != std::string::npos);
+  auto follow = call("POST", srv.url("/v1/research/" + id + "/follow-up"),
+                     R"({"question": "And at night?", "clarify": false})");
+  CAPTURE(follow.body);
+  REQUIRE(follow.status == 202);
+  auto child = follow.as_json()["id"].get<std::string>();
+  auto evs = events(srv, child);
+  CHECK(json::parse(evs.back().data)["state"] == "completed");
+  // The manager is still there.
+  CHECK(call("GET", srv.url("/healthz")).status == 200);
+  CHECK(call("POST", srv.url("/v1/research"), R"({"question": "q", "clarify": false})").status
+        == 202);
+}

@@ -282,6 +282,9 @@ store_full_actor::behavior_type store_impl(store_ptr self,
       return std::get<bool>(removed) ? std::string{} : std::string{"not found"};
     },
     [=](watch_atom, std::string& session, store_listener_actor& listener) {
+      // A new emitter of the session goes on from what is stored (a failed
+      // batch left nothing behind), so its writes are taken again.
+      self->state.failed.erase(session);
       self->state.listeners[session] = std::move(listener);
     },
     [=](flush_atom) -> std::string {

@@ -87,4 +87,32 @@ inline std::vector<nlohmann::json> requests_of(const test::fake_llm_server& serv
   return out;
 }
 
+/// A research of two agents in one round, then the report.
+inline nlohmann::json two_agent_script() {
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. Efficiency\n2. Defrost"}}));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"research_agent", {{"task", "Why efficiency falls in the cold."}}},
+                              {"research_agent", {{"task", "How defrost cycles work."}}}}),
+                       1));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  for (auto& r : agent_rules())
+    rules.push_back(r);
+  rules.push_back(rule(final_marker, {{"text", "Cold air lowers efficiency [1]. "
+                                               "Defrosting clears the coil [2]."}}));
+  return rules;
+}
+
+/// `rules` with the first request whose system prompt holds `marker` held
+/// open and never answered (the phase a test stops or kills a process in).
+inline nlohmann::json hanging_at(nlohmann::json rules, const char* marker) {
+  nlohmann::json hang{{"match", {{"system_contains", marker}}},
+                      {"respond", {{"text", "never"}}},
+                      {"stall_after_bytes", 0}};
+  auto out = nlohmann::json::array({hang});
+  for (auto& r : rules)
+    out.push_back(r);
+  return out;
+}
+
 } // namespace quarry::test::script

@@ -27,30 +27,6 @@ using nlohmann::json;
 
 namespace {
 
-json two_agent_script() {
-  auto rules = json::array();
-  rules.push_back(rule(plan_marker, {{"text", "1. Efficiency\n2. Defrost"}}));
-  rules.push_back(rule(orchestrator_marker,
-                       calls({{"research_agent", {{"task", "Why efficiency falls in the cold."}}},
-                              {"research_agent", {{"task", "How defrost cycles work."}}}}),
-                       1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", json::object()}})));
-  for (auto& r : agent_rules())
-    rules.push_back(r);
-  rules.push_back(rule(final_marker, {{"text", "Cold air lowers efficiency [1]. "
-                                               "Defrosting clears the coil [2]."}}));
-  return rules;
-}
-
-json hanging_at(json rules, const char* marker) {
-  json hang{{"match", {{"system_contains", marker}}},
-            {"respond", {{"text", "never"}}},
-            {"stall_after_bytes", 0}};
-  auto out = json::array({hang});
-  for (auto& r : rules)
-    out.push_back(r);
-  return out;
-}
 
 std::string start(const server_process& srv, const json& body) {
   auto r = call("POST", srv.url("/v1/research"), body.dump());

@@ -40,6 +40,15 @@ inline nlohmann::json with_keys(nlohmann::json base,
 /// A test host and a fake search API on 127.0.0.1 that records every
 /// request. The host shuts down before the server goes.
 struct search_env {
+private:
+  // Declared first, destroyed last: the server's threads may still record a
+  // late request (one a cancelled run had already sent) while it stops.
+  std::mutex mtx_;
+  std::vector<request> seen_;
+  int status_ = 200;
+  std::string body_;
+
+public:
   test_host host;
   http_server server;
 
@@ -85,11 +94,6 @@ struct search_env {
     return seen_;
   }
 
-private:
-  std::mutex mtx_;
-  std::vector<request> seen_;
-  int status_ = 200;
-  std::string body_;
 };
 
 /// An error answer of a search API and the class it must get.

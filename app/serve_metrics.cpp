@@ -82,30 +82,23 @@ void add_metrics_routes(http::router& r, std::shared_ptr<service> svc,
       self->request(mgr, stats_timeout, running_atom::value)
         .then([=](int64_t n) { st->snap.sessions_running = n; done(); },
               [=](caf::error&) { done(); });
-      for (const auto& [name, hdl] : llms) {
-        if (!hdl)
-          continue;
-        self->request(hdl, stats_timeout, actors::stats_atom::value)
-          .then(
-            [=](std::string& text) {
-              if (auto j = stats_json(text))
-                st->snap.llm_stats.push_back(std::move(*j));
-              done();
-            },
-            [=](caf::error&) { done(); });
-      }
-      for (const auto& [name, hdl] : tools) {
-        if (!hdl)
-          continue;
-        self->request(hdl, stats_timeout, actors::stats_atom::value)
-          .then(
-            [=](std::string& text) {
-              if (auto j = stats_json(text))
-                st->snap.tool_stats.push_back(std::move(*j));
-              done();
-            },
-            [=](caf::error&) { done(); });
-      }
+      // Every provider's stats, into the snapshot's list for its kind.
+      auto ask_stats = [=](const auto& handles, std::vector<nlohmann::json> metrics_snapshot::*into) {
+        for (const auto& [name, hdl] : handles) {
+          if (!hdl)
+            continue;
+          self->request(hdl, stats_timeout, actors::stats_atom::value)
+            .then(
+              [=](std::string& text) {
+                if (auto j = stats_json(text))
+                  ((st->snap).*into).push_back(std::move(*j));
+                done();
+              },
+              [=](caf::error&) { done(); });
+        }
+      };
+      ask_stats(llms, &metrics_snapshot::llm_stats);
+      ask_stats(tools, &metrics_snapshot::tool_stats);
     });
   });
 }

@@ -2,6 +2,8 @@
 
 #include "cli.hpp"
 
+#include "cluster_checks.hpp"
+
 #include "config_checks.hpp"
 #include "context.hpp"
 
@@ -313,6 +315,16 @@ int run(int argc, char** argv) {
                     "server.auth_token")
     ->type_name("HOST:PORT");
 
+  worker_options worker_opts;
+  auto* worker = cli.add_subcommand(
+    "worker", "Run research agents for sessions on other nodes (see "
+              "docs/cluster.md); runs until SIGINT or SIGTERM");
+  worker->add_option("--listen", worker_opts.listen,
+                     "HOST:PORT to publish the agent host on (default: "
+                     "cluster.listen; port 0 picks a free port); another address "
+                     "than loopback needs cluster.tls")
+    ->type_name("HOST:PORT");
+
   sessions_options sessions_opts;
   research_options resume_opts;
   auto* sessions = cli.add_subcommand(
@@ -432,12 +444,16 @@ int run(int argc, char** argv) {
   // once (`config check` reports them its own way).
   if (llm_chat->parsed() || tool_run->parsed() || research->parsed()
       || sessions_resume->parsed() || serve->parsed() || extract->parsed()
-      || index->parsed()) {
+      || index->parsed() || worker->parsed()) {
     instance_check_options check;
     check.make_tools = tool_run->parsed() || research->parsed() || sessions_resume->parsed()
-                       || serve->parsed();
+                       || serve->parsed() || worker->parsed();
     auto seen = ctx.config.warnings.size();
     auto errors = check_configured_instances(ctx, check);
+    if (research->parsed() || sessions_resume->parsed() || serve->parsed()
+        || worker->parsed())
+      for (auto& e : check_cluster_settings(ctx.config.values))
+        errors.push_back(std::move(e));
     for (auto i = seen; i < ctx.config.warnings.size(); ++i)
       spdlog::warn("{}", ctx.config.warnings[i]);
     if (!errors.empty()) {
@@ -450,6 +466,7 @@ int run(int argc, char** argv) {
     for (const auto& added : ctx.config.environment_defaults) {
       auto is_llm = added.key.rfind("llm.", 0) == 0;
       if (research->parsed() || sessions_resume->parsed() || serve->parsed()
+          || worker->parsed()
           || (llm_chat->parsed() && is_llm)
           || (tool_run->parsed() && !is_llm))
         std::cerr << "quarry: using " << added.description << "\n";
@@ -471,6 +488,8 @@ int run(int argc, char** argv) {
     rc = cmd_research(ctx, research_opts);
   else if (serve->parsed())
     rc = cmd_serve(ctx, serve_opts);
+  else if (worker->parsed())
+    rc = cmd_worker(ctx, worker_opts);
   else if (sessions_list->parsed())
     rc = cmd_sessions_list(ctx, sessions_opts);
   else if (sessions_show->parsed()) {

@@ -155,6 +155,13 @@ struct serve_options {
 };
 int cmd_serve(context& ctx, const serve_options& opts);
 
+/// `quarry worker [--listen HOST:PORT]`.
+struct worker_options {
+  /// Overrides cluster.listen.
+  std::string listen;
+};
+int cmd_worker(context& ctx, const worker_options& opts);
+
 /// `quarry sessions ...`.
 struct sessions_options {
   std::string id;

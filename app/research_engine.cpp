@@ -223,11 +223,11 @@ void research_engine::start(std::shared_ptr<store::store> db) {
           return a->second;
     return llm_actors[st.default_llm];
   };
-  st.models = actors::session_models{role({"clarification", "clarify"}),
-                                     role({"plan", "orchestrator"}),
-                                     role({"orchestrator"}),
-                                     role({"research_agent", "research"}),
-                                     role({"final_report", "report"})};
+  st.models.clarify = role({"clarification", "clarify"});
+  st.models.plan = role({"plan", "orchestrator"});
+  st.models.orchestrator = role({"orchestrator"});
+  st.models.research = role({"research_agent", "research"});
+  st.models.report = role({"final_report", "report"});
   for (auto& [name, tool] : st.made_tools) {
     auto hdl = actors::spawn_tool_provider(
       rt.system(), tool, actors::tool_actor_settings::of(name, cfg.tools[name].limits));
@@ -236,6 +236,18 @@ void research_engine::start(std::shared_ptr<store::store> db) {
     const auto* info = st.ctx.registry->find(cfg.tools[name].plugin);
     st.tools.tools[tool->name()] = {hdl, tool->definition(),
                                     info ? info->tool_kind : sdk::tool_kind::other};
+  }
+  // Research agents go to the workers of cluster.workers (docs/cluster.md).
+  if (!cfg.cluster.workers.empty()) {
+    actors::directory_setup ds;
+    ds.workers = cfg.cluster.workers;
+    ds.tls = cfg.cluster.tls.configured();
+    ds.heartbeat = cfg.cluster.heartbeat;
+    ds.heartbeat_timeout = cfg.cluster.heartbeat_timeout;
+    ds.connect_timeout = cfg.cluster.spawn_timeout;
+    st.models.workers = actors::spawn_worker_directory(rt.system(), std::move(ds));
+    st.models.spawn_timeout = cfg.cluster.spawn_timeout;
+    rt.add_stoppable(st.models.workers);
   }
   // The store actor owns the store from here on; it is stopped (writing
   // what is pending) with the other actors.

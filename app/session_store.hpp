@@ -142,8 +142,12 @@ struct resume_info {
 
 } // namespace quarry::app
 
-namespace quarry::actors {
+namespace quarry::cluster {
 struct session_result;
+} // namespace quarry::cluster
+
+namespace quarry::actors {
+using cluster::session_result;
 } // namespace quarry::actors
 
 namespace quarry::app {

@@ -9,6 +9,7 @@
 #include "quarry/actors/research_agent.hpp"
 #include "quarry/actors/session.hpp"
 #include "quarry/actors/tool_provider.hpp"
+#include "quarry/cluster/register.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/all.hpp>
@@ -21,7 +22,9 @@ namespace {
 /// typed handle that travels inside a message). The one list of them.
 template <class Registrar>
 void announce(Registrar& r) {
-  // Names must be identical on every node. Atoms need no entry.
+  // Names must be identical on every node. Atoms need no entry. First the
+  // types of the node interfaces (quarry/cluster), then Quarry's own.
+  cluster::announce_types(r);
   r.template add<sdk::error>("quarry.error");
   r.template add<llm_call>("quarry.llm_call");
   r.template add<llm_delta>("quarry.llm_delta");
@@ -30,22 +33,11 @@ void announce(Registrar& r) {
   r.template add<tool_call_msg>("quarry.tool_call");
   r.template add<tool_reply>("quarry.tool_reply");
   r.template add<tool_done_event>("quarry.tool_done_event");
-  r.template add<packet_msg>("quarry.packet");
-  r.template add<line_sink_actor>("quarry.line_sink_actor");
-  r.template add<agent_result>("quarry.agent_result");
   r.template add<collapse_request>("quarry.collapse_request");
   r.template add<collapse_reply>("quarry.collapse_reply");
-  r.template add<session_result>("quarry.session_result");
 }
 
-struct config_registrar {
-  caf::actor_system_config& cfg;
-
-  template <class T>
-  void add(const char* name) {
-    cfg.add_message_type<T>(name);
-  }
-};
+using config_registrar = cluster::detail::config_registrar;
 
 struct name_registrar {
   std::vector<std::string> names;
@@ -61,6 +53,8 @@ struct name_registrar {
 void register_message_types(caf::actor_system_config& cfg) {
   config_registrar r{cfg};
   announce(r);
+  // The application identifier too, as cluster::register_types sets it.
+  cluster::set_app_identifier(cfg);
 }
 
 const std::vector<std::string>& message_type_names() {

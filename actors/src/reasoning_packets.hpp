@@ -19,7 +19,7 @@ struct reasoning_state {
 };
 
 /// Streams a piece of reasoning at `at`, opening the block first.
-inline void reasoning_piece(const emitter_actor& em, const core::placement& at,
+inline void reasoning_piece(const packet_sink_actor& em, const core::placement& at,
                             reasoning_state& rs, const std::string& text) {
   if (text.empty())
     return;
@@ -34,7 +34,7 @@ inline void reasoning_piece(const emitter_actor& em, const core::placement& at,
 }
 
 /// Closes the reasoning block, if one is open.
-inline void close_reasoning(const emitter_actor& em, const core::placement& at,
+inline void close_reasoning(const packet_sink_actor& em, const core::placement& at,
                             reasoning_state& rs) {
   if (!rs.open)
     return;

@@ -37,7 +37,7 @@ struct agent_state {
   agent_spec spec;
   llm_provider_actor llm;
   tool_set tools;
-  emitter_actor emitter;
+  packet_sink_actor emitter;
   std::shared_ptr<const core::prompt_library> prompts;
   agent_parent_actor parent;
   // When to report (core), on the actor system's clock (actor_time.hpp).
@@ -450,7 +450,7 @@ void write_report(agent_ptr self) {
 
 research_agent_full_actor::behavior_type
 agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm, tool_set tools,
-           emitter_actor emitter, std::shared_ptr<const core::prompt_library> prompts,
+           packet_sink_actor emitter, std::shared_ptr<const core::prompt_library> prompts,
            agent_parent_actor parent) {
   auto& st = self->state;
   st.spec = std::move(spec);
@@ -504,6 +504,17 @@ agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm, tool_set too
     [=](report_now_atom) {
       self->state.report_now = true;
     },
+    [=](stop_atom) {
+      // Ended by its parent (e.g. a session that placed the agent on this
+      // node gave up on it): no result, the model call is cancelled.
+      auto& st = self->state;
+      if (st.done)
+        return;
+      st.done = true;
+      if (st.current_call != 0)
+        self->send(st.llm, cancel_atom::value, st.current_call);
+      self->quit();
+    },
     [=](agent_timeout_atom) {
       auto& st = self->state;
       if (st.done)
@@ -518,7 +529,7 @@ agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm, tool_set too
 
 research_agent_actor
 spawn_research_agent(caf::actor_system& sys, agent_spec spec,
-                     llm_provider_actor llm, tool_set tools, emitter_actor emitter,
+                     llm_provider_actor llm, tool_set tools, packet_sink_actor emitter,
                      std::shared_ptr<const core::prompt_library> prompts,
                      agent_parent_actor parent) {
   return sys.spawn(agent_impl, std::move(spec), std::move(llm), std::move(tools),

@@ -4,11 +4,13 @@
 
 #include "quarry/actors/atoms.hpp"
 #include "quarry/actors/message_types.hpp"
+#include "quarry/cluster/wire.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -137,8 +139,15 @@ int signal_watcher::received() const noexcept {
 
 namespace {
 
+void log_refused_value(const char* what) {
+  spdlog::warn("dropped a message from another node: {}", what);
+}
+
 struct quarry_system_config : caf::actor_system_config {
   explicit quarry_system_config(const core::settings& cfg) {
+    // A value another node sent that no Quarry node writes is refused while
+    // the message is read (CAF then drops it): say so.
+    cluster::wire::on_refused = log_refused_value;
     auto threads = cfg.runtime.scheduler_threads;
     if (threads <= 0)
       threads = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
@@ -146,7 +155,21 @@ struct quarry_system_config : caf::actor_system_config {
     // Quarry logs through spdlog; CAF's own printing stays quiet.
     set("logger.verbosity", caf::atom("quiet"));
     register_message_types(*this);
+    // Nodes: BASP heartbeats, and a connection silent past the heartbeat
+    // timeout is closed (a peer that vanished without a FIN is seen too).
+    const auto& cl = cfg.cluster;
+    set("middleman.heartbeat-interval", caf::timespan{cl.heartbeat});
+    set("middleman.connection-timeout", caf::timespan{cl.heartbeat_timeout});
     load<caf::io::middleman>();
+    // Mutual TLS between nodes (checked by the commands before this: all
+    // three files, readable). Never CAF's anonymous TLS: without
+    // certificates, caf::openssl is not loaded at all.
+    if (cl.tls.configured()) {
+      openssl_certificate = cl.tls.cert;
+      openssl_key = cl.tls.key;
+      openssl_cafile = cl.tls.ca;
+      load<caf::openssl::manager>();
+    }
   }
 };
 

@@ -408,9 +408,18 @@ void start_pending(session_ptr self) {
     spec.hard_timeout = limits.hard_timeout;
     spec.context_tokens = st.spec.context_tokens;
     spec.current_datetime = st.spec.current_datetime;
-    a.handle = spawn_research_agent(self->system(), std::move(spec),
-                                    st.models.research, st.tools, st.emitter,
-                                    st.prompts, agent_parent_actor{self});
+    if (st.models.workers) {
+      runner_setup where;
+      where.directory = st.models.workers;
+      where.spawn_timeout = st.models.spawn_timeout;
+      a.handle = spawn_agent_runner(self->system(), std::move(spec), st.models.research,
+                                    st.tools, st.emitter, st.prompts,
+                                    agent_parent_actor{self}, std::move(where));
+    } else {
+      a.handle = spawn_research_agent(self->system(), std::move(spec),
+                                      st.models.research, st.tools, st.emitter,
+                                      st.prompts, agent_parent_actor{self});
+    }
     self->monitor(a.handle);
   }
 }

@@ -65,6 +65,21 @@ config_binding field(Section settings::*section, T Section::*member) {
   return result;
 }
 
+// Binds a field of a subsection, e.g. `field(&settings::cluster,
+// &cluster_settings::tls, &cluster_tls_settings::cert)`.
+template <class Section, class Sub, class T>
+config_binding field(Section settings::*section, Sub Section::*sub, T Sub::*member) {
+  config_binding result;
+  result.store = [section, sub, member](settings& s, config_value x) {
+    from_value(s.*section.*sub.*member, std::move(x));
+  };
+  result.load = [section, sub, member](const settings& s) {
+    return to_value(s.*section.*sub.*member);
+  };
+  set_type_limits<T>(result);
+  return result;
+}
+
 // Binds a top-level field, e.g. `field(&settings::tools)`.
 template <class T>
 config_binding field(T settings::*member) {
@@ -340,6 +355,49 @@ std::vector<config_key> make_schema() {
         field(&settings::server, &server_settings::io_threads))
     .range(1, 64)
     .doc("Threads of the HTTP server.");
+  // cluster
+  s.add("cluster.workers", t::string_list,
+        field(&settings::cluster, &cluster_settings::workers))
+    .doc("HOST:PORT of the workers (quarry worker) that research agents are "
+         "placed on; empty means every agent runs on this node.");
+  s.add("cluster.listen", t::string,
+        field(&settings::cluster, &cluster_settings::listen))
+    .doc("HOST:PORT where quarry serve publishes its research service to "
+         "other CAF programs (empty: not published); the default of quarry "
+         "worker --listen.");
+  s.add("cluster.tls.cert", t::string,
+        field(&settings::cluster, &cluster_settings::tls, &cluster_tls_settings::cert))
+    .doc("This node's certificate (PEM file); with tls.key and tls.ca, nodes "
+         "talk over mutual TLS and refuse plaintext peers.");
+  s.add("cluster.tls.key", t::string,
+        field(&settings::cluster, &cluster_settings::tls, &cluster_tls_settings::key))
+    .doc("This node's private key (PEM file).");
+  s.add("cluster.tls.ca", t::string,
+        field(&settings::cluster, &cluster_settings::tls, &cluster_tls_settings::ca))
+    .doc("The cluster's certificate authority (PEM file): peers must present "
+         "a certificate it signed.");
+  s.add("cluster.allow_plaintext_remote", t::boolean,
+        field(&settings::cluster, &cluster_settings::allow_plaintext_remote))
+    .doc("Without TLS, listen on addresses other than loopback anyway. "
+         "Dangerous: anyone who reaches the port can run agents with this "
+         "node's keys (docs/cluster.md).");
+  s.add("cluster.heartbeat", t::duration,
+        field(&settings::cluster, &cluster_settings::heartbeat))
+    .range(50ms, 1min)
+    .doc("Every worker is asked for its status this often.");
+  s.add("cluster.heartbeat_timeout", t::duration,
+        field(&settings::cluster, &cluster_settings::heartbeat_timeout))
+    .range(100ms, 10min)
+    .doc("A worker silent for this long is taken as lost; its agents are "
+         "placed again elsewhere.");
+  s.add("cluster.spawn_timeout", t::duration,
+        field(&settings::cluster, &cluster_settings::spawn_timeout))
+    .range(100ms, 10min)
+    .doc("Longest wait for a worker to start an agent.");
+  s.add("cluster.max_agents", t::integer,
+        field(&settings::cluster, &cluster_settings::max_agents))
+    .range(1, 10'000)
+    .doc("Research agents a worker (quarry worker) runs at once at most.");
   return std::move(s).finish();
 }
 

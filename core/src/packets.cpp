@@ -19,7 +19,7 @@ const char* known_types[] = {
   "deep_research_plan_delta", "research_agent_start",
   "intermediate_report_start", "intermediate_report_delta",
   "intermediate_report_cited_docs", "clarification", "usage", "notice",
-  "resumed"};
+  "resumed", "agent_superseded"};
 
 json typed(const char* type) {
   return json{{"type", type}};
@@ -265,6 +265,14 @@ json resumed(int64_t checkpoint, uint64_t superseded_after) {
   auto out = typed("resumed");
   out["checkpoint"] = checkpoint;
   out["superseded_after"] = superseded_after;
+  return out;
+}
+
+json agent_superseded(int attempt, const std::string& worker, const std::string& reason) {
+  auto out = typed("agent_superseded");
+  out["attempt"] = attempt;
+  out["worker"] = worker;
+  out["reason"] = reason;
   return out;
 }
 

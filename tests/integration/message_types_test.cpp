@@ -169,6 +169,14 @@ void same(const actors::collapse_reply& x, const actors::collapse_reply& y);
 void same(const actors::report_source& x, const actors::report_source& y);
 void same(const actors::session_result& x, const actors::session_result& y);
 void same(const actors::line_sink_actor& x, const actors::line_sink_actor& y);
+void same(const cluster::agent_spec& x, const cluster::agent_spec& y);
+void same(const cluster::worker_status& x, const cluster::worker_status& y);
+void same(const cluster::spawn_reply& x, const cluster::spawn_reply& y);
+void same(const cluster::research_request& x, const cluster::research_request& y);
+template <class... Sigs>
+void same(const caf::typed_actor<Sigs...>& x, const caf::typed_actor<Sigs...>& y) {
+  CHECK(x == y);
+}
 
 void same(const sdk::error& x, const sdk::error& y) {
   CHECK(x.code == y.code);
@@ -385,6 +393,63 @@ void same(const actors::line_sink_actor& x, const actors::line_sink_actor& y) {
   CHECK(x == y);
 }
 
+void same(const cluster::agent_spec& x, const cluster::agent_spec& y) {
+  CHECK(x.call_id == y.call_id);
+  CHECK(x.task == y.task);
+  CHECK(x.context == y.context);
+  CHECK(x.turn_index == y.turn_index);
+  CHECK(x.tab_index == y.tab_index);
+  CHECK(x.max_cycles == y.max_cycles);
+  CHECK(x.reasoning_model == y.reasoning_model);
+  CHECK(x.force_report_after == y.force_report_after);
+  CHECK(x.hard_timeout == y.hard_timeout);
+  CHECK(x.context_tokens == y.context_tokens);
+  CHECK(x.step_max_tokens == y.step_max_tokens);
+  CHECK(x.report_max_tokens == y.report_max_tokens);
+  CHECK(x.current_datetime == y.current_datetime);
+  CHECK(x.tools == y.tools);
+}
+
+void same(const cluster::worker_status& x, const cluster::worker_status& y) {
+  CHECK(x.name == y.name);
+  CHECK(x.version == y.version);
+  CHECK(x.protocol == y.protocol);
+  CHECK(x.capacity == y.capacity);
+  CHECK(x.running == y.running);
+  CHECK(x.tools == y.tools);
+  CHECK(x.model == y.model);
+}
+
+void same(const cluster::spawn_reply& x, const cluster::spawn_reply& y) {
+  CHECK(x.agent == y.agent);
+  CHECK(x.refusal == y.refusal);
+}
+
+void same(const cluster::research_request& x, const cluster::research_request& y) {
+  CHECK(x.question == y.question);
+  CHECK(x.max_agents == y.max_agents);
+  CHECK(x.deadline_ms == y.deadline_ms);
+}
+
+cluster::agent_spec some_agent_spec() {
+  cluster::agent_spec s;
+  s.call_id = "call_7";
+  s.task = "Wärmepumpen im Winter: " + umlauts;
+  s.context = "Frühere Befunde [1]";
+  s.turn_index = 3;
+  s.tab_index = 2;
+  s.max_cycles = 5;
+  s.reasoning_model = true;
+  s.force_report_after = std::chrono::milliseconds{123456};
+  s.hard_timeout = std::chrono::milliseconds{234567};
+  s.context_tokens = 64000;
+  s.step_max_tokens = 900;
+  s.report_max_tokens = 9000;
+  s.current_datetime = "2026-11-26 15:00";
+  s.tools = {"internal_search", "open_url"};
+  return s;
+}
+
 // -- the fixture --------------------------------------------------------------
 
 struct message_fixture {
@@ -531,6 +596,43 @@ TEST_CASE_FIXTURE(message_fixture, "every registered message type round-trips "
     r.interrupted = true;
     round_trip(r);
   };
+  // The node interfaces (quarry/cluster/messages.hpp).
+  cases["quarry.packet_sink_actor"] = [&] {
+    auto em = actors::spawn_emitter(*sys, "s");
+    round_trip(actors::packet_sink_actor{em});
+    caf::anon_send_exit(em, caf::exit_reason::user_shutdown);
+  };
+  cases["quarry.agent_spec"] = [&] { round_trip(some_agent_spec()); };
+  cases["quarry.agent_parent_actor"] = [&] {
+    auto parent = sys->spawn([]() -> actors::agent_parent_actor::behavior_type {
+      return {[](cluster::agent_done_atom, const cluster::agent_result&) {}};
+    });
+    round_trip(parent);
+    caf::anon_send_exit(parent, caf::exit_reason::user_shutdown);
+  };
+  cases["quarry.remote_agent_actor"] = [&] {
+    auto agent = sys->spawn([]() -> cluster::remote_agent_actor::behavior_type {
+      return {[](cluster::report_now_atom) {}, [](cluster::stop_atom) {}};
+    });
+    round_trip(agent);
+    cluster::spawn_reply r;
+    r.agent = agent;
+    round_trip(r);
+    caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+  };
+  cases["quarry.worker_status"] = [&] {
+    cluster::worker_status w{"127.0.0.1:8701", "0.1.0", 1, 8, 3,
+                             {"internal_search", "open_url"}, "main (openai)"};
+    round_trip(w);
+  };
+  cases["quarry.spawn_reply"] = [&] {
+    cluster::spawn_reply r;
+    r.refusal = "this worker has no tool open_url (it has: internal_search)";
+    round_trip(r);
+  };
+  cases["quarry.research_request"] = [&] {
+    round_trip(cluster::research_request{"Wie laut ist eine Wärmepumpe?", 2, 60000});
+  };
   std::set<std::string> covered;
   for (const auto& [name, fn] : cases)
     covered.insert(name);
@@ -575,6 +677,33 @@ TEST_CASE_FIXTURE(message_fixture, "a loaded message with an impossible value "
     auto err = load_from_fields<sdk::tool_definition>(std::string{"t"},
                                                       std::string{"d"}, deep);
     CHECK(err == caf::sec::invalid_argument);
+  }
+  SUBCASE("an agent's task past its bound, or a negative time limit") {
+    auto big = some_agent_spec();
+    big.task.assign(cluster::max_task_bytes + 1, 'x');
+    std::vector<char> buf;
+    caf::binary_serializer sink{*sys, buf};
+    REQUIRE(!sink(big));
+    cluster::agent_spec out;
+    caf::binary_deserializer source{*sys, buf};
+    CHECK(source(out) == caf::sec::invalid_argument);
+    auto negative = some_agent_spec();
+    negative.hard_timeout = std::chrono::milliseconds{-5};
+    buf.clear();
+    caf::binary_serializer sink2{*sys, buf};
+    REQUIRE(!sink2(negative));
+    caf::binary_deserializer source2{*sys, buf};
+    CHECK(source2(out) == caf::sec::invalid_argument);
+  }
+  SUBCASE("a packet past its bound") {
+    actors::packet_msg p;
+    p.obj.assign(cluster::max_packet_bytes + 1, ' ');
+    std::vector<char> buf;
+    caf::binary_serializer sink{*sys, buf};
+    REQUIRE(!sink(p));
+    actors::packet_msg out;
+    caf::binary_deserializer source{*sys, buf};
+    CHECK(source(out) == caf::sec::invalid_argument);
   }
   SUBCASE("the same fields with valid values load") {
     auto err = load_from_fields<actors::llm_delta>(

@@ -2,15 +2,17 @@
 
 #pragma once
 
+#include "quarry/cluster/atoms.hpp"
+
 #include <caf/atom.hpp>
 
 namespace quarry::actors {
 
 /// Asks a long-lived actor to finish its work, flush, and quit.
-using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using cluster::stop_atom;
 
 /// A packet on its way to the emitter, a subscriber or the store.
-using packet_atom = caf::atom_constant<caf::atom("packet")>;
+using cluster::packet_atom;
 
 /// Asks a provider actor (LLM or tool) for its counters as JSON text.
 using stats_atom = caf::atom_constant<caf::atom("stats")>;

@@ -6,6 +6,7 @@
 
 #include "quarry/actors/atoms.hpp"
 #include "quarry/actors/store.hpp"
+#include "quarry/cluster/messages.hpp"
 #include "quarry/core/packets.hpp"
 
 #include <caf/atom.hpp>
@@ -27,19 +28,11 @@ namespace quarry::actors {
 using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
 
 /// A packet before the emitter stamps it: placement and `obj` as JSON text.
-struct packet_msg {
-  int32_t turn_index = 0;
-  int32_t tab_index = 0;
-  /// -1 for none (top level).
-  int32_t sub_turn_index = -1;
-  std::string obj;
-};
+using cluster::packet_msg;
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, packet_msg& x) {
-  return f(caf::meta::type_name("quarry.packet"), x.turn_index, x.tab_index,
-           x.sub_turn_index, x.obj);
-}
+/// Where an agent sends its packets: `(packet_atom, packet_msg)`; the
+/// emitter's handle converts to it.
+using cluster::packet_sink_actor;
 
 /// Makes a packet message.
 packet_msg make_packet(const core::placement& where, const nlohmann::json& obj);
@@ -47,9 +40,7 @@ packet_msg make_packet(const core::placement& where, const nlohmann::json& obj);
 /// A subscriber of a session's packets.
 /// - `(packet_atom, line, seq)`: one encoded packet (a JSON line), in order.
 /// - `(stop_atom, last_seq)`: the emitter stopped; `last_seq` was its last.
-using line_sink_actor
-  = caf::typed_actor<caf::reacts_to<packet_atom, std::string, uint64_t>,
-                     caf::reacts_to<stop_atom, uint64_t>>;
+using cluster::line_sink_actor;
 
 /// The emitter's interface.
 /// - `(packet_atom, packet_msg)`: stamps and fans out the packet (and hands

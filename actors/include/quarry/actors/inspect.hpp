@@ -7,6 +7,7 @@
 
 #pragma once
 
+#include "quarry/cluster/wire.hpp"
 #include "quarry/core/citations.hpp"
 #include "quarry/core/llm_json.hpp"
 #include "quarry/sdk/json.hpp"
@@ -27,64 +28,12 @@
 
 namespace quarry::actors::detail {
 
-/// Returns the error of a loaded value that no sender can have written.
-inline caf::error invalid_value() {
-  return caf::make_error(caf::sec::invalid_argument);
-}
-
-/// An enum field, carried as its underlying integer; loading a number past
-/// `Last` fails.
-template <class E, E Last>
-struct checked_enum {
-  E& ref;
-};
-
-/// Inspects a checked enum field.
-template <class Inspector, class E, E Last>
-typename Inspector::result_type inspect(Inspector& f, checked_enum<E, Last>& x) {
-  using raw_type = std::underlying_type_t<E>;
-  auto raw = static_cast<raw_type>(x.ref);
-  auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (raw > static_cast<raw_type>(Last))
-      return invalid_value();
-    x.ref = static_cast<E>(raw);
-    return caf::none;
-  });
-  return f(raw, load);
-}
-
-/// Makes a checked enum field for `x`, whose last enumerator is `Last`.
-template <auto Last>
-checked_enum<decltype(Last), Last> enum_field(decltype(Last)& x) {
-  return {x};
-}
-
-/// An optional field, carried as a flag and a value.
-template <class T>
-struct optional_field {
-  std::optional<T>& ref;
-};
-
-/// Inspects an optional field.
-template <class Inspector, class T>
-typename Inspector::result_type inspect(Inspector& f, optional_field<T>& x) {
-  bool has = x.ref.has_value();
-  T value = has ? *x.ref : T{};
-  auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (has)
-      x.ref = std::move(value);
-    else
-      x.ref.reset();
-    return caf::none;
-  });
-  return f(has, value, load);
-}
-
-/// Makes an optional field for `x`.
-template <class T>
-optional_field<T> opt(std::optional<T>& x) {
-  return {x};
-}
+// The checked fields of the node interfaces (quarry/cluster/wire.hpp).
+using cluster::wire::checked_enum;
+using cluster::wire::enum_field;
+using cluster::wire::invalid_value;
+using cluster::wire::opt;
+using cluster::wire::optional_field;
 
 /// A JSON value, carried as its text; loading parses it with the bounds of
 /// a tool schema (core::max_schema_depth).
@@ -177,13 +126,7 @@ typename Inspector::result_type inspect(Inspector& f, chat_result& x) {
            x.tool_calls, finish, x.usage, x.model);
 }
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, document& x) {
-  auto published = quarry::actors::detail::opt(x.published);
-  auto kind = quarry::actors::detail::enum_field<source_kind::other>(x.kind);
-  return f(caf::meta::type_name("quarry.document"), x.id, x.url, x.title,
-           x.snippet, x.content, published, kind);
-}
+// document: quarry/cluster/wire.hpp
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tool_result& x) {

@@ -5,6 +5,7 @@
 
 #pragma once
 
+#include "quarry/actors/cluster.hpp"
 #include "quarry/actors/emitter.hpp"
 #include "quarry/actors/llm_messages.hpp"
 #include "quarry/actors/research_agent.hpp"
@@ -72,67 +73,34 @@ struct session_spec {
   uint64_t superseded_after = 0;
 };
 
-/// The LLM provider actor for each role (they may all be the same).
+/// The LLM provider actor for each role (they may all be the same), and
+/// where research agents run.
 struct session_models {
   llm_provider_actor clarify;
   llm_provider_actor plan;
   llm_provider_actor orchestrator;
   llm_provider_actor research;
   llm_provider_actor report;
+  /// The workers research agents are placed on (cluster.workers); null:
+  /// every agent runs on this node.
+  worker_directory_actor workers{};
+  /// Longest wait for a worker to start an agent.
+  std::chrono::milliseconds spawn_timeout{std::chrono::seconds{10}};
 };
 
 /// How a session ended.
-enum class session_status : uint8_t {
-  /// A report was written.
-  report,
-  /// The question needs clarification; `questions` holds them.
-  clarification,
-  /// The session failed; `failure` says why.
-  failed,
-};
+using cluster::session_status;
 
 /// A cited source of the report.
-struct report_source {
-  int number = 0;
-  std::string document_id;
-  std::string title;
-  std::string url;
-};
+using cluster::report_source;
 
-/// What a session produced.
-struct session_result {
-  session_status status = session_status::failed;
-  /// The report in Markdown, citations as `[[n]](url)`.
-  std::string report;
-  /// The plan the research followed.
-  std::string plan;
-  /// The clarifying questions.
-  std::string questions;
-  /// Every cited source, by number.
-  std::vector<report_source> sources;
-  std::string failure;
-  /// Remarks about the run (deadline reached, agents that failed, ...).
-  std::vector<std::string> notices;
-  /// The session was told to stop (`stop_atom`, sent on SIGINT/SIGTERM)
-  /// before it finished. No agent starts after the stop and no further model
-  /// call is made: with `status == report`, the report holds the findings
-  /// gathered until then (`sources` empty if there were none); a stop during
-  /// clarification or planning ends with `status == failed`.
-  bool interrupted = false;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, report_source& x) {
-  return f(caf::meta::type_name("quarry.report_source"), x.number, x.document_id,
-           x.title, x.url);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, session_result& x) {
-  auto status = detail::enum_field<session_status::failed>(x.status);
-  return f(caf::meta::type_name("quarry.session_result"), status, x.report,
-           x.plan, x.questions, x.sources, x.failure, x.notices, x.interrupted);
-}
+/// What a session produced. With `interrupted`, the session was told to
+/// stop (`stop_atom`, sent on SIGINT/SIGTERM) before it finished. No agent
+/// starts after the stop and no further model call is made: with `status ==
+/// report`, the report holds the findings gathered until then (`sources`
+/// empty if there were none); a stop during clarification or planning ends
+/// with `status == failed`.
+using cluster::session_result;
 
 /// What a session's requester receives: `(session_done_atom,
 /// session_result)`, once.

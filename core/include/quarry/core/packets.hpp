@@ -108,6 +108,12 @@ nlohmann::json notice(const std::string& text);
 /// `superseded_after` up to this one belong to the attempt that was
 /// interrupted (a view drops what they showed).
 nlohmann::json resumed(int64_t checkpoint, uint64_t superseded_after);
+/// A research agent's attempt `attempt` (counted from 1) on `worker` (empty:
+/// this node) was given up (`reason`): every packet at this placement
+/// (turn, tab) before this one belongs to it, and a view drops what they
+/// showed; the agent starts again after it, on another node.
+nlohmann::json agent_superseded(int attempt, const std::string& worker,
+                                const std::string& reason);
 
 } // namespace packets
 

@@ -221,6 +221,46 @@ struct server_settings {
   int io_threads = 2;
 };
 
+/// Certificates of the nodes of a cluster (mutual TLS): all three or none.
+struct cluster_tls_settings {
+  /// This node's certificate and private key (PEM files).
+  std::string cert;
+  std::string key;
+  /// The cluster's certificate authority (PEM): a peer must present a
+  /// certificate it signed.
+  std::string ca;
+
+  /// Whether any of the three is set (TLS is then required between nodes).
+  bool configured() const noexcept {
+    return !cert.empty() || !key.empty() || !ca.empty();
+  }
+};
+
+/// Nodes across machines: `quarry worker` and the sessions that place
+/// research agents on workers (docs/cluster.md).
+struct cluster_settings {
+  /// HOST:PORT of the workers a session places its agents on; empty: every
+  /// agent runs on this node.
+  std::vector<std::string> workers;
+  /// HOST:PORT where `quarry serve` publishes its research service to other
+  /// CAF programs (empty: not published); the default of `quarry worker
+  /// --listen`.
+  std::string listen;
+  /// Mutual TLS between nodes.
+  cluster_tls_settings tls;
+  /// Without TLS, a node listens on loopback only unless this is set.
+  bool allow_plaintext_remote = false;
+  /// Every worker is asked for its status this often.
+  std::chrono::milliseconds heartbeat{std::chrono::seconds{1}};
+  /// A worker that has not answered for this long is taken as lost: its
+  /// agents are placed again elsewhere.
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds{5}};
+  /// Longest wait for a worker to start an agent.
+  std::chrono::milliseconds spawn_timeout{std::chrono::seconds{10}};
+  /// Research agents a worker runs at once at most (`quarry worker`).
+  int max_agents = 8;
+};
+
 /// The whole configuration.
 struct settings {
   runtime_settings runtime;
@@ -236,6 +276,8 @@ struct settings {
   store_settings store;
   /// The HTTP service.
   server_settings server;
+  /// Nodes across machines.
+  cluster_settings cluster;
 };
 
 } // namespace quarry::core

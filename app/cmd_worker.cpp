@@ -1,0 +1,131 @@
+// `quarry worker`: publishes an agent host that runs research agents for
+// sessions on other nodes, with this node's own model, tools and limits
+// (docs/cluster.md).
+
+#include "cli.hpp"
+#include "context.hpp"
+#include "research_engine.hpp"
+
+#include "quarry/actors/cluster.hpp"
+#include "quarry/actors/runtime.hpp"
+#include "quarry/core/cluster.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/openssl/publish.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <condition_variable>
+#include <iostream>
+#include <mutex>
+
+namespace quarry::app {
+
+namespace {
+
+/// The research role's provider instance, as `name (plugin)`.
+std::string research_model(const core::settings& cfg) {
+  std::string name = cfg.llm.default_provider;
+  for (const char* role : {"research_agent", "research"})
+    if (auto r = cfg.llm.roles.find(role); r != cfg.llm.roles.end()) {
+      name = r->second;
+      break;
+    }
+  if (auto p = cfg.llm.providers.find(name); p != cfg.llm.providers.end())
+    return name + " (" + p->second.plugin + ")";
+  return name;
+}
+
+} // namespace
+
+int cmd_worker(context& ctx, const worker_options& opts) {
+  auto& cfg = ctx.config.values;
+  auto listen = opts.listen.empty() ? cfg.cluster.listen : opts.listen;
+  if (listen.empty()) {
+    std::cerr << "quarry: worker: say where to listen: --listen HOST:PORT (or "
+                 "cluster.listen)\n";
+    return exit_usage;
+  }
+  auto where = core::parse_node_address(listen);
+  if (!where) {
+    std::cerr << "quarry: --listen: not HOST:PORT: '" << listen << "' (e.g. 127.0.0.1:8701)\n";
+    return exit_usage;
+  }
+  auto tls = cfg.cluster.tls.configured();
+  if (!tls && !core::is_loopback_host(where->host)) {
+    if (!cfg.cluster.allow_plaintext_remote) {
+      std::cerr << "quarry: refusing to listen on " << where->text()
+                << " without TLS: any program that reaches this port could run "
+                   "research agents with this node's models and keys. Set "
+                   "cluster.tls.cert, cluster.tls.key and cluster.tls.ca (see "
+                   "docs/cluster.md), listen on 127.0.0.1, or set "
+                   "cluster.allow_plaintext_remote: true on a network you trust\n";
+      return exit_usage;
+    }
+    spdlog::warn("listening on {} without TLS (cluster.allow_plaintext_remote): anyone "
+                 "who reaches this port can run agents with this node's keys",
+                 where->text());
+  }
+  auto prepared = research_engine::prepare(ctx, engine_setup{});
+  if (auto* rc = std::get_if<int>(&prepared))
+    return *rc;
+  auto engine = std::get<std::unique_ptr<research_engine>>(std::move(prepared));
+  engine->start(nullptr);
+  auto& sys = engine->runtime().system();
+
+  actors::agent_host_setup hs;
+  hs.capacity = cfg.cluster.max_agents;
+  hs.llm = engine->models().research;
+  hs.model = research_model(cfg);
+  hs.tools = engine->tools();
+  hs.prompts = engine->prompts();
+  // Named after the address it listens on (completed with the port below).
+  hs.name = where->text();
+  auto host = actors::spawn_agent_host(sys, hs);
+  engine->runtime().add_stoppable(host);
+  cluster::agent_host_actor published{host};
+  auto bind = where->host.c_str();
+  auto port = tls ? caf::openssl::publish(published, where->port, bind, true)
+                  : caf::io::publish(published, where->port, bind, true);
+  if (!port) {
+    std::cerr << "quarry: cannot listen on " << where->text() << ": "
+              << sys.render(port.error()) << "\n";
+    host = actors::agent_host_full_actor{};
+    published = cluster::agent_host_actor{};
+    engine.reset();
+    return exit_failure;
+  }
+  core::node_address actual{where->host, *port};
+  std::string tools;
+  for (const auto& [name, entry] : engine->tools().tools)
+    tools += (tools.empty() ? "" : ", ") + name;
+  std::cerr << "quarry: worker listening on " << actual.text() << " ("
+            << (tls ? "mutual TLS" : "plaintext") << "), " << hs.capacity
+            << " agents at most, model " << hs.model << ", tools: "
+            << (tools.empty() ? std::string{"none"} : tools) << "\n"
+            << std::flush;
+
+  // Runs until SIGINT or SIGTERM.
+  std::mutex mtx;
+  std::condition_variable cv;
+  int signal_number = 0;
+  {
+    actors::signal_watcher watcher{[&](int sig) {
+      std::lock_guard<std::mutex> guard{mtx};
+      signal_number = sig;
+      cv.notify_all();
+    }};
+    std::unique_lock<std::mutex> lock{mtx};
+    cv.wait(lock, [&] { return signal_number != 0; });
+  }
+  // The port closes with the actor system (caf::openssl::unpublish does
+  // not compile in CAF 0.17.6).
+  std::cerr << "quarry: worker stopping: running agents are stopped\n";
+  host = actors::agent_host_full_actor{};
+  published = cluster::agent_host_actor{};
+  engine.reset();
+  return actors::exit_code_for_signal(signal_number);
+}
+
+} // namespace quarry::app

@@ -1,0 +1,445 @@
+// Quarry across nodes with real processes on loopback: `quarry worker`
+// processes run the research agents of a `quarry research` process (the
+// fake LLM server answers both), workers killed with SIGKILL or stopped with
+// SIGSTOP while their agent works, a worker that lacks a tool, mutual TLS
+// with good, foreign and missing certificates, and the refusals of a worker
+// that would listen beyond loopback without TLS.
+
+#include "cluster_support.hpp"
+#include "research_script.hpp"
+
+#include "quarry/cluster/messages.hpp"
+#include "quarry/cluster/register.hpp"
+
+#include "support/fake_llm_server.hpp"
+#include "support/process.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+using namespace quarry;
+using namespace quarry::test::script;
+using nlohmann::json;
+using namespace std::chrono_literals;
+using test::cluster::cluster_fixture;
+using test::cluster::packets_by_placement;
+
+namespace {
+
+/// The agent tab's packet objects of `packets`, in order.
+std::vector<json> agent_lane(const std::vector<json>& packets, int tab) {
+  std::vector<json> out;
+  int agents_turn = -1;
+  for (const auto& p : packets)
+    if (p["obj"]["type"] == "research_agent_start" && agents_turn < 0)
+      agents_turn = p["placement"]["turn_index"].get<int>();
+  for (const auto& p : packets)
+    if (p["placement"]["turn_index"] == agents_turn && p["placement"]["tab_index"] == tab)
+      out.push_back(p["obj"]);
+  return out;
+}
+
+/// Checks that every citation number names one document and every
+/// document one number (the report's Sources).
+void check_citations_once(const std::vector<json>& packets) {
+  std::map<int, std::string> by_number;
+  std::map<std::string, int> by_doc;
+  for (const auto& p : packets) {
+    if (p["obj"]["type"] != "citation_info")
+      continue;
+    auto n = p["obj"]["citation_number"].get<int>();
+    auto doc = p["obj"]["document_id"].get<std::string>();
+    auto [a, fresh_number] = by_number.emplace(n, doc);
+    if (!fresh_number)
+      CHECK(a->second == doc);
+    auto [b, fresh_doc] = by_doc.emplace(doc, n);
+    if (!fresh_doc)
+      CHECK(b->second == n);
+  }
+  CHECK_FALSE(by_number.empty());
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: agents placed on two workers give the "
+                                   "same report, citations and packets as a local run") {
+  test::fake_llm_server server;
+  REQUIRE_FALSE(server.script(two_agent_script()));
+  auto question = "How do heat pumps cope with cold weather?";
+  auto local = research(server, {"--json", "--out", home.file("local.md"), question});
+  CAPTURE(local.err);
+  REQUIRE(local.exit_code == 0);
+
+  auto a = start_worker(server, "a");
+  auto b = start_worker(server, "b");
+  auto remote = research(server, {"--json", "--out", home.file("remote.md"),
+                                  "--set", workers_setting({a->address, b->address}),
+                                  question});
+  CAPTURE(remote.err);
+  REQUIRE(remote.exit_code == 0);
+  // Each worker ran one of the two agents (the fewest outstanding first).
+  CHECK(count_of(a->process.err(), "worker: agent ") == 1);
+  CHECK(count_of(b->process.err(), "worker: agent ") == 1);
+  CHECK(remote.err.find("runs on worker " + a->address) != std::string::npos);
+  CHECK(remote.err.find("runs on worker " + b->address) != std::string::npos);
+
+  CHECK(test::read_file(home.file("remote.md")) == test::read_file(home.file("local.md")));
+  auto lp = lines(local.out);
+  auto rp = lines(remote.out);
+  // Agents run at once, so only the order within each placement is fixed.
+  CHECK(packets_by_placement(rp) == packets_by_placement(lp));
+  CHECK(rp.size() == lp.size());
+  check_citations_once(rp);
+}
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: a worker killed with SIGKILL mid-task: its "
+                                   "agent runs again on the other worker and the run "
+                                   "completes with each citation numbered once") {
+  test::fake_llm_server server;
+  // The first agent request never gets an answer.
+  auto rules = parallel_agents_script(1);
+  rules.insert(rules.begin(), json{{"match", {{"system_contains", agent_marker}, {"times", 1}}},
+                                   {"respond", {{"text", "never"}}},
+                                   {"stall_after_bytes", 0}});
+  REQUIRE_FALSE(server.script(rules));
+  auto a = start_worker(server, "a");
+  auto b = start_worker(server, "b");
+  auto session = start_research(server, {"--json", "--set",
+                                         workers_setting({a->address, b->address}),
+                                         "How do heat pumps cope with cold weather?"});
+  REQUIRE(wait_for_requests(server, agent_marker, 1));
+  // The agent is on worker a (first on a tie); kill it.
+  REQUIRE(a->process.wait_for_err("worker: agent ", 10s));
+  auto killed_at = std::chrono::steady_clock::now();
+  a->process.signal(SIGKILL);
+  auto res = session->wait(120s);
+  CAPTURE(res.err);
+  REQUIRE(res.exit_code == 0);
+  auto packets = lines(res.out);
+  auto lane = agent_lane(packets, 0);
+  // The lost attempt's packets, the mark, then one whole attempt.
+  size_t mark = lane.size();
+  for (size_t i = 0; i < lane.size(); ++i)
+    if (lane[i]["type"] == "agent_superseded")
+      mark = i;
+  REQUIRE(mark < lane.size());
+  CHECK(lane[mark]["worker"] == a->address);
+  CHECK(lane[mark]["attempt"] == 1);
+  size_t starts_after = 0;
+  for (size_t i = mark + 1; i < lane.size(); ++i)
+    if (lane[i]["type"] == "research_agent_start")
+      ++starts_after;
+  CHECK(starts_after == 1);
+  CHECK(lane.back()["type"] == "section_end");
+  CHECK(count_of(b->process.err(), "worker: agent ") == 1);
+  check_citations_once(packets);
+  CHECK(packets.back()["obj"]["type"] == "stop");
+  // Found lost and placed again within seconds.
+  CHECK(std::chrono::steady_clock::now() - killed_at < 30s);
+}
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: a worker stopped with SIGSTOP is lost after "
+                                   "the heartbeat timeout, and its late answers after "
+                                   "SIGCONT are ignored") {
+  test::fake_llm_server server;
+  // The first agent request is answered late (after the worker was
+  // stopped, taken as lost and resumed); the final report takes a while, so
+  // the session still runs when the late answers come.
+  auto rules = parallel_agents_script(1);
+  rules.insert(rules.begin(), json{{"match", {{"system_contains", agent_marker}, {"times", 1}}},
+                                   {"latency_ms", 4000},
+                                   {"respond", calls({{"internal_search",
+                                                       {{"queries", {"late answer"}}}}})}});
+  for (auto& r : rules)
+    if (r["match"]["system_contains"] == final_marker)
+      r["latency_ms"] = 5000;
+  REQUIRE_FALSE(server.script(rules));
+  auto a = start_worker(server, "a");
+  auto b = start_worker(server, "b");
+  auto session = start_research(server, {"--json", "--set",
+                                         workers_setting({a->address, b->address}),
+                                         "--set", "cluster.heartbeat=200ms", "--set",
+                                         "cluster.heartbeat_timeout=1500ms",
+                                         "How do heat pumps cope with cold weather?"});
+  REQUIRE(wait_for_requests(server, agent_marker, 1));
+  REQUIRE(a->process.wait_for_err("worker: agent ", 10s));
+  a->process.signal(SIGSTOP);
+  REQUIRE(session->wait_for_err("worker " + a->address + " lost", 20s));
+  a->process.signal(SIGCONT);
+  auto res = session->wait(120s);
+  CAPTURE(res.err);
+  REQUIRE(res.exit_code == 0);
+  auto packets = lines(res.out);
+  auto lane = agent_lane(packets, 0);
+  size_t mark = lane.size();
+  for (size_t i = 0; i < lane.size(); ++i)
+    if (lane[i]["type"] == "agent_superseded")
+      mark = i;
+  REQUIRE(mark < lane.size());
+  // Nothing of the late attempt after the mark: one start, and not the
+  // late search's query.
+  size_t starts_after = 0;
+  for (size_t i = mark + 1; i < lane.size(); ++i) {
+    if (lane[i]["type"] == "research_agent_start")
+      ++starts_after;
+    CHECK(lane[i].dump().find("late answer") == std::string::npos);
+  }
+  CHECK(starts_after == 1);
+  check_citations_once(packets);
+  CHECK(count_of(b->process.err(), "worker: agent ") == 1);
+  // Worker a was resumed and keeps serving: a new session uses it.
+  auto again = research(server, {"--json", "--set", workers_setting({a->address}),
+                                 "How do heat pumps cope with cold weather?"});
+  CAPTURE(again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK(again.err.find("runs on worker " + a->address) != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: a worker that lacks one of the session's "
+                                   "tools is not given agents, and the run completes "
+                                   "here") {
+  test::fake_llm_server server;
+  REQUIRE_FALSE(server.script(parallel_agents_script(1)));
+  auto a = start_worker(server, "a");
+  // The session also has open_url; the worker has only internal_search.
+  auto res = research(server, {"--json", "--set", workers_setting({a->address}), "--set",
+                               "tools.open_url.plugin=open_url",
+                               "How do heat pumps cope with cold weather?"});
+  CAPTURE(res.err);
+  REQUIRE(res.exit_code == 0);
+  CHECK(res.err.find("worker " + a->address + " lacks tool(s) open_url") != std::string::npos);
+  CHECK(count_of(a->process.err(), "worker: agent ") == 0);
+  CHECK(lines(res.out).back()["obj"]["type"] == "stop");
+}
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: no reachable worker: the agents run on the "
+                                   "session's node") {
+  test::fake_llm_server server;
+  REQUIRE_FALSE(server.script(parallel_agents_script(2)));
+  // Nothing listens there.
+  auto res = research(server, {"--json", "--set", workers_setting({"127.0.0.1:1"}),
+                               "How do heat pumps cope with cold weather?"});
+  CAPTURE(res.err);
+  REQUIRE(res.exit_code == 0);
+  CHECK(res.err.find("worker 127.0.0.1:1 cannot be used") != std::string::npos);
+  CHECK(lines(res.out).back()["obj"]["type"] == "stop");
+}
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: mutual TLS between a session and a worker; "
+                                   "a plaintext session and a foreign certificate are "
+                                   "refused") {
+  auto pki = make_pki();
+  test::fake_llm_server server;
+  REQUIRE_FALSE(server.script(parallel_agents_script(1)));
+  auto a = start_worker(server, "a", tls_settings(pki.node_cert, pki.node_key, pki.ca));
+  auto q = "How do heat pumps cope with cold weather?";
+
+  auto good = research(server, concat({"--json", "--set", workers_setting({a->address})},
+                                      tls_settings(pki.client_cert, pki.client_key, pki.ca),
+                                      {q}));
+  CAPTURE(good.err);
+  REQUIRE(good.exit_code == 0);
+  CHECK(good.err.find("runs on worker " + a->address) != std::string::npos);
+  CHECK(count_of(a->process.err(), "worker: agent ") == 1);
+
+  // Plaintext against the TLS port: refused, the agent runs here.
+  auto plain = research(server, {"--json", "--set", workers_setting({a->address}), q});
+  CAPTURE(plain.err);
+  REQUIRE(plain.exit_code == 0);
+  CHECK(plain.err.find("worker " + a->address + " cannot be used") != std::string::npos);
+  // A certificate of another CA: refused too.
+  auto foreign = research(server,
+                          concat({"--json", "--set", workers_setting({a->address})},
+                                 tls_settings(pki.foreign_cert, pki.foreign_key, pki.ca),
+                                 {q}));
+  CAPTURE(foreign.err);
+  REQUIRE(foreign.exit_code == 0);
+  CHECK(foreign.err.find("worker " + a->address + " cannot be used") != std::string::npos);
+  CHECK(count_of(a->process.err(), "worker: agent ") == 1);
+}
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: missing or mismatched certificates, bad "
+                                   "addresses and plaintext beyond loopback are refused "
+                                   "before anything starts") {
+  auto pki = make_pki();
+  auto missing = quarry(concat({"worker", "--listen", "127.0.0.1:0"},
+                               tls_settings(home.file("nope.pem"), pki.node_key, pki.ca),
+                               {}));
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err.find("cluster.tls.cert: no such file") != std::string::npos);
+  auto half = quarry({"worker", "--listen", "127.0.0.1:0", "--set",
+                      "cluster.tls.cert=" + pki.node_cert});
+  CHECK(half.exit_code == 2);
+  CHECK(half.err.find("cluster.tls.key: mutual TLS needs") != std::string::npos);
+  auto mismatched = quarry(concat({"worker", "--listen", "127.0.0.1:0"},
+                                  tls_settings(pki.node_cert, pki.client_key, pki.ca), {}));
+  CHECK(mismatched.exit_code == 2);
+  CHECK(mismatched.err.find("does not belong to the certificate") != std::string::npos);
+  auto foreign = quarry(concat({"worker", "--listen", "127.0.0.1:0"},
+                               tls_settings(pki.foreign_cert, pki.foreign_key, pki.ca), {}));
+  CHECK(foreign.exit_code == 2);
+  CHECK(foreign.err.find("is not signed by the CA") != std::string::npos);
+  auto open = quarry({"worker", "--listen", "0.0.0.0:0"});
+  CHECK(open.exit_code == 2);
+  CHECK(open.err.find("refusing to listen on 0.0.0.0:0 without TLS") != std::string::npos);
+  auto no_listen = quarry({"worker"});
+  CHECK(no_listen.exit_code == 2);
+  CHECK(no_listen.err.find("--listen HOST:PORT") != std::string::npos);
+  auto bad_listen = quarry({"worker", "--listen", "nowhere"});
+  CHECK(bad_listen.exit_code == 2);
+  auto bad_worker = quarry({"research", "--no-clarify", "--set",
+                            "cluster.workers=[127.0.0.1:0, nowhere]", "q?"});
+  CHECK(bad_worker.exit_code == 2);
+  CHECK(bad_worker.err.find("cluster.workers: not HOST:PORT") != std::string::npos);
+}
+
+// A CAF program of its own, built only on the node interfaces
+// (quarry/cluster/*.hpp), against a real `quarry worker`: status, an agent
+// spawned there whose packets and result come to this program, and the
+// worker's answers to refused, oversized and foreign messages.
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: a foreign CAF program spawns an agent on a "
+                                   "worker; oversized and unexpected messages are "
+                                   "dropped with a log line and the worker keeps "
+                                   "serving") {
+  test::fake_llm_server server;
+  REQUIRE_FALSE(server.script(parallel_agents_script(1)));
+  auto w = start_worker(server, "w");
+  auto port = static_cast<uint16_t>(std::stoi(w->address.substr(w->address.rfind(':') + 1)));
+
+  caf::actor_system_config cfg;
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  cfg.set("scheduler.max-threads", 2);
+  quarry::cluster::register_types(cfg);
+  cfg.load<caf::io::middleman>();
+  caf::actor_system sys{cfg};
+  auto connect = [&] {
+    auto host = sys.middleman().remote_actor<quarry::cluster::agent_host_actor>("127.0.0.1",
+                                                                                port);
+    REQUIRE_MESSAGE(host, sys.render(host.error()));
+    return *host;
+  };
+  auto host = connect();
+  caf::scoped_actor self{sys};
+  auto status = [&](const quarry::cluster::agent_host_actor& h) {
+    std::optional<quarry::cluster::worker_status> out;
+    self->request(h, 10s, quarry::cluster::worker_status_atom::value)
+      .receive([&](quarry::cluster::worker_status& s) { out = std::move(s); },
+               [&](const caf::error& e) { FAIL(sys.render(e)); });
+    return out;
+  };
+  auto s = status(host);
+  REQUIRE(s);
+  CHECK(s->protocol == quarry::cluster::protocol_version);
+  CHECK(s->capacity == 8);
+  CHECK(s->running == 0);
+  CHECK(std::find(s->tools.begin(), s->tools.end(), "internal_search") != s->tools.end());
+
+  // The agent's packets and result come to this program.
+  using collector_actor
+    = caf::typed_actor<caf::reacts_to<quarry::cluster::packet_atom, quarry::cluster::packet_msg>,
+                       caf::reacts_to<quarry::cluster::agent_done_atom,
+                                      quarry::cluster::agent_result>>;
+  std::mutex mtx;
+  std::vector<std::string> types;
+  std::promise<quarry::cluster::agent_result> done;
+  auto collector = sys.spawn([&]() -> collector_actor::behavior_type {
+    return {
+      [&](quarry::cluster::packet_atom, const quarry::cluster::packet_msg& p) {
+        std::lock_guard<std::mutex> guard{mtx};
+        types.push_back(json::parse(p.obj)["type"].get<std::string>());
+      },
+      [&](quarry::cluster::agent_done_atom, const quarry::cluster::agent_result& r) {
+        done.set_value(r);
+      },
+    };
+  });
+  quarry::cluster::agent_spec spec;
+  spec.call_id = "call_foreign";
+  spec.task = "How do heat pumps defrost?";
+  spec.tools = {"internal_search"};
+  spec.current_datetime = "2026-11-26";
+  quarry::cluster::spawn_reply reply;
+  self->request(host, 10s, quarry::cluster::spawn_agent_atom::value,
+                quarry::cluster::protocol_version, spec,
+                quarry::cluster::agent_parent_actor{collector},
+                quarry::cluster::packet_sink_actor{collector})
+    .receive([&](quarry::cluster::spawn_reply& r) { reply = std::move(r); },
+             [&](const caf::error& e) { FAIL(sys.render(e)); });
+  INFO(reply.refusal);
+  REQUIRE(reply.agent);
+  auto result = done.get_future();
+  REQUIRE(result.wait_for(60s) == std::future_status::ready);
+  auto r = result.get();
+  CHECK(r.ok);
+  CHECK(r.call_id == "call_foreign");
+  CHECK(r.report.find("[1]") != std::string::npos);
+  CHECK_FALSE(r.cited.empty());
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    REQUIRE_FALSE(types.empty());
+    CHECK(types.front() == "research_agent_start");
+  }
+
+  // Refusals come with their reason.
+  auto refused = [&](int32_t protocol, quarry::cluster::agent_spec x) {
+    std::string why;
+    self->request(host, 10s, quarry::cluster::spawn_agent_atom::value, protocol, x,
+                  quarry::cluster::agent_parent_actor{collector},
+                  quarry::cluster::packet_sink_actor{collector})
+      .receive([&](quarry::cluster::spawn_reply& rr) {
+                 CHECK_FALSE(rr.agent);
+                 why = rr.refusal;
+               },
+               [&](const caf::error& e) { FAIL(sys.render(e)); });
+    return why;
+  };
+  CHECK(refused(99, spec).find("protocol 99") != std::string::npos);
+  auto no_tool = spec;
+  no_tool.tools = {"internal_search", "open_url"};
+  CHECK(refused(quarry::cluster::protocol_version, no_tool)
+        == "this worker has no tool open_url (it has: internal_search)");
+  auto bad_limits = spec;
+  bad_limits.max_cycles = 1000;
+  CHECK(refused(quarry::cluster::protocol_version, bad_limits).find("max_cycles 1000")
+        != std::string::npos);
+  CHECK(w->process.wait_for_err("worker: refused an agent from node", 10s));
+
+  // An oversized task never reaches the agent host: dropped while read.
+  auto big = spec;
+  big.task.assign(quarry::cluster::max_task_bytes + 1, 'x');
+  bool timed_out = false;
+  self->request(host, 3s, quarry::cluster::spawn_agent_atom::value,
+                quarry::cluster::protocol_version, big,
+                quarry::cluster::agent_parent_actor{collector},
+                quarry::cluster::packet_sink_actor{collector})
+    .receive([&](quarry::cluster::spawn_reply&) { FAIL("an oversized task was answered"); },
+             [&](const caf::error& e) { timed_out = e == caf::sec::request_timeout; });
+  CHECK(timed_out);
+  CHECK(w->process.wait_for_err("dropped a message from another node: a task past 64 KiB",
+                                10s));
+  // A message outside the interface is dropped with a log line.
+  self->send(caf::actor_cast<caf::actor>(host), std::string{"rm -rf /"});
+  CHECK(w->process.wait_for_err("dropped a message outside the agent host's interface",
+                                10s));
+  // Raw garbage on the worker's port.
+  {
+    auto garbage = test::run_process(
+      {"bash", "-c", "head -c 4096 /dev/urandom > /dev/tcp/127.0.0.1/" + std::to_string(port)});
+    CHECK(garbage.exit_code == 0);
+  }
+  // The worker still serves.
+  auto again = status(connect());
+  REQUIRE(again);
+  CHECK(again->running == 0);
+  caf::anon_send_exit(collector, caf::exit_reason::user_shutdown);
+}

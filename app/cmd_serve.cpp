@@ -2,9 +2,11 @@
 // Server-Sent Events, and the web page.
 
 #include "cli.hpp"
+#include "cluster_publish.hpp"
 #include "context.hpp"
 #include "report_render.hpp"
 #include "research_engine.hpp"
+#include "serve_cluster.hpp"
 #include "serve_service.hpp"
 #include "serve_sessions.hpp"
 #include "session_store.hpp"
@@ -496,6 +498,18 @@ int cmd_serve(context& ctx, const serve_options& opts) {
                    "resume them with POST /v1/research/ID/resume\n";
     }
   }
+  std::optional<core::node_address> node_at;
+  if (!cfg.cluster.listen.empty()) {
+    node_at = core::parse_node_address(cfg.cluster.listen);
+    if (!node_at) {
+      std::cerr << "quarry: cluster.listen: not HOST:PORT: '" << cfg.cluster.listen << "'\n";
+      return exit_usage;
+    }
+    if (auto why = plaintext_refusal(cfg, *node_at); !why.empty()) {
+      std::cerr << "quarry: cluster.listen: " << why << "\n";
+      return exit_usage;
+    }
+  }
   auto store_file = db->path();
   auto prepared = research_engine::prepare(ctx, engine_setup{});
   if (auto* rc = std::get_if<int>(&prepared))
@@ -535,6 +549,25 @@ int cmd_serve(context& ctx, const serve_options& opts) {
   auto server = std::get<std::unique_ptr<http::server>>(std::move(started));
   server_for_metrics->server = server.get();
   std::cerr << "quarry: listening on http://" << server->address() << "/\n" << std::flush;
+  // Other CAF programs start, follow and cancel research here
+  // (cluster.listen; docs/cluster.md).
+  research_service_full_actor research_service;
+  if (node_at) {
+    research_service = spawn_research_service(engine->runtime().system(), svc);
+    auto at = publish_node(engine->runtime().system(),
+                           cluster::research_service_actor{research_service}, cfg, *node_at);
+    if (auto* why = std::get_if<std::string>(&at)) {
+      std::cerr << "quarry: cluster.listen: " << *why << "\n";
+      caf::anon_send(research_service, cluster::stop_atom::value);
+      caf::anon_send(manager, actors::stop_atom::value);
+      server->stop();
+      return exit_failure;
+    }
+    core::node_address actual{node_at->host, std::get<uint16_t>(at)};
+    std::cerr << "quarry: research service for CAF programs on " << actual.text() << " ("
+              << (cfg.cluster.tls.configured() ? "mutual TLS" : "plaintext") << ")\n"
+              << std::flush;
+  }
 
   // Runs until SIGINT or SIGTERM.
   std::mutex mtx;
@@ -550,6 +583,10 @@ int cmd_serve(context& ctx, const serve_options& opts) {
     cv.wait(lock, [&] { return signal_number != 0; });
   }
   std::cerr << "quarry: stopping: running sessions are stopped and kept as interrupted\n";
+  if (research_service) {
+    caf::anon_send(research_service, cluster::stop_atom::value);
+    research_service = research_service_full_actor{};
+  }
   // Sessions stop first (their streams end with their state), then the
   // server closes what is left.
   {

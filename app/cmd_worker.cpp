@@ -3,6 +3,7 @@
 // (docs/cluster.md).
 
 #include "cli.hpp"
+#include "cluster_publish.hpp"
 #include "context.hpp"
 #include "research_engine.hpp"
 
@@ -11,8 +12,6 @@
 #include "quarry/core/cluster.hpp"
 
 #include <caf/all.hpp>
-#include <caf/io/all.hpp>
-#include <caf/openssl/publish.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -53,19 +52,9 @@ int cmd_worker(context& ctx, const worker_options& opts) {
     return exit_usage;
   }
   auto tls = cfg.cluster.tls.configured();
-  if (!tls && !core::is_loopback_host(where->host)) {
-    if (!cfg.cluster.allow_plaintext_remote) {
-      std::cerr << "quarry: refusing to listen on " << where->text()
-                << " without TLS: any program that reaches this port could run "
-                   "research agents with this node's models and keys. Set "
-                   "cluster.tls.cert, cluster.tls.key and cluster.tls.ca (see "
-                   "docs/cluster.md), listen on 127.0.0.1, or set "
-                   "cluster.allow_plaintext_remote: true on a network you trust\n";
-      return exit_usage;
-    }
-    spdlog::warn("listening on {} without TLS (cluster.allow_plaintext_remote): anyone "
-                 "who reaches this port can run agents with this node's keys",
-                 where->text());
+  if (auto why = plaintext_refusal(cfg, *where); !why.empty()) {
+    std::cerr << "quarry: " << why << "\n";
+    return exit_usage;
   }
   auto prepared = research_engine::prepare(ctx, engine_setup{});
   if (auto* rc = std::get_if<int>(&prepared))
@@ -85,18 +74,16 @@ int cmd_worker(context& ctx, const worker_options& opts) {
   auto host = actors::spawn_agent_host(sys, hs);
   engine->runtime().add_stoppable(host);
   cluster::agent_host_actor published{host};
-  auto bind = where->host.c_str();
-  auto port = tls ? caf::openssl::publish(published, where->port, bind, true)
-                  : caf::io::publish(published, where->port, bind, true);
-  if (!port) {
-    std::cerr << "quarry: cannot listen on " << where->text() << ": "
-              << sys.render(port.error()) << "\n";
+  auto published_at = publish_node(sys, published, cfg, *where);
+  if (auto* why = std::get_if<std::string>(&published_at)) {
+    std::cerr << "quarry: " << *why << "\n";
     host = actors::agent_host_full_actor{};
     published = cluster::agent_host_actor{};
     engine.reset();
     return exit_failure;
   }
-  core::node_address actual{where->host, *port};
+  auto port = std::get<uint16_t>(published_at);
+  core::node_address actual{where->host, port};
   std::string tools;
   for (const auto& [name, entry] : engine->tools().tools)
     tools += (tools.empty() ? "" : ", ") + name;

@@ -21,6 +21,8 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <filesystem>
+#include <sstream>
 #include <future>
 #include <map>
 #include <mutex>
@@ -442,4 +444,94 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a foreign CAF program spawns an age
   REQUIRE(again);
   CHECK(again->running == 0);
   caf::anon_send_exit(collector, caf::exit_reason::user_shutdown);
+}
+
+// The installed node interfaces, used by a program outside Quarry: staged
+// with `cmake --install` (components sdk and cluster), the example client
+// built against them alone, then run against a real `quarry serve` and a
+// real `quarry worker`.
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: examples/cluster_client, built out of tree "
+                                   "against the installed quarry-cluster package, runs a "
+                                   "research on quarry serve and an agent on a worker") {
+  auto stage = home.file("stage");
+  auto build = home.file("client-build");
+  auto run = [](std::vector<std::string> args) {
+    test::process_options opts;
+    opts.timeout = std::chrono::minutes{5};
+    return test::run_process(args, opts);
+  };
+  for (const char* component : {"sdk", "cluster"}) {
+    auto install = run({QUARRY_CMAKE_COMMAND, "--install", QUARRY_BINARY_DIR, "--prefix", stage,
+                        "--component", component});
+    INFO(install.out, install.err);
+    REQUIRE(install.exit_code == 0);
+  }
+  REQUIRE(std::filesystem::exists(stage + "/include/quarry/cluster/messages.hpp"));
+  // The node interfaces include CAF, the SDK, themselves and the standard
+  // library, nothing else of Quarry.
+  for (const auto& entry :
+       std::filesystem::directory_iterator(stage + "/include/quarry/cluster")) {
+    std::istringstream in{test::read_file(entry.path().string())};
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("#include \"", 0) != 0)
+        continue;
+      CAPTURE(entry.path().string());
+      CAPTURE(line);
+      CHECK((line.find("\"quarry/sdk/") != std::string::npos
+             || line.find("\"quarry/cluster/") != std::string::npos));
+    }
+  }
+  auto configure = run({QUARRY_CMAKE_COMMAND, "-S",
+                        std::string{QUARRY_SOURCE_DIR} + "/examples/cluster_client", "-B", build,
+                        "-DCMAKE_PREFIX_PATH=" + stage,
+                        "-DCMAKE_CXX_COMPILER=" QUARRY_CXX_COMPILER,
+                        "-DCMAKE_BUILD_TYPE=Release"});
+  INFO(configure.out, configure.err);
+  REQUIRE(configure.exit_code == 0);
+  auto compile = run({QUARRY_CMAKE_COMMAND, "--build", build});
+  INFO(compile.out, compile.err);
+  REQUIRE(compile.exit_code == 0);
+  auto client = build + "/quarry_cluster_client";
+  REQUIRE(std::filesystem::exists(client));
+
+  test::fake_llm_server server;
+  REQUIRE_FALSE(server.script(parallel_agents_script(1)));
+  test::child_process serve{argv({"serve", "--listen", "127.0.0.1:0", "--set",
+                                  "cluster.listen=127.0.0.1:0"}),
+                            test::isolated_quarry_options(home.path() + "/serve",
+                                                          llm_env(server))};
+  REQUIRE(serve.wait_for_err("research service for CAF programs on ", 90s));
+  auto err = serve.err();
+  auto at = err.find("research service for CAF programs on ") + 37;
+  auto service_at = err.substr(at, err.find(' ', at) - at);
+  auto research = run({client, "--serve", service_at, "--timeout", "120",
+                       "How do heat pumps cope with cold weather?"});
+  INFO(research.err);
+  CHECK(research.exit_code == 0);
+  CHECK(research.out.find("\"type\":\"research_agent_start\"") != std::string::npos);
+  CHECK(research.out.find("Done [[1]]") != std::string::npos);
+  CHECK(research.err.find("session q") != std::string::npos);
+  // The session is an ordinary stored one.
+  auto id = research.err.substr(research.err.find("session q") + 8, 17);
+  auto shown = quarry({"--set", "store.path=" + home.path() + "/serve/.local/share/quarry/quarry.db",
+                       "sessions", "show", id, "--json"});
+  CHECK(shown.exit_code == 0);
+  // A refused question comes back as an error, not a crash.
+  auto empty = run({client, "--serve", service_at, "  "});
+  CHECK(empty.exit_code == 1);
+  CHECK(empty.err.find("the question is empty") != std::string::npos);
+
+  auto w = start_worker(server, "w");
+  auto agent = run({client, "--worker", w->address, "--timeout", "120",
+                    "How do heat pumps defrost?"});
+  INFO(agent.err);
+  CHECK(agent.exit_code == 0);
+  CHECK(agent.out.find("research_agent_start") != std::string::npos);
+  CHECK(agent.out.find("Defrost cycles remove frost") != std::string::npos);
+  // Nothing listens: a clear failure.
+  auto nobody = run({client, "--worker", "127.0.0.1:1", "task"});
+  CHECK(nobody.exit_code == 1);
+  CHECK(nobody.err.find("cannot reach the worker") != std::string::npos);
+  serve.signal(SIGTERM);
+  CHECK(serve.wait(60s).exit_code == 143);
 }

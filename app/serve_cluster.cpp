@@ -217,7 +217,7 @@ service_actor::behavior_type service_impl(service_ptr self, std::shared_ptr<serv
     },
     [=](cluster::cancel_research_atom, const std::string& id) {
       if (store::is_session_id(id))
-        self->send(self->state.svc->manager, actors::cancel_atom::value, id);
+        caf::anon_send(self->state.svc->manager, actors::cancel_atom::value, id);
     },
     [=](cluster::stop_atom) {
       auto& st = self->state;

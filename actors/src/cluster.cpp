@@ -238,6 +238,21 @@ caf::io::middleman_actor connector(directory_ptr self) {
 
 void schedule_connect(directory_ptr self, size_t i);
 
+// Says once (per change) that worker `i` lacks tools of `needed`.
+void warn_missing(directory_ptr self, size_t i, const std::vector<std::string>& needed) {
+  auto& w = self->state.workers[i];
+  auto missing = core::missing_tools(w.status.tools, needed);
+  if (missing.empty() || missing == w.warned_missing)
+    return;
+  std::string list;
+  for (const auto& m : missing)
+    list += (list.empty() ? "" : ", ") + m;
+  spdlog::warn("cluster: worker {} lacks tool(s) {} that this node's research uses; "
+               "agents that need them run elsewhere",
+               w.name, list);
+  w.warned_missing = std::move(missing);
+}
+
 std::tuple<cluster::agent_host_actor, std::string>
 choose(directory_ptr self, const std::vector<std::string>& tools,
        const std::vector<std::string>& excluded) {
@@ -259,6 +274,8 @@ choose(directory_ptr self, const std::vector<std::string>& tools,
     views.push_back(std::move(v));
     if (std::find(excluded.begin(), excluded.end(), w.name) != excluded.end())
       skip.insert(i);
+    if (w.up)
+      warn_missing(self, i, tools);
   }
   auto chosen = core::choose_worker(views, tools, skip);
   if (!chosen)
@@ -345,18 +362,10 @@ void ask_status(directory_ptr self, size_t i) {
           w.last_problem.clear();
         }
         w.up = true;
-        settle(self, i);
-        auto missing = core::missing_tools(s.tools, self->state.needed);
-        if (!missing.empty() && missing != w.warned_missing) {
-          std::string list;
-          for (const auto& m : missing)
-            list += (list.empty() ? "" : ", ") + m;
-          spdlog::warn("cluster: worker {} lacks tool(s) {} that this node's research "
-                       "uses; agents that need them run elsewhere",
-                       w.name, list);
-        }
-        w.warned_missing = std::move(missing);
         w.status = std::move(s);
+        warn_missing(self, i, self->state.needed);
+        // Placements waiting for the first connections see its status.
+        settle(self, i);
       },
       [=](caf::error& err) {
         auto& w = self->state.workers[i];
@@ -743,16 +752,21 @@ void place(runner_ptr self) {
           return;
         if (!host) {
           st.placing = false;
+          spdlog::info("cluster: research agent {} runs on this node (no worker can take it)",
+                       st.spec.tab_index + 1);
           run_here(self);
           return;
         }
         spawn_on(self, std::move(host), std::move(worker));
       },
-      [=](caf::error&) {
+      [=](caf::error& err) {
         auto& st = self->state;
         if (st.done || st.attempt != attempt)
           return;
         st.placing = false;
+        spdlog::warn("cluster: research agent {} runs on this node: the worker directory "
+                     "did not answer ({})",
+                     st.spec.tab_index + 1, self->system().render(err));
         run_here(self);
       });
 }

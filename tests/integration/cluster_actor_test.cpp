@@ -111,7 +111,7 @@ struct cluster_fixture : test::research_fixture {
     int64_t calls = -1;
     self->request(llm, 10s, actors::stats_atom::value)
       .receive([&](const std::string& text) {
-                 calls = nlohmann::json::parse(text).value("calls", int64_t{-1});
+                 calls = nlohmann::json::parse(text).value("calls_started", int64_t{-1});
                },
                [&](const caf::error&) {});
     return calls;

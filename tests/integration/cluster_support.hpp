@@ -24,7 +24,7 @@ namespace quarry::test::cluster {
 
 /// A running `quarry worker`.
 struct worker {
-  child_process process;
+  std::unique_ptr<child_process> process;
   /// `127.0.0.1:PORT` it listens on.
   std::string address;
 };
@@ -35,7 +35,7 @@ struct pki {
   std::string ca;
   std::string node_cert, node_key;
   std::string client_cert, client_key;
-  std::string foreign_cert, foreign_key;
+  std::string foreign_cert, foreign_key, foreign_ca;
 };
 
 /// Groups packet objects by placement (turn, tab, sub turn), each group in
@@ -105,14 +105,13 @@ struct cluster_fixture {
                                        std::vector<std::string> extra = {}) {
     std::vector<std::string> args{"--log-level", "info", "worker", "--listen", "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
-    auto w = std::make_unique<worker>(worker{
-      child_process{argv(std::move(args)),
-                    isolated_quarry_options(home.path() + "/" + name, llm_env(server))},
-      {}});
-    auto listening = w->process.wait_for_err("worker listening on ", std::chrono::seconds{90});
-    INFO(w->process.err());
+    auto w = std::make_unique<worker>();
+    w->process = std::make_unique<child_process>(
+      argv(std::move(args)), isolated_quarry_options(home.path() + "/" + name, llm_env(server)));
+    auto listening = w->process->wait_for_err("worker listening on ", std::chrono::seconds{90});
+    INFO(w->process->err());
     REQUIRE(listening);
-    auto err = w->process.err();
+    auto err = w->process->err();
     auto at = err.find("worker listening on ") + 20;
     w->address = err.substr(at, err.find(' ', at) - at);
     return w;
@@ -200,6 +199,7 @@ struct cluster_fixture {
     out.client_key = dir + "/session.key";
     out.foreign_cert = dir + "/stranger.pem";
     out.foreign_key = dir + "/stranger.key";
+    out.foreign_ca = dir + "/other-ca.pem";
     return out;
   }
 };

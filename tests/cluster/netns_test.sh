@@ -6,13 +6,19 @@
 #   - worker B (namespace B) is refused its veth address without TLS (exit 2);
 #   - a session in namespace B with the cluster's certificates places its
 #     agent on worker A; the same session without TLS is refused by worker A
-#     and runs its agent itself.
-# Uses the offline extractive provider and the example corpus (no network).
+#     and runs its agent itself;
+#   - partition: a session places its agent on a worker in namespace A whose
+#     model never answers, then namespace A's link goes down (its traffic is
+#     dropped, nothing is reset): the worker is lost after the heartbeat
+#     timeout and the agent runs again on the session's node.
+# The first part uses the offline extractive provider and the example corpus;
+# the partition uses a fake LLM server in each namespace (argument 2).
 # Exit 77 (skipped) where namespaces cannot be made (no CAP_SYS_ADMIN, no
 # iproute2), with the reason on stderr.
 set -uo pipefail
 
 quarry="$1"
+fake_llm="${2:-}"
 tag="q$$"
 ns_a="${tag}a"
 ns_b="${tag}b"
@@ -118,7 +124,8 @@ rc=$?
 [[ $rc -eq 0 ]] || fail "the session with TLS exited $rc"
 grep -q "runs on worker $address" "$work/tls.err" || fail "the agent did not run on worker A"
 grep -q "worker: agent .* started" "$work/worker-a.err" || fail "worker A ran no agent"
-echo "session in namespace B with TLS: its agent ran on worker A over $net.0/24"
+ran_on_a="$(grep -c 'worker: agent .* started' "$work/worker-a.err")"
+echo "session in namespace B with TLS: its $ran_on_a agents ran on worker A over $net.0/24"
 
 in_ns "$ns_b" "$work/home-p" --log-level info research --no-clarify --no-store --json \
   --set "cluster.workers=[$address]" "$question" >"$work/plain.out" 2>"$work/plain.err"
@@ -129,7 +136,7 @@ grep -q "worker $address cannot be used" "$work/plain.err" \
 if grep -q "runs on worker" "$work/plain.err"; then
   fail "an agent of the plaintext session ran on worker A"
 fi
-[[ "$(grep -c 'worker: agent .* started' "$work/worker-a.err")" -eq 1 ]] \
+[[ "$(grep -c 'worker: agent .* started' "$work/worker-a.err")" -eq "$ran_on_a" ]] \
   || fail "worker A ran an agent for the plaintext session"
 echo "session in namespace B without TLS: refused, its agent ran on its own node"
 kill -TERM "${pids[0]}"
@@ -137,4 +144,85 @@ wait "${pids[0]}"
 rc=$?
 pids=()
 [[ $rc -eq 143 ]] || fail "worker A exited $rc on SIGTERM, expected 143"
+
+if [[ -z "$fake_llm" ]]; then
+  echo "PASSED (without the partition: no fake LLM server given)"
+  exit 0
+fi
+# Partition. Namespace B's model follows the whole script; namespace A's never
+# answers a research agent.
+agent="careful, precise research agent"
+cat >"$work/script-b.json" <<JSON
+[
+  {"match": {"system_contains": "You are the planner"}, "respond": {"text": "1. One step"}},
+  {"match": {"system_contains": "You are the orchestrator", "times": 1},
+   "respond": {"tool_calls": [{"name": "research_agent", "arguments": {"task": "Task 0"}}]}},
+  {"match": {"system_contains": "You are the orchestrator"},
+   "respond": {"tool_calls": [{"name": "generate_report", "arguments": {}}]}},
+  {"match": {"system_contains": "$agent", "message_contains": "\"document\""},
+   "respond": {"tool_calls": [{"name": "generate_report", "arguments": {}}]}},
+  {"match": {"system_contains": "$agent"},
+   "respond": {"tool_calls": [{"name": "internal_search",
+                               "arguments": {"queries": ["heat pump defrost cold"]}}]}},
+  {"match": {"system_contains": "finished its research"},
+   "respond": {"text": "Heat pump efficiency falls as the outdoor air gets colder [1]."}},
+  {"match": {"system_contains": "You write the final answer"}, "respond": {"text": "Done [1]."}}
+]
+JSON
+cat >"$work/script-a.json" <<JSON
+[{"match": {"system_contains": "$agent"}, "respond": {"text": "never"}, "stall_after_bytes": 0}]
+JSON
+start_llm() {
+  local ns="$1" script="$2" out="$3"
+  ip netns exec "$ns" "$fake_llm" --script "$script" >"$out" 2>"$out.err" &
+  pids+=($!)
+  for _ in $(seq 1 100); do
+    [[ -s "$out" ]] && break
+    sleep 0.1
+  done
+  head -n 1 "$out"
+}
+port_a="$(start_llm "$ns_a" "$work/script-a.json" "$work/llm-a.port")"
+port_b="$(start_llm "$ns_b" "$work/script-b.json" "$work/llm-b.port")"
+[[ -n "$port_a" && -n "$port_b" ]] || fail "the fake LLM servers did not start"
+
+mkdir -p "$work/home-a2" "$work/home-s2"
+# shellcheck disable=SC2046
+ip netns exec "$ns_a" env "${clean_env[@]}" HOME="$work/home-a2" OPENAI_API_KEY=k \
+  OPENAI_BASE_URL="http://127.0.0.1:$port_a/v1" "$quarry" --log-level info \
+  worker --listen "$net.1:0" $(tls worker) >"$work/worker-a2.out" 2>"$work/worker-a2.err" &
+pids+=($!)
+for _ in $(seq 1 600); do
+  grep -q "worker listening on" "$work/worker-a2.err" && break
+  sleep 0.1
+done
+address2="$(grep -o "worker listening on [0-9.]*:[0-9]*" "$work/worker-a2.err" | awk '{print $4}')"
+[[ -n "$address2" ]] || fail "the second worker in namespace A did not start"
+# shellcheck disable=SC2046
+ip netns exec "$ns_b" env "${clean_env[@]}" HOME="$work/home-s2" OPENAI_API_KEY=k \
+  OPENAI_BASE_URL="http://127.0.0.1:$port_b/v1" "$quarry" --log-level info research \
+  --no-clarify --no-store --json --set "cluster.workers=[$address2]" \
+  --set cluster.heartbeat=200ms --set cluster.heartbeat_timeout=1500ms $(tls session) \
+  "$question" >"$work/partition.out" 2>"$work/partition.err" &
+session=$!
+for _ in $(seq 1 600); do
+  grep -q "worker: agent .* started" "$work/worker-a2.err" && break
+  sleep 0.1
+done
+grep -q "worker: agent .* started" "$work/worker-a2.err" || fail "the agent never started on the worker"
+ip -n "$ns_a" link set "${tag}va" down
+partitioned_at=$(date +%s%N)
+for _ in $(seq 1 600); do
+  kill -0 "$session" 2>/dev/null || break
+  sleep 0.1
+done
+wait "$session"
+rc=$?
+[[ $rc -eq 0 ]] || fail "the partitioned session exited $rc"
+grep -q "worker $address2 lost" "$work/partition.err" || fail "the partitioned worker was not taken as lost"
+grep -q '"type":"agent_superseded"' "$work/partition.out" || fail "no agent_superseded packet"
+grep -q "research agent 1 runs on this node" "$work/partition.err" \
+  || fail "the agent did not run again on the session's node"
+tail -n 1 "$work/partition.out" | grep -q '"type":"stop"' || fail "the partitioned session did not end"
+echo "partition: worker lost after $(( ($(date +%s%N) - partitioned_at) / 1000000 )) ms at most, the agent ran again on the session's node"
 echo "PASSED"

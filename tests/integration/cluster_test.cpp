@@ -560,3 +560,80 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: examples/cluster_client, built out 
   serve.signal(SIGTERM);
   CHECK(serve.wait(60s).exit_code == 143);
 }
+
+namespace {
+
+/// Runs one research through the research service of a `quarry serve` at
+/// `port`, from a CAF node of this process; its result.
+quarry::cluster::session_result research_via_service(uint16_t port, const std::string& q) {
+  caf::actor_system_config cfg;
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  cfg.set("scheduler.max-threads", 2);
+  quarry::cluster::register_types(cfg);
+  cfg.load<caf::io::middleman>();
+  caf::actor_system sys{cfg};
+  auto svc = sys.middleman().remote_actor<quarry::cluster::research_service_actor>("127.0.0.1",
+                                                                                   port);
+  REQUIRE_MESSAGE(svc, sys.render(svc.error()));
+  auto sink = sys.spawn([]() -> quarry::cluster::line_sink_actor::behavior_type {
+    return {[](quarry::cluster::packet_atom, const std::string&, uint64_t) {},
+            [](quarry::cluster::stop_atom, uint64_t) {}};
+  });
+  caf::scoped_actor self{sys};
+  std::string id;
+  quarry::cluster::research_request req;
+  req.question = q;
+  self->request(*svc, 30s, quarry::cluster::research_atom::value, req, sink)
+    .receive([&](const std::string& x) { id = x; },
+             [&](const caf::error& e) { FAIL(sys.render(e)); });
+  quarry::cluster::session_result out;
+  self->request(*svc, 120s, quarry::cluster::result_atom::value, id)
+    .receive([&](quarry::cluster::session_result& r) { out = std::move(r); },
+             [&](const caf::error& e) { FAIL(sys.render(e)); });
+  caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: quarry serve uses a worker that is restarted "
+                                   "after a kill, without a restart of its own") {
+  test::fake_llm_server server;
+  REQUIRE_FALSE(server.script(parallel_agents_script(1)));
+  auto w = start_worker(server, "w");
+  test::child_process serve{argv({"--log-level", "info", "serve", "--listen", "127.0.0.1:0",
+                                  "--set", "cluster.listen=127.0.0.1:0", "--set",
+                                  workers_setting({w->address}), "--set",
+                                  "cluster.heartbeat=200ms", "--set",
+                                  "cluster.heartbeat_timeout=1s"}),
+                            test::isolated_quarry_options(home.path() + "/serve",
+                                                          llm_env(server))};
+  REQUIRE(serve.wait_for_err("research service for CAF programs on ", 90s));
+  auto err = serve.err();
+  auto at = err.find("research service for CAF programs on ") + 37;
+  auto service_at = err.substr(at, err.find(' ', at) - at);
+  auto port = static_cast<uint16_t>(std::stoi(service_at.substr(service_at.rfind(':') + 1)));
+
+  auto first = research_via_service(port, "How do heat pumps cope with cold weather?");
+  CHECK(first.status == quarry::cluster::session_status::report);
+  CHECK(count_of(w->process->err(), "worker: agent ") == 1);
+
+  // The worker dies; another starts on the same port.
+  w->process->signal(SIGKILL);
+  REQUIRE(serve.wait_for_err("worker " + w->address + " lost", 20s));
+  test::child_process w2{argv({"--log-level", "info", "worker", "--listen", w->address}),
+                         test::isolated_quarry_options(home.path() + "/w3", llm_env(server))};
+  REQUIRE(w2.wait_for_err("worker listening on " + w->address, 90s));
+  // The session node connects to it again by itself.
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (count_of(serve.err(), "worker " + w->address + " is up") < 2
+         && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  CHECK(count_of(serve.err(), "worker " + w->address + " is up") == 2);
+  REQUIRE_FALSE(server.script(parallel_agents_script(1)));
+  auto second = research_via_service(port, "How do heat pumps cope with cold weather?");
+  CHECK(second.status == quarry::cluster::session_status::report);
+  CHECK(count_of(w2.err(), "worker: agent ") == 1);
+  serve.signal(SIGTERM);
+  CHECK(serve.wait(60s).exit_code == 143);
+}

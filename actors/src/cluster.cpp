@@ -12,8 +12,6 @@
 
 #include "quarry/actors/cluster.hpp"
 
-#include "actor_time.hpp"
-
 #include "quarry/cluster/messages.hpp"
 #include "quarry/core/cluster.hpp"
 #include "quarry/core/packets.hpp"
@@ -555,6 +553,9 @@ using relay_actor = caf::typed_actor<caf::reacts_to<packet_atom, packet_msg>,
 
 relay_actor::behavior_type relay_impl(relay_actor::pointer self, runner_full_actor runner,
                                       int32_t attempt) {
+  // A runner that ends, however, takes its relays with it.
+  self->monitor(runner);
+  self->set_down_handler([=](caf::down_msg&) { self->quit(); });
   return {
     [=](packet_atom, packet_msg& p) {
       self->send(runner, packet_atom::value, attempt, std::move(p));
@@ -574,7 +575,6 @@ struct runner_state {
   std::shared_ptr<const core::prompt_library> prompts;
   agent_parent_actor parent;
   runner_setup setup;
-  detail::actor_time time;
   caf::actor_clock::time_point started;
 
   int32_t attempt = 0;
@@ -583,8 +583,8 @@ struct runner_state {
   relay_actor relay;
   cluster::remote_agent_actor remote;
   research_agent_actor local;
-  /// Waiting for the directory or for a worker to start the agent.
-  bool placing = false;
+  /// Attempts lost so far (a refusal is not a loss).
+  int lost = 0;
   std::vector<std::string> excluded;
   bool report_now = false;
   bool done = false;
@@ -650,12 +650,12 @@ void supersede(runner_ptr self, const std::string& why) {
   end_attempt(self);
   if (!worker.empty())
     st.excluded.push_back(worker);
-  if (st.attempt >= st.setup.max_attempts) {
+  if (++st.lost >= st.setup.max_attempts) {
     agent_result r;
     r.call_id = st.spec.call_id;
     r.tab_index = st.spec.tab_index;
     r.ok = false;
-    r.failure = "it was lost " + std::to_string(st.attempt) + " times (last: " + why + ")";
+    r.failure = "it was lost " + std::to_string(st.lost) + " times (last: " + why + ")";
     finish_runner(self, std::move(r));
     return;
   }
@@ -709,7 +709,6 @@ void spawn_on(runner_ptr self, cluster::agent_host_actor host, std::string worke
             self->send(r.agent, stop_atom::value);
           return;
         }
-        st.placing = false;
         if (!r.agent) {
           // A refusal is no loss: no packet of this attempt was sent.
           spdlog::warn("cluster: worker {} refused research agent {}: {}", worker,
@@ -730,7 +729,6 @@ void spawn_on(runner_ptr self, cluster::agent_host_actor host, std::string worke
         auto& st = self->state;
         if (st.done || st.attempt != attempt)
           return;
-        st.placing = false;
         supersede(self, "the worker did not start the agent: "
                           + (err == caf::sec::request_timeout
                                ? std::string{"no answer in time"}
@@ -741,7 +739,6 @@ void spawn_on(runner_ptr self, cluster::agent_host_actor host, std::string worke
 void place(runner_ptr self) {
   auto& st = self->state;
   ++st.attempt;
-  st.placing = true;
   auto attempt = st.attempt;
   self->request(st.setup.directory, st.setup.spawn_timeout, place_atom::value, st.spec.tools,
                 st.excluded)
@@ -751,8 +748,7 @@ void place(runner_ptr self) {
         if (st.done || st.attempt != attempt)
           return;
         if (!host) {
-          st.placing = false;
-          spdlog::info("cluster: research agent {} runs on this node (no worker can take it)",
+            spdlog::info("cluster: research agent {} runs on this node (no worker can take it)",
                        st.spec.tab_index + 1);
           run_here(self);
           return;
@@ -763,7 +759,6 @@ void place(runner_ptr self) {
         auto& st = self->state;
         if (st.done || st.attempt != attempt)
           return;
-        st.placing = false;
         spdlog::warn("cluster: research agent {} runs on this node: the worker directory "
                      "did not answer ({})",
                      st.spec.tab_index + 1, self->system().render(err));

@@ -238,8 +238,26 @@ std::unique_ptr<test::child_process> start(const std::string& home,
                                                test::isolated_quarry_options(home));
 }
 
+/// Every research: the plan, an orchestrator call that starts `agents`
+/// agents, each agent one search and its report, the orchestrator's
+/// generate_report (once the agents' reports are in its request), the final
+/// report. No rule is limited in uses, so any number of researches follow
+/// the same script at once.
 json script(int agents, int latency_ms) {
-  auto rules = test::script::parallel_agents_script(agents);
+  using namespace test::script;
+  auto rules = json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  json report_now{{"match", {{"system_contains", orchestrator_marker},
+                             {"message_contains", "Heat pump efficiency falls"}}},
+                  {"respond", calls({{"generate_report", json::object()}})}};
+  rules.push_back(report_now);
+  std::vector<std::pair<std::string, json>> xs;
+  for (int i = 0; i < agents; ++i)
+    xs.emplace_back("research_agent", json{{"task", "Task " + std::to_string(i)}});
+  rules.push_back(rule(orchestrator_marker, calls(xs)));
+  for (auto& r : agent_rules())
+    rules.push_back(r);
+  rules.push_back(rule(final_marker, {{"text", "Done [1]."}}));
   for (auto& r : rules)
     r["latency_ms"] = latency_ms;
   return rules;

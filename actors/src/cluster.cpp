@@ -444,8 +444,10 @@ directory_full_actor::behavior_type directory_impl(directory_ptr self,
     auto& ws = self->state.workers;
     for (size_t i = 0; i < ws.size(); ++i)
       if (ws[i].host && ws[i].host.address() == dm.source) {
-        lose(self, i, "its connection was lost ("
-                        + self->system().render(dm.reason) + ")");
+        lose(self, i, dm.reason == caf::exit_reason::remote_link_unreachable
+                        ? std::string{"its connection was lost"}
+                        : "its agent host stopped (" + self->system().render(dm.reason)
+                            + ")");
         return;
       }
   });

@@ -10,11 +10,15 @@
 #include "quarry/actors/cluster.hpp"
 #include "quarry/actors/llm_provider.hpp"
 
+#include "research_script.hpp"
 #include "support/fake_llm_server.hpp"
 
 #include <caf/io/all.hpp>
 
 #include <nlohmann/json.hpp>
+
+#include <condition_variable>
+#include <mutex>
 
 using namespace quarry;
 using namespace std::chrono_literals;
@@ -228,4 +232,126 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster actors: the agent host refuses what 
   CHECK(st.capacity == 1);
   CHECK(st.running == 0);
   CHECK(st.tools == std::vector<std::string>{"internal_search"});
+}
+
+namespace {
+
+/// What a stand-in worker recorded of the one agent it was asked for.
+struct recorded_spawn {
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool spawned = false;
+  cluster::agent_parent_actor parent;
+  cluster::packet_sink_actor sink;
+};
+
+} // namespace
+
+// A stand-in worker that speaks the real interface over CAF's network layer:
+// it accepts the agent but runs nothing, so the test can send, as the lost
+// agent, packets and a result after the worker was taken as lost.
+TEST_CASE_FIXTURE(cluster_fixture, "cluster actors: what a lost attempt's agent sends after "
+                                   "its worker was lost never reaches the session") {
+  auto rec = std::make_shared<recorded_spawn>();
+  actors::runtime there{cfg};
+  auto dummy = there.system().spawn([]() -> cluster::remote_agent_actor::behavior_type {
+    return {[](cluster::report_now_atom) {}, [](cluster::stop_atom) {}};
+  });
+  auto host = there.system().spawn([rec, dummy]() -> cluster::agent_host_actor::behavior_type {
+    return {
+      [rec, dummy](cluster::spawn_agent_atom, int32_t, const cluster::agent_spec&,
+                   cluster::agent_parent_actor& parent,
+                   cluster::packet_sink_actor& sink) -> cluster::spawn_reply {
+        std::lock_guard<std::mutex> guard{rec->mtx};
+        rec->spawned = true;
+        rec->parent = parent;
+        rec->sink = sink;
+        rec->cv.notify_all();
+        cluster::spawn_reply r;
+        r.agent = dummy;
+        return r;
+      },
+      [](cluster::worker_status_atom) {
+        cluster::worker_status s;
+        s.name = "stand-in";
+        s.protocol = cluster::protocol_version;
+        s.capacity = 4;
+        s.tools = {"internal_search"};
+        return s;
+      },
+    };
+  });
+  auto port = there.system().middleman().publish(host, 0, "127.0.0.1");
+  REQUIRE(port);
+  // This node's model is slow, so the session's side is still waiting when
+  // the lost agent's late messages come.
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  for (auto& r : test::script::agent_rules()) {
+    r["latency_ms"] = 1500;
+    rules.push_back(r);
+  }
+  REQUIRE_FALSE(server.script(rules));
+  auto here_llm = llm("openai", {{"base_url", server.base_url_openai()},
+                                 {"api_key", "k"},
+                                 {"model", "m"}});
+  auto em = emitter();
+  caf::scoped_actor self{rt->system()};
+  auto dir = directory(*port);
+  actors::runner_setup where;
+  where.directory = dir;
+  where.spawn_timeout = 5s;
+  actors::spawn_agent_runner(rt->system(), spec(), here_llm, here_tools, em, prompts,
+                             caf::actor_cast<actors::agent_parent_actor>(self), where);
+  cluster::agent_parent_actor parent;
+  cluster::packet_sink_actor sink;
+  {
+    std::unique_lock<std::mutex> guard{rec->mtx};
+    REQUIRE(rec->cv.wait_for(guard, 30s, [&] { return rec->spawned; }));
+    parent = rec->parent;
+    sink = rec->sink;
+  }
+  auto packet = [](const std::string& type) {
+    cluster::packet_msg p;
+    p.turn_index = 3;
+    p.obj = nlohmann::json{{"type", type}}.dump();
+    return p;
+  };
+  // While its worker is up, the agent's packets reach the session.
+  caf::anon_send(sink, cluster::packet_atom::value, packet("research_agent_start"));
+  auto seen = [&](const std::string& type) {
+    std::lock_guard<std::mutex> guard{mtx};
+    return std::any_of(packets.begin(), packets.end(),
+                       [&](const core::packet& p) { return p.type() == type; });
+  };
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!seen("research_agent_start") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  REQUIRE(seen("research_agent_start"));
+  // The worker is lost; the agent runs again here.
+  caf::anon_send_exit(host, caf::exit_reason::kill);
+  while (!seen("agent_superseded") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  REQUIRE(seen("agent_superseded"));
+  // The lost agent goes on as if nothing happened: a packet, then its result.
+  caf::anon_send(sink, cluster::packet_atom::value, packet("late_packet"));
+  cluster::agent_result late;
+  late.call_id = "call_remote";
+  late.ok = true;
+  late.report = "LATE";
+  caf::anon_send(parent, cluster::agent_done_atom::value, late);
+  actors::agent_result r;
+  self->receive([&](actors::agent_done_atom, actors::agent_result& x) { r = std::move(x); },
+                caf::after(60s) >> [&] { FAIL("the runner never answered"); });
+  drain(self, em);
+  CAPTURE(r.failure);
+  REQUIRE(r.ok);
+  CHECK(r.report != "LATE");
+  CHECK(r.report.find("Heat pump efficiency falls") != std::string::npos);
+  CHECK_FALSE(seen("late_packet"));
+  auto ts = types();
+  auto mark = std::find(ts.begin(), ts.end(), "agent_superseded") - ts.begin();
+  CHECK(std::count(ts.begin(), ts.begin() + mark, "research_agent_start") == 1);
+  CHECK(std::count(ts.begin() + mark, ts.end(), "research_agent_start") == 1);
+  caf::anon_send_exit(dummy, caf::exit_reason::user_shutdown);
 }

@@ -14,6 +14,7 @@
 #include <caf/none.hpp>
 #include <caf/sec.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -25,18 +26,20 @@
 
 namespace quarry::cluster::wire {
 
+/// A function told why a loaded value was refused.
+using refusal_hook = void (*)(const char* what);
+
 /// Called with a short reason whenever a loaded value is refused (a peer
 /// sent a value no Quarry node writes: an enum out of range, text past its
 /// bound, a negative duration). CAF then drops the message. Quarry sets it to
-/// log a warning; a foreign program may set its own. Not thread-safe to
-/// change while messages arrive: set it before the actor system starts.
-inline void (*on_refused)(const char* what) = nullptr;
+/// log a warning; a foreign program may set its own.
+inline std::atomic<refusal_hook> on_refused{nullptr};
 
 /// Returns the error of a loaded value that no sender can have written, and
 /// reports `what` to @ref on_refused.
 inline caf::error invalid_value(const char* what = "a value out of range") {
-  if (on_refused != nullptr)
-    on_refused(what);
+  if (auto hook = on_refused.load(); hook != nullptr)
+    hook(what);
   return caf::make_error(caf::sec::invalid_argument);
 }
 

@@ -333,13 +333,20 @@ int throughput(const std::vector<int>& worker_counts, int sessions, int latency_
                    [&](const caf::error&) { ++failed; });
       }
       for (const auto& id : ids)
-        self->request(*svc, 600s, cluster::result_atom::value, id)
+        self->request(*svc, 300s, cluster::result_atom::value, id)
           .receive(
             [&](const cluster::session_result& r) {
-              if (r.status != cluster::session_status::report)
+              if (r.status != cluster::session_status::report) {
+                std::cerr << "session " << id << ": " << r.failure << "\n";
                 ++failed;
+              }
             },
-            [&](const caf::error&) { ++failed; });
+            [&](const caf::error& e) {
+              std::cerr << "session " << id << ": " << sys.render(e) << "\n";
+              ++failed;
+            });
+      if (failed > 0)
+        std::cerr << serve->err().substr(serve->err().size() > 4000 ? serve->err().size() - 4000 : 0);
       wall_s = ms_since(t0) / 1000.0;
       caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
     }

@@ -204,7 +204,7 @@ service_actor::behavior_type service_impl(service_ptr self, std::shared_ptr<serv
       st.waiting.emplace(id, rp);
       if (first)
         follow_session(st.svc->sys(), st.svc->pool, st.svc->manager, st.svc->store_file, id,
-                       std::numeric_limits<uint64_t>::max(),
+                       1,
                        std::make_shared<result_follower>(service_actor{self}, st.svc, id));
       return rp;
     },

@@ -23,9 +23,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <condition_variable>
 #include <iostream>
-#include <mutex>
 
 namespace quarry::app {
 
@@ -570,18 +568,7 @@ int cmd_serve(context& ctx, const serve_options& opts) {
   }
 
   // Runs until SIGINT or SIGTERM.
-  std::mutex mtx;
-  std::condition_variable cv;
-  int signal_number = 0;
-  {
-    actors::signal_watcher watcher{[&](int sig) {
-      std::lock_guard<std::mutex> guard{mtx};
-      signal_number = sig;
-      cv.notify_all();
-    }};
-    std::unique_lock<std::mutex> lock{mtx};
-    cv.wait(lock, [&] { return signal_number != 0; });
-  }
+  auto signal_number = actors::wait_for_stop_signal();
   std::cerr << "quarry: stopping: running sessions are stopped and kept as interrupted\n";
   if (research_service) {
     caf::anon_send(research_service, cluster::stop_atom::value);

@@ -15,9 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <condition_variable>
 #include <iostream>
-#include <mutex>
 
 namespace quarry::app {
 
@@ -94,18 +92,7 @@ int cmd_worker(context& ctx, const worker_options& opts) {
             << std::flush;
 
   // Runs until SIGINT or SIGTERM.
-  std::mutex mtx;
-  std::condition_variable cv;
-  int signal_number = 0;
-  {
-    actors::signal_watcher watcher{[&](int sig) {
-      std::lock_guard<std::mutex> guard{mtx};
-      signal_number = sig;
-      cv.notify_all();
-    }};
-    std::unique_lock<std::mutex> lock{mtx};
-    cv.wait(lock, [&] { return signal_number != 0; });
-  }
+  auto signal_number = actors::wait_for_stop_signal();
   // The port closes with the actor system (caf::openssl::unpublish does
   // not compile in CAF 0.17.6).
   std::cerr << "quarry: worker stopping: running agents are stopped\n";

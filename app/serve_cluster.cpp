@@ -17,7 +17,6 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include <limits>
 #include <map>
 
 namespace quarry::app {

@@ -135,6 +135,20 @@ int signal_watcher::received() const noexcept {
   return impl_->received.load();
 }
 
+int wait_for_stop_signal() {
+  std::mutex mtx;
+  std::condition_variable cv;
+  int signal_number = 0;
+  signal_watcher watcher{[&](int sig) {
+    std::lock_guard<std::mutex> guard{mtx};
+    signal_number = sig;
+    cv.notify_all();
+  }};
+  std::unique_lock<std::mutex> lock{mtx};
+  cv.wait(lock, [&] { return signal_number != 0; });
+  return signal_number;
+}
+
 // -- runtime ------------------------------------------------------------------
 
 namespace {

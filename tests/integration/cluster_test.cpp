@@ -52,6 +52,15 @@ std::vector<json> agent_lane(const std::vector<json>& packets, int tab) {
   return out;
 }
 
+/// The index of the last `agent_superseded` packet of `lane`, or its size.
+size_t superseded_mark(const std::vector<json>& lane) {
+  size_t mark = lane.size();
+  for (size_t i = 0; i < lane.size(); ++i)
+    if (lane[i]["type"] == "agent_superseded")
+      mark = i;
+  return mark;
+}
+
 /// Checks that every citation number names one document and every
 /// document one number (the report's Sources).
 void check_citations_once(const std::vector<json>& packets) {
@@ -146,10 +155,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a worker killed with SIGKILL mid-ta
   auto packets = lines(res.out);
   auto lane = agent_lane(packets, 0);
   // The lost attempt's packets, the mark, then one whole attempt.
-  size_t mark = lane.size();
-  for (size_t i = 0; i < lane.size(); ++i)
-    if (lane[i]["type"] == "agent_superseded")
-      mark = i;
+  auto mark = superseded_mark(lane);
   REQUIRE(mark < lane.size());
   CHECK(lane[mark]["worker"] == a->address);
   CHECK(lane[mark]["attempt"] == 1);
@@ -199,10 +205,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a worker stopped with SIGSTOP is lo
   REQUIRE(res.exit_code == 0);
   auto packets = lines(res.out);
   auto lane = agent_lane(packets, 0);
-  size_t mark = lane.size();
-  for (size_t i = 0; i < lane.size(); ++i)
-    if (lane[i]["type"] == "agent_superseded")
-      mark = i;
+  auto mark = superseded_mark(lane);
   REQUIRE(mark < lane.size());
   // Nothing of the late attempt after the mark: one start, and not the
   // late search's query.

@@ -68,6 +68,11 @@ private:
   std::shared_ptr<impl> impl_;
 };
 
+/// Blocks until the first SIGINT or SIGTERM (through a @ref signal_watcher)
+/// and returns its number: how a long-running command (`serve`, `worker`)
+/// waits for its stop.
+int wait_for_stop_signal();
+
 /// Owns the CAF actor system. Create it after the configuration, the host
 /// services and the plugin registry, so that those outlive every actor.
 class runtime {

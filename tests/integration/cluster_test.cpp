@@ -582,17 +582,23 @@ quarry::cluster::session_result research_via_service(uint16_t port, const std::s
     return {[](quarry::cluster::packet_atom, const std::string&, uint64_t) {},
             [](quarry::cluster::stop_atom, uint64_t) {}};
   });
-  caf::scoped_actor self{sys};
-  std::string id;
-  quarry::cluster::research_request req;
-  req.question = q;
-  self->request(*svc, 30s, quarry::cluster::research_atom::value, req, sink)
-    .receive([&](const std::string& x) { id = x; },
-             [&](const caf::error& e) { FAIL(sys.render(e)); });
+  // Errors are results, not exceptions: the actor system must see the sink
+  // end before it can be destroyed.
   quarry::cluster::session_result out;
-  self->request(*svc, 120s, quarry::cluster::result_atom::value, id)
-    .receive([&](quarry::cluster::session_result& r) { out = std::move(r); },
-             [&](const caf::error& e) { FAIL(sys.render(e)); });
+  out.status = quarry::cluster::session_status::failed;
+  {
+    caf::scoped_actor self{sys};
+    std::string id;
+    quarry::cluster::research_request req;
+    req.question = q;
+    self->request(*svc, 30s, quarry::cluster::research_atom::value, req, sink)
+      .receive([&](const std::string& x) { id = x; },
+               [&](const caf::error& e) { out.failure = "start: " + sys.render(e); });
+    if (!id.empty())
+      self->request(*svc, 120s, quarry::cluster::result_atom::value, id)
+        .receive([&](quarry::cluster::session_result& r) { out = std::move(r); },
+                 [&](const caf::error& e) { out.failure = "result: " + sys.render(e); });
+  }
   caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
   return out;
 }
@@ -637,6 +643,37 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: quarry serve uses a worker that is 
   auto second = research_via_service(port, "How do heat pumps cope with cold weather?");
   CHECK(second.status == quarry::cluster::session_status::report);
   CHECK(count_of(w2.err(), "worker: agent ") == 1);
+  serve.signal(SIGTERM);
+  CHECK(serve.wait(60s).exit_code == 143);
+}
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: a program that waits quietly for a long research "
+                                   "through the research service keeps its connection") {
+  // The session node closes connections silent past its heartbeat timeout
+  // (1 s here); the research takes several times that, and the client only
+  // waits. register_types gives it heartbeats, so its result still comes.
+  test::fake_llm_server server;
+  auto rules = parallel_agents_script(1);
+  for (auto& r : rules)
+    r["latency_ms"] = 1000;
+  REQUIRE_FALSE(server.script(rules));
+  test::child_process serve{argv({"--log-level", "info", "serve", "--listen", "127.0.0.1:0",
+                                  "--set", "cluster.listen=127.0.0.1:0", "--set",
+                                  "cluster.heartbeat=200ms", "--set",
+                                  "cluster.heartbeat_timeout=1s"}),
+                            test::isolated_quarry_options(home.path() + "/serve",
+                                                          llm_env(server))};
+  REQUIRE(serve.wait_for_err("research service for CAF programs on ", 90s));
+  auto err = serve.err();
+  auto at = err.find("research service for CAF programs on ") + 37;
+  auto service_at = err.substr(at, err.find(' ', at) - at);
+  auto port = static_cast<uint16_t>(std::stoi(service_at.substr(service_at.rfind(':') + 1)));
+  auto t0 = std::chrono::steady_clock::now();
+  auto result = research_via_service(port, "How do heat pumps cope with cold weather?");
+  CAPTURE(result.failure);
+  CHECK(result.status == quarry::cluster::session_status::report);
+  // The research really outlasted the timeout several times over.
+  CHECK(std::chrono::steady_clock::now() - t0 > 3s);
   serve.signal(SIGTERM);
   CHECK(serve.wait(60s).exit_code == 143);
 }

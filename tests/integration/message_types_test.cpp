@@ -13,6 +13,7 @@
 #include "quarry/actors/research_agent.hpp"
 #include "quarry/actors/session.hpp"
 #include "quarry/actors/tool_provider.hpp"
+#include "quarry/cluster/register.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -791,4 +792,23 @@ TEST_CASE("typed actors answer across nodes and a wrong interface is refused") {
     CHECK(got[0].find("Grüße, 世界") != std::string::npos);
   }
   caf::anon_send_exit(collector, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("register_types gives a program heartbeats for Quarry nodes, and keeps its own "
+          "interval") {
+  using std::chrono::seconds;
+  auto interval = [](caf::actor_system_config& cfg) {
+    return caf::get_or(cfg.content, "middleman.heartbeat-interval", caf::timespan{0});
+  };
+  caf::actor_system_config plain;
+  quarry::cluster::register_types(plain);
+  CHECK(interval(plain) == caf::timespan{seconds{1}});
+  caf::actor_system_config off;
+  off.set("middleman.heartbeat-interval", caf::timespan{0});
+  quarry::cluster::register_types(off);
+  CHECK(interval(off) == caf::timespan{seconds{1}});
+  caf::actor_system_config own;
+  own.set("middleman.heartbeat-interval", caf::timespan{seconds{3}});
+  quarry::cluster::register_types(own);
+  CHECK(interval(own) == caf::timespan{seconds{3}});
 }

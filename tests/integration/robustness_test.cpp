@@ -161,6 +161,8 @@ TEST_CASE_FIXTURE(robust_fixture, "commands without a session stop promptly on "
     CAPTURE(sig);
     test::child_process child{argv({"--config", fifo, "config", "check"}),
                               options()};
+    REQUIRE(child.wait_until_blocked(sig, 30s));
+    // Then give it time to reach the FIFO.
     std::this_thread::sleep_for(300ms);
     child.signal(sig);
     auto res = child.wait(10s);
@@ -271,6 +273,7 @@ TEST_CASE_FIXTURE(robust_fixture, "llm chat, tool run and extract stop on a sign
             "--set", "tools.echo.plugin=echo", "--set", "tools.echo.timeout=10m",
             "tool", "run", "echo", R"({"text": "hang"})"}),
       options()};
+    REQUIRE(child.wait_until_blocked(SIGTERM, 30s));
     std::this_thread::sleep_for(500ms);
     child.signal(SIGTERM);
     auto res = child.wait(10s);

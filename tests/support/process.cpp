@@ -264,6 +264,24 @@ bool child_process::wait_for_err(const std::string& needle,
   return false;
 }
 
+bool child_process::wait_until_blocked(int sig, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto bit = 1ull << (sig - 1);
+  while (std::chrono::steady_clock::now() < deadline && !reaped_) {
+    std::ifstream in{"/proc/" + std::to_string(pid_) + "/status"};
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("SigBlk:", 0) != 0)
+        continue;
+      auto mask = std::strtoull(line.c_str() + 7, nullptr, 16);
+      if ((mask & bit) != 0)
+        return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }
+  return false;
+}
+
 std::string child_process::err() const {
   return read_file(dir_.file("stderr"));
 }

@@ -107,6 +107,12 @@ public:
   /// Standard error so far.
   std::string err() const;
 
+  /// Waits until the child blocks `sig` (read from /proc), which is how
+  /// `quarry` takes its stop signals onto its signal thread: a signal sent
+  /// earlier would still find the default action and kill it silently.
+  /// False if the child ended or `timeout` passed first.
+  bool wait_until_blocked(int sig, std::chrono::milliseconds timeout);
+
 private:
   temp_dir dir_;
   int pid_ = -1;

@@ -7,6 +7,10 @@
 
 #include <caf/actor_system_config.hpp>
 #include <caf/config_value.hpp>
+#include <caf/settings.hpp>
+#include <caf/timespan.hpp>
+
+#include <chrono>
 
 #include <string>
 #include <vector>
@@ -53,13 +57,28 @@ inline void set_app_identifier(caf::actor_system_config& cfg) {
   cfg.set("middleman.app-identifiers", std::move(ids));
 }
 
-/// Adds the types of these interfaces to `cfg` and sets the application
-/// identifier, so that the node can talk to Quarry nodes. Call before the
-/// actor system is built (and load `caf::io::middleman`).
+/// Quarry nodes close a connection on which nothing arrived for their
+/// `cluster.heartbeat_timeout` (5 s by default), which is how they see a
+/// peer that vanished without closing it. A program that waits quietly for a
+/// research must therefore send BASP heartbeats: sets
+/// `middleman.heartbeat-interval` to 1 s unless `cfg` has a positive
+/// interval already.
+inline void set_heartbeat(caf::actor_system_config& cfg) {
+  auto current = caf::get_if<caf::timespan>(&cfg.content, "middleman.heartbeat-interval");
+  if (!current || current->count() <= 0)
+    cfg.set("middleman.heartbeat-interval",
+            caf::timespan{std::chrono::seconds{1}});
+}
+
+/// Adds the types of these interfaces to `cfg`, sets the application
+/// identifier and (unless set) a heartbeat interval, so that the node can
+/// talk to Quarry nodes. Call before the actor system is built (and load
+/// `caf::io::middleman`).
 inline void register_types(caf::actor_system_config& cfg) {
   detail::config_registrar r{cfg};
   announce_types(r);
   set_app_identifier(cfg);
+  set_heartbeat(cfg);
 }
 
 } // namespace quarry::cluster

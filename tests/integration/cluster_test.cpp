@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <sys/stat.h>
 #include <filesystem>
 #include <sstream>
 #include <future>
@@ -316,6 +317,17 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: missing or mismatched certificates,
                                tls_settings(pki.foreign_cert, pki.foreign_key, pki.ca), {}));
   CHECK(foreign.exit_code == 2);
   CHECK(foreign.err.find("is not signed by the CA") != std::string::npos);
+  // A directory or a FIFO is not read (a FIFO would block the start).
+  auto dir = quarry(concat({"worker", "--listen", "127.0.0.1:0"},
+                           tls_settings(pki.node_cert, pki.node_key, home.path()), {}));
+  CHECK(dir.exit_code == 2);
+  CHECK(dir.err.find("cluster.tls.ca: not a regular file") != std::string::npos);
+  auto fifo = home.file("key.fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto piped = quarry(concat({"worker", "--listen", "127.0.0.1:0"},
+                             tls_settings(pki.node_cert, fifo, pki.ca), {}));
+  CHECK(piped.exit_code == 2);
+  CHECK(piped.err.find("cluster.tls.key: not a regular file") != std::string::npos);
   auto open = quarry({"worker", "--listen", "0.0.0.0:0"});
   CHECK(open.exit_code == 2);
   CHECK(open.err.find("refusing to listen on 0.0.0.0:0 without TLS") != std::string::npos);
@@ -567,8 +579,12 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: examples/cluster_client, built out 
 namespace {
 
 /// Runs one research through the research service of a `quarry serve` at
-/// `port`, from a CAF node of this process; its result.
-quarry::cluster::session_result research_via_service(uint16_t port, const std::string& q) {
+/// `port`, from a CAF node of this process; its result (`failed`, with the
+/// reason in `failure`, when the start is refused or not answered within
+/// `start_timeout`).
+quarry::cluster::session_result research_via_service(uint16_t port,
+                                                     quarry::cluster::research_request req,
+                                                     std::chrono::seconds start_timeout = 30s) {
   caf::actor_system_config cfg;
   cfg.set("logger.verbosity", caf::atom("quiet"));
   cfg.set("scheduler.max-threads", 2);
@@ -589,9 +605,7 @@ quarry::cluster::session_result research_via_service(uint16_t port, const std::s
   {
     caf::scoped_actor self{sys};
     std::string id;
-    quarry::cluster::research_request req;
-    req.question = q;
-    self->request(*svc, 30s, quarry::cluster::research_atom::value, req, sink)
+    self->request(*svc, start_timeout, quarry::cluster::research_atom::value, req, sink)
       .receive([&](const std::string& x) { id = x; },
                [&](const caf::error& e) { out.failure = "start: " + sys.render(e); });
     if (!id.empty())
@@ -601,6 +615,21 @@ quarry::cluster::session_result research_via_service(uint16_t port, const std::s
   }
   caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
   return out;
+}
+
+quarry::cluster::session_result research_via_service(uint16_t port, const std::string& q) {
+  quarry::cluster::research_request req;
+  req.question = q;
+  return research_via_service(port, std::move(req));
+}
+
+/// Starts `quarry serve` with its research service on loopback; the port.
+uint16_t service_port(test::child_process& serve) {
+  REQUIRE(serve.wait_for_err("research service for CAF programs on ", 90s));
+  auto err = serve.err();
+  auto at = err.find("research service for CAF programs on ") + 37;
+  auto service_at = err.substr(at, err.find(' ', at) - at);
+  return static_cast<uint16_t>(std::stoi(service_at.substr(service_at.rfind(':') + 1)));
 }
 
 } // namespace
@@ -617,11 +646,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: quarry serve uses a worker that is 
                                   "cluster.heartbeat_timeout=1s"}),
                             test::isolated_quarry_options(home.path() + "/serve",
                                                           llm_env(server))};
-  REQUIRE(serve.wait_for_err("research service for CAF programs on ", 90s));
-  auto err = serve.err();
-  auto at = err.find("research service for CAF programs on ") + 37;
-  auto service_at = err.substr(at, err.find(' ', at) - at);
-  auto port = static_cast<uint16_t>(std::stoi(service_at.substr(service_at.rfind(':') + 1)));
+  auto port = service_port(serve);
 
   auto first = research_via_service(port, "How do heat pumps cope with cold weather?");
   CHECK(first.status == quarry::cluster::session_status::report);
@@ -663,17 +688,58 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a program that waits quietly for a 
                                   "cluster.heartbeat_timeout=1s"}),
                             test::isolated_quarry_options(home.path() + "/serve",
                                                           llm_env(server))};
-  REQUIRE(serve.wait_for_err("research service for CAF programs on ", 90s));
-  auto err = serve.err();
-  auto at = err.find("research service for CAF programs on ") + 37;
-  auto service_at = err.substr(at, err.find(' ', at) - at);
-  auto port = static_cast<uint16_t>(std::stoi(service_at.substr(service_at.rfind(':') + 1)));
+  auto port = service_port(serve);
   auto t0 = std::chrono::steady_clock::now();
   auto result = research_via_service(port, "How do heat pumps cope with cold weather?");
   CAPTURE(result.failure);
   CHECK(result.status == quarry::cluster::session_status::report);
   // The research really outlasted the timeout several times over.
   CHECK(std::chrono::steady_clock::now() - t0 > 3s);
+  serve.signal(SIGTERM);
+  CHECK(serve.wait(60s).exit_code == 143);
+}
+
+TEST_CASE_FIXTURE(cluster_fixture, "cluster: the research service refuses bad requests with "
+                                   "a reason, drops oversized ones with a log line, and "
+                                   "keeps serving") {
+  test::fake_llm_server server;
+  REQUIRE_FALSE(server.script(parallel_agents_script(1)));
+  test::child_process serve{argv({"--log-level", "info", "serve", "--listen", "127.0.0.1:0",
+                                  "--set", "cluster.listen=127.0.0.1:0"}),
+                            test::isolated_quarry_options(home.path() + "/serve",
+                                                          llm_env(server))};
+  auto port = service_port(serve);
+  auto refused = [&](quarry::cluster::research_request req) {
+    auto r = research_via_service(port, std::move(req));
+    CHECK(r.status == quarry::cluster::session_status::failed);
+    return r.failure;
+  };
+  quarry::cluster::research_request req;
+  req.question = "   ";
+  CHECK(refused(req).find("the question is empty") != std::string::npos);
+  req.question = "Caf\xc3\x28 and \xff?";
+  CHECK(refused(req).find("not valid UTF-8") != std::string::npos);
+  req.question = "How do heat pumps cope with cold weather?";
+  req.max_agents = 99;
+  CHECK(refused(req).find("max_agents must be") != std::string::npos);
+  req.max_agents = 0;
+  req.deadline_ms = 5;
+  CHECK(refused(req).find("deadline_ms must be") != std::string::npos);
+  // Past the wire bound: refused while read (CAF answers the request with
+  // an error), logged, and no session starts.
+  req.deadline_ms = 0;
+  req.question = std::string(quarry::cluster::max_question_bytes + 1, 'q');
+  auto dropped = research_via_service(port, req, 10s);
+  CHECK(dropped.status == quarry::cluster::session_status::failed);
+  CHECK(dropped.failure.rfind("start: ", 0) == 0);
+  CHECK(serve.wait_for_err("dropped a message from another node: a question past 64 KiB",
+                           10s));
+  // The service goes on.
+  auto good = research_via_service(port, "How do heat pumps cope with cold weather?");
+  CAPTURE(good.failure);
+  CHECK(good.status == quarry::cluster::session_status::report);
+  // Only the good request started a session.
+  CHECK(count_of(serve.err(), "research service: session ") == 1);
   serve.signal(SIGTERM);
   CHECK(serve.wait(60s).exit_code == 143);
 }

@@ -3,6 +3,7 @@
 
 #include "extractive.hpp"
 
+#include "quarry/sdk/lexical.hpp"
 #include "quarry/sdk/strings.hpp"
 
 #include <nlohmann/json.hpp>
@@ -264,36 +265,6 @@ std::string sentence_key(std::string_view sentence) {
     result += ' ';
   }
   return result.empty() ? sdk::to_lower(sentence) : result;
-}
-
-const std::set<std::string>& stop_words() {
-  static const std::set<std::string> words{
-    "a",     "about", "above", "after", "again", "all",   "also",  "am",
-    "an",    "and",   "any",   "are",   "as",    "at",    "be",    "been",
-    "being", "between", "both", "but",  "by",    "can",   "could", "did",
-    "do",    "does",  "doing", "for",   "from",  "had",   "has",   "have",
-    "having", "he",   "her",   "here",  "hers",  "him",   "his",   "how",
-    "i",     "if",    "in",    "into",  "is",    "it",    "its",   "itself",
-    "just",  "me",    "more",  "most",  "my",    "no",    "nor",   "not",
-    "of",    "on",    "once",  "only",  "or",    "other", "our",   "out",
-    "over",  "own",   "same",  "she",   "should", "so",   "some",  "such",
-    "than",  "that",  "the",   "their", "them",  "then",  "there", "these",
-    "they",  "this",  "those", "through", "to",  "too",   "under", "until",
-    "up",    "very",  "was",   "we",    "were",  "what",  "when",  "where",
-    "which", "while", "who",   "whom",  "why",   "will",  "with",  "would",
-    "you",   "your",  "yours", "s",     "t"};
-  return words;
-}
-
-// A light stemmer: plural endings only.
-std::string stem(std::string word) {
-  auto n = word.size();
-  if (n > 4 && word.compare(n - 3, 3, "ies") == 0)
-    return word.substr(0, n - 3) + "y";
-  if (n > 3 && word[n - 1] == 's' && word[n - 2] != 's' && word[n - 2] != 'u'
-      && word[n - 2] != 'i')
-    return word.substr(0, n - 1);
-  return word;
 }
 
 // Returns the first (or last) user message that is not a reminder, or any
@@ -794,36 +765,11 @@ std::vector<std::string> split_sentences(std::string_view text) {
 }
 
 std::vector<std::string> tokenize(std::string_view text) {
-  std::vector<std::string> result;
-  std::string word;
-  auto flush = [&] {
-    if (!word.empty() && stop_words().count(word) == 0)
-      result.push_back(stem(std::move(word)));
-    word.clear();
-  };
-  for (auto c : text) {
-    auto u = static_cast<unsigned char>(c);
-    if (u >= 0x80 || is_digit(c) || (c >= 'a' && c <= 'z') || is_upper(c))
-      word += to_lower(c);
-    else
-      flush();
-  }
-  flush();
-  return result;
+  return sdk::lexical::tokenize(text);
 }
 
 size_t count_words(std::string_view text) {
-  size_t result = 0;
-  bool in_word = false;
-  for (auto c : text) {
-    if (sdk::is_ascii_space(c)) {
-      in_word = false;
-    } else if (!in_word) {
-      in_word = true;
-      ++result;
-    }
-  }
-  return result;
+  return sdk::lexical::count_words(text);
 }
 
 int64_t estimate_tokens(std::string_view text) {
@@ -833,47 +779,11 @@ int64_t estimate_tokens(std::string_view text) {
 
 std::vector<double> bm25_scores(const std::vector<std::vector<std::string>>& docs,
                                 const std::vector<std::string>& query) {
-  constexpr double k1 = 1.2;
-  constexpr double b = 0.75;
-  std::vector<double> result(docs.size(), 0.0);
-  if (docs.empty() || query.empty())
-    return result;
-  double total = 0;
-  for (const auto& doc : docs)
-    total += static_cast<double>(doc.size());
-  auto avg = std::max(1.0, total / static_cast<double>(docs.size()));
-  auto n_docs = static_cast<double>(docs.size());
-  std::set<std::string> terms{query.begin(), query.end()};
-  for (const auto& term : terms) {
-    size_t with_term = 0;
-    for (const auto& doc : docs)
-      if (std::find(doc.begin(), doc.end(), term) != doc.end())
-        ++with_term;
-    if (with_term == 0)
-      continue;
-    auto n = static_cast<double>(with_term);
-    auto idf = std::log(1.0 + (n_docs - n + 0.5) / (n + 0.5));
-    for (size_t i = 0; i < docs.size(); ++i) {
-      auto tf = static_cast<double>(std::count(docs[i].begin(), docs[i].end(), term));
-      if (tf == 0)
-        continue;
-      auto len = static_cast<double>(docs[i].size());
-      result[i] += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avg));
-    }
-  }
-  return result;
+  return sdk::lexical::bm25_scores(docs, query);
 }
 
 std::vector<size_t> top_k(const std::vector<double>& scores, size_t k) {
-  std::vector<size_t> idx;
-  for (size_t i = 0; i < scores.size(); ++i)
-    if (scores[i] > 0)
-      idx.push_back(i);
-  std::stable_sort(idx.begin(), idx.end(),
-                   [&](size_t x, size_t y) { return scores[x] > scores[y]; });
-  if (idx.size() > k)
-    idx.resize(k);
-  return idx;
+  return sdk::lexical::top_k(scores, k);
 }
 
 // -- plans --------------------------------------------------------------------

@@ -1,0 +1,145 @@
+// Lexical text matching shared by Quarry and its plugins: words without stop
+// words and plural endings, Okapi BM25 over a handful of passages, and the
+// best scores. Header-only; English stop words (other languages keep all
+// their words, which only weakens ranking a little).
+
+#pragma once
+
+#include "quarry/sdk/strings.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace quarry::sdk::lexical {
+
+/// English stop words (lower case).
+inline const std::set<std::string, std::less<>>& stop_words() {
+  static const std::set<std::string, std::less<>> words{
+    "a",     "about", "above", "after", "again", "all",   "also",  "am",
+    "an",    "and",   "any",   "are",   "as",    "at",    "be",    "been",
+    "being", "between", "both", "but",  "by",    "can",   "could", "did",
+    "do",    "does",  "doing", "for",   "from",  "had",   "has",   "have",
+    "having", "he",   "her",   "here",  "hers",  "him",   "his",   "how",
+    "i",     "if",    "in",    "into",  "is",    "it",    "its",   "itself",
+    "just",  "me",    "more",  "most",  "my",    "no",    "nor",   "not",
+    "of",    "on",    "once",  "only",  "or",    "other", "our",   "out",
+    "over",  "own",   "same",  "she",   "should", "so",   "some",  "such",
+    "than",  "that",  "the",   "their", "them",  "then",  "there", "these",
+    "they",  "this",  "those", "through", "to",  "too",   "under", "until",
+    "up",    "very",  "was",   "we",    "were",  "what",  "when",  "where",
+    "which", "while", "who",   "whom",  "why",   "will",  "with",  "would",
+    "you",   "your",  "yours", "s",     "t"};
+  return words;
+}
+
+/// A light stemmer: plural endings only (`batteries` -> `battery`, `pumps`
+/// -> `pump`; `gas`, `bus` and `analysis` are left alone).
+inline std::string stem(std::string word) {
+  auto n = word.size();
+  if (n > 4 && word.compare(n - 3, 3, "ies") == 0)
+    return word.substr(0, n - 3) + "y";
+  if (n > 3 && word[n - 1] == 's' && word[n - 2] != 's' && word[n - 2] != 'u'
+      && word[n - 2] != 'i')
+    return word.substr(0, n - 1);
+  return word;
+}
+
+/// The lower-case alphanumeric words of `text` (bytes of UTF-8 sequences stay
+/// inside words), stemmed, without stop words.
+inline std::vector<std::string> tokenize(std::string_view text) {
+  std::vector<std::string> result;
+  std::string word;
+  auto flush = [&] {
+    if (!word.empty() && stop_words().count(word) == 0)
+      result.push_back(stem(std::move(word)));
+    word.clear();
+  };
+  for (auto c : text) {
+    auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z'))
+      word += c;
+    else if (c >= 'A' && c <= 'Z')
+      word += ascii_lower(c);
+    else
+      flush();
+  }
+  flush();
+  return result;
+}
+
+/// The number of white-space separated words in `text`.
+inline size_t count_words(std::string_view text) {
+  size_t result = 0;
+  bool in_word = false;
+  for (auto c : text) {
+    if (is_ascii_space(c)) {
+      in_word = false;
+    } else if (!in_word) {
+      in_word = true;
+      ++result;
+    }
+  }
+  return result;
+}
+
+/// Scores every document of `docs` (each a token list) against `query` with
+/// Okapi BM25 (k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) / (n + 0.5))).
+/// Time linear in the total number of tokens.
+inline std::vector<double> bm25_scores(const std::vector<std::vector<std::string>>& docs,
+                                       const std::vector<std::string>& query) {
+  constexpr double k1 = 1.2;
+  constexpr double b = 0.75;
+  std::vector<double> result(docs.size(), 0.0);
+  if (docs.empty() || query.empty())
+    return result;
+  std::set<std::string_view> terms{query.begin(), query.end()};
+  // Term frequencies of the query's terms, per document.
+  std::vector<std::unordered_map<std::string_view, double>> tf(docs.size());
+  std::unordered_map<std::string_view, size_t> with_term;
+  double total = 0;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    total += static_cast<double>(docs[i].size());
+    for (const auto& w : docs[i])
+      if (terms.count(w) != 0 && tf[i][w]++ == 0)
+        ++with_term[w];
+  }
+  auto avg = std::max(1.0, total / static_cast<double>(docs.size()));
+  auto n_docs = static_cast<double>(docs.size());
+  for (auto term : terms) {
+    auto found = with_term.find(term);
+    if (found == with_term.end())
+      continue;
+    auto n = static_cast<double>(found->second);
+    auto idf = std::log(1.0 + (n_docs - n + 0.5) / (n + 0.5));
+    for (size_t i = 0; i < docs.size(); ++i) {
+      auto f = tf[i].find(term);
+      if (f == tf[i].end())
+        continue;
+      auto len = static_cast<double>(docs[i].size());
+      result[i] += idf * f->second * (k1 + 1) / (f->second + k1 * (1 - b + b * len / avg));
+    }
+  }
+  return result;
+}
+
+/// The indexes of the `k` best positive scores, best first; ties go to the
+/// lower index.
+inline std::vector<size_t> top_k(const std::vector<double>& scores, size_t k) {
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < scores.size(); ++i)
+    if (scores[i] > 0)
+      idx.push_back(i);
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](size_t x, size_t y) { return scores[x] > scores[y]; });
+  if (idx.size() > k)
+    idx.resize(k);
+  return idx;
+}
+
+} // namespace quarry::sdk::lexical

@@ -41,7 +41,12 @@ prompt_vars all_vars() {
           {"research_topic", "heat pumps in cold climates"},
           {"web_search_tool", "web_search"},
           {"internal_search_tool", "internal_search"},
-          {"open_url_tool", "open_url"}};
+          {"open_url_tool", "open_url"},
+          {"max_clarifying_questions", "3"},
+          {"max_queries", "3"},
+          {"step_range", "3 to 6"},
+          {"depth", "medium"},
+          {"min_steps", "3"}};
 }
 
 } // namespace
@@ -81,6 +86,15 @@ TEST_CASE("prompts: every template uses exactly its documented variables") {
     {"user_report_query", {"research_topic"}},
     {"final_report", {"current_datetime"}},
     {"user_final_report_query", {"research_plan"}},
+    // The reflective strategy and verification.
+    {"reflective_coordinator", {"current_datetime", "max_clarifying_questions"}},
+    {"reflective_queries", {"current_datetime", "max_queries"}},
+    {"reflective_planner", {"current_datetime", "step_range", "depth"}},
+    {"reflective_observation", {"current_datetime"}},
+    {"reflective_reflector", {"current_datetime", "depth", "min_steps"}},
+    {"reflective_synthesizer", {"current_datetime"}},
+    {"reflective_simple", {"current_datetime"}},
+    {"verification_judge", {}},
   };
   std::set<std::string> names;
   for (const auto& n : lib.names())

@@ -3,6 +3,7 @@
 // on ADJUST, no COMPLETE before the minimum, the plan-iteration limit.
 
 #include "quarry/core/reflective.hpp"
+#include "quarry/core/reflective_requests.hpp"
 
 #include <doctest/doctest.h>
 
@@ -321,4 +322,81 @@ TEST_CASE("reflective: a reflection needs a known decision") {
   CHECK(std::get<invalid_output>(bad).problem.find("CONTINUE, ADJUST or COMPLETE")
         != std::string::npos);
   CHECK(std::holds_alternative<invalid_output>(read_reflection({{"reasoning", "x"}})));
+}
+
+// -- requests -------------------------------------------------------------------
+
+TEST_CASE("reflective requests: a structured call offers one tool and requires it; the repair "
+          "answers the bad call and asks once more") {
+  auto r = structured_request("sys", "user text", reflect_tool(), "reflect");
+  REQUIRE(r.messages.size() == 2);
+  CHECK(r.messages[0].author == sdk::role::system);
+  CHECK(r.messages[1].content == "user text");
+  REQUIRE(r.tools.size() == 1);
+  CHECK(r.tools[0].name == "reflect");
+  CHECK(r.choice == sdk::tool_choice::required);
+  CHECK(r.role_tag == "reflect");
+  sdk::chat_result bad;
+  bad.text = "thinking";
+  bad.tool_calls.push_back({"c1", "reflect", "{\"decision\": \"MAYBE\"}"});
+  auto fix = repair_request(r, bad, "reflect", "decision must be CONTINUE, ADJUST or COMPLETE");
+  REQUIRE(fix.messages.size() == 5);
+  CHECK(fix.messages[2].author == sdk::role::assistant);
+  CHECK(fix.messages[2].tool_calls.size() == 1);
+  CHECK(fix.messages[3].author == sdk::role::tool);
+  CHECK(fix.messages[3].tool_call_id == "c1");
+  CHECK(fix.messages[4].author == sdk::role::user);
+  CHECK(fix.messages[4].content.find("decision must be") != std::string::npos);
+  CHECK(fix.tools.size() == 1);
+}
+
+TEST_CASE("reflective requests: what each role reads") {
+  std::vector<sdk::chat_message> conversation;
+  for (int i = 0; i < 8; ++i) {
+    sdk::chat_message m;
+    m.author = i % 2 == 0 ? sdk::role::user : sdk::role::assistant;
+    m.content = "message " + std::to_string(i);
+    conversation.push_back(m);
+  }
+  auto coord = coordinator_input("And in Norway?", conversation);
+  CHECK(coord.find("message 2") == std::string::npos);
+  CHECK(coord.find("message 3") != std::string::npos);
+  CHECK(coord.find("message 7") != std::string::npos);
+  CHECK(coord.rfind("And in Norway?") == coord.size() - 14);
+
+  plan p;
+  p.iteration = 1;
+  p.title = "Heat pumps";
+  p.steps = {done_step("s1.1", "Efficiency", "COP falls [1]."), pending_step("s1.2", "Costs")};
+  reflection fb;
+  fb.reasoning = "costs are missing";
+  fb.suggested_changes = {"installation costs"};
+  auto room = room_for(&p, profile_for(depth::medium));
+  auto planner = planner_input("Q?", "bg results", &p, &fb, room, depth::medium);
+  CHECK(planner.find("COP falls [1].") != std::string::npos);
+  CHECK(planner.find("installation costs") != std::string::npos);
+  CHECK(planner.find("Write 2 to 5 new steps.") != std::string::npos);
+  CHECK(planner.find("bg results") != std::string::npos);
+  auto first = planner_input("Q?", "", nullptr, nullptr, room_for(nullptr, profile_for(depth::light)),
+                             depth::light);
+  CHECK(first.find("Write 1 to 3 steps.") != std::string::npos);
+  CHECK(step_range(profile_for(depth::extended)) == "5 to 10");
+
+  auto task = step_task("Q?", p, 1);
+  CHECK(task.rfind("Costs", 0) == 0);
+  CHECK(task.find("Q?") != std::string::npos);
+
+  auto refl = reflector_input("Q?", p, 0, 7, 0);
+  CHECK(refl.find("[x] s1.1 Efficiency") != std::string::npos);
+  CHECK(refl.find("[ ] s1.2 Costs") != std::string::npos);
+  CHECK(refl.find("New sources found by this step: 0") != std::string::npos);
+  CHECK(refl.find("Sources found so far: 7") != std::string::npos);
+
+  p.steps[0].observation = std::string(1000, 'a');
+  p.steps[1] = done_step("s1.2", "Costs", std::string(1000, 'b'));
+  auto synth = synthesizer_input("Q?", p, 600);
+  CHECK(synth.find("## Efficiency") != std::string::npos);
+  CHECK(synth.find("## Costs") != std::string::npos);
+  CHECK(synth.find(std::string(301, 'a')) == std::string::npos);
+  CHECK(synth.find(std::string(300, 'b')) != std::string::npos);
 }

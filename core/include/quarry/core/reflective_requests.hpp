@@ -1,0 +1,74 @@
+// The requests the reflective strategy sends to its models: structured calls
+// (one tool offered and required) with their one repair request, and the
+// texts each role reads (question, conversation, background, plan,
+// observations). Pure functions; the reflective session only sends what
+// these build.
+
+#pragma once
+
+#include "quarry/core/reflective.hpp"
+#include "quarry/sdk/types.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace quarry::core::reflective {
+
+/// Output tokens of a structured call.
+inline constexpr int64_t structured_max_tokens = 2000;
+
+/// Messages of the conversation the coordinator sees (the last ones).
+inline constexpr size_t coordinator_history_messages = 5;
+
+/// An observation as the reflector sees it (the synthesizer gets it whole,
+/// within its budget).
+inline constexpr size_t reflector_observation_bytes = 4000;
+
+/// A structured call: the system prompt, the user text, `tool` offered and
+/// required, `role_tag` for the provider.
+sdk::chat_request structured_request(std::string system, std::string user,
+                                     sdk::tool_definition tool, std::string role_tag);
+
+/// The one repair request after an unusable answer: `first`, then the
+/// model's answer (its text and calls), every call answered as not usable,
+/// then repair_message(`tool`, `problem`).
+sdk::chat_request repair_request(sdk::chat_request first, const sdk::chat_result& answer,
+                                 std::string_view tool, std::string_view problem);
+
+/// The coordinator's text: the question, after the last
+/// `coordinator_history_messages` user and assistant messages of the
+/// conversation (a follow-up chain), each clipped.
+std::string coordinator_input(const std::string& question,
+                              const std::vector<sdk::chat_message>& conversation);
+
+/// The planner's text: the question, the background results, and on a
+/// replan the completed steps with their observations, the reflector's
+/// reasoning and suggested changes, and how many new steps fit.
+std::string planner_input(const std::string& question, const std::string& background,
+                          const plan* current, const reflection* feedback, plan_room room,
+                          depth d);
+
+/// `light` -> "1 to 3", for the planner's prompt.
+std::string step_range(const depth_profile& p);
+
+/// What a researcher is asked to do for step `index` of `p` (also the
+/// ReAct agent's task): the step, its description, and the question it
+/// serves.
+std::string step_task(const std::string& question, const plan& p, size_t index);
+
+/// The reflector's text: the question, the plan with each step's status,
+/// the observations (clipped), the step just completed, and the sources:
+/// `sources_total` in all, `new_sources` found by that step (the line
+/// "New sources found by this step: N" that the extractive provider reads).
+std::string reflector_input(const std::string& question, const plan& p, size_t just_done,
+                            size_t sources_total, size_t new_sources);
+
+/// The synthesizer's text: the question and every completed step with its
+/// observation, at most `budget_bytes` of observations in all (each cut to
+/// its share when they do not fit).
+std::string synthesizer_input(const std::string& question, const plan& p,
+                              size_t budget_bytes = 400000);
+
+} // namespace quarry::core::reflective

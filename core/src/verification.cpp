@@ -551,12 +551,10 @@ judgement judge_lexically(std::string_view claim_text, const std::optional<evide
   out.quote = ev->quote;
   out.number = ev->number;
   static_cast<void>(claim_text);
-  if (ev->coverage >= 0.75 && ev->numbers_match)
-    out.result = verdict::supported;
-  else if (ev->coverage >= 0.45)
-    out.result = verdict::partly_supported;
-  else
-    out.result = verdict::unsupported;
+  sdk::lexical::overlap o;
+  o.coverage = ev->coverage;
+  o.numbers_match = ev->numbers_match;
+  out.result = parse_verdict(sdk::lexical::lexical_verdict(o)).value_or(verdict::unsupported);
   return out;
 }
 

@@ -1179,6 +1179,8 @@ std::string compose_final(std::string_view question, const std::vector<std::stri
 }
 
 answer respond(const sdk::chat_request& request, const compose_options& opts) {
+  if (auto structured = respond_structured(request))
+    return *structured;
   auto tag = sdk::to_lower(sdk::trim(request.role_tag));
   if (tag == "clarify")
     return respond_clarify(request);

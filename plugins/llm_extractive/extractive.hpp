@@ -6,6 +6,7 @@
 #include "quarry/sdk/types.hpp"
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -128,6 +129,12 @@ struct finding {
 /// best), and a section for findings that fit no step.
 std::string compose_final(std::string_view question, const std::vector<std::string>& plan,
                           const std::vector<finding>& findings);
+
+/// Answers a structured call of the reflective strategy and of
+/// verification (one tool offered: classify_question, search_queries,
+/// write_plan, reflect or judge_claims) with one call to it; nothing for
+/// any other request.
+std::optional<answer> respond_structured(const sdk::chat_request& request);
 
 /// Answers `request` by its role tag (`clarify`, `plan`, `orchestrate`,
 /// `research`, `report`, `final`; anything else is a plain chat answered with

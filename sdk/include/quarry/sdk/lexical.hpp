@@ -142,4 +142,41 @@ inline std::vector<size_t> top_k(const std::vector<double>& scores, size_t k) {
   return idx;
 }
 
+/// How much of a claim a span of text holds.
+struct overlap {
+  /// Share of the claim's distinct words found in the span, 0 to 1 (1 for a
+  /// claim without words).
+  double coverage = 0;
+  /// Every word of the claim with a digit in it is in the span.
+  bool numbers_match = true;
+};
+
+/// The overlap of `claim` with `span` (tokenize on both sides).
+inline overlap overlap_of(std::string_view claim, std::string_view span) {
+  auto c = tokenize(claim);
+  auto s = tokenize(span);
+  std::set<std::string> claim_terms{c.begin(), c.end()};
+  std::set<std::string> span_terms{s.begin(), s.end()};
+  overlap out;
+  size_t held = 0;
+  for (const auto& t : claim_terms) {
+    auto in = span_terms.count(t) != 0;
+    held += in ? 1 : 0;
+    if (!in && std::any_of(t.begin(), t.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+      out.numbers_match = false;
+  }
+  out.coverage = claim_terms.empty() ? 1.0 : static_cast<double>(held) / claim_terms.size();
+  return out;
+}
+
+/// The lexical judge's verdict: `supported` from 75 % coverage with every
+/// number, `partly_supported` from 45 %, else `unsupported`.
+inline const char* lexical_verdict(const overlap& o) {
+  if (o.coverage >= 0.75 && o.numbers_match)
+    return "supported";
+  if (o.coverage >= 0.45)
+    return "partly_supported";
+  return "unsupported";
+}
+
 } // namespace quarry::sdk::lexical

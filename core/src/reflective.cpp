@@ -4,6 +4,7 @@
 
 #include "quarry/core/tool_args.hpp"
 #include "quarry/sdk/strings.hpp"
+#include "quarry/sdk/text.hpp"
 
 #include <algorithm>
 #include <set>
@@ -24,14 +25,7 @@ constexpr size_t max_query_bytes = 400;
 constexpr size_t max_draft_steps = 64;
 
 std::string clip(std::string_view x, size_t limit) {
-  x = sdk::trim(x);
-  if (x.size() <= limit)
-    return std::string{x};
-  // Never cut inside a UTF-8 sequence.
-  auto end = limit;
-  while (end > 0 && (static_cast<unsigned char>(x[end]) & 0xC0) == 0x80)
-    --end;
-  return std::string{x.substr(0, end)};
+  return std::string{sdk::utf8_prefix(sdk::trim(x), limit)};
 }
 
 /// The string at `key`, trimmed and clipped; empty when absent or not a

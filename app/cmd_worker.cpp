@@ -54,6 +54,8 @@ int cmd_worker(context& ctx, const worker_options& opts) {
     std::cerr << "quarry: " << why << "\n";
     return exit_usage;
   }
+  // The runtime loads the network layer for a node that listens.
+  cfg.cluster.listen = listen;
   auto prepared = research_engine::prepare(ctx, engine_setup{});
   if (auto* rc = std::get_if<int>(&prepared))
     return *rc;

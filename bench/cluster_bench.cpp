@@ -101,6 +101,7 @@ int dispatch(int n) {
   core::settings cfg;
   cfg.runtime.data_dir = tmp.path();
   cfg.runtime.scheduler_threads = 2;
+  cfg.cluster.listen = "127.0.0.1:0"; // every runtime here is a node
   host::host_services services{cfg};
   host::plugin_registry registry{services};
   registry.load_directories({plugin_dir});

@@ -169,9 +169,15 @@ struct quarry_system_config : caf::actor_system_config {
     // Quarry logs through spdlog; CAF's own printing stays quiet.
     set("logger.verbosity", caf::atom("quiet"));
     register_message_types(*this);
+    // A node that neither places agents on workers nor listens for other
+    // nodes runs without CAF's network layer: no multiplexer thread, and
+    // none of the middleman's shutdown races (its BASP broker could be left
+    // in a reference cycle at exit).
+    const auto& cl = cfg.cluster;
+    if (!runtime::networked(cfg))
+      return;
     // Nodes: BASP heartbeats, and a connection silent past the heartbeat
     // timeout is closed (a peer that vanished without a FIN is seen too).
-    const auto& cl = cfg.cluster;
     set("middleman.heartbeat-interval", caf::timespan{cl.heartbeat});
     set("middleman.connection-timeout", caf::timespan{cl.heartbeat_timeout});
     load<caf::io::middleman>();
@@ -213,6 +219,10 @@ runtime::~runtime() {
 
 caf::actor_system& runtime::system() noexcept {
   return impl_->system;
+}
+
+bool runtime::networked(const core::settings& cfg) {
+  return !cfg.cluster.workers.empty() || !cfg.cluster.listen.empty();
 }
 
 size_t runtime::scheduler_threads() const {

@@ -36,6 +36,9 @@ struct worker_node {
 };
 
 struct cluster_fixture : test::research_fixture {
+  cluster_fixture() : research_fixture(true) {
+  }
+
   actors::tool_set here_tools = corpus_tools();
 
   /// A worker node whose model is `plugin` with `config`, publishing an

@@ -41,7 +41,14 @@ struct research_fixture {
   std::vector<core::packet> packets;
   std::shared_ptr<std::promise<void>> drained;
 
-  research_fixture() {
+  research_fixture() : research_fixture(false) {
+  }
+
+  /// With `networked`, the runtime loads CAF's network layer, as a node of
+  /// a cluster does (actors::runtime::networked).
+  explicit research_fixture(bool networked) {
+    if (networked)
+      cfg.cluster.listen = "127.0.0.1:0";
     cfg.runtime.data_dir = tmp.path();
     cfg.runtime.scheduler_threads = 2;
     services = std::make_unique<host::host_services>(cfg);

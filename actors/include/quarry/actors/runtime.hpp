@@ -91,6 +91,11 @@ public:
   /// The actor system.
   caf::actor_system& system() noexcept;
 
+  /// Whether a runtime for `cfg` loads CAF's network layer (the middleman,
+  /// and TLS when configured): only for a node of a cluster, one with
+  /// `cluster.workers` or `cluster.listen` (a worker sets the latter).
+  static bool networked(const core::settings& cfg);
+
   /// Number of scheduler threads the system runs.
   size_t scheduler_threads() const;
 

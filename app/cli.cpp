@@ -266,6 +266,11 @@ int run(int argc, char** argv) {
     ->required();
   research->add_flag("--no-clarify", research_opts.no_clarify,
                      "Never ask clarifying questions first");
+  research->add_flag("--verify", research_opts.verify,
+                     "Check the report claim by claim against the text of its "
+                     "sources (default: research.verify)");
+  research->add_flag("--no-verify", research_opts.no_verify,
+                     "Do not check the report claim by claim");
   research->add_flag("--json", research_opts.json,
                      "Print the session's packets as JSON lines on stdout "
                      "instead of the live view and the report");

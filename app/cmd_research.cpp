@@ -114,6 +114,12 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
     }
     so.deadline_ms = d->count();
   }
+  if (opts.verify && opts.no_verify) {
+    std::cerr << "quarry: --verify and --no-verify exclude each other\n";
+    return exit_usage;
+  }
+  if (opts.verify || opts.no_verify)
+    so.verify = opts.verify ? "on" : "off";
   if (opts.max_agents != research_options::unset) {
     if (opts.max_agents < 1 || opts.max_agents > 16) {
       std::cerr << "quarry: --max-agents must be between 1 and 16\n";

@@ -123,6 +123,10 @@ struct research_options {
   static constexpr int unset = std::numeric_limits<int>::min();
   std::string question;
   bool no_clarify = false;
+  /// `--verify` / `--no-verify`: check the report claim by claim (both
+  /// given: an error).
+  bool verify = false;
+  bool no_verify = false;
   bool json = false;
   std::string out;
   std::string html;

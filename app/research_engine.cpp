@@ -228,6 +228,7 @@ void research_engine::start(std::shared_ptr<store::store> db) {
   st.models.orchestrator = role({"orchestrator"});
   st.models.research = role({"research_agent", "research"});
   st.models.report = role({"final_report", "report"});
+  st.models.judge = role({"judge", "final_report", "report"});
   for (auto& [name, tool] : st.made_tools) {
     auto hdl = actors::spawn_tool_provider(
       rt.system(), tool, actors::tool_actor_settings::of(name, cfg.tools[name].limits));
@@ -291,6 +292,23 @@ const std::string& research_engine::corpus() const {
   return impl_->corpus;
 }
 
+bool verify_for(const core::settings& cfg, const std::string& asked) {
+  auto mode = asked.empty() ? cfg.research.verify : asked;
+  if (mode == "on")
+    return true;
+  if (mode == "off")
+    return false;
+  // auto: when a model writes the report (not the extractive provider).
+  auto name = cfg.llm.default_provider;
+  for (const char* r : {"final_report", "report"})
+    if (auto i = cfg.llm.roles.find(r); i != cfg.llm.roles.end()) {
+      name = i->second;
+      break;
+    }
+  auto p = cfg.llm.providers.find(name);
+  return p != cfg.llm.providers.end() && p->second.plugin != "extractive";
+}
+
 actors::session_spec research_engine::spec_for(const std::string& session_id,
                                                const stored_options& so,
                                                const resume_info* resume) const {
@@ -324,6 +342,10 @@ actors::session_spec research_engine::spec_for(const std::string& session_id,
   spec.agent_hard_timeout = research.agent_timeout;
   spec.context_tokens = research.context_tokens;
   spec.current_datetime = core::prompt_date(std::chrono::system_clock::now());
+  spec.verify = verify_for(impl_->ctx.config.values, so.verify);
+  spec.verify_action = research.verify_action == "drop" ? core::verification::action::drop
+                                                        : core::verification::action::mark;
+  spec.verify_timeout = research.verify_timeout;
   return spec;
 }
 

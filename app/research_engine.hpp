@@ -72,4 +72,9 @@ private:
   std::unique_ptr<impl> impl_;
 };
 
+/// Whether a session checks its report claim by claim: `asked` (`on` or
+/// `off` from --verify/--no-verify), else research.verify, whose `auto`
+/// means when the report's provider is not the extractive one.
+bool verify_for(const core::settings& cfg, const std::string& asked);
+
 } // namespace quarry::app

@@ -118,6 +118,8 @@ nlohmann::json to_json(const stored_options& x) {
     j["corpus"] = x.corpus;
   if (!x.follow_up_context.empty())
     j["follow_up_context"] = x.follow_up_context;
+  if (!x.verify.empty())
+    j["verify"] = x.verify;
   return j;
 }
 
@@ -137,9 +139,12 @@ std::variant<stored_options, std::string> stored_options_from(const nlohmann::js
   for (auto [key, into] : {std::pair{"question", &out.question},
                            std::pair{"answers", &out.answers},
                            std::pair{"corpus", &out.corpus},
-                           std::pair{"follow_up_context", &out.follow_up_context}})
+                           std::pair{"follow_up_context", &out.follow_up_context},
+                           std::pair{"verify", &out.verify}})
     if (!text(key, *into))
       return std::string{"stored options: "} + key + ": not text";
+  if (!out.verify.empty() && out.verify != "on" && out.verify != "off")
+    return std::string{"stored options: verify: not on or off"};
   if (auto i = j.find("clarify"); i != j.end()) {
     if (!i->is_boolean())
       return std::string{"stored options: clarify: not true or false"};

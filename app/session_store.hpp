@@ -85,6 +85,8 @@ struct stored_options {
   std::string corpus;
   /// Context from the session this one follows up, or empty.
   std::string follow_up_context;
+  /// `on` or `off` (`--verify`, `--no-verify`); empty: research.verify.
+  std::string verify;
 };
 
 nlohmann::json to_json(const stored_options& x);

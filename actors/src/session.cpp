@@ -32,7 +32,7 @@ namespace quarry::actors {
 namespace {
 
 
-enum class phase { clarify, plan, orchestrate, agents, final, done };
+enum class phase { clarify, plan, orchestrate, agents, final, verify, done };
 
 struct running_agent {
   std::string call_id;
@@ -102,6 +102,11 @@ struct session_state {
   core::plan_stream_cap plan_cap{0};
   std::unique_ptr<core::citation_processor> processor;
   int final_turn = 0;
+
+  // Verification of the final report (research.verify): the verifier, and
+  // the result it will complete.
+  verifier_actor verifier;
+  std::optional<session_result> pending;
 
   std::vector<std::string> notices;
   // Research time used before this process (a resumed session's checkpoint).
@@ -223,6 +228,7 @@ void call_llm(session_ptr self, const llm_provider_actor& llm,
 void start_plan(session_ptr self);
 void start_cycle(session_ptr self);
 void start_final(session_ptr self);
+void start_verification(session_ptr self, session_result out);
 
 // -- clarification -------------------------------------------------------------------
 
@@ -678,6 +684,61 @@ void complete_report(session_ptr self) {
             [](const report_source& x, const report_source& y) {
               return x.number < y.number;
             });
+  if (st.spec.verify && !st.stop_requested && !out.report.empty()) {
+    start_verification(self, std::move(out));
+    return;
+  }
+  emit(self, st.at, st.stop_requested ? core::packets::stop(st.stop_reason)
+                                       : core::packets::stop());
+  finish(self, std::move(out));
+}
+
+void start_verification(session_ptr self, session_result out) {
+  auto& st = self->state;
+  st.now = phase::verify;
+  verifier_spec vs;
+  vs.report = out.report;
+  for (const auto& [n, ref] : st.global) {
+    core::verification::source_text s;
+    s.number = n;
+    s.title = ref.title;
+    s.url = ref.link;
+    if (auto d = st.docs_by_id.find(ref.document_id); d != st.docs_by_id.end())
+      s.text = d->second.content.empty() ? d->second.snippet : d->second.content;
+    vs.sources.push_back(std::move(s));
+  }
+  vs.what = st.spec.verify_action;
+  // Never more than a second past the research deadline.
+  vs.budget = std::min(st.spec.verify_timeout,
+                       std::max(st.timing.left(), std::chrono::milliseconds{1000}));
+  vs.judge_system = render(self, "verification_judge", {});
+  st.pending = std::move(out);
+  st.verifier = spawn_verifier(self->system(), std::move(vs), st.models.judge,
+                               caf::actor_cast<verification_listener_actor>(self));
+  self->monitor(st.verifier);
+}
+
+void verification_done(session_ptr self, std::string report, const std::string& summary) {
+  auto& st = self->state;
+  if (st.now != phase::verify || !st.pending)
+    return;
+  if (st.verifier)
+    self->demonitor(st.verifier.address());
+  st.verifier = nullptr;
+  auto packet = nlohmann::json::parse(summary, nullptr, false);
+  if (packet.is_object())
+    emit(self, st.at, packet);
+  // The live text ends with the verification section too; the marks and
+  // new citations are in the delivered report (and in the claim packets).
+  if (auto at = report.rfind("\n\n## Verification"); at != std::string::npos) {
+    auto piece = report.substr(at);
+    st.text += piece;
+    emit(self, st.at, core::packets::message_delta(piece));
+  }
+  auto out = std::move(*st.pending);
+  st.pending.reset();
+  if (!report.empty())
+    out.report = std::move(report);
   emit(self, st.at, st.stop_requested ? core::packets::stop(st.stop_reason)
                                        : core::packets::stop());
   finish(self, std::move(out));
@@ -799,6 +860,14 @@ session_impl(session_ptr self, session_spec spec, session_models models,
   self->delayed_send(self, st.timing.deadline(), deadline_now_atom::value);
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
+    if (st.verifier && st.verifier.address() == dm.source) {
+      // The verifier failed: the report goes out unverified.
+      st.verifier = nullptr;
+      st.notices.push_back("the report could not be verified");
+      emit(self, st.at, core::packets::notice("The report could not be verified."));
+      verification_done(self, std::string{}, "{}");
+      return;
+    }
     for (size_t i = 0; i < st.agents.size(); ++i) {
       auto& a = st.agents[i];
       if (a.handle && a.handle.address() == dm.source && !a.result) {
@@ -960,6 +1029,17 @@ session_impl(session_ptr self, session_spec spec, session_models models,
         fallback_report(self, why);
       }
     },
+    [=](verified_claim_atom, const std::string& packet) {
+      auto& st = self->state;
+      if (st.now != phase::verify)
+        return;
+      auto p = nlohmann::json::parse(packet, nullptr, false);
+      if (p.is_object())
+        emit(self, st.at, p);
+    },
+    [=](verified_atom, std::string& report, const std::string& summary) {
+      verification_done(self, std::move(report), summary);
+    },
     [=](stop_atom, std::string& reason) {
       auto& st = self->state;
       if (st.stop_requested || st.now == phase::done)
@@ -973,6 +1053,12 @@ session_impl(session_ptr self, session_spec spec, session_models models,
       if (st.stop_requested || st.now == phase::done)
         return;
       st.stop_requested = true;
+      if (st.now == phase::verify) {
+        // What is not judged yet goes out unverified.
+        if (st.verifier)
+          self->send(st.verifier, stop_atom::value);
+        return;
+      }
       if (st.deadline_passed) {
         // Already writing the report: stop that too.
         if (st.now == phase::final)

@@ -82,7 +82,10 @@ void finish(verifier_ptr self) {
   for (size_t i = st.next; i < st.results.size(); ++i)
     send_claim(self, st.results[i]);
   auto summary = v::summarize(st.results);
-  auto report = v::apply_verification(st.spec.report, st.results, st.spec.what);
+  std::map<int, std::string> urls;
+  for (const auto& [n, doc] : st.docs)
+    urls.emplace(n, doc.source.url);
+  auto report = v::apply_verification(st.spec.report, st.results, st.spec.what, urls);
   while (!report.empty() && (report.back() == '\n' || report.back() == ' '))
     report.pop_back();
   report += "\n\n" + v::summary_section(summary, st.spec.what);

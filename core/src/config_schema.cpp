@@ -311,6 +311,21 @@ std::vector<config_key> make_schema() {
         field(&settings::research, &research_settings::prompts_dir))
     .doc("A folder of prompt templates (NAME.md) that replace the built-in "
          "ones; empty means the built-in prompts.");
+  s.add("research.verify", t::string,
+        field(&settings::research, &research_settings::verify))
+    .one_of({"auto", "on", "off"})
+    .doc("Check the final report claim by claim against the text of its sources: "
+         "auto (when a model, not the extractive provider, writes the report), on "
+         "or off.");
+  s.add("research.verify_action", t::string,
+        field(&settings::research, &research_settings::verify_action))
+    .one_of({"mark", "drop"})
+    .doc("What happens to an unsupported claim: marked (unverified) or dropped.");
+  s.add("research.verify_timeout", t::duration,
+        field(&settings::research, &research_settings::verify_timeout))
+    .range(1s, 1h)
+    .doc("Longest time the check takes, never more than a second past the "
+         "research deadline; claims it does not reach are reported unverified.");
   // store
   s.add("store.enabled", t::boolean, field(&settings::store, &store_settings::enabled))
     .doc("Keep every research session (packets, sources, reports, "

@@ -657,7 +657,7 @@ std::optional<judgement> find_recitation(const claim& c,
 }
 
 std::string apply_verification(std::string_view report, const std::vector<claim_result>& results,
-                               action what) {
+                               action what, const std::map<int, std::string>& urls) {
   std::string out{report};
   std::vector<const claim_result*> order;
   for (const auto& r : results)
@@ -686,10 +686,12 @@ std::string apply_verification(std::string_view report, const std::vector<claim_
       return s.size();
     };
     if (r->recited_to) {
-      // Markers out, the new one in.
+      // Markers out, the new one in (a link if the old ones were).
       std::string bare;
+      bool linked = false;
       for (size_t i = 0; i < sentence.size();) {
         if (auto m = marker_at(sentence, i)) {
+          linked = linked || sentence.compare(i, 2, "[[") == 0;
           while (!bare.empty() && bare.back() == ' ')
             bare.pop_back();
           i = m->end;
@@ -700,7 +702,11 @@ std::string apply_verification(std::string_view report, const std::vector<claim_
       while (!bare.empty() && is_space(bare.back()))
         bare.pop_back();
       auto at = insert_at(bare);
-      bare.insert(at, " [" + std::to_string(*r->recited_to) + "]");
+      auto n = std::to_string(*r->recited_to);
+      auto url = urls.find(*r->recited_to);
+      bare.insert(at, linked && url != urls.end() && !url->second.empty()
+                        ? " [[" + n + "]](" + url->second + ")"
+                        : " [" + n + "]");
       out.replace(c.begin, c.end - c.begin, bare);
     } else if (bad && what == action::drop) {
       auto b = c.begin;

@@ -137,6 +137,8 @@ sdk::tool_result search_corpus(corpus_index& index,
     doc.url = hit->url;
     doc.title = hit->title;
     doc.snippet = hit->snippet;
+    // The passage the model read: what its citations are checked against.
+    doc.content = hit->text;
     doc.kind = sdk::source_kind::internal;
     result.documents.push_back(std::move(doc));
   }

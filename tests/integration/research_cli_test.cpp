@@ -642,3 +642,122 @@ TEST_CASE_FIXTURE(research_fixture, "research on a terminal asks the "
   CHECK(question.find("Clarifications from the user:\nNordic winters") != std::string::npos);
   CHECK(requests_with(server, clarify_marker) == 1);
 }
+
+namespace {
+
+constexpr const char* judge_marker = "You check a research report against its sources";
+
+// Two agents find the example corpus's defrost document ([1]) and its myths
+// document ([2]); the report makes a supported claim, an unsupported one and
+// one that cites the wrong source.
+nlohmann::json verification_script(nlohmann::json judge) {
+  auto rules = two_agent_script();
+  rules.erase(rules.end() - 1);
+  rules.push_back(rule(final_marker,
+                       {{"text", "During defrost the unit delivers no heat or negative heat [1]. "
+                                 "Heat pumps are made of cheese and chocolate [2]. Modern units "
+                                 "keep working well below freezing, and cold-climate models are "
+                                 "rated down to -25 °C or lower [1]."}}));
+  rules.push_back(judge);
+  return rules;
+}
+
+std::vector<nlohmann::json> of_type(const scripted_run& run, const std::string& type) {
+  std::vector<nlohmann::json> out;
+  for (const auto& p : run.packets)
+    if (p["obj"]["type"] == type)
+      out.push_back(p["obj"]);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(research_fixture, "research --verify: supported, unsupported and re-cited "
+                                    "claims, in the packets and the delivered report") {
+  test::fake_llm_server server;
+  auto verdicts = R"({"verdicts": [
+    {"id": 0, "verdict": "supported", "quote": "during defrost the unit delivers no heat or negative heat"},
+    {"id": 1, "verdict": "unsupported", "quote": ""},
+    {"id": 2, "verdict": "unsupported", "quote": ""}]})";
+  REQUIRE_FALSE(server.script(verification_script(rule(
+    judge_marker, {{"tool_calls", {{{"name", "judge_claims"}, {"arguments", verdicts}}}}}))));
+  auto out = home.file("report.md");
+  auto run = run_scripted(*this, server, {"--no-clarify", "--verify", "--out", out});
+  CAPTURE(run.res.err);
+  REQUIRE(run.res.exit_code == 0);
+  auto claims = of_type(run, "claim_verified");
+  REQUIRE(claims.size() == 3);
+  CHECK(claims[0]["verdict"] == "supported");
+  CHECK(claims[0]["evidence"].get<std::string>().find("no heat or negative heat")
+        != std::string::npos);
+  CHECK(claims[1]["verdict"] == "unsupported");
+  CHECK(claims[1]["recited_to"].is_null());
+  // The third claim is in source [2], not in the [1] it cites.
+  CHECK(claims[2]["recited_to"] == 2);
+  auto summary = of_type(run, "verification_summary");
+  REQUIRE(summary.size() == 1);
+  CHECK(summary[0]["claims"] == 3);
+  // Supported as it was written, and supported once re-cited.
+  CHECK(summary[0]["supported"] == 2);
+  CHECK(summary[0]["recited"] == 1);
+  CHECK(summary[0]["unverified"] == 0);
+  // The packets come before the end of the stream.
+  CHECK(run.packets.back()["obj"]["type"] == "stop");
+  auto report = slurp(out);
+  CAPTURE(report);
+  CHECK(report.find("## Verification") != std::string::npos);
+  auto cheese = report.find("cheese and chocolate");
+  REQUIRE(cheese != std::string::npos);
+  CHECK(report.find("*(unverified)*", cheese) < report.find("Modern units"));
+  // Re-cited: the sentence now cites the myths document.
+  std::string recited = "-25 °C or lower";
+  auto modern = report.find(recited);
+  REQUIRE(modern != std::string::npos);
+  CHECK(report.compare(modern + recited.size(), 14, " [[2]](file://") == 0);
+  // One batch, judged by the model.
+  CHECK(requests_with(server, judge_marker) == 1);
+}
+
+TEST_CASE_FIXTURE(research_fixture, "research --verify: a judge slower than the deadline "
+                                    "leaves the claims unverified and the report comes") {
+  test::fake_llm_server server;
+  auto slow = rule(judge_marker, {{"text", "never in time"}});
+  slow["latency_ms"] = 120000;
+  REQUIRE_FALSE(server.script(verification_script(slow)));
+  auto out = home.file("report.md");
+  auto start = std::chrono::steady_clock::now();
+  auto run = run_scripted(*this, server, {"--no-clarify", "--verify", "--out", out,
+                                          "--deadline", "3s",
+                                          "--set", "research.final_report_timeout=10s"});
+  auto took = std::chrono::steady_clock::now() - start;
+  CAPTURE(run.res.err);
+  REQUIRE(run.res.exit_code == 0);
+  CHECK(took < std::chrono::seconds{3 + 10 + 20});
+  auto summary = of_type(run, "verification_summary");
+  REQUIRE(summary.size() == 1);
+  CHECK(summary[0]["claims"] == 3);
+  CHECK(summary[0]["unverified"] == 3);
+  auto report = slurp(out);
+  CHECK(report.find("cheese and chocolate") != std::string::npos);
+  CHECK(report.find("## Verification") != std::string::npos);
+  CHECK(report.find("unverified") != std::string::npos);
+  CHECK(run.packets.back()["obj"]["type"] == "stop");
+}
+
+TEST_CASE_FIXTURE(research_fixture, "research --no-verify asks no judge, and --verify with "
+                                    "--no-verify is refused") {
+  test::fake_llm_server server;
+  REQUIRE_FALSE(server.script(verification_script(rule(judge_marker, {{"text", "no"}}))));
+  auto run = run_scripted(*this, server, {"--no-clarify", "--no-verify"});
+  CAPTURE(run.res.err);
+  REQUIRE(run.res.exit_code == 0);
+  CHECK(run.count("claim_verified") == 0);
+  CHECK(run.count("verification_summary") == 0);
+  CHECK(requests_with(server, judge_marker) == 0);
+  auto both = quarry({"research", "Anything?", "--verify", "--no-verify"});
+  CHECK(both.exit_code == 2);
+  CHECK(both.err.find("--verify and --no-verify exclude each other") != std::string::npos);
+  auto bad = quarry({"research", "Anything?", "--set", "research.verify=sometimes"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("research.verify") != std::string::npos);
+}

@@ -2,6 +2,7 @@
 // a small report.
 
 #include "quarry/core/verification.hpp"
+#include "quarry/sdk/lexical.hpp"
 
 #include <doctest/doctest.h>
 
@@ -136,6 +137,26 @@ TEST_CASE("verification 5: the lexical judge") {
   CHECK(j.result != verdict::supported);
 }
 
+TEST_CASE("verification 5: typographic minus signs, dashes and spaces part words as "
+          "their ASCII forms do") {
+  namespace lex = quarry::sdk::lexical;
+  // U+2212 minus, U+2013 en dash, U+00A0 no-break space, U+202F narrow one.
+  CHECK(lex::tokenize("rated down to \u221225\u00A0\u00B0C") == lex::tokenize("rated down to -25 \u00B0C"));
+  CHECK(lex::tokenize("2\u20133 minutes") == std::vector<std::string>{"2", "3", "minute"});
+  CHECK(lex::tokenize("10\u202Fkm") == std::vector<std::string>{"10", "km"});
+  // Other non-ASCII letters stay inside their words.
+  CHECK(lex::tokenize("W\u00E4rmepumpe") == std::vector<std::string>{"w\u00E4rmepumpe"});
+  // A cut-off sequence at the end is kept as bytes, not read past.
+  CHECK(lex::tokenize(std::string_view{"a\xE2\x88", 3}).size() == 1);
+  auto docs = std::map<int, indexed_document>{};
+  docs[1] = index_document({1, "Myths", "https://m.example/",
+                            "Modern units keep working well below freezing, and cold-climate "
+                            "models are rated down to \u221225 \u00B0C or lower."});
+  auto claim_text = "Cold-climate models are rated down to -25 \u00B0C or lower.";
+  CHECK(judge_lexically(claim_text, best_evidence(claim_text, docs.at(1))).result
+        == verdict::supported);
+}
+
 TEST_CASE("verification 5: a model judge's verdicts, held to the evidence") {
   std::vector<std::optional<evidence>> ev{
     evidence{1, "At -15 C a typical unit still reaches a COP of about 2.", 0.8, true},
@@ -208,6 +229,23 @@ TEST_CASE("verification 6: re-citing to a read source, marking and dropping") {
   auto dropped = apply_verification(report, results, action::drop);
   CHECK(dropped.find("cheese") == std::string::npos);
   CHECK(dropped.find("to melt frost [2]. Cold-climate") != std::string::npos);
+  // In a report with links, the new marker is a link too (when its URL is
+  // known); an uncited claim gets the plain form.
+  std::string linked = "Reverse-cycle defrost briefly runs the heat pump backwards to melt "
+                       "frost [[1]](https://a.example/cold).";
+  auto linked_claims = split_claims(linked);
+  REQUIRE(linked_claims.size() == 1);
+  claim_result lr;
+  lr.subject = linked_claims[0];
+  lr.recited_to = 2;
+  lr.judged = results[0].judged;
+  std::map<int, std::string> urls{{1, "https://a.example/cold"}, {2, "https://b.example/defrost"}};
+  CHECK(apply_verification(linked, {lr}, action::mark, urls)
+        == "Reverse-cycle defrost briefly runs the heat pump backwards to melt frost "
+           "[[2]](https://b.example/defrost).");
+  CHECK(apply_verification(linked, {lr}, action::mark)
+        == "Reverse-cycle defrost briefly runs the heat pump backwards to melt frost [2].");
+  CHECK(apply_verification(report, results, action::mark, urls) == marked);
   // Out-of-range claims are ignored, not applied.
   auto bogus = results;
   bogus[0].subject.end = report.size() + 100;

@@ -9,6 +9,7 @@
 #include "quarry/actors/emitter.hpp"
 #include "quarry/actors/llm_messages.hpp"
 #include "quarry/actors/research_agent.hpp"
+#include "quarry/actors/verifier.hpp"
 #include "quarry/core/checkpoint.hpp"
 
 #include <caf/atom.hpp>
@@ -71,6 +72,12 @@ struct session_spec {
   std::shared_ptr<const core::research_checkpoint> resume_from;
   int64_t resume_checkpoint = 0;
   uint64_t superseded_after = 0;
+  /// Check the final report claim by claim (verifier.hpp) before it is
+  /// delivered: within `verify_timeout`, and never more than a second past
+  /// the research deadline.
+  bool verify = false;
+  core::verification::action verify_action = core::verification::action::mark;
+  std::chrono::milliseconds verify_timeout{std::chrono::minutes{2}};
 };
 
 /// The LLM provider actor for each role (they may all be the same), and
@@ -81,6 +88,8 @@ struct session_models {
   llm_provider_actor orchestrator;
   llm_provider_actor research;
   llm_provider_actor report;
+  /// The verification judge; null: the lexical judge.
+  llm_provider_actor judge{};
   /// The workers research agents are placed on (cluster.workers); null:
   /// every agent runs on this node.
   worker_directory_actor workers{};
@@ -128,7 +137,8 @@ using final_timeout_atom = caf::atom_constant<caf::atom("finaltime")>;
 /// start trigger (`caf::tick_atom`).
 using session_full_actor = session_actor::extend<
   caf::reacts_to<caf::tick_atom>, caf::reacts_to<deadline_soon_atom>,
-  caf::reacts_to<deadline_now_atom>, caf::reacts_to<final_timeout_atom>>;
+  caf::reacts_to<deadline_now_atom>, caf::reacts_to<final_timeout_atom>>::
+  extend_with<verification_listener_actor>;
 
 /// Spawns a session that starts at once and sends `(session_done_atom,
 /// session_result)` to `requester` exactly once, then quits. Send it

@@ -189,6 +189,14 @@ struct research_settings {
   std::string corpus;
   /// A folder of prompt templates that replace the built-in ones.
   std::string prompts_dir;
+  /// Check the final report claim by claim against its sources: `auto` (when
+  /// a model, not the extractive provider, writes the report), `on`, `off`.
+  std::string verify = "auto";
+  /// What happens to an unsupported claim: `mark` or `drop`.
+  std::string verify_action = "mark";
+  /// Longest time the check takes (never more than a second past the
+  /// research deadline); what it does not reach is reported unverified.
+  std::chrono::milliseconds verify_timeout{std::chrono::minutes{2}};
 };
 
 /// The research store.

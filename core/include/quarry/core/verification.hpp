@@ -187,10 +187,12 @@ struct claim_result {
 /// The report with repairs applied: re-cited claims get their new marker
 /// (an uncited one gains it, a cited one has its markers replaced);
 /// unsupported claims, and cited claims with no evidence, are marked
-/// ` [unverified]` or, with `action::drop`, removed. Uncited claims without
-/// support are left as they are.
+/// ` *(unverified)*` or, with `action::drop`, removed. Uncited claims without
+/// support are left as they are. A new marker takes the form of the ones it
+/// replaces: `[[n]](url)` when the claim had links and `urls` has one for
+/// `n`, else `[n]`.
 std::string apply_verification(std::string_view report, const std::vector<claim_result>& results,
-                               action what);
+                               action what, const std::map<int, std::string>& urls = {});
 
 // -- 7. summary ------------------------------------------------------------------------
 

@@ -50,8 +50,25 @@ inline std::string stem(std::string word) {
   return word;
 }
 
+/// The length of the typographic separator at the start of `text`, or 0:
+/// no-break and thin spaces (U+00A0, U+2009, U+202F), hyphens and dashes
+/// (U+2010 to U+2015) and the minus sign (U+2212). They part words as their
+/// ASCII forms do, so that "-25" in a claim matches "\u221225" in a source.
+inline size_t typographic_separator(std::string_view text) {
+  auto at = [&](size_t i) { return i < text.size() ? static_cast<unsigned char>(text[i]) : 0u; };
+  if (at(0) == 0xC2 && at(1) == 0xA0)
+    return 2;
+  if (at(0) == 0xE2 && at(1) == 0x80
+      && ((at(2) >= 0x90 && at(2) <= 0x95) || at(2) == 0x89 || at(2) == 0xAF))
+    return 3;
+  if (at(0) == 0xE2 && at(1) == 0x88 && at(2) == 0x92)
+    return 3;
+  return 0;
+}
+
 /// The lower-case alphanumeric words of `text` (bytes of UTF-8 sequences stay
-/// inside words), stemmed, without stop words.
+/// inside words, except typographic spaces, dashes and the minus sign),
+/// stemmed, without stop words.
 inline std::vector<std::string> tokenize(std::string_view text) {
   std::vector<std::string> result;
   std::string word;
@@ -60,14 +77,23 @@ inline std::vector<std::string> tokenize(std::string_view text) {
       result.push_back(stem(std::move(word)));
     word.clear();
   };
-  for (auto c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto c = text[i];
     auto u = static_cast<unsigned char>(c);
-    if (u >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z'))
+    if (u >= 0x80) {
+      if (auto n = typographic_separator(text.substr(i)); n > 0) {
+        flush();
+        i += n - 1;
+      } else {
+        word += c;
+      }
+    } else if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')) {
       word += c;
-    else if (c >= 'A' && c <= 'Z')
+    } else if (c >= 'A' && c <= 'Z') {
       word += ascii_lower(c);
-    else
+    } else {
       flush();
+    }
   }
   flush();
   return result;

@@ -271,6 +271,14 @@ int run(int argc, char** argv) {
                      "sources (default: research.verify)");
   research->add_flag("--no-verify", research_opts.no_verify,
                      "Do not check the report claim by claim");
+  research->add_option("--strategy", research_opts.strategy,
+                       "orchestrator or reflective (default: research.strategy)");
+  research->add_option("--mode", research_opts.mode,
+                       "Reflective strategy: simple, web_search or deep_research "
+                       "(default: research.mode)");
+  research->add_option("--depth", research_opts.depth,
+                       "Reflective strategy: auto, light, medium or extended "
+                       "(default: research.depth)");
   research->add_flag("--json", research_opts.json,
                      "Print the session's packets as JSON lines on stdout "
                      "instead of the live view and the report");

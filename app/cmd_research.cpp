@@ -13,7 +13,7 @@
 #include "quarry/actors/emitter.hpp"
 #include "quarry/actors/llm_provider.hpp"
 #include "quarry/actors/runtime.hpp"
-#include "quarry/actors/session.hpp"
+#include "quarry/actors/reflective_session.hpp"
 #include "quarry/actors/store.hpp"
 #include "quarry/actors/tool_provider.hpp"
 #include "quarry/core/duration.hpp"
@@ -120,6 +120,13 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
   }
   if (opts.verify || opts.no_verify)
     so.verify = opts.verify ? "on" : "off";
+  if (auto why = strategy_option_problem(opts.strategy, opts.mode, opts.depth); !why.empty()) {
+    std::cerr << "quarry: --" << why << "\n";
+    return exit_usage;
+  }
+  so.strategy = opts.strategy;
+  so.mode = opts.mode;
+  so.depth = opts.depth;
   if (opts.max_agents != research_options::unset) {
     if (opts.max_agents < 1 || opts.max_agents > 16) {
       std::cerr << "quarry: --max-agents must be between 1 and 16\n";
@@ -282,7 +289,7 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
       // The scoped actor receives the result; being a blocking actor it has
       // no typed interface of its own, so its handle is cast to the
       // requester's interface (it handles session_done_atom below).
-      auto session = actors::spawn_session(
+      auto session = actors::spawn_research_session(
         rt.system(), std::move(s), models, tools, em, prompts,
         caf::actor_cast<actors::session_requester_actor>(self));
       actors::session_result result;

@@ -109,9 +109,20 @@ std::variant<stored_options, std::string> research_body(const std::string& body,
       if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 16)
         return std::string{"max_agents: must be an integer from 1 to 16"};
       so.max_agents = v.get<int>();
-    } else if (key == "strategy") {
-      if (!v.is_string() || v.get<std::string>() != "orchestrator")
-        return std::string{"strategy: must be \"orchestrator\""};
+    } else if (key == "strategy" || key == "mode" || key == "depth") {
+      if (!v.is_string())
+        return key + ": must be a string";
+      auto x = v.get<std::string>();
+      auto why = strategy_option_problem(key == "strategy" ? x : std::string{},
+                                         key == "mode" ? x : std::string{},
+                                         key == "depth" ? x : std::string{});
+      if (!why.empty())
+        return sdk::repair_utf8(why);
+      (key == "strategy" ? so.strategy : key == "mode" ? so.mode : so.depth) = x;
+    } else if (key == "verify") {
+      if (!v.is_boolean())
+        return std::string{"verify: must be true or false"};
+      so.verify = v.get<bool>() ? "on" : "off";
     } else {
       return "unknown field '" + sdk::repair_utf8(key.substr(0, 64)) + "'";
     }

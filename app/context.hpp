@@ -127,6 +127,10 @@ struct research_options {
   /// given: an error).
   bool verify = false;
   bool no_verify = false;
+  /// `--strategy`, `--mode`, `--depth` (empty: the configured ones).
+  std::string strategy;
+  std::string mode;
+  std::string depth;
   bool json = false;
   std::string out;
   std::string html;

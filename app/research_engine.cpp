@@ -346,6 +346,19 @@ actors::session_spec research_engine::spec_for(const std::string& session_id,
   spec.verify_action = research.verify_action == "drop" ? core::verification::action::drop
                                                         : core::verification::action::mark;
   spec.verify_timeout = research.verify_timeout;
+  spec.strategy = so.strategy.empty() ? research.strategy : so.strategy;
+  auto& rs = spec.reflective;
+  rs.mode = core::reflective::parse_query_mode(so.mode.empty() ? research.mode : so.mode)
+              .value_or(core::reflective::query_mode::deep_research);
+  auto depth = so.depth.empty() ? research.depth : so.depth;
+  rs.depth = depth == "auto" ? core::reflective::depth::automatic
+                             : core::reflective::parse_depth(depth).value_or(
+                               core::reflective::depth::automatic);
+  rs.max_plan_iterations = research.max_plan_iterations;
+  rs.max_search_queries = research.max_search_queries;
+  rs.max_urls_to_crawl = research.max_urls_to_crawl;
+  rs.max_clarifying_questions = research.max_clarifying_questions;
+  rs.web_search_fallback = research.web_search_fallback;
   return spec;
 }
 

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -166,6 +167,53 @@ void research_view::on_packet(const core::packet& p) {
   } else if (type == "message_start") {
     phase_ = "writing the report";
     line("writing the report");
+  } else if (type == "reflective_plan") {
+    const auto& pl = o.contains("plan") && o["plan"].is_object() ? o["plan"] : o;
+    std::vector<check_item> items;
+    if (auto i = pl.find("steps"); i != pl.end() && i->is_array())
+      for (const auto& s : *i) {
+        if (!s.is_object())
+          continue;
+        check_item c;
+        c.status = s.value("status", "");
+        c.id = s.value("id", "");
+        c.title = s.value("title", "");
+        items.push_back(std::move(c));
+      }
+    auto iteration = pl.value("iteration", 0);
+    auto fresh = iteration != plan_iteration_;
+    checklist_ = std::move(items);
+    plan_iteration_ = iteration;
+    if (fresh) {
+      phase_ = "researching";
+      line((iteration > 1 ? "plan " + std::to_string(iteration) + ":\n" : "plan:\n")
+           + plan_locked());
+    }
+  } else if (type == "question_classified") {
+    line("question: " + str("complexity") + ", depth " + str("depth") + ", mode "
+         + str("mode"));
+  } else if (type == "plan_step_start") {
+    phase_ = "step " + str("step_id") + ": " + fit(str("title"), 60);
+    line(phase_);
+  } else if (type == "plan_step_end") {
+    line("step " + str("step_id") + " " + str("status")
+         + (o.contains("failure") ? ": " + str("failure") : std::string{}));
+  } else if (type == "reflection") {
+    auto taken = str("taken");
+    for (auto& c : taken)
+      c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    line("reflection after " + str("step_id") + ": " + taken
+         + (o.value("refused", false) ? " (" + str("why") + ")" : std::string{}));
+  } else if (type == "claim_verified") {
+    ++claims_checked_;
+    phase_ = "verifying (" + std::to_string(claims_checked_) + " claims)";
+  } else if (type == "verification_summary") {
+    auto num = [&o](const char* f) {
+      return o.contains(f) && o[f].is_number() ? o[f].get<int64_t>() : 0;
+    };
+    line("verified: " + std::to_string(num("supported")) + " of " + std::to_string(num("claims"))
+         + " claims supported, " + std::to_string(num("unsupported")) + " unsupported, "
+         + std::to_string(num("unverified")) + " unverified");
   } else if (type == "usage") {
     ++totals_.model_calls;
     if (auto i = o.find("input_tokens"); i != o.end() && i->is_number())
@@ -198,7 +246,14 @@ void research_view::print_above(const std::function<void()>& write) {
 std::vector<std::string> research_view::status_lines(size_t width) const {
   std::vector<std::string> out;
   auto add = [&](const std::string& l) { out.push_back(fit(l, width)); };
-  if (!plan_.empty()) {
+  if (!checklist_.empty()) {
+    add("Plan (" + std::to_string(checklist_.size())
+        + (checklist_.size() == 1 ? " step):" : " steps):"));
+    for (size_t i = 0; i < checklist_.size() && i < max_plan_lines; ++i)
+      add("  " + check_line(checklist_[i]));
+    if (checklist_.size() > max_plan_lines)
+      add("  ... and " + std::to_string(checklist_.size() - max_plan_lines) + " more");
+  } else if (!plan_.empty()) {
     auto steps = plan_steps(plan_);
     add("Plan (" + std::to_string(steps.size())
         + (steps.size() == 1 ? " step):" : " steps):"));
@@ -295,9 +350,26 @@ research_totals research_view::totals() const {
   return out;
 }
 
+std::string research_view::check_line(const check_item& c) {
+  auto mark = c.status == "completed"     ? "[x]"
+              : c.status == "in_progress" ? "[>]"
+              : c.status == "skipped"     ? "[-]"
+                                          : "[ ]";
+  return std::string{mark} + " " + c.id + " " + c.title;
+}
+
+std::string research_view::plan_locked() const {
+  if (checklist_.empty())
+    return plan_;
+  std::string out;
+  for (const auto& c : checklist_)
+    out += (out.empty() ? "" : "\n") + check_line(c);
+  return out;
+}
+
 std::string research_view::plan() const {
   std::lock_guard<std::mutex> guard{mtx_};
-  return plan_;
+  return plan_locked();
 }
 
 std::string summary_line(std::chrono::steady_clock::duration elapsed,

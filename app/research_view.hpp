@@ -69,7 +69,8 @@ public:
   /// Totals so far.
   research_totals totals() const;
 
-  /// The plan text as streamed.
+  /// The plan text as streamed (the orchestrator strategy), or the
+  /// reflective strategy's checklist, one `[x] id title` line per step.
   std::string plan() const;
 
   /// Renders the status block, each line fitted to `width` columns (for
@@ -102,6 +103,17 @@ private:
   size_t drawn_width_ = 0;
   std::string plan_;
   bool plan_done_ = false;
+  /// The reflective strategy's plan as a checklist: status mark, id, title.
+  struct check_item {
+    std::string status;
+    std::string id;
+    std::string title;
+  };
+  std::vector<check_item> checklist_;
+  int plan_iteration_ = 0;
+  size_t claims_checked_ = 0;
+  static std::string check_line(const check_item& c);
+  std::string plan_locked() const;
   std::map<std::pair<int, int>, lane> lanes_;
   std::set<std::string> sources_;
   research_totals totals_;

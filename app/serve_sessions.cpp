@@ -4,6 +4,7 @@
 
 #include "research_engine.hpp"
 
+#include "quarry/actors/reflective_session.hpp"
 #include "quarry/actors/runtime.hpp"
 #include "quarry/actors/store.hpp"
 #include "quarry/http/server.hpp"
@@ -94,7 +95,7 @@ std::string launch(manager_ptr self, const std::string& id, const stored_options
   eo.first_seq = first_seq;
   auto em = actors::spawn_emitter(self->system(), id, eo);
   auto spec = engine.spec_for(id, so, resume);
-  auto session = actors::spawn_session(
+  auto session = actors::spawn_research_session(
     self->system(), std::move(spec), engine.models(), engine.tools(), em, engine.prompts(),
     caf::actor_cast<actors::session_requester_actor>(self));
   st.by_session[session.address()] = id;

@@ -4,6 +4,7 @@
 
 #include "report_render.hpp"
 
+#include "quarry/core/reflective.hpp"
 #include "quarry/core/settings.hpp"
 #include "quarry/host/services.hpp"
 #include "quarry/sdk/strings.hpp"
@@ -104,6 +105,17 @@ session_lock::~session_lock() {
   ::close(fd_);
 }
 
+std::string strategy_option_problem(const std::string& strategy, const std::string& mode,
+                                    const std::string& depth) {
+  if (!strategy.empty() && strategy != "orchestrator" && strategy != "reflective")
+    return "strategy: not orchestrator or reflective: '" + strategy + "'";
+  if (!mode.empty() && !core::reflective::parse_query_mode(mode))
+    return "mode: not simple, web_search or deep_research: '" + mode + "'";
+  if (!depth.empty() && depth != "auto" && !core::reflective::parse_depth(depth))
+    return "depth: not auto, light, medium or extended: '" + depth + "'";
+  return {};
+}
+
 nlohmann::json to_json(const stored_options& x) {
   nlohmann::json j{{"question", x.question}, {"clarify", x.clarify}};
   if (!x.answers.empty())
@@ -120,6 +132,12 @@ nlohmann::json to_json(const stored_options& x) {
     j["follow_up_context"] = x.follow_up_context;
   if (!x.verify.empty())
     j["verify"] = x.verify;
+  if (!x.strategy.empty())
+    j["strategy"] = x.strategy;
+  if (!x.mode.empty())
+    j["mode"] = x.mode;
+  if (!x.depth.empty())
+    j["depth"] = x.depth;
   return j;
 }
 
@@ -140,11 +158,16 @@ std::variant<stored_options, std::string> stored_options_from(const nlohmann::js
                            std::pair{"answers", &out.answers},
                            std::pair{"corpus", &out.corpus},
                            std::pair{"follow_up_context", &out.follow_up_context},
-                           std::pair{"verify", &out.verify}})
+                           std::pair{"verify", &out.verify},
+                           std::pair{"strategy", &out.strategy},
+                           std::pair{"mode", &out.mode},
+                           std::pair{"depth", &out.depth}})
     if (!text(key, *into))
       return std::string{"stored options: "} + key + ": not text";
   if (!out.verify.empty() && out.verify != "on" && out.verify != "off")
     return std::string{"stored options: verify: not on or off"};
+  if (auto why = strategy_option_problem(out.strategy, out.mode, out.depth); !why.empty())
+    return "stored options: " + why;
   if (auto i = j.find("clarify"); i != j.end()) {
     if (!i->is_boolean())
       return std::string{"stored options: clarify: not true or false"};

@@ -87,7 +87,18 @@ struct stored_options {
   std::string follow_up_context;
   /// `on` or `off` (`--verify`, `--no-verify`); empty: research.verify.
   std::string verify;
+  /// `--strategy`, `--mode`, `--depth`; empty: research.strategy, .mode,
+  /// .depth.
+  std::string strategy;
+  std::string mode;
+  std::string depth;
 };
+
+/// What is wrong with a strategy, mode and depth (each may be empty: the
+/// configured one), e.g. "mode: not simple, web_search or deep_research";
+/// empty when nothing is.
+std::string strategy_option_problem(const std::string& strategy, const std::string& mode,
+                                    const std::string& depth);
 
 nlohmann::json to_json(const stored_options& x);
 /// Reads stored options; missing fields keep their defaults, wrong types

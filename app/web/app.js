@@ -484,6 +484,21 @@ function render_plan(p) {
     && s.lanes.length === 0 && !s.report_started;
   $('plan-section').hidden = !s.plan && !planning;
   $('plan-empty').hidden = !planning;
+  if (s.checklist.length > 0) {
+    // The reflective strategy's plan: a checklist that updates live.
+    $('plan-section').hidden = false;
+    $('plan-empty').hidden = true;
+    const key = `c${s.version}`;
+    if (view.rendered.plan === key)
+      return;
+    view.rendered.plan = key;
+    const marks = { completed: '\u2713', in_progress: '\u25B6', skipped: '\u2013', pending: '\u25CB' };
+    $('plan').innerHTML = s.checklist.map((step) =>
+      `<li class="plan-step ${escape_html(step.status)}" data-testid="plan-step" data-status="${escape_html(step.status)}">`
+      + `<span class="mark" aria-label="${escape_html(step.status.replace('_', ' '))}">${marks[step.status] || ''}</span> `
+      + `${escape_html(step.title)}</li>`).join('');
+    return;
+  }
   if (view.rendered.plan === s.plan)
     return;
   view.rendered.plan = s.plan;
@@ -885,6 +900,8 @@ function ask_options() {
     clarify: $('opt-clarify').checked,
     deadline: deadline || undefined,
     max_agents: agents === '' ? undefined : Number(agents),
+    strategy: $('opt-strategy').value || undefined,
+    depth: $('opt-depth').value || undefined,
   };
 }
 

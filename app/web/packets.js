@@ -33,6 +33,12 @@ export function create_state() {
     /// The plan's text (deep_research_plan_delta) and whether it is complete.
     plan: '',
     plan_done: false,
+    /// The reflective strategy's plan (reflective_plan): {id, title, status}
+    /// per step, the latest one; and the reflector's decisions.
+    checklist: [],
+    reflections: [],
+    /// The verification_summary packet, when the report was verified.
+    verification: null,
     /// Top-level reasoning (the orchestrator's), when the model streams it.
     reasoning: '',
     /// One lane per research agent, in the order they started.
@@ -247,6 +253,37 @@ export function apply_packet(state, packet) {
   switch (obj.type) {
     case 'deep_research_plan_start':
       break;
+    case 'reflective_plan': {
+      const p = obj.plan && typeof obj.plan === 'object' ? obj.plan : {};
+      const steps = Array.isArray(p.steps) ? p.steps.slice(0, 50) : [];
+      state.checklist = steps.filter((x) => x && typeof x === 'object').map((x) => ({
+        id: str(x, 'id').slice(0, 100),
+        title: str(x, 'title').slice(0, 1000),
+        status: ['pending', 'in_progress', 'completed', 'skipped'].includes(x.status)
+          ? x.status : 'pending',
+      }));
+      state.plan_done = true;
+      break;
+    }
+    case 'reflection':
+      push_bounded(state, state.reflections, {
+        step_id: str(obj, 'step_id').slice(0, 100),
+        decision: str(obj, 'decision').slice(0, 20),
+        taken: str(obj, 'taken').slice(0, 20),
+        refused: obj.refused === true,
+        why: str(obj, 'why').slice(0, 1000),
+      }, limits.messages);
+      if (obj.refused === true)
+        push_bounded(state, state.notices, str(obj, 'why').slice(0, 1000), limits.messages);
+      break;
+    case 'verification_summary': {
+      const n = (k) => (Number.isFinite(obj[k]) ? obj[k] : 0);
+      state.verification = {
+        claims: n('claims'), supported: n('supported'), unsupported: n('unsupported'),
+        unverified: n('unverified'), recited: n('recited'), rate: n('rate'),
+      };
+      break;
+    }
     case 'deep_research_plan_delta':
       state.plan = append(state, state.plan, str(obj, 'content'));
       break;

@@ -326,6 +326,40 @@ std::vector<config_key> make_schema() {
     .range(1s, 1h)
     .doc("Longest time the check takes, never more than a second past the "
          "research deadline; claims it does not reach are reported unverified.");
+  s.add("research.strategy", t::string,
+        field(&settings::research, &research_settings::strategy))
+    .one_of({"orchestrator", "reflective"})
+    .doc("The research strategy: orchestrator (parallel research agents under an "
+         "orchestrator) or reflective (a plan researched step by step, with a "
+         "reflection after each step).");
+  s.add("research.mode", t::string, field(&settings::research, &research_settings::mode))
+    .one_of({"simple", "web_search", "deep_research"})
+    .doc("Reflective strategy: simple (a direct answer), web_search (one light step) "
+         "or deep_research.");
+  s.add("research.depth", t::string, field(&settings::research, &research_settings::depth))
+    .one_of({"auto", "light", "medium", "extended"})
+    .doc("Reflective strategy: auto (from the question's complexity), light (1-3 "
+         "steps), medium (3-6) or extended (5-10).");
+  s.add("research.max_plan_iterations", t::integer,
+        field(&settings::research, &research_settings::max_plan_iterations))
+    .range(1, 10)
+    .doc("Reflective strategy: plans at most (the first and each adjustment).");
+  s.add("research.max_search_queries", t::integer,
+        field(&settings::research, &research_settings::max_search_queries))
+    .range(1, 10)
+    .doc("Reflective strategy, light depth: searches per step.");
+  s.add("research.max_urls_to_crawl", t::integer,
+        field(&settings::research, &research_settings::max_urls_to_crawl))
+    .range(0, 20)
+    .doc("Reflective strategy, light depth: pages read per step.");
+  s.add("research.max_clarifying_questions", t::integer,
+        field(&settings::research, &research_settings::max_clarifying_questions))
+    .range(0, 10)
+    .doc("Reflective strategy: clarifying questions the coordinator may ask.");
+  s.add("research.web_search_fallback", t::duration,
+        field(&settings::research, &research_settings::web_search_fallback))
+    .range(1s, 10min)
+    .doc("Reflective strategy: the web_search mode answers directly after this.");
   // store
   s.add("store.enabled", t::boolean, field(&settings::store, &store_settings::enabled))
     .doc("Keep every research session (packets, sources, reports, "

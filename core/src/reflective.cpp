@@ -593,4 +593,59 @@ reflection_outcome enforce(const reflection& r, const plan& p, const depth_profi
   return out;
 }
 
+// -- packets -----------------------------------------------------------------------
+
+json plan_packet(const plan& p) {
+  auto j = to_json(p);
+  for (auto& s : j["steps"]) {
+    auto obs = s["observation"].get<std::string>();
+    if (obs.size() > 600)
+      s["observation"] = std::string{sdk::utf8_prefix(obs, 600)} + "...";
+  }
+  return {{"type", "reflective_plan"}, {"plan", std::move(j)}};
+}
+
+json classification_packet(const classification& c, depth resolved, query_mode mode) {
+  return {{"type", "question_classified"},
+          {"complexity", to_string(c.complexity)},
+          {"follow_up_type", to_string(c.follow_up_type)},
+          {"is_ambiguous", c.is_ambiguous},
+          {"clarifying_questions", c.clarifying_questions},
+          {"recommended_depth", to_string(c.recommended_depth)},
+          {"depth", to_string(resolved)},
+          {"mode", to_string(mode)},
+          {"reasoning", c.reasoning}};
+}
+
+json step_start_packet(const plan_step& s) {
+  return {{"type", "plan_step_start"},
+          {"step_id", s.id},
+          {"title", s.title},
+          {"step_type", to_string(s.type)},
+          {"needs_search", s.needs_search}};
+}
+
+json step_end_packet(const plan_step& s, size_t new_sources, const std::string& failure) {
+  json j{{"type", "plan_step_end"},
+         {"step_id", s.id},
+         {"status", to_string(s.status)},
+         {"new_sources", new_sources},
+         {"observation", s.observation}};
+  if (!failure.empty())
+    j["failure"] = failure;
+  return j;
+}
+
+json reflection_packet(const reflection& r, const reflection_outcome& o,
+                       const std::string& step_id) {
+  return {{"type", "reflection"},
+          {"step_id", step_id},
+          {"decision", to_string(r.decision)},
+          {"taken", to_string(o.taken)},
+          {"refused", o.refused},
+          {"why", o.why},
+          {"reasoning", r.reasoning},
+          {"suggested_changes", r.suggested_changes}};
+}
+
 } // namespace quarry::core::reflective

@@ -1201,6 +1201,8 @@ answer respond(const sdk::chat_request& request, const compose_options& opts) {
   }
   if (tag == "final")
     return respond_final(request);
+  if (tag == "synthesize")
+    return respond_synthesize(request);
   return respond_chat(request, opts);
 }
 

@@ -136,8 +136,14 @@ std::string compose_final(std::string_view question, const std::vector<std::stri
 /// any other request.
 std::optional<answer> respond_structured(const sdk::chat_request& request);
 
+/// The reflective strategy's synthesis: reads the synthesizer's text (the
+/// question, then one `## step` section per completed step with its
+/// observation) and writes the report as compose_final does, one section
+/// per step, markers kept.
+answer respond_synthesize(const sdk::chat_request& request);
+
 /// Answers `request` by its role tag (`clarify`, `plan`, `orchestrate`,
-/// `research`, `report`, `final`; anything else is a plain chat answered with
+/// `research`, `report`, `final`, `synthesize`; anything else is a plain chat answered with
 /// the best-matching sentences of the conversation). Deterministic.
 answer respond(const sdk::chat_request& request, const compose_options& opts);
 

@@ -256,6 +256,40 @@ answer judge(const sdk::chat_request& req) {
 
 } // namespace
 
+answer respond_synthesize(const sdk::chat_request& request) {
+  std::string text;
+  for (const auto& m : request.messages)
+    if (m.author == sdk::role::user)
+      text = m.content;
+  std::string_view in = text;
+  // "The question:\n\n<question>\n\nResearch plan: ...", then the steps.
+  std::string question;
+  if (auto q = in.find("The question:\n\n"); q != std::string_view::npos) {
+    auto from = q + 15;
+    auto to = in.find("\n\nResearch plan:", from);
+    question = std::string{in.substr(from, to == std::string_view::npos ? 0 : to - from)};
+  }
+  std::vector<std::string> plan;
+  std::vector<finding> findings;
+  size_t at = 0;
+  while ((at = in.find("\n## ", at)) != std::string_view::npos) {
+    auto title_end = in.find('\n', at + 4);
+    if (title_end == std::string_view::npos)
+      break;
+    auto next = in.find("\n## ", title_end);
+    finding f;
+    f.task = std::string{sdk::trim(in.substr(at + 4, title_end - at - 4))};
+    f.report = std::string{sdk::trim(
+      in.substr(title_end, (next == std::string_view::npos ? in.size() : next) - title_end))};
+    plan.push_back(f.task);
+    findings.push_back(std::move(f));
+    at = title_end;
+  }
+  answer result;
+  result.text = compose_final(question, plan, findings);
+  return result;
+}
+
 std::optional<answer> respond_structured(const sdk::chat_request& request) {
   if (request.tools.size() != 1 || request.choice == sdk::tool_choice::none)
     return std::nullopt;

@@ -48,7 +48,7 @@ const chromium_path = process.env.CHROMIUM || '/usr/bin/chromium';
 const chromium_args = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
                        '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const report_timeout = 120000;
-const scenarios = ['offline', 'model', 'token'];
+const scenarios = ['offline', 'model', 'token', 'reflective'];
 
 function log(text) {
   process.stdout.write(`page_test: ${text}\n`);
@@ -599,7 +599,46 @@ async function token_scenario(t) {
   log(`session ${id} researched and exported with the token`);
 }
 
-const scenario_functions = { offline: offline_scenario, model: model_scenario, token: token_scenario };
+// The reflective strategy, offline: the plan is a checklist whose steps are
+// ticked off while the research runs, and the report is cited.
+async function reflective_scenario(t) {
+  const { exe, page, shot } = t;
+  const server = await start_quarry_serve(exe, { env: offline_env });
+  await page.goto(server.base);
+  await page.waitForSelector('#ask-form', { state: 'visible' });
+  if (await page.locator('#ask-options').isHidden())
+    await page.click('#ask-options-toggle');
+  await page.selectOption('#opt-strategy', 'reflective');
+  await page.selectOption('#opt-depth', 'medium');
+  await ask(page, 'Why does a heat pump lose efficiency in cold weather?');
+  // While it runs: at some point a step is in progress and others wait.
+  const statuses = new Set();
+  const until = Date.now() + report_timeout;
+  while (Date.now() < until) {
+    for (const s of await page.locator('[data-testid="plan-step"]').evaluateAll(
+      (els) => els.map((e) => e.getAttribute('data-status'))))
+      statuses.add(s);
+    if ((await state_of(page)) === 'completed')
+      break;
+    await page.waitForTimeout(50);
+  }
+  await wait_for_state(page, 'completed', report_timeout);
+  const steps = await page.locator('[data-testid="plan-step"]').evaluateAll(
+    (els) => els.map((e) => e.getAttribute('data-status')));
+  if (steps.length < 3)
+    fail(`a medium-depth plan shows ${steps.length} steps, not 3 or more`);
+  if (steps.some((s) => s !== 'completed' && s !== 'skipped'))
+    fail(`after the report, plan steps are still ${JSON.stringify(steps)}`);
+  if (!statuses.has('completed'))
+    fail('no step was ever shown as completed');
+  if ((await count(page, '#report a.cite[data-testid="citation"]')) < 1)
+    fail('the reflective report has no citation chips');
+  log(`reflective: ${steps.length} steps, statuses seen ${JSON.stringify([...statuses])}`);
+  await shot('reflective', { fullPage: true });
+}
+
+const scenario_functions = { offline: offline_scenario, model: model_scenario, token: token_scenario,
+                             reflective: reflective_scenario };
 
 async function run_scenario(playwright, name, exe) {
   const dev = exe.endsWith('.mjs');

@@ -17,6 +17,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -760,4 +761,39 @@ TEST_CASE_FIXTURE(research_fixture, "research --no-verify asks no judge, and --v
   auto bad = quarry({"research", "Anything?", "--set", "research.verify=sometimes"});
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("research.verify") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(research_fixture, "research --strategy reflective works offline: the plan "
+                                    "as a checklist, reflections, and a cited report") {
+  auto res = quarry({"research",
+                     "Why does a heat pump's efficiency drop in cold weather, and what do "
+                     "manufacturers do about it?",
+                     "--strategy", "reflective", "--depth", "medium"});
+  CAPTURE(res.err);
+  REQUIRE(res.exit_code == 0);
+  CHECK(res.out.find("## Sources") != std::string::npos);
+  CHECK(res.out.find("[[1]](file://") != std::string::npos);
+  // The progress lines (stderr is not a terminal): the checklist and the
+  // reflector's decisions.
+  CHECK(res.err.find("plan:\n[") != std::string::npos);
+  CHECK(res.err.find("] s1.1 ") != std::string::npos);
+  CHECK(res.err.find("reflection after s1.1: ") != std::string::npos);
+  CHECK(res.err.find("depth medium") != std::string::npos);
+  // Medium depth has at least three steps.
+  CHECK(res.err.find("step s1.3 completed") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(research_fixture, "research refuses an unknown strategy, mode or depth") {
+  for (auto [flag, value, says] :
+       {std::tuple{"--strategy", "magic", "--strategy: not orchestrator or reflective: 'magic'"},
+        std::tuple{"--mode", "quick", "--mode: not simple, web_search or deep_research"},
+        std::tuple{"--depth", "deep", "--depth: not auto, light, medium or extended"}}) {
+    auto res = quarry({"research", "Anything?", flag, value});
+    CAPTURE(res.err);
+    CHECK(res.exit_code == 2);
+    CHECK(res.err.find(says) != std::string::npos);
+  }
+  auto bad = quarry({"research", "Anything?", "--set", "research.strategy=magic"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("research.strategy") != std::string::npos);
 }

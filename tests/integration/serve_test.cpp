@@ -166,6 +166,10 @@ TEST_CASE("serve: every bad request gets a JSON error with a 4xx status") {
   expect(post(R"({"question": "q", "deadline": "soon"})"), 400, "bad_request", "deadline");
   expect(post(R"({"question": "q", "deadline": "48h"})"), 400, "bad_request", "at most");
   expect(post(R"({"question": "q", "strategy": "magic"})"), 400, "bad_request", "strategy");
+  expect(post(R"({"question": "q", "strategy": 1})"), 400, "bad_request", "strategy: must be a string");
+  expect(post(R"({"question": "q", "mode": "quick"})"), 400, "bad_request", "mode: not simple");
+  expect(post(R"({"question": "q", "depth": "deep"})"), 400, "bad_request", "depth: not auto");
+  expect(post(R"({"question": "q", "verify": "yes"})"), 400, "bad_request", "verify");
   expect(post(R"({"question": "q", "corpus": "/etc"})"), 400, "bad_request", "unknown field 'corpus'");
   expect(post(R"({"question": "q", "answers": "yes"})"), 400, "bad_request", "answers");
   expect(post("{\"question\": \"" + std::string(3000, 'x') + "\"}"), 413, "too_large", "");
@@ -445,4 +449,37 @@ TEST_CASE("serve: a follow-up of a session whose stored question is not UTF-8 "
   CHECK(call("GET", srv.url("/healthz")).status == 200);
   CHECK(call("POST", srv.url("/v1/research"), R"({"question": "q", "clarify": false})").status
         == 202);
+}
+
+TEST_CASE("serve: a reflective research over the API streams its plan as a checklist and "
+          "delivers a cited report") {
+  test::temp_dir home;
+  server_process srv{home, {}};
+  auto id = start(srv, {{"question", "Why does a heat pump's efficiency drop in cold weather?"},
+                        {"clarify", false},
+                        {"strategy", "reflective"},
+                        {"depth", "light"}});
+  auto evs = events(srv, id);
+  REQUIRE(evs.size() > 5);
+  std::vector<json> plans;
+  size_t step_ends = 0;
+  for (const auto& e : evs) {
+    if (e.event != "packet")
+      continue;
+    auto p = json::parse(e.data)["obj"];
+    if (p["type"] == "reflective_plan")
+      plans.push_back(p["plan"]);
+    if (p["type"] == "plan_step_end")
+      ++step_ends;
+  }
+  REQUIRE_FALSE(plans.empty());
+  CHECK(step_ends >= 1);
+  for (const auto& s : plans.back()["steps"])
+    CHECK((s["status"] == "completed" || s["status"] == "skipped"));
+  CHECK(json::parse(evs.back().data)["state"] == "completed");
+  auto md = call("GET", srv.url("/v1/research/" + id + "/report"));
+  CAPTURE(md.body);
+  CHECK(md.status == 200);
+  CHECK(md.body.find("## Sources") != std::string::npos);
+  CHECK(md.body.find("[[1]](") != std::string::npos);
 }

@@ -126,3 +126,51 @@ TEST_CASE("research_view counts model calls, tokens and cost for the summary") {
   CHECK(line == "quarry: done in 83.4 s, 2 model calls, 1.6k tokens, $0.2500, "
                 "2 sources; wrote r.md, r.html");
 }
+
+TEST_CASE("research_view shows the reflective plan as a checklist that follows the steps") {
+  captured out;
+  app::research_view view{out.f, false};
+  auto plan = [](std::vector<std::string> statuses, int iteration) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (size_t i = 0; i < statuses.size(); ++i)
+      steps.push_back({{"id", "s1." + std::to_string(i + 1)},
+                       {"title", "Step " + std::to_string(i + 1)},
+                       {"status", statuses[i]}});
+    return make("reflective_plan", {{"plan", {{"iteration", iteration}, {"steps", steps}}}});
+  };
+  view.on_packet(make("question_classified",
+                      {{"complexity", "moderate"}, {"depth", "medium"}, {"mode", "deep_research"}}));
+  view.on_packet(plan({"pending", "pending", "pending"}, 1));
+  view.on_packet(make("plan_step_start", {{"step_id", "s1.1"}, {"title", "Step 1"}}));
+  view.on_packet(plan({"in_progress", "pending", "pending"}, 1));
+  auto lines = view.status_lines(80);
+  REQUIRE(lines.size() >= 4);
+  CHECK(lines[0] == "Plan (3 steps):");
+  CHECK(lines[1] == "  [>] s1.1 Step 1");
+  CHECK(lines[2] == "  [ ] s1.2 Step 2");
+  view.on_packet(make("plan_step_end", {{"step_id", "s1.1"}, {"status", "completed"}}));
+  view.on_packet(plan({"completed", "pending", "pending"}, 1));
+  view.on_packet(make("reflection", {{"step_id", "s1.1"},
+                                     {"decision", "complete"},
+                                     {"taken", "continue"},
+                                     {"refused", true},
+                                     {"why", "COMPLETE refused: 1 of the 3 steps"}}));
+  view.on_packet(plan({"completed", "skipped", "completed"}, 1));
+  lines = view.status_lines(80);
+  CHECK(lines[1] == "  [x] s1.1 Step 1");
+  CHECK(lines[2] == "  [-] s1.2 Step 2");
+  CHECK(view.plan() == "[x] s1.1 Step 1\n[-] s1.2 Step 2\n[x] s1.3 Step 3");
+  view.on_packet(make("verification_summary", {{"claims", 4}, {"supported", 3},
+                                               {"unsupported", 1}, {"unverified", 0}}));
+  view.finish();
+  auto text = out.text();
+  // The plan is printed once per iteration, with its statuses then.
+  CHECK(text.find("question: moderate, depth medium, mode deep_research") != std::string::npos);
+  CHECK(text.find("plan:\n[ ] s1.1 Step 1\n[ ] s1.2 Step 2") != std::string::npos);
+  CHECK(text.find("step s1.1: Step 1") != std::string::npos);
+  CHECK(text.find("step s1.1 completed") != std::string::npos);
+  CHECK(text.find("reflection after s1.1: CONTINUE (COMPLETE refused: 1 of the 3 steps)")
+        != std::string::npos);
+  CHECK(text.find("verified: 3 of 4 claims supported, 1 unsupported, 0 unverified")
+        != std::string::npos);
+}

@@ -378,3 +378,29 @@ test('packets: a resumed session ends the interrupted lanes and goes on', () => 
   apply_packet(s, packet(3, { type: 'message_delta', content: 'Report.' }, { turn_index: 3 }));
   assert.equal(s.report, 'Report.');
 });
+
+test('packets: the reflective plan is a checklist, refused decisions are notices, and the '
+     + 'verification summary is kept', () => {
+  const s = create_state();
+  const plan = (statuses) => ({
+    type: 'reflective_plan',
+    plan: { id: 'p', title: 'Cold', iteration: 1, steps: statuses.map((st, i) => ({
+      id: `s1.${i + 1}`, title: `Step ${i + 1}`, status: st, observation: '' })) },
+  });
+  apply_packet(s, packet(1, plan(['pending', 'pending'])));
+  assert.deepEqual(s.checklist.map((x) => x.status), ['pending', 'pending']);
+  assert.equal(s.plan_done, true);
+  apply_packet(s, packet(2, plan(['completed', 'in_progress'])));
+  assert.deepEqual(s.checklist.map((x) => [x.id, x.status]), [['s1.1', 'completed'], ['s1.2', 'in_progress']]);
+  // Hostile steps: unknown statuses are pending, non-objects are dropped.
+  apply_packet(s, packet(3, { type: 'reflective_plan', plan: { steps: [{ id: 7, title: null, status: '<b>' }, 'x'] } }));
+  assert.deepEqual(s.checklist, [{ id: '', title: '', status: 'pending' }]);
+  apply_packet(s, packet(4, { type: 'reflection', step_id: 's1.1', decision: 'complete', taken: 'continue',
+                              refused: true, why: 'COMPLETE refused: 1 of the 3 steps this depth needs are completed' }));
+  assert.equal(s.reflections.length, 1);
+  assert.equal(s.reflections[0].taken, 'continue');
+  assert.deepEqual(s.notices, ['COMPLETE refused: 1 of the 3 steps this depth needs are completed']);
+  apply_packet(s, packet(5, { type: 'verification_summary', claims: 4, supported: 3, unsupported: 1,
+                              unverified: 0, recited: 1, rate: 0.75 }));
+  assert.deepEqual(s.verification, { claims: 4, supported: 3, unsupported: 1, unverified: 0, recited: 1, rate: 0.75 });
+});

@@ -11,6 +11,7 @@
 #include "quarry/actors/research_agent.hpp"
 #include "quarry/actors/verifier.hpp"
 #include "quarry/core/checkpoint.hpp"
+#include "quarry/core/reflective.hpp"
 
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
@@ -32,6 +33,24 @@ namespace quarry::actors {
 /// Sent by a session to its requester at the end: `(session_done_atom,
 /// session_result)`.
 using session_done_atom = caf::atom_constant<caf::atom("sessdone")>;
+
+/// How the reflective strategy runs (docs/strategies.md).
+struct reflective_options {
+  core::reflective::query_mode mode = core::reflective::query_mode::deep_research;
+  /// `automatic`: from the coordinator's complexity.
+  core::reflective::depth depth = core::reflective::depth::automatic;
+  /// Plans at most (the first and each ADJUST).
+  int max_plan_iterations = 3;
+  /// Classic researcher (light depth): searches and page reads per step.
+  int max_search_queries = 2;
+  int max_urls_to_crawl = 3;
+  int max_clarifying_questions = 3;
+  /// `web_search` mode answers directly when its step takes longer.
+  std::chrono::milliseconds web_search_fallback{std::chrono::seconds{15}};
+  /// The earlier messages of a follow-up chain (the coordinator sees the
+  /// last five; a simple answer uses their sources).
+  std::vector<sdk::chat_message> conversation;
+};
 
 /// What a session researches and within which limits.
 struct session_spec {
@@ -78,6 +97,10 @@ struct session_spec {
   bool verify = false;
   core::verification::action verify_action = core::verification::action::mark;
   std::chrono::milliseconds verify_timeout{std::chrono::minutes{2}};
+  /// `reflective`: the reflective strategy runs (reflective_session.hpp,
+  /// with `reflective`); anything else: the orchestrator strategy.
+  std::string strategy = "orchestrator";
+  reflective_options reflective;
 };
 
 /// The LLM provider actor for each role (they may all be the same), and

@@ -254,4 +254,28 @@ struct reflection_outcome {
 reflection_outcome enforce(const reflection& r, const plan& p, const depth_profile& profile,
                            int max_plan_iterations);
 
+// -- packets -----------------------------------------------------------------------
+
+/// `reflective_plan`: the whole plan with each step's status (observations
+/// cut to 600 bytes; the step's end packet has it whole). Sent whenever a
+/// status changes, so that a view can show it as a live checklist.
+nlohmann::json plan_packet(const plan& p);
+
+/// `question_classified`: the coordinator's classification, the depth it
+/// resolves to and the query mode the research runs in.
+nlohmann::json classification_packet(const classification& c, depth resolved, query_mode mode);
+
+/// `plan_step_start`: a step's research begins.
+nlohmann::json step_start_packet(const plan_step& s);
+
+/// `plan_step_end`: a step is done (its status, its observation and how many
+/// new sources it found) or failed (`failure`).
+nlohmann::json step_end_packet(const plan_step& s, size_t new_sources,
+                               const std::string& failure = {});
+
+/// `reflection`: the reflector's decision after `step_id`, the decision
+/// taken, and whether (and why) the code refused the model's.
+nlohmann::json reflection_packet(const reflection& r, const reflection_outcome& o,
+                                 const std::string& step_id);
+
 } // namespace quarry::core::reflective

@@ -197,6 +197,25 @@ struct research_settings {
   /// Longest time the check takes (never more than a second past the
   /// research deadline); what it does not reach is reported unverified.
   std::chrono::milliseconds verify_timeout{std::chrono::minutes{2}};
+  /// The research strategy: `orchestrator` (an orchestrator dispatches
+  /// parallel research agents) or `reflective` (a plan researched step by
+  /// step, with a reflection after each step).
+  std::string strategy = "orchestrator";
+  /// Reflective strategy: `simple` (a direct answer), `web_search` (one
+  /// light step) or `deep_research`.
+  std::string mode = "deep_research";
+  /// Reflective strategy: `auto` (from the question's complexity), `light`
+  /// (1-3 steps), `medium` (3-6) or `extended` (5-10).
+  std::string depth = "auto";
+  /// Reflective strategy: plans at most (the first and each adjustment).
+  int max_plan_iterations = 3;
+  /// Reflective strategy, light depth: searches and page reads per step.
+  int max_search_queries = 2;
+  int max_urls_to_crawl = 3;
+  /// Reflective strategy: clarifying questions the coordinator may ask.
+  int max_clarifying_questions = 3;
+  /// Reflective strategy: the web_search mode answers directly after this.
+  std::chrono::milliseconds web_search_fallback{std::chrono::seconds{15}};
 };
 
 /// The research store.

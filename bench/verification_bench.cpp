@@ -171,6 +171,10 @@ int verifier_part(int claims) {
   spec.sources = sources;
   spec.budget = std::chrono::minutes{10};
   auto r = run_verifier(rt.system(), spec);
+  if (!r.summary.is_object()) {
+    std::fprintf(stderr, "the verifier gave no summary (%zu claim packets)\n", r.claims.size());
+    return 1;
+  }
   size_t agree = 0;
   size_t judged = std::min(r.claims.size(), truth.size());
   for (size_t i = 0; i < judged; ++i) {
@@ -244,7 +248,8 @@ struct research_env {
     s.strategy = strategy;
     s.reflective.depth = core::reflective::depth::medium;
     s.verify = verify;
-    auto summary = std::make_shared<nlohmann::json>();
+    auto summary = std::make_shared<nlohmann::json>(nlohmann::json::object());
+    auto drained = std::make_shared<std::promise<void>>();
     auto em = actors::spawn_emitter(rt->system(), s.session_id);
     auto sink = actors::spawn_line_sink(
       rt->system(),
@@ -255,7 +260,7 @@ struct research_env {
         if (j.is_object() && j.contains("obj") && j["obj"].value("type", "") == "verification_summary")
           *summary = j["obj"];
       },
-      [](uint64_t) {});
+      [drained](uint64_t) { drained->set_value(); });
     caf::anon_send(em, actors::subscribe_atom::value, sink, uint64_t{0});
     caf::scoped_actor self{rt->system()};
     actors::session_models models{llm, llm, llm, llm, llm};
@@ -266,6 +271,8 @@ struct research_env {
     auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
     self->request(em, std::chrono::seconds{10}, actors::stop_atom::value)
       .receive([](uint64_t) {}, [](const caf::error&) {});
+    // Every packet reached the sink.
+    drained->get_future().wait_for(std::chrono::seconds{10});
     return {secs, *summary};
   }
 };
@@ -300,6 +307,7 @@ int overhead_part(const std::string& plugin_dir, int runs) {
 } // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int claims = 300;
   int runs = 5;
   std::string plugin_dir = QUARRY_PLUGIN_DIR;

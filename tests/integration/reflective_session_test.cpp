@@ -435,3 +435,30 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: the extractive provider runs 
     CHECK(links >= 3);
   }
 }
+
+TEST_CASE_FIXTURE(reflective_fixture, "reflective: the report is verified claim by claim, as "
+                                      "the orchestrator's is") {
+  test::fake_llm_server server;
+  auto rules = json::array();
+  rules.push_back(rule(coordinator, classify("moderate")));
+  rules.push_back(rule(planner, plan_of({"Defrost"})));
+  rules.push_back(rule(reflector, reflect("COMPLETE")));
+  rules.push_back(rule(queries_writer, call("search_queries", {{"queries", {"heat pump defrost"}}})));
+  rules.push_back(rule(observer, {{"text", "Defrost cycles remove frost from the coil [1]."}}));
+  rules.push_back(rule(synthesizer, {{"text", "Heat pumps are made of cheese and chocolate [1]."}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto spec = reflective_spec();
+  spec.verify = true;
+  // No judge model: the lexical judge decides.
+  auto o = run_scripted(server, spec);
+  REQUIRE(o.result.status == actors::session_status::report);
+  auto claims = o.of_type("claim_verified");
+  REQUIRE(claims.size() == 1);
+  CHECK(claims[0]["verdict"] != "supported");
+  auto summary = o.of_type("verification_summary");
+  REQUIRE(summary.size() == 1);
+  CHECK(summary[0]["claims"] == 1);
+  CHECK(o.result.report.find("*(unverified)*") != std::string::npos);
+  CHECK(o.result.report.find("## Verification") != std::string::npos);
+  CHECK(o.packets.back()["type"] == "stop");
+}

@@ -21,6 +21,7 @@
 #include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/text.hpp"
 
+#include "final_report.hpp"
 #include "reasoning_packets.hpp"
 
 #include <caf/all.hpp>
@@ -67,12 +68,10 @@ struct reflective_state {
   std::map<std::string, sdk::document> docs_by_id;
   std::vector<std::pair<std::string, std::string>> findings; // step, observation
 
-  // The classic researcher's step: its documents, the tool round, the
-  // searches and reads outstanding.
+  // The classic researcher's step: its documents and its tool round.
   core::document_numbers numbers;
   std::vector<sdk::tool_call> step_calls;
   std::map<std::string, std::string> step_results;
-  size_t tools_outstanding = 0;
   // The ReAct researcher of the step.
   research_agent_actor agent;
 
@@ -252,42 +251,14 @@ void step_done(self_ptr self, std::string observation, size_t new_sources,
 
 // -- the final text (synthesis or direct answer) -------------------------------------
 
-std::vector<sdk::document> final_documents(reflective_state& st) {
-  std::vector<sdk::document> out;
-  for (const auto& [n, ref] : st.global)
-    if (auto d = st.docs_by_id.find(ref.document_id); d != st.docs_by_id.end())
-      out.push_back(d->second);
-  return out;
-}
-
-void emit_chunk(self_ptr self, const core::citation_chunk& chunk) {
-  auto& st = self->state;
-  size_t pos = 0;
-  for (const auto& ev : chunk.citations) {
-    if (ev.offset > pos) {
-      auto piece = chunk.text.substr(pos, ev.offset - pos);
-      st.text += piece;
-      emit(self, st.at, core::packets::message_delta(piece));
-      pos = ev.offset;
-    }
-    emit(self, st.at,
-         core::packets::citation_info(ev.info.citation_number, ev.info.document_id));
-  }
-  if (pos < chunk.text.size()) {
-    auto piece = chunk.text.substr(pos);
-    st.text += piece;
-    emit(self, st.at, core::packets::message_delta(piece));
-  }
-}
-
 void report_piece(self_ptr self, const std::string& raw) {
   auto& st = self->state;
   if (!st.text_started) {
-    auto docs = final_documents(st);
+    auto docs = detail::final_documents(st.global, st.docs_by_id);
     emit(self, st.at, core::packets::message_start(&docs, st.timing.elapsed_seconds()));
     st.text_started = true;
   }
-  emit_chunk(self, st.processor->process(raw));
+  detail::emit_chunk(st.emitter, st.at, st.text, st.processor->process(raw));
 }
 
 void deliver(self_ptr self, session_result out) {
@@ -300,21 +271,9 @@ void deliver(self_ptr self, session_result out) {
 void start_verification(self_ptr self, session_result out) {
   auto& st = self->state;
   st.now = phase::verify;
-  verifier_spec vs;
-  vs.report = out.report;
-  for (const auto& [n, ref] : st.global) {
-    core::verification::source_text s;
-    s.number = n;
-    s.title = ref.title;
-    s.url = ref.link;
-    if (auto d = st.docs_by_id.find(ref.document_id); d != st.docs_by_id.end())
-      s.text = d->second.content.empty() ? d->second.snippet : d->second.content;
-    vs.sources.push_back(std::move(s));
-  }
-  vs.what = st.spec.verify_action;
-  vs.budget = std::min(st.spec.verify_timeout,
-                       std::max(st.timing.left(), std::chrono::milliseconds{1000}));
-  vs.judge_system = render(self, "verification_judge", {});
+  auto vs = detail::verification_spec(out.report, st.global, st.docs_by_id,
+                                      st.spec.verify_action, st.spec.verify_timeout,
+                                      st.timing.left(), render(self, "verification_judge", {}));
   st.pending = std::move(out);
   st.verifier = spawn_verifier(self->system(), std::move(vs), st.models.judge,
                                caf::actor_cast<verification_listener_actor>(self));
@@ -331,10 +290,8 @@ void verification_done(self_ptr self, std::string report, const std::string& sum
   auto packet = nlohmann::json::parse(summary, nullptr, false);
   if (packet.is_object() && packet.contains("type"))
     emit(self, st.at, packet);
-  if (auto at = report.rfind("\n\n## Verification"); at != std::string::npos) {
-    auto piece = report.substr(at);
+  if (auto piece = detail::verification_section(report); !piece.empty())
     emit(self, st.at, core::packets::message_delta(piece));
-  }
   auto out = std::move(*st.pending);
   st.pending.reset();
   if (!report.empty())
@@ -344,23 +301,11 @@ void verification_done(self_ptr self, std::string report, const std::string& sum
 
 void complete_report(self_ptr self) {
   auto& st = self->state;
-  emit_chunk(self, st.processor->finish());
+  detail::emit_chunk(st.emitter, st.at, st.text, st.processor->finish());
   session_result out;
   out.status = session_status::report;
   out.report = st.text;
-  for (const auto& ref : st.processor->cited_documents())
-    for (const auto& [n, r] : st.global)
-      if (r.document_id == ref.document_id) {
-        report_source s;
-        s.number = n;
-        s.document_id = ref.document_id;
-        s.title = ref.title;
-        s.url = ref.link;
-        out.sources.push_back(std::move(s));
-        break;
-      }
-  std::sort(out.sources.begin(), out.sources.end(),
-            [](const report_source& x, const report_source& y) { return x.number < y.number; });
+  out.sources = detail::cited_sources(*st.processor, st.global);
   if (st.spec.verify && !st.stop_requested && !out.report.empty()) {
     start_verification(self, std::move(out));
     return;
@@ -762,16 +707,18 @@ void write_observation(self_ptr self) {
     [=](const sdk::error& e) { step_done(self, {}, 0, e.message); });
 }
 
-// Runs one tool of the classic researcher and records its result.
+// Runs one tool of the classic researcher, records its result for the
+// observation (documents numbered as an agent numbers them), then calls
+// `then` with the documents it returned (none when it failed).
 void run_step_tool(self_ptr self, const tool_set::entry& tool, const std::string& name,
-                   nlohmann::json args, core::placement at) {
+                   const nlohmann::json& args, core::placement at,
+                   std::function<void(std::vector<sdk::document>)> then) {
   auto& st = self->state;
   sdk::tool_call call;
   call.id = "call_" + std::to_string(st.step_calls.size() + 1);
   call.name = name;
   call.arguments = args.dump();
   st.step_calls.push_back(call);
-  ++st.tools_outstanding;
   auto kind = tool.kind;
   self->request(tool.actor, caf::infinite, run_atom::value, tool_call_msg{1, call.arguments})
     .then(
@@ -790,8 +737,7 @@ void run_step_tool(self_ptr self, const tool_set::entry& tool, const std::string
           emit(self, at, core::packets::open_url_documents(r.documents));
         emit(self, at, core::packets::section_end());
         st.step_results[call.id] = std::move(r.llm_text);
-        if (--st.tools_outstanding == 0)
-          write_observation(self);
+        then(std::move(r.documents));
       },
       [=](caf::error& err) {
         auto& st = self->state;
@@ -799,8 +745,7 @@ void run_step_tool(self_ptr self, const tool_set::entry& tool, const std::string
           return;
         st.step_results[call.id] = core::tool_call_failed_text(name, caf::to_string(err));
         emit(self, at, core::packets::section_end());
-        if (--st.tools_outstanding == 0)
-          write_observation(self);
+        then({});
       });
 }
 
@@ -821,54 +766,32 @@ void classic_step(self_ptr self) {
     std::string name;
     const auto* search = tool_of(self, {sdk::tool_kind::web_search,
                                         sdk::tool_kind::internal_search}, &name);
-    emit(self, at, core::packets::search_tool_start(search->kind == sdk::tool_kind::web_search));
+    auto web = search->kind == sdk::tool_kind::web_search;
+    emit(self, at, core::packets::search_tool_start(web));
     emit(self, at, core::packets::search_tool_queries_delta(*queries));
     // The searches first (one call with every query), then the pages of the
     // best web results.
-    sdk::tool_call call;
-    call.id = "call_1";
-    call.name = name;
-    call.arguments = nlohmann::json{{"queries", *queries}}.dump();
-    st.step_calls.push_back(call);
-    auto hdl = search->actor;
-    auto kind = search->kind;
-    self->request(hdl, caf::infinite, run_atom::value, tool_call_msg{1, call.arguments})
-      .then(
-        [=](tool_reply& reply) {
-          auto& st = self->state;
-          if (st.now != phase::step)
-            return;
-          auto& r = reply.result;
-          r.llm_text = core::renumber_documents(r.llm_text, r.documents,
-                                                [self](const sdk::document& d) {
-                                                  return self->state.numbers.number_for(d);
-                                                });
-          emit(self, at, core::packets::search_tool_documents_delta(r.documents));
-          emit(self, at, core::packets::section_end());
-          st.step_results["call_1"] = r.llm_text;
-          std::string reader_name;
-          const auto* reader = tool_of(self, {sdk::tool_kind::page_reader}, &reader_name);
-          std::vector<std::string> urls;
-          if (reader != nullptr && kind == sdk::tool_kind::web_search)
-            for (const auto& d : r.documents)
-              if (!d.url.empty() && urls.size() < static_cast<size_t>(st.profile.max_urls_to_crawl))
-                urls.push_back(d.url);
-          if (urls.empty()) {
-            write_observation(self);
-            return;
-          }
-          emit(self, at, core::packets::open_url_start());
-          emit(self, at, core::packets::open_url_urls(urls));
-          run_step_tool(self, *reader, reader_name, nlohmann::json{{"urls", urls}}, at);
-        },
-        [=](caf::error& err) {
-          auto& st = self->state;
-          if (st.now != phase::step)
-            return;
-          st.step_results["call_1"] = core::tool_call_failed_text(call.name, caf::to_string(err));
-          emit(self, at, core::packets::section_end());
-          write_observation(self);
-        });
+    run_step_tool(self, *search, name, nlohmann::json{{"queries", *queries}}, at,
+                  [=](std::vector<sdk::document> docs) {
+                    auto& st = self->state;
+                    std::string reader_name;
+                    const auto* reader = tool_of(self, {sdk::tool_kind::page_reader},
+                                                 &reader_name);
+                    std::vector<std::string> urls;
+                    auto most = static_cast<size_t>(st.profile.max_urls_to_crawl);
+                    if (reader != nullptr && web)
+                      for (const auto& d : docs)
+                        if (!d.url.empty() && urls.size() < most)
+                          urls.push_back(d.url);
+                    if (urls.empty()) {
+                      write_observation(self);
+                      return;
+                    }
+                    emit(self, at, core::packets::open_url_start());
+                    emit(self, at, core::packets::open_url_urls(urls));
+                    run_step_tool(self, *reader, reader_name, nlohmann::json{{"urls", urls}}, at,
+                                  [self](std::vector<sdk::document>) { write_observation(self); });
+                  });
   };
   auto req = rf::structured_request(
     render(self, "reflective_queries", {{"max_queries", std::to_string(max_q)}}), task,
@@ -939,7 +862,6 @@ void start_step(self_ptr self) {
   st.numbers = core::document_numbers{};
   st.step_calls.clear();
   st.step_results.clear();
-  st.tools_outstanding = 0;
   auto searches = tool_of(self, {sdk::tool_kind::web_search, sdk::tool_kind::internal_search})
                   != nullptr;
   if (!step.needs_search || step.type == rf::step_type::analysis || !searches) {

@@ -20,6 +20,7 @@
 #include "quarry/core/research_requests.hpp"
 #include "quarry/core/think_stream.hpp"
 
+#include "final_report.hpp"
 #include "reasoning_packets.hpp"
 
 #include <caf/all.hpp>
@@ -620,32 +621,12 @@ void start_cycle(session_ptr self) {
 // -- the final report ---------------------------------------------------------------------
 
 std::vector<sdk::document> final_documents(session_state& st) {
-  std::vector<sdk::document> out;
-  for (const auto& [n, ref] : st.global) {
-    if (auto d = st.docs_by_id.find(ref.document_id); d != st.docs_by_id.end())
-      out.push_back(d->second);
-  }
-  return out;
+  return detail::final_documents(st.global, st.docs_by_id);
 }
 
 void emit_chunk(session_ptr self, const core::citation_chunk& chunk) {
   auto& st = self->state;
-  size_t pos = 0;
-  for (const auto& ev : chunk.citations) {
-    if (ev.offset > pos) {
-      auto piece = chunk.text.substr(pos, ev.offset - pos);
-      st.text += piece;
-      emit(self, st.at, core::packets::message_delta(piece));
-      pos = ev.offset;
-    }
-    emit(self, st.at, core::packets::citation_info(ev.info.citation_number,
-                                                    ev.info.document_id));
-  }
-  if (pos < chunk.text.size()) {
-    auto piece = chunk.text.substr(pos);
-    st.text += piece;
-    emit(self, st.at, core::packets::message_delta(piece));
-  }
+  detail::emit_chunk(st.emitter, st.at, st.text, chunk);
 }
 
 void report_piece(session_ptr self, const std::string& raw) {
@@ -667,23 +648,7 @@ void complete_report(session_ptr self) {
   session_result out;
   out.status = session_status::report;
   out.report = st.text;
-  for (const auto& ref : st.processor->cited_documents()) {
-    // The global number of each cited document.
-    for (const auto& [n, r] : st.global)
-      if (r.document_id == ref.document_id) {
-        report_source s;
-        s.number = n;
-        s.document_id = ref.document_id;
-        s.title = ref.title;
-        s.url = ref.link;
-        out.sources.push_back(std::move(s));
-        break;
-      }
-  }
-  std::sort(out.sources.begin(), out.sources.end(),
-            [](const report_source& x, const report_source& y) {
-              return x.number < y.number;
-            });
+  out.sources = detail::cited_sources(*st.processor, st.global);
   if (st.spec.verify && !st.stop_requested && !out.report.empty()) {
     start_verification(self, std::move(out));
     return;
@@ -696,22 +661,9 @@ void complete_report(session_ptr self) {
 void start_verification(session_ptr self, session_result out) {
   auto& st = self->state;
   st.now = phase::verify;
-  verifier_spec vs;
-  vs.report = out.report;
-  for (const auto& [n, ref] : st.global) {
-    core::verification::source_text s;
-    s.number = n;
-    s.title = ref.title;
-    s.url = ref.link;
-    if (auto d = st.docs_by_id.find(ref.document_id); d != st.docs_by_id.end())
-      s.text = d->second.content.empty() ? d->second.snippet : d->second.content;
-    vs.sources.push_back(std::move(s));
-  }
-  vs.what = st.spec.verify_action;
-  // Never more than a second past the research deadline.
-  vs.budget = std::min(st.spec.verify_timeout,
-                       std::max(st.timing.left(), std::chrono::milliseconds{1000}));
-  vs.judge_system = render(self, "verification_judge", {});
+  auto vs = detail::verification_spec(out.report, st.global, st.docs_by_id,
+                                      st.spec.verify_action, st.spec.verify_timeout,
+                                      st.timing.left(), render(self, "verification_judge", {}));
   st.pending = std::move(out);
   st.verifier = spawn_verifier(self->system(), std::move(vs), st.models.judge,
                                caf::actor_cast<verification_listener_actor>(self));
@@ -730,8 +682,7 @@ void verification_done(session_ptr self, std::string report, const std::string& 
     emit(self, st.at, packet);
   // The live text ends with the verification section too; the marks and
   // new citations are in the delivered report (and in the claim packets).
-  if (auto at = report.rfind("\n\n## Verification"); at != std::string::npos) {
-    auto piece = report.substr(at);
+  if (auto piece = detail::verification_section(report); !piece.empty()) {
     st.text += piece;
     emit(self, st.at, core::packets::message_delta(piece));
   }

@@ -462,3 +462,32 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: the report is verified claim 
   CHECK(o.result.report.find("## Verification") != std::string::npos);
   CHECK(o.packets.back()["type"] == "stop");
 }
+
+TEST_CASE_FIXTURE(reflective_fixture, "reflective: the structured calls work with the "
+                                      "Anthropic provider too") {
+  test::fake_llm_server server;
+  auto rules = json::array();
+  rules.push_back(rule(coordinator, classify("moderate")));
+  rules.push_back(rule(planner, plan_of({"Efficiency", "Defrost"})));
+  rules.push_back(rule(reflector, reflect("CONTINUE")));
+  common_rules(rules);
+  REQUIRE_FALSE(server.script(rules));
+  auto o = run(reflective_spec(),
+               llm("anthropic", {{"base_url", server.base_url_anthropic()},
+                                 {"model", "claude-test"},
+                                 {"api_key", "k"}}));
+  CAPTURE(o.result.failure);
+  REQUIRE(o.result.status == actors::session_status::report);
+  CHECK(o.of_type("question_classified").size() == 1);
+  CHECK(o.of_type("plan_step_end").size() == 2);
+  CHECK(o.of_type("reflection").size() == 2);
+  CHECK(o.result.report.find("[[1]](") != std::string::npos);
+  // Every structured call asked for its one tool.
+  size_t forced = 0;
+  for (const auto& r : server.requests())
+    if (r.body.is_object() && r.body.contains("tool_choice")) {
+      CHECK(r.body["tool_choice"]["type"] == "any");
+      ++forced;
+    }
+  CHECK(forced >= 5);
+}

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <unordered_map>
 
 namespace quarry::core::verification {
 
@@ -643,8 +644,32 @@ std::optional<judgement> find_recitation(const claim& c,
                                          const std::map<int, indexed_document>& docs) {
   std::optional<judgement> best;
   double best_coverage = 0;
+  // A document holding under supported_coverage of the claim's words cannot
+  // support it (no span of it covers more than the whole does): skip it
+  // unscored.
+  auto terms = term_set(c.text);
+  std::unordered_map<std::string_view, size_t> position;
+  for (const auto& t : terms)
+    position.emplace(t, position.size());
+  std::vector<bool> held(position.size());
+  auto could_support = [&](const indexed_document& doc) {
+    if (position.empty())
+      return true;
+    std::fill(held.begin(), held.end(), false);
+    size_t n = 0;
+    for (const auto& passage : doc.tokens)
+      for (const auto& w : passage)
+        if (auto p = position.find(w); p != position.end() && !held[p->second]) {
+          held[p->second] = true;
+          ++n;
+        }
+    return static_cast<double>(n)
+           >= sdk::lexical::supported_coverage * static_cast<double>(position.size());
+  };
   for (const auto& [number, doc] : docs) {
     if (std::find(c.citations.begin(), c.citations.end(), number) != c.citations.end())
+      continue;
+    if (!could_support(doc))
       continue;
     auto ev = best_evidence(c.text, doc);
     auto j = judge_lexically(c.text, ev);

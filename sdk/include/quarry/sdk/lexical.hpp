@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <string_view>
@@ -124,31 +125,39 @@ inline std::vector<double> bm25_scores(const std::vector<std::vector<std::string
   std::vector<double> result(docs.size(), 0.0);
   if (docs.empty() || query.empty())
     return result;
-  std::set<std::string_view> terms{query.begin(), query.end()};
-  // Term frequencies of the query's terms, per document.
-  std::vector<std::unordered_map<std::string_view, double>> tf(docs.size());
-  std::unordered_map<std::string_view, size_t> with_term;
+  // The query's distinct terms in order (the order the scores are summed
+  // in), and their positions.
+  std::vector<std::string_view> terms{query.begin(), query.end()};
+  std::sort(terms.begin(), terms.end());
+  terms.erase(std::unique(terms.begin(), terms.end()), terms.end());
+  std::unordered_map<std::string_view, size_t> position;
+  for (size_t j = 0; j < terms.size(); ++j)
+    position.emplace(terms[j], j);
+  // Term frequencies, one row of terms per document, and the documents that
+  // hold each term.
+  auto width = terms.size();
+  std::vector<uint32_t> tf(docs.size() * width, 0);
+  std::vector<size_t> with_term(width, 0);
   double total = 0;
   for (size_t i = 0; i < docs.size(); ++i) {
     total += static_cast<double>(docs[i].size());
     for (const auto& w : docs[i])
-      if (terms.count(w) != 0 && tf[i][w]++ == 0)
-        ++with_term[w];
+      if (auto p = position.find(w); p != position.end() && tf[i * width + p->second]++ == 0)
+        ++with_term[p->second];
   }
   auto avg = std::max(1.0, total / static_cast<double>(docs.size()));
   auto n_docs = static_cast<double>(docs.size());
-  for (auto term : terms) {
-    auto found = with_term.find(term);
-    if (found == with_term.end())
+  for (size_t j = 0; j < width; ++j) {
+    if (with_term[j] == 0)
       continue;
-    auto n = static_cast<double>(found->second);
+    auto n = static_cast<double>(with_term[j]);
     auto idf = std::log(1.0 + (n_docs - n + 0.5) / (n + 0.5));
     for (size_t i = 0; i < docs.size(); ++i) {
-      auto f = tf[i].find(term);
-      if (f == tf[i].end())
+      auto f = static_cast<double>(tf[i * width + j]);
+      if (f == 0)
         continue;
       auto len = static_cast<double>(docs[i].size());
-      result[i] += idf * f->second * (k1 + 1) / (f->second + k1 * (1 - b + b * len / avg));
+      result[i] += idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len / avg));
     }
   }
   return result;
@@ -195,10 +204,14 @@ inline overlap overlap_of(std::string_view claim, std::string_view span) {
   return out;
 }
 
+/// The share of a claim's words a span must hold for the lexical judge to
+/// call the claim supported.
+inline constexpr double supported_coverage = 0.75;
+
 /// The lexical judge's verdict: `supported` from 75 % coverage with every
 /// number, `partly_supported` from 45 %, else `unsupported`.
 inline const char* lexical_verdict(const overlap& o) {
-  if (o.coverage >= 0.75 && o.numbers_match)
+  if (o.coverage >= supported_coverage && o.numbers_match)
     return "supported";
   if (o.coverage >= 0.45)
     return "partly_supported";

@@ -449,6 +449,18 @@ void after_classification(self_ptr self) {
   start_background(self);
 }
 
+// A plan of one step on the whole question (the web_search mode's, and the
+// fallback when the first plan cannot be written).
+rf::plan one_step_plan(const reflective_state& st) {
+  rf::plan_draft d;
+  d.title = st.spec.question;
+  rf::plan_step s;
+  s.title = st.spec.question;
+  s.description = st.spec.question;
+  d.steps.push_back(std::move(s));
+  return rf::merge_plan(nullptr, std::move(d), st.profile).next;
+}
+
 // The web_search mode: one light step on the question, answered directly
 // when it takes longer than its fallback time.
 void start_web_search(self_ptr self) {
@@ -456,13 +468,7 @@ void start_web_search(self_ptr self) {
   st.depth = rf::depth::light;
   st.profile = rf::profile_for(st.depth, st.spec.reflective.max_search_queries,
                                st.spec.reflective.max_urls_to_crawl);
-  rf::plan_draft d;
-  d.title = st.spec.question;
-  rf::plan_step s;
-  s.title = st.spec.question;
-  s.description = st.spec.question;
-  d.steps.push_back(std::move(s));
-  st.plan = rf::merge_plan(nullptr, std::move(d), st.profile).next;
+  st.plan = one_step_plan(st);
   self->delayed_send(self, st.spec.reflective.web_search_fallback, web_search_late_atom::value);
   emit(self, next_turn(self), rf::plan_packet(*st.plan));
   start_step(self);
@@ -610,13 +616,7 @@ void start_planner(self_ptr self) {
         // The first plan failed: one step on the whole question.
         notice(self, "The plan could not be written (" + why
                        + "); researching the question as one step.");
-        rf::plan_draft d;
-        d.title = st.spec.question;
-        rf::plan_step s;
-        s.title = st.spec.question;
-        s.description = st.spec.question;
-        d.steps.push_back(std::move(s));
-        st.plan = rf::merge_plan(nullptr, std::move(d), st.profile).next;
+        st.plan = one_step_plan(st);
       } else {
         notice(self, "The plan could not be adjusted (" + why + "); keeping it.");
       }

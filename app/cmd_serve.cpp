@@ -557,7 +557,8 @@ int cmd_serve(context& ctx, const serve_options& opts) {
   }
   auto server = std::get<std::unique_ptr<http::server>>(std::move(started));
   server_for_metrics->server = server.get();
-  std::cerr << "quarry: listening on http://" << server->address() << "/\n" << std::flush;
+  // One write, so a reader never sees half the line.
+  std::cerr << ("quarry: listening on http://" + server->address() + "/\n") << std::flush;
   // Other CAF programs start, follow and cancel research here
   // (cluster.listen; docs/cluster.md).
   research_service_full_actor research_service;

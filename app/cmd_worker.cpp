@@ -87,10 +87,11 @@ int cmd_worker(context& ctx, const worker_options& opts) {
   std::string tools;
   for (const auto& [name, entry] : engine->tools().tools)
     tools += (tools.empty() ? "" : ", ") + name;
-  std::cerr << "quarry: worker listening on " << actual.text() << " ("
-            << (tls ? "mutual TLS" : "plaintext") << "), " << hs.capacity
-            << " agents at most, model " << hs.model << ", tools: "
-            << (tools.empty() ? std::string{"none"} : tools) << "\n"
+  // One write, so a reader never sees half the line.
+  std::cerr << ("quarry: worker listening on " + actual.text() + " ("
+                + (tls ? "mutual TLS" : "plaintext") + "), " + std::to_string(hs.capacity)
+                + " agents at most, model " + hs.model + ", tools: "
+                + (tools.empty() ? std::string{"none"} : tools) + "\n")
             << std::flush;
 
   // Runs until SIGINT or SIGTERM.

@@ -108,12 +108,11 @@ struct cluster_fixture {
     auto w = std::make_unique<worker>();
     w->process = std::make_unique<child_process>(
       argv(std::move(args)), isolated_quarry_options(home.path() + "/" + name, llm_env(server)));
-    auto listening = w->process->wait_for_err("worker listening on ", std::chrono::seconds{90});
+    auto line = w->process->wait_for_err_line("worker listening on ", std::chrono::seconds{90});
     INFO(w->process->err());
-    REQUIRE(listening);
-    auto err = w->process->err();
-    auto at = err.find("worker listening on ") + 20;
-    w->address = err.substr(at, err.find(' ', at) - at);
+    REQUIRE(line);
+    auto at = line->find("worker listening on ") + 20;
+    w->address = line->substr(at, line->find(' ', at) - at);
     return w;
   }
 

@@ -241,10 +241,11 @@ struct server_process {
     auto opts = test::isolated_quarry_options(home.path(), {{"QUARRY_TEST_TOKEN", token}});
     opts.timeout = std::chrono::minutes{5};
     proc = std::make_unique<test::child_process>(argv, opts);
-    REQUIRE(proc->wait_for_err("quarry: listening on http://", std::chrono::seconds{60}));
+    auto line = proc->wait_for_err_line("quarry: listening on http://", std::chrono::seconds{60});
+    INFO(proc->err());
+    REQUIRE(line);
     std::smatch m;
-    auto err = proc->err();
-    REQUIRE(std::regex_search(err, m, std::regex{R"(listening on (http://127\.0\.0\.1:\d+)/)"}));
+    REQUIRE(std::regex_search(*line, m, std::regex{R"(listening on (http://127\.0\.0\.1:\d+)/)"}));
     base = m[1];
   }
 

@@ -264,6 +264,35 @@ bool child_process::wait_for_err(const std::string& needle,
   return false;
 }
 
+std::optional<std::string> child_process::wait_for_err_line(const std::string& needle,
+                                                          std::chrono::milliseconds timeout) {
+  auto whole_line = [&]() -> std::optional<std::string> {
+    auto text = err();
+    auto at = text.find(needle);
+    if (at == std::string::npos)
+      return std::nullopt;
+    auto end = text.find('\n', at);
+    if (end == std::string::npos)
+      return std::nullopt;
+    auto begin = text.rfind('\n', at);
+    begin = begin == std::string::npos ? 0 : begin + 1;
+    return text.substr(begin, end - begin);
+  };
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto line = whole_line())
+      return line;
+    if (reaped_)
+      return std::nullopt;
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0
+        && info.si_pid == pid_)
+      return whole_line();
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  }
+  return std::nullopt;
+}
+
 bool child_process::wait_until_blocked(int sig, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   auto bit = 1ull << (sig - 1);

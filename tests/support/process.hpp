@@ -104,6 +104,13 @@ public:
   /// or `timeout` passed first.
   bool wait_for_err(const std::string& needle, std::chrono::milliseconds timeout);
 
+  /// Waits until standard error holds a whole line (ended by a newline) that
+  /// contains `needle`, and returns that line without its newline; nothing if
+  /// the child ended or `timeout` passed first. A child may write one line in
+  /// several pieces, so a caller that parses the line must wait for its end.
+  std::optional<std::string> wait_for_err_line(const std::string& needle,
+                                               std::chrono::milliseconds timeout);
+
   /// Standard error so far.
   std::string err() const;
 

@@ -171,15 +171,40 @@ research_engine::prepare(context& ctx, const engine_setup& setup) {
     if (up.added + up.updated + up.removed > 0)
       std::cerr << "quarry: indexed " << corpus << ": " << up.added << " added, "
                 << up.updated << " updated, " << up.removed << " removed\n";
+    // Research over nothing would only pretend: an empty corpus is an error.
+    if (opened.index->size().first == 0) {
+      std::cerr << "quarry: the corpus " << corpus
+                << " holds no document Quarry can read (Markdown, text, HTML or PDF "
+                   "files)";
+      if (!up.notes.empty())
+        std::cerr << "; " << up.notes.front()
+                  << (up.notes.size() > 1 ? " (and " + std::to_string(up.notes.size() - 1)
+                                              + " more skipped)"
+                                          : std::string{});
+      std::cerr << "\n";
+      return exit_failure;
+    }
     core::tool_instance is;
     is.plugin = "local_corpus";
     is.config = {{"db", corpus_db}};
     cfg.tools["internal_search"] = std::move(is);
     // The open_url plugin reads `corpus:<n>` ids from the same index (an
-    // option of that plugin, whatever the instance is called).
+    // option of that plugin, whatever the instance is called). Without one,
+    // an instance is added, so that agents can read whole documents of the
+    // corpus and not only the passages search returns.
+    bool reader = false;
     for (auto& [name, entry] : cfg.tools)
-      if (entry.plugin == "open_url" && !entry.config.contains("corpus_db"))
-        entry.config["corpus_db"] = corpus_db;
+      if (entry.plugin == "open_url") {
+        reader = true;
+        if (!entry.config.contains("corpus_db"))
+          entry.config["corpus_db"] = corpus_db;
+      }
+    if (!reader && cfg.tools.count("open_url") == 0) {
+      core::tool_instance ou;
+      ou.plugin = "open_url";
+      ou.config = {{"corpus_db", corpus_db}};
+      cfg.tools["open_url"] = std::move(ou);
+    }
   }
 
   // Providers by role.

@@ -1,5 +1,7 @@
 #include "final_report.hpp"
 
+#include "quarry/sdk/lexical.hpp"
+
 #include <caf/send.hpp>
 
 #include <algorithm>
@@ -82,6 +84,23 @@ verifier_spec verification_spec(std::string report, const core::citation_mapping
 std::string verification_section(const std::string& report) {
   auto at = report.rfind("\n\n## Verification");
   return at == std::string::npos ? std::string{} : report.substr(at);
+}
+
+std::optional<std::string> unanswered_notice(const std::string& question,
+                                             const std::map<std::string, sdk::document>& docs) {
+  std::vector<std::string> texts;
+  for (const auto& [id, doc] : docs)
+    texts.push_back(doc.title + "\n" + (doc.content.empty() ? doc.snippet : doc.content));
+  auto cover = sdk::lexical::question_coverage(question, texts);
+  if (cover.answered)
+    return std::nullopt;
+  if (cover.terms == 0)
+    return "The documents found cannot answer the question: it has no words to search for "
+           "beyond the most common ones.";
+  return "The documents found do not seem to answer the question: of its "
+         + std::to_string(cover.terms) + " key words, " + std::to_string(cover.found)
+         + " occur in them, and no document holds more than "
+         + std::to_string(cover.best_passage) + ".";
 }
 
 } // namespace quarry::actors::detail

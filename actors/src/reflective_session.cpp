@@ -83,6 +83,9 @@ struct reflective_state {
   detail::reasoning_state reasoning;
   std::string text;
   bool text_started = false;
+  /// The report answers without research (query mode simple): no documents
+  /// to hold the question's words.
+  bool answered_directly = false;
   std::unique_ptr<core::citation_processor> processor;
 
   verifier_actor verifier;
@@ -306,6 +309,9 @@ void complete_report(self_ptr self) {
   out.status = session_status::report;
   out.report = st.text;
   out.sources = detail::cited_sources(*st.processor, st.global);
+  if (!st.stop_requested && !st.answered_directly)
+    if (auto why = detail::unanswered_notice(st.spec.question, st.docs_by_id))
+      notice(self, *why);
   if (st.spec.verify && !st.stop_requested && !out.report.empty()) {
     start_verification(self, std::move(out));
     return;
@@ -400,6 +406,7 @@ void start_simple(self_ptr self, const std::string& why) {
   auto& st = self->state;
   if (!why.empty())
     notice(self, why);
+  st.answered_directly = true;
   begin_final(self);
   std::string user;
   // The sources already in the conversation (a follow-up chain).

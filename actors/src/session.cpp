@@ -649,6 +649,11 @@ void complete_report(session_ptr self) {
   out.status = session_status::report;
   out.report = st.text;
   out.sources = detail::cited_sources(*st.processor, st.global);
+  if (!st.stop_requested)
+    if (auto why = detail::unanswered_notice(st.spec.question, st.docs_by_id)) {
+      st.notices.push_back(*why);
+      emit(self, st.at, core::packets::notice(*why));
+    }
   if (st.spec.verify && !st.stop_requested && !out.report.empty()) {
     start_verification(self, std::move(out));
     return;

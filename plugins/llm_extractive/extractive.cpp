@@ -403,25 +403,47 @@ std::string clean_clause(std::string_view clause) {
   return result;
 }
 
-// Splits `text` at `sep` if every part keeps at least two content words.
-std::vector<std::string> split_if_meaningful(const std::string& text, std::string_view sep) {
+// Whether `text` starts with a question word: a wh-word ("what", "how"),
+// or, unless `wh_only`, an auxiliary verb ("can", "is", "does").
+bool starts_question(std::string_view text, bool wh_only = false) {
+  static const std::set<std::string> wh{"what", "why", "how", "when", "where", "which",
+                                        "who", "whom", "whose", "whether"};
+  static const std::set<std::string> auxiliaries{
+    "is", "are", "was", "were", "do", "does", "did", "can", "could", "should",
+    "would", "will", "shall", "may", "might", "has", "have", "had"};
+  auto x = sdk::trim(text);
+  auto word = sdk::to_lower(x.substr(0, x.find_first_of(" ,;:?")));
+  return wh.count(word) > 0 || (!wh_only && auxiliaries.count(word) > 0);
+}
+
+// Splits a clause where a coordinated question begins: at ", and " and
+// ", or " before a question word, and at " and ", " or " and ", " before a
+// wh-word ("Why X, and what Y" gives "Why X" and "what Y"; "X and is Y"
+// stays whole). Nothing else splits.
+std::vector<std::string> split_coordinated(const std::string& clause) {
   std::vector<std::string> parts;
+  auto low = sdk::to_lower(clause);
+  size_t from = 0;
   size_t pos = 0;
-  auto low = sdk::to_lower(text);
-  while (true) {
-    auto at = low.find(sep, pos);
-    if (at == std::string::npos) {
-      parts.push_back(text.substr(pos));
-      break;
+  while (pos < low.size()) {
+    size_t skip = 0;
+    bool wh_only = true;
+    for (std::string_view sep : {", and ", ", or ", " and ", " or ", ", "})
+      if (std::string_view{low}.substr(pos, sep.size()) == sep) {
+        skip = sep.size();
+        wh_only = sep == " and " || sep == " or " || sep == ", ";
+        break;
+      }
+    if (skip > 0 && pos > from
+        && starts_question(std::string_view{low}.substr(pos + skip), wh_only)) {
+      parts.push_back(clause.substr(from, pos - from));
+      from = pos + skip;
+      pos = from;
+      continue;
     }
-    parts.push_back(text.substr(pos, at - pos));
-    pos = at + sep.size();
+    ++pos;
   }
-  if (parts.size() < 2)
-    return {text};
-  for (const auto& part : parts)
-    if (tokenize(part).size() < 2)
-      return {text};
+  parts.push_back(clause.substr(from));
   return parts;
 }
 
@@ -494,6 +516,346 @@ std::string truncate_words(std::string_view sentence, size_t max_words) {
   }
   // An ellipsis glued to the last word: the quoted prefix stays verbatim.
   return std::string{sdk::trim(result)} + "\u2026";
+}
+
+// -- choosing sentences -------------------------------------------------------
+
+// How many units a section of the final report holds at most.
+constexpr size_t section_units = 9;
+
+// Maximal marginal relevance: the weight of relevance against novelty.
+constexpr double mmr_lambda = 0.7;
+
+// Units at least this similar (Jaccard of their word sets) to one already
+// chosen are repeats and never chosen.
+constexpr double near_duplicate = 0.6;
+
+// What each unit already chosen from the same source costs the next one,
+// so that a section quotes several sources rather than one at length.
+constexpr double same_source_penalty = 0.25;
+
+// Whether a sentence asks a question ("Q: Why ...?").
+bool is_question_sentence(std::string_view sentence) {
+  auto x = sdk::trim(sentence);
+  while (!x.empty() && (x.back() == '"' || x.back() == '\'' || x.back() == ')'))
+    x.remove_suffix(1);
+  return !x.empty() && x.back() == '?';
+}
+
+// Removes a "Q:", "A:", "Question:" or "Answer:" label at the start.
+std::string strip_qa_label(std::string_view sentence) {
+  auto x = sdk::trim(sentence);
+  auto low = sdk::to_lower(x.substr(0, 10));
+  for (std::string_view label : {"question:", "answer:", "q:", "a:"})
+    if (sdk::starts_with(low, label))
+      return std::string{sdk::trim(x.substr(label.size()))};
+  return std::string{x};
+}
+
+// Removes a cross-reference that ends a sentence ("...; see the document on
+// X."), which points at nothing the reader has.
+std::string drop_cross_reference(std::string sentence) {
+  auto low = sdk::to_lower(sentence);
+  for (std::string_view mark : {"; see ", ", see ", " (see "}) {
+    auto at = low.rfind(mark);
+    if (at == std::string::npos || count_words(std::string_view{sentence}.substr(0, at)) < 6)
+      continue;
+    if (mark == " (see ") {
+      auto close = sentence.find(')', at);
+      if (close == std::string::npos || sdk::trim(sentence.substr(close + 1)).size() > 1)
+        continue;
+    }
+    auto end = sentence.back() == '!' || sentence.back() == '?' ? sentence.back() : '.';
+    return std::string{sdk::trim(std::string_view{sentence}.substr(0, at))} + end;
+  }
+  return sentence;
+}
+
+// Whether a sentence can stand alone in a report: six words at least, not
+// the lead-in to a list (ending with a colon), not a heading in capitals.
+bool usable_sentence(std::string_view sentence) {
+  auto x = sdk::trim(sentence);
+  if (count_words(x) < 6 || x.empty() || x.back() == ':')
+    return false;
+  // A pointer to another document ("See the document on X", "the documents
+  // on X and Y return to this point") says nothing by itself.
+  auto low = sdk::to_lower(x);
+  if (sdk::starts_with(low, "see ") || contains(low, "the document on ")
+      || contains(low, "the documents on ") || contains(low, "this collection"))
+    return false;
+  size_t letters = 0;
+  size_t upper = 0;
+  for (auto c : x) {
+    if (c >= 'a' && c <= 'z')
+      ++letters;
+    else if (is_upper(c))
+      ++letters, ++upper;
+  }
+  return letters < 8 || upper * 10 <= letters * 6;
+}
+
+// A unit of a report taken from a source: one sentence, or a question
+// together with the answer that follows it.
+struct source_unit {
+  size_t source;
+  std::string text;
+};
+
+// The units of the texts of each source, without repeats.
+std::vector<source_unit> report_units(const std::vector<std::vector<std::string>>& texts) {
+  std::vector<source_unit> result;
+  std::set<std::string> seen;
+  for (size_t d = 0; d < texts.size(); ++d)
+    for (const auto& text : texts[d]) {
+      auto sentences = split_sentences(text);
+      for (size_t i = 0; i < sentences.size(); ++i) {
+        std::string unit;
+        if (is_question_sentence(sentences[i])) {
+          // A question is quoted only with its answer: the sentences after
+          // it, up to two, until the next question.
+          auto question = strip_qa_label(sentences[i]);
+          std::string answer;
+          size_t j = i + 1;
+          while (j < sentences.size() && j < i + 3 && !is_question_sentence(sentences[j])
+                 && count_words(answer) < 25) {
+            answer += (answer.empty() ? "" : " ") + strip_qa_label(sentences[j]);
+            ++j;
+          }
+          i = j - 1;
+          if (count_words(answer) < 4)
+            continue;
+          unit = truncate_words(question + " " + answer, 90);
+          if (seen.insert(sentence_key(unit)).second)
+            result.push_back({d, std::move(unit)});
+          continue;
+        }
+        unit = drop_cross_reference(strip_qa_label(sentences[i]));
+        if (!usable_sentence(unit))
+          continue;
+        unit = truncate_words(unit, 60);
+        if (seen.insert(sentence_key(unit)).second)
+          result.push_back({d, std::move(unit)});
+      }
+    }
+  return result;
+}
+
+// The Jaccard similarity of two sorted sets of words.
+double jaccard(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  if (a.empty() || b.empty())
+    return 0;
+  size_t common = 0;
+  auto i = a.begin();
+  auto j = b.begin();
+  while (i != a.end() && j != b.end()) {
+    if (*i < *j) {
+      ++i;
+    } else if (*j < *i) {
+      ++j;
+    } else {
+      ++common, ++i, ++j;
+    }
+  }
+  return static_cast<double>(common) / static_cast<double>(a.size() + b.size() - common);
+}
+
+std::vector<std::string> word_set(std::vector<std::string> tokens) {
+  std::sort(tokens.begin(), tokens.end());
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  return tokens;
+}
+
+// The largest weight of one query word in @ref relevance_scores.
+constexpr double max_word_weight = 2.0;
+
+// How well each unit answers `query`: the weights of the distinct query
+// words it holds, each weight the word's inverse document frequency among
+// the units capped at @ref max_word_weight, plus a twentieth of its BM25
+// score to break ties. Among passages retrieved for a topic the topic's own
+// words are common, so uncapped BM25 would favour a unit holding one rare
+// side word over one holding the topic's words together.
+std::vector<double> relevance_scores(const std::vector<std::vector<std::string>>& units,
+                                     const std::vector<std::string>& query) {
+  auto bm25 = bm25_scores(units, query);
+  auto terms = word_set(query);
+  std::vector<std::vector<std::string>> sets;
+  std::map<std::string, size_t> df;
+  for (const auto& x : units) {
+    sets.push_back(word_set(x));
+    for (const auto& t : sets.back())
+      if (std::binary_search(terms.begin(), terms.end(), t))
+        ++df[t];
+  }
+  auto n = static_cast<double>(units.size());
+  std::vector<double> result(units.size(), 0.0);
+  for (size_t i = 0; i < units.size(); ++i) {
+    for (const auto& t : sets[i]) {
+      if (!std::binary_search(terms.begin(), terms.end(), t))
+        continue;
+      auto k = static_cast<double>(df[t]);
+      result[i] += std::min(max_word_weight, std::log(1 + (n - k + 0.5) / (k + 0.5)));
+    }
+    result[i] += 0.05 * bm25[i];
+  }
+  return result;
+}
+
+// Chooses up to `k` units by maximal marginal relevance: each time the unit
+// whose relevance (scaled to the best) most exceeds its similarity to what
+// is chosen already (`taken`, which grows), less a little for each unit
+// already chosen from its group (its source). Units without relevance, and
+// near repeats of chosen ones, are never chosen. Returns the indexes in the
+// order chosen: the most relevant first.
+std::vector<size_t> select_mmr(const std::vector<std::vector<std::string>>& tokens,
+                               const std::vector<double>& relevance,
+                               const std::vector<size_t>& groups, size_t k,
+                               std::vector<std::vector<std::string>>& taken) {
+  std::vector<size_t> picked;
+  auto top = relevance.empty() ? 0.0 : *std::max_element(relevance.begin(), relevance.end());
+  if (top <= 0)
+    return picked;
+  std::vector<std::vector<std::string>> sets;
+  for (const auto& x : tokens)
+    sets.push_back(word_set(x));
+  std::vector<bool> out(tokens.size(), false);
+  std::map<size_t, int> per_group;
+  while (picked.size() < k) {
+    size_t at = tokens.size();
+    double best = 0;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (out[i] || relevance[i] <= 0)
+        continue;
+      double similar = 0;
+      for (const auto& t : taken)
+        similar = std::max(similar, jaccard(sets[i], t));
+      if (similar >= near_duplicate) {
+        out[i] = true;
+        continue;
+      }
+      auto score = mmr_lambda * relevance[i] / top - (1 - mmr_lambda) * similar
+                   - same_source_penalty * per_group[groups[i]];
+      if (at == tokens.size() || score > best) {
+        at = i;
+        best = score;
+      }
+    }
+    if (at == tokens.size())
+      break;
+    out[at] = true;
+    picked.push_back(at);
+    taken.push_back(sets[at]);
+    ++per_group[groups[at]];
+  }
+  return picked;
+}
+
+// Lays chosen units out as paragraphs: the first (the most direct answer)
+// alone, then the others grouped by source, sources in the order chosen.
+std::string arrange(const std::vector<std::string>& units, const std::vector<size_t>& groups) {
+  if (units.empty())
+    return {};
+  std::string result = units.front();
+  std::vector<size_t> order;
+  std::map<size_t, std::vector<size_t>> by_group;
+  for (size_t i = 1; i < units.size(); ++i) {
+    if (by_group.count(groups[i]) == 0)
+      order.push_back(groups[i]);
+    by_group[groups[i]].push_back(i);
+  }
+  for (auto g : order) {
+    result += "\n\n";
+    const auto& members = by_group[g];
+    for (size_t j = 0; j < members.size(); ++j)
+      result += (j > 0 ? " " : "") + units[members[j]];
+  }
+  return result;
+}
+
+// A unit of an agent's report: the text up to and including a citation
+// marker (and the punctuation right after it).
+struct cited_unit {
+  /// As written, marker included.
+  std::string text;
+  /// Without the marker.
+  std::string plain;
+  /// The marker, e.g. "[3]"; empty for a sentence without one.
+  std::string marker;
+};
+
+// The cited units of a report; a paragraph without markers gives its
+// sentences, uncited.
+std::vector<cited_unit> cited_units(std::string_view report) {
+  std::vector<cited_unit> result;
+  for (const auto& para : paragraphs(report)) {
+    auto flat = collapse_spaces(para);
+    size_t start = 0;
+    bool any = false;
+    for (size_t i = 0; i < flat.size(); ++i) {
+      auto n = marker_length(std::string_view{flat}.substr(i));
+      if (n == 0)
+        continue;
+      auto end = i + n;
+      if (end < flat.size() && std::string_view{".!?;,"}.find(flat[end]) != std::string_view::npos)
+        ++end;
+      cited_unit unit;
+      unit.text = std::string{sdk::trim(std::string_view{flat}.substr(start, end - start))};
+      unit.plain = collapse_spaces(clean_text(unit.text, true));
+      unit.marker = flat.substr(i, n);
+      any = true;
+      start = end;
+      i = end - 1;
+      if (count_words(unit.plain) > 0)
+        result.push_back(std::move(unit));
+    }
+    if (!any)
+      for (auto& sentence : split_impl(para, false)) {
+        if (sdk::starts_with(sentence, "No information relevant")
+            || sdk::starts_with(sentence, "No sources were found"))
+          continue;
+        cited_unit unit;
+        unit.plain = sentence;
+        unit.text = std::move(sentence);
+        result.push_back(std::move(unit));
+      }
+  }
+  return result;
+}
+
+// A plan step as a heading: without the context added for the agents.
+std::string plain_heading(const std::string& step) {
+  auto heading = step;
+  if (auto at = heading.find(" (regarding: "); at != std::string::npos && at > 0)
+    heading.erase(at);
+  return heading;
+}
+
+// The short report for a question the sources do not answer: says so, and
+// quotes the nearest passages found (with their markers).
+std::string unanswered_report(const std::string& question,
+                              const sdk::lexical::coverage& cover,
+                              const std::vector<std::string>& nearest) {
+  std::string result = "The documents searched do not answer the question";
+  if (!question.empty())
+    result += " \"" + question + "\"";
+  result += ". ";
+  if (cover.terms == 0)
+    result += "It has no words to search for beyond the most common ones.";
+  else
+    result += "Of its " + std::to_string(cover.terms) + " key words, "
+              + std::to_string(cover.found) + " occur in the passages found, and no passage "
+              "holds more than " + std::to_string(cover.best_passage) + " of them.";
+  result += "\n\n> **Extractive report:** no language model was used; nothing below "
+            "answers the question.\n";
+  if (nearest.empty()) {
+    result += "\nNo passage near the question was found.\n";
+  } else {
+    result += "\n## Nearest passages\n\n";
+    for (const auto& x : nearest)
+      result += "- " + x + "\n";
+  }
+  result += "\nRephrase the question in words the documents use, or add documents that "
+            "cover it.\n";
+  return result;
 }
 
 // -- the roles ----------------------------------------------------------------
@@ -616,6 +978,73 @@ const sdk::tool_definition* page_reader(const sdk::chat_request& req) {
   return nullptr;
 }
 
+// The search tool of the first search in `calls`.
+std::string calls_of_search(const std::vector<call_record>& calls,
+                            const std::vector<std::string>& searches) {
+  for (const auto& rec : calls)
+    if (std::find(searches.begin(), searches.end(), rec.call.name) != searches.end())
+      return rec.call.name;
+  return searches.empty() ? std::string{} : searches.front();
+}
+
+// How many pages a research agent reads after its searches.
+constexpr size_t pages_to_read = 4;
+
+// How many words a refined query adds to the task's.
+constexpr size_t refinement_words = 4;
+
+// A refined query (pseudo-relevance feedback): the task's words, then the
+// words that most of the five documents matching the task best share and
+// the task lacks (four letters at least, no numbers). Empty when no word
+// qualifies.
+std::string refined_query(const std::string& task, const std::vector<source_doc>& found) {
+  // Words as the search engine takes them (plural endings only removed).
+  auto tokenize = [](std::string_view text) { return sdk::lexical::tokenize(text); };
+  auto task_words = tokenize(task);
+  std::set<std::string> known{task_words.begin(), task_words.end()};
+  std::vector<std::vector<std::string>> docs;
+  for (const auto& doc : found) {
+    std::string text = doc.title;
+    for (const auto& x : doc.texts)
+      text += " " + x;
+    docs.push_back(tokenize(text));
+  }
+  auto best = top_k(bm25_scores(docs, task_words), 5);
+  std::map<std::string, size_t> df_all;
+  for (const auto& doc : docs)
+    for (const auto& w : word_set(doc))
+      ++df_all[w];
+  std::map<std::string, size_t> df;
+  std::map<std::string, size_t> tf;
+  for (auto i : best) {
+    for (const auto& w : docs[i])
+      ++tf[w];
+    for (const auto& w : word_set(docs[i]))
+      ++df[w];
+  }
+  // Shared by two of the best documents at least; weighted by how often the
+  // best documents use it and how few of all the documents found do.
+  std::vector<std::pair<double, std::string>> ranked;
+  auto n = static_cast<double>(docs.size());
+  for (const auto& [w, k] : df)
+    if (k >= 2 && known.count(w) == 0 && w.size() >= 4 && w != "regarding"
+        && std::none_of(w.begin(), w.end(), [](char c) { return is_digit(c); }))
+      ranked.emplace_back(static_cast<double>(tf[w])
+                            * std::log(1 + n / static_cast<double>(df_all[w])),
+                          w);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (ranked.empty())
+    return {};
+  std::string query;
+  for (const auto& w : task_words)
+    if (w != "regarding")
+      query += (query.empty() ? "" : " ") + w;
+  for (size_t i = 0; i < ranked.size() && i < refinement_words; ++i)
+    query += " " + ranked[i].second;
+  return query;
+}
+
 answer respond_research(const sdk::chat_request& req) {
   answer result;
   auto task = find_user_text(req.messages, false);
@@ -623,11 +1052,13 @@ answer respond_research(const sdk::chat_request& req) {
   auto searches = search_tools(req);
   const auto* reader = page_reader(req);
   std::set<std::string> searched;
+  size_t search_calls = 0;
   bool opened = false;
   std::vector<sdk::chat_message> search_results;
   for (const auto& rec : calls) {
     if (std::find(searches.begin(), searches.end(), rec.call.name) != searches.end()) {
       searched.insert(rec.call.name);
+      ++search_calls;
       if (rec.result != nullptr)
         search_results.push_back(*rec.result);
     } else if (reader != nullptr && rec.call.name == reader->name) {
@@ -648,9 +1079,20 @@ answer respond_research(const sdk::chat_request& req) {
       return result;
     }
   }
+  if (tools_ok && search_calls == 1 && !found.empty()) {
+    // A second search, as a researcher refines a query: the task's words
+    // and the words the best results share that the task lacks.
+    auto query = refined_query(task, found);
+    if (!query.empty()) {
+      result.tool_calls.push_back(make_call(next_id, calls_of_search(calls, searches),
+                                            nlohmann::json{{"queries", {query}}}));
+      return result;
+    }
+  }
   if (tools_ok && !opened && reader != nullptr) {
     std::vector<const source_doc*> candidates;
     std::vector<std::vector<std::string>> docs;
+    std::vector<std::vector<std::string>> titles;
     for (const auto& doc : found) {
       if (doc.url.empty())
         continue;
@@ -659,10 +1101,17 @@ answer respond_research(const sdk::chat_request& req) {
       for (const auto& x : doc.texts)
         text += " " + x;
       docs.push_back(tokenize(text));
+      titles.push_back(tokenize(doc.title));
     }
-    auto best = top_k(bm25_scores(docs, tokenize(task)), 3);
+    // The pages whose titles and texts hold most of the task's words.
+    auto task_words = tokenize(task);
+    auto scores = relevance_scores(docs, task_words);
+    auto by_title = relevance_scores(titles, task_words);
+    for (size_t i = 0; i < scores.size(); ++i)
+      scores[i] += by_title[i];
+    auto best = top_k(scores, pages_to_read);
     if (best.empty())
-      for (size_t i = 0; i < candidates.size() && i < 3; ++i)
+      for (size_t i = 0; i < candidates.size() && i < pages_to_read; ++i)
         best.push_back(i);
     if (!best.empty()) {
       nlohmann::json urls = nlohmann::json::array();
@@ -765,7 +1214,25 @@ std::vector<std::string> split_sentences(std::string_view text) {
 }
 
 std::vector<std::string> tokenize(std::string_view text) {
-  return sdk::lexical::tokenize(text);
+  auto words = sdk::lexical::tokenize(text);
+  // Beyond plural endings: a final "e", then "ing" or "ed", then a doubled
+  // final consonant go, so that "size", "sized" and "sizing" meet as "siz"
+  // and "controlled" meets "control".
+  for (auto& w : words) {
+    if (w.size() > 4 && w.back() == 'e')
+      w.pop_back();
+    if (w.size() >= 6 && w.compare(w.size() - 3, 3, "ing") == 0)
+      w.resize(w.size() - 3);
+    else if (w.size() >= 5 && w.compare(w.size() - 2, 2, "ed") == 0)
+      w.resize(w.size() - 2);
+    else
+      continue;
+    auto n = w.size();
+    if (n >= 4 && w[n - 1] == w[n - 2] && std::string_view{"aeiousz"}.find(w[n - 1])
+                                              == std::string_view::npos)
+      w.pop_back();
+  }
+  return words;
 }
 
 size_t count_words(std::string_view text) {
@@ -808,26 +1275,24 @@ std::vector<std::string> split_question(std::string_view question, size_t max_st
   std::set<std::vector<std::string>> seen;
   for (const auto& clause : clauses) {
     auto ends_with_q = !clause.empty() && clause.back() == '?';
-    for (const auto& by_comma : split_if_meaningful(clause, ","))
-      // "A, B and C" is one list: no split at " and " after a comma.
-      for (const auto& by_and : by_comma.find(',') == std::string::npos
-                                  ? split_if_meaningful(by_comma, " and ")
-                                  : std::vector<std::string>{by_comma}) {
-        auto part = clean_clause(by_and);
-        auto tokens = tokenize(part);
-        if (tokens.empty())
-          continue;
-        std::sort(tokens.begin(), tokens.end());
-        if (!seen.insert(tokens).second)
-          continue;
-        if (ends_with_q && part.back() != '?')
-          part += '?';
-        parts.push_back(std::move(part));
-      }
+    // Only coordinated questions split ("why X, and what Y"): a list of
+    // nouns ("the costs and emissions of X") stays one question.
+    for (const auto& piece : split_coordinated(clause)) {
+      auto part = clean_clause(piece);
+      auto tokens = tokenize(part);
+      if (tokens.empty())
+        continue;
+      std::sort(tokens.begin(), tokens.end());
+      if (!seen.insert(tokens).second)
+        continue;
+      if ((ends_with_q || starts_question(part)) && part.back() != '?')
+        part += '?';
+      parts.push_back(std::move(part));
+    }
   }
+  if (parts.size() > max_steps)
+    parts.resize(max_steps);
   if (parts.size() >= 2) {
-    if (parts.size() > max_steps)
-      parts.resize(max_steps);
     // A later part that refers back with a pronoun ("what do they cost?") and
     // shares no word with the first part gets the first part's key phrase,
     // since each step must stand alone.
@@ -841,20 +1306,22 @@ std::vector<std::string> split_question(std::string_view question, size_t max_st
       if (!shared && has_pronoun(parts[i]) && !subject.empty())
         parts[i] += " (regarding: " + subject + ")";
     }
+    // Two questions: a third step gathers the facts and figures of both.
+    if (parts.size() == 2 && max_steps >= 3)
+      parts.push_back("Key facts and figures (regarding: " + key_phrase(question) + ")");
     return parts;
   }
+  // One question: it, then two aspects of it. The aspect's plain words head
+  // the section; the question's key phrase, in the context note, is what the
+  // agent searches for besides them.
   auto key = key_phrase(question);
   if (key.empty())
     key = collapse_spaces(question);
   if (key.empty())
     key = "the topic";
-  std::vector<std::string> result;
-  auto whole = collapse_spaces(question);
-  if (!whole.empty() && !tokenize(whole).empty())
-    result.push_back(clean_clause(whole));
-  result.push_back("Background and key facts about " + key);
-  result.push_back("Current state and recent developments of " + key);
-  result.push_back("Evidence, data and examples on " + key);
+  std::vector<std::string> result = parts;
+  for (auto aspect : {"Key facts and figures", "Practical examples and experience"})
+    result.push_back(std::string{aspect} + " (regarding: " + key + ")");
   if (result.size() > max_steps)
     result.resize(max_steps);
   return result;
@@ -1041,139 +1508,156 @@ std::string compose_report(std::string_view task, const std::vector<source_doc>&
                            int max_sentences) {
   if (docs.empty())
     return "No sources were found for this task.";
-  struct candidate {
-    size_t doc;
-    std::string text;
-  };
-  std::vector<candidate> candidates;
-  std::set<std::string> seen;
-  for (size_t d = 0; d < docs.size(); ++d)
-    for (const auto& text : docs[d].texts)
-      for (auto& sentence : split_sentences(text)) {
-        if (count_words(sentence) < 4)
-          continue;
-        sentence = truncate_words(sentence, 60);
-        if (seen.insert(sentence_key(sentence)).second)
-          candidates.push_back({d, std::move(sentence)});
-      }
+  std::vector<std::vector<std::string>> texts;
+  for (const auto& doc : docs)
+    texts.push_back(doc.texts);
+  auto units = report_units(texts);
   std::vector<std::vector<std::string>> tokens;
-  for (const auto& x : candidates)
+  std::vector<size_t> groups;
+  for (const auto& x : units) {
     tokens.push_back(tokenize(x.text));
-  auto best = top_k(bm25_scores(tokens, tokenize(task)),
-                    static_cast<size_t>(std::max(1, max_sentences)));
+    groups.push_back(x.source);
+  }
+  auto task_words = tokenize(task);
+  auto relevance = relevance_scores(tokens, task_words);
+  // A source whose title names the task ("Sizing a Heat Pump") speaks to it
+  // throughout: its units gain half its title's match.
+  std::vector<std::vector<std::string>> titles;
+  for (const auto& doc : docs)
+    titles.push_back(tokenize(doc.title));
+  auto title_match = relevance_scores(titles, task_words);
+  for (size_t i = 0; i < units.size(); ++i)
+    if (relevance[i] > 0)
+      relevance[i] += 0.5 * title_match[units[i].source];
+  std::vector<std::vector<std::string>> taken;
+  auto best = select_mmr(tokens, relevance, groups,
+                         static_cast<size_t>(std::max(1, max_sentences)), taken);
   if (best.empty())
     return "No information relevant to the task was found in the sources.";
-  // Paragraphs: one per document, best document first; sentences in the
-  // order they appear in their document.
-  std::vector<size_t> doc_order;
-  std::map<size_t, std::vector<size_t>> by_doc;
+  std::vector<std::string> rendered;
+  std::vector<size_t> by;
   for (auto i : best) {
-    auto d = candidates[i].doc;
-    if (by_doc.count(d) == 0)
-      doc_order.push_back(d);
-    by_doc[d].push_back(i);
+    rendered.push_back(with_marker(units[i].text, docs[units[i].source].number));
+    by.push_back(units[i].source);
   }
-  std::string result;
-  for (auto d : doc_order) {
-    auto& picked = by_doc[d];
-    std::sort(picked.begin(), picked.end());
-    if (!result.empty())
-      result += "\n\n";
-    for (size_t j = 0; j < picked.size(); ++j) {
-      if (j > 0)
-        result += ' ';
-      result += with_marker(candidates[picked[j]].text, docs[d].number);
-    }
-  }
-  return result;
+  return arrange(rendered, by);
 }
 
 std::string compose_final(std::string_view question, const std::vector<std::string>& plan,
                           const std::vector<finding>& findings) {
-  std::string result;
-  auto q = collapse_spaces(question);
-  if (!q.empty())
-    result += "This report answers the question \"" + q + "\". ";
-  result += "It collects the findings of " + std::to_string(findings.size())
-            + " research task" + (findings.size() == 1 ? "" : "s") + ", grouped by the "
-            + std::to_string(plan.size()) + " step" + (plan.size() == 1 ? "" : "s")
-            + " of the research plan.\n\n";
-  result += "> **Extractive report:** no language model was used. Every sentence "
-            "below is quoted from the sources, selected by keyword matching "
-            "(BM25) and grouped mechanically; the numbers in brackets cite the "
-            "sources.\n";
   // Assign each finding to the plan step its task matches best.
   std::vector<std::vector<size_t>> sections(plan.size() + 1);
   for (size_t i = 0; i < findings.size(); ++i) {
     auto step = match_step(plan, findings[i].task);
     sections[step < 0 ? plan.size() : static_cast<size_t>(step)].push_back(i);
   }
-  // The sentences of every report, in section order. A sentence found in
-  // several sections goes to the one whose step it matches best.
+  // The cited units of every report, in section order; each distinct one
+  // once, in the section whose step it matches best.
   struct item {
     size_t section;
-    size_t para;
-    std::string text;
+    cited_unit unit;
+    std::vector<std::string> tokens;
     std::string key;
+    // The first unit of an agent's report: its most direct answer.
+    bool lead;
   };
   std::vector<item> items;
-  size_t para_id = 0;
-  for (size_t s = 0; s < sections.size(); ++s)
-    for (auto i : sections[s])
-      for (const auto& para : paragraphs(findings[i].report)) {
-        ++para_id;
-        for (auto& sentence : split_impl(para, false)) {
-          if (sdk::starts_with(sentence, "No information relevant")
-              || sdk::starts_with(sentence, "No sources were found"))
-            continue;
-          auto key = sentence_key(sentence);
-          items.push_back({s, para_id, std::move(sentence), std::move(key)});
-        }
-      }
+  std::map<std::string, size_t> first;
   std::vector<std::vector<std::string>> step_tokens;
   for (const auto& step : plan)
     step_tokens.push_back(tokenize(step));
   step_tokens.emplace_back(); // further findings
-  std::map<std::string, size_t> home;
-  for (const auto& x : items) {
-    auto i = home.find(x.key);
-    if (i == home.end()) {
-      home.emplace(x.key, x.section);
-      continue;
+  for (size_t s = 0; s < sections.size(); ++s)
+    for (auto i : sections[s]) {
+      bool lead = true;
+      for (auto& unit : cited_units(findings[i].report)) {
+        auto is_lead = lead;
+        lead = false;
+        auto tokens = tokenize(unit.plain);
+        auto key = sentence_key(unit.plain);
+        auto known = first.find(key);
+        if (known != first.end()) {
+          auto& x = items[known->second];
+          if (x.section != s) {
+            auto scores = bm25_scores(step_tokens, tokens);
+            if (scores[s] > scores[x.section])
+              x.section = s;
+          }
+          x.lead = x.lead || is_lead;
+          continue;
+        }
+        first.emplace(key, items.size());
+        items.push_back({s, std::move(unit), std::move(tokens), std::move(key), is_lead});
+      }
     }
-    if (i->second == x.section)
-      continue;
-    auto scores = bm25_scores(step_tokens, tokenize(x.text));
-    if (scores[x.section] > scores[i->second])
-      i->second = x.section;
-  }
-  std::set<std::string> seen;
+  auto q = collapse_spaces(question);
+  std::vector<std::string> texts;
+  for (const auto& x : items)
+    texts.push_back(x.unit.plain);
+  auto cover = sdk::lexical::question_coverage(q, texts);
+  if (!cover.answered)
+    return unanswered_report(q, cover, items.size() > 0 ? [&] {
+      // The nearest passages: the best matches of the question.
+      std::vector<std::vector<std::string>> tokens;
+      for (const auto& x : items)
+        tokens.push_back(x.tokens);
+      std::vector<std::string> nearest;
+      for (auto i : top_k(bm25_scores(tokens, tokenize(q)), 3))
+        nearest.push_back(items[i].unit.text);
+      return nearest;
+    }() : std::vector<std::string>{});
+
+  std::string result;
+  if (!q.empty())
+    result += "This report answers the question \"" + q + "\" from " + std::to_string(findings.size())
+              + " research task" + (findings.size() == 1 ? "" : "s") + ".\n\n";
+  result += "> **Extractive report:** no language model was used. Every sentence "
+            "below is quoted from the sources, chosen for relevance to each step of "
+            "the plan and for what it adds to the sentences before it; the numbers "
+            "in brackets cite the sources.\n";
+  std::vector<std::vector<std::string>> taken;
   for (size_t s = 0; s <= plan.size(); ++s) {
     if (s == plan.size() && sections[s].empty())
       break;
-    std::string body;
-    std::string line;
-    size_t current_para = 0;
-    for (const auto& x : items) {
-      if (x.section != s || home[x.key] != s || !seen.insert(x.key).second)
+    std::vector<size_t> members;
+    std::vector<std::vector<std::string>> tokens;
+    std::vector<size_t> groups;
+    std::map<std::string, size_t> group_of;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].section != s)
         continue;
-      if (x.para != current_para && !line.empty()) {
-        body += "\n" + line + "\n";
-        line.clear();
-      }
-      current_para = x.para;
-      if (!line.empty())
-        line += ' ';
-      line += x.text;
+      members.push_back(i);
+      tokens.push_back(items[i].tokens);
+      groups.push_back(group_of.emplace(items[i].unit.marker, group_of.size()).first->second);
     }
-    if (!line.empty())
-      body += "\n" + line + "\n";
-    auto heading = s < plan.size() ? plan[s] : std::string{"Further findings"};
-    // The context added for the agents is noise in a heading.
-    if (auto at = heading.find(" (regarding: "); at != std::string::npos && at > 0)
-      heading.erase(at);
-    result += "\n## " + heading + "\n";
-    result += body.empty() ? "\n_No findings were gathered for this step._\n" : body;
+    // Relevance to the step, and to the question for a step that only
+    // repeats it (the further findings have no step: the question).
+    auto want = s < plan.size() ? step_tokens[s] : tokenize(q);
+    auto relevance = relevance_scores(tokens, want);
+    if (s < plan.size()) {
+      auto to_question = relevance_scores(tokens, tokenize(q));
+      for (size_t i = 0; i < relevance.size(); ++i)
+        relevance[i] += 0.5 * to_question[i];
+    }
+    // An agent chose its lead unit with the titles of the sources in view
+    // (which this report no longer has): it keeps a head start.
+    auto top = relevance.empty() ? 0.0 : *std::max_element(relevance.begin(), relevance.end());
+    for (size_t i = 0; i < members.size(); ++i)
+      if (items[members[i]].lead && relevance[i] > 0)
+        relevance[i] += 0.25 * top;
+    auto picked = select_mmr(tokens, relevance, groups, section_units, taken);
+    std::vector<std::string> rendered;
+    std::vector<size_t> by;
+    for (auto j : picked) {
+      rendered.push_back(items[members[j]].unit.text);
+      by.push_back(groups[j]);
+    }
+    auto heading = s < plan.size() ? plain_heading(plan[s]) : std::string{"Further findings"};
+    if (s == plan.size() && rendered.empty())
+      break;
+    result += "\n## " + heading + "\n\n";
+    result += rendered.empty() ? "_No findings were gathered for this step._\n"
+                               : arrange(rendered, by) + "\n";
   }
   return result;
 }

@@ -97,7 +97,7 @@ struct compose_options {
   /// Largest number of research_agent calls per orchestrator turn.
   int max_parallel = 3;
   /// Largest number of sentences in an intermediate report.
-  int max_sentences = 8;
+  int max_sentences = 12;
 };
 
 /// What the provider answers: text and/or tool calls.

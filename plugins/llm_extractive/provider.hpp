@@ -30,7 +30,7 @@ struct config {
   /// Simulated output rate; 0 means unlimited.
   double tokens_per_second = 0;
   /// Largest number of sentences in an intermediate report.
-  int max_sentences = 8;
+  int max_sentences = 12;
   /// Reported context window (host key `context_window`).
   int64_t context_window = 1000000;
   /// Reported reasoning support (host key `reasoning`).

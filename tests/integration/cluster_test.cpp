@@ -234,13 +234,17 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a worker that lacks one of the sess
   test::fake_llm_server server;
   REQUIRE_FALSE(server.script(parallel_agents_script(1)));
   auto a = start_worker(server, "a");
-  // The session also has open_url; the worker has only internal_search.
+  // The session also has a web search (never reached); the worker has only
+  // internal_search and the open_url a corpus gets by default.
   auto res = research(server, {"--json", "--set", workers_setting({a->address}), "--set",
-                               "tools.open_url.plugin=open_url",
+                               "tools.web_search.plugin=searxng", "--set",
+                               "tools.web_search.base_url=http://127.0.0.1:9", "--corpus",
+                               std::string{QUARRY_SOURCE_DIR} + "/examples/corpus",
                                "How do heat pumps cope with cold weather?"});
   CAPTURE(res.err);
   REQUIRE(res.exit_code == 0);
-  CHECK(res.err.find("worker " + a->address + " lacks tool(s) open_url") != std::string::npos);
+  CHECK(res.err.find("worker " + a->address + " lacks tool(s) web_search")
+        != std::string::npos);
   CHECK(count_of(a->process->err(), "worker: agent ") == 0);
   CHECK(lines(res.out).back()["obj"]["type"] == "stop");
 }

@@ -129,6 +129,11 @@ TEST_CASE_FIXTURE(research_fixture, "research works offline over the example "
       auto text = fold(quoted);
       while (!text.empty() && (text.back() == ' ' || text.back() == '.'))
         text.pop_back();
+      // A sentence cut short ends with an ellipsis after its verbatim prefix.
+      const std::string ellipsis = "\u2026";
+      if (text.size() >= ellipsis.size()
+          && text.compare(text.size() - ellipsis.size(), ellipsis.size(), ellipsis) == 0)
+        text.resize(text.size() - ellipsis.size());
       if (text.size() < 20)
         continue;
       auto last_stop = text.rfind(". ");

@@ -2,6 +2,7 @@
 // deterministic deep research conversation driven through respond().
 
 #include "extractive.hpp"
+#include "quarry/sdk/lexical.hpp"
 
 #include <doctest/doctest.h>
 
@@ -240,13 +241,35 @@ TEST_CASE("extractive splits a question into sub-questions") {
     "What do they cost? (regarding: heat pumps work)"};
   CHECK(steps == expected);
   // Commas without two content words on each side do not split.
+  // A list of nouns stays one question; two aspects with plain headings
+  // follow it, the question's key phrase as their context.
   auto one = split_question("What are the causes, effects and remedies of inflation?");
-  REQUIRE(one.size() == 4);
+  REQUIRE(one.size() == 3);
   CHECK(one[0] == "What are the causes, effects and remedies of inflation?");
-  CHECK(one[1] == "Background and key facts about causes, effects and remedies of inflation");
-  CHECK(one[2] == "Current state and recent developments of causes, effects and "
-                  "remedies of inflation");
-  CHECK(one[3] == "Evidence, data and examples on causes, effects and remedies of inflation");
+  CHECK(one[1] == "Key facts and figures (regarding: causes, effects and remedies of inflation)");
+  CHECK(one[2] == "Practical examples and experience (regarding: causes, effects and "
+                  "remedies of inflation)");
+  // Coordinated questions split where the second question begins, and a
+  // third step gathers the facts of both.
+  auto two = split_question("Why does a heat pump's efficiency drop in cold weather, and what "
+                            "do manufacturers do about it?");
+  REQUIRE(two.size() == 3);
+  CHECK(two[0] == "Why does a heat pump's efficiency drop in cold weather?");
+  CHECK(two[1] == "What do manufacturers do about it? (regarding: heat pump's efficiency drop "
+                  "in cold weather)");
+  CHECK(two[2].find("Key facts and figures (regarding: ") == 0);
+  // "the running costs and emissions": nouns, not two questions.
+  auto nouns = split_question("How do the running costs and emissions of a heat pump compare "
+                              "with a gas boiler?");
+  CHECK(nouns[0] == "How do the running costs and emissions of a heat pump compare with a gas "
+                    "boiler?");
+  // "X and is Y" is not a second question either.
+  CHECK(split_question("Which pumps are quiet and are cheap?")[0]
+        == "Which pumps are quiet and are cheap?");
+  auto either = split_question("Is it cheap, or is it dear?");
+  REQUIRE(either.size() == 3);
+  CHECK(either[0] == "Is it cheap?");
+  CHECK(either[1] == "Is it dear? (regarding: it cheap)");
   auto many = split_question("a1 b1; a2 b2; a3 b3; a4 b4; a5 b5; a6 b6; a7 b7; a8 b8");
   CHECK(many.size() == 6);
   CHECK(split_question("Heat pumps", 2).size() == 2);
@@ -407,6 +430,8 @@ namespace {
 // Everything one run of the conversation produced, for comparison.
 struct run_log {
   std::string text;
+  /// How many agents searched a second time with a refined query.
+  int refined = 0;
   std::vector<std::string> reports;
   std::vector<std::map<std::string, int>> numbers;
   std::string final_report;
@@ -443,15 +468,35 @@ std::string run_agent(const std::string& task, run_log& log) {
   history.push_back(calls_msg(first.tool_calls));
   history.push_back(tool_msg(first.tool_calls[0].id, "web_search",
                              search_result(task, numbers)));
+  // 2: a refined search when the best results share words the task lacks
+  // (the task's words, then those), else none.
+  auto refined = step();
+  REQUIRE(refined.tool_calls.size() == 1);
+  if (refined.tool_calls[0].name == "web_search") {
+    auto refined_query = nlohmann::json::parse(refined.tool_calls[0].arguments)
+                           .at("queries")
+                           .at(0)
+                           .get<std::string>();
+    for (const auto& word : sdk::lexical::tokenize(task))
+      if (word != "regarding")
+        CHECK(refined_query.find(word) != std::string::npos);
+    history.push_back(calls_msg(refined.tool_calls));
+    history.push_back(tool_msg(refined.tool_calls[0].id, "web_search",
+                               search_result(refined_query, numbers)));
+    ++log.refined;
+  } else {
+    // Asked again, the agent would make the same choice: drop it.
+    CHECK(refined.tool_calls[0].name == "open_url");
+  }
   history.push_back(msg(sdk::role::user, "Consider calling open_url on the best results."));
-  // 2: open the best results, at most 3.
+  // 3: open the best results, at most 4.
   auto second = step();
   REQUIRE(second.tool_calls.size() == 1);
   CHECK(second.tool_calls[0].name == "open_url");
   CHECK(second.tool_calls[0].id != first.tool_calls[0].id);
   auto urls = nlohmann::json::parse(second.tool_calls[0].arguments).at("urls");
   CHECK(urls.size() >= 1);
-  CHECK(urls.size() <= 3);
+  CHECK(urls.size() <= 4);
   history.push_back(calls_msg(second.tool_calls));
   history.push_back(tool_msg(second.tool_calls[0].id, "open_url", open_result(urls, numbers)));
   // 3: done researching: generate_report (offered) moves the agent on.
@@ -529,6 +574,8 @@ TEST_CASE("extractive drives a whole deep research run deterministically") {
   REQUIRE(log.plan.size() == 3);
   CHECK(log.plan[0] == "How do heat pumps work?");
   CHECK(log.reports.size() == 3);
+  // At least one agent refined its search.
+  CHECK(log.refined >= 1);
   // Two agents in the first cycle, one in the second, then generate_report.
   CHECK(log.text.find("call_1 research_agent") != std::string::npos);
   CHECK(log.text.find("call_2 research_agent") != std::string::npos);
@@ -633,4 +680,118 @@ TEST_CASE("extractive agents find searches and page readers by their parameters,
   auto fourth = respond(only_notes, {});
   REQUIRE(fourth.tool_calls.size() == 1);
   CHECK(fourth.tool_calls[0].name == "generate_report");
+}
+
+// -- what a report quotes -----------------------------------------------------
+
+namespace {
+
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("extractive reports quote a question with its answer and leave out what cannot stand "
+          "alone") {
+  std::vector<source_doc> docs{
+    {1, "Heat pump questions", "file:///faq.txt",
+     {"FREQUENTLY ASKED QUESTIONS ABOUT HEAT PUMPS\n\n"
+      "Q: Why does efficiency fall when it is cold outside?\n"
+      "A: Because the compressor must lift heat across a larger temperature difference, "
+      "which takes more work for each unit of heat.\n\n"
+      "Q: Does cold weather make a heat pump defrost?\n"}},
+    {2, "Cold climates", "file:///cold.md",
+     {"Manufacturers address cold weather and falling efficiency in several ways:\n\n"
+      "- Variable-speed compressors keep capacity up when the outdoor temperature falls in "
+      "cold weather; see the document on compressors.\n\n"
+      "See the document on defrost cycles for what happens in cold weather.\n\n"
+      "Efficiency falls in cold weather because the temperature lift between outside and "
+      "inside grows."}}};
+  auto report = compose_report("Why does efficiency fall in cold weather?", docs, 6);
+  // The question comes with its answer, without the Q and A labels.
+  CHECK(report.find("Why does efficiency fall when it is cold outside? Because the compressor "
+                    "must lift heat")
+        != std::string::npos);
+  CHECK(report.find("Q:") == std::string::npos);
+  CHECK(report.find("A:") == std::string::npos);
+  // A question without an answer after it, the lead-in to a list, a heading
+  // in capitals and pointers to other documents are left out; a trailing
+  // "see ..." is cut.
+  CHECK(report.find("defrost?") == std::string::npos);
+  CHECK(report.find("several ways") == std::string::npos);
+  CHECK(report.find("FREQUENTLY") == std::string::npos);
+  CHECK(report.find("document") == std::string::npos);
+  CHECK(report.find("when the outdoor temperature falls in cold weather [2].")
+        != std::string::npos);
+  // No unit twice.
+  CHECK(count_of(report, "temperature lift") == 1);
+}
+
+TEST_CASE("extractive final report: every unit once, plain headings, the most direct answer "
+          "first") {
+  std::vector<std::string> plan{
+    "Why does efficiency drop in cold weather?",
+    "What do manufacturers do about it? (regarding: efficiency drop in cold weather)"};
+  std::vector<finding> findings{
+    {plan[0], "Efficiency drops in cold weather because the temperature lift grows [1]. "
+              "Defrost cycles cost energy in cold and damp weather outside [2].\n\n"
+              "The lift between the source and the sink sets how far efficiency drops [3]."},
+    {plan[1], "Manufacturers fit variable-speed compressors to keep capacity up in cold "
+              "weather [4]. Efficiency drops in cold weather because the temperature lift "
+              "grows [1]. Efficiency drops in cold weather because the temperature lift grows "
+              "larger [5]."}};
+  auto report = compose_final("Why does efficiency drop in cold weather, and what do "
+                              "manufacturers do about it?",
+                              plan, findings);
+  // The repeated unit and its near repeat appear once.
+  CHECK(count_of(report, "temperature lift grows") == 1);
+  CHECK(report.find("[5]") == std::string::npos);
+  // Headings are the steps in plain words.
+  CHECK(report.find("\n## Why does efficiency drop in cold weather?\n") != std::string::npos);
+  auto second = report.find("\n## What do manufacturers do about it?\n\n");
+  REQUIRE(second != std::string::npos);
+  CHECK(report.find("regarding") == std::string::npos);
+  // Each section opens with its most direct answer.
+  CHECK(report.find("## Why does efficiency drop in cold weather?\n\nEfficiency drops in cold "
+                    "weather because")
+        != std::string::npos);
+  const std::string heading = "\n## What do manufacturers do about it?\n\n";
+  CHECK(report.substr(second + heading.size(), 30) == "Manufacturers fit variable-spe");
+}
+
+TEST_CASE("extractive final report says so when the sources do not answer the question") {
+  // No key words at all.
+  auto none = compose_final("x y z", {"X y z"},
+                            {{"X y z", "Heat pumps move heat from a cold place to a warm "
+                                       "one [1]."}});
+  CHECK(none.find("The documents searched do not answer the question \"x y z\".") == 0);
+  CHECK(none.find("It has no words to search for") != std::string::npos);
+  CHECK(none.find("[1]") == std::string::npos);
+  // Key words the passages hardly hold: the nearest passage is quoted, cited.
+  auto far = compose_final(
+    "What do penguins eat in winter?", {"What do penguins eat in winter?"},
+    {{"What do penguins eat in winter?",
+      "Heat pumps keep houses warm in winter even when the air is cold [1]. Ground loops "
+      "are buried below the frost line in the garden [2]."}});
+  CHECK(far.find("The documents searched do not answer the question") == 0);
+  CHECK(far.find("Of its 3 key words, 1 occur") != std::string::npos);
+  CHECK(far.find("## Nearest passages\n\n- Heat pumps keep houses warm in winter even when the "
+                 "air is cold [1].")
+        != std::string::npos);
+  CHECK(far.find("Extractive report") != std::string::npos);
+  // The measure itself.
+  auto cover = sdk::lexical::question_coverage("Why do heat pumps lose efficiency?",
+                                               {"Heat pumps lose efficiency in the cold.",
+                                                "Pumps."});
+  CHECK(cover.terms == 4);
+  CHECK(cover.found == 4);
+  CHECK(cover.best_passage == 4);
+  CHECK(cover.answered);
+  CHECK_FALSE(sdk::lexical::question_coverage("the of and", {"the of and"}).answered);
+  CHECK_FALSE(sdk::lexical::question_coverage("heat pump noise", {"heat", "pump", "noise"})
+                .answered); // every word, but never two in one passage
 }

@@ -154,7 +154,7 @@ TEST_CASE("extractive configuration accepts its keys, refuses others (Quarry's l
   CHECK(defaults.max_parallel == 3);
   CHECK(defaults.ttft.count() == 0);
   CHECK(defaults.tokens_per_second == 0);
-  CHECK(defaults.max_sentences == 8);
+  CHECK(defaults.max_sentences == 12);
   CHECK_THROWS_WITH_AS(parse_config({{"max_paralel", 2}}),
                        "extractive: unknown configuration key 'max_paralel' (known: "
                        "max_parallel, ttft_ms, tokens_per_second, max_sentences)",

@@ -218,4 +218,47 @@ inline const char* lexical_verdict(const overlap& o) {
   return "unsupported";
 }
 
+/// How much of a question a set of passages holds.
+struct coverage {
+  /// The question's distinct key words (tokenize; two characters at least).
+  size_t terms = 0;
+  /// How many of them occur in some passage.
+  size_t found = 0;
+  /// The most of them that one passage holds.
+  size_t best_passage = 0;
+  /// Whether the passages can answer the question: three fifths of its key
+  /// words occur in them, and one passage holds a third of them (two at
+  /// least, or the only one of a one-word question).
+  bool answered = false;
+};
+
+/// Measures how much of `question` the `passages` hold (see @ref coverage).
+/// A question without key words is never answered.
+inline coverage question_coverage(std::string_view question,
+                                  const std::vector<std::string>& passages) {
+  coverage out;
+  std::set<std::string> terms;
+  for (auto& t : tokenize(question))
+    if (t.size() >= 2)
+      terms.insert(std::move(t));
+  out.terms = terms.size();
+  if (terms.empty())
+    return out;
+  std::set<std::string> found;
+  for (const auto& passage : passages) {
+    size_t held = 0;
+    std::set<std::string> words;
+    for (auto& t : tokenize(passage))
+      if (terms.count(t) != 0 && words.insert(t).second) {
+        ++held;
+        found.insert(t);
+      }
+    out.best_passage = std::max(out.best_passage, held);
+  }
+  out.found = found.size();
+  auto need = std::max<size_t>(std::min<size_t>(2, out.terms), (out.terms + 2) / 3);
+  out.answered = out.found * 5 >= out.terms * 3 && out.best_passage >= need;
+  return out;
+}
+
 } // namespace quarry::sdk::lexical

@@ -583,6 +583,22 @@ bool usable_sentence(std::string_view sentence) {
   if (sdk::starts_with(low, "see ") || contains(low, "the document on ")
       || contains(low, "the documents on ") || contains(low, "this collection"))
     return false;
+  // A quotation on its own ("Heat pumps don't work in cold weather") is a
+  // claim someone makes, not what the source says.
+  auto unquoted = x;
+  while (!unquoted.empty() && std::string_view{".!?"}.find(unquoted.back()) != std::string_view::npos)
+    unquoted.remove_suffix(1);
+  if (unquoted.size() > 2 && (unquoted.front() == '"' || sdk::starts_with(unquoted, "\u201c"))
+      && (unquoted.back() == '"' || unquoted.substr(unquoted.size() - 3) == "\u201d"))
+    return false;
+  // The lead-in to a list that follows ("... in three ways at once").
+  if (count_words(x) < 16)
+    for (std::string_view count : {"two", "three", "four", "five", "several", "many"})
+      for (std::string_view what : {" ways", " reasons", " steps", " factors", " things"})
+        if (contains(low, std::string{" "} + std::string{count} + std::string{what})
+            || contains(low, std::string{" "} + std::string{count} + " connected"
+                               + std::string{what}))
+          return false;
   size_t letters = 0;
   size_t upper = 0;
   for (auto c : x) {
@@ -1630,14 +1646,16 @@ std::string compose_final(std::string_view question, const std::vector<std::stri
       tokens.push_back(items[i].tokens);
       groups.push_back(group_of.emplace(items[i].unit.marker, group_of.size()).first->second);
     }
-    // Relevance to the step, and to the question for a step that only
-    // repeats it (the further findings have no step: the question).
-    auto want = s < plan.size() ? step_tokens[s] : tokenize(q);
-    auto relevance = relevance_scores(tokens, want);
+    // Relevance to the step's own words, then half as much to its context
+    // and to the question (the further findings have no step: the
+    // question).
+    auto heading = s < plan.size() ? plain_heading(plan[s]) : std::string{"Further findings"};
+    auto relevance = relevance_scores(tokens, s < plan.size() ? tokenize(heading) : tokenize(q));
     if (s < plan.size()) {
       auto to_question = relevance_scores(tokens, tokenize(q));
+      auto to_step = relevance_scores(tokens, step_tokens[s]);
       for (size_t i = 0; i < relevance.size(); ++i)
-        relevance[i] += 0.5 * to_question[i];
+        relevance[i] += 0.5 * (to_question[i] + to_step[i]);
     }
     // An agent chose its lead unit with the titles of the sources in view
     // (which this report no longer has): it keeps a head start.
@@ -1652,7 +1670,6 @@ std::string compose_final(std::string_view question, const std::vector<std::stri
       rendered.push_back(items[members[j]].unit.text);
       by.push_back(groups[j]);
     }
-    auto heading = s < plan.size() ? plain_heading(plan[s]) : std::string{"Further findings"};
     if (s == plan.size() && rendered.empty())
       break;
     result += "\n## " + heading + "\n\n";

@@ -709,6 +709,8 @@ TEST_CASE("extractive reports quote a question with its answer and leave out wha
       "- Variable-speed compressors keep capacity up when the outdoor temperature falls in "
       "cold weather; see the document on compressors.\n\n"
       "See the document on defrost cycles for what happens in cold weather.\n\n"
+      "Cold weather lowers heat pump efficiency in three ways at once.\n\n"
+      "\"Heat pumps lose all efficiency in cold weather.\"\n\n"
       "Efficiency falls in cold weather because the temperature lift between outside and "
       "inside grows."}}};
   auto report = compose_report("Why does efficiency fall in cold weather?", docs, 6);
@@ -725,6 +727,9 @@ TEST_CASE("extractive reports quote a question with its answer and leave out wha
   CHECK(report.find("several ways") == std::string::npos);
   CHECK(report.find("FREQUENTLY") == std::string::npos);
   CHECK(report.find("document") == std::string::npos);
+  // So are the lead-in to a list without its colon and a bare quotation.
+  CHECK(report.find("three ways") == std::string::npos);
+  CHECK(report.find("lose all efficiency") == std::string::npos);
   CHECK(report.find("when the outdoor temperature falls in cold weather [2].")
         != std::string::npos);
   // No unit twice.

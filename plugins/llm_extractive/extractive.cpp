@@ -681,6 +681,22 @@ std::vector<std::string> word_set(std::vector<std::string> tokens) {
   return tokens;
 }
 
+// Whether a unit opens with a word that points back at text the reader of
+// a quotation does not have ("It excels at ...", "This is one reason ...").
+bool opens_with_reference(std::string_view text) {
+  static const std::set<std::string> words{"it",   "its",   "this", "these", "they",
+                                           "them", "their", "that", "those", "he",
+                                           "she",  "his",   "her",  "such"};
+  auto x = sdk::trim(text);
+  while (!x.empty() && (x.front() == '*' || x.front() == '"' || x.front() == '('))
+    x.remove_prefix(1);
+  auto end = x.find_first_of(" ,;:.'");
+  return words.count(sdk::to_lower(x.substr(0, end))) > 0;
+}
+
+// What a unit opening with such a word keeps of its relevance.
+constexpr double reference_discount = 0.6;
+
 // The largest weight of one query word in @ref relevance_scores.
 constexpr double max_word_weight = 2.0;
 
@@ -1542,9 +1558,12 @@ std::string compose_report(std::string_view task, const std::vector<source_doc>&
   for (const auto& doc : docs)
     titles.push_back(tokenize(doc.title));
   auto title_match = relevance_scores(titles, task_words);
-  for (size_t i = 0; i < units.size(); ++i)
+  for (size_t i = 0; i < units.size(); ++i) {
     if (relevance[i] > 0)
       relevance[i] += 0.5 * title_match[units[i].source];
+    if (opens_with_reference(units[i].text))
+      relevance[i] *= reference_discount;
+  }
   std::vector<std::vector<std::string>> taken;
   auto best = select_mmr(tokens, relevance, groups,
                          static_cast<size_t>(std::max(1, max_sentences)), taken);
@@ -1660,9 +1679,12 @@ std::string compose_final(std::string_view question, const std::vector<std::stri
     // An agent chose its lead unit with the titles of the sources in view
     // (which this report no longer has): it keeps a head start.
     auto top = relevance.empty() ? 0.0 : *std::max_element(relevance.begin(), relevance.end());
-    for (size_t i = 0; i < members.size(); ++i)
+    for (size_t i = 0; i < members.size(); ++i) {
       if (items[members[i]].lead && relevance[i] > 0)
         relevance[i] += 0.25 * top;
+      if (opens_with_reference(items[members[i]].unit.plain))
+        relevance[i] *= reference_discount;
+    }
     auto picked = select_mmr(tokens, relevance, groups, section_units, taken);
     std::vector<std::string> rendered;
     std::vector<size_t> by;

@@ -176,7 +176,7 @@ TEST_CASE_FIXTURE(offline_fixture, "offline reports on the ten corpus questions 
   }
   // Of all the files the list names, the share the reports cite.
   MESSAGE("listed files cited: " << cited << " of " << listed);
-  CHECK(cited * 4 >= listed * 3);
+  CHECK(cited * 10 >= listed * 7);
 }
 
 TEST_CASE_FIXTURE(offline_fixture, "offline: a question the corpus does not answer gets a short, "

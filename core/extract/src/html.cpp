@@ -125,6 +125,7 @@ struct node {
   std::vector<node*> children;
   node* parent = nullptr;
   bool removed = false;
+  bool boilerplate = false; // set once before scoring; stays removed
   bool scored = false;
   double score = 0;
 
@@ -415,6 +416,143 @@ double class_weight(const node* n) {
   return w;
 }
 
+// -- boilerplate ------------------------------------------------------------------
+//
+// Before scoring, elements that are boilerplate by their markup are set aside
+// for good: the comment section (kept apart as comments), and cookie and
+// consent banners, share bars, newsletter boxes, related-article lists,
+// navigation, bylines, tags, image credits, ads and dialogs. They are named by
+// their id and class tokens, their ARIA role or their tag. An element is only
+// set aside when it holds less than 40% of the page's text or is mostly links,
+// so a wrapper that happens to carry such a name cannot take the article.
+
+enum class boiler_kind { none, comments, boilerplate, short_boilerplate };
+
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
+}
+
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size()
+         && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+
+// Substrings of an id or class token that name boilerplate.
+const std::initializer_list<std::string_view> boiler_parts = {
+  "cookie", "consent", "gdpr", "onetrust", "didomi", "cmp-banner",
+  "share", "sharing", "social", "addthis", "sociable", "newsletter",
+  "subscribe", "subscription", "signup", "sign-up", "mailchimp", "optin",
+  "opt-in", "related", "recommend", "more-stories", "more-articles",
+  "read-next", "readnext", "also-read", "outbrain", "taboola", "trending",
+  "most-read", "mostread", "most-popular", "breadcrumb", "skip-link",
+  "skiplink", "pagination", "navbar", "navbox", "navigation", "menu", "toolbar",
+  "sidebar", "widget", "advert", "adslot", "ad-slot", "ad-container",
+  "ad-wrapper", "adsbygoogle", "sponsor", "promo", "paywall", "author-bio", "author-box", "about-author",
+  "author-info", "authorbox", "follow-us", "followus", "print-only", "tagcloud", "tag-cloud", "tag-list", "taglist",
+  "post-tags", "entry-tags", "article-tags", "disclaimer-banner", "footer",
+  "masthead", "site-header", "global-header", "banner"};
+
+// Substrings that name small blocks: boilerplate only when short.
+const std::initializer_list<std::string_view> short_boiler_parts = {
+  "byline", "dateline", "credit", "copyright", "post-meta", "entry-meta",
+  "article-meta", "authorinfo", "author-name", "authorname", "screen-reader", "sr-only", "visually-hidden",
+  "visuallyhidden", "caption-meta", "timestamp", "published-date",
+  "publish-date", "pubdate", "reading-time", "read-time"};
+
+boiler_kind classify_token(std::string_view t) {
+  if (t.empty())
+    return boiler_kind::none;
+  // A comment section: "comments", "comment-list", "commentlist",
+  // "article-comments", "disqus_thread"; not "commentary" (opinion pieces).
+  if ((starts_with(t, "comment") && !starts_with(t, "commentar"))
+      || ends_with(t, "comments") || ends_with(t, "comment")
+      || t.find("disqus") != std::string_view::npos)
+    return boiler_kind::comments;
+  if (t == "nav" || t == "ad" || t == "ads" || t == "tags" || t == "share"
+      || starts_with(t, "login") || starts_with(t, "signin")
+      || starts_with(t, "popup") || starts_with(t, "modal-")
+      || starts_with(t, "dialog") || ends_with(t, "dialog")
+      || starts_with(t, "ad-") || starts_with(t, "ads-") || ends_with(t, "-ad")
+      || ends_with(t, "-ads") || starts_with(t, "nav-") || ends_with(t, "-nav"))
+    return boiler_kind::boilerplate;
+  for (auto p : boiler_parts)
+    if (t.find(p) != std::string_view::npos)
+      return boiler_kind::boilerplate;
+  for (auto p : short_boiler_parts)
+    if (t.find(p) != std::string_view::npos)
+      return boiler_kind::short_boilerplate;
+  return boiler_kind::none;
+}
+
+// The strongest kind named by the tokens of `names` (lower-cased id and
+// class): comments over boilerplate over short boilerplate.
+boiler_kind classify_names(std::string_view names) {
+  auto best = boiler_kind::none;
+  size_t pos = 0;
+  while (pos < names.size()) {
+    auto end = names.find_first_of(" \t\n\r\f", pos);
+    if (end == std::string_view::npos)
+      end = names.size();
+    auto k = classify_token(names.substr(pos, end - pos));
+    if (k == boiler_kind::comments)
+      return k;
+    if (k == boiler_kind::boilerplate
+        || (k == boiler_kind::short_boilerplate && best == boiler_kind::none))
+      best = k;
+    pos = end + 1;
+  }
+  return best;
+}
+
+boiler_kind classify(const node* n) {
+  switch (n->tag) {
+    case GUMBO_TAG_BODY:
+    case GUMBO_TAG_HTML:
+    case GUMBO_TAG_MAIN:
+    case GUMBO_TAG_A:
+    case GUMBO_TAG_P:
+    case GUMBO_TAG_H1:
+    case GUMBO_TAG_H2:
+    case GUMBO_TAG_H3:
+    case GUMBO_TAG_H4:
+    case GUMBO_TAG_H5:
+    case GUMBO_TAG_H6:
+    case GUMBO_TAG_PRE:
+    case GUMBO_TAG_CODE:
+    case GUMBO_TAG_TABLE:
+    case GUMBO_TAG_TBODY:
+    case GUMBO_TAG_TR:
+    case GUMBO_TAG_TD:
+    case GUMBO_TAG_TH:
+    case GUMBO_TAG_LI:
+    case GUMBO_TAG_B:
+    case GUMBO_TAG_STRONG:
+    case GUMBO_TAG_EM:
+    case GUMBO_TAG_I:
+      return boiler_kind::none;
+    case GUMBO_TAG_NAV:
+    case GUMBO_TAG_ASIDE:
+    case GUMBO_TAG_FOOTER:
+    case GUMBO_TAG_FORM:
+      return boiler_kind::boilerplate;
+    default:
+      break;
+  }
+  auto itemtype = n->attr("itemtype");
+  if (itemtype.find("schema.org/Comment") != std::string_view::npos
+      || n->attr("itemprop") == "comment")
+    return boiler_kind::comments;
+  auto role = n->attr("role");
+  if (role == "navigation" || role == "menu" || role == "menubar"
+      || role == "complementary" || role == "contentinfo" || role == "banner"
+      || role == "dialog" || role == "alertdialog" || role == "search"
+      || role == "toolbar")
+    return boiler_kind::boilerplate;
+  if (n->id_class.size() <= 1)
+    return boiler_kind::none;
+  return classify_names(n->id_class);
+}
+
 // -- text measures ------------------------------------------------------------
 
 void collect_text(const node* n, std::string& out) {
@@ -494,6 +632,133 @@ bool has_block_child(const node* n) {
       return true;
   }
   return false;
+}
+
+// -- setting boilerplate aside ------------------------------------------------------
+
+// Within a comment section: drops the reply form and short "Reply" links.
+void trim_comment_section(node* n) {
+  tick();
+  for (auto* c : n->children) {
+    if (c->text_node || c->removed)
+      continue;
+    if (c->tag == GUMBO_TAG_FORM || c->tag == GUMBO_TAG_BUTTON
+        || c->tag == GUMBO_TAG_TEXTAREA || is_hidden(c)
+        || (c->id_class.find("reply") != std::string::npos
+            && text_len(c) < 30)) {
+      c->removed = true;
+      continue;
+    }
+    trim_comment_section(c);
+  }
+}
+
+class boilerplate_pass {
+public:
+  explicit boilerplate_pass(node* body) : page_len_(text_len(body)) {
+    // nop
+  }
+
+  // Marks the boilerplate below `n`; comment sections go to `comments`.
+  void run(node* n) {
+    tick();
+    for (auto* c : n->children) {
+      if (c->text_node || c->removed)
+        continue;
+      if (is_skipped_tag(c->tag))
+        continue;
+      auto kind = classify(c);
+      if (kind != boiler_kind::none && set_aside(c, kind))
+        continue;
+      run(c);
+    }
+  }
+
+  std::vector<node*> comments;
+
+private:
+  size_t page_len_;
+
+  // The length of the prose below `n`: paragraphs of more than 150
+  // characters with few links. Share bars, banners and lists of links have
+  // next to none; an article has plenty.
+  static size_t prose_len(const node* n) {
+    size_t total = 0;
+    std::vector<const node*> stack{n};
+    while (!stack.empty()) {
+      tick();
+      auto* cur = stack.back();
+      stack.pop_back();
+      if (cur->removed || cur->text_node || is_skipped_tag(cur->tag))
+        continue;
+      if (cur->tag == GUMBO_TAG_P) {
+        auto len = text_len(cur);
+        if (len > 150 && link_density(cur) < 0.3)
+          total += len;
+        continue;
+      }
+      for (auto* c : cur->children)
+        stack.push_back(c);
+    }
+    return total;
+  }
+
+  bool set_aside(node* c, boiler_kind kind) {
+    auto len = text_len(c);
+    if (kind == boiler_kind::short_boilerplate && len > 250)
+      return false;
+    bool small = len * 10 < page_len_ * 4;
+    if (!small && link_density(c) <= 0.5)
+      return false;
+    // A name is not enough to drop prose (a section whose id is made from
+    // its heading, a page inside a "modal" frame); comments are prose.
+    if (kind == boiler_kind::boilerplate && len > 600 && prose_len(c) > 600)
+      return false;
+    c->boilerplate = true;
+    c->removed = true;
+    // Comments are a block of some length; a small inline note with such a
+    // name is boilerplate only.
+    if (kind == boiler_kind::comments && len >= 30 && is_block(c->tag)
+        && link_density(c) < 0.5)
+      comments.push_back(c);
+    return true;
+  }
+};
+
+// The rows and the widest row's cells of a table (not of nested ones).
+std::pair<size_t, size_t> table_shape(const node* n) {
+  size_t rows = 0;
+  size_t columns = 0;
+  for (auto* c : n->children) {
+    if (c->text_node || c->removed)
+      continue;
+    if (c->tag == GUMBO_TAG_TR) {
+      ++rows;
+      size_t cells = 0;
+      for (auto* d : c->children)
+        if (!d->text_node && (d->tag == GUMBO_TAG_TD || d->tag == GUMBO_TAG_TH))
+          ++cells;
+      columns = std::max(columns, cells);
+    } else if (c->tag == GUMBO_TAG_THEAD || c->tag == GUMBO_TAG_TBODY
+               || c->tag == GUMBO_TAG_TFOOT) {
+      auto [r, k] = table_shape(c);
+      rows += r;
+      columns = std::max(columns, k);
+    }
+  }
+  return {rows, columns};
+}
+
+// Whether a table holds data rather than layout: no table inside, at least
+// two columns, and header cells, a caption or more than 10 cells.
+bool is_data_table(const node* n) {
+  if (count_tag(n, GUMBO_TAG_TABLE) > 0)
+    return false;
+  auto [rows, columns] = table_shape(n);
+  if (columns < 2)
+    return false;
+  return count_tag(n, GUMBO_TAG_TH) > 0 || count_tag(n, GUMBO_TAG_CAPTION) > 0
+         || rows * columns > 10;
 }
 
 // -- readability ----------------------------------------------------------------
@@ -593,6 +858,23 @@ public:
     while (top->parent && top->parent->tag != GUMBO_TAG_BODY
            && visible_children(top->parent) == 1)
       top = top->parent;
+    // The page marks its article body (schema.org microdata) inside the
+    // chosen element, which has more than twice its text: the marked
+    // element is the article and the rest boilerplate around it.
+    if (article_bodies_.size() == 1 && !article_bodies_.front()->removed) {
+      auto* marked = article_bodies_.front();
+      bool inside = false;
+      for (auto* p = marked->parent; p != nullptr && !inside; p = p->parent)
+        inside = p == top;
+      if (inside) {
+        auto len = text_len(marked);
+        if (len >= 500 && 2 * len < text_len(top)) {
+          if (!marked->scored)
+            init_score(marked);
+          top = marked;
+        }
+      }
+    }
     return top;
   }
 
@@ -658,6 +940,11 @@ public:
         default:
           break;
       }
+      // A data table is content as a whole: its cells are not cleaned
+      // (their lists of links are part of it).
+      if (c->tag == GUMBO_TAG_TABLE && is_data_table(c)
+          && link_density(c) < 0.5)
+        continue;
       if (flags_.clean_conditionally) {
         if (c->tag == GUMBO_TAG_H1 || c->tag == GUMBO_TAG_H2
             || c->tag == GUMBO_TAG_H3) {
@@ -683,6 +970,7 @@ public:
 private:
   node* body_;
   flags flags_;
+  std::vector<node*> article_bodies_;
 
   static size_t visible_children(const node* n) {
     size_t k = 0;
@@ -753,6 +1041,8 @@ private:
         c->removed = true;
         continue;
       }
+      if (sdk::to_lower(c->attr("itemprop")) == "articlebody")
+        article_bodies_.push_back(c);
       switch (c->tag) {
         case GUMBO_TAG_P:
         case GUMBO_TAG_PRE:
@@ -875,18 +1165,25 @@ public:
         blank();
         return;
       }
-      case GUMBO_TAG_PRE: {
-        blank();
-        out += "```\n";
-        ++pre_;
-        children(n);
-        --pre_;
-        while (!out.empty() && out.back() == '\n')
-          out.pop_back();
-        out += "\n```";
-        blank();
+      case GUMBO_TAG_PRE:
+        if (pre_ > 0)
+          children(n);
+        else
+          code_block(n);
         return;
-      }
+      case GUMBO_TAG_CODE:
+        if (pre_ > 0) {
+          children(n);
+        } else if (is_multiline(n)) {
+          code_block(n);
+        } else {
+          auto text = inner_text(n);
+          if (!text.empty()) {
+            auto fence = text.find('`') == std::string::npos ? "`" : "``";
+            inline_text(fence + text + fence);
+          }
+        }
+        return;
       case GUMBO_TAG_UL:
       case GUMBO_TAG_OL: {
         if (lists_.empty())
@@ -918,33 +1215,24 @@ public:
         newline();
         return;
       }
-      case GUMBO_TAG_TR: {
-        newline();
-        first_cell_ = true;
-        children(n);
-        newline();
-        return;
-      }
-      case GUMBO_TAG_TD:
-      case GUMBO_TAG_TH: {
-        if (!first_cell_)
-          out += " | ";
-        first_cell_ = false;
-        at_line_start_ = true;
-        ++cell_;
-        children(n);
-        --cell_;
-        return;
-      }
       case GUMBO_TAG_TABLE:
-        blank();
-        children(n);
-        blank();
-        return;
+        if (pre_ == 0 && table(n))
+          return;
+        break;
       default:
         break;
     }
-    bool block = is_block(n->tag) && cell_ == 0;
+    if (pre_ > 0) {
+      // Inside a code block a block element is a line of its own.
+      bool block = is_block(n->tag);
+      if (block && !out.empty() && out.back() != '\n')
+        out += '\n';
+      children(n);
+      if (block && !out.empty() && out.back() != '\n')
+        out += '\n';
+      return;
+    }
+    bool block = is_block(n->tag);
     if (block)
       paragraph_break(n->tag);
     children(n);
@@ -963,8 +1251,6 @@ public:
 
 private:
   int pre_ = 0;
-  int cell_ = 0;
-  bool first_cell_ = true;
   bool at_line_start_ = true;
   bool pending_space_ = false;
   std::vector<int> lists_;
@@ -972,6 +1258,188 @@ private:
   void children(const node* n) {
     for (auto* c : n->children)
       render(c);
+  }
+
+  // Whether the text below `n` has a line break (a <code> used as a block).
+  static bool is_multiline(const node* n) {
+    std::vector<const node*> stack{n};
+    while (!stack.empty()) {
+      auto* cur = stack.back();
+      stack.pop_back();
+      if (cur->removed)
+        continue;
+      if (cur->text_node) {
+        if (cur->text.find('\n') != std::string::npos)
+          return true;
+        continue;
+      }
+      if (cur->tag == GUMBO_TAG_BR)
+        return true;
+      for (auto* c : cur->children)
+        stack.push_back(c);
+    }
+    return false;
+  }
+
+  // The language of a code block from a `language-x` or `lang-x` class on
+  // it or on a <code> inside.
+  static std::string code_language(const node* n) {
+    for (int depth = 0; n != nullptr && depth < 3; ++depth) {
+      auto cls = sdk::to_lower(n->attr("class"));
+      for (std::string_view prefix : {"language-", "lang-"}) {
+        auto pos = cls.find(prefix);
+        if (pos == std::string::npos
+            || (pos > 0 && !sdk::is_ascii_space(cls[pos - 1])))
+          continue;
+        pos += prefix.size();
+        auto end = pos;
+        while (end < cls.size()
+               && (std::isalnum(static_cast<unsigned char>(cls[end]))
+                   || cls[end] == '+' || cls[end] == '-' || cls[end] == '#'
+                   || cls[end] == '_'))
+          ++end;
+        return cls.substr(pos, end - pos);
+      }
+      const node* next = nullptr;
+      for (auto* c : n->children)
+        if (!c->text_node && c->tag == GUMBO_TAG_CODE) {
+          next = c;
+          break;
+        }
+      n = next;
+    }
+    return {};
+  }
+
+  // A fenced code block: the text verbatim (whitespace kept), fenced with
+  // more backticks than any run inside it.
+  void code_block(const node* n) {
+    blank();
+    std::string saved;
+    std::swap(saved, out);
+    ++pre_;
+    children(n);
+    --pre_;
+    std::string code;
+    std::swap(code, out);
+    out = std::move(saved);
+    while (!code.empty() && (code.back() == '\n' || code.back() == ' '
+                             || code.back() == '\t' || code.back() == '\r'))
+      code.pop_back();
+    while (!code.empty() && code.front() == '\n')
+      code.erase(0, 1);
+    if (code.empty())
+      return;
+    size_t longest = 0;
+    size_t run = 0;
+    for (auto c : code) {
+      run = c == '`' ? run + 1 : 0;
+      longest = std::max(longest, run);
+    }
+    std::string fence(std::max<size_t>(3, longest + 1), '`');
+    out += fence;
+    out += code_language(n);
+    out += '\n';
+    out += code;
+    out += '\n';
+    out += fence;
+    blank();
+  }
+
+  // A cell's content on one line, with `|` escaped.
+  static std::string cell_text(const node* cell) {
+    renderer r;
+    r.children(cell);
+    auto text = fold(r.finish());
+    std::string out;
+    out.reserve(text.size());
+    for (auto c : text) {
+      if (c == '|')
+        out += '\\';
+      out += c;
+    }
+    return out;
+  }
+
+  // The rows of a table (also inside thead/tbody/tfoot), not of nested ones.
+  static void table_rows(const node* n, std::vector<const node*>& rows) {
+    for (auto* c : n->children) {
+      if (c->text_node || c->removed)
+        continue;
+      if (c->tag == GUMBO_TAG_TR)
+        rows.push_back(c);
+      else if (c->tag == GUMBO_TAG_THEAD || c->tag == GUMBO_TAG_TBODY
+               || c->tag == GUMBO_TAG_TFOOT)
+        table_rows(c, rows);
+    }
+  }
+
+  // Renders a data table as a Markdown table and returns true; returns
+  // false (rendering nothing) for a layout table: one with a table inside,
+  // a single column or a cell of more than 400 characters.
+  bool table(const node* n) {
+    std::vector<const node*> rows;
+    table_rows(n, rows);
+    if (rows.empty() || count_tag(n, GUMBO_TAG_TABLE) > 0)
+      return false;
+    std::vector<std::vector<std::string>> cells;
+    size_t columns = 0;
+    for (auto* row : rows) {
+      std::vector<std::string> line;
+      for (auto* c : row->children) {
+        if (c->text_node || c->removed || is_hidden(c)
+            || (c->tag != GUMBO_TAG_TD && c->tag != GUMBO_TAG_TH))
+          continue;
+        auto text = cell_text(c);
+        if (text.size() > 400)
+          return false;
+        line.push_back(std::move(text));
+        // A cell spanning several columns is followed by empty ones.
+        auto span = std::atoi(std::string{c->attr("colspan")}.c_str());
+        for (int i = 1; i < std::min(span, 32); ++i)
+          line.emplace_back();
+      }
+      bool empty = std::all_of(line.begin(), line.end(),
+                               [](const std::string& x) { return x.empty(); });
+      if (empty)
+        continue;
+      columns = std::max(columns, line.size());
+      cells.push_back(std::move(line));
+    }
+    if (cells.empty())
+      return true;
+    if (columns < 2)
+      return false;
+    blank();
+    for (auto* c : n->children)
+      if (!c->text_node && !c->removed && c->tag == GUMBO_TAG_CAPTION) {
+        auto caption = fold(cell_text(c));
+        if (!caption.empty()) {
+          out += caption;
+          blank();
+        }
+      }
+    for (size_t i = 0; i < cells.size(); ++i) {
+      auto& line = cells[i];
+      line.resize(columns);
+      out += '|';
+      for (auto& cell : line) {
+        out += ' ';
+        out += cell;
+        out += cell.empty() ? "|" : " |";
+      }
+      out += '\n';
+      if (i == 0) {
+        out += '|';
+        for (size_t k = 0; k < columns; ++k)
+          out += " --- |";
+        out += '\n';
+      }
+    }
+    at_line_start_ = true;
+    pending_space_ = false;
+    blank();
+    return true;
   }
 
   void paragraph_break(GumboTag t) {
@@ -1079,14 +1547,6 @@ std::string json_text(const nlohmann::json& j) {
   return {};
 }
 
-std::string type_name(const nlohmann::json& type) {
-  if (type.is_string())
-    return sdk::to_lower(type.get<std::string>());
-  if (type.is_array() && !type.empty() && type.front().is_string())
-    return sdk::to_lower(type.front().get<std::string>());
-  return {};
-}
-
 bool is_article_type(const std::string& l) {
   return l.find("article") != std::string::npos
          || l.find("posting") != std::string::npos || l == "report"
@@ -1095,10 +1555,86 @@ bool is_article_type(const std::string& l) {
 }
 
 struct ld_meta {
-  std::string title, author, published, publisher;
+  std::string title, author, published, modified, publisher, type;
+  // The page's <title>, to choose between `headline` and `name`.
+  std::string page_title;
+  // Objects with an "@id" and a name, to resolve references such as
+  // "author": {"@id": "...#/schema/person/1"} (Yoast's graphs).
+  std::unordered_map<std::string, const nlohmann::json*> ids;
 };
 
+// Records the named objects of a JSON-LD document by their "@id".
+void index_ld(const nlohmann::json& j, ld_meta& m, int depth) {
+  if (depth > 8)
+    return;
+  if (j.is_array()) {
+    for (auto& e : j)
+      index_ld(e, m, depth + 1);
+    return;
+  }
+  if (!j.is_object())
+    return;
+  if (auto id = j.find("@id"); id != j.end() && id->is_string()
+      && (j.contains("name") || j.contains("givenName")))
+    m.ids.emplace(id->get<std::string>(), &j);
+  for (auto& [key, value] : j.items())
+    if (value.is_object() || value.is_array())
+      index_ld(value, m, depth + 1);
+}
+
+// The text of a JSON-LD value, references by "@id" followed once.
+std::string ld_text(const nlohmann::json& j, const ld_meta& m) {
+  auto deref = [&](const nlohmann::json& v) -> const nlohmann::json& {
+    if (v.is_object() && !v.contains("name") && !v.contains("givenName"))
+      if (auto id = v.find("@id"); id != v.end() && id->is_string())
+        if (auto i = m.ids.find(id->get<std::string>()); i != m.ids.end())
+          return *i->second;
+    return v;
+  };
+  if (j.is_array()) {
+    std::string out;
+    for (auto& e : j) {
+      auto s = json_text(deref(e));
+      if (s.empty())
+        continue;
+      if (!out.empty())
+        out += "; ";
+      out += s;
+    }
+    return out;
+  }
+  return json_text(deref(j));
+}
+
+// The share of the words of `a` (lower-cased, split at spaces) found in `b`.
+double shared_words(const std::string& a, const std::string& b) {
+  auto lb = " " + sdk::to_lower(fold(b)) + " ";
+  auto la = sdk::to_lower(fold(a));
+  size_t words = 0;
+  size_t found = 0;
+  size_t pos = 0;
+  while (pos < la.size()) {
+    auto end = la.find(' ', pos);
+    if (end == std::string::npos)
+      end = la.size();
+    ++words;
+    if (lb.find(" " + la.substr(pos, end - pos) + " ") != std::string::npos)
+      ++found;
+    pos = end + 1;
+  }
+  return words == 0 ? 0 : static_cast<double>(found) / static_cast<double>(words);
+}
+
+std::string type_label(const nlohmann::json& type) {
+  if (type.is_string())
+    return type.get<std::string>();
+  if (type.is_array() && !type.empty() && type.front().is_string())
+    return type.front().get<std::string>();
+  return {};
+}
+
 // First pass (strict): article-like objects only; second pass: any object.
+// An object is read before the objects inside it.
 void scan_ld(const nlohmann::json& j, ld_meta& m, int depth, bool strict) {
   if (depth > 8)
     return;
@@ -1109,35 +1645,60 @@ void scan_ld(const nlohmann::json& j, ld_meta& m, int depth, bool strict) {
   }
   if (!j.is_object())
     return;
-  for (auto key : {"@graph", "entries", "mainEntity"})
+  auto read = [&] {
+    auto label = type_label(j.contains("@type") ? j["@type"] : nlohmann::json{});
+    auto type = sdk::to_lower(label);
+    if ((type == "website" || type == "organization"
+         || type == "newsmediaorganization")
+        && m.publisher.empty())
+      m.publisher = json_text(j);
+    bool article = is_article_type(type);
+    if (strict && !article)
+      return;
+    if (!strict && (type == "website" || type == "organization"
+                    || type == "person" || type == "imageobject"
+                    || type == "breadcrumblist"))
+      return;
+    if (article && m.type.empty())
+      m.type = label;
+    if (m.title.empty() && article) {
+      auto headline = j.contains("headline") ? json_text(j["headline"])
+                                             : std::string{};
+      auto name = j.contains("name") ? json_text(j["name"]) : std::string{};
+      auto in_title = [&](const std::string& x) {
+        return !x.empty()
+               && sdk::to_lower(m.page_title).find(sdk::to_lower(x))
+                    != std::string::npos;
+      };
+      // Both given and different: the name when the page's <title> repeats
+      // it and shares few words with the headline.
+      if (headline.empty() || (!name.empty() && name != headline
+                               && in_title(name) && !in_title(headline)
+                               && shared_words(headline, m.page_title) < 0.5))
+        m.title = name;
+      else
+        m.title = headline;
+    }
+    if (m.author.empty() && j.contains("author"))
+      m.author = ld_text(j["author"], m);
+    if (m.author.empty() && j.contains("creator"))
+      m.author = ld_text(j["creator"], m);
+    if (m.published.empty() && j.contains("datePublished"))
+      m.published = json_text(j["datePublished"]);
+    if (m.published.empty() && j.contains("dateCreated"))
+      m.published = json_text(j["dateCreated"]);
+    if (m.modified.empty() && j.contains("dateModified"))
+      m.modified = json_text(j["dateModified"]);
+    if (article && j.contains("publisher")) {
+      auto p = ld_text(j["publisher"], m);
+      if (!p.empty())
+        m.publisher = p;
+    }
+  };
+  read();
+  for (auto key : {"@graph", "entries", "mainEntity", "liveBlogUpdate"})
     if (j.contains(key))
       scan_ld(j[key], m, depth + 1, strict);
-  auto type = type_name(j.contains("@type") ? j["@type"] : nlohmann::json{});
-  if ((type == "website" || type == "organization" || type == "newsmediaorganization")
-      && m.publisher.empty())
-    m.publisher = json_text(j);
-  bool article = is_article_type(type);
-  if (strict && !article)
-    return;
-  if (!strict && (type == "website" || type == "organization"
-                  || type == "person" || type == "imageobject"
-                  || type == "breadcrumblist"))
-    return;
-  if (m.title.empty() && article) {
-    if (j.contains("headline"))
-      m.title = json_text(j["headline"]);
-    else if (j.contains("name"))
-      m.title = json_text(j["name"]);
-  }
-  if (m.author.empty() && j.contains("author"))
-    m.author = json_text(j["author"]);
-  if (m.published.empty() && j.contains("datePublished"))
-    m.published = json_text(j["datePublished"]);
-  if (article && j.contains("publisher")) {
-    auto p = json_text(j["publisher"]);
-    if (!p.empty())
-      m.publisher = p;
-  }
 }
 
 // `ref` resolved against the page's address (RFC 3986), or alone when the
@@ -1182,6 +1743,31 @@ void collect_meta(const node* n, std::unordered_map<std::string, std::string>& m
     auto rel = sdk::to_lower(n->attr("rel"));
     if (rel == "canonical" && canonical.empty())
       canonical = std::string{n->attr("href")};
+  } else if (!n->attrs.empty()) {
+    // Dates in the page: itemprop=datePublished/dateModified on any element,
+    // <time pubdate>, a <time> whose class says updated/modified, and the
+    // first <time datetime> as a last resort.
+    auto value = fold(n->attr("datetime"));
+    if (value.empty())
+      value = fold(n->attr("content"));
+    if (!value.empty()) {
+      auto itemprop = sdk::to_lower(n->attr("itemprop"));
+      if (itemprop == "datepublished" || itemprop == "datemodified"
+          || itemprop == "datecreated")
+        m.emplace(itemprop, value);
+      if (n->tag == GUMBO_TAG_TIME && !n->attr("datetime").empty()) {
+        bool pubdate = false;
+        for (auto& [k, v] : n->attrs)
+          pubdate = pubdate || k == "pubdate";
+        if (pubdate)
+          m.emplace("time:pubdate", value);
+        if (n->id_class.find("updated") != std::string::npos
+            || n->id_class.find("modified") != std::string::npos)
+          m.emplace("time:modified", value);
+        else
+          m.emplace("time:first", value);
+      }
+    }
   }
   for (auto* c : n->children)
     collect_meta(c, m, canonical);
@@ -1251,15 +1837,92 @@ std::string dom_byline(const node* n, int depth) {
   return {};
 }
 
+// Authors as "A; B; C": a leading "By" (or "Par", "Von", "Por", "Di",
+// "Door", "Av") dropped and names separated by commas, "and", "&" or ";"
+// split. Left as it is (but for the "By") when long (a sentence rather
+// than names) or when a part is an initial ("Kooman, F.") or has a digit (a
+// date).
+std::string split_authors(const std::string& byline) {
+  auto text = fold(byline);
+  if (text.empty() || text.size() > 200)
+    return text;
+  auto lower = sdk::to_lower(text);
+  for (std::string_view prefix : {"by ", "par ", "von ", "por ", "di ",
+                                  "door ", "av "})
+    if (lower.rfind(prefix, 0) == 0) {
+      text.erase(0, prefix.size());
+      lower.erase(0, prefix.size());
+      break;
+    }
+  std::vector<std::string> parts;
+  size_t start = 0;
+  size_t i = 0;
+  auto cut = [&](size_t end, size_t skip) {
+    auto part = fold(text.substr(start, end - start));
+    if (!part.empty())
+      parts.push_back(std::move(part));
+    start = end + skip;
+  };
+  while (i < text.size()) {
+    if (text[i] == ',' || text[i] == ';') {
+      cut(i, 1);
+    } else if (lower.compare(i, 5, " and ") == 0) {
+      cut(i, 5);
+      i += 4;
+    } else if (lower.compare(i, 3, " & ") == 0) {
+      cut(i, 3);
+      i += 2;
+    }
+    ++i;
+  }
+  cut(text.size(), 0);
+  if (parts.empty())
+    return text;
+  // Not names: an initial or a date.
+  for (auto& p : parts)
+    if (p.size() <= 2 || p.back() == '.'
+        || std::any_of(p.begin(), p.end(), [](char c) {
+             return std::isdigit(static_cast<unsigned char>(c)) != 0;
+           }))
+      return text;
+  std::string out;
+  for (auto& p : parts) {
+    if (!out.empty())
+      out += "; ";
+    out += p;
+  }
+  return out;
+}
+
 void fill_metadata(const dom& d, extraction& x, std::string_view url) {
   ld_meta ld;
+  ld.page_title = d.title;
+  std::vector<nlohmann::json> docs;
   for (auto& text : d.ld_json) {
-    auto j = sdk::parse_json(text);
-    if (!j.is_discarded()) {
-      scan_ld(j, ld, 0, true);
-      scan_ld(j, ld, 0, false);
+    // Some pages wrap the JSON in a CDATA section.
+    std::string_view body = text;
+    auto open = body.find("<![CDATA[");
+    if (open != std::string_view::npos
+        && body.find_first_not_of(" \t\r\n/") == open) {
+      body.remove_prefix(open + 9);
+      if (auto close = body.rfind("]]>"); close != std::string_view::npos)
+        body = body.substr(0, close);
+      // "//]]>": the comment marks before the end of the section.
+      while (!body.empty()
+             && (sdk::is_ascii_space(body.back()) || body.back() == '/'))
+        body.remove_suffix(1);
     }
+    auto j = sdk::parse_json(body);
+    if (!j.is_discarded())
+      docs.push_back(std::move(j));
   }
+  for (auto& j : docs)
+    index_ld(j, ld, 0);
+  for (auto& j : docs)
+    scan_ld(j, ld, 0, true);
+  for (auto& j : docs)
+    scan_ld(j, ld, 0, false);
+  x.page_type = ld.type;
   std::unordered_map<std::string, std::string> meta;
   std::string canonical;
   if (d.root)
@@ -1285,19 +1948,31 @@ void fill_metadata(const dom& d, extraction& x, std::string_view url) {
     x.byline.clear();
   if (x.byline.empty() && d.body)
     x.byline = dom_byline(d.body, 0);
+  x.byline = split_authors(x.byline);
   x.published = ld.published;
   if (x.published.empty())
     x.published = first_of(meta, {"article:published_time",
                                   "article:published", "datepublished",
                                   "date", "dc.date", "dc.date.issued",
-                                  "dcterm:created", "pubdate",
+                                  "dcterm:created", "dcterms.created",
+                                  "dcterms.date", "pubdate",
                                   "parsely-pub-date", "publish-date",
-                                  "og:published_time"});
+                                  "og:published_time", "sailthru.date",
+                                  "time:pubdate", "time:first"});
+  x.modified = ld.modified;
+  if (x.modified.empty())
+    x.modified = first_of(meta, {"article:modified_time", "article:modified",
+                                 "og:updated_time", "datemodified",
+                                 "dc.date.modified", "dcterms.modified",
+                                 "last-modified", "lastmod",
+                                 "time:modified"});
   x.site_name = first_of(meta, {"og:site_name"});
   if (x.site_name.empty())
     x.site_name = ld.publisher;
   if (x.site_name.empty())
     x.site_name = first_of(meta, {"application-name", "twitter:site"});
+  if (x.site_name.size() > 1 && x.site_name[0] == '@')
+    x.site_name.erase(0, 1);
   if (d.html)
     x.lang = fold(d.html->attr("lang"));
   if (x.lang.empty())
@@ -1326,9 +2001,91 @@ std::string strip_title_heading(std::string text, const std::string& title) {
   return start == std::string::npos ? std::string{} : text.substr(start);
 }
 
+// The words of a line, lower-cased (ASCII), without Markdown marks.
+std::string line_key(std::string_view line) {
+  std::string out;
+  bool space = false;
+  for (auto ch : line) {
+    auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || c >= 0x80) {
+      if (space && !out.empty())
+        out += ' ';
+      space = false;
+      out += static_cast<char>(std::tolower(c));
+    } else {
+      space = true;
+    }
+  }
+  return out;
+}
+
+// Lines that are boilerplate by their words alone: labels of ads, share
+// buttons and teaser lists, mostly English with the ad label in a few other
+// languages (compared on line_key).
+const std::initializer_list<std::string_view> boilerplate_lines = {
+  "advertisement", "advertising", "anzeige", "publicité", "publicidad",
+  "pubblicità", "reklama", "share", "share this", "share this article",
+  "share this story", "share on facebook", "share on twitter", "tweet",
+  "email", "print", "read more", "continue reading", "related",
+  "related articles", "related stories", "related posts", "you may also like",
+  "recommended", "more stories", "most popular", "most read", "sign up",
+  "subscribe", "follow us", "comments", "leave a comment", "leave a reply",
+  "skip to content", "skip to main content", "back to top", "image",
+  "photo", "getty images", "story continues below advertisement"};
+
+// Drops, outside code blocks, the lines of `text` that are the byline again
+// ("By Jane Roe" when the byline is "Jane Roe") and lines that are
+// boilerplate by their words.
+std::string drop_boilerplate_lines(const std::string& text,
+                                   const std::string& byline) {
+  std::vector<std::string_view> lines;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    auto end = text.find('\n', pos);
+    if (end == std::string::npos)
+      end = text.size();
+    lines.push_back(std::string_view{text}.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  auto by = line_key(byline);
+  std::string out;
+  out.reserve(text.size());
+  bool dropped = false;
+  bool code = false;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    bool fence = lines[i].rfind("```", 0) == 0;
+    if (fence)
+      code = !code;
+    bool drop = false;
+    if (!code && !fence && lines[i].size() < 80) {
+      auto key = line_key(lines[i]);
+      drop = (!by.empty() && (key == by || key == "by " + by))
+             || std::find(boilerplate_lines.begin(), boilerplate_lines.end(),
+                          key)
+                  != boilerplate_lines.end();
+    }
+    if (drop) {
+      dropped = true;
+      continue;
+    }
+    // Dropping a line must not leave three line breaks in a row.
+    if (lines[i].empty() && dropped
+        && (out.empty()
+            || (out.size() >= 2 && out[out.size() - 1] == '\n'
+                && out[out.size() - 2] == '\n')))
+      continue;
+    dropped = false;
+    out.append(lines[i]);
+    out += '\n';
+  }
+  while (!out.empty() && out.back() == '\n')
+    out.pop_back();
+  return out;
+}
+
 void reset(node* n) {
   tick();
-  n->removed = false;
+  n->removed = n->boilerplate;
   n->scored = false;
   n->score = 0;
   for (auto* c : n->children)
@@ -1345,6 +2102,18 @@ extraction run_extraction(std::string_view html, std::string_view url) {
   fill_metadata(d, x, url);
   if (!d.body)
     return x;
+  boilerplate_pass pass{d.body};
+  pass.run(d.body);
+  {
+    renderer r;
+    for (auto* c : pass.comments) {
+      trim_comment_section(c);
+      for (auto* k : c->children)
+        r.render(k);
+      r.out += "\n\n";
+    }
+    x.comments = r.finish();
+  }
   const flags attempts[] = {{true, true, true},
                             {false, true, true},
                             {false, false, true},
@@ -1363,7 +2132,8 @@ extraction run_extraction(std::string_view html, std::string_view url) {
     if (best.size() >= 500)
       break;
   }
-  x.text = strip_title_heading(std::move(best), x.title);
+  x.text = drop_boilerplate_lines(
+    strip_title_heading(std::move(best), x.title), x.byline);
   return x;
 }
 

@@ -22,6 +22,9 @@ struct extraction {
   std::string byline;
   /// Publication date as found on the page (usually ISO 8601).
   std::string published;
+  /// Date of the last modification as found on the page (usually ISO 8601),
+  /// empty when the page gives none.
+  std::string modified;
   /// Name of the site or publisher.
   std::string site_name;
   /// Language from <html lang> or meta tags.
@@ -30,9 +33,19 @@ struct extraction {
   std::string canonical_url;
   /// Short description (meta description / og:description).
   std::string excerpt;
-  /// Main content: headings as `#`, list items as `- `, table rows joined
-  /// with ` | `, code blocks fenced with ```, links as their text.
+  /// The schema.org type of the page's main JSON-LD object (`NewsArticle`,
+  /// `BlogPosting`...), empty when there is none.
+  std::string page_type;
+  /// Main content as Markdown: headings as `#`, list items as `- ` or `1. `,
+  /// tables as Markdown tables (`| a | b |` rows, a `| --- |` rule after the
+  /// first row), code blocks fenced with ``` with their whitespace kept,
+  /// links as their text. Boilerplate (navigation, share bars, cookie and
+  /// newsletter boxes, related-article lists, bylines, image credits) and
+  /// the comment section are left out.
   std::string text;
+  /// The page's comment section (readers' comments), rendered like `text`,
+  /// empty when the page has none.
+  std::string comments;
 };
 
 /// Elements nested deeper than this are not given to the HTML parser as

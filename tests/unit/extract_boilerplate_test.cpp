@@ -1,0 +1,110 @@
+// Tests of boilerplate removal and comment sections in the HTML extractor
+// (core/extract).
+
+#include "quarry/extract/html.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+namespace ce = quarry::extract;
+
+namespace {
+
+const std::string para =
+  "<p>The council approved the new bridge on Tuesday, after a debate that "
+  "lasted most of the evening, and work is due to start in the spring.</p>";
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+} // namespace
+
+TEST_CASE("extract_boilerplate drops boxes inside the article container") {
+  auto html =
+    "<html><head><meta name=\"author\" content=\"Jane Roe\"></head><body>"
+    "<div id=\"onetrust-consent-sdk\"><p>We and our partners use cookies to "
+    "personalise content, please accept them.</p></div>"
+    "<article class=\"story\"><h1>Bridge approved</h1>"
+    "<div class=\"byline\">By Jane Roe</div>"
+    "<div class=\"share-bar\"><a href=\"#\">Facebook</a> <a href=\"#\">X</a>"
+    "</div>"
+    + para + para
+    + "<figure><img src=\"a.jpg\"><figcaption>The old bridge."
+      "<span class=\"image-credit\">Photo: Agency Name</span></figcaption>"
+      "</figure>"
+    + para
+    + "<div class=\"newsletter-signup\"><p>Get our daily briefing in your "
+      "inbox every morning, sign up now.</p></div>"
+      "<div class=\"related-articles\"><h3>More news</h3><ul>"
+      "<li><a href=\"/1\">Tunnel plan delayed again</a></li>"
+      "<li><a href=\"/2\">Ferry fares to rise</a></li></ul></div>"
+      "<p>Advertisement</p>"
+    + para + "</article></body></html>";
+  auto x = ce::extract_html(html);
+  CHECK(has(x.text, "The council approved the new bridge"));
+  CHECK(has(x.text, "The old bridge."));
+  CHECK_FALSE(has(x.text, "cookies"));
+  CHECK_FALSE(has(x.text, "By Jane Roe"));
+  CHECK_FALSE(has(x.text, "Facebook"));
+  CHECK_FALSE(has(x.text, "Agency Name"));
+  CHECK_FALSE(has(x.text, "daily briefing"));
+  CHECK_FALSE(has(x.text, "Tunnel plan"));
+  CHECK_FALSE(has(x.text, "Advertisement"));
+  CHECK(x.byline == "Jane Roe");
+}
+
+TEST_CASE("extract_boilerplate keeps comments apart") {
+  auto html = "<html><body><article>" + para + para + para
+              + "</article><section id=\"comments\"><h2>3 comments</h2>"
+                "<ol class=\"comment-list\"><li class=\"comment\"><p>I drive "
+                "over it every day and it is about time they fixed it.</p>"
+                "<a class=\"comment-reply-link\" href=\"#\">Reply</a></li>"
+                "<li class=\"comment\"><p>What about the cyclists, though? "
+                "Nobody asked them.</p></li></ol>"
+                "<form id=\"commentform\"><label>Name</label><input name=\"n\">"
+                "<textarea></textarea></form></section></body></html>";
+  auto x = ce::extract_html(html);
+  CHECK(has(x.text, "The council approved"));
+  CHECK_FALSE(has(x.text, "drive over it"));
+  CHECK(has(x.comments, "I drive over it every day"));
+  CHECK(has(x.comments, "What about the cyclists"));
+  CHECK_FALSE(has(x.comments, "Reply"));
+  CHECK_FALSE(has(x.comments, "Name"));
+  CHECK_FALSE(has(x.comments, "council"));
+}
+
+TEST_CASE("extract_boilerplate: a page without comments has none") {
+  auto x = ce::extract_html("<html><body><article>" + para + para
+                            + "</article></body></html>");
+  CHECK(x.comments.empty());
+}
+
+TEST_CASE("extract_boilerplate does not drop prose under a misleading name") {
+  // The id is made from the heading ("share"), the class of the frame says
+  // "modal": the prose stays.
+  std::string body;
+  for (int i = 0; i < 6; ++i)
+    body += para;
+  auto x = ce::extract_html("<html><body><div class=\"app-modal-frame\">"
+                            "<div id=\"sharing-with-a-team\" class=\"section\">"
+                            "<h2>Sharing with a team</h2>"
+                            + body + "</div></div></body></html>");
+  CHECK(has(x.text, "Sharing with a team"));
+  CHECK(has(x.text, "The council approved"));
+}
+
+TEST_CASE("extract_boilerplate drops hidden elements and navigation") {
+  auto x = ce::extract_html(
+    "<html><body><article><nav><a href=\"/\">Home</a> <a href=\"/a\">World"
+    "</a></nav>" + para + "<div style=\"display: none\">secret text</div>"
+    + para + "<div aria-hidden=\"true\">Share this</div>"
+    + "<div role=\"navigation\"><a href=\"/p\">Previous story</a></div>"
+    + para + "</article></body></html>");
+  CHECK(has(x.text, "The council approved"));
+  CHECK_FALSE(has(x.text, "Home"));
+  CHECK_FALSE(has(x.text, "secret text"));
+  CHECK_FALSE(has(x.text, "Share this"));
+  CHECK_FALSE(has(x.text, "Previous story"));
+}

@@ -49,6 +49,8 @@ int print(const fetch::page& p, bool json) {
     out["title"] = p.title;
     out["byline"] = p.byline;
     out["published"] = p.published;
+    if (!p.modified.empty())
+      out["modified"] = p.modified;
     out["site_name"] = p.site_name;
     out["lang"] = p.lang;
     if (!p.canonical_url.empty())
@@ -58,6 +60,8 @@ int print(const fetch::page& p, bool json) {
       out["pages_read"] = p.pages_read;
     }
     out["text"] = p.text;
+    if (!p.comments.empty())
+      out["comments"] = p.comments;
     std::cout << out.dump(2, ' ', false,
                           nlohmann::json::error_handler_t::replace)
               << "\n";

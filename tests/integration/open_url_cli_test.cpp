@@ -31,13 +31,17 @@ struct open_url_fixture {
         "<meta property=\"og:site_name\" content=\"Energie Blog\">"
         "<meta name=\"author\" content=\"Jana Beispiel\">"
         "<meta property=\"article:published_time\" "
-        "content=\"2024-03-01T08:00:00Z\"></head><body><nav>Menu Start "
+        "content=\"2024-03-01T08:00:00Z\">"
+        "<meta property=\"article:modified_time\" content=\"2024-03-05T10:00:00Z\">"
+        "</head><body><nav>Menu Start "
         "Impressum</nav><article><h1>W\xE4rmepumpen</h1><p>Eine "
         "W\xE4rmepumpe nutzt Umweltw\xE4rme aus Luft, Wasser oder Erdreich "
         "und hebt sie auf ein h\xF6heres Temperaturniveau.</p><p>Die "
         "Jahresarbeitszahl beschreibt das Verh\xE4ltnis von W\xE4rme zu "
         "Strom \xFC"
-        "ber ein ganzes Jahr.</p></article></body></html>",
+        "ber ein ganzes Jahr.</p></article><section id=\"comments\"><h2>Kommentare</h2>"
+        "<div class=\"comment\"><p>Sehr hilfreicher Artikel, danke f\xFCr die Erkl\xE4rung "
+        "der Jahresarbeitszahl und der Umweltw\xE4rme.</p></div></section></body></html>",
         "text/html; charset=iso-8859-1");
     });
     server.route("GET", "/paper.pdf", [](const test::request&) {
@@ -120,7 +124,11 @@ TEST_CASE_FIXTURE(open_url_fixture, "extract prints a page's text and its "
   CHECK(j["title"] == "Waermepumpen");
   CHECK(j["byline"] == "Jana Beispiel");
   CHECK(j["published"] == "2024-03-01T08:00:00Z");
+  CHECK(j["modified"] == "2024-03-05T10:00:00Z");
   CHECK(j["site_name"] == "Energie Blog");
+  // Readers' comments are kept apart from the text.
+  CHECK(j["comments"].get<std::string>().find("Sehr hilfreicher Artikel") != std::string::npos);
+  CHECK(j["text"].get<std::string>().find("Sehr hilfreicher") == std::string::npos);
   CHECK(j["lang"] == "de");
   CHECK(j["text"].get<std::string>().find("W\xC3\xA4rmepumpe nutzt")
         != std::string::npos);

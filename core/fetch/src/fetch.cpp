@@ -447,6 +447,8 @@ page read_document(std::string_view bytes, std::string_view content_type,
         out.title = std::move(ex.title);
         out.byline = std::move(ex.byline);
         out.published = std::move(ex.published);
+        out.modified = std::move(ex.modified);
+        out.comments = std::move(ex.comments);
         out.site_name = std::move(ex.site_name);
         out.lang = std::move(ex.lang);
         out.canonical_url = std::move(ex.canonical_url);

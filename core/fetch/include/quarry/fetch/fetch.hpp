@@ -95,12 +95,16 @@ struct page {
   std::string title;
   std::string byline;
   std::string published;
+  /// When the page says it was last changed (HTML), or empty.
+  std::string modified;
   std::string site_name;
   std::string lang;
   std::string canonical_url;
   std::string excerpt;
   /// The main text (Markdown-like for HTML).
   std::string text;
+  /// Readers' comments under an HTML article, kept apart from `text`.
+  std::string comments;
   /// For PDFs: pages in the document and pages read.
   int pages = 0;
   int pages_read = 0;

@@ -3,6 +3,7 @@
 
 #include "cli.hpp"
 #include "context.hpp"
+#include "index_progress.hpp"
 
 #include "quarry/corpus/index.hpp"
 #include "quarry/fetch/fetch.hpp"
@@ -10,10 +11,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <variant>
+
+#include <unistd.h>
 
 namespace quarry::app {
 
@@ -134,8 +139,16 @@ int cmd_index(context& ctx, const index_options& opts) {
   if (opened.failure)
     return fail(opts, db, *opened.failure);
   auto& index = *opened.index;
-  auto result = index.update(opts.paths,
-                             std::get<corpus::update_options>(caps));
+  auto update_opts = std::get<corpus::update_options>(caps);
+  // On a terminal: files done of the total, rate and time left.
+  std::optional<index_progress_line> line;
+  if (!opts.json && ::isatty(STDERR_FILENO) == 1) {
+    line.emplace(stderr);
+    update_opts.progress = line->callback();
+  }
+  auto result = index.update(opts.paths, update_opts);
+  if (line)
+    line->finish();
   for (const auto& note : result.notes)
     std::cerr << "quarry: note: " << note << "\n";
   if (result.failure)

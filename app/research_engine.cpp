@@ -3,6 +3,7 @@
 #include "research_engine.hpp"
 
 #include "cli.hpp"
+#include "index_progress.hpp"
 
 #include "quarry/actors/llm_provider.hpp"
 #include "quarry/actors/runtime.hpp"
@@ -14,6 +15,9 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
+
+#include <unistd.h>
 
 namespace quarry::app {
 
@@ -162,7 +166,16 @@ research_engine::prepare(context& ctx, const engine_setup& setup) {
       return exit_usage;
     }
     // The same size caps as `quarry index` and open_url.
-    auto up = opened.index->update({corpus}, std::get<corpus::update_options>(caps));
+    auto update_opts = std::get<corpus::update_options>(caps);
+    // On a terminal, a long first indexing shows how far it has come.
+    std::optional<index_progress_line> line;
+    if (::isatty(STDERR_FILENO) == 1) {
+      line.emplace(stderr);
+      update_opts.progress = line->callback();
+    }
+    auto up = opened.index->update({corpus}, update_opts);
+    if (line)
+      line->finish();
     if (up.failure) {
       std::cerr << "quarry: indexing " << corpus << " failed: " << up.failure->message
                 << "\n";

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <time.h>
 #include <unistd.h>
 
 using namespace quarry::corpus;
@@ -79,6 +80,15 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
+// CPU time of this thread, in seconds: on a machine shared with other work
+// it varies much less than the wall-clock time.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec)
+         + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -115,8 +125,10 @@ int main(int argc, char** argv) {
   }
   auto& index = *opened.index;
   auto t0 = clock_type::now();
+  auto c0 = cpu_seconds();
   auto built = index.update({(dir / "docs").string()});
   auto build_s = seconds_since(t0);
+  auto build_cpu = cpu_seconds() - c0;
   if (built.failure) {
     std::fprintf(stderr, "update: %s\n", built.failure->message.c_str());
     return 1;
@@ -125,7 +137,9 @@ int main(int argc, char** argv) {
   auto again = index.update({(dir / "docs").string()});
   auto noop_s = seconds_since(t0);
   std::vector<double> latencies;
+  std::vector<double> cpu_latencies;
   size_t hits = 0;
+  size_t failed = 0;
   std::mt19937 qrng{99};
   for (size_t i = 0; i < queries; ++i) {
     // Two to four words of middling frequency, like a typical LLM query.
@@ -134,9 +148,15 @@ int main(int argc, char** argv) {
     for (size_t k = 0; k < n; ++k)
       q += vocab.at(50 + qrng() % 5000) + " ";
     auto q0 = clock_type::now();
+    auto qc = cpu_seconds();
     auto r = index.search(q, 10);
     latencies.push_back(seconds_since(q0) * 1e3);
+    cpu_latencies.push_back((cpu_seconds() - qc) * 1e3);
     hits += r.hits.size();
+    failed += r.failure ? 1 : 0;
+    if (std::getenv("QUARRY_BENCH_DEBUG") != nullptr && r.hits.size() < 10)
+      std::fprintf(stderr, "%zu hits: %s %s\n", r.hits.size(), q.c_str(),
+                   r.failure ? r.failure->message.c_str() : "");
   }
   std::error_code ec;
   auto db_bytes = fs::file_size(dir / "corpus.db", ec);
@@ -150,16 +170,27 @@ int main(int argc, char** argv) {
   std::printf("| build rate | %.0f passages/s, %.2f MB/s |\n",
               static_cast<double>(built.passages) / build_s,
               static_cast<double>(bytes) / 1e6 / build_s);
+  std::printf("| build CPU time, rate per CPU second | %.2f s, %.2f MB/s |\n",
+              build_cpu, static_cast<double>(bytes) / 1e6 / build_cpu);
   std::printf("| update with nothing changed | %.3f s (%zu unchanged) |\n",
               noop_s, again.unchanged);
   std::printf("| database size | %.1f MB |\n",
               static_cast<double>(db_bytes + wal_bytes) / 1e6);
-  std::printf("| queries, mean hits | %zu, %.1f |\n", queries,
-              static_cast<double>(hits) / static_cast<double>(queries));
+  std::printf("| queries, mean hits, failed | %zu, %.1f, %zu |\n", queries,
+              static_cast<double>(hits) / static_cast<double>(queries),
+              failed);
   std::printf("| query latency p50 | %.2f ms |\n", percentile(latencies, 0.5));
   std::printf("| query latency p99 | %.2f ms |\n",
               percentile(latencies, 0.99));
+  std::printf("| query CPU time p50, p99 | %.2f ms, %.2f ms |\n",
+              percentile(cpu_latencies, 0.5), percentile(cpu_latencies, 0.99));
+  std::printf("| index size / text | %.2f |\n",
+              static_cast<double>(db_bytes + wal_bytes)
+                / static_cast<double>(bytes));
   opened.index.reset();
-  fs::remove_all(dir, ec);
-  return built.passages == passages ? 0 : 1;
+  if (arg(argc, argv, "--keep", 0) != 0)
+    std::printf("kept %s\n", dir.string().c_str());
+  else
+    fs::remove_all(dir, ec);
+  return built.passages == passages && failed == 0 ? 0 : 1;
 }

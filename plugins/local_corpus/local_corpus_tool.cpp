@@ -128,10 +128,16 @@ sdk::tool_result search_corpus(corpus_index& index,
   auto results = nlohmann::json::array();
   int n = 0;
   for (const auto* hit : picked) {
-    results.push_back({{"document", ++n},
-                       {"title", hit->title},
-                       {"url", hit->url},
-                       {"content", hit->text}});
+    nlohmann::json item{{"document", ++n},
+                        {"title", hit->title},
+                        {"url", hit->url},
+                        {"content", hit->text}};
+    // A date the document itself gives (not the file's modification time)
+    // is its publication date, for the model and the citation.
+    auto dated = !hit->date.empty() && hit->date_source != "mtime";
+    if (dated)
+      item["date"] = hit->date;
+    results.push_back(std::move(item));
     sdk::document doc;
     doc.id = "corpus:" + std::to_string(hit->document_id);
     doc.url = hit->url;
@@ -140,6 +146,8 @@ sdk::tool_result search_corpus(corpus_index& index,
     // The passage the model read: what its citations are checked against.
     doc.content = hit->text;
     doc.kind = sdk::source_kind::internal;
+    if (dated)
+      doc.published = hit->date;
     result.documents.push_back(std::move(doc));
   }
   result.llm_text = dump(nlohmann::json{{"results", std::move(results)}});

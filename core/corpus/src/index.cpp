@@ -16,7 +16,13 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <limits>
 #include <utility>
+
+#include <sys/stat.h>
 
 namespace quarry::corpus {
 
@@ -37,6 +43,15 @@ constexpr size_t min_main_share_denominator = 3;
 // How long the text of one PDF file may take to read.
 constexpr std::chrono::milliseconds pdf_time_limit{60000};
 
+// Schema version 2. The text of a document is stored once (documents.body);
+// a passage is a byte range of it. The FTS5 table is contentless: it holds
+// only the inverted index (with positions, for phrase queries) and the
+// passages' lengths, and what it needs to delete a row is read back from
+// documents.body. `terms` holds the document frequency of the common terms
+// (those in at least max(64, N/1000) passages), refreshed after updates
+// that change a tenth of the index; the ranking reads it (see search()).
+// The index is derived data: a database of an older schema is emptied and
+// built again from the files by the next update (see open()).
 const char* schema_sql = R"sql(
 CREATE TABLE documents(
   id INTEGER PRIMARY KEY,
@@ -45,26 +60,44 @@ CREATE TABLE documents(
   mtime INTEGER NOT NULL,
   size INTEGER NOT NULL,
   hash TEXT NOT NULL,
+  date TEXT NOT NULL,
+  date_source TEXT NOT NULL,
   body TEXT NOT NULL);
 CREATE TABLE passages(
   id INTEGER PRIMARY KEY,
-  document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
-  ordinal INTEGER NOT NULL,
-  heading TEXT NOT NULL,
-  body TEXT NOT NULL);
+  document_id INTEGER NOT NULL,
+  start INTEGER NOT NULL,
+  length INTEGER NOT NULL,
+  heading TEXT NOT NULL);
 CREATE INDEX passages_by_document ON passages(document_id);
 CREATE VIRTUAL TABLE passages_fts USING fts5(
-  heading, body, content='passages', content_rowid='id',
+  heading, body, content='',
   tokenize='porter unicode61 remove_diacritics 2');
-CREATE TRIGGER passages_ai AFTER INSERT ON passages BEGIN
-  INSERT INTO passages_fts(rowid, heading, body)
-  VALUES (new.id, new.heading, new.body);
-END;
-CREATE TRIGGER passages_ad AFTER DELETE ON passages BEGIN
-  INSERT INTO passages_fts(passages_fts, rowid, heading, body)
-  VALUES ('delete', old.id, old.heading, old.body);
-END;
+INSERT INTO passages_fts(passages_fts, rank) VALUES ('hashsize', 16777216);
+INSERT INTO passages_fts(passages_fts, rank) VALUES ('automerge', 4);
+CREATE VIRTUAL TABLE passages_vocab USING fts5vocab(passages_fts, 'row');
+CREATE TABLE terms(term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO meta VALUES ('stats_passages', 0), ('changed', 0);
 )sql";
+
+// Drops the tables of an older schema (version 1 had the same names).
+const char* drop_sql = R"sql(
+DROP TABLE IF EXISTS passages_vocab;
+DROP TABLE IF EXISTS passages_fts;
+DROP TABLE IF EXISTS terms;
+DROP TABLE IF EXISTS meta;
+DROP TABLE IF EXISTS passages;
+DROP TABLE IF EXISTS documents;
+)sql";
+
+// A batch of writes is committed when it holds this much text or this many
+// files, so the write lock is held briefly and never while a file is read.
+constexpr size_t batch_bytes = 8 * 1024 * 1024;
+constexpr size_t batch_files = 512;
+// ... or when its first write waited this long (slow files: what was read is
+// searchable soon).
+constexpr std::chrono::seconds batch_age{2};
 
 sdk::error db_error(sqlite3* db, const std::string& what) {
   std::string msg = what;
@@ -228,6 +261,8 @@ size_t visible_chars(std::string_view text) {
 struct document_content {
   std::string title;
   std::string text;
+  // The date the document gives itself (HTML metadata, PDF info), or empty.
+  std::string published;
   // A remark for the user, or empty.
   std::string note;
   // Nothing could be read: the file is skipped.
@@ -249,6 +284,7 @@ document_content document_text(const std::string& path, file_type type,
       auto main = extract::extract_html(html, file_url(path));
       auto whole = extract::html_to_text(html);
       result.title = std::move(main.title);
+      result.published = std::move(main.published);
       // Readability-style scoring keeps an article and drops navigation, but
       // on documentation, index or FAQ pages it may keep one section of
       // many. Use the main content only when it holds at least a third (the
@@ -276,6 +312,7 @@ document_content document_text(const std::string& path, file_type type,
         result.note = "no text in " + path
                       + " (a scanned PDF without a text layer?)";
       result.title = std::move(pdf.title);
+      result.published = std::move(pdf.published);
       result.text = std::move(pdf.text);
       break;
     }
@@ -295,6 +332,39 @@ document_content document_text(const std::string& path, file_type type,
   return result;
 }
 
+// The day of an ISO 8601 date as found in a page or PDF (`2024-05-01`,
+// `2024-05-01T12:00:00Z`): "YYYY-MM-DD", or empty when `text` does not start
+// with one.
+std::string iso_date(std::string_view text) {
+  if (text.size() < 10)
+    return {};
+  for (size_t i = 0; i < 10; ++i) {
+    bool dash = i == 4 || i == 7;
+    auto c = text[i];
+    if (dash ? c != '-' : (c < '0' || c > '9'))
+      return {};
+  }
+  auto month = (text[5] - '0') * 10 + (text[6] - '0');
+  auto day = (text[8] - '0') * 10 + (text[9] - '0');
+  if (month < 1 || month > 12 || day < 1 || day > 31)
+    return {};
+  return std::string{text.substr(0, 10)};
+}
+
+// The day (UTC) of a file's modification time, or empty.
+std::string mtime_date(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return {};
+  std::tm tm{};
+  time_t t = st.st_mtime;
+  if (gmtime_r(&t, &tm) == nullptr)
+    return {};
+  char buf[32];
+  auto n = std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+  return std::string{buf, n};
+}
+
 bool under(const std::string& path, const std::string& root) {
   if (path == root)
     return true;
@@ -303,7 +373,179 @@ bool under(const std::string& path, const std::string& root) {
   return root.back() == '/' || path[root.size()] == '/';
 }
 
+// BM25 saturation (k1) and the weight of a match in the heading (the body
+// counts 1).
+constexpr double bm25_k1 = 1.2;
+constexpr double bm25_b = 0.75;
+constexpr double heading_weight = 2.0;
+
+// The ranking function, `quarry_rank(w0, w1, ...)`: one weight (the IDF) per
+// phrase of the MATCH expression, 0 for a phrase that only selects rows.
+// It is FTS5's bm25() with the IDFs given instead of counted (bm25() reads
+// every phrase's whole posting list per query to count them): per phrase,
+// tf counts its matches (heading ones twice), and the score is the sum of
+// w * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average length)).
+// Each phrase adds less than w * (k1 + 1), the bound that search() prunes
+// with. Returns the negated score (lower is better, as FTS5's rank).
+void quarry_rank(const Fts5ExtensionApi* api, Fts5Context* fts,
+                 sqlite3_context* ctx, int n, sqlite3_value** args) {
+  sqlite3_int64 rows = 0;
+  sqlite3_int64 total = 0;
+  int length = 0;
+  if (api->xRowCount(fts, &rows) != SQLITE_OK
+      || api->xColumnTotalSize(fts, -1, &total) != SQLITE_OK
+      || api->xColumnSize(fts, -1, &length) != SQLITE_OK) {
+    sqlite3_result_error(ctx, "quarry_rank: cannot read the sizes", -1);
+    return;
+  }
+  auto average = rows > 0 ? static_cast<double>(total) / static_cast<double>(rows)
+                          : 1.0;
+  if (!(average > 0))
+    average = 1.0;
+  auto norm = bm25_k1
+              * (1 - bm25_b + bm25_b * static_cast<double>(length) / average);
+  auto phrases = api->xPhraseCount(fts);
+  double score = 0;
+  for (int p = 0; p < phrases && p < n; ++p) {
+    auto w = sqlite3_value_double(args[p]);
+    if (!(w > 0))
+      continue;
+    Fts5PhraseIter it;
+    int column = 0;
+    int offset = 0;
+    double tf = 0;
+    if (api->xPhraseFirst(fts, p, &it, &column, &offset) != SQLITE_OK) {
+      sqlite3_result_error(ctx, "quarry_rank: cannot read positions", -1);
+      return;
+    }
+    for (; column >= 0; api->xPhraseNext(fts, &it, &column, &offset))
+      tf += column == 0 ? heading_weight : 1.0;
+    if (tf > 0)
+      score += w * tf * (bm25_k1 + 1) / (tf + norm);
+  }
+  sqlite3_result_double(ctx, -score);
+}
+
+// The FTS5 API of a connection.
+fts5_api* fts5_of(sqlite3* db) {
+  fts5_api* api = nullptr;
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, "SELECT fts5(?1)", -1, &st, nullptr) != SQLITE_OK)
+    return nullptr;
+  sqlite3_bind_pointer(st, 1, static_cast<void*>(&api), "fts5_api_ptr",
+                       nullptr);
+  sqlite3_step(st);
+  sqlite3_finalize(st);
+  return api;
+}
+
 } // namespace
+
+/// What search() keeps between calls: the query tokenizer (the index's own)
+/// and cached statistics, dropped whenever the database changed.
+struct corpus_index::search_state {
+  fts5_tokenizer module{};
+  Fts5Tokenizer* tokenizer = nullptr;
+  int64_t data_version = -1;
+  int64_t own_changes = -1;
+  // Passages in the index.
+  int64_t passages = 0;
+  // Document frequencies by term.
+  std::map<std::string, int64_t> df;
+
+  search_state() = default;
+  search_state(const search_state&) = delete;
+  search_state& operator=(const search_state&) = delete;
+
+  ~search_state() {
+    if (tokenizer != nullptr)
+      module.xDelete(tokenizer);
+  }
+
+  // Sets up the tokenizer of the index and the ranking function on `db`.
+  bool init(sqlite3* db) {
+    auto* api = fts5_of(db);
+    if (api == nullptr)
+      return false;
+    void* user = nullptr;
+    if (api->xFindTokenizer(api, "porter", &user, &module) != SQLITE_OK)
+      return false;
+    const char* args[] = {"unicode61", "remove_diacritics", "2"};
+    if (module.xCreate(user, args, 3, &tokenizer) != SQLITE_OK) {
+      tokenizer = nullptr;
+      return false;
+    }
+    return api->xCreateFunction(api, "quarry_rank", nullptr, &quarry_rank,
+                                nullptr)
+           == SQLITE_OK;
+  }
+
+  // The index terms of `text`, as a MATCH query string is tokenized (at
+  // most 64).
+  std::vector<std::string> tokens(std::string_view text) {
+    std::vector<std::string> out;
+    auto add = [](void* ctx, int flags, const char* token, int n, int,
+                  int) -> int {
+      auto* v = static_cast<std::vector<std::string>*>(ctx);
+      if ((flags & FTS5_TOKEN_COLOCATED) == 0 && v->size() < 64 && n > 0)
+        v->emplace_back(token, static_cast<size_t>(n));
+      return SQLITE_OK;
+    };
+    module.xTokenize(tokenizer, &out, FTS5_TOKENIZE_QUERY, text.data(),
+                     static_cast<int>(text.size()), add);
+    return out;
+  }
+
+  // Drops the cached statistics when another connection (or this one)
+  // changed the database.
+  void check(sqlite3* db) {
+    // data_version covers other connections, total_changes this one.
+    auto version = query_int(db, "PRAGMA data_version").value_or(-2);
+    auto changes = static_cast<int64_t>(sqlite3_total_changes(db));
+    if (version == data_version && changes == own_changes)
+      return;
+    data_version = version;
+    own_changes = changes;
+    df.clear();
+    passages = query_int(db, "SELECT count(*) FROM passages").value_or(0);
+  }
+
+  // The number of passages holding `term`: from the terms table for a
+  // common term, else counted (a rare term has a short list).
+  int64_t frequency(sqlite3* db, const std::string& term) {
+    if (auto it = df.find(term); it != df.end())
+      return it->second;
+    int64_t n = 0;
+    statement st{db, "SELECT df FROM terms WHERE term=?1"};
+    st.bind(1, term);
+    if (st.ok() && st.step() == SQLITE_ROW) {
+      n = st.int_at(0);
+    } else {
+      statement count{db, "SELECT doc FROM passages_vocab WHERE term=?1"};
+      count.bind(1, term);
+      if (count.ok() && count.step() == SQLITE_ROW)
+        n = count.int_at(0);
+    }
+    if (df.size() > 100000)
+      df.clear();
+    df.emplace(term, n);
+    return n;
+  }
+};
+
+/// A write queued by update(): committed by write_batch().
+struct corpus_index::pending_write {
+  enum kind_t { upsert, touch, remove };
+  kind_t kind = upsert;
+  std::string path;
+  int64_t mtime = 0;
+  int64_t size = 0;
+  std::string hash;
+  std::string title;
+  std::string date;
+  std::string date_source;
+  std::string text;
+};
 
 // -- opening ------------------------------------------------------------------
 
@@ -313,6 +555,7 @@ corpus_index::corpus_index(token, sqlite3* db, std::string path)
 }
 
 corpus_index::~corpus_index() {
+  state_.reset(); // its tokenizer first
   sqlite3_close_v2(db_);
 }
 
@@ -430,6 +673,39 @@ open_result corpus_index::open(const std::string& path) {
     if (!read_header(false))
       return unreadable();
   }
+  if (*app == application_id && *version < schema_version) {
+    // An index of an older schema: derived data, so it is emptied and set up
+    // again (under the write lock, checking the version again), and the next
+    // update indexes the files anew.
+    if (!exec(db, "BEGIN IMMEDIATE")) {
+      locked = busy(db);
+      why = sqlite3_errmsg(db);
+      return unreadable();
+    }
+    if (!read_header(true)) {
+      exec(db, "ROLLBACK");
+      return unreadable();
+    }
+    std::string init;
+    if (*app == application_id && *version < schema_version) {
+      init += drop_sql;
+      init += schema_sql;
+      init += "PRAGMA user_version=" + std::to_string(schema_version) + ";";
+    }
+    init += "COMMIT;";
+    if (!exec(db, init.c_str())) {
+      auto err = db_error(db, "cannot rebuild the index of an older schema");
+      exec(db, "ROLLBACK");
+      sqlite3_close_v2(db);
+      result.failure = err;
+      return result;
+    }
+    // Give the old index's pages back (best effort: another connection may
+    // be reading; the pages are reused by the next update anyway).
+    exec(db, "VACUUM");
+    if (!read_header(false))
+      return unreadable();
+  }
   if (*app != application_id) {
     return close_fail(sdk::errc::bad_request,
                       "a SQLite database of another application (left "
@@ -443,8 +719,21 @@ open_result corpus_index::open(const std::string& path) {
     return close_fail(sdk::errc::internal,
                       std::string{"cannot enable WAL: "} + sqlite3_errmsg(db));
   }
-  exec(db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;");
+  // WAL with synchronous=NORMAL: a commit does not wait for the disk (a
+  // power cut may lose the last commits of an update, never the database).
+  // A larger page cache keeps FTS5's segment merges in memory; reads map the
+  // file.
+  exec(db, "PRAGMA synchronous=NORMAL; PRAGMA cache_size=-65536; "
+           "PRAGMA mmap_size=1073741824;");
+  auto state = std::make_unique<search_state>();
+  if (!state->init(db)) {
+    state.reset();
+    return close_fail(sdk::errc::internal,
+                      std::string{"cannot set up full-text search: "}
+                        + sqlite3_errmsg(db));
+  }
   result.index = std::make_unique<corpus_index>(token{}, db, path);
+  result.index->state_ = std::move(state);
   return result;
 }
 
@@ -587,118 +876,109 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
         skip(entry.path().string(), fetch::describe_file_type(status.type()));
     }
   }
-  // The write lock first, then what the index holds: another process may
-  // be updating the same database, and what it wrote must be seen.
-  if (!exec(db_, "BEGIN IMMEDIATE")) {
-    result.failure = db_error(db_, "cannot start a transaction");
-    return result;
-  }
-  // What the index holds.
+  // What the index holds (a snapshot: each batch checks again under the
+  // write lock, as another process may be updating the same database).
   std::map<std::string, existing_doc> known;
   {
     statement st{db_, "SELECT id, path, mtime, size, hash FROM documents"};
     if (!st.ok()) {
       result.failure = db_error(db_, "cannot read the index");
-      exec(db_, "ROLLBACK");
       return result;
     }
-    while (st.step() == SQLITE_ROW)
+    int rc = SQLITE_ROW;
+    while ((rc = st.step()) == SQLITE_ROW)
       known[st.text_at(1)] = existing_doc{st.int_at(0), st.int_at(2),
                                           st.int_at(3), st.text_at(4)};
+    if (rc != SQLITE_DONE) {
+      result.failure = db_error(db_, "cannot read the index");
+      return result;
+    }
   }
-  statement touch{db_, "UPDATE documents SET mtime=?2, size=?3 WHERE id=?1"};
-  statement insert_doc{db_, "INSERT INTO documents(path, title, mtime, size, "
-                            "hash, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
-  statement update_doc{db_, "UPDATE documents SET title=?2, mtime=?3, "
-                            "size=?4, hash=?5, body=?6 WHERE id=?1"};
-  statement drop_passages{db_, "DELETE FROM passages WHERE document_id=?1"};
-  statement drop_doc{db_, "DELETE FROM documents WHERE id=?1"};
-  statement insert_passage{db_, "INSERT INTO passages(document_id, ordinal, "
-                                "heading, body) VALUES (?1, ?2, ?3, ?4)"};
-  bool ok = touch.ok() && insert_doc.ok() && update_doc.ok()
-            && drop_passages.ok() && drop_doc.ok() && insert_passage.ok();
-  auto run = [&](statement& st) {
-    auto rc = st.step();
-    st.reset();
-    if (rc != SQLITE_DONE)
-      ok = false;
+  // Files are read and extracted outside any transaction; their writes are
+  // queued and committed in short batches.
+  std::vector<pending_write> batch;
+  size_t batch_size = 0;
+  auto batch_started = std::chrono::steady_clock::now();
+  update_progress progress;
+  progress.files_total = found.size();
+  for (const auto& [path, info] : found)
+    progress.bytes_total += static_cast<uint64_t>(info.size);
+  auto flush = [&] {
+    if (batch.empty())
+      return true;
+    auto ok = write_batch(batch, result);
+    batch.clear();
+    batch_size = 0;
+    return ok;
+  };
+  auto file_done = [&](const file_stat& info) {
+    ++progress.files_done;
+    progress.bytes_done += static_cast<uint64_t>(info.size);
+    if (options.progress)
+      options.progress(progress);
   };
   for (const auto& [path, info] : found) {
-    if (!ok)
-      break;
     auto old = known.find(path);
     if (old != known.end() && old->second.mtime == info.mtime
         && old->second.size == info.size) {
       ++result.unchanged;
+      file_done(info);
       continue;
     }
+    if (options.before_read)
+      options.before_read(path);
     auto read = fetch::read_local_file(path, limits);
     if (auto* err = std::get_if<sdk::error>(&read)) {
       skip(path, err->message);
+      file_done(info);
       continue;
     }
     auto bytes = &std::get<std::string>(read);
-    auto hash = content_hash(*bytes);
-    if (old != known.end() && old->second.hash == hash) {
-      touch.bind(1, old->second.id);
-      touch.bind(2, info.mtime);
-      touch.bind(3, info.size);
-      run(touch);
+    pending_write w;
+    w.path = path;
+    w.mtime = info.mtime;
+    w.size = info.size;
+    w.hash = content_hash(*bytes);
+    if (old != known.end() && old->second.hash == w.hash) {
+      w.kind = pending_write::touch;
       ++result.unchanged;
-      continue;
-    }
-    auto doc = document_text(path, info.type, std::move(*bytes));
-    if (doc.binary)
-      skipped.insert(path);
-    if (!doc.note.empty())
-      result.notes.push_back(std::move(doc.note));
-    if (doc.unreadable) {
-      ++result.skipped;
-      continue;
-    }
-    auto& title = doc.title;
-    auto& text = doc.text;
-    if (title.empty() && info.type != file_type::pdf)
-      title = markdown_title(text);
-    if (title.empty())
-      title = fs::path{path}.stem().string();
-    int64_t id = 0;
-    if (old != known.end()) {
-      id = old->second.id;
-      drop_passages.bind(1, id);
-      run(drop_passages);
-      update_doc.bind(1, id);
-      update_doc.bind(2, title);
-      update_doc.bind(3, info.mtime);
-      update_doc.bind(4, info.size);
-      update_doc.bind(5, hash);
-      update_doc.bind(6, text);
-      run(update_doc);
-      ++result.updated;
     } else {
-      insert_doc.bind(1, path);
-      insert_doc.bind(2, title);
-      insert_doc.bind(3, info.mtime);
-      insert_doc.bind(4, info.size);
-      insert_doc.bind(5, hash);
-      insert_doc.bind(6, text);
-      run(insert_doc);
-      id = sqlite3_last_insert_rowid(db_);
-      ++result.added;
+      auto doc = document_text(path, info.type, std::move(*bytes));
+      if (doc.binary)
+        skipped.insert(path);
+      if (!doc.note.empty())
+        result.notes.push_back(std::move(doc.note));
+      if (doc.unreadable) {
+        ++result.skipped;
+        file_done(info);
+        continue;
+      }
+      w.kind = pending_write::upsert;
+      w.title = std::move(doc.title);
+      w.text = std::move(doc.text);
+      if (w.title.empty() && info.type != file_type::pdf)
+        w.title = markdown_title(w.text);
+      if (w.title.empty())
+        w.title = fs::path{path}.stem().string();
+      if (auto date = iso_date(doc.published); !date.empty()) {
+        w.date = std::move(date);
+        w.date_source = info.type == file_type::pdf ? "pdf" : "html";
+      } else {
+        w.date = mtime_date(path);
+        w.date_source = "mtime";
+      }
     }
-    int64_t ordinal = 0;
-    for (const auto& p : split_passages(text)) {
-      insert_passage.bind(1, id);
-      insert_passage.bind(2, ordinal++);
-      insert_passage.bind(3, p.heading);
-      insert_passage.bind(4, p.text);
-      run(insert_passage);
-      ++result.passages;
-    }
+    if (batch.empty())
+      batch_started = std::chrono::steady_clock::now();
+    batch_size += w.text.size() + 256;
+    batch.push_back(std::move(w));
+    file_done(info);
+    if ((batch_size >= batch_bytes || batch.size() >= batch_files
+         || std::chrono::steady_clock::now() - batch_started >= batch_age)
+        && !flush())
+      return result;
   }
   for (const auto& [path, doc] : known) {
-    if (!ok)
-      break;
     // A file skipped now (a link out of the folder, binary data, too
     // large, ...) loses what an earlier update indexed of it.
     if (skipped.count(path) == 0) {
@@ -714,17 +994,234 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
       if (!in_scope || fs::exists(path, ec))
         continue; // outside this update, or still there but not indexed
     }
-    drop_passages.bind(1, doc.id);
+    pending_write w;
+    w.kind = pending_write::remove;
+    w.path = path;
+    batch.push_back(std::move(w));
+  }
+  if (!flush())
+    return result;
+  if (!refresh_term_stats())
+    result.notes.push_back("could not refresh the term statistics: "
+                           + std::string{sqlite3_errmsg(db_)});
+  // Keep the WAL file small: its pages are in the database now.
+  exec(db_, "PRAGMA wal_checkpoint(TRUNCATE)");
+  return result;
+}
+
+bool corpus_index::write_batch(std::vector<pending_write>& batch,
+                               update_result& result) {
+  auto fail = [&](const std::string& what) {
+    result.failure = db_error(db_, what);
+    exec(db_, "ROLLBACK");
+    return false;
+  };
+  if (!exec(db_, "BEGIN IMMEDIATE")) {
+    result.failure = db_error(db_, "cannot start a transaction");
+    return false;
+  }
+  statement find{db_, "SELECT id, hash FROM documents WHERE path=?1"};
+  statement touch{db_, "UPDATE documents SET mtime=?2, size=?3 WHERE id=?1"};
+  statement insert_doc{db_, "INSERT INTO documents(path, title, mtime, size, "
+                            "hash, date, date_source, body) "
+                            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"};
+  statement update_doc{db_, "UPDATE documents SET title=?2, mtime=?3, "
+                            "size=?4, hash=?5, date=?6, date_source=?7, "
+                            "body=?8 WHERE id=?1"};
+  statement old_body{db_, "SELECT body FROM documents WHERE id=?1"};
+  statement old_passages{db_, "SELECT id, start, length, heading FROM "
+                              "passages WHERE document_id=?1"};
+  statement unindex{db_, "INSERT INTO passages_fts(passages_fts, rowid, "
+                         "heading, body) VALUES ('delete', ?1, ?2, ?3)"};
+  statement drop_passages{db_, "DELETE FROM passages WHERE document_id=?1"};
+  statement drop_doc{db_, "DELETE FROM documents WHERE id=?1"};
+  statement insert_passage{db_, "INSERT INTO passages(document_id, start, "
+                                "length, heading) VALUES (?1, ?2, ?3, ?4)"};
+  statement index_passage{db_, "INSERT INTO passages_fts(rowid, heading, "
+                               "body) VALUES (?1, ?2, ?3)"};
+  if (!find.ok() || !touch.ok() || !insert_doc.ok() || !update_doc.ok()
+      || !old_body.ok() || !old_passages.ok() || !unindex.ok()
+      || !drop_passages.ok() || !drop_doc.ok() || !insert_passage.ok()
+      || !index_passage.ok())
+    return fail("cannot prepare the update");
+  bool ok = true;
+  size_t passages_changed = 0;
+  auto run = [&](statement& st) {
+    auto rc = st.step();
+    st.reset();
+    if (rc != SQLITE_DONE)
+      ok = false;
+  };
+  // Takes a document's passages out of the full-text index (a contentless
+  // FTS5 table needs the text that was indexed) and deletes them.
+  auto drop_all = [&](int64_t id) {
+    std::string body;
+    old_body.bind(1, id);
+    if (old_body.step() == SQLITE_ROW)
+      body = old_body.text_at(0);
+    old_body.reset();
+    old_passages.bind(1, id);
+    int rc = SQLITE_ROW;
+    while (ok && (rc = old_passages.step()) == SQLITE_ROW) {
+      auto start = static_cast<size_t>(old_passages.int_at(1));
+      auto length = static_cast<size_t>(old_passages.int_at(2));
+      if (start > body.size() || length > body.size() - start) {
+        ok = false;
+        break;
+      }
+      unindex.bind(1, old_passages.int_at(0));
+      unindex.bind(2, old_passages.text_at(3));
+      unindex.bind(3, std::string_view{body}.substr(start, length));
+      run(unindex);
+      ++passages_changed;
+    }
+    if (rc != SQLITE_DONE)
+      ok = false;
+    old_passages.reset();
+    drop_passages.bind(1, id);
     run(drop_passages);
-    drop_doc.bind(1, doc.id);
-    run(drop_doc);
-    ++result.removed;
+  };
+  for (auto& w : batch) {
+    if (!ok)
+      break;
+    // What the index holds now, under the write lock (another connection
+    // may have written the same file since the update began).
+    find.bind(1, w.path);
+    int64_t id = 0;
+    std::string hash;
+    if (find.step() == SQLITE_ROW) {
+      id = find.int_at(0);
+      hash = find.text_at(1);
+    }
+    find.reset();
+    if (w.kind == pending_write::upsert && id != 0 && hash == w.hash) {
+      w.kind = pending_write::touch;
+      ++result.unchanged;
+    }
+    switch (w.kind) {
+      case pending_write::touch:
+        if (id != 0) {
+          touch.bind(1, id);
+          touch.bind(2, w.mtime);
+          touch.bind(3, w.size);
+          run(touch);
+        }
+        break;
+      case pending_write::remove:
+        if (id != 0) {
+          drop_all(id);
+          drop_doc.bind(1, id);
+          run(drop_doc);
+          ++result.removed;
+        }
+        break;
+      case pending_write::upsert: {
+        if (id != 0) {
+          drop_all(id);
+          update_doc.bind(1, id);
+          update_doc.bind(2, w.title);
+          update_doc.bind(3, w.mtime);
+          update_doc.bind(4, w.size);
+          update_doc.bind(5, w.hash);
+          update_doc.bind(6, w.date);
+          update_doc.bind(7, w.date_source);
+          update_doc.bind(8, w.text);
+          run(update_doc);
+          ++result.updated;
+        } else {
+          insert_doc.bind(1, w.path);
+          insert_doc.bind(2, w.title);
+          insert_doc.bind(3, w.mtime);
+          insert_doc.bind(4, w.size);
+          insert_doc.bind(5, w.hash);
+          insert_doc.bind(6, w.date);
+          insert_doc.bind(7, w.date_source);
+          insert_doc.bind(8, w.text);
+          run(insert_doc);
+          id = sqlite3_last_insert_rowid(db_);
+          ++result.added;
+        }
+        std::string_view text = w.text;
+        for (const auto& p : split_passages(text)) {
+          insert_passage.bind(1, id);
+          insert_passage.bind(2, static_cast<int64_t>(p.offset));
+          insert_passage.bind(3, static_cast<int64_t>(p.length));
+          insert_passage.bind(4, p.heading);
+          run(insert_passage);
+          index_passage.bind(1, sqlite3_last_insert_rowid(db_));
+          index_passage.bind(2, p.heading);
+          index_passage.bind(3, text.substr(p.offset, p.length));
+          run(index_passage);
+          ++result.passages;
+          ++passages_changed;
+        }
+        break;
+      }
+    }
+  }
+  statement changed{db_, "UPDATE meta SET value=value+?1 WHERE key='changed'"};
+  if (ok && changed.ok()) {
+    changed.bind(1, static_cast<int64_t>(passages_changed));
+    run(changed);
+  }
+  if (!ok || !changed.ok() || !exec(db_, "COMMIT"))
+    return fail("cannot update the index");
+  return true;
+}
+
+bool corpus_index::refresh_term_stats() {
+  auto changed = query_int(db_, "SELECT value FROM meta WHERE key='changed'");
+  auto base = query_int(db_, "SELECT value FROM meta WHERE "
+                             "key='stats_passages'");
+  if (!changed || !base)
+    return false;
+  // Document frequencies change IDFs little until a tenth of the index
+  // changed; terms missing from the table are counted at query time.
+  if (*changed == 0 || *changed * 10 < *base)
+    return true;
+  auto passages = query_int(db_, "SELECT count(*) FROM passages").value_or(0);
+  auto min_df = std::max<int64_t>(64, passages / 1000);
+  // Read in a read transaction (the whole index is scanned), then written
+  // under the write lock.
+  std::vector<std::pair<std::string, int64_t>> common;
+  {
+    statement st{db_, "SELECT term, doc FROM passages_vocab"};
+    if (!st.ok())
+      return false;
+    int rc = SQLITE_ROW;
+    while ((rc = st.step()) == SQLITE_ROW) {
+      auto df = st.int_at(1);
+      if (df >= min_df)
+        common.emplace_back(st.text_at(0), df);
+    }
+    if (rc != SQLITE_DONE)
+      return false;
+  }
+  if (!exec(db_, "BEGIN IMMEDIATE"))
+    return false;
+  bool ok = exec(db_, "DELETE FROM terms");
+  statement insert{db_, "INSERT INTO terms(term, df) VALUES (?1, ?2)"};
+  ok = ok && insert.ok();
+  for (const auto& [term, df] : common) {
+    if (!ok)
+      break;
+    insert.bind(1, term);
+    insert.bind(2, df);
+    ok = insert.step() == SQLITE_DONE;
+    insert.reset();
+  }
+  statement meta{db_, "UPDATE meta SET value=CASE key WHEN 'changed' THEN 0 "
+                      "ELSE ?1 END"};
+  ok = ok && meta.ok();
+  if (ok) {
+    meta.bind(1, passages);
+    ok = meta.step() == SQLITE_DONE;
   }
   if (!ok || !exec(db_, "COMMIT")) {
-    result.failure = db_error(db_, "cannot update the index");
     exec(db_, "ROLLBACK");
+    return false;
   }
-  return result;
+  return true;
 }
 
 // -- querying -----------------------------------------------------------------
@@ -732,59 +1229,269 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
 search_result corpus_index::search(const std::string& query, size_t limit) {
   std::lock_guard<std::mutex> guard{mtx_};
   search_result result;
-  auto match = sanitize_fts_query(query);
-  if (match.empty() || limit == 0)
+  auto parsed = parse_search_query(query);
+  if (limit == 0)
     return result;
-  // Rank first (cheap: rowids and scores only), then read and snip only the
-  // passages that make it into the result.
-  statement st{db_, R"sql(
-    SELECT r.id, p.document_id, d.path, d.title, p.heading, p.body, r.score
-    FROM (SELECT rowid AS id, bm25(passages_fts, 2.0, 1.0) AS score
-          FROM passages_fts WHERE passages_fts MATCH ?1
-          ORDER BY score LIMIT ?2) r
-    JOIN passages p ON p.id = r.id
+  auto& state = *state_;
+  state.check(db_);
+  auto n = static_cast<double>(std::max<int64_t>(state.passages, 1));
+  // The units of the query: each word and each phrase, one FTS5 phrase
+  // each (a quoted string, which FTS5 tokenizes as the index was), with
+  // its IDF.
+  struct unit {
+    std::string match;
+    double idf = 0;
+    int64_t df = 0;
+  };
+  std::vector<unit> required;
+  std::vector<unit> optional;
+  std::set<std::string> seen_units;
+  auto add_unit = [&](const std::vector<std::string>& words, bool must) {
+    std::string text;
+    for (const auto& w : words)
+      text += (text.empty() ? "" : " ") + w;
+    auto tokens = state.tokens(text);
+    if (tokens.empty())
+      return;
+    std::string key;
+    for (const auto& t : tokens)
+      key += t + ' ';
+    if (!seen_units.insert(key).second)
+      return;
+    unit u;
+    u.match = '"' + text + '"';
+    // A phrase is at most as frequent as its rarest word.
+    u.df = std::numeric_limits<int64_t>::max();
+    for (const auto& t : tokens)
+      u.df = std::min(u.df, state.frequency(db_, t));
+    auto df = static_cast<double>(u.df);
+    u.idf = std::max(std::log((n - df + 0.5) / (df + 0.5)), 1e-6);
+    (must ? required : optional).push_back(std::move(u));
+  };
+  for (const auto& p : parsed.phrases)
+    add_unit(p, true);
+  for (const auto& w : parsed.words)
+    add_unit({w}, false);
+  if (required.empty() && optional.empty())
+    return result;
+  // The words for the snippets.
+  auto terms = parsed.words;
+  for (const auto& p : parsed.phrases)
+    terms.insert(terms.end(), p.begin(), p.end());
+  // Rarest first.
+  std::sort(optional.begin(), optional.end(),
+            [](const unit& a, const unit& b) { return a.idf > b.idf; });
+  auto all = required;
+  all.insert(all.end(), optional.begin(), optional.end());
+  // Top-k pruning (MaxScore): only passages with one of the `essential`
+  // rarest units are ranked, which is exact as long as the best documents
+  // found score more than a passage with all the other units could (each
+  // adds at most idf * (k1 + 1)); else the next unit becomes essential.
+  // Required phrases (quoted) make every phrase essential instead.
+  //
+  // The first essential units: the rarest, and more while the others could
+  // outscore a passage with one match of the rarest (the check below would
+  // fail).
+  size_t essential = 0;
+  if (required.empty()) {
+    double rest = 0;
+    for (const auto& u : optional)
+      rest += u.idf * (bm25_k1 + 1);
+    while (essential < optional.size()
+           && (essential == 0 || rest >= optional[0].idf * 1.5)) {
+      rest -= optional[essential].idf * (bm25_k1 + 1);
+      ++essential;
+    }
+  }
+  // FTS5's own top-k path (ORDER BY rank LIMIT k) ranks the passages; the
+  // best passage of each document counts. When the top k passages hold
+  // fewer than `limit` documents, look deeper. A path filter is checked per
+  // passage in the same statement.
+  const char* plain_sql = R"sql(
+    SELECT rowid, rank FROM passages_fts
+    WHERE passages_fts MATCH ?1 AND rank MATCH ?7
+    ORDER BY rank LIMIT ?2)sql";
+  const char* filtered_sql = R"sql(
+    SELECT f.rowid, f.rank FROM passages_fts f
+    JOIN passages p ON p.id = f.rowid
     JOIN documents d ON d.id = p.document_id
-    ORDER BY r.score)sql"};
-  statement snip{db_, R"sql(
-    SELECT snippet(passages_fts, 1, '', '', '...', 40)
-    FROM passages_fts WHERE passages_fts MATCH ?1 AND rowid = ?2)sql"};
-  if (!st.ok() || !snip.ok()) {
+    WHERE f.passages_fts MATCH ?1 AND f.rank MATCH ?7
+      AND instr(d.path, ?3) > 0 AND instr(d.path, ?4) > 0
+      AND instr(d.path, ?5) > 0 AND instr(d.path, ?6) > 0
+    ORDER BY f.rank LIMIT ?2)sql";
+  bool filtered = !parsed.paths.empty();
+  statement rank{db_, filtered ? filtered_sql : plain_sql};
+  statement info{db_, R"sql(
+    SELECT p.document_id, p.start, p.length, p.heading, d.path, d.title,
+           d.date, d.date_source
+    FROM passages p JOIN documents d ON d.id = p.document_id
+    WHERE p.id = ?1)sql"};
+  if (!rank.ok() || !info.ok()) {
     result.failure = db_error(db_, "cannot prepare the search");
     return result;
   }
-  st.bind(1, match);
-  // Several passages of one document may rank high: look a little deeper.
-  st.bind(2, static_cast<int64_t>(std::max<size_t>(limit * 8, 50)));
-  std::set<int64_t> seen;
-  int rc = SQLITE_ROW;
-  while (result.hits.size() < limit && (rc = st.step()) == SQLITE_ROW) {
-    auto doc = st.int_at(1);
-    if (!seen.insert(doc).second)
+  constexpr size_t max_depth = 1 << 14;
+  size_t depth = std::max<size_t>(limit * 4, 32);
+  // The best passages found (passage id, score).
+  std::vector<std::pair<int64_t, double>> ranked;
+  std::vector<std::pair<int64_t, double>> best; // one per document
+  std::vector<int64_t> best_docs;
+  // The ranking weights of all units (the selecting phrases, which come
+  // first in the expression, get 0) and the expression that ranks them.
+  std::string any;
+  std::string all_weights;
+  for (size_t i = 0; i < all.size(); ++i) {
+    any += (i == 0 ? "" : " OR ") + all[i].match;
+    char buf[40];
+    // (FTS5 reads no exponents in rank arguments.)
+    std::snprintf(buf, sizeof(buf), "%s%.9f", i == 0 ? "" : ", ", all[i].idf);
+    all_weights += buf;
+  }
+  // Ranks the top `depth` passages of the rows `select` (or all rows when
+  // empty) selects, made of `selecting` phrases, into `ranked`.
+  auto run = [&](const std::string& select, size_t selecting) {
+    std::string weights = "quarry_rank(";
+    for (size_t i = 0; i < selecting; ++i)
+      weights += "0, ";
+    weights += all_weights + ")";
+    auto match = select.empty() ? any : "(" + select + ") AND (" + any + ")";
+    rank.reset();
+    rank.bind(1, match);
+    rank.bind(2, static_cast<int64_t>(depth));
+    rank.bind(7, weights);
+    for (size_t i = 0; i < 4 && filtered; ++i)
+      rank.bind(static_cast<int>(3 + i),
+                i < parsed.paths.size() ? std::string_view{parsed.paths[i]}
+                                        : std::string_view{""});
+    int rc = SQLITE_ROW;
+    size_t rows = 0;
+    while ((rc = rank.step()) == SQLITE_ROW) {
+      ranked.emplace_back(rank.int_at(0), rank.double_at(1));
+      ++rows;
+    }
+    if (rc != SQLITE_DONE)
+      return std::optional<size_t>{};
+    return std::optional<size_t>{rows};
+  };
+  // Units [from, to) OR'ed (or AND'ed, for required phrases).
+  auto group = [&](const std::vector<unit>& units, size_t from, size_t to,
+                   const char* op) {
+    std::string out;
+    for (size_t i = from; i < to; ++i)
+      out += (i == from ? "" : op) + units[i].match;
+    return out;
+  };
+  // Whether the last run reached `depth` (there may be more rows).
+  bool truncated = false;
+  auto fail = [&] {
+    result.failure = db_error(db_, "search failed");
+    return result;
+  };
+  // Ranks from scratch: the rows of every required phrase, or of any of
+  // the essential units.
+  auto rank_all = [&] {
+    ranked.clear();
+    std::optional<size_t> rows;
+    if (!required.empty())
+      rows = run(group(required, 0, required.size(), " AND "),
+                 required.size());
+    else if (essential >= optional.size())
+      rows = run({}, 0);
+    else
+      rows = run(group(optional, 0, essential, " OR "), essential);
+    truncated = rows && *rows == depth;
+    return rows.has_value();
+  };
+  if (!rank_all())
+    return fail();
+  for (;;) {
+    // Best first; the best passage of each document counts.
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) {
+                       return a.second < b.second;
+                     });
+    if (ranked.size() > depth)
+      ranked.resize(depth);
+    best.clear();
+    best_docs.clear();
+    std::set<int64_t> seen;
+    for (const auto& [id, score] : ranked) {
+      if (best.size() >= limit)
+        break;
+      info.reset();
+      info.bind(1, id);
+      if (info.step() != SQLITE_ROW)
+        continue;
+      if (!seen.insert(info.int_at(0)).second)
+        continue;
+      best.emplace_back(id, score);
+      best_docs.push_back(info.int_at(0));
+    }
+    if (best.size() < limit && truncated && depth < max_depth) {
+      depth *= 4;
+      if (!rank_all())
+        return fail();
+      continue;
+    }
+    if (!required.empty() || essential >= optional.size())
+      break;
+    double rest = 0;
+    for (size_t i = essential; i < optional.size(); ++i)
+      rest += optional[i].idf * (bm25_k1 + 1);
+    double kth = best.size() >= limit ? -best[limit - 1].second : 0;
+    if (kth > rest)
+      break;
+    // Not sure yet: the next unit becomes essential, and only its rows
+    // without an essential unit (the others are ranked already) are added.
+    auto next = optional[essential].match + " NOT ("
+                + group(optional, 0, essential, " OR ") + ")";
+    auto rows = run(next, essential + 1);
+    if (!rows)
+      return fail();
+    truncated = truncated || *rows == depth;
+    ++essential;
+  }
+  for (size_t i = 0; i < best.size(); ++i) {
+    info.reset();
+    info.bind(1, best[i].first);
+    if (info.step() != SQLITE_ROW)
       continue;
     search_hit hit;
-    hit.passage_id = st.int_at(0);
-    hit.document_id = doc;
-    hit.path = st.text_at(2);
+    hit.passage_id = best[i].first;
+    hit.document_id = best_docs[i];
+    auto start = info.int_at(1);
+    auto length = info.int_at(2);
+    hit.heading = info.text_at(3);
+    hit.path = info.text_at(4);
     hit.url = file_url(hit.path);
-    hit.title = st.text_at(3);
-    hit.heading = st.text_at(4);
-    hit.text = st.text_at(5);
-    hit.score = st.double_at(6);
-    snip.bind(1, match);
-    snip.bind(2, hit.passage_id);
-    if (snip.step() == SQLITE_ROW)
-      hit.snippet = snip.text_at(0);
-    snip.reset();
+    hit.title = info.text_at(5);
+    hit.date = info.text_at(6);
+    hit.date_source = info.text_at(7);
+    hit.score = best[i].second;
+    // Only the passage's bytes of the document's text are read.
+    sqlite3_blob* blob = nullptr;
+    if (start >= 0 && length >= 0
+        && sqlite3_blob_open(db_, "main", "documents", "body",
+                             hit.document_id, 0, &blob)
+             == SQLITE_OK
+        && start + length <= sqlite3_blob_bytes(blob)) {
+      hit.text.resize(static_cast<size_t>(length));
+      if (sqlite3_blob_read(blob, hit.text.data(), static_cast<int>(length),
+                            static_cast<int>(start))
+          != SQLITE_OK)
+        hit.text.clear();
+    }
+    sqlite3_blob_close(blob);
+    hit.snippet = make_snippet(hit.text, terms);
     result.hits.push_back(std::move(hit));
   }
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-    result.failure = db_error(db_, "search failed");
   return result;
 }
 
 std::optional<stored_document> corpus_index::get_document(int64_t id) {
   std::lock_guard<std::mutex> guard{mtx_};
-  statement st{db_, "SELECT path, title, body FROM documents WHERE id=?1"};
+  statement st{db_, "SELECT path, title, body, date, date_source FROM "
+                    "documents WHERE id=?1"};
   if (!st.ok())
     return std::nullopt;
   st.bind(1, id);
@@ -796,6 +1503,8 @@ std::optional<stored_document> corpus_index::get_document(int64_t id) {
   result.url = file_url(result.path);
   result.title = st.text_at(1);
   result.text = st.text_at(2);
+  result.date = st.text_at(3);
+  result.date_source = st.text_at(4);
   return result;
 }
 

@@ -41,20 +41,30 @@ size_t cut_point(std::string_view x, size_t limit) {
   return i;
 }
 
-// One block of the source text: a heading or a paragraph.
+// One block of the source text: a heading or a paragraph. A paragraph's
+// text is the source's bytes from `offset` (trimmed, lines kept as they are).
 struct block {
   bool heading = false;
   std::string text;
+  size_t offset = 0;
 };
 
 std::vector<block> to_blocks(std::string_view text) {
   std::vector<block> result;
-  std::string para;
+  // The current paragraph: source bytes [para_start, para_end).
+  size_t para_start = 0;
+  size_t para_end = 0;
+  bool in_para = false;
   auto flush = [&] {
-    auto t = sdk::trim(para);
+    if (!in_para)
+      return;
+    in_para = false;
+    auto raw = text.substr(para_start, para_end - para_start);
+    auto t = sdk::trim(raw);
     if (!t.empty())
-      result.push_back({false, std::string{t}});
-    para.clear();
+      result.push_back({false, std::string{t},
+                        para_start
+                          + static_cast<size_t>(t.data() - raw.data())});
   };
   size_t pos = 0;
   while (pos <= text.size()) {
@@ -67,16 +77,27 @@ std::vector<block> to_blocks(std::string_view text) {
       flush();
     } else if (parse_heading(line, heading)) {
       flush();
-      result.push_back({true, std::move(heading)});
+      result.push_back({true, std::move(heading), pos});
     } else {
-      if (!para.empty())
-        para += '\n';
-      para.append(line.data(), line.size());
+      if (!in_para) {
+        in_para = true;
+        para_start = pos;
+      }
+      para_end = end;
     }
     pos = end + 1;
   }
   flush();
   return result;
+}
+
+bool word_byte(unsigned char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')
+         || (c >= 'A' && c <= 'Z') || c >= 0x80;
+}
+
+char lower_ascii(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
 }
 
 } // namespace
@@ -87,10 +108,23 @@ std::vector<passage> split_passages(std::string_view text, size_t max_chars) {
   std::vector<passage> result;
   std::string heading;
   std::string buf;
+  // The source range of `buf`.
+  size_t buf_start = 0;
+  size_t buf_end = 0;
   auto flush = [&] {
     if (!buf.empty())
-      result.push_back({heading, std::move(buf)});
+      result.push_back(
+        {heading, std::move(buf), buf_start, buf_end - buf_start});
     buf.clear();
+  };
+  // Appends a piece of source text (trimmed) that starts at `offset`.
+  auto append = [&](std::string_view piece, size_t offset) {
+    if (buf.empty())
+      buf_start = offset;
+    else
+      buf += "\n\n";
+    buf.append(piece.data(), piece.size());
+    buf_end = offset + piece.size();
   };
   for (auto& b : to_blocks(text)) {
     if (b.heading) {
@@ -99,20 +133,23 @@ std::vector<passage> split_passages(std::string_view text, size_t max_chars) {
       continue;
     }
     std::string_view para = b.text;
+    // Source offset of para's first byte.
+    auto offset_of = [&](std::string_view x) {
+      return b.offset + static_cast<size_t>(x.data() - b.text.data());
+    };
     if (!buf.empty() && buf.size() + 2 + para.size() > max_chars)
       flush();
     while (para.size() > max_chars) {
       flush();
       auto n = cut_point(para, max_chars);
-      buf = std::string{sdk::trim(para.substr(0, n))};
+      auto piece = sdk::trim(para.substr(0, n));
+      append(piece, offset_of(piece));
       flush();
       para = sdk::trim(para.substr(n));
     }
     if (para.empty())
       continue;
-    if (!buf.empty())
-      buf += "\n\n";
-    buf.append(para.data(), para.size());
+    append(para, offset_of(para));
   }
   flush();
   return result;
@@ -147,6 +184,126 @@ std::string sanitize_fts_query(std::string_view query, size_t max_terms) {
     result += '"';
     ++terms;
   }
+  return result;
+}
+
+search_query parse_search_query(std::string_view query, size_t max_terms) {
+  constexpr size_t max_paths = 4;
+  constexpr size_t max_path_bytes = 512;
+  search_query result;
+  size_t terms = 0;
+  size_t i = 0;
+  // Reads one word starting at i (a run of word bytes).
+  auto read_word = [&] {
+    auto start = i;
+    while (i < query.size() && word_byte(static_cast<unsigned char>(query[i])))
+      ++i;
+    return std::string{query.substr(start, i - start)};
+  };
+  while (i < query.size() && terms < max_terms) {
+    auto c = static_cast<unsigned char>(query[i]);
+    if (c == '"') {
+      // A phrase: the words up to the closing quote (or the end).
+      ++i;
+      std::vector<std::string> phrase;
+      while (i < query.size() && query[i] != '"') {
+        if (word_byte(static_cast<unsigned char>(query[i]))) {
+          if (terms < max_terms) {
+            phrase.push_back(read_word());
+            ++terms;
+          } else {
+            read_word();
+          }
+        } else {
+          ++i;
+        }
+      }
+      ++i; // the closing quote
+      if (phrase.size() == 1)
+        result.words.push_back(std::move(phrase.front()));
+      else if (!phrase.empty())
+        result.phrases.push_back(std::move(phrase));
+      continue;
+    }
+    if (!word_byte(c)) {
+      ++i;
+      continue;
+    }
+    auto start = i;
+    auto word = read_word();
+    if (i < query.size() && query[i] == ':'
+        && (word == "path" || word == "site")
+        && (start == 0 || sdk::is_ascii_space(query[start - 1]))) {
+      // A filter: the text up to the next whitespace.
+      auto from = ++i;
+      while (i < query.size() && !sdk::is_ascii_space(query[i]))
+        ++i;
+      auto value = query.substr(from, i - from);
+      if (!value.empty() && value.size() <= max_path_bytes
+          && result.paths.size() < max_paths)
+        result.paths.emplace_back(value);
+      continue;
+    }
+    result.words.push_back(std::move(word));
+    ++terms;
+  }
+  return result;
+}
+
+std::string make_snippet(std::string_view text,
+                         const std::vector<std::string>& terms,
+                         size_t max_words) {
+  // Word start and end offsets, at most a bounded number of them.
+  constexpr size_t max_scan = 4096;
+  std::vector<std::pair<size_t, size_t>> words;
+  size_t i = 0;
+  while (i < text.size() && words.size() < max_scan) {
+    if (!word_byte(static_cast<unsigned char>(text[i]))) {
+      ++i;
+      continue;
+    }
+    auto start = i;
+    while (i < text.size() && word_byte(static_cast<unsigned char>(text[i])))
+      ++i;
+    words.emplace_back(start, i);
+  }
+  if (words.empty())
+    return {};
+  // A word matches a term when they share a prefix of all but the last
+  // three bytes of the shorter one (at least three bytes).
+  auto matches = [&](std::string_view w) {
+    for (const auto& t : terms) {
+      auto n = std::min(w.size(), t.size());
+      size_t common = 0;
+      while (common < n && lower_ascii(w[common]) == lower_ascii(t[common]))
+        ++common;
+      if (common == n && w.size() == t.size())
+        return true;
+      if (common >= 3 && common + 3 >= n)
+        return true;
+    }
+    return false;
+  };
+  size_t first = 0;
+  for (size_t k = 0; k < words.size(); ++k) {
+    auto [a, b] = words[k];
+    if (matches(text.substr(a, b - a))) {
+      first = k;
+      break;
+    }
+  }
+  auto from = first > max_words / 4 ? first - max_words / 4 : 0;
+  auto to = std::min(words.size(), from + max_words);
+  if (to - from < max_words && to == words.size())
+    from = to > max_words ? to - max_words : 0;
+  auto begin = words[from].first;
+  auto end = to < words.size() ? words[to - 1].second : text.size();
+  std::string result;
+  if (from > 0)
+    result += "...";
+  result.append(text.data() + begin, end - begin);
+  if (to < words.size())
+    result += "...";
   return result;
 }
 

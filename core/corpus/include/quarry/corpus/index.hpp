@@ -7,6 +7,7 @@
 #include "quarry/sdk/types.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -18,7 +19,10 @@ struct sqlite3;
 namespace quarry::corpus {
 
 /// The schema version stored in `PRAGMA user_version`.
-inline constexpr int schema_version = 1;
+/// Version 2 stores each text once, with a contentless FTS5 index and
+/// document dates. A database of an older version is emptied on open and
+/// filled again by the next update (the index is derived data).
+inline constexpr int schema_version = 2;
 
 /// The `PRAGMA application_id` that marks a Quarry corpus database.
 inline constexpr int application_id = 0x51525259; // "QRRY"
@@ -27,6 +31,16 @@ inline constexpr int application_id = 0x51525259; // "QRRY"
 /// connection) that is writing it, e.g. a second `quarry index` run.
 inline constexpr int busy_wait_ms = 10 * 60 * 1000;
 
+/// How far an update has come (see @ref update_options::progress).
+struct update_progress {
+  /// Files looked at (indexed, unchanged or skipped) of the files found.
+  size_t files_done = 0;
+  size_t files_total = 0;
+  /// Their sizes, in bytes.
+  uint64_t bytes_done = 0;
+  uint64_t bytes_total = 0;
+};
+
 /// Limits of @ref corpus_index::update: the size caps of open_url, so a
 /// local file is read only if a fetched page of its size would be.
 struct update_options {
@@ -34,6 +48,12 @@ struct update_options {
   int64_t max_html_bytes = fetch::default_max_html_bytes;
   /// Largest PDF file, in bytes.
   int64_t max_pdf_bytes = fetch::default_max_pdf_bytes;
+  /// Called after each file found has been looked at (from the updating
+  /// thread, outside any transaction), e.g. to show a rate and an ETA.
+  std::function<void(const update_progress&)> progress;
+  /// Called with each file's path before it is read and extracted (outside
+  /// any transaction); a hook for tests.
+  std::function<void(const std::string&)> before_read;
 };
 
 /// What @ref corpus_index::update did.
@@ -55,7 +75,9 @@ struct update_result {
   size_t passages = 0;
   /// Remarks for the user, e.g. skipped files or missing paths.
   std::vector<std::string> notes;
-  /// Set when the update failed (the index keeps its previous state).
+  /// Set when the update failed. Writes are committed in short batches, so
+  /// the batches before the failing one are kept; the next update goes on
+  /// from there.
   std::optional<sdk::error> failure;
 };
 
@@ -76,8 +98,15 @@ struct search_hit {
   std::string snippet;
   /// The whole passage.
   std::string text;
-  /// BM25 score (lower is better, as SQLite reports it).
+  /// The passage's BM25 score, negated (lower is better, as FTS5 ranks),
+  /// heading matches counted twice.
   double score = 0;
+  /// The document's date, "YYYY-MM-DD" (UTC), or empty.
+  std::string date;
+  /// Where the date comes from: "html" (the page's metadata), "pdf" (the
+  /// PDF's creation date) or "mtime" (the file's modification time, when
+  /// the document gives no date).
+  std::string date_source;
 };
 
 /// What @ref corpus_index::search found.
@@ -96,6 +125,9 @@ struct stored_document {
   std::string title;
   /// The full extracted text.
   std::string text;
+  /// As in @ref search_hit.
+  std::string date;
+  std::string date_source;
 };
 
 class corpus_index;
@@ -113,7 +145,8 @@ public:
   /// Opens the database at `path`, creating it (and its folder) when it does
   /// not exist or is empty. A file that is not a SQLite database, a SQLite
   /// database of another application, or a newer schema gives an error and
-  /// is left untouched. Several processes may open (and create) the same
+  /// is left untouched. A database of an older schema is emptied and set up
+  /// anew (it is derived data): the next update indexes the files again. Several processes may open (and create) the same
   /// database at once: the schema is created in one `BEGIN IMMEDIATE`
   /// transaction by whichever comes first, and the others wait for it (up to
   /// @ref busy_wait_ms).
@@ -131,6 +164,12 @@ public:
   /// modification time and size, or same content hash); changed files are
   /// indexed again; indexed files under `paths` that no longer exist, or
   /// are now skipped, are removed.
+  ///
+  /// Files are read and extracted outside any transaction; their writes
+  /// are committed in short batches (about 8 MB of text, 512 files or 2 s
+  /// of reading), so other connections can write between them even while a
+  /// slow PDF is being read. The index's term statistics are refreshed when
+  /// an update changed a tenth of its passages.
   ///
   /// The walk never leaves a folder named in `paths`: a symbolic link whose
   /// target lies outside it is skipped with a note; a link to a file inside
@@ -158,8 +197,11 @@ public:
                        const update_options& options = {});
 
   /// Ranks passages by BM25 against the words of `query` (any text: FTS5
-  /// syntax is neutralised) and returns the best passage of up to `limit`
-  /// documents. An empty query finds nothing.
+  /// syntax is neutralised; see parse_search_query) and returns the best
+  /// passage of up to `limit` documents. Any word may match (OR); words in
+  /// double quotes are a phrase that must match; `path:TEXT` or `site:TEXT`
+  /// keeps documents whose file path contains TEXT. An empty query finds
+  /// nothing.
   search_result search(const std::string& query, size_t limit);
 
   /// Returns the document with id `id`, if it exists.
@@ -184,10 +226,19 @@ public:
   corpus_index(token, sqlite3* db, std::string path);
 
 private:
+  struct pending_write;
+  struct search_state;
+
+  /// Commits a batch of queued writes in one short transaction.
+  bool write_batch(std::vector<pending_write>& batch, update_result& result);
+
+  /// Refreshes the table of term frequencies the ranking reads.
+  bool refresh_term_stats();
 
   sqlite3* db_;
   std::string path_;
   std::mutex mtx_;
+  std::unique_ptr<search_state> state_;
 };
 
 } // namespace quarry::corpus

@@ -15,8 +15,15 @@ namespace quarry::corpus {
 struct passage {
   /// The nearest heading above the passage (without `#` marks), or empty.
   std::string heading;
-  /// The passage text.
+  /// The passage text: the paragraphs of the source, trimmed and joined
+  /// with a blank line.
   std::string text;
+  /// Where the passage lies in the source text: the bytes from `offset`
+  /// (its first paragraph's first non-blank byte) to `offset + length` (its
+  /// last paragraph's last non-blank byte). The index stores only these
+  /// offsets and reads the passage back from the document's text.
+  size_t offset = 0;
+  size_t length = 0;
 };
 
 /// Splits Markdown-like text into passages on paragraph and heading
@@ -31,6 +38,30 @@ std::vector<passage> split_passages(std::string_view text,
 /// the text has no words (the caller must then not run the query).
 std::string sanitize_fts_query(std::string_view query,
                                size_t max_terms = 32);
+
+/// A search query taken apart: plain words, phrases in double quotes and
+/// path filters (`path:sub/dir` or `site:example.org`: the file path must
+/// contain the text). Everything else is ignored, so any text is a valid
+/// query.
+struct search_query {
+  /// The words outside quotes (FTS5 operators among them are plain words).
+  std::vector<std::string> words;
+  /// Each phrase in double quotes, as its words (one word or more).
+  std::vector<std::vector<std::string>> phrases;
+  /// Substrings the file path must contain (all of them).
+  std::vector<std::string> paths;
+};
+
+/// Parses `query` (at most `max_terms` words in all, at most 4 path
+/// filters of at most 512 bytes each; an unbalanced quote runs to the end).
+search_query parse_search_query(std::string_view query, size_t max_terms = 32);
+
+/// A short excerpt of `text` (about `max_words` words) around the first
+/// word that matches a word of `terms` (case-insensitively, by a common
+/// prefix, so inflections count), with "..." where text was cut.
+std::string make_snippet(std::string_view text,
+                         const std::vector<std::string>& terms,
+                         size_t max_words = 40);
 
 /// Returns the first Markdown heading (`# Title`) of `text`, or empty.
 std::string markdown_title(std::string_view text);

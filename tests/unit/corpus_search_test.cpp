@@ -1,0 +1,306 @@
+// Tests of the local corpus index's search features and update mechanics:
+// phrase queries, path filters, document dates, the top-k pruning, the
+// rebuild of an older schema, progress reports and short write
+// transactions.
+
+#include "quarry/corpus/index.hpp"
+#include "quarry/corpus/text.hpp"
+
+#include "support/pdf_writer.hpp"
+#include "support/process.hpp"
+
+#include <doctest/doctest.h>
+#include <sqlite3.h>
+
+#include <ctime>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+using namespace quarry;
+using namespace quarry::corpus;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::unique_ptr<corpus_index> open_index(const std::string& path) {
+  auto opened = corpus_index::open(path);
+  if (opened.failure)
+    FAIL("open failed: " << opened.failure->message);
+  REQUIRE(opened.index != nullptr);
+  return std::move(opened.index);
+}
+
+std::vector<std::string> titles(const search_result& r) {
+  std::vector<std::string> out;
+  for (const auto& h : r.hits)
+    out.push_back(h.title);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("corpus_search parses phrases and path filters") {
+  auto q = parse_search_query(
+    R"(solar "heat pump" path:notes/ site:x.org "one")");
+  CHECK(q.words == std::vector<std::string>{"solar", "one"});
+  REQUIRE(q.phrases.size() == 1);
+  CHECK(q.phrases[0] == std::vector<std::string>{"heat", "pump"});
+  CHECK(q.paths == std::vector<std::string>{"notes/", "x.org"});
+  // Not filters: inside a word, or another prefix.
+  auto plain = parse_search_query("xpath:a heading:roots");
+  CHECK(plain.paths.empty());
+  CHECK(plain.words
+        == std::vector<std::string>{"xpath", "a", "heading", "roots"});
+  // An unbalanced quote runs to the end.
+  auto open = parse_search_query("tidal \"neap spring");
+  CHECK(open.words == std::vector<std::string>{"tidal"});
+  REQUIRE(open.phrases.size() == 1);
+  CHECK(open.phrases[0].size() == 2);
+  // Bounded: at most 4 filters, long ones dropped.
+  auto many = parse_search_query("path:a path:b path:c path:d path:e path:"
+                                 + std::string(600, 'x'));
+  CHECK(many.paths.size() == 4);
+}
+
+TEST_CASE("corpus_search passages know where they lie in the source") {
+  std::string text = "# Title\n\n  First para.  \nsame para\n\n\n"
+                     "Second para.\n\n## Part\n\nThird.\n";
+  auto ps = split_passages(text, 2000);
+  REQUIRE(ps.size() == 2);
+  CHECK(text.substr(ps[0].offset, ps[0].length)
+        == "First para.  \nsame para\n\n\nSecond para.");
+  CHECK(text.substr(ps[1].offset, ps[1].length) == "Third.");
+  std::string words;
+  for (int i = 0; i < 800; ++i)
+    words += "word" + std::to_string(i % 10) + " ";
+  for (const auto& p : split_passages(words, 500))
+    CHECK(words.substr(p.offset, p.length) == p.text);
+}
+
+TEST_CASE("corpus_search snippets show the matching words") {
+  std::string text;
+  for (int i = 0; i < 100; ++i)
+    text += "filler" + std::to_string(i) + " ";
+  text += "the Eruptions of basalt ";
+  for (int i = 0; i < 100; ++i)
+    text += "tail" + std::to_string(i) + " ";
+  auto s = make_snippet(text, {"eruption"}, 20);
+  CHECK(s.find("Eruptions of basalt") != std::string::npos);
+  CHECK(s.rfind("...", 0) == 0);
+  CHECK(s.size() > 3);
+  CHECK(s.substr(s.size() - 3) == "...");
+  CHECK(make_snippet("short text", {"zzz"}) == "short text");
+  CHECK(make_snippet("", {"a"}).empty());
+}
+
+TEST_CASE("corpus_search finds exact phrases") {
+  test::temp_dir tmp;
+  tmp.write("docs/a.md", "# Alpha\n\nThe red fox jumps over the fence.\n");
+  tmp.write("docs/b.md", "# Beta\n\nA fox that is red sleeps in the den.\n");
+  auto index = open_index(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  CHECK(index->search("red fox", 5).hits.size() == 2);
+  auto phrase = index->search("\"red fox\"", 5);
+  REQUIRE_FALSE(phrase.failure.has_value());
+  CHECK(titles(phrase) == std::vector<std::string>{"Alpha"});
+  // A phrase must match; other words only rank.
+  CHECK(titles(index->search("den \"red fox\"", 5))
+        == std::vector<std::string>{"Alpha"});
+  CHECK(index->search("\"fox red\"", 5).hits.empty());
+  // Stemmed like the index: "jumping fence" matches "jumps over the fence"?
+  // No: a phrase is consecutive words.
+  CHECK(index->search("\"jumps fence\"", 5).hits.empty());
+  CHECK(titles(index->search("\"jumping over\"", 5))
+        == std::vector<std::string>{"Alpha"});
+}
+
+TEST_CASE("corpus_search filters by path") {
+  test::temp_dir tmp;
+  tmp.write("docs/notes/energy.md", "# Notes\n\nSolar panels and wind.\n");
+  tmp.write("docs/papers/solar.md", "# Paper\n\nSolar cells in detail.\n");
+  tmp.write("docs/papers/old/solar.md", "# Old\n\nSolar history.\n");
+  auto index = open_index(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  CHECK(index->search("solar", 5).hits.size() == 3);
+  CHECK(titles(index->search("solar path:notes/", 5))
+        == std::vector<std::string>{"Notes"});
+  CHECK(index->search("solar path:papers/", 5).hits.size() == 2);
+  CHECK(titles(index->search("solar path:papers/ path:old", 5))
+        == std::vector<std::string>{"Old"});
+  CHECK(index->search("solar site:nowhere", 5).hits.empty());
+  // A filter alone matches nothing (no words).
+  CHECK(index->search("path:notes/", 5).hits.empty());
+}
+
+TEST_CASE("corpus_search returns document dates and says where they come "
+          "from") {
+  test::temp_dir tmp;
+  auto md = tmp.write("docs/plain.md", "# Plain\n\nZebra crossing notes.\n");
+  // 2020-06-15 12:00:00 UTC as the file's modification time.
+  {
+    timespec times[2];
+    times[0].tv_sec = times[1].tv_sec = 1592222400;
+    times[0].tv_nsec = times[1].tv_nsec = 0;
+    REQUIRE(utimensat(AT_FDCWD, md.c_str(), times, 0) == 0);
+  }
+  tmp.write("docs/page.html",
+            "<html><head><title>Page</title>"
+            "<meta property=\"article:published_time\" "
+            "content=\"2021-03-04T10:00:00Z\"></head><body><article>"
+            "<p>Zebra stripes confuse flies, a study of many zebras "
+            "found.</p></article></body></html>");
+  test::pdf_spec spec;
+  spec.pages = {"Zebra population survey."};
+  spec.title = "Survey";
+  spec.creation_date = "D:20190102030405Z";
+  tmp.write("docs/survey.pdf", test::make_pdf_document(spec));
+  auto index = open_index(tmp.file("corpus.db"));
+  auto r = index->update({tmp.file("docs")});
+  REQUIRE_FALSE(r.failure.has_value());
+  REQUIRE(r.added == 3);
+  auto hits = index->search("zebra", 5).hits;
+  REQUIRE(hits.size() == 3);
+  for (const auto& h : hits) {
+    CAPTURE(h.title);
+    if (h.title == "Plain") {
+      CHECK(h.date == "2020-06-15");
+      CHECK(h.date_source == "mtime");
+    } else if (h.title == "Page") {
+      CHECK(h.date == "2021-03-04");
+      CHECK(h.date_source == "html");
+    } else {
+      CHECK(h.title == "Survey");
+      CHECK(h.date == "2019-01-02");
+      CHECK(h.date_source == "pdf");
+    }
+    auto doc = index->get_document(h.document_id);
+    REQUIRE(doc.has_value());
+    CHECK(doc->date == h.date);
+    CHECK(doc->date_source == h.date_source);
+  }
+}
+
+TEST_CASE("corpus_search ranks exactly although it ranks rare words first") {
+  // Ten documents. "quokka" is in one; "marsupial" in two, one of which has
+  // it many times (and in its heading): that one scores more than the
+  // quokka document, so pruning by the rarest word must look further.
+  test::temp_dir tmp;
+  tmp.write("docs/q.md", "# Animals\n\nA quokka lives on an island.\n");
+  std::string many;
+  for (int i = 0; i < 12; ++i)
+    many += "marsupial ";
+  tmp.write("docs/m.md", "# Marsupial marsupial\n\n" + many + "\n");
+  tmp.write("docs/m2.md", "# Other\n\nOne marsupial here.\n");
+  for (int i = 0; i < 7; ++i)
+    tmp.write("docs/f" + std::to_string(i) + ".md",
+              "# Filler " + std::to_string(i) + "\n\nNothing of note, "
+              "plain words.\n");
+  auto index = open_index(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  auto one = index->search("quokka marsupial", 1);
+  REQUIRE(one.hits.size() == 1);
+  CHECK(one.hits[0].title == "Marsupial marsupial");
+  auto all = index->search("quokka marsupial", 10);
+  CHECK(titles(all)
+        == std::vector<std::string>{"Marsupial marsupial", "Animals",
+                                    "Other"});
+  // More documents wanted than the rare word has: the others fill in.
+  tmp.write("docs/z.md", "# Zed\n\nA wombat and a marsupial.\n");
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  auto filled = index->search("quokka marsupial wombat", 10);
+  CHECK(filled.hits.size() == 4);
+}
+
+TEST_CASE("corpus_search rebuilds an index of an older schema") {
+  test::temp_dir tmp;
+  tmp.write("docs/a.md", "# Alpha\n\nGlaciers carve valleys.\n");
+  auto path = tmp.file("corpus.db");
+  {
+    // A version 1 database as an older build left it.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    auto sql = "CREATE TABLE documents(id INTEGER PRIMARY KEY, path TEXT "
+               "NOT NULL UNIQUE, title TEXT NOT NULL, mtime INTEGER NOT NULL, "
+               "size INTEGER NOT NULL, hash TEXT NOT NULL, body TEXT NOT "
+               "NULL);"
+               "CREATE TABLE passages(id INTEGER PRIMARY KEY, document_id "
+               "INTEGER NOT NULL, ordinal INTEGER NOT NULL, heading TEXT NOT "
+               "NULL, body TEXT NOT NULL);"
+               "CREATE VIRTUAL TABLE passages_fts USING fts5(heading, body, "
+               "content='passages', content_rowid='id');"
+               "INSERT INTO documents VALUES (1, '/gone.md', 'Gone', 0, 0, "
+               "'x', 'old text');"
+               "PRAGMA application_id=1364349529; PRAGMA user_version=1;";
+    REQUIRE(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto index = open_index(path);
+  CHECK(index->size() == std::pair<size_t, size_t>{0, 0});
+  auto r = index->update({tmp.file("docs")});
+  REQUIRE_FALSE(r.failure.has_value());
+  CHECK(r.added == 1);
+  CHECK(index->search("glaciers", 5).hits.size() == 1);
+  index.reset();
+  // Opened again: version 2 now, nothing rebuilt.
+  index = open_index(path);
+  CHECK(index->size() == std::pair<size_t, size_t>{1, 1});
+}
+
+TEST_CASE("corpus_search updates report progress and let others write while "
+          "a file is read") {
+  test::temp_dir tmp;
+  for (int i = 0; i < 5; ++i)
+    tmp.write("docs/f" + std::to_string(i) + ".md",
+              "# File " + std::to_string(i) + "\n\nPelican number "
+                + std::to_string(i) + ".\n");
+  auto path = tmp.file("corpus.db");
+  auto index = open_index(path);
+  // A first batch of files in the index, so a write is pending mid-update.
+  REQUIRE_FALSE(index->update({tmp.file("docs/f0.md")}).failure.has_value());
+  std::vector<update_progress> reports;
+  int other_writes = 0;
+  std::string other_error;
+  update_options options;
+  options.progress = [&](const update_progress& p) { reports.push_back(p); };
+  // Stands in for a slow extraction: while "reading" each file, another
+  // connection writes to the database, with a short busy timeout (it would
+  // time out if the update held the write lock).
+  options.before_read = [&](const std::string&) {
+    sqlite3* db = nullptr;
+    if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
+      other_error = "cannot open";
+      sqlite3_close(db);
+      return;
+    }
+    sqlite3_busy_timeout(db, 200);
+    char* err = nullptr;
+    if (sqlite3_exec(db,
+                     "BEGIN IMMEDIATE; CREATE TABLE IF NOT EXISTS t(x); "
+                     "INSERT INTO t VALUES (1); COMMIT;",
+                     nullptr, nullptr, &err)
+        == SQLITE_OK)
+      ++other_writes;
+    else
+      other_error = err != nullptr ? err : "?";
+    sqlite3_free(err);
+    sqlite3_close(db);
+  };
+  auto r = index->update({tmp.file("docs")}, options);
+  REQUIRE_FALSE(r.failure.has_value());
+  CHECK(other_error.empty());
+  CHECK(other_writes == 4); // f0 is unchanged: not read
+  CHECK(r.added == 4);
+  CHECK(r.unchanged == 1);
+  REQUIRE(reports.size() == 5);
+  CHECK(reports.back().files_done == 5);
+  CHECK(reports.back().files_total == 5);
+  CHECK(reports.back().bytes_done == reports.back().bytes_total);
+  CHECK(reports.back().bytes_total > 0);
+  for (size_t i = 1; i < reports.size(); ++i)
+    CHECK(reports[i].files_done == reports[i - 1].files_done + 1);
+  CHECK(index->search("pelican", 10).hits.size() == 5);
+}

@@ -577,6 +577,11 @@ bool usable_sentence(std::string_view sentence) {
   auto x = sdk::trim(sentence);
   if (count_words(x) < 6 || x.empty() || x.back() == ':')
     return false;
+  // A short line without an end mark is a heading ("Worked example: a large
+  // heat pump in a network"), not a sentence.
+  if (count_words(x) < 12 && std::string_view{".!?;)\"'"}.find(x.back()) == std::string_view::npos
+      && !sdk::ends_with(x, "\u201d"))
+    return false;
   // A pointer to another document ("See the document on X", "the documents
   // on X and Y return to this point") says nothing by itself.
   auto low = sdk::to_lower(x);

@@ -710,6 +710,7 @@ TEST_CASE("extractive reports quote a question with its answer and leave out wha
       "cold weather; see the document on compressors.\n\n"
       "See the document on defrost cycles for what happens in cold weather.\n\n"
       "Cold weather lowers heat pump efficiency in three ways at once.\n\n"
+      "## Worked example: efficiency falling in cold weather\n\n"
       "\"Heat pumps lose all efficiency in cold weather.\"\n\n"
       "Efficiency falls in cold weather because the temperature lift between outside and "
       "inside grows."}}};
@@ -730,6 +731,8 @@ TEST_CASE("extractive reports quote a question with its answer and leave out wha
   // So are the lead-in to a list without its colon and a bare quotation.
   CHECK(report.find("three ways") == std::string::npos);
   CHECK(report.find("lose all efficiency") == std::string::npos);
+  // And a heading: a short line without an end mark.
+  CHECK(report.find("Worked example") == std::string::npos);
   CHECK(report.find("when the outdoor temperature falls in cold weather [2].")
         != std::string::npos);
   // No unit twice.

@@ -932,7 +932,7 @@ answer respond_orchestrate(const sdk::chat_request& req, const compose_options& 
   auto question = find_user_text(req.messages, true);
   auto plan = find_plan(req);
   if (plan.empty())
-    plan = split_question(question);
+    plan = split_question(sdk::lexical::asked_question(question));
   std::vector<int> attempts(plan.size(), 0);
   std::vector<bool> done(plan.size(), false);
   for (const auto& rec : collect_calls(req.messages)) {
@@ -1630,7 +1630,8 @@ std::string compose_final(std::string_view question, const std::vector<std::stri
         items.push_back({s, std::move(unit), std::move(tokens), std::move(key), is_lead});
       }
     }
-  auto q = collapse_spaces(question);
+  // A follow-up's own question, without the conversation before it.
+  auto q = collapse_spaces(sdk::lexical::asked_question(question));
   std::vector<std::string> texts;
   for (const auto& x : items)
     texts.push_back(x.unit.plain);
@@ -1714,7 +1715,10 @@ answer respond(const sdk::chat_request& request, const compose_options& opts) {
     return respond_clarify(request);
   if (tag == "plan") {
     answer result;
-    result.text = format_plan(split_question(find_user_text(request.messages, true)));
+    // A follow-up is planned from its own question; the conversation before
+    // it is context, not steps.
+    result.text = format_plan(split_question(
+      sdk::lexical::asked_question(find_user_text(request.messages, true))));
     return result;
   }
   if (tag == "orchestrate")

@@ -178,7 +178,8 @@ answer plan(const sdk::chat_request& req) {
   // A fixed plan: the question's parts, then generic aspects, up to the
   // minimum (a light plan stays short; deeper plans reach their minimum).
   if (!replan)
-    for (const auto& part : split_question(question, static_cast<size_t>(room)))
+    for (const auto& part :
+         split_question(sdk::lexical::asked_question(question), static_cast<size_t>(room)))
       add(part);
   for (auto* f : fill_steps) {
     if (static_cast<long>(titles.size()) >= at_least)

@@ -207,6 +207,20 @@ TEST_CASE_FIXTURE(offline_fixture, "offline: a question the corpus does not answ
     }
     CHECK(notice);
   }
+  // A follow-up is measured by its own question: asking which sources talk
+  // about noise, after research on heat pump noise, gets a real report.
+  auto first = quarry({"research", "--no-clarify", "How loud are heat pumps and where should "
+                                                     "the outdoor unit go?"});
+  REQUIRE(first.exit_code == 0);
+  std::smatch id;
+  REQUIRE(std::regex_search(first.err, id, std::regex{R"(session (q[0-9a-f]+))"}));
+  auto follow = quarry({"research", "--no-clarify", "--follow-up", id[1],
+                        "Which of these sources talk about noise?"});
+  CAPTURE(follow.err);
+  REQUIRE(follow.exit_code == 0);
+  CHECK(follow.out.find("do not answer") == std::string::npos);
+  CHECK(follow.out.find("noise") != std::string::npos);
+  CHECK(follow.out.find("Earlier research in this conversation") == std::string::npos);
   // A question the corpus answers gets no such notice.
   auto json = quarry({"research", "--no-clarify", "--json",
                       "Why does a heat pump need to defrost in cold weather?"});

@@ -802,4 +802,16 @@ TEST_CASE("extractive final report says so when the sources do not answer the qu
   CHECK_FALSE(sdk::lexical::question_coverage("the of and", {"the of and"}).answered);
   CHECK_FALSE(sdk::lexical::question_coverage("heat pump noise", {"heat", "pump", "noise"})
                 .answered); // every word, but never two in one passage
+  // Words that frame a question about documents are not key words, and a
+  // follow-up is measured by its own question, not the conversation before.
+  auto framed = sdk::lexical::question_coverage("Which of these sources talk about noise?",
+                                                {"Outdoor units make noise at night."});
+  CHECK(framed.terms == 1);
+  CHECK(framed.answered);
+  auto follow_up = std::string{"Earlier research in this conversation.\nQuestion: penguins "
+                               "in winter\n\n"}
+                   + std::string{sdk::lexical::follow_up_marker} + "How loud are heat pumps?";
+  CHECK(sdk::lexical::asked_question(follow_up) == "How loud are heat pumps?");
+  CHECK(sdk::lexical::question_coverage(follow_up, {"Heat pumps are loud."}).terms == 3);
+  CHECK(sdk::lexical::asked_question("plain") == "plain");
 }

@@ -218,9 +218,31 @@ inline const char* lexical_verdict(const overlap& o) {
   return "unsupported";
 }
 
+/// What Quarry puts before a follow-up's own question, after the earlier
+/// conversation it follows.
+inline constexpr std::string_view follow_up_marker = "Follow-up question: ";
+
+/// The question a research asks: the text after the last
+/// @ref follow_up_marker, else the whole text.
+inline std::string_view asked_question(std::string_view text) {
+  auto at = text.rfind(follow_up_marker);
+  return at == std::string_view::npos ? text : text.substr(at + follow_up_marker.size());
+}
+
+/// Words that frame a question about documents rather than name its topic
+/// ("which sources talk about noise"): not key words for @ref coverage.
+inline bool is_framing_word(std::string_view word) {
+  static const std::set<std::string, std::less<>> words{
+    "document", "source", "text", "file", "article", "paper", "report", "corpus",
+    "collection", "say", "says", "said", "talk", "mention", "discuss", "describe",
+    "explain", "tell", "write", "written", "information", "know", "find", "list"};
+  return words.count(word) != 0;
+}
+
 /// How much of a question a set of passages holds.
 struct coverage {
-  /// The question's distinct key words (tokenize; two characters at least).
+  /// The question's distinct key words (tokenize; two characters at least;
+  /// no framing words).
   size_t terms = 0;
   /// How many of them occur in some passage.
   size_t found = 0;
@@ -232,14 +254,14 @@ struct coverage {
   bool answered = false;
 };
 
-/// Measures how much of `question` the `passages` hold (see @ref coverage).
-/// A question without key words is never answered.
+/// Measures how much of `question` (its @ref asked_question) the `passages`
+/// hold (see @ref coverage). A question without key words is never answered.
 inline coverage question_coverage(std::string_view question,
                                   const std::vector<std::string>& passages) {
   coverage out;
   std::set<std::string> terms;
-  for (auto& t : tokenize(question))
-    if (t.size() >= 2)
+  for (auto& t : tokenize(asked_question(question)))
+    if (t.size() >= 2 && !is_framing_word(t))
       terms.insert(std::move(t));
   out.terms = terms.size();
   if (terms.empty())

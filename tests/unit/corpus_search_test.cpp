@@ -245,7 +245,7 @@ TEST_CASE("corpus_search rebuilds an index of an older schema") {
   CHECK(r.added == 1);
   CHECK(index->search("glaciers", 5).hits.size() == 1);
   index.reset();
-  // Opened again: version 2 now, nothing rebuilt.
+  // Opened again: the current version now, nothing rebuilt.
   index = open_index(path);
   CHECK(index->size() == std::pair<size_t, size_t>{1, 1});
 }

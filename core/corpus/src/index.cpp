@@ -3,6 +3,7 @@
 
 #include "quarry/corpus/index.hpp"
 
+#include "quarry/corpus/language.hpp"
 #include "quarry/corpus/text.hpp"
 #include "quarry/extract/html.hpp"
 #include "quarry/extract/pdf.hpp"
@@ -62,6 +63,7 @@ CREATE TABLE documents(
   hash TEXT NOT NULL,
   date TEXT NOT NULL,
   date_source TEXT NOT NULL,
+  language TEXT NOT NULL,
   body TEXT NOT NULL);
 CREATE TABLE passages(
   id INTEGER PRIMARY KEY,
@@ -71,8 +73,7 @@ CREATE TABLE passages(
   heading TEXT NOT NULL);
 CREATE INDEX passages_by_document ON passages(document_id);
 CREATE VIRTUAL TABLE passages_fts USING fts5(
-  heading, body, content='',
-  tokenize='porter unicode61 remove_diacritics 2');
+  heading, body, content='', columnsize=0, tokenize='quarry');
 INSERT INTO passages_fts(passages_fts, rank) VALUES ('hashsize', 16777216);
 INSERT INTO passages_fts(passages_fts, rank) VALUES ('automerge', 4);
 CREATE VIRTUAL TABLE passages_vocab USING fts5vocab(passages_fts, 'row');
@@ -263,6 +264,8 @@ struct document_content {
   std::string text;
   // The date the document gives itself (HTML metadata, PDF info), or empty.
   std::string published;
+  // The language the document declares (HTML lang), or empty.
+  std::string declared_language;
   // A remark for the user, or empty.
   std::string note;
   // Nothing could be read: the file is skipped.
@@ -285,6 +288,7 @@ document_content document_text(const std::string& path, file_type type,
       auto whole = extract::html_to_text(html);
       result.title = std::move(main.title);
       result.published = std::move(main.published);
+      result.declared_language = normalize_language(main.lang);
       // Readability-style scoring keeps an article and drops navigation, but
       // on documentation, index or FAQ pages it may keep one section of
       // many. Use the main content only when it holds at least a third (the
@@ -379,31 +383,34 @@ constexpr double bm25_k1 = 1.2;
 constexpr double bm25_b = 0.75;
 constexpr double heading_weight = 2.0;
 
+// What the ranking function reads besides the index: the passages'
+// lengths (in bytes of heading and text, a stand-in for their number of
+// words) by passage id, loaded once per change of the database. The index
+// keeps no lengths of its own (columnsize=0): reading them from it costs a
+// B-tree lookup per ranked passage, most of a query's time.
+struct rank_lengths {
+  std::vector<uint32_t> by_id;
+  double average = 1.0;
+};
+
 // The ranking function, `quarry_rank(w0, w1, ...)`: one weight (the IDF) per
 // phrase of the MATCH expression, 0 for a phrase that only selects rows.
 // It is FTS5's bm25() with the IDFs given instead of counted (bm25() reads
-// every phrase's whole posting list per query to count them): per phrase,
-// tf counts its matches (heading ones twice), and the score is the sum of
+// every phrase's whole posting list per query to count them) and lengths
+// from rank_lengths: per phrase, tf counts its matches (heading ones twice),
+// and the score is the sum of
 // w * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average length)).
 // Each phrase adds less than w * (k1 + 1), the bound that search() prunes
 // with. Returns the negated score (lower is better, as FTS5's rank).
 void quarry_rank(const Fts5ExtensionApi* api, Fts5Context* fts,
                  sqlite3_context* ctx, int n, sqlite3_value** args) {
-  sqlite3_int64 rows = 0;
-  sqlite3_int64 total = 0;
-  int length = 0;
-  if (api->xRowCount(fts, &rows) != SQLITE_OK
-      || api->xColumnTotalSize(fts, -1, &total) != SQLITE_OK
-      || api->xColumnSize(fts, -1, &length) != SQLITE_OK) {
-    sqlite3_result_error(ctx, "quarry_rank: cannot read the sizes", -1);
-    return;
-  }
-  auto average = rows > 0 ? static_cast<double>(total) / static_cast<double>(rows)
-                          : 1.0;
-  if (!(average > 0))
-    average = 1.0;
-  auto norm = bm25_k1
-              * (1 - bm25_b + bm25_b * static_cast<double>(length) / average);
+  const auto* lengths = static_cast<const rank_lengths*>(api->xUserData(fts));
+  auto rowid = api->xRowid(fts);
+  auto average = lengths->average;
+  auto length = average;
+  if (rowid >= 0 && static_cast<uint64_t>(rowid) < lengths->by_id.size())
+    length = lengths->by_id[static_cast<size_t>(rowid)];
+  auto norm = bm25_k1 * (1 - bm25_b + bm25_b * length / average);
   auto phrases = api->xPhraseCount(fts);
   double score = 0;
   for (int p = 0; p < phrases && p < n; ++p) {
@@ -439,6 +446,241 @@ fts5_api* fts5_of(sqlite3* db) {
   return api;
 }
 
+
+// -- the tokenizer ------------------------------------------------------------
+
+// What the connection's `quarry` tokenizers share: the language of the
+// document being indexed (set by write_batch before its passages are added
+// or deleted, so both see the same tokens) and the languages of the corpus
+// (a query word is looked up under its stem in each). Owned by the
+// connection (freed when it closes).
+struct language_context {
+  std::string document_language = "en";
+  std::vector<std::string> query_languages{"en"};
+
+  // A language's stemmer and the stems it gave (without diacritics), in a
+  // direct-mapped cache by the word's hash: text repeats its words, and
+  // Snowball would be most of the tokenizer's cost.
+  struct cached_stemmer {
+    static constexpr size_t slots = 1 << 15;
+    explicit cached_stemmer(const std::string& language)
+      : impl(language), words(slots), stems(slots) {
+      // nop
+    }
+    stemmer impl;
+    std::vector<std::string> words;
+    std::vector<std::string> stems;
+  };
+  std::map<std::string, std::unique_ptr<cached_stemmer>> stemmers;
+
+  // The stem of `word` in `language`, without diacritics.
+  const std::string& stem(const std::string& language, std::string_view word) {
+    if (last == nullptr || last_language != language) {
+      auto& s = stemmers[language];
+      if (!s)
+        s = std::make_unique<cached_stemmer>(language);
+      last = s.get();
+      last_language = language;
+    }
+    auto& s = *last;
+    uint64_t h = 1469598103934665603ull;
+    for (auto c : word)
+      h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    auto slot = static_cast<size_t>(h ^ (h >> 32)) & (cached_stemmer::slots - 1);
+    if (!s.stems[slot].empty() && s.words[slot] == word)
+      return s.stems[slot];
+    auto out = s.impl.stem(word);
+    bool ascii = std::all_of(out.begin(), out.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x80;
+    });
+    if (!ascii)
+      out = strip_diacritics(out);
+    if (out.empty()) // never cached as empty (an empty slot)
+      out.assign(word.data(), word.size());
+    s.words[slot].assign(word.data(), word.size());
+    s.stems[slot] = std::move(out);
+    return s.stems[slot];
+  }
+
+private:
+  cached_stemmer* last = nullptr;
+  std::string last_language;
+};
+
+// The language whose stemmer indexes a document of `language`: its own
+// when Snowball has one, English otherwise (undetected text, and the Latin
+// words of Chinese, Japanese and Korean text).
+std::string stem_language(const std::string& language) {
+  const auto& known = stemmed_languages();
+  return std::find(known.begin(), known.end(), language) != known.end()
+           ? language
+           : std::string{"en"};
+}
+
+// One `quarry` tokenizer: FTS5's unicode61 (lower case, diacritics kept,
+// so the stemmers see them) and then, per token, either overlapping pairs
+// of characters for a run of CJK characters, or the Snowball stem of the
+// word with its diacritics removed ("häuser" -> "haus", "été" -> "ete").
+// A document is stemmed in its own language; a query word gets one stem
+// per language of the corpus, the others as FTS5 synonyms (colocated), so
+// it matches documents in any of them.
+struct quarry_tokenizer {
+  fts5_tokenizer base_module{};
+  Fts5Tokenizer* base = nullptr;
+  language_context* languages = nullptr;
+  // The stems of a query word (scratch, reused across tokens).
+  std::vector<std::string> variants;
+};
+
+struct token_pass {
+  quarry_tokenizer* self;
+  void* ctx;
+  int (*emit)(void*, int, const char*, int, int, int);
+  bool query;
+};
+
+int emit_word(token_pass& p, std::string_view word, int start, int end) {
+  auto& t = *p.self;
+  auto& languages = *t.languages;
+  if (!p.query) {
+    const auto& stem = languages.stem(languages.document_language, word);
+    return p.emit(p.ctx, 0, stem.data(), static_cast<int>(stem.size()), start,
+                  end);
+  }
+  t.variants.clear();
+  for (const auto& language : languages.query_languages) {
+    const auto& stem = languages.stem(language, word);
+    if (std::find(t.variants.begin(), t.variants.end(), stem)
+        == t.variants.end())
+      t.variants.push_back(stem);
+  }
+  for (size_t i = 0; i < t.variants.size(); ++i) {
+    auto rc = p.emit(p.ctx, i == 0 ? 0 : FTS5_TOKEN_COLOCATED,
+                     t.variants[i].data(),
+                     static_cast<int>(t.variants[i].size()), start, end);
+    if (rc != SQLITE_OK)
+      return rc;
+  }
+  return SQLITE_OK;
+}
+
+// Decodes the UTF-8 character at `i` of a token (unicode61's tokens are
+// valid UTF-8) and returns it with its length.
+std::pair<char32_t, size_t> char_at(std::string_view s, size_t i) {
+  auto c = static_cast<unsigned char>(s[i]);
+  auto at = [&](size_t k) {
+    return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) & 0x3Fu
+                            : 0u;
+  };
+  if (c < 0x80)
+    return {c, 1};
+  if ((c & 0xE0) == 0xC0)
+    return {((c & 0x1Fu) << 6) | at(1), 2};
+  if ((c & 0xF0) == 0xE0)
+    return {((c & 0x0Fu) << 12) | (at(1) << 6) | at(2), 3};
+  return {((c & 0x07u) << 18) | (at(1) << 12) | (at(2) << 6) | at(3), 4};
+}
+
+int on_token(void* pass, int flags, const char* token, int n, int start,
+             int end) {
+  auto& p = *static_cast<token_pass*>(pass);
+  if ((flags & FTS5_TOKEN_COLOCATED) != 0 || n <= 0)
+    return SQLITE_OK;
+  std::string_view word{token, static_cast<size_t>(n)};
+  bool ascii = std::all_of(word.begin(), word.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x80;
+  });
+  if (ascii)
+    return emit_word(p, word, start, end);
+  // Split the token into runs of CJK characters (indexed as pairs) and of
+  // other characters (words).
+  size_t i = 0;
+  while (i < word.size()) {
+    auto [c, len] = char_at(word, i);
+    size_t run = i;
+    bool cjk = is_cjk(c);
+    std::vector<size_t> starts;
+    while (i < word.size()) {
+      auto [d, dlen] = char_at(word, i);
+      if (is_cjk(d) != cjk)
+        break;
+      starts.push_back(i);
+      i += std::min(dlen, word.size() - i);
+    }
+    (void) len;
+    int rc = SQLITE_OK;
+    if (!cjk) {
+      rc = emit_word(p, word.substr(run, i - run), start, end);
+    } else if (starts.size() == 1) {
+      rc = p.emit(p.ctx, 0, word.data() + run, static_cast<int>(i - run),
+                  start, end);
+    } else {
+      for (size_t k = 0; k + 1 < starts.size() && rc == SQLITE_OK; ++k) {
+        auto to = k + 2 < starts.size() ? starts[k + 2] : i;
+        rc = p.emit(p.ctx, 0, word.data() + starts[k],
+                    static_cast<int>(to - starts[k]), start, end);
+      }
+    }
+    if (rc != SQLITE_OK)
+      return rc;
+  }
+  return SQLITE_OK;
+}
+
+int tokenizer_create(void* user, const char**, int, Fts5Tokenizer** out) {
+  auto* ctx = static_cast<std::pair<fts5_api*, language_context*>*>(user);
+  auto t = std::make_unique<quarry_tokenizer>();
+  t->languages = ctx->second;
+  void* base_user = nullptr;
+  if (ctx->first->xFindTokenizer(ctx->first, "unicode61", &base_user,
+                                 &t->base_module)
+      != SQLITE_OK)
+    return SQLITE_ERROR;
+  const char* args[] = {"remove_diacritics", "0"};
+  if (t->base_module.xCreate(base_user, args, 2, &t->base) != SQLITE_OK)
+    return SQLITE_ERROR;
+  *out = reinterpret_cast<Fts5Tokenizer*>(t.release());
+  return SQLITE_OK;
+}
+
+void tokenizer_delete(Fts5Tokenizer* tok) {
+  auto* t = reinterpret_cast<quarry_tokenizer*>(tok);
+  if (t->base != nullptr)
+    t->base_module.xDelete(t->base);
+  delete t;
+}
+
+int tokenizer_run(Fts5Tokenizer* tok, void* ctx, int flags, const char* text,
+                  int n, int (*emit)(void*, int, const char*, int, int, int)) {
+  auto* t = reinterpret_cast<quarry_tokenizer*>(tok);
+  token_pass pass{t, ctx, emit, (flags & FTS5_TOKENIZE_QUERY) != 0};
+  return t->base_module.xTokenize(t->base, &pass, flags, text, n, &on_token);
+}
+
+// Registers the `quarry` tokenizer on `db` and returns the context its
+// instances share (owned by the connection), or nullptr.
+language_context* register_tokenizer(sqlite3* db) {
+  auto* api = fts5_of(db);
+  if (api == nullptr)
+    return nullptr;
+  using user_data = std::pair<fts5_api*, language_context*>;
+  auto user = std::make_unique<user_data>(api, new language_context);
+  auto* languages = user->second;
+  fts5_tokenizer module{&tokenizer_create, &tokenizer_delete, &tokenizer_run};
+  auto rc = api->xCreateTokenizer(
+    api, "quarry", user.get(), &module, [](void* p) {
+      auto* u = static_cast<user_data*>(p);
+      delete u->second;
+      delete u;
+    });
+  if (rc != SQLITE_OK) {
+    delete user->second;
+    return nullptr;
+  }
+  user.release();
+  return languages;
+}
+
 } // namespace
 
 /// What search() keeps between calls: the query tokenizer (the index's own)
@@ -452,6 +694,10 @@ struct corpus_index::search_state {
   int64_t passages = 0;
   // Document frequencies by term.
   std::map<std::string, int64_t> df;
+  // The passages' lengths, for the ranking function.
+  rank_lengths lengths;
+  // What the connection's tokenizers share (owned by the connection).
+  language_context* languages = nullptr;
 
   search_state() = default;
   search_state(const search_state&) = delete;
@@ -468,14 +714,13 @@ struct corpus_index::search_state {
     if (api == nullptr)
       return false;
     void* user = nullptr;
-    if (api->xFindTokenizer(api, "porter", &user, &module) != SQLITE_OK)
+    if (api->xFindTokenizer(api, "quarry", &user, &module) != SQLITE_OK)
       return false;
-    const char* args[] = {"unicode61", "remove_diacritics", "2"};
-    if (module.xCreate(user, args, 3, &tokenizer) != SQLITE_OK) {
+    if (module.xCreate(user, nullptr, 0, &tokenizer) != SQLITE_OK) {
       tokenizer = nullptr;
       return false;
     }
-    return api->xCreateFunction(api, "quarry_rank", nullptr, &quarry_rank,
+    return api->xCreateFunction(api, "quarry_rank", &lengths, &quarry_rank,
                                 nullptr)
            == SQLITE_OK;
   }
@@ -507,7 +752,42 @@ struct corpus_index::search_state {
     data_version = version;
     own_changes = changes;
     df.clear();
-    passages = query_int(db, "SELECT count(*) FROM passages").value_or(0);
+    load_lengths(db);
+    // A query word is stemmed in each language of the corpus.
+    std::set<std::string> present;
+    statement st{db, "SELECT DISTINCT language FROM documents"};
+    while (st.ok() && st.step() == SQLITE_ROW)
+      present.insert(stem_language(st.text_at(0)));
+    languages->query_languages.assign(present.begin(), present.end());
+    if (languages->query_languages.empty())
+      languages->query_languages.push_back("en");
+    // English first: its stem is the one whose frequency counts.
+    std::stable_partition(languages->query_languages.begin(),
+                          languages->query_languages.end(),
+                          [](const std::string& l) { return l == "en"; });
+  }
+
+  // Reads the passages' lengths (and counts them).
+  void load_lengths(sqlite3* db) {
+    passages = 0;
+    lengths.by_id.clear();
+    statement st{db, "SELECT id, length + length(CAST(heading AS BLOB)) "
+                     "FROM passages"};
+    double total = 0;
+    while (st.ok() && st.step() == SQLITE_ROW) {
+      auto id = st.int_at(0);
+      auto length = std::clamp<int64_t>(st.int_at(1), 1, std::numeric_limits<uint32_t>::max());
+      // Ids are dense unless many passages were deleted; a sparse table
+      // still costs only 4 bytes per id up to the largest.
+      if (id < 0 || id > (int64_t{1} << 31))
+        continue;
+      if (static_cast<size_t>(id) >= lengths.by_id.size())
+        lengths.by_id.resize(static_cast<size_t>(id) + 1 + lengths.by_id.size() / 2);
+      lengths.by_id[static_cast<size_t>(id)] = static_cast<uint32_t>(length);
+      total += static_cast<double>(length);
+      ++passages;
+    }
+    lengths.average = passages > 0 ? total / static_cast<double>(passages) : 1.0;
   }
 
   // The number of passages holding `term`: from the terms table for a
@@ -544,6 +824,7 @@ struct corpus_index::pending_write {
   std::string title;
   std::string date;
   std::string date_source;
+  std::string language;
   std::string text;
 };
 
@@ -604,6 +885,12 @@ open_result corpus_index::open(const std::string& path) {
   // Another process may be creating or writing this database right now
   // (two `quarry index` runs at once): wait for it.
   sqlite3_busy_timeout(db, busy_wait_ms);
+  // The index's own tokenizer, needed before its table is created or used.
+  auto* languages = register_tokenizer(db);
+  if (languages == nullptr)
+    return close_fail(sdk::errc::internal,
+                      std::string{"cannot set up full-text search: "}
+                        + sqlite3_errmsg(db));
   std::optional<int64_t> app;
   std::optional<int64_t> version;
   std::optional<int64_t> tables;
@@ -726,6 +1013,7 @@ open_result corpus_index::open(const std::string& path) {
   exec(db, "PRAGMA synchronous=NORMAL; PRAGMA cache_size=-65536; "
            "PRAGMA mmap_size=1073741824;");
   auto state = std::make_unique<search_state>();
+  state->languages = languages;
   if (!state->init(db)) {
     state.reset();
     return close_fail(sdk::errc::internal,
@@ -960,6 +1248,11 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
         w.title = markdown_title(w.text);
       if (w.title.empty())
         w.title = fs::path{path}.stem().string();
+      // The text tells its language better than a page's declaration
+      // (templates often declare "en" whatever the text).
+      w.language = detect_language(w.text);
+      if (w.language.empty())
+        w.language = doc.declared_language;
       if (auto date = iso_date(doc.published); !date.empty()) {
         w.date = std::move(date);
         w.date_source = info.type == file_type::pdf ? "pdf" : "html";
@@ -1023,12 +1316,12 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
   statement find{db_, "SELECT id, hash FROM documents WHERE path=?1"};
   statement touch{db_, "UPDATE documents SET mtime=?2, size=?3 WHERE id=?1"};
   statement insert_doc{db_, "INSERT INTO documents(path, title, mtime, size, "
-                            "hash, date, date_source, body) "
-                            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"};
+                            "hash, date, date_source, body, language) "
+                            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"};
   statement update_doc{db_, "UPDATE documents SET title=?2, mtime=?3, "
                             "size=?4, hash=?5, date=?6, date_source=?7, "
-                            "body=?8 WHERE id=?1"};
-  statement old_body{db_, "SELECT body FROM documents WHERE id=?1"};
+                            "body=?8, language=?9 WHERE id=?1"};
+  statement old_body{db_, "SELECT body, language FROM documents WHERE id=?1"};
   statement old_passages{db_, "SELECT id, start, length, heading FROM "
                               "passages WHERE document_id=?1"};
   statement unindex{db_, "INSERT INTO passages_fts(passages_fts, rowid, "
@@ -1057,8 +1350,11 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
   auto drop_all = [&](int64_t id) {
     std::string body;
     old_body.bind(1, id);
-    if (old_body.step() == SQLITE_ROW)
+    if (old_body.step() == SQLITE_ROW) {
       body = old_body.text_at(0);
+      // Deleted with the tokens it was indexed with.
+      state_->languages->document_language = stem_language(old_body.text_at(1));
+    }
     old_body.reset();
     old_passages.bind(1, id);
     int rc = SQLITE_ROW;
@@ -1126,6 +1422,7 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
           update_doc.bind(6, w.date);
           update_doc.bind(7, w.date_source);
           update_doc.bind(8, w.text);
+          update_doc.bind(9, w.language);
           run(update_doc);
           ++result.updated;
         } else {
@@ -1137,11 +1434,13 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
           insert_doc.bind(6, w.date);
           insert_doc.bind(7, w.date_source);
           insert_doc.bind(8, w.text);
+          insert_doc.bind(9, w.language);
           run(insert_doc);
           id = sqlite3_last_insert_rowid(db_);
           ++result.added;
         }
         std::string_view text = w.text;
+        state_->languages->document_language = stem_language(w.language);
         for (const auto& p : split_passages(text)) {
           insert_passage.bind(1, id);
           insert_passage.bind(2, static_cast<int64_t>(p.offset));
@@ -1232,6 +1531,22 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
   auto parsed = parse_search_query(query);
   if (limit == 0)
     return result;
+  // The stop words of the query's language carry nothing a search needs
+  // ("how does X do Y"): they are dropped, unless that leaves nothing.
+  // (Phrases keep theirs.)
+  {
+    auto language = detect_language(query, 1);
+    if (language.empty())
+      language = "en";
+    std::vector<std::string> kept;
+    for (auto& w : parsed.words)
+      if (!is_stop_word(language, fold_case(w)))
+        kept.push_back(std::move(w));
+    if (!kept.empty() || !parsed.phrases.empty())
+      parsed.words = std::move(kept);
+    else
+      parsed = parse_search_query(query);
+  }
   auto& state = *state_;
   state.check(db_);
   auto n = static_cast<double>(std::max<int64_t>(state.passages, 1));
@@ -1323,7 +1638,7 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
   statement rank{db_, filtered ? filtered_sql : plain_sql};
   statement info{db_, R"sql(
     SELECT p.document_id, p.start, p.length, p.heading, d.path, d.title,
-           d.date, d.date_source
+           d.date, d.date_source, d.language
     FROM passages p JOIN documents d ON d.id = p.document_id
     WHERE p.id = ?1)sql"};
   if (!rank.ok() || !info.ok()) {
@@ -1467,6 +1782,7 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     hit.title = info.text_at(5);
     hit.date = info.text_at(6);
     hit.date_source = info.text_at(7);
+    hit.language = info.text_at(8);
     hit.score = best[i].second;
     // Only the passage's bytes of the document's text are read.
     sqlite3_blob* blob = nullptr;
@@ -1490,8 +1806,8 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
 
 std::optional<stored_document> corpus_index::get_document(int64_t id) {
   std::lock_guard<std::mutex> guard{mtx_};
-  statement st{db_, "SELECT path, title, body, date, date_source FROM "
-                    "documents WHERE id=?1"};
+  statement st{db_, "SELECT path, title, body, date, date_source, language "
+                    "FROM documents WHERE id=?1"};
   if (!st.ok())
     return std::nullopt;
   st.bind(1, id);
@@ -1505,6 +1821,7 @@ std::optional<stored_document> corpus_index::get_document(int64_t id) {
   result.text = st.text_at(2);
   result.date = st.text_at(3);
   result.date_source = st.text_at(4);
+  result.language = st.text_at(5);
   return result;
 }
 

@@ -20,9 +20,11 @@ namespace quarry::corpus {
 
 /// The schema version stored in `PRAGMA user_version`.
 /// Version 2 stores each text once, with a contentless FTS5 index and
-/// document dates. A database of an older version is emptied on open and
+/// document dates; version 3 adds document languages, Snowball stemming and
+/// CJK character pairs (the `quarry` tokenizer) and keeps no passage sizes
+/// in the FTS5 index. A database of an older version is emptied on open and
 /// filled again by the next update (the index is derived data).
-inline constexpr int schema_version = 2;
+inline constexpr int schema_version = 3;
 
 /// The `PRAGMA application_id` that marks a Quarry corpus database.
 inline constexpr int application_id = 0x51525259; // "QRRY"
@@ -107,6 +109,10 @@ struct search_hit {
   /// PDF's creation date) or "mtime" (the file's modification time, when
   /// the document gives no date).
   std::string date_source;
+  /// The document's language as detected from its text (or declared by an
+  /// HTML page): a code of stemmed_languages(), "zh", "ja", "ko", or empty
+  /// when unknown (then indexed as English).
+  std::string language;
 };
 
 /// What @ref corpus_index::search found.
@@ -128,6 +134,7 @@ struct stored_document {
   /// As in @ref search_hit.
   std::string date;
   std::string date_source;
+  std::string language;
 };
 
 class corpus_index;

@@ -97,6 +97,41 @@ TEST_CASE("the nesting limiter drops only tags beyond the limit") {
   CHECK_FALSE(limited(anchors, 8));
 }
 
+TEST_CASE("scripts and style sheets are emptied before parsing, as the parser reads them") {
+  // A script that writes a script: `<!--` then `<script>` makes the first
+  // `</script>` end the inner one only, so "leak" is still script text.
+  auto escaped = ce::html_to_text(
+    "<p>one</p><script><!--<script></script><p>leak</p></script>--></script>"
+    "<p>two</p>");
+  CHECK(escaped.find("one") != std::string::npos);
+  CHECK(escaped.find("two") != std::string::npos);
+  CHECK(escaped.find("leak") == std::string::npos);
+  // `<!-->` closes at once: the first `</script>` ends the script.
+  auto closed = ce::html_to_text("<script><!--></script><p>seen</p>");
+  CHECK(closed.find("seen") != std::string::npos);
+  // An end tag in any case, with attributes; text after an unclosed script
+  // stays script text.
+  auto upper = ce::html_to_text(
+    "<SCRIPT>var a = '<p>x</p>';</SCRIPT foo=\"a>b\"><p>shown</p><script>"
+    "<p>hidden</p>");
+  CHECK(upper.find("shown") != std::string::npos);
+  CHECK(upper.find("hidden") == std::string::npos);
+  // In SVG a <style> is markup, not text: what follows is read as before.
+  auto svg = ce::html_to_text(
+    "<svg><style>.a{}</style><script>x</svg><p>after svg</p></script></svg>"
+    "<style>p{}</style><p>end</p>");
+  CHECK(svg.find("end") != std::string::npos);
+  CHECK(svg.find("after svg") != std::string::npos);
+  // JSON-LD keeps its text (the metadata is read from it).
+  auto x = ce::extract_html(
+    "<html><head><script type=\"application/ld+json\">{\"@type\": "
+    "\"NewsArticle\", \"headline\": \"A headline from JSON-LD\"}</script>"
+    "<script>var x = '</scr' + 'ipt>';</script><style>h1{}</style></head>"
+    "<body><p>Body text of the page.</p></body></html>");
+  CHECK(x.title == "A headline from JSON-LD");
+  CHECK(x.page_type == "NewsArticle");
+}
+
 TEST_CASE("extraction honours a deadline and a cancel check") {
   auto page = nested_page(1000, "div", true);
   SUBCASE("an expired deadline gives a timeout error") {

@@ -4,6 +4,8 @@
 #include "quarry/extract/html.hpp"
 #include "quarry/fetch/url.hpp"
 
+#include "prescan.hpp"
+
 #include "quarry/sdk/json.hpp"
 #include "quarry/sdk/strings.hpp"
 
@@ -13,7 +15,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <deque>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -106,7 +111,53 @@ std::string fold(std::string_view s) {
   return out;
 }
 
-bool contains_any(const std::string& hay,
+// Whether `s` has anything but whitespace (what fold would keep).
+bool has_visible(std::string_view s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (sdk::is_ascii_space(c))
+      continue;
+    if (c == '\xC2' && i + 1 < s.size() && s[i + 1] == '\xA0') {
+      ++i;
+      continue;
+    }
+    return true;
+  }
+  return false;
+}
+
+// The size of fold() of a text given in pieces, and its commas and 0xEF
+// bytes (the lead byte of CJK punctuation), without building it. Text nodes
+// are valid UTF-8, so a no-break space never straddles two pieces.
+struct text_measure {
+  size_t len = 0;
+  size_t commas = 0;
+  size_t xef = 0;
+  bool space = false;
+
+  void add(std::string_view s) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      char c = s[i];
+      bool ws = sdk::is_ascii_space(c);
+      if (!ws && c == '\xC2' && i + 1 < s.size() && s[i + 1] == '\xA0') {
+        ws = true;
+        ++i;
+      }
+      if (ws) {
+        space = len > 0;
+        continue;
+      }
+      if (space)
+        ++len;
+      space = false;
+      ++len;
+      commas += c == ',' ? 1 : 0;
+      xef += c == '\xEF' ? 1 : 0;
+    }
+  }
+};
+
+bool contains_any(std::string_view hay,
                   std::initializer_list<std::string_view> needles) {
   for (auto n : needles)
     if (hay.find(n) != std::string::npos)
@@ -116,24 +167,113 @@ bool contains_any(const std::string& hay,
 
 // -- a small mutable DOM built from gumbo -----------------------------------
 
+struct node;
+
+// The children of a node: a run of pointers in the page's arena.
+struct node_list {
+  node** first = nullptr;
+  size_t count = 0;
+
+  node** begin() const {
+    return first;
+  }
+
+  node** end() const {
+    return first + count;
+  }
+
+  size_t size() const {
+    return count;
+  }
+};
+
+// The tree points into gumbo's output (attributes, text), which lives as
+// long as the dom; nodes, child lists and id/class strings are in the same
+// arena, so a node needs no destructor.
 struct node {
   GumboTag tag = GUMBO_TAG_UNKNOWN;
   bool text_node = false;
-  std::string text;     // text nodes only
-  std::string id_class; // lower-cased "id class"
-  std::vector<std::pair<std::string, std::string>> attrs;
-  std::vector<node*> children;
-  node* parent = nullptr;
   bool removed = false;
   bool boilerplate = false; // set once before scoring; stays removed
   bool scored = false;
+  // Cached answers that depend on the attributes only: -1 unknown.
+  mutable signed char unlikely = -1;
+  mutable bool weighted = false;
+  mutable double weight = 0;
+  std::string_view text;     // text nodes only
+  std::string_view id_class; // lower-cased "id class", empty when neither
+  const GumboVector* attrs = nullptr; // names lower-cased by the parser
+  node_list children;
+  node* parent = nullptr;
   double score = 0;
 
   std::string_view attr(std::string_view name) const {
-    for (auto& [k, v] : attrs)
-      if (k == name)
-        return v;
+    if (attrs == nullptr)
+      return {};
+    for (unsigned i = 0; i < attrs->length; ++i) {
+      auto* a = static_cast<const GumboAttribute*>(attrs->data[i]);
+      if (name == a->name)
+        return a->value;
+    }
     return {};
+  }
+
+  bool has_attr(std::string_view name) const {
+    if (attrs == nullptr)
+      return false;
+    for (unsigned i = 0; i < attrs->length; ++i)
+      if (name == static_cast<const GumboAttribute*>(attrs->data[i])->name)
+        return true;
+    return false;
+  }
+};
+
+// Memory for one page, released at once: gumbo's output and our tree.
+class arena {
+public:
+  arena() = default;
+  arena(const arena&) = delete;
+  arena& operator=(const arena&) = delete;
+
+  void* allocate(size_t size, size_t align = 16) {
+    auto at = (reinterpret_cast<uintptr_t>(cur_) + align - 1) & ~(align - 1);
+    if (cur_ == nullptr || at + size > reinterpret_cast<uintptr_t>(end_)) {
+      grow(size + align);
+      at = (reinterpret_cast<uintptr_t>(cur_) + align - 1) & ~(align - 1);
+    }
+    cur_ = reinterpret_cast<char*>(at + size);
+    return reinterpret_cast<void*>(at);
+  }
+
+  std::string_view copy(std::string_view s) {
+    if (s.empty())
+      return {};
+    auto* p = static_cast<char*>(allocate(s.size(), 1));
+    std::memcpy(p, s.data(), s.size());
+    return {p, s.size()};
+  }
+
+  // For gumbo: its frees are left to the arena's end.
+  static void* gumbo_allocate(void* self, size_t size) {
+    return static_cast<arena*>(self)->allocate(size);
+  }
+
+  static void gumbo_deallocate(void* /*self*/, void* /*ptr*/) {
+    // nop
+  }
+
+private:
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  char* cur_ = nullptr;
+  char* end_ = nullptr;
+  size_t next_ = size_t{64} << 10;
+
+  void grow(size_t at_least) {
+    auto size = std::max(at_least, next_);
+    next_ = std::min(next_ * 2, size_t{16} << 20);
+    blocks_.emplace_back(new char[size]);
+    cur_ = blocks_.back().get();
+    end_ = cur_ + size;
   }
 };
 
@@ -148,31 +288,33 @@ public:
 
   explicit dom(std::string_view source) {
     // Parse errors are never read; recording them copies the stack of open
-    // elements for each one, which is quadratic on deep pages.
+    // elements for each one, which is quadratic on deep pages. Gumbo's
+    // memory comes from the page's arena and is released with it.
     GumboOptions options = kGumboDefaultOptions;
     options.max_errors = 0;
+    options.allocator = &arena::gumbo_allocate;
+    options.deallocator = &arena::gumbo_deallocate;
+    options.userdata = &arena_;
     // Tags nested too deep are dropped before gumbo sees them: its scope
-    // checks walk the stack of open elements for every tag.
-    auto limited = limit_html_nesting(source, max_html_depth);
+    // checks walk the stack of open elements for every tag. So is the text
+    // of scripts and style sheets, which is never read (but JSON-LD's) and
+    // which gumbo would tokenize character by character.
+    auto limited = prescan_html(source, max_html_depth, true);
     if (limited)
       source = *limited;
     if (current_budget != nullptr)
       current_budget->check();
     auto* out = gumbo_parse_with_options(&options, source.data(), source.size());
-    struct release {
-      GumboOptions* options;
-      GumboOutput* out;
-      ~release() {
-        gumbo_destroy_output(options, out);
-      }
-    } guard{&options, out};
     if (current_budget != nullptr)
       current_budget->check();
     root = build(out->root, nullptr, 0);
   }
 
+  dom(const dom&) = delete;
+  dom& operator=(const dom&) = delete;
+
 private:
-  std::deque<node> arena_;
+  arena arena_;
 
   // Concatenated text below `root` (iterative: the tree may be very deep).
   static std::string raw_text(const GumboNode* root) {
@@ -200,12 +342,11 @@ private:
 
   node* build(const GumboNode* g, node* parent, int depth) {
     tick();
-    arena_.emplace_back();
-    auto* n = &arena_.back();
+    auto* n = new (arena_.allocate(sizeof(node), alignof(node))) node{};
     n->parent = parent;
     if (depth > max_depth && g->type == GUMBO_NODE_ELEMENT) {
       n->text_node = true;
-      n->text = raw_text(g);
+      n->text = arena_.copy(raw_text(g));
       return n;
     }
     if (g->type == GUMBO_NODE_TEXT || g->type == GUMBO_NODE_WHITESPACE
@@ -222,12 +363,21 @@ private:
                || g->type == GUMBO_NODE_TEMPLATE) {
       auto& el = g->v.element;
       n->tag = el.tag;
-      for (unsigned i = 0; i < el.attributes.length; ++i) {
-        auto* a = static_cast<const GumboAttribute*>(el.attributes.data[i]);
-        n->attrs.emplace_back(sdk::to_lower(a->name), a->value);
+      if (el.attributes.length > 0) {
+        n->attrs = &el.attributes;
+        auto id = n->attr("id");
+        auto cls = n->attr("class");
+        if (!id.empty() || !cls.empty()) {
+          auto size = id.size() + 1 + cls.size();
+          auto* p = static_cast<char*>(arena_.allocate(size, 1));
+          for (size_t i = 0; i < id.size(); ++i)
+            p[i] = sdk::ascii_lower(id[i]);
+          p[id.size()] = ' ';
+          for (size_t i = 0; i < cls.size(); ++i)
+            p[id.size() + 1 + i] = sdk::ascii_lower(cls[i]);
+          n->id_class = {p, size};
+        }
       }
-      n->id_class = sdk::to_lower(std::string{n->attr("id")} + " "
-                          + std::string{n->attr("class")});
       kids = &el.children;
       switch (el.tag) {
         case GUMBO_TAG_HTML:
@@ -260,12 +410,16 @@ private:
     } else {
       return n; // comments
     }
-    n->children.reserve(kids->length);
+    if (kids->length == 0)
+      return n;
+    auto** list = static_cast<node**>(
+      arena_.allocate(sizeof(node*) * kids->length, alignof(node*)));
+    n->children.first = list;
     for (unsigned i = 0; i < kids->length; ++i) {
       auto* c = static_cast<const GumboNode*>(kids->data[i]);
       if (c->type == GUMBO_NODE_COMMENT)
         continue;
-      n->children.push_back(build(c, n, depth + 1));
+      list[n->children.count++] = build(c, n, depth + 1);
     }
     return n;
   }
@@ -353,14 +507,14 @@ bool is_block(GumboTag t) {
 }
 
 bool is_hidden(const node* n) {
-  if (!n->attr("hidden").empty() || n->attr("aria-hidden") == "true")
-    return true;
-  for (auto& [k, v] : n->attrs)
-    if (k == "hidden")
-      return true;
-  auto style = sdk::to_lower(n->attr("style"));
-  if (style.empty())
+  if (n->attrs == nullptr)
     return false;
+  if (n->has_attr("hidden") || n->attr("aria-hidden") == "true")
+    return true;
+  auto raw = n->attr("style");
+  if (raw.empty())
+    return false;
+  auto style = sdk::to_lower(raw);
   style.erase(std::remove_if(style.begin(), style.end(), sdk::is_ascii_space),
               style.end());
   return style.find("display:none") != std::string::npos
@@ -386,7 +540,7 @@ const std::initializer_list<std::string_view> negative_words = {
   "sidebar", "skyscraper", "sponsor", "shopping", "tags", "widget", "nav",
   "social", "cookie", "popup", "ad-", "advert", "newsletter", "subscribe"};
 
-bool is_unlikely(const node* n) {
+bool compute_unlikely(const node* n) {
   if (n->id_class.size() <= 1)
     return false;
   if (n->tag == GUMBO_TAG_BODY || n->tag == GUMBO_TAG_A
@@ -401,7 +555,15 @@ bool is_unlikely(const node* n) {
          && !contains_any(n->id_class, maybe_words);
 }
 
-double class_weight(const node* n) {
+bool is_unlikely(const node* n) {
+  if (n->unlikely < 0)
+    n->unlikely = compute_unlikely(n) ? 1 : 0;
+  return n->unlikely > 0;
+}
+
+double compute_class_weight(const node* n) {
+  if (n->id_class.empty())
+    return 0;
   double w = 0;
   auto cls = sdk::to_lower(n->attr("class"));
   auto id = sdk::to_lower(n->attr("id"));
@@ -414,6 +576,14 @@ double class_weight(const node* n) {
       w += 25;
   }
   return w;
+}
+
+double class_weight(const node* n) {
+  if (!n->weighted) {
+    n->weight = compute_class_weight(n);
+    n->weighted = true;
+  }
+  return n->weight;
 }
 
 // -- boilerplate ------------------------------------------------------------------
@@ -486,14 +656,21 @@ boiler_kind classify_token(std::string_view t) {
 
 // The strongest kind named by the tokens of `names` (lower-cased id and
 // class): comments over boilerplate over short boilerplate.
-boiler_kind classify_names(std::string_view names) {
+// The kinds of the tokens seen on a page (pages repeat their class names).
+using token_kinds = std::unordered_map<std::string_view, boiler_kind>;
+
+boiler_kind classify_names(std::string_view names, token_kinds& cache) {
   auto best = boiler_kind::none;
   size_t pos = 0;
   while (pos < names.size()) {
     auto end = names.find_first_of(" \t\n\r\f", pos);
     if (end == std::string_view::npos)
       end = names.size();
-    auto k = classify_token(names.substr(pos, end - pos));
+    auto token = names.substr(pos, end - pos);
+    auto known = cache.find(token);
+    if (known == cache.end())
+      known = cache.emplace(token, classify_token(token)).first;
+    auto k = known->second;
     if (k == boiler_kind::comments)
       return k;
     if (k == boiler_kind::boilerplate
@@ -504,7 +681,7 @@ boiler_kind classify_names(std::string_view names) {
   return best;
 }
 
-boiler_kind classify(const node* n) {
+boiler_kind classify(const node* n, token_kinds& cache) {
   switch (n->tag) {
     case GUMBO_TAG_BODY:
     case GUMBO_TAG_HTML:
@@ -550,17 +727,20 @@ boiler_kind classify(const node* n) {
     return boiler_kind::boilerplate;
   if (n->id_class.size() <= 1)
     return boiler_kind::none;
-  return classify_names(n->id_class);
+  return classify_names(n->id_class, cache);
 }
 
 // -- text measures ------------------------------------------------------------
 
-void collect_text(const node* n, std::string& out) {
+// The text below `n` in pieces, a space after each block element; `Sink`
+// has add(std::string_view).
+template <typename Sink>
+void collect_text(const node* n, Sink& out) {
   tick();
   if (n->removed)
     return;
   if (n->text_node) {
-    out += n->text;
+    out.add(n->text);
     return;
   }
   if (is_skipped_tag(n->tag))
@@ -568,18 +748,33 @@ void collect_text(const node* n, std::string& out) {
   for (auto* c : n->children) {
     collect_text(c, out);
     if (!c->text_node && is_block(c->tag))
-      out += ' ';
+      out.add(" ");
   }
 }
 
-std::string inner_text(const node* n) {
+struct text_collector {
   std::string raw;
-  collect_text(n, raw);
-  return fold(raw);
+
+  void add(std::string_view s) {
+    raw += s;
+  }
+};
+
+std::string inner_text(const node* n) {
+  text_collector c;
+  collect_text(n, c);
+  return fold(c.raw);
+}
+
+// The measures of inner_text(n) without building it.
+text_measure measure_text(const node* n) {
+  text_measure m;
+  collect_text(n, m);
+  return m;
 }
 
 size_t text_len(const node* n) {
-  return inner_text(n).size();
+  return measure_text(n).len;
 }
 
 double link_density(const node* n) {
@@ -604,10 +799,6 @@ double link_density(const node* n) {
       stack.push_back(c);
   }
   return static_cast<double>(links) / static_cast<double>(total);
-}
-
-size_t count_char(const std::string& s, char ch) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), ch));
 }
 
 size_t count_tag(const node* n, GumboTag tag) {
@@ -667,7 +858,7 @@ public:
         continue;
       if (is_skipped_tag(c->tag))
         continue;
-      auto kind = classify(c);
+      auto kind = classify(c, token_kinds_);
       if (kind != boiler_kind::none && set_aside(c, kind))
         continue;
       run(c);
@@ -678,6 +869,7 @@ public:
 
 private:
   size_t page_len_;
+  token_kinds token_kinds_;
 
   // The length of the prose below `n`: paragraphs of more than 150
   // characters with few links. Share bars, banners and lists of links have
@@ -784,12 +976,12 @@ public:
       tick();
       if (!el->parent || el->removed)
         continue;
-      auto text = inner_text(el);
-      if (text.size() < 25)
+      auto text = measure_text(el);
+      if (text.len < 25)
         continue;
-      double s = 1 + static_cast<double>(count_char(text, ','))
-                 + static_cast<double>(count_char(text, '\xef') / 2)
-                 + std::min(std::floor(static_cast<double>(text.size()) / 100),
+      double s = 1 + static_cast<double>(text.commas)
+                 + static_cast<double>(text.xef / 2)
+                 + std::min(std::floor(static_cast<double>(text.len) / 100),
                             3.0);
       auto* anc = el->parent;
       for (int level = 0; anc && level < 5; ++level, anc = anc->parent) {
@@ -978,7 +1170,7 @@ private:
       if (c->removed)
         continue;
       if (c->text_node) {
-        if (!fold(c->text).empty())
+        if (has_visible(c->text))
           return 2;
         continue;
       }
@@ -1071,8 +1263,11 @@ private:
   static bool has_direct_text(const node* n) {
     size_t len = 0;
     for (auto* c : n->children)
-      if (c->text_node)
-        len += fold(c->text).size();
+      if (c->text_node) {
+        text_measure m;
+        m.add(c->text);
+        len += m.len;
+      }
     return len >= 25;
   }
 
@@ -1081,8 +1276,8 @@ private:
     double score = n->scored ? n->score : 0;
     if (weight + score < 0)
       return true;
-    auto text = inner_text(n);
-    if (count_char(text, ',') >= 10)
+    auto text = measure_text(n);
+    if (text.commas >= 10)
       return false;
     // Data tables and code are content.
     if (n->tag == GUMBO_TAG_TABLE && count_tag(n, GUMBO_TAG_TH) > 0)
@@ -1096,7 +1291,7 @@ private:
     auto headings = static_cast<double>(
       count_tag(n, GUMBO_TAG_H1) + count_tag(n, GUMBO_TAG_H2)
       + count_tag(n, GUMBO_TAG_H3) + count_tag(n, GUMBO_TAG_H4));
-    auto len = static_cast<double>(text.size());
+    auto len = static_cast<double>(text.len);
     auto ld = link_density(n);
     bool is_list = n->tag == GUMBO_TAG_UL || n->tag == GUMBO_TAG_OL;
     if (len == 0)
@@ -1743,7 +1938,7 @@ void collect_meta(const node* n, std::unordered_map<std::string, std::string>& m
     auto rel = sdk::to_lower(n->attr("rel"));
     if (rel == "canonical" && canonical.empty())
       canonical = std::string{n->attr("href")};
-  } else if (!n->attrs.empty()) {
+  } else if (n->attrs != nullptr && n->attrs->length > 0) {
     // Dates in the page: itemprop=datePublished/dateModified on any element,
     // <time pubdate>, a <time> whose class says updated/modified, and the
     // first <time datetime> as a last resort.
@@ -1756,10 +1951,7 @@ void collect_meta(const node* n, std::unordered_map<std::string, std::string>& m
           || itemprop == "datecreated")
         m.emplace(itemprop, value);
       if (n->tag == GUMBO_TAG_TIME && !n->attr("datetime").empty()) {
-        bool pubdate = false;
-        for (auto& [k, v] : n->attrs)
-          pubdate = pubdate || k == "pubdate";
-        if (pubdate)
+        if (n->has_attr("pubdate"))
           m.emplace("time:pubdate", value);
         if (n->id_class.find("updated") != std::string::npos
             || n->id_class.find("modified") != std::string::npos)

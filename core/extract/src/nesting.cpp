@@ -1,5 +1,9 @@
 // A linear pre-scan of HTML that drops the tags of elements nested too deep
-// for the parser to handle in reasonable time.
+// for the parser to handle in reasonable time and, for extraction, empties
+// scripts and style sheets, whose text the parser would otherwise tokenize
+// character by character for nothing.
+
+#include "prescan.hpp"
 
 #include "quarry/extract/html.hpp"
 
@@ -85,6 +89,96 @@ size_t find_end_tag(std::string_view html, size_t from, std::string_view name) {
   return std::string_view::npos;
 }
 
+// The end of a script's text from `from` (just after its start tag): the
+// position of the `</script` that ends it, or npos when none does. Follows
+// the HTML tokenizer's script data states, so that `<!--` ... `<script>` ...
+// `</script>` inside a script (the escaped and double-escaped states) does
+// not end it early.
+size_t find_script_end(std::string_view html, size_t from) {
+  enum class state { data, escaped, double_escaped };
+  auto n = html.size();
+  auto st = state::data;
+  size_t dashes = 0; // dashes just before `i` (escaped states)
+  // Whether `script` (any case) followed by a blank, `/` or `>` starts at `at`.
+  auto script_at = [&](size_t at) {
+    static constexpr std::string_view name = "script";
+    if (n - at <= name.size())
+      return false;
+    for (size_t k = 0; k < name.size(); ++k)
+      if (to_lower(html[at + k]) != name[k])
+        return false;
+    auto c = html[at + name.size()];
+    return is_blank(c) || c == '/' || c == '>';
+  };
+  size_t i = from;
+  while (i < n) {
+    if (st == state::data) {
+      auto lt = html.find('<', i);
+      if (lt == std::string_view::npos || lt + 1 >= n)
+        return std::string_view::npos;
+      if (html[lt + 1] == '/' && lt + 2 < n && script_at(lt + 2))
+        return lt;
+      if (html.compare(lt, 4, "<!--") == 0) {
+        // Escaped, with the two dashes of `<!--` already seen: `<!-->`
+        // goes back at once.
+        st = state::escaped;
+        dashes = 2;
+        i = lt + 4;
+      } else {
+        i = lt + 1;
+      }
+      continue;
+    }
+    auto c = html[i];
+    if (c == '-') {
+      ++dashes;
+      ++i;
+      continue;
+    }
+    if (c == '>' && dashes >= 2) {
+      st = state::data;
+      dashes = 0;
+      ++i;
+      continue;
+    }
+    dashes = 0;
+    if (c != '<' || i + 1 >= n) {
+      ++i;
+      continue;
+    }
+    bool closing = html[i + 1] == '/';
+    auto at = i + (closing ? 2 : 1);
+    if (at < n && script_at(at)) {
+      if (closing && st == state::escaped)
+        return i;
+      if (closing)
+        st = state::escaped; // the end of the inner script
+      else if (st == state::escaped)
+        st = state::double_escaped;
+      i = at + 6;
+      continue;
+    }
+    ++i;
+  }
+  return std::string_view::npos;
+}
+
+// Whether a start tag's attribute text names a JSON-LD script (checked
+// loosely: any mention of `ld+json`, any case).
+bool mentions_ld_json(std::string_view attrs) {
+  static constexpr std::string_view needle = "ld+json";
+  if (attrs.size() < needle.size())
+    return false;
+  for (size_t i = 0; i + needle.size() <= attrs.size(); ++i) {
+    size_t k = 0;
+    while (k < needle.size() && to_lower(attrs[i + k]) == needle[k])
+      ++k;
+    if (k == needle.size())
+      return true;
+  }
+  return false;
+}
+
 // Skips a tag's attributes from `i` (just after the name). Returns the
 // position after `>` (or the end of the input) and whether the tag ended
 // with `/>`.
@@ -132,21 +226,24 @@ std::pair<size_t, bool> skip_attributes(std::string_view html, size_t i) {
 
 } // namespace
 
-std::optional<std::string> limit_html_nesting(std::string_view html,
-                                              size_t max_depth) {
+std::optional<std::string> prescan_html(std::string_view html,
+                                        size_t max_depth, bool empty_scripts) {
   std::string out;
   bool changed = false;
   size_t copied = 0;
-  // Drops the bytes [from, to) (a tag), leaving a space.
-  auto drop = [&](size_t from, size_t to) {
+  // Drops the bytes [from, to), leaving a space when `space`.
+  auto cut = [&](size_t from, size_t to, bool space) {
     if (!changed) {
       out.reserve(html.size());
       changed = true;
     }
     out.append(html.data() + copied, from - copied);
-    out += ' ';
+    if (space)
+      out += ' ';
     copied = to;
   };
+  // Drops the bytes [from, to) (a tag), leaving a space.
+  auto drop = [&](size_t from, size_t to) { cut(from, to, true); };
   std::vector<std::string> stack;
   std::unordered_map<std::string, size_t> open; // name -> count on the stack
   size_t excess = 0; // dropped start tags not yet matched by an end tag
@@ -158,6 +255,10 @@ std::optional<std::string> limit_html_nesting(std::string_view html,
       if (top == name)
         return;
     }
+  };
+  auto is_open = [&](const char* tag) {
+    auto k = open.find(tag);
+    return k != open.end() && k->second > 0;
   };
   auto foreign = [&] {
     auto s = open.find("svg");
@@ -220,7 +321,17 @@ std::optional<std::string> limit_html_nesting(std::string_view html,
     if (name == "plaintext")
       break; // the rest of the document is text
     if (is_raw_text(name)) {
-      auto end = find_end_tag(html, after, name);
+      auto end = name == "script" ? find_script_end(html, after)
+                                  : find_end_tag(html, after, name);
+      // The text of a script (but JSON-LD) or a style sheet is never read:
+      // it goes, unless the element is in SVG or MathML (where it is
+      // markup) or has no end tag. Nor a <style> in a <select>, where the
+      // parser ignores the tag and reads its text as markup.
+      if (empty_scripts && end != std::string_view::npos && end > after
+          && ((name == "style" && !is_open("select"))
+              || (name == "script" && !mentions_ld_json(html.substr(j, after - j))))
+          && !foreign())
+        cut(after, end, false);
       i = end == std::string_view::npos ? n : end;
       continue;
     }
@@ -244,6 +355,11 @@ std::optional<std::string> limit_html_nesting(std::string_view html,
     return std::nullopt;
   out.append(html.data() + copied, n - copied);
   return out;
+}
+
+std::optional<std::string> limit_html_nesting(std::string_view html,
+                                              size_t max_depth) {
+  return prescan_html(html, max_depth, false);
 }
 
 } // namespace quarry::extract

@@ -397,6 +397,134 @@ int run_nested() {
   return 0;
 }
 
+// -- held-out pages with human snippets ------------------------------------------
+//
+// `--heldout DIR`: pages that played no part in building the extractor, with
+// snippets that people wrote for them (DIR/annotations.json: for each page
+// its file under DIR/pages, its address, the snippets it must contain
+// ("with"), must not contain ("without") and, where given, snippets of its
+// readers' comments). Counted as trafilatura counts: a found "with" is a true
+// positive, a missing one a false negative, a found "without" a false
+// positive, an absent one a true negative. Two matchings: as token runs (the
+// other snippet counts' rule: case, punctuation and Markdown marks do not
+// matter) and as plain substrings of the text with whitespace folded
+// (trafilatura's own rule). Only the main text is searched; comments are
+// counted apart against the extraction's comments.
+
+// `text` with runs of whitespace folded to one space.
+std::string fold_space(const std::string& text) {
+  std::string out;
+  bool space = false;
+  for (char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c)) != 0) {
+      space = !out.empty();
+      continue;
+    }
+    if (space)
+      out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
+int run_heldout(const std::string& dir, bool verbose, int rounds) {
+  auto annotations = nlohmann::json::parse(
+    read_file(fs::path{dir} / "annotations.json"), nullptr, false);
+  if (!annotations.is_object() || !annotations["pages"].is_array()) {
+    std::fprintf(stderr, "no pages in %s/annotations.json\n", dir.c_str());
+    return 1;
+  }
+  auto strings = [](const nlohmann::json& j) {
+    std::vector<std::string> out;
+    if (j.is_array())
+      for (auto& x : j)
+        if (x.is_string())
+          out.push_back(x.get<std::string>());
+    return out;
+  };
+  confusion tokens;
+  confusion plain;
+  size_t comments_found = 0;
+  size_t comments_total = 0;
+  std::vector<std::string> sources;
+  std::vector<std::string> urls;
+  for (auto& page : annotations["pages"]) {
+    auto file = page.value("file", std::string{});
+    auto url = page.value("url", std::string{});
+    auto html = read_file(fs::path{dir} / "pages" / file);
+    if (html.empty()) {
+      std::fprintf(stderr, "missing page %s\n", file.c_str());
+      return 1;
+    }
+    auto x = ce::extract_html(html, url);
+    snippets s;
+    s.must_have = strings(page["with"]);
+    s.must_not = strings(page["without"]);
+    snippets as_tokens;
+    for (auto& w : s.must_have)
+      as_tokens.must_have.push_back(token_line(w));
+    for (auto& w : s.must_not)
+      as_tokens.must_not.push_back(token_line(w));
+    tokens.add(as_tokens, x.text);
+    auto text = fold_space(x.text);
+    confusion one;
+    for (auto& w : s.must_have)
+      ++(text.find(fold_space(w)) != std::string::npos ? one.tp : one.fn);
+    for (auto& w : s.must_not)
+      ++(text.find(fold_space(w)) != std::string::npos ? one.fp : one.tn);
+    plain.tp += one.tp;
+    plain.fn += one.fn;
+    plain.fp += one.fp;
+    plain.tn += one.tn;
+    auto comment_line = token_line(x.comments);
+    for (auto& c : strings(page["comments"])) {
+      ++comments_total;
+      if (comment_line.find(token_line(c)) != std::string::npos)
+        ++comments_found;
+    }
+    if (verbose) {
+      std::printf("%-45s with %zu/%zu  without kept %zu/%zu\n", file.c_str(),
+                  one.tp, one.tp + one.fn, one.fp, one.fp + one.tn);
+      auto line = token_line(x.text);
+      for (auto& w : s.must_have)
+        if (line.find(token_line(w)) == std::string::npos)
+          std::printf("    missed: %s\n", w.c_str());
+      for (auto& w : s.must_not)
+        if (line.find(token_line(w)) != std::string::npos)
+          std::printf("    kept:   %s\n", w.c_str());
+    }
+    sources.push_back(std::move(html));
+    urls.push_back(std::move(url));
+  }
+  size_t bytes = 0;
+  for (auto& h : sources)
+    bytes += h.size();
+  size_t sink = 0;
+  auto cpu_start = std::clock();
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < sources.size(); ++i)
+      sink += ce::extract_html(sources[i], urls[i]).text.size();
+  auto cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+  std::printf("held-out pages   %zu (%.2f MB), %zu with, %zu without snippets\n",
+              sources.size(), static_cast<double>(bytes) / 1e6,
+              tokens.tp + tokens.fn, tokens.fp + tokens.tn);
+  std::printf("as token runs    precision %.4f  recall %.4f  F1 %.4f  "
+              "(tp %zu fn %zu fp %zu tn %zu)\n",
+              tokens.precision(), tokens.recall(), tokens.f1(), tokens.tp,
+              tokens.fn, tokens.fp, tokens.tn);
+  std::printf("as substrings    precision %.4f  recall %.4f  F1 %.4f  "
+              "(tp %zu fn %zu fp %zu tn %zu)\n",
+              plain.precision(), plain.recall(), plain.f1(), plain.tp, plain.fn,
+              plain.fp, plain.tn);
+  std::printf("comments found   %zu/%zu (in the extraction's comments)\n",
+              comments_found, comments_total);
+  std::printf("speed per CPU    %.1f MB/s per CPU-second (%d rounds; checksum %zu)\n",
+              cpu > 0 ? static_cast<double>(bytes) * rounds / 1e6 / cpu : 0.0,
+              rounds, sink);
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -437,6 +565,12 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--score-label") == 0 && i + 1 < argc)
       score_label = argv[++i];
   }
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--heldout") == 0)
+      return run_heldout(i + 1 < argc && argv[i + 1][0] != '-'
+                           ? argv[i + 1]
+                           : "tests/data/extraction-heldout",
+                         verbose, rounds);
   struct page {
     std::string name, source, expected, gold_meta;
   };

@@ -13,6 +13,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace quarry::plugins::llm_extractive {
@@ -520,8 +521,14 @@ std::string truncate_words(std::string_view sentence, size_t max_words) {
 
 // -- choosing sentences -------------------------------------------------------
 
-// How many units a section of the final report holds at most.
+// How many units a section of the final report holds at most, and how many
+// more the coverage pass may add to it.
 constexpr size_t section_units = 9;
+constexpr size_t cover_units = 4;
+
+// A source the final report's sections leave out is quoted when its best
+// unit reaches this share of its section's best.
+constexpr double final_cover_share = 0.15;
 
 // Maximal marginal relevance: the weight of relevance against novelty.
 constexpr double mmr_lambda = 0.7;
@@ -786,6 +793,46 @@ std::vector<size_t> select_mmr(const std::vector<std::vector<std::string>>& toke
   return picked;
 }
 
+// A unit of a source that the units chosen leave out stands for it when it
+// reaches this share of the best unit's relevance; of a source the agent
+// read whole (it chose it for the task), this share.
+constexpr double cover_share = 0.5;
+constexpr double read_cover_share = 0.25;
+
+// The coverage pass: a report quotes every source that holds a strong
+// answer, not only the sources of the units maximal marginal relevance
+// chose. Each source (group) without a unit among `picked` whose best unit
+// reaches its `share` of the best relevance adds that unit, unless it nearly
+// repeats one taken; the strongest first, at most `limit` units.
+void cover_groups(const std::vector<std::vector<std::string>>& tokens,
+                  const std::vector<double>& relevance, const std::vector<size_t>& groups,
+                  const std::vector<double>& share, size_t limit, std::vector<size_t>& picked,
+                  std::vector<std::vector<std::string>>& taken) {
+  auto top = relevance.empty() ? 0.0 : *std::max_element(relevance.begin(), relevance.end());
+  if (top <= 0)
+    return;
+  std::set<size_t> covered;
+  for (auto i : picked)
+    covered.insert(groups[i]);
+  size_t added = 0;
+  for (auto i : top_k(relevance, relevance.size())) {
+    if (added >= limit || relevance[i] <= 0)
+      break;
+    if (covered.count(groups[i]) > 0 || relevance[i] < share[groups[i]] * top)
+      continue;
+    auto set = word_set(tokens[i]);
+    double similar = 0;
+    for (const auto& t : taken)
+      similar = std::max(similar, jaccard(set, t));
+    if (similar >= near_duplicate)
+      continue;
+    covered.insert(groups[i]);
+    picked.push_back(i);
+    taken.push_back(std::move(set));
+    ++added;
+  }
+}
+
 // Lays chosen units out as paragraphs: the first (the most direct answer)
 // alone, then the others grouped by source, sources in the order chosen.
 std::string arrange(const std::vector<std::string>& units, const std::vector<size_t>& groups) {
@@ -1025,7 +1072,7 @@ std::string calls_of_search(const std::vector<call_record>& calls,
 }
 
 // How many pages a research agent reads after its searches.
-constexpr size_t pages_to_read = 4;
+constexpr size_t pages_to_read = 6;
 
 // How many words a refined query adds to the task's.
 constexpr size_t refinement_words = 4;
@@ -1082,6 +1129,241 @@ std::string refined_query(const std::string& task, const std::vector<source_doc>
   return query;
 }
 
+// -- following references -----------------------------------------------------
+
+// How many references an agent follows after its first reading.
+constexpr size_t leads_to_follow = 8;
+
+// How many searches an agent makes for references it cannot place, and how
+// many references go into one.
+constexpr size_t lead_searches = 3;
+constexpr size_t references_per_search = 2;
+
+// How many pages an agent reads after following references.
+constexpr size_t lead_pages_to_read = 6;
+
+// A passage counts as speaking to the task when its relevance reaches this
+// share of the best passage's.
+constexpr double lead_passage_share = 0.5;
+
+// The paragraphs of a text, each heading joined to the paragraph under it.
+std::vector<std::string> passages_of(std::string_view text) {
+  std::vector<std::string> result;
+  std::string heading;
+  for (auto& para : paragraphs(text)) {
+    auto trimmed = sdk::trim(para);
+    if (trimmed.find('\n') == std::string_view::npos && !trimmed.empty()
+        && trimmed.front() == '#') {
+      heading += std::string{trimmed} + "\n";
+      continue;
+    }
+    result.push_back(heading + para);
+    heading.clear();
+  }
+  if (!heading.empty())
+    result.push_back(std::move(heading));
+  return result;
+}
+
+// The things a passage refers the reader to: what follows "the document
+// on", "the article on", "the section on" (and their plurals) or "see", up
+// to the end of the clause; "the documents on A and on B" gives A and B.
+std::vector<std::string> references_in(std::string_view passage) {
+  auto text = collapse_spaces(clean_text(passage, true));
+  auto low = sdk::to_lower(text);
+  std::vector<std::pair<size_t, size_t>> spans;
+  static const std::vector<std::string> nouns{"document", "article", "section", "chapter",
+                                              "page",     "guide",   "entry",   "note"};
+  for (const auto& noun : nouns)
+    for (std::string_view suffix : {"s on ", " on ", "s about ", " about "}) {
+      auto mark = noun + std::string{suffix};
+      for (auto at = low.find(mark); at != std::string::npos; at = low.find(mark, at + 1))
+        if (at == 0 || low[at - 1] == ' ')
+          spans.emplace_back(at, at + mark.size());
+    }
+  for (std::string_view mark : {"; see ", "(see ", ". see ", ", see "}) {
+    for (auto at = low.find(mark); at != std::string::npos; at = low.find(mark, at + 1)) {
+      auto from = at + mark.size();
+      if (low.compare(from, 4, "the ") == 0 || low.compare(from, 5, "also ") == 0
+          || low.compare(from, 5, "below") == 0 || low.compare(from, 5, "above") == 0)
+        continue; // "see the document on X" is found above
+      spans.emplace_back(at, from);
+    }
+  }
+  if (sdk::starts_with(low, "see ") && low.compare(4, 4, "the ") != 0)
+    spans.emplace_back(0, 4);
+  static const std::vector<std::string_view> clause_ends{
+    " explains", " explain ", " describes", " describe ", " gives", " give ", " shows",
+    " show ", " covers", " discusses", " returns", " return ", " explores", " notes ",
+    " lists", " goes ", " go ",  " has ",     " have ",  " is ",   " are ",  " for ",
+    " which",    " that ",    " where ",    " when ",   " with ",  " in this", " to "};
+  std::vector<std::string> result;
+  for (auto [at, from] : spans) {
+    auto end = low.find_first_of(".;:()!?\"", from);
+    if (end == std::string::npos)
+      end = low.size();
+    // "on A and the document on B": A ends where the next reference starts.
+    for (auto [other, other_from] : spans)
+      if (other >= from && other < end)
+        end = other;
+    for (auto stop : clause_ends) {
+      auto x = low.find(stop, from);
+      if (x != std::string::npos && x < end)
+        end = x;
+    }
+    // "on A and on B", "on A, and on B": two references.
+    auto phrase = std::string{sdk::trim(std::string_view{text}.substr(from, end - from))};
+    for (std::string_view sep : {", and on ", " and on ", ", on "}) {
+      auto split = sdk::to_lower(phrase).find(sep);
+      if (split != std::string::npos) {
+        result.push_back(phrase.substr(0, split));
+        phrase = phrase.substr(split + sep.size());
+      }
+    }
+    result.push_back(std::move(phrase));
+  }
+  // Drop empty or trailing-comma phrases; keep at most eight words each.
+  std::vector<std::string> cleaned;
+  for (auto& x : result) {
+    std::string words;
+    size_t n = 0;
+    for (auto c : x) {
+      auto u = static_cast<unsigned char>(c);
+      auto keep = (u >= 0x80) || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')
+                  || is_upper(c);
+      words += keep ? c : ' ';
+    }
+    std::string out;
+    auto flat = collapse_spaces(words);
+    size_t pos = 0;
+    while (pos < flat.size() && n < 8) {
+      auto space = flat.find(' ', pos);
+      if (space == std::string::npos)
+        space = flat.size();
+      out += (out.empty() ? "" : " ") + flat.substr(pos, space - pos);
+      ++n;
+      pos = space + 1;
+    }
+    // "A and the" (before the next reference) loses its dangling words.
+    for (bool again = true; again;) {
+      again = false;
+      for (std::string_view tail : {" and", " the", " and the", " a", " an", " or", " of"})
+        if (sdk::ends_with(sdk::to_lower(out), tail)) {
+          out.resize(out.size() - tail.size());
+          again = true;
+        }
+    }
+    if (!tokenize(out).empty())
+      cleaned.push_back(std::move(out));
+  }
+  return cleaned;
+}
+
+// The documents of `titles` a reference names: the title whose words the
+// reference holds (three quarters of them at least, two at least when it has
+// two), the one matching most words first, then again with the words left
+// ("refrigerants, natural refrigerants and global warming potential" names
+// two titles).
+std::vector<size_t> resolve_reference(const std::vector<std::string>& reference,
+                                      const std::vector<std::vector<std::string>>& titles) {
+  std::vector<size_t> result;
+  auto left = word_set(reference);
+  while (!left.empty()) {
+    size_t best = titles.size();
+    size_t best_matched = 0;
+    for (size_t t = 0; t < titles.size(); ++t) {
+      if (titles[t].empty()
+          || std::find(result.begin(), result.end(), t) != result.end())
+        continue;
+      size_t matched = 0;
+      for (const auto& w : titles[t])
+        if (std::binary_search(left.begin(), left.end(), w))
+          ++matched;
+      if (matched * 4 < titles[t].size() * 3 || matched < std::min<size_t>(2, titles[t].size()))
+        continue;
+      if (matched > best_matched) {
+        best = t;
+        best_matched = matched;
+      }
+    }
+    if (best == titles.size())
+      break;
+    result.push_back(best);
+    std::vector<std::string> rest;
+    for (const auto& w : left)
+      if (!std::binary_search(titles[best].begin(), titles[best].end(), w))
+        rest.push_back(w);
+    left = std::move(rest);
+  }
+  return result;
+}
+
+// The references an agent follows (pseudo-relevance feedback through the
+// sources' own pointers, as a researcher follows a citation): those in the
+// passages of `found` that speak to the task (half the best passage's
+// relevance at least), and every one of the document that speaks to it
+// best (a checklist's pointers, a survey's); each weighs as its passage,
+// plus what its own words hold of the task's; each once, the heaviest first.
+std::vector<std::string> task_references(const std::string& task,
+                                         const std::vector<source_doc>& found) {
+  std::vector<std::string> passages;
+  std::vector<size_t> owner;
+  std::vector<std::vector<std::string>> doc_tokens;
+  std::vector<std::vector<std::string>> titles;
+  for (size_t d = 0; d < found.size(); ++d) {
+    std::string all = found[d].title;
+    for (const auto& text : found[d].texts) {
+      all += " " + text;
+      for (auto& p : passages_of(text)) {
+        passages.push_back(std::move(p));
+        owner.push_back(d);
+      }
+    }
+    doc_tokens.push_back(tokenize(all));
+    titles.push_back(tokenize(found[d].title));
+  }
+  std::vector<std::string> result;
+  if (passages.empty())
+    return result;
+  auto task_tokens = tokenize(task);
+  auto by_doc = relevance_scores(doc_tokens, task_tokens);
+  auto by_title = relevance_scores(titles, task_tokens);
+  for (size_t d = 0; d < by_doc.size(); ++d)
+    by_doc[d] += by_title[d];
+  auto best_doc = top_k(by_doc, 1);
+  std::vector<std::vector<std::string>> tokens;
+  for (const auto& p : passages)
+    tokens.push_back(tokenize(p));
+  auto relevance = relevance_scores(tokens, task_tokens);
+  auto top = *std::max_element(relevance.begin(), relevance.end());
+  if (top <= 0)
+    return result;
+  auto task_words = word_set(task_tokens);
+  std::set<std::vector<std::string>> seen;
+  std::vector<std::pair<double, std::string>> weighed;
+  for (auto i : top_k(relevance, passages.size())) {
+    auto in_best = !best_doc.empty() && owner[i] == best_doc.front();
+    if (relevance[i] < lead_passage_share * top && !in_best)
+      continue;
+    for (auto& ref : references_in(passages[i])) {
+      auto words = word_set(tokenize(ref));
+      if (!seen.insert(words).second)
+        continue;
+      size_t shared = 0;
+      for (const auto& w : words)
+        if (std::binary_search(task_words.begin(), task_words.end(), w))
+          ++shared;
+      weighed.emplace_back(relevance[i] / top + 0.5 * static_cast<double>(shared),
+                           std::move(ref));
+    }
+  }
+  std::stable_sort(weighed.begin(), weighed.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (auto& [w, ref] : weighed)
+    result.push_back(std::move(ref));
+  return result;
+}
+
 answer respond_research(const sdk::chat_request& req) {
   answer result;
   auto task = find_user_text(req.messages, false);
@@ -1090,16 +1372,37 @@ answer respond_research(const sdk::chat_request& req) {
   const auto* reader = page_reader(req);
   std::set<std::string> searched;
   size_t search_calls = 0;
-  bool opened = false;
+  size_t reads = 0;
+  // Searches made after the first reading: references followed.
+  size_t later_searches = 0;
+  std::set<std::string> queried;
+  std::set<std::string> opened_urls;
   std::vector<sdk::chat_message> search_results;
+  std::vector<sdk::chat_message> all_results;
   for (const auto& rec : calls) {
     if (std::find(searches.begin(), searches.end(), rec.call.name) != searches.end()) {
       searched.insert(rec.call.name);
       ++search_calls;
-      if (rec.result != nullptr)
+      if (reads > 0)
+        ++later_searches;
+      auto args = parse_arguments(rec.call.arguments);
+      if (args.contains("queries") && args["queries"].is_array())
+        for (const auto& q : args["queries"])
+          if (q.is_string())
+            queried.insert(q.get<std::string>());
+      if (rec.result != nullptr) {
         search_results.push_back(*rec.result);
+        all_results.push_back(*rec.result);
+      }
     } else if (reader != nullptr && rec.call.name == reader->name) {
-      opened = true;
+      ++reads;
+      auto args = parse_arguments(rec.call.arguments);
+      if (args.contains("urls") && args["urls"].is_array())
+        for (const auto& url : args["urls"])
+          if (url.is_string())
+            opened_urls.insert(url.get<std::string>());
+      if (rec.result != nullptr)
+        all_results.push_back(*rec.result);
     }
   }
   auto next_id = count_calls(req.messages) + 1;
@@ -1116,7 +1419,7 @@ answer respond_research(const sdk::chat_request& req) {
       return result;
     }
   }
-  if (tools_ok && search_calls == 1 && !found.empty()) {
+  if (tools_ok && search_calls == 1 && reads == 0 && !found.empty()) {
     // A second search, as a researcher refines a query: the task's words
     // and the words the best results share that the task lacks.
     auto query = refined_query(task, found);
@@ -1126,7 +1429,7 @@ answer respond_research(const sdk::chat_request& req) {
       return result;
     }
   }
-  if (tools_ok && !opened && reader != nullptr) {
+  if (tools_ok && reads == 0 && reader != nullptr) {
     std::vector<const source_doc*> candidates;
     std::vector<std::vector<std::string>> docs;
     std::vector<std::vector<std::string>> titles;
@@ -1154,6 +1457,50 @@ answer respond_research(const sdk::chat_request& req) {
       nlohmann::json urls = nlohmann::json::array();
       for (auto i : best)
         urls.push_back(candidates[i]->url);
+      result.tool_calls.push_back(
+        make_call(next_id, reader->name, nlohmann::json{{"urls", urls}}));
+      return result;
+    }
+  }
+  if (tools_ok && reads == 1 && reader != nullptr && !searches.empty()) {
+    // Then the references of the passages that speak to the task are
+    // followed: a document already found is read, one not found yet is
+    // searched for first (once).
+    auto everything = collect_documents(all_results);
+    std::vector<std::vector<std::string>> titles;
+    for (const auto& doc : everything)
+      titles.push_back(word_set(tokenize(doc.title)));
+    std::vector<std::string> unresolved;
+    std::vector<size_t> to_read;
+    for (const auto& ref : task_references(task, everything)) {
+      if (unresolved.size() + to_read.size() >= leads_to_follow)
+        break;
+      auto named = resolve_reference(tokenize(ref), titles);
+      if (named.empty()) {
+        unresolved.push_back(ref);
+        continue;
+      }
+      for (auto d : named)
+        if (!everything[d].url.empty() && opened_urls.count(everything[d].url) == 0
+            && std::find(to_read.begin(), to_read.end(), d) == to_read.end())
+          to_read.push_back(d);
+    }
+    unresolved.erase(std::remove_if(unresolved.begin(), unresolved.end(),
+                                    [&](const std::string& x) { return queried.count(x) > 0; }),
+                     unresolved.end());
+    if (!unresolved.empty() && later_searches < lead_searches) {
+      // A few references per search, so that each keeps several results.
+      nlohmann::json queries = nlohmann::json::array();
+      for (size_t i = 0; i < unresolved.size() && i < references_per_search; ++i)
+        queries.push_back(unresolved[i]);
+      result.tool_calls.push_back(make_call(next_id, calls_of_search(calls, searches),
+                                            nlohmann::json{{"queries", queries}}));
+      return result;
+    }
+    if (!to_read.empty()) {
+      nlohmann::json urls = nlohmann::json::array();
+      for (size_t i = 0; i < to_read.size() && i < lead_pages_to_read; ++i)
+        urls.push_back(everything[to_read[i]].url);
       result.tool_calls.push_back(
         make_call(next_id, reader->name, nlohmann::json{{"urls", urls}}));
       return result;
@@ -1572,6 +1919,11 @@ std::string compose_report(std::string_view task, const std::vector<source_doc>&
   std::vector<std::vector<std::string>> taken;
   auto best = select_mmr(tokens, relevance, groups,
                          static_cast<size_t>(std::max(1, max_sentences)), taken);
+  std::vector<double> shares;
+  for (const auto& doc : docs)
+    shares.push_back(doc.read ? read_cover_share : cover_share);
+  cover_groups(tokens, relevance, groups, shares,
+               static_cast<size_t>(std::max(1, max_sentences)), best, taken);
   if (best.empty())
     return "No information relevant to the task was found in the sources.";
   std::vector<std::string> rendered;
@@ -1656,51 +2008,106 @@ std::string compose_final(std::string_view question, const std::vector<std::stri
             "below is quoted from the sources, chosen for relevance to each step of "
             "the plan and for what it adds to the sentences before it; the numbers "
             "in brackets cite the sources.\n";
+  // Each section's units, chosen by maximal marginal relevance.
+  struct section_choice {
+    std::string heading;
+    std::vector<size_t> members;
+    std::vector<std::vector<std::string>> tokens;
+    std::vector<size_t> groups;
+    std::vector<double> relevance;
+    std::vector<size_t> picked;
+  };
+  std::vector<section_choice> chosen;
   std::vector<std::vector<std::string>> taken;
   for (size_t s = 0; s <= plan.size(); ++s) {
     if (s == plan.size() && sections[s].empty())
       break;
-    std::vector<size_t> members;
-    std::vector<std::vector<std::string>> tokens;
-    std::vector<size_t> groups;
+    section_choice c;
     std::map<std::string, size_t> group_of;
     for (size_t i = 0; i < items.size(); ++i) {
       if (items[i].section != s)
         continue;
-      members.push_back(i);
-      tokens.push_back(items[i].tokens);
-      groups.push_back(group_of.emplace(items[i].unit.marker, group_of.size()).first->second);
+      c.members.push_back(i);
+      c.tokens.push_back(items[i].tokens);
+      c.groups.push_back(group_of.emplace(items[i].unit.marker, group_of.size()).first->second);
     }
     // Relevance to the step's own words, then half as much to its context
     // and to the question (the further findings have no step: the
     // question).
-    auto heading = s < plan.size() ? plain_heading(plan[s]) : std::string{"Further findings"};
-    auto relevance = relevance_scores(tokens, s < plan.size() ? tokenize(heading) : tokenize(q));
+    c.heading = s < plan.size() ? plain_heading(plan[s]) : std::string{"Further findings"};
+    c.relevance = relevance_scores(c.tokens, s < plan.size() ? tokenize(c.heading) : tokenize(q));
     if (s < plan.size()) {
-      auto to_question = relevance_scores(tokens, tokenize(q));
-      auto to_step = relevance_scores(tokens, step_tokens[s]);
-      for (size_t i = 0; i < relevance.size(); ++i)
-        relevance[i] += 0.5 * (to_question[i] + to_step[i]);
+      auto to_question = relevance_scores(c.tokens, tokenize(q));
+      auto to_step = relevance_scores(c.tokens, step_tokens[s]);
+      for (size_t i = 0; i < c.relevance.size(); ++i)
+        c.relevance[i] += 0.5 * (to_question[i] + to_step[i]);
     }
     // An agent chose its lead unit with the titles of the sources in view
     // (which this report no longer has): it keeps a head start.
-    auto top = relevance.empty() ? 0.0 : *std::max_element(relevance.begin(), relevance.end());
-    for (size_t i = 0; i < members.size(); ++i) {
-      if (items[members[i]].lead && relevance[i] > 0)
-        relevance[i] += 0.25 * top;
-      if (opens_with_reference(items[members[i]].unit.plain))
-        relevance[i] *= reference_discount;
+    auto top = c.relevance.empty() ? 0.0
+                                   : *std::max_element(c.relevance.begin(), c.relevance.end());
+    for (size_t i = 0; i < c.members.size(); ++i) {
+      if (items[c.members[i]].lead && c.relevance[i] > 0)
+        c.relevance[i] += 0.25 * top;
+      if (opens_with_reference(items[c.members[i]].unit.plain))
+        c.relevance[i] *= reference_discount;
     }
-    auto picked = select_mmr(tokens, relevance, groups, section_units, taken);
+    c.picked = select_mmr(c.tokens, c.relevance, c.groups, section_units, taken);
+    chosen.push_back(std::move(c));
+  }
+  // The coverage pass: a source the agents quoted that no section quotes
+  // yet adds its strongest unit (relative to the best of its section) to
+  // its section, if that unit reaches @ref final_cover_share of it and
+  // repeats nothing; the strongest first.
+  std::set<std::string> quoted;
+  for (const auto& c : chosen)
+    for (auto j : c.picked)
+      quoted.insert(items[c.members[j]].unit.marker);
+  std::vector<std::tuple<double, size_t, size_t>> candidates;
+  for (size_t s = 0; s < chosen.size(); ++s) {
+    const auto& c = chosen[s];
+    auto top = c.relevance.empty() ? 0.0
+                                   : *std::max_element(c.relevance.begin(), c.relevance.end());
+    if (top <= 0)
+      continue;
+    for (size_t j = 0; j < c.members.size(); ++j) {
+      const auto& marker = items[c.members[j]].unit.marker;
+      if (marker.empty() || quoted.count(marker) > 0 || c.relevance[j] <= 0
+          || std::find(c.picked.begin(), c.picked.end(), j) != c.picked.end())
+        continue;
+      candidates.emplace_back(c.relevance[j] / top, s, j);
+    }
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
+  for (const auto& [score, s, j] : candidates) {
+    if (score < final_cover_share)
+      break;
+    auto& c = chosen[s];
+    const auto& marker = items[c.members[j]].unit.marker;
+    if (quoted.count(marker) > 0 || c.picked.size() >= section_units + cover_units)
+      continue;
+    auto set = word_set(c.tokens[j]);
+    double similar = 0;
+    for (const auto& t : taken)
+      similar = std::max(similar, jaccard(set, t));
+    if (similar >= near_duplicate)
+      continue;
+    c.picked.push_back(j);
+    taken.push_back(std::move(set));
+    quoted.insert(marker);
+  }
+  for (size_t s = 0; s < chosen.size(); ++s) {
+    const auto& c = chosen[s];
     std::vector<std::string> rendered;
     std::vector<size_t> by;
-    for (auto j : picked) {
-      rendered.push_back(items[members[j]].unit.text);
-      by.push_back(groups[j]);
+    for (auto j : c.picked) {
+      rendered.push_back(items[c.members[j]].unit.text);
+      by.push_back(c.groups[j]);
     }
     if (s == plan.size() && rendered.empty())
       break;
-    result += "\n## " + heading + "\n\n";
+    result += "\n## " + c.heading + "\n\n";
     result += rendered.empty() ? "_No findings were gathered for this step._\n"
                                : arrange(rendered, by) + "\n";
   }
@@ -1727,8 +2134,21 @@ answer respond(const sdk::chat_request& request, const compose_options& opts) {
     return respond_research(request);
   if (tag == "report") {
     answer result;
-    result.text = compose_report(find_user_text(request.messages, false),
-                                 collect_documents(request.messages), opts.max_sentences);
+    auto docs = collect_documents(request.messages);
+    // The documents a page reader returned: a call given `urls`.
+    std::set<int> read;
+    for (const auto& rec : collect_calls(request.messages)) {
+      if (rec.result == nullptr)
+        continue;
+      auto args = parse_arguments(rec.call.arguments);
+      if (args.contains("urls"))
+        for (const auto& doc : parse_tool_result(rec.result->content))
+          read.insert(doc.number);
+    }
+    for (auto& doc : docs)
+      doc.read = read.count(doc.number) > 0;
+    result.text = compose_report(find_user_text(request.messages, false), docs,
+                                 opts.max_sentences);
     return result;
   }
   if (tag == "final")

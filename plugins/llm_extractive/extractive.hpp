@@ -80,6 +80,8 @@ struct source_doc {
   /// Content or snippet; if the document came back several times (snippet,
   /// then page), all distinct texts in order of arrival.
   std::vector<std::string> texts;
+  /// Whether a page reader returned it (the agent chose to read it whole).
+  bool read = false;
 };
 
 /// Parses a tool message in Onyx's format `{"results": [{"document": n,
@@ -110,7 +112,9 @@ struct answer {
 
 /// Picks the sentences of `docs` that best match `task` and writes them as
 /// paragraphs (one per document, best document first), each sentence carrying
-/// its document's marker `[n]`.
+/// its document's marker `[n]`. Then every document left out whose best
+/// sentence is strong (half the best sentence's relevance; a quarter for a
+/// document read whole) adds that sentence.
 std::string compose_report(std::string_view task, const std::vector<source_doc>& docs,
                            int max_sentences);
 

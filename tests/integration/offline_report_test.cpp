@@ -124,6 +124,7 @@ TEST_CASE_FIXTURE(offline_fixture, "offline reports on the ten corpus questions 
   REQUIRE(questions.size() == 10);
   size_t listed = 0;
   size_t cited = 0;
+  std::string uncited;
   for (const auto& q : questions) {
     CAPTURE(q.text);
     REQUIRE(q.files.size() >= 5);
@@ -133,11 +134,14 @@ TEST_CASE_FIXTURE(offline_fixture, "offline reports on the ten corpus questions 
     auto files = cited_files(res.out);
     CAPTURE(res.out);
     // The file the list puts first, the main part of the answer, is cited;
-    // so are most of the others (the share overall: see below).
+    // so are nearly all the others (the share overall: see below).
     CHECK(files.count(q.files[0]) == 1);
-    for (const auto& f : q.files)
+    for (const auto& f : q.files) {
       if (files.count(f) != 0)
         ++cited;
+      else
+        uncited += " " + f;
+    }
     listed += q.files.size();
     auto body = body_of(res.out);
     // No sentence appears twice.
@@ -174,9 +178,10 @@ TEST_CASE_FIXTURE(offline_fixture, "offline reports on the ten corpus questions 
       }
     }
   }
-  // Of all the files the list names, the share the reports cite.
-  MESSAGE("listed files cited: " << cited << " of " << listed);
-  CHECK(cited * 10 >= listed * 7);
+  // Of all the files the list names, the share the reports cite (53 of 58
+  // when this was written; the aim is all of them).
+  MESSAGE("listed files cited: " << cited << " of " << listed << "; not cited:" << uncited);
+  CHECK(cited * 100 >= listed * 85);
 }
 
 TEST_CASE_FIXTURE(offline_fixture, "offline: a question the corpus does not answer gets a short, "

@@ -815,3 +815,75 @@ TEST_CASE("extractive final report says so when the sources do not answer the qu
   CHECK(sdk::lexical::question_coverage(follow_up, {"Heat pumps are loud."}).terms == 3);
   CHECK(sdk::lexical::asked_question("plain") == "plain");
 }
+
+TEST_CASE("extractive agents follow the references of the passages that speak to the task") {
+  auto req = request("research", {"internal_search", "open_url", "generate_report"});
+  const std::string task = "How should a heat pump be sized for a house?";
+  req.messages = {msg(sdk::role::user, task)};
+  std::vector<sdk::tool_call> calls;
+  auto add = [&](const sdk::tool_call& call, const std::string& result) {
+    req.messages.push_back(calls_msg({call}));
+    req.messages.push_back(tool_msg(call.id, call.name, result));
+  };
+  // Search, refined search (or none), then the page.
+  auto first = respond(req, {});
+  REQUIRE(first.tool_calls.size() == 1);
+  add(first.tool_calls[0],
+      R"({"results": [{"document": 1, "title": "Sizing a Heat Pump", "url": "file:///sizing.md",)"
+      R"( "content": "A heat pump sized for a house must meet its heat loss."},)"
+      R"( {"document": 2, "title": "Buffer Tanks", "url": "file:///buffer.md",)"
+      R"( "content": "A buffer tank stores water."}]})");
+  auto next = respond(req, {});
+  REQUIRE(next.tool_calls.size() == 1);
+  if (next.tool_calls[0].name == "internal_search") {
+    add(next.tool_calls[0], R"({"results": []})");
+    next = respond(req, {});
+    REQUIRE(next.tool_calls.size() == 1);
+  }
+  REQUIRE(next.tool_calls[0].name == "open_url");
+  add(next.tool_calls[0],
+      R"({"results": [{"document": 1, "title": "Sizing a Heat Pump", "url": "file:///sizing.md",)"
+      R"( "content": "## Oversizing\n\nA heat pump sized too large for the house cycles; see the)"
+      R"( document on buffer tanks. An undersized heat pump in a house leans on backup heat;)"
+      R"( the document on backup heat and bivalent operation explains the trade-offs.\n\n)"
+      R"(## Unrelated\n\nPenguins live in the south; see the document on penguins."}]})");
+  // The reference not found yet is searched for; the one found is read.
+  auto lead = respond(req, {});
+  REQUIRE(lead.tool_calls.size() == 1);
+  CHECK(lead.tool_calls[0].name == "internal_search");
+  CHECK(lead.tool_calls[0].arguments == R"({"queries":["backup heat and bivalent operation"]})");
+  add(lead.tool_calls[0],
+      R"({"results": [{"document": 3, "title": "Backup Heat and Bivalent Operation",)"
+      R"( "url": "file:///backup.md", "content": "Backup heat covers the coldest days."}]})");
+  auto read = respond(req, {});
+  REQUIRE(read.tool_calls.size() == 1);
+  CHECK(read.tool_calls[0].name == "open_url");
+  CHECK(read.tool_calls[0].arguments
+        == R"({"urls":["file:///backup.md","file:///buffer.md"]})");
+  add(read.tool_calls[0],
+      R"({"results": [{"document": 2, "title": "Buffer Tanks", "url": "file:///buffer.md",)"
+      R"( "content": "A buffer tank stores water for a heat pump that cycles in a house."}]})");
+  // Then the report: nothing more to follow.
+  auto done = respond(req, {});
+  REQUIRE(done.tool_calls.size() == 1);
+  CHECK(done.tool_calls[0].name == "generate_report");
+}
+
+TEST_CASE("extractive reports quote every document read that answers the task") {
+  // Four strong sentences of one source fill a report of three; the page
+  // read whole with a weaker but relevant sentence is quoted too, the
+  // snippet of a document not read, as weak, is not.
+  std::vector<source_doc> docs{
+    {1, "Cold weather", "file:///cold.md",
+     {"Heat pump efficiency drops in cold weather as the lift grows. Heat pump efficiency "
+      "in cold weather depends on the compressor. Cold weather lowers heat pump efficiency "
+      "through defrost. Heat pump efficiency in very cold weather falls further."}}};
+  docs.push_back({2, "Refrigerants", "file:///co2.md",
+                  {"CO2 units keep their output in cold weather at high water temperatures."},
+                  true});
+  docs.push_back({3, "Noise", "file:///noise.md",
+                  {"Outdoor units should stand away from windows in cold places."}});
+  auto report = compose_report("Why does heat pump efficiency drop in cold weather?", docs, 3);
+  CHECK(report.find("[2]") != std::string::npos);
+  CHECK(report.find("[3]") == std::string::npos);
+}

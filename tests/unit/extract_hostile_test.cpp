@@ -132,6 +132,23 @@ TEST_CASE("scripts and style sheets are emptied before parsing, as the parser re
   CHECK(x.page_type == "NewsArticle");
 }
 
+TEST_CASE("attributes that extraction does not read are dropped before parsing, as the parser reads them") {
+  // Quoted values with `>` and quotes inside, unquoted values, a value
+  // ending in `/`, and attributes that stay (hidden, style, aria-hidden).
+  auto text = ce::html_to_text(
+    "<p data-a='x > y' title=\"c > d\" onclick=go()>shown</p>"
+    "<p data-b=x/ id=k>second</p>"
+    "<p data-c=1 hidden>gone1</p><p data-d=2 style=\"display: none\">gone2</p>"
+    "<p aria-hidden=true data-e=3>gone3</p><svg viewBox=\"0 0 1 1\"><title>"
+    "icon</title></svg><p>last</p>");
+  CHECK(text.find("shown") != std::string::npos);
+  CHECK(text.find("second") != std::string::npos);
+  CHECK(text.find("last") != std::string::npos);
+  CHECK(text.find("> y") == std::string::npos);
+  CHECK(text.find("> d") == std::string::npos);
+  CHECK(text.find("gone") == std::string::npos);
+}
+
 TEST_CASE("extraction honours a deadline and a cancel check") {
   auto page = nested_page(1000, "div", true);
   SUBCASE("an expired deadline gives a timeout error") {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cassert>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -137,6 +138,25 @@ struct text_measure {
 
   void add(std::string_view s) {
     for (size_t i = 0; i < s.size(); ++i) {
+      // A run of bytes that are neither whitespace nor the lead byte of a
+      // no-break space, counted at once.
+      auto u = static_cast<unsigned char>(s[i]);
+      if (u > ' ' && u != 0xC2) {
+        if (space)
+          ++len;
+        space = false;
+        auto start = i;
+        for (; i < s.size(); ++i) {
+          u = static_cast<unsigned char>(s[i]);
+          if (u <= ' ' || u == 0xC2)
+            break;
+          commas += u == ',' ? 1 : 0;
+          xef += u == 0xEF ? 1 : 0;
+        }
+        len += i - start;
+        if (i == s.size())
+          break;
+      }
       char c = s[i];
       bool ws = sdk::is_ascii_space(c);
       if (!ws && c == '\xC2' && i + 1 < s.size() && s[i + 1] == '\xA0') {
@@ -207,7 +227,9 @@ struct node {
   node* parent = nullptr;
   double score = 0;
 
+  // Only attributes that the pre-scan keeps can be read (kept_attribute).
   std::string_view attr(std::string_view name) const {
+    assert(kept_attribute(name));
     if (attrs == nullptr)
       return {};
     for (unsigned i = 0; i < attrs->length; ++i) {
@@ -219,6 +241,7 @@ struct node {
   }
 
   bool has_attr(std::string_view name) const {
+    assert(kept_attribute(name));
     if (attrs == nullptr)
       return false;
     for (unsigned i = 0; i < attrs->length; ++i)
@@ -777,28 +800,59 @@ size_t text_len(const node* n) {
   return measure_text(n).len;
 }
 
-double link_density(const node* n) {
-  auto total = text_len(n);
-  if (total == 0)
-    return 0;
+// The text of `n` (as text_len measures it) and the text of its links in
+// one walk. A link's text is measured on its own (text_len of the <a>) and
+// counts 0.3 of it for an in-page link (`#...`); links below elements whose
+// text does not count (a <button>, an <svg>) still count.
+class density_walk {
+public:
+  text_measure total;
   size_t links = 0;
-  std::vector<const node*> stack{n};
-  while (!stack.empty()) {
+
+  void walk(const node* x, bool in_total, text_measure* link) {
     tick();
-    auto* cur = stack.back();
-    stack.pop_back();
-    if (cur->removed || cur->text_node)
-      continue;
-    if (cur->tag == GUMBO_TAG_A) {
-      auto href = cur->attr("href");
-      double coeff = !href.empty() && href[0] == '#' ? 0.3 : 1.0;
-      links += static_cast<size_t>(coeff * text_len(cur));
-      continue;
+    if (x->removed)
+      return;
+    if (x->text_node) {
+      if (in_total)
+        total.add(x->text);
+      if (link != nullptr)
+        link->add(x->text);
+      return;
     }
-    for (auto* c : cur->children)
-      stack.push_back(c);
+    if (is_skipped_tag(x->tag)) {
+      if (link == nullptr)
+        for (auto* c : x->children)
+          walk(c, false, nullptr);
+      return;
+    }
+    text_measure own;
+    bool starts_link = link == nullptr && x->tag == GUMBO_TAG_A;
+    if (starts_link)
+      link = &own;
+    for (auto* c : x->children) {
+      walk(c, in_total, link);
+      if (!c->text_node && is_block(c->tag)) {
+        if (in_total)
+          total.add(" ");
+        if (link != nullptr)
+          link->add(" ");
+      }
+    }
+    if (starts_link) {
+      auto href = x->attr("href");
+      double coeff = !href.empty() && href[0] == '#' ? 0.3 : 1.0;
+      links += static_cast<size_t>(coeff * static_cast<double>(own.len));
+    }
   }
-  return static_cast<double>(links) / static_cast<double>(total);
+};
+
+double link_density(const node* n) {
+  density_walk w;
+  w.walk(n, true, nullptr);
+  if (w.total.len == 0)
+    return 0;
+  return static_cast<double>(w.links) / static_cast<double>(w.total.len);
 }
 
 size_t count_tag(const node* n, GumboTag tag) {

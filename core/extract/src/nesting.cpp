@@ -181,8 +181,11 @@ bool mentions_ld_json(std::string_view attrs) {
 
 // Skips a tag's attributes from `i` (just after the name). Returns the
 // position after `>` (or the end of the input) and whether the tag ended
-// with `/>`.
-std::pair<size_t, bool> skip_attributes(std::string_view html, size_t i) {
+// with `/>`. Calls `each(name_begin, name_end, end)` for every attribute
+// (`end`: after its value, if any).
+template <typename Each>
+std::pair<size_t, bool> skip_attributes(std::string_view html, size_t i,
+                                        Each&& each) {
   auto n = html.size();
   bool self_closing = false;
   while (i < n) {
@@ -200,10 +203,12 @@ std::pair<size_t, bool> skip_attributes(std::string_view html, size_t i) {
     }
     self_closing = false;
     // An attribute name (a leading `=` belongs to it).
+    auto name_begin = i;
     ++i;
     while (i < n && !is_blank(html[i]) && html[i] != '/' && html[i] != '>'
            && html[i] != '=')
       ++i;
+    auto name_end = i;
     auto j = i;
     while (j < n && is_blank(html[j]))
       ++j;
@@ -220,14 +225,36 @@ std::pair<size_t, bool> skip_attributes(std::string_view html, size_t i) {
         i = j;
       }
     }
+    each(name_begin, name_end, i);
   }
   return {n, self_closing};
 }
 
 } // namespace
 
+// The attributes that extraction reads (see html.cpp) or that change how
+// the parser builds the tree (<input type>, <font color|face|size> in
+// foreign content, <annotation-xml encoding>); the pre-scan drops others.
+bool kept_attribute(std::string_view name) {
+  static constexpr std::string_view kept[] = {
+    "aria-hidden", "charset", "class", "color", "colspan", "content",
+    "datetime", "encoding", "face", "hidden", "href", "http-equiv", "id",
+    "itemprop", "itemtype", "lang", "name", "property", "pubdate", "rel",
+    "role", "size", "style", "type", "xlink:href", "xml:lang"};
+  if (name.size() > 11)
+    return false;
+  char lower[11];
+  for (size_t k = 0; k < name.size(); ++k)
+    lower[k] = to_lower(name[k]);
+  std::string_view key{lower, name.size()};
+  for (auto x : kept)
+    if (x == key)
+      return true;
+  return false;
+}
+
 std::optional<std::string> prescan_html(std::string_view html,
-                                        size_t max_depth, bool empty_scripts) {
+                                        size_t max_depth, bool for_extraction) {
   std::string out;
   bool changed = false;
   size_t copied = 0;
@@ -268,6 +295,7 @@ std::optional<std::string> prescan_html(std::string_view html,
   auto n = html.size();
   size_t i = 0;
   std::string name;
+  std::vector<std::pair<size_t, size_t>> unread; // attribute spans to drop
   while (i < n) {
     auto lt = html.find('<', i);
     if (lt == std::string_view::npos || lt + 1 >= n)
@@ -304,7 +332,21 @@ std::optional<std::string> prescan_html(std::string_view html,
     name.clear();
     while (j < n && !is_blank(html[j]) && html[j] != '/' && html[j] != '>')
       name += to_lower(html[j++]);
-    auto [after, self_closing] = skip_attributes(html, j);
+    // For extraction, attributes that nobody reads are dropped (each with
+    // the blank before it, so that what remains tokenizes the same), once
+    // the tag is known to stay.
+    unread.clear();
+    auto note_attribute = [&](size_t name_begin, size_t name_end, size_t end) {
+      if (for_extraction && !closing && name_begin > 0
+          && is_blank(html[name_begin - 1])
+          && !kept_attribute(html.substr(name_begin, name_end - name_begin)))
+        unread.emplace_back(name_begin - 1, end);
+    };
+    auto drop_unread = [&] {
+      for (auto [from, to] : unread)
+        cut(from, to, false);
+    };
+    auto [after, self_closing] = skip_attributes(html, j, note_attribute);
     i = after;
     if (closing) {
       if (is_void(name) || closes_itself(name))
@@ -321,13 +363,14 @@ std::optional<std::string> prescan_html(std::string_view html,
     if (name == "plaintext")
       break; // the rest of the document is text
     if (is_raw_text(name)) {
+      drop_unread();
       auto end = name == "script" ? find_script_end(html, after)
                                   : find_end_tag(html, after, name);
       // The text of a script (but JSON-LD) or a style sheet is never read:
       // it goes, unless the element is in SVG or MathML (where it is
       // markup) or has no end tag. Nor a <style> in a <select>, where the
       // parser ignores the tag and reads its text as markup.
-      if (empty_scripts && end != std::string_view::npos && end > after
+      if (for_extraction && end != std::string_view::npos && end > after
           && ((name == "style" && !is_open("select"))
               || (name == "script" && !mentions_ld_json(html.substr(j, after - j))))
           && !foreign())
@@ -335,8 +378,10 @@ std::optional<std::string> prescan_html(std::string_view html,
       i = end == std::string_view::npos ? n : end;
       continue;
     }
-    if (is_void(name) || closes_itself(name) || (self_closing && foreign()))
+    if (is_void(name) || closes_itself(name) || (self_closing && foreign())) {
+      drop_unread();
       continue;
+    }
     if (closes_same(name)) {
       if (auto k = open.find(name); k != open.end() && k->second > 0)
         pop_to(name);
@@ -348,6 +393,7 @@ std::optional<std::string> prescan_html(std::string_view html,
       drop(lt, after);
       continue;
     }
+    drop_unread();
     stack.push_back(name);
     ++open[name];
   }

@@ -13,10 +13,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -397,8 +400,8 @@ struct rank_lengths {
 // phrase of the MATCH expression, 0 for a phrase that only selects rows.
 // It is FTS5's bm25() with the IDFs given instead of counted (bm25() reads
 // every phrase's whole posting list per query to count them) and lengths
-// from rank_lengths: per phrase, tf counts its matches (heading ones twice),
-// and the score is the sum of
+// from rank_lengths: per phrase, tf counts its matches (heading ones
+// twice), and the score is the sum of
 // w * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average length)).
 // Each phrase adds less than w * (k1 + 1), the bound that search() prunes
 // with. Returns the negated score (lower is better, as FTS5's rank).
@@ -537,10 +540,15 @@ struct token_pass {
   void* ctx;
   int (*emit)(void*, int, const char*, int, int, int);
   bool query;
+  // Added to the byte offsets of the tokens unicode61 reports (it is given
+  // pieces of the text).
+  int offset = 0;
 };
 
 int emit_word(token_pass& p, std::string_view word, int start, int end) {
   auto& t = *p.self;
+  start += p.offset;
+  end += p.offset;
   auto& languages = *t.languages;
   if (!p.query) {
     const auto& stem = languages.stem(languages.document_language, word);
@@ -613,12 +621,13 @@ int on_token(void* pass, int flags, const char* token, int n, int start,
       rc = emit_word(p, word.substr(run, i - run), start, end);
     } else if (starts.size() == 1) {
       rc = p.emit(p.ctx, 0, word.data() + run, static_cast<int>(i - run),
-                  start, end);
+                  start + p.offset, end + p.offset);
     } else {
       for (size_t k = 0; k + 1 < starts.size() && rc == SQLITE_OK; ++k) {
         auto to = k + 2 < starts.size() ? starts[k + 2] : i;
         rc = p.emit(p.ctx, 0, word.data() + starts[k],
-                    static_cast<int>(to - starts[k]), start, end);
+                    static_cast<int>(to - starts[k]), start + p.offset,
+                    end + p.offset);
       }
     }
     if (rc != SQLITE_OK)
@@ -650,11 +659,53 @@ void tokenizer_delete(Fts5Tokenizer* tok) {
   delete t;
 }
 
+bool ascii_alnum(unsigned char c) {
+  return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
+}
+
+// Splits the text as unicode61 does (ASCII letters and digits are token
+// characters, other ASCII is a separator), lower-casing ASCII words itself
+// (most words of most text, at a fraction of unicode61's cost) and giving
+// unicode61 only the runs with non-ASCII characters.
 int tokenizer_run(Fts5Tokenizer* tok, void* ctx, int flags, const char* text,
                   int n, int (*emit)(void*, int, const char*, int, int, int)) {
   auto* t = reinterpret_cast<quarry_tokenizer*>(tok);
   token_pass pass{t, ctx, emit, (flags & FTS5_TOKENIZE_QUERY) != 0};
-  return t->base_module.xTokenize(t->base, &pass, flags, text, n, &on_token);
+  char lower[64];
+  int i = 0;
+  while (i < n) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80 && !ascii_alnum(c)) {
+      ++i;
+      continue;
+    }
+    auto start = i;
+    bool ascii = true;
+    for (; i < n; ++i) {
+      c = static_cast<unsigned char>(text[i]);
+      if (c >= 0x80)
+        ascii = false;
+      else if (!ascii_alnum(c))
+        break;
+    }
+    int rc = SQLITE_OK;
+    if (ascii && i - start <= static_cast<int>(sizeof(lower))) {
+      for (int k = start; k < i; ++k) {
+        auto b = static_cast<unsigned char>(text[k]);
+        lower[k - start] = static_cast<char>(b >= 'A' && b <= 'Z' ? b | 0x20
+                                                                  : b);
+      }
+      pass.offset = 0;
+      rc = on_token(&pass, 0, lower, i - start, start, i);
+    } else {
+      pass.offset = start;
+      rc = t->base_module.xTokenize(t->base, &pass, flags, text + start,
+                                    i - start, &on_token);
+    }
+    if (rc != SQLITE_OK)
+      return rc;
+  }
+  return SQLITE_OK;
 }
 
 // Registers the `quarry` tokenizer on `db` and returns the context its
@@ -826,6 +877,8 @@ struct corpus_index::pending_write {
   std::string date_source;
   std::string language;
   std::string text;
+  // The passages of `text` (split by the reading thread).
+  std::vector<passage> passages;
 };
 
 // -- opening ------------------------------------------------------------------
@@ -1182,8 +1235,132 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
       return result;
     }
   }
-  // Files are read and extracted outside any transaction; their writes are
-  // queued and committed in short batches.
+  // Files are read and extracted outside any transaction, by a reading
+  // thread that stays a few files ahead (so reading and extracting overlap
+  // with indexing); their writes are queued and committed in short batches.
+  struct file_outcome {
+    enum state_t { unchanged, failed, touched, unreadable, read };
+    state_t state = read;
+    const std::string* path = nullptr;
+    const file_stat* info = nullptr;
+    // failed: why.
+    std::string error;
+    // From document_text: a remark, and whether the file is binary data.
+    std::string note;
+    bool binary = false;
+    pending_write write;
+  };
+  auto prepare = [&](const std::string& path, const file_stat& info) {
+    file_outcome out;
+    out.path = &path;
+    out.info = &info;
+    auto old = known.find(path);
+    if (old != known.end() && old->second.mtime == info.mtime
+        && old->second.size == info.size) {
+      out.state = file_outcome::unchanged;
+      return out;
+    }
+    if (options.before_read)
+      options.before_read(path);
+    auto read = fetch::read_local_file(path, limits);
+    if (auto* err = std::get_if<sdk::error>(&read)) {
+      out.state = file_outcome::failed;
+      out.error = err->message;
+      return out;
+    }
+    auto bytes = &std::get<std::string>(read);
+    auto& w = out.write;
+    w.path = path;
+    w.mtime = info.mtime;
+    w.size = info.size;
+    w.hash = content_hash(*bytes);
+    if (old != known.end() && old->second.hash == w.hash) {
+      w.kind = pending_write::touch;
+      out.state = file_outcome::touched;
+      return out;
+    }
+    auto doc = document_text(path, info.type, std::move(*bytes));
+    out.binary = doc.binary;
+    out.note = std::move(doc.note);
+    if (doc.unreadable) {
+      out.state = file_outcome::unreadable;
+      return out;
+    }
+    w.kind = pending_write::upsert;
+    w.title = std::move(doc.title);
+    w.text = std::move(doc.text);
+    w.passages = split_passages(w.text);
+    if (w.title.empty() && info.type != file_type::pdf)
+      w.title = markdown_title(w.text);
+    if (w.title.empty())
+      w.title = fs::path{path}.stem().string();
+    // The text tells its language better than a page's declaration
+    // (templates often declare "en" whatever the text).
+    w.language = detect_language(w.text);
+    if (w.language.empty())
+      w.language = doc.declared_language;
+    if (auto date = iso_date(doc.published); !date.empty()) {
+      w.date = std::move(date);
+      w.date_source = info.type == file_type::pdf ? "pdf" : "html";
+    } else {
+      w.date = mtime_date(path);
+      w.date_source = "mtime";
+    }
+    return out;
+  };
+  // The queue between the reading thread and this one: at most 64 files
+  // or 64 MB of text ahead (one larger file always fits).
+  constexpr size_t max_ahead_files = 64;
+  constexpr size_t max_ahead_bytes = 64 * 1024 * 1024;
+  std::mutex queue_mtx;
+  std::condition_variable queue_cv;
+  std::deque<file_outcome> queue;
+  size_t queued_bytes = 0;
+  bool reader_done = false;
+  bool stop_reading = false;
+  std::thread reader{[&] {
+    for (const auto& [path, info] : found) {
+      file_outcome out;
+      try {
+        out = prepare(path, info);
+      } catch (const std::exception& e) {
+        out = file_outcome{};
+        out.state = file_outcome::failed;
+        out.path = &path;
+        out.info = &info;
+        out.error = std::string{"cannot read: "} + e.what();
+      }
+      std::unique_lock<std::mutex> lock{queue_mtx};
+      queue_cv.wait(lock, [&] {
+        return stop_reading || queue.empty()
+               || (queue.size() < max_ahead_files
+                   && queued_bytes < max_ahead_bytes);
+      });
+      if (stop_reading)
+        return;
+      queued_bytes += out.write.text.size();
+      queue.push_back(std::move(out));
+      queue_cv.notify_all();
+    }
+    std::lock_guard<std::mutex> lock{queue_mtx};
+    reader_done = true;
+    queue_cv.notify_all();
+  }};
+  // Stops and joins the reading thread on every way out of this function.
+  struct reader_guard {
+    std::function<void()> stop;
+    ~reader_guard() {
+      stop();
+    }
+  } guard_reader{[&] {
+    {
+      std::lock_guard<std::mutex> lock{queue_mtx};
+      stop_reading = true;
+    }
+    queue_cv.notify_all();
+    if (reader.joinable())
+      reader.join();
+  }};
   std::vector<pending_write> batch;
   size_t batch_size = 0;
   auto batch_started = std::chrono::steady_clock::now();
@@ -1205,72 +1382,54 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
     if (options.progress)
       options.progress(progress);
   };
-  for (const auto& [path, info] : found) {
-    auto old = known.find(path);
-    if (old != known.end() && old->second.mtime == info.mtime
-        && old->second.size == info.size) {
-      ++result.unchanged;
-      file_done(info);
-      continue;
+  for (;;) {
+    file_outcome out;
+    {
+      std::unique_lock<std::mutex> lock{queue_mtx};
+      queue_cv.wait(lock, [&] { return !queue.empty() || reader_done; });
+      if (queue.empty())
+        break;
+      out = std::move(queue.front());
+      queue.pop_front();
+      queued_bytes -= out.write.text.size();
     }
-    if (options.before_read)
-      options.before_read(path);
-    auto read = fetch::read_local_file(path, limits);
-    if (auto* err = std::get_if<sdk::error>(&read)) {
-      skip(path, err->message);
-      file_done(info);
-      continue;
-    }
-    auto bytes = &std::get<std::string>(read);
-    pending_write w;
-    w.path = path;
-    w.mtime = info.mtime;
-    w.size = info.size;
-    w.hash = content_hash(*bytes);
-    if (old != known.end() && old->second.hash == w.hash) {
-      w.kind = pending_write::touch;
-      ++result.unchanged;
-    } else {
-      auto doc = document_text(path, info.type, std::move(*bytes));
-      if (doc.binary)
-        skipped.insert(path);
-      if (!doc.note.empty())
-        result.notes.push_back(std::move(doc.note));
-      if (doc.unreadable) {
+    queue_cv.notify_all();
+    const auto& path = *out.path;
+    const auto& info = *out.info;
+    if (out.binary)
+      skipped.insert(path);
+    if (!out.note.empty())
+      result.notes.push_back(std::move(out.note));
+    switch (out.state) {
+      case file_outcome::unchanged:
+        ++result.unchanged;
+        file_done(info);
+        continue;
+      case file_outcome::failed:
+        skip(path, out.error);
+        file_done(info);
+        continue;
+      case file_outcome::unreadable:
         ++result.skipped;
         file_done(info);
         continue;
-      }
-      w.kind = pending_write::upsert;
-      w.title = std::move(doc.title);
-      w.text = std::move(doc.text);
-      if (w.title.empty() && info.type != file_type::pdf)
-        w.title = markdown_title(w.text);
-      if (w.title.empty())
-        w.title = fs::path{path}.stem().string();
-      // The text tells its language better than a page's declaration
-      // (templates often declare "en" whatever the text).
-      w.language = detect_language(w.text);
-      if (w.language.empty())
-        w.language = doc.declared_language;
-      if (auto date = iso_date(doc.published); !date.empty()) {
-        w.date = std::move(date);
-        w.date_source = info.type == file_type::pdf ? "pdf" : "html";
-      } else {
-        w.date = mtime_date(path);
-        w.date_source = "mtime";
-      }
+      case file_outcome::touched:
+        ++result.unchanged;
+        break;
+      case file_outcome::read:
+        break;
     }
     if (batch.empty())
       batch_started = std::chrono::steady_clock::now();
-    batch_size += w.text.size() + 256;
-    batch.push_back(std::move(w));
+    batch_size += out.write.text.size() + 256;
+    batch.push_back(std::move(out.write));
     file_done(info);
     if ((batch_size >= batch_bytes || batch.size() >= batch_files
          || std::chrono::steady_clock::now() - batch_started >= batch_age)
         && !flush())
       return result;
   }
+  guard_reader.stop();
   for (const auto& [path, doc] : known) {
     // A file skipped now (a link out of the folder, binary data, too
     // large, ...) loses what an earlier update indexed of it.
@@ -1441,7 +1600,7 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
         }
         std::string_view text = w.text;
         state_->languages->document_language = stem_language(w.language);
-        for (const auto& p : split_passages(text)) {
+        for (const auto& p : w.passages) {
           insert_passage.bind(1, id);
           insert_passage.bind(2, static_cast<int64_t>(p.offset));
           insert_passage.bind(3, static_cast<int64_t>(p.length));

@@ -54,7 +54,7 @@ struct update_options {
   /// thread, outside any transaction), e.g. to show a rate and an ETA.
   std::function<void(const update_progress&)> progress;
   /// Called with each file's path before it is read and extracted (outside
-  /// any transaction); a hook for tests.
+  /// any transaction, on the update's reading thread); a hook for tests.
   std::function<void(const std::string&)> before_read;
 };
 
@@ -172,8 +172,10 @@ public:
   /// indexed again; indexed files under `paths` that no longer exist, or
   /// are now skipped, are removed.
   ///
-  /// Files are read and extracted outside any transaction; their writes
-  /// are committed in short batches (about 8 MB of text, 512 files or 2 s
+  /// Files are read and extracted outside any transaction, on a thread of
+  /// the update's own that stays up to 64 files (or 64 MB of text) ahead of
+  /// the indexing, so both run at once; their writes are committed in short
+  /// batches (about 8 MB of text, 512 files or 2 s
   /// of reading), so other connections can write between them even while a
   /// slow PDF is being read. The index's term statistics are refreshed when
   /// an update changed a tenth of its passages.

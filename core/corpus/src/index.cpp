@@ -1309,7 +1309,8 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
     return out;
   };
   // The queue between the reading thread and this one: at most 64 files
-  // or 64 MB of text ahead (one larger file always fits).
+  // or 64 MB of text (one larger file always fits), besides the run of files
+  // this thread took from it last.
   constexpr size_t max_ahead_files = 64;
   constexpr size_t max_ahead_bytes = 64 * 1024 * 1024;
   std::mutex queue_mtx;
@@ -1340,7 +1341,8 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
         return;
       queued_bytes += out.write.text.size();
       queue.push_back(std::move(out));
-      queue_cv.notify_all();
+      if (queue.size() == 1)
+        queue_cv.notify_all();
     }
     std::lock_guard<std::mutex> lock{queue_mtx};
     reader_done = true;
@@ -1382,18 +1384,23 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
     if (options.progress)
       options.progress(progress);
   };
+  // What was taken from the queue at once (everything it held: one wake-up
+  // per run of files, not per file).
+  std::deque<file_outcome> ready;
   for (;;) {
-    file_outcome out;
-    {
-      std::unique_lock<std::mutex> lock{queue_mtx};
-      queue_cv.wait(lock, [&] { return !queue.empty() || reader_done; });
-      if (queue.empty())
-        break;
-      out = std::move(queue.front());
-      queue.pop_front();
-      queued_bytes -= out.write.text.size();
+    if (ready.empty()) {
+      {
+        std::unique_lock<std::mutex> lock{queue_mtx};
+        queue_cv.wait(lock, [&] { return !queue.empty() || reader_done; });
+        if (queue.empty())
+          break;
+        ready.swap(queue);
+        queued_bytes = 0;
+      }
+      queue_cv.notify_all();
     }
-    queue_cv.notify_all();
+    auto out = std::move(ready.front());
+    ready.pop_front();
     const auto& path = *out.path;
     const auto& info = *out.info;
     if (out.binary)

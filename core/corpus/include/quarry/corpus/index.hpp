@@ -173,8 +173,8 @@ public:
   /// are now skipped, are removed.
   ///
   /// Files are read and extracted outside any transaction, on a thread of
-  /// the update's own that stays up to 64 files (or 64 MB of text) ahead of
-  /// the indexing, so both run at once; their writes are committed in short
+  /// the update's own that stays up to 128 files (or 128 MB of text) ahead
+  /// of the indexing, so both run at once; their writes are committed in short
   /// batches (about 8 MB of text, 512 files or 2 s
   /// of reading), so other connections can write between them even while a
   /// slow PDF is being read. The index's term statistics are refreshed when

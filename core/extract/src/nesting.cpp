@@ -230,6 +230,18 @@ std::pair<size_t, bool> skip_attributes(std::string_view html, size_t i,
   return {n, self_closing};
 }
 
+// Whether only blanks lie between the tag (or start) before `from` and
+// `from`, and between `to` and the next tag (or end).
+bool only_blanks_between_tags(std::string_view html, size_t from, size_t to) {
+  for (auto k = from; k > 0 && html[k - 1] != '>'; --k)
+    if (!is_blank(html[k - 1]))
+      return false;
+  for (auto k = to; k < html.size() && html[k] != '<'; ++k)
+    if (!is_blank(html[k]))
+      return false;
+  return true;
+}
+
 } // namespace
 
 // The attributes that extraction reads (see html.cpp) or that change how
@@ -305,6 +317,16 @@ std::optional<std::string> prescan_html(std::string_view html,
       if (html.substr(lt, 4) == "<!--") {
         auto end = html.find("-->", lt + 4);
         i = end == std::string_view::npos ? n : end + 3;
+        // For extraction, a comment between tags goes (only where blanks
+        // alone separate it from the tags around it, so no text is joined,
+        // and only where the parser ends it at the same `-->`: not `<!-->`,
+        // `<!--->` or one closed by `--!>`).
+        if (for_extraction && end != std::string_view::npos
+            && html[lt + 4] != '>' && html.compare(lt + 4, 2, "->") != 0
+            && html.substr(lt + 4, end + 3 - (lt + 4)).find("--!>")
+                 == std::string_view::npos
+            && only_blanks_between_tags(html, lt, i))
+          cut(lt, i, false);
       } else {
         auto end = html.find('>', lt + 2);
         i = end == std::string_view::npos ? n : end + 1;

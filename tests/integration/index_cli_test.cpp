@@ -1,7 +1,10 @@
 // `quarry index` with the real binary: a folder of Markdown, text, HTML and
 // PDF files indexed, updated incrementally, searched with internal_search,
 // and the database choice (--db, tools.<name>.db, the per-user default);
-// links out of the folder, FIFOs, size caps, binary text, two runs at once.
+// links out of the folder, FIFOs, size caps, binary text, two runs at once,
+// a run interrupted by SIGINT.
+
+#include "quarry/corpus/index.hpp"
 
 #include "support/pdf_writer.hpp"
 #include "support/process.hpp"
@@ -10,8 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/stat.h>
@@ -383,4 +388,59 @@ TEST_CASE_FIXTURE(index_cli_fixture,
     CHECK(jb["total_documents"] == 4);
   }
   CHECK(titles(work.file("race/0/corpus.db"), "chlorophyll") == "Plants");
+}
+
+TEST_CASE_FIXTURE(index_cli_fixture,
+                  "SIGINT in the middle of an index run keeps what was "
+                  "committed, and the next run goes on from there") {
+  // Enough files that indexing takes seconds: the signal lands mid-run.
+  constexpr int files = 8000;
+  std::string filler;
+  for (int k = 0; k < 60; ++k)
+    filler += "Sediment settles slowly where the current weakens. ";
+  for (int i = 0; i < files; ++i)
+    work.write("big/f" + std::to_string(i) + ".md",
+               "# File " + std::to_string(i) + "\n\nMarker" + std::to_string(i)
+                 + " " + filler + "\n");
+  auto db = work.file("big.db");
+  std::vector<std::string> argv{QUARRY_EXE, "index", work.file("big"), "--db",
+                                db, "--json"};
+  test::process_options opts;
+  opts.env = {{"HOME", home.path()},
+              {"XDG_DATA_HOME", std::nullopt},
+              {"XDG_CONFIG_HOME", std::nullopt},
+              {"QUARRY_CONFIG", std::nullopt}};
+  test::child_process run{argv, opts};
+  // Wait for the first committed batch, read through a connection of our
+  // own (once the run has set the database up: its write-ahead log exists).
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds{120};
+  std::unique_ptr<corpus::corpus_index> watcher;
+  size_t committed = 0;
+  while (committed == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    if (!watcher && fs::exists(db + "-wal")) {
+      auto opened = corpus::corpus_index::open(db);
+      REQUIRE_FALSE(opened.failure.has_value());
+      watcher = std::move(opened.index);
+    }
+    if (watcher)
+      committed = watcher->size().first;
+  }
+  REQUIRE(committed > 0);
+  run.signal(SIGINT);
+  auto stopped = run.wait(std::chrono::seconds{60});
+  CAPTURE(stopped.err);
+  CHECK_FALSE(stopped.timed_out);
+  // Interrupted mid-run (had it finished first, it would have exited 0).
+  REQUIRE(stopped.exit_code == 130);
+  CHECK(stopped.err.find("interrupted (SIGINT)") != std::string::npos);
+  // The next run finds what the first committed and adds the rest.
+  auto j = index({work.file("big"), "--db", db});
+  CHECK(j["added"].get<int>() + j["unchanged"].get<int>() == files);
+  CHECK(j["unchanged"].get<size_t>() >= committed);
+  CHECK(j["added"].get<int>() > 0);
+  CHECK(j["total_documents"] == files);
+  CHECK(titles(db, "Marker0") == "File 0");
+  CHECK(titles(db, "Marker" + std::to_string(files - 1))
+        == "File " + std::to_string(files - 1));
 }

@@ -250,3 +250,49 @@ TEST_CASE("corpus_language: a changed document leaves no word of its old "
   REQUIRE(fr.hits.size() == 1);
   CHECK(fr.hits.front().language == "fr");
 }
+
+TEST_CASE("corpus_language: hostile text and queries reach the tokenizer "
+          "without errors") {
+  test::temp_dir tmp;
+  std::string cjk_run;
+  for (int i = 0; i < 20000; ++i)
+    cjk_run += i % 2 == 0 ? "热" : "泵";
+  // Bad bytes (decoded to U+FFFD), a 100 KB word, a CJK run of 20,000
+  // characters without punctuation, lone combining marks, a word that
+  // mixes scripts.
+  tmp.write("docs/bytes.txt", "Kettle \xff\xfe\xc3 boils \xe2\x82 water.");
+  tmp.write("docs/long.md", "# Long\n\n" + std::string(100000, 'q')
+                              + " ends here.\n\n" + cjk_run + "\n");
+  tmp.write("docs/marks.md", "# Marks\n\n\xcc\x81\xcc\x81 e\xcc\x81t\xc3\xa9 "
+                             "abc\xe7\x83\xad\xe6\xb3\xb5" "def mixed.\n");
+  auto index = open_index(tmp.file("corpus.db"));
+  auto r = index->update({tmp.file("docs")});
+  REQUIRE_FALSE(r.failure.has_value());
+  CHECK(r.added == 3);
+  const std::vector<std::string> queries{
+    "\xff\xfe \xc3", std::string(5000, 'q'), cjk_run.substr(0, 30000),
+    "\xcc\x81", "abc\xe7\x83\xad", "\"\xe7\x83\xad\xe6\xb3\xb5 def\"",
+    std::string(200, '\xe7'), "热"};
+  for (const auto& q : queries) {
+    CAPTURE(q.size());
+    auto found = index->search(q, 5);
+    CHECK_FALSE(found.failure.has_value());
+  }
+  // The text around the bad bytes and the mixed word's parts are found.
+  auto kettle = index->search("kettle boils", 5);
+  REQUIRE_FALSE(kettle.hits.empty());
+  CHECK(file_name(kettle.hits.front()) == "bytes.txt");
+  auto mixed = index->search("abc", 5);
+  REQUIRE_FALSE(mixed.hits.empty());
+  CHECK(file_name(mixed.hits.front()) == "marks.md");
+  auto pair = index->search("热泵", 5);
+  REQUIRE_FALSE(pair.hits.empty());
+  // The index stays consistent: the files are removed without a trace.
+  std::filesystem::remove_all(tmp.file("docs"));
+  std::filesystem::create_directories(tmp.file("docs"));
+  auto gone = index->update({tmp.file("docs")});
+  REQUIRE_FALSE(gone.failure.has_value());
+  CHECK(gone.removed == 3);
+  CHECK(index->search("kettle", 5).hits.empty());
+  CHECK(index->search("热泵", 5).hits.empty());
+}

@@ -8,6 +8,7 @@
 #include "quarry/extract/html.hpp"
 #include "quarry/extract/pdf.hpp"
 #include "quarry/fetch/local_file.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <sqlite3.h>
 
@@ -572,23 +573,6 @@ int emit_word(token_pass& p, std::string_view word, int start, int end) {
   return SQLITE_OK;
 }
 
-// Decodes the UTF-8 character at `i` of a token (unicode61's tokens are
-// valid UTF-8) and returns it with its length.
-std::pair<char32_t, size_t> char_at(std::string_view s, size_t i) {
-  auto c = static_cast<unsigned char>(s[i]);
-  auto at = [&](size_t k) {
-    return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) & 0x3Fu
-                            : 0u;
-  };
-  if (c < 0x80)
-    return {c, 1};
-  if ((c & 0xE0) == 0xC0)
-    return {((c & 0x1Fu) << 6) | at(1), 2};
-  if ((c & 0xF0) == 0xE0)
-    return {((c & 0x0Fu) << 12) | (at(1) << 6) | at(2), 3};
-  return {((c & 0x07u) << 18) | (at(1) << 12) | (at(2) << 6) | at(3), 4};
-}
-
 int on_token(void* pass, int flags, const char* token, int n, int start,
              int end) {
   auto& p = *static_cast<token_pass*>(pass);
@@ -604,18 +588,16 @@ int on_token(void* pass, int flags, const char* token, int n, int start,
   // other characters (words).
   size_t i = 0;
   while (i < word.size()) {
-    auto [c, len] = char_at(word, i);
     size_t run = i;
-    bool cjk = is_cjk(c);
+    bool cjk = is_cjk(sdk::decode_utf8(word, i).code_point);
     std::vector<size_t> starts;
     while (i < word.size()) {
-      auto [d, dlen] = char_at(word, i);
-      if (is_cjk(d) != cjk)
+      auto d = sdk::decode_utf8(word, i);
+      if (is_cjk(d.code_point) != cjk)
         break;
       starts.push_back(i);
-      i += std::min(dlen, word.size() - i);
+      i += d.length;
     }
-    (void) len;
     int rc = SQLITE_OK;
     if (!cjk) {
       rc = emit_word(p, word.substr(run, i - run), start, end);
@@ -1705,13 +1687,11 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     if (language.empty())
       language = "en";
     std::vector<std::string> kept;
-    for (auto& w : parsed.words)
+    for (const auto& w : parsed.words)
       if (!is_stop_word(language, fold_case(w)))
-        kept.push_back(std::move(w));
+        kept.push_back(w);
     if (!kept.empty() || !parsed.phrases.empty())
       parsed.words = std::move(kept);
-    else
-      parsed = parse_search_query(query);
   }
   auto& state = *state_;
   state.check(db_);

@@ -3,6 +3,9 @@
 
 #include "quarry/corpus/language.hpp"
 
+#include "quarry/sdk/strings.hpp"
+#include "quarry/sdk/text.hpp"
+
 #include <libstemmer.h>
 
 #include <algorithm>
@@ -130,59 +133,12 @@ uint32_t language_bit(std::string_view code) {
   return 0;
 }
 
-// Decodes one UTF-8 character at `i` (advancing it); invalid bytes give
-// U+FFFD and advance by one.
+// Decodes the UTF-8 character at `i` and advances `i` past it (an invalid
+// byte counts as one U+FFFD).
 char32_t next_char(std::string_view s, size_t& i) {
-  auto c = static_cast<unsigned char>(s[i]);
-  auto cont = [&](size_t k) {
-    return i + k < s.size()
-           && (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-  };
-  if (c < 0x80) {
-    ++i;
-    return c;
-  }
-  if ((c & 0xE0) == 0xC0 && cont(1)) {
-    char32_t r = ((c & 0x1Fu) << 6)
-                 | (static_cast<unsigned char>(s[i + 1]) & 0x3Fu);
-    i += 2;
-    return r;
-  }
-  if ((c & 0xF0) == 0xE0 && cont(1) && cont(2)) {
-    char32_t r = ((c & 0x0Fu) << 12)
-                 | ((static_cast<unsigned char>(s[i + 1]) & 0x3Fu) << 6)
-                 | (static_cast<unsigned char>(s[i + 2]) & 0x3Fu);
-    i += 3;
-    return r;
-  }
-  if ((c & 0xF8) == 0xF0 && cont(1) && cont(2) && cont(3)) {
-    char32_t r = ((c & 0x07u) << 18)
-                 | ((static_cast<unsigned char>(s[i + 1]) & 0x3Fu) << 12)
-                 | ((static_cast<unsigned char>(s[i + 2]) & 0x3Fu) << 6)
-                 | (static_cast<unsigned char>(s[i + 3]) & 0x3Fu);
-    i += 4;
-    return r;
-  }
-  ++i;
-  return 0xFFFD;
-}
-
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
+  auto c = sdk::decode_utf8(s, i);
+  i += c.length;
+  return c.code_point;
 }
 
 char32_t lower(char32_t c) {
@@ -261,7 +217,7 @@ std::string fold_case(std::string_view text) {
       out.append(text.substr(start, i - start));
       continue;
     }
-    append_utf8(out, lower(cp));
+    sdk::append_utf8(out, lower(cp));
   }
   return out;
 }
@@ -381,7 +337,7 @@ std::string detect_language(std::string_view text, size_t min_evidence) {
     else if (is_cjk(cp))
       ++han;
     if (letter)
-      append_utf8(word, cp);
+      sdk::append_utf8(word, cp);
     else
       count_word();
   }

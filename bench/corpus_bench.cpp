@@ -34,8 +34,17 @@ int main(int argc, char** argv) {
   auto passages = arg(argc, argv, "--passages", 100000);
   auto queries = arg(argc, argv, "--queries", 1000);
   const size_t per_file = 10;
-  auto dir = fs::temp_directory_path()
-             / ("quarry-corpus-bench-" + std::to_string(::getpid()));
+  // --dir DIR: work in DIR and keep it; a second run with the same DIR
+  // (and --passages) reuses its files and index, to measure queries alone.
+  std::string given_dir;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string{argv[i]} == "--dir")
+      given_dir = argv[i + 1];
+  auto dir = given_dir.empty()
+               ? fs::temp_directory_path()
+                   / ("quarry-corpus-bench-" + std::to_string(::getpid()))
+               : fs::path{given_dir};
+  bool reuse = !given_dir.empty() && fs::exists(dir / "docs");
   fs::create_directories(dir / "docs");
   corpus_generator gen;
   // One Markdown file per `per_file` passages: a heading and ~1,000
@@ -45,6 +54,8 @@ int main(int argc, char** argv) {
   for (size_t f = 0; f < files; ++f) {
     auto text = corpus_generator::markdown(f, gen.sections(f, per_file, passages));
     bytes += text.size();
+    if (reuse)
+      continue;
     std::ofstream out{dir / "docs" / ("doc" + std::to_string(f) + ".md"),
                       std::ios::binary};
     out << text;
@@ -116,9 +127,11 @@ int main(int argc, char** argv) {
               static_cast<double>(db_bytes + wal_bytes)
                 / static_cast<double>(bytes));
   opened.index.reset();
-  if (arg(argc, argv, "--keep", 0) != 0)
+  if (arg(argc, argv, "--keep", 0) != 0 || !given_dir.empty())
     std::printf("kept %s\n", dir.string().c_str());
   else
     fs::remove_all(dir, ec);
+  if (reuse)
+    return failed == 0 ? 0 : 1;
   return built.passages == passages && failed == 0 ? 0 : 1;
 }

@@ -653,17 +653,17 @@ namespace {
 
 constexpr const char* judge_marker = "You check a research report against its sources";
 
-// Two agents find the example corpus's defrost document ([1]) and its myths
-// document ([2]); the report makes a supported claim, an unsupported one and
-// one that cites the wrong source.
+// Two agents find the example corpus's defrost document ([1]) and its
+// cold-climate document ([2]); the report makes a supported claim, an
+// unsupported one and one that cites the wrong source.
 nlohmann::json verification_script(nlohmann::json judge) {
   auto rules = two_agent_script();
   rules.erase(rules.end() - 1);
   rules.push_back(rule(final_marker,
                        {{"text", "During defrost the unit delivers no heat or negative heat [1]. "
-                                 "Heat pumps are made of cheese and chocolate [2]. Modern units "
-                                 "keep working well below freezing, and cold-climate models are "
-                                 "rated down to -25 °C or lower [1]."}}));
+                                 "Outdoor units are made of cheese and chocolate [2]. Roof snow "
+                                 "sliding onto an outdoor unit can damage it, so placement "
+                                 "beneath eaves is avoided [1]."}}));
   rules.push_back(judge);
   return rules;
 }
@@ -714,9 +714,9 @@ TEST_CASE_FIXTURE(research_fixture, "research --verify: supported, unsupported a
   CHECK(report.find("## Verification") != std::string::npos);
   auto cheese = report.find("cheese and chocolate");
   REQUIRE(cheese != std::string::npos);
-  CHECK(report.find("*(unverified)*", cheese) < report.find("Modern units"));
-  // Re-cited: the sentence now cites the myths document.
-  std::string recited = "-25 °C or lower";
+  CHECK(report.find("*(unverified)*", cheese) < report.find("Roof snow"));
+  // Re-cited: the sentence now cites the cold-climate document.
+  std::string recited = "placement beneath eaves is avoided";
   auto modern = report.find(recited);
   REQUIRE(modern != std::string::npos);
   CHECK(report.compare(modern + recited.size(), 14, " [[2]](file://") == 0);

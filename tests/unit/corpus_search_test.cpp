@@ -14,6 +14,7 @@
 
 #include <ctime>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -213,6 +214,118 @@ TEST_CASE("corpus_search ranks exactly although it ranks rare words first") {
   REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
   auto filled = index->search("quokka marsupial wombat", 10);
   CHECK(filled.hits.size() == 4);
+}
+
+TEST_CASE("corpus_search ranks a document whose title holds the query first") {
+  test::temp_dir tmp;
+  // A short passage that says "seasonal performance" twice outscores the
+  // long document about it, word for word; its title decides.
+  std::string long_body;
+  for (int i = 0; i < 30; ++i)
+    long_body += "Measured over a year, with defrost, standby and pumps "
+                 "included, the figure is lower than a test point. ";
+  tmp.write("docs/spf.md", "# Seasonal Performance: SCOP and SPF\n\n"
+                           "Seasonal performance is the heat over a year "
+                           "divided by the electricity. " + long_body + "\n");
+  tmp.write("docs/cold.md", "# Cold Climates\n\nSeasonal performance, "
+                            "and seasonal performance again.\n");
+  tmp.write("docs/title-only.md", "# Quokka Habitats\n\nSmall animals live "
+                                  "on a few islands.\n");
+  tmp.write("docs/site-visit-log.txt", "Pressure checked, valves opened.\n");
+  for (int i = 0; i < 6; ++i)
+    tmp.write("docs/f" + std::to_string(i) + ".md",
+              "# Filler " + std::to_string(i) + "\n\nNothing of note, plain "
+              "words about performance.\n");
+  auto index = open_index(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  auto r = index->search("seasonal performance", 10);
+  REQUIRE(r.hits.size() >= 2);
+  CHECK(r.hits[0].title == "Seasonal Performance: SCOP and SPF");
+  CHECK(r.hits[1].title == "Cold Climates");
+  // One result: the pruning stops no earlier for the title's sake.
+  auto one = index->search("seasonal performance", 1);
+  REQUIRE(one.hits.size() == 1);
+  CHECK(one.hits[0].title == "Seasonal Performance: SCOP and SPF");
+  // A word only the title holds finds the document (its first passage).
+  auto habitat = index->search("habitats", 5);
+  REQUIRE(habitat.hits.size() == 1);
+  CHECK(habitat.hits[0].title == "Quokka Habitats");
+  // A path filter applies to documents found by their titles too.
+  CHECK(index->search("habitats path:cold", 5).hits.empty());
+  // A text file's title is its name: a word of it finds the file, but a
+  // quoted phrase must be in a passage, not only in the title.
+  auto visit = index->search("visit", 5);
+  REQUIRE(visit.hits.size() == 1);
+  CHECK(visit.hits[0].title == "site-visit-log");
+  CHECK(index->search("\"visit log\"", 5).hits.empty());
+  // The title changes: its old words no longer find the document.
+  tmp.write("docs/title-only.md", "# Island Fauna\n\nSmall animals live "
+                                  "on a few islands.\n");
+  auto later = ::time(nullptr) + 5;
+  struct timespec times[2] = {{later, 0}, {later, 0}};
+  ::utimensat(AT_FDCWD, tmp.file("docs/title-only.md").c_str(), times, 0);
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  CHECK(index->search("habitats", 5).hits.empty());
+  auto fauna = index->search("fauna", 5);
+  REQUIRE(fauna.hits.size() == 1);
+  CHECK(fauna.hits[0].title == "Island Fauna");
+  // Removed: gone from the titles too.
+  fs::remove(tmp.file("docs/title-only.md"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  CHECK(index->search("fauna", 5).hits.empty());
+}
+
+TEST_CASE("corpus_search picks the same passages without FTS5's sorter as "
+          "with it") {
+  // A path filter that every file passes makes the search rank with
+  // FTS5's ORDER BY rank; without one, quarry_collect keeps the best rows.
+  // Both must give the same documents, passages and scores.
+  test::temp_dir tmp;
+  std::mt19937 rng{11};
+  std::vector<std::string> vocab;
+  for (int i = 0; i < 300; ++i)
+    vocab.push_back("w" + std::to_string(i) + "x");
+  std::vector<double> weights;
+  for (int i = 0; i < 300; ++i)
+    weights.push_back(1.0 / (i + 1));
+  std::discrete_distribution<int> zipf{weights.begin(), weights.end()};
+  for (int f = 0; f < 120; ++f) {
+    std::string text = "# " + vocab[static_cast<size_t>(zipf(rng))] + " notes "
+                       + std::to_string(f) + "\n\n";
+    auto sections = 1 + rng() % 4;
+    for (size_t s = 0; s < sections; ++s) {
+      text += "## " + vocab[static_cast<size_t>(zipf(rng))] + "\n\n";
+      auto words = 20 + rng() % 150;
+      for (size_t w = 0; w < words; ++w)
+        text += vocab[static_cast<size_t>(zipf(rng))] + (w % 11 == 10 ? ". " : " ");
+      text += "\n\n";
+    }
+    tmp.write("docs/d" + std::to_string(f) + ".md", text);
+  }
+  auto index = open_index(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  size_t compared = 0;
+  for (int q = 0; q < 60; ++q) {
+    std::string query;
+    auto n = 1 + rng() % 4;
+    for (size_t i = 0; i < n; ++i)
+      query += vocab[5 + rng() % 200] + " ";
+    for (size_t limit : {1, 3, 10}) {
+      CAPTURE(query);
+      CAPTURE(limit);
+      auto plain = index->search(query, limit);
+      auto sorted = index->search(query + "path:docs", limit);
+      REQUIRE_FALSE(plain.failure.has_value());
+      REQUIRE_FALSE(sorted.failure.has_value());
+      REQUIRE(plain.hits.size() == sorted.hits.size());
+      for (size_t i = 0; i < plain.hits.size(); ++i) {
+        CHECK(plain.hits[i].passage_id == sorted.hits[i].passage_id);
+        CHECK(plain.hits[i].score == doctest::Approx(sorted.hits[i].score));
+      }
+      compared += plain.hits.size();
+    }
+  }
+  CHECK(compared > 600);
 }
 
 TEST_CASE("corpus_search rebuilds an index of an older schema") {

@@ -48,13 +48,15 @@ constexpr size_t min_main_share_denominator = 3;
 // How long the text of one PDF file may take to read.
 constexpr std::chrono::milliseconds pdf_time_limit{60000};
 
-// Schema version 2. The text of a document is stored once (documents.body);
+// Schema version 4. The text of a document is stored once (documents.body);
 // a passage is a byte range of it. The FTS5 table is contentless: it holds
 // only the inverted index (with positions, for phrase queries) and the
 // passages' lengths, and what it needs to delete a row is read back from
 // documents.body. `terms` holds the document frequency of the common terms
 // (those in at least max(64, N/1000) passages), refreshed after updates
 // that change a tenth of the index; the ranking reads it (see search()).
+// `titles_fts` (contentless too, rowid = document id) indexes the titles,
+// whose words raise a document's rank (see search()).
 // The index is derived data: a database of an older schema is emptied and
 // built again from the files by the next update (see open()).
 const char* schema_sql = R"sql(
@@ -81,6 +83,8 @@ CREATE VIRTUAL TABLE passages_fts USING fts5(
 INSERT INTO passages_fts(passages_fts, rank) VALUES ('hashsize', 16777216);
 INSERT INTO passages_fts(passages_fts, rank) VALUES ('automerge', 4);
 CREATE VIRTUAL TABLE passages_vocab USING fts5vocab(passages_fts, 'row');
+CREATE VIRTUAL TABLE titles_fts USING fts5(
+  title, content='', columnsize=0, tokenize='quarry');
 CREATE TABLE terms(term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 INSERT INTO meta VALUES ('stats_passages', 0), ('changed', 0);
@@ -90,6 +94,7 @@ INSERT INTO meta VALUES ('stats_passages', 0), ('changed', 0);
 const char* drop_sql = R"sql(
 DROP TABLE IF EXISTS passages_vocab;
 DROP TABLE IF EXISTS passages_fts;
+DROP TABLE IF EXISTS titles_fts;
 DROP TABLE IF EXISTS terms;
 DROP TABLE IF EXISTS meta;
 DROP TABLE IF EXISTS passages;
@@ -387,6 +392,14 @@ constexpr double bm25_k1 = 1.2;
 constexpr double bm25_b = 0.75;
 constexpr double heading_weight = 2.0;
 
+// A query unit in a document's title adds its IDF times this to the score
+// of the document's best passage (a title is short: no saturation), so that
+// a document about X ranks above passages that mention X in passing. A unit
+// in more than max_title_df titles is too common to count: it would cost a
+// long list and weigh little.
+constexpr double title_weight = 1.0;
+constexpr size_t max_title_df = 1000;
+
 // What the ranking function reads besides the index: the passages'
 // lengths (in bytes of heading and text, a stand-in for their number of
 // words) by passage id, loaded once per change of the database. The index
@@ -397,44 +410,115 @@ struct rank_lengths {
   double average = 1.0;
 };
 
-// The ranking function, `quarry_rank(w0, w1, ...)`: one weight (the IDF) per
-// phrase of the MATCH expression, 0 for a phrase that only selects rows.
-// It is FTS5's bm25() with the IDFs given instead of counted (bm25() reads
-// every phrase's whole posting list per query to count them) and lengths
-// from rank_lengths: per phrase, tf counts its matches (heading ones
-// twice), and the score is the sum of
+// The BM25 score of the current row of `fts`: FTS5's bm25() with the
+// IDFs given (`weight(p)` for phrase p, 0 for a phrase that only selects
+// rows) instead of counted (bm25() reads every phrase's whole posting list
+// per query to count them) and lengths from rank_lengths: per phrase, tf
+// counts its matches (heading ones twice), and the score is the sum of
 // w * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average length)).
 // Each phrase adds less than w * (k1 + 1), the bound that search() prunes
-// with. Returns the negated score (lower is better, as FTS5's rank).
-void quarry_rank(const Fts5ExtensionApi* api, Fts5Context* fts,
-                 sqlite3_context* ctx, int n, sqlite3_value** args) {
-  const auto* lengths = static_cast<const rank_lengths*>(api->xUserData(fts));
+// with. Returns false when the positions cannot be read.
+template <class Weight>
+bool passage_score(const Fts5ExtensionApi* api, Fts5Context* fts,
+                   const rank_lengths& lengths, int n, Weight weight,
+                   double& score) {
   auto rowid = api->xRowid(fts);
-  auto average = lengths->average;
+  auto average = lengths.average;
   auto length = average;
-  if (rowid >= 0 && static_cast<uint64_t>(rowid) < lengths->by_id.size())
-    length = lengths->by_id[static_cast<size_t>(rowid)];
+  if (rowid >= 0 && static_cast<uint64_t>(rowid) < lengths.by_id.size())
+    length = lengths.by_id[static_cast<size_t>(rowid)];
   auto norm = bm25_k1 * (1 - bm25_b + bm25_b * length / average);
   auto phrases = api->xPhraseCount(fts);
-  double score = 0;
+  score = 0;
   for (int p = 0; p < phrases && p < n; ++p) {
-    auto w = sqlite3_value_double(args[p]);
+    double w = weight(p);
     if (!(w > 0))
       continue;
     Fts5PhraseIter it;
     int column = 0;
     int offset = 0;
     double tf = 0;
-    if (api->xPhraseFirst(fts, p, &it, &column, &offset) != SQLITE_OK) {
-      sqlite3_result_error(ctx, "quarry_rank: cannot read positions", -1);
-      return;
-    }
+    if (api->xPhraseFirst(fts, p, &it, &column, &offset) != SQLITE_OK)
+      return false;
     for (; column >= 0; api->xPhraseNext(fts, &it, &column, &offset))
       tf += column == 0 ? heading_weight : 1.0;
     if (tf > 0)
       score += w * tf * (bm25_k1 + 1) / (tf + norm);
   }
+  return true;
+}
+
+// The `k` best passages of a query, gathered by quarry_collect.
+struct top_passages {
+  size_t k = 0;
+  std::vector<double> weights; // per phrase, as passage_score reads them
+  size_t matched = 0;          // rows seen
+  // (score, passage id), the worst first (a heap); higher scores are
+  // better, and the lower id of equal scores.
+  std::vector<std::pair<double, int64_t>> heap;
+
+  static bool better(const std::pair<double, int64_t>& a,
+                     const std::pair<double, int64_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  }
+
+  void add(double score, int64_t id) {
+    ++matched;
+    std::pair<double, int64_t> e{score, id};
+    if (heap.size() < k) {
+      heap.push_back(e);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (k > 0 && better(e, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = e;
+      std::push_heap(heap.begin(), heap.end(), better);
+    }
+  }
+};
+
+// What the ranking functions read besides the index.
+struct rank_context {
+  rank_lengths lengths;
+  top_passages* top = nullptr; // set by search() while it collects
+};
+
+// `quarry_rank(w0, w1, ...)`, FTS5's rank: the negated passage_score (lower
+// is better, as FTS5's rank) with one weight per phrase.
+void quarry_rank(const Fts5ExtensionApi* api, Fts5Context* fts,
+                 sqlite3_context* ctx, int n, sqlite3_value** args) {
+  const auto* rc = static_cast<const rank_context*>(api->xUserData(fts));
+  double score = 0;
+  if (!passage_score(api, fts, rc->lengths, n,
+                     [&](int p) { return sqlite3_value_double(args[p]); },
+                     score)) {
+    sqlite3_result_error(ctx, "quarry_rank: cannot read positions", -1);
+    return;
+  }
   sqlite3_result_double(ctx, -score);
+}
+
+// `quarry_collect()`: scores the row with the weights of the active
+// top_passages and keeps it there if it is among the best; returns 0, so
+// that a query `WHERE fts MATCH ... AND quarry_collect(fts)` yields no
+// rows. The best passages are chosen without FTS5's sorter, which costs
+// more per row than the score.
+void quarry_collect(const Fts5ExtensionApi* api, Fts5Context* fts,
+                    sqlite3_context* ctx, int, sqlite3_value**) {
+  auto* rc = static_cast<rank_context*>(api->xUserData(fts));
+  auto* top = rc->top;
+  if (top == nullptr) {
+    sqlite3_result_error(ctx, "quarry_collect: no query is collecting", -1);
+    return;
+  }
+  double score = 0;
+  if (!passage_score(api, fts, rc->lengths, static_cast<int>(top->weights.size()),
+                     [&](int p) { return top->weights[static_cast<size_t>(p)]; },
+                     score)) {
+    sqlite3_result_error(ctx, "quarry_collect: cannot read positions", -1);
+    return;
+  }
+  top->add(score, api->xRowid(fts));
+  sqlite3_result_int(ctx, 0);
 }
 
 // The FTS5 API of a connection.
@@ -727,8 +811,9 @@ struct corpus_index::search_state {
   int64_t passages = 0;
   // Document frequencies by term.
   std::map<std::string, int64_t> df;
-  // The passages' lengths, for the ranking function.
-  rank_lengths lengths;
+  // The passages' lengths, for the ranking functions.
+  rank_context ranking;
+  rank_lengths& lengths = ranking.lengths;
   // What the connection's tokenizers share (owned by the connection).
   language_context* languages = nullptr;
 
@@ -753,9 +838,12 @@ struct corpus_index::search_state {
       tokenizer = nullptr;
       return false;
     }
-    return api->xCreateFunction(api, "quarry_rank", &lengths, &quarry_rank,
+    return api->xCreateFunction(api, "quarry_rank", &ranking, &quarry_rank,
                                 nullptr)
-           == SQLITE_OK;
+             == SQLITE_OK
+           && api->xCreateFunction(api, "quarry_collect", &ranking,
+                                   &quarry_collect, nullptr)
+                == SQLITE_OK;
   }
 
   // The index terms of `text`, as a MATCH query string is tokenized (at
@@ -1469,11 +1557,16 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
   statement update_doc{db_, "UPDATE documents SET title=?2, mtime=?3, "
                             "size=?4, hash=?5, date=?6, date_source=?7, "
                             "body=?8, language=?9 WHERE id=?1"};
-  statement old_body{db_, "SELECT body, language FROM documents WHERE id=?1"};
+  statement old_body{db_, "SELECT body, language, title FROM documents "
+                          "WHERE id=?1"};
   statement old_passages{db_, "SELECT id, start, length, heading FROM "
                               "passages WHERE document_id=?1"};
   statement unindex{db_, "INSERT INTO passages_fts(passages_fts, rowid, "
                          "heading, body) VALUES ('delete', ?1, ?2, ?3)"};
+  statement unindex_title{db_, "INSERT INTO titles_fts(titles_fts, rowid, "
+                               "title) VALUES ('delete', ?1, ?2)"};
+  statement index_title{db_, "INSERT INTO titles_fts(rowid, title) "
+                             "VALUES (?1, ?2)"};
   statement drop_passages{db_, "DELETE FROM passages WHERE document_id=?1"};
   statement drop_doc{db_, "DELETE FROM documents WHERE id=?1"};
   statement insert_passage{db_, "INSERT INTO passages(document_id, start, "
@@ -1483,7 +1576,7 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
   if (!find.ok() || !touch.ok() || !insert_doc.ok() || !update_doc.ok()
       || !old_body.ok() || !old_passages.ok() || !unindex.ok()
       || !drop_passages.ok() || !drop_doc.ok() || !insert_passage.ok()
-      || !index_passage.ok())
+      || !index_passage.ok() || !unindex_title.ok() || !index_title.ok())
     return fail("cannot prepare the update");
   bool ok = true;
   size_t passages_changed = 0;
@@ -1493,8 +1586,9 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
     if (rc != SQLITE_DONE)
       ok = false;
   };
-  // Takes a document's passages out of the full-text index (a contentless
-  // FTS5 table needs the text that was indexed) and deletes them.
+  // Takes a document's title and passages out of the full-text indexes (a
+  // contentless FTS5 table needs the text that was indexed) and deletes the
+  // passages.
   auto drop_all = [&](int64_t id) {
     std::string body;
     old_body.bind(1, id);
@@ -1502,6 +1596,9 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
       body = old_body.text_at(0);
       // Deleted with the tokens it was indexed with.
       state_->languages->document_language = stem_language(old_body.text_at(1));
+      unindex_title.bind(1, id);
+      unindex_title.bind(2, old_body.text_at(2));
+      run(unindex_title);
     }
     old_body.reset();
     old_passages.bind(1, id);
@@ -1589,6 +1686,9 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
         }
         std::string_view text = w.text;
         state_->languages->document_language = stem_language(w.language);
+        index_title.bind(1, id);
+        index_title.bind(2, w.title);
+        run(index_title);
         for (const auto& p : w.passages) {
           insert_passage.bind(1, id);
           insert_passage.bind(2, static_cast<int64_t>(p.offset));
@@ -1768,10 +1868,11 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
   // best passage of each document counts. When the top k passages hold
   // fewer than `limit` documents, look deeper. A path filter is checked per
   // passage in the same statement.
+  // Without a path filter, quarry_collect keeps the best rows as the
+  // statement runs through them (the statement yields none).
   const char* plain_sql = R"sql(
-    SELECT rowid, rank FROM passages_fts
-    WHERE passages_fts MATCH ?1 AND rank MATCH ?7
-    ORDER BY rank LIMIT ?2)sql";
+    SELECT count(*) FROM passages_fts
+    WHERE passages_fts MATCH ?1 AND quarry_collect(passages_fts))sql";
   const char* filtered_sql = R"sql(
     SELECT f.rowid, f.rank FROM passages_fts f
     JOIN passages p ON p.id = f.rowid
@@ -1818,9 +1919,25 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     auto match = select.empty() ? any : "(" + select + ") AND (" + any + ")";
     rank.reset();
     rank.bind(1, match);
+    if (!filtered) {
+      top_passages top;
+      top.k = depth;
+      for (size_t i = 0; i < selecting; ++i)
+        top.weights.push_back(0);
+      for (const auto& u : all)
+        top.weights.push_back(u.idf);
+      state.ranking.top = &top;
+      auto rc = rank.step();
+      state.ranking.top = nullptr;
+      if (rc != SQLITE_ROW)
+        return std::optional<size_t>{};
+      for (const auto& [score, id] : top.heap)
+        ranked.emplace_back(id, -score);
+      return std::optional<size_t>{std::min(top.matched, depth)};
+    }
     rank.bind(2, static_cast<int64_t>(depth));
     rank.bind(7, weights);
-    for (size_t i = 0; i < 4 && filtered; ++i)
+    for (size_t i = 0; i < 4; ++i)
       rank.bind(static_cast<int>(3 + i),
                 i < parsed.paths.size() ? std::string_view{parsed.paths[i]}
                                         : std::string_view{""});
@@ -1848,6 +1965,98 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     result.failure = db_error(db_, "search failed");
     return result;
   };
+  // The title bonus of each document whose title holds a unit.
+  std::map<int64_t, double> title_bonus;
+  {
+    statement titles{db_, "SELECT rowid FROM titles_fts WHERE titles_fts "
+                          "MATCH ?1 LIMIT ?2"};
+    if (!titles.ok())
+      return fail();
+    std::vector<int64_t> ids;
+    for (const auto& u : all) {
+      ids.clear();
+      titles.reset();
+      titles.bind(1, u.match);
+      titles.bind(2, static_cast<int64_t>(max_title_df + 1));
+      int rc = SQLITE_ROW;
+      while ((rc = titles.step()) == SQLITE_ROW)
+        ids.push_back(titles.int_at(0));
+      if (rc != SQLITE_DONE)
+        return fail();
+      if (ids.size() > max_title_df)
+        continue;
+      for (auto id : ids)
+        title_bonus[id] += title_weight * u.idf;
+    }
+  }
+  // The documents with the largest bonuses (at most `limit`) are ranked
+  // whatever their passages hold: their best passages, in `title_best`
+  // (document, passage, score). Any other document's bonus is at most
+  // `title_rest`.
+  std::vector<std::pair<int64_t, double>> title_docs(title_bonus.begin(),
+                                                     title_bonus.end());
+  std::stable_sort(title_docs.begin(), title_docs.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  double title_rest = title_docs.size() > limit ? title_docs[limit].second : 0;
+  double top_bonus = title_docs.empty() ? 0 : title_docs.front().second;
+  if (title_docs.size() > limit)
+    title_docs.resize(limit);
+  struct candidate {
+    int64_t document = 0;
+    int64_t passage = 0;
+    double score = 0; // positive: higher is better
+  };
+  std::vector<candidate> title_best;
+  if (!title_docs.empty()) {
+    // A document's passages have consecutive ids (write_batch inserts them
+    // in one run under the write lock).
+    statement range{db_, "SELECT min(p.id), max(p.id), d.path FROM passages p "
+                         "JOIN documents d ON d.id = p.document_id "
+                         "WHERE p.document_id=?1"};
+    statement within{db_, R"sql(
+      SELECT rowid, rank FROM passages_fts
+      WHERE passages_fts MATCH ?1 AND rank MATCH ?2
+        AND rowid BETWEEN ?3 AND ?4
+      ORDER BY rank LIMIT 1)sql"};
+    if (!range.ok() || !within.ok())
+      return fail();
+    std::string weights = "quarry_rank(";
+    for (size_t i = 0; i < required.size(); ++i)
+      weights += "0, ";
+    weights += all_weights + ")";
+    auto match = required.empty()
+                   ? any
+                   : "(" + group(required, 0, required.size(), " AND ")
+                       + ") AND (" + any + ")";
+    for (const auto& [doc, bonus] : title_docs) {
+      range.reset();
+      range.bind(1, doc);
+      if (range.step() != SQLITE_ROW
+          || sqlite3_column_type(range.get(), 0) == SQLITE_NULL)
+        continue; // no passages
+      auto lo = range.int_at(0);
+      auto hi = range.int_at(1);
+      auto path = range.text_at(2);
+      bool passes = std::all_of(parsed.paths.begin(), parsed.paths.end(),
+                                [&](const std::string& part) {
+                                  return path.find(part) != std::string::npos;
+                                });
+      if (!passes)
+        continue;
+      within.reset();
+      within.bind(1, match);
+      within.bind(2, weights);
+      within.bind(3, lo);
+      within.bind(4, hi);
+      auto rc = within.step();
+      if (rc == SQLITE_ROW)
+        title_best.push_back({doc, within.int_at(0), -within.double_at(1) + bonus});
+      else if (rc != SQLITE_DONE)
+        return fail();
+      else if (required.empty()) // the title alone matches
+        title_best.push_back({doc, lo, bonus});
+    }
+  }
   // Ranks from scratch: the rows of every required phrase, or of any of
   // the essential units.
   auto rank_all = [&] {
@@ -1865,30 +2074,56 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
   };
   if (!rank_all())
     return fail();
+  std::vector<candidate> candidates;
   for (;;) {
-    // Best first; the best passage of each document counts.
+    // Best first; the best passage of each document counts, plus the
+    // document's title bonus.
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](const auto& a, const auto& b) {
                        return a.second < b.second;
                      });
     if (ranked.size() > depth)
       ranked.resize(depth);
-    best.clear();
-    best_docs.clear();
+    candidates = title_best;
     std::set<int64_t> seen;
+    for (const auto& c : title_best)
+      seen.insert(c.document);
+    // The `limit`-th best score of the candidates so far.
+    auto kth_score = [&] {
+      if (candidates.size() < limit)
+        return -std::numeric_limits<double>::infinity();
+      std::vector<double> scores;
+      for (const auto& c : candidates)
+        scores.push_back(c.score);
+      std::nth_element(scores.begin(), scores.begin() + static_cast<long>(limit - 1),
+                       scores.end(), std::greater<>{});
+      return scores[limit - 1];
+    };
+    size_t from_ranked = 0;
     for (const auto& [id, score] : ranked) {
-      if (best.size() >= limit)
+      // Later passages score less: done when even the largest bonus
+      // cannot lift one into the top `limit`.
+      if (from_ranked >= limit && -score + top_bonus <= kth_score())
         break;
       info.reset();
       info.bind(1, id);
       if (info.step() != SQLITE_ROW)
         continue;
-      if (!seen.insert(info.int_at(0)).second)
+      auto doc = info.int_at(0);
+      if (!seen.insert(doc).second)
         continue;
-      best.emplace_back(id, score);
-      best_docs.push_back(info.int_at(0));
+      ++from_ranked;
+      auto bonus = title_bonus.find(doc);
+      candidates.push_back(
+        {doc, id, -score + (bonus == title_bonus.end() ? 0.0 : bonus->second)});
     }
-    if (best.size() < limit && truncated && depth < max_depth) {
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const candidate& a, const candidate& b) {
+                       return a.score > b.score;
+                     });
+    if (candidates.size() > limit)
+      candidates.resize(limit);
+    if (from_ranked < limit && truncated && depth < max_depth) {
       depth *= 4;
       if (!rank_all())
         return fail();
@@ -1896,11 +2131,13 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     }
     if (!required.empty() || essential >= optional.size())
       break;
+    // A document not ranked yet holds no essential unit: its passages
+    // score at most `rest`, its title at most `title_rest`.
     double rest = 0;
     for (size_t i = essential; i < optional.size(); ++i)
       rest += optional[i].idf * (bm25_k1 + 1);
-    double kth = best.size() >= limit ? -best[limit - 1].second : 0;
-    if (kth > rest)
+    double kth = candidates.size() >= limit ? candidates[limit - 1].score : 0;
+    if (kth > rest + title_rest)
       break;
     // Not sure yet: the next unit becomes essential, and only its rows
     // without an essential unit (the others are ranked already) are added.
@@ -1911,6 +2148,12 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
       return fail();
     truncated = truncated || *rows == depth;
     ++essential;
+  }
+  best.clear();
+  best_docs.clear();
+  for (const auto& c : candidates) {
+    best.emplace_back(c.passage, -c.score);
+    best_docs.push_back(c.document);
   }
   for (size_t i = 0; i < best.size(); ++i) {
     info.reset();

@@ -22,9 +22,11 @@ namespace quarry::corpus {
 /// Version 2 stores each text once, with a contentless FTS5 index and
 /// document dates; version 3 adds document languages, Snowball stemming and
 /// CJK character pairs (the `quarry` tokenizer) and keeps no passage sizes
-/// in the FTS5 index. A database of an older version is emptied on open and
-/// filled again by the next update (the index is derived data).
-inline constexpr int schema_version = 3;
+/// in the FTS5 index; version 4 adds an index of document titles, which
+/// ranks a document whose title holds the query's words higher. A database
+/// of an older version is emptied on open and filled again by the next
+/// update (the index is derived data).
+inline constexpr int schema_version = 4;
 
 /// The `PRAGMA application_id` that marks a Quarry corpus database.
 inline constexpr int application_id = 0x51525259; // "QRRY"

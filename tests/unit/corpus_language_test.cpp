@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -295,4 +296,76 @@ TEST_CASE("corpus_language: hostile text and queries reach the tokenizer "
   CHECK(gone.removed == 3);
   CHECK(index->search("kettle", 5).hits.empty());
   CHECK(index->search("热泵", 5).hits.empty());
+}
+
+TEST_CASE("corpus_language: tokens recorded while reading index the same "
+          "as tokens made while inserting") {
+  // Every language case, hostile bytes, a CJK run and mixed scripts, in
+  // two indexes: one tokenized on the reading thread, one as inserted.
+  // Every word of the texts finds the same passages with the same scores,
+  // and after the files change and go, nothing is left in either.
+  test::temp_dir tmp;
+  std::string all_text;
+  for (const auto& c : cases) {
+    tmp.write(std::string{"docs/"} + c.file, c.text);
+    all_text += std::string{c.text} + "\n";
+  }
+  std::string odd = "# Odd\n\nKettle \xff\xfe\xc3 boils \xe2\x82 water. "
+                    "abc\xe7\x83\xad\xe6\xb3\xb5" "def e\xcc\x81t\xc3\xa9.\n\n"
+                    "## Empty heading next\n\n##\n\nText under it.\n";
+  tmp.write("docs/odd.md", odd);
+  all_text += odd;
+  auto recorded = open_index(tmp.file("recorded.db"));
+  auto inserted = open_index(tmp.file("inserted.db"));
+  update_options direct;
+  direct.tokenize_while_reading = false;
+  REQUIRE_FALSE(recorded->update({tmp.file("docs")}).failure.has_value());
+  REQUIRE_FALSE(inserted->update({tmp.file("docs")}, direct).failure.has_value());
+  std::set<std::string> words;
+  std::string word;
+  for (char c : all_text + " ") {
+    auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80 || std::isalnum(u)) {
+      word += c;
+    } else {
+      if (!word.empty())
+        words.insert(word);
+      word.clear();
+    }
+  }
+  REQUIRE(words.size() > 100);
+  size_t found = 0;
+  auto compare = [&](const std::string& q) {
+    CAPTURE(q);
+    auto a = recorded->search(q, 20);
+    auto b = inserted->search(q, 20);
+    REQUIRE(a.hits.size() == b.hits.size());
+    for (size_t i = 0; i < a.hits.size(); ++i) {
+      CHECK(a.hits[i].path == b.hits[i].path);
+      CHECK(a.hits[i].passage_id == b.hits[i].passage_id);
+      CHECK(a.hits[i].score == doctest::Approx(b.hits[i].score));
+    }
+    found += a.hits.size();
+  };
+  for (const auto& w : words)
+    compare(w);
+  CHECK(found >= words.size());
+  // Changed (the German file rewritten in French), then removed: both
+  // indexes delete with the tokens the text was indexed with.
+  tmp.write("docs/de.md", "# Jardins\n\nLes jardins sont grands.");
+  auto later = std::filesystem::last_write_time(tmp.file("docs/de.md"))
+               + std::chrono::seconds{5};
+  std::filesystem::last_write_time(tmp.file("docs/de.md"), later);
+  REQUIRE_FALSE(recorded->update({tmp.file("docs")}).failure.has_value());
+  REQUIRE_FALSE(inserted->update({tmp.file("docs")}, direct).failure.has_value());
+  for (const auto& q : {"Wärmepumpen", "Häuser", "jardin"})
+    compare(q);
+  CHECK(recorded->search("jardin", 5).hits.size() == 1);
+  std::filesystem::remove_all(tmp.file("docs"));
+  std::filesystem::create_directories(tmp.file("docs"));
+  REQUIRE(recorded->update({tmp.file("docs")}).removed == std::size(cases) + 1);
+  REQUIRE(inserted->update({tmp.file("docs")}, direct).removed == std::size(cases) + 1);
+  CHECK(recorded->size() == std::pair<size_t, size_t>{0, 0});
+  for (const auto& w : words)
+    CHECK(recorded->search(w, 5).hits.empty());
 }

@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -23,6 +24,7 @@
 #include <thread>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <limits>
 #include <utility>
@@ -537,6 +539,25 @@ fts5_api* fts5_of(sqlite3* db) {
 
 // -- the tokenizer ------------------------------------------------------------
 
+// The tokens the `quarry` tokenizer gives for the passages of one file,
+// recorded on the reading thread of an update and replayed when the
+// passages are inserted, so that the indexing thread (the one that holds
+// the write lock) does not tokenize and stem them itself.
+struct token_recording {
+  struct token {
+    uint32_t at = 0; // in `bytes`
+    uint32_t size = 0;
+    int start = 0;
+    int end = 0;
+    int flags = 0;
+  };
+  std::string bytes;
+  std::vector<token> tokens;
+  // Per passage: where the tokens of its heading, then of its body, start,
+  // and where they end.
+  std::vector<std::array<uint32_t, 3>> bounds;
+};
+
 // What the connection's `quarry` tokenizers share: the language of the
 // document being indexed (set by write_batch before its passages are added
 // or deleted, so both see the same tokens) and the languages of the corpus
@@ -545,6 +566,18 @@ fts5_api* fts5_of(sqlite3* db) {
 struct language_context {
   std::string document_language = "en";
   std::vector<std::string> query_languages{"en"};
+
+  // Set by write_batch while one passage is inserted: texts whose tokens
+  // were recorded, and the recorded tokens [first, last). A text given to
+  // the tokenizer that is one of them (same bytes) gets them replayed.
+  struct recorded_text {
+    std::string_view text;
+    const token_recording* recording = nullptr;
+    uint32_t first = 0;
+    uint32_t last = 0;
+  };
+  std::array<recorded_text, 2> replay{};
+  size_t replay_count = 0;
 
   // A language's stemmer and the stems it gave (without diacritics), in a
   // direct-mapped cache by the word's hash: text repeats its words, and
@@ -736,6 +769,24 @@ bool ascii_alnum(unsigned char c) {
 int tokenizer_run(Fts5Tokenizer* tok, void* ctx, int flags, const char* text,
                   int n, int (*emit)(void*, int, const char*, int, int, int)) {
   auto* t = reinterpret_cast<quarry_tokenizer*>(tok);
+  if ((flags & FTS5_TOKENIZE_DOCUMENT) != 0 && n >= 0) {
+    auto& languages = *t->languages;
+    for (size_t r = 0; r < languages.replay_count; ++r) {
+      const auto& rec = languages.replay[r];
+      if (rec.text.size() != static_cast<size_t>(n)
+          || (n > 0 && std::memcmp(rec.text.data(), text, rec.text.size()) != 0))
+        continue;
+      const auto& recording = *rec.recording;
+      for (auto k = rec.first; k < rec.last; ++k) {
+        const auto& x = recording.tokens[k];
+        auto rc = emit(ctx, x.flags, recording.bytes.data() + x.at,
+                       static_cast<int>(x.size), x.start, x.end);
+        if (rc != SQLITE_OK)
+          return rc;
+      }
+      return SQLITE_OK;
+    }
+  }
   token_pass pass{t, ctx, emit, (flags & FTS5_TOKENIZE_QUERY) != 0};
   char lower[64];
   int i = 0;
@@ -773,6 +824,77 @@ int tokenizer_run(Fts5Tokenizer* tok, void* ctx, int flags, const char* text,
   }
   return SQLITE_OK;
 }
+
+// The largest text whose tokens the reading thread records (about 6 bytes
+// of recording per byte of text); a larger one is tokenized as inserted.
+constexpr size_t max_recorded_bytes = 4 * 1024 * 1024;
+
+// A `quarry` tokenizer for another thread than the connection's: its own
+// unicode61 instance and language context, recording tokens.
+class token_recorder {
+public:
+  token_recorder() = default;
+  token_recorder(const token_recorder&) = delete;
+  token_recorder& operator=(const token_recorder&) = delete;
+
+  ~token_recorder() {
+    if (tokenizer_.base != nullptr)
+      tokenizer_.base_module.xDelete(tokenizer_.base);
+  }
+
+  // Sets up the unicode61 instance from `db`'s FTS5 (on the connection's
+  // thread).
+  bool init(sqlite3* db) {
+    auto* api = fts5_of(db);
+    void* base_user = nullptr;
+    if (api == nullptr
+        || api->xFindTokenizer(api, "unicode61", &base_user,
+                               &tokenizer_.base_module)
+             != SQLITE_OK)
+      return false;
+    const char* args[] = {"remove_diacritics", "0"};
+    if (tokenizer_.base_module.xCreate(base_user, args, 2, &tokenizer_.base)
+        != SQLITE_OK) {
+      tokenizer_.base = nullptr;
+      return false;
+    }
+    tokenizer_.languages = &languages_;
+    return true;
+  }
+
+  // Records the tokens of every passage of `text`, stemmed in `language`.
+  void record(const std::string& language, std::string_view text,
+              const std::vector<passage>& passages, token_recording& out) {
+    if (tokenizer_.base == nullptr)
+      return;
+    languages_.document_language = language;
+    auto add = [](void* ctx, int flags, const char* token, int n, int start,
+                  int end) -> int {
+      auto* r = static_cast<token_recording*>(ctx);
+      r->tokens.push_back({static_cast<uint32_t>(r->bytes.size()),
+                           static_cast<uint32_t>(n), start, end, flags});
+      r->bytes.append(token, static_cast<size_t>(n));
+      return SQLITE_OK;
+    };
+    auto* tok = reinterpret_cast<Fts5Tokenizer*>(&tokenizer_);
+    for (const auto& p : passages) {
+      std::array<uint32_t, 3> b{};
+      b[0] = static_cast<uint32_t>(out.tokens.size());
+      tokenizer_run(tok, &out, FTS5_TOKENIZE_DOCUMENT, p.heading.data(),
+                    static_cast<int>(p.heading.size()), add);
+      b[1] = static_cast<uint32_t>(out.tokens.size());
+      auto body = text.substr(p.offset, p.length);
+      tokenizer_run(tok, &out, FTS5_TOKENIZE_DOCUMENT, body.data(),
+                    static_cast<int>(body.size()), add);
+      b[2] = static_cast<uint32_t>(out.tokens.size());
+      out.bounds.push_back(b);
+    }
+  }
+
+private:
+  quarry_tokenizer tokenizer_;
+  language_context languages_;
+};
 
 // Registers the `quarry` tokenizer on `db` and returns the context its
 // instances share (owned by the connection), or nullptr.
@@ -947,8 +1069,10 @@ struct corpus_index::pending_write {
   std::string date_source;
   std::string language;
   std::string text;
-  // The passages of `text` (split by the reading thread).
+  // The passages of `text` (split by the reading thread) and their tokens
+  // (recorded by it too).
   std::vector<passage> passages;
+  token_recording tokens;
 };
 
 // -- opening ------------------------------------------------------------------
@@ -1320,6 +1444,10 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
     bool binary = false;
     pending_write write;
   };
+  // The reading thread tokenizes the passages it prepares (see
+  // token_recording); without a recorder they are tokenized as inserted.
+  token_recorder recorder;
+  bool recording = options.tokenize_while_reading && recorder.init(db_);
   auto prepare = [&](const std::string& path, const file_stat& info) {
     file_outcome out;
     out.path = &path;
@@ -1369,6 +1497,8 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
     w.language = detect_language(w.text);
     if (w.language.empty())
       w.language = doc.declared_language;
+    if (recording && w.text.size() <= max_recorded_bytes)
+      recorder.record(stem_language(w.language), w.text, w.passages, w.tokens);
     if (auto date = iso_date(doc.published); !date.empty()) {
       w.date = std::move(date);
       w.date_source = info.type == file_type::pdf ? "pdf" : "html";
@@ -1697,8 +1827,19 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
           run(insert_passage);
           index_passage.bind(1, sqlite3_last_insert_rowid(db_));
           index_passage.bind(2, p.heading);
-          index_passage.bind(3, text.substr(p.offset, p.length));
+          auto body = text.substr(p.offset, p.length);
+          index_passage.bind(3, body);
+          // The tokens the reading thread recorded, if it did.
+          auto& languages = *state_->languages;
+          auto n = static_cast<size_t>(&p - w.passages.data());
+          if (n < w.tokens.bounds.size()) {
+            const auto& b = w.tokens.bounds[n];
+            languages.replay[0] = {p.heading, &w.tokens, b[0], b[1]};
+            languages.replay[1] = {body, &w.tokens, b[1], b[2]};
+            languages.replay_count = 2;
+          }
           run(index_passage);
+          languages.replay_count = 0;
           ++result.passages;
           ++passages_changed;
         }

@@ -55,6 +55,11 @@ struct update_options {
   /// Called after each file found has been looked at (from the updating
   /// thread, outside any transaction), e.g. to show a rate and an ETA.
   std::function<void(const update_progress&)> progress;
+  /// Whether the reading thread tokenizes and stems the passages it reads
+  /// (texts up to 4 MB), so that the indexing thread, which holds the
+  /// write lock, only inserts them. False tokenizes them as they are
+  /// inserted; the index is the same either way.
+  bool tokenize_while_reading = true;
   /// Called with each file's path before it is read and extracted (outside
   /// any transaction, on the update's reading thread); a hook for tests.
   std::function<void(const std::string&)> before_read;

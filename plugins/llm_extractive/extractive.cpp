@@ -1072,7 +1072,7 @@ std::string calls_of_search(const std::vector<call_record>& calls,
 }
 
 // How many pages a research agent reads after its searches.
-constexpr size_t pages_to_read = 6;
+constexpr size_t pages_to_read = 8;
 
 // How many words a refined query adds to the task's.
 constexpr size_t refinement_words = 4;
@@ -1140,7 +1140,7 @@ constexpr size_t lead_searches = 3;
 constexpr size_t references_per_search = 2;
 
 // How many pages an agent reads after following references.
-constexpr size_t lead_pages_to_read = 6;
+constexpr size_t lead_pages_to_read = 8;
 
 // A passage counts as speaking to the task when its relevance reaches this
 // share of the best passage's.
@@ -1261,25 +1261,46 @@ std::vector<std::string> references_in(std::string_view passage) {
 
 // The documents of `titles` a reference names: the title whose words the
 // reference holds (three quarters of them at least, two at least when it has
-// two), the one matching most words first, then again with the words left
+// two), or which holds three quarters of the reference's words (three at
+// least), or the only title that holds all of them, the one matching most
+// words first, then again with the words left
 // ("refrigerants, natural refrigerants and global warming potential" names
 // two titles).
 std::vector<size_t> resolve_reference(const std::vector<std::string>& reference,
                                       const std::vector<std::vector<std::string>>& titles) {
   std::vector<size_t> result;
   auto left = word_set(reference);
+  auto matches = [&](size_t t) {
+    size_t matched = 0;
+    for (const auto& w : titles[t])
+      if (std::binary_search(left.begin(), left.end(), w))
+        ++matched;
+    return matched;
+  };
   while (!left.empty()) {
     size_t best = titles.size();
     size_t best_matched = 0;
+    // The titles that hold every word left.
+    size_t holding_all = 0;
+    for (size_t t = 0; t < titles.size(); ++t)
+      if (std::find(result.begin(), result.end(), t) == result.end()
+          && matches(t) == left.size())
+        ++holding_all;
     for (size_t t = 0; t < titles.size(); ++t) {
       if (titles[t].empty()
           || std::find(result.begin(), result.end(), t) != result.end())
         continue;
-      size_t matched = 0;
-      for (const auto& w : titles[t])
-        if (std::binary_search(left.begin(), left.end(), w))
-          ++matched;
-      if (matched * 4 < titles[t].size() * 3 || matched < std::min<size_t>(2, titles[t].size()))
+      auto matched = matches(t);
+      // Most of the title is in the reference, or (three words or more)
+      // most of the reference is in the title ("running costs and the
+      // price ratio" names "Running Costs and the Electricity-to-Gas Price
+      // Ratio"), or the title is the only one that holds all of it
+      // ("seasonal performance").
+      auto title_side = matched * 4 >= titles[t].size() * 3
+                        && matched >= std::min<size_t>(2, titles[t].size());
+      auto reference_side = (matched >= 3 && matched * 4 >= left.size() * 3)
+                            || (matched == left.size() && holding_all == 1);
+      if (!title_side && !reference_side)
         continue;
       if (matched > best_matched) {
         best = t;
@@ -1379,6 +1400,9 @@ answer respond_research(const sdk::chat_request& req) {
   std::set<std::string> opened_urls;
   std::vector<sdk::chat_message> search_results;
   std::vector<sdk::chat_message> all_results;
+  // The first results of the searches for references: what each
+  // reference's search found first (the results interleave the queries).
+  std::vector<std::string> lead_tops;
   for (const auto& rec : calls) {
     if (std::find(searches.begin(), searches.end(), rec.call.name) != searches.end()) {
       searched.insert(rec.call.name);
@@ -1386,10 +1410,19 @@ answer respond_research(const sdk::chat_request& req) {
       if (reads > 0)
         ++later_searches;
       auto args = parse_arguments(rec.call.arguments);
+      size_t queries_made = 0;
       if (args.contains("queries") && args["queries"].is_array())
         for (const auto& q : args["queries"])
-          if (q.is_string())
+          if (q.is_string()) {
             queried.insert(q.get<std::string>());
+            ++queries_made;
+          }
+      if (reads > 0 && rec.result != nullptr) {
+        auto docs = parse_tool_result(rec.result->content);
+        for (size_t i = 0; i < docs.size() && i < queries_made; ++i)
+          if (!docs[i].url.empty())
+            lead_tops.push_back(docs[i].url);
+      }
       if (rec.result != nullptr) {
         search_results.push_back(*rec.result);
         all_results.push_back(*rec.result);
@@ -1497,10 +1530,20 @@ answer respond_research(const sdk::chat_request& req) {
                                             nlohmann::json{{"queries", queries}}));
       return result;
     }
-    if (!to_read.empty()) {
+    // What a reference's search found first is read too, before the rest.
+    std::vector<std::string> urls_to_read;
+    for (const auto& url : lead_tops)
+      if (opened_urls.count(url) == 0
+          && std::find(urls_to_read.begin(), urls_to_read.end(), url) == urls_to_read.end())
+        urls_to_read.push_back(url);
+    for (auto d : to_read)
+      if (std::find(urls_to_read.begin(), urls_to_read.end(), everything[d].url)
+          == urls_to_read.end())
+        urls_to_read.push_back(everything[d].url);
+    if (!urls_to_read.empty()) {
       nlohmann::json urls = nlohmann::json::array();
-      for (size_t i = 0; i < to_read.size() && i < lead_pages_to_read; ++i)
-        urls.push_back(everything[to_read[i]].url);
+      for (size_t i = 0; i < urls_to_read.size() && i < lead_pages_to_read; ++i)
+        urls.push_back(urls_to_read[i]);
       result.tool_calls.push_back(
         make_call(next_id, reader->name, nlohmann::json{{"urls", urls}}));
       return result;

@@ -527,8 +527,9 @@ constexpr size_t section_units = 9;
 constexpr size_t cover_units = 4;
 
 // A source the final report's sections leave out is quoted when its best
-// unit reaches this share of its section's best.
-constexpr double final_cover_share = 0.15;
+// unit reaches this share of its section's best: an agent chose the unit
+// already, so only one that holds almost nothing of the step stays out.
+constexpr double final_cover_share = 0.05;
 
 // Maximal marginal relevance: the weight of relevance against novelty.
 constexpr double mmr_lambda = 0.7;

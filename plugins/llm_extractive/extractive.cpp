@@ -524,7 +524,7 @@ std::string truncate_words(std::string_view sentence, size_t max_words) {
 // How many units a section of the final report holds at most, and how many
 // more the coverage pass may add to it.
 constexpr size_t section_units = 9;
-constexpr size_t cover_units = 4;
+constexpr size_t cover_units = 6;
 
 // A source the final report's sections leave out is quoted when its best
 // unit reaches this share of its section's best: an agent chose the unit

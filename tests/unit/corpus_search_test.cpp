@@ -15,6 +15,7 @@
 #include <ctime>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,37 @@ TEST_CASE("corpus_search parses phrases and path filters") {
   auto many = parse_search_query("path:a path:b path:c path:d path:e path:"
                                  + std::string(600, 'x'));
   CHECK(many.paths.size() == 4);
+}
+
+TEST_CASE("corpus_search: a plain text file's first line is its title") {
+  CHECK(text_title("COMMISSIONING AND FIRST-WINTER NOTES FOR A HEAT PUMP\n\n"
+                   "These notes describe.")
+        == "Commissioning and First-Winter Notes for a Heat Pump");
+  CHECK(text_title("CHECKLIST: A BOILER WITH A HEAT PUMP\n\nText.")
+        == "Checklist: A Boiler with a Heat Pump");
+  CHECK(text_title("\n\n  Site visit, 3 March  \n\nPressure fine.") == "Site visit, 3 March");
+  CHECK(text_title("Only a line") == "Only a line");
+  // Not titles: a sentence, a paragraph's first line, too long, no letters.
+  CHECK(text_title("The pump was noisy.\n\nMore.").empty());
+  CHECK(text_title("First line of a paragraph\nthat goes on.\n").empty());
+  CHECK(text_title(std::string(130, 'x') + "\n\nText").empty());
+  CHECK(text_title("one two three four five six seven eight nine ten eleven "
+                   "twelve thirteen fourteen fifteen sixteen seventeen\n\nx")
+          .empty());
+  CHECK(text_title("2024-03-01\n\nText").empty());
+  CHECK(text_title("").empty());
+  CHECK(text_title(" \n \n").empty());
+  // Indexed: a text file gets it, else its name.
+  test::temp_dir tmp;
+  tmp.write("docs/notes-file.txt", "FIRST-WINTER NOTES\n\nThe pump ran well.\n");
+  tmp.write("docs/plain.txt", "The pump ran well all winter.\nNo faults.\n");
+  auto index = open_index(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  auto r = index->search("pump", 5);
+  std::set<std::string> got;
+  for (const auto& h : r.hits)
+    got.insert(h.title);
+  CHECK(got == std::set<std::string>{"First-Winter Notes", "plain"});
 }
 
 TEST_CASE("corpus_search passages know where they lie in the source") {

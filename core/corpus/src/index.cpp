@@ -1490,6 +1490,8 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
     w.passages = split_passages(w.text);
     if (w.title.empty() && info.type != file_type::pdf)
       w.title = markdown_title(w.text);
+    if (w.title.empty() && info.type == file_type::text)
+      w.title = text_title(w.text);
     if (w.title.empty())
       w.title = fs::path{path}.stem().string();
     // The text tells its language better than a page's declaration

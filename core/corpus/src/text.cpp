@@ -321,6 +321,73 @@ std::string markdown_title(std::string_view text) {
   return {};
 }
 
+std::string text_title(std::string_view text) {
+  auto start = text.find_first_not_of(" \t\r\n");
+  if (start == std::string_view::npos)
+    return {};
+  auto end = text.find('\n', start);
+  auto line = sdk::trim(text.substr(start, end == std::string_view::npos
+                                              ? std::string_view::npos
+                                              : end - start));
+  // A blank line (or the end) follows.
+  if (end != std::string_view::npos) {
+    auto next = text.find('\n', end + 1);
+    auto after = sdk::trim(text.substr(end + 1, next == std::string_view::npos
+                                                  ? std::string_view::npos
+                                                  : next - end - 1));
+    if (!after.empty())
+      return {};
+  }
+  if (line.size() < 3 || line.size() > 120)
+    return {};
+  auto last = line.back();
+  if (last == '.' || last == ',' || last == ';')
+    return {};
+  size_t words = 0;
+  bool letters = false;
+  bool lower = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    auto c = line[i];
+    if (c != ' ' && (i == 0 || line[i - 1] == ' '))
+      ++words;
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+      letters = true;
+    if (c >= 'a' && c <= 'z')
+      lower = true;
+  }
+  if (words > 16 || !letters)
+    return {};
+  std::string title{line};
+  if (lower)
+    return title;
+  // In capitals: title case, small words in lower case but the first and
+  // the one after a colon.
+  static const char* small[] = {"a", "an", "and", "as", "at", "by", "for", "in",
+                                "of", "on", "or", "the", "to", "with"};
+  std::string out;
+  bool first = true;
+  for (size_t i = 0; i < title.size();) {
+    auto j = title.find(' ', i);
+    if (j == std::string::npos)
+      j = title.size();
+    std::string word = sdk::to_lower(std::string_view{title}.substr(i, j - i));
+    bool is_small = std::any_of(std::begin(small), std::end(small),
+                                [&](const char* w) { return word == w; });
+    if (first || !is_small) {
+      // Capitals after the start and after a hyphen ("First-Winter").
+      for (size_t k = 0; k < word.size(); ++k)
+        if ((k == 0 || word[k - 1] == '-') && word[k] >= 'a' && word[k] <= 'z')
+          word[k] = static_cast<char>(word[k] - 'a' + 'A');
+    }
+    first = !word.empty() && word.back() == ':';
+    out += word;
+    if (j < title.size())
+      out += ' ';
+    i = j + 1;
+  }
+  return out;
+}
+
 std::string content_hash(std::string_view bytes) {
   uint64_t h = 14695981039346656037ull;
   for (auto c : bytes) {

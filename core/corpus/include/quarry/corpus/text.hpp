@@ -66,6 +66,13 @@ std::string make_snippet(std::string_view text,
 /// Returns the first Markdown heading (`# Title`) of `text`, or empty.
 std::string markdown_title(std::string_view text);
 
+/// Returns the title a plain text file gives itself: its first line, when
+/// a blank line (or the end) follows it and it is short (at most 120 bytes
+/// and 16 words) and does not end as a sentence does (`.`, `,`, `;`). A
+/// line in capitals is set in title case ("NOTES FOR A HEAT PUMP" becomes
+/// "Notes for a Heat Pump"). Empty when the text gives none.
+std::string text_title(std::string_view text);
+
 /// A 64-bit FNV-1a hash of `bytes`, as 16 hex digits.
 std::string content_hash(std::string_view bytes);
 

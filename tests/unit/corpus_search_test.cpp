@@ -36,6 +36,13 @@ std::unique_ptr<corpus_index> open_index(const std::string& path) {
   return std::move(opened.index);
 }
 
+// Writes `n` filler documents docs/f0.md ... whose text is `text`.
+void write_fillers(const test::temp_dir& tmp, int n, const std::string& text) {
+  for (int i = 0; i < n; ++i)
+    tmp.write("docs/f" + std::to_string(i) + ".md",
+              "# Filler " + std::to_string(i) + "\n\n" + text + "\n");
+}
+
 std::vector<std::string> titles(const search_result& r) {
   std::vector<std::string> out;
   for (const auto& h : r.hits)
@@ -228,10 +235,7 @@ TEST_CASE("corpus_search ranks exactly although it ranks rare words first") {
     many += "marsupial ";
   tmp.write("docs/m.md", "# Marsupial marsupial\n\n" + many + "\n");
   tmp.write("docs/m2.md", "# Other\n\nOne marsupial here.\n");
-  for (int i = 0; i < 7; ++i)
-    tmp.write("docs/f" + std::to_string(i) + ".md",
-              "# Filler " + std::to_string(i) + "\n\nNothing of note, "
-              "plain words.\n");
+  write_fillers(tmp, 7, "Nothing of note, plain words.");
   auto index = open_index(tmp.file("corpus.db"));
   REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
   auto one = index->search("quokka marsupial", 1);
@@ -264,10 +268,7 @@ TEST_CASE("corpus_search ranks a document whose title holds the query first") {
   tmp.write("docs/title-only.md", "# Quokka Habitats\n\nSmall animals live "
                                   "on a few islands.\n");
   tmp.write("docs/site-visit-log.txt", "Pressure checked, valves opened.\n");
-  for (int i = 0; i < 6; ++i)
-    tmp.write("docs/f" + std::to_string(i) + ".md",
-              "# Filler " + std::to_string(i) + "\n\nNothing of note, plain "
-              "words about performance.\n");
+  write_fillers(tmp, 6, "Nothing of note, plain words about performance.");
   auto index = open_index(tmp.file("corpus.db"));
   REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
   auto r = index->search("seasonal performance", 10);

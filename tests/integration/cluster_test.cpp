@@ -582,43 +582,69 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: examples/cluster_client, built out 
 
 namespace {
 
+/// A program on a CAF node of its own that uses the research service of a
+/// `quarry serve` at `port`. One client keeps one connection for all its
+/// requests: the node ids of CAF 0.17 are made of the host and the process
+/// id, so a second actor system of this process is the same node to the
+/// server, and connecting it while the server still holds the first one's
+/// connection can leave a reply on the old one.
+class service_client {
+public:
+  explicit service_client(uint16_t port) : sys_(configure(cfg_)) {
+    auto svc = sys_.middleman().remote_actor<quarry::cluster::research_service_actor>(
+      "127.0.0.1", port);
+    REQUIRE_MESSAGE(svc, sys_.render(svc.error()));
+    svc_ = *svc;
+  }
+
+  /// Runs one research; its result (`failed`, with the reason in `failure`,
+  /// when the start is refused or not answered within `start_timeout`).
+  quarry::cluster::session_result research(quarry::cluster::research_request req,
+                                           std::chrono::seconds start_timeout = 30s) {
+    auto sink = sys_.spawn([]() -> quarry::cluster::line_sink_actor::behavior_type {
+      return {[](quarry::cluster::packet_atom, const std::string&, uint64_t) {},
+              [](quarry::cluster::stop_atom, uint64_t) {}};
+    });
+    // Errors are results, not exceptions: the actor system must see the
+    // sink end before it can be destroyed.
+    quarry::cluster::session_result out;
+    out.status = quarry::cluster::session_status::failed;
+    {
+      caf::scoped_actor self{sys_};
+      std::string id;
+      self->request(svc_, start_timeout, quarry::cluster::research_atom::value, req, sink)
+        .receive([&](const std::string& x) { id = x; },
+                 [&](const caf::error& e) { out.failure = "start: " + sys_.render(e); });
+      if (!id.empty())
+        self->request(svc_, 120s, quarry::cluster::result_atom::value, id)
+          .receive([&](quarry::cluster::session_result& r) { out = std::move(r); },
+                   [&](const caf::error& e) { out.failure = "result: " + sys_.render(e); });
+    }
+    caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+    return out;
+  }
+
+private:
+  static caf::actor_system_config& configure(caf::actor_system_config& cfg) {
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    cfg.set("scheduler.max-threads", 2);
+    quarry::cluster::register_types(cfg);
+    cfg.load<caf::io::middleman>();
+    return cfg;
+  }
+
+  caf::actor_system_config cfg_; // before sys_, which is made from it
+  caf::actor_system sys_;
+  quarry::cluster::research_service_actor svc_;
+};
+
 /// Runs one research through the research service of a `quarry serve` at
-/// `port`, from a CAF node of this process; its result (`failed`, with the
-/// reason in `failure`, when the start is refused or not answered within
-/// `start_timeout`).
+/// `port`, from a client node of its own.
 quarry::cluster::session_result research_via_service(uint16_t port,
                                                      quarry::cluster::research_request req,
                                                      std::chrono::seconds start_timeout = 30s) {
-  caf::actor_system_config cfg;
-  cfg.set("logger.verbosity", caf::atom("quiet"));
-  cfg.set("scheduler.max-threads", 2);
-  quarry::cluster::register_types(cfg);
-  cfg.load<caf::io::middleman>();
-  caf::actor_system sys{cfg};
-  auto svc = sys.middleman().remote_actor<quarry::cluster::research_service_actor>("127.0.0.1",
-                                                                                   port);
-  REQUIRE_MESSAGE(svc, sys.render(svc.error()));
-  auto sink = sys.spawn([]() -> quarry::cluster::line_sink_actor::behavior_type {
-    return {[](quarry::cluster::packet_atom, const std::string&, uint64_t) {},
-            [](quarry::cluster::stop_atom, uint64_t) {}};
-  });
-  // Errors are results, not exceptions: the actor system must see the sink
-  // end before it can be destroyed.
-  quarry::cluster::session_result out;
-  out.status = quarry::cluster::session_status::failed;
-  {
-    caf::scoped_actor self{sys};
-    std::string id;
-    self->request(*svc, start_timeout, quarry::cluster::research_atom::value, req, sink)
-      .receive([&](const std::string& x) { id = x; },
-               [&](const caf::error& e) { out.failure = "start: " + sys.render(e); });
-    if (!id.empty())
-      self->request(*svc, 120s, quarry::cluster::result_atom::value, id)
-        .receive([&](quarry::cluster::session_result& r) { out = std::move(r); },
-                 [&](const caf::error& e) { out.failure = "result: " + sys.render(e); });
-  }
-  caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
-  return out;
+  service_client client{port};
+  return client.research(std::move(req), start_timeout);
 }
 
 quarry::cluster::session_result research_via_service(uint16_t port, const std::string& q) {
@@ -713,8 +739,10 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: the research service refuses bad re
                             test::isolated_quarry_options(home.path() + "/serve",
                                                           llm_env(server))};
   auto port = service_port(serve);
+  // One client (one connection) for every request: see service_client.
+  service_client client{port};
   auto refused = [&](quarry::cluster::research_request req) {
-    auto r = research_via_service(port, std::move(req));
+    auto r = client.research(std::move(req));
     CHECK(r.status == quarry::cluster::session_status::failed);
     return r.failure;
   };
@@ -733,13 +761,14 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: the research service refuses bad re
   // an error), logged, and no session starts.
   req.deadline_ms = 0;
   req.question = std::string(quarry::cluster::max_question_bytes + 1, 'q');
-  auto dropped = research_via_service(port, req, 10s);
+  auto dropped = client.research(req, 10s);
   CHECK(dropped.status == quarry::cluster::session_status::failed);
   CHECK(dropped.failure.rfind("start: ", 0) == 0);
   CHECK(serve.wait_for_err("dropped a message from another node: a question past 64 KiB",
                            10s));
-  // The service goes on.
-  auto good = research_via_service(port, "How do heat pumps cope with cold weather?");
+  // The service goes on, on the same connection.
+  req.question = "How do heat pumps cope with cold weather?";
+  auto good = client.research(req);
   CAPTURE(good.failure);
   CHECK(good.status == quarry::cluster::session_status::report);
   // Only the good request started a session.

@@ -36,10 +36,7 @@ int main(int argc, char** argv) {
   const size_t per_file = 10;
   // --dir DIR: work in DIR and keep it; a second run with the same DIR
   // (and --passages) reuses its files and index, to measure queries alone.
-  std::string given_dir;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string{argv[i]} == "--dir")
-      given_dir = argv[i + 1];
+  auto given_dir = text_arg(argc, argv, "--dir");
   auto dir = given_dir.empty()
                ? fs::temp_directory_path()
                    / ("quarry-corpus-bench-" + std::to_string(::getpid()))

@@ -113,6 +113,14 @@ inline double percentile(std::vector<double> xs, double p) {
   return xs[std::min(xs.size() - 1, i == 0 ? 0 : i - 1)];
 }
 
+/// The text after `name` on the command line, or empty.
+inline std::string text_arg(int argc, char** argv, const std::string& name) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == name)
+      return argv[i + 1];
+  return {};
+}
+
 inline size_t arg(int argc, char** argv, const std::string& name,
                   size_t fallback) {
   for (int i = 1; i + 1 < argc; ++i)

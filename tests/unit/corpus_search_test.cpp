@@ -308,6 +308,37 @@ TEST_CASE("corpus_search ranks a document whose title holds the query first") {
   CHECK(index->search("fauna", 5).hits.empty());
 }
 
+TEST_CASE("corpus_search: hostile titles are indexed and removed without a "
+          "trace") {
+  // A 200 KB Markdown title with bad bytes and a CJK run, a text file whose
+  // first line is bad bytes, and a title that is one 100 KB word.
+  test::temp_dir tmp;
+  std::string huge = "# Zephyr \xff\xfe " + std::string(200000, 'z') + " \xe7\x83\xad\xe6\xb3\xb5"
+                     "\xe7\x83\xad\xe6\xb3\xb5\n\nBody text of the zephyr file.\n";
+  tmp.write("docs/huge.md", huge);
+  tmp.write("docs/bytes.txt", "\xc3\x28 \xa0\xa1 QUIRT\n\nBody of the quirt file.\n");
+  tmp.write("docs/word.md", "# " + std::string(100000, 'w') + "\n\nBody of the word file.\n");
+  auto index = open_index(tmp.file("corpus.db"));
+  auto r = index->update({tmp.file("docs")});
+  REQUIRE_FALSE(r.failure.has_value());
+  CHECK(r.added == 3);
+  auto zephyr = index->search("zephyr", 5);
+  REQUIRE(zephyr.hits.size() == 1);
+  CHECK(zephyr.hits[0].path.find("huge.md") != std::string::npos);
+  CHECK(index->search("热泵", 5).hits.size() == 1);
+  CHECK(index->search("quirt", 5).hits.size() == 1);
+  CHECK_FALSE(index->search(std::string(100000, 'w'), 5).failure.has_value());
+  // Removed: no title word finds anything any more.
+  std::filesystem::remove_all(tmp.file("docs"));
+  std::filesystem::create_directories(tmp.file("docs"));
+  auto gone = index->update({tmp.file("docs")});
+  REQUIRE_FALSE(gone.failure.has_value());
+  CHECK(gone.removed == 3);
+  for (const auto& q : {"zephyr", "热泵", "quirt", "body"})
+    CHECK(index->search(q, 5).hits.empty());
+  CHECK(index->size() == std::pair<size_t, size_t>{0, 0});
+}
+
 TEST_CASE("corpus_search picks the same passages without FTS5's sorter as "
           "with it") {
   // A path filter that every file passes makes the search rank with

@@ -2231,16 +2231,25 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     std::set<int64_t> seen;
     for (const auto& c : title_best)
       seen.insert(c.document);
-    // The `limit`-th best score of the candidates so far.
+    // The `limit`-th best score of the candidates so far, worked out again
+    // only after a candidate was added.
+    std::vector<double> scores;
+    double kth_cached = 0;
+    bool kth_known = false;
     auto kth_score = [&] {
-      if (candidates.size() < limit)
-        return -std::numeric_limits<double>::infinity();
-      std::vector<double> scores;
-      for (const auto& c : candidates)
-        scores.push_back(c.score);
-      std::nth_element(scores.begin(), scores.begin() + static_cast<long>(limit - 1),
-                       scores.end(), std::greater<>{});
-      return scores[limit - 1];
+      if (kth_known)
+        return kth_cached;
+      kth_known = true;
+      kth_cached = -std::numeric_limits<double>::infinity();
+      if (candidates.size() >= limit) {
+        scores.clear();
+        for (const auto& c : candidates)
+          scores.push_back(c.score);
+        std::nth_element(scores.begin(), scores.begin() + static_cast<long>(limit - 1),
+                         scores.end(), std::greater<>{});
+        kth_cached = scores[limit - 1];
+      }
+      return kth_cached;
     };
     size_t from_ranked = 0;
     for (const auto& [id, score] : ranked) {
@@ -2259,6 +2268,7 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
       auto bonus = title_bonus.find(doc);
       candidates.push_back(
         {doc, id, -score + (bonus == title_bonus.end() ? 0.0 : bonus->second)});
+      kth_known = false;
     }
     std::stable_sort(candidates.begin(), candidates.end(),
                      [](const candidate& a, const candidate& b) {

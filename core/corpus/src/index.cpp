@@ -1510,11 +1510,12 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
     }
     return out;
   };
-  // The queue between the reading thread and this one: at most 64 files
-  // or 64 MB of text (one larger file always fits), besides the run of files
-  // this thread took from it last.
-  constexpr size_t max_ahead_files = 64;
-  constexpr size_t max_ahead_bytes = 64 * 1024 * 1024;
+  // The queue between the reading thread and this one: at most two batches
+  // of files, or 96 MB of text and recorded tokens (one larger file always
+  // fits), besides the run of files this thread took from it last. The
+  // reading thread stays a batch ahead while this one writes a batch.
+  constexpr size_t max_ahead_files = 2 * batch_files;
+  constexpr size_t max_ahead_bytes = 96 * 1024 * 1024;
   std::mutex queue_mtx;
   std::condition_variable queue_cv;
   std::deque<file_outcome> queue;
@@ -1541,7 +1542,9 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
       });
       if (stop_reading)
         return;
-      queued_bytes += out.write.text.size();
+      queued_bytes += out.write.text.size() + out.write.tokens.bytes.size()
+                      + out.write.tokens.tokens.size()
+                          * sizeof(token_recording::token);
       queue.push_back(std::move(out));
       if (queue.size() == 1)
         queue_cv.notify_all();

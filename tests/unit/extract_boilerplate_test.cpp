@@ -108,3 +108,67 @@ TEST_CASE("extract_boilerplate drops hidden elements and navigation") {
   CHECK_FALSE(has(x.text, "Share this"));
   CHECK_FALSE(has(x.text, "Previous story"));
 }
+
+TEST_CASE("extract_boilerplate: a no-break space at the edge of a link "
+          "still parts the words") {
+  auto x = ce::extract_html(
+    "<html><body><article>" + para + para
+    + "<p>In the examples above, my&nbsp;<a href=\"/dress\">favourite "
+      "dress</a>&nbsp;combines lace and a simple cut.</p>"
+    + para + "</article></body></html>");
+  CHECK(has(x.text, "my favourite dress combines lace"));
+}
+
+TEST_CASE("extract_boilerplate keeps a list of the article that has some "
+          "links, drops one made of links") {
+  auto x = ce::extract_html(
+    "<html><body><article>" + para + para
+    + "<h4>My favourite spots by the water:</h4><ul>"
+      "<li>The <a href=\"/k\">Elbe canteen by the old harbour</a> in "
+      "Geesthacht</li>"
+      "<li>The jetties on the Dove Elbe</li>"
+      "<li>The dog beach at Stein (with a snack at <a href=\"/t\">Tatort "
+      "Hawaii</a> or a sunset at <a href=\"/m\">El Meson Playa</a>)</li>"
+      "<li>The Falkenstein shore</li></ul>"
+    + para
+    + "<ul><li><a href=\"/1\">Tunnel plan delayed again</a></li>"
+      "<li><a href=\"/2\">Ferry fares to rise</a></li>"
+      "<li><a href=\"/3\">New cycle lanes opened</a></li></ul>"
+    + para + "</article></body></html>");
+  CHECK(has(x.text, "The jetties on the Dove Elbe"));
+  CHECK(has(x.text, "The dog beach at Stein"));
+  CHECK_FALSE(has(x.text, "Tunnel plan"));
+  CHECK_FALSE(has(x.text, "Ferry fares"));
+}
+
+TEST_CASE("extract_boilerplate drops the label of a box of links it "
+          "cleaned away, keeps a caption") {
+  auto x = ce::extract_html(
+    "<html><body><article>" + para + para
+    + "<div class=\"box\"><div class=\"box-head\">Further reading</div>"
+      "<div class=\"box-body\"><a href=\"https://example.org/x\">Personal "
+      "leadership at work</a></div></div>"
+    + para
+    + "<div class=\"thumb\"><div class=\"caption\">Harbour at dawn"
+      "<div class=\"zoom\"><a href=\"/big.jpg\"></a></div></div></div>"
+    + para + "</article></body></html>");
+  CHECK(has(x.text, "The council approved"));
+  CHECK_FALSE(has(x.text, "Further reading"));
+  CHECK_FALSE(has(x.text, "Personal leadership"));
+  CHECK(has(x.text, "Harbour at dawn"));
+}
+
+TEST_CASE("extract_boilerplate drops the teasers of the next and previous "
+          "posts") {
+  auto x = ce::extract_html(
+    "<html><body><div id=\"story\">" + para + para + para
+    + "</div><div id=\"next-post-thumbnails\"><div class=\"nextstory\">"
+      "<h2><a href=\"/n\">Choir sings with two famous guests</a></h2>"
+      "<p>The choir is still doing its thing, and now it has asked two "
+      "famous musicians to play along with everyone.</p>"
+      "<h3><a href=\"/n\">Read the rest</a></h3></div></div>"
+      "</body></html>");
+  CHECK(has(x.text, "The council approved"));
+  CHECK_FALSE(has(x.text, "famous guests"));
+  CHECK_FALSE(has(x.text, "play along"));
+}

@@ -636,7 +636,8 @@ const std::initializer_list<std::string_view> boiler_parts = {
   "share", "sharing", "social", "addthis", "sociable", "newsletter",
   "subscribe", "subscription", "signup", "sign-up", "mailchimp", "optin",
   "opt-in", "related", "recommend", "more-stories", "more-articles",
-  "read-next", "readnext", "also-read", "outbrain", "taboola", "trending",
+  "read-next", "readnext", "also-read", "next-post", "nextpost",
+  "next-story", "nextstory", "prev-post", "previous-post", "outbrain", "taboola", "trending",
   "most-read", "mostread", "most-popular", "breadcrumb", "skip-link",
   "skiplink", "pagination", "navbar", "navbox", "navigation", "menu", "toolbar",
   "sidebar", "widget", "advert", "adslot", "ad-slot", "ad-container",
@@ -866,6 +867,29 @@ size_t count_tag(const node* n, GumboTag tag) {
     k += count_tag(c, tag);
   }
   return k;
+}
+
+// Whether `n` holds visible text, removed or not.
+bool holds_text(const node* n) {
+  tick();
+  if (n->text_node)
+    return has_visible(n->text);
+  for (auto* c : n->children)
+    if (holds_text(c))
+      return true;
+  return false;
+}
+
+// Whether `n` is or holds a link with text, removed or not (an icon's empty
+// link does not count).
+bool holds_link(const node* n) {
+  tick();
+  if (n->tag == GUMBO_TAG_A)
+    return holds_text(n);
+  for (auto* c : n->children)
+    if (!c->text_node && holds_link(c))
+      return true;
+  return false;
 }
 
 bool has_block_child(const node* n) {
@@ -1361,7 +1385,16 @@ private:
       return true;
     if (!is_list && len < 25 && (img == 0 || img > 2) && ld > 0)
       return true;
-    if (weight < 25 && ld > 0.2)
+    // A short label left over when the links it introduced were cleaned
+    // away ("Further reading" over a removed box of links, "Advertisement"
+    // over a removed banner link).
+    if (!is_list && len < 25 && img == 0
+        && std::any_of(n->children.begin(), n->children.end(),
+                       [](const node* k) {
+                         return k->removed && !k->text_node && holds_link(k);
+                       }))
+      return true;
+    if (weight < 25 && ld > (is_list ? 0.5 : 0.2))
       return true;
     if (weight >= 25 && ld > 0.5)
       return true;
@@ -1717,8 +1750,13 @@ private:
   void inline_text(std::string_view text) {
     if (text.empty())
       return;
-    bool lead = sdk::is_ascii_space(text.front());
-    bool trail = sdk::is_ascii_space(text.back());
+    // A no-break space at either end separates words too ("mein&nbsp;<a>
+    // Lieblingskleid</a>&nbsp;vereint").
+    bool lead = sdk::is_ascii_space(text.front())
+                || (text.size() >= 2 && text[0] == '\xC2' && text[1] == '\xA0');
+    bool trail = sdk::is_ascii_space(text.back())
+                 || (text.size() >= 2 && text[text.size() - 2] == '\xC2'
+                     && text.back() == '\xA0');
     auto folded = fold(text);
     if (folded.empty()) {
       if (!at_line_start_)

@@ -1073,7 +1073,7 @@ std::string calls_of_search(const std::vector<call_record>& calls,
 }
 
 // How many pages a research agent reads after its searches.
-constexpr size_t pages_to_read = 8;
+constexpr size_t pages_to_read = 10;
 
 // How many words a refined query adds to the task's.
 constexpr size_t refinement_words = 4;

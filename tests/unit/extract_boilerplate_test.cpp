@@ -172,3 +172,31 @@ TEST_CASE("extract_boilerplate drops the teasers of the next and previous "
   CHECK_FALSE(has(x.text, "famous guests"));
   CHECK_FALSE(has(x.text, "play along"));
 }
+
+TEST_CASE("extract_boilerplate keeps an article built of Elementor widgets, "
+          "drops their share buttons") {
+  auto widget = [](const std::string& kind, const std::string& inner) {
+    return "<div class=\"elementor-element elementor-widget elementor-widget-"
+           + kind + "\"><div class=\"elementor-widget-container\">" + inner
+           + "</div></div>";
+  };
+  std::string article;
+  for (int i = 0; i < 5; ++i)
+    article += widget("text-editor", para)
+               + widget("text-editor", "<p>Section " + std::to_string(i)
+                                         + " of the report names the "
+                                           "contractor, the cost and the "
+                                           "date of completion.</p>");
+  article += widget("share-buttons", "<a href=\"/s\">Share on Facebook and "
+                                     "with all your friends today</a>");
+  auto x = ce::extract_html(
+    "<html><body><div class=\"elementor-section\">" + article
+    + "</div><div class=\"sidebar\"><h3>Latest posts</h3><ul>"
+      "<li><a href=\"/1\">Summer sale: the seven best deals</a></li>"
+      "<li><a href=\"/2\">The loveliest maxi dresses</a></li></ul></div>"
+      "</body></html>");
+  CHECK(has(x.text, "The council approved"));
+  CHECK(has(x.text, "Section 4 of the report"));
+  CHECK_FALSE(has(x.text, "Share on Facebook"));
+  CHECK_FALSE(has(x.text, "Summer sale"));
+}

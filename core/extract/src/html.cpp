@@ -654,6 +654,12 @@ const std::initializer_list<std::string_view> short_boiler_parts = {
   "publish-date", "pubdate", "reading-time", "read-time"};
 
 boiler_kind classify_token(std::string_view t) {
+  // Elementor, a page builder, wraps every block of an article in an
+  // "elementor-widget" (a heading, a text, an image): only what follows
+  // names the block ("elementor-widget-share-buttons").
+  constexpr std::string_view page_builder_widget = "elementor-widget";
+  if (starts_with(t, page_builder_widget))
+    t.remove_prefix(page_builder_widget.size());
   if (t.empty())
     return boiler_kind::none;
   // A comment section: "comments", "comment-list", "commentlist",

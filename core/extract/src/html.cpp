@@ -88,6 +88,11 @@ private:
 
 // -- small string helpers -----------------------------------------------------
 
+// Whether a no-break space (U+00A0) starts at byte `i` of `s`.
+bool nbsp_at(std::string_view s, size_t i) {
+  return i + 1 < s.size() && s[i] == '\xC2' && s[i + 1] == '\xA0';
+}
+
 // Folds runs of whitespace (also U+00A0) into one space and trims.
 std::string fold(std::string_view s) {
   std::string out;
@@ -96,7 +101,7 @@ std::string fold(std::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     bool ws = sdk::is_ascii_space(c);
-    if (!ws && c == '\xC2' && i + 1 < s.size() && s[i + 1] == '\xA0') {
+    if (!ws && nbsp_at(s, i)) {
       ws = true;
       ++i;
     }
@@ -118,7 +123,7 @@ bool has_visible(std::string_view s) {
     char c = s[i];
     if (sdk::is_ascii_space(c))
       continue;
-    if (c == '\xC2' && i + 1 < s.size() && s[i + 1] == '\xA0') {
+    if (nbsp_at(s, i)) {
       ++i;
       continue;
     }
@@ -159,7 +164,7 @@ struct text_measure {
       }
       char c = s[i];
       bool ws = sdk::is_ascii_space(c);
-      if (!ws && c == '\xC2' && i + 1 < s.size() && s[i + 1] == '\xA0') {
+      if (!ws && nbsp_at(s, i)) {
         ws = true;
         ++i;
       }
@@ -1759,11 +1764,9 @@ private:
       return;
     // A no-break space at either end separates words too ("mein&nbsp;<a>
     // Lieblingskleid</a>&nbsp;vereint").
-    bool lead = sdk::is_ascii_space(text.front())
-                || (text.size() >= 2 && text[0] == '\xC2' && text[1] == '\xA0');
+    bool lead = sdk::is_ascii_space(text.front()) || nbsp_at(text, 0);
     bool trail = sdk::is_ascii_space(text.back())
-                 || (text.size() >= 2 && text[text.size() - 2] == '\xC2'
-                     && text.back() == '\xA0');
+                 || (text.size() >= 2 && nbsp_at(text, text.size() - 2));
     auto folded = fold(text);
     if (folded.empty()) {
       if (!at_line_start_)

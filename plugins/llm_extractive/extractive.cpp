@@ -1141,38 +1141,53 @@ constexpr size_t lead_searches = 3;
 constexpr size_t references_per_search = 2;
 
 // How many pages an agent reads after following references.
-constexpr size_t lead_pages_to_read = 8;
+constexpr size_t lead_pages_to_read = 10;
 
 // A passage counts as speaking to the task when its relevance reaches this
 // share of the best passage's.
 constexpr double lead_passage_share = 0.5;
 
-// The paragraphs of a text, each heading joined to the paragraph under it.
+// The paragraphs of a text, each with the headings of its section joined
+// to it (an item of a list under "What manufacturers do about it" is about
+// what manufacturers do), and a heading with nothing under it alone.
 std::vector<std::string> passages_of(std::string_view text) {
   std::vector<std::string> result;
   std::string heading;
+  bool under_heading = false;
   for (auto& para : paragraphs(text)) {
     auto trimmed = sdk::trim(para);
     if (trimmed.find('\n') == std::string_view::npos && !trimmed.empty()
         && trimmed.front() == '#') {
+      if (under_heading)
+        heading.clear();
+      under_heading = false;
       heading += std::string{trimmed} + "\n";
       continue;
     }
     result.push_back(heading + para);
-    heading.clear();
+    under_heading = true;
   }
-  if (!heading.empty())
+  if (!heading.empty() && !under_heading)
     result.push_back(std::move(heading));
   return result;
 }
 
+// A pointer from one document to others: the words that name what it
+// points to, and whether it names several ("the documents on refrigerants").
+struct reference {
+  std::string text;
+  bool plural = false;
+};
+
 // The things a passage refers the reader to: what follows "the document
 // on", "the article on", "the section on" (and their plurals) or "see", up
 // to the end of the clause; "the documents on A and on B" gives A and B.
-std::vector<std::string> references_in(std::string_view passage) {
+std::vector<reference> references_in(std::string_view passage) {
   auto text = collapse_spaces(clean_text(passage, true));
   auto low = sdk::to_lower(text);
-  std::vector<std::pair<size_t, size_t>> spans;
+  // Where each reference's words start and end, and whether it names
+  // several documents.
+  std::vector<std::tuple<size_t, size_t, bool>> spans;
   static const std::vector<std::string> nouns{"document", "article", "section", "chapter",
                                               "page",     "guide",   "entry",   "note"};
   for (const auto& noun : nouns)
@@ -1180,7 +1195,7 @@ std::vector<std::string> references_in(std::string_view passage) {
       auto mark = noun + std::string{suffix};
       for (auto at = low.find(mark); at != std::string::npos; at = low.find(mark, at + 1))
         if (at == 0 || low[at - 1] == ' ')
-          spans.emplace_back(at, at + mark.size());
+          spans.emplace_back(at, at + mark.size(), suffix.front() == 's');
     }
   for (std::string_view mark : {"; see ", "(see ", ". see ", ", see "}) {
     for (auto at = low.find(mark); at != std::string::npos; at = low.find(mark, at + 1)) {
@@ -1188,25 +1203,27 @@ std::vector<std::string> references_in(std::string_view passage) {
       if (low.compare(from, 4, "the ") == 0 || low.compare(from, 5, "also ") == 0
           || low.compare(from, 5, "below") == 0 || low.compare(from, 5, "above") == 0)
         continue; // "see the document on X" is found above
-      spans.emplace_back(at, from);
+      spans.emplace_back(at, from, false);
     }
   }
   if (sdk::starts_with(low, "see ") && low.compare(4, 4, "the ") != 0)
-    spans.emplace_back(0, 4);
+    spans.emplace_back(0, 4, false);
   static const std::vector<std::string_view> clause_ends{
     " explains", " explain ", " describes", " describe ", " gives", " give ", " shows",
     " show ", " covers", " discusses", " returns", " return ", " explores", " notes ",
     " lists", " goes ", " go ",  " has ",     " have ",  " is ",   " are ",  " for ",
     " which",    " that ",    " where ",    " when ",   " with ",  " in this", " to "};
-  std::vector<std::string> result;
-  for (auto [at, from] : spans) {
+  std::vector<reference> result;
+  for (auto [at, from, plural] : spans) {
     auto end = low.find_first_of(".;:()!?\"", from);
     if (end == std::string::npos)
       end = low.size();
     // "on A and the document on B": A ends where the next reference starts.
-    for (auto [other, other_from] : spans)
+    for (const auto& other_span : spans) {
+      auto other = std::get<0>(other_span);
       if (other >= from && other < end)
         end = other;
+    }
     for (auto stop : clause_ends) {
       auto x = low.find(stop, from);
       if (x != std::string::npos && x < end)
@@ -1214,21 +1231,23 @@ std::vector<std::string> references_in(std::string_view passage) {
     }
     // "on A and on B", "on A, and on B": two references.
     auto phrase = std::string{sdk::trim(std::string_view{text}.substr(from, end - from))};
+    // Each of those names one document or one topic.
     for (std::string_view sep : {", and on ", " and on ", ", on "}) {
       auto split = sdk::to_lower(phrase).find(sep);
       if (split != std::string::npos) {
-        result.push_back(phrase.substr(0, split));
+        result.push_back({phrase.substr(0, split), false});
         phrase = phrase.substr(split + sep.size());
+        plural = false;
       }
     }
-    result.push_back(std::move(phrase));
+    result.push_back({std::move(phrase), plural});
   }
   // Drop empty or trailing-comma phrases; keep at most eight words each.
-  std::vector<std::string> cleaned;
+  std::vector<reference> cleaned;
   for (auto& x : result) {
     std::string words;
     size_t n = 0;
-    for (auto c : x) {
+    for (auto c : x.text) {
       auto u = static_cast<unsigned char>(c);
       auto keep = (u >= 0x80) || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')
                   || is_upper(c);
@@ -1255,7 +1274,7 @@ std::vector<std::string> references_in(std::string_view passage) {
         }
     }
     if (!tokenize(out).empty())
-      cleaned.push_back(std::move(out));
+      cleaned.push_back({std::move(out), x.plural});
   }
   return cleaned;
 }
@@ -1266,9 +1285,11 @@ std::vector<std::string> references_in(std::string_view passage) {
 // least), or the only title that holds all of them, the one matching most
 // words first, then again with the words left
 // ("refrigerants, natural refrigerants and global warming potential" names
-// two titles).
+// two titles). A plural reference ("the documents on refrigerants") names
+// every title that holds all its words, when one does.
 std::vector<size_t> resolve_reference(const std::vector<std::string>& reference,
-                                      const std::vector<std::vector<std::string>>& titles) {
+                                      const std::vector<std::vector<std::string>>& titles,
+                                      bool plural) {
   std::vector<size_t> result;
   auto left = word_set(reference);
   auto matches = [&](size_t t) {
@@ -1278,6 +1299,14 @@ std::vector<size_t> resolve_reference(const std::vector<std::string>& reference,
         ++matched;
     return matched;
   };
+  if (plural && !left.empty()) {
+    // "The documents on refrigerants": every title that holds all of it.
+    for (size_t t = 0; t < titles.size(); ++t)
+      if (matches(t) == left.size())
+        result.push_back(t);
+    if (!result.empty())
+      return result;
+  }
   while (!left.empty()) {
     size_t best = titles.size();
     size_t best_matched = 0;
@@ -1326,8 +1355,8 @@ std::vector<size_t> resolve_reference(const std::vector<std::string>& reference,
 // relevance at least), and every one of the document that speaks to it
 // best (a checklist's pointers, a survey's); each weighs as its passage,
 // plus what its own words hold of the task's; each once, the heaviest first.
-std::vector<std::string> task_references(const std::string& task,
-                                         const std::vector<source_doc>& found) {
+std::vector<reference> task_references(const std::string& task,
+                                       const std::vector<source_doc>& found) {
   std::vector<std::string> passages;
   std::vector<size_t> owner;
   std::vector<std::vector<std::string>> doc_tokens;
@@ -1344,7 +1373,7 @@ std::vector<std::string> task_references(const std::string& task,
     doc_tokens.push_back(tokenize(all));
     titles.push_back(tokenize(found[d].title));
   }
-  std::vector<std::string> result;
+  std::vector<reference> result;
   if (passages.empty())
     return result;
   auto task_tokens = tokenize(task);
@@ -1362,13 +1391,13 @@ std::vector<std::string> task_references(const std::string& task,
     return result;
   auto task_words = word_set(task_tokens);
   std::set<std::vector<std::string>> seen;
-  std::vector<std::pair<double, std::string>> weighed;
+  std::vector<std::pair<double, reference>> weighed;
   for (auto i : top_k(relevance, passages.size())) {
     auto in_best = !best_doc.empty() && owner[i] == best_doc.front();
     if (relevance[i] < lead_passage_share * top && !in_best)
       continue;
     for (auto& ref : references_in(passages[i])) {
-      auto words = word_set(tokenize(ref));
+      auto words = word_set(tokenize(ref.text));
       if (!seen.insert(words).second)
         continue;
       size_t shared = 0;
@@ -1383,6 +1412,44 @@ std::vector<std::string> task_references(const std::string& task,
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   for (auto& [w, ref] : weighed)
     result.push_back(std::move(ref));
+  return result;
+}
+
+// Words for the same change: a question asking why something "drops"
+// is answered by a text saying it "falls". Each group's first word stands
+// for the others as tokenize leaves them ("falling" becomes "fal",
+// "rising" "ris", "decline" "declin").
+const std::vector<std::vector<std::string_view>>& change_words() {
+  static const std::vector<std::vector<std::string_view>> groups{
+    {"fall", "fal", "drop", "declin", "decreas"}, {"rise", "ris", "increas", "grow"}};
+  return groups;
+}
+
+std::string same_change(const std::string& stem) {
+  for (const auto& group : change_words())
+    if (std::find(group.begin(), group.end(), stem) != group.end())
+      return std::string{group.front()};
+  return stem;
+}
+
+// `query` with the other words for each change it names ("efficiency drop"
+// also asks for "fall", "decline" and "decrease"), as a search engine
+// with its own stemmer needs them spelt out.
+std::string with_change_words(const std::string& query) {
+  static const std::map<std::string_view, std::vector<std::string_view>> spelt{
+    {"fall", {"fall", "drop", "decline", "decrease"}},
+    {"rise", {"rise", "increase", "grow"}}};
+  auto said = word_set(sdk::lexical::tokenize(query));
+  std::string result = query;
+  std::set<std::string_view> added;
+  for (const auto& w : tokenize(query)) {
+    auto it = spelt.find(w);
+    if (it == spelt.end() || !added.insert(it->first).second)
+      continue;
+    for (auto alt : it->second)
+      if (!std::binary_search(said.begin(), said.end(), std::string{alt}))
+        result += " " + std::string{alt};
+  }
   return result;
 }
 
@@ -1447,7 +1514,7 @@ answer respond_research(const sdk::chat_request& req) {
     for (const auto& name : searches) {
       if (searched.count(name) > 0)
         continue;
-      auto query = collapse_spaces(task);
+      auto query = with_change_words(collapse_spaces(task));
       result.tool_calls.push_back(
         make_call(next_id, name, nlohmann::json{{"queries", {query}}}));
       return result;
@@ -1458,6 +1525,7 @@ answer respond_research(const sdk::chat_request& req) {
     // and the words the best results share that the task lacks.
     auto query = refined_query(task, found);
     if (!query.empty()) {
+      query = with_change_words(query);
       result.tool_calls.push_back(make_call(next_id, calls_of_search(calls, searches),
                                             nlohmann::json{{"queries", {query}}}));
       return result;
@@ -1509,11 +1577,15 @@ answer respond_research(const sdk::chat_request& req) {
     for (const auto& ref : task_references(task, everything)) {
       if (unresolved.size() + to_read.size() >= leads_to_follow)
         break;
-      auto named = resolve_reference(tokenize(ref), titles);
+      auto named = resolve_reference(tokenize(ref.text), titles, ref.plural);
       if (named.empty()) {
-        unresolved.push_back(ref);
+        unresolved.push_back(ref.text);
         continue;
       }
+      // The documents found so far may not be all that a plural
+      // reference names: it is searched for as well (once).
+      if (ref.plural && queried.count(ref.text) == 0)
+        unresolved.push_back(ref.text);
       for (auto d : named)
         if (!everything[d].url.empty() && opened_urls.count(everything[d].url) == 0
             && std::find(to_read.begin(), to_read.end(), d) == to_read.end())
@@ -1660,6 +1732,8 @@ std::vector<std::string> tokenize(std::string_view text) {
                                               == std::string_view::npos)
       w.pop_back();
   }
+  for (auto& w : words)
+    w = same_change(w);
   return words;
 }
 

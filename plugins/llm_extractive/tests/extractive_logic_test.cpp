@@ -887,3 +887,85 @@ TEST_CASE("extractive reports quote every document read that answers the task") 
   CHECK(report.find("[2]") != std::string::npos);
   CHECK(report.find("[3]") == std::string::npos);
 }
+
+TEST_CASE("extractive agents take words for the same change as one") {
+  CHECK(tokenize("efficiency drops") == tokenize("efficiency falls"));
+  CHECK(tokenize("declined") == tokenize("falling"));
+  CHECK(tokenize("decreases") == tokenize("fall"));
+  CHECK(tokenize("costs rise") == tokenize("costs increased"));
+  CHECK(tokenize("grows") == tokenize("rising"));
+  CHECK(tokenize("drop") != tokenize("rise"));
+  CHECK(tokenize("cold weather") == std::vector<std::string>{"cold", "weather"});
+  // The first search spells the other words out for the search engine.
+  auto req = request("research", {"internal_search", "open_url", "generate_report"});
+  req.messages = {msg(sdk::role::user, "Why does efficiency drop in cold weather?")};
+  auto first = respond(req, {});
+  REQUIRE(first.tool_calls.size() == 1);
+  CHECK(first.tool_calls[0].arguments
+        == R"({"queries":["Why does efficiency drop in cold weather? fall decline decrease"]})");
+  req.messages = {msg(sdk::role::user, "Why do running costs rise?")};
+  CHECK(respond(req, {}).tool_calls[0].arguments
+        == R"({"queries":["Why do running costs rise? increase grow"]})");
+  req.messages = {msg(sdk::role::user, "How are heat pumps sized?")};
+  CHECK(respond(req, {}).tool_calls[0].arguments
+        == R"({"queries":["How are heat pumps sized?"]})");
+}
+
+TEST_CASE("extractive agents follow every document a plural reference names, from any "
+          "paragraph of a section that speaks to the task") {
+  auto req = request("research", {"internal_search", "open_url", "generate_report"});
+  const std::string task = "What do manufacturers do about cold weather?";
+  req.messages = {msg(sdk::role::user, task)};
+  auto add = [&](const sdk::tool_call& call, const std::string& result) {
+    req.messages.push_back(calls_msg({call}));
+    req.messages.push_back(tool_msg(call.id, call.name, result));
+  };
+  auto first = respond(req, {});
+  REQUIRE(first.tool_calls.size() == 1);
+  add(first.tool_calls[0],
+      R"({"results": [{"document": 1, "title": "Manufacturers and Cold Weather", "url": "file:///cold.md",)"
+      R"( "content": "Manufacturers design heat pumps for cold weather."},)"
+      R"( {"document": 2, "title": "Inverters", "url": "file:///inverters.md",)"
+      R"( "content": "What manufacturers do."},)"
+      R"( {"document": 3, "title": "Refrigerant Comparison", "url": "file:///compare.html",)"
+      R"( "content": "Refrigerants compared."}]})");
+  auto next = respond(req, {});
+  REQUIRE(next.tool_calls.size() == 1);
+  if (next.tool_calls[0].name == "internal_search") {
+    add(next.tool_calls[0], R"({"results": []})");
+    next = respond(req, {});
+    REQUIRE(next.tool_calls.size() == 1);
+  }
+  REQUIRE(next.tool_calls[0].name == "open_url");
+  // The reference is in the second paragraph of a section of a document
+  // that is not the one speaking to the task best, and that paragraph holds
+  // none of the task's words: its heading does.
+  add(next.tool_calls[0],
+      R"({"results": [{"document": 1, "title": "Manufacturers and Cold Weather", "url": "file:///cold.md",)"
+      R"( "content": "Manufacturers design heat pumps for cold weather. In cold weather)"
+      R"( manufacturers fit larger coils."},)"
+      R"( {"document": 2, "title": "Inverters", "url": "file:///inverters.md",)"
+      R"( "content": "## What manufacturers do about cold weather\n\nSeveral things.\n\n)"
+      R"(- Propane units reach high water temperatures; see the documents on refrigerants.)"
+      R"(\n\n## Penguins\n\nPenguins swim; see the documents on penguins."}]})");
+  // One document found so far is named, but "the documents" name several:
+  // the reference is searched for all the same.
+  auto lead = respond(req, {});
+  REQUIRE(lead.tool_calls.size() == 1);
+  CHECK(lead.tool_calls[0].name == "internal_search");
+  CHECK(lead.tool_calls[0].arguments == R"({"queries":["refrigerants"]})");
+  add(lead.tool_calls[0],
+      R"({"results": [{"document": 6, "title": "Refrigerants: An Overview",)"
+      R"( "url": "file:///overview.md", "content": "Refrigerants in heat pumps."},)"
+      R"( {"document": 7, "title": "Natural Refrigerants", "url": "file:///natural.md",)"
+      R"( "content": "Propane and CO2."},)"
+      R"( {"document": 8, "title": "Charge Limits", "url": "file:///rules.md",)"
+      R"( "content": "Refrigerant charge limits."}]})");
+  // Every title holding the reference's words is read (the first result
+  // of the reference's search first), not what merely mentions them.
+  auto read = respond(req, {});
+  REQUIRE(read.tool_calls.size() == 1);
+  CHECK(read.tool_calls[0].name == "open_url");
+  CHECK(read.tool_calls[0].arguments
+        == R"({"urls":["file:///overview.md","file:///compare.html","file:///natural.md"]})");
+}

@@ -200,3 +200,46 @@ TEST_CASE("extract_boilerplate keeps an article built of Elementor widgets, "
   CHECK_FALSE(has(x.text, "Share on Facebook"));
   CHECK_FALSE(has(x.text, "Summer sale"));
 }
+
+TEST_CASE("extract_boilerplate drops image credits, a date or time alone, comment "
+          "counts and a line of an entry's details, and keeps look-alikes that are "
+          "content") {
+  auto x = ce::extract_html(
+    "<html><body><article><h1>Bridge approved</h1>"
+    "<div class=\"title\"><div style=\"float:right\">3:59 PM </div>The bridge</div>"
+    + para
+    + "<p><img src=\"a.jpg\"><br><em>(Credit: Jane Roe / Agency)</em></p>"
+      "<div class=\"img__cont\"><div class=\"img__cont__copy\">The old bridge in 1950."
+      "</div><div class=\"img__cont__author\">Photograph by <span>Jane Roe, "
+      "City Archive</span></div></div>"
+    + para + "<p>Foto: dpa</p><p>August 5, 2019 at 1:46 pm</p><p>26.10.2010</p>"
+    + para
+    + "<p>Credit cards: what the council pays with</p>"
+      "<p>The vote was 3:2 in favour.</p>"
+      "<p>Imagery: satellites showed the river.</p>"
+      "<ol><li>May 15, 2019</li><li>Le 15 Mai</li></ol>"
+      "<table><tr><th>Day</th><th>Cars</th></tr><tr><td>5 March 2020</td><td>12</td>"
+      "</tr><tr><td>6 March 2020</td><td>14</td></tr></table>"
+      "<p>Views: 1120 | Added by: Posh | Tags: bridges, council | Rating: 0.0/0</p>"
+      "<p>Comments: 0</p><p>3 Kommentare</p>"
+      "</article></body></html>");
+  CAPTURE(x.text);
+  CHECK(has(x.text, "The council approved the new bridge"));
+  CHECK(has(x.text, "The old bridge in 1950."));
+  CHECK_FALSE(has(x.text, "Credit: Jane Roe"));
+  CHECK_FALSE(has(x.text, "Photograph by"));
+  CHECK_FALSE(has(x.text, "Foto: dpa"));
+  CHECK_FALSE(has(x.text, "3:59 PM"));
+  CHECK_FALSE(has(x.text, "August 5, 2019"));
+  CHECK_FALSE(has(x.text, "26.10.2010"));
+  CHECK_FALSE(has(x.text, "Views: 1120"));
+  CHECK_FALSE(has(x.text, "Comments: 0"));
+  CHECK_FALSE(has(x.text, "3 Kommentare"));
+  // Look-alikes that are content, and dates in a list or a table.
+  CHECK(has(x.text, "Credit cards: what the council pays with"));
+  CHECK(has(x.text, "The vote was 3:2 in favour."));
+  CHECK(has(x.text, "Imagery: satellites showed the river."));
+  CHECK(has(x.text, "May 15, 2019"));
+  CHECK(has(x.text, "Le 15 Mai"));
+  CHECK(has(x.text, "5 March 2020"));
+}

@@ -2384,18 +2384,6 @@ bool credit_line(std::string_view line) {
 // A date or a time and nothing else: "3:59 PM", "19:49", "August 5, 2019
 // at 1:46 pm", "26.10.2010", "Mi, 3. März 2021".
 bool date_line(std::string_view line, std::string_view key) {
-  static const std::initializer_list<std::string_view> words = {
-    "am", "pm", "at", "um", "uhr", "on", "the", "of", "de", "del", "le", "el", "à", "h",
-    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-    "january", "february", "march", "april", "may", "june", "july", "august",
-    "september", "october", "november", "december", "januar", "februar", "märz",
-    "mai", "juni", "juli", "oktober", "dezember", "janvier", "février", "mars",
-    "avril", "juin", "juillet", "août", "septembre", "octobre", "novembre",
-    "décembre", "enero", "febrero", "marzo", "abril", "mayo", "junio", "julio",
-    "agosto", "septiembre", "octubre", "noviembre", "diciembre", "mon", "tue",
-    "wed", "thu", "fri", "sat", "sun", "monday", "tuesday", "wednesday", "thursday",
-    "friday", "saturday", "sunday", "mo", "di", "mi", "do", "fr", "sa", "so",
-    "montag", "dienstag", "mittwoch", "donnerstag", "freitag", "samstag", "sonntag"};
   static const std::initializer_list<std::string_view> months = {
     "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
     "january", "february", "march", "april", "may", "june", "july", "august",
@@ -2404,6 +2392,12 @@ bool date_line(std::string_view line, std::string_view key) {
     "avril", "juin", "juillet", "août", "septembre", "octobre", "novembre",
     "décembre", "enero", "febrero", "marzo", "abril", "mayo", "junio", "julio",
     "agosto", "septiembre", "octubre", "noviembre", "diciembre"};
+  // The other words a date or a time may hold: days, "at", "um", "Uhr".
+  static const std::initializer_list<std::string_view> words = {
+    "am", "pm", "at", "um", "uhr", "on", "the", "of", "de", "del", "le", "el", "à", "h",
+    "mon", "tue", "wed", "thu", "fri", "sat", "sun", "monday", "tuesday", "wednesday",
+    "thursday", "friday", "saturday", "sunday", "mo", "di", "mi", "do", "fr", "sa", "so",
+    "montag", "dienstag", "mittwoch", "donnerstag", "freitag", "samstag", "sonntag"};
   if (key.empty() || key.size() > 40)
     return false;
   bool number = false;
@@ -2416,9 +2410,10 @@ bool date_line(std::string_view line, std::string_view key) {
       number = true;
       continue;
     }
-    if (std::find(words.begin(), words.end(), w) == words.end())
+    if (std::find(months.begin(), months.end(), w) != months.end())
+      month = true;
+    else if (std::find(words.begin(), words.end(), w) == words.end())
       return false;
-    month = month || std::find(months.begin(), months.end(), w) != months.end();
   }
   if (!number)
     return false;

@@ -243,3 +243,28 @@ TEST_CASE("extract_boilerplate drops image credits, a date or time alone, commen
   CHECK(has(x.text, "Le 15 Mai"));
   CHECK(has(x.text, "5 March 2020"));
 }
+
+TEST_CASE("extract_boilerplate keeps the post of a platform that calls every box a "
+          "widget, and drops the widgets around it") {
+  // Blogger: the posts are in "widget Blog", beside label and archive
+  // widgets that hold most of the page's text; the post is lines parted by
+  // <br>, with no paragraph to count as prose.
+  std::string lines;
+  for (int i = 0; i < 12; ++i)
+    lines += "Line " + std::to_string(i) + " of the song that the post is about<br />";
+  std::string labels;
+  for (int i = 0; i < 300; ++i)
+    labels += "<li><a href=\"/search/label/L" + std::to_string(i) + "\">Singer number "
+              + std::to_string(i) + "</a> (3)</li>";
+  auto x = ce::extract_html(
+    "<html><body><div class=\"main section\" id=\"main\">"
+    "<div class=\"widget Blog\" id=\"Blog1\"><div class=\"post hentry\">"
+    "<h3 class=\"post-title entry-title\">A song</h3>"
+    "<div class=\"post-body entry-content\">" + lines + "</div></div></div></div>"
+    "<div class=\"sidebar section\"><div class=\"widget Label\" id=\"Label1\">"
+    "<h2>Labels</h2><ul>" + labels + "</ul></div></div></body></html>");
+  CAPTURE(x.text);
+  CHECK(has(x.text, "Line 0 of the song"));
+  CHECK(has(x.text, "Line 11 of the song"));
+  CHECK_FALSE(has(x.text, "Singer number"));
+}

@@ -985,6 +985,44 @@ private:
     return total;
   }
 
+  // Whether `n` is or holds the entry itself, as its markup says: an
+  // `<article>`, schema.org's articleBody, the microformat `hentry` /
+  // `h-entry` / `entry-content`, a "post-body" (Blogger), "post-content" or
+  // "article-body". A platform that calls every box a widget (Blogger's
+  // "widget Blog" holds the posts) must not lose the post with the box.
+  static bool holds_entry(const node* n) {
+    std::vector<const node*> stack{n};
+    while (!stack.empty()) {
+      tick();
+      auto* cur = stack.back();
+      stack.pop_back();
+      if (cur->text_node || cur->removed || is_skipped_tag(cur->tag))
+        continue;
+      if (cur->tag == GUMBO_TAG_ARTICLE || cur->attr("itemprop") == "articleBody")
+        return true;
+      if (has_entry_name(cur->id_class))
+        return true;
+      for (auto* c : cur->children)
+        stack.push_back(c);
+    }
+    return false;
+  }
+
+  static bool has_entry_name(std::string_view names) {
+    size_t pos = 0;
+    while (pos < names.size()) {
+      auto end = names.find_first_of(" \t\n\r\f", pos);
+      if (end == std::string_view::npos)
+        end = names.size();
+      auto t = names.substr(pos, end - pos);
+      if (t == "hentry" || t == "h-entry" || t == "entry-content" || t == "post-body"
+          || t == "post-content" || t == "article-body" || t == "articlebody")
+        return true;
+      pos = end + 1;
+    }
+    return false;
+  }
+
   bool set_aside(node* c, boiler_kind kind) {
     auto len = text_len(c);
     if (kind == boiler_kind::short_boilerplate && len > 250)
@@ -995,6 +1033,9 @@ private:
     // A name is not enough to drop prose (a section whose id is made from
     // its heading, a page inside a "modal" frame); comments are prose.
     if (kind == boiler_kind::boilerplate && len > 600 && prose_len(c) > 600)
+      return false;
+    // Nor is it enough to drop the entry: its boxes are looked at one by one.
+    if (kind == boiler_kind::boilerplate && len > 200 && holds_entry(c))
       return false;
     c->boilerplate = true;
     c->removed = true;

@@ -1416,19 +1416,25 @@ std::vector<reference> task_references(const std::string& task,
 }
 
 // Words for the same change: a question asking why something "drops"
-// is answered by a text saying it "falls". Each group's first word stands
-// for the others as tokenize leaves them ("falling" becomes "fal",
-// "rising" "ris", "decline" "declin").
-const std::vector<std::vector<std::string_view>>& change_words() {
-  static const std::vector<std::vector<std::string_view>> groups{
-    {"fall", "fal", "drop", "declin", "decreas"}, {"rise", "ris", "increas", "grow"}};
+// is answered by a text saying it "falls". Each group has its words as
+// written, then the stems tokenize leaves of them ("falling" becomes "fal",
+// "rising" "ris", "decline" "declin"); the first stem stands for the others.
+struct change_group {
+  std::vector<std::string_view> spelt;
+  std::vector<std::string_view> stems;
+};
+
+const std::vector<change_group>& change_words() {
+  static const std::vector<change_group> groups{
+    {{"fall", "drop", "decline", "decrease"}, {"fall", "fal", "drop", "declin", "decreas"}},
+    {{"rise", "increase", "grow"}, {"rise", "ris", "increas", "grow"}}};
   return groups;
 }
 
 std::string same_change(const std::string& stem) {
   for (const auto& group : change_words())
-    if (std::find(group.begin(), group.end(), stem) != group.end())
-      return std::string{group.front()};
+    if (std::find(group.stems.begin(), group.stems.end(), stem) != group.stems.end())
+      return std::string{group.stems.front()};
   return stem;
 }
 
@@ -1436,19 +1442,15 @@ std::string same_change(const std::string& stem) {
 // also asks for "fall", "decline" and "decrease"), as a search engine
 // with its own stemmer needs them spelt out.
 std::string with_change_words(const std::string& query) {
-  static const std::map<std::string_view, std::vector<std::string_view>> spelt{
-    {"fall", {"fall", "drop", "decline", "decrease"}},
-    {"rise", {"rise", "increase", "grow"}}};
   auto said = word_set(sdk::lexical::tokenize(query));
+  auto meant = word_set(tokenize(query));
   std::string result = query;
-  std::set<std::string_view> added;
-  for (const auto& w : tokenize(query)) {
-    auto it = spelt.find(w);
-    if (it == spelt.end() || !added.insert(it->first).second)
+  for (const auto& group : change_words()) {
+    if (!std::binary_search(meant.begin(), meant.end(), std::string{group.stems.front()}))
       continue;
-    for (auto alt : it->second)
-      if (!std::binary_search(said.begin(), said.end(), std::string{alt}))
-        result += " " + std::string{alt};
+    for (auto word : group.spelt)
+      if (!std::binary_search(said.begin(), said.end(), std::string{word}))
+        result += " " + std::string{word};
   }
   return result;
 }

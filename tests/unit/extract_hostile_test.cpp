@@ -57,6 +57,22 @@ TEST_CASE("extraction of 100k and 400k nested elements finishes and keeps the te
   }
 }
 
+TEST_CASE("extraction of 100k nested boxes named as boilerplate around the entry "
+          "finishes and keeps the entry") {
+  // Each box is looked into because it holds the entry: the search for the
+  // entry must not make the walk quadratic in the page's depth.
+  std::string html = "<!DOCTYPE html><html><head><title>Deep page</title></head><body>";
+  for (size_t i = 0; i < 100000; ++i)
+    html += "<div class=\"widget\">";
+  html += "<div class=\"post-body entry-content\">The innermost paragraph says that heat "
+          "pumps move heat, and it is long enough to count as the article of this page."
+          "</div>";
+  html += "</body></html>";
+  auto x = ce::extract_html(html);
+  CHECK(x.title == "Deep page");
+  CHECK(x.text.find("heat pumps move heat") != std::string::npos);
+}
+
 TEST_CASE("the nesting limiter drops only tags beyond the limit") {
   // Within the limit: untouched.
   CHECK_FALSE(limited(nested_page(200), 256));

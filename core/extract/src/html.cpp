@@ -695,25 +695,38 @@ boiler_kind classify_token(std::string_view t) {
 // The kinds of the tokens seen on a page (pages repeat their class names).
 using token_kinds = std::unordered_map<std::string_view, boiler_kind>;
 
-boiler_kind classify_names(std::string_view names, token_kinds& cache) {
-  auto best = boiler_kind::none;
+// Calls `f` on each token of `names` (parted by whitespace) until it
+// returns true; whether one did.
+template <typename F>
+bool any_token(std::string_view names, F&& f) {
   size_t pos = 0;
   while (pos < names.size()) {
     auto end = names.find_first_of(" \t\n\r\f", pos);
     if (end == std::string_view::npos)
       end = names.size();
-    auto token = names.substr(pos, end - pos);
+    if (end > pos && f(names.substr(pos, end - pos)))
+      return true;
+    pos = end + 1;
+  }
+  return false;
+}
+
+boiler_kind classify_names(std::string_view names, token_kinds& cache) {
+  auto best = boiler_kind::none;
+  any_token(names, [&](std::string_view token) {
     auto known = cache.find(token);
     if (known == cache.end())
       known = cache.emplace(token, classify_token(token)).first;
     auto k = known->second;
-    if (k == boiler_kind::comments)
-      return k;
+    if (k == boiler_kind::comments) {
+      best = k;
+      return true;
+    }
     if (k == boiler_kind::boilerplate
         || (k == boiler_kind::short_boilerplate && best == boiler_kind::none))
       best = k;
-    pos = end + 1;
-  }
+    return false;
+  });
   return best;
 }
 
@@ -1009,18 +1022,10 @@ private:
   }
 
   static bool has_entry_name(std::string_view names) {
-    size_t pos = 0;
-    while (pos < names.size()) {
-      auto end = names.find_first_of(" \t\n\r\f", pos);
-      if (end == std::string_view::npos)
-        end = names.size();
-      auto t = names.substr(pos, end - pos);
-      if (t == "hentry" || t == "h-entry" || t == "entry-content" || t == "post-body"
-          || t == "post-content" || t == "article-body" || t == "articlebody")
-        return true;
-      pos = end + 1;
-    }
-    return false;
+    return any_token(names, [](std::string_view t) {
+      return t == "hentry" || t == "h-entry" || t == "entry-content" || t == "post-body"
+             || t == "post-content" || t == "article-body" || t == "articlebody";
+    });
   }
 
   bool set_aside(node* c, boiler_kind kind) {
@@ -2370,17 +2375,13 @@ const std::initializer_list<std::string_view> boilerplate_lines = {
   "skip to content", "skip to main content", "back to top", "image",
   "photo", "getty images", "story continues below advertisement"};
 
-// The words of `key` (a line_key), split at spaces.
+// The words of `key` (a line_key).
 std::vector<std::string_view> key_words(std::string_view key) {
   std::vector<std::string_view> words;
-  size_t pos = 0;
-  while (pos < key.size()) {
-    auto end = key.find(' ', pos);
-    if (end == std::string_view::npos)
-      end = key.size();
-    words.push_back(key.substr(pos, end - pos));
-    pos = end + 1;
-  }
+  any_token(key, [&](std::string_view w) {
+    words.push_back(w);
+    return false;
+  });
   return words;
 }
 

@@ -20,6 +20,7 @@
 #include "quarry/core/prompts.hpp"
 #include "quarry/corpus/index.hpp"
 #include "quarry/fetch/local_file.hpp"
+#include "quarry/host/services.hpp"
 #include "quarry/sdk/strings.hpp"
 #include "quarry/store/store.hpp"
 
@@ -154,7 +155,9 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
   for (const auto& path : {opts.out, opts.html}) {
     if (path.empty())
       continue;
-    if (auto why = check_output_path(path)) {
+    auto data_dir = cfg.runtime.data_dir.empty() ? host::default_data_dir()
+                                                 : cfg.runtime.data_dir;
+    if (auto why = check_output_path(path, database_files(data_dir, store_path(cfg)))) {
       std::cerr << "quarry: " << *why << "\n";
       return exit_usage;
     }
@@ -199,11 +202,17 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
     std::string parent;
     if (!opts.follow_up.empty()) {
       std::string why;
-      so.follow_up_context = follow_up_context(*db, opts.follow_up, why);
+      auto context = follow_up_context(*db, opts.follow_up, why);
+      if (!context) {
+        std::cerr << "quarry: the research store cannot be read: "
+                  << with_store_path(db->path(), context.error()) << "\n";
+        return exit_failure;
+      }
       if (!why.empty()) {
         std::cerr << "quarry: " << why << "\n";
         return exit_usage;
       }
+      so.follow_up_context = std::move(*context);
       parent = opts.follow_up;
     }
     if (resume == nullptr) {
@@ -223,7 +232,8 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
       store::batch b;
       b.new_sessions.push_back(row);
       if (auto err = db->write(b)) {
-        std::cerr << "quarry: the research store cannot be written: " << err->message
+        std::cerr << "quarry: the research store cannot be written: "
+                  << with_store_path(db->path(), *err)
                   << " (pass --no-store to research without keeping the session)\n";
         return exit_failure;
       }
@@ -235,10 +245,36 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
         return exit_failure;
       }
       lock = std::get<std::unique_ptr<session_lock>>(std::move(taken));
+      // Read again under the lock: another process may have resumed and
+      // finished it since it was found interrupted, or removed it.
+      auto row = db->session(session_id);
+      if (!row) {
+        std::cerr << "quarry: the research store cannot be read: "
+                  << with_store_path(db->path(), row.error()) << "\n";
+        return exit_failure;
+      }
+      if (!*row) {
+        std::cerr << "quarry: session " << session_id << " was removed by another process\n";
+        return exit_failure;
+      }
+      auto state = (*row)->state;
+      if (state != store::session_state::interrupted && state != store::session_state::running
+          && state != store::session_state::pending) {
+        std::cerr << "quarry: session " << session_id << " is " << store::to_string(state)
+                  << " now (another process resumed it); only an interrupted session can "
+                     "be resumed\n";
+        return exit_failure;
+      }
+      if ((*row)->last_seq != resume->last_seq) {
+        std::cerr << "quarry: session " << session_id
+                  << " changed since it was read (another process resumed it); try again\n";
+        return exit_failure;
+      }
       store::batch b;
       b.states.push_back({session_id, store::session_state::running, {}});
       if (auto err = db->write(b)) {
-        std::cerr << "quarry: the research store cannot be written: " << err->message << "\n";
+        std::cerr << "quarry: the research store cannot be written: "
+                  << with_store_path(db->path(), *err) << "\n";
         return exit_failure;
       }
     }

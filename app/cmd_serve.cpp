@@ -134,8 +134,8 @@ std::variant<stored_options, std::string> research_body(const std::string& body,
   return so;
 }
 
-json row_json(const std::string& store_file, const store::session_row& row) {
-  auto state = effective_state(store_file, row);
+json row_json(store::store& db, const store::session_row& row) {
+  auto state = effective_state(db, row);
   return json{{"id", row.id},
               {"question", row.question},
               {"state", store::to_string(state)},
@@ -151,10 +151,13 @@ http::response not_found(const std::string& id) {
 
 // The questions of a session that waits for answers: its last
 // `clarification` packet.
-std::string questions_of(store::store& db, const store::session_row& row) {
+store::result<std::string> questions_of(store::store& db, const store::session_row& row) {
   auto from = row.last_seq > 4 ? row.last_seq - 4 : 1;
   std::string out;
-  for (const auto& p : db.packets(row.id, from)) {
+  auto packets = db.packets(row.id, from);
+  if (!packets)
+    return packets.error();
+  for (const auto& p : *packets) {
     auto j = json::parse(p.line, nullptr, false);
     if (j.is_object() && j.contains("obj") && j["obj"].value("type", "") == "clarification")
       out = j["obj"].value("questions", "");
@@ -214,14 +217,16 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
       if (*wanted != store::session_state::interrupted)
         f.state = wanted;
     }
-    auto file = svc->store_file;
-    svc->read(res, [f, wanted, file](store::store& db) mutable {
+    svc->read(res, [f, wanted](store::store& db) mutable {
       json list = json::array();
       std::string next;
       for (int pages = 0; pages < 20; ++pages) {
-        auto page = db.list_sessions(f);
+        auto listed = db.list_sessions(f);
+        if (!listed)
+          return store_failure(listed.error());
+        auto& page = *listed;
         for (const auto& row : page.sessions) {
-          auto j = row_json(file, row);
+          auto j = row_json(db, row);
           if (!wanted || j["state"] == store::to_string(*wanted))
             list.push_back(std::move(j));
         }
@@ -240,27 +245,43 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
       res->respond(not_found(id));
       return;
     }
-    auto file = svc->store_file;
-    svc->read(res, [id, file](store::store& db) {
-      auto row = db.session(id);
-      if (!row)
+    svc->read(res, [id](store::store& db) {
+      auto found = db.session(id);
+      if (!found)
+        return store_failure(found.error());
+      if (!*found)
         return not_found(id);
-      auto j = row_json(file, *row);
-      j["options"] = row->options;
-      if (!row->error.empty())
-        j["error"] = row->error;
-      j["last_seq"] = row->last_seq;
+      const auto& row = **found;
       auto u = db.usage(id);
-      j["usage"] = {{"calls", u.calls},
-                    {"input_tokens", u.input_tokens},
-                    {"output_tokens", u.output_tokens},
-                    {"cost", u.cost}};
+      if (!u)
+        return store_failure(u.error());
+      auto report = db.final_report(id);
+      if (!report)
+        return store_failure(report.error());
+      auto children = db.children(id);
+      if (!children)
+        return store_failure(children.error());
+      auto j = row_json(db, row);
+      j["options"] = row.options;
+      if (!row.error.empty())
+        j["error"] = row.error;
+      j["last_seq"] = row.last_seq;
+      j["usage"] = {{"calls", u->calls},
+                    {"input_tokens", u->input_tokens},
+                    {"output_tokens", u->output_tokens},
+                    {"cost", u->cost}};
       json sources = json::array();
-      if (auto report = db.final_report(id)) {
+      if (*report) {
+        auto cites = db.citations(id);
+        if (!cites)
+          return store_failure(cites.error());
+        auto cited = report_sources(db, id, (*report)->text);
+        if (!cited)
+          return store_failure(cited.error());
         std::map<int, std::string> document_of;
-        for (const auto& c : db.citations(id))
+        for (const auto& c : *cites)
           document_of[c.number] = c.document_id;
-        for (const auto& src : report_sources(db, id, report->text))
+        for (const auto& src : *cited)
           sources.push_back({{"number", src.number},
                              {"document_id", document_of[src.number]},
                              {"title", src.title},
@@ -268,11 +289,15 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
       }
       j["sources"] = std::move(sources);
       json follow_ups = json::array();
-      for (const auto& c : db.children(id))
+      for (const auto& c : *children)
         follow_ups.push_back(c.id);
       j["follow_ups"] = std::move(follow_ups);
-      if (row->state == store::session_state::clarification)
-        j["questions"] = questions_of(db, *row);
+      if (row.state == store::session_state::clarification) {
+        auto questions = questions_of(db, row);
+        if (!questions)
+          return store_failure(questions.error());
+        j["questions"] = std::move(*questions);
+      }
       return http::json_response(200, j);
     });
   });
@@ -307,7 +332,10 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
           // The session must exist before the stream starts.
           auto s = svc;
           svc->read(res, [s, id, from, res](store::store& db) -> http::response {
-            if (!db.session(id))
+            auto found = db.session(id);
+            if (!found)
+              return store_failure(found.error());
+            if (!*found)
               return not_found(id);
             auto stream = res->start_events();
             if (stream)
@@ -404,13 +432,18 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
             res->respond(not_found(id));
             return;
           }
-          auto file = svc->store_file;
-          svc->read(res, [id, format, file](store::store& db) {
-            auto row = db.session(id);
-            if (!row)
+          svc->read(res, [id, format](store::store& db) {
+            auto found = db.session(id);
+            if (!found)
+              return store_failure(found.error());
+            if (!*found)
               return not_found(id);
-            auto state = effective_state(file, *row);
-            auto report = stored_report(db, *row, state);
+            const auto& row = **found;
+            auto state = effective_state(db, row);
+            auto read = stored_report(db, row, state);
+            if (!read)
+              return store_failure(read.error());
+            auto& report = *read;
             if (!report)
               return http::json_error(409, "conflict",
                                       "session " + id + " has no report yet ("
@@ -487,19 +520,39 @@ int cmd_serve(context& ctx, const serve_options& opts) {
     f.state = store::session_state::running;
     f.limit = 500;
     store::batch b;
+    std::vector<std::unique_ptr<session_lock>> sweep_locks;
     for (int pages = 0; pages < 1000; ++pages) {
-      auto page = db->list_sessions(f);
-      for (const auto& row : page.sessions)
-        if (!session_lock::held(db->path(), row.id))
+      auto listed = db->list_sessions(f);
+      if (!listed) {
+        std::cerr << "quarry: the research store cannot be read: "
+                  << with_store_path(db->path(), listed.error()) << "\n";
+        return exit_failure;
+      }
+      auto& page = *listed;
+      for (const auto& row : page.sessions) {
+        // Held while the batch is written, so that a process that resumes
+        // the session meanwhile (it takes the lock first) is not marked.
+        // Read again under the lock: it may have been resumed and have
+        // ended since it was listed.
+        auto taken = session_lock::take(db->path(), row.id);
+        auto* lock = std::get_if<std::unique_ptr<session_lock>>(&taken);
+        if (lock == nullptr)
+          continue;
+        auto now = db->session(row.id);
+        if (now && *now && (*now)->state == store::session_state::running) {
+          sweep_locks.push_back(std::move(*lock));
           b.states.push_back({row.id, store::session_state::interrupted,
                               "the process running it stopped"});
+        }
+      }
       if (page.next_cursor.empty())
         break;
       f.before = page.next_cursor;
     }
     if (!b.states.empty()) {
       if (auto err = db->write(b)) {
-        std::cerr << "quarry: the research store cannot be written: " << err->message << "\n";
+        std::cerr << "quarry: the research store cannot be written: "
+                  << with_store_path(db->path(), *err) << "\n";
         return exit_failure;
       }
       std::cerr << "quarry: " << b.states.size()

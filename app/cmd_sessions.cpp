@@ -21,8 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-json session_json(const std::string& store_file, const store::session_row& row) {
-  auto state = effective_state(store_file, row);
+json session_json(const store::session_row& row, store::session_state state) {
   json j{{"id", row.id},
          {"question", row.question},
          {"state", store::to_string(state)},
@@ -36,7 +35,13 @@ json session_json(const std::string& store_file, const store::session_row& row) 
   return j;
 }
 
-// Opens the store for reading and finds session `id`; prints why not.
+// What the command line says when the store cannot be read.
+std::string read_failure(const store::store& db, const sdk::error& err) {
+  return "the research store cannot be read: " + with_store_path(db.path(), err);
+}
+
+// Opens the store for reading and finds session `id`; prints why not (a
+// store that cannot be read is never "no session").
 struct opened_session {
   std::shared_ptr<store::store> db;
   store::session_row row;
@@ -57,10 +62,14 @@ std::optional<opened_session> find_session(context& ctx, const std::string& id,
   auto db = std::get<std::shared_ptr<store::store>>(std::move(opened));
   auto row = db->session(id);
   if (!row) {
+    std::cerr << "quarry: " << read_failure(*db, row.error()) << "\n";
+    return std::nullopt;
+  }
+  if (!*row) {
     std::cerr << "quarry: no session " << id << " in " << db->path() << "\n";
     return std::nullopt;
   }
-  return opened_session{std::move(db), std::move(*row)};
+  return opened_session{std::move(db), std::move(**row)};
 }
 
 // The store may not exist yet: listing it is then an empty list.
@@ -92,8 +101,8 @@ int cmd_sessions_list(context& ctx, const sessions_options& opts) {
     if (*s != store::session_state::interrupted)
       f.state = *s;
   }
-  std::vector<store::session_row> rows;
-  std::string store_file = store_path(ctx.config.values);
+  // Each row with its effective state, read while the store is open.
+  std::vector<std::pair<store::session_row, store::session_state>> rows;
   if (!store_missing(ctx)) {
     auto opened = open_store(ctx.config.values, true);
     if (auto* why = std::get_if<std::string>(&opened)) {
@@ -103,11 +112,17 @@ int cmd_sessions_list(context& ctx, const sessions_options& opts) {
     auto db = std::get<std::shared_ptr<store::store>>(std::move(opened));
     // Interrupted ones are found among all states; pages until the limit.
     for (;;) {
-      auto page = db->list_sessions(f);
-      for (auto& r : page.sessions)
-        if (opts.state.empty()
-            || store::to_string(effective_state(store_file, r)) == opts.state)
-          rows.push_back(std::move(r));
+      auto listed = db->list_sessions(f);
+      if (!listed) {
+        std::cerr << "quarry: " << read_failure(*db, listed.error()) << "\n";
+        return exit_failure;
+      }
+      auto& page = *listed;
+      for (auto& r : page.sessions) {
+        auto state = effective_state(*db, r);
+        if (opts.state.empty() || store::to_string(state) == opts.state)
+          rows.emplace_back(std::move(r), state);
+      }
       if (page.next_cursor.empty() || static_cast<int>(rows.size()) >= opts.limit)
         break;
       f.before = page.next_cursor;
@@ -117,8 +132,8 @@ int cmd_sessions_list(context& ctx, const sessions_options& opts) {
   }
   if (opts.json) {
     json out = json::array();
-    for (const auto& r : rows)
-      out.push_back(session_json(store_file, r));
+    for (const auto& [r, state] : rows)
+      out.push_back(session_json(r, state));
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return exit_ok;
   }
@@ -126,14 +141,14 @@ int cmd_sessions_list(context& ctx, const sessions_options& opts) {
     std::cout << "No sessions.\n";
     return exit_ok;
   }
-  for (const auto& r : rows) {
+  for (const auto& [r, state_value] : rows) {
     auto q = sdk::repair_utf8(r.question);
     for (auto& c : q)
       if (c == '\n' || c == '\r' || c == '\t')
         c = ' ';
     if (q.size() > 70)
       q = std::string{sdk::utf8_prefix(q, 67)} + "...";
-    auto state = std::string{store::to_string(effective_state(store_file, r))};
+    auto state = std::string{store::to_string(state_value)};
     std::cout << r.id << "  " << state << std::string(state.size() < 13 ? 13 - state.size() : 1, ' ')
               << rfc3339(r.created_at).substr(0, 16) << "  " << q << "\n";
   }
@@ -145,8 +160,13 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
   if (!s)
     return exit_failure;
   auto& db = *s->db;
-  auto state = effective_state(db.path(), s->row);
-  auto report = stored_report(db, s->row, state);
+  auto state = effective_state(db, s->row);
+  auto read = stored_report(db, s->row, state);
+  if (!read) {
+    std::cerr << "quarry: " << read_failure(db, read.error()) << "\n";
+    return exit_failure;
+  }
+  auto& report = *read;
   if (opts.format == "md" || opts.format == "html") {
     if (!report) {
       std::cerr << "quarry: session " << opts.id << " has no report ("
@@ -157,12 +177,20 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
               << std::flush;
     return exit_ok;
   }
-  auto usage = db.usage(opts.id);
+  auto usage_read = db.usage(opts.id);
+  auto children = db.children(opts.id);
+  for (const auto* err : {usage_read ? nullptr : &usage_read.error(),
+                          children ? nullptr : &children.error()})
+    if (err != nullptr) {
+      std::cerr << "quarry: " << read_failure(db, *err) << "\n";
+      return exit_failure;
+    }
+  const auto& usage = *usage_read;
   std::vector<std::string> follow_ups;
-  for (const auto& c : db.children(opts.id))
+  for (const auto& c : *children)
     follow_ups.push_back(c.id);
   if (opts.format == "json") {
-    auto j = session_json(db.path(), s->row);
+    auto j = session_json(s->row, state);
     j["options"] = s->row.options;
     j["usage"] = {{"calls", usage.calls},
                   {"input_tokens", usage.input_tokens},
@@ -208,7 +236,13 @@ int cmd_sessions_export(context& ctx, const sessions_options& opts) {
   if (opts.format == "jsonl") {
     uint64_t from = 1;
     for (;;) {
-      auto page = db.packets(opts.id, from, 4096);
+      auto read = db.packets(opts.id, from, 4096);
+      if (!read) {
+        std::cout << std::flush;
+        std::cerr << "quarry: " << read_failure(db, read.error()) << "\n";
+        return exit_failure;
+      }
+      auto& page = *read;
       for (const auto& p : page)
         std::cout << p.line << '\n';
       if (page.size() < 4096)
@@ -233,8 +267,12 @@ int cmd_sessions_rm(context& ctx, const sessions_options& opts) {
   }
   auto removed = s->db->remove(opts.id);
   if (auto* err = std::get_if<sdk::error>(&removed)) {
-    std::cerr << "quarry: session " << opts.id << " was not removed: " << err->message
-              << "\n";
+    std::cerr << "quarry: session " << opts.id
+              << " was not removed: " << with_store_path(s->db->path(), *err) << "\n";
+    return exit_failure;
+  }
+  if (!std::get<bool>(removed)) {
+    std::cerr << "quarry: session " << opts.id << " was removed by another process\n";
     return exit_failure;
   }
   std::error_code ec;
@@ -251,7 +289,7 @@ int cmd_sessions_resume(context& ctx, const sessions_options& opts,
     if (!s)
       return exit_failure;
     auto& db = *s->db;
-    auto state = effective_state(db.path(), s->row);
+    auto state = effective_state(db, s->row);
     if (state == store::session_state::running) {
       std::cerr << "quarry: session " << opts.id
                 << " is running in another process\n";
@@ -275,7 +313,12 @@ int cmd_sessions_resume(context& ctx, const sessions_options& opts,
     info.session_id = opts.id;
     info.options = std::get<stored_options>(std::move(options));
     info.last_seq = s->row.last_seq;
-    if (auto c = db.latest_checkpoint(opts.id)) {
+    auto checkpoint = db.latest_checkpoint(opts.id);
+    if (!checkpoint) {
+      std::cerr << "quarry: " << read_failure(db, checkpoint.error()) << "\n";
+      return exit_failure;
+    }
+    if (auto& c = *checkpoint) {
       auto read = core::checkpoint_from_json(c->state);
       if (auto* why = std::get_if<std::string>(&read)) {
         std::cerr << "quarry: session " << opts.id << " cannot be resumed: " << *why

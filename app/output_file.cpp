@@ -8,6 +8,7 @@
 #include <ctime>
 #include <random>
 #include <cstdlib>
+#include <filesystem>
 #include <string_view>
 #include <variant>
 
@@ -19,15 +20,17 @@
 
 namespace quarry::app {
 
+namespace fs = std::filesystem;
+
 namespace {
 
-std::string quoted(const std::string& path) {
+std::string in_quotes(const std::string& path) {
   return "'" + path + "'";
 }
 
 // The message of every refusal and failure: it names the path the user gave.
 std::string cannot(const std::string& path, const std::string& why) {
-  return "cannot write the report to " + quoted(path) + ": " + why;
+  return "cannot write the report to " + in_quotes(path) + ": " + why;
 }
 
 std::string sys_error(int err) {
@@ -85,9 +88,9 @@ std::optional<std::string> check_folder(const std::string& path,
   auto folder = folder_of(target);
   struct stat st {};
   if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return cannot(path, "the folder " + quoted(folder) + " does not exist");
+    return cannot(path, "the folder " + in_quotes(folder) + " does not exist");
   if (::access(folder.c_str(), W_OK | X_OK) != 0)
-    return cannot(path, "the folder " + quoted(folder) + " is not writable ("
+    return cannot(path, "the folder " + in_quotes(folder) + " is not writable ("
                           + sys_error(errno) + ")");
   return std::nullopt;
 }
@@ -116,9 +119,9 @@ std::variant<resolved, std::string> resolve(const std::string& path) {
       auto n = ::readlink(path.c_str(), buf, sizeof(buf) - 1);
       std::string to = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
       if (err == ENOENT)
-        return cannot(path, "it is a symbolic link to " + quoted(to)
+        return cannot(path, "it is a symbolic link to " + in_quotes(to)
                               + ", which does not exist");
-      return cannot(path, "it is a symbolic link to " + quoted(to) + " ("
+      return cannot(path, "it is a symbolic link to " + in_quotes(to) + " ("
                               + sys_error(err) + ")");
     }
     if (auto err = refuse_kind(path, st.st_mode))
@@ -294,11 +297,44 @@ std::optional<std::string> write_stream(const std::string& path,
 
 } // namespace
 
-std::optional<std::string> check_output_path(const std::string& path) {
+std::optional<std::string> check_output_path(const std::string& path,
+                                             const std::vector<std::string>& databases) {
   auto r = resolve(path);
   if (auto* err = std::get_if<std::string>(&r))
     return *err;
+  const auto& res = std::get<resolved>(r);
+  if (res.kind == target_kind::stream)
+    return std::nullopt;
+  std::error_code ec;
+  auto target = fs::weakly_canonical(res.target, ec);
+  for (const auto& db : databases) {
+    auto file = fs::weakly_canonical(db, ec);
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      auto name = file.string() + suffix;
+      struct stat st {};
+      bool same = target.string() == name
+                  || (res.kind == target_kind::regular && ::stat(name.c_str(), &st) == 0
+                      && st.st_dev == res.st.st_dev && st.st_ino == res.st.st_ino);
+      if (same)
+        return cannot(path, "it is Quarry's database " + in_quotes(name)
+                              + "; choose another file");
+    }
+  }
   return std::nullopt;
+}
+
+std::vector<std::string> database_files(const std::string& data_dir,
+                                        const std::string& store_file) {
+  std::vector<std::string> out{store_file};
+  std::error_code ec;
+  fs::recursive_directory_iterator it{data_dir, fs::directory_options::none, ec};
+  for (fs::recursive_directory_iterator end; !ec && it != end; it.increment(ec)) {
+    if (it.depth() >= 2)
+      it.disable_recursion_pending();
+    if (it->path().extension() == ".db" && it->is_regular_file(ec))
+      out.push_back(it->path().string());
+  }
+  return out;
 }
 
 std::optional<std::string> write_output_file(const std::string& path,

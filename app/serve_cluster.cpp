@@ -45,31 +45,40 @@ caf::error refusal(const std::string& why) {
 }
 
 /// The session's result as stored.
-cluster::session_result result_from_store(store::store* db, const std::string& store_file,
-                                          const std::string& id) {
+cluster::session_result result_from_store(store::store* db, const std::string& id) {
   cluster::session_result out;
   out.status = cluster::session_status::failed;
   if (db == nullptr) {
     out.failure = "the store cannot be read";
     return out;
   }
-  auto row = db->session(id);
-  if (!row) {
+  auto found = db->session(id);
+  if (!found) {
+    out.failure = "the store cannot be read: " + found.error().message;
+    return out;
+  }
+  if (!*found) {
     out.failure = "no session " + id;
     return out;
   }
-  auto state = effective_state(store_file, *row);
+  const auto& row = **found;
+  auto state = effective_state(*db, row);
   out.interrupted = state == store::session_state::interrupted;
   if (state == store::session_state::clarification) {
     out.status = cluster::session_status::clarification;
     out.failure = "the research needs clarification";
     return out;
   }
-  auto report = stored_report(*db, *row, state);
+  auto read = stored_report(*db, row, state);
+  if (!read) {
+    out.failure = "the store cannot be read: " + read.error().message;
+    return out;
+  }
+  auto& report = *read;
   if (!report) {
-    out.failure = row->error.empty() ? "the research ended without a report ("
-                                         + std::string{store::to_string(state)} + ")"
-                                     : row->error;
+    out.failure = row.error.empty() ? "the research ended without a report ("
+                                        + std::string{store::to_string(state)} + ")"
+                                    : row.error;
     return out;
   }
   out.status = cluster::session_status::report;
@@ -121,7 +130,7 @@ public:
     auto file = svc_->store_file;
     auto id = id_;
     auto queued = with_reader(svc_->pool, file, [=](store::store* db, const std::string&) {
-      caf::anon_send(actor, done_atom::value, id, result_from_store(db, file, id));
+      caf::anon_send(actor, done_atom::value, id, result_from_store(db, id));
     });
     if (!queued) {
       cluster::session_result busy;

@@ -13,6 +13,8 @@
 
 #include <caf/all.hpp>
 
+#include <spdlog/spdlog.h>
+
 namespace quarry::app {
 
 namespace {
@@ -59,10 +61,15 @@ void add_metrics_routes(http::router& r, std::shared_ptr<service> svc,
           return;
         auto snap = std::make_shared<metrics_snapshot>(std::move(st->snap));
         auto queued = with_reader(*pool, file, [res, snap](store::store* db, const std::string&) {
-          // A store that cannot be read leaves the session counts out.
-          if (db != nullptr)
-            for (const auto& [state, n] : db->count_by_state())
-              snap->sessions.emplace_back(store::to_string(state), n);
+          // A store that cannot be read leaves the session counts out (and
+          // says so in the log).
+          if (db != nullptr) {
+            if (auto counts = db->count_by_state())
+              for (const auto& [state, n] : *counts)
+                snap->sessions.emplace_back(store::to_string(state), n);
+            else
+              spdlog::error("metrics: {}", counts.error().message);
+          }
           res->respond(http::response{200, std::string{core::metrics_content_type}, {},
                                       render_metrics(*snap)});
         });

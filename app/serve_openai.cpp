@@ -18,6 +18,8 @@
 #include <chrono>
 #include <optional>
 
+#include <spdlog/spdlog.h>
+
 namespace quarry::app {
 
 namespace {
@@ -293,26 +295,43 @@ struct outcome {
   std::string error;
   std::optional<report_parts> report;
   store::usage_total usage;
+  /// Why the store could not be read, if it could not.
+  std::string read_error;
 };
 
-outcome read_outcome(store::store* db, const std::string& store_file, const std::string& id) {
+outcome read_outcome(store::store* db, const std::string& id) {
   outcome out;
   if (db == nullptr)
     return out;
+  auto failed = [&](const sdk::error& err) {
+    spdlog::error("{}", err.message);
+    out.read_error = err.message;
+    return out;
+  };
   auto row = db->session(id);
   if (!row)
+    return failed(row.error());
+  if (!*row)
     return out;
+  auto state = effective_state(*db, **row);
+  auto report = stored_report(*db, **row, state);
+  if (!report)
+    return failed(report.error());
+  auto usage = db->usage(id);
+  if (!usage)
+    return failed(usage.error());
   out.found = true;
-  auto state = effective_state(store_file, *row);
   out.state = store::to_string(state);
-  out.error = row->error;
-  out.report = stored_report(*db, *row, state);
-  out.usage = db->usage(id);
+  out.error = (*row)->error;
+  out.report = std::move(*report);
+  out.usage = *usage;
   return out;
 }
 
 // The error of a session that ended without a report.
 std::string no_report_message(const outcome& o) {
+  if (!o.read_error.empty())
+    return "the research store cannot be read: " + o.read_error;
   if (!o.found)
     return "the research store cannot be read";
   std::string m = "the research ended without a report (" + o.state + ")";
@@ -402,7 +421,7 @@ public:
     auto content = content_;
     auto queued
       = with_reader(pool_, file, [=](store::store* db, const std::string&) {
-          auto o = read_outcome(db, file, meta.session);
+          auto o = read_outcome(db, meta.session);
           if (!o.report && content.empty()) {
             stream->send("", "", error_json(500, "research_failed", no_report_message(o)).dump(-1, ' ', false, json::error_handler_t::replace));
             stream->end("", "[DONE]");
@@ -467,7 +486,7 @@ public:
     auto meta = meta_;
     auto file = store_file_;
     auto queued = with_reader(pool_, file, [=](store::store* db, const std::string&) {
-      auto o = read_outcome(db, file, meta.session);
+      auto o = read_outcome(db, meta.session);
       if (!o.report) {
         res->respond(openai_error(500, "research_failed", no_report_message(o)));
         return;

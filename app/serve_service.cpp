@@ -4,7 +4,11 @@
 
 #include "quarry/store/store.hpp"
 
+#include <tuple>
+
 #include <caf/all.hpp>
+
+#include <spdlog/spdlog.h>
 
 namespace quarry::app {
 
@@ -41,11 +45,38 @@ http::response from_reply(const std::string& reply, int ok_status) {
   return res;
 }
 
+namespace {
+
+// Status, code and message of a store failure; logs it.
+std::tuple<int, const char*, std::string> describe_store_failure(const sdk::error& err) {
+  spdlog::error("{}", err.message);
+  if (err.code == sdk::errc::busy)
+    return {503, "unavailable", err.message};
+  return {500, "store_error", err.message};
+}
+
+} // namespace
+
+http::response store_failure(const sdk::error& err) {
+  auto [status, code, message] = describe_store_failure(err);
+  auto res = http::json_error(status, code, message);
+  if (status == 503)
+    res.headers.emplace_back("Retry-After", "1");
+  return res;
+}
+
+std::string store_failure_reply(const sdk::error& err) {
+  auto [status, code, message] = describe_store_failure(err);
+  return json{{"error", {{"status", status}, {"code", code}, {"message", message}}}}.dump(
+    -1, ' ', false, json::error_handler_t::replace);
+}
+
 void service::read(std::shared_ptr<http::responder> res,
                    std::function<http::response(store::store&)> job) {
   auto queued = with_reader(pool, store_file,
                             [res, job](store::store* db, const std::string& error) {
                               if (db == nullptr) {
+                                spdlog::error("the research store cannot be read: {}", error);
                                 res->respond(http::json_error(
                                   503, "unavailable",
                                   "the research store cannot be read: " + error));

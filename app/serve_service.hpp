@@ -22,6 +22,10 @@
 #include <memory>
 #include <string>
 
+namespace quarry::sdk {
+struct error;
+} // namespace quarry::sdk
+
 namespace quarry::store {
 class store;
 } // namespace quarry::store
@@ -35,6 +39,15 @@ bool json_declared(const http::request& req, http::responder& res);
 /// response: its error with its status, or `ok_status` with the JSON (and a
 /// Location for 202).
 http::response from_reply(const std::string& reply, int ok_status);
+
+/// A store that could not be read or written, as an HTTP response: 503 with
+/// `Retry-After` when another connection held a lock past the busy wait,
+/// else 500 (a corrupt page, an I/O error); the JSON error says what
+/// happened (never "not found", never the store's path). Logs one line.
+http::response store_failure(const sdk::error& err);
+
+/// The same, for a reply of the session manager (a JSON error text).
+std::string store_failure_reply(const sdk::error& err);
 
 /// Everything the routes share.
 struct service {

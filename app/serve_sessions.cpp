@@ -3,6 +3,7 @@
 #include "serve_sessions.hpp"
 
 #include "research_engine.hpp"
+#include "serve_service.hpp"
 
 #include "quarry/actors/reflective_session.hpp"
 #include "quarry/actors/runtime.hpp"
@@ -55,6 +56,9 @@ struct manager_state {
   std::unique_ptr<store::store> reader;
   std::map<std::string, running_session> running;
   std::map<caf::actor_addr, std::string> by_session;
+  // Starts admitted whose session row is being written: they hold a slot,
+  // so that admission is decided once, before anything is stored.
+  size_t admitting = 0;
   bool stopping = false;
   static inline const char* name = "quarry.session_manager";
 };
@@ -112,12 +116,23 @@ std::string launch(manager_ptr self, const std::string& id, const stored_options
   return ok(id, "running");
 }
 
+// Once stopping, quits when no run and no start is left; returns whether it
+// quit.
+bool quit_if_stopped(manager_ptr self) {
+  auto& st = self->state;
+  if (!st.stopping || !st.running.empty() || st.admitting > 0)
+    return false;
+  self->quit();
+  return true;
+}
+
 // Refuses a start beyond the limit or while stopping; empty when allowed.
+// Starts being stored count: a start admitted here is never refused later.
 std::string admission(manager_ptr self) {
   auto& st = self->state;
   if (st.stopping)
     return failure(503, "unavailable", "the server is stopping");
-  if (static_cast<int>(researching(st)) >= st.settings.max_running)
+  if (static_cast<int>(researching(st) + st.admitting) >= st.settings.max_running)
     return failure(429, "busy",
                    "too many sessions are running (server.max_running_sessions = "
                      + std::to_string(st.settings.max_running) + ")");
@@ -134,8 +149,10 @@ std::variant<store::session_row, std::string> stored_row(manager_ptr self,
     return failure(503, "unavailable", "the research store cannot be read");
   auto row = db->session(id);
   if (!row)
+    return store_failure_reply(row.error());
+  if (!*row)
     return failure(404, "not_found", "no session " + id);
-  return std::move(*row);
+  return std::move(**row);
 }
 
 void finished(manager_ptr self, const std::string& id, actors::session_result& r) {
@@ -157,8 +174,7 @@ void finished(manager_ptr self, const std::string& id, actors::session_result& r
     self->request(em, std::chrono::seconds{30}, actors::stop_atom::value)
       .then([](uint64_t) {}, [](caf::error&) {});
     self->state.running.erase(id);
-    if (self->state.stopping && self->state.running.empty())
-      self->quit();
+    quit_if_stopped(self);
   };
   // 1. The emitter has handed every packet to the store; 2. the report and
   // state follow them into the store; 3. the streams end.
@@ -213,9 +229,12 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
         if (auto* err = std::get_if<std::string>(&row))
           return *err;
         std::string why;
-        so.follow_up_context = follow_up_context(*reader(self), parent, why);
+        auto context = follow_up_context(*reader(self), parent, why);
+        if (!context)
+          return store_failure_reply(context.error());
         if (!why.empty())
           return failure(409, "conflict", why);
+        so.follow_up_context = std::move(*context);
       }
       auto id = store::make_session_id();
       auto taken = session_lock::take(self->state.store_file, id);
@@ -224,25 +243,34 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       auto lock = std::make_shared<std::unique_ptr<session_lock>>(
         std::get<std::unique_ptr<session_lock>>(std::move(taken)));
       auto rp = self->make_response_promise<std::string>();
+      // The slot is held from here: nothing after this refuses the start
+      // for being busy, so a 429 never leaves a stored session behind.
+      ++self->state.admitting;
       self->request(self->state.engine->store(), caf::infinite, actors::create_atom::value,
                     id, parent, so.question, to_json(so).dump(-1, ' ', false, json::error_handler_t::replace))
         .then(
           [=](std::string& err) mutable {
+            --self->state.admitting;
             if (!err.empty()) {
               rp.deliver(failure(503, "unavailable",
                                  "the research store cannot be written: " + err));
+              quit_if_stopped(self);
               return;
             }
-            if (auto refused = admission(self); !refused.empty()) {
+            if (self->state.stopping) {
               self->send(self->state.engine->store(), actors::state_atom::value, id,
-                         std::string{"failed"}, std::string{"refused: server busy"});
-              rp.deliver(refused);
+                         std::string{"interrupted"},
+                         std::string{"the server stopped before it started"});
+              rp.deliver(failure(503, "unavailable", "the server is stopping"));
+              quit_if_stopped(self);
               return;
             }
             rp.deliver(launch(self, id, so, nullptr, 1, std::move(*lock)));
           },
           [=](caf::error& err) mutable {
+            --self->state.admitting;
             rp.deliver(failure(503, "unavailable", caf::to_string(err)));
+            quit_if_stopped(self);
           });
       return rp;
     },
@@ -259,6 +287,12 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       auto row = stored_row(self, id);
       if (auto* err = std::get_if<std::string>(&row))
         return *err;
+      // Held by another process (a `quarry research`, another server): it
+      // is cancelled there. Taking the lock for a moment tells, with its
+      // pid; released at once.
+      if (auto taken = session_lock::take(self->state.store_file, id);
+          auto* why = std::get_if<std::string>(&taken))
+        return failure(409, "conflict", *why + "; cancel it there");
       return failure(409, "conflict",
                      "session " + id + " is not running ("
                        + store::to_string(std::get<store::session_row>(row).state) + ")");
@@ -315,7 +349,10 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       info.session_id = id;
       info.options = std::get<stored_options>(std::move(parsed));
       info.last_seq = row.last_seq;
-      if (auto c = reader(self)->latest_checkpoint(id)) {
+      auto checkpoint = reader(self)->latest_checkpoint(id);
+      if (!checkpoint)
+        return store_failure_reply(checkpoint.error());
+      if (auto& c = *checkpoint) {
         auto read = core::checkpoint_from_json(c->state);
         if (auto* why = std::get_if<std::string>(&read))
           return failure(500, "internal", "the checkpoint cannot be read: " + *why);
@@ -375,10 +412,8 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       if (st.stopping)
         return;
       st.stopping = true;
-      if (st.running.empty()) {
-        self->quit();
+      if (quit_if_stopped(self))
         return;
-      }
       for (auto& [id, run] : st.running)
         self->send(run.session, actors::stop_atom::value);
     },
@@ -471,16 +506,22 @@ void end_with_state(follower_ptr self) {
   bool queued = with_reader(*st.pool, st.store_file,
                             [hdl, id, file](store::store* db, const std::string&) {
                               std::string state = "unknown";
-                              if (db != nullptr)
-                                if (auto row = db->session(id)) {
-                                  // Running in another process: follow it.
-                                  if (row->state == store::session_state::running
-                                      && session_lock::held(file, id)) {
-                                    caf::anon_send(hdl, poll_atom::value);
-                                    return;
-                                  }
-                                  state = store::to_string(effective_state(file, *row));
+                              auto found = db != nullptr
+                                             ? db->session(id)
+                                             : store::result<std::optional<store::session_row>>{
+                                               std::nullopt};
+                              if (!found) {
+                                // Said in the log; the stream ends as "unknown".
+                                spdlog::error("session {}: {}", id, found.error().message);
+                              } else if (const auto& row = *found) {
+                                // Running in another process: follow it.
+                                if (row->state == store::session_state::running
+                                    && session_lock::held(file, id)) {
+                                  caf::anon_send(hdl, poll_atom::value);
+                                  return;
                                 }
+                                state = store::to_string(effective_state(*db, *row));
+                              }
                               caf::anon_send(hdl, end_atom::value, state);
                             });
   if (!queued)
@@ -498,7 +539,15 @@ void replay_from_store(follower_ptr self, uint64_t from, uint64_t until) {
       uint64_t next = from;
       constexpr size_t page = 1024;
       while (db != nullptr) {
-        auto rows = db->packets(id, next, page);
+        auto read = db->packets(id, next, page);
+        if (!read) {
+          // Said in the log; the stream ends as "error", never as if every
+          // packet had been sent.
+          spdlog::error("session {}: {}", id, read.error().message);
+          caf::anon_send(hdl, end_atom::value, std::string{"error"});
+          return;
+        }
+        auto& rows = *read;
         std::string joined;
         bool done = rows.size() < page;
         for (const auto& r : rows) {

@@ -40,9 +40,10 @@ std::variant<std::shared_ptr<store::store>, std::string>
 open_store(const core::settings& cfg, bool read_only) {
   store::open_options opts;
   opts.read_only = read_only;
-  auto opened = store::store::open(store_path(cfg), opts);
+  auto path = store_path(cfg);
+  auto opened = store::store::open(path, opts);
   if (auto* err = std::get_if<sdk::error>(&opened))
-    return err->message;
+    return with_store_path(path, *err);
   return std::shared_ptr<store::store>{
     std::get<std::unique_ptr<store::store>>(std::move(opened))};
 }
@@ -61,13 +62,16 @@ session_lock::take(const std::string& store_file, const std::string& session_id)
   if (!store::is_session_id(session_id))
     return "not a session id: '" + session_id + "'";
   auto path = lock_file(store_file, session_id);
+  // Messages name the file relative to the store's folder: they reach HTTP
+  // clients, which are not told where the store is.
+  auto shown = "locks/" + session_id + ".lock beside the research store";
   std::error_code ec;
   fs::create_directories(fs::path{path}.parent_path(), ec);
   if (ec)
-    return "cannot create " + fs::path{path}.parent_path().string() + ": " + ec.message();
+    return "cannot create the folder of " + shown + ": " + ec.message();
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
-    return "cannot open the lock file " + path + ": " + std::strerror(errno);
+    return "cannot open the lock file " + shown + ": " + std::strerror(errno);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     auto why = errno;
     char buf[32] = {};
@@ -80,7 +84,7 @@ session_lock::take(const std::string& store_file, const std::string& session_id)
       return "session " + session_id + " is running in another process"
              + (pid.empty() ? std::string{} : " (pid " + pid + ")");
     }
-    return "cannot lock " + path + ": " + std::strerror(why);
+    return "cannot lock " + shown + ": " + std::strerror(why);
   }
   auto pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) == 0)
@@ -206,30 +210,39 @@ std::string question_for_model(const stored_options& x) {
 
 // The earlier session's question, report and sources, as the models see
 // them in a follow-up (bounded: the report is cut at 24,000 characters).
-std::string follow_up_context(store::store& db, const std::string& id,
-                              std::string& error) {
+store::result<std::string> follow_up_context(store::store& db, const std::string& id,
+                                             std::string& problem) {
   if (!store::is_session_id(id))
-    return error = "--follow-up: not a session id: '" + id + "'", std::string{};
+    return problem = "--follow-up: not a session id: '" + id + "'", std::string{};
   auto row = db.session(id);
   if (!row)
-    return error = "--follow-up: no session " + id + " in " + db.path(), std::string{};
+    return row.error();
+  if (!*row)
+    return problem = "--follow-up: no session " + id, std::string{};
   auto report = db.final_report(id);
   if (!report)
-    return error = "--follow-up: session " + id + " has no report ("
-                   + store::to_string(row->state) + ")",
+    return report.error();
+  if (!*report)
+    return problem = "--follow-up: session " + id + " has no report ("
+                     + store::to_string((*row)->state) + ")",
            std::string{};
   constexpr size_t max_report = 24'000;
-  auto text = report->text;
+  auto text = (*report)->text;
   if (text.size() > max_report)
     text = std::string{sdk::utf8_prefix(text, max_report)} + "\n[...]";
-  std::string out = "Earlier research in this conversation.\nQuestion: " + row->question
+  std::string out = "Earlier research in this conversation.\nQuestion: " + (*row)->question
                     + "\n\nReport:\n" + text;
   auto docs = db.documents(id);
+  if (!docs)
+    return docs.error();
+  auto cites = db.citations(id);
+  if (!cites)
+    return cites.error();
   std::map<std::string, const store::document_row*> by_id;
-  for (const auto& d : docs)
+  for (const auto& d : *docs)
     by_id[d.document_id] = &d;
   std::string sources;
-  for (const auto& c : db.citations(id)) {
+  for (const auto& c : *cites) {
     auto d = by_id.find(c.document_id);
     sources += "[" + std::to_string(c.number) + "] "
                + (d != by_id.end() ? d->second->title + " " + d->second->url
@@ -257,18 +270,22 @@ const char* state_after(const actors::session_result& r) {
 }
 
 // A stored `running` session whose process died is shown as interrupted.
-store::session_state effective_state(const std::string& store_file,
-                                     const store::session_row& row) {
-  if ((row.state == store::session_state::running
-       || row.state == store::session_state::pending)
-      && !session_lock::held(store_file, row.id))
-    return store::session_state::interrupted;
-  return row.state;
+store::session_state effective_state(store::store& db, const store::session_row& row) {
+  auto runs = [](store::session_state s) {
+    return s == store::session_state::running || s == store::session_state::pending;
+  };
+  if (!runs(row.state) || session_lock::held(db.path(), row.id))
+    return row.state;
+  auto again = db.session(row.id);
+  if (again && *again && !runs((*again)->state))
+    return (*again)->state;
+  return store::session_state::interrupted;
 }
 
 // The cited sources of a stored report: the citation numbers its body uses.
-std::vector<cited_source> report_sources(store::store& db, const std::string& id,
-                                     const std::string& body) {
+store::result<std::vector<cited_source>> report_sources(store::store& db,
+                                                       const std::string& id,
+                                                       const std::string& body) {
   // The `[[n]]` markers of the body (n of 1 to 6 digits), in one pass.
   std::set<int> used;
   for (size_t at = body.find("[["); at != std::string::npos; at = body.find("[[", at + 1)) {
@@ -283,11 +300,17 @@ std::vector<cited_source> report_sources(store::store& db, const std::string& id
     if (digits >= 1 && digits <= 6 && body.compare(i, 2, "]]") == 0)
       used.insert(n);
   }
+  auto documents = db.documents(id);
+  if (!documents)
+    return documents.error();
+  auto cites = db.citations(id);
+  if (!cites)
+    return cites.error();
   std::map<std::string, store::document_row> docs;
-  for (auto& d : db.documents(id))
+  for (auto& d : *documents)
     docs.emplace(d.document_id, std::move(d));
   std::vector<cited_source> out;
-  for (const auto& c : db.citations(id)) {
+  for (const auto& c : *cites) {
     if (used.count(c.number) == 0)
       continue;
     auto d = docs.find(c.document_id);
@@ -297,17 +320,32 @@ std::vector<cited_source> report_sources(store::store& db, const std::string& id
   return out;
 }
 
-std::optional<report_parts> stored_report(store::store& db, const store::session_row& row,
-                                      store::session_state state) {
+store::result<std::optional<report_parts>>
+stored_report(store::store& db, const store::session_row& row, store::session_state state) {
   auto r = db.final_report(row.id);
   if (!r)
-    return std::nullopt;
+    return r.error();
+  std::optional<report_parts> out;
+  if (!*r)
+    return out;
+  auto sources = report_sources(db, row.id, (*r)->text);
+  if (!sources)
+    return sources.error();
   report_parts parts;
   parts.question = row.question;
-  parts.body = r->text;
-  parts.sources = report_sources(db, row.id, r->text);
+  parts.body = (*r)->text;
+  parts.sources = std::move(*sources);
   parts.partial = state != store::session_state::completed;
-  return parts;
+  out = std::move(parts);
+  return out;
+}
+
+std::string with_store_path(const std::string& store_file, const sdk::error& err) {
+  static constexpr std::string_view prefix = "research store: ";
+  std::string_view msg = err.message;
+  if (msg.substr(0, prefix.size()) == prefix)
+    msg.remove_prefix(prefix.size());
+  return "research store '" + store_file + "': " + std::string{msg};
 }
 
 int64_t unix_ms() {

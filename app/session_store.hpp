@@ -21,11 +21,7 @@ namespace quarry::core {
 struct settings;
 } // namespace quarry::core
 
-namespace quarry::store {
-class store;
-struct session_row;
-enum class session_state : uint8_t;
-} // namespace quarry::store
+#include "quarry/store/store.hpp"
 
 namespace quarry::app {
 
@@ -110,23 +106,34 @@ std::variant<stored_options, std::string> stored_options_from(const nlohmann::js
 std::string question_for_model(const stored_options& x);
 
 /// The earlier session's question, report and sources, as the models see
-/// them in a follow-up (the report cut at 24,000 characters). On failure
-/// the result is empty and `error` says why.
-std::string follow_up_context(store::store& db, const std::string& id, std::string& error);
+/// them in a follow-up (the report cut at 24,000 characters). When the
+/// session cannot be followed up (unknown, no report) the text is empty and
+/// `problem` says why; a store that cannot be read is an error.
+store::result<std::string> follow_up_context(store::store& db, const std::string& id,
+                                             std::string& problem);
 
-/// A stored `running` session whose process died (its lock is free) is
-/// interrupted; every other state is as stored.
-store::session_state effective_state(const std::string& store_file,
-                                     const store::session_row& row);
+/// The state to show and act on: a stored `running` or `pending` session
+/// whose lock is free was left by a process that died and is interrupted;
+/// every other state is as stored. When the lock is found free the row is
+/// read again, since the run may have ended between the read of `row` and
+/// the look at the lock (a run's state is written before its lock goes); a
+/// failed second read keeps the first.
+store::session_state effective_state(store::store& db, const store::session_row& row);
 
 /// The cited sources of a stored report: the citation numbers its body uses,
 /// with their documents' titles and URLs.
-std::vector<cited_source> report_sources(store::store& db, const std::string& id,
-                                         const std::string& body);
+store::result<std::vector<cited_source>> report_sources(store::store& db,
+                                                       const std::string& id,
+                                                       const std::string& body);
 
-/// The final report of a stored session, partial unless it completed.
-std::optional<report_parts> stored_report(store::store& db, const store::session_row& row,
-                                          store::session_state state);
+/// The final report of a stored session (none if it has none), partial
+/// unless it completed.
+store::result<std::optional<report_parts>>
+stored_report(store::store& db, const store::session_row& row, store::session_state state);
+
+/// A store error as the command line prints it: with the store's file
+/// (`research store 'FILE': ...`; the store's own messages never name it).
+std::string with_store_path(const std::string& store_file, const sdk::error& err);
 
 /// Milliseconds since the Unix epoch.
 int64_t unix_ms();

@@ -132,8 +132,16 @@ int main(int argc, char** argv) {
       auto check = store::store::open(path, ro);
       size_t stored = 0;
       if (auto* reader = std::get_if<std::unique_ptr<store::store>>(&check))
-        for (const auto& id : ids)
-          stored += (*reader)->packets(id, 1, 1000000000).size();
+        for (const auto& id : ids) {
+          auto read = (*reader)->packets(id, 1, 1000000000);
+          if (!read) {
+            // Not std::exit: the actor system's threads still run.
+            std::fprintf(stderr, "read: %s\n", read.error().message.c_str());
+            rc = 1;
+            break;
+          }
+          stored += read->size();
+        }
       if (stored != packets) {
         std::fprintf(stderr, "stored %zu packets of %zu\n", stored, packets);
         rc = 1;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -25,6 +26,16 @@ size_t arg(int argc, char** argv, const std::string& name, size_t fallback) {
     if (argv[i] == name)
       return static_cast<size_t>(std::strtoull(argv[i + 1], nullptr, 10));
   return fallback;
+}
+
+/// The value of a store read; on an error, prints it and exits with status 1.
+template <class T>
+T read_ok(result<T> r, const char* what) {
+  if (!r) {
+    std::fprintf(stderr, "%s: %s\n", what, r.error().message.c_str());
+    std::exit(1);
+  }
+  return std::move(*r);
 }
 
 double seconds_since(clock_type::time_point t0) {
@@ -94,18 +105,19 @@ int main(int argc, char** argv) {
                 transactions, static_cast<double>(packets) / s,
                 s * 1e6 / static_cast<double>(transactions),
                 static_cast<double>(bytes) / s / 1e6);
-    if (db.session(id)->last_seq != packets)
+    auto stored = read_ok(db.session(id), "read session");
+    if (!stored || stored->last_seq != packets)
       status = 1;
     last_id = id;
   }
   // Reading back the last session's packets.
   auto t0 = clock_type::now();
-  auto all = db.packets(last_id);
+  auto all = read_ok(db.packets(last_id), "read packets");
   auto whole_s = seconds_since(t0);
   t0 = clock_type::now();
   size_t paged = 0;
   for (uint64_t from = 1;;) {
-    auto page = db.packets(last_id, from, 1000);
+    auto page = read_ok(db.packets(last_id, from, 1000), "read packets");
     if (page.empty())
       break;
     paged += page.size();

@@ -197,7 +197,15 @@ store_full_actor::behavior_type store_impl(store_ptr self,
       auto next = self->state.next_checkpoint.find(session);
       if (next == self->state.next_checkpoint.end()) {
         auto latest = self->state.db->latest_checkpoint(session);
-        next = self->state.next_checkpoint.emplace(session, latest ? latest->number + 1 : 1)
+        if (!latest) {
+          // Numbering it anyway could clash with a stored one: this
+          // checkpoint is skipped (the next one tries again).
+          spdlog::error("a checkpoint of session {} was not stored: {}", session,
+                        latest.error().message);
+          return;
+        }
+        next = self->state.next_checkpoint
+                 .emplace(session, *latest ? (*latest)->number + 1 : 1)
                  .first;
       }
       w.checkpoint.number = next->second++;

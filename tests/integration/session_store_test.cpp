@@ -8,6 +8,7 @@
 
 #include "support/fake_llm_server.hpp"
 #include "support/process.hpp"
+#include "support/store_read.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,7 @@
 using namespace quarry;
 using namespace quarry::test::script;
 using nlohmann::json;
+using test::read_ok;
 
 namespace {
 
@@ -122,11 +124,11 @@ TEST_CASE_FIXTURE(store_fixture, "sessions: a research is kept and can be listed
   CHECK(packets.back()["obj"]["type"] == "stop");
   {
     auto db = open_db();
-    CHECK(db->latest_checkpoint(id).has_value());
-    CHECK_FALSE(db->citations(id).empty());
-    CHECK_FALSE(db->documents(id).empty());
+    CHECK(read_ok(db->latest_checkpoint(id)).has_value());
+    CHECK_FALSE(read_ok(db->citations(id)).empty());
+    CHECK_FALSE(read_ok(db->documents(id)).empty());
     size_t intermediate = 0;
-    for (const auto& r : db->reports(id))
+    for (const auto& r : read_ok(db->reports(id)))
       if (r.kind == "intermediate")
         ++intermediate;
     CHECK(intermediate > 0);
@@ -246,7 +248,7 @@ static void kill_and_resume(store_fixture& fx, const char* phase_marker,
     if (expect_checkpoint) {
       bool stored = false;
       while (!stored && std::chrono::steady_clock::now() < deadline) {
-        auto c = fx.open_db()->latest_checkpoint(id);
+        auto c = read_ok(fx.open_db()->latest_checkpoint(id));
         stored = c && c->state.value("phase", "") == checkpoint_phase;
         if (!stored)
           std::this_thread::sleep_for(std::chrono::milliseconds{10});
@@ -257,12 +259,12 @@ static void kill_and_resume(store_fixture& fx, const char* phase_marker,
     auto killed = child.wait(std::chrono::seconds{30});
     CHECK(killed.exit_code != 0);
   }
-  auto stored_before = fx.open_db()->session(id);
+  auto stored_before = read_ok(fx.open_db()->session(id));
   REQUIRE(stored_before);
   CHECK(stored_before->state == store::session_state::running);
   auto listed = json::parse(fx.quarry({"sessions", "list", "--json"}).out);
   CHECK(listed[0]["state"] == "interrupted");
-  auto checkpoint = fx.open_db()->latest_checkpoint(id);
+  auto checkpoint = read_ok(fx.open_db()->latest_checkpoint(id));
   CHECK(checkpoint.has_value() == expect_checkpoint);
 
   // The same server, now answering every phase.
@@ -274,10 +276,10 @@ static void kill_and_resume(store_fixture& fx, const char* phase_marker,
   CHECK((requests_with(server, plan_marker) > plans_before) == expect_plan_again);
 
   auto db = fx.open_db();
-  auto row = db->session(id);
+  auto row = read_ok(db->session(id));
   REQUIRE(row);
   CHECK(row->state == store::session_state::completed);
-  auto all = db->packets(id);
+  auto all = read_ok(db->packets(id));
   REQUIRE(all.size() == row->last_seq);
   size_t resumed_packets = 0;
   std::map<int, std::string> numbers;
@@ -295,12 +297,12 @@ static void kill_and_resume(store_fixture& fx, const char* phase_marker,
   // The final report's citations: each number names one document, each
   // document has one number.
   std::set<std::string> docs;
-  for (const auto& c : db->citations(id)) {
+  for (const auto& c : read_ok(db->citations(id))) {
     CHECK(numbers.emplace(c.number, c.document_id).second);
     CHECK(docs.insert(c.document_id).second);
   }
   CHECK_FALSE(numbers.empty());
-  auto report = db->final_report(id);
+  auto report = read_ok(db->final_report(id));
   REQUIRE(report);
   CHECK(report->text.find("Cold air lowers efficiency") != std::string::npos);
   // What --json printed on resume continues the stored stream.

@@ -12,6 +12,7 @@
 
 #include "support/faulty_vfs.hpp"
 #include "support/process.hpp"
+#include "support/store_read.hpp"
 
 #include <caf/all.hpp>
 
@@ -21,6 +22,7 @@
 #include <mutex>
 
 using namespace quarry;
+using test::read_ok;
 
 namespace {
 
@@ -144,32 +146,33 @@ TEST_CASE("store actor writes the packets, checkpoints, reports and states of "
     CHECK(flush(self, st).empty());
   }
   auto check = open_store(path);
-  auto one = check->session("q0000000000000001");
+  auto one = read_ok(check->session("q0000000000000001"));
   REQUIRE(one);
   CHECK(one->state == store::session_state::completed);
   CHECK(one->last_seq == 303);
-  auto packets = check->packets("q0000000000000001");
+  auto packets = read_ok(check->packets("q0000000000000001"));
   REQUIRE(packets.size() == 303);
   for (size_t i = 0; i < packets.size(); ++i)
     CHECK(packets[i].seq == i + 1);
-  auto cp = check->latest_checkpoint("q0000000000000001");
+  auto cp = read_ok(check->latest_checkpoint("q0000000000000001"));
   REQUIRE(cp);
   CHECK(cp->number == 1);
   CHECK(cp->last_seq == 151);
-  REQUIRE(check->citations("q0000000000000001").size() == 1);
-  auto docs = check->documents("q0000000000000001");
+  REQUIRE(read_ok(check->citations("q0000000000000001")).size() == 1);
+  auto docs = read_ok(check->documents("q0000000000000001"));
   REQUIRE(docs.size() == 1);
   CHECK(docs[0].text == "The text that was read.");
   CHECK_FALSE(docs[0].sha256.empty());
   bool intermediate = false;
-  for (const auto& r : check->reports("q0000000000000001"))
+  for (const auto& r : read_ok(check->reports("q0000000000000001")))
     if (r.kind == "intermediate" && r.text == "Found [1]." && r.tab == 1)
       intermediate = true;
   CHECK(intermediate);
-  CHECK(check->final_report("q0000000000000001")->text
+  CHECK(read_ok(check->final_report("q0000000000000001"))->text
         == "The report [[1]](https://example.org/1).");
-  CHECK(check->session("q0000000000000002")->last_seq == 301);
-  CHECK(check->packets("q0000000000000002").back().line.find("again") != std::string::npos);
+  CHECK(read_ok(check->session("q0000000000000002"))->last_seq == 301);
+  CHECK(read_ok(check->packets("q0000000000000002")).back().line.find("again")
+        != std::string::npos);
 }
 
 TEST_CASE("store actor: a full disk is an error packet for the live view, the "
@@ -238,7 +241,7 @@ TEST_CASE("store actor: a full disk is an error packet for the live view, the "
   CHECK(later);
   // What was stored before the fault is intact, and nothing after it.
   auto check = open_store(path);
-  auto packets = check->packets("q00000000000000aa");
+  auto packets = read_ok(check->packets("q00000000000000aa"));
   REQUIRE(packets.size() >= 20);
   for (size_t i = 0; i < packets.size(); ++i) {
     CHECK(packets[i].seq == i + 1);

@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -224,4 +225,35 @@ TEST_CASE("report files: a partial report says so under its title") {
   CHECK(app::local_path_of("https://a.example/").empty());
   CHECK(app::local_path_of("file:///a%2Fb%20c") == "/a/b c");
   CHECK(app::local_path_of("file:///a%zz").empty());
+}
+
+TEST_CASE("report files: a database of Quarry, its WAL, a link or a hard link to it "
+          "is refused as a report's path") {
+  test::temp_dir dir;
+  auto store = dir.write("data/quarry.db", "SQLite format 3");
+  auto corpus = dir.write("data/corpora/0123456789abcdef.db", "SQLite format 3");
+  dir.write("data/corpora/notes.txt", "not a database");
+  auto dbs = app::database_files(dir.file("data"), store);
+  CHECK(std::find(dbs.begin(), dbs.end(), corpus) != dbs.end());
+  auto refused = [&](const std::string& path) {
+    auto why = app::check_output_path(path, dbs);
+    INFO(path);
+    REQUIRE(why);
+    CHECK(why->find("Quarry's database") != std::string::npos);
+  };
+  refused(store);
+  refused(store + "-wal");     // not there now: refused by its name
+  refused(store + "-journal");
+  refused(corpus);
+  refused(dir.file("data/corpora/../quarry.db"));
+  std::filesystem::create_symlink(store, dir.file("link.md"));
+  refused(dir.file("link.md"));
+  REQUIRE(::link(corpus.c_str(), dir.file("hard.md").c_str()) == 0);
+  refused(dir.file("hard.md"));
+  // Nothing was opened, nothing changed.
+  CHECK(slurp(store) == "SQLite format 3");
+  // Other files, in the data folder too, take reports.
+  CHECK_FALSE(app::check_output_path(dir.file("report.md"), dbs));
+  CHECK_FALSE(app::check_output_path(dir.file("data/corpora/notes.txt"), dbs));
+  CHECK_FALSE(app::check_output_path(dir.file("data/report.db.md"), dbs));
 }

@@ -7,6 +7,7 @@
 
 #include "support/faulty_vfs.hpp"
 #include "support/process.hpp"
+#include "support/store_read.hpp"
 
 #include <doctest/doctest.h>
 #include <sqlite3.h>
@@ -27,6 +28,7 @@ using namespace quarry::store;
 namespace fs = std::filesystem;
 using test::fault_plan;
 using test::faulty_vfs;
+using test::read_ok;
 
 namespace {
 
@@ -51,6 +53,14 @@ void write_ok(store::store& db, const batch& b) {
   auto err = db.write(b);
   if (err)
     FAIL("write failed: " << err->message);
+}
+
+/// Checks that `message` is worded as the store words its errors: it starts
+/// with "research store: " and never names the database file `path` (such
+/// messages reach HTTP clients; the command line adds the path itself).
+void check_without_path(const std::string& message, const std::string& path) {
+  CHECK_MESSAGE(message.rfind("research store: ", 0) == 0, message);
+  CHECK_MESSAGE(message.find(path) == std::string::npos, message);
 }
 
 session_row make_session(const std::string& id, const std::string& question,
@@ -227,7 +237,7 @@ TEST_CASE("store: every row kind round trips") {
   CHECK_FALSE(b.empty());
   write_ok(*db, b);
 
-  auto got = db->session(id);
+  auto got = read_ok(db->session(id));
   REQUIRE(got);
   CHECK(got->id == id);
   CHECK(got->parent_id.empty());
@@ -264,24 +274,24 @@ TEST_CASE("store: every row kind round trips") {
   CHECK(w.size() == 3 + 1 + 1 + 2 + 2);
   write_ok(*db, w);
 
-  got = db->session(id);
+  got = read_ok(db->session(id));
   REQUIRE(got);
   CHECK(got->last_seq == 3);
   CHECK(got->updated_at > 1000);
-  auto packets = db->packets(id);
+  auto packets = read_ok(db->packets(id));
   REQUIRE(packets.size() == 3);
   for (uint64_t i = 0; i < 3; ++i) {
     CHECK(packets[i].seq == i + 1);
     CHECK(packets[i].line == w.packets[i].packet.line);
   }
-  CHECK(db->packets(id, 2).size() == 2);
-  CHECK(db->packets(id, 2, 1).size() == 1);
-  CHECK(db->packets(id, 2, 1)[0].seq == 2);
-  CHECK(db->packets(id, 4).empty());
-  CHECK(db->packets(id, 1, 0).empty());
+  CHECK(read_ok(db->packets(id, 2)).size() == 2);
+  CHECK(read_ok(db->packets(id, 2, 1)).size() == 1);
+  CHECK(read_ok(db->packets(id, 2, 1))[0].seq == 2);
+  CHECK(read_ok(db->packets(id, 4)).empty());
+  CHECK(read_ok(db->packets(id, 1, 0)).empty());
   CHECK(raw_int(path, "SELECT count(*) FROM packets WHERE type = 'plan'") == 1);
 
-  auto docs = db->documents(id);
+  auto docs = read_ok(db->documents(id));
   REQUIRE(docs.size() == 1);
   CHECK(docs[0].document_id == "d1");
   CHECK(docs[0].url == doc.url);
@@ -299,7 +309,7 @@ TEST_CASE("store: every row kind round trips") {
   doc.fetched_at = 5000;
   longer.documents.push_back({id, doc});
   write_ok(*db, longer);
-  docs = db->documents(id);
+  docs = read_ok(db->documents(id));
   REQUIRE(docs.size() == 1);
   CHECK(docs[0].text == doc.text);
   CHECK(docs[0].sha256 != snippet_sha);
@@ -310,32 +320,32 @@ TEST_CASE("store: every row kind round trips") {
   doc.fetched_at = 6000;
   shorter.documents.push_back({id, doc});
   write_ok(*db, shorter);
-  docs = db->documents(id);
+  docs = read_ok(db->documents(id));
   REQUIRE(docs.size() == 1);
   CHECK(docs[0].text == old.text);
   CHECK(docs[0].fetched_at == 5000);
 
-  auto cites = db->citations(id);
+  auto cites = read_ok(db->citations(id));
   REQUIRE(cites.size() == 1);
   CHECK(cites[0].number == 1);
   CHECK(cites[0].document_id == "d1");
 
-  auto reports = db->reports(id);
+  auto reports = read_ok(db->reports(id));
   REQUIRE(reports.size() == 1);
   CHECK(reports[0].kind == "intermediate");
   CHECK(reports[0].tab == 2);
   CHECK(reports[0].turn == 1);
   CHECK(reports[0].text == "# Agent 2");
   CHECK(reports[0].created_at == 3000);
-  CHECK_FALSE(db->final_report(id));
+  CHECK_FALSE(read_ok(db->final_report(id)));
 
-  auto usage = db->usage(id);
+  auto usage = read_ok(db->usage(id));
   CHECK(usage.calls == 2);
   CHECK(usage.input_tokens == 150);
   CHECK(usage.output_tokens == 30);
   CHECK(usage.cost == doctest::Approx(0.75));
 
-  auto checkpoint = db->latest_checkpoint(id);
+  auto checkpoint = read_ok(db->latest_checkpoint(id));
   REQUIRE(checkpoint);
   CHECK(checkpoint->number == 1);
   CHECK(checkpoint->state == cp.checkpoint.state);
@@ -355,12 +365,12 @@ TEST_CASE("store: every row kind round trips") {
   done.checkpoints.push_back(cp2);
   done.states.push_back({id, session_state::completed, ""});
   write_ok(*db, done);
-  auto final = db->final_report(id);
+  auto final = read_ok(db->final_report(id));
   REQUIRE(final);
   CHECK(final->text == "# Report [1] [2]");
-  CHECK(db->reports(id).size() == 2);
-  CHECK(db->citations(id).size() == 2);
-  auto sources = db->sources(id);
+  CHECK(read_ok(db->reports(id)).size() == 2);
+  CHECK(read_ok(db->citations(id)).size() == 2);
+  auto sources = read_ok(db->sources(id));
   REQUIRE(sources.size() == 2);
   CHECK(sources[0].number == 1);
   CHECK(sources[0].document_id == "d1");
@@ -370,9 +380,9 @@ TEST_CASE("store: every row kind round trips") {
   CHECK(sources[1].document_id == "d2"); // cited, not stored
   CHECK(sources[1].title.empty());
   CHECK(sources[1].url.empty());
-  CHECK(db->sources("nonsense").empty());
-  CHECK(db->latest_checkpoint(id)->number == 2);
-  got = db->session(id);
+  CHECK(read_ok(db->sources("nonsense")).empty());
+  CHECK(read_ok(db->latest_checkpoint(id))->number == 2);
+  got = read_ok(db->session(id));
   REQUIRE(got);
   CHECK(got->state == session_state::completed);
   CHECK(got->finished_at > 0);
@@ -384,15 +394,15 @@ TEST_CASE("store: every row kind round trips") {
   more.new_sessions.push_back(make_session(other, "other"));
   more.usage.push_back({other, {"agent", "anthropic", "claude", 1, 2, 1.0}});
   write_ok(*db, more);
-  CHECK(db->usage("").calls == 3);
-  CHECK(db->usage("").cost == doctest::Approx(1.75));
-  CHECK(db->usage(other).calls == 1);
+  CHECK(read_ok(db->usage("")).calls == 3);
+  CHECK(read_ok(db->usage("")).cost == doctest::Approx(1.75));
+  CHECK(read_ok(db->usage(other)).calls == 1);
 
   // Unknown and malformed ids read as nothing.
-  CHECK_FALSE(db->session(make_session_id()));
-  CHECK_FALSE(db->session("nonsense"));
-  CHECK(db->packets("nonsense").empty());
-  CHECK(db->usage("nonsense").calls == 0);
+  CHECK_FALSE(read_ok(db->session(make_session_id())));
+  CHECK_FALSE(read_ok(db->session("nonsense")));
+  CHECK(read_ok(db->packets("nonsense")).empty());
+  CHECK(read_ok(db->usage("nonsense")).calls == 0);
 
   // An empty batch writes nothing and succeeds.
   CHECK_FALSE(db->write(batch{}));
@@ -414,7 +424,7 @@ TEST_CASE("store: old checkpoints are dropped, the latest kept") {
     c.checkpoints.push_back(cp);
     write_ok(*db, c);
   }
-  CHECK(db->latest_checkpoint(id)->number == 60);
+  CHECK(read_ok(db->latest_checkpoint(id))->number == 60);
   CHECK(raw_int(db->path(), "SELECT count(*) FROM checkpoints")
         == kept_checkpoints);
 }
@@ -433,7 +443,7 @@ TEST_CASE("store: lists page newest first with a cursor") {
   f.limit = 10;
   std::vector<size_t> sizes;
   for (int page_no = 0; page_no < 10; ++page_no) {
-    auto page = db->list_sessions(f);
+    auto page = read_ok(db->list_sessions(f));
     sizes.push_back(page.sessions.size());
     for (const auto& s : page.sessions)
       all.push_back(s.id);
@@ -448,20 +458,20 @@ TEST_CASE("store: lists page newest first with a cursor") {
   // A page that ends exactly at the last session has no next cursor.
   f = {};
   f.limit = 25;
-  CHECK(db->list_sessions(f).next_cursor.empty());
+  CHECK(read_ok(db->list_sessions(f)).next_cursor.empty());
   f.limit = 24;
-  auto page = db->list_sessions(f);
+  auto page = read_ok(db->list_sessions(f));
   CHECK_FALSE(page.next_cursor.empty());
   f.before = page.next_cursor;
-  CHECK(ids_of(db->list_sessions(f).sessions) == std::vector<std::string>{sid(0)});
+  CHECK(ids_of(read_ok(db->list_sessions(f)).sessions) == std::vector<std::string>{sid(0)});
   // The limit is clamped to 1..500.
   f = {};
   f.limit = 0;
-  CHECK(db->list_sessions(f).sessions.size() == 1);
+  CHECK(read_ok(db->list_sessions(f)).sessions.size() == 1);
   f.limit = -5;
-  CHECK(db->list_sessions(f).sessions.size() == 1);
+  CHECK(read_ok(db->list_sessions(f)).sessions.size() == 1);
   f.limit = 1'000'000;
-  CHECK(db->list_sessions(f).sessions.size() == 25);
+  CHECK(read_ok(db->list_sessions(f)).sessions.size() == 25);
 }
 
 TEST_CASE("store: a cursor that is not one gives an empty page") {
@@ -477,12 +487,12 @@ TEST_CASE("store: a cursor that is not one gives an empty page") {
         std::string(10000, 'c'), std::string{"c1\0.q0000000000000001", 21}}) {
     session_filter f;
     f.before = garbage;
-    CHECK(db->list_sessions(f).sessions.empty());
+    CHECK(read_ok(db->list_sessions(f)).sessions.empty());
   }
   // A well-formed cursor of an unknown session still pages by its time.
   session_filter f;
   f.before = "c1002.q0000000000000000";
-  CHECK(ids_of(db->list_sessions(f).sessions)
+  CHECK(ids_of(read_ok(db->list_sessions(f)).sessions)
         == std::vector<std::string>{sid(1), sid(0)});
   CHECK(raw_int(db->path(), "SELECT count(*) FROM sessions") == 3);
 }
@@ -504,7 +514,7 @@ TEST_CASE("store: search and state filter") {
     session_filter f;
     f.search = words;
     f.state = state;
-    return ids_of(db->list_sessions(f).sessions);
+    return ids_of(read_ok(db->list_sessions(f)).sessions);
   };
   using ids = std::vector<std::string>;
   CHECK(search("photosynthesis") == ids{sid(1)});
@@ -536,10 +546,10 @@ TEST_CASE("store: search and state filter") {
   session_filter f;
   f.search = "nile";
   f.limit = 1;
-  auto page = db->list_sessions(f);
+  auto page = read_ok(db->list_sessions(f));
   CHECK(ids_of(page.sessions) == ids{sid(3)});
   f.before = page.next_cursor;
-  page = db->list_sessions(f);
+  page = read_ok(db->list_sessions(f));
   CHECK(ids_of(page.sessions) == ids{sid(2)});
   CHECK(page.next_cursor.empty());
 }
@@ -555,10 +565,10 @@ TEST_CASE("store: follow-ups and counts by state") {
   b.new_sessions.push_back(make_session(sid(3), "unrelated", 400));
   b.states.push_back({sid(3), session_state::cancelled, ""});
   write_ok(*db, b);
-  CHECK(ids_of(db->children(parent)) == std::vector<std::string>{sid(1), sid(2)});
-  CHECK(db->session(sid(1))->parent_id == parent);
-  CHECK(db->children(sid(3)).empty());
-  auto counts = db->count_by_state();
+  CHECK(ids_of(read_ok(db->children(parent))) == std::vector<std::string>{sid(1), sid(2)});
+  CHECK(read_ok(db->session(sid(1)))->parent_id == parent);
+  CHECK(read_ok(db->children(sid(3))).empty());
+  auto counts = read_ok(db->count_by_state());
   REQUIRE(counts.size() == 7);
   CHECK(counts[0] == std::pair{session_state::pending, int64_t{0}});
   CHECK(counts[1] == std::pair{session_state::running, int64_t{3}});
@@ -602,18 +612,18 @@ TEST_CASE("store: remove cascades and keeps follow-ups") {
   auto removed = db->remove(id);
   REQUIRE(std::holds_alternative<bool>(removed));
   CHECK(std::get<bool>(removed));
-  CHECK_FALSE(db->session(id));
+  CHECK_FALSE(read_ok(db->session(id)));
   for (auto t : {"packets", "documents", "citations", "reports", "usage", "checkpoints"})
     CHECK(rows(t) == (std::string{t} == "packets" ? 2 : 1));
-  auto c = db->session(child);
+  auto c = read_ok(db->session(child));
   REQUIRE(c);
   CHECK(c->parent_id.empty());
-  CHECK(db->packets(keep).size() == 2);
+  CHECK(read_ok(db->packets(keep)).size() == 2);
   session_filter f;
   f.search = "removed";
-  CHECK(db->list_sessions(f).sessions.empty());
+  CHECK(read_ok(db->list_sessions(f)).sessions.empty());
   f.search = "kept";
-  CHECK(db->list_sessions(f).sessions.size() == 1);
+  CHECK(read_ok(db->list_sessions(f)).sessions.size() == 1);
   // Unknown and malformed ids: false.
   CHECK_FALSE(std::get<bool>(db->remove(id)));
   CHECK_FALSE(std::get<bool>(db->remove("x' OR 1=1")));
@@ -638,12 +648,12 @@ TEST_CASE("store: mark_interrupted marks running and pending sessions") {
   CHECK(std::get<std::vector<std::string>>(marked)
         == std::vector<std::string>{sid(0), sid(1), sid(4)});
   for (auto i : {0u, 1u, 4u}) {
-    auto s = db->session(sid(i));
+    auto s = read_ok(db->session(sid(i)));
     CHECK(s->state == session_state::interrupted);
     CHECK(s->error == "the process stopped");
   }
-  CHECK(db->session(sid(2))->state == session_state::completed);
-  CHECK(db->session(sid(3))->state == session_state::clarification);
+  CHECK(read_ok(db->session(sid(2)))->state == session_state::completed);
+  CHECK(read_ok(db->session(sid(3)))->state == session_state::clarification);
   CHECK(std::get<std::vector<std::string>>(db->mark_interrupted("again")).empty());
 }
 
@@ -666,7 +676,7 @@ TEST_CASE("store: a seq gap or a repeated seq refuses the whole batch") {
     CHECK(err->code == sdk::errc::bad_request);
     CHECK_MESSAGE(err->message.find(expect) != std::string::npos,
                   err->message);
-    CHECK(err->message.find(db->path()) != std::string::npos);
+    check_without_path(err->message, db->path());
     CHECK(dump_db(db->path()) == before);
   };
   SUBCASE("a gap") {
@@ -709,8 +719,8 @@ TEST_CASE("store: a seq gap or a repeated seq refuses the whole batch") {
   ok.packets.push_back(packet(a, 3));
   ok.packets.push_back(packet(b_id, 1));
   write_ok(*db, ok);
-  CHECK(db->session(a)->last_seq == 3);
-  CHECK(db->session(b_id)->last_seq == 1);
+  CHECK(read_ok(db->session(a))->last_seq == 3);
+  CHECK(read_ok(db->session(b_id))->last_seq == 1);
 }
 
 TEST_CASE("store: a renumbered citation is refused and the batch rolled back") {
@@ -758,7 +768,7 @@ TEST_CASE("store: a renumbered citation is refused and the batch rolled back") {
   next.citations = {{1, "d1"}, {2, "d2"}, {3, "d3"}};
   ok.checkpoints.push_back(next);
   write_ok(*db, ok);
-  CHECK(db->citations(id).size() == 3);
+  CHECK(read_ok(db->citations(id)).size() == 3);
 }
 
 TEST_CASE("store: batches that break the rules are refused whole") {
@@ -864,14 +874,14 @@ TEST_CASE("store: data survives closing and opening again") {
   auto before = dump_db(path);
   {
     auto db = open_ok(path);
-    CHECK(db->session(id)->question == "durable");
-    CHECK(db->packets(id).size() == 1);
+    CHECK(read_ok(db->session(id))->question == "durable");
+    CHECK(read_ok(db->packets(id)).size() == 1);
     batch b;
     b.packets.push_back(packet(id, 2));
     write_ok(*db, b);
   }
   auto db = open_ok(path);
-  CHECK(db->session(id)->last_seq == 2);
+  CHECK(read_ok(db->session(id))->last_seq == 2);
   CHECK(dump_db(path) != before);
   CHECK(raw_int(path, "PRAGMA journal_mode") >= 0);
   CHECK(integrity(path) == "ok");
@@ -913,7 +923,7 @@ TEST_CASE("store: a newer schema is refused and left untouched") {
                                  "this build reads up to 1)")
                   != std::string::npos,
                 err.message);
-  CHECK(err.message.find(path) != std::string::npos);
+  check_without_path(err.message, path);
   open_options ro;
   ro.read_only = true;
   err = open_fails(path, ro);
@@ -928,7 +938,7 @@ TEST_CASE("store: a file that is not SQLite is refused and left untouched") {
     auto path = dir.write("not.db", content);
     auto err = open_fails(path);
     CHECK(err.code == sdk::errc::bad_request);
-    CHECK(err.message.find(path) != std::string::npos);
+    check_without_path(err.message, path);
     CHECK(err.message.find("not a SQLite database") != std::string::npos);
     CHECK(test::read_file(path) == content);
     CHECK_FALSE(fs::exists(path + "-wal"));
@@ -950,7 +960,7 @@ TEST_CASE("store: a SQLite database of another application is refused and left u
     auto err = open_fails(path);
     CHECK(err.code == sdk::errc::bad_request);
     CHECK(err.message.find("another application") != std::string::npos);
-    CHECK(err.message.find(path) != std::string::npos);
+    check_without_path(err.message, path);
     CHECK(test::read_file(path) == bytes);
     CHECK(raw_int(path, "PRAGMA journal_mode = 'delete'") >= 0);
   }
@@ -994,20 +1004,21 @@ TEST_CASE("store: read-only files and read-only opens") {
     auto err = open_fails(path);
     CHECK(err.code == sdk::errc::refused);
     CHECK(err.message.find("read-only") != std::string::npos);
-    CHECK(err.message.find(path) != std::string::npos);
+    check_without_path(err.message, path);
   }
   // (root ignores file modes: SQLITE_OPEN_READONLY is what is tested then.)
   auto bytes = test::read_file(path);
   {
     auto db = open_ok(path, ro);
-    CHECK(db->session(id)->question == "kept");
-    CHECK(db->packets(id).size() == 1);
+    CHECK(read_ok(db->session(id))->question == "kept");
+    CHECK(read_ok(db->packets(id)).size() == 1);
     batch b;
     b.packets.push_back(packet(id, 2));
     auto err = db->write(b);
     REQUIRE(err);
     CHECK(err->code == sdk::errc::refused);
-    CHECK(err->message.find(path) != std::string::npos);
+    CHECK(err->message.find("opened read-only") != std::string::npos);
+    check_without_path(err->message, path);
     auto removed = db->remove(id);
     REQUIRE(std::holds_alternative<sdk::error>(removed));
     CHECK(std::get<sdk::error>(removed).code == sdk::errc::refused);
@@ -1062,7 +1073,7 @@ TEST_CASE("store: a full disk refuses the batch and damages nothing") {
     CHECK(err->code == sdk::errc::too_large);
     CHECK_MESSAGE(err->message.find("the disk is full") != std::string::npos,
                   err->message);
-    CHECK(err->message.find(path) != std::string::npos);
+    check_without_path(err->message, path);
     // Still full: the next batch fails the same way.
     batch small;
     small.packets.push_back(packet(id, 21));
@@ -1071,20 +1082,20 @@ TEST_CASE("store: a full disk refuses the batch and damages nothing") {
     REQUIRE(err);
     CHECK(err->code == sdk::errc::too_large);
     // Reads go on.
-    CHECK(db->session(id)->last_seq == 20);
-    CHECK(db->packets(id).size() == 20);
+    CHECK(read_ok(db->session(id))->last_seq == 20);
+    CHECK(read_ok(db->packets(id)).size() == 20);
 
     // Space again: the same store writes.
     vfs.disarm();
     write_ok(*db, small);
-    CHECK(db->session(id)->last_seq == 21);
+    CHECK(read_ok(db->session(id))->last_seq == 21);
   }
   CHECK(integrity(path) == "ok");
   auto db = open_ok(path);
-  CHECK(db->session(id)->last_seq == 21);
-  CHECK(db->packets(id).size() == 21);
-  CHECK(db->documents(id).size() == 1);
-  CHECK(db->documents(id)[0].document_id == "d2");
+  CHECK(read_ok(db->session(id))->last_seq == 21);
+  CHECK(read_ok(db->packets(id)).size() == 21);
+  CHECK(read_ok(db->documents(id)).size() == 1);
+  CHECK(read_ok(db->documents(id))[0].document_id == "d2");
 }
 
 TEST_CASE("store: after a full disk the file holds exactly what was committed") {
@@ -1121,7 +1132,7 @@ TEST_CASE("store: after a full disk the file holds exactly what was committed") 
   CHECK(integrity(path) == "ok");
   CHECK(dump_db(path) == committed);
   auto db = open_ok(path);
-  CHECK(db->session(id)->state == session_state::running);
+  CHECK(read_ok(db->session(id))->state == session_state::running);
   batch more;
   more.packets.push_back(packet(id, 2));
   write_ok(*db, more);
@@ -1161,8 +1172,8 @@ TEST_CASE("store: an I/O error while committing rolls back the batch") {
       CHECK(err->code == sdk::errc::internal);
       CHECK_MESSAGE(err->message.find("I/O error") != std::string::npos,
                     err->message);
-      CHECK(err->message.find(path) != std::string::npos);
-      CHECK(db->session(id)->last_seq == 1);
+      check_without_path(err->message, path);
+      CHECK(read_ok(db->session(id))->last_seq == 1);
       CHECK(dump_db(path) == committed);
     }
     // The fault has passed: the same store writes.
@@ -1174,8 +1185,8 @@ TEST_CASE("store: an I/O error while committing rolls back the batch") {
   vfs.disarm();
   CHECK(integrity(path) == "ok");
   auto db = open_ok(path);
-  CHECK(db->session(id)->last_seq == 2);
-  CHECK(db->packets(id).size() == 2);
+  CHECK(read_ok(db->session(id))->last_seq == 2);
+  CHECK(read_ok(db->packets(id)).size() == 2);
 }
 
 TEST_CASE("store: an I/O error during a WAL checkpoint loses nothing") {
@@ -1242,7 +1253,7 @@ TEST_CASE("store: an I/O error during a WAL checkpoint loses nothing") {
   CHECK(integrity(path) == "ok");
   CHECK(dump_db(path) == committed);
   auto db = open_ok(path);
-  auto docs = db->documents(id);
+  auto docs = read_ok(db->documents(id));
   REQUIRE(docs.size() == stored);
   for (size_t i = 0; i < stored; ++i)
     CHECK(docs[i].text == std::string(2'000'000, static_cast<char>('a' + i)));
@@ -1250,7 +1261,7 @@ TEST_CASE("store: an I/O error during a WAL checkpoint loses nothing") {
   batch more;
   more.packets.push_back(packet(id, 1));
   write_ok(*db, more);
-  CHECK(db->session(id)->last_seq == 1);
+  CHECK(read_ok(db->session(id))->last_seq == 1);
 }
 
 TEST_CASE("store: an unknown VFS is an error") {
@@ -1275,8 +1286,8 @@ TEST_CASE("store: two connections on one file write alternately") {
     p.packets.push_back(packet(id, seq));
     write_ok(seq % 2 == 1 ? *one : *two, p);
   }
-  CHECK(one->session(id)->last_seq == 40);
-  CHECK(two->packets(id).size() == 40);
+  CHECK(read_ok(one->session(id))->last_seq == 40);
+  CHECK(read_ok(two->packets(id)).size() == 40);
   // A connection that lags behind reads the other's seq, and refuses a
   // repeat.
   batch repeat;
@@ -1319,8 +1330,8 @@ TEST_CASE("store: two connections writing at once both succeed") {
   CHECK(errors[0].empty());
   CHECK(errors[1].empty());
   auto db = open_ok(path);
-  CHECK(db->session(ids[0])->last_seq == batches * 4);
-  CHECK(db->session(ids[1])->last_seq == batches * 4);
+  CHECK(read_ok(db->session(ids[0]))->last_seq == batches * 4);
+  CHECK(read_ok(db->session(ids[1]))->last_seq == batches * 4);
 }
 
 TEST_CASE("store: hostile text is stored safely") {
@@ -1357,45 +1368,45 @@ TEST_CASE("store: hostile text is stored safely") {
     write_ok(*db, b);
   }
   auto db = open_ok(path);
-  auto s = db->session(id);
+  auto s = read_ok(db->session(id));
   REQUIRE(s);
   CHECK(s->question == nul + bad_utf8);
   CHECK(s->error == nul);
   CHECK(s->options["n"] == 1);
   CHECK(s->options["note"].is_string()); // invalid UTF-8 replaced
-  auto packets = db->packets(id);
+  auto packets = read_ok(db->packets(id));
   REQUIRE(packets.size() == 4);
   CHECK(packets[0].line == nul);
   CHECK(packets[1].line == bad_utf8);
   CHECK(packets[2].line == huge);
   CHECK(packets[3].line.empty());
-  auto docs = db->documents(id);
+  auto docs = read_ok(db->documents(id));
   REQUIRE(docs.size() == 1);
   CHECK(docs[0].document_id == nul);
   CHECK(docs[0].url == bad_utf8);
   CHECK(docs[0].text == huge);
   CHECK(docs[0].source_type == bad_utf8);
   CHECK(docs[0].sha256.size() == 64);
-  CHECK(db->final_report(id)->text == huge);
-  CHECK(db->citations(id)[0].document_id == nul);
-  CHECK(db->usage(id).cost == 0);
-  CHECK(db->latest_checkpoint(id)->state["text"].is_string());
+  CHECK(read_ok(db->final_report(id))->text == huge);
+  CHECK(read_ok(db->citations(id))[0].document_id == nul);
+  CHECK(read_ok(db->usage(id)).cost == 0);
+  CHECK(read_ok(db->latest_checkpoint(id))->state["text"].is_string());
   // A longer document text with NUL bytes counts its bytes, not its C length.
   batch longer;
   longer.documents.push_back({id, {nul, "", "", huge + nul, "", 2, ""}});
   write_ok(*db, longer);
-  CHECK(db->documents(id)[0].text == huge + nul);
-  CHECK(db->documents(id)[0].url == bad_utf8);
+  CHECK(read_ok(db->documents(id))[0].text == huge + nul);
+  CHECK(read_ok(db->documents(id))[0].url == bad_utf8);
   session_filter f;
   f.search = "after";
-  CHECK(db->list_sessions(f).sessions.size() == 1);
+  CHECK(read_ok(db->list_sessions(f)).sessions.size() == 1);
   f.search = "before aftercaf end";
-  CHECK(db->list_sessions(f).sessions.size() == 1);
+  CHECK(read_ok(db->list_sessions(f)).sessions.size() == 1);
   CHECK(integrity(path) == "ok");
   raw_exec(path, "INSERT INTO sessions_fts(sessions_fts) VALUES('integrity-check')");
   // Removing it removes its words from the search index.
   CHECK(std::get<bool>(db->remove(id)));
-  CHECK(db->list_sessions(f).sessions.empty());
+  CHECK(read_ok(db->list_sessions(f)).sessions.empty());
   raw_exec(path, "INSERT INTO sessions_fts(sessions_fts) VALUES('integrity-check')");
   CHECK(integrity(path) == "ok");
 }
@@ -1447,13 +1458,13 @@ TEST_CASE("store: random search texts and cursors are data") {
     session_filter f;
     f.search = text;
     f.limit = 1 + static_cast<int>(rng() % 30);
-    auto page = db->list_sessions(f);
+    auto page = read_ok(db->list_sessions(f));
     CHECK(page.sessions.size() <= 20);
     session_filter g;
     g.before = text; // empty: the first page
-    CHECK(db->list_sessions(g).sessions.size() == (text.empty() ? 20u : 0u));
+    CHECK(read_ok(db->list_sessions(g)).sessions.size() == (text.empty() ? 20u : 0u));
     g.before = "c" + std::to_string(rng() % 30) + "." + text;
-    CHECK(db->list_sessions(g).sessions.size() <= 20);
+    CHECK(read_ok(db->list_sessions(g)).sessions.size() <= 20);
   }
   CHECK(raw_int(db->path(), "SELECT count(*) FROM sessions") == 20);
 }
@@ -1479,17 +1490,19 @@ TEST_CASE("store: a write that waits too long for another writer is busy") {
   auto err = db->write(p);
   REQUIRE(err);
   CHECK(err->code == sdk::errc::busy);
-  CHECK(err->message.find(path) != std::string::npos);
+  CHECK_MESSAGE(err->message.find("locked by another connection") != std::string::npos,
+                err->message);
+  check_without_path(err->message, path);
   auto removed = db->remove(id);
   REQUIRE(std::holds_alternative<sdk::error>(removed));
   CHECK(std::get<sdk::error>(removed).code == sdk::errc::busy);
   // Reads go on meanwhile (WAL).
-  CHECK(db->session(id));
+  CHECK(read_ok(db->session(id)));
   REQUIRE(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(other);
   CHECK(dump_db(path) == before);
   write_ok(*db, p);
-  CHECK(db->session(id)->last_seq == 1);
+  CHECK(read_ok(db->session(id))->last_seq == 1);
 }
 
 TEST_CASE("store: a path that looks like a URI is a file name") {
@@ -1508,7 +1521,7 @@ TEST_CASE("store: a path that looks like a URI is a file name") {
   auto path = dir.file(name);
   CHECK(fs::exists(path));
   auto db = open_ok(path);
-  CHECK(db->session(id));
+  CHECK(read_ok(db->session(id)));
 }
 
 TEST_CASE("store: a damaged SQLite file is refused and left untouched") {
@@ -1519,13 +1532,14 @@ TEST_CASE("store: a damaged SQLite file is refused and left untouched") {
     content += static_cast<char>(rng() % 256);
   auto path = dir.write("damaged.db", content);
   auto err = open_fails(path);
-  CHECK(err.message.find(path) != std::string::npos);
+  check_without_path(err.message, path);
   CHECK_MESSAGE(err.message.find("corrupt") != std::string::npos, err.message);
   CHECK(test::read_file(path) == content);
   // A path below a file cannot be created.
   auto below = dir.write("plain", "x") + "/s.db";
   err = open_fails(below);
-  CHECK(err.message.find(below) != std::string::npos);
+  check_without_path(err.message, below);
+  CHECK_MESSAGE(err.message.find("cannot") != std::string::npos, err.message);
 }
 
 TEST_CASE("store: a state change can replace the session's options") {
@@ -1543,7 +1557,7 @@ TEST_CASE("store: a state change can replace the session's options") {
   s.states.push_back({id, session_state::running, ""});
   s.options.push_back({id, {{"question", "q"}, {"answers", "cold\n"}}});
   REQUIRE_FALSE(db->write(s));
-  auto got = db->session(id);
+  auto got = read_ok(db->session(id));
   REQUIRE(got);
   CHECK(got->options["answers"] == "cold\n");
   CHECK_FALSE(got->options.contains("clarify"));
@@ -1551,6 +1565,6 @@ TEST_CASE("store: a state change can replace the session's options") {
   batch k;
   k.states.push_back({id, session_state::completed, ""});
   REQUIRE_FALSE(db->write(k));
-  CHECK(db->session(id)->options["answers"] == "cold\n");
-  CHECK(db->session(id)->state == session_state::completed);
+  CHECK(read_ok(db->session(id))->options["answers"] == "cold\n");
+  CHECK(read_ok(db->session(id))->state == session_state::completed);
 }

@@ -8,6 +8,7 @@
 #include "quarry/extract/html.hpp"
 #include "quarry/extract/pdf.hpp"
 #include "quarry/fetch/local_file.hpp"
+#include "quarry/sqlite/open.hpp"
 #include "quarry/sdk/strings.hpp"
 
 #include <sqlite3.h>
@@ -18,7 +19,6 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -36,8 +36,6 @@ namespace quarry::corpus {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr std::string_view sqlite_magic{"SQLite format 3\0", 16};
 
 // The main content of an HTML file is indexed when it holds at least this
 // share (1/3) of the page's visible text. On the 130 readability test pages
@@ -1101,30 +1099,24 @@ open_result corpus_index::open(const std::string& path) {
   bool exists = fs::exists(st);
   if (exists && !fs::is_regular_file(st))
     return fail(sdk::errc::bad_request, "not a regular file");
-  bool fresh = !exists || fs::file_size(path, ec) == 0;
-  if (!fresh) {
-    // Check the header ourselves: SQLite must never get a chance to touch a
-    // file that is not one of its databases.
-    std::ifstream in{path, std::ios::binary};
-    std::string head(sqlite_magic.size(), '\0');
-    in.read(head.data(), static_cast<std::streamsize>(head.size()));
-    if (!in || head != sqlite_magic)
-      return fail(sdk::errc::bad_request,
-                  "not a SQLite database (left untouched; choose another "
-                  "file with tools.internal_search.db)");
-  } else if (!exists) {
+  if (!exists) {
     auto parent = fs::path{path}.parent_path();
     if (!parent.empty())
       fs::create_directories(parent, ec);
   }
-  sqlite3* db = nullptr;
+  // The header is checked through the connection's own file handle, never
+  // with a descriptor of ours: closing one would drop the locks of this
+  // process's other connections to the index (quarry/sqlite/open.hpp).
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
-              | (fresh ? SQLITE_OPEN_CREATE : 0);
-  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
-    std::string msg = db != nullptr ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close_v2(db);
-    return fail(sdk::errc::internal, "cannot open: " + msg);
-  }
+              | (exists ? 0 : SQLITE_OPEN_CREATE);
+  auto opened = sqlite::open_database(path, flags);
+  if (opened.rc != SQLITE_OK)
+    return fail(sdk::errc::internal, "cannot open: " + opened.message);
+  if (opened.kind == sqlite::file_kind::other)
+    return fail(sdk::errc::bad_request,
+                "not a SQLite database (left untouched; choose another "
+                "file with tools.internal_search.db)");
+  sqlite3* db = opened.db;
   auto close_fail = [&](sdk::errc code, std::string msg) {
     sqlite3_close_v2(db);
     return fail(code, std::move(msg));

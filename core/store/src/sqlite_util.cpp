@@ -41,8 +41,7 @@ int exec_retrying(sqlite3* db, const char* sql, int wait_ms) {
   }
 }
 
-sdk::error db_error(const std::string& path, std::string_view what, int rc,
-                    sqlite3* db) {
+sdk::error db_error(std::string_view what, int rc, sqlite3* db) {
   sdk::errc code = sdk::errc::internal;
   const char* reason = "a database error";
   switch (rc & 0xFF) {
@@ -89,7 +88,7 @@ sdk::error db_error(const std::string& path, std::string_view what, int rc,
     default:
       break;
   }
-  std::string msg = "research store '" + path + "': ";
+  std::string msg = "research store: ";
   msg += what;
   msg += ": ";
   msg += reason;

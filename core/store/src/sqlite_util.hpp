@@ -145,7 +145,8 @@ int exec_retrying(sqlite3* db, const char* sql, int wait_ms);
 
 /// Classifies a SQLite failure: the error names the database, what was being
 /// done and why (a full disk, a read-only file, an I/O error, ...).
-sdk::error db_error(const std::string& path, std::string_view what, int rc,
-                    sqlite3* db);
+/// The message starts with "research store: ", never with the file's path:
+/// such errors reach HTTP clients, and the CLI adds the path itself.
+sdk::error db_error(std::string_view what, int rc, sqlite3* db);
 
 } // namespace quarry::store::detail

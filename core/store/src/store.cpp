@@ -6,6 +6,8 @@
 #include "sqlite_util.hpp"
 #include "text.hpp"
 
+#include "quarry/sqlite/open.hpp"
+
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -27,8 +28,6 @@ using detail::db_error;
 using detail::statement;
 
 namespace {
-
-constexpr std::string_view sqlite_magic{"SQLite format 3\0", 16};
 
 // One step of the schema: the SQL that brings a database of version
 // `version - 1` to `version`. Steps are never edited once released; a change
@@ -192,17 +191,16 @@ std::string describe_session(const std::string& id) {
 // Writes everything of `b` inside the caller's transaction; the first
 // failure stops it (the caller rolls back).
 std::optional<sdk::error> write_batch(detail::statement_cache& cache,
-                                      const std::string& path,
                                       const batch& b) {
   sqlite3* db = cache.db();
   auto now = now_ms();
   auto refuse = [&](const std::string& msg) {
     return sdk::make_error(sdk::errc::bad_request,
-                           "research store '" + path + "': " + msg
+                           "research store: " + msg
                              + "; nothing of the batch was written");
   };
   auto failed = [&](const std::string& what, int rc) {
-    return db_error(path, what, rc, db);
+    return db_error(what, rc, db);
   };
   // The last seq of every session the batch touched (as written so far).
   std::map<std::string, int64_t> last;
@@ -528,7 +526,7 @@ ON CONFLICT(session_id, document_id) DO UPDATE SET
       return err;
     if (!x.options.is_object())
       return sdk::make_error(sdk::errc::bad_request,
-                             "research store '" + path + "': the options of session " + id
+                             "research store: the options of session " + id
                                + " are not a JSON object");
     // Bound without a copy: the text must outlive the step.
     auto text = dump_json(x.options);
@@ -651,7 +649,7 @@ const std::string& store::path() const noexcept {
 std::variant<std::unique_ptr<store>, sdk::error>
 store::open(const std::string& path, const open_options& opts) {
   auto fail = [&](sdk::errc code, const std::string& msg) {
-    return sdk::make_error(code, "research store '" + path + "': " + msg);
+    return sdk::make_error(code, "research store: " + msg);
   };
   if (path.empty())
     return fail(sdk::errc::bad_request, "no path given");
@@ -664,17 +662,7 @@ store::open(const std::string& path, const open_options& opts) {
     return fail(sdk::errc::bad_request, "not a regular file");
   if (!exists && opts.read_only)
     return fail(sdk::errc::not_found, "no such file");
-  bool fresh = !exists || fs::file_size(path, ec) == 0;
-  if (!fresh) {
-    // Check the header ourselves: SQLite must never get a chance to touch a
-    // file that is not one of its databases.
-    std::ifstream in{path, std::ios::binary};
-    std::string head(sqlite_magic.size(), '\0');
-    in.read(head.data(), static_cast<std::streamsize>(head.size()));
-    if (!in || head != sqlite_magic)
-      return fail(sdk::errc::bad_request,
-                  "not a SQLite database (left untouched)");
-  } else if (!exists) {
+  if (!exists) {
     auto parent = fs::path{path}.parent_path();
     if (!parent.empty()) {
       fs::create_directories(parent, ec);
@@ -691,17 +679,23 @@ store::open(const std::string& path, const open_options& opts) {
   // SQLite may read a name that starts with "file:" as a URI (with options
   // such as mode=memory or vfs=): the path is always a plain file name.
   auto file_name = path.compare(0, 5, "file:") == 0 ? "./" + path : path;
-  sqlite3* db = nullptr;
-  auto rc = sqlite3_open_v2(file_name.c_str(), &db, flags,
-                            opts.vfs.empty() ? nullptr : opts.vfs.c_str());
-  if (rc != SQLITE_OK) {
-    auto err = db_error(path, opts.vfs.empty()
-                                ? "cannot open"
-                                : "cannot open (VFS '" + opts.vfs + "')",
-                        rc, db);
-    sqlite3_close_v2(db);
+  // The header is checked through the connection's own file handle, never
+  // with a descriptor of ours: closing one would drop the locks of this
+  // process's other connections to the file (quarry/sqlite/open.hpp).
+  auto opened = sqlite::open_database(
+    file_name, flags, opts.vfs.empty() ? nullptr : opts.vfs.c_str());
+  if (opened.rc != SQLITE_OK) {
+    std::string what = opts.vfs.empty()
+                         ? "cannot open"
+                         : "cannot open (VFS '" + opts.vfs + "')";
+    auto err = db_error(what, opened.rc, nullptr);
     return err;
   }
+  if (opened.kind == sqlite::file_kind::other)
+    return fail(sdk::errc::bad_request,
+                "not a SQLite database (left untouched)");
+  sqlite3* db = opened.db;
+  int rc = SQLITE_OK;
   // Closes the connection on every early return.
   std::unique_ptr<sqlite3, int (*)(sqlite3*)> guard{db, sqlite3_close_v2};
   sqlite3_extended_result_codes(db, 1);
@@ -756,7 +750,7 @@ store::open(const std::string& path, const open_options& opts) {
                   std::string{"unreadable or corrupt SQLite database (left "
                               "untouched): "}
                     + sqlite3_errmsg(db));
-    return db_error(path, "cannot read the database header", rc, db);
+    return db_error("cannot read the database header", rc, db);
   };
   // Refuses what is not ours, or not readable by this build.
   auto check = [&](const header& h) -> std::optional<sdk::error> {
@@ -785,7 +779,10 @@ store::open(const std::string& path, const open_options& opts) {
                     + std::to_string(schema_version)
                     + ", which a read-only open does not do (open it once "
                       "for writing)");
-    sqlite3_exec(db, "PRAGMA query_only=ON", nullptr, nullptr, nullptr);
+    // cell_size_check: a corrupted page is an error (SQLITE_CORRUPT), not
+    // rows read from garbage.
+    sqlite3_exec(db, "PRAGMA query_only=ON; PRAGMA cell_size_check=ON;", nullptr,
+                 nullptr, nullptr);
     guard.release();
     std::unique_ptr<store> result{new store(db, path, true)};
     result->stmts_->wait_ms = wait_ms;
@@ -813,7 +810,7 @@ store::open(const std::string& path, const open_options& opts) {
       sqlite3_sleep(10);
     }
     if (rc != SQLITE_OK)
-      return db_error(path, "cannot switch to WAL", rc, db);
+      return db_error("cannot switch to WAL", rc, db);
     if (mode != "wal")
       return fail(sdk::errc::internal,
                   "cannot switch to WAL (journal mode '" + mode
@@ -828,7 +825,7 @@ store::open(const std::string& path, const open_options& opts) {
     if (rc != SQLITE_OK)
       return detail::is_busy(rc)
                ? unreadable(rc)
-               : db_error(path, "cannot migrate the schema", rc, db);
+               : db_error("cannot migrate the schema", rc, db);
     rc = read_header(h, true);
     if (rc != SQLITE_OK) {
       sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -850,7 +847,7 @@ store::open(const std::string& path, const open_options& opts) {
     if (rc == SQLITE_OK)
       rc = sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) {
-      auto err = db_error(path,
+      auto err = db_error(
                           "cannot migrate the schema to version "
                             + std::to_string(step.version),
                           rc, db);
@@ -865,10 +862,11 @@ store::open(const std::string& path, const open_options& opts) {
   // cut may lose the last commits, never consistency.
   rc = sqlite3_exec(db,
                     "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL; "
-                    "PRAGMA journal_size_limit=67108864;",
+                    "PRAGMA journal_size_limit=67108864; "
+                    "PRAGMA cell_size_check=ON;",
                     nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK)
-    return db_error(path, "cannot configure the connection", rc, db);
+    return db_error("cannot configure the connection", rc, db);
   guard.release();
   std::unique_ptr<store> result{new store(db, path, false)};
   result->stmts_->wait_ms = wait_ms;
@@ -880,12 +878,11 @@ store::open(const std::string& path, const open_options& opts) {
 std::optional<sdk::error> store::write(const batch& b) {
   auto refuse = [&](std::string msg) {
     return sdk::make_error(sdk::errc::bad_request,
-                           "research store '" + path_ + "': " + std::move(msg));
+                           "research store: " + std::move(msg));
   };
   if (read_only_)
     return sdk::make_error(sdk::errc::refused,
-                           "research store '" + path_
-                             + "': opened read-only, cannot write");
+                           "research store: opened read-only, cannot write");
   if (b.empty())
     return std::nullopt;
   // Ids first: nothing that is not a session id reaches a query.
@@ -928,12 +925,12 @@ std::optional<sdk::error> store::write(const batch& b) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   auto rc = detail::exec_retrying(db_, "BEGIN IMMEDIATE", stmts_->wait_ms);
   if (rc != SQLITE_OK)
-    return db_error(path_, "cannot start a transaction", rc, db_);
-  auto err = write_batch(*stmts_, path_, b);
+    return db_error("cannot start a transaction", rc, db_);
+  auto err = write_batch(*stmts_, b);
   if (!err) {
     rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK)
-      err = db_error(path_, "cannot commit", rc, db_);
+      err = db_error("cannot commit", rc, db_);
   }
   // SQLite may have rolled back by itself (a full disk, an I/O error); a
   // transaction still open is rolled back here, so that the next batch
@@ -946,13 +943,12 @@ std::optional<sdk::error> store::write(const batch& b) {
 std::variant<bool, sdk::error> store::remove(const std::string& id) {
   if (read_only_)
     return sdk::make_error(sdk::errc::refused,
-                           "research store '" + path_
-                             + "': opened read-only, cannot remove");
+                           "research store: opened read-only, cannot remove");
   if (!is_session_id(id))
     return false;
   auto rc = detail::exec_retrying(db_, "BEGIN IMMEDIATE", stmts_->wait_ms);
   if (rc != SQLITE_OK)
-    return db_error(path_, "cannot start a transaction", rc, db_);
+    return db_error("cannot start a transaction", rc, db_);
   int changes = 0;
   {
     // Packets, documents, ... go by ON DELETE CASCADE; follow-ups keep their
@@ -966,7 +962,7 @@ std::variant<bool, sdk::error> store::remove(const std::string& id) {
   if (rc == SQLITE_DONE)
     rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) {
-    auto err = db_error(path_, "cannot remove session " + id, rc, db_);
+    auto err = db_error("cannot remove session " + id, rc, db_);
     if (sqlite3_get_autocommit(db_) == 0)
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return err;
@@ -978,11 +974,10 @@ std::variant<std::vector<std::string>, sdk::error>
 store::mark_interrupted(const std::string& why) {
   if (read_only_)
     return sdk::make_error(sdk::errc::refused,
-                           "research store '" + path_
-                             + "': opened read-only, cannot write");
+                           "research store: opened read-only, cannot write");
   auto rc = detail::exec_retrying(db_, "BEGIN IMMEDIATE", stmts_->wait_ms);
   if (rc != SQLITE_OK)
-    return db_error(path_, "cannot start a transaction", rc, db_);
+    return db_error("cannot start a transaction", rc, db_);
   std::vector<std::string> ids;
   {
     statement st{*stmts_, "SELECT id FROM sessions WHERE state IN "
@@ -1001,7 +996,7 @@ store::mark_interrupted(const std::string& why) {
   if (rc == SQLITE_DONE)
     rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) {
-    auto err = db_error(path_, "cannot mark sessions interrupted", rc, db_);
+    auto err = db_error("cannot mark sessions interrupted", rc, db_);
     if (sqlite3_get_autocommit(db_) == 0)
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return err;
@@ -1011,18 +1006,55 @@ store::mark_interrupted(const std::string& why) {
 
 // -- reading ------------------------------------------------------------------
 
-std::optional<session_row> store::session(const std::string& id) {
-  if (!is_session_id(id))
+namespace {
+
+// Every row of `st` through `row`, then the error if the statement did not
+// run to its end (a corrupt page, an I/O error, a lock held too long).
+template <class F>
+std::optional<sdk::error> each_row(statement& st, sqlite3* db,
+                                   std::string_view what, F&& row) {
+  int rc;
+  while ((rc = st.step()) == SQLITE_ROW)
+    row();
+  if (rc == SQLITE_DONE)
     return std::nullopt;
+  return db_error(what, rc, db);
+}
+
+// The one row of `st`, if any, through `row`; an error otherwise.
+template <class F>
+std::optional<sdk::error> at_most_one(statement& st, sqlite3* db,
+                                      std::string_view what, F&& row) {
+  auto rc = st.step();
+  if (rc == SQLITE_ROW) {
+    row();
+    return std::nullopt;
+  }
+  if (rc == SQLITE_DONE)
+    return std::nullopt;
+  return db_error(what, rc, db);
+}
+
+std::string of_session(const char* what, const std::string& id) {
+  return std::string{"cannot read "} + what + " of session " + id;
+}
+
+} // namespace
+
+result<std::optional<session_row>> store::session(const std::string& id) {
+  std::optional<session_row> out;
+  if (!is_session_id(id))
+    return out;
   statement st{*stmts_, std::string{"SELECT "} + session_columns
                           + " FROM sessions WHERE id = ?1"};
   st.bind(1, id);
-  if (st.step() != SQLITE_ROW)
-    return std::nullopt;
-  return read_session(st);
+  if (auto err = at_most_one(st, db_, "cannot read session " + id,
+                             [&] { out = read_session(st); }))
+    return *err;
+  return out;
 }
 
-session_page store::list_sessions(const session_filter& f) {
+result<session_page> store::list_sessions(const session_filter& f) {
   session_page page;
   auto limit = std::clamp(f.limit, 1, 500);
   std::optional<detail::cursor> before;
@@ -1059,19 +1091,23 @@ session_page store::list_sessions(const session_filter& f) {
   if (!match.empty())
     st.bind(4, match);
   st.bind(5, static_cast<int64_t>(limit) + 1);
-  while (st.step() == SQLITE_ROW) {
+  int rc;
+  while ((rc = st.step()) == SQLITE_ROW) {
     if (page.sessions.size() == static_cast<size_t>(limit)) {
       const auto& last = page.sessions.back();
       page.next_cursor = detail::encode_cursor({last.created_at, last.id});
+      rc = SQLITE_DONE;
       break;
     }
     page.sessions.push_back(read_session(st));
   }
+  if (rc != SQLITE_DONE)
+    return db_error("cannot list the sessions", rc, db_);
   return page;
 }
 
-std::vector<packet_row> store::packets(const std::string& id, uint64_t from_seq,
-                                       size_t limit) {
+result<std::vector<packet_row>>
+store::packets(const std::string& id, uint64_t from_seq, size_t limit) {
   std::vector<packet_row> out;
   if (!is_session_id(id) || limit == 0)
     return out;
@@ -1083,16 +1119,17 @@ std::vector<packet_row> store::packets(const std::string& id, uint64_t from_seq,
   st.bind(1, id);
   st.bind(2, static_cast<int64_t>(from_seq));
   st.bind(3, static_cast<int64_t>(std::min<uint64_t>(limit, max_int)));
-  while (st.step() == SQLITE_ROW) {
-    packet_row row;
-    row.seq = static_cast<uint64_t>(st.int_at(0));
-    row.line = st.text_at(1);
-    out.push_back(std::move(row));
-  }
+  if (auto err = each_row(st, db_, of_session("the packets", id), [&] {
+        packet_row row;
+        row.seq = static_cast<uint64_t>(st.int_at(0));
+        row.line = st.text_at(1);
+        out.push_back(std::move(row));
+      }))
+    return *err;
   return out;
 }
 
-std::vector<document_row> store::documents(const std::string& id) {
+result<std::vector<document_row>> store::documents(const std::string& id) {
   std::vector<document_row> out;
   if (!is_session_id(id))
     return out;
@@ -1101,37 +1138,39 @@ std::vector<document_row> store::documents(const std::string& id) {
                "source_type FROM documents WHERE session_id = ?1 "
                "ORDER BY fetched_at, document_id"};
   st.bind(1, id);
-  while (st.step() == SQLITE_ROW) {
-    document_row row;
-    row.document_id = st.text_at(0);
-    row.url = st.text_at(1);
-    row.title = st.text_at(2);
-    row.text = st.text_at(3);
-    row.sha256 = st.text_at(4);
-    row.fetched_at = st.int_at(5);
-    row.source_type = st.text_at(6);
-    out.push_back(std::move(row));
-  }
+  if (auto err = each_row(st, db_, of_session("the documents", id), [&] {
+        document_row row;
+        row.document_id = st.text_at(0);
+        row.url = st.text_at(1);
+        row.title = st.text_at(2);
+        row.text = st.text_at(3);
+        row.sha256 = st.text_at(4);
+        row.fetched_at = st.int_at(5);
+        row.source_type = st.text_at(6);
+        out.push_back(std::move(row));
+      }))
+    return *err;
   return out;
 }
 
-std::vector<citation_row> store::citations(const std::string& id) {
+result<std::vector<citation_row>> store::citations(const std::string& id) {
   std::vector<citation_row> out;
   if (!is_session_id(id))
     return out;
   statement st{*stmts_, "SELECT number, document_id FROM citations "
                         "WHERE session_id = ?1 ORDER BY number"};
   st.bind(1, id);
-  while (st.step() == SQLITE_ROW) {
-    citation_row row;
-    row.number = static_cast<int>(st.int_at(0));
-    row.document_id = st.text_at(1);
-    out.push_back(std::move(row));
-  }
+  if (auto err = each_row(st, db_, of_session("the citations", id), [&] {
+        citation_row row;
+        row.number = static_cast<int>(st.int_at(0));
+        row.document_id = st.text_at(1);
+        out.push_back(std::move(row));
+      }))
+    return *err;
   return out;
 }
 
-std::vector<source_row> store::sources(const std::string& id) {
+result<std::vector<source_row>> store::sources(const std::string& id) {
   std::vector<source_row> out;
   if (!is_session_id(id))
     return out;
@@ -1141,14 +1180,15 @@ std::vector<source_row> store::sources(const std::string& id) {
                "AS d ON d.session_id = c.session_id AND d.document_id = "
                "c.document_id WHERE c.session_id = ?1 ORDER BY c.number"};
   st.bind(1, id);
-  while (st.step() == SQLITE_ROW) {
-    source_row row;
-    row.number = static_cast<int>(st.int_at(0));
-    row.document_id = st.text_at(1);
-    row.title = st.text_at(2);
-    row.url = st.text_at(3);
-    out.push_back(std::move(row));
-  }
+  if (auto err = each_row(st, db_, of_session("the sources", id), [&] {
+        source_row row;
+        row.number = static_cast<int>(st.int_at(0));
+        row.document_id = st.text_at(1);
+        row.title = st.text_at(2);
+        row.url = st.text_at(3);
+        out.push_back(std::move(row));
+      }))
+    return *err;
   return out;
 }
 
@@ -1166,49 +1206,56 @@ report_row read_report(const statement& st) {
 
 } // namespace
 
-std::vector<report_row> store::reports(const std::string& id) {
+result<std::vector<report_row>> store::reports(const std::string& id) {
   std::vector<report_row> out;
   if (!is_session_id(id))
     return out;
   statement st{*stmts_, "SELECT kind, tab, turn, text, created_at FROM reports "
                         "WHERE session_id = ?1 ORDER BY id"};
   st.bind(1, id);
-  while (st.step() == SQLITE_ROW)
-    out.push_back(read_report(st));
+  if (auto err = each_row(st, db_, of_session("the reports", id),
+                          [&] { out.push_back(read_report(st)); }))
+    return *err;
   return out;
 }
 
-std::optional<report_row> store::final_report(const std::string& id) {
+result<std::optional<report_row>> store::final_report(const std::string& id) {
+  std::optional<report_row> out;
   if (!is_session_id(id))
-    return std::nullopt;
+    return out;
   statement st{*stmts_, "SELECT kind, tab, turn, text, created_at FROM reports "
                         "WHERE session_id = ?1 AND kind = 'final' "
                         "ORDER BY id DESC LIMIT 1"};
   st.bind(1, id);
-  if (st.step() != SQLITE_ROW)
-    return std::nullopt;
-  return read_report(st);
+  if (auto err = at_most_one(st, db_, of_session("the final report", id),
+                             [&] { out = read_report(st); }))
+    return *err;
+  return out;
 }
 
-std::optional<checkpoint_row> store::latest_checkpoint(const std::string& id) {
+result<std::optional<checkpoint_row>>
+store::latest_checkpoint(const std::string& id) {
+  std::optional<checkpoint_row> out;
   if (!is_session_id(id))
-    return std::nullopt;
+    return out;
   statement st{*stmts_, "SELECT number, state, last_seq, created_at FROM "
                         "checkpoints WHERE session_id = ?1 "
                         "ORDER BY number DESC LIMIT 1"};
   st.bind(1, id);
-  if (st.step() != SQLITE_ROW)
-    return std::nullopt;
-  checkpoint_row row;
-  row.number = st.int_at(0);
-  row.state = parse_json(st.text_at(1), nullptr);
-  auto last = st.int_at(2);
-  row.last_seq = last > 0 ? static_cast<uint64_t>(last) : 0;
-  row.created_at = st.int_at(3);
-  return row;
+  if (auto err = at_most_one(st, db_, of_session("the checkpoint", id), [&] {
+        checkpoint_row row;
+        row.number = st.int_at(0);
+        row.state = parse_json(st.text_at(1), nullptr);
+        auto last = st.int_at(2);
+        row.last_seq = last > 0 ? static_cast<uint64_t>(last) : 0;
+        row.created_at = st.int_at(3);
+        out = std::move(row);
+      }))
+    return *err;
+  return out;
 }
 
-usage_total store::usage(const std::string& id) {
+result<usage_total> store::usage(const std::string& id) {
   usage_total total;
   if (!id.empty() && !is_session_id(id))
     return total;
@@ -1219,16 +1266,19 @@ usage_total store::usage(const std::string& id) {
   statement st{*stmts_, sql};
   if (!id.empty())
     st.bind(1, id);
-  if (st.step() == SQLITE_ROW) {
-    total.calls = st.int_at(0);
-    total.input_tokens = static_cast<int64_t>(st.double_at(1));
-    total.output_tokens = static_cast<int64_t>(st.double_at(2));
-    total.cost = st.double_at(3);
-  }
+  auto what = id.empty() ? std::string{"cannot read the usage"}
+                         : of_session("the usage", id);
+  if (auto err = at_most_one(st, db_, what, [&] {
+        total.calls = st.int_at(0);
+        total.input_tokens = static_cast<int64_t>(st.double_at(1));
+        total.output_tokens = static_cast<int64_t>(st.double_at(2));
+        total.cost = st.double_at(3);
+      }))
+    return *err;
   return total;
 }
 
-std::vector<session_row> store::children(const std::string& id) {
+result<std::vector<session_row>> store::children(const std::string& id) {
   std::vector<session_row> out;
   if (!is_session_id(id))
     return out;
@@ -1236,24 +1286,28 @@ std::vector<session_row> store::children(const std::string& id) {
                           + " FROM sessions WHERE parent_id = ?1 "
                             "ORDER BY created_at, id"};
   st.bind(1, id);
-  while (st.step() == SQLITE_ROW)
-    out.push_back(read_session(st));
+  if (auto err = each_row(st, db_, of_session("the follow-ups", id),
+                          [&] { out.push_back(read_session(st)); }))
+    return *err;
   return out;
 }
 
-std::vector<std::pair<session_state, int64_t>> store::count_by_state() {
+result<std::vector<std::pair<session_state, int64_t>>>
+store::count_by_state() {
   std::vector<std::pair<session_state, int64_t>> out;
   for (auto s : all_states)
     out.emplace_back(s, 0);
   statement st{*stmts_, "SELECT state, count(*) FROM sessions GROUP BY state"};
-  while (st.step() == SQLITE_ROW) {
-    // A state of a later version counts as failed, as read_session() shows
-    // it.
-    auto s = session_state_from(st.text_at(0)).value_or(session_state::failed);
-    for (auto& entry : out)
-      if (entry.first == s)
-        entry.second += st.int_at(1);
-  }
+  if (auto err = each_row(st, db_, "cannot count the sessions", [&] {
+        // A state of a later version counts as failed, as read_session()
+        // shows it.
+        auto s = session_state_from(st.text_at(0))
+                   .value_or(session_state::failed);
+        for (auto& entry : out)
+          if (entry.first == s)
+            entry.second += st.int_at(1);
+      }))
+    return *err;
   return out;
 }
 

@@ -271,6 +271,57 @@ struct open_options {
   int busy_wait_ms = 10'000;
 };
 
+/// What a read of the store gives: the value (an empty optional or list
+/// when nothing matched), or the error that kept the store from reading it:
+/// a corrupt page (errc::internal), an I/O error (errc::internal), a lock
+/// held past the busy wait (errc::busy). A failed read is never reported as
+/// "nothing there".
+template <class T>
+class result {
+public:
+  result(T value) : value_(std::move(value)) {
+    // nop
+  }
+
+  result(sdk::error err) : value_(std::move(err)) {
+    // nop
+  }
+
+  /// Whether the read succeeded.
+  explicit operator bool() const noexcept {
+    return value_.index() == 0;
+  }
+
+  /// The value; only when the read succeeded.
+  T& operator*() & {
+    return std::get<0>(value_);
+  }
+
+  const T& operator*() const& {
+    return std::get<0>(value_);
+  }
+
+  T&& operator*() && {
+    return std::get<0>(std::move(value_));
+  }
+
+  T* operator->() {
+    return &std::get<0>(value_);
+  }
+
+  const T* operator->() const {
+    return &std::get<0>(value_);
+  }
+
+  /// The error; only when the read failed.
+  const sdk::error& error() const {
+    return std::get<1>(value_);
+  }
+
+private:
+  std::variant<T, sdk::error> value_;
+};
+
 /// A session id: `q` and 16 hex digits from a random source.
 std::string make_session_id();
 
@@ -283,8 +334,10 @@ bool is_session_id(std::string_view id);
 class store {
 public:
   /// Opens or creates the database at `path` (its folder is created),
-  /// switches it to WAL and migrates it. Errors name the path and the reason:
-  /// not a Quarry store, a newer schema, read-only, I/O error, full disk.
+  /// switches it to WAL and migrates it. Errors give the reason (not a
+  /// Quarry store, a newer schema, read-only, I/O error, full disk) without
+  /// the path. Any number of connections, in this process and in others,
+  /// may use one file at once: the file is only ever opened through SQLite.
   static std::variant<std::unique_ptr<store>, sdk::error>
   open(const std::string& path, const open_options& opts = {});
 
@@ -304,26 +357,32 @@ public:
   /// batch (errc::refused). The store stays usable after a failed write.
   std::optional<sdk::error> write(const batch& b);
 
-  std::optional<session_row> session(const std::string& id);
-  session_page list_sessions(const session_filter& f);
+  // Reads. Each is one statement (one snapshot); an id that is not a
+  // session id finds nothing. An error says what kept the store from
+  // reading (see result).
+
+  result<std::optional<session_row>> session(const std::string& id);
+  result<session_page> list_sessions(const session_filter& f);
   /// Packets with seq >= from_seq, at most `limit`, in order.
-  std::vector<packet_row> packets(const std::string& id, uint64_t from_seq = 1,
-                                  size_t limit = SIZE_MAX);
-  std::vector<document_row> documents(const std::string& id);
-  std::vector<citation_row> citations(const std::string& id);
+  result<std::vector<packet_row>> packets(const std::string& id,
+                                          uint64_t from_seq = 1,
+                                          size_t limit = SIZE_MAX);
+  result<std::vector<document_row>> documents(const std::string& id);
+  result<std::vector<citation_row>> citations(const std::string& id);
   /// The citations with their documents' titles and URLs, by number.
-  std::vector<source_row> sources(const std::string& id);
-  std::vector<report_row> reports(const std::string& id);
+  result<std::vector<source_row>> sources(const std::string& id);
+  result<std::vector<report_row>> reports(const std::string& id);
   /// The final report, if one was written.
-  std::optional<report_row> final_report(const std::string& id);
-  std::optional<checkpoint_row> latest_checkpoint(const std::string& id);
+  result<std::optional<report_row>> final_report(const std::string& id);
+  result<std::optional<checkpoint_row>> latest_checkpoint(
+    const std::string& id);
   /// Usage of session `id`, or of all sessions when `id` is empty.
-  usage_total usage(const std::string& id);
+  result<usage_total> usage(const std::string& id);
   /// The follow-ups of a session, oldest first.
-  std::vector<session_row> children(const std::string& id);
+  result<std::vector<session_row>> children(const std::string& id);
   /// Number of sessions in each state: every state, in the order of the
   /// enum, zeros included.
-  std::vector<std::pair<session_state, int64_t>> count_by_state();
+  result<std::vector<std::pair<session_state, int64_t>>> count_by_state();
 
   /// Removes a session and everything it owns (packets, documents, ...); its
   /// follow-ups keep their rows with parent_id cleared. False if unknown.
@@ -335,7 +394,8 @@ public:
   std::variant<std::vector<std::string>, sdk::error> mark_interrupted(
     const std::string& why);
 
-  /// The database file.
+  /// The database file. Error messages of the store never name it (they
+  /// reach HTTP clients); a command line adds it where it helps.
   const std::string& path() const noexcept;
 
 private:

@@ -779,10 +779,7 @@ store::open(const std::string& path, const open_options& opts) {
                     + std::to_string(schema_version)
                     + ", which a read-only open does not do (open it once "
                       "for writing)");
-    // cell_size_check: a corrupted page is an error (SQLITE_CORRUPT), not
-    // rows read from garbage.
-    sqlite3_exec(db, "PRAGMA query_only=ON; PRAGMA cell_size_check=ON;", nullptr,
-                 nullptr, nullptr);
+    sqlite3_exec(db, "PRAGMA query_only=ON", nullptr, nullptr, nullptr);
     guard.release();
     std::unique_ptr<store> result{new store(db, path, true)};
     result->stmts_->wait_ms = wait_ms;
@@ -862,8 +859,7 @@ store::open(const std::string& path, const open_options& opts) {
   // cut may lose the last commits, never consistency.
   rc = sqlite3_exec(db,
                     "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL; "
-                    "PRAGMA journal_size_limit=67108864; "
-                    "PRAGMA cell_size_check=ON;",
+                    "PRAGMA journal_size_limit=67108864;",
                     nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK)
     return db_error("cannot configure the connection", rc, db);

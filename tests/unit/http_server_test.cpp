@@ -1044,3 +1044,201 @@ TEST_CASE("http server: 200 parallel clients are all answered") {
   CHECK(handled.load() == clients);
   CHECK(srv->stats().responses_by_status[200] == static_cast<uint64_t>(clients));
 }
+
+// -- request framing (RFC 9112 sections 3.2, 5 and 6) -------------------------
+//
+// Each refused head is sent with a second request right behind it, as a
+// request smuggler would: `GET /smuggled` (with Connection: close, so that a
+// server that wrongly runs it ends the connection at once). The server must
+// answer the first with 400 and close, and never run the second.
+
+namespace {
+
+// The second request of every smuggling attempt.
+constexpr std::string_view smuggled_request =
+  "GET /smuggled HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+// A server that counts the requests for /smuggled and otherwise answers with
+// what it saw: method, path, body, and the names of the header fields.
+struct framing_server {
+  std::atomic<int> smuggled{0};
+  std::unique_ptr<http::server> srv;
+
+  framing_server() {
+    srv = start(test_options(), [this](http::request req,
+                                       std::shared_ptr<http::responder> res) {
+      if (req.path == "/smuggled")
+        ++smuggled;
+      nlohmann::json names = nlohmann::json::array();
+      for (const auto& [name, value] : req.headers)
+        names.push_back(name);
+      res->respond(http::json_response(200, {{"method", req.method},
+                                             {"path", req.path},
+                                             {"body", req.body},
+                                             {"headers", names}}));
+    });
+  }
+
+  // Sends `bytes` and the smuggled request on a new connection, and checks
+  // that the server answered 400 bad_request, then closed the connection
+  // with nothing more sent, and never ran /smuggled.
+  void check_refused(const std::string& bytes) {
+    CAPTURE(bytes);
+    const int smuggled_before = smuggled.load();
+    raw_client c{srv->port()};
+    REQUIRE(c.send(bytes + std::string{smuggled_request}));
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    CHECK(r->field("Connection") == "close");
+    CHECK(nlohmann::json::parse(r->body)["error"]["code"] == "bad_request");
+    CHECK(c.read_until_closed());
+    CHECK(c.data().empty()); // no answer to the smuggled request
+    CHECK(smuggled.load() == smuggled_before);
+  }
+};
+
+} // namespace
+
+TEST_CASE("http server: framing: a Transfer-Encoding not ending in chunked is 400 and closed") {
+  // RFC 9112 section 6.3: the body length cannot be known. Beast read such a
+  // head as one without a body and ran the bytes after it as a request.
+  framing_server s;
+  for (const char* coding : {"gzip", "identity", "chunked, identity", "chunked, gzip",
+                             "xchunked", "chunked-x", ""})
+    s.check_refused(std::string{"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "}
+                    + coding + "\r\n\r\n");
+  // The codings of all Transfer-Encoding fields form one list.
+  s.check_refused("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                  "Transfer-Encoding: gzip\r\n\r\n");
+}
+
+TEST_CASE("http server: framing: unknown transfer codings are 400 and closed") {
+  // The server decodes no coding but chunked (RFC 9112 section 6.1). Beast
+  // read the chunked body and passed it on still encoded.
+  framing_server s;
+  const std::string body = "5\r\nhello\r\n0\r\n\r\n";
+  for (const char* coding : {"gzip, chunked", "foo, chunked", "chunked;ext=1"})
+    s.check_refused(std::string{"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "}
+                    + coding + "\r\n\r\n" + body);
+  s.check_refused("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n"
+                  "Transfer-Encoding: chunked\r\n\r\n" + body);
+}
+
+TEST_CASE("http server: framing: chunked applied more than once is 400 and closed") {
+  // RFC 9112 section 6.1. Beast read `chunked, chunked` as no body at all.
+  framing_server s;
+  s.check_refused("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, chunked"
+                  "\r\n\r\n");
+  s.check_refused("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                  "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+}
+
+TEST_CASE("http server: framing: Content-Length with Transfer-Encoding is 400 and closed") {
+  // RFC 9112 section 6.1: treated as an error, then the connection closes.
+  // Beast framed `Transfer-Encoding: gzip` + Content-Length by the length.
+  framing_server s;
+  s.check_refused("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n"
+                  "Content-Length: 0\r\n\r\n");
+  s.check_refused("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n"
+                  "Content-Length: 5\r\n\r\nhello");
+  s.check_refused("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                  "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  s.check_refused("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                  "Content-Length: 5\r\n\r\n0\r\n\r\n");
+}
+
+TEST_CASE("http server: framing: differing or invalid Content-Length values are 400 and closed") {
+  // RFC 9112 section 6.3, RFC 9110 section 8.6.
+  framing_server s;
+  for (const char* fields :
+       {"Content-Length: 5\r\nContent-Length: 6", "Content-Length: 5, 6",
+        "Content-Length: 0\r\nContent-Length: 0, 1", "Content-Length: +5",
+        "Content-Length: -1", "Content-Length: 1 0", "Content-Length: 0x5",
+        "Content-Length: 5a", "Content-Length: ", "Content-Length: 5,",
+        "Content-Length: 18446744073709551616", "Content-Length: 99999999999999999999999"})
+    s.check_refused(std::string{"POST /upload HTTP/1.1\r\nHost: x\r\n"} + fields
+                    + "\r\n\r\nhello");
+}
+
+TEST_CASE("http server: framing: obsolete line folding is 400 and closed") {
+  // RFC 9112 section 5.2. Beast joined a folded line to the field before it,
+  // so `Transfer-Encoding:` + a folded `chunked` framed a chunked body that a
+  // front end reading the lines one by one does not see.
+  framing_server s;
+  s.check_refused("GET /a HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n");
+  s.check_refused("GET /a HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n\tb\r\n\r\n");
+  s.check_refused("POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n chunked\r\n\r\n"
+                  "0\r\n\r\n");
+  // Whitespace before the first field line (RFC 9112 section 2.2).
+  s.check_refused("GET /a HTTP/1.1\r\n Host: x\r\n\r\n");
+}
+
+TEST_CASE("http server: framing: a missing, repeated or invalid Host is 400 and closed") {
+  // RFC 9112 section 3.2.
+  framing_server s;
+  s.check_refused("GET /a HTTP/1.1\r\n\r\n");
+  s.check_refused("GET /a HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n");
+  s.check_refused("GET /a HTTP/1.1\r\nHost: x\r\nHost: x\r\n\r\n");
+  s.check_refused("GET /a HTTP/1.0\r\nHost: x\r\nHost: y\r\n\r\n");
+  for (const char* host : {"a b", "x/y", "user@x", "x:80a", "[::1", "x?", "%zz"})
+    s.check_refused(std::string{"GET /a HTTP/1.1\r\nHost: "} + host + "\r\n\r\n");
+}
+
+TEST_CASE("http server: framing: whitespace before a header colon is 400 and closed") {
+  // RFC 9112 section 5.1.
+  framing_server s;
+  s.check_refused("GET /a HTTP/1.1\r\nHost : x\r\n\r\n");
+  s.check_refused("GET /a HTTP/1.1\r\nHost: x\r\nX-A\t: b\r\n\r\n");
+  s.check_refused("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length : 5\r\n\r\nhello");
+  s.check_refused("POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n"
+                  "0\r\n\r\n");
+}
+
+TEST_CASE("http server: framing: Transfer-Encoding in an HTTP/1.0 request is 400 and closed") {
+  // RFC 9112 section 6.1: faulty framing. Beast read a chunked body.
+  framing_server s;
+  s.check_refused("POST /a HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  s.check_refused("POST /a HTTP/1.0\r\nConnection: keep-alive\r\n"
+                  "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+}
+
+TEST_CASE("http server: framing: chunked and Content-Length bodies work on a kept-alive link") {
+  framing_server s;
+  raw_client c{s.srv->port()};
+  auto next = [&c](std::string_view expect_body) {
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK_FALSE(r->has_field("Connection"));
+    auto j = nlohmann::json::parse(r->body);
+    CHECK(j["body"] == expect_body);
+    return j;
+  };
+  // A chunked body with a chunk extension and a trailer field: the trailer
+  // is not merged into the header fields (RFC 9110 section 6.5.1).
+  REQUIRE(c.send("POST /one HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n"));
+  auto first = next("hello world");
+  CHECK(first["headers"] == nlohmann::json::array({"Host", "Transfer-Encoding"}));
+  // Codings are case-insensitive, empty list elements are allowed.
+  REQUIRE(c.send("POST /two HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: , Chunked \r\n\r\n"
+                 "3\r\nabc\r\n0\r\n\r\n"));
+  next("abc");
+  // Content-Length, also repeated with the same value; pipelined.
+  REQUIRE(c.send("POST /three HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+                 "POST /four HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
+                 "Content-Length: 3\r\n\r\nabc"
+                 "POST /five HTTP/1.1\r\nHost: x\r\nContent-Length: 003, 3\r\n\r\nxyz"
+                 "GET /six HTTP/1.1\r\nHost: [::1]:8700\r\n\r\n"
+                 "GET /seven HTTP/1.1\r\nHost: \r\n\r\n"));
+  next("hello");
+  next("abc");
+  next("xyz");
+  CHECK(next("")["path"] == "/six");
+  CHECK(next("")["path"] == "/seven");
+  c.read_some(50ms);
+  CHECK_FALSE(c.eof());
+  CHECK(s.srv->stats().open_connections == 1);
+  CHECK(s.smuggled.load() == 0);
+}

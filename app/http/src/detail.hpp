@@ -2,6 +2,7 @@
 
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -25,5 +26,49 @@ bool valid_utf8(std::string_view text) noexcept;
 
 /// ASCII case-insensitive equality.
 bool iequals(std::string_view a, std::string_view b) noexcept;
+
+/// Whether `text` is a token (RFC 9110 section 5.6.2): one or more tchar.
+bool is_token(std::string_view text) noexcept;
+
+/// How the body of a request is delimited (RFC 9112 section 6.3).
+enum class body_framing {
+  /// No body: neither Transfer-Encoding nor Content-Length.
+  none,
+  /// Exactly `content_length` bytes follow the head.
+  content_length,
+  /// A chunked body follows the head (`Transfer-Encoding: chunked`).
+  chunked,
+};
+
+/// The framing of a request head that check_request_head accepted.
+struct request_framing {
+  body_framing framing = body_framing::none;
+  /// The body's length in bytes, for body_framing::content_length.
+  std::uint64_t content_length = 0;
+};
+
+/// Checks the head of a request as received (`head`: the request line, the
+/// field lines and the empty line, each ending in CR LF; Beast has parsed
+/// it, so its lines are well formed) against the framing rules of RFC 9112.
+/// `version` is the request's HTTP version (10 or 11). Returns the framing,
+/// or the reason to answer 400 and close (the bytes after the head cannot be
+/// trusted to start a request):
+/// - a field line that starts with SP or HTAB: obsolete line folding
+///   (section 5.2), or whitespace after the request line (section 2.2);
+/// - whitespace between a field name and its colon (section 5.1), a name
+///   that is not a token;
+/// - an HTTP/1.1 request without Host, or any request with more than one
+///   Host, or a Host that is not `uri-host [":" port]` (section 3.2);
+/// - Transfer-Encoding in an HTTP/1.0 request (section 6.1);
+/// - Transfer-Encoding and Content-Length together (section 6.1);
+/// - Transfer-Encoding whose codings (all its fields, as one list) are not
+///   exactly `chunked`: no coding, a final coding other than chunked
+///   (section 6.3), chunked more than once (section 6.1), any other coding
+///   (the server decodes none), chunked with parameters (section 7);
+/// - Content-Length values (repeated fields or a list) that are not all
+///   the same, or one that is not 1*DIGIT within 64 bits (section 6.3,
+///   RFC 9110 section 8.6).
+std::variant<request_framing, std::string> check_request_head(std::string_view head,
+                                                              unsigned version);
 
 } // namespace quarry::http::detail

@@ -5,6 +5,9 @@
 #include "detail.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <vector>
 
 namespace quarry::http {
 
@@ -163,6 +166,242 @@ std::variant<parsed_target, std::string> parse_target(std::string_view target) {
       break;
   }
   return result;
+}
+
+bool is_token(std::string_view text) noexcept {
+  if (text.empty())
+    return false;
+  for (char c : text) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+      continue;
+    if (std::string_view{"!#$%&'*+-.^_`|~"}.find(c) == std::string_view::npos)
+      return false;
+  }
+  return true;
+}
+
+namespace {
+
+bool is_ows(char c) noexcept {
+  return c == ' ' || c == '\t';
+}
+
+std::string_view trim_ows(std::string_view s) noexcept {
+  while (!s.empty() && is_ows(s.front()))
+    s.remove_prefix(1);
+  while (!s.empty() && is_ows(s.back()))
+    s.remove_suffix(1);
+  return s;
+}
+
+// Calls `fn` with each element of a comma-separated list (RFC 9110 section
+// 5.6.1), trimmed of OWS; empty elements included.
+template <class F>
+void for_each_element(std::string_view list, F fn) {
+  while (true) {
+    auto comma = list.find(',');
+    fn(trim_ows(list.substr(0, comma)));
+    if (comma == std::string_view::npos)
+      return;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+// 1*DIGIT within 64 bits, or nothing.
+std::optional<std::uint64_t> parse_decimal(std::string_view s) noexcept {
+  if (s.empty())
+    return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9')
+      return std::nullopt;
+    auto digit = static_cast<std::uint64_t>(c - '0');
+    if (v > (UINT64_MAX - digit) / 10)
+      return std::nullopt;
+    v = v * 10 + digit;
+  }
+  return v;
+}
+
+// unreserved / sub-delims (RFC 3986 section 2).
+bool is_host_char(char c) noexcept {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+    return true;
+  return std::string_view{"-._~!$&'()*+,;="}.find(c) != std::string_view::npos;
+}
+
+// Whether `value` is `uri-host [":" port]` (RFC 9110 section 7.2, RFC 3986
+// section 3.2.2); an empty value is allowed. An IP literal may hold an IPv6
+// address or an IPvFuture.
+bool valid_host(std::string_view value) noexcept {
+  std::string_view port;
+  if (!value.empty() && value.front() == '[') {
+    auto close = value.find(']');
+    if (close == std::string_view::npos || close == 1)
+      return false;
+    for (char c : value.substr(1, close - 1))
+      if (!is_host_char(c) && c != ':')
+        return false;
+    auto rest = value.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':')
+        return false;
+      port = rest.substr(1);
+    }
+  } else {
+    auto colon = value.find(':');
+    auto host = value.substr(0, colon);
+    if (colon != std::string_view::npos)
+      port = value.substr(colon + 1);
+    for (size_t i = 0; i < host.size(); ++i) {
+      if (host[i] == '%') {
+        if (i + 2 >= host.size() || hex_value(host[i + 1]) < 0
+            || hex_value(host[i + 2]) < 0)
+          return false;
+        i += 2;
+      } else if (!is_host_char(host[i])) {
+        return false;
+      }
+    }
+  }
+  for (char c : port)
+    if (c < '0' || c > '9')
+      return false;
+  return true;
+}
+
+// At most 64 bytes of a token, for an error message.
+std::string shown(std::string_view token) {
+  return std::string{token.substr(0, 64)};
+}
+
+// The transfer codings of all Transfer-Encoding fields, as one list
+// (RFC 9112 section 6.1): chunked exactly once, last, without parameters,
+// and nothing else.
+std::optional<std::string> check_transfer_codings(const std::vector<std::string_view>& fields) {
+  struct coding {
+    std::string_view name;
+    bool has_parameters = false;
+  };
+  std::vector<coding> codings;
+  std::optional<std::string> error;
+  for (auto field : fields) {
+    for_each_element(field, [&](std::string_view element) {
+      if (element.empty() || error)
+        return; // empty list elements are allowed (RFC 9110 section 5.6.1)
+      auto semicolon = element.find(';');
+      coding c{trim_ows(element.substr(0, semicolon)), semicolon != std::string_view::npos};
+      if (!is_token(c.name))
+        error = "invalid Transfer-Encoding (RFC 9112 section 6.1)";
+      codings.push_back(c);
+    });
+  }
+  if (error)
+    return error;
+  if (codings.empty())
+    return "Transfer-Encoding names no transfer coding (RFC 9112 section 6.1)";
+  if (!iequals(codings.back().name, "chunked"))
+    return "the final transfer coding must be chunked, not '" + shown(codings.back().name)
+           + "' (RFC 9112 section 6.3)";
+  for (size_t i = 0; i + 1 < codings.size(); ++i) {
+    if (iequals(codings[i].name, "chunked"))
+      return std::string{"chunked is applied more than once (RFC 9112 section 6.1)"};
+  }
+  if (codings.size() > 1)
+    return "unsupported transfer coding '" + shown(codings.front().name)
+           + "': only chunked is accepted (RFC 9112 section 6.1)";
+  if (codings.back().has_parameters)
+    return std::string{"the chunked transfer coding takes no parameters (RFC 9112 section 7)"};
+  return std::nullopt;
+}
+
+} // namespace
+
+std::variant<request_framing, std::string> check_request_head(std::string_view head,
+                                                              unsigned version) {
+  auto fail = [](std::string message) {
+    return std::variant<request_framing, std::string>{std::move(message)};
+  };
+  // Empty lines before the request line are ignored (RFC 9112 section 2.2).
+  while (head.substr(0, 2) == "\r\n")
+    head.remove_prefix(2);
+  auto eol = head.find("\r\n");
+  if (eol == std::string_view::npos)
+    return fail("the request head is incomplete");
+  head.remove_prefix(eol + 2);
+
+  std::vector<std::string_view> transfer_encodings;
+  std::vector<std::string_view> content_lengths;
+  std::vector<std::string_view> hosts;
+  for (bool first = true;; first = false) {
+    eol = head.find("\r\n");
+    if (eol == std::string_view::npos)
+      return fail("the request head is incomplete");
+    auto line = head.substr(0, eol);
+    head.remove_prefix(eol + 2);
+    if (line.empty())
+      break;
+    if (is_ows(line.front()))
+      return fail(first ? "whitespace between the request line and the first header field "
+                          "(RFC 9112 section 2.2)"
+                        : "a header line starts with whitespace: obsolete line folding "
+                          "(RFC 9112 section 5.2)");
+    auto colon = line.find(':');
+    if (colon == std::string_view::npos)
+      return fail("a header line has no colon (RFC 9112 section 5)");
+    auto name = line.substr(0, colon);
+    if (!name.empty() && is_ows(name.back()))
+      return fail("whitespace between a header field name and its colon "
+                  "(RFC 9112 section 5.1)");
+    if (!is_token(name))
+      return fail("a header field name is not a token (RFC 9110 section 5.1)");
+    auto value = trim_ows(line.substr(colon + 1));
+    if (iequals(name, "Transfer-Encoding"))
+      transfer_encodings.push_back(value);
+    else if (iequals(name, "Content-Length"))
+      content_lengths.push_back(value);
+    else if (iequals(name, "Host"))
+      hosts.push_back(value);
+  }
+
+  if (hosts.size() > 1)
+    return fail("more than one Host header field (RFC 9112 section 3.2)");
+  if (hosts.empty() && version >= 11)
+    return fail("an HTTP/1.1 request needs a Host header field (RFC 9112 section 3.2)");
+  if (!hosts.empty() && !valid_host(hosts.front()))
+    return fail("the Host header field is not a host and port (RFC 9112 section 3.2)");
+
+  if (!transfer_encodings.empty()) {
+    if (version < 11)
+      return fail("Transfer-Encoding in an HTTP/1.0 request (RFC 9112 section 6.1)");
+    if (!content_lengths.empty())
+      return fail("both Transfer-Encoding and Content-Length (RFC 9112 section 6.1)");
+    if (auto error = check_transfer_codings(transfer_encodings))
+      return fail(std::move(*error));
+    return request_framing{body_framing::chunked, 0};
+  }
+
+  if (!content_lengths.empty()) {
+    std::optional<std::uint64_t> length;
+    std::optional<std::string> error;
+    for (auto field : content_lengths) {
+      for_each_element(field, [&](std::string_view element) {
+        if (error)
+          return;
+        auto v = parse_decimal(element);
+        if (!v)
+          error = "invalid Content-Length '" + shown(element) + "' (RFC 9112 section 6.3)";
+        else if (length && *length != *v)
+          error = std::string{"Content-Length values differ (RFC 9112 section 6.3)"};
+        else
+          length = v;
+      });
+    }
+    if (error)
+      return fail(std::move(*error));
+    return request_framing{body_framing::content_length, *length};
+  }
+  return request_framing{};
 }
 
 } // namespace detail

@@ -24,6 +24,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
@@ -73,19 +74,9 @@ std::string host_port_text(const std::string& host, uint16_t port) {
   return host + ":" + std::to_string(port);
 }
 
-bool is_tchar(char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
-    return true;
-  return std::string_view{"!#$%&'*+-.^_`|~"}.find(c) != std::string_view::npos;
-}
-
 bool valid_field(std::string_view name, std::string_view value) {
-  if (name.empty())
-    return false;
-  for (char c : name)
-    if (!is_tchar(c))
-      return false;
-  return value.find_first_of(std::string_view{"\r\n\0", 3}) == std::string_view::npos;
+  return detail::is_token(name)
+         && value.find_first_of(std::string_view{"\r\n\0", 3}) == std::string_view::npos;
 }
 
 bool has_line_break(std::string_view s) {
@@ -551,11 +542,50 @@ private:
     parser_->header_limit(static_cast<std::uint32_t>(
       std::min<size_t>(core_->opts.max_header_bytes, UINT32_MAX)));
     parser_->body_limit(static_cast<std::uint64_t>(core_->opts.max_body_bytes));
+    raw_head_.clear();
     arm_read_timer(timeout);
-    bhttp::async_read_header(socket_, buffer_, *parser_,
-                             [self = shared_from_this()](error_code ec, size_t) {
-                               self->on_head(ec);
-                             });
+    parse_head();
+  }
+
+  // Feeds what is buffered to the parser and reads more until the head is
+  // complete (as bhttp::async_read_header does), keeping the bytes of the
+  // head the parser used in raw_head_: Beast joins folded lines into one
+  // value, so only the bytes as received show an obs-fold
+  // (detail::check_request_head).
+  void parse_head() {
+    if (buffer_.size() > 0) {
+      error_code ec;
+      auto data = buffer_.data();
+      auto used = parser_->put(data, ec);
+      raw_head_.append(static_cast<const char*>(data.data()), used);
+      buffer_.consume(used);
+      if (ec != bhttp::error::need_more && (ec || parser_->is_header_done())) {
+        on_head(ec);
+        return;
+      }
+    }
+    const auto size = beast::read_size(buffer_, 65536);
+    if (size == 0) {
+      on_head(bhttp::error::buffer_overflow);
+      return;
+    }
+    socket_.async_read_some(buffer_.prepare(size),
+                            [self = shared_from_this()](error_code ec, size_t n) {
+                              self->on_head_bytes(ec, n);
+                            });
+  }
+
+  void on_head_bytes(error_code ec, size_t n) {
+    if (phase_ != phase::reading)
+      return;
+    buffer_.commit(n);
+    if (ec == net::error::eof)
+      ec = parser_->got_some() ? bhttp::error::partial_message : bhttp::error::end_of_stream;
+    if (ec) {
+      on_head(ec);
+      return;
+    }
+    parse_head();
   }
 
   void on_head(error_code ec) {
@@ -570,6 +600,17 @@ private:
     version_ = req.version();
     keep_alive_ = req.keep_alive();
     head_request_ = req.method() == bhttp::verb::head;
+    if (auto bad = framing_error(req.version())) {
+      // The bytes after this head cannot be trusted to start a request.
+      keep_alive_ = false;
+      send_response(json_error(400, "bad_request", *bad), serial_);
+      return;
+    }
+    head_fields_.clear();
+    for (const auto& field : req)
+      head_fields_.emplace_back(std::string{field.name_string().data(),
+                                            field.name_string().size()},
+                                std::string{field.value().data(), field.value().size()});
     const auto content_length = parser_->content_length();
     const bool body_expected = parser_->chunked() || (content_length && *content_length > 0);
 
@@ -665,6 +706,33 @@ private:
                       });
   }
 
+  // Why the head just read must be answered 400 and the connection closed,
+  // or nothing: the rules of detail::check_request_head on the head as
+  // received, and the framing Beast chose must be the one those rules found
+  // (RFC 9112 section 6.3).
+  std::optional<std::string> framing_error(unsigned version) {
+    auto checked = detail::check_request_head(raw_head_, version);
+    if (auto* msg = std::get_if<std::string>(&checked))
+      return std::move(*msg);
+    const auto& framing = std::get<detail::request_framing>(checked);
+    const auto length = parser_->content_length();
+    bool agrees = false;
+    switch (framing.framing) {
+      case detail::body_framing::none:
+        agrees = !parser_->chunked() && !length;
+        break;
+      case detail::body_framing::content_length:
+        agrees = !parser_->chunked() && length && *length == framing.content_length;
+        break;
+      case detail::body_framing::chunked:
+        agrees = parser_->chunked() && !length;
+        break;
+    }
+    if (!agrees)
+      return std::string{"the request's message framing is ambiguous (RFC 9112 section 6.3)"};
+    return std::nullopt;
+  }
+
   void on_read_error(error_code ec, bool in_body) {
     if (ec == bhttp::error::header_limit
         || (ec == bhttp::error::buffer_overflow && !in_body)) {
@@ -709,11 +777,11 @@ private:
     req.target = std::move(target_);
     req.path = std::move(parsed_.path);
     req.query = std::move(parsed_.query);
-    for (const auto& field : msg) {
-      req.headers.emplace_back(std::string{field.name_string().data(),
-                                           field.name_string().size()},
-                               std::string{field.value().data(), field.value().size()});
-    }
+    // The fields of the head only: Beast adds a chunked body's trailer fields
+    // to the message, which must not be merged into the header section
+    // (RFC 9110 section 6.5.1); they are dropped (RFC 9112 section 7.1.2).
+    req.headers = std::move(head_fields_);
+    head_fields_.clear();
     req.body = std::move(msg.body());
     req.remote_address = remote_address_;
     req.remote_port = remote_port_;
@@ -941,6 +1009,11 @@ private:
   net::steady_timer stop_timer_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  /// The bytes of the current request's head as received (at most about
+  /// max_header_bytes: the parser's header limit).
+  std::string raw_head_;
+  /// The current request's header fields (not its trailer fields).
+  header_list head_fields_;
   std::array<char, 4096> scratch_{};
 
   // Strand state.

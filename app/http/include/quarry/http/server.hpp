@@ -17,7 +17,9 @@
 // A responder dropped without an answer answers 500.
 //
 // The server itself answers, with JSON errors (`json_error`, the table of
-// docs/api.md): malformed requests (400, then closes), bad paths (400), a
+// docs/api.md): malformed requests (400, then closes), requests whose
+// framing is invalid or ambiguous (400, then closes: the rules of RFC 9112
+// listed under "Request framing" in docs/api.md), bad paths (400), a
 // missing or wrong bearer token (401), bodies over `max_body_bytes` (413,
 // from Content-Length before reading, or while reading a chunked body),
 // heads over `max_header_bytes` (431), connections over `max_connections`

@@ -205,8 +205,15 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
     }
     if (auto q = req.query_param("q"))
       f.search = std::string{*q};
-    if (auto b = req.query_param("before"))
+    if (auto b = req.query_param("before")) {
+      if (!store::is_cursor(*b)) {
+        res->respond(http::json_error(400, "bad_request",
+                                      "before: not a cursor of this list (use the \"next\" "
+                                      "of the page before)"));
+        return;
+      }
       f.before = std::string{*b};
+    }
     std::optional<store::session_state> wanted;
     if (auto s = req.query_param("state")) {
       wanted = store::session_state_from(*s);

@@ -277,13 +277,16 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
     [=](actors::cancel_atom, const std::string& id) -> std::string {
       auto& st = self->state;
       if (auto it = st.running.find(id); it != st.running.end() && !it->second.finishing) {
-        if (!it->second.cancelled) {
-          it->second.cancelled = true;
-          self->send(it->second.session, actors::stop_atom::value,
-                     std::string{"user_cancelled"});
-        }
+        // One cancel stops it; another one sees it cancelled.
+        if (it->second.cancelled)
+          return failure(409, "conflict", "session " + id + " is cancelled already");
+        it->second.cancelled = true;
+        self->send(it->second.session, actors::stop_atom::value,
+                   std::string{"user_cancelled"});
         return ok(id, "cancelled");
       }
+      if (auto it = st.running.find(id); it != st.running.end() && it->second.cancelled)
+        return failure(409, "conflict", "session " + id + " is cancelled already");
       auto row = stored_row(self, id);
       if (auto* err = std::get_if<std::string>(&row))
         return *err;

@@ -192,6 +192,11 @@ TEST_CASE("serve: every bad request gets a JSON error with a 4xx status") {
   expect(call("GET", srv.url("/v1/nothing")), 404, "not_found", "");
   expect(call("GET", srv.url("/v1/research?limit=0")), 400, "bad_request", "limit");
   expect(call("GET", srv.url("/v1/research?state=dancing")), 400, "bad_request", "state");
+  // A cursor this list never gave out is a bad request, not an empty page.
+  for (const char* cursor : {"garbage", "c1795590000000.qnothex", "c.q0123456789abcdef",
+                             "c99999999999999999999.q0123456789abcdef"})
+    expect(call("GET", srv.url(std::string{"/v1/research?before="} + cursor)), 400,
+           "bad_request", "before");
   // A finished session refuses what only a running or waiting one allows.
   auto id = start(srv, {{"question", "How loud is a heat pump?"}, {"clarify", false}});
   events(srv, id);
@@ -275,9 +280,20 @@ TEST_CASE("serve: cancel stops a running research, limits answer 429, and a "
   }};
   // A quiet stream gets heartbeats (server.heartbeat) while the agent waits.
   std::this_thread::sleep_for(std::chrono::milliseconds{500});
-  auto cancelled = call("POST", srv.url("/v1/research/" + id + "/cancel"));
+  // Two cancels at once: one stops it, the other sees it cancelled.
+  reply cancelled;
+  reply again;
+  {
+    std::thread other{[&] { again = call("POST", srv.url("/v1/research/" + id + "/cancel")); }};
+    cancelled = call("POST", srv.url("/v1/research/" + id + "/cancel"));
+    other.join();
+  }
+  if (cancelled.status != 202)
+    std::swap(cancelled, again);
   CHECK(cancelled.status == 202);
   CHECK(cancelled.as_json()["state"] == "cancelled");
+  CHECK(again.status == 409);
+  CHECK(again.body.find("cancelled") != std::string::npos);
   reader.join();
   REQUIRE_FALSE(live.empty());
   CHECK(live.back().event == "end");

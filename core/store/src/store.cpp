@@ -594,6 +594,11 @@ std::string make_session_id() {
   return id;
 }
 
+bool is_cursor(std::string_view text) {
+  auto c = detail::decode_cursor(text);
+  return c && is_session_id(c->id);
+}
+
 bool is_session_id(std::string_view id) {
   if (id.size() != 17 || id[0] != 'q')
     return false;

@@ -322,6 +322,11 @@ private:
   std::variant<T, sdk::error> value_;
 };
 
+/// Whether `text` is a cursor that list_sessions() could have produced (a
+/// `next_cursor`); any other text as session_filter::before finds nothing,
+/// which an API answers as a bad request.
+bool is_cursor(std::string_view text);
+
 /// A session id: `q` and 16 hex digits from a random source.
 std::string make_session_id();
 

@@ -285,6 +285,12 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
   auto spec = engine->spec_for(session_id, so, resume);
 
   bool live = !opts.json && ::isatty(STDERR_FILENO) == 1;
+  // Text from outside (the model's report and questions, a server's error)
+  // is cleaned of escape sequences before it reaches a terminal. The report
+  // and the questions on stdout stay byte for byte when stdout is a pipe or
+  // a file (data, like --out); the lines on stderr are for people and are
+  // always cleaned.
+  bool stdout_terminal = ::isatty(STDOUT_FILENO) == 1;
   bool interactive = ::isatty(STDIN_FILENO) == 1 && ::isatty(STDOUT_FILENO) == 1
                      && !opts.json;
   int rc = exit_failure;
@@ -382,7 +388,8 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
     if (result.status == actors::session_status::clarification && interactive
         && interrupted_by == 0) {
       view->finish();
-      std::cout << result.questions << "\n\nYour answers (an empty line ends): "
+      std::cout << sdk::strip_terminal_controls(result.questions)
+                << "\n\nYour answers (an empty line ends): "
                 << std::flush;
       std::string typed;
       for (std::string l; std::getline(std::cin, l) && !l.empty();)
@@ -417,7 +424,7 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
         auto parts = report_of(question, result, true);
         auto md = markdown_report(parts);
         if (!opts.json)
-          std::cout << md << std::flush;
+          std::cout << printed_report(md, stdout_terminal) << std::flush;
         for (const auto& [path, text] :
              {std::pair{opts.out, md}, std::pair{opts.html, html_report(parts)}}) {
           if (path.empty())
@@ -446,7 +453,7 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
     switch (result.status) {
       case actors::session_status::clarification:
         if (!opts.json)
-          std::cout << result.questions << "\n";
+          std::cout << printed_report(result.questions, stdout_terminal) << "\n";
         std::cerr << "quarry: the question needs clarification: run again with "
                      "the answers, as --answer \"...\" (repeatable) or "
                      "--answers FILE ('-' reads them from standard input), or "
@@ -454,14 +461,15 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
         rc = exit_clarify;
         break;
       case actors::session_status::failed:
-        std::cerr << "quarry: research failed: " << result.failure << "\n";
+        std::cerr << "quarry: research failed: "
+                  << sdk::strip_terminal_controls(result.failure) << "\n";
         rc = exit_failure;
         break;
       case actors::session_status::report: {
         auto parts = report_of(question, result, false);
         auto md = markdown_report(parts);
         if (!opts.json)
-          std::cout << md << std::flush;
+          std::cout << printed_report(md, stdout_terminal) << std::flush;
         rc = exit_ok;
         for (const auto& [path, text] :
              {std::pair{opts.out, md}, std::pair{opts.html, html_report(parts)}}) {
@@ -475,7 +483,7 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
           }
         }
         for (const auto& n : result.notices)
-          std::cerr << "quarry: note: " << n << "\n";
+          std::cerr << "quarry: note: " << sdk::strip_terminal_controls(n) << "\n";
         if (!stored && rc == exit_ok)
           rc = exit_failure;
         break;

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <unistd.h>
 
 namespace quarry::app {
 
@@ -142,7 +143,9 @@ int cmd_sessions_list(context& ctx, const sessions_options& opts) {
     return exit_ok;
   }
   for (const auto& [r, state_value] : rows) {
-    auto q = sdk::repair_utf8(r.question);
+    // The question may come from anyone who can reach `quarry serve`: these
+    // lines are for people, so always cleaned (a pipe ends in a terminal too).
+    auto q = sdk::strip_terminal_controls(r.question);
     for (auto& c : q)
       if (c == '\n' || c == '\r' || c == '\t')
         c = ' ';
@@ -173,7 +176,10 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
                 << store::to_string(state) << ")\n";
       return exit_failure;
     }
-    std::cout << (opts.format == "md" ? markdown_report(*report) : html_report(*report))
+    // Data: byte for byte into a pipe or a file, cleaned on a terminal.
+    std::cout << printed_report(opts.format == "md" ? markdown_report(*report)
+                                                    : html_report(*report),
+                                ::isatty(STDOUT_FILENO) == 1)
               << std::flush;
     return exit_ok;
   }
@@ -207,9 +213,11 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
     return exit_ok;
   }
   std::cout << "Session   " << s->row.id << "\n"
-            << "Question  " << sdk::repair_utf8(s->row.question) << "\n"
+            << "Question  " << sdk::strip_terminal_controls(s->row.question) << "\n"
             << "State     " << store::to_string(state)
-            << (s->row.error.empty() ? "" : " (" + sdk::repair_utf8(s->row.error) + ")")
+            << (s->row.error.empty()
+                  ? ""
+                  : " (" + sdk::strip_terminal_controls(s->row.error) + ")")
             << "\n"
             << "Created   " << rfc3339(s->row.created_at) << "\n";
   if (s->row.finished_at > 0)
@@ -223,8 +231,9 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
             << " input and " << usage.output_tokens << " output tokens\n";
   if (state == store::session_state::interrupted)
     std::cout << "\nResume with: quarry sessions resume " << s->row.id << "\n";
+  // The human form is for people: its report is cleaned wherever it goes.
   if (report)
-    std::cout << "\n" << markdown_report(*report) << std::flush;
+    std::cout << "\n" << sdk::strip_terminal_controls(markdown_report(*report)) << std::flush;
   return exit_ok;
 }
 
@@ -307,7 +316,8 @@ int cmd_sessions_resume(context& ctx, const sessions_options& opts,
     }
     auto options = stored_options_from(s->row.options);
     if (auto* why = std::get_if<std::string>(&options)) {
-      std::cerr << "quarry: session " << opts.id << " cannot be resumed: " << *why << "\n";
+      std::cerr << "quarry: session " << opts.id
+                << " cannot be resumed: " << sdk::strip_terminal_controls(*why) << "\n";
       return exit_failure;
     }
     info.session_id = opts.id;
@@ -321,8 +331,8 @@ int cmd_sessions_resume(context& ctx, const sessions_options& opts,
     if (auto& c = *checkpoint) {
       auto read = core::checkpoint_from_json(c->state);
       if (auto* why = std::get_if<std::string>(&read)) {
-        std::cerr << "quarry: session " << opts.id << " cannot be resumed: " << *why
-                  << "\n";
+        std::cerr << "quarry: session " << opts.id
+                  << " cannot be resumed: " << sdk::strip_terminal_controls(*why) << "\n";
         return exit_failure;
       }
       info.checkpoint = std::make_shared<const core::research_checkpoint>(

@@ -3,6 +3,7 @@
 #include "report_render.hpp"
 
 #include "quarry/corpus/text.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <cmark-gfm.h>
 
@@ -133,6 +134,10 @@ std::string link_citations_locally(const std::string& body,
 }
 
 } // namespace
+
+std::string printed_report(std::string text, bool terminal) {
+  return terminal ? sdk::strip_terminal_controls(text) : text;
+}
 
 std::string local_path_of(const std::string& url) {
   return corpus::path_from_file_url(url);

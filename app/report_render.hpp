@@ -40,6 +40,13 @@ std::string sources_markdown(const std::vector<cited_source>& sources);
 /// links it with a file:// URL; web sources link to the page.
 std::string html_report(const report_parts& r);
 
+/// Report text (Markdown or HTML) as it is printed: cleaned of escape
+/// sequences and controls (sdk::strip_terminal_controls) when it goes to a
+/// terminal (`terminal`), since a model's or a page's text must not retitle
+/// the window, write the clipboard or clear the screen; byte for byte to a
+/// pipe or a file, where it is data (as the --out and --html files are).
+std::string printed_report(std::string text, bool terminal);
+
 /// The local path of a file:// URL (percent-decoded), or empty when `url`
 /// is not one (or not a well-formed one).
 std::string local_path_of(const std::string& url);

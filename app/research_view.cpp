@@ -2,10 +2,11 @@
 
 #include "research_view.hpp"
 
+#include "quarry/sdk/strings.hpp"
+
 #include <spdlog/sinks/sink.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <cctype>
 
 #include <sys/ioctl.h>
@@ -53,16 +54,12 @@ constexpr size_t max_plan_lines = 8;
 } // namespace
 
 std::string research_view::fit(std::string text, size_t width) {
+  // Escape sequences and controls would move the cursor or retitle the
+  // window: never print them.
+  text = sdk::strip_terminal_controls(text);
   for (auto& c : text)
-    if (c == '\n' || c == '\r' || c == '\t')
+    if (c == '\n' || c == '\t')
       c = ' ';
-  // Control characters would move the cursor: never print them.
-  text.erase(std::remove_if(text.begin(), text.end(),
-                            [](char c) {
-                              auto u = static_cast<unsigned char>(c);
-                              return u < 0x20 || u == 0x7f;
-                            }),
-             text.end());
   if (width == 0)
     return {};
   size_t columns = 0;
@@ -103,9 +100,11 @@ size_t research_view::width_locked() const {
 void research_view::line(const std::string& text) {
   if (live_)
     return;
+  // Cleaned even when `out_` is no terminal: these lines are for people
+  // (a log file is read in a terminal too), never data to keep byte for byte.
   std::fprintf(out_, "[%s] %s\n",
                elapsed_text(std::chrono::steady_clock::now() - started_).c_str(),
-               text.c_str());
+               sdk::strip_terminal_controls(text).c_str());
   std::fflush(out_);
 }
 
@@ -229,8 +228,9 @@ void research_view::on_packet(const core::packet& p) {
 void research_view::print_above(const std::string& text) {
   std::lock_guard<std::mutex> guard{mtx_};
   clear_locked();
-  std::fputs(text.c_str(), out_);
-  if (!text.empty() && text.back() != '\n')
+  auto clean = sdk::strip_terminal_controls(text);
+  std::fputs(clean.c_str(), out_);
+  if (!clean.empty() && clean.back() != '\n')
     std::fputc('\n', out_);
   redraw_locked(true);
 }
@@ -411,10 +411,15 @@ public:
 
   void log(const spdlog::details::log_msg& msg) override {
     std::lock_guard<std::mutex> guard{mtx_};
+    // A log line may quote a server (an error body, a page's title): on the
+    // terminal the view is drawn on it comes cleaned of escape sequences.
+    auto payload = sdk::strip_terminal_controls({msg.payload.data(), msg.payload.size()});
+    auto clean = msg;
+    clean.payload = {payload.data(), payload.size()};
     auto write = [&] {
       for (auto& s : inner_)
         if (s->should_log(msg.level)) {
-          s->log(msg);
+          s->log(clean);
           s->flush();
         }
     };

@@ -29,7 +29,10 @@ struct research_totals {
 };
 
 /// Turns packets into progress output on `out` (normally stderr). Every
-/// member function may be called from any thread.
+/// member function may be called from any thread. Whatever it prints is
+/// cleaned of escape sequences and controls (sdk::strip_terminal_controls),
+/// live or not: the plan, tasks, queries, errors and log lines come from
+/// models and servers.
 class research_view {
 public:
   /// `live`: redraw a status block with ANSI escapes (a terminal);
@@ -47,8 +50,8 @@ public:
   /// Handles one packet.
   void on_packet(const core::packet& p);
 
-  /// Prints `text` (one or more lines) above the status block, which is
-  /// redrawn below it. Log lines go through here while the view is live.
+  /// Prints `text` (one or more lines, cleaned) above the status block, which
+  /// is redrawn below it. Log lines go through here while the view is live.
   void print_above(const std::string& text);
 
   /// Clears the status block, calls `write` (which writes to the same
@@ -77,8 +80,9 @@ public:
   /// tests and the live view).
   std::vector<std::string> status_lines(size_t width) const;
 
-  /// Cuts `text` to at most `width` columns (code points; newlines and tabs
-  /// become spaces), ending with "..." when cut.
+  /// Cuts `text` to at most `width` columns (code points), ending with "..."
+  /// when cut: escape sequences and controls removed, newlines and tabs
+  /// turned into spaces.
   static std::string fit(std::string text, size_t width);
 
 private:

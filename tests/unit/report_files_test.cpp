@@ -227,6 +227,19 @@ TEST_CASE("report files: a partial report says so under its title") {
   CHECK(app::local_path_of("file:///a%zz").empty());
 }
 
+TEST_CASE("report printed: cleaned of escape sequences on a terminal, as it is elsewhere") {
+  app::report_parts r;
+  r.question = "Q\x1b]0;pwned\x07";
+  r.body = "Found\x1b[2J \xC2\x9B" "31mit [[1]](https://a.example/).\n\tindented \xE6\xB7\xB1";
+  r.sources = {{1, "A\x1b]52;c;eA==\x1b\\", "https://a.example/"}};
+  auto md = app::markdown_report(r);
+  auto shown = app::printed_report(md, true);
+  CHECK(shown == "# Q\n\nFound it [[1]](https://a.example/).\n\tindented \xE6\xB7\xB1\n\n"
+                 "## Sources\n\n1. A <https://a.example/>\n");
+  // Into a pipe or a file it is data: byte for byte.
+  CHECK(app::printed_report(md, false) == md);
+}
+
 TEST_CASE("report files: a database of Quarry, its WAL, a link or a hard link to it "
           "is refused as a report's path") {
   test::temp_dir dir;

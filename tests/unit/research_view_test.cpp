@@ -57,7 +57,8 @@ TEST_CASE("research_view fits text to a width in code points") {
   CHECK(research_view::fit("this is far too long", 10) == "this is...");
   CHECK(columns(research_view::fit("ééééééééééééééé", 8)) == 8);
   CHECK(research_view::fit("ééééééééééééééé", 8) == "ééééé...");
-  CHECK(research_view::fit("a\nb\tc\x1b[2J", 20) == "a b c[2J");
+  CHECK(research_view::fit("a\nb\tc\x1b[2J", 20) == "a b c");
+  CHECK(research_view::fit("\x1b]0;title\x07\xC2\x9B" "2Jshort", 10) == "short");
   CHECK(research_view::fit("anything", 0).empty());
 }
 
@@ -173,4 +174,50 @@ TEST_CASE("research_view shows the reflective plan as a checklist that follows t
         != std::string::npos);
   CHECK(text.find("verified: 3 of 4 claims supported, 1 unsupported, 0 unverified")
         != std::string::npos);
+}
+
+TEST_CASE("research_view prints no escape sequence from a model, live or not") {
+  // OSC 0 (window title), OSC 52 (clipboard), ESC[2J, 8-bit CSI, BEL.
+  const std::string evil = "\x1b]0;pwned\x07\x1b]52;c;cHduZWQ=\x1b\\\x1b[2J\xC2\x9B" "31m"
+                           "\x07\xC2\x9D" "2;t\xC2\x9C";
+  auto feed = [&](app::research_view& view) {
+    view.on_packet(make("deep_research_plan_delta", {{"content", "1. Step" + evil + "\n"}}));
+    view.on_packet(make("section_end"));
+    view.on_packet(make("research_agent_start", {{"research_task", "Task" + evil}}));
+    view.on_packet(make("search_tool_queries_delta", {{"queries", {"query" + evil}}}));
+    view.on_packet(make("notice", {{"text", "notice" + evil}}));
+    view.on_packet(make("error", {{"message", "server said" + evil}}));
+    view.on_packet(make("plan_step_start", {{"step_id", "s1"}, {"title", "title" + evil}}));
+    view.print_above("log" + evil);
+  };
+  auto injected = [](const std::string& text) {
+    for (std::string bad : {"\x1b]", "\x1b[2J", "\x07", "\xC2\x9B", "\xC2\x9D", "\xC2\x9C",
+                            "pwned", "cHduZWQ"})
+      if (text.find(bad) != std::string::npos)
+        return true;
+    return false;
+  };
+  {
+    captured out;
+    app::research_view view{out.f, false};
+    feed(view);
+    view.finish();
+    auto text = out.text();
+    CAPTURE(text);
+    CHECK_FALSE(injected(text));
+    CHECK(text.find("agent 1: Task") != std::string::npos);
+    CHECK(text.find("error: server said") != std::string::npos);
+  }
+  {
+    captured out;
+    app::research_view view{out.f, true, 200};
+    feed(view);
+    for (const auto& l : view.status_lines(200))
+      CHECK_FALSE(injected(l));
+    view.finish();
+    auto text = out.text();
+    CAPTURE(text);
+    CHECK_FALSE(injected(text));
+    CHECK(text.find("log\n") != std::string::npos);
+  }
 }

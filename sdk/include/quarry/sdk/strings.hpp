@@ -1,7 +1,8 @@
 // This file is part of the Quarry plugin SDK.
 // The string helpers the host and plugins share: trimming, ASCII case,
-// prefixes, hex digits, percent-encoding and -decoding, and (through
-// text.hpp) UTF-8 checks, repair, decoding and appending code points.
+// prefixes, hex digits, percent-encoding and -decoding, UTF-8 decoding,
+// text cleaned of terminal controls, and (through text.hpp) UTF-8 checks,
+// repair and appending code points.
 // Locale-independent, so the same bytes give the same answer everywhere.
 
 #pragma once
@@ -148,6 +149,174 @@ inline utf8_char decode_utf8(std::string_view text, size_t pos) noexcept {
   for (size_t k = 1; k < n; ++k)
     cp = cp << 6 | (static_cast<unsigned char>(text[pos + k]) & 0x3F);
   return {cp, n};
+}
+
+/// The most bytes @ref strip_terminal_controls removes as one escape sequence
+/// or control string, introducer and terminator included. A longer one is
+/// taken for text: only its introducer goes, so a stray `ESC ]` cannot
+/// swallow a whole report.
+inline constexpr size_t max_terminal_sequence = 4096;
+
+namespace detail {
+
+/// One past the final byte of the control sequence whose parameters start at
+/// `text[from]`, or npos when none comes before `limit`: ECMA-48 5.4, shape
+/// `CSI P... I... F` with parameter bytes 0x30-0x3F, intermediate bytes
+/// 0x20-0x2F and a final byte 0x40-0x7E. Any other byte (a control, ESC,
+/// UTF-8) ends the scan without a sequence.
+inline size_t csi_end(std::string_view text, size_t from, size_t limit) noexcept {
+  for (auto i = from; i < text.size() && i < limit; ++i) {
+    auto u = static_cast<unsigned char>(text[i]);
+    if (u >= 0x40 && u <= 0x7E)
+      return i + 1;
+    if (u < 0x20 || u > 0x3F)
+      return std::string_view::npos;
+  }
+  return std::string_view::npos;
+}
+
+/// One past the final byte of the escape sequence whose first byte after ESC
+/// is `text[from]`, or npos: the escape sequences of ECMA-35 (clause 13),
+/// shape `ESC I... F` with intermediate bytes 0x20-0x2F and a final byte
+/// 0x30-0x7E (`ESC 7`, `ESC c`, `ESC ( B`, `ESC # 8`).
+inline size_t escape_end(std::string_view text, size_t from, size_t limit) noexcept {
+  for (auto i = from; i < text.size() && i < limit; ++i) {
+    auto u = static_cast<unsigned char>(text[i]);
+    if (u >= 0x30 && u <= 0x7E)
+      return i + 1;
+    if (u < 0x20 || u > 0x2F)
+      return std::string_view::npos;
+  }
+  return std::string_view::npos;
+}
+
+/// Where the control string (OSC, DCS, SOS, PM, APC: ECMA-48 5.6) whose
+/// content starts at `text[from]` ends, or npos when neither an end nor a cut
+/// comes before `limit` or the end of `text`. It ends one past its
+/// terminator: ST (`ESC \` or U+009C) or, for an OSC (`osc`), BEL as xterm
+/// takes it. It is cut at (and without) ESC followed by anything but `\`,
+/// CAN, SUB or another C1 control, which end a string in a terminal too.
+inline size_t control_string_end(std::string_view text, size_t from, size_t limit,
+                                 bool osc) noexcept {
+  for (auto i = from; i < text.size() && i < limit; ++i) {
+    auto u = static_cast<unsigned char>(text[i]);
+    if (u == 0x07 && osc)
+      return i + 1;
+    if (u == 0x18 || u == 0x1A)
+      return i;
+    if (u == 0x1B)
+      return i + 1 < text.size() && text[i + 1] == '\\' ? i + 2 : i;
+    if (u == 0xC2 && i + 1 < text.size()) {
+      auto next = static_cast<unsigned char>(text[i + 1]);
+      if (next == 0x9C)
+        return i + 2;
+      if (next >= 0x80 && next <= 0x9F)
+        return i;
+    }
+  }
+  return std::string_view::npos;
+}
+
+/// The kind of sequence a C1 control or the byte after ESC introduces, as the
+/// byte after ESC of its 7-bit form (`[` CSI, `]` OSC, `P` DCS, `X` SOS, `^`
+/// PM, `_` APC: ECMA-48 5.3 and 8.3), or 0 when it introduces none.
+constexpr char terminal_introducer(uint32_t c) noexcept {
+  switch (c) {
+    case '[':
+    case 0x9B:
+      return '[';
+    case ']':
+    case 0x9D:
+      return ']';
+    case 'P':
+    case 0x90:
+      return 'P';
+    case 'X':
+    case 0x98:
+      return 'X';
+    case '^':
+    case 0x9E:
+      return '^';
+    case '_':
+    case 0x9F:
+      return '_';
+    default:
+      return 0;
+  }
+}
+
+} // namespace detail
+
+/// `text` cleaned for a terminal: text from outside (a model's answer, a page
+/// title, a question sent over HTTP) that reaches a terminal must not move
+/// the cursor, clear the screen, set the window title or write the
+/// clipboard. Removed, after ECMA-48 (5th edition, 1991):
+/// - whole escape sequences and control strings, 7-bit and 8-bit (C1 as
+///   UTF-8): control sequences `CSI P... I... F` (`ESC [` or U+009B), control
+///   strings up to their ST or BEL (OSC `ESC ]` / U+009D, DCS `ESC P` /
+///   U+0090, SOS `ESC X` / U+0098, PM `ESC ^` / U+009E, APC `ESC _` /
+///   U+009F) and escape sequences `ESC I... F`;
+/// - every other C0 control but line feed and tab (carriage return too: a
+///   caller that needs one writes it itself), DEL, and every other C1 control
+///   (U+0080-U+009F).
+///
+/// A sequence that does not end (the text ends first, a byte that cannot be
+/// in it comes, or it is longer than @ref max_terminal_sequence) loses only
+/// its introducer; the rest stays as text, cleaned the same way. A control
+/// string cut short by ESC, CAN, SUB or another C1 control goes whole, as a
+/// terminal ends it there (ESC then starts what follows). Bytes that
+/// are not UTF-8 become U+FFFD, one each (as @ref repair_utf8), so the
+/// result is valid UTF-8 and holds no byte below 0x20 but `\n` and `\t`, no
+/// 0x7F and no code point U+0080-U+009F. Linear: each byte is looked at most
+/// twice. Valid text without controls (emoji, CJK) is returned unchanged.
+inline std::string strip_terminal_controls(std::string_view text) {
+  constexpr auto npos = std::string_view::npos;
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    auto u = static_cast<unsigned char>(text[i]);
+    if ((u >= 0x20 && u < 0x7F) || u == '\n' || u == '\t') {
+      out += text[i++];
+      continue;
+    }
+    char kind = 0;   // what the introducer at `i` starts; 'e' for ESC I... F
+    size_t body = 0; // the first byte after the introducer
+    if (u == 0x1B) {
+      auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+      kind = next < 0x80 ? detail::terminal_introducer(next) : 0;
+      body = i + (kind != 0 ? 2 : 1);
+      if (kind == 0)
+        kind = 'e';
+    } else if (u < 0x80) {
+      ++i; // another C0 control or DEL
+      continue;
+    } else {
+      auto c = decode_utf8(text, i);
+      if (c.length == 1) {
+        out += utf8_replacement; // not UTF-8 (a lone 8-bit C1 byte too)
+        ++i;
+        continue;
+      }
+      if (c.code_point > 0x9F) {
+        out.append(text, i, c.length);
+        i += c.length;
+        continue;
+      }
+      kind = detail::terminal_introducer(c.code_point);
+      body = i + c.length;
+      if (kind == 0) {
+        i = body; // a C1 control that starts nothing (NEL, ST alone, ...)
+        continue;
+      }
+    }
+    auto limit = i + max_terminal_sequence;
+    auto end = kind == '['   ? detail::csi_end(text, body, limit)
+               : kind == 'e' ? detail::escape_end(text, body, limit)
+                             : detail::control_string_end(text, body, limit, kind == ']');
+    i = end == npos ? body : end;
+  }
+  return out;
 }
 
 } // namespace quarry::sdk

@@ -222,6 +222,7 @@ TEST_CASE("store faults: a burst over server.max_running_sessions leaves no row 
   for (const auto& id : accepted_ids)
     if (!id.empty())
       CHECK(stored.count(id) == 1);
-  for (const auto& s : call("GET", srv.url("/v1/research?state=failed")).as_json()["sessions"])
+  auto failed = call("GET", srv.url("/v1/research?state=failed")).as_json();
+  for (const auto& s : failed["sessions"])
     FAIL_CHECK("a failed session was stored: " << s.dump());
 }

@@ -18,19 +18,9 @@
 using namespace quarry;
 using namespace quarry::test::script;
 using namespace std::chrono_literals;
+using test::shell_quote;
 
 namespace {
-
-std::string shell_quote(const std::string& x) {
-  std::string out = "'";
-  for (auto c : x) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
-}
 
 /// A tmux server of its own (socket in a temporary folder).
 struct tmux_session {

@@ -23,6 +23,7 @@
 using namespace quarry;
 using namespace quarry::test::script;
 using namespace std::chrono_literals;
+using test::shell_quote;
 
 namespace {
 
@@ -36,17 +37,6 @@ std::string hostile(const std::string& tag) {
 }
 
 const std::string tmux_title = "quarry-escape-test";
-
-std::string shell_quote(const std::string& x) {
-  std::string out = "'";
-  for (auto c : x) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
-}
 
 // `quarry args...` as a shell command with the environment of
 // isolated_quarry_options(home, env) (`env -u NAME NAME=value ...`).

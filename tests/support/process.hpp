@@ -127,6 +127,18 @@ private:
   process_result result_;
 };
 
+/// `x` quoted for a POSIX shell: in single quotes, each `'` written `'\''`.
+inline std::string shell_quote(const std::string& x) {
+  std::string out = "'";
+  for (auto c : x) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
 /// Reads a whole file; empty if it cannot be read.
 std::string read_file(const std::string& path);
 

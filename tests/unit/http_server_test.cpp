@@ -273,6 +273,17 @@ void echo(http::request req, std::shared_ptr<http::responder> res) {
   res->respond(http::json_response(200, j));
 }
 
+// The server answered the request on `c` with 400 bad_request, said it
+// closes, and closed.
+void check_bad_request_closed(raw_client& c) {
+  auto r = c.read_response();
+  REQUIRE(r);
+  CHECK(r->status == 400);
+  CHECK(r->field("Connection") == "close");
+  CHECK(nlohmann::json::parse(r->body)["error"]["code"] == "bad_request");
+  CHECK(c.read_until_closed());
+}
+
 } // namespace
 
 TEST_CASE("http server: JSON error helpers build the documented body") {
@@ -406,12 +417,7 @@ TEST_CASE("http server: a malformed request is answered 400 and closed") {
     CAPTURE(bytes);
     raw_client c{srv->port()};
     REQUIRE(c.send(bytes));
-    auto r = c.read_response();
-    REQUIRE(r);
-    CHECK(r->status == 400);
-    CHECK(r->field("Connection") == "close");
-    CHECK(nlohmann::json::parse(r->body)["error"]["code"] == "bad_request");
-    CHECK(c.read_until_closed());
+    check_bad_request_closed(c);
   }
   // Random bytes never crash it.
   uint32_t seed = 12345;
@@ -1087,12 +1093,7 @@ struct framing_server {
     const int smuggled_before = smuggled.load();
     raw_client c{srv->port()};
     REQUIRE(c.send(bytes + std::string{smuggled_request}));
-    auto r = c.read_response();
-    REQUIRE(r);
-    CHECK(r->status == 400);
-    CHECK(r->field("Connection") == "close");
-    CHECK(nlohmann::json::parse(r->body)["error"]["code"] == "bad_request");
-    CHECK(c.read_until_closed());
+    check_bad_request_closed(c);
     CHECK(c.data().empty()); // no answer to the smuggled request
     CHECK(smuggled.load() == smuggled_before);
   }

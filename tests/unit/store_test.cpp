@@ -1568,3 +1568,17 @@ TEST_CASE("store: a state change can replace the session's options") {
   CHECK(read_ok(db->session(id))->options["answers"] == "cold\n");
   CHECK(read_ok(db->session(id))->state == session_state::completed);
 }
+
+TEST_CASE("store: a file that is not SQLite, with a journal beside it, is refused "
+          "before SQLite reads the journal") {
+  test::temp_dir dir;
+  std::string content = "my notes, not a database\n";
+  std::string journal(2048, '\xd9');
+  auto path = dir.write("notes.db", content);
+  dir.write("notes.db-journal", journal);
+  auto err = open_fails(path);
+  CHECK(err.message.find("not a SQLite database") != std::string::npos);
+  CHECK(test::read_file(path) == content);
+  CHECK(test::read_file(path + "-journal") == journal);
+  CHECK_FALSE(fs::exists(path + "-wal"));
+}

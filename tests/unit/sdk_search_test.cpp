@@ -188,7 +188,8 @@ TEST_CASE("sdk buffered_response_sink maps error statuses and keeps the body") {
   REQUIRE(out.failure.has_value());
   CHECK(out.failure->code == sdk::errc::rate_limited);
   CHECK(out.failure->http_status == 429);
-  CHECK(out.failure->message == "Slowdown now");
+  // A line break is a space: "Slow\ndown" is two words.
+  CHECK(out.failure->message == "Slow down now");
   CHECK(out.failure->retry_after_ms == 3000);
   CHECK(out.failure->retry_hint == true);
   CHECK(out.response.body.find("Slow") != std::string::npos);
@@ -219,6 +220,11 @@ TEST_CASE("sdk http_error_message reads common error shapes, bounded") {
         == 300);
   // Invalid UTF-8 is repaired, never passed on.
   CHECK(sdk::is_valid_utf8(sdk::http_error_message("\xff\xfe oops")));
+  // Escape sequences go whole (the message may reach a terminal); line
+  // breaks and tabs are spaces.
+  CHECK(sdk::http_error_message("{\"error\": {\"message\": \"bad\\u001b]0;pwned\\u0007 "
+                                "key\\u001b[2J\\n\\tnow\xC2\x9B" "31m!\"}}")
+        == "bad key now!");
 }
 
 TEST_CASE("sdk search_queries reads strings and arrays, trims, drops repeats") {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 using namespace quarry;
 using sdk::strip_terminal_controls;
@@ -245,5 +246,83 @@ TEST_CASE("terminal controls: any bytes give terminal-safe text") {
     }
     CAPTURE(x);
     strip(x);
+  }
+}
+
+namespace {
+
+/// `x` cut at `cuts` (ascending offsets), fed piece by piece.
+std::string filtered(const std::string& x, const std::vector<size_t>& cuts) {
+  quarry::sdk::terminal_text_filter f;
+  std::string out;
+  size_t from = 0;
+  for (auto at : cuts) {
+    out += f.feed(std::string_view{x}.substr(from, at - from));
+    from = at;
+  }
+  out += f.feed(std::string_view{x}.substr(from));
+  out += f.finish();
+  CHECK(f.pending() == 0);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("terminal controls: a stream cut anywhere is cleaned as the whole text") {
+  // Every sequence kind, split at every byte.
+  const std::vector<std::string> samples{
+    "a\x1b]0;pwned\x07" "b",
+    "a\x1b]52;c;ZXZpbA==\x1b\\b",
+    "x\x1b[2J\x1b[1;31mred\x1b[0m",
+    "\xc2\x9b" "2J after \xc2\x9d" "0;t\xc2\x9c end",
+    "\x1bP dcs \x1b\\ ok \x1b_ apc \x1b\\",
+    "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 \x1b(B",
+    "\x1b]0;cut by esc\x1b[31mrest",
+    "lone\x1b",
+    "open osc \x1b]0;never ends",
+  };
+  for (const auto& x : samples) {
+    auto whole = strip_terminal_controls(x);
+    for (size_t at = 0; at <= x.size(); ++at) {
+      CAPTURE(x);
+      CAPTURE(at);
+      CHECK(filtered(x, {at}) == whole);
+    }
+    std::vector<size_t> every;
+    for (size_t at = 1; at < x.size(); ++at)
+      every.push_back(at);
+    CHECK(filtered(x, every) == whole);
+  }
+}
+
+TEST_CASE("terminal controls: a stream holds back at most one bounded sequence") {
+  quarry::sdk::terminal_text_filter f;
+  std::string out = f.feed("text \x1b]0;");
+  CHECK(out == "text ");
+  CHECK(f.pending() == 4);
+  // An OSC longer than the bound is text: its introducer goes, the rest
+  // is printed as it comes.
+  out = f.feed(std::string(quarry::sdk::max_terminal_sequence, 'x'));
+  CHECK(f.pending() == 0);
+  CHECK(out == "0;" + std::string(quarry::sdk::max_terminal_sequence, 'x'));
+  CHECK(f.finish().empty());
+}
+
+TEST_CASE("terminal controls: random pieces of random bytes agree with the whole") {
+  const std::string alphabet = std::string{"\x1b\x07\x18\x1a\r\n\t\xc2\x9b\x9c\x9d\x90\xe6\xff"}
+                               + "[]P^_X\\;0123456789 ()#mJHa";
+  uint32_t seed = 777;
+  auto next = [&] { return (seed = seed * 1103515245 + 12345) >> 16; };
+  for (int round = 0; round < 2000; ++round) {
+    std::string x;
+    auto n = next() % 64;
+    for (uint32_t k = 0; k < n; ++k)
+      x += alphabet[next() % alphabet.size()];
+    std::vector<size_t> cuts;
+    for (size_t at = 1; at < x.size(); ++at)
+      if (next() % 3 == 0)
+        cuts.push_back(at);
+    CAPTURE(x);
+    CHECK(filtered(x, cuts) == strip_terminal_controls(x));
   }
 }

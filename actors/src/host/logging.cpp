@@ -3,8 +3,10 @@
 #include "quarry/host/logging.hpp"
 
 #include "quarry/sdk/secrets.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -74,7 +76,7 @@ public:
   enum class style { plain, text, json };
 
   stderr_sink(style how, std::vector<std::string> secrets)
-    : style_(how), secrets_(std::move(secrets)) {
+    : style_(how), secrets_(std::move(secrets)), terminal_(::isatty(STDERR_FILENO) == 1) {
     // nop
   }
 
@@ -82,6 +84,10 @@ protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
     std::string text{msg.payload.data(), msg.payload.size()};
     text = sdk::mask_secrets(std::move(text), secrets_);
+    // A record may quote a server's error body or a page title: on a
+    // terminal it must not move the cursor or set the title.
+    if (terminal_)
+      text = sdk::strip_terminal_controls(text);
     std::string line;
     if (style_ == style::plain) {
       // The command's own messages look the same: "quarry: ...".
@@ -110,6 +116,7 @@ protected:
 private:
   style style_;
   std::vector<std::string> secrets_;
+  bool terminal_;
 };
 
 } // namespace

@@ -241,7 +241,7 @@ TEST_CASE("web_search_common extracts error messages from bodies") {
         == "Unauthorized: missing API key.");
   CHECK(error_message_of(R"({"error":"No query"})") == "No query");
   CHECK(error_message_of(R"({"message":"Unauthorized."})") == "Unauthorized.");
-  CHECK(error_message_of("<html>oops\n</html>") == "<html>oops</html>");
+  CHECK(error_message_of("<html>oops\n</html>") == "<html>oops </html>");
   CHECK(error_message_of(std::string(1000, 'x')).size() == 200);
   auto err = classify_status(429, {{"Retry-After", "3"}}, "slow down");
   CHECK(err.code == quarry::sdk::errc::rate_limited);

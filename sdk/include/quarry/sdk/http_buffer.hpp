@@ -8,6 +8,7 @@
 #include "quarry/sdk/host.hpp"
 #include "quarry/sdk/http_errors.hpp"
 #include "quarry/sdk/json.hpp"
+#include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/text.hpp"
 #include "quarry/sdk/types.hpp"
 
@@ -37,9 +38,10 @@ struct http_response {
 /// Returns a readable message from an API's error body, at most `max_size`
 /// bytes of valid UTF-8 on one line: the JSON members `error.detail`,
 /// `error.message`, `error.code`, `error` (a string), `detail.error`,
-/// `detail` or `message`, else the first 200 bytes of the body. Control
-/// characters (line breaks too) are dropped, runs of spaces fold to one and
-/// the ends are trimmed.
+/// `detail` or `message`, else the first 200 bytes of the body. Escape
+/// sequences and control characters go (@ref strip_terminal_controls: the
+/// message may reach a terminal), line breaks and tabs become spaces, runs of
+/// spaces fold to one and the ends are trimmed.
 inline std::string http_error_message(std::string_view body,
                                       size_t max_size = 300) {
   std::string msg;
@@ -70,9 +72,10 @@ inline std::string http_error_message(std::string_view body,
     msg = std::string{utf8_prefix(body, 200)};
   std::string out;
   out.reserve(msg.size());
-  for (auto c : msg) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f || (c == ' ' && (out.empty() || out.back() == ' ')))
+  for (auto c : strip_terminal_controls(msg)) {
+    if (c == '\n' || c == '\t')
+      c = ' ';
+    if (c == ' ' && (out.empty() || out.back() == ' '))
       continue;
     out += c;
   }

@@ -159,12 +159,25 @@ inline constexpr size_t max_terminal_sequence = 4096;
 
 namespace detail {
 
+/// What a scan below answers when `text` ends before the sequence does and
+/// more text may follow (a stream cut into chunks): hold the sequence back.
+inline constexpr size_t terminal_more = std::string_view::npos - 1;
+
+/// What a scan answers when it reaches the end of `text`: npos when `text`
+/// is all there is or the sequence reached `limit`, @ref terminal_more when
+/// more text may follow.
+constexpr size_t terminal_ran_out(std::string_view text, size_t limit,
+                                  bool final) noexcept {
+  return !final && limit > text.size() ? terminal_more : std::string_view::npos;
+}
+
 /// One past the final byte of the control sequence whose parameters start at
 /// `text[from]`, or npos when none comes before `limit`: ECMA-48 5.4, shape
 /// `CSI P... I... F` with parameter bytes 0x30-0x3F, intermediate bytes
 /// 0x20-0x2F and a final byte 0x40-0x7E. Any other byte (a control, ESC,
 /// UTF-8) ends the scan without a sequence.
-inline size_t csi_end(std::string_view text, size_t from, size_t limit) noexcept {
+inline size_t csi_end(std::string_view text, size_t from, size_t limit,
+                      bool final = true) noexcept {
   for (auto i = from; i < text.size() && i < limit; ++i) {
     auto u = static_cast<unsigned char>(text[i]);
     if (u >= 0x40 && u <= 0x7E)
@@ -172,14 +185,15 @@ inline size_t csi_end(std::string_view text, size_t from, size_t limit) noexcept
     if (u < 0x20 || u > 0x3F)
       return std::string_view::npos;
   }
-  return std::string_view::npos;
+  return terminal_ran_out(text, limit, final);
 }
 
 /// One past the final byte of the escape sequence whose first byte after ESC
 /// is `text[from]`, or npos: the escape sequences of ECMA-35 (clause 13),
 /// shape `ESC I... F` with intermediate bytes 0x20-0x2F and a final byte
 /// 0x30-0x7E (`ESC 7`, `ESC c`, `ESC ( B`, `ESC # 8`).
-inline size_t escape_end(std::string_view text, size_t from, size_t limit) noexcept {
+inline size_t escape_end(std::string_view text, size_t from, size_t limit,
+                         bool final = true) noexcept {
   for (auto i = from; i < text.size() && i < limit; ++i) {
     auto u = static_cast<unsigned char>(text[i]);
     if (u >= 0x30 && u <= 0x7E)
@@ -187,7 +201,7 @@ inline size_t escape_end(std::string_view text, size_t from, size_t limit) noexc
     if (u < 0x20 || u > 0x2F)
       return std::string_view::npos;
   }
-  return std::string_view::npos;
+  return terminal_ran_out(text, limit, final);
 }
 
 /// Where the control string (OSC, DCS, SOS, PM, APC: ECMA-48 5.6) whose
@@ -197,13 +211,15 @@ inline size_t escape_end(std::string_view text, size_t from, size_t limit) noexc
 /// takes it. It is cut at (and without) ESC followed by anything but `\`,
 /// CAN, SUB or another C1 control, which end a string in a terminal too.
 inline size_t control_string_end(std::string_view text, size_t from, size_t limit,
-                                 bool osc) noexcept {
+                                 bool osc, bool final = true) noexcept {
   for (auto i = from; i < text.size() && i < limit; ++i) {
     auto u = static_cast<unsigned char>(text[i]);
     if (u == 0x07 && osc)
       return i + 1;
     if (u == 0x18 || u == 0x1A)
       return i;
+    if ((u == 0x1B || u == 0xC2) && i + 1 == text.size() && !final && limit > text.size())
+      return terminal_more; // what the byte after it means is still to come
     if (u == 0x1B)
       return i + 1 < text.size() && text[i + 1] == '\\' ? i + 2 : i;
     if (u == 0xC2 && i + 1 < text.size()) {
@@ -214,7 +230,7 @@ inline size_t control_string_end(std::string_view text, size_t from, size_t limi
         return i;
     }
   }
-  return std::string_view::npos;
+  return terminal_ran_out(text, limit, final);
 }
 
 /// The kind of sequence a C1 control or the byte after ESC introduces, as the
@@ -245,6 +261,84 @@ constexpr char terminal_introducer(uint32_t c) noexcept {
   }
 }
 
+/// Whether `text[pos..]` is the start of a UTF-8 sequence cut by the end of
+/// `text`: a lead byte and fewer continuation bytes than it announces.
+inline bool utf8_cut_short(std::string_view text, size_t pos) noexcept {
+  auto lead = static_cast<unsigned char>(text[pos]);
+  size_t n = lead >= 0xC2 && lead <= 0xDF   ? 2
+             : lead >= 0xE0 && lead <= 0xEF ? 3
+             : lead >= 0xF0 && lead <= 0xF4 ? 4
+                                            : 0;
+  if (n == 0 || pos + n <= text.size())
+    return false;
+  for (auto k = pos + 1; k < text.size(); ++k)
+    if ((static_cast<unsigned char>(text[k]) & 0xC0) != 0x80)
+      return false;
+  return true;
+}
+
+/// Appends `text` cleaned for a terminal to `out` (the rules of
+/// @ref strip_terminal_controls) and returns how many bytes of `text` it
+/// used. With `final`, all of them; without, it stops before a sequence or a
+/// UTF-8 character that the end of `text` cuts short (at most
+/// @ref max_terminal_sequence bytes), which the caller keeps for the next
+/// piece.
+inline size_t clean_terminal_text(std::string_view text, std::string& out,
+                                  bool final) {
+  constexpr auto npos = std::string_view::npos;
+  out.reserve(out.size() + text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    auto u = static_cast<unsigned char>(text[i]);
+    if ((u >= 0x20 && u < 0x7F) || u == '\n' || u == '\t') {
+      out += text[i++];
+      continue;
+    }
+    char kind = 0;   // what the introducer at `i` starts; 'e' for ESC I... F
+    size_t body = 0; // the first byte after the introducer
+    if (u == 0x1B) {
+      if (i + 1 == text.size() && !final)
+        return i;
+      auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+      kind = next < 0x80 ? terminal_introducer(next) : 0;
+      body = i + (kind != 0 ? 2 : 1);
+      if (kind == 0)
+        kind = 'e';
+    } else if (u < 0x80) {
+      ++i; // another C0 control or DEL
+      continue;
+    } else {
+      if (!final && utf8_cut_short(text, i))
+        return i;
+      auto c = decode_utf8(text, i);
+      if (c.length == 1) {
+        out += utf8_replacement; // not UTF-8 (a lone 8-bit C1 byte too)
+        ++i;
+        continue;
+      }
+      if (c.code_point > 0x9F) {
+        out.append(text, i, c.length);
+        i += c.length;
+        continue;
+      }
+      kind = terminal_introducer(c.code_point);
+      body = i + c.length;
+      if (kind == 0) {
+        i = body; // a C1 control that starts nothing (NEL, ST alone, ...)
+        continue;
+      }
+    }
+    auto limit = i + max_terminal_sequence;
+    auto end = kind == '['   ? csi_end(text, body, limit, final)
+               : kind == 'e' ? escape_end(text, body, limit, final)
+                             : control_string_end(text, body, limit, kind == ']', final);
+    if (end == terminal_more)
+      return i;
+    i = end == npos ? body : end;
+  }
+  return text.size();
+}
+
 } // namespace detail
 
 /// `text` cleaned for a terminal: text from outside (a model's answer, a page
@@ -269,54 +363,53 @@ constexpr char terminal_introducer(uint32_t c) noexcept {
 /// result is valid UTF-8 and holds no byte below 0x20 but `\n` and `\t`, no
 /// 0x7F and no code point U+0080-U+009F. Linear: each byte is looked at most
 /// twice. Valid text without controls (emoji, CJK) is returned unchanged.
+/// For text that arrives in pieces, see @ref terminal_text_filter.
 inline std::string strip_terminal_controls(std::string_view text) {
-  constexpr auto npos = std::string_view::npos;
   std::string out;
-  out.reserve(text.size());
-  size_t i = 0;
-  while (i < text.size()) {
-    auto u = static_cast<unsigned char>(text[i]);
-    if ((u >= 0x20 && u < 0x7F) || u == '\n' || u == '\t') {
-      out += text[i++];
-      continue;
-    }
-    char kind = 0;   // what the introducer at `i` starts; 'e' for ESC I... F
-    size_t body = 0; // the first byte after the introducer
-    if (u == 0x1B) {
-      auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
-      kind = next < 0x80 ? detail::terminal_introducer(next) : 0;
-      body = i + (kind != 0 ? 2 : 1);
-      if (kind == 0)
-        kind = 'e';
-    } else if (u < 0x80) {
-      ++i; // another C0 control or DEL
-      continue;
-    } else {
-      auto c = decode_utf8(text, i);
-      if (c.length == 1) {
-        out += utf8_replacement; // not UTF-8 (a lone 8-bit C1 byte too)
-        ++i;
-        continue;
-      }
-      if (c.code_point > 0x9F) {
-        out.append(text, i, c.length);
-        i += c.length;
-        continue;
-      }
-      kind = detail::terminal_introducer(c.code_point);
-      body = i + c.length;
-      if (kind == 0) {
-        i = body; // a C1 control that starts nothing (NEL, ST alone, ...)
-        continue;
-      }
-    }
-    auto limit = i + max_terminal_sequence;
-    auto end = kind == '['   ? detail::csi_end(text, body, limit)
-               : kind == 'e' ? detail::escape_end(text, body, limit)
-                             : detail::control_string_end(text, body, limit, kind == ']');
-    i = end == npos ? body : end;
-  }
+  detail::clean_terminal_text(text, out, true);
   return out;
 }
+
+/// @ref strip_terminal_controls for text that arrives in pieces (a streamed
+/// answer, writes to a terminal): a sequence or UTF-8 character split
+/// between two pieces is cleaned as if it came whole. `feed` returns what can
+/// be printed now and keeps at most @ref max_terminal_sequence bytes of an
+/// unfinished sequence; `finish` returns the rest, cleaned as the end of the
+/// text. The concatenation of the outputs equals `strip_terminal_controls` of
+/// the concatenated pieces.
+class terminal_text_filter {
+public:
+  /// The cleaned text of `piece` (and of what an earlier piece left) that
+  /// no later piece can change.
+  std::string feed(std::string_view piece) {
+    std::string out;
+    if (pending_.empty()) {
+      auto used = detail::clean_terminal_text(piece, out, false);
+      pending_.assign(piece.substr(used));
+      return out;
+    }
+    pending_.append(piece);
+    auto used = detail::clean_terminal_text(pending_, out, false);
+    pending_.erase(0, used);
+    return out;
+  }
+
+  /// The cleaned rest, taken as the end of the text; the filter is empty
+  /// afterwards.
+  std::string finish() {
+    std::string out;
+    detail::clean_terminal_text(pending_, out, true);
+    pending_.clear();
+    return out;
+  }
+
+  /// The bytes held back, waiting for the rest of a sequence.
+  size_t pending() const noexcept {
+    return pending_.size();
+  }
+
+private:
+  std::string pending_;
+};
 
 } // namespace quarry::sdk

@@ -165,9 +165,15 @@ void context::load_plugins() {
   if (!services)
     services = std::make_unique<host::host_services>(config.values);
   registry = std::make_unique<host::plugin_registry>(*services);
+  registry->allow_unsafe_permissions(config.values.plugins.allow_unsafe_permissions);
   plugin_dirs = plugin_search_path(options, config.values);
   for (const auto& problem : registry->load_directories(plugin_dirs))
     spdlog::warn("{}", problem);
+  for (const auto& x : registry->plugins())
+    if (x.ok && !x.unsafe.empty())
+      spdlog::warn("{}: loaded only because plugins.allow_unsafe_permissions "
+                   "is true: {}",
+                   x.file, x.unsafe);
 }
 
 int run(int argc, char** argv) {

@@ -60,6 +60,9 @@ int cmd_plugins(context& ctx, bool json) {
         row["version"] = x.version;
         row["description"] = x.description;
         row["sdk_version"] = sdk::version_string(x.sdk_version);
+        // Loaded only because plugins.allow_unsafe_permissions is true.
+        if (!x.unsafe.empty())
+          row["unsafe"] = x.unsafe;
       } else {
         // Known when the file has this host's ABI but failed a later check.
         row["name"] = x.name.empty() ? nlohmann::json() : nlohmann::json(x.name);
@@ -72,7 +75,9 @@ int cmd_plugins(context& ctx, bool json) {
     }
     nlohmann::json out{{"plugins", rows},
                        {"dirs", ctx.plugin_dirs},
-                       {"missing", missing}};
+                       {"missing", missing},
+                       {"allow_unsafe_permissions",
+                        ctx.registry->allow_unsafe_permissions()}};
     std::cout << out.dump(2) << "\n";
   } else if (infos.empty()) {
     std::cout << "No plugin files found. Searched:\n";
@@ -82,10 +87,13 @@ int cmd_plugins(context& ctx, bool json) {
     // name, kind, version, status, file, description
     std::vector<std::vector<std::string>> table;
     table.push_back({"NAME", "KIND", "VERSION", "STATUS", "FILE", "DESCRIPTION"});
+    // `unsafe`: loaded only because plugins.allow_unsafe_permissions is
+    // true (the reason is on stderr).
     for (const auto& x : infos)
       table.push_back({x.name.empty() ? "-" : x.name, x.ok ? sdk::to_string(x.kind) : "-",
-                       x.ok ? x.version : "-", x.ok ? "ok" : "error", x.file,
-                       x.ok ? x.description : x.error});
+                       x.ok ? x.version : "-",
+                       !x.ok ? "error" : x.unsafe.empty() ? "ok" : "unsafe",
+                       x.file, x.ok ? x.description : x.error});
     std::vector<size_t> width(table.front().size(), 0);
     for (const auto& row : table)
       for (size_t i = 0; i + 1 < row.size(); ++i)
@@ -100,6 +108,10 @@ int cmd_plugins(context& ctx, bool json) {
       std::cout << line.str() << "\n";
     }
   }
+  if (ctx.registry->allow_unsafe_permissions())
+    std::cerr << "quarry: warning: plugins.allow_unsafe_permissions is true: "
+                 "plugin files that others could change are loaded (for "
+                 "development only)\n";
   for (const auto& why : missing)
     std::cerr << "quarry: " << why << "\n";
   return missing.empty() ? exit_ok : exit_failure;

@@ -518,6 +518,11 @@ int cmd_serve(context& ctx, const serve_options& opts) {
   auto opened = open_store(cfg);
   if (auto* why = std::get_if<std::string>(&opened)) {
     std::cerr << "quarry: the research store cannot be used: " << *why << "\n";
+    // The API could only answer 503 to everything that writes (every
+    // research), so the server does not start (docs/api.md).
+    if (why->find("': read-only (") != std::string::npos)
+      std::cerr << "quarry: quarry serve writes every session to the store: give it a "
+                   "writable store.path\n";
     return exit_failure;
   }
   auto db = std::get<std::shared_ptr<store::store>>(std::move(opened));
@@ -604,6 +609,8 @@ int cmd_serve(context& ctx, const serve_options& opts) {
   so.heartbeat = cfg.server.heartbeat;
   so.auth_token = cfg.server.auth_token;
   so.cors_origins = cfg.server.cors_origins;
+  so.allowed_hosts = cfg.server.allowed_hosts;
+  so.allowed_origins = cfg.server.allowed_origins;
   so.public_paths = {"/healthz", "/"};
   size_t count = 0;
   const auto* assets = web::all_assets(count);
@@ -613,7 +620,9 @@ int cmd_serve(context& ctx, const serve_options& opts) {
   if (auto* err = std::get_if<sdk::error>(&started)) {
     std::cerr << "quarry: " << err->message << "\n";
     caf::anon_send(manager, actors::stop_atom::value);
-    return exit_failure;
+    // A setting that is not valid (server.allowed_hosts, ...) is a usage
+    // error, as a bad --listen is.
+    return err->code == sdk::errc::bad_request ? exit_usage : exit_failure;
   }
   auto server = std::get<std::unique_ptr<http::server>>(std::move(started));
   server_for_metrics->server = server.get();

@@ -57,7 +57,8 @@ std::optional<opened_session> find_session(context& ctx, const std::string& id,
   }
   auto opened = open_store(ctx.config.values, !write);
   if (auto* why = std::get_if<std::string>(&opened)) {
-    std::cerr << "quarry: the research store cannot be read: " << *why << "\n";
+    std::cerr << "quarry: the research store cannot be " << (write ? "used: " : "read: ")
+              << *why << "\n";
     return std::nullopt;
   }
   auto db = std::get<std::shared_ptr<store::store>>(std::move(opened));

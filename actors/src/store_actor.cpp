@@ -36,8 +36,12 @@ struct store_state {
   store_actor_settings settings;
   store::batch pending;
   bool tick_scheduled = false;
-  // Sessions whose writes failed: nothing more is written for them.
-  std::set<std::string> failed;
+  // Sessions whose writes failed, with the error: nothing more is written
+  // for them but why they stopped being saved (unsaved_ends).
+  std::map<std::string, std::string> failed;
+  // The end of each failed session whose run ended: `interrupted` with the
+  // reason, tried again at every write until it is stored.
+  std::vector<store::batch::state_write> unsaved_ends;
   std::map<std::string, store_listener_actor> listeners;
   // The first error since the last flush.
   std::string error;
@@ -88,11 +92,58 @@ void write_pending(store_ptr self) {
   // Every session of the failed batch stops being stored: a later packet of
   // one of them would follow a gap.
   for (const auto& id : sessions_of(b)) {
-    if (!st.failed.insert(id).second)
+    if (!st.failed.emplace(id, message).second)
       continue;
     if (auto l = st.listeners.find(id); l != st.listeners.end())
       self->send(l->second, store_failed_atom::value, id, message);
   }
+}
+
+// Writes the ends of failed sessions (small: a state each, one per
+// transaction), if any; on a full disk this may work once space was freed,
+// or when SQLite can reuse the pages of its log. Those that fail are kept
+// for the next try, but for a session that is gone (removed meanwhile).
+void write_unsaved_ends(store_ptr self) {
+  auto& st = self->state;
+  std::vector<store::batch::state_write> kept;
+  for (auto& end : st.unsaved_ends) {
+    store::batch one;
+    one.states.push_back(end);
+    auto failure = st.db->write(one);
+    if (!failure)
+      continue;
+    if (failure->code == sdk::errc::bad_request)
+      spdlog::error("session {}: why it stopped being saved is not stored: {}",
+                    end.session_id, failure->message);
+    else
+      kept.push_back(std::move(end));
+  }
+  if (!kept.empty())
+    spdlog::warn("why {} session(s) stopped being saved could not be stored yet",
+                 kept.size());
+  st.unsaved_ends = std::move(kept);
+}
+
+// A failed session's run ended (`state`): it is stored as interrupted (what
+// was saved can be resumed) with the write error that stopped its saving,
+// whatever state its run ended in.
+void end_unsaved(store_ptr self, const std::string& session, const std::string& state,
+                 const std::string& write_error) {
+  auto s = store::session_state_from(state);
+  if (!s || *s == store::session_state::running || *s == store::session_state::pending)
+    return;
+  std::string_view why = write_error;
+  if (why.rfind("research store: ", 0) == 0)
+    why.remove_prefix(16);
+  auto& ends = self->state.unsaved_ends;
+  ends.erase(std::remove_if(ends.begin(), ends.end(),
+                            [&](const auto& x) { return x.session_id == session; }),
+             ends.end());
+  ends.push_back({session, store::session_state::interrupted,
+                  "the research store could not be written, so the rest of this "
+                  "session was not saved: "
+                    + std::string{why}});
+  write_unsaved_ends(self);
 }
 
 void schedule(store_ptr self) {
@@ -109,6 +160,16 @@ void schedule(store_ptr self) {
 
 bool accepts(store_ptr self, const std::string& session) {
   return self->state.failed.count(session) == 0;
+}
+
+// Whether a state change of `session` is taken; for a failed session, its
+// end is kept as end_unsaved says instead.
+bool accepts_state(store_ptr self, const std::string& session, const std::string& state) {
+  auto f = self->state.failed.find(session);
+  if (f == self->state.failed.end())
+    return true;
+  end_unsaved(self, session, state, f->second);
+  return false;
 }
 
 // Packets that are also rows: a usage packet is a usage row; the deltas of
@@ -229,7 +290,7 @@ store_full_actor::behavior_type store_impl(store_ptr self,
       schedule(self);
     },
     [=](state_atom, std::string& session, std::string& state, std::string& error) {
-      if (!accepts(self, session))
+      if (!accepts_state(self, session, state))
         return;
       auto s = store::session_state_from(state);
       if (!s) {
@@ -241,7 +302,7 @@ store_full_actor::behavior_type store_impl(store_ptr self,
     },
     [=](state_atom, std::string& session, std::string& state, std::string& error,
         const std::string& options) {
-      if (!accepts(self, session))
+      if (!accepts_state(self, session, state))
         return;
       auto s = store::session_state_from(state);
       auto o = nlohmann::json::parse(options, nullptr, false);
@@ -282,6 +343,10 @@ store_full_actor::behavior_type store_impl(store_ptr self,
     },
     [=](remove_atom, const std::string& id) -> std::string {
       write_pending(self);
+      auto& ends = self->state.unsaved_ends;
+      ends.erase(std::remove_if(ends.begin(), ends.end(),
+                                [&](const auto& x) { return x.session_id == id; }),
+                 ends.end());
       auto removed = self->state.db->remove(id);
       if (auto* err = std::get_if<sdk::error>(&removed))
         return err->message;
@@ -293,10 +358,15 @@ store_full_actor::behavior_type store_impl(store_ptr self,
       // A new emitter of the session goes on from what is stored (a failed
       // batch left nothing behind), so its writes are taken again.
       self->state.failed.erase(session);
+      auto& ends = self->state.unsaved_ends;
+      ends.erase(std::remove_if(ends.begin(), ends.end(),
+                                [&](const auto& x) { return x.session_id == session; }),
+                 ends.end());
       self->state.listeners[session] = std::move(listener);
     },
     [=](flush_atom) -> std::string {
       write_pending(self);
+      write_unsaved_ends(self);
       auto out = std::move(self->state.error);
       self->state.error.clear();
       return out;
@@ -307,6 +377,7 @@ store_full_actor::behavior_type store_impl(store_ptr self,
     },
     [=](stop_atom) {
       write_pending(self);
+      write_unsaved_ends(self);
       self->quit();
     },
   };

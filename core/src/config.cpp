@@ -6,6 +6,7 @@
 #include "quarry/core/config_limits.hpp"
 
 #include "quarry/core/duration.hpp"
+#include "quarry/core/regular_file.hpp"
 #include "quarry/sdk/strings.hpp"
 
 #include <yaml-cpp/eventhandler.h>
@@ -17,6 +18,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -28,6 +30,9 @@
 #include <sstream>
 #include <type_traits>
 #include <utility>
+#include <variant>
+
+#include <sys/stat.h>
 
 namespace quarry::core {
 
@@ -38,7 +43,6 @@ using json = nlohmann::json;
 // Limits that keep hostile input from exhausting the stack or memory.
 constexpr int max_depth = 64;
 constexpr size_t max_nodes = 100'000;
-constexpr size_t max_file_size = 16 * 1024 * 1024;
 // Most errors reported; hostile input can otherwise produce one per value.
 constexpr size_t max_errors = 100;
 // Longest unknown key for which a suggestion is computed.
@@ -126,6 +130,48 @@ bool is_identifier(std::string_view x) {
   });
 }
 
+// The text a scalar has with every environment variable unset: what the
+// file itself holds. `${NAME}` gives nothing, `${NAME:-default}` its
+// default, `$$` a `$`. Malformed references are kept as written.
+std::string written_text(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '$' || i + 1 == text.size()) {
+      out += text[i];
+    } else if (text[i + 1] == '$') {
+      out += '$';
+      ++i;
+    } else if (text[i + 1] == '{') {
+      auto close = text.find('}', i + 2);
+      if (close == std::string_view::npos) {
+        out += text.substr(i);
+        break;
+      }
+      auto inner = text.substr(i + 2, close - i - 2);
+      if (auto sep = inner.find(":-"); sep != std::string_view::npos)
+        out += inner.substr(sep + 2);
+      i = close;
+    } else {
+      out += '$';
+    }
+  }
+  return out;
+}
+
+// Whether `written` (see written_text) puts a secret into the file: any
+// text, except a URL without credentials (e.g. a proxy `http://proxy:3128`;
+// `http://user:pass@proxy:3128` counts).
+bool holds_secret(std::string_view written) {
+  if (written.empty())
+    return false;
+  auto scheme = written.find("://");
+  if (scheme == std::string_view::npos)
+    return true;
+  auto authority = written.substr(scheme + 3);
+  authority = authority.substr(0, authority.find_first_of("/?#"));
+  return authority.find('@') != std::string_view::npos;
+}
+
 // Edit distance with adjacent transpositions (optimal string alignment).
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::vector<size_t>> d(a.size() + 1,
@@ -161,6 +207,9 @@ struct node {
   // Set if an error was already reported for this scalar (e.g. a malformed
   // ${...}); validation then skips it to avoid follow-up errors.
   bool bad = false;
+  // Set for a scalar of the file whose written text is a value of its own,
+  // not only `${NAME}` references (see written_text).
+  bool literal = false;
   std::vector<node> items;
   std::vector<entry> entries;
   std::string_view file;
@@ -763,13 +812,71 @@ public:
     check_references(out);
   }
 
+  // The secrets whose value the file itself holds (not only `${NAME}`
+  // references): their key paths, e.g. `llm.providers.main.api_key`.
+  std::vector<std::string> literal_secrets() const {
+    std::vector<std::string> out;
+    find_literal_secrets(root_, "", out);
+    return out;
+  }
+
 private:
+  // Walks the schema's sections and keys below `map` (see literal_secrets).
+  void find_literal_secrets(const node& map, const std::string& prefix,
+                            std::vector<std::string>& out) const {
+    for (const auto& e : map.entries) {
+      auto path = join_path(prefix, e.key);
+      if (const auto* key = find_config_key(path)) {
+        if (key->type == config_type::instances
+            && e.value.type == node::kind::map) {
+          for (const auto& item : e.value.entries)
+            if (item.value.type == node::kind::map)
+              for (const auto& field : item.value.entries)
+                if (field.key != "plugin" && field.key != "limits")
+                  find_literal_in_instance(
+                    field.value, join_path(join_path(path, item.key), field.key),
+                    is_secret_key_name(field.key), out);
+        } else if (key->secret) {
+          find_literal_in_instance(e.value, path, true, out);
+        }
+      } else if (is_config_section(path) && e.value.type == node::kind::map) {
+        find_literal_secrets(e.value, path, out);
+      }
+    }
+  }
+
+  // Walks a value inside a plugin instance: secret-named keys at any depth.
+  void find_literal_in_instance(const node& x, const std::string& path,
+                                bool secret,
+                                std::vector<std::string>& out) const {
+    switch (x.type) {
+      case node::kind::null:
+        break;
+      case node::kind::scalar:
+        if (secret && x.literal && x.file == file_label_)
+          out.push_back(path);
+        break;
+      case node::kind::list:
+        for (size_t i = 0; i < x.items.size(); ++i)
+          find_literal_in_instance(x.items[i],
+                                   path + "[" + std::to_string(i) + "]",
+                                   secret, out);
+        break;
+      case node::kind::map:
+        for (const auto& e : x.entries)
+          find_literal_in_instance(e.value, join_path(path, e.key),
+                                   secret || is_secret_key_name(e.key), out);
+        break;
+    }
+  }
+
   // Substitutes ${VAR} in every scalar value (not in keys).
   void substitute_tree(node& x, const std::string& path) {
     switch (x.type) {
       case node::kind::null:
         break;
       case node::kind::scalar:
+        x.literal = holds_secret(written_text(x.text));
         if (auto str = substitute(x.text, x.file, x.line, path))
           x.text = std::move(*str);
         else
@@ -1279,34 +1386,41 @@ std::optional<std::string> env(const load_options& options,
   return std::nullopt;
 }
 
-bool is_file(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(path, ec);
+// Quotes `path` for a POSIX shell when it holds more than letters, digits
+// and `/._-+,:@%=~`.
+std::string shell_word(const std::string& path) {
+  auto plain = !path.empty()
+               && std::all_of(path.begin(), path.end(), [](char c) {
+                    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+                           || (c >= '0' && c <= '9')
+                           || std::strchr("/._-+,:@%=~", c) != nullptr;
+                  });
+  if (plain)
+    return path;
+  std::string out = "'";
+  for (auto c : path)
+    out += c == '\'' ? std::string{"'\\''"} : std::string(1, c);
+  return out + "'";
 }
 
-// Reads a whole file into `text`; returns an error message on failure.
-std::optional<std::string> read_file(const std::string& path,
-                                     std::string& text) {
-  std::string prefix = "cannot read the configuration file: ";
-  std::error_code ec;
-  auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status))
-    return prefix + (ec ? ec.message() : std::string{"no such file"});
-  if (std::filesystem::is_directory(status))
-    return prefix + "it is a directory";
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    return prefix + std::strerror(errno);
-  char buf[8192];
-  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
-    text.append(buf, static_cast<size_t>(in.gcount()));
-    if (text.size() > max_file_size)
-      return "the configuration file is larger than "
-             + format_size(static_cast<int64_t>(max_file_size));
-  }
-  if (in.bad())
-    return prefix + "read error";
-  return std::nullopt;
+// The warning for a file that holds secrets and that others may read, or
+// nothing. `mode` is the file's st_mode.
+std::optional<std::string>
+readable_secrets_warning(const std::string& path, mode_t mode,
+                         const std::vector<std::string>& keys) {
+  if (keys.empty() || (mode & (S_IRGRP | S_IROTH)) == 0)
+    return std::nullopt;
+  std::string list;
+  for (size_t i = 0; i < keys.size() && i < 3; ++i)
+    list += (i == 0 ? "" : ", ") + keys[i];
+  if (keys.size() > 3)
+    list += " and " + std::to_string(keys.size() - 3) + " more";
+  char octal[8];
+  std::snprintf(octal, sizeof(octal), "%04o",
+                static_cast<unsigned>(mode & 07777));
+  return path + " holds secrets (" + list
+         + ") and is readable by other users (mode " + octal + "); chmod 600 "
+         + shell_word(path);
 }
 
 load_result load_impl(std::optional<std::string_view> text,
@@ -1331,6 +1445,8 @@ load_result load_impl(std::optional<std::string_view> text,
   cfg.source = text ? std::move(file_label)
                     : std::string{config_embedded_label};
   cfg.warnings = std::move(ld.diag.warnings);
+  if (text)
+    cfg.literal_secrets = ld.literal_secrets();
   result.config = std::move(cfg);
   return result;
 }
@@ -1418,9 +1534,12 @@ std::optional<std::string> find_config_file(const load_options& options) {
   else
     return std::nullopt;
   auto candidate = (dir / "quarry" / "quarry.yaml").string();
-  if (is_file(candidate))
-    return candidate;
-  return std::nullopt;
+  // Only a file that is not there at all means the embedded defaults: a
+  // folder, a FIFO or a dangling link is read, and refused.
+  struct ::stat st {};
+  if (::lstat(candidate.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
+    return std::nullopt;
+  return candidate;
 }
 
 load_result load_config(const load_options& options) {
@@ -1435,19 +1554,40 @@ load_result load_config(const load_options& options) {
   }
   if (!path)
     return guarded(std::nullopt, std::string{config_embedded_label}, options);
-  std::string text;
-  std::optional<std::string> failure;
+  std::variant<regular_file_text, file_error> read;
   try {
-    failure = read_file(*path, text);
+    read = read_regular_file(*path, max_config_file_size);
   } catch (const std::exception& e) {
-    failure = std::string{"cannot read the configuration file: "} + e.what();
+    read = file_error{file_error::kind::unreadable, e.what()};
   }
-  if (failure) {
+  if (auto* err = std::get_if<file_error>(&read)) {
+    std::string prefix = "cannot read the configuration file: ";
+    std::string message;
+    switch (err->what) {
+      case file_error::kind::not_found:
+      case file_error::kind::unreadable:
+        message = prefix + err->message;
+        break;
+      case file_error::kind::not_regular:
+        message = prefix + "it " + err->message
+                  + "; it must be a regular file (or a symbolic link to one)";
+        break;
+      case file_error::kind::too_large:
+        message = prefix + "it " + err->message
+                  + ", the largest configuration file Quarry reads";
+        break;
+    }
     load_result result;
-    result.errors.push_back(config_error{*path, 0, "", std::move(*failure)});
+    result.errors.push_back(config_error{*path, 0, "", std::move(message)});
     return result;
   }
-  return guarded(std::string_view{text}, *path, options);
+  const auto& file = std::get<regular_file_text>(read);
+  auto result = guarded(std::string_view{file.text}, *path, options);
+  if (result.config)
+    if (auto warning = readable_secrets_warning(*path, file.status.st_mode,
+                                                result.config->literal_secrets))
+      result.config->warnings.push_back(std::move(*warning));
+  return result;
 }
 
 load_result load_config_text(std::string_view yaml, std::string file_label,

@@ -193,6 +193,11 @@ std::vector<config_key> make_schema() {
         field(&settings::plugins, &plugin_settings::dirs))
     .doc("Folders searched for plugins, after --plugin-dir folders and "
          "before the built-in folder.");
+  s.add("plugins.allow_unsafe_permissions", t::boolean,
+        field(&settings::plugins, &plugin_settings::allow_unsafe_permissions))
+    .doc("Load plugin files that others than root and you could change "
+         "(writable by others, owned by another user, in such a folder), "
+         "with a warning each; for development only.");
   // http
   s.add("http.connect_timeout", t::duration,
         field(&settings::http, &http_settings::connect_timeout))
@@ -400,6 +405,16 @@ std::vector<config_key> make_schema() {
         field(&settings::server, &server_settings::cors_origins))
     .doc("Origins (e.g. http://localhost:3000) that get CORS headers; empty "
          "means no CORS headers at all.");
+  s.add("server.allowed_hosts", t::string_list,
+        field(&settings::server, &server_settings::allowed_hosts))
+    .doc("Without server.auth_token: Host values answered besides this "
+         "server's own (its listen address, localhost, 127.0.0.1, [::1]); NAME "
+         "(the server's port) or NAME:PORT. Others are answered 403.");
+  s.add("server.allowed_origins", t::string_list,
+        field(&settings::server, &server_settings::allowed_origins))
+    .doc("Without server.auth_token: origins (e.g. http://localhost:3000) "
+         "that may send POST and DELETE requests besides this server's own "
+         "pages; others are answered 403.");
   s.add("server.io_threads", t::integer,
         field(&settings::server, &server_settings::io_threads))
     .range(1, 64)
@@ -447,6 +462,17 @@ std::vector<config_key> make_schema() {
         field(&settings::cluster, &cluster_settings::max_agents))
     .range(1, 10'000)
     .doc("Research agents a worker (quarry worker) runs at once at most.");
+  s.add("cluster.max_message_size", t::size,
+        field(&settings::cluster, &cluster_settings::max_message_size))
+    .range(64 * 1024, int64_t{1} << 30)
+    .doc("Largest message another node may send once its handshake is done "
+         "(e.g. 64MiB; bare number: bytes); a connection announcing more is "
+         "closed. Before the handshake the limit is 64KiB.");
+  s.add("cluster.handshake_timeout", t::duration,
+        field(&settings::cluster, &cluster_settings::handshake_timeout))
+    .range(100ms, 10min)
+    .doc("A connection from or to another node that has not finished its "
+         "handshake (TLS included) this long after it was opened is closed.");
   return std::move(s).finish();
 }
 

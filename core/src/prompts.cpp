@@ -2,10 +2,11 @@
 
 #include "quarry/core/prompts.hpp"
 
+#include "quarry/core/regular_file.hpp"
+
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -106,8 +107,6 @@ prompt_library::load_overrides(const std::string& dir) {
     return prompt_error{"prompt folder '" + dir + "' does not exist"};
   std::map<std::string, std::string> found;
   for (const auto& entry : fs::directory_iterator{dir, ec}) {
-    if (!entry.is_regular_file())
-      continue;
     auto path = entry.path();
     auto ext = path.extension().string();
     if (ext != ".md" && ext != ".txt")
@@ -117,12 +116,15 @@ prompt_library::load_overrides(const std::string& dir) {
     if (base == templates_.end())
       return prompt_error{path.string() + ": no built-in prompt is named '"
                           + name + "'"};
-    std::ifstream in{path, std::ios::binary};
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    if (!in.good() && !in.eof())
-      return prompt_error{path.string() + ": cannot be read"};
-    auto text = strip_final_newline(buf.str());
+    // The rule of the configuration file: a regular file (or a link to
+    // one), opened without blocking, at most max_prompt_file_size bytes.
+    auto read = read_regular_file(path.string(), max_prompt_file_size);
+    if (auto* err = std::get_if<file_error>(&read))
+      return prompt_error{path.string() + ": "
+                          + (err->what == file_error::kind::unreadable
+                               ? "cannot be read: " + err->message
+                               : err->message)};
+    auto text = strip_final_newline(std::get<regular_file_text>(read).text);
     auto known = template_variables(base->second);
     for (const auto& var : template_variables(text))
       if (std::find(known.begin(), known.end(), var) == known.end())

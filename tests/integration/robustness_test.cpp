@@ -21,6 +21,11 @@
 #include <thread>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 using namespace quarry;
 using namespace std::chrono_literals;
 using namespace quarry::test::script;
@@ -154,12 +159,24 @@ TEST_CASE_FIXTURE(robust_fixture, "a byte that is not UTF-8 in a streamed answer
 
 TEST_CASE_FIXTURE(robust_fixture, "commands without a session stop promptly on "
                                   "SIGINT and SIGTERM") {
-  // A FIFO as the configuration file: opening it blocks until a writer comes.
-  auto fifo = home.file("config.yaml");
-  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // A server that takes connections and never answers: `extract` waits for
+  // the page. (A FIFO as the configuration file used to block too; it is
+  // refused at once now.)
+  auto fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::listen(fd, 16) == 0);
+  socklen_t len = sizeof(addr);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  auto url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/page";
   for (int sig : {SIGINT, SIGTERM}) {
     CAPTURE(sig);
-    test::child_process child{argv({"--config", fifo, "config", "check"}),
+    test::child_process child{argv({"extract", url, "--set",
+                                    "tools.open_url.plugin=open_url", "--set",
+                                    "tools.open_url.allow=[\"127.0.0.1\"]"}),
                               options()};
     REQUIRE(child.wait_until_blocked(sig, 30s));
     // Then give it time to reach the FIFO.
@@ -171,6 +188,7 @@ TEST_CASE_FIXTURE(robust_fixture, "commands without a session stop promptly on "
     CHECK(res.exit_code == 128 + sig);
     CHECK(mentions(res.err, sig == SIGINT ? "interrupted" : "terminated"));
   }
+  ::close(fd);
 }
 
 TEST_CASE_FIXTURE(robust_fixture, "interrupted research says so, exits 130 or 143 and "

@@ -2,7 +2,9 @@
 // reports and states of several sessions written in batches; a first seq
 // that continues a stored session; and a full disk (SQLite's writes failing
 // through the fault-injecting VFS) that becomes an error packet for the
-// live subscribers while nothing already stored is damaged.
+// live subscribers while nothing already stored is damaged, and the end of
+// such a session is stored as interrupted with the reason once the disk
+// takes it.
 
 #include "quarry/actors/emitter.hpp"
 #include "quarry/actors/runtime.hpp"
@@ -248,4 +250,100 @@ TEST_CASE("store actor: a full disk is an error packet for the live view, the "
     CHECK(packets[i].line.find("after") == std::string::npos);
   }
   CHECK(packets[19].line.find("before 19") != std::string::npos);
+}
+
+TEST_CASE("store actor: a session that stopped being saved ends as interrupted with the "
+          "reason, stored once the disk takes it") {
+  test::temp_dir dir;
+  auto path = dir.path() + "/quarry.db";
+  auto& vfs = test::faulty_vfs::get();
+  vfs.disarm();
+  auto db = open_store(path, vfs.name());
+  const std::vector<std::string> ids{"q00000000000000b1", "q00000000000000b2",
+                                     "q00000000000000b3"};
+  store::batch b;
+  for (const auto& id : ids)
+    b.new_sessions.push_back(new_session(id));
+  REQUIRE_FALSE(db->write(b));
+  core::settings cfg;
+  cfg.runtime.scheduler_threads = 2;
+  int64_t faults_before_end = 0;
+  int64_t faults_after_end = 0;
+  {
+    actors::runtime rt{cfg};
+    auto& sys = rt.system();
+    actors::store_actor_settings ss;
+    ss.batch_limit = 1;
+    auto st = actors::spawn_store(sys, db, ss);
+    caf::scoped_actor self{sys};
+    std::vector<actors::emitter_actor> ems;
+    for (const auto& id : ids)
+      ems.push_back(actors::spawn_emitter(sys, id, {st, 1}));
+    auto send_packets = [&](const std::string& text) {
+      for (auto& em : ems)
+        for (int i = 0; i < 5; ++i)
+          self->send(em, actors::packet_atom::value,
+                     actors::make_packet({1, 0, std::nullopt},
+                                         core::packets::message_delta(text
+                                                                      + std::to_string(i))));
+      for (auto& em : ems)
+        settle(self, em, st);
+    };
+    send_packets("before ");
+    // The disk fills up: every session stops being saved.
+    test::fault_plan full;
+    full.when = test::fault_plan::trigger::on_write;
+    full.code = 13; // SQLITE_FULL
+    vfs.arm(full);
+    send_packets("after ");
+    REQUIRE(vfs.faults() > 0);
+    // The first run ends (completed) while the disk is still full: its end
+    // cannot be written yet and is kept.
+    stop_emitter(self, ems[0]);
+    faults_before_end = vfs.faults();
+    self->send(st, actors::state_atom::value, ids[0], std::string{"completed"}, std::string{});
+    flush(self, st);
+    faults_after_end = vfs.faults();
+    // Space again: the next flush stores it.
+    vfs.disarm();
+    flush(self, st);
+    // The second run ends (failed) with space: stored at once, as
+    // interrupted too (what was saved can be resumed).
+    stop_emitter(self, ems[1]);
+    self->send(st, actors::state_atom::value, ids[1], std::string{"failed"},
+               std::string{"the model failed"});
+    flush(self, st);
+    // The third one goes on from what was saved (a resume, with a new
+    // emitter): saved again, its states as sent.
+    stop_emitter(self, ems[2]);
+    auto again = actors::spawn_emitter(sys, ids[2], {st, 6});
+    settle(self, again, st);
+    self->send(st, actors::state_atom::value, ids[2], std::string{"running"}, std::string{});
+    self->send(again, actors::packet_atom::value,
+               actors::make_packet({2, 0, std::nullopt}, core::packets::notice("resumed")));
+    settle(self, again, st);
+    stop_emitter(self, again);
+    self->send(st, actors::state_atom::value, ids[2], std::string{"completed"}, std::string{});
+    CHECK(flush(self, st).empty());
+  }
+  CHECK(faults_after_end > faults_before_end); // its end was tried on the full disk
+  auto check = open_store(path);
+  for (const auto& id : {ids[0], ids[1]}) {
+    CAPTURE(id);
+    auto row = read_ok(check->session(id));
+    REQUIRE(row);
+    CHECK(row->state == store::session_state::interrupted);
+    CAPTURE(row->error);
+    CHECK(row->error.find("the research store could not be written, so the rest of this "
+                          "session was not saved: ")
+          == 0);
+    CHECK(row->error.find("the disk is full") != std::string::npos);
+    CHECK(row->error.find("research store: ") == std::string::npos);
+    CHECK(row->last_seq == 5);
+  }
+  auto third = read_ok(check->session(ids[2]));
+  REQUIRE(third);
+  CHECK(third->state == store::session_state::completed);
+  CHECK(third->error.empty());
+  CHECK(third->last_seq == 6);
 }

@@ -1,8 +1,9 @@
 // The research store under faults, through the real binary: a store whose
 // pages are corrupted is never read as "no session" (the CLI exits 1 and the
 // API answers 500/503 with a JSON error that does not name the store's
-// path), and a burst of requests over the server's limit leaves no row for
-// any request it refused.
+// path), a burst of requests over the server's limit leaves no row for
+// any request it refused, and a store on a read-only file system is read as
+// it is while serve and research refuse it saying it is read-only.
 
 #include "serve_client.hpp"
 
@@ -21,6 +22,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace quarry;
 using namespace quarry::test::serve;
@@ -225,4 +228,70 @@ TEST_CASE("store faults: a burst over server.max_running_sessions leaves no row 
   auto failed = call("GET", srv.url("/v1/research?state=failed")).as_json();
   for (const auto& s : failed["sessions"])
     FAIL_CHECK("a failed session was stored: " << s.dump());
+}
+
+TEST_CASE("store faults: a store on a read-only file system is read as it is, and serve "
+          "and research refuse it saying it is read-only") {
+  // A file system of its own, in a mount namespace of its own (as root, or
+  // as the root of a user namespace): made writable, filled by a research,
+  // then turned read-only.
+  test::temp_dir home;
+  test::temp_dir mount_point;
+  const std::string q = std::string{QUARRY_EXE} + " --plugin-dir " + QUARRY_PLUGIN_DIR
+                        + " --set store.path=" + mount_point.path() + "/quarry.db";
+  const std::string script =
+    "mount -t tmpfs -o size=32m tmpfs \"$1\" || exit 77\n" + q
+    + " research --no-clarify 'How loud is a heat pump?' >/dev/null 2>&1 || exit 78\n"
+      "mount -o remount,ro \"$1\" || exit 77\n"
+      "echo '== list'; "
+    + q + " sessions list --json 2>&1; echo \"rc=$?\"\n"
+          "echo '== show'; "
+    + q + " sessions show \"$(" + q
+    + " sessions list --json | sed -n 's/.*\"id\": \"\\(q[0-9a-f]*\\)\".*/\\1/p')\" 2>&1; "
+      "echo \"rc=$?\"\n"
+      "echo '== serve'; "
+    + q + " serve --listen 127.0.0.1:0 2>&1; echo \"rc=$?\"\n"
+          "echo '== research'; "
+    + q + " research --no-clarify 'q' 2>&1; echo \"rc=$?\"\n";
+  std::vector<std::string> argv{"unshare", "--mount", "--propagation", "private"};
+  if (::geteuid() != 0) {
+    argv.emplace_back("--user");
+    argv.emplace_back("--map-root-user");
+  }
+  for (const char* x : {"sh", "-c"})
+    argv.emplace_back(x);
+  argv.push_back(script);
+  argv.emplace_back("sh");
+  argv.push_back(mount_point.path());
+  auto r = test::run_process(argv, test::isolated_quarry_options(home.path()));
+  if (r.exit_code == 77 || r.exit_code == 127 || r.err.find("unshare") != std::string::npos) {
+    MESSAGE("not covered here: no mount namespace with a tmpfs (" << r.err << ")");
+    return;
+  }
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto part = [&](const std::string& name) {
+    auto at = r.out.find("== " + name + "\n");
+    REQUIRE(at != std::string::npos);
+    auto end = r.out.find("\n== ", at + 3);
+    return r.out.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  };
+  // Read as it is.
+  auto list = part("list");
+  CHECK(list.find("rc=0") != std::string::npos);
+  CHECK(list.find("\"state\": \"completed\"") != std::string::npos);
+  auto show = part("show");
+  CHECK(show.find("rc=0") != std::string::npos);
+  CHECK(show.find("How loud is a heat pump?") != std::string::npos);
+  // Not written: both say why, neither talks of a header.
+  auto serve = part("serve");
+  CHECK(serve.find("rc=1") != std::string::npos);
+  CHECK(serve.find("read-only (it is on a read-only file system)") != std::string::npos);
+  CHECK(serve.find("writable store.path") != std::string::npos);
+  CHECK(serve.find("header") == std::string::npos);
+  auto research = part("research");
+  CHECK(research.find("rc=1") != std::string::npos);
+  CHECK(research.find("read-only (it is on a read-only file system)") != std::string::npos);
+  CHECK(research.find("--no-store") != std::string::npos);
 }

@@ -45,6 +45,9 @@ std::unique_ptr<http::server> start(http::server_options opts, http::handler fn)
 http::server_options test_options() {
   http::server_options opts;
   opts.port = 0;
+  // Most raw requests here send `Host: x`; the Host and Origin checks have
+  // their own tests ("http server: host check: ...").
+  opts.check_host = false;
   return opts;
 }
 
@@ -639,6 +642,228 @@ TEST_CASE("http server: CORS headers only for listed origins, preflight answered
     CHECK(p.field("Access-Control-Allow-Methods").find("POST") != std::string::npos);
     CHECK(p.body.empty());
   }
+}
+
+namespace {
+
+// Sends `head` (a request without a body) on a new connection and reads
+// the answer.
+reply raw_request(uint16_t port, const std::string& head) {
+  raw_client c{port};
+  REQUIRE(c.send(head));
+  auto r = c.read_response();
+  REQUIRE(r);
+  return *r;
+}
+
+// The answer to `METHOD /path` with the fields `fields` (each ending in
+// CR LF).
+reply ask(uint16_t port, std::string_view method, const std::string& fields,
+          std::string_view path = "/x") {
+  return raw_request(port, std::string{method} + " " + std::string{path} + " HTTP/1.1\r\n"
+                             + fields + "Content-Length: 0\r\n\r\n");
+}
+
+std::string error_code_of(const reply& r) {
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  return j.is_object() && j.contains("error") ? j["error"].value("code", "") : "";
+}
+
+http::server_options host_check_options() {
+  auto opts = test_options();
+  opts.check_host = true;
+  return opts;
+}
+
+} // namespace
+
+TEST_CASE("http server: host check: without a token only Hosts naming the server are answered") {
+  auto srv = start(host_check_options(), echo);
+  const auto port = srv->port();
+  const auto p = std::to_string(port);
+  for (const auto& host : {"127.0.0.1:" + p, "localhost:" + p, "LocalHost:" + p, "[::1]:" + p}) {
+    CAPTURE(host);
+    for (auto path : {"/x", "/healthz", "/", "/v1/research"})
+      CHECK(ask(port, "GET", "Host: " + host + "\r\n", path).status == 200);
+  }
+  CHECK(curl_get(port, "/v1/research").status == 200); // Host: 127.0.0.1:port
+
+  auto wrong = ask(port, "GET", "Host: attacker.example:" + p + "\r\n");
+  CHECK(wrong.status == 403);
+  CHECK(error_code_of(wrong) == "forbidden");
+  auto message = nlohmann::json::parse(wrong.body)["error"]["message"].get<std::string>();
+  CHECK(message.find("'attacker.example:" + p + "'") != std::string::npos);
+  CHECK(message.find("server.allowed_hosts") != std::string::npos);
+  CHECK(wrong.field("Content-Type") == "application/json");
+  // Every path and method, the page and the probes included.
+  for (auto path : {"/", "/healthz", "/metrics", "/v1/research", "/v1/chat/completions"})
+    CHECK(ask(port, "GET", "Host: attacker.example:" + p + "\r\n", path).status == 403);
+  CHECK(ask(port, "DELETE", "Host: attacker.example:" + p + "\r\n", "/v1/research/q1")
+          .status
+        == 403);
+  CHECK(ask(port, "GET", "Host: attacker.example\r\n").status == 403);
+  CHECK(ask(port, "GET", "Host: 127.0.0.1:" + std::to_string(port == 65535 ? 1 : port + 1)
+                           + "\r\n")
+          .status
+        == 403);
+  // Without a port a Host means port 80 (not this server's).
+  CHECK(ask(port, "GET", "Host: localhost\r\n").status == 403);
+  CHECK(ask(port, "GET", "Host: 127.0.0.1\r\n").status == 403);
+  CHECK(ask(port, "GET", "Host: \r\n").status == 403);
+  CHECK(ask(port, "GET", "Host: localhost.:" + p + "\r\n").status == 403);
+  CHECK(ask(port, "GET", "Host: 127.0.0.1.attacker.example:" + p + "\r\n").status == 403);
+  // HTTP/1.0 may leave Host out; without a token that is refused too.
+  auto old = raw_request(port, "GET /x HTTP/1.0\r\n\r\n");
+  CHECK(old.status == 403);
+  CHECK(error_code_of(old) == "forbidden");
+  CHECK(raw_request(port, "GET /x HTTP/1.0\r\nHost: localhost:" + p + "\r\n\r\n").status
+        == 200);
+  // HTTP/1.1 without Host stays a framing error.
+  CHECK(raw_request(port, "GET /x HTTP/1.1\r\n\r\n").status == 400);
+
+  // A refusal keeps a connection without a body open; one with a body to
+  // skip is closed.
+  raw_client c{port};
+  REQUIRE(c.send("GET /x HTTP/1.1\r\nHost: evil.example:" + p + "\r\n\r\n"));
+  auto first = c.read_response();
+  REQUIRE(first);
+  CHECK(first->status == 403);
+  REQUIRE(c.send("GET /x HTTP/1.1\r\nHost: localhost:" + p + "\r\n\r\n"));
+  auto second = c.read_response();
+  REQUIRE(second);
+  CHECK(second->status == 200);
+  raw_client b{port};
+  REQUIRE(b.send("POST /x HTTP/1.1\r\nHost: evil.example:" + p
+                 + "\r\nContent-Length: 5\r\n\r\nhello"));
+  auto refused = b.read_response();
+  REQUIRE(refused);
+  CHECK(refused->status == 403);
+  CHECK(refused->field("Connection") == "close");
+  CHECK(b.read_until_closed());
+}
+
+TEST_CASE("http server: host check: further Hosts come from allowed_hosts") {
+  auto opts = host_check_options();
+  opts.allowed_hosts = {"Quarry.LAN", "devbox:9000", "[fe80::1]", "plain:80"};
+  auto srv = start(opts, echo);
+  const auto port = srv->port();
+  const auto p = std::to_string(port);
+  CHECK(ask(port, "GET", "Host: quarry.lan:" + p + "\r\n").status == 200);
+  CHECK(ask(port, "GET", "Host: QUARRY.lan:" + p + "\r\n").status == 200);
+  CHECK(ask(port, "GET", "Host: quarry.lan:9000\r\n").status == 403);
+  CHECK(ask(port, "GET", "Host: devbox:9000\r\n").status == 200);
+  CHECK(ask(port, "GET", "Host: devbox:" + p + "\r\n").status == 403);
+  CHECK(ask(port, "GET", "Host: [fe80::1]:" + p + "\r\n").status == 200);
+  // `plain:80` is also `plain` without a port (the default port of http).
+  CHECK(ask(port, "GET", "Host: plain\r\n").status == 200);
+  CHECK(ask(port, "GET", "Host: plain:80\r\n").status == 200);
+  CHECK(ask(port, "GET", "Host: localhost:" + p + "\r\n").status == 200);
+  CHECK(ask(port, "GET", "Host: other.lan:" + p + "\r\n").status == 403);
+  // ... and their pages may post.
+  CHECK(ask(port, "POST", "Host: localhost:" + p + "\r\nOrigin: http://quarry.lan:" + p + "\r\n")
+          .status
+        == 200);
+  CHECK(ask(port, "POST", "Host: localhost:" + p + "\r\nOrigin: http://plain\r\n").status
+        == 200);
+
+  for (std::string bad : {"", "a b", "http://quarry.lan", "quarry.lan/x", "quarry.lan:99999",
+                          "::1", "user@host"}) {
+    CAPTURE(bad);
+    auto o = host_check_options();
+    o.allowed_hosts = {bad};
+    auto refused = http::server::start(o, echo);
+    REQUIRE(std::holds_alternative<sdk::error>(refused));
+    CHECK(std::get<sdk::error>(refused).message.find("server.allowed_hosts: '" + bad + "'")
+          == 0);
+  }
+  for (std::string bad : {"localhost:3000", "http://x/path", "null", "ftp://x", "http://",
+                          "http://u@x"}) {
+    CAPTURE(bad);
+    auto o = host_check_options();
+    o.allowed_origins = {bad};
+    auto refused = http::server::start(o, echo);
+    REQUIRE(std::holds_alternative<sdk::error>(refused));
+    CHECK(std::get<sdk::error>(refused).message.find("server.allowed_origins: '" + bad + "'")
+          == 0);
+  }
+}
+
+TEST_CASE("http server: host check: requests that change state need an allowed Origin") {
+  auto opts = host_check_options();
+  opts.allowed_origins = {"http://localhost:3000", "https://Quarry.example/"};
+  opts.cors_origins = {"http://127.0.0.1:5173"};
+  auto srv = start(opts, echo);
+  const auto port = srv->port();
+  const auto p = std::to_string(port);
+  const auto host = "Host: 127.0.0.1:" + p + "\r\n";
+  for (auto method : {"POST", "DELETE", "PUT", "PATCH"}) {
+    CAPTURE(method);
+    // No Origin: a client that is not a browser.
+    CHECK(ask(port, method, host).status == 200);
+    for (const auto& ok : {"http://127.0.0.1:" + p, "http://localhost:" + p, "http://[::1]:" + p,
+                           std::string{"http://localhost:3000"},
+                           std::string{"https://quarry.example"},
+                           std::string{"https://quarry.example:443"},
+                           std::string{"http://127.0.0.1:5173"}}) {
+      CAPTURE(ok);
+      CHECK(ask(port, method, host + "Origin: " + ok + "\r\n").status == 200);
+    }
+    for (const auto& bad : {std::string{"http://evil.example"}, std::string{"null"},
+                            "https://127.0.0.1:" + p, "http://127.0.0.1:" + p + "0",
+                            std::string{"http://localhost"}, std::string{"http://quarry.example"},
+                            std::string{"http://localhost:3001"}, std::string{""},
+                            std::string{"garbage"}}) {
+      CAPTURE(bad);
+      auto r = ask(port, method, host + "Origin: " + bad + "\r\n");
+      CHECK(r.status == 403);
+      CHECK(error_code_of(r) == "forbidden");
+    }
+  }
+  auto refused = ask(port, "POST", host + "Origin: null\r\n", "/v1/research");
+  CHECK(nlohmann::json::parse(refused.body)["error"]["message"].get<std::string>().find(
+          "server.allowed_origins")
+        != std::string::npos);
+  // Reads from a foreign page with the right Host are answered: the
+  // browser keeps their answers from the page (no CORS fields).
+  auto read = ask(port, "GET", host + "Origin: http://evil.example\r\n", "/v1/research");
+  CHECK(read.status == 200);
+  CHECK_FALSE(read.has_field("Access-Control-Allow-Origin"));
+  curl_request head;
+  head.method = "HEAD";
+  head.url = "http://127.0.0.1:" + p + "/x";
+  head.headers = {"Origin: null"};
+  CHECK(curl_fetch(head).status == 200);
+  CHECK(ask(port, "OPTIONS", host + "Origin: http://evil.example\r\n").status == 200);
+  // A right Origin does not make up for a wrong Host.
+  CHECK(ask(port, "POST", "Host: evil.example:" + p + "\r\nOrigin: http://127.0.0.1:" + p
+                            + "\r\n")
+          .status
+        == 403);
+}
+
+TEST_CASE("http server: host check: with a token neither Host nor Origin is checked") {
+  auto opts = host_check_options();
+  opts.auth_token = "s3cret-token";
+  opts.public_paths = {"/healthz", "/"};
+  auto srv = start(opts, echo);
+  const auto port = srv->port();
+  const auto p = std::to_string(port);
+  const std::string bearer = "Authorization: Bearer s3cret-token\r\n";
+  // A rebound page cannot send the token: the API answers it 401.
+  CHECK(ask(port, "GET", "Host: attacker.example\r\n", "/v1/research").status == 401);
+  CHECK(ask(port, "DELETE", "Host: attacker.example\r\nOrigin: http://attacker.example\r\n",
+            "/v1/research/q1")
+          .status
+        == 401);
+  CHECK(ask(port, "GET", "Host: attacker.example\r\n", "/healthz").status == 200);
+  CHECK(ask(port, "GET", "Host: quarry.example.com\r\n" + bearer, "/v1/research").status == 200);
+  CHECK(ask(port, "POST", "Host: quarry.example.com\r\nOrigin: https://quarry.example.com\r\n"
+                            + bearer,
+            "/v1/research")
+          .status
+        == 200);
+  CHECK(ask(port, "POST", "Host: 127.0.0.1:" + p + "\r\nOrigin: null\r\n" + bearer).status
+        == 200);
 }
 
 TEST_CASE("http server: keep-alive serves several requests on one connection") {

@@ -12,8 +12,12 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace quarry;
 
@@ -558,4 +562,149 @@ TEST_CASE_FIXTURE(registry_fixture, "in-tree tool plugins declare what they are;
     REQUIRE(std::holds_alternative<std::string>(made));
     CHECK(std::get<std::string>(made).find("max_concurrency") != std::string::npos);
   }
+}
+
+// -- who may change a plugin -------------------------------------------------
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A copy of the good echo plugin at `dir/name`, with `mode`.
+std::string echo_copy(const std::string& dir, mode_t mode,
+                      const std::string& name = "quarry_tp_echo.so") {
+  fs::create_directories(dir);
+  auto file = dir + "/" + name;
+  fs::copy_file(plugin_dir("good") + "/quarry_tp_echo.so", file,
+                fs::copy_options::overwrite_existing);
+  REQUIRE(::chmod(file.c_str(), mode) == 0);
+  return file;
+}
+
+/// `dir` with `mode` (chmod, so the umask does not interfere).
+std::string folder(const std::string& dir, mode_t mode) {
+  fs::create_directories(dir);
+  REQUIRE(::chmod(dir.c_str(), mode) == 0);
+  return dir;
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses plugins that others could change, saying why") {
+  auto root = folder(tmp.path() + "/p", 0755);
+  auto load = [&](const std::string& file) {
+    host::plugin_registry reg{*services};
+    auto err = reg.load_file(file);
+    REQUIRE(reg.plugins().size() == 1);
+    return std::make_pair(err, reg.plugins().front());
+  };
+  // Safe: the file and its folders belong to root or to us, writable by no
+  // one else (the temp folder's parents include a sticky /tmp).
+  auto [ok_err, ok_info] = load(echo_copy(folder(root + "/safe", 0755), 0755));
+  CHECK_FALSE(ok_err.has_value());
+  CHECK(ok_info.ok);
+  CHECK(ok_info.unsafe.empty());
+  CHECK(load(echo_copy(folder(root + "/safe_0644", 0755), 0644)).second.ok);
+  // The file writable by everyone.
+  for (mode_t mode : {0666, 0777}) {
+    auto dir = folder(root + "/file" + std::to_string(mode), 0755);
+    auto [err, info] = load(echo_copy(dir, mode));
+    CHECK_FALSE(info.ok);
+    char expected[16];
+    std::snprintf(expected, sizeof(expected), "(mode %04o)", static_cast<unsigned>(mode));
+    CHECK(info.unsafe == "the file is writable by every user " + std::string{expected});
+    CHECK(info.error.rfind(info.unsafe + "; a plugin must be changeable by no one but "
+                           "root and the user running Quarry "
+                           "(plugins.allow_unsafe_permissions loads it anyway)", 0) == 0);
+    REQUIRE(err.has_value());
+    CHECK(err->rfind(dir + "/quarry_tp_echo.so: the file is writable", 0) == 0);
+  }
+  // The plugin folder writable by everyone, with or without the sticky bit.
+  for (mode_t mode : {0777, 01777, 0773}) {
+    auto dir = folder(root + "/world" + std::to_string(mode), mode);
+    auto [err, info] = load(echo_copy(dir, 0755));
+    CHECK_FALSE(info.ok);
+    char expected[16];
+    std::snprintf(expected, sizeof(expected), "(mode %04o)", static_cast<unsigned>(mode));
+    CHECK(info.unsafe == "folder " + dir + " is writable by every user " + expected);
+  }
+  // A folder under a parent writable by everyone (without the sticky bit).
+  auto open_parent = folder(root + "/open", 0777);
+  auto [under_err, under] = load(echo_copy(folder(open_parent + "/plugins", 0755), 0755));
+  CHECK_FALSE(under.ok);
+  CHECK(under.unsafe == "folder " + open_parent + " is writable by every user (mode 0777)");
+  // A parent writable by everyone with the sticky bit is fine (as /tmp is).
+  auto sticky_parent = folder(root + "/sticky", 01777);
+  CHECK(load(echo_copy(folder(sticky_parent + "/plugins", 0755), 0755)).second.ok);
+  // A link in a safe folder to a file in an unsafe one, and the other way.
+  auto safe_dir = folder(root + "/links", 0755);
+  fs::create_symlink(open_parent + "/plugins/quarry_tp_echo.so", safe_dir + "/to_unsafe.so");
+  CHECK(load(safe_dir + "/to_unsafe.so").second.unsafe
+        == "folder " + open_parent + " is writable by every user (mode 0777)");
+  auto unsafe_dir = folder(root + "/world_links", 0777);
+  fs::create_symlink(root + "/safe/quarry_tp_echo.so", unsafe_dir + "/to_safe.so");
+  CHECK(load(unsafe_dir + "/to_safe.so").second.unsafe
+        == "folder " + unsafe_dir + " is writable by every user (mode 0777)");
+  // A link to a safe file from a safe folder loads.
+  fs::create_symlink(root + "/safe/quarry_tp_echo.so", safe_dir + "/to_safe.so");
+  CHECK(load(safe_dir + "/to_safe.so").second.ok);
+  if (::geteuid() == 0) {
+    // Owned by another user (root may chown), or writable by a group that
+    // is not the owner's own.
+    auto other = echo_copy(folder(root + "/other", 0755), 0755);
+    REQUIRE(::chown(other.c_str(), 12345, 12345) == 0);
+    CHECK(load(other).second.unsafe
+          == "the file is owned by uid 12345, not by root or the user running Quarry");
+    auto other_dir = folder(root + "/other_dir", 0755);
+    echo_copy(other_dir, 0755);
+    REQUIRE(::chown(other_dir.c_str(), 12345, 12345) == 0);
+    CHECK(load(other_dir + "/quarry_tp_echo.so").second.unsafe
+          == "folder " + other_dir
+               + " is owned by uid 12345, not by root or the user running Quarry");
+    auto group = echo_copy(folder(root + "/group", 0755), 0775);
+    REQUIRE(::chown(group.c_str(), 0, 12345) == 0);
+    CHECK(load(group).second.unsafe == "the file is writable by group 12345 (mode 0775)");
+  }
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry loads unsafe plugins only when allowed, and says so") {
+  auto dir = folder(tmp.path() + "/world", 0777);
+  auto file = echo_copy(dir, 0666);
+  registry->allow_unsafe_permissions(true);
+  CHECK(registry->allow_unsafe_permissions());
+  CHECK_FALSE(registry->load_file(file).has_value());
+  const auto& info = registry->plugins().front();
+  CHECK(info.ok);
+  CHECK(info.unsafe == "the file is writable by every user (mode 0666)");
+  CHECK(registry->find("echo") != nullptr);
+  // Only permissions are overridden: a FIFO is still no plugin.
+  REQUIRE(::mkfifo((dir + "/fifo.so").c_str(), 0600) == 0);
+  auto err = registry->load_file(dir + "/fifo.so");
+  REQUIRE(err.has_value());
+  CHECK(*err == dir + "/fifo.so: is a FIFO");
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "plugin_registry lists *.so entries that are not regular files, without blocking") {
+  auto dir = folder(tmp.path() + "/odd", 0755);
+  REQUIRE(::mkfifo((dir + "/a_fifo.so").c_str(), 0600) == 0);
+  fs::create_symlink(dir + "/nothing", dir + "/b_dangling.so");
+  fs::create_symlink(dir + "/c_loop.so", dir + "/c_loop.so");
+  fs::create_directory(dir + "/d_folder.so");
+  echo_copy(dir, 0755, "e_echo.so");
+  CHECK(registry->load_directories({dir}).empty());
+  const auto& infos = registry->plugins();
+  REQUIRE(infos.size() == 5);
+  CHECK(infos[0].error == "is a FIFO");
+  CHECK(infos[1].error == "is a dangling symbolic link");
+  CHECK(infos[2].error == "is a symbolic link loop");
+  CHECK(infos[3].error == "is a directory");
+  CHECK(infos[4].ok);
+}
+
+TEST_CASE("check_plugin_folders walks up to the root") {
+  CHECK_FALSE(host::check_plugin_folders("/").has_value());
+  CHECK_FALSE(host::check_plugin_folders(QUARRY_TEST_PLUGIN_DIR).has_value());
+  auto missing = host::check_plugin_folders("/no/such/folder/here");
+  REQUIRE(missing.has_value());
+  CHECK(missing->rfind("cannot check folder /no/such/folder/here: ", 0) == 0);
 }

@@ -4,16 +4,28 @@
 
 #include "quarry/host/services.hpp"
 
+#include "quarry/core/regular_file.hpp"
+
 #include "elf_symbols.hpp"
 
 #include <boost/dll/shared_library.hpp>
 
 #include <dlfcn.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <utility>
+#include <variant>
 
 namespace quarry::host {
 
@@ -180,6 +192,136 @@ std::optional<std::string> check_abi_mark(std::string_view theirs,
   return std::nullopt; // only an older minor SDK version
 }
 
+// -- who may change a plugin ---------------------------------------------------
+
+namespace {
+
+// Largest buffer tried for one passwd or group entry.
+constexpr size_t max_entry_buffer = 1 << 22;
+
+// Root and the user running Quarry.
+bool trusted_owner(uid_t uid) {
+  return uid == 0 || uid == ::geteuid();
+}
+
+std::string mode_text(mode_t mode) {
+  char out[8];
+  std::snprintf(out, sizeof(out), "%04o", static_cast<unsigned>(mode & 07777));
+  return out;
+}
+
+// The user's name and primary group, if the system knows the user.
+std::optional<std::pair<std::string, gid_t>> user_entry(uid_t uid) {
+  std::vector<char> buf(16 * 1024);
+  for (;;) {
+    struct passwd pw {};
+    struct passwd* found = nullptr;
+    auto rc = ::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found);
+    if (rc == ERANGE && buf.size() < max_entry_buffer) {
+      buf.resize(buf.size() * 2);
+      continue;
+    }
+    if (rc != 0 || found == nullptr)
+      return std::nullopt;
+    return std::make_pair(std::string{pw.pw_name}, pw.pw_gid);
+  }
+}
+
+// The group's name and members, if the system knows the group.
+std::optional<std::pair<std::string, std::vector<std::string>>>
+group_entry(gid_t gid) {
+  std::vector<char> buf(64 * 1024);
+  for (;;) {
+    struct group gr {};
+    struct group* found = nullptr;
+    auto rc = ::getgrgid_r(gid, &gr, buf.data(), buf.size(), &found);
+    if (rc == ERANGE && buf.size() < max_entry_buffer) {
+      buf.resize(buf.size() * 2);
+      continue;
+    }
+    if (rc != 0 || found == nullptr)
+      return std::nullopt;
+    std::vector<std::string> members;
+    for (auto** m = gr.gr_mem; m != nullptr && *m != nullptr; ++m)
+      members.emplace_back(*m);
+    return std::make_pair(std::string{gr.gr_name}, std::move(members));
+  }
+}
+
+// Whether only `owner` is in group `gid`: a user private group (named like
+// its user, that user's primary group, no other member listed), so that
+// write access for the group gives no one else write access.
+bool private_group(gid_t gid, uid_t owner) {
+  auto user = user_entry(owner);
+  if (!user || user->second != gid)
+    return false;
+  auto group = group_entry(gid);
+  if (!group || group->first != user->first)
+    return false;
+  return std::all_of(group->second.begin(), group->second.end(),
+                     [&](const std::string& m) { return m == user->first; });
+}
+
+std::string describe_user(uid_t uid) {
+  auto user = user_entry(uid);
+  return user ? user->first + " (uid " + std::to_string(uid) + ")"
+              : "uid " + std::to_string(uid);
+}
+
+std::string describe_group(gid_t gid) {
+  auto group = group_entry(gid);
+  return group ? "group " + group->first + " (gid " + std::to_string(gid) + ")"
+               : "group " + std::to_string(gid);
+}
+
+// Why others than root and the user running Quarry could change `st`
+// (`what` names it), or nothing. `above`: a folder above the folders that
+// hold the plugin, where the sticky bit makes write access of others
+// harmless (they may add entries, but not rename or remove ours).
+std::optional<std::string> unsafe_status(const struct ::stat& st,
+                                         const std::string& what, bool above) {
+  if (!trusted_owner(st.st_uid))
+    return what + " is owned by " + describe_user(st.st_uid)
+           + ", not by root or the user running Quarry";
+  auto sticky = above && S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
+  if ((st.st_mode & S_IWOTH) != 0 && !sticky)
+    return what + " is writable by every user (mode " + mode_text(st.st_mode)
+           + ")";
+  if ((st.st_mode & S_IWGRP) != 0 && !sticky
+      && !private_group(st.st_gid, st.st_uid))
+    return what + " is writable by " + describe_group(st.st_gid) + " (mode "
+           + mode_text(st.st_mode) + ")";
+  return std::nullopt;
+}
+
+// The resolved path of `path` (absolute, no symbolic links), or nothing
+// with errno set.
+std::optional<std::string> resolved_path(const std::string& path) {
+  std::unique_ptr<char, decltype(&std::free)> real{
+    ::realpath(path.c_str(), nullptr), &std::free};
+  if (!real)
+    return std::nullopt;
+  return std::string{real.get()};
+}
+
+} // namespace
+
+std::optional<std::string> check_plugin_folders(const std::string& dir) {
+  auto above = false;
+  for (fs::path p{dir};; p = p.parent_path()) {
+    struct ::stat st {};
+    if (::lstat(p.c_str(), &st) != 0)
+      return "cannot check folder " + p.string() + ": " + std::strerror(errno);
+    if (!S_ISDIR(st.st_mode))
+      return "folder " + p.string() + " changed while it was being checked";
+    if (auto why = unsafe_status(st, "folder " + p.string(), above))
+      return why;
+    if (p == p.root_path() || !p.has_relative_path())
+      return std::nullopt;
+    above = true;
+  }
+}
+
 namespace {
 
 // Checks what a file exports before it is loaded: the entry point and the ABI
@@ -289,8 +431,10 @@ plugin_registry::load_directories(const std::vector<std::string>& dirs) {
     std::vector<std::string> files;
     for (fs::directory_iterator it{dir, ec}, end; !ec && it != end;
          it.increment(ec)) {
+      // Every *.so entry: one that is not a regular file (a FIFO, a
+      // dangling link) is listed as refused, saying what it is.
       const auto& path = it->path();
-      if (path.extension() == ".so" && it->is_regular_file(ec))
+      if (path.extension() == ".so")
         files.push_back(path.string());
     }
     if (ec) {
@@ -313,13 +457,52 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
     infos_.push_back(info);
     return path + ": " + infos_.back().error;
   };
-  std::error_code fec;
-  if (!fs::is_regular_file(path, fec))
-    return fail("no such file");
+  // A regular file, opened without blocking (a FIFO named *.so must not
+  // hang the host); what was opened is what is checked and loaded.
+  auto opened = core::open_regular_file(path);
+  if (auto* err = std::get_if<core::file_error>(&opened))
+    return fail(err->what == core::file_error::kind::unreadable
+                  ? "cannot open: " + err->message
+                  : err->message);
+  const auto& file = std::get<core::opened_file>(opened).status();
+  // Loaded by its resolved path: every folder on it is checked below, and
+  // the path must still name the file that was opened. (Loading through
+  // /proc/self/fd would make $ORIGIN useless to the plugin's own
+  // dependencies, and glibc would take a later plugin opened on the same
+  // descriptor number for the one already loaded.)
+  auto real = resolved_path(path);
+  struct ::stat real_status {};
+  if (!real)
+    return fail(std::string{"cannot resolve its path: "} + std::strerror(errno));
+  if (::stat(real->c_str(), &real_status) != 0
+      || real_status.st_dev != file.st_dev || real_status.st_ino != file.st_ino)
+    return fail("the file changed while it was being loaded");
+  // Only root and the user running Quarry may be able to change the code:
+  // the file, the folder it is named in and the folder it really is in,
+  // with every folder above them.
+  auto unsafe = unsafe_status(file, "the file", false);
+  if (!unsafe) {
+    auto named = fs::path{path}.parent_path();
+    auto named_dir = resolved_path(named.empty() ? "." : named.string());
+    if (!named_dir)
+      unsafe = "cannot resolve its folder: " + std::string{std::strerror(errno)};
+    else
+      unsafe = check_plugin_folders(*named_dir);
+    auto real_dir = fs::path{*real}.parent_path().string();
+    if (!unsafe && (!named_dir || real_dir != *named_dir))
+      unsafe = check_plugin_folders(real_dir);
+  }
+  if (unsafe) {
+    info.unsafe = clip(*unsafe);
+    if (!allow_unsafe_)
+      return fail(*unsafe + "; a plugin must be changeable by no one but root "
+                  "and the user running Quarry "
+                  "(plugins.allow_unsafe_permissions loads it anyway)");
+  }
   // Before dlopen runs any code of the file (static constructors included):
   // it must be a shared library of this machine that exports the entry
   // point and this host's ABI mark.
-  if (auto why = check_exports(path))
+  if (auto why = check_exports(*real))
     return fail(*why);
   auto entry = std::make_shared<loaded>();
   entry->file = path;
@@ -330,12 +513,14 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
   // (e.g. a pool job) or during shutdown.
   auto mode = static_cast<boost::dll::load_mode::type>(RTLD_NOW | RTLD_LOCAL
                                                        | RTLD_NODELETE);
-  entry->lib.load(fs::absolute(path), mode, ec);
+  entry->lib.load(fs::path{*real}, mode, ec);
   if (ec || !entry->lib.is_loaded()) {
     const char* why = dlerror();
     std::string msg = why ? why : ec.message();
     // dlerror() repeats the path; keep the part after it.
-    if (auto pos = msg.find(".so: "); pos != std::string::npos)
+    if (msg.rfind(*real + ": ", 0) == 0)
+      msg = msg.substr(real->size() + 2);
+    else if (auto pos = msg.find(".so: "); pos != std::string::npos)
       msg = msg.substr(pos + 5);
     return fail("cannot load: " + msg);
   }

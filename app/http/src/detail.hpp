@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -29,6 +30,35 @@ bool iequals(std::string_view a, std::string_view b) noexcept;
 
 /// Whether `text` is a token (RFC 9110 section 5.6.2): one or more tchar.
 bool is_token(std::string_view text) noexcept;
+
+/// A host and port as a Host field or an origin names them.
+struct authority {
+  /// The host, ASCII lower-cased; an IP literal keeps its brackets
+  /// (`[::1]`).
+  std::string host;
+  /// The port, if the text had one (`host:` has none).
+  std::optional<std::uint16_t> port;
+};
+
+/// Parses `uri-host [":" port]` (RFC 9110 section 7.2): a registered name
+/// or IPv4 address (host characters and percent escapes) or a bracketed
+/// IP literal, and a port of at most 65535. Returns nothing for anything
+/// else, an empty host included.
+std::optional<authority> parse_authority(std::string_view text);
+
+/// An origin (RFC 6454): scheme, host and port.
+struct origin {
+  /// `http` or `https`, lower-cased.
+  std::string scheme;
+  /// The host, and the port with the scheme's default (80, 443) filled in.
+  authority at;
+};
+
+/// Parses an origin as a browser serializes it, `scheme "://" host [":"
+/// port]`, for the schemes http and https; a single trailing `/` is
+/// allowed (as written in a configuration). Returns nothing for anything
+/// else: `null`, a path, user info, another scheme.
+std::optional<origin> parse_origin(std::string_view text);
 
 /// How the body of a request is delimited (RFC 9112 section 6.3).
 enum class body_framing {

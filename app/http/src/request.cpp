@@ -317,6 +317,61 @@ std::optional<std::string> check_transfer_codings(const std::vector<std::string_
 
 } // namespace
 
+std::optional<authority> parse_authority(std::string_view text) {
+  if (text.empty() || !valid_host(text))
+    return std::nullopt;
+  authority out;
+  std::string_view host = text;
+  std::string_view port;
+  if (text.front() == '[') {
+    auto close = text.find(']');
+    host = text.substr(0, close + 1);
+    if (close + 1 < text.size())
+      port = text.substr(close + 2);
+  } else if (auto colon = text.find(':'); colon != std::string_view::npos) {
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  if (host.empty() || (host.front() != '[' && host.find(':') != std::string_view::npos))
+    return std::nullopt;
+  if (!port.empty()) {
+    auto v = parse_decimal(port);
+    if (!v || *v > 65535)
+      return std::nullopt;
+    out.port = static_cast<std::uint16_t>(*v);
+  }
+  out.host.reserve(host.size());
+  for (char c : host)
+    out.host.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+  return out;
+}
+
+std::optional<origin> parse_origin(std::string_view text) {
+  auto sep = text.find("://");
+  if (sep == std::string_view::npos)
+    return std::nullopt;
+  origin out;
+  auto scheme = text.substr(0, sep);
+  if (iequals(scheme, "http"))
+    out.scheme = "http";
+  else if (iequals(scheme, "https"))
+    out.scheme = "https";
+  else
+    return std::nullopt;
+  auto rest = text.substr(sep + 3);
+  if (!rest.empty() && rest.back() == '/')
+    rest.remove_suffix(1);
+  // parse_authority refuses a path, query, fragment or user info (`/`,
+  // `?`, `#` and `@` are not host characters).
+  auto at = parse_authority(rest);
+  if (!at)
+    return std::nullopt;
+  out.at = std::move(*at);
+  if (!out.at.port)
+    out.at.port = out.scheme == "http" ? 80 : 443;
+  return out;
+}
+
 std::variant<request_framing, std::string> check_request_head(std::string_view head,
                                                               unsigned version) {
   auto fail = [](std::string message) {

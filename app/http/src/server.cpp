@@ -164,6 +164,12 @@ struct server_core {
   std::vector<std::thread> threads;
   std::string address;
   uint16_t port = 0;
+  /// Whether Host and Origin are checked (server_options::check_host, no
+  /// token), the Host values accepted (each with its port) and the origins
+  /// accepted besides `http://` and an accepted Host. Set by start.
+  bool check_host = false;
+  std::vector<detail::authority> hosts;
+  std::vector<detail::origin> origins;
 
   std::atomic<bool> stopping{false};
   /// The data of the end event of streams when the server stops (written
@@ -212,6 +218,50 @@ struct server_core {
 
   void do_accept();
   void on_accept(error_code ec, tcp::socket socket);
+
+  bool host_accepted(const detail::authority& at) const {
+    const auto port = at.port.value_or(80);
+    for (const auto& h : hosts)
+      if (h.host == at.host && h.port == port)
+        return true;
+    return false;
+  }
+
+  /// Why a request must be answered 403 (DNS rebinding, cross-site
+  /// requests), or nothing: `host`, `origin`: the fields as sent (nothing:
+  /// absent); `changes_state`: a method other than GET, HEAD and OPTIONS.
+  std::optional<std::string> refusal(std::optional<std::string_view> host,
+                                     std::optional<std::string_view> origin,
+                                     bool changes_state) const {
+    if (!check_host)
+      return std::nullopt;
+    auto shown = [](std::string_view x) { return std::string{x.substr(0, 100)}; };
+    if (!host)
+      return std::string{"a request without Host is not answered: without "
+                         "server.auth_token only requests that name this server "
+                         "are"};
+    auto at = detail::parse_authority(*host);
+    if (!at || !host_accepted(*at))
+      return "Host '" + shown(*host) + "' does not name this server (" + address
+             + "): without server.auth_token only its own addresses are answered "
+               "(add others to server.allowed_hosts)";
+    if (!changes_state || !origin)
+      return std::nullopt;
+    auto o = detail::parse_origin(*origin);
+    bool allowed = false;
+    if (o) {
+      allowed = o->scheme == "http" && host_accepted(o->at);
+      for (const auto& x : origins)
+        if (x.scheme == o->scheme && x.at.host == o->at.host && x.at.port == o->at.port)
+          allowed = true;
+    }
+    if (allowed)
+      return std::nullopt;
+    return "Origin '" + shown(*origin)
+           + "' may not change anything on this server: without server.auth_token "
+             "only pages of this server's own addresses may (add others to "
+             "server.allowed_origins)";
+  }
 };
 
 // -- connection ---------------------------------------------------------------
@@ -637,6 +687,22 @@ private:
         keep_alive_ = false;
       send_response(std::move(res), serial_);
     };
+    {
+      auto field = [&](bhttp::field f) -> std::optional<std::string_view> {
+        auto i = req.find(f);
+        if (i == req.end())
+          return std::nullopt;
+        return std::string_view{i->value().data(), i->value().size()};
+      };
+      const auto m = req.method();
+      const bool changes_state =
+        m != bhttp::verb::get && m != bhttp::verb::head && m != bhttp::verb::options;
+      if (auto why = core_->refusal(field(bhttp::field::host), field(bhttp::field::origin),
+                                    changes_state)) {
+        refuse(json_error(403, "forbidden", *why));
+        return;
+      }
+    }
     if (content_length && *content_length > core_->opts.max_body_bytes) {
       refuse(json_error(413, "too_large",
                         "the request body is larger than "
@@ -1225,6 +1291,32 @@ server::start(server_options options, handler fn) {
   if (has_line_break(options.auth_token))
     return fail(sdk::errc::bad_request, "server.auth_token must not contain line breaks");
 
+  std::vector<detail::authority> extra_hosts;
+  for (const auto& h : options.allowed_hosts) {
+    auto at = detail::parse_authority(h);
+    if (!at)
+      return fail(sdk::errc::bad_request,
+                  "server.allowed_hosts: '" + h.substr(0, 100)
+                    + "' is not a host name or address, with or without a port "
+                      "(e.g. quarry.lan or quarry.lan:8700)");
+    extra_hosts.push_back(std::move(*at));
+  }
+  std::vector<detail::origin> origins;
+  for (const auto& o : options.allowed_origins) {
+    auto parsed = detail::parse_origin(o);
+    if (!parsed)
+      return fail(sdk::errc::bad_request,
+                  "server.allowed_origins: '" + o.substr(0, 100)
+                    + "' is not an origin such as http://localhost:3000 (http or "
+                      "https, a host, a port, no path)");
+    origins.push_back(std::move(*parsed));
+  }
+  // Listed CORS origins are trusted as well; one that is not an origin
+  // only ever matched by its exact text (CORS headers), as before.
+  for (const auto& o : options.cors_origins)
+    if (auto parsed = detail::parse_origin(o))
+      origins.push_back(std::move(*parsed));
+
   auto core = std::make_shared<server_core>();
   core->opts = std::move(options);
   core->fn = std::move(fn);
@@ -1282,6 +1374,28 @@ server::start(server_options options, handler fn) {
     return bind_error("cannot read the bound address", ec);
   core->port = local.port();
   core->address = endpoint_text(local);
+  core->check_host = opts.check_host && opts.auth_token.empty();
+  if (core->check_host) {
+    auto add = [&](std::string_view host_text, std::optional<uint16_t> port) {
+      if (auto at = detail::parse_authority(host_text)) {
+        at->port = port.value_or(core->port);
+        core->hosts.push_back(std::move(*at));
+      }
+    };
+    add(opts.host.find(':') != std::string::npos ? "[" + opts.host + "]" : opts.host,
+        std::nullopt);
+    auto bound = local.address().to_string();
+    add(local.address().is_v6() ? "[" + bound + "]" : bound, std::nullopt);
+    add("localhost", std::nullopt);
+    add("127.0.0.1", std::nullopt);
+    add("[::1]", std::nullopt);
+    for (auto& at : extra_hosts) {
+      if (!at.port)
+        at.port = core->port;
+      core->hosts.push_back(std::move(at));
+    }
+    core->origins = std::move(origins);
+  }
 
   core->work.emplace(net::make_work_guard(core->ioc));
   net::post(core->acceptor.get_executor(), [c = core.get()] { c->do_accept(); });

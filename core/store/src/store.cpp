@@ -20,6 +20,8 @@
 #include <set>
 
 #include <sys/random.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 namespace quarry::store {
 
@@ -28,6 +30,50 @@ using detail::db_error;
 using detail::statement;
 
 namespace {
+
+// Whether `path` (a file or folder) is on a file system mounted read-only.
+bool on_read_only_file_system(const std::string& path) {
+  struct statvfs st {};
+  return ::statvfs(path.c_str(), &st) == 0 && (st.f_flag & ST_RDONLY) != 0;
+}
+
+// Why the store at `path` cannot be written by this process, or "": a
+// read-only file system, no write permission on the file, or on its folder
+// (SQLite creates its `-wal` and `-shm` files there).
+std::string why_read_only(const std::string& path) {
+  auto dir = fs::path{path}.parent_path().string();
+  if (dir.empty())
+    dir = ".";
+  if (on_read_only_file_system(path) || on_read_only_file_system(dir))
+    return "it is on a read-only file system";
+  if (::access(dir.c_str(), W_OK) != 0)
+    return "no write permission on its folder";
+  if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), W_OK) != 0)
+    return "no write permission on the file";
+  return {};
+}
+
+// A `file:` URI for `path` that opens it immutable (SQLite then takes no
+// lock and needs no `-shm` file; safe only where nobody can write it).
+std::string immutable_uri(std::string_view path) {
+  std::string out = "file:";
+  if (!path.empty() && path.front() != '/')
+    out += "./";
+  // `file://` would start an authority.
+  while (path.size() > 1 && path[0] == '/' && path[1] == '/')
+    path.remove_prefix(1);
+  static constexpr char hex[] = "0123456789ABCDEF";
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7F) {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 0xF];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "?immutable=1";
+}
 
 // One step of the schema: the SQL that brings a database of version
 // `version - 1` to `version`. Steps are never edited once released; a change
@@ -705,10 +751,13 @@ store::open(const std::string& path, const open_options& opts) {
   std::unique_ptr<sqlite3, int (*)(sqlite3*)> guard{db, sqlite3_close_v2};
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, wait_ms);
-  if (!opts.read_only && sqlite3_db_readonly(db, "main") == 1)
+  if (!opts.read_only && sqlite3_db_readonly(db, "main") == 1) {
+    auto why = why_read_only(path);
     return fail(sdk::errc::refused,
-                "the file is read-only (no write permission); open it "
-                "read-only to read it");
+                "read-only ("
+                  + (why.empty() ? std::string{"no write permission"} : why)
+                  + "): it cannot be written");
+  }
   // The application id, schema version and number of schema objects, read
   // in one snapshot.
   struct header {
@@ -755,6 +804,18 @@ store::open(const std::string& path, const open_options& opts) {
                   std::string{"unreadable or corrupt SQLite database (left "
                               "untouched): "}
                     + sqlite3_errmsg(db));
+    // SQLite opens a store in WAL mode with its `-wal` and `-shm` files,
+    // which it creates beside the store: where it cannot, the store is
+    // read-only, and that is what the user needs to hear.
+    if ((rc & 0xFF) == SQLITE_CANTOPEN || (rc & 0xFF) == SQLITE_READONLY) {
+      if (auto why = why_read_only(path); !why.empty())
+        return fail(sdk::errc::refused,
+                    "read-only (" + why + ")"
+                      + (opts.read_only
+                           ? std::string{": SQLite cannot create the -shm file it "
+                                         "needs beside the store to read it"}
+                           : std::string{": it cannot be written"}));
+    }
     return db_error("cannot read the database header", rc, db);
   };
   // Refuses what is not ours, or not readable by this build.
@@ -772,8 +833,26 @@ store::open(const std::string& path, const open_options& opts) {
     return std::nullopt;
   };
   header h;
-  if (auto rc = read_header(h, false); rc != SQLITE_OK)
-    return unreadable(rc);
+  if (auto rc = read_header(h, false); rc != SQLITE_OK) {
+    // On a read-only file system nobody can write the store, and SQLite
+    // cannot create its `-shm` file: it is read as an immutable file.
+    bool immutable = false;
+    if (opts.read_only && opts.vfs.empty() && (rc & 0xFF) == SQLITE_CANTOPEN
+        && on_read_only_file_system(path)) {
+      auto again = sqlite::open_database(immutable_uri(path), flags | SQLITE_OPEN_URI);
+      if (again.rc == SQLITE_OK && again.kind != sqlite::file_kind::other) {
+        guard.reset(again.db);
+        db = again.db;
+        sqlite3_extended_result_codes(db, 1);
+        sqlite3_busy_timeout(db, wait_ms);
+        immutable = read_header(h, false) == SQLITE_OK;
+      } else if (again.db != nullptr) {
+        sqlite3_close_v2(again.db);
+      }
+    }
+    if (!immutable)
+      return unreadable(rc);
+  }
   if (auto err = check(h))
     return *err;
   if (opts.read_only) {

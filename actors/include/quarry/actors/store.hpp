@@ -53,7 +53,11 @@ using watch_atom = caf::atom_constant<caf::atom("watch")>;
 
 /// Who hears that a session's writes failed: `(store_failed_atom, session,
 /// message)`, once per session. After that the store drops whatever else
-/// arrives for the session (a gap in its packets must not be written).
+/// arrives for the session (a gap in its packets must not be written), but
+/// for the end of its run: a state change to any state other than
+/// `running` and `pending` is stored as `interrupted`, with an error that
+/// says the rest was not saved and why ("... the disk is full ..."), tried
+/// again at every later write and flush until it is stored.
 using store_listener_actor
   = caf::typed_actor<caf::reacts_to<store_failed_atom, std::string, std::string>>;
 

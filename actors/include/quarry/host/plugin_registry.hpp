@@ -27,6 +27,12 @@ struct plugin_info {
   bool ok = false;
   /// Why the file was refused (one line), if `!ok`.
   std::string error;
+  /// Why others than root and the user running Quarry could change the code
+  /// this file runs (one line: the file's owner or mode, or a folder's);
+  /// empty if no one else could. Such a file is refused with this reason,
+  /// unless unsafe permissions are allowed: then it loads (`ok`) and this is
+  /// its warning.
+  std::string unsafe;
   // The fields below are set once the descriptor could be read.
   std::string name;
   sdk::plugin_kind kind = sdk::plugin_kind::tool;
@@ -68,13 +74,38 @@ public:
 
   // -- loading ----------------------------------------------------------------
 
+  /// Whether files that others than root and the user running Quarry could
+  /// change load anyway, each with @ref plugin_info::unsafe set
+  /// (`plugins.allow_unsafe_permissions`; for development). Off by default.
+  void allow_unsafe_permissions(bool value) noexcept {
+    allow_unsafe_ = value;
+  }
+
+  /// See the setter.
+  bool allow_unsafe_permissions() const noexcept {
+    return allow_unsafe_;
+  }
+
   /// Loads every `*.so` file in each folder, in order (files within a folder
-  /// in name order). A missing folder is skipped. Returns one line per folder
-  /// that exists but cannot be read.
+  /// in name order; an entry that is not a regular file is recorded as
+  /// refused, saying what it is). A missing folder is skipped. Returns one
+  /// line per folder that exists but cannot be read.
   std::vector<std::string> load_directories(const std::vector<std::string>& dirs);
 
   /// Loads one file. On failure, records it with its error and returns the
   /// error line (which names the file).
+  ///
+  /// The file must be a regular file (a symbolic link to one is followed),
+  /// opened without blocking. No one but root and the user running Quarry
+  /// may be able to change it: the file (after links) and every folder from
+  /// the one it is named in, and from the one it really is in, up to `/`
+  /// must be owned by root or that user and writable by no one else (by
+  /// their group only if it is the owner's private group: named like the
+  /// owner, the owner's primary group, no other members). A folder above
+  /// those holding the file may be writable by others if it has the sticky
+  /// bit (as `/tmp` has). See @ref allow_unsafe_permissions. The file is
+  /// then read and loaded by its resolved path, which is checked to be the
+  /// file that was opened.
   std::optional<std::string> load_file(const std::string& path);
 
   // -- properties -------------------------------------------------------------
@@ -108,6 +139,7 @@ private:
        const nlohmann::json& config, std::string_view instance);
 
   host_services& services_;
+  bool allow_unsafe_ = false;
   std::vector<plugin_info> infos_;
   std::vector<std::shared_ptr<loaded>> libs_;
 };
@@ -120,6 +152,11 @@ private:
 std::optional<std::string>
 check_abi_mark(std::string_view theirs,
                std::string_view host_mark = sdk::abi_mark);
+
+/// Why others than root and the user running Quarry could change the folder
+/// `dir` (an absolute path without symbolic links) or a folder above it
+/// (see plugin_registry::load_file), or nothing.
+std::optional<std::string> check_plugin_folders(const std::string& dir);
 
 /// Checks a descriptor against this host's versions. Returns the reason for
 /// refusing it (without the file name), or nothing.

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
@@ -21,6 +22,10 @@ inline constexpr std::string_view config_override_label = "--set";
 
 /// The `source` of a configuration that was not read from a file.
 inline constexpr std::string_view config_embedded_label = "embedded defaults";
+
+/// The largest configuration file read, in bytes (1 MiB); a larger one is an
+/// error.
+inline constexpr size_t max_config_file_size = 1024 * 1024;
 
 /// One problem found while loading the configuration. Never contains the
 /// value of a secret.
@@ -47,7 +52,9 @@ using config_getenv_fn
 struct load_options {
   /// The `--config` file. If unset, the loader tries $QUARRY_CONFIG, then
   /// $XDG_CONFIG_HOME/quarry/quarry.yaml (or ~/.config/quarry/quarry.yaml),
-  /// then uses the embedded defaults.
+  /// then uses the embedded defaults. However it is named, the file must be
+  /// a regular file (or a symbolic link to one) of at most
+  /// @ref max_config_file_size bytes; anything else is an error.
   std::optional<std::string> file;
   /// `key.path=value` overrides from `--set`, applied in order after the file.
   std::vector<std::string> overrides;
@@ -82,6 +89,12 @@ struct loaded_config {
   /// Instances added from the environment, in the order they were added
   /// (see apply_environment_defaults in `quarry/core/instances.hpp`).
   std::vector<environment_default> environment_defaults;
+  /// The keys of the secrets whose value the file itself holds, not only
+  /// `${NAME}` references (`${NAME:-default}` with a default counts; a URL
+  /// counts only with credentials), e.g. `llm.providers.main.api_key`.
+  /// When the file is readable by its group or others, @ref load_config adds
+  /// a warning naming them and the file's mode.
+  std::vector<std::string> literal_secrets;
 
   /// Returns @ref effective with every non-empty secret replaced by `***`.
   nlohmann::json redacted() const;
@@ -105,6 +118,9 @@ struct load_result {
 };
 
 /// Finds, reads, substitutes, overrides and validates the configuration.
+/// The file is opened without blocking: a FIFO, a folder, a device, a
+/// dangling symbolic link or a link loop is an error naming what it is, as
+/// is a file larger than @ref max_config_file_size.
 load_result load_config(const load_options& options);
 
 /// Like @ref load_config but reads `yaml` instead of a file; `file_label`
@@ -113,7 +129,9 @@ load_result load_config_text(std::string_view yaml, std::string file_label,
                              const load_options& options = {});
 
 /// Returns the file @ref load_config would read given `options`, or
-/// `std::nullopt` if it would use the embedded defaults.
+/// `std::nullopt` if it would use the embedded defaults: only when no
+/// `--config` or $QUARRY_CONFIG is given and nothing at all (not even a
+/// dangling link) is at the default location.
 std::optional<std::string> find_config_file(const load_options& options);
 
 /// Returns the candidate closest to `name` (edit distance with adjacent

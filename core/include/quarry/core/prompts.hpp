@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,6 +32,10 @@ render_template(std::string_view text, const prompt_vars& vars,
 /// Returns the placeholder names of `text` in order of first appearance.
 std::vector<std::string> template_variables(std::string_view text);
 
+/// The largest prompt file @ref prompt_library::load_overrides reads, in
+/// bytes (1 MiB).
+inline constexpr size_t max_prompt_file_size = 1024 * 1024;
+
 /// A set of named templates.
 class prompt_library {
 public:
@@ -39,7 +44,9 @@ public:
 
   /// Replaces templates with the files `<name>.md` or `<name>.txt` found in
   /// `dir`. Only names the library already has may be replaced; a file whose
-  /// template uses a variable the built-in one does not know is refused.
+  /// template uses a variable the built-in one does not know is refused, as
+  /// is one that is not a regular file or a link to one (a FIFO, a folder, a
+  /// dangling link) or is larger than @ref max_prompt_file_size bytes.
   /// Returns the number of templates replaced, or an error (nothing is
   /// replaced then).
   std::variant<size_t, prompt_error> load_overrides(const std::string& dir);

@@ -44,6 +44,9 @@ struct plugin_settings {
   /// Folders searched for plugin files, after --plugin-dir folders and before
   /// the built-in folder.
   std::vector<std::string> dirs;
+  /// Load plugin files that others than root and the user running Quarry
+  /// could change (for development only); each loads with a warning.
+  bool allow_unsafe_permissions = false;
 };
 
 /// The `http` section: defaults of the shared HTTP client.
@@ -244,6 +247,12 @@ struct server_settings {
   std::chrono::milliseconds heartbeat{std::chrono::seconds{15}};
   /// Origins that get CORS headers; empty: none.
   std::vector<std::string> cors_origins;
+  /// Without `auth_token`: Host values answered besides the server's own
+  /// addresses (`name` or `name:port`).
+  std::vector<std::string> allowed_hosts;
+  /// Without `auth_token`: origins (`http[s]://host[:port]`) that may send
+  /// requests that change state, besides the server's own.
+  std::vector<std::string> allowed_origins;
   /// Threads of the HTTP server.
   int io_threads = 2;
 };
@@ -286,6 +295,12 @@ struct cluster_settings {
   std::chrono::milliseconds spawn_timeout{std::chrono::seconds{10}};
   /// Research agents a worker runs at once at most (`quarry worker`).
   int max_agents = 8;
+  /// Largest message (bytes) another node may send once its handshake is
+  /// done; a connection announcing more is closed.
+  int64_t max_message_size = 64 * 1024 * 1024;
+  /// A connection that has not finished its handshake (TLS included) this
+  /// long after it was opened is closed.
+  std::chrono::milliseconds handshake_timeout{std::chrono::seconds{10}};
 };
 
 /// The whole configuration.

@@ -20,7 +20,9 @@
 // docs/api.md): malformed requests (400, then closes), requests whose
 // framing is invalid or ambiguous (400, then closes: the rules of RFC 9112
 // listed under "Request framing" in docs/api.md), bad paths (400), a
-// missing or wrong bearer token (401), bodies over `max_body_bytes` (413,
+// missing or wrong bearer token (401), without a token a Host that does not
+// name the server or a foreign Origin on a state-changing request (403,
+// `server_options::check_host`), bodies over `max_body_bytes` (413,
 // from Content-Length before reading, or while reading a chunked body),
 // heads over `max_header_bytes` (431), connections over `max_connections`
 // and streams over `max_event_streams` (429 `busy` with Retry-After), and
@@ -97,8 +99,26 @@ struct server_options {
   std::vector<std::string> public_paths = {"/healthz", "/", "/index.html",
                                            "/favicon.ico", "/assets/*"};
   /// Origins (e.g. `http://localhost:3000`) that get CORS headers; empty:
-  /// no CORS headers at all.
+  /// no CORS headers at all. They may also send requests that change state
+  /// (see `check_host`).
   std::vector<std::string> cors_origins;
+  /// Without `auth_token`, guards against DNS rebinding and cross-site
+  /// requests (docs/api.md, "Host and Origin"): every request must carry a
+  /// Host that names this server (`host`, its bound address, `localhost`,
+  /// `127.0.0.1` or `[::1]`, with the server's port; a Host without a port
+  /// means port 80) or one of `allowed_hosts`; and a request with a method
+  /// other than GET, HEAD and OPTIONS that carries an Origin needs an
+  /// allowed one: `http://` and an accepted Host, or one of
+  /// `allowed_origins` and `cors_origins` (`null` never is). Anything else
+  /// is answered 403 `forbidden`. With a token nothing is checked; false
+  /// turns the checks off (for tests that send other Hosts).
+  bool check_host = true;
+  /// Further Host values: `name` (with the server's port) or `name:port`;
+  /// an IPv6 address in brackets. `start` refuses entries that are not.
+  std::vector<std::string> allowed_hosts;
+  /// Further origins, `http[s]://host[:port]` (no path); `start` refuses
+  /// entries that are not.
+  std::vector<std::string> allowed_origins;
 };
 
 /// A request as the handler sees it. The head and body were read in full
@@ -272,7 +292,8 @@ public:
   /// Resolves `options.host`, refuses a non-loopback address without
   /// `options.auth_token`, binds, listens and starts the I/O threads.
   /// Errors name the address and the reason (address in use, cannot
-  /// resolve, permission denied).
+  /// resolve, permission denied), or the entry of `allowed_hosts` or
+  /// `allowed_origins` that is not a host or an origin.
   static std::variant<std::unique_ptr<server>, sdk::error>
   start(server_options options, handler fn);
 

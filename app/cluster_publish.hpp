@@ -1,7 +1,9 @@
 // Publishing a typed actor to other nodes (`quarry worker`, `quarry serve`
 // with `cluster.listen`): over mutual TLS when certificates are configured,
 // plaintext otherwise, and plaintext beyond loopback only when the user
-// allowed it. Included by the commands that publish, never by a header.
+// allowed it. The runtime's multiplexer speaks the TLS and bounds every
+// connection (docs/cluster.md), so both go through caf::io::publish.
+// Included by the commands that publish, never by a header.
 
 #pragma once
 
@@ -11,7 +13,6 @@
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/publish.hpp>
-#include <caf/openssl/publish.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -37,14 +38,15 @@ inline std::string plaintext_refusal(const core::settings& cfg, const core::node
   return {};
 }
 
-/// Publishes `hdl` at `where` (TLS when configured); the port, or the error.
+/// Publishes `hdl` at `where`; the port, or the error. Whether the port
+/// speaks TLS follows `cfg`, the settings `sys` was built with (its
+/// multiplexer speaks it).
 template <class Handle>
 std::variant<uint16_t, std::string> publish_node(caf::actor_system& sys, const Handle& hdl,
-                                                 const core::settings& cfg,
+                                                 [[maybe_unused]] const core::settings& cfg,
                                                  const core::node_address& where) {
   auto bind = where.host.c_str();
-  auto port = cfg.cluster.tls.configured() ? caf::openssl::publish(hdl, where.port, bind, true)
-                                           : caf::io::publish(hdl, where.port, bind, true);
+  auto port = caf::io::publish(hdl, where.port, bind, true);
   if (!port)
     return "cannot listen on " + where.text() + ": " + sys.render(port.error());
   return *port;

@@ -96,8 +96,7 @@ int cmd_worker(context& ctx, const worker_options& opts) {
 
   // Runs until SIGINT or SIGTERM.
   auto signal_number = actors::wait_for_stop_signal();
-  // The port closes with the actor system (caf::openssl::unpublish does
-  // not compile in CAF 0.17.6).
+  // The port closes with the actor system.
   std::cerr << "quarry: worker stopping: running agents are stopped\n";
   host = actors::agent_host_full_actor{};
   published = cluster::agent_host_actor{};

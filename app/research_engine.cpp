@@ -280,7 +280,6 @@ void research_engine::start(std::shared_ptr<store::store> db) {
   if (!cfg.cluster.workers.empty()) {
     actors::directory_setup ds;
     ds.workers = cfg.cluster.workers;
-    ds.tls = cfg.cluster.tls.configured();
     ds.heartbeat = cfg.cluster.heartbeat;
     ds.heartbeat_timeout = cfg.cluster.heartbeat_timeout;
     ds.connect_timeout = cfg.cluster.spawn_timeout;

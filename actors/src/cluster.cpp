@@ -20,7 +20,6 @@
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
-#include <caf/openssl/manager.hpp>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -227,11 +226,10 @@ struct directory_state {
 
 using directory_ptr = directory_full_actor::stateful_pointer<directory_state>;
 
+/// The middleman's actor: with cluster certificates its connections speak
+/// mutual TLS themselves (the runtime's multiplexer, guarded_network.hpp).
 caf::io::middleman_actor connector(directory_ptr self) {
-  auto& sys = self->system();
-  if (self->state.setup.tls)
-    return sys.openssl_manager().actor_handle();
-  return sys.middleman().actor_handle();
+  return self->system().middleman().actor_handle();
 }
 
 void schedule_connect(directory_ptr self, size_t i);

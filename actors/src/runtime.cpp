@@ -2,6 +2,8 @@
 
 #include "quarry/actors/runtime.hpp"
 
+#include "guarded_network.hpp"
+
 #include "quarry/actors/atoms.hpp"
 #include "quarry/actors/message_types.hpp"
 #include "quarry/cluster/wire.hpp"
@@ -17,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <csignal>
 #include <cstdlib>
@@ -157,7 +160,7 @@ void log_refused_value(const char* what) {
   spdlog::warn("dropped a message from another node: {}", what);
 }
 
-struct quarry_system_config : caf::actor_system_config {
+struct quarry_system_config : caf::actor_system_config, net::connection_rules_holder {
   explicit quarry_system_config(const core::settings& cfg) {
     // A value another node sent that no Quarry node writes is refused while
     // the message is read (CAF then drops it): say so.
@@ -180,9 +183,17 @@ struct quarry_system_config : caf::actor_system_config {
     // timeout is closed (a peer that vanished without a FIN is seen too).
     set("middleman.heartbeat-interval", caf::timespan{cl.heartbeat});
     set("middleman.connection-timeout", caf::timespan{cl.heartbeat_timeout});
-    load<caf::io::middleman>();
+    // Every connection is bounded: 64 KiB before its handshake,
+    // cluster.max_message_size after it, closed without a handshake after
+    // cluster.handshake_timeout (guarded_network.hpp).
+    rules.max_message_size = static_cast<uint32_t>(
+      std::clamp<int64_t>(cl.max_message_size, net::handshake_payload_limit, UINT32_MAX));
+    rules.handshake_timeout = cl.handshake_timeout;
+    rules.tls = cl.tls.configured();
+    net::load_guarded_middleman(*this);
     // Mutual TLS between nodes (checked by the commands before this: all
-    // three files, readable). Never CAF's anonymous TLS: without
+    // three files, readable), spoken by the connections of the multiplexer
+    // above with caf::openssl's sessions. Never CAF's anonymous TLS: without
     // certificates, caf::openssl is not loaded at all.
     if (cl.tls.configured()) {
       openssl_certificate = cl.tls.cert;

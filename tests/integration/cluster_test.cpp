@@ -448,9 +448,11 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a foreign CAF program spawns an age
   };
   CHECK(refused(99, spec).find("protocol 99") != std::string::npos);
   auto no_tool = spec;
-  no_tool.tools = {"internal_search", "open_url"};
+  // The worker has a corpus: internal_search and the open_url a corpus
+  // gets by default, no web search.
+  no_tool.tools = {"internal_search", "web_search"};
   CHECK(refused(quarry::cluster::protocol_version, no_tool)
-        == "this worker has no tool open_url (it has: internal_search)");
+        == "this worker has no tool web_search (it has: internal_search, open_url)");
   auto bad_limits = spec;
   bad_limits.max_cycles = 1000;
   CHECK(refused(quarry::cluster::protocol_version, bad_limits).find("max_cycles 1000")

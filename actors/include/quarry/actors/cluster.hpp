@@ -97,8 +97,6 @@ using worker_directory_actor = caf::typed_actor<
 struct directory_setup {
   /// `HOST:PORT` of every worker, in the order of preference on a tie.
   std::vector<std::string> workers;
-  /// Connect over TLS (the actor system loaded caf::openssl).
-  bool tls = false;
   /// Status requests this often; a worker silent this long is lost.
   std::chrono::milliseconds heartbeat{std::chrono::seconds{1}};
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds{5}};

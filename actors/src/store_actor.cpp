@@ -124,6 +124,15 @@ void write_unsaved_ends(store_ptr self) {
   st.unsaved_ends = std::move(kept);
 }
 
+// Drops the kept end of `session`, if any (it ends again, is resumed or
+// removed).
+void forget_unsaved_end(store_ptr self, const std::string& session) {
+  auto& ends = self->state.unsaved_ends;
+  ends.erase(std::remove_if(ends.begin(), ends.end(),
+                            [&](const auto& x) { return x.session_id == session; }),
+             ends.end());
+}
+
 // A failed session's run ended (`state`): it is stored as interrupted (what
 // was saved can be resumed) with the write error that stopped its saving,
 // whatever state its run ended in.
@@ -132,14 +141,12 @@ void end_unsaved(store_ptr self, const std::string& session, const std::string& 
   auto s = store::session_state_from(state);
   if (!s || *s == store::session_state::running || *s == store::session_state::pending)
     return;
+  constexpr std::string_view prefix = "research store: ";
   std::string_view why = write_error;
-  if (why.rfind("research store: ", 0) == 0)
-    why.remove_prefix(16);
-  auto& ends = self->state.unsaved_ends;
-  ends.erase(std::remove_if(ends.begin(), ends.end(),
-                            [&](const auto& x) { return x.session_id == session; }),
-             ends.end());
-  ends.push_back({session, store::session_state::interrupted,
+  if (why.rfind(prefix, 0) == 0)
+    why.remove_prefix(prefix.size());
+  forget_unsaved_end(self, session);
+  self->state.unsaved_ends.push_back({session, store::session_state::interrupted,
                   "the research store could not be written, so the rest of this "
                   "session was not saved: "
                     + std::string{why}});
@@ -343,10 +350,7 @@ store_full_actor::behavior_type store_impl(store_ptr self,
     },
     [=](remove_atom, const std::string& id) -> std::string {
       write_pending(self);
-      auto& ends = self->state.unsaved_ends;
-      ends.erase(std::remove_if(ends.begin(), ends.end(),
-                                [&](const auto& x) { return x.session_id == id; }),
-                 ends.end());
+      forget_unsaved_end(self, id);
       auto removed = self->state.db->remove(id);
       if (auto* err = std::get_if<sdk::error>(&removed))
         return err->message;
@@ -358,10 +362,7 @@ store_full_actor::behavior_type store_impl(store_ptr self,
       // A new emitter of the session goes on from what is stored (a failed
       // batch left nothing behind), so its writes are taken again.
       self->state.failed.erase(session);
-      auto& ends = self->state.unsaved_ends;
-      ends.erase(std::remove_if(ends.begin(), ends.end(),
-                                [&](const auto& x) { return x.session_id == session; }),
-                 ends.end());
+      forget_unsaved_end(self, session);
       self->state.listeners[session] = std::move(listener);
     },
     [=](flush_atom) -> std::string {

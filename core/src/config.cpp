@@ -1415,11 +1415,8 @@ readable_secrets_warning(const std::string& path, mode_t mode,
     list += (i == 0 ? "" : ", ") + keys[i];
   if (keys.size() > 3)
     list += " and " + std::to_string(keys.size() - 3) + " more";
-  char octal[8];
-  std::snprintf(octal, sizeof(octal), "%04o",
-                static_cast<unsigned>(mode & 07777));
   return path + " holds secrets (" + list
-         + ") and is readable by other users (mode " + octal + "); chmod 600 "
+         + ") and is readable by other users (mode " + mode_text(mode) + "); chmod 600 "
          + shell_word(path);
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -67,6 +68,12 @@ opened_file& opened_file::operator=(opened_file&& other) noexcept {
 opened_file::~opened_file() {
   if (fd_ >= 0)
     ::close(fd_);
+}
+
+std::string mode_text(mode_t mode) {
+  char out[8];
+  std::snprintf(out, sizeof(out), "%04o", static_cast<unsigned>(mode & 07777));
+  return out;
 }
 
 std::string describe_file_type(mode_t mode) {

@@ -204,12 +204,6 @@ bool trusted_owner(uid_t uid) {
   return uid == 0 || uid == ::geteuid();
 }
 
-std::string mode_text(mode_t mode) {
-  char out[8];
-  std::snprintf(out, sizeof(out), "%04o", static_cast<unsigned>(mode & 07777));
-  return out;
-}
-
 // The user's name and primary group, if the system knows the user.
 std::optional<std::pair<std::string, gid_t>> user_entry(uid_t uid) {
   std::vector<char> buf(16 * 1024);
@@ -285,12 +279,12 @@ std::optional<std::string> unsafe_status(const struct ::stat& st,
            + ", not by root or the user running Quarry";
   auto sticky = above && S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
   if ((st.st_mode & S_IWOTH) != 0 && !sticky)
-    return what + " is writable by every user (mode " + mode_text(st.st_mode)
+    return what + " is writable by every user (mode " + core::mode_text(st.st_mode)
            + ")";
   if ((st.st_mode & S_IWGRP) != 0 && !sticky
       && !private_group(st.st_gid, st.st_uid))
     return what + " is writable by " + describe_group(st.st_gid) + " (mode "
-           + mode_text(st.st_mode) + ")";
+           + core::mode_text(st.st_mode) + ")";
   return std::nullopt;
 }
 

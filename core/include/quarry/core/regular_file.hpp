@@ -83,6 +83,10 @@ struct regular_file_text {
 std::variant<regular_file_text, file_error>
 read_regular_file(const std::string& path, size_t max_bytes);
 
+/// The permission bits of `mode` as a message shows them: four octal digits
+/// ("0644", "1777").
+std::string mode_text(mode_t mode);
+
 /// Describes a file type for a message: "is a directory", "is a FIFO", ...;
 /// empty for a regular file.
 std::string describe_file_type(mode_t mode);

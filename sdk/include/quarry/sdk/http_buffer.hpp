@@ -81,9 +81,10 @@ inline std::string http_error_message(std::string_view body,
   }
   while (!out.empty() && out.back() == ' ')
     out.pop_back();
+  // Valid UTF-8 already (strip_terminal_controls), cut at a character.
   if (out.size() > max_size)
     out.resize(utf8_prefix(out, max_size).size());
-  return repair_utf8(out);
+  return out;
 }
 
 /// Classifies an error response (status outside 2xx) with `message` as the

@@ -5,6 +5,7 @@
 #include "cli.hpp"
 #include "context.hpp"
 
+#include "quarry/extract/charset_detect.hpp"
 #include "quarry/fetch/fetch.hpp"
 #include "quarry/fetch/local_file.hpp"
 #include "quarry/fetch/url.hpp"
@@ -59,6 +60,8 @@ int print(const fetch::page& p, bool json) {
       out["pages"] = p.pages;
       out["pages_read"] = p.pages_read;
     }
+    if (!p.charset_note.empty())
+      out["note"] = p.charset_note;
     out["text"] = p.text;
     if (!p.comments.empty())
       out["comments"] = p.comments;
@@ -66,6 +69,9 @@ int print(const fetch::page& p, bool json) {
                           nlohmann::json::error_handler_t::replace)
               << "\n";
   } else {
+    // A guessed encoding is said on stderr: stdout stays the document.
+    if (!p.charset_note.empty())
+      std::cerr << "quarry: note: " << p.url << ": " << p.charset_note << "\n";
     std::cout << p.text;
     if (!p.text.empty() && p.text.back() != '\n')
       std::cout << "\n";
@@ -126,7 +132,7 @@ int cmd_extract(context& ctx, const extract_options& opts) {
     }
     auto page = fetch::read_document(std::get<std::string>(read),
                                      type_from_extension(path), path,
-                                     pdf_time_limit);
+                                     pdf_time_limit, extract::make_charset_detector());
     return print(page, opts.json);
   }
   auto policy = fetch::address_policy::make(fopts.allow);
@@ -151,8 +157,8 @@ int cmd_extract(context& ctx, const extract_options& opts) {
   }
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
     deadline - std::chrono::steady_clock::now());
-  auto page = fetch::read_fetched(*result,
-                                  std::max(left, std::chrono::milliseconds{1}));
+  auto page = fetch::read_fetched(*result, std::max(left, std::chrono::milliseconds{1}),
+                                  extract::make_charset_detector());
   return print(page, opts.json);
 }
 

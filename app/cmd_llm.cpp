@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <optional>
 #include <iostream>
 
 namespace quarry::app {
@@ -61,8 +62,8 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
   // The request.
   sdk::chat_request req;
   if (!opts.system.empty())
-    req.messages.push_back({sdk::role::system, opts.system, {}, {}, {}, {}});
-  req.messages.push_back({sdk::role::user, opts.message, {}, {}, {}, {}});
+    req.messages.push_back({sdk::role::system, opts.system, {}, {}, {}, {}, {}});
+  req.messages.push_back({sdk::role::user, opts.message, {}, {}, {}, {}, {}});
   req.model = opts.model;
   req.max_tokens = opts.max_tokens;
   req.role_tag = "chat";
@@ -113,6 +114,7 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
     self->send(hdl, actors::chat_atom::value, actors::llm_call{1, std::move(req)});
     auto done = false;
     auto streamed_text = false;
+    std::optional<nlohmann::json> answer; // --json: the answer to print
     while (!done) {
       self->receive(
         [&](actors::delta_atom, const actors::llm_delta& d) {
@@ -150,7 +152,8 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
                                {"model", r.model},
                                {"attempts", reply.attempts},
                                {"cost_usd", reply.cost_usd}};
-            std::cout << sdk::dump_json(out) << std::endl;
+            answer = std::move(out); // printed with the context window below
+
           } else {
             if (streamed_text && (r.text.empty() || r.text.back() != '\n'))
               std::cout << "\n";
@@ -168,6 +171,22 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
           done = true;
           rc = print_failure(opts, actors::from_caf_error(err));
         });
+    }
+    if (answer) {
+      // The model's context window as the provider found it (one probe of
+      // the server, bounded by the actor's time limit).
+      nlohmann::json window{{"tokens", nullptr}, {"source", ""}};
+      self->request(hdl, actors::llm_describe_timeout + std::chrono::seconds{2},
+                    actors::describe_atom::value)
+        .receive(
+          [&](const sdk::model_info& info) {
+            if (info.context_window > 0)
+              window["tokens"] = info.context_window;
+            window["source"] = info.context_window_source;
+          },
+          [](const caf::error&) {});
+      (*answer)["context_window"] = std::move(window);
+      std::cout << sdk::dump_json(*answer) << std::endl;
     }
     if (auto sig = interrupted.load(); sig != 0) {
       std::cerr << "quarry: interrupted\n";

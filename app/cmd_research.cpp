@@ -179,6 +179,18 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
   if (auto* rc = std::get_if<int>(&prepared))
     return *rc;
   auto engine = std::get<std::unique_ptr<research_engine>>(std::move(prepared));
+  // The models' context windows, before anything is stored: a window below
+  // deep research's minimum refuses the research (exit 2).
+  {
+    const auto& windows = engine->check_context();
+    for (const auto& note : windows.notes)
+      std::cerr << "quarry: " << sdk::strip_terminal_controls(note) << "\n";
+    if (!windows.refusal.empty()) {
+      std::cerr << "quarry: cannot research: "
+                << sdk::strip_terminal_controls(windows.refusal) << "\n";
+      return exit_usage;
+    }
+  }
 
   // The store: opened before anything runs, so a store that cannot be
   // written fails now, with nothing done.

@@ -13,6 +13,7 @@
 
 #include "quarry/actors/runtime.hpp"
 #include "quarry/core/duration.hpp"
+#include "quarry/core/research_requests.hpp"
 #include "quarry/http/router.hpp"
 #include "quarry/http/server.hpp"
 #include "quarry/sdk/strings.hpp"
@@ -295,6 +296,9 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                              {"url", src.url}});
       }
       j["sources"] = std::move(sources);
+      // A report the output limit cut (after its continuations) is marked
+      // so in its text; the API says it too.
+      j["truncated"] = *report && core::is_cut_report((*report)->text);
       json follow_ups = json::array();
       for (const auto& c : *children)
         follow_ups.push_back(c.id);
@@ -467,7 +471,8 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                                              {"question", report->question},
                                              {"report", report->body},
                                              {"sources", std::move(sources)},
-                                             {"partial", report->partial}});
+                                             {"partial", report->partial},
+                                             {"truncated", core::is_cut_report(report->body)}});
           });
         });
   add_openai_routes(r, svc);
@@ -590,6 +595,16 @@ int cmd_serve(context& ctx, const serve_options& opts) {
     return *rc;
   auto engine = std::get<std::unique_ptr<research_engine>>(std::move(prepared));
   engine->start(std::move(db));
+  // The models' context windows, once: a window too small refuses every
+  // research start with the reason (serve_sessions.cpp).
+  {
+    const auto& windows = engine->check_context();
+    for (const auto& note : windows.notes)
+      std::cerr << "quarry: " << sdk::strip_terminal_controls(note) << "\n";
+    if (!windows.refusal.empty())
+      std::cerr << "quarry: every research will be refused: "
+                << sdk::strip_terminal_controls(windows.refusal) << "\n";
+  }
   manager_settings ms;
   ms.max_running = cfg.server.max_running_sessions;
   auto manager = spawn_session_manager(engine->runtime().system(), *engine, store_file, ms);

@@ -7,6 +7,7 @@
 #include "session_store.hpp"
 
 #include "quarry/core/checkpoint.hpp"
+#include "quarry/core/research_requests.hpp"
 #include "quarry/sdk/strings.hpp"
 #include "quarry/store/store.hpp"
 
@@ -210,6 +211,7 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
         sources.push_back({{"number", src.number}, {"title", src.title}, {"url", src.url}});
     j["sources"] = std::move(sources);
     j["report"] = report ? json(report->body) : json(nullptr);
+    j["truncated"] = report && core::is_cut_report(report->body);
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return exit_ok;
   }

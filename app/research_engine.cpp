@@ -7,14 +7,17 @@
 
 #include "quarry/actors/llm_provider.hpp"
 #include "quarry/actors/runtime.hpp"
+#include "quarry/core/model_profile.hpp"
 #include "quarry/core/prompts.hpp"
 #include "quarry/corpus/index.hpp"
 #include "quarry/store/store.hpp"
 
 #include <caf/all.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 
 #include <unistd.h>
@@ -74,6 +77,8 @@ struct research_engine::impl {
   actors::store_actor store;
   std::map<std::string, actors::llm_provider_actor> llm_actors;
   std::map<std::string, actors::tool_provider_actor> tool_actors;
+  // The models' context windows (check_context).
+  context_verdict windows;
 
   explicit impl(context& c) : ctx(c) {
   }
@@ -243,8 +248,10 @@ research_engine::prepare(context& ctx, const engine_setup& setup) {
   return self;
 }
 
-void research_engine::start(std::shared_ptr<store::store> db) {
+void research_engine::start_models() {
   auto& st = *impl_;
+  if (st.rt)
+    return;
   auto& cfg = st.ctx.config.values;
   st.rt = std::make_unique<actors::runtime>(cfg);
   auto& rt = *st.rt;
@@ -267,6 +274,13 @@ void research_engine::start(std::shared_ptr<store::store> db) {
   st.models.research = role({"research_agent", "research"});
   st.models.report = role({"final_report", "report"});
   st.models.judge = role({"judge", "final_report", "report"});
+}
+
+void research_engine::start(std::shared_ptr<store::store> db) {
+  auto& st = *impl_;
+  auto& cfg = st.ctx.config.values;
+  start_models();
+  auto& rt = *st.rt;
   for (auto& [name, tool] : st.made_tools) {
     auto hdl = actors::spawn_tool_provider(
       rt.system(), tool, actors::tool_actor_settings::of(name, cfg.tools[name].limits));
@@ -311,6 +325,85 @@ const std::shared_ptr<const core::prompt_library>& research_engine::prompts() co
   return impl_->prompts;
 }
 
+const context_verdict& research_engine::check_context() {
+  auto& st = *impl_;
+  const auto& cfg = st.ctx.config.values;
+  start_models();
+  // The models of the orchestrator, the research agents and the report,
+  // each provider once.
+  std::vector<model_window> models;
+  auto add = [&](const char* role, std::initializer_list<const char*> names) {
+    auto name = provider_for_role(cfg.llm, names, st.default_llm);
+    for (auto& m : models)
+      if (m.provider == name) {
+        m.roles.emplace_back(role);
+        return;
+      }
+    model_window m;
+    m.roles.emplace_back(role);
+    m.provider = name;
+    if (auto i = cfg.llm.providers.find(name); i != cfg.llm.providers.end())
+      m.plugin = i->second.plugin;
+    if (auto i = st.made_llms.find(name); i != st.made_llms.end())
+      m.info = i->second->info();
+    m.info.context_window = 0; // unknown until the provider says
+    m.info.context_window_source.clear();
+    models.push_back(std::move(m));
+  };
+  add("orchestrator", {"orchestrator"});
+  add("research agents", {"research_agent", "research"});
+  add("final report", {"final_report", "report"});
+  // All asked at once; the answers come back as ordinary messages.
+  caf::scoped_actor self{st.rt->system()};
+  std::map<caf::actor_addr, size_t> asked;
+  for (size_t i = 0; i < models.size(); ++i) {
+    if (models[i].plugin == "extractive")
+      continue; // no window to find
+    auto a = st.llm_actors.find(models[i].provider);
+    if (a == st.llm_actors.end())
+      continue;
+    asked.emplace(a->second.address(), i);
+    self->send(a->second, actors::describe_atom::value);
+  }
+  auto deadline = std::chrono::steady_clock::now() + actors::llm_describe_timeout
+                  + std::chrono::seconds{2};
+  while (!asked.empty()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      break;
+    auto done = false;
+    auto from = [&]() -> std::optional<size_t> {
+      auto sender = self->current_sender();
+      if (!sender)
+        return std::nullopt;
+      auto i = asked.find(sender->address());
+      if (i == asked.end())
+        return std::nullopt;
+      auto index = i->second;
+      asked.erase(i);
+      return index;
+    };
+    self->receive(
+      [&](sdk::model_info& info) {
+        if (auto i = from())
+          models[*i].info = std::move(info);
+      },
+      [&](caf::error&) {
+        from(); // the window stays unknown
+      },
+      caf::after(left) >> [&] { done = true; });
+    if (done)
+      break;
+  }
+  st.windows = check_context_windows(cfg.research, models);
+  return st.windows;
+}
+
+const context_verdict& research_engine::windows() const {
+  return impl_->windows;
+}
+
 const std::map<std::string, actors::llm_provider_actor>&
 research_engine::llm_providers() const {
   return impl_->llm_actors;
@@ -346,6 +439,39 @@ bool verify_for(const core::settings& cfg, const std::string& asked) {
   return p != cfg.llm.providers.end() && p->second.plugin != "extractive";
 }
 
+reasoning_model_choice reasoning_model_for(const core::settings& cfg) {
+  reasoning_model_choice out;
+  const auto& mode = cfg.research.reasoning_model;
+  if (mode == "on" || mode == "true" || mode == "off" || mode == "false") {
+    out.on = mode == "on" || mode == "true";
+    out.reason = "research.reasoning_model: " + mode;
+    return out;
+  }
+  out.automatic = true;
+  // auto: the orchestrator's model, by its provider's configuration or name.
+  auto name = cfg.llm.default_provider;
+  if (auto i = cfg.llm.roles.find("orchestrator"); i != cfg.llm.roles.end())
+    name = i->second;
+  auto p = cfg.llm.providers.find(name);
+  if (p == cfg.llm.providers.end()) {
+    out.reason = "no orchestrator model configured";
+    return out;
+  }
+  const auto& c = p->second.config;
+  auto model = c.is_object() && c.contains("model") && c["model"].is_string()
+                 ? c["model"].get<std::string>()
+                 : std::string{};
+  out.on = core::reasoning_model_by_config(p->second.plugin, c);
+  if (p->second.plugin == "extractive")
+    out.reason = "the offline extractive provider";
+  else if (c.is_object() && (c.contains("reasoning") || c.contains("thinking_budget")))
+    out.reason = "provider " + name + "'s configuration";
+  else
+    out.reason = out.on ? "the model's name (" + model + ")"
+                        : "the model's name (" + model + ") is not a known reasoning model";
+  return out;
+}
+
 actors::session_spec research_engine::spec_for(const std::string& session_id,
                                                const stored_options& so,
                                                const resume_info* resume) const {
@@ -362,7 +488,10 @@ actors::session_spec research_engine::spec_for(const std::string& session_id,
     spec.max_cycles = so.max_cycles;
   spec.agent_max_cycles = research.agent_max_cycles;
   spec.max_plan_steps = research.max_plan_steps;
-  spec.reasoning_model = research.reasoning_model;
+  auto reasoning = reasoning_model_for(impl_->ctx.config.values);
+  spec.reasoning_model = reasoning.on;
+  spec.reasoning_model_auto = reasoning.automatic;
+  spec.reasoning_model_reason = std::move(reasoning.reason);
   spec.deadline = so.deadline_ms > 0 ? std::chrono::milliseconds{so.deadline_ms}
                                      : research.deadline;
   if (resume != nullptr) {
@@ -378,6 +507,14 @@ actors::session_spec research_engine::spec_for(const std::string& session_id,
   spec.agent_force_report = research.agent_report_after;
   spec.agent_hard_timeout = research.agent_timeout;
   spec.context_tokens = research.context_tokens;
+  // The models' window, when check_context() found one (model_check.hpp).
+  if (impl_->windows.context_tokens > 0)
+    spec.context_tokens = impl_->windows.context_tokens;
+  spec.orchestrator_max_tokens = research.orchestrator_max_tokens;
+  spec.final_max_tokens = research.final_report_max_tokens;
+  spec.agent_step_max_tokens = research.agent_step_max_tokens;
+  spec.agent_report_max_tokens = research.agent_report_max_tokens;
+  spec.report_continuations = research.report_continuations;
   spec.current_datetime = core::prompt_date(std::chrono::system_clock::now());
   spec.verify = verify_for(impl_->ctx.config.values, so.verify);
   spec.verify_action = research.verify_action == "drop" ? core::verification::action::drop

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "context.hpp"
+#include "model_check.hpp"
 #include "session_store.hpp"
 
 #include "quarry/actors/session.hpp"
@@ -47,6 +48,21 @@ public:
   /// actor when `db` is set (it owns `db` from then on).
   void start(std::shared_ptr<store::store> db);
 
+  /// Starts the actor system and the LLM provider actors only (start() does
+  /// it too, once), so that check_context() can ask the models before
+  /// anything is stored.
+  void start_models();
+
+  /// Asks the providers of the orchestrator, research and report roles for
+  /// their models' facts (`describe_atom`, all at once, each answered within
+  /// actors::llm_describe_timeout) and decides with check_context_windows();
+  /// spec_for() gives the sessions the verdict's prompt budget. Starts the
+  /// models if needed. Blocks the calling thread (never an actor's).
+  const context_verdict& check_context();
+
+  /// The verdict of the last check_context(); before any, an empty one.
+  const context_verdict& windows() const;
+
   actors::runtime& runtime();
   const actors::session_models& models() const;
   const actors::tool_set& tools() const;
@@ -76,5 +92,17 @@ private:
 /// `off` from --verify/--no-verify), else research.verify, whose `auto`
 /// means when the report's provider is not the extractive one.
 bool verify_for(const core::settings& cfg, const std::string& asked);
+
+/// Whether the research treats its models as reasoning models, and why.
+struct reasoning_model_choice {
+  bool on = false;
+  /// research.reasoning_model is `auto` (the first answer may still decide).
+  bool automatic = false;
+  std::string reason;
+};
+
+/// research.reasoning_model; `auto`: the orchestrator's provider by its
+/// configuration or model name (core::reasoning_model_by_config).
+reasoning_model_choice reasoning_model_for(const core::settings& cfg);
 
 } // namespace quarry::app

@@ -8,6 +8,7 @@
 #include "report_render.hpp"
 #include "session_store.hpp"
 
+#include "quarry/core/research_requests.hpp"
 #include "quarry/http/server.hpp"
 #include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/text.hpp"
@@ -432,7 +433,9 @@ public:
             if (!tail.empty())
               stream->send("", "", meta.chunk({{"content", tail}}).dump(-1, ' ', false, json::error_handler_t::replace));
           }
-          stream->send("", "", meta.chunk(json::object(), "stop").dump(-1, ' ', false, json::error_handler_t::replace));
+          // A report the output limit cut ends as OpenAI's `length`.
+          auto finish = o.report && core::is_cut_report(o.report->body) ? "length" : "stop";
+          stream->send("", "", meta.chunk(json::object(), finish).dump(-1, ' ', false, json::error_handler_t::replace));
           if (meta.include_usage) {
             json last{{"id", meta.id()},
                       {"object", "chat.completion.chunk"},
@@ -502,7 +505,9 @@ public:
               {"choices", json::array({{{"index", 0},
                                         {"message", std::move(message)},
                                         {"logprobs", nullptr},
-                                        {"finish_reason", "stop"}}})},
+                                        {"finish_reason",
+                                         core::is_cut_report(o.report->body) ? "length"
+                                                                             : "stop"}}})},
               {"usage", usage_json(o.usage)}}));
     });
     if (!queued)

@@ -220,6 +220,9 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
     [=](start_atom, std::string& parent, std::string& options) -> caf::result<std::string> {
       if (auto refused = admission(self); !refused.empty())
         return refused;
+      // The models' context window is too small (checked at start-up).
+      if (const auto& why = self->state.engine->windows().refusal; !why.empty())
+        return failure(503, "unavailable", "the server's model cannot do deep research: " + why);
       auto parsed = stored_options_from(json::parse(options, nullptr, false));
       if (auto* why = std::get_if<std::string>(&parsed))
         return failure(400, "bad_request", *why);

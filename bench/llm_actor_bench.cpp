@@ -35,7 +35,7 @@ namespace {
 
 sdk::chat_request make_request() {
   sdk::chat_request req;
-  req.messages.push_back({sdk::role::user, "Say something short.", {}, {}, {}, {}});
+  req.messages.push_back({sdk::role::user, "Say something short.", {}, {}, {}, {}, {}});
   return req;
 }
 

@@ -103,4 +103,19 @@ std::optional<std::string> unanswered_notice(const std::string& question,
          + std::to_string(cover.best_passage) + ".";
 }
 
+std::string no_sources_reason(const std::vector<std::string>& notices) {
+  std::string why = "the research read no source, so there is no report to trust";
+  size_t shown = 0;
+  for (const auto& n : notices) {
+    if (shown == 5) {
+      why += "; ...";
+      break;
+    }
+    why += shown == 0 ? ": " : "; ";
+    why += n;
+    ++shown;
+  }
+  return why;
+}
+
 } // namespace quarry::actors::detail

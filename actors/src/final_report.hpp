@@ -51,4 +51,8 @@ std::string verification_section(const std::string& report);
 std::optional<std::string> unanswered_notice(const std::string& question,
                                              const std::map<std::string, sdk::document>& docs);
 
+/// Why a research that read no source failed: "no source was read" and
+/// what went wrong on the way (the run's `notices`, at most five).
+std::string no_sources_reason(const std::vector<std::string>& notices);
+
 } // namespace quarry::actors::detail

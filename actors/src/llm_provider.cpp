@@ -23,6 +23,7 @@
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace quarry::actors {
 
@@ -160,6 +161,11 @@ struct provider_state {
   // failures by class.
   uint64_t cancelled = 0;
   detail::call_stats calls_stats{detail::llm_call_seconds_bounds()};
+  // describe: the plugin's answer once it came (or what the timeout left),
+  // whether the plugin was asked, and the requests waiting for it.
+  std::optional<sdk::model_info> described;
+  bool describing = false;
+  std::vector<caf::typed_response_promise<sdk::model_info>> describe_waiting;
 
   static inline const char* name = "quarry.llm_provider";
 };
@@ -167,6 +173,40 @@ struct provider_state {
 using provider_actor_ptr = llm_provider_full_actor::stateful_pointer<provider_state>;
 
 void try_start(provider_actor_ptr self);
+
+// Keeps `info` as the model's facts and answers every waiting request.
+void described(provider_actor_ptr self, sdk::model_info info) {
+  auto& st = self->state;
+  if (info.context_window < 0)
+    info.context_window = 0;
+  st.described = std::move(info);
+  auto waiting = std::move(st.describe_waiting);
+  st.describe_waiting.clear();
+  for (auto& rp : waiting)
+    rp.deliver(*st.described);
+}
+
+// Asks the plugin's describe() once; its answer comes back as a message.
+void start_describe(provider_actor_ptr self) {
+  auto& st = self->state;
+  st.describing = true;
+  self->delayed_send(self, llm_describe_timeout, llm_describe_timeout_atom::value);
+  // A weak handle: the plugin may keep the callback after the actor ended.
+  auto addr = self->address();
+  try {
+    st.provider->describe([addr](sdk::model_info info) {
+      if (auto me = caf::actor_cast<llm_provider_full_actor>(addr))
+        caf::anon_send(me, llm_described_atom::value, std::move(info));
+    });
+  } catch (const std::exception& ex) {
+    spdlog::warn("llm {}: describe threw: {}; the context window is unknown",
+                 st.cfg.name, ex.what());
+    described(self, st.provider->info());
+  } catch (...) {
+    spdlog::warn("llm {}: describe threw; the context window is unknown", st.cfg.name);
+    described(self, st.provider->info());
+  }
+}
 
 void finish_call(provider_actor_ptr self, uint64_t key) {
   auto& st = self->state;
@@ -284,7 +324,10 @@ void on_attempt_failed(provider_actor_ptr self, call_state& call,
   st.queue->release();
   if (err.code == sdk::errc::rate_limited)
     st.queue->on_rate_limited();
-  auto streamed = call.streamed || plugin_streamed;
+  // An empty answer streamed nothing of an answer (reasoning at most): it
+  // is retried like one that streamed nothing.
+  auto streamed = (call.streamed || plugin_streamed)
+                  && err.code != sdk::errc::empty_response;
   auto decision = st.retry->after_failure(std::move(err), call.attempts, streamed,
                                           call.deadline);
   if (decision.retry) {
@@ -494,6 +537,31 @@ provider_impl(provider_actor_ptr self,
     [=](llm_rate_atom) {
       self->state.rate_tick_pending = false;
       try_start(self);
+    },
+    [=](describe_atom) -> caf::result<sdk::model_info> {
+      auto& s = self->state;
+      if (s.described)
+        return *s.described;
+      auto rp = self->make_response_promise<sdk::model_info>();
+      s.describe_waiting.push_back(rp);
+      if (!s.describing)
+        start_describe(self);
+      return rp;
+    },
+    [=](llm_described_atom, sdk::model_info& info) {
+      // A late answer (after the timeout) replaces the guess: later
+      // requests get what the server said.
+      described(self, std::move(info));
+    },
+    [=](llm_describe_timeout_atom) {
+      auto& s = self->state;
+      if (s.described)
+        return;
+      spdlog::warn("llm {}: the plugin did not tell its model's facts within {} s; "
+                   "its context window counts as unknown",
+                   s.cfg.name, llm_describe_timeout.count());
+      // The configured facts (a window the plugin has without asking stays).
+      described(self, s.provider->info());
     },
     [=](stop_atom) {
       cancel_calls(self, [](const call_state&) { return true; },

@@ -30,6 +30,7 @@ void announce(Registrar& r) {
   r.template add<llm_delta>("quarry.llm_delta");
   r.template add<llm_reply>("quarry.llm_reply");
   r.template add<llm_sink_event>("quarry.llm_sink_event");
+  r.template add<sdk::model_info>("quarry.model_info");
   r.template add<tool_call_msg>("quarry.tool_call");
   r.template add<tool_reply>("quarry.tool_reply");
   r.template add<tool_done_event>("quarry.tool_done_event");

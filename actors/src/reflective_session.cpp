@@ -305,6 +305,17 @@ void verification_done(self_ptr self, std::string report, const std::string& sum
 void complete_report(self_ptr self) {
   auto& st = self->state;
   detail::emit_chunk(st.emitter, st.at, st.text, st.processor->finish());
+  if (st.global.empty() && !st.stop_requested && !st.answered_directly) {
+    // A research (not a direct answer) that read nothing: no report to trust.
+    auto why = detail::no_sources_reason(st.notices);
+    emit(self, turn(st.turn), core::packets::error(why, "session_failed"));
+    emit(self, turn(st.turn), core::packets::stop("failed"));
+    session_result failed;
+    failed.status = session_status::failed;
+    failed.failure = why;
+    finish(self, std::move(failed));
+    return;
+  }
   session_result out;
   out.status = session_status::report;
   out.report = st.text;
@@ -833,6 +844,9 @@ void react_step(self_ptr self) {
   spec.force_report_after = limits.force_report_after;
   spec.hard_timeout = limits.hard_timeout;
   spec.context_tokens = st.spec.context_tokens;
+  spec.step_max_tokens = st.spec.agent_step_max_tokens;
+  spec.report_max_tokens = st.spec.agent_report_max_tokens;
+  spec.report_continuations = st.spec.report_continuations;
   spec.current_datetime = st.spec.current_datetime;
   if (st.models.workers) {
     runner_setup where;

@@ -66,10 +66,24 @@ struct agent_state {
   core::think_stream think;
   std::string report_text;
   bool report_started = false;
+  // The report's request and the continuations made (a report the output
+  // limit cut is continued).
+  sdk::chat_request report_request;
+  int report_continuations = 0;
 
-  // Tool calls of the current step.
+  // Tool calls of the current step, and the reasoning of the turn that
+  // made them (kept in the history: some providers need it back).
   std::vector<pending_tool> pending;
   size_t outstanding = 0;
+  core::turn_reasoning turn_reasoning;
+  // A step answered without a tool call: the next step reminds the model
+  // once (per run of such answers) instead of using up a cycle.
+  bool remind_tool_call = false;
+  bool reminded_tool_call = false;
+  // A step was cut inside its tool call: the next one says so and has twice
+  // the room (once per agent).
+  bool cut_call_retry = false;
+  bool retried_cut_call = false;
 
   static inline const char* name = "quarry.research_agent";
 };
@@ -121,6 +135,8 @@ void reasoning_piece(agent_ptr self, const std::string& text) {
 
 void next_step(agent_ptr self);
 void write_report(agent_ptr self);
+void call_report(agent_ptr self, sdk::chat_request req);
+void report_written(agent_ptr self);
 
 // -- tools ----------------------------------------------------------------------
 
@@ -133,10 +149,14 @@ void tool_finished(agent_ptr self) {
   for (const auto& p : st.pending)
     calls.push_back(p.call);
   size_t next = 0;
-  core::append_tool_round(st.history, calls, [&](const sdk::tool_call&) {
-    const auto& p = st.pending[next++];
-    return p.result ? p.result->llm_text : std::string{core::missing_tool_result_text};
-  });
+  core::append_tool_round(
+    st.history, calls,
+    [&](const sdk::tool_call&) {
+      const auto& p = st.pending[next++];
+      return p.result ? p.result->llm_text : std::string{core::missing_tool_result_text};
+    },
+    std::move(st.turn_reasoning));
+  st.turn_reasoning = {};
   st.pending.clear();
   ++st.llm_cycles;
   ++st.research_cycles;
@@ -251,6 +271,15 @@ void on_step_reply(agent_ptr self, sdk::chat_result& result) {
   auto& st = self->state;
   reasoning_piece(self, st.think.finish());
   close_reasoning(self);
+  if (result.finish == sdk::finish_reason::length && !result.tool_calls.empty()
+      && !st.retried_cut_call) {
+    // Cut inside a tool call: its arguments are broken. Said plainly, and
+    // tried once more with twice the room; the step is not used up.
+    st.retried_cut_call = st.cut_call_retry = true;
+    ++st.llm_cycles;
+    next_step(self);
+    return;
+  }
   auto tools_at = st.step_at;
   if (st.reasoning.reasoned) {
     ++st.reasoning_cycles;
@@ -261,29 +290,41 @@ void on_step_reply(agent_ptr self, sdk::chat_result& result) {
     write_report(self);
     return;
   }
+  core::turn_reasoning said{std::move(result.reasoning), std::move(result.reasoning_state)};
   // Think calls: their text was streamed as reasoning; they get the
   // acknowledgement and do not use up a research cycle.
   if (!thinks.empty() && work.empty()) {
-    core::append_tool_round(st.history, thinks, [](const sdk::tool_call&) {
-      return std::string{core::think_acknowledgement};
-    });
+    core::append_tool_round(
+      st.history, thinks,
+      [](const sdk::tool_call&) { return std::string{core::think_acknowledgement}; },
+      std::move(said));
     ++st.llm_cycles;
     next_step(self);
     return;
   }
   if (work.empty() && thinks.empty()) {
-    // The model ignored "required": the step is used up.
-    if (!result.text.empty()) {
+    // The model ignored "required" (or could not be forced): the answer
+    // stays in the history, and the next step reminds it once; a second
+    // such answer in a row uses up the step.
+    if (result.text.find_first_not_of(" \t\r\n") != std::string::npos) {
       sdk::chat_message m;
       m.author = sdk::role::assistant;
       m.content = result.text;
+      m.reasoning = std::move(said.text);
+      m.reasoning_state = std::move(said.state);
       st.history.push_back(std::move(m));
     }
     ++st.llm_cycles;
-    ++st.research_cycles;
+    if (!st.reminded_tool_call) {
+      st.reminded_tool_call = st.remind_tool_call = true;
+    } else {
+      ++st.research_cycles;
+    }
     next_step(self);
     return;
   }
+  st.reminded_tool_call = false;
+  st.turn_reasoning = std::move(said);
   st.just_ran_web_search = false;
   st.pending.clear();
   for (auto& t : thinks) {
@@ -357,9 +398,19 @@ void next_step(agent_ptr self) {
   if (st.just_ran_web_search && has_open_url)
     if (auto text = core::open_url_reminder(*lib, prompt); !text.empty())
       in.reminder = std::move(text);
+  auto remind = [&in](const char* text) {
+    in.reminder = in.reminder ? *in.reminder + "\n\n" + text : std::string{text};
+  };
+  if (st.cut_call_retry)
+    remind(core::cut_tool_call_reminder);
+  if (st.remind_tool_call) {
+    st.remind_tool_call = false;
+    remind(core::agent_tool_call_reminder);
+  }
   in.reasoning_model = st.spec.reasoning_model;
   in.context_tokens = st.spec.context_tokens;
-  in.max_tokens = st.spec.step_max_tokens;
+  in.max_tokens = st.spec.step_max_tokens * (st.cut_call_retry ? 2 : 1);
+  st.cut_call_retry = false;
   auto built = core::research_step_request(in);
   if (std::holds_alternative<std::string>(built)) {
     // The context is full: write the report from what exists.
@@ -406,12 +457,20 @@ void write_report(agent_ptr self) {
     fail(self, "the research history does not fit the model: " + *err);
     return;
   }
-  auto req = std::get<sdk::chat_request>(std::move(built));
-  st.step_at = agent_at(self);
-  st.reasoning.open = false;
+  st.report_request = std::get<sdk::chat_request>(std::move(built));
   st.report_text.clear();
   st.report_started = false;
+  call_report(self, st.report_request);
+}
+
+// One call of the intermediate report: the first, or one continuing a
+// report the output limit cut (its streamed text stays).
+void call_report(agent_ptr self, sdk::chat_request req) {
+  auto& st = self->state;
+  st.step_at = agent_at(self);
+  st.reasoning.open = false;
   st.current_call = st.next_call++;
+  auto before = st.report_text.size();
   self->request(st.llm, caf::infinite, chat_atom::value,
                 llm_call{st.current_call, std::move(req)})
     .then(
@@ -420,32 +479,69 @@ void write_report(agent_ptr self) {
         close_reasoning(self);
         emit(self, agent_at(self),
              core::packets::usage("report", reply.result.usage, reply.cost_usd));
-        auto text = st.report_started ? st.report_text : reply.result.text;
-        if (!st.report_started && !text.empty()) {
-          emit(self, agent_at(self), core::packets::intermediate_report_start());
-          emit(self, agent_at(self), core::packets::intermediate_report_delta(text));
+        // A provider that did not stream: its whole text now.
+        if (st.report_text.size() == before && !reply.result.text.empty()) {
+          if (!st.report_started)
+            emit(self, agent_at(self), core::packets::intermediate_report_start());
+          emit(self, agent_at(self),
+               core::packets::intermediate_report_delta(reply.result.text));
+          st.report_started = true;
+          st.report_text += reply.result.text;
         }
-        if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
-          fail(self, "the research agent wrote an empty report");
-          return;
+        if (reply.result.finish == sdk::finish_reason::length
+            && st.report_text.find_first_not_of(" \t\r\n") != std::string::npos) {
+          if (st.report_continuations < st.spec.report_continuations) {
+            ++st.report_continuations;
+            call_report(self, core::continuation_request(st.report_request, st.report_text));
+            return;
+          }
+          auto note = core::report_cut_note(st.spec.report_max_tokens,
+                                            "research.max_tokens.agent_report");
+          emit(self, agent_at(self), core::packets::intermediate_report_delta(note));
+          emit(self, agent_at(self),
+               core::packets::notice("research agent " + std::to_string(st.spec.tab_index + 1)
+                                     + ": "
+                                     + core::report_cut_notice(st.spec.report_max_tokens,
+                                                               st.report_continuations)));
+          st.report_text += note;
         }
-        agent_result r;
-        r.ok = true;
-        r.report = text;
-        // The documents the report cites, in first-cited order.
-        r.cited = core::cited_documents(text, st.numbers.documents());
-        std::vector<sdk::document> docs;
-        for (const auto& [n, d] : r.cited)
-          docs.push_back(d);
-        emit(self, agent_at(self),
-             core::packets::intermediate_report_cited_docs(docs));
-        emit(self, agent_at(self), core::packets::section_end());
-        finish(self, std::move(r));
+        report_written(self);
       },
       [=](caf::error& err) {
+        auto& st = self->state;
         auto e = from_caf_error(err);
+        if (st.report_continuations > 0 && st.report_started) {
+          auto note = core::report_cut_note(st.spec.report_max_tokens,
+                                            "research.max_tokens.agent_report");
+          emit(self, agent_at(self), core::packets::intermediate_report_delta(note));
+          st.report_text += note;
+          report_written(self);
+          return;
+        }
         fail(self, "the research agent's report failed: " + e.message);
       });
+}
+
+// The report is complete (or marked cut): its cited documents go to the
+// session.
+void report_written(agent_ptr self) {
+  auto& st = self->state;
+  const auto& text = st.report_text;
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    fail(self, "the research agent wrote an empty report");
+    return;
+  }
+  agent_result r;
+  r.ok = true;
+  r.report = text;
+  // The documents the report cites, in first-cited order.
+  r.cited = core::cited_documents(text, st.numbers.documents());
+  std::vector<sdk::document> docs;
+  for (const auto& [n, d] : r.cited)
+    docs.push_back(d);
+  emit(self, agent_at(self), core::packets::intermediate_report_cited_docs(docs));
+  emit(self, agent_at(self), core::packets::section_end());
+  finish(self, std::move(r));
 }
 
 research_agent_full_actor::behavior_type

@@ -223,9 +223,57 @@ runtime::runtime(const core::settings& cfg)
   // nop
 }
 
+namespace {
+
+/// Bounds the actor system's shutdown: CAF joins its network thread, which
+/// runs until its last connection is gone, and a connection that never
+/// closes would keep the process alive forever after its work is done. A
+/// line after `warn_after`; after `give_up_after`, a line saying so and the
+/// process ends with exit status 70 (EX_SOFTWARE): never a silent hang.
+class shutdown_watchdog {
+public:
+  shutdown_watchdog(std::chrono::seconds warn_after, std::chrono::seconds give_up_after)
+    : thread_([this, warn_after, give_up_after] {
+        std::unique_lock<std::mutex> guard{mtx_};
+        if (cv_.wait_for(guard, warn_after, [this] { return done_; }))
+          return;
+        spdlog::warn("shutting down takes longer than {} s: waiting for the actor "
+                     "system's threads (a network connection that does not close?)",
+                     warn_after.count());
+        if (cv_.wait_for(guard, give_up_after - warn_after, [this] { return done_; }))
+          return;
+        spdlog::error("the actor system did not shut down within {} s; exiting without it",
+                      give_up_after.count());
+        spdlog::shutdown();
+        std::_Exit(70);
+      }) {
+    // nop
+  }
+
+  ~shutdown_watchdog() {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+private:
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+} // namespace
+
 runtime::~runtime() {
   stop();
   await_stopped(std::chrono::milliseconds{5000});
+  // The system's own shutdown (scheduler and network threads) is bounded too.
+  shutdown_watchdog watchdog{std::chrono::seconds{10}, std::chrono::seconds{30}};
+  impl_.reset();
 }
 
 caf::actor_system& runtime::system() noexcept {

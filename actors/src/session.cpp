@@ -89,6 +89,21 @@ struct session_state {
   // The orchestrator call's tool calls being answered by this round.
   std::vector<sdk::tool_call> round_calls;
   std::map<std::string, std::string> round_results;
+  // The reasoning of the orchestrator turn that made `round_calls`.
+  core::turn_reasoning round_reasoning;
+
+  // The final report's request, the model's raw text of it so far (before
+  // citation processing), the continuations made, and whether it stays cut.
+  sdk::chat_request final_request;
+  std::string final_raw;
+  int continuations = 0;
+  bool report_cut = false;
+  // Text of the running final-report call arrived as deltas.
+  bool final_call_streamed = false;
+  // An orchestrator answer was cut inside its tool call: the next call says
+  // so and has twice the room (once per session).
+  bool cut_call_retry = false;
+  bool retried_cut_call = false;
 
   // The LLM call in progress.
   uint64_t next_call = 1;
@@ -197,16 +212,20 @@ void reasoning_piece(session_ptr self, const std::string& text) {
 }
 
 // Starts an LLM call; `on_done` gets the result, failures go to `on_error`.
+/// `continuing`: the call continues the text of the one before (a report
+/// cut by the output limit): the text so far stays.
 template <class OnDone, class OnError>
 void call_llm(session_ptr self, const llm_provider_actor& llm,
               sdk::chat_request req, core::placement at, OnDone on_done,
-              OnError on_error) {
+              OnError on_error, bool continuing = false) {
   auto& st = self->state;
   st.at = at;
   st.reasoning = {};
   st.think = core::think_stream{};
-  st.text.clear();
-  st.text_started = false;
+  if (!continuing) {
+    st.text.clear();
+    st.text_started = false;
+  }
   st.current_call = st.next_call++;
   st.current_llm = llm;
   auto id = st.current_call;
@@ -227,8 +246,11 @@ void call_llm(session_ptr self, const llm_provider_actor& llm,
 }
 
 void start_plan(session_ptr self);
+void learn_reasoning_model(session_ptr self, const sdk::chat_result& r);
 void start_cycle(session_ptr self);
 void start_final(session_ptr self);
+void call_final(session_ptr self, sdk::chat_request req, bool continuing);
+void report_cut(session_ptr self);
 void start_verification(session_ptr self, session_result out);
 
 // -- clarification -------------------------------------------------------------------
@@ -243,6 +265,7 @@ void start_clarify(session_ptr self) {
     turn(0),
     [=](sdk::chat_result& r) {
       close_reasoning(self);
+      learn_reasoning_model(self, r);
       if (!r.tool_calls.empty()) {
         start_plan(self);
         return;
@@ -277,6 +300,21 @@ void plan_piece(session_ptr self, const std::string& piece) {
     emit(self, turn(st.plan_turn), core::packets::deep_research_plan_delta(shown));
 }
 
+// research.reasoning_model `auto`: an answer that came with reasoning makes
+// the research a reasoning model's (fewer cycles, no think_tool) before its
+// first orchestrator cycle.
+void learn_reasoning_model(session_ptr self, const sdk::chat_result& r) {
+  auto& st = self->state;
+  if (!st.spec.reasoning_model_auto || st.spec.reasoning_model || r.reasoning.empty()
+      || st.cycle > 0)
+    return;
+  st.spec.reasoning_model = true;
+  st.spec.reasoning_model_reason = "its first answer carried reasoning";
+  st.max_cycles = core::orchestrator_cycles(st.spec.max_cycles, true);
+  emit(self, st.at,
+       core::packets::model_profile(true, st.spec.reasoning_model_reason, st.max_cycles));
+}
+
 void start_plan(session_ptr self) {
   auto& st = self->state;
   st.now = phase::plan;
@@ -292,6 +330,7 @@ void start_plan(session_ptr self) {
     [=](sdk::chat_result& r) {
       auto& st = self->state;
       close_reasoning(self);
+      learn_reasoning_model(self, r);
       auto plan = st.text_started ? st.text : r.text;
       if (!st.text_started && !plan.empty()) {
         emit(self, turn(st.plan_turn), core::packets::deep_research_plan_start());
@@ -414,6 +453,9 @@ void start_pending(session_ptr self) {
     spec.force_report_after = limits.force_report_after;
     spec.hard_timeout = limits.hard_timeout;
     spec.context_tokens = st.spec.context_tokens;
+    spec.step_max_tokens = st.spec.agent_step_max_tokens;
+    spec.report_max_tokens = st.spec.agent_report_max_tokens;
+    spec.report_continuations = st.spec.report_continuations;
     spec.current_datetime = st.spec.current_datetime;
     if (st.models.workers) {
       runner_setup where;
@@ -501,7 +543,9 @@ void finish_round(session_ptr self) {
                             return r != st.round_results.end()
                                      ? r->second
                                      : std::string{core::missing_tool_result_text};
-                          });
+                          },
+                          std::move(st.round_reasoning));
+  st.round_reasoning = {};
   st.agents.clear();
   st.round_calls.clear();
   ++st.cycle;
@@ -515,7 +559,18 @@ void on_orchestrator_reply(session_ptr self, sdk::chat_result& r) {
   auto t = current_turn(self);
   if (st.reasoning.reasoned)
     ++st.reasoning_cycles;
+  if (r.finish == sdk::finish_reason::length && !r.tool_calls.empty()
+      && !st.retried_cut_call) {
+    // Cut inside a tool call (a long think_tool text under the 1,024-token
+    // cap, say): said plainly, tried once more with twice the room.
+    st.retried_cut_call = st.cut_call_retry = true;
+    st.notices.push_back("the orchestrator's answer was cut by its output limit inside "
+                         "a tool call; asked again with twice the room");
+    start_cycle(self);
+    return;
+  }
   auto calls = std::move(r.tool_calls);
+  core::turn_reasoning said{std::move(r.reasoning), std::move(r.reasoning_state)};
   if (calls.empty()) {
     if (st.cycle == 0 && !st.retried_empty) {
       st.retried_empty = true;
@@ -548,9 +603,10 @@ void on_orchestrator_reply(session_ptr self, sdk::chat_result& r) {
   }
   if (!any_agent) {
     // Think calls (and unknown tools) are answered at once.
-    core::append_tool_round(st.orchestration, calls, [](const sdk::tool_call& c) {
-      return core::orchestrator_tool_answer(c, true);
-    });
+    core::append_tool_round(
+      st.orchestration, calls,
+      [](const sdk::tool_call& c) { return core::orchestrator_tool_answer(c, true); },
+      std::move(said));
     ++st.cycle;
     start_cycle(self);
     return;
@@ -560,6 +616,7 @@ void on_orchestrator_reply(session_ptr self, sdk::chat_result& r) {
   for (const auto& c : calls)
     if (c.name != "research_agent")
       answered[c.id] = core::orchestrator_tool_answer(c, false);
+  st.round_reasoning = std::move(said);
   dispatch_agents(self, std::move(calls), st.reasoning.reasoned ? t + 1 : t,
                   std::move(answered));
 }
@@ -593,7 +650,13 @@ void start_cycle(session_ptr self) {
                                                                 true));
   in.reasoning_model = st.spec.reasoning_model;
   in.context_tokens = st.spec.context_tokens;
-  in.max_tokens = st.spec.orchestrator_max_tokens;
+  in.max_tokens = st.spec.orchestrator_max_tokens * (st.cut_call_retry ? 2 : 1);
+  if (st.cut_call_retry) {
+    st.cut_call_retry = false;
+    in.reminder = in.reminder.empty()
+                    ? std::string{core::cut_tool_call_reminder}
+                    : in.reminder + "\n\n" + core::cut_tool_call_reminder;
+  }
   auto built = core::orchestrator_request(in);
   if (std::holds_alternative<std::string>(built)) {
     st.notices.push_back("the research history no longer fits the model: "
@@ -645,10 +708,17 @@ void report_piece(session_ptr self, const std::string& raw) {
 void complete_report(session_ptr self) {
   auto& st = self->state;
   emit_chunk(self, st.processor->finish());
+  if (st.global.empty() && !st.stop_requested) {
+    // Every agent failed, none ran, or none read anything: whatever text the
+    // model wrote is not built on sources.
+    fail(self, detail::no_sources_reason(st.notices), st.final_turn);
+    return;
+  }
   session_result out;
   out.status = session_status::report;
   out.report = st.text;
   out.sources = detail::cited_sources(*st.processor, st.global);
+  out.truncated = st.report_cut;
   if (!st.stop_requested)
     if (auto why = detail::unanswered_notice(st.spec.question, st.docs_by_id)) {
       st.notices.push_back(*why);
@@ -756,21 +826,71 @@ void start_final(session_ptr self) {
     fallback_report(self, std::get<std::string>(built));
     return;
   }
+  st.final_request = std::get<sdk::chat_request>(std::move(built));
+  st.final_raw.clear();
+  st.continuations = 0;
+  call_final(self, st.final_request, false);
+}
+
+// One call of the final report: the first, or one continuing the text of
+// a report that the output limit cut.
+void call_final(session_ptr self, sdk::chat_request req, bool continuing) {
+  auto& st = self->state;
+  st.final_call_streamed = false;
   call_llm(
-    self, st.models.report, std::get<sdk::chat_request>(std::move(built)),
-    turn(st.final_turn),
+    self, st.models.report, std::move(req), turn(st.final_turn),
     [=](sdk::chat_result& r) {
       auto& st = self->state;
-      if (!st.text_started) {
-        if (r.text.find_first_not_of(" \t\r\n") == std::string::npos) {
-          fallback_report(self, "the model wrote an empty report");
+      if (!st.text_started
+          && r.text.find_first_not_of(" \t\r\n") == std::string::npos) {
+        fallback_report(self, "the model wrote an empty report");
+        return;
+      }
+      // A provider that did not stream: its whole text now.
+      if (!st.final_call_streamed)
+        report_piece(self, r.text);
+      st.final_raw += r.text;
+      if (r.finish == sdk::finish_reason::length) {
+        if (st.continuations < st.spec.report_continuations && !st.stop_requested
+            && !st.deadline_passed) {
+          ++st.continuations;
+          call_final(self, core::continuation_request(st.final_request, st.final_raw),
+                     true);
           return;
         }
-        report_piece(self, r.text);
+        report_cut(self);
+      } else if (r.finish == sdk::finish_reason::content_filter) {
+        auto why = std::string{"the model's content filter stopped the final report"};
+        st.notices.push_back(why);
+        emit(self, st.at, core::packets::notice("The model's content filter stopped the "
+                                                "final report; it may be incomplete."));
       }
       complete_report(self);
     },
-    [=](const sdk::error& e) { fallback_report(self, e.message); });
+    [=](const sdk::error& e) {
+      auto& st = self->state;
+      if (continuing && st.text_started) {
+        // The text so far stays; it is cut where the last call ended.
+        st.notices.push_back("continuing the cut report failed: " + e.message);
+        report_cut(self);
+        complete_report(self);
+        return;
+      }
+      fallback_report(self, e.message);
+    },
+    continuing);
+}
+
+// The report is cut by the output limit and stays so: a notice, a line for
+// the terminal (the notices), and a visible note at the end of the report.
+void report_cut(session_ptr self) {
+  auto& st = self->state;
+  st.report_cut = true;
+  auto why = core::report_cut_notice(st.spec.final_max_tokens, st.continuations);
+  st.notices.push_back(why);
+  emit(self, st.at, core::packets::notice(why));
+  report_piece(self, core::report_cut_note(st.spec.final_max_tokens,
+                                           "research.max_tokens.final_report"));
 }
 
 // -- the actor ------------------------------------------------------------------------------
@@ -841,6 +961,10 @@ session_impl(session_ptr self, session_spec spec, session_models models,
   return {
     [=](caf::tick_atom) {
       auto& st = self->state;
+      if (!st.spec.resumed)
+        emit(self, turn(0),
+             core::packets::model_profile(st.spec.reasoning_model,
+                                          st.spec.reasoning_model_reason, st.max_cycles));
       if (st.spec.resumed)
         emit(self, turn(st.spec.resume_from ? current_turn(self) : 0),
              core::packets::resumed(st.spec.resume_checkpoint,
@@ -875,6 +999,7 @@ session_impl(session_ptr self, session_spec spec, session_models models,
             }
             plan_piece(self, d.text);
           } else if (st.now == phase::final) {
+            st.final_call_streamed = true;
             report_piece(self, d.text);
           } else if (st.now == phase::orchestrate) {
             reasoning_piece(self, d.text); // text under "required" is reasoning

@@ -8,6 +8,7 @@
 
 #include "quarry/core/call_queue.hpp"
 #include "quarry/core/clock.hpp"
+#include "quarry/core/retry.hpp"
 #include "quarry/core/research_requests.hpp"
 #include "quarry/core/tool_args.hpp"
 
@@ -18,9 +19,13 @@
 
 #include <caf/all.hpp>
 
+#include <spdlog/spdlog.h>
+
 #include <map>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 namespace quarry::actors {
 
@@ -34,8 +39,14 @@ struct pending_run {
   caf::typed_response_promise<tool_reply> promise;
   std::shared_ptr<sdk::tool_run> handle;
   bool running = false;
-  // When the plugin run started (running).
+  // When the first attempt started: the run's duration and its deadline
+  // (`timeout`, retries included) count from there.
   core::clock::time_point started;
+  core::clock::time_point deadline;
+  // Attempts started so far.
+  int attempts = 0;
+  // Who asked (its end cancels the run); none for an anonymous request.
+  caf::actor_addr requester;
 };
 
 /// Every call's outcome (see spawn_tool_provider).
@@ -61,6 +72,12 @@ struct tool_state {
   std::unique_ptr<sdk::ttl_cache<sdk::tool_result>> cache;
   tool_counters counts;
   detail::call_stats calls_stats{detail::tool_call_seconds_bounds()};
+  // Retries of retryable failures: the LLM providers' policy, on the actor
+  // system's clock.
+  std::optional<core::retry_policy> retry;
+  uint64_t retries = 0;
+  // Requesters watched for their end.
+  std::unordered_set<caf::actor_addr> monitored;
 
   static inline const char* name = "quarry.tool_provider";
 };
@@ -78,9 +95,13 @@ void start_runs(tool_actor_ptr self) {
     }
     auto& run = i->second;
     run.running = true;
-    run.started = st.time.now();
+    if (++run.attempts == 1) {
+      // One time limit for the run, retries included.
+      run.started = st.time.now();
+      run.deadline = core::time_after(st.time, st.cfg.timeout);
+      self->delayed_send(self, st.cfg.timeout, tool_timeout_atom::value, key);
+    }
     ++st.counts.runs;
-    self->delayed_send(self, st.cfg.timeout, tool_timeout_atom::value, key);
     tool_provider_full_actor me{self};
     try {
       run.handle = st.tool->run(run.arguments, [me, key](sdk::tool_result r) {
@@ -132,6 +153,66 @@ void finish(tool_actor_ptr self, uint64_t key, sdk::tool_result result,
   start_runs(self);
 }
 
+// Handles the plugin's answer to the running attempt of run `key`: a
+// retryable failure waits for another attempt if the policy allows one;
+// anything else finishes the run.
+void on_done(tool_actor_ptr self, uint64_t key, sdk::tool_result result) {
+  auto& st = self->state;
+  auto i = st.runs.find(key);
+  if (i == st.runs.end() || !i->second.running)
+    return; // a run that timed out or was cancelled
+  auto& run = i->second;
+  if (!result.failure || !result.failure->retryable()) {
+    finish(self, key, std::move(result), true);
+    return;
+  }
+  auto decision = st.retry->after_failure(*result.failure, run.attempts, false,
+                                          run.deadline);
+  if (decision.retry) {
+    ++st.retries;
+    spdlog::info("tool {}: {} (attempt {}), retrying in {} ms", st.cfg.name,
+                 sdk::to_string(decision.failure), run.attempts,
+                 decision.delay.count());
+    // The slot goes to others while this run waits.
+    run.running = false;
+    run.handle.reset();
+    st.queue->release();
+    self->delayed_send(self, decision.delay, tool_retry_atom::value, key);
+    start_runs(self);
+    return;
+  }
+  if (run.attempts <= st.cfg.max_retries)
+    decision.failure.message += " (not retried: the wait would end after this "
+                                "run's time limit of "
+                                + core::format_duration(st.cfg.timeout) + ")";
+  result.failure = std::move(decision.failure);
+  if (run.attempts > 1)
+    result.llm_text += "\n(The " + st.tool->name() + " call was tried "
+                       + std::to_string(run.attempts) + " times.)";
+  finish(self, key, std::move(result), true);
+}
+
+// Ends every run that `requester` asked for: it is gone, nobody reads the
+// answers.
+void cancel_runs_of(tool_actor_ptr self, const caf::actor_addr& requester) {
+  auto& st = self->state;
+  std::vector<uint64_t> keys;
+  for (const auto& [key, run] : st.runs)
+    if (run.requester == requester)
+      keys.push_back(key);
+  for (auto key : keys) {
+    auto i = st.runs.find(key);
+    if (i == st.runs.end())
+      continue;
+    if (i->second.handle)
+      i->second.handle->cancel();
+    sdk::tool_result r;
+    r.llm_text = "The " + st.tool->name() + " call was cancelled.";
+    r.failure = sdk::make_error(sdk::errc::cancelled, "the requester is gone");
+    finish(self, key, std::move(r), false);
+  }
+}
+
 tool_provider_full_actor::behavior_type
 tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
           tool_actor_settings cfg) {
@@ -139,6 +220,14 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
   self->state.cfg = std::move(cfg);
   self->state.time = detail::actor_time{self->clock()};
   self->state.queue.emplace(self->state.cfg.max_concurrency, 0, 0, self->state.time);
+  self->state.retry.emplace(core::retry_settings{self->state.cfg.max_retries,
+                                                 self->state.cfg.retry_base,
+                                                 self->state.cfg.retry_max},
+                            self->state.time);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    self->state.monitored.erase(dm.source);
+    cancel_runs_of(self, dm.source);
+  });
   if (self->state.cfg.cache_ttl.count() > 0 && self->state.cfg.cache_entries > 0)
     self->state.cache = std::make_unique<sdk::ttl_cache<sdk::tool_result>>(
       self->state.cfg.cache_ttl, self->state.cfg.cache_entries);
@@ -169,6 +258,8 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
         return tool_reply{call.id, std::move(r), false};
       }
       auto args = std::get<nlohmann::json>(std::move(parsed));
+      // Read the sender before the promise takes the current message.
+      auto sender = caf::actor_cast<caf::actor>(self->current_sender());
       auto cache_key = args.dump(-1, ' ', false,
                                   nlohmann::json::error_handler_t::replace);
       if (st.cache)
@@ -184,17 +275,32 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
       run.arguments = std::move(args);
       run.cache_key = std::move(cache_key);
       run.promise = rp;
+      if (sender) {
+        run.requester = sender.address();
+        if (st.monitored.insert(run.requester).second)
+          self->monitor(sender);
+      }
       st.queue->push_back(key, 0);
       start_runs(self);
       return rp;
     },
     [=](tool_done_atom, tool_done_event& ev) {
-      finish(self, ev.key, std::move(ev.result), true);
+      on_done(self, ev.key, std::move(ev.result));
     },
-    [=](tool_timeout_atom, uint64_t key) {
+    [=](tool_retry_atom, uint64_t key) {
       auto& st = self->state;
       auto i = st.runs.find(key);
-      if (i == st.runs.end() || !i->second.running)
+      if (i == st.runs.end() || i->second.running)
+        return; // timed out or cancelled while it waited
+      st.queue->push_front(key, 0);
+      start_runs(self);
+    },
+    [=](tool_timeout_atom, uint64_t key) {
+      // The run's one time limit: running, waiting for a retry or queued
+      // again, it ends now.
+      auto& st = self->state;
+      auto i = st.runs.find(key);
+      if (i == st.runs.end() || i->second.attempts == 0)
         return;
       if (i->second.handle)
         i->second.handle->cancel();
@@ -216,7 +322,8 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
                               {"timeout", c.timeout},
                               {"cancelled", c.cancelled}}},
                             {"errors", st.calls_stats.errors_json()},
-                            {"call_seconds", st.calls_stats.histogram_json()}}
+                            {"call_seconds", st.calls_stats.histogram_json()},
+                            {"retries", st.retries}}
         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     },
     [=](stop_atom) {

@@ -301,13 +301,45 @@ std::vector<config_key> make_schema() {
   s.add("research.clarify", t::boolean,
         field(&settings::research, &research_settings::clarify))
     .doc("Ask clarifying questions first when the question is unclear.");
-  s.add("research.reasoning_model", t::boolean,
+  s.add("research.reasoning_model", t::string,
         field(&settings::research, &research_settings::reasoning_model))
-    .doc("The models reason natively: no think_tool, 4 orchestrator cycles.");
+    .one_of({"auto", "on", "off", "true", "false"})
+    .doc("The models reason natively (no think_tool, 4 orchestrator cycles): auto "
+         "(from the provider's metadata, the model's name, or a reasoning channel in "
+         "its first answer), on or off.");
+  s.add("research.max_tokens.orchestrator", t::integer,
+        field(&settings::research, &research_settings::orchestrator_max_tokens))
+    .range(64, 1'000'000)
+    .doc("Output tokens of one orchestrator call (the design's 1,024; it also "
+         "bounds think_tool text, and a call cut inside its tool call is retried "
+         "once with twice the room).");
+  s.add("research.max_tokens.agent_step", t::integer,
+        field(&settings::research, &research_settings::agent_step_max_tokens))
+    .range(64, 1'000'000)
+    .doc("Output tokens of one research-agent step (the design's 1,000).");
+  s.add("research.max_tokens.agent_report", t::integer,
+        field(&settings::research, &research_settings::agent_report_max_tokens))
+    .range(64, 1'000'000)
+    .doc("Output tokens of a research agent's report (the design's 10,000).");
+  s.add("research.max_tokens.final_report", t::integer,
+        field(&settings::research, &research_settings::final_report_max_tokens))
+    .range(64, 1'000'000)
+    .doc("Output tokens of the final report (the design's 20,000).");
+  s.add("research.report_continuations", t::integer,
+        field(&settings::research, &research_settings::report_continuations))
+    .range(0, 10)
+    .doc("Follow-up calls that continue a report the output token limit cut; a "
+         "report still cut after them is delivered marked as cut.");
   s.add("research.context_tokens", t::integer,
         field(&settings::research, &research_settings::context_tokens))
     .range(1000, 10'000'000)
-    .doc("Prompt tokens the models accept.");
+    .doc("Prompt tokens the models accept. Left at 128000, a research uses the "
+         "smallest context window its models' servers report; any other value wins.");
+  s.add("research.allow_small_context", t::boolean,
+        field(&settings::research, &research_settings::allow_small_context))
+    .doc("Research even when a model's context window is below 50,000 tokens "
+         "(refused otherwise): each call holds less history and fewer sources, and "
+         "reports may be cut.");
   s.add("research.corpus", t::string,
         field(&settings::research, &research_settings::corpus))
     .doc("A folder of documents indexed and searched with internal_search; "

@@ -25,9 +25,12 @@ sdk::chat_message make_reminder(const std::string& text) {
 void append_tool_round(std::vector<sdk::chat_message>& history,
                        const std::vector<sdk::tool_call>& calls,
                        const std::function<std::string(const sdk::tool_call&)>&
-                         result_of) {
+                         result_of,
+                       turn_reasoning reasoning) {
   sdk::chat_message assistant;
   assistant.author = sdk::role::assistant;
+  assistant.reasoning = std::move(reasoning.text);
+  assistant.reasoning_state = std::move(reasoning.state);
   assistant.tool_calls = calls;
   history.push_back(std::move(assistant));
   for (const auto& call : calls) {

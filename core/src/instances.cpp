@@ -154,11 +154,6 @@ void check_instance(instance_kind kind, const std::string& prefix,
   }
   std::vector<std::string> moved;
   for (const auto& [key, value] : inst.config.items()) {
-    if (kind == instance_kind::llm && key == "context_window") {
-      fail(key, "is not read by Quarry: the prompt budget of a research "
-                "session is `research.context_tokens`; remove this key");
-      continue;
-    }
     if (is_limit_key(kind, key) && !declares(key)) {
       // A limit written beside the options, as older files did.
       if (auto i = inst.key_lines.find("limits." + key); i != inst.key_lines.end()) {

@@ -79,6 +79,8 @@ void to_json(json& j, const chat_message& x) {
   j = json{{"role", to_string(x.author)}, {"content", x.content}};
   if (!x.reasoning.empty())
     j["reasoning"] = x.reasoning;
+  if (!x.reasoning_state.empty())
+    j["reasoning_state"] = x.reasoning_state;
   if (!x.tool_calls.empty())
     j["tool_calls"] = x.tool_calls;
   if (!x.tool_call_id.empty())
@@ -92,6 +94,7 @@ void from_json(const json& j, chat_message& x) {
                .value_or(role::user);
   x.content = text_of(j, "content");
   x.reasoning = text_of(j, "reasoning");
+  x.reasoning_state = text_of(j, "reasoning_state");
   x.tool_calls = list_of<tool_call>(j, "tool_calls");
   x.tool_call_id = text_of(j, "tool_call_id");
   x.tool_name = text_of(j, "tool_name");
@@ -158,13 +161,16 @@ void to_json(json& j, const chat_result& x) {
            {"finish_reason", to_string(x.finish)},
            {"usage", x.usage},
            {"model", x.model}};
+  if (!x.reasoning_state.empty())
+    j["reasoning_state"] = x.reasoning_state;
 }
 
 void from_json(const json& j, chat_result& x) {
   x.text = text_of(j, "text");
   x.reasoning = text_of(j, "reasoning");
+  x.reasoning_state = text_of(j, "reasoning_state");
   x.tool_calls = list_of<tool_call>(j, "tool_calls");
-  x.finish = core::parse_finish_reason(text_of(j, "finish_reason", "stop"))
+  x.finish = core::parse_finish_reason(text_of(j, "finish_reason", "unknown"))
                .value_or(finish_reason::other);
   x.usage = usage{};
   if (auto u = j.find("usage"); u != j.end() && u->is_object())
@@ -264,7 +270,7 @@ std::optional<sdk::tool_choice> parse_tool_choice(std::string_view x) {
 std::optional<sdk::finish_reason> parse_finish_reason(std::string_view x) {
   for (auto f : {sdk::finish_reason::stop, sdk::finish_reason::length,
                  sdk::finish_reason::tool_calls, sdk::finish_reason::content_filter,
-                 sdk::finish_reason::other})
+                 sdk::finish_reason::other, sdk::finish_reason::unknown})
     if (x == sdk::to_string(f))
       return f;
   return std::nullopt;

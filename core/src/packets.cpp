@@ -19,7 +19,7 @@ const char* known_types[] = {
   "deep_research_plan_delta", "research_agent_start",
   "intermediate_report_start", "intermediate_report_delta",
   "intermediate_report_cited_docs", "clarification", "usage", "notice",
-  "resumed", "agent_superseded"};
+  "resumed", "agent_superseded", "model_profile"};
 
 json typed(const char* type) {
   return json{{"type", type}};
@@ -252,6 +252,14 @@ json usage(const std::string& role, const sdk::usage& tokens, double cost_usd) {
   out["reasoning_tokens"] = tokens.reasoning_tokens;
   out["cached_input_tokens"] = tokens.cached_input_tokens;
   out["cost_usd"] = cost_usd;
+  return out;
+}
+
+json model_profile(bool reasoning_model, const std::string& reason, int orchestrator_cycles) {
+  auto out = typed("model_profile");
+  out["reasoning_model"] = reasoning_model;
+  out["reason"] = reason;
+  out["orchestrator_cycles"] = orchestrator_cycles;
   return out;
 }
 

@@ -306,4 +306,36 @@ cited_documents(const std::string& report,
   return out;
 }
 
+bool is_cut_report(const std::string& report) {
+  return report.find(report_cut_marker) != std::string::npos;
+}
+
+sdk::chat_request continuation_request(sdk::chat_request req, const std::string& written) {
+  sdk::chat_message said;
+  said.author = sdk::role::assistant;
+  said.content = written;
+  req.messages.push_back(std::move(said));
+  sdk::chat_message ask;
+  ask.author = sdk::role::user;
+  ask.content = continuation_prompt;
+  req.messages.push_back(std::move(ask));
+  return req;
+}
+
+std::string report_cut_notice(int64_t max_tokens, int continuations) {
+  auto text = "the report was cut by the model's output limit ("
+              + std::to_string(max_tokens) + " tokens per call";
+  if (continuations > 0)
+    text += ", after " + std::to_string(continuations)
+            + (continuations == 1 ? " continuation" : " continuations");
+  return text + "): it is incomplete";
+}
+
+std::string report_cut_note(int64_t max_tokens, const std::string& key) {
+  return std::string{"\n\n"} + report_cut_marker + std::to_string(max_tokens)
+         + " tokens) cut it before the end; raise " + key
+         + " or research.report_continuations, or use a model with a larger output "
+           "limit.\n";
+}
+
 } // namespace quarry::core

@@ -96,6 +96,9 @@ config parse_config(const nlohmann::json& x) {
       result.max_tokens = get_int(x, "max_tokens", 1);
     } else if (key == "thinking_budget") {
       result.thinking_budget = get_int(x, "thinking_budget", 0);
+      if (result.thinking_budget > 0 && result.thinking_budget < min_thinking_budget)
+        fail("`thinking_budget` must be 0 (off) or at least "
+             + std::to_string(min_thinking_budget) + " (the API's minimum)");
     } else if (key == "headers") {
       if (!value.is_object())
         fail("`headers` must be an object of strings");

@@ -25,6 +25,11 @@ inline constexpr const char* default_api_version = "2023-06-01";
 /// the field).
 inline constexpr int64_t default_max_tokens = 8192;
 
+/// The smallest thinking budget the API accepts (`budget_tokens` >= 1024,
+/// Anthropic's extended-thinking documentation); parse_config refuses a
+/// budget between 1 and 1023.
+inline constexpr int64_t min_thinking_budget = 1024;
+
 /// The context window reported when the configuration does not say.
 inline constexpr int64_t default_context_window = 200000;
 
@@ -42,7 +47,8 @@ struct config {
   std::vector<std::string> beta;
   /// Used when a request says `max_tokens: 0`.
   int64_t max_tokens = default_max_tokens;
-  /// Extended-thinking budget; 0 disables thinking.
+  /// Extended-thinking budget in tokens (`thinking.budget_tokens`); 0
+  /// disables thinking, else at least min_thinking_budget.
   int64_t thinking_budget = 0;
   /// Extra headers sent with every request.
   std::vector<std::pair<std::string, std::string>> headers;

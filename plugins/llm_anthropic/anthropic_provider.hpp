@@ -28,8 +28,12 @@ public:
   /// Returns the configured model, context window and reasoning support.
   sdk::model_info info() const override;
 
-  /// POSTs a streaming request to `base_url/v1/messages` and returns at once.
-  /// The sink receives deltas, then exactly one of on_done and on_error.
+  /// POSTs a streaming request to `base_url/v1/messages` (body: see
+  /// build_request_body) and returns at once. The sink receives deltas, then
+  /// exactly one of on_done (with the recorded thinking blocks in
+  /// `reasoning_state`) and on_error (errc::empty_response for an answer
+  /// with neither text nor tool call; see stream_assembler). A streamed or a
+  /// JSON (`application/json`) answer is read alike.
   std::shared_ptr<sdk::chat_call> chat(sdk::chat_request request,
                                        std::shared_ptr<sdk::chat_sink> sink)
     override;

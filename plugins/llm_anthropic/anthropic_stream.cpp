@@ -38,6 +38,15 @@ std::optional<int64_t> integer(const json& x, const char* key) {
   return std::nullopt;
 }
 
+// Returns whether `x` carries an error: an `error` member that is an object
+// or a string (Anthropic's error event, a gateway's envelope).
+bool carries_error(const json& x) {
+  if (!x.is_object())
+    return false;
+  auto i = x.find("error");
+  return i != x.end() && (i->is_object() || i->is_string());
+}
+
 // Returns the object member `key` of `x`, or nullptr.
 const json* object(const json& x, const char* key) {
   if (!x.is_object())
@@ -49,6 +58,8 @@ const json* object(const json& x, const char* key) {
 } // namespace
 
 sdk::finish_reason to_finish_reason(std::string_view stop_reason) {
+  if (stop_reason.empty())
+    return sdk::finish_reason::unknown;
   if (stop_reason == "end_turn" || stop_reason == "stop_sequence")
     return sdk::finish_reason::stop;
   if (stop_reason == "tool_use")
@@ -117,8 +128,12 @@ stream_state stream_assembler::on_json(const json& data, stream_listener& out) {
   } else if (type == "message_delta") {
     handle_message_delta(data, out);
   } else if (type == "message_stop") {
+    if (auto why = empty_answer())
+      return abort(sdk::make_error(sdk::errc::empty_response, std::move(*why)));
     state_ = stream_state::done;
-  } else if (type == "error") {
+  } else if (type == "error" || (type.empty() && carries_error(data))) {
+    // Anthropic's error event, or a gateway's error envelope relayed as an
+    // event without a type.
     return abort(classify_error_body(sdk::dump_json(data), 0));
   }
   // `ping` and unknown types: nothing to do.
@@ -132,25 +147,29 @@ stream_state stream_assembler::on_message(const json& message,
   if (!message.is_object())
     return abort(sdk::make_error(sdk::errc::invalid_response,
                                  "anthropic: the response is not a JSON object"));
-  if (str(message, "type") == "error")
+  auto content = message.find("content");
+  auto has_content = content != message.end() && content->is_array();
+  if (str(message, "type") == "error" || (!has_content && carries_error(message)))
     return abort(classify_error_body(sdk::dump_json(message), 0));
   // Replays the message as the events a stream would have carried.
   auto start = message;
   start["content"] = json::array();
   on_json({{"type", "message_start"}, {"message", std::move(start)}}, out);
   int64_t index = 0;
-  if (auto i = message.find("content"); i != message.end() && i->is_array()) {
-    for (const auto& item : *i) {
+  if (has_content) {
+    for (const auto& item : *content) {
       if (!item.is_object())
         continue;
       auto kind = str(item, "type");
       auto head = item;
-      if (kind == "text")
+      if (kind == "text") {
         head["text"] = "";
-      else if (kind == "thinking")
+      } else if (kind == "thinking") {
         head["thinking"] = "";
-      else if (kind == "tool_use")
+        head["signature"] = "";
+      } else if (kind == "tool_use") {
         head["input"] = json::object();
+      }
       on_json({{"type", "content_block_start"},
                {"index", index},
                {"content_block", std::move(head)}},
@@ -167,6 +186,13 @@ stream_state stream_assembler::on_message(const json& message,
         on_json({{"type", "content_block_delta"},
                  {"index", index},
                  {"delta", std::move(delta)}},
+                out);
+      if (kind == "thinking")
+        on_json({{"type", "content_block_delta"},
+                 {"index", index},
+                 {"delta",
+                  {{"type", "signature_delta"},
+                   {"signature", str(item, "signature")}}}},
                 out);
       on_json({{"type", "content_block_stop"}, {"index", index}}, out);
       ++index;
@@ -226,11 +252,27 @@ void stream_assembler::handle_block_start(const json& data,
     }
   } else if (kind == "thinking") {
     b.kind = block_kind::thinking;
+    thinking_block x;
+    x.after_tools = calls_.size();
+    b.thinking = add_thinking(std::move(x));
     if (auto text = str(*cb, "thinking"); !text.empty()) {
+      grow_thinking(b.thinking, &thinking_block::thinking, text);
       reasoning_ += text;
       streamed_ = true;
       out.on_reasoning(text);
     }
+    // The start block carries `"signature": ""`; the signature comes as a
+    // signature_delta (a non-empty one here is kept all the same).
+    if (auto sig = str(*cb, "signature"); !sig.empty())
+      grow_thinking(b.thinking, &thinking_block::signature, sig);
+  } else if (kind == "redacted_thinking") {
+    // Encrypted thinking: all of it in the start block, nothing to show.
+    b.kind = block_kind::redacted_thinking;
+    thinking_block x;
+    x.redacted = true;
+    x.after_tools = calls_.size();
+    b.thinking = add_thinking(std::move(x));
+    grow_thinking(b.thinking, &thinking_block::data, str(*cb, "data"));
   } else if (kind == "tool_use") {
     // The `input: {}` of the start block is a placeholder: arguments come
     // as input_json_delta pieces.
@@ -274,9 +316,16 @@ void stream_assembler::handle_block_delta(const json& data,
     auto text = str(*delta, "thinking");
     if (text.empty())
       return;
+    if (i != blocks_.end())
+      grow_thinking(i->second.thinking, &thinking_block::thinking, text);
     reasoning_ += text;
     streamed_ = true;
     out.on_reasoning(text);
+  } else if (kind == "signature_delta") {
+    if (i == blocks_.end() || i->second.kind != block_kind::thinking)
+      return;
+    grow_thinking(i->second.thinking, &thinking_block::signature,
+                  str(*delta, "signature"));
   } else if (kind == "input_json_delta") {
     if (i == blocks_.end() || i->second.kind != block_kind::tool)
       return; // e.g. a server tool's input
@@ -293,7 +342,7 @@ void stream_assembler::handle_block_delta(const json& data,
     streamed_ = true;
     out.on_tool_call(out_delta);
   }
-  // signature_delta, citations_delta, compaction_delta, ...: ignored.
+  // citations_delta, compaction_delta, ...: ignored.
 }
 
 void stream_assembler::handle_block_stop(const json& data, stream_listener& out) {
@@ -319,8 +368,11 @@ void stream_assembler::handle_block_stop(const json& data, stream_listener& out)
 void stream_assembler::handle_message_delta(const json& data,
                                             stream_listener& out) {
   if (auto delta = object(data, "delta")) {
-    if (auto i = delta->find("stop_reason"); i != delta->end() && i->is_string())
-      finish_ = to_finish_reason(i->get<std::string>());
+    // `null` or absent: no reason yet (unknown unless a later delta says).
+    if (auto i = delta->find("stop_reason"); i != delta->end() && i->is_string()) {
+      stop_reason_ = sdk::repair_utf8(sdk::utf8_prefix(i->get<std::string>(), 64));
+      finish_ = to_finish_reason(stop_reason_);
+    }
   }
   if (auto u = object(data, "usage")) {
     read_usage(*u);
@@ -364,7 +416,54 @@ sdk::chat_result stream_assembler::result() const {
   result.finish = finish_;
   result.usage = usage();
   result.model = model_;
+  if (!thinking_dropped_)
+    result.reasoning_state = encode_reasoning_state(thinking_);
   return result;
+}
+
+size_t stream_assembler::add_thinking(thinking_block x) {
+  if (thinking_dropped_)
+    return 0;
+  if (thinking_.size() >= max_thinking_blocks) {
+    thinking_dropped_ = true;
+    thinking_.clear();
+    return 0;
+  }
+  thinking_.push_back(std::move(x));
+  thinking_bytes_ += thinking_.back().data.size();
+  return thinking_.size() - 1;
+}
+
+void stream_assembler::grow_thinking(size_t pos,
+                                     std::string thinking_block::*field,
+                                     const std::string& piece) {
+  if (thinking_dropped_ || pos >= thinking_.size() || piece.empty())
+    return;
+  thinking_bytes_ += piece.size();
+  if (thinking_bytes_ > max_reasoning_state) {
+    // A signed block cannot be cut: keep no state rather than a broken one.
+    thinking_dropped_ = true;
+    thinking_.clear();
+    thinking_.shrink_to_fit();
+    return;
+  }
+  thinking_[pos].*field += piece;
+}
+
+std::optional<std::string> stream_assembler::empty_answer() const {
+  if (!calls_.empty() || text_.find_first_not_of(" \t\r\n") != std::string::npos
+      || finish_ == sdk::finish_reason::length
+      || finish_ == sdk::finish_reason::content_filter)
+    return std::nullopt;
+  std::string why = "anthropic: the model returned an empty answer (no text, "
+                    "no tool call, stop reason ";
+  why += stop_reason_.empty() ? std::string{"none"} : "`" + stop_reason_ + "`";
+  if (!reasoning_.empty())
+    why += ", " + std::to_string(reasoning_.size()) + " bytes of thinking only";
+  else if (!thinking_.empty())
+    why += ", redacted thinking only";
+  why += ")";
+  return why;
 }
 
 // -- stream_decoder -----------------------------------------------------------

@@ -3,6 +3,8 @@
 
 #pragma once
 
+#include "anthropic_thinking.hpp"
+
 #include "quarry/sdk/sse.hpp"
 #include "quarry/sdk/types.hpp"
 
@@ -48,19 +50,32 @@ enum class stream_state {
 
 /// Maps Anthropic's `stop_reason` to a finish reason: end_turn and
 /// stop_sequence -> stop, tool_use -> tool_calls, max_tokens and
-/// model_context_window_exceeded -> length, refusal -> content_filter,
-/// anything else (pause_turn, ...) -> other.
+/// model_context_window_exceeded -> length, refusal -> content_filter, an
+/// empty string (no stop reason sent) -> unknown, anything else
+/// (pause_turn, ...) -> other. Never `stop` for a missing reason.
 sdk::finish_reason to_finish_reason(std::string_view stop_reason);
 
 /// Assembles the events of one response. Text blocks feed the text,
 /// `thinking` blocks the reasoning, `tool_use` blocks the tool calls (their
 /// `input_json_delta` pieces concatenated; no piece at all means `{}`).
+/// Every `thinking` block (its `thinking_delta` text and `signature_delta`)
+/// and `redacted_thinking` block (its `data`) is also recorded, in order,
+/// for sdk::chat_result::reasoning_state (see encode_reasoning_state; at
+/// most max_reasoning_state bytes, else no state at all).
 /// `ping`, unknown event types, unknown block and delta types and
 /// server-side tool blocks are ignored. A repeated `message_start` of the
 /// same message is ignored; one for another message while the first is
-/// still open fails the stream (errc::invalid_response). Event data that is
-/// not UTF-8 is repaired (U+FFFD); nesting deeper than
-/// sdk::default_max_json_depth fails the stream. Not thread-safe.
+/// still open fails the stream (errc::invalid_response). An event without a
+/// type that carries an `error` member (a gateway's error envelope) fails
+/// the stream with its classified error. Event data that is not UTF-8 is
+/// repaired (U+FFFD); nesting deeper than sdk::default_max_json_depth fails
+/// the stream.
+///
+/// At `message_stop`, an answer without text (white space is none) and
+/// without a tool call fails with errc::empty_response ("the model returned
+/// an empty answer ..."), unless the stop reason explains it (max_tokens,
+/// model_context_window_exceeded, refusal: the host decides about those).
+/// A thinking-only answer is empty. Not thread-safe.
 class stream_assembler {
 public:
   /// Processes one SSE event (the `type` inside the data wins over the
@@ -71,7 +86,10 @@ public:
   stream_state on_json(const nlohmann::json& data, stream_listener& out);
 
   /// Processes a complete, non-streamed Messages response (the body of a
-  /// `stream: false` answer) as if it had streamed.
+  /// `stream: false` answer) as if it had streamed, with the same rules
+  /// (empty answers included). A body of `"type": "error"`, or an `error`
+  /// member without `content` (a gateway's envelope inside an HTTP 200),
+  /// fails with its classified error.
   stream_state on_message(const nlohmann::json& message, stream_listener& out);
 
   /// Fails a running stream with `err` (e.g. when the transport broke).
@@ -94,20 +112,37 @@ public:
   }
 
   /// Returns the result assembled so far (complete once done). Tool calls
-  /// whose block never stopped keep their (possibly broken) arguments.
+  /// whose block never stopped keep their (possibly broken) arguments. The
+  /// finish reason is sdk::finish_reason::unknown until a `stop_reason`
+  /// arrives. `reasoning_state` holds the recorded thinking blocks, or is
+  /// empty (none, one without its signature, or too large).
   sdk::chat_result result() const;
 
   /// Returns the token counts so far.
   sdk::usage usage() const;
 
 private:
-  enum class block_kind { text, tool, thinking, other };
+  enum class block_kind { text, tool, thinking, redacted_thinking, other };
 
   struct block {
     block_kind kind = block_kind::other;
     /// Position among tool calls, for tool blocks.
     size_t tool = 0;
+    /// Position in thinking_, for thinking blocks.
+    size_t thinking = 0;
   };
+
+  // Records a new thinking or redacted thinking block; returns its position
+  // in thinking_.
+  size_t add_thinking(thinking_block x);
+
+  // Appends to the recorded block at `pos` (text or signature), within
+  // max_reasoning_state.
+  void grow_thinking(size_t pos, std::string thinking_block::*field,
+                     const std::string& piece);
+
+  // Why the finished answer is empty, if it is.
+  std::optional<std::string> empty_answer() const;
 
   void handle_message_start(const nlohmann::json& data, stream_listener& out);
 
@@ -132,7 +167,14 @@ private:
   std::string reasoning_;
   std::vector<sdk::tool_call> calls_;
   std::vector<bool> calls_closed_;
-  sdk::finish_reason finish_ = sdk::finish_reason::stop;
+  // The thinking blocks in order; cleared for good once they exceed
+  // max_reasoning_state (thinking_dropped_).
+  std::vector<thinking_block> thinking_;
+  size_t thinking_bytes_ = 0;
+  bool thinking_dropped_ = false;
+  sdk::finish_reason finish_ = sdk::finish_reason::unknown;
+  // The `stop_reason` as sent (for messages), empty if none.
+  std::string stop_reason_;
   std::string model_;
   int64_t input_tokens_ = 0;
   int64_t cache_creation_tokens_ = 0;

@@ -3,6 +3,7 @@
 
 #include "openai_provider.hpp"
 
+#include "openai_models.hpp"
 #include "openai_stream.hpp"
 
 #include "quarry/sdk/secrets.hpp"
@@ -45,9 +46,54 @@ int64_t get_count(const std::string& key, const json& value) {
   return value.get<int64_t>();
 }
 
-// Percent-encodes a query parameter value.
+// `auto` (nothing), true or false.
+std::optional<bool> get_auto_bool(const std::string& key, const json& value) {
+  if (value.is_string() && value.get<std::string>() == "auto")
+    return std::nullopt;
+  if (!value.is_boolean())
+    reject("`" + key + "` must be true, false or auto");
+  return value.get<bool>();
+}
 
-json to_json(const sdk::chat_message& msg) {
+// `reasoning_tags`: true (the defaults), false (none) or a list of pairs,
+// each `[open, close]` or `{open, close}`.
+std::vector<sdk::reasoning_tag> parse_tags(const json& value) {
+  if (value.is_boolean())
+    return value.get<bool>() ? sdk::default_reasoning_tags()
+                             : std::vector<sdk::reasoning_tag>{};
+  auto bad = [] {
+    reject("`reasoning_tags` must be true, false or a list of [open, close] pairs, "
+           "e.g. [[\"<think>\", \"</think>\"]]");
+  };
+  if (!value.is_array() || value.size() > 16)
+    bad();
+  std::vector<sdk::reasoning_tag> out;
+  for (const auto& item : value) {
+    sdk::reasoning_tag tag;
+    if (item.is_array() && item.size() == 2 && item[0].is_string() && item[1].is_string()) {
+      tag.open = item[0].get<std::string>();
+      tag.close = item[1].get<std::string>();
+    } else if (item.is_object() && item.size() == 2 && item.contains("open")
+               && item.contains("close") && item["open"].is_string()
+               && item["close"].is_string()) {
+      tag.open = item["open"].get<std::string>();
+      tag.close = item["close"].get<std::string>();
+    } else {
+      bad();
+    }
+    for (const auto* t : {&tag.open, &tag.close})
+      if (t->empty() || t->size() > 64
+          || !std::all_of(t->begin(), t->end(), [](char c) {
+               return c > 0x20 && c < 0x7f;
+             }))
+        reject("`reasoning_tags`: a tag must be 1 to 64 printable ASCII characters "
+               "without spaces, not `" + *t + "`");
+    out.push_back(std::move(tag));
+  }
+  return out;
+}
+
+json to_json(const sdk::chat_message& msg, bool round_trip) {
   json result;
   result["role"] = sdk::to_string(msg.author);
   switch (msg.author) {
@@ -56,6 +102,10 @@ json to_json(const sdk::chat_message& msg) {
         result["content"] = nullptr;
       else
         result["content"] = msg.content;
+      // DeepSeek's thinking mode: a tool-call turn goes back with its
+      // reasoning (an empty one too: the field must be there).
+      if (round_trip && !msg.tool_calls.empty())
+        result["reasoning_content"] = msg.reasoning;
       if (!msg.tool_calls.empty()) {
         auto calls = json::array();
         for (const auto& call : msg.tool_calls)
@@ -85,8 +135,15 @@ json to_json(const sdk::chat_message& msg) {
 class call_state final : public stream_handler {
 public:
   call_state(std::shared_ptr<sdk::chat_sink> sink, std::string model,
-             std::string secret)
-    : sink_(std::move(sink)), model_(std::move(model)), secret_(std::move(secret)) {
+             std::string secret, sdk::reasoning_tag_splitter splitter,
+             std::shared_ptr<learned_facts> learned, bool round_trip, bool may_learn)
+    : sink_(std::move(sink)),
+      model_(std::move(model)),
+      secret_(std::move(secret)),
+      learned_(std::move(learned)),
+      round_trip_(round_trip),
+      may_learn_(may_learn),
+      decoder_(std::move(splitter)) {
     // nop
   }
 
@@ -162,15 +219,29 @@ public:
     } else if (failure) {
       fail(std::move(*failure), decoder_.streamed());
     } else if (status_ >= 400) {
-      fail(classify_error(status_, headers_, std::string_view{body_}), false);
+      auto err = classify_error(status_, headers_, std::string_view{body_});
+      if (may_learn_ && !round_trip_ && err.code == sdk::errc::bad_request
+          && asks_for_reasoning_back(err.message)) {
+        // The server needs the reasoning of tool-call turns back: from now
+        // on it gets it, and this request is worth one more try.
+        learned_->round_trip = true;
+        err.retry_hint = true;
+        err.message += " (Quarry now sends reasoning_content back; set "
+                       "reasoning_round_trip: true to start with it)";
+      }
+      fail(std::move(err), false);
     } else {
+      auto state = stream_decoder::state::running;
       if (whole_json_) {
-        // One JSON body: decoded as the one event of a stream.
+        // One JSON body: decoded as the one event of a stream, whose end is
+        // the answer's end.
         sdk::sse_event ev;
         ev.data = std::move(body_);
         decoder_.on_event(ev, *this);
+        state = decoder_.finish_document(*this);
+      } else {
+        state = decoder_.finish(*this);
       }
-      auto state = decoder_.finish(*this);
       if (finished_)
         return;
       if (state == stream_decoder::state::done)
@@ -212,14 +283,44 @@ public:
 
 private:
   void succeed() {
+    decoder_.end_text(*this);
+    if (finished_)
+      return; // the sink cancelled from inside a callback
+    if (decoder_.splitter().orphan_closer_seen())
+      learned_->opener_in_prompt = true;
+    auto result = decoder_.result();
+    if (auto why = empty_answer(result)) {
+      fail(sdk::make_error(sdk::errc::empty_response, *why), decoder_.streamed());
+      return;
+    }
     finished_ = true;
     done_ok_ = true;
-    auto result = decoder_.result();
     if (result.model.empty())
       result.model = model_;
     auto sink = std::move(sink_);
     http_.reset();
     sink->on_done(result);
+  }
+
+  /// Why `result` is an empty answer, or nothing: no text (white space is
+  /// none) and no tool call, unless the output limit or a filter explains
+  /// it (the host decides about those).
+  std::optional<std::string> empty_answer(const sdk::chat_result& result) const {
+    if (!result.tool_calls.empty()
+        || result.finish == sdk::finish_reason::length
+        || result.finish == sdk::finish_reason::content_filter)
+      return std::nullopt;
+    if (result.text.find_first_not_of(" \t\r\n") != std::string::npos)
+      return std::nullopt;
+    std::string why = "the model returned an empty answer (";
+    if (!decoder_.choice_seen())
+      why += "no choice, ";
+    why += "no text, no tool call, finish reason ";
+    why += sdk::to_string(result.finish);
+    if (!result.reasoning.empty())
+      why += ", " + std::to_string(result.reasoning.size()) + " bytes of reasoning only";
+    why += ")";
+    return why;
   }
 
   void fail(sdk::error err, bool streamed) {
@@ -237,6 +338,10 @@ private:
   std::shared_ptr<sdk::http_call> http_;
   std::string model_;
   std::string secret_;
+  std::shared_ptr<learned_facts> learned_;
+  bool round_trip_ = false;
+  // The configuration leaves reasoning_round_trip to Quarry (`auto`).
+  bool may_learn_ = true;
   int status_ = 0;
   bool whole_json_ = false;
   sdk::http_headers headers_;
@@ -336,6 +441,12 @@ provider_config parse_config(const json& config) {
           reject("`headers." + name + "` must not contain line breaks");
         cfg.headers.emplace_back(name, std::move(text));
       }
+    } else if (key == "reasoning_tags") {
+      cfg.reasoning_tags = parse_tags(value);
+    } else if (key == "reasoning_opener_in_prompt") {
+      cfg.opener_in_prompt = get_auto_bool(key, value);
+    } else if (key == "reasoning_round_trip") {
+      cfg.reasoning_round_trip = get_auto_bool(key, value);
     } else if (key == "temperature") {
       if (!value.is_number())
         reject("`temperature` must be a number");
@@ -362,12 +473,13 @@ std::string request_url(const provider_config& cfg) {
   return url;
 }
 
-json request_body(const provider_config& cfg, const sdk::chat_request& req) {
+json request_body(const provider_config& cfg, const sdk::chat_request& req,
+                  bool round_trip) {
   json body;
   body["model"] = req.model.empty() ? cfg.model : req.model;
   auto messages = json::array();
   for (const auto& msg : req.messages)
-    messages.push_back(to_json(msg));
+    messages.push_back(to_json(msg, round_trip));
   body["messages"] = std::move(messages);
   if (!req.tools.empty() && cfg.supports_tools) {
     auto tools = json::array();
@@ -392,7 +504,7 @@ json request_body(const provider_config& cfg, const sdk::chat_request& req) {
 }
 
 sdk::http_request build_request(const provider_config& cfg,
-                                const sdk::chat_request& req) {
+                                const sdk::chat_request& req, bool round_trip) {
   sdk::http_request result;
   result.method = "POST";
   result.url = request_url(cfg);
@@ -410,7 +522,7 @@ sdk::http_request build_request(const provider_config& cfg,
     result.headers.emplace_back("OpenAI-Project", cfg.project);
   for (const auto& field : cfg.headers)
     result.headers.push_back(field);
-  result.body = request_body(cfg, req).dump(-1, ' ', false,
+  result.body = request_body(cfg, req, round_trip).dump(-1, ' ', false,
                                             json::error_handler_t::replace);
   return result;
 }
@@ -422,8 +534,18 @@ std::string redact(std::string text, const std::string& secret) {
 // -- provider -----------------------------------------------------------------
 
 provider::provider(sdk::host_context& host, provider_config cfg)
-  : host_(host), cfg_(std::move(cfg)) {
+  : host_(host), cfg_(std::move(cfg)), probe_(std::make_shared<model_probe>(host, cfg_)) {
   // nop
+}
+
+void provider::describe(std::function<void(sdk::model_info)> done) {
+  auto facts = info();
+  if (cfg_.context_window > 0) {
+    facts.context_window_source = "config";
+    done(std::move(facts));
+    return;
+  }
+  probe_->describe(std::move(facts), std::move(done));
 }
 
 sdk::model_info provider::info() const {
@@ -435,12 +557,48 @@ sdk::model_info provider::info() const {
   return result;
 }
 
+bool opener_in_prompt_by_name(std::string_view model) {
+  auto name = sdk::to_lower(model);
+  if (sdk::contains(name, "deepseek-r1") || sdk::contains(name, "r1-distill"))
+    return true;
+  // `...-r1`, `...-r1:7b`, `...-r1-0528`, `...:r1`: r1 as a word of the name.
+  for (size_t pos = name.find("r1"); pos != std::string::npos; pos = name.find("r1", pos + 1)) {
+    auto before = pos == 0 ? '-' : name[pos - 1];
+    auto after = pos + 2 < name.size() ? name[pos + 2] : '-';
+    auto sep = [](char c) { return c == '-' || c == ':' || c == '_' || c == '/' || c == '.'; };
+    if (sep(before) && sep(after))
+      return true;
+  }
+  return false;
+}
+
+bool round_trip_by_default(const std::string& base_url, const std::string& model) {
+  return sdk::contains(sdk::to_lower(base_url), "api.deepseek.com")
+         || sdk::to_lower(model).rfind("deepseek", 0) == 0;
+}
+
+bool asks_for_reasoning_back(std::string_view message) {
+  return sdk::contains(sdk::to_lower(message), "reasoning_content");
+}
+
+bool provider::round_trip() const noexcept {
+  if (cfg_.reasoning_round_trip)
+    return *cfg_.reasoning_round_trip;
+  return learned_->round_trip || round_trip_by_default(cfg_.base_url, cfg_.model);
+}
+
 std::shared_ptr<sdk::chat_call>
 provider::chat(sdk::chat_request request, std::shared_ptr<sdk::chat_sink> sink) {
   auto model = request.model.empty() ? cfg_.model : request.model;
-  auto state = std::make_shared<call_state>(std::move(sink), std::move(model),
-                                            cfg_.api_key);
-  auto http = host_.http().start(build_request(cfg_, request),
+  auto opener = cfg_.opener_in_prompt ? *cfg_.opener_in_prompt
+                                      : learned_->opener_in_prompt
+                                          || opener_in_prompt_by_name(model);
+  auto round_trip = this->round_trip();
+  auto state = std::make_shared<call_state>(
+    std::move(sink), std::move(model), cfg_.api_key,
+    sdk::reasoning_tag_splitter{cfg_.reasoning_tags, opener}, learned_, round_trip,
+    !cfg_.reasoning_round_trip.has_value());
+  auto http = host_.http().start(build_request(cfg_, request, round_trip),
                                  std::make_shared<http_sink>(state));
   state->set_http(std::move(http));
   return std::make_shared<call_handle>(std::move(state));

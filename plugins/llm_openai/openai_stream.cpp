@@ -58,17 +58,6 @@ std::optional<int64_t> int_member(const json& x, std::string_view key) {
   return std::nullopt;
 }
 
-// Returns whether a (lower-case) message says the prompt is too long.
-bool says_context_too_long(std::string_view msg) {
-  for (auto x : {"maximum context length", "context_length_exceeded",
-                 "context window", "exceeds the available context size",
-                 "exceeds the maximum number of tokens", "prompt is too long",
-                 "too many tokens in the prompt"})
-    if (sdk::contains(msg, x))
-      return true;
-  return false;
-}
-
 // Shortens a message (never inside a UTF-8 sequence) and repairs its UTF-8.
 std::string truncate(std::string x) {
   if (x.size() > max_message_size) {
@@ -329,18 +318,18 @@ sdk::error classify_error(int status, const sdk::http_headers& headers,
     result.code = *c;
   else if (c && (*c == sdk::errc::rate_limited || *c == sdk::errc::overloaded))
     result.code = *c;
-  auto lmsg = sdk::to_lower(message);
   if (code == "insufficient_quota" || type == "insufficient_quota"
       || code == "billing_hard_limit_reached") {
     result.code = sdk::errc::quota;
   } else if (code == "context_length_exceeded" || type == "exceed_context_size_error"
-             || code == "string_above_max_length"
-             || ((result.code == sdk::errc::bad_request || effective == 0
-                  || effective == 413)
-                 && says_context_too_long(lmsg))) {
+             || code == "string_above_max_length") {
     result.code = sdk::errc::context_too_long;
   } else if (code == "model_not_found") {
     result.code = sdk::errc::not_found;
+  } else if (auto cause = sdk::cause_in_message(message)) {
+    // The cause the message states wins over a relayed code (a gateway's
+    // 502 around an upstream's context-length error): no retry can help.
+    result.code = *cause;
   }
   // Retry delay: headers, then Google's RetryInfo, then the message.
   result.retry_after_ms = sdk::retry_after_ms(headers);
@@ -386,8 +375,8 @@ sdk::error classify_error(int status, const sdk::http_headers& headers,
   sdk::repair_utf8_in_place(text);
   while (!text.empty() && text.back() == ' ')
     text.pop_back();
-  if (result.code == sdk::errc::bad_request && says_context_too_long(sdk::to_lower(text)))
-    result.code = sdk::errc::context_too_long;
+  if (auto cause = sdk::cause_in_message(text))
+    result.code = *cause;
   result.retry_after_ms = sdk::retry_after_ms(headers);
   if (!result.retry_after_ms)
     result.retry_after_ms = retry_hint_from_message(text);
@@ -408,7 +397,9 @@ sdk::finish_reason map_finish_reason(std::string_view reason, bool saw_tools,
     return sdk::finish_reason::length;
   if (x == "content_filter" || x == "refusal" || x == "safety")
     return sdk::finish_reason::content_filter;
-  if (x == "stop" || x == "end_turn" || x == "eos" || x.empty()) {
+  if (x.empty())
+    return sdk::finish_reason::unknown;
+  if (x == "stop" || x == "end_turn" || x == "eos") {
     if (saw_tools)
       return sdk::finish_reason::tool_calls;
     return refused ? sdk::finish_reason::content_filter
@@ -441,7 +432,7 @@ stream_decoder::state stream_decoder::finish(stream_handler& handler) {
   if (state_ != state::running)
     return state_;
   if (finish_)
-    state_ = state::done;
+    complete(handler);
   else if (events_ == 0 && !head_.empty() && !looks_like_sse(head_))
     // An HTML page or other document served with status 200 (a proxy, a
     // login page, a wrong base URL): retrying will not help.
@@ -454,16 +445,67 @@ stream_decoder::state stream_decoder::finish(stream_handler& handler) {
   return state_;
 }
 
+stream_decoder::state stream_decoder::finish_document(stream_handler& handler) {
+  if (state_ == state::running)
+    complete(handler);
+  return state_;
+}
+
 sdk::chat_result stream_decoder::result() const {
   sdk::chat_result result;
   result.text = text_;
   result.reasoning = reasoning_;
+  if (!tag_reasoning_.empty()) {
+    if (!result.reasoning.empty() && result.reasoning.back() != '\n')
+      result.reasoning += '\n';
+    result.reasoning += tag_reasoning_;
+  }
   result.tool_calls = tools_.calls();
   result.finish = map_finish_reason(finish_ ? *finish_ : std::string{},
                                     !result.tool_calls.empty(), refused_);
   result.usage = usage_;
   result.model = model_;
   return result;
+}
+
+void stream_decoder::emit(const sdk::reasoning_tag_splitter::output& out,
+                          stream_handler& handler) {
+  if (!out.reasoning.empty()) {
+    tag_reasoning_ += out.reasoning;
+    streamed_ = true;
+    handler.on_reasoning(out.reasoning);
+  }
+  if (!out.text.empty()) {
+    text_ += out.text;
+    streamed_ = true;
+    handler.on_text(out.text);
+  }
+}
+
+void stream_decoder::end_text(stream_handler& handler) {
+  if (text_ended_)
+    return;
+  text_ended_ = true;
+  auto out = splitter_.finish();
+  if (out.moved_to_text) {
+    // What streamed as reasoning was the answer: the result says so, and the
+    // handler receives it as text now.
+    tag_reasoning_.clear();
+  }
+  emit(out, handler);
+  if (out.split_late && !refused_) {
+    // The text that streamed closed a thought it never opened: the result
+    // holds the split (the provider opens the next answers inside the
+    // thought).
+    text_ = splitter_.text_total();
+    tag_reasoning_ = splitter_.reasoning_total();
+  }
+}
+
+bool stream_decoder::complete(stream_handler& handler) {
+  state_ = state::done;
+  end_text(handler);
+  return false;
 }
 
 bool stream_decoder::fail(sdk::error err) {
@@ -497,18 +539,15 @@ bool stream_decoder::on_event(const sdk::sse_event& ev, stream_handler& handler)
   if (data.empty())
     return true;
   if (data == "[DONE]") {
-    state_ = state::done;
     done_marker_ = true;
-    return false;
+    return complete(handler);
   }
   if (!on_chunk(data, handler))
     return false;
   // Some servers never send [DONE] (and some keep the connection open): a
   // finish reason plus the usage the request asked for end the answer.
-  if (finish_ && usage_seen_) {
-    state_ = state::done;
-    return false;
-  }
+  if (finish_ && usage_seen_)
+    return complete(handler);
   return true;
 }
 
@@ -516,11 +555,8 @@ void stream_decoder::apply_delta(std::string_view content,
                                  std::string_view refusal,
                                  std::string_view reasoning,
                                  stream_handler& handler) {
-  if (!content.empty()) {
-    text_.append(content.data(), content.size());
-    streamed_ = true;
-    handler.on_text(content);
-  }
+  if (!content.empty())
+    emit(splitter_.feed(content), handler);
   if (!refusal.empty()) {
     refused_ = true;
     text_.append(refusal.data(), refusal.size());
@@ -568,6 +604,7 @@ bool stream_decoder::on_chunk(std::string_view data, stream_handler& handler) {
       // Only choice 0 is used; a missing index counts as 0.
       if (auto idx = int_member(choice, "index"); idx && *idx != 0)
         continue;
+      choice_seen_ = true;
       const json* delta = member(choice, "delta");
       if (delta == nullptr || !delta->is_object())
         delta = member(choice, "message");
@@ -586,8 +623,15 @@ bool stream_decoder::on_chunk(std::string_view data, stream_handler& handler) {
           }
         }
       }
-      if (auto reason = string_member(choice, "finish_reason"); !reason.empty())
+      if (auto reason = string_member(choice, "finish_reason"); !reason.empty()) {
+        // Gemini's and OpenRouter's servers end a failed generation with
+        // `error`: the answer is broken, whatever arrived before.
+        if (sdk::to_lower(reason) == "error")
+          return fail(sdk::make_error(sdk::errc::server_error,
+                                      "the model server ended the answer with finish "
+                                      "reason \"error\""));
         finish_ = std::string{reason};
+      }
     }
   }
   if (auto u = member(chunk, "usage"); u != nullptr && u->is_object())

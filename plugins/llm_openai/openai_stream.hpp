@@ -4,6 +4,7 @@
 #pragma once
 
 #include "quarry/sdk/host.hpp"
+#include "quarry/sdk/reasoning_tags.hpp"
 #include "quarry/sdk/sse.hpp"
 #include "quarry/sdk/types.hpp"
 
@@ -114,8 +115,25 @@ public:
 /// the usage arrived. Only choice 0 is used (`n > 1` streams deliver the other
 /// choices' deltas too; they are ignored). Refusals (`delta.refusal`) are
 /// delivered as text and turn the finish reason into `content_filter`.
+///
+/// Answer text (`delta.content`) passes through a
+/// sdk::reasoning_tag_splitter: a leading `<think>` block (or the text before
+/// a leading orphan `</think>`) reaches the handler and the result as
+/// reasoning, never as text. A finish reason `error` fails the stream
+/// (errc::server_error); an absent finish reason is
+/// sdk::finish_reason::unknown in the result, never `stop`.
 class stream_decoder {
 public:
+  /// A decoder that splits `<think>` and `<thinking>` blocks off the text.
+  stream_decoder() = default;
+
+  /// A decoder whose answer text passes through `splitter` (one without
+  /// tags splits nothing).
+  explicit stream_decoder(sdk::reasoning_tag_splitter splitter)
+    : splitter_(std::move(splitter)) {
+    // nop
+  }
+
   /// The state of the decoder.
   enum class state {
     /// More bytes are expected.
@@ -136,6 +154,11 @@ public:
   /// page served with status 200) fails with errc::invalid_response, and any
   /// other stream with errc::network.
   state finish(stream_handler& handler);
+
+  /// Ends a body that was one JSON document (a server that ignored
+  /// `stream`), decoded as the one event of a stream: its end is the
+  /// answer's end, with or without a finish reason.
+  state finish_document(stream_handler& handler);
 
   /// Returns the current state.
   state current() const noexcept {
@@ -163,8 +186,26 @@ public:
     return done_marker_;
   }
 
-  /// Returns the assembled result (meaningful once the state is `done`).
+  /// Returns the assembled result (meaningful once the state is `done`;
+  /// call @ref end_text first when the state became `done` outside this
+  /// decoder's own transitions).
   sdk::chat_result result() const;
+
+  /// Releases the answer text the reasoning splitter still holds (at most a
+  /// tag's length, or a whole answer that an opener-in-prompt model never
+  /// closed). Idempotent; the decoder calls it itself when it reaches
+  /// `done`.
+  void end_text(stream_handler& handler);
+
+  /// Whether any choice arrived (a stream of usage only has none).
+  bool choice_seen() const noexcept {
+    return choice_seen_;
+  }
+
+  /// The splitter (whether it found an orphan closing tag, for instance).
+  const sdk::reasoning_tag_splitter& splitter() const noexcept {
+    return splitter_;
+  }
 
   /// Processes one SSE event (exposed for tests and the fuzzer). Returns
   /// false once the decoder stops.
@@ -177,6 +218,12 @@ private:
                    std::string_view reasoning, stream_handler& handler);
 
   void apply_usage(const nlohmann::json& u, stream_handler& handler);
+
+  /// Delivers what the splitter produced.
+  void emit(const sdk::reasoning_tag_splitter::output& out, stream_handler& handler);
+
+  /// Sets the state to done (releasing held text first). Returns false.
+  bool complete(stream_handler& handler);
 
   bool fail(sdk::error err);
 
@@ -193,8 +240,14 @@ private:
   std::optional<sdk::error> failure_;
   bool streamed_ = false;
   bool refused_ = false;
+  bool choice_seen_ = false;
+  bool text_ended_ = false;
+  sdk::reasoning_tag_splitter splitter_;
   std::string text_;
+  /// Reasoning from the server's own channel (`reasoning_content`).
   std::string reasoning_;
+  /// Reasoning the splitter found inside the answer text.
+  std::string tag_reasoning_;
   tool_call_accumulator tools_;
   std::optional<std::string> finish_;
   sdk::usage usage_;
@@ -202,7 +255,8 @@ private:
 };
 
 /// Maps a Chat Completions `finish_reason` to the SDK's enum, given whether
-/// tool calls were seen and whether the model refused.
+/// tool calls were seen and whether the model refused. An empty `reason`
+/// (none sent) is sdk::finish_reason::unknown.
 sdk::finish_reason map_finish_reason(std::string_view reason, bool saw_tools,
                                      bool refused);
 

@@ -325,7 +325,8 @@ format_sections(const std::vector<section>& sections,
   for (const auto& sec : sections) {
     auto number = std::to_string(n);
     auto meta = number.size() + count_chars(sec.title)
-                + count_chars(sec.updated_at) + count_chars(sec.url);
+                + count_chars(sec.updated_at) + count_chars(sec.url)
+                + count_chars(sec.note);
     if (total + meta + 200 > budget_chars)
       break;
     auto remaining = budget_chars - total - meta;
@@ -337,6 +338,8 @@ format_sections(const std::vector<section>& sections,
       obj["updated_at"] = sec.updated_at;
     if (!sec.url.empty())
       obj["url"] = sec.url;
+    if (!sec.note.empty())
+      obj["note"] = sec.note;
     obj["content"] = std::string{content};
     results.push_back(std::move(obj));
     total += meta + count_chars(content);

@@ -77,10 +77,14 @@ struct section {
   std::string updated_at;
   /// The windowed text.
   std::string content;
+  /// How the page was read, when the model should know (the charset it
+  /// named was unknown, or none was named and it was guessed:
+  /// `encoding guessed: gb18030 (no charset label)`), else empty.
+  std::string note;
 };
 
 /// Builds `{"results": [{"document", "title", "updated_at"?, "url",
-/// "content"}, ...]}` (2-space indent) within the character budget: a
+/// "note"?, "content"}, ...]}` (2-space indent) within the character budget: a
 /// section whose remaining budget is under 200 characters is dropped with all
 /// later ones; the last one kept may be cut. Documents are numbered from
 /// `first_document`. `failures` (url, reason) are listed under `"failed"`

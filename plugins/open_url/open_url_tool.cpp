@@ -4,6 +4,8 @@
 
 #include "open_url_tool.hpp"
 
+#include "quarry/extract/charset_detect.hpp"
+
 #include "quarry/corpus/index.hpp"
 #include "quarry/corpus/text.hpp"
 #include "quarry/sdk/ttl_cache.hpp"
@@ -119,6 +121,9 @@ struct open_url_tool::state {
   // Pages read in the last 10 minutes, by url_key: a URL any agent already
   // read is not fetched again. Failures are not kept.
   sdk::ttl_cache<fetch::page> pages{std::chrono::minutes{10}, 128};
+
+  // Guesses the charset of pages that name none (uchardet).
+  extract::charset_detector detect = extract::make_charset_detector();
 
   /// Opens the corpus on first use (pool threads only).
   corpus::corpus_index* corpus(std::string& why) {
@@ -257,6 +262,7 @@ private:
       sec.url = x.document ? p.final_url : x.url;
       sec.updated_at = iso_date(p.published);
       sec.content = window_text(p.text, x.snippet, config_.window_chars);
+      sec.note = p.charset_note;
       sections.push_back(std::move(sec));
       sdk::document doc;
       doc.id = x.document ? x.url : url_key(x.url);
@@ -265,7 +271,11 @@ private:
         doc.id = p.canonical_url; // the corpus id, as internal_search gives it
       doc.title = p.title.empty() ? x.url : p.title;
       doc.snippet = excerpt_of(p);
-      doc.content = p.text;
+      // The document carries the note too: whoever reads the source later
+      // (the report's reader, the web page) sees that its charset was a
+      // guess.
+      doc.content = p.charset_note.empty() ? p.text
+                                           : "[" + p.charset_note + "]\n\n" + p.text;
       if (!p.published.empty())
         doc.published = p.published;
       doc.kind = x.document || starts_with(x.url, "file:")
@@ -461,7 +471,8 @@ open_url_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - clock_type::now());
         auto page = fetch::read_fetched(*shared,
-                                        std::max(left, std::chrono::milliseconds{1}));
+                                        std::max(left, std::chrono::milliseconds{1}),
+                                        st->detect);
         if (!page.failure)
           st->pages.put(url_key(shared->url), page);
         handle->complete(i, std::move(page));

@@ -56,6 +56,17 @@ void refine_error(sdk::error& err, [[maybe_unused]] int status,
   }
 }
 
+// What Brave's errors mean to the person holding the key.
+const wsc::error_advice advice{
+  "Brave Search",
+  "Check api_key in this tool's settings (tools.NAME.api_key): a Brave Search "
+  "API subscription token, sent as X-Subscription-Token.",
+  "The Brave Search API plan's monthly quota or credits are used up: see the "
+  "subscription in the Brave Search API dashboard, or wait for the quota to "
+  "renew.",
+  "The Brave Search API plan allows a few requests per second: lower this "
+  "tool's limits.max_concurrency, or raise the plan."};
+
 } // namespace
 
 wsc::parse_result parse_response(std::string_view body) {
@@ -82,7 +93,8 @@ std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
                                      const nlohmann::json& cfg) {
   return wsc::make_search_tool(
     host, parse_config(cfg),
-    {&make_request, &wsc::body_only<config, parse_response>, &refine_error});
+    {&make_request, &wsc::body_only<config, parse_response>, &refine_error,
+     &advice});
 }
 
 } // namespace quarry::plugins::web_search_brave

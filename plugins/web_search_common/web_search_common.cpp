@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <set>
+#include <vector>
 #include <stdexcept>
 
 namespace quarry::plugins::web_search_common {
@@ -344,12 +345,249 @@ std::string empty_queries_message() {
          "actual search terms.";
 }
 
+namespace {
+
+// Whether `x` starts with `prefix`, ASCII case-insensitively.
+bool starts_with_nocase(std::string_view x, std::string_view prefix) {
+  if (x.size() < prefix.size())
+    return false;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (sdk::ascii_lower(x[i]) != prefix[i])
+      return false;
+  return true;
+}
+
+// Where the end tag `</name` (ASCII case-insensitive) starts at or after
+// `from`, or npos.
+size_t find_end_tag(std::string_view html, size_t from, std::string_view name) {
+  for (auto pos = html.find("</", from); pos != std::string_view::npos;
+       pos = html.find("</", pos + 2))
+    if (starts_with_nocase(html.substr(pos + 2), name))
+      return pos;
+  return std::string_view::npos;
+}
+
+// Elements whose content is no text a reader sees.
+bool is_hidden_element(const std::string& name) {
+  return name == "script" || name == "style" || name == "template"
+         || name == "svg" || name == "noscript" || name == "iframe"
+         || name == "object" || name == "math";
+}
+
+// Text for one line: control characters gone, blanks folded, trimmed.
+std::string one_line(std::string_view text) {
+  std::string cleaned = sdk::strip_terminal_controls(text);
+  for (auto& c : cleaned)
+    if (c == '\n' || c == '\t')
+      c = ' ';
+  return fold_spaces(cleaned);
+}
+
+// `text` cut to at most `max_size` bytes at a character, with "..." where
+// it was cut.
+std::string bounded(std::string text, size_t max_size) {
+  if (text.size() <= max_size)
+    return text;
+  if (max_size < 3)
+    return std::string{sdk::utf8_prefix(text, max_size)};
+  std::string out{sdk::utf8_prefix(text, max_size - 3)};
+  while (!out.empty() && out.back() == ' ')
+    out.pop_back();
+  return out + "...";
+}
+
+} // namespace
+
+bool is_html_body(const sdk::http_headers& headers, std::string_view body) {
+  auto type = sdk::to_lower(sdk::trim(
+    sdk::find_header(headers, "content-type").value_or("")));
+  if (sdk::starts_with(type, "text/html")
+      || sdk::starts_with(type, "application/xhtml+xml"))
+    return true;
+  auto head = body.substr(0, 1024);
+  if (sdk::starts_with(head, "\xEF\xBB\xBF"))
+    head.remove_prefix(3);
+  head = sdk::trim(head);
+  for (auto opener : {"<!doctype html", "<html", "<head", "<body", "<title"})
+    if (starts_with_nocase(head, opener))
+      return true;
+  return false;
+}
+
+std::string html_error_text(std::string_view html, size_t max_size) {
+  html = html.substr(0, max_error_scan);
+  std::string title;
+  bool title_seen = false;
+  std::vector<std::string> blocks;
+  std::string block;
+  // Enough text for the answer: the rest of the page is not read.
+  size_t collected = 0;
+  // Entities decoded, no-break spaces (U+00A0) made plain, blanks folded.
+  auto plain_text = [](std::string_view raw) {
+    auto decoded = decode_entities(raw);
+    std::string out;
+    out.reserve(decoded.size());
+    for (size_t j = 0; j < decoded.size(); ++j) {
+      if (decoded[j] == '\xC2' && j + 1 < decoded.size() && decoded[j + 1] == '\xA0') {
+        out += ' ';
+        ++j;
+      } else {
+        out += decoded[j];
+      }
+    }
+    return fold_spaces(out);
+  };
+  auto end_block = [&] {
+    auto text = plain_text(block);
+    block.clear();
+    if (!text.empty()) {
+      collected += text.size();
+      blocks.push_back(std::move(text));
+    }
+  };
+  size_t i = 0;
+  while (i < html.size() && collected < 2 * max_size) {
+    char c = html[i];
+    if (c != '<') {
+      block += c;
+      ++i;
+      continue;
+    }
+    auto rest = html.substr(i);
+    if (sdk::starts_with(rest, "<!--")) {
+      auto end = html.find("-->", i + 4);
+      i = end == std::string_view::npos ? html.size() : end + 3;
+      continue;
+    }
+    size_t k = i + 1;
+    bool closing = k < html.size() && html[k] == '/';
+    if (closing)
+      ++k;
+    size_t name_end = k;
+    while (name_end < html.size()
+           && std::isalnum(static_cast<unsigned char>(html[name_end])))
+      ++name_end;
+    bool is_tag = name_end > k || (k < html.size() && (html[k] == '!' || html[k] == '?'));
+    auto close = html.find('>', i + 1);
+    if (!is_tag) {
+      block += c; // a lone `<` is text
+      ++i;
+      continue;
+    }
+    if (close == std::string_view::npos)
+      break; // a tag cut by the end: no more text
+    auto name = sdk::to_lower(html.substr(k, name_end - k));
+    i = close + 1;
+    if (closing) {
+      if (!is_inline_tag(name))
+        end_block();
+      continue;
+    }
+    if (name == "title" || is_hidden_element(name)) {
+      auto end = find_end_tag(html, i, name);
+      auto content = html.substr(i, end == std::string_view::npos
+                                      ? std::string_view::npos
+                                      : end - i);
+      if (name == "title" && !title_seen) {
+        title_seen = true;
+        title = plain_text(content);
+      }
+      if (end == std::string_view::npos)
+        break;
+      auto after = html.find('>', end);
+      i = after == std::string_view::npos ? html.size() : after + 1;
+      continue;
+    }
+    if (!is_inline_tag(name))
+      end_block();
+  }
+  end_block();
+  auto lower_title = sdk::to_lower(title);
+  std::string out = title;
+  for (auto& text : blocks) {
+    auto lower = sdk::to_lower(text);
+    // What the title already says (an <h1> repeating it).
+    if (!lower_title.empty() && lower_title.find(lower) != std::string::npos)
+      continue;
+    if (out.empty())
+      out = text;
+    else if (out.size() == title.size() && !title.empty())
+      out += ": " + text;
+    else if (std::string_view{".!?:;"}.find(out.back()) != std::string_view::npos)
+      out += " " + text;
+    else
+      out += ". " + text;
+    if (out.size() > 2 * max_size)
+      break;
+  }
+  return bounded(one_line(out), max_size);
+}
+
+std::string error_text(const sdk::http_headers& headers, std::string_view body,
+                       size_t max_size) {
+  auto trimmed = sdk::trim(body.substr(0, 16));
+  bool json_like = !trimmed.empty()
+                   && (trimmed.front() == '{' || trimmed.front() == '[');
+  if (!json_like && is_html_body(headers, body))
+    return html_error_text(body, max_size);
+  return bounded(sdk::http_error_message(body.substr(0, max_error_scan),
+                                         max_size),
+                 max_size);
+}
+
+void explain(sdk::error& err, const error_advice& advice) {
+  std::string service = advice.service != nullptr ? advice.service
+                                                  : "the search service";
+  auto text = std::move(err.message);
+  auto status = std::to_string(err.http_status);
+  const char* what = nullptr;
+  const char* remedy = nullptr;
+  switch (err.code) {
+    case sdk::errc::auth:
+      what = "the request is not authorised";
+      remedy = advice.auth;
+      break;
+    case sdk::errc::quota:
+      what = "the plan's quota or credits are used up";
+      remedy = advice.quota;
+      break;
+    case sdk::errc::rate_limited:
+      what = "too many requests";
+      remedy = advice.rate_limited;
+      break;
+    default:
+      break;
+  }
+  if (what == nullptr) {
+    err.message = service + " answered HTTP " + status;
+    if (!text.empty())
+      err.message += ": " + text;
+    return;
+  }
+  err.message = service + " refused the request: " + what + " (HTTP " + status
+                + (text.empty() ? std::string{} : ": " + text) + ").";
+  if (remedy != nullptr) {
+    err.message += ' ';
+    err.message += remedy;
+  }
+}
+
 std::string
 all_failed_message(const std::vector<std::pair<std::string, std::string>>&
                      failures) {
   nlohmann::ordered_json obj = nlohmann::ordered_json::object();
-  for (const auto& [query, err] : failures)
+  // The first query that failed with each error.
+  std::vector<std::pair<const std::string*, const std::string*>> said;
+  for (const auto& [query, err] : failures) {
+    auto same = std::find_if(said.begin(), said.end(),
+                             [&err = err](const auto& x) { return *x.second == err; });
+    if (same != said.end()) {
+      obj[query] = "the same error as for \"" + *same->first + "\"";
+      continue;
+    }
+    said.emplace_back(&query, &err);
     obj[query] = err;
+  }
   return "All web search queries failed. Query failures:\n"
          + obj.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -124,7 +124,9 @@ std::string missing_queries_message();
 std::string empty_queries_message();
 
 /// The LLM-facing text when every query failed: the failures as a JSON
-/// object query -> error, in query order.
+/// object query -> error, in query order. An error said already for an
+/// earlier query is not repeated ("the same error as for \"q1\""): a
+/// rate limit that refused ten queries is told once.
 std::string
 all_failed_message(const std::vector<std::pair<std::string, std::string>>&
                      failures);
@@ -151,6 +153,63 @@ inline sdk::error classify_status(int status, const sdk::http_headers& headers,
                                   std::string message) {
   return sdk::http_status_error(status, headers, std::move(message));
 }
+
+/// Most bytes of an error body that are read to reduce it to text: an error
+/// page's title and first words are near its start, and a hostile body
+/// cannot make the reduction slow.
+inline constexpr size_t max_error_scan = 64 * 1024;
+
+/// Longest text taken from an error body, in bytes (the explanation and
+/// the remedy come on top, see `explain`).
+inline constexpr size_t max_error_text = 200;
+
+/// Whether an error body is an HTML page: its Content-Type is `text/html` or
+/// `application/xhtml+xml`, or its first bytes (after a BOM and blanks) open
+/// a document (`<!doctype html`, `<html`, `<head`, `<body`, `<title`).
+bool is_html_body(const sdk::http_headers& headers, std::string_view body);
+
+/// The readable text of an HTML error page (reads at most `max_error_scan`
+/// bytes): its `<title>`, then its first blocks of text (script, style,
+/// template, svg and comments dropped, tags removed, entities decoded); a
+/// block that the title already says is left out, blocks are joined as
+/// sentences ("429 Too Many Requests: Rate limit exceeded for this
+/// client."). Never markup: at most `max_size` bytes of valid UTF-8 on one
+/// line, without control characters (sdk::strip_terminal_controls), cut at
+/// a character. Empty when the page holds no text.
+std::string html_error_text(std::string_view html,
+                            size_t max_size = max_error_text);
+
+/// The readable text of an error body: html_error_text for an HTML page
+/// (see is_html_body), else sdk::http_error_message (a JSON API's message,
+/// else the start of the body), at most `max_size` bytes on one line.
+std::string error_text(const sdk::http_headers& headers, std::string_view body,
+                       size_t max_size = max_error_text);
+
+/// What a search backend tells its users about the failures they can fix
+/// themselves: each member is a remedy sentence, or null for none.
+struct error_advice {
+  /// The service as users know it, e.g. "Brave Search".
+  const char* service;
+  /// For errc::auth (HTTP 401, 403 and the backend's own key errors): which
+  /// key setting to check.
+  const char* auth = nullptr;
+  /// For errc::quota (HTTP 402 and the backend's own plan limits): the plan
+  /// or credits.
+  const char* quota = nullptr;
+  /// For errc::rate_limited (HTTP 429): what limits the rate and how to
+  /// raise it.
+  const char* rate_limited = nullptr;
+};
+
+/// Rewrites the message of `err`, a classified error answer of HTTP status
+/// `err.http_status` whose message is the body's text (error_text), as
+/// "<service> answered HTTP <status> (<text>)" and, for the classes of
+/// `advice` that have a remedy, "<service> refused the request: <what>
+/// (HTTP <status>: <text>). <remedy>"; e.g. "SearXNG refused the request:
+/// too many requests (HTTP 429: 429 Too Many Requests: Rate limit exceeded
+/// for this client.). The SearXNG instance's limiter refused this client;
+/// ...". An empty text is left out.
+void explain(sdk::error& err, const error_advice& advice);
 
 /// Settings every web_search plugin reads.
 struct common_config {

@@ -46,7 +46,22 @@ assemble(const std::vector<std::string>& queries,
     return out;
   }
   std::vector<std::pair<std::string, std::string>> failed;
+  // The failure the host gets when every query failed: the first one that
+  // no retry can mend, else (all of them retryable, e.g. a 429 for each
+  // query) the one asking for the longest wait, so that a retry of the run
+  // honours every Retry-After.
   std::optional<sdk::error> first_failure;
+  auto weigh = [&first_failure](const sdk::error& x) {
+    if (!first_failure) {
+      first_failure = x;
+      return;
+    }
+    if (!first_failure->retryable())
+      return;
+    if (!x.retryable()
+        || x.retry_after_ms.value_or(0) > first_failure->retry_after_ms.value_or(0))
+      first_failure = x;
+  };
   std::vector<std::vector<search_result>> lists;
   size_t next = 0;
   for (size_t i = 0; i < queries.size(); ++i) {
@@ -57,8 +72,7 @@ assemble(const std::vector<std::string>& queries,
     auto& answer = batch.outcomes[next++];
     if (answer.failure) {
       failed.emplace_back(queries[i], sdk::to_string(*answer.failure));
-      if (!first_failure)
-        first_failure = answer.failure;
+      weigh(*answer.failure);
     } else {
       cache.put(queries[i], answer.results);
       lists.push_back(std::move(answer.results));
@@ -84,6 +98,17 @@ assemble(const std::vector<std::string>& queries,
 }
 
 } // namespace
+
+sdk::error classify_answer(int status, const sdk::http_headers& headers,
+                           std::string_view body,
+                           void (*refine)(sdk::error&, int, std::string_view),
+                           const error_advice* advice) {
+  auto err = classify_status(status, headers, error_text(headers, body));
+  if (refine != nullptr)
+    refine(err, status, body);
+  explain(err, advice != nullptr ? *advice : error_advice{nullptr});
+  return err;
+}
 
 search_tool::search_tool(sdk::host_context& host,
                          std::shared_ptr<const backend> impl,

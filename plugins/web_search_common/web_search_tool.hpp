@@ -49,15 +49,29 @@ private:
 };
 
 /// What a search plugin writes: the request for one query, the parser of a
-/// response body, and optionally a refinement of the default classification
-/// of an error response (`backend::classify`), each over its settings.
+/// response body, optionally a refinement of the classification of an error
+/// response, each over its settings, and what the errors tell users (see
+/// `classify_answer`).
 template <class Config>
 struct backend_parts {
   sdk::http_request (*request)(const Config& cfg, const std::string& query);
   parse_result (*parse)(const Config& cfg, std::string_view body);
   void (*refine_error)(sdk::error& err, int status,
                        std::string_view body) = nullptr;
+  /// The service's name and remedies; null: "the search service", none.
+  const error_advice* advice = nullptr;
 };
+
+/// Classifies an error answer of a search backend: the class from the status
+/// and the wait from `Retry-After` (sdk::http_status_error), the message
+/// from the body as short readable text (error_text: an HTML page becomes
+/// its title and first words), refined by `refine` (the backend's own error
+/// codes, which may change the class), then explained with `advice` (see
+/// `explain`).
+sdk::error classify_answer(int status, const sdk::http_headers& headers,
+                           std::string_view body,
+                           void (*refine)(sdk::error&, int, std::string_view),
+                           const error_advice* advice);
 
 /// A parser of the body alone as a backend part (for a `Parse` that needs no
 /// settings).
@@ -85,10 +99,8 @@ public:
 
   sdk::error classify(int status, const sdk::http_headers& headers,
                       std::string_view body) const override {
-    auto err = backend::classify(status, headers, body);
-    if (parts_.refine_error != nullptr)
-      parts_.refine_error(err, status, body);
-    return err;
+    return classify_answer(status, headers, body, parts_.refine_error,
+                           parts_.advice);
   }
 
 private:

@@ -33,6 +33,19 @@ sdk::http_request make_request(const config& cfg, const std::string& query) {
                         {"x-api-key", cfg.common.api_key}, body);
 }
 
+namespace {
+
+// What Exa's errors mean to the person holding the key.
+const wsc::error_advice advice{
+  "Exa",
+  "Check api_key in this tool's settings (tools.NAME.api_key): an Exa key, "
+  "sent as x-api-key.",
+  "The Exa account's credits are used up: see billing in Exa's dashboard.",
+  "Exa limits requests per second: lower this tool's limits.max_concurrency, "
+  "or ask Exa for a higher limit."};
+
+} // namespace
+
 wsc::parse_result parse_response(std::string_view body) {
   wsc::parse_result out;
   auto j = wsc::parse_object(body, "Exa", out);
@@ -69,7 +82,8 @@ std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
                                      const nlohmann::json& cfg) {
   return wsc::make_search_tool(
     host, parse_config(cfg),
-    {&make_request, &wsc::body_only<config, parse_response>, nullptr});
+    {&make_request, &wsc::body_only<config, parse_response>, nullptr,
+     &advice});
 }
 
 } // namespace quarry::plugins::web_search_exa

@@ -43,14 +43,20 @@ sdk::http_request make_request(const config& cfg, const std::string& query) {
 
 namespace {
 
-// Refines the default classification of an error response.
-void refine_error(sdk::error& err, int status,
-                  [[maybe_unused]] std::string_view body) {
-  if (status == 403)
-    err.message = "the SearXNG instance refuses format=json (enable json in "
-                  "search.formats of settings.yml): "
-                  + err.message;
-}
+// What SearXNG's errors mean to the person running it. SearXNG answers 403
+// to format=json unless `search.formats` lists json; its limiter (the
+// `server.limiter` setting, rules in limiter.toml) answers 429 with an HTML
+// page, which public instances turn on.
+const wsc::error_advice advice{
+  "SearXNG",
+  "A 403 from SearXNG usually means the instance does not allow format=json: "
+  "add json to search.formats in its settings.yml. Behind a proxy that wants "
+  "a token, set api_key (sent as a bearer token).",
+  nullptr,
+  "The SearXNG instance's limiter refused this client: use your own instance "
+  "(base_url), or configure its limiter (limiter: false under server: in "
+  "settings.yml, or this client's address in pass_ip of limiter.toml's "
+  "[botdetection.ip_lists])."};
 
 } // namespace
 
@@ -78,7 +84,7 @@ std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
                                      const nlohmann::json& cfg) {
   return wsc::make_search_tool(
     host, parse_config(cfg),
-    {&make_request, &parse_limited, &refine_error});
+    {&make_request, &parse_limited, nullptr, &advice});
 }
 
 } // namespace quarry::plugins::web_search_searxng

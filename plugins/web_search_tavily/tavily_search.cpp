@@ -48,6 +48,16 @@ void refine_error(sdk::error& err, int status,
     err.code = sdk::errc::quota;
 }
 
+// What Tavily's errors mean to the person holding the key.
+const wsc::error_advice advice{
+  "Tavily",
+  "Check api_key in this tool's settings (tools.NAME.api_key): a Tavily key "
+  "(tvly-...), sent as a bearer token.",
+  "The Tavily plan's or pay-as-you-go credit limit is reached: see the usage "
+  "in Tavily's dashboard, or raise the plan.",
+  "Tavily limits requests per minute by plan: lower this tool's "
+  "limits.max_concurrency, or raise the plan."};
+
 } // namespace
 
 wsc::parse_result parse_response(std::string_view body) {
@@ -65,7 +75,8 @@ std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
                                      const nlohmann::json& cfg) {
   return wsc::make_search_tool(
     host, parse_config(cfg),
-    {&make_request, &wsc::body_only<config, parse_response>, &refine_error});
+    {&make_request, &wsc::body_only<config, parse_response>, &refine_error,
+     &advice});
 }
 
 } // namespace quarry::plugins::web_search_tavily

@@ -44,7 +44,7 @@ struct fake_llm final : sdk::llm_provider {
     calls;
 
   sdk::model_info info() const override {
-    return {"fake", 1000, true, false};
+    return {"fake", 1000, true, false, ""};
   }
 
   std::shared_ptr<sdk::chat_call> chat(sdk::chat_request,
@@ -502,7 +502,7 @@ QUARRY_CAF_TEST(research agent past its hard time limit cancels its model call
 // -- session: deadline and stop in virtual time --------------------------------
 
 QUARRY_CAF_TEST(session the deadline cancels a planning call in flight and the
-                report is assembled without waiting) {
+                session ends without waiting) {
   auto plugin = std::make_shared<fake_llm>();
   auto model = llm(plugin, 4);
   auto em = actors::spawn_emitter(sys, "virtual");
@@ -522,10 +522,12 @@ QUARRY_CAF_TEST(session the deadline cancels a planning call in flight and the
   consume_messages();
   CAF_CHECK_GREATER_OR_EQUAL(call->cancels, 1);
   next([](actors::session_done_atom, actors::session_result& r) {
-    CAF_CHECK(r.status == actors::session_status::report);
+    // Nothing was found before the deadline: the session fails and says
+    // why, rather than delivering a report of "No findings".
+    CAF_CHECK(r.status == actors::session_status::failed);
+    CAF_CHECK(r.failure.find("the research read no source") != std::string::npos);
     CAF_CHECK(!r.interrupted);
     CAF_CHECK(r.sources.empty());
-    CAF_CHECK(r.report.find("No findings") != std::string::npos);
     CAF_CHECK(std::find(r.notices.begin(), r.notices.end(),
                         "the research deadline was reached")
               != r.notices.end());

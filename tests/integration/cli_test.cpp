@@ -54,7 +54,7 @@ struct cli_fixture {
 TEST_CASE_FIXTURE(cli_fixture, "cli prints its version") {
   auto res = quarry({"--version"});
   CHECK(res.exit_code == 0);
-  CHECK(res.out.rfind("quarry 0.1.0 (plugin SDK 0.1.0, plugin ABI 2", 0) == 0);
+  CHECK(res.out.rfind("quarry 0.2.0 (plugin SDK 0.2.0, plugin ABI 2", 0) == 0);
 }
 
 TEST_CASE_FIXTURE(cli_fixture, "cli without a command prints help and exits 2") {

@@ -251,3 +251,33 @@ TEST_CASE_FIXTURE(chat_fixture, "llm chat streams the answer to stdout without -
   CHECK(res.out == "streamed word by word\n");
   CHECK(res.err.find("3 in, 4 out tokens") != std::string::npos);
 }
+
+TEST_CASE_FIXTURE(chat_fixture, "llm chat --json with the field cases: thinking in <think> "
+                                "tags, an empty answer and a gateway's wrapped error") {
+  auto field = [](const std::string& rel) {
+    return std::string{QUARRY_FIXTURES_DIR} + "/../field-cases/" + rel;
+  };
+  REQUIRE_FALSE(server.replay_file(field("think-split/stream.sse")));
+  auto thought = chat("openai", {});
+  CHECK(thought.exit_code == 0);
+  auto j = parse(thought);
+  CHECK(j["text"] == "A typical air-source heat pump reaches a seasonal COP of about 3.2 in a "
+                     "mild climate.");
+  CHECK(j["reasoning"].get<std::string>().find("SCOP is the yearly average") != std::string::npos);
+  CHECK(thought.out.find("<think>") == std::string::npos);
+
+  server.clear_script();
+  REQUIRE_FALSE(server.replay_file(field("empty-choices-stream/stream.sse")));
+  auto empty = chat("openai", {"--set", "llm.providers.main.max_retries=2"});
+  CHECK(empty.exit_code == 1);
+  CHECK(parse(empty)["error"]["class"] == "empty_response");
+  CHECK(server.request_count() == 1 + 3); // tried again twice
+
+  server.clear_script();
+  REQUIRE_FALSE(server.replay_file(field("gateway-context-overflow/body.json")));
+  auto wrapped = chat("openai", {});
+  CHECK(wrapped.exit_code == 1);
+  auto w = parse(wrapped);
+  CHECK(w["error"]["class"] == "context_too_long");
+  CHECK(server.request_count() == 1 + 3 + 1); // not retried
+}

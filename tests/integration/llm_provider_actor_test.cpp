@@ -16,6 +16,11 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <functional>
+#include <thread>
+#include <vector>
+
 using namespace quarry;
 
 namespace {
@@ -59,7 +64,7 @@ struct actor_fixture {
 
   static sdk::chat_request hello() {
     sdk::chat_request req;
-    req.messages.push_back({sdk::role::user, "hello", {}, {}, {}, {}});
+    req.messages.push_back({sdk::role::user, "hello", {}, {}, {}, {}, {}});
     return req;
   }
 
@@ -227,4 +232,89 @@ TEST_CASE_FIXTURE(actor_fixture, "llm provider actor holds calls beyond its "
   self->send(hdl, actors::chat_atom::value, actors::llm_call{3, small});
   CHECK(await_reply(self).result.text == "ok");
   CHECK(server.request_count() == 2);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "llm provider actor describes its model once: the "
+                                 "plugin's probe, then its cache") {
+  std::atomic<int> listed{0};
+  server.server().route("GET", "/v1/models", [&](const test::request&) {
+    ++listed;
+    return test::response_plan::json(
+      200, R"({"data": [{"id": "m", "owned_by": "vllm", "max_model_len": 65536}]})");
+  });
+  auto hdl = spawn(nlohmann::json::object());
+  caf::scoped_actor self{rt->system()};
+  for (int i = 0; i < 3; ++i) {
+    sdk::model_info info;
+    self->request(hdl, std::chrono::seconds{15}, actors::describe_atom::value)
+      .receive([&](sdk::model_info& x) { info = std::move(x); },
+               [&](caf::error& err) { FAIL(caf::to_string(err)); });
+    CHECK(info.model == "m");
+    CHECK(info.context_window == 65536);
+    CHECK(info.context_window_source == "vllm /models max_model_len");
+  }
+  CHECK(listed == 1);
+  // Chat calls are not affected by it.
+  CHECK(server.request_count() == 0);
+}
+
+namespace {
+
+// A plugin whose describe() never answers.
+struct silent_llm final : sdk::llm_provider {
+  std::vector<std::function<void(sdk::model_info)>> kept;
+
+  sdk::model_info info() const override {
+    return {"silent", 0, true, false, ""};
+  }
+
+  std::shared_ptr<sdk::chat_call> chat(sdk::chat_request,
+                                       std::shared_ptr<sdk::chat_sink>) override {
+    return nullptr;
+  }
+
+  void describe(std::function<void(sdk::model_info)> done) override {
+    kept.push_back(std::move(done)); // never called
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(actor_fixture, "llm provider actor answers describe within its time "
+                                 "limit when the plugin says nothing") {
+  auto silent = std::make_shared<silent_llm>();
+  auto hdl = actors::spawn_llm_provider(rt->system(), silent,
+                                        actors::llm_actor_settings::of("quiet", {}));
+  rt->add_stoppable(hdl);
+  caf::scoped_actor self{rt->system()};
+  auto start = std::chrono::steady_clock::now();
+  sdk::model_info info;
+  self->request(hdl, actors::llm_describe_timeout + std::chrono::seconds{5},
+                actors::describe_atom::value)
+    .receive([&](sdk::model_info& x) { info = std::move(x); },
+             [&](caf::error& err) { FAIL(caf::to_string(err)); });
+  auto took = std::chrono::steady_clock::now() - start;
+  CHECK(info.model == "silent");
+  CHECK(info.context_window == 0);
+  CHECK(took >= actors::llm_describe_timeout - std::chrono::milliseconds{100});
+  CHECK(took < actors::llm_describe_timeout + std::chrono::seconds{4});
+  // Asked once; the next request is answered from the cache at once.
+  CHECK(silent->kept.size() == 1);
+  auto again = std::chrono::steady_clock::now();
+  self->request(hdl, std::chrono::seconds{2}, actors::describe_atom::value)
+    .receive([&](sdk::model_info& x) { info = std::move(x); },
+             [&](caf::error& err) { FAIL(caf::to_string(err)); });
+  CHECK(std::chrono::steady_clock::now() - again < std::chrono::seconds{1});
+  CHECK(silent->kept.size() == 1);
+  // A late answer replaces the guess.
+  silent->kept.front()(sdk::model_info{"silent", 70000, true, false, "late"});
+  bool got = false;
+  for (int i = 0; i < 100 && !got; ++i) {
+    self->request(hdl, std::chrono::seconds{2}, actors::describe_atom::value)
+      .receive([&](sdk::model_info& x) { got = x.context_window == 70000; },
+               [&](caf::error&) {});
+    if (!got)
+      std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }
+  CHECK(got);
 }

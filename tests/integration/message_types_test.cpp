@@ -150,6 +150,14 @@ void same(const std::pair<A, B>& x, const std::pair<A, B>& y);
 void same(const sdk::chat_message& x, const sdk::chat_message& y);
 void same(const sdk::tool_definition& x, const sdk::tool_definition& y);
 void same(const sdk::usage& x, const sdk::usage& y);
+
+void same(const sdk::model_info& x, const sdk::model_info& y) {
+  CHECK(x.model == y.model);
+  CHECK(x.context_window == y.context_window);
+  CHECK(x.supports_tools == y.supports_tools);
+  CHECK(x.supports_reasoning == y.supports_reasoning);
+  CHECK(x.context_window_source == y.context_window_source);
+}
 void same(const sdk::chat_request& x, const sdk::chat_request& y);
 void same(const sdk::chat_result& x, const sdk::chat_result& y);
 void same(const sdk::tool_call_delta& x, const sdk::tool_call_delta& y);
@@ -531,6 +539,9 @@ TEST_CASE_FIXTURE(message_fixture, "every registered message type round-trips "
     r.cost_usd = 0.125;
     round_trip(r);
   };
+  cases["quarry.model_info"] = [&] {
+    round_trip(sdk::model_info{"qwen3:8b-ä", 65536, false, true, "ollama /api/show num_ctx"});
+  };
   cases["quarry.llm_sink_event"] = [&] {
     actors::llm_sink_event ev;
     ev.call = 11;
@@ -659,6 +670,11 @@ TEST_CASE_FIXTURE(message_fixture, "a loaded message with an impossible value "
       uint64_t{1}, uint8_t{200}, std::string{"x"}, int32_t{0}, std::string{},
       std::string{}, std::string{}, int64_t{0}, int64_t{0}, int64_t{0},
       int64_t{0});
+    CHECK(err == caf::sec::invalid_argument);
+  }
+  SUBCASE("a negative context window") {
+    auto err = load_from_fields<sdk::model_info>(std::string{"m"}, int64_t{-1}, true,
+                                                 false, std::string{"config"});
     CHECK(err == caf::sec::invalid_argument);
   }
   SUBCASE("an error class of 0") {

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <sys/stat.h>
 
@@ -137,6 +138,41 @@ TEST_CASE_FIXTURE(open_url_fixture, "extract prints a page's text and its "
   CHECK(plain.out.find("seasonal performance factors above four")
         != std::string::npos);
   CHECK(plain.out.find("second page holds") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(open_url_fixture, "extract guesses the charset of a page and a file "
+                                    "that name none (field case undeclared-gbk-page)") {
+  std::ifstream in{std::string{QUARRY_FIXTURES_DIR} + "/../field-cases/undeclared-gbk-page/page.html",
+                   std::ios::binary};
+  REQUIRE(in.good());
+  std::string page{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+  server.route("GET", "/gbk", [page](const test::request&) {
+    return response_plan::text(200, page, "text/html");
+  });
+  const std::string sentence = "\xE7\xA9\xBA\xE6\xB0\x94\xE6\xBA\x90\xE7\x83\xAD"
+                               "\xE6\xB3\xB5"; // 空气源热泵 in UTF-8
+  auto res = quarry({"extract", server.url("/gbk"), "--json"});
+  CAPTURE(res.err);
+  REQUIRE(res.exit_code == 0);
+  auto j = nlohmann::json::parse(res.out);
+  CHECK(j["text"].get<std::string>().find(sentence) != std::string::npos);
+  CHECK(j["text"].get<std::string>().find("\xEF\xBF\xBD") == std::string::npos);
+  CHECK(j["note"].get<std::string>().find("encoding guessed: gb18030") != std::string::npos);
+  // A file on disk, printed as text: the note goes to stderr.
+  auto file = home.write("gbk.html", page);
+  auto plain = quarry({"extract", file});
+  CAPTURE(plain.err);
+  REQUIRE(plain.exit_code == 0);
+  CHECK(plain.out.find(sentence) != std::string::npos);
+  CHECK(plain.err.find("encoding guessed") != std::string::npos);
+  // The same page labelled UTF-8 (a wrong label) decodes mostly to U+FFFD:
+  // a read failure, not a page of replacement characters.
+  server.route("GET", "/mislabelled", [page](const test::request&) {
+    return response_plan::text(200, page, "text/html; charset=utf-8");
+  });
+  auto bad = quarry({"extract", server.url("/mislabelled")});
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.out.empty());
 }
 
 TEST_CASE_FIXTURE(open_url_fixture, "extract reads local files") {

@@ -90,7 +90,7 @@ struct stats_fixture {
   // The outcome of one chat call: its reply or its error class.
   static sdk::chat_request hello() {
     sdk::chat_request req;
-    req.messages.push_back({sdk::role::user, "hello", {}, {}, {}, {}});
+    req.messages.push_back({sdk::role::user, "hello", {}, {}, {}, {}, {}});
     return req;
   }
 

@@ -220,11 +220,11 @@ TEST_CASE_FIXTURE(research_fixture, "research with --answer or --answers skips "
          {"--answer", "Nordic climate", "--answer", "Budget: low"},
          {"--answer", "Nordic climate", "--answers", answers_file}}) {
     test::fake_llm_server server;
-    REQUIRE_FALSE(server.script(nlohmann::json::array(
+    REQUIRE_FALSE(server.script(researched(nlohmann::json::array(
       {rule("clarification step", {{"text", "1. Which climate zone?"}}),
        rule(plan_marker, {{"text", "1. One step"}}),
        rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})),
-       rule(final_marker, {{"text", "A report."}})})));
+       rule(final_marker, {{"text", "A report [1]."}})}))));
     std::vector<std::string> argv{"research", "heat pumps?"};
     argv.insert(argv.end(), args.begin(), args.end());
     auto res = quarry(argv, {{"OPENAI_API_KEY", "k"},
@@ -269,10 +269,10 @@ TEST_CASE_FIXTURE(research_fixture, "research --answers refuses FIFOs, devices a
   CHECK(endless.err.find("more than 1 MB of answers") != std::string::npos);
   // Bytes that are not UTF-8 reach the model as U+FFFD, in a valid request.
   test::fake_llm_server server;
-  REQUIRE_FALSE(server.script(nlohmann::json::array(
+  REQUIRE_FALSE(server.script(researched(nlohmann::json::array(
     {rule(plan_marker, {{"text", "1. One step"}}),
      rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})),
-     rule(final_marker, {{"text", "A report."}})})));
+     rule(final_marker, {{"text", "A report [1]."}})}))));
   auto bad = home.write("bad.txt", "cold \xff\xfe climate");
   auto res = quarry({"research", "heat pumps?", "--answers", bad},
                     {{"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", server.base_url_openai()}});
@@ -281,7 +281,11 @@ TEST_CASE_FIXTURE(research_fixture, "research --answers refuses FIFOs, devices a
   auto plans = requests_of(server, plan_marker);
   REQUIRE(plans.size() == 1);
   CHECK(plans[0].dump().find("cold \xef\xbf\xbd\xef\xbf\xbd climate") != std::string::npos);
-  // Answers from standard input.
+  // Answers from standard input (a research of its own: the script again).
+  REQUIRE_FALSE(server.script(researched(nlohmann::json::array(
+    {rule(plan_marker, {{"text", "1. One step"}}),
+     rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})),
+     rule(final_marker, {{"text", "A report [1]."}})}))));
   test::process_options stdin_opts;
   stdin_opts.env = test::isolated_quarry_env(home.path());
   stdin_opts.env["OPENAI_API_KEY"] = "k";
@@ -523,8 +527,8 @@ TEST_CASE_FIXTURE(research_fixture, "research --json: a first orchestrator "
 }
 
 TEST_CASE_FIXTURE(research_fixture, "research --json: an agent whose model "
-                                    "fails gets a synthetic result and the run "
-                                    "still reports") {
+                                    "fails gets a synthetic result, and a run that "
+                                    "read nothing fails with the reason") {
   test::fake_llm_server server;
   auto rules = nlohmann::json::array();
   rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
@@ -539,7 +543,9 @@ TEST_CASE_FIXTURE(research_fixture, "research --json: an agent whose model "
   REQUIRE_FALSE(server.script(rules));
   auto run = run_scripted(*this, server, {"--no-clarify"});
   CAPTURE(run.res.err);
-  REQUIRE(run.res.exit_code == 0);
+  // Its only agent failed, so nothing was read: exit 1 with the reason.
+  REQUIRE(run.res.exit_code == 1);
+  CHECK(run.res.err.find("the research read no source") != std::string::npos);
   auto orch = requests_of(server, orchestrator_marker);
   REQUIRE(orch.size() == 2);
   auto results = tool_results(orch[1]);
@@ -557,7 +563,9 @@ TEST_CASE_FIXTURE(research_fixture, "research --json: 8 cycles without "
      rule(orchestrator_marker, calls({{"think_tool", {{"reasoning", "Thinking."}}}})),
      rule(final_marker, {{"text", "A report without sources."}})})));
   auto run = run_scripted(*this, server, {"--no-clarify"});
-  REQUIRE(run.res.exit_code == 0);
+  // Only thoughts, no source: the report is written, then refused (exit 1).
+  CHECK(run.res.exit_code == 1);
+  CHECK(run.res.err.find("the research read no source") != std::string::npos);
   CHECK(requests_with(server, orchestrator_marker) == 7);
   CHECK(requests_with(server, final_marker) == 1);
 }
@@ -593,12 +601,22 @@ TEST_CASE_FIXTURE(research_fixture, "research --json: five agent calls with "
 TEST_CASE_FIXTURE(research_fixture, "research --json: the deadline ends "
                                     "research and the report still comes") {
   test::fake_llm_server server;
-  auto slow = rule(agent_marker, calls({{"generate_report", nlohmann::json::object()}}));
-  slow["latency_ms"] = 120000;
-  REQUIRE_FALSE(server.script(nlohmann::json::array(
+  // A fast agent that reads the corpus, and a slow one the deadline stops.
+  nlohmann::json slow{{"match", {{"system_contains", agent_marker},
+                                 {"last_user_contains", "A slow task."}}},
+                      {"respond", calls({{"generate_report", nlohmann::json::object()}})},
+                      {"latency_ms", 120000}};
+  auto rules = nlohmann::json::array(
     {rule(plan_marker, {{"text", "1. One step"}}),
-     rule(orchestrator_marker, calls({{"research_agent", {{"task", "A slow task."}}}})),
-     slow, rule(final_marker, {{"text", "Report from what was found."}})})));
+     rule(orchestrator_marker,
+          calls({{"research_agent", {{"task", "A slow task."}}},
+                 {"research_agent", {{"task", "Explain defrost cycles."}}}}),
+          1),
+     rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})), slow});
+  for (auto& r : agent_rules())
+    rules.push_back(r);
+  rules.push_back(rule(final_marker, {{"text", "Report from what was found."}}));
+  REQUIRE_FALSE(server.script(rules));
   auto start = std::chrono::steady_clock::now();
   auto run = run_scripted(*this, server, {"--no-clarify", "--deadline", "2s",
                                           "--set", "research.final_report_timeout=10s"});
@@ -620,7 +638,7 @@ TEST_CASE_FIXTURE(research_fixture, "research on a terminal asks the "
   rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
   rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   rules.push_back(rule(final_marker, {{"text", "A report for a cold climate."}}));
-  REQUIRE_FALSE(server.script(rules));
+  REQUIRE_FALSE(server.script(researched(rules)));
   // `script` gives the command a terminal for stdin and stdout.
   std::string cmd = std::string{"'"} + QUARRY_EXE + "' --plugin-dir '" + QUARRY_PLUGIN_DIR
                     + "' research 'heat pumps?'";

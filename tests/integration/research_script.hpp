@@ -50,6 +50,35 @@ inline std::vector<nlohmann::json> agent_rules() {
                          "outdoor coil [2]."}})};
 }
 
+/// One research round for scripts that test something else: the
+/// orchestrator sends one agent once, which searches the example corpus and
+/// reports (a research must read a source to succeed). Put these before the
+/// script's other orchestrator rules.
+inline std::vector<nlohmann::json> one_agent_round() {
+  std::vector<nlohmann::json> out;
+  out.push_back(rule(orchestrator_marker,
+                     calls({{"research_agent", {{"task", "Explain defrost cycles."}}}}), 1));
+  for (auto& r : agent_rules())
+    out.push_back(r);
+  return out;
+}
+
+/// `rules` with @ref one_agent_round before its first orchestrator rule.
+inline nlohmann::json researched(const nlohmann::json& rules) {
+  auto out = nlohmann::json::array();
+  bool added = false;
+  for (const auto& r : rules) {
+    auto sys = r.value("match", nlohmann::json::object()).value("system_contains", "");
+    if (!added && sys == orchestrator_marker) {
+      for (auto& x : one_agent_round())
+        out.push_back(x);
+      added = true;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
 /// A research in one turn of `agents` research_agent calls ("Task 0", ...),
 /// then the report: plan, orchestrator, every agent's rules, final answer.
 inline nlohmann::json parallel_agents_script(int agents) {

@@ -200,6 +200,8 @@ TEST_CASE_FIXTURE(store_fixture, "sessions: a follow-up gives the models the ear
   CAPTURE(first.err);
   REQUIRE(first.exit_code == 0);
   auto parent = session_in(first.err);
+  // The follow-up researches too (its orchestrator sends agents again).
+  REQUIRE_FALSE(server.script(two_agent_script()));
   auto before = server.requests().size();
   auto second = quarry({"research", "--no-clarify", "--follow-up", parent,
                         "And what about noise?"},

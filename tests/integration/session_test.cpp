@@ -109,6 +109,13 @@ actors::session_result session_fixture::run_scripted(test::fake_llm_server& serv
   return run_scripted(server, scripted_spec());
 }
 
+/// A research that read no source fails, with the reason (issue: a report
+/// of "No findings" is never a success).
+bool failed_without_sources(const actors::session_result& r) {
+  return r.status == actors::session_status::failed
+         && r.failure.find("the research read no source") != std::string::npos;
+}
+
 } // namespace
 
 TEST_CASE_FIXTURE(session_fixture, "session shows and runs only the capped plan") {
@@ -121,7 +128,9 @@ TEST_CASE_FIXTURE(session_fixture, "session shows and runs only the capped plan"
   auto spec = scripted_spec();
   spec.max_plan_steps = 2;
   auto r = run_scripted(server, spec);
-  REQUIRE(r.status == actors::session_status::report);
+  // Nothing was researched: it fails, and says why.
+  CAPTURE(r.failure);
+  REQUIRE(failed_without_sources(r));
   std::string shown;
   {
     std::lock_guard<std::mutex> guard{mtx};
@@ -237,8 +246,11 @@ TEST_CASE_FIXTURE(session_fixture, "session survives an agent whose model "
   REQUIRE_FALSE(server.script(rules));
   auto r = run_scripted(server);
   CAPTURE(r.failure);
-  REQUIRE(r.status == actors::session_status::report);
-  CHECK(r.report == "Nothing could be researched.");
+  // Every agent failed: the research read nothing, so it fails with the
+  // agents' failures as the reason (never a report from nothing).
+  REQUIRE(failed_without_sources(r));
+  CHECK(r.failure.find("research agent 1 failed") != std::string::npos);
+  CHECK(r.failure.find("agent model broke") != std::string::npos);
   auto orch = requests_of(server, orchestrator_marker);
   REQUIRE(orch.size() == 2);
   bool synthetic = false;
@@ -247,7 +259,8 @@ TEST_CASE_FIXTURE(session_fixture, "session survives an agent whose model "
         && m["content"].get<std::string>().find("The research agent failed") == 0)
       synthetic = true;
   CHECK(synthetic);
-  CHECK(count(types(), "error") == 1);
+  CHECK(count(types(), "error") == 2); // the agent's, and the session's
+  CHECK(types().back() == "stop");
 }
 
 TEST_CASE_FIXTURE(session_fixture, "session writes the report after 7 "
@@ -260,7 +273,7 @@ TEST_CASE_FIXTURE(session_fixture, "session writes the report after 7 "
   rules.push_back(rule(final_marker, {{"text", "A report without sources."}}));
   REQUIRE_FALSE(server.script(rules));
   auto r = run_scripted(server);
-  REQUIRE(r.status == actors::session_status::report);
+  CHECK(failed_without_sources(r)); // only thoughts, no source
   CHECK(requests_with(server, orchestrator_marker) == 7);
   CHECK(requests_with(server, final_marker) == 1);
   CHECK(r.sources.empty());
@@ -330,7 +343,8 @@ TEST_CASE_FIXTURE(session_fixture, "session starts no waiting agent once the "
   spec.deadline = std::chrono::seconds{3};
   spec.final_report_timeout = std::chrono::seconds{10};
   auto r = run_scripted(server, spec);
-  REQUIRE(r.status == actors::session_status::report);
+  CAPTURE(r.failure);
+  REQUIRE(failed_without_sources(r)); // the only agent that ran found nothing
   auto ts = types();
   // The first agent held the only slot until the deadline; the others never
   // started.
@@ -347,11 +361,19 @@ TEST_CASE_FIXTURE(session_fixture, "session ends research at the deadline and "
   test::fake_llm_server server;
   auto rules = nlohmann::json::array();
   rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
+  // A fast agent that reads the corpus, and a slow one the deadline stops.
   rules.push_back(rule(orchestrator_marker,
-                       calls({{"research_agent", {{"task", "A slow task."}}}})));
-  auto slow = rule(agent_marker, calls({{"generate_report", nlohmann::json::object()}}));
-  slow["latency_ms"] = 120000;
+                       calls({{"research_agent", {{"task", "A slow task."}}},
+                              {"research_agent", {{"task", "Explain defrost cycles."}}}}),
+                       1));
+  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  nlohmann::json slow{{"match", {{"system_contains", agent_marker},
+                                 {"last_user_contains", "A slow task."}}},
+                      {"respond", calls({{"generate_report", nlohmann::json::object()}})},
+                      {"latency_ms", 120000}};
   rules.push_back(slow);
+  for (auto& x : agent_rules())
+    rules.push_back(x);
   rules.push_back(rule(final_marker, {{"text", "Report from what was found."}}));
   REQUIRE_FALSE(server.script(rules));
   auto spec = scripted_spec();
@@ -392,7 +414,7 @@ TEST_CASE_FIXTURE(session_fixture, "session asks clarifying questions only "
   CHECK(ts.back() == "stop");
   spec.clarify = false;
   auto direct = run(spec, model, corpus_tools());
-  CHECK(direct.status == actors::session_status::report);
+  CHECK(failed_without_sources(direct)); // researched, not asked; found nothing
   CHECK(requests_with(server, clarify_marker) == 1);
 }
 
@@ -410,7 +432,7 @@ TEST_CASE_FIXTURE(session_fixture, "session answers a think call and a "
   rules.push_back(rule(final_marker, {{"text", "Short."}}));
   REQUIRE_FALSE(server.script(rules));
   auto r = run_scripted(server);
-  REQUIRE(r.status == actors::session_status::report);
+  CHECK(failed_without_sources(r)); // no agent ran
   auto orch = requests_of(server, orchestrator_marker);
   REQUIRE(orch.size() == 2);
   std::vector<std::string> results;
@@ -515,10 +537,12 @@ TEST_CASE_FIXTURE(session_fixture, "the deadline cancels a planning call in flig
   auto r = run_scripted(server, spec);
   auto took = std::chrono::steady_clock::now() - start;
   CAPTURE(r.failure);
-  REQUIRE(r.status == actors::session_status::report);
+  // Nothing was found before the deadline: a failure that says so, not a
+  // report of "No findings".
+  REQUIRE(failed_without_sources(r));
   CHECK_FALSE(r.interrupted);
   CHECK(r.sources.empty());
-  CHECK(r.report.find("No findings") != std::string::npos);
+  CHECK(r.failure.find("the research deadline was reached") != std::string::npos);
   // Far below the planning call's 120 s.
   CHECK(took < std::chrono::seconds{30});
   CHECK(std::find(r.notices.begin(), r.notices.end(), "the research deadline was reached")

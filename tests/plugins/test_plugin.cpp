@@ -99,7 +99,7 @@ public:
   }
 
   sdk::model_info info() const override {
-    return {"echo-1", 8192, true, false};
+    return {"echo-1", 8192, true, false, ""};
   }
 
   std::shared_ptr<sdk::chat_call> chat(sdk::chat_request request,

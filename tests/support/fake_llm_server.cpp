@@ -172,6 +172,9 @@ struct request_info {
   std::string model;
   bool stream = false;
   bool include_usage = false;
+  // An assistant turn with tool calls lacks its reasoning: OpenAI without
+  // `reasoning_content`, Anthropic without a leading thinking block.
+  bool tool_turn_without_reasoning = false;
 };
 
 request_info inspect(const llm_request& req) {
@@ -205,6 +208,23 @@ request_info inspect(const llm_request& req) {
       if (role == "user") {
         result.last_user.clear();
         collect_text(*content, result.last_user);
+      }
+      if (role == "assistant") {
+        auto calls = msg.find("tool_calls");
+        if (calls != msg.end() && calls->is_array() && !calls->empty()
+            && !msg.contains("reasoning_content"))
+          result.tool_turn_without_reasoning = true;
+        if (content->is_array()) {
+          bool tool_use = false;
+          for (const auto& block : *content)
+            if (block.is_object() && block.value("type", std::string{}) == "tool_use")
+              tool_use = true;
+          auto first = content->empty() || !(*content)[0].is_object()
+                         ? std::string{}
+                         : (*content)[0].value("type", std::string{});
+          if (tool_use && first != "thinking" && first != "redacted_thinking")
+            result.tool_turn_without_reasoning = true;
+        }
       }
       collect_text(*content, result.all);
     }
@@ -449,6 +469,7 @@ struct fake_llm_server::rule {
   std::optional<std::string> tool;
   std::optional<std::string> tool_choice;
   std::optional<bool> has_tools;
+  std::optional<bool> tool_turn_without_reasoning;
   int64_t times = -1;
   // Requests answered so far (guarded by the server's mutex).
   int64_t used = 0;
@@ -474,6 +495,9 @@ struct fake_llm_server::rule {
     if (model && *model != info.model)
       return false;
     if (has_tools && *has_tools == info.tools.empty())
+      return false;
+    if (tool_turn_without_reasoning
+        && *tool_turn_without_reasoning != info.tool_turn_without_reasoning)
       return false;
     if (tool
         && std::find(info.tools.begin(), info.tools.end(), *tool)
@@ -1051,7 +1075,7 @@ fake_llm_server::parse_rules(const json& rules, const std::string& base_dir,
       reader match{*m, where + " match"};
       match.only({"protocol", "last_user_contains", "system_contains",
                   "message_contains", "path_contains", "model", "has_tools",
-                  "tool", "tool_choice", "times"});
+                  "tool", "tool_choice", "tool_turn_without_reasoning", "times"});
       match.str("protocol", result->protocol);
       if (result->protocol != "" && result->protocol != "openai"
           && result->protocol != "anthropic")
@@ -1062,6 +1086,7 @@ fake_llm_server::parse_rules(const json& rules, const std::string& base_dir,
       match.str("path_contains", result->path_contains);
       match.str("model", result->model);
       match.boolean("has_tools", result->has_tools);
+      match.boolean("tool_turn_without_reasoning", result->tool_turn_without_reasoning);
       match.str("tool", result->tool);
       match.str("tool_choice", result->tool_choice);
       match.integer("times", result->times);
@@ -1363,6 +1388,12 @@ response_plan fake_llm_server::answer(const request& req) {
     }
     return response_plan::json(200, "{\"ok\":true}\n");
   }
+  // The model list a client asks for before chatting (the openai plugin's
+  // context-window probe): an empty list, neither recorded nor counted, so
+  // that scripts and request counts see the chat calls only. A test that
+  // wants a model list routes the path on server() (routes come first).
+  if (req.method == "GET" && ends_with(req.path, "/models"))
+    return response_plan::json(200, "{\"object\":\"list\",\"data\":[]}\n");
   llm_request rec;
   rec.method = req.method;
   rec.path = req.path;

@@ -69,7 +69,10 @@ struct replay_options {
 /// in `/chat/completions` (OpenAI) or `/messages` (Anthropic), records every
 /// request, and answers each one with the first rule that matches it and has
 /// uses left. A request no rule matches gets a 500 with a JSON error naming
-/// it. All member functions are thread-safe.
+/// it. A `GET` on a path ending in `/models` (the model list the openai
+/// plugin reads the context window from) gets an empty list and is neither
+/// recorded nor counted; route it on server() to answer otherwise. All
+/// member functions are thread-safe.
 class fake_llm_server {
 public:
   /// Starts an HTTP server on 127.0.0.1 and an ephemeral port, with an empty

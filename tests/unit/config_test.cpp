@@ -1246,7 +1246,7 @@ TEST_CASE("instance checks report every bad limit of an older file at its line, 
                            "      max_concurrency: -3\n" // 7
                            "      stall_timeout: 0s\n"   // 8
                            "      retries: 0\n"          // 9
-                           "      context_window: 1000\n" // 10
+                           "      context_windw: 1000\n"  // 10
                            "      prices: {input: -1}\n"  // 11
                            "tools:\n"                     // 12
                            "  web_search:\n"              // 13
@@ -1266,8 +1266,9 @@ TEST_CASE("instance checks report every bad limit of an older file at its line, 
   CHECK(text.find("test.yaml:9: llm.providers.main.retries: unknown key; did you "
                   "mean `llm.providers.main.limits.max_retries`?\n")
         != std::string::npos);
-  CHECK(text.find("test.yaml:10: llm.providers.main.context_window: is not read by "
-                  "Quarry") != std::string::npos);
+  // context_window is an option of the plugin (the model's window).
+  CHECK(text.find("test.yaml:10: llm.providers.main.context_windw: unknown key; did "
+                  "you mean `llm.providers.main.context_window`?\n") != std::string::npos);
   CHECK(text.find("test.yaml:11: llm.providers.main.prices: ") != std::string::npos);
   CHECK(text.find("test.yaml:15: tools.web_search.timeout: expected a duration such "
                   "as 30s or 500ms, got \"banana\"\n") != std::string::npos);
@@ -1286,6 +1287,7 @@ TEST_CASE("instance checks accept good values and leave unknown plugins' keys to
                            "    main:\n"
                            "      plugin: openai\n"
                            "      model: m\n"
+                           "      context_window: 32768\n"
                            "      max_retries: 0\n"
                            "      max_concurrency: 4\n"
                            "      stall_timeout: 30\n"
@@ -1413,7 +1415,8 @@ TEST_CASE("config limits: every bad value and unknown key at its line, with did-
   CHECK(contains(text, "test.yaml:15: tools.web_search.limits.cache_entries: expected "
                        "an integer"));
   CHECK(contains(text, "test.yaml:16: tools.web_search.limits.model: unknown key; the "
-                       "limits are max_concurrency, timeout, cache_ttl, cache_entries"));
+                       "limits are max_concurrency, timeout, max_retries, retry_base, "
+                       "retry_max, cache_ttl, cache_entries"));
   CHECK(contains(text, "test.yaml:19: tools.open_url.limits: expected a map of "
                        "Quarry's limits"));
 }
@@ -1451,7 +1454,12 @@ TEST_CASE("read_limits: the one reader of limits, for the loader and the actors"
       INFO(key.name);
       CHECK(is_limit_key(kind, key.name));
     }
-  CHECK_FALSE(is_limit_key(instance_kind::tool, "max_retries"));
+  CHECK_FALSE(is_limit_key(instance_kind::tool, "stall_timeout"));
+  CHECK(is_limit_key(instance_kind::tool, "max_retries"));
+  CHECK(read_limits({{"max_retries", 1}, {"retry_base", "250ms"}}, t).empty());
+  CHECK(t.max_retries == 1);
+  CHECK(t.retry_base == 250ms);
+  CHECK_FALSE(read_limits({{"max_retries", -1}}, t).empty());
   CHECK_FALSE(is_limit_key(instance_kind::llm, "timeout"));
 }
 

@@ -8,13 +8,13 @@ using namespace quarry;
 
 TEST_CASE("llm_json round-trips a chat request") {
   sdk::chat_request req;
-  req.messages.push_back({sdk::role::system, "be brief", {}, {}, {}, {}});
+  req.messages.push_back({sdk::role::system, "be brief", {}, {}, {}, {}, {}});
   sdk::chat_message assistant;
   assistant.author = sdk::role::assistant;
   assistant.reasoning = "thinking";
   assistant.tool_calls.push_back({"call_1", "web_search", "{\"queries\":[\"a\"]}"});
   req.messages.push_back(assistant);
-  req.messages.push_back({sdk::role::tool, "results", {}, {}, "call_1", "web_search"});
+  req.messages.push_back({sdk::role::tool, "results", {}, {}, "call_1", "web_search", {}});
   req.tools.push_back({"web_search", "Searches", {{"type", "object"}}});
   req.choice = sdk::tool_choice::required;
   req.max_tokens = 100;

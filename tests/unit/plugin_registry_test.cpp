@@ -150,7 +150,7 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry creates LLM providers that 
   CHECK(llm->info().model == "echo-1");
   auto sink = std::make_shared<recording_sink>();
   sdk::chat_request req;
-  req.messages.push_back({sdk::role::user, "one two three", {}, {}, {}, {}});
+  req.messages.push_back({sdk::role::user, "one two three", {}, {}, {}, {}, {}});
   llm->chat(req, sink);
   REQUIRE(sink->wait());
   REQUIRE(sink->result.has_value());

@@ -4,6 +4,7 @@
 #include "quarry/extract/html.hpp"
 
 #include "quarry/sdk/strings.hpp"
+#include "quarry/sdk/text.hpp"
 
 #include <iconv.h>
 
@@ -12,6 +13,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
+#include <optional>
 
 namespace quarry::extract {
 
@@ -181,13 +183,94 @@ std::string meta_charset(std::string_view bytes) {
 }
 
 decoded_text as_utf8(std::string_view bytes, std::string note = {}) {
-  return {sdk::repair_utf8(bytes), "UTF-8", std::move(note)};
+  return {sdk::repair_utf8(bytes), "UTF-8", std::move(note), false};
+}
+
+// Whether `bytes` are UTF-8, allowing one sequence cut short at the very end
+// (a body cut at its size limit).
+bool looks_utf8(std::string_view bytes) noexcept {
+  auto bad = sdk::first_invalid_utf8(bytes);
+  if (bad == bytes.size())
+    return true;
+  auto lead = static_cast<unsigned char>(bytes[bad]);
+  size_t need = lead >= 0xF0 && lead <= 0xF4 ? 4
+                : lead >= 0xE0 && lead <= 0xEF ? 3
+                : lead >= 0xC2 && lead <= 0xDF ? 2
+                                               : 0;
+  if (need == 0 || bytes.size() - bad >= need)
+    return false;
+  for (auto i = bad + 1; i < bytes.size(); ++i)
+    if ((static_cast<unsigned char>(bytes[i]) & 0xC0) != 0x80)
+      return false;
+  return true;
+}
+
+// The share of junk among the code points of valid UTF-8 `text`: U+FFFD,
+// C0 controls other than tab, line feed, form feed and carriage return,
+// DEL, and C1 controls (U+0080-U+009F).
+double junk_share(std::string_view text) noexcept {
+  size_t chars = 0;
+  size_t junk = 0;
+  for (size_t i = 0; i < text.size();) {
+    auto c = sdk::decode_utf8(text, i);
+    i += c.length > 0 ? c.length : 1;
+    ++chars;
+    auto cp = c.code_point;
+    if (cp == 0xFFFD || (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\f'
+                         && cp != '\r')
+        || (cp >= 0x7F && cp <= 0x9F))
+      ++junk;
+  }
+  return chars == 0 ? 0.0 : static_cast<double>(junk) / static_cast<double>(chars);
+}
+
+// `bytes` decoded in `enc`, if it fits them (at most max_guess_junk junk),
+// with a note naming the guess and `why`.
+std::optional<decoded_text> try_guess(std::string_view bytes,
+                                      const encoding* enc,
+                                      std::string_view why) {
+  if (enc == nullptr || enc->name == "UTF-8")
+    return std::nullopt; // UTF-8 was tried first
+  auto unit = sdk::starts_with(enc->name, "UTF-16") ? size_t{2} : size_t{1};
+  auto text = convert(bytes, enc->iconv, unit);
+  if (!text || junk_share(*text) > max_guess_junk)
+    return std::nullopt;
+  return decoded_text{std::move(*text), std::string{enc->name},
+                      "encoding guessed: " + std::string{enc->name} + " ("
+                        + std::string{why} + ")",
+                      true};
+}
+
+// Longest detector answer looked at.
+constexpr size_t max_detected_label = 64;
+
+// Decodes bytes that no BOM, header or <meta> labels and that are not UTF-8:
+// the detector's guess, else windows-1252 (the browsers' fallback), else
+// UTF-8 with U+FFFD.
+decoded_text decode_unlabelled(std::string_view bytes,
+                               const charset_detector& detect) {
+  auto said = detect(bytes);
+  if (said.size() > max_detected_label)
+    said.clear();
+  if (auto x = try_guess(bytes, find_label(sdk::to_lower(sdk::trim(said))),
+                         "no charset label"))
+    return std::move(*x);
+  if (auto x = try_guess(bytes, find_label("windows-1252"),
+                         said.empty()
+                           ? "no charset label; detection was unsure, read "
+                             "as browsers do"
+                           : "no charset label; the detected encoding did not "
+                             "fit, read as browsers do"))
+    return std::move(*x);
+  return as_utf8(bytes, "no charset label, and no encoding fits the bytes: "
+                        "read as UTF-8");
 }
 
 } // namespace
 
 decoded_text decode_document(std::string_view bytes,
-                             std::string_view content_type_header) {
+                             std::string_view content_type_header,
+                             const charset_detector& detect) {
   if (sdk::starts_with(bytes, "\xEF\xBB\xBF"))
     return as_utf8(bytes.substr(3));
   std::string label;
@@ -213,6 +296,8 @@ decoded_text decode_document(std::string_view bytes,
         found = find_label("utf-8");
     }
   }
+  if (found == nullptr && label.empty() && detect && !looks_utf8(bytes))
+    return decode_unlabelled(bytes, detect);
   if (found == nullptr)
     return as_utf8(bytes, label.empty() ? std::string{}
                                         : "unknown charset \"" + label
@@ -224,7 +309,7 @@ decoded_text decode_document(std::string_view bytes,
   if (!text)
     return as_utf8(bytes, "charset " + std::string{found->name}
                             + " is not available: read as UTF-8");
-  return {std::move(*text), std::string{found->name}, {}};
+  return {std::move(*text), std::string{found->name}, {}, false};
 }
 
 std::string decode_to_utf8(std::string_view bytes,

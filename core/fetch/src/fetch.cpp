@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 
 namespace quarry::fetch {
@@ -153,7 +154,12 @@ public:
     result_.status = status;
     result_.headers = headers;
     if (status < 200 || status >= 300) {
-      fail(status_code_class(status), status_reason(status, headers));
+      // A bot challenge does not go away when asked again: not retryable.
+      fail(status >= 400 && cloudflare_signals(headers) ? sdk::errc::refused
+                                                        : status_code_class(status),
+           status_reason(status, headers));
+      // The wait a 429 or 503 asks for, for the caller's retry.
+      result_.failure->retry_after_ms = sdk::retry_after_ms(headers);
       return false;
     }
     content_type_ = sdk::find_header(headers, "content-type").value_or("");
@@ -403,8 +409,49 @@ std::string last_path_segment(std::string_view url) {
   return sdk::percent_decode(seg);
 }
 
+double replacement_share(std::string_view text) noexcept {
+  size_t chars = 0;
+  size_t replaced = 0;
+  for (size_t i = 0; i < text.size();) {
+    auto c = sdk::decode_utf8(text, i);
+    i += c.length > 0 ? c.length : 1;
+    if (c.code_point < 0x80 && sdk::is_ascii_space(static_cast<char>(c.code_point)))
+      continue;
+    ++chars;
+    if (c.code_point == 0xFFFD)
+      ++replaced;
+  }
+  return chars == 0 ? 0.0
+                    : static_cast<double>(replaced) / static_cast<double>(chars);
+}
+
+namespace {
+
+// Fails `out` by the replacement rule when `share` of its text is U+FFFD;
+// returns whether it did.
+bool fail_if_unreadable(page& out, double share) {
+  if (!(share > max_replacement_share))
+    return false;
+  // Rounded up, so that the number shown is above the limit too.
+  auto percent = std::to_string(static_cast<int>(std::ceil(share * 100)));
+  auto how = "read as " + (out.charset.empty() ? std::string{"UTF-8"} : out.charset)
+             + (out.charset_note.empty() ? std::string{}
+                                         : " (" + out.charset_note + ")");
+  out.reason = "the page decodes to unreadable text: " + percent
+               + "% of its characters are replacement characters (U+FFFD), "
+                 + how + "; its encoding is wrong or it is not text";
+  out.failure = sdk::make_error(sdk::errc::invalid_response, out.reason);
+  out.text.clear();
+  out.title.clear();
+  out.excerpt.clear();
+  return true;
+}
+
+} // namespace
+
 page read_document(std::string_view bytes, std::string_view content_type,
-                   std::string_view url, std::chrono::milliseconds pdf_time) {
+                   std::string_view url, std::chrono::milliseconds pdf_time,
+                   const extract::charset_detector& detect) {
   page out;
   out.url = std::string{url};
   out.final_url = out.url;
@@ -432,7 +479,13 @@ page read_document(std::string_view bytes, std::string_view content_type,
     out.kind = kind;
     switch (kind) {
       case extract::content_kind::html: {
-        auto text = extract::decode_to_utf8(bytes, content_type);
+        auto decoded = extract::decode_document(bytes, content_type, detect);
+        out.charset = std::move(decoded.charset);
+        out.charset_note = std::move(decoded.note);
+        auto& text = decoded.text;
+        // Bytes that are no text in any encoding tried: no extraction.
+        if (fail_if_unreadable(out, replacement_share(text)))
+          return out;
         // The same time limit as for PDFs: the caller's deadline holds.
         extract::extract_options limits;
         if (pdf_time.count() > 0)
@@ -461,7 +514,10 @@ page read_document(std::string_view bytes, std::string_view content_type,
         // Labelled as text (a header or a file name) is not proof: random
         // bytes must not reach the model or a terminal. UTF-16 is decoded
         // first, so its NUL bytes do not count.
-        auto text = extract::decode_to_utf8(bytes, content_type);
+        auto decoded = extract::decode_document(bytes, content_type, detect);
+        out.charset = std::move(decoded.charset);
+        out.charset_note = std::move(decoded.note);
+        const auto& text = decoded.text;
         if (extract::looks_binary(text)) {
           out.failure = sdk::make_error(sdk::errc::invalid_response,
                                         "binary data, not text");
@@ -483,6 +539,11 @@ page read_document(std::string_view bytes, std::string_view content_type,
       }
     }
   }
+  // The replacement rule (see max_replacement_share), on what the reader
+  // would read.
+  if (out.kind != extract::content_kind::pdf
+      && fail_if_unreadable(out, replacement_share(out.title + "\n" + out.text)))
+    return out;
   // The insufficient-content rule.
   auto trimmed = sdk::trim(out.text);
   if ((out.title.empty() && trimmed.empty()) || trimmed.size() < 50
@@ -494,7 +555,8 @@ page read_document(std::string_view bytes, std::string_view content_type,
   return out;
 }
 
-page read_fetched(const fetched& response, std::chrono::milliseconds pdf_time) {
+page read_fetched(const fetched& response, std::chrono::milliseconds pdf_time,
+                  const extract::charset_detector& detect) {
   if (response.failure) {
     page out;
     out.url = response.url;
@@ -504,7 +566,8 @@ page read_fetched(const fetched& response, std::chrono::milliseconds pdf_time) {
     return out;
   }
   auto type = sdk::find_header(response.headers, "content-type").value_or("");
-  auto out = read_document(response.body, type, response.final_url, pdf_time);
+  auto out = read_document(response.body, type, response.final_url, pdf_time,
+                           detect);
   out.url = response.url;
   out.final_url = response.final_url;
   return out;

@@ -498,8 +498,12 @@ TEST_CASE("anthropic: stop reasons map to finish reasons") {
   CHECK(anth::to_finish_reason("tool_use") == sdk::finish_reason::tool_calls);
   CHECK(anth::to_finish_reason("max_tokens") == sdk::finish_reason::length);
   CHECK(anth::to_finish_reason("refusal") == sdk::finish_reason::content_filter);
+  CHECK(anth::to_finish_reason("model_context_window_exceeded")
+        == sdk::finish_reason::length);
   CHECK(anth::to_finish_reason("pause_turn") == sdk::finish_reason::other);
   CHECK(anth::to_finish_reason("whatever") == sdk::finish_reason::other);
+  // No reason sent is never `stop`.
+  CHECK(anth::to_finish_reason("") == sdk::finish_reason::unknown);
 }
 
 TEST_CASE("anthropic: a non-streamed message assembles like a stream") {
@@ -694,6 +698,11 @@ TEST_CASE("anthropic: configuration defaults and validation") {
   rejects({{"model", "m"}, {"api_key", "k"}, {"base_url", "ftp://x"}}, "base_url");
   rejects({{"model", "m"}, {"api_key", "k"}, {"temperature", "hot"}}, "temperature");
   rejects({{"model", "m"}, {"api_key", "k"}, {"thinking_budget", -1}}, "thinking_budget");
+  // The API's minimum budget is 1024 tokens.
+  rejects({{"model", "m"}, {"api_key", "k"}, {"thinking_budget", 1}}, "1024");
+  rejects({{"model", "m"}, {"api_key", "k"}, {"thinking_budget", 1023}}, "1024");
+  CHECK(anth::parse_config({{"model", "m"}, {"api_key", "k"}, {"thinking_budget", 1024}})
+          .thinking_enabled());
   rejects(json::array(), "object");
 }
 
@@ -817,6 +826,10 @@ TEST_CASE("anthropic: request bodies: system, alternation, tool results, options
     CHECK(anth::build_request_body(c, req, warnings)["temperature"] == 0.7);
   }
   SUBCASE("extended thinking") {
+    // Only the questions: the full history continues a tool-use turn that
+    // has no thinking blocks, which turns thinking off (see
+    // anthropic_thinking_test.cpp).
+    req.messages.resize(4);
     auto c = anth::parse_config({{"api_key", "k"},
                                  {"model", "m"},
                                  {"thinking_budget", 4000},

@@ -2,7 +2,9 @@
 // replayed by the real test HTTP server through the real host HTTP client,
 // request bodies, cancellation, truncation, and loading the built module.
 
+#include "anthropic_errors.hpp"
 #include "anthropic_provider.hpp"
+#include "anthropic_request.hpp"
 #include "anthropic_stream.hpp"
 
 #include "anthropic_test_support.hpp"
@@ -20,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -642,4 +645,418 @@ TEST_CASE("anthropic: the built module loads through the plugin registry") {
   CHECK(sink->result_->tool_calls[0].name == "get_weather");
   CHECK(json::parse(sink->result_->tool_calls[0].arguments) == json{{"location", "Paris"}});
   CHECK(sink->result_->finish == sdk::finish_reason::tool_calls);
+}
+
+// -- extended thinking over HTTP ---------------------------------------------------
+
+namespace {
+
+// A policy server that enforces what the Messages API enforces for extended
+// thinking, answering HTTP 400 in Anthropic's error shape otherwise:
+// - thinking with a `tool_choice` that forces tool use is refused;
+// - `max_tokens` must exceed `thinking.budget_tokens`, which must be >= 1024;
+// - with thinking, an assistant tool-use message that the request continues
+//   (the last message holds tool results) must start with a thinking block;
+// - every thinking block sent back must be one this server signed, with the
+//   very text it signed, and every redacted block one it issued.
+// Each valid request is answered with `next()` (SSE); each signature it
+// issues is remembered.
+struct thinking_policy_api {
+  http_server server;
+  std::mutex mtx;
+  std::vector<json> bodies;
+  std::map<std::string, std::string> signed_texts; // signature -> thinking
+  std::vector<std::string> redacted_issued;
+  int refused = 0;
+  std::function<json()> next_content; // content blocks of the next answer
+  json next_stop = "tool_use";
+
+  thinking_policy_api() {
+    server.route("POST", "/v1/messages", [this](const quarry::test::request& req) {
+      std::lock_guard<std::mutex> guard{mtx};
+      auto body = json::parse(req.body);
+      bodies.push_back(body);
+      if (auto why = check(body); !why.empty()) {
+        ++refused;
+        return response_plan::json(
+          400, json{{"type", "error"},
+                    {"error", {{"type", "invalid_request_error"}, {"message", why}}},
+                    {"request_id", "req_011Policy"}}
+                 .dump());
+      }
+      auto content = next_content();
+      for (auto& block : content) {
+        if (block["type"] == "thinking") {
+          auto sig = "sig-" + std::to_string(signed_texts.size() + 1);
+          block["signature"] = sig;
+          signed_texts[sig] = block["thinking"];
+        } else if (block["type"] == "redacted_thinking") {
+          redacted_issued.push_back(block["data"]);
+        }
+      }
+      return response_plan::text(200, quarry::test::messages_stream(content, next_stop),
+                                 "text/event-stream; charset=utf-8");
+    });
+  }
+
+  // Why the API would refuse `body`, or an empty string.
+  std::string check(const json& body) {
+    bool thinking = body.contains("thinking") && body["thinking"]["type"] == "enabled";
+    if (!thinking)
+      return {};
+    if (auto tc = body.value("tool_choice", json::object()).value("type", "auto");
+        tc == "any" || tc == "tool")
+      return "Thinking may not be enabled when tool_choice forces tool use.";
+    auto budget = body["thinking"]["budget_tokens"].get<int64_t>();
+    if (budget < 1024)
+      return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024";
+    if (body["max_tokens"].get<int64_t>() <= budget)
+      return "`max_tokens` must be greater than `thinking.budget_tokens`.";
+    const auto& messages = body["messages"];
+    for (size_t i = 0; i < messages.size(); ++i) {
+      const auto& content = messages[i]["content"];
+      if (!content.is_array())
+        continue;
+      for (size_t k = 0; k < content.size(); ++k) {
+        const auto& block = content[k];
+        auto at = "messages." + std::to_string(i) + ".content." + std::to_string(k);
+        if (block["type"] == "thinking") {
+          auto sig = block.value("signature", "");
+          auto known = signed_texts.find(sig);
+          if (known == signed_texts.end() || known->second != block.value("thinking", ""))
+            return at + ": Invalid `signature` in `thinking` block";
+        } else if (block["type"] == "redacted_thinking") {
+          if (std::find(redacted_issued.begin(), redacted_issued.end(),
+                        block.value("data", ""))
+              == redacted_issued.end())
+            return at + ": Invalid `data` in `redacted_thinking` block";
+        }
+      }
+    }
+    if (messages.size() >= 2) {
+      const auto& last = messages.back();
+      const auto& prev = messages[messages.size() - 2];
+      auto has = [](const json& content, const char* type) {
+        if (!content.is_array())
+          return false;
+        for (const auto& block : content)
+          if (block["type"] == type)
+            return true;
+        return false;
+      };
+      if (last["role"] == "user" && has(last["content"], "tool_result")
+          && prev["role"] == "assistant" && has(prev["content"], "tool_use")) {
+        auto first = prev["content"][0]["type"];
+        if (first != "thinking" && first != "redacted_thinking")
+          return "messages." + std::to_string(messages.size() - 2)
+                 + ".content.0.type: Expected `thinking` or `redacted_thinking`, but "
+                   "found `"
+                 + first.get<std::string>()
+                 + "`. When `thinking` is enabled, a final `assistant` message must "
+                   "start with a thinking block (preceeding the lastmost set of "
+                   "`tool_use` and `tool_result` blocks). We recommend you include "
+                   "thinking blocks from previous turns. To avoid this requirement, "
+                   "disable `thinking`. Please consult our documentation at "
+                   "https://docs.claude.com/en/docs/build-with-claude/extended-thinking";
+      }
+    }
+    return {};
+  }
+
+  json config() const {
+    return {{"base_url", server.url("")},
+            {"api_key", "sk-ant-test-secret"},
+            {"model", "claude-test"},
+            {"thinking_budget", 2048}};
+  }
+};
+
+// Runs one chat against `cfg` and returns the finished sink and the
+// warnings the plugin logged.
+std::pair<std::shared_ptr<recording_sink>, std::vector<std::string>>
+run_logged(json cfg, sdk::chat_request req) {
+  test_host host;
+  anth::provider prov{host, anth::parse_config(cfg)};
+  auto sink = std::make_shared<recording_sink>();
+  auto call = prov.chat(std::move(req), sink);
+  REQUIRE(sink->wait());
+  host.shutdown();
+  CHECK(sink->completions_ == 1);
+  return {sink, host.warnings()};
+}
+
+sdk::chat_request research_step() {
+  sdk::chat_request req;
+  sdk::chat_message sys;
+  sys.author = sdk::role::system;
+  sys.content = "You research. Always call a tool.";
+  req.messages.push_back(sys);
+  sdk::chat_message q;
+  q.author = sdk::role::user;
+  q.content = "Weather in Paris?";
+  req.messages.push_back(q);
+  req.tools.push_back({"get_weather", "Weather.", json{{"type", "object"}}});
+  req.choice = sdk::tool_choice::required;
+  req.max_tokens = 1024;
+  return req;
+}
+
+// Appends the assistant turn of `res` (as the host keeps it) and a tool
+// result for each of its calls.
+void continue_with(sdk::chat_request& req, const sdk::chat_result& res,
+                   bool keep_state = true) {
+  sdk::chat_message a;
+  a.author = sdk::role::assistant;
+  a.content = res.text;
+  a.reasoning = res.reasoning;
+  if (keep_state)
+    a.reasoning_state = res.reasoning_state;
+  a.tool_calls = res.tool_calls;
+  req.messages.push_back(a);
+  for (const auto& call : res.tool_calls) {
+    sdk::chat_message t;
+    t.author = sdk::role::tool;
+    t.content = "18C, sunny";
+    t.tool_call_id = call.id;
+    req.messages.push_back(t);
+  }
+}
+
+} // namespace
+
+TEST_CASE("anthropic: a recorded-shape thinking stream round-trips its blocks over HTTP") {
+  fake_api api;
+  api.plan = [] { return sse_pieces(quarry::test::thinking_tool_stream); };
+  auto cfg = api.config({{"thinking_budget", 2048}});
+  auto req = research_step();
+  auto [first, warnings1] = run_logged(cfg, req);
+  REQUIRE_MESSAGE(first->result_, (first->failure_ ? to_string(*first->failure_)
+                                                   : std::string{"no result"}));
+  CHECK(warnings1.empty());
+  const auto& res = *first->result_;
+  CHECK(first->reasoning_ == quarry::test::thinking_tool_stream_thinking);
+  CHECK(res.reasoning == quarry::test::thinking_tool_stream_thinking);
+  CHECK(json::parse(res.reasoning_state) == quarry::test::thinking_tool_stream_blocks());
+  CHECK(res.finish == sdk::finish_reason::tool_calls);
+  {
+    std::lock_guard<std::mutex> guard{api.mtx};
+    auto body = json::parse(api.requests.at(0).body);
+    // Forced tool use with thinking: thinking on, tool choice `auto`.
+    CHECK(body["thinking"] == json{{"type", "enabled"}, {"budget_tokens", 2048}});
+    CHECK(body["tool_choice"] == json{{"type", "auto"}});
+    CHECK(body["max_tokens"] == 3072);
+  }
+
+  // The next step sends the blocks back, in order, before the tool_use.
+  api.plan = [] {
+    return sse_whole(anthropic_fixture("sdk_fixtures/fixtures__basic_response.sse"));
+  };
+  continue_with(req, res);
+  auto [second, warnings2] = run_logged(cfg, req);
+  REQUIRE(second->result_);
+  CHECK(warnings2.empty());
+  std::lock_guard<std::mutex> guard{api.mtx};
+  REQUIRE(api.requests.size() == 2);
+  auto body = json::parse(api.requests[1].body);
+  CHECK(body.contains("thinking"));
+  const auto& turn = body["messages"][1];
+  CHECK(turn["role"] == "assistant");
+  auto expected = quarry::test::thinking_tool_stream_blocks();
+  expected.push_back({{"type", "tool_use"},
+                      {"id", "toolu_01T1x1fJ34qAmk2tNTrN7Up6"},
+                      {"name", "get_weather"},
+                      {"input", {{"location", "Paris"}}}});
+  CHECK(turn["content"] == expected);
+  // The signed text went back byte for byte.
+  CHECK(api.requests[1].body.find(R"("signature":"EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds=")")
+        != std::string::npos);
+}
+
+TEST_CASE("anthropic: a two-step research conversation passes the thinking policy") {
+  thinking_policy_api api;
+  int step = 0;
+  api.next_content = [&] {
+    ++step;
+    json content = json::array();
+    content.push_back({{"type", "thinking"},
+                       {"thinking", "Step " + std::to_string(step) + ": I need the weather."}});
+    if (step == 1)
+      content.push_back({{"type", "redacted_thinking"}, {"data", "ENCRYPTED-1"}});
+    content.push_back({{"type", "tool_use"},
+                       {"id", "toolu_" + std::to_string(step)},
+                       {"name", "get_weather"},
+                       {"input", {{"location", "Paris"}}}});
+    return content;
+  };
+  auto req = research_step();
+  auto [first, w1] = run_logged(api.config(), req);
+  REQUIRE_MESSAGE(first->result_, (first->failure_ ? to_string(*first->failure_)
+                                                   : std::string{"no result"}));
+  CHECK(w1.empty());
+  REQUIRE(first->result_->tool_calls.size() == 1);
+
+  SUBCASE("with the reasoning state kept, every step thinks") {
+    continue_with(req, *first->result_);
+    auto [second, w2] = run_logged(api.config(), req);
+    REQUIRE_MESSAGE(second->result_, (second->failure_ ? to_string(*second->failure_)
+                                                       : std::string{"no result"}));
+    CHECK(w2.empty());
+    continue_with(req, *second->result_);
+    api.next_stop = "end_turn";
+    api.next_content = [] {
+      return json::array({{{"type", "thinking"}, {"thinking", "Done."}},
+                          {{"type", "text"}, {"text", "It is 18C and sunny in Paris."}}});
+    };
+    auto [third, w3] = run_logged(api.config(), req);
+    REQUIRE_MESSAGE(third->result_, (third->failure_ ? to_string(*third->failure_)
+                                                     : std::string{"no result"}));
+    CHECK(third->result_->text == "It is 18C and sunny in Paris.");
+    CHECK(third->result_->finish == sdk::finish_reason::stop);
+    CHECK(w3.empty());
+    std::lock_guard<std::mutex> guard{api.mtx};
+    CHECK(api.refused == 0);
+    REQUIRE(api.bodies.size() == 3);
+    for (const auto& body : api.bodies)
+      CHECK(body.contains("thinking"));
+    // The third request carries both earlier turns with their blocks first.
+    const auto& messages = api.bodies[2]["messages"];
+    CHECK(messages[1]["content"][0]["signature"] == "sig-1");
+    CHECK(messages[1]["content"][1] == json({{"type", "redacted_thinking"}, {"data", "ENCRYPTED-1"}}));
+    CHECK(messages[1]["content"][2]["type"] == "tool_use");
+    CHECK(messages[3]["content"][0]["signature"] == "sig-2");
+    CHECK(messages[3]["content"][1]["type"] == "tool_use");
+  }
+  SUBCASE("without the state, the step runs without thinking instead of failing") {
+    continue_with(req, *first->result_, false);
+    auto [second, w2] = run_logged(api.config(), req);
+    REQUIRE_MESSAGE(second->result_, (second->failure_ ? to_string(*second->failure_)
+                                                       : std::string{"no result"}));
+    REQUIRE(w2.size() == 1);
+    CHECK(w2[0].find("without extended thinking") != std::string::npos);
+    std::lock_guard<std::mutex> guard{api.mtx};
+    CHECK(api.refused == 0);
+    CHECK_FALSE(api.bodies.back().contains("thinking"));
+    CHECK(api.bodies.back()["tool_choice"] == json{{"type", "any"}});
+  }
+  SUBCASE("a tampered thinking block is refused by the server, not retried") {
+    auto res = *first->result_;
+    auto state = json::parse(res.reasoning_state);
+    state[0]["thinking"] = "Step 1: I need the weather!"; // changed text, same signature
+    res.reasoning_state = state.dump();
+    continue_with(req, res);
+    auto [second, w2] = run_logged(api.config(), req);
+    REQUIRE(second->failure_);
+    CHECK(second->failure_->code == sdk::errc::bad_request);
+    CHECK(second->failure_->http_status == 400);
+    CHECK(second->failure_->message.find("Invalid `signature`") != std::string::npos);
+    CHECK_FALSE(second->failure_->retryable());
+    std::lock_guard<std::mutex> guard{api.mtx};
+    CHECK(api.refused == 1);
+  }
+  SUBCASE("the policy refuses a tool turn without its thinking block") {
+    // What the plugin never sends (checked by the subcase above): the
+    // server's rule is live, and its answer is a bad request.
+    continue_with(req, *first->result_, false);
+    std::vector<std::string> ignored;
+    auto body = anth::build_request_body(anth::parse_config(api.config()), req, ignored);
+    body["thinking"] = {{"type", "enabled"}, {"budget_tokens", 2048}};
+    body["max_tokens"] = 4096;
+    body["tool_choice"] = {{"type", "auto"}};
+    {
+      std::lock_guard<std::mutex> guard{api.mtx};
+      CHECK(api.check(body).find("must start with a thinking block") != std::string::npos);
+    }
+    auto err = anth::classify_http_error(400, {}, json{{"type", "error"},
+                                                       {"error",
+                                                        {{"type", "invalid_request_error"},
+                                                         {"message", api.check(body)}}}}
+                                                    .dump());
+    CHECK(err.code == sdk::errc::bad_request);
+    CHECK_FALSE(err.retryable());
+  }
+}
+
+TEST_CASE("anthropic: finish reasons and empty answers over HTTP") {
+  fake_api api;
+  auto thinking_only = json::array(
+    {{{"type", "thinking"}, {"thinking", "Let me think."}, {"signature", "sig"}}});
+  SUBCASE("no stop reason is unknown") {
+    auto content = json::array({{{"type", "text"}, {"text", "Partial"}}});
+    api.plan = [&] { return sse_pieces(quarry::test::messages_stream(content, nullptr)); };
+    auto sink = run_chat(api.config());
+    REQUIRE(sink->result_);
+    CHECK(sink->result_->finish == sdk::finish_reason::unknown);
+    CHECK(sink->result_->text == "Partial");
+  }
+  SUBCASE("a thinking-only answer is empty, streamed") {
+    api.plan = [&] {
+      return sse_pieces(quarry::test::messages_stream(thinking_only, "end_turn"));
+    };
+    auto sink = run_chat(api.config({{"thinking_budget", 2048}}));
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::empty_response);
+    CHECK(sink->failure_->retryable());
+    CHECK(sink->failure_->message.find("the model returned an empty answer")
+          != std::string::npos);
+    CHECK(sink->reasoning_ == "Let me think.");
+    CHECK(sink->streamed_); // the thinking went out before the verdict
+  }
+  SUBCASE("a thinking-only answer is empty, as JSON") {
+    api.plan = [&] {
+      return response_plan::json(
+        200, quarry::test::messages_body(thinking_only, "end_turn").dump());
+    };
+    auto sink = run_chat(api.config({{"thinking_budget", 2048}}));
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::empty_response);
+    CHECK(sink->failure_->message.find("the model returned an empty answer")
+          != std::string::npos);
+  }
+  SUBCASE("thinking cut by max_tokens is a result the host judges") {
+    api.plan = [&] {
+      return sse_whole(quarry::test::messages_stream(thinking_only, "max_tokens"));
+    };
+    auto sink = run_chat(api.config({{"thinking_budget", 2048}}));
+    REQUIRE(sink->result_);
+    CHECK(sink->result_->finish == sdk::finish_reason::length);
+  }
+}
+
+TEST_CASE("anthropic: proven error causes win over wrappers over HTTP") {
+  fake_api api;
+  SUBCASE("529 overloaded_error whose message says the prompt is too long") {
+    api.plan = [] {
+      return response_plan::json(
+               529, R"({"type":"error","error":{"type":"overloaded_error",)"
+                    R"("message":"prompt is too long: 215000 tokens > 200000 maximum"}})")
+        .header("x-should-retry", "true");
+    };
+    auto sink = run_chat(api.config());
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::context_too_long);
+    CHECK(sink->failure_->http_status == 529);
+    CHECK_FALSE(sink->failure_->retryable());
+  }
+  SUBCASE("a gateway's 200 envelope relaying a context overflow as 502") {
+    api.plan = [] {
+      return response_plan::json(200,
+                                 quarry::test::field_case("gateway-context-overflow/body.json"));
+    };
+    auto sink = run_chat(api.config());
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::context_too_long);
+    CHECK_FALSE(sink->failure_->retryable());
+    CHECK(sink->failure_->message.find("maximum context length") != std::string::npos);
+  }
+  SUBCASE("an api_error event mid-stream saying the credit balance is too low") {
+    auto bytes = anthropic_fixture("sdk_fixtures/fixtures__basic_response.sse");
+    bytes = bytes.substr(0, bytes.find("event: content_block_stop"));
+    bytes += "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\","
+             "\"message\":\"Your credit balance is too low to access the Anthropic API.\"}}\n\n";
+    api.plan = [&] { return sse_pieces(bytes); };
+    auto sink = run_chat(api.config());
+    REQUIRE(sink->failure_);
+    CHECK(sink->failure_->code == sdk::errc::quota);
+    CHECK_FALSE(sink->failure_->retryable());
+  }
 }

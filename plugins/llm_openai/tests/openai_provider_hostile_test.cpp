@@ -45,7 +45,7 @@ using quarry::test::chat_recorder;
 
 sdk::chat_request simple_request() {
   sdk::chat_request req;
-  req.messages.push_back({sdk::role::user, "Hello?", {}, {}, {}, {}});
+  req.messages.push_back({sdk::role::user, "Hello?", {}, {}, {}, {}, {}});
   return req;
 }
 

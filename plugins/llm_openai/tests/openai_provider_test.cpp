@@ -63,7 +63,7 @@ using quarry::test::chat_recorder;
 
 sdk::chat_request simple_request() {
   sdk::chat_request req;
-  req.messages.push_back({sdk::role::user, "What's the weather?", {}, {}, {}, {}});
+  req.messages.push_back({sdk::role::user, "What's the weather?", {}, {}, {}, {}, {}});
   return req;
 }
 

@@ -400,8 +400,8 @@ TEST_CASE("openai configuration validation") {
 
 TEST_CASE("openai request bodies") {
   sdk::chat_request req;
-  req.messages.push_back({sdk::role::system, "be brief", {}, {}, {}, {}});
-  req.messages.push_back({sdk::role::user, "weather?", {}, {}, {}, {}});
+  req.messages.push_back({sdk::role::system, "be brief", {}, {}, {}, {}, {}});
+  req.messages.push_back({sdk::role::user, "weather?", {}, {}, {}, {}, {}});
   sdk::chat_message call_msg;
   call_msg.author = sdk::role::assistant;
   call_msg.tool_calls.push_back({"call_1", "get_weather", R"({"city":"Paris"})"});

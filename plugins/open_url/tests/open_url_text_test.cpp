@@ -381,7 +381,7 @@ TEST_CASE("open_url keeps to the character budget") {
   std::vector<section> secs;
   for (int i = 0; i < 4; ++i)
     secs.push_back({"T" + std::to_string(i), "https://e.example/" + std::to_string(i),
-                    i == 0 ? "2024-05-01" : "", std::string(400, 'a' + i)});
+                    i == 0 ? "2024-05-01" : "", std::string(400, 'a' + i), ""});
   // Budget 1,000: doc 1 takes 1+2+10+19+400 = 432 characters (number, title,
   // date, URL, content); doc 2 takes 1+2+19+400 = 422 (total 854); doc 3
   // would have 1000-854-22 = 124 < 200 left: dropped with doc 4.
@@ -406,6 +406,15 @@ TEST_CASE("open_url keeps to the character budget") {
   CHECK(json3["failed"][0]["reason"] == "upstream returned HTTP 404");
   CHECK(json3["note"] == "a note");
   CHECK(text3.find("\n  \"results\"") != std::string::npos); // 2-space indent
+  // A note (how the page was read) is shown before the content and counts:
+  // doc 3 has 24 characters fewer.
+  secs[2].note = "encoding guessed: Big5 x";
+  auto [noted, noted_count] = format_sections(secs, {}, "", 1100);
+  CHECK(noted_count == 3);
+  auto noted_json = nlohmann::json::parse(noted);
+  CHECK(noted_json["results"][2]["note"] == "encoding guessed: Big5 x");
+  CHECK(noted_json["results"][2]["content"].get<std::string>() == std::string(200, 'c'));
+  CHECK_FALSE(noted_json["results"][1].contains("note"));
 }
 
 TEST_CASE("open_url words its failure message like Onyx") {

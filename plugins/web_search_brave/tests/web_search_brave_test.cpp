@@ -359,3 +359,55 @@ TEST_CASE("brave answers a query that already ran from the tool's cache") {
   run_tool(*tool, {{"queries", {"broken"}}});
   CHECK(env.requests().size() == 5);
 }
+
+TEST_CASE("brave: an HTML error page from its edge becomes short text, and key "
+          "and quota errors say which setting to check") {
+  // The shape of a CDN's page in front of an API: a title, a heading, a
+  // paragraph, and a lot of markup and script nobody should read.
+  std::string cdn_page
+    = "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>"
+      "Access denied | api.search.brave.com used Cloudflare to restrict access"
+      "</title><style>" + std::string(5000, 'x') + "</style><script>"
+      "window._cf_chl_opt={cvId:'3'};</script></head><body><div id=\"cf-wrapper\">"
+      "<h1 data-translate=\"block_headline\">Sorry, you have been blocked</h1>"
+      "<h2>You are unable to access brave.com</h2><p>This website is using a "
+      "security service to protect itself from online attacks.</p>"
+      "<span class=\"cf-footer-item\">Cloudflare Ray ID: <strong>8a1b2c3d4e5f"
+      "</strong></span></div></body></html>";
+  brave_env env;
+  int status = 403;
+  env.serve([&](const request&) {
+    if (status == 403)
+      return response_plan::text(403, cdn_page, "text/html; charset=UTF-8");
+    return response_plan::json(
+      402, R"({"type":"ErrorResponse","error":{"code":"CREDIT_EXHAUSTED",)"
+           R"("detail":"No credit left.","status":402}})");
+  });
+  auto tool = env.make();
+  auto blocked = run_tool(*tool, {{"queries", {"q"}}});
+  REQUIRE(blocked.failure.has_value());
+  CHECK(blocked.failure->code == sdk::errc::auth);
+  const auto& msg = blocked.failure->message;
+  CAPTURE(msg);
+  CHECK(msg.find("Brave Search refused the request: the request is not "
+                 "authorised (HTTP 403: Access denied | api.search.brave.com "
+                 "used Cloudflare to restrict access: Sorry, you have been "
+                 "blocked.")
+        != std::string::npos);
+  CHECK(msg.find("X-Subscription-Token") != std::string::npos);
+  CHECK(msg.find("api_key") != std::string::npos);
+  for (const auto& text : {msg, blocked.llm_text}) {
+    CHECK(text.find('<') == std::string::npos);
+    CHECK(text.find("_cf_chl_opt") == std::string::npos);
+    CHECK(text.find("xxxxxxxx") == std::string::npos);
+    CHECK(text.find("BSA-secret-key") == std::string::npos);
+  }
+  CHECK(msg.size() < 600);
+  status = 402;
+  auto broke = run_tool(*tool, {{"queries", {"r"}}});
+  REQUIRE(broke.failure.has_value());
+  CHECK(broke.failure->code == sdk::errc::quota);
+  CHECK(broke.failure->message.find("(HTTP 402: No credit left.)") != std::string::npos);
+  CHECK(broke.failure->message.find("quota or credits") != std::string::npos);
+  CHECK(broke.llm_text.find("Brave Search API dashboard") != std::string::npos);
+}

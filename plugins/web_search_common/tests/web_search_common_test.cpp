@@ -221,6 +221,16 @@ TEST_CASE("web_search_common LLM-facing failure messages") {
            "  \"q1\": \"rate_limited (HTTP 429): slow\",\n"
            "  \"q2\": \"network: refused\"\n"
            "}");
+  // An error already said is not repeated.
+  CHECK(all_failed_message({{"q1", "rate_limited (HTTP 429): slow"},
+                            {"q2", "network: refused"},
+                            {"q3", "rate_limited (HTTP 429): slow"}})
+        == "All web search queries failed. Query failures:\n"
+           "{\n"
+           "  \"q1\": \"rate_limited (HTTP 429): slow\",\n"
+           "  \"q2\": \"network: refused\",\n"
+           "  \"q3\": \"the same error as for \\\"q1\\\"\"\n"
+           "}");
   CHECK(no_results_message().find("no results") != std::string::npos);
   CHECK(missing_queries_message().find("{\"queries\": [\"your search query here\"]}")
         != std::string::npos);

@@ -80,8 +80,21 @@ TEST_CASE("exa sends the exact request and reports errors") {
      {422, R"({"error":"bad"})", sdk::errc::bad_request},
      {429, R"({"error":"rate"})", sdk::errc::rate_limited},
      {500, "boom", sdk::errc::server_error},
+     {402, R"({"error":"Insufficient credits"})", sdk::errc::quota},
      {200, "not json at all", sdk::errc::invalid_response}},
-    "exa-secret");
+    "exa-secret",
+    [](const test::error_row& r, const sdk::tool_result& failed) {
+      CAPTURE(failed.failure->message);
+      if (r.status == 401)
+        CHECK(failed.failure->message
+              == "all web search queries failed: Exa refused the request: the "
+                 "request is not authorised (HTTP 401: Invalid API key). Check "
+                 "api_key in this tool's settings (tools.NAME.api_key): an Exa "
+                 "key, sent as x-api-key.");
+      if (r.status == 402)
+        CHECK(failed.failure->message.find("billing in Exa's dashboard")
+              != std::string::npos);
+    });
 }
 
 TEST_CASE("exa module loads through the plugin registry and searches") {

@@ -72,12 +72,25 @@ TEST_CASE("serper sends the exact request and reports errors") {
     {{401, R"({"message":"Unauthorized.","statusCode":401})", sdk::errc::auth},
      {422, R"({"message":"bad"})", sdk::errc::bad_request},
      {429, R"({"message":"slow"})", sdk::errc::rate_limited},
+     {400, R"({"message":"Not enough credits","statusCode":400})", sdk::errc::quota},
      {500, "boom", sdk::errc::server_error},
      {200, "<html>", sdk::errc::invalid_response}},
     "serper-secret",
     [](const test::error_row& r, const sdk::tool_result& failed) {
-      if (r.status == 401)
+      CAPTURE(failed.failure->message);
+      if (r.status == 401) {
         CHECK(failed.llm_text.find("Unauthorized.") != std::string::npos);
+        CHECK(failed.failure->message.find("Check api_key in this tool's settings "
+                                           "(tools.NAME.api_key): a Serper key, sent "
+                                           "as X-API-KEY.")
+              != std::string::npos);
+      }
+      if (r.status == 400)
+        CHECK(failed.failure->message.find("(HTTP 400: Not enough credits). The "
+                                           "Serper account has no credits left")
+              != std::string::npos);
+      if (r.status == 429)
+        CHECK(failed.failure->message.find("queries per second") != std::string::npos);
     });
 }
 

@@ -208,3 +208,50 @@ TEST_CASE("tavily module loads through the plugin registry and searches") {
   CHECK(result.documents.size() == 5);
   module.services->shutdown();
 }
+
+TEST_CASE("tavily: an HTML gateway page becomes short text; key and plan "
+          "errors name the setting and the plan") {
+  // A load balancer's page in front of the API, in Latin-1 with entities.
+  std::string gateway
+    = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+      "<center><h1>502 Bad Gateway</h1></center>\r\n<p>The upstream server "
+      "did not answer &ndash; r\xE9" "essayez plus tard.</p>\r\n<hr><center>"
+      "awselb/2.0</center>\r\n</body>\r\n</html>\r\n";
+  tavily_env env;
+  int status = 502;
+  env.serve([&](const request&) {
+    if (status == 502)
+      return response_plan::text(502, gateway, "text/html");
+    if (status == 401)
+      return response_plan::json(
+        401, R"({"detail":{"error":"Unauthorized: missing or invalid API key."}})");
+    return response_plan::json(432, R"({"detail":{"error":"This request exceeds )"
+                                    R"(your plan's set usage limit."}})");
+  });
+  auto tool = env.make();
+  auto bad_gateway = run_tool(*tool, {{"queries", {"q"}}});
+  REQUIRE(bad_gateway.failure.has_value());
+  CHECK(bad_gateway.failure->code == sdk::errc::server_error);
+  CHECK(bad_gateway.failure->retryable());
+  CAPTURE(bad_gateway.failure->message);
+  CHECK(bad_gateway.failure->message
+        == "all web search queries failed: Tavily answered HTTP 502: 502 Bad "
+           "Gateway: The upstream server did not answer \xE2\x80\x93 "
+           "r\xEF\xBF\xBD" "essayez plus tard. awselb/2.0");
+  CHECK(bad_gateway.llm_text.find('<') == std::string::npos);
+  CHECK(bad_gateway.llm_text.find("\r") == std::string::npos);
+  status = 401;
+  auto unauthorised = run_tool(*tool, {{"queries", {"r"}}});
+  REQUIRE(unauthorised.failure.has_value());
+  CHECK(unauthorised.failure->code == sdk::errc::auth);
+  CHECK(unauthorised.failure->message.find("Check api_key in this tool's settings")
+        != std::string::npos);
+  CHECK(unauthorised.failure->message.find("tvly-secret") == std::string::npos);
+  CHECK(unauthorised.llm_text.find("missing or invalid API key") != std::string::npos);
+  status = 432;
+  auto over = run_tool(*tool, {{"queries", {"s"}}});
+  REQUIRE(over.failure.has_value());
+  CHECK(over.failure->code == sdk::errc::quota);
+  CHECK(over.failure->message.find("plan's set usage limit") != std::string::npos);
+  CHECK(over.failure->message.find("credit limit is reached") != std::string::npos);
+}

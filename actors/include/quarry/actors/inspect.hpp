@@ -88,7 +88,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_message& x) {
   auto author = quarry::actors::detail::enum_field<role::tool>(x.author);
   return f(caf::meta::type_name("quarry.chat_message"), author, x.content,
-           x.reasoning, x.tool_calls, x.tool_call_id, x.tool_name);
+           x.reasoning, x.reasoning_state, x.tool_calls, x.tool_call_id, x.tool_name);
 }
 
 template <class Inspector>
@@ -121,12 +121,24 @@ typename Inspector::result_type inspect(Inspector& f, tool_call_delta& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_result& x) {
-  auto finish = quarry::actors::detail::enum_field<finish_reason::other>(x.finish);
+  auto finish = quarry::actors::detail::enum_field<finish_reason::unknown>(x.finish);
   return f(caf::meta::type_name("quarry.chat_result"), x.text, x.reasoning,
-           x.tool_calls, finish, x.usage, x.model);
+           x.reasoning_state, x.tool_calls, finish, x.usage, x.model);
 }
 
 // document: quarry/cluster/wire.hpp
+
+/// A loaded window must not be negative.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, model_info& x) {
+  auto check = caf::meta::load_callback([&]() -> caf::error {
+    if (x.context_window < 0)
+      return quarry::actors::detail::invalid_value();
+    return caf::none;
+  });
+  return f(caf::meta::type_name("quarry.model_info"), x.model, x.context_window,
+           x.supports_tools, x.supports_reasoning, x.context_window_source, check);
+}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tool_result& x) {

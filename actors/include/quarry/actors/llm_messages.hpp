@@ -29,6 +29,11 @@ using delta_atom = caf::atom_constant<caf::atom("delta")>;
 /// Cancels a call: `(cancel_atom, call id)`.
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 
+/// Asks for the model's facts: `(describe_atom)` -> `sdk::model_info`, with
+/// the context window the server serves when the plugin can learn it (see
+/// sdk::llm_provider::describe).
+using describe_atom = caf::atom_constant<caf::atom("describe")>;
+
 /// A chat call: an id chosen by the requester (unique per requester) and the
 /// request.
 struct llm_call {
@@ -78,11 +83,16 @@ using llm_listener_actor
 /// - `(chat_atom, llm_call)` -> `llm_reply`: a call; deltas go to the sender.
 /// - `(cancel_atom, id)`: cancels the sender's call `id`.
 /// - `(stats_atom)` -> JSON text: the counters.
+/// - `(describe_atom)` -> `sdk::model_info`: the plugin's describe(), asked
+///   once per actor and cached; answered within llm_describe_timeout (a
+///   plugin that says nothing by then: the configured facts with the window
+///   unknown).
 /// - `(stop_atom)`: fails every call (cancelled) and quits.
 using llm_provider_actor = caf::typed_actor<
   caf::replies_to<chat_atom, llm_call>::with<llm_reply>,
   caf::reacts_to<cancel_atom, uint64_t>,
-  caf::replies_to<stats_atom>::with<std::string>, caf::reacts_to<stop_atom>>;
+  caf::replies_to<stats_atom>::with<std::string>,
+  caf::replies_to<describe_atom>::with<sdk::model_info>, caf::reacts_to<stop_atom>>;
 
 // -- errors -------------------------------------------------------------------
 

@@ -54,6 +54,17 @@ using llm_retry_atom = caf::atom_constant<caf::atom("retry")>;
 /// The rate limits may admit a waiting call now.
 using llm_rate_atom = caf::atom_constant<caf::atom("ratetick")>;
 
+/// The plugin's describe() answered: `(llm_described_atom, model_info)`.
+using llm_described_atom = caf::atom_constant<caf::atom("described")>;
+
+/// The plugin's describe() had its time: `(llm_describe_timeout_atom)`.
+using llm_describe_timeout_atom = caf::atom_constant<caf::atom("desctime")>;
+
+/// How long the provider actor waits for its plugin's describe() before it
+/// answers with the window unknown. The openai plugin's probe gives up
+/// after 8 s (openai_models.hpp); 10 s leave it room.
+inline constexpr std::chrono::seconds llm_describe_timeout{10};
+
 /// What a plugin's sink reports: one callback of one attempt of a call.
 struct llm_sink_event {
   /// Which callback.
@@ -89,7 +100,9 @@ using llm_provider_full_actor = llm_provider_actor::extend<
   caf::reacts_to<llm_sink_atom, llm_sink_event>,
   caf::reacts_to<llm_stall_atom, uint64_t, uint64_t>,
   caf::reacts_to<llm_deadline_atom, uint64_t>,
-  caf::reacts_to<llm_retry_atom, uint64_t>, caf::reacts_to<llm_rate_atom>>;
+  caf::reacts_to<llm_retry_atom, uint64_t>, caf::reacts_to<llm_rate_atom>,
+  caf::reacts_to<llm_described_atom, sdk::model_info>,
+  caf::reacts_to<llm_describe_timeout_atom>>;
 
 /// Spawns a provider actor for `provider`. Deltas of a call go to the actor
 /// that sent the `chat_atom` request, as `(delta_atom, llm_delta)`: the

@@ -67,6 +67,11 @@ struct session_spec {
   int agent_max_cycles = 8;
   /// The models reason natively (no think_tool).
   bool reasoning_model = false;
+  /// research.reasoning_model is `auto`: a reasoning channel in the first
+  /// answer makes the research a reasoning model's.
+  bool reasoning_model_auto = false;
+  /// Why `reasoning_model` is what it is (the `model_profile` packet).
+  std::string reasoning_model_reason;
   /// Research ends by this time after the start; the final report follows.
   std::chrono::milliseconds deadline{std::chrono::minutes{30}};
   /// Longest time for the final report itself.
@@ -76,8 +81,13 @@ struct session_spec {
   std::chrono::milliseconds agent_hard_timeout{std::chrono::minutes{20}};
   /// Prompt tokens the models accept.
   int64_t context_tokens = 128000;
-  int64_t orchestrator_max_tokens = 4096;
+  /// Output token caps (research.max_tokens.*; the design's values).
+  int64_t orchestrator_max_tokens = 1024;
   int64_t final_max_tokens = 20000;
+  int64_t agent_step_max_tokens = 1000;
+  int64_t agent_report_max_tokens = 10000;
+  /// Follow-up calls that continue a report cut by the output limit.
+  int report_continuations = 2;
   /// The date as the prompts state it.
   std::string current_datetime;
   /// Send a checkpoint (core::research_checkpoint as JSON) to the emitter

@@ -1,5 +1,7 @@
 // The tool provider actor: wraps one tool plugin instance with a concurrency
-// cap, a time limit per run, and a cache of recent identical runs.
+// cap, a time limit per run, retries of retryable failures (the LLM
+// providers' policy, core::retry_policy), and a cache of recent identical
+// runs.
 
 #pragma once
 
@@ -62,6 +64,9 @@ using tool_done_atom = caf::atom_constant<caf::atom("tooldone")>;
 /// A run's time limit: `(tool_timeout_atom, run key)`.
 using tool_timeout_atom = caf::atom_constant<caf::atom("tooltime")>;
 
+/// A failed run's backoff is over: `(tool_retry_atom, run key)`.
+using tool_retry_atom = caf::atom_constant<caf::atom("toolretry")>;
+
 /// A finished run, posted by the plugin's callback.
 struct tool_done_event {
   /// The provider's key of the run.
@@ -73,7 +78,8 @@ struct tool_done_event {
 /// and plugin callbacks.
 using tool_provider_full_actor = tool_provider_actor::extend<
   caf::reacts_to<tool_done_atom, tool_done_event>,
-  caf::reacts_to<tool_timeout_atom, uint64_t>>;
+  caf::reacts_to<tool_timeout_atom, uint64_t>,
+  caf::reacts_to<tool_retry_atom, uint64_t>>;
 
 /// What the tool provider actor applies: the tool's name and its limits, as
 /// the configuration loader read and checked them (`core::tool_limits`).
@@ -91,14 +97,28 @@ struct tool_actor_settings : core::tool_limits {
 
 /// Spawns a provider actor for `tool`.
 ///
+/// A run whose result fails with a retryable class (sdk::is_retryable: a
+/// search service's 429 or 503, a network error, a timeout of the plugin's
+/// own request) runs again after a backoff decided by core::retry_policy
+/// from `max_retries`, `retry_base` and `retry_max`: full jitter, doubling,
+/// at least the server's Retry-After, and never past the run's `timeout`,
+/// which counts from the first attempt and covers every retry. The run
+/// gives up its concurrency slot while it waits and goes first when the
+/// wait is over. A failure that is not retried says why in its message
+/// ("after 4 attempts"). A run ends at once, waiting or not, when its
+/// requester terminates (the plugin run is cancelled; outcome `cancelled`)
+/// and on `stop_atom`.
+///
 /// Its `stats_atom` reply: `{"tool": name, "calls": n, "runs": plugin runs
 /// started, "active", "queued", "outcomes": {"ok", "cached", "error",
 /// "timeout", "cancelled"}, "errors": {"<errc name>": n}, "call_seconds":
-/// {"bounds", "counts", "sum", "count"}}`. Every call has one outcome: a
-/// cache hit is `cached`, a run over its time limit `timeout` (also counted
-/// in errors), one ended by the shutdown `cancelled`, other failures (bad
-/// arguments included) `error`. The histogram holds the durations of the
-/// plugin runs that ended (not cache hits), on the actor system's clock.
+/// {"bounds", "counts", "sum", "count"}, "retries": n}`. Every call has one
+/// outcome: a cache hit is `cached`, a run over its time limit `timeout`
+/// (also counted in errors), one ended by the shutdown or by its requester's
+/// end `cancelled`, other failures (bad arguments included) `error`;
+/// `retries` counts the attempts made again. The histogram holds the
+/// durations of the plugin runs that ended (not cache hits; from the first
+/// attempt, retries included), on the actor system's clock.
 tool_provider_actor spawn_tool_provider(caf::actor_system& sys,
                                         std::shared_ptr<sdk::tool> tool,
                                         tool_actor_settings settings);

@@ -109,6 +109,8 @@ struct agent_spec {
   /// Output limits of a research step and of the report.
   int64_t step_max_tokens = 1000;
   int64_t report_max_tokens = 10000;
+  /// Follow-up calls that continue a report cut by the output limit.
+  int32_t report_continuations = 2;
   /// The date as the prompts state it.
   std::string current_datetime;
   /// The tools (by name) the agent is given: a node that lacks one refuses
@@ -124,7 +126,7 @@ typename Inspector::result_type inspect(Inspector& f, agent_spec& x) {
   return f(caf::meta::type_name("quarry.agent_spec"), x.call_id, x.task, x.context,
            x.turn_index, x.tab_index, x.max_cycles, x.reasoning_model, force, hard,
            x.context_tokens, x.step_max_tokens, x.report_max_tokens,
-           x.current_datetime, x.tools,
+           x.report_continuations, x.current_datetime, x.tools,
            wire::bounded(x.call_id, 1024, "a call id past 1 KiB"),
            wire::bounded(x.task, max_task_bytes, "a task past 64 KiB"),
            wire::bounded(x.context, max_context_bytes, "an agent context past 4 MiB"),
@@ -256,13 +258,17 @@ struct session_result {
   /// The session was told to stop before it finished: with `status ==
   /// report`, the report holds the findings gathered until then.
   bool interrupted = false;
+  /// The report is incomplete: the model's output limit cut it (after the
+  /// configured continuations) and it carries a note saying so.
+  bool truncated = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_result& x) {
   auto status = wire::enum_field<session_status::failed>(x.status);
   return f(caf::meta::type_name("quarry.session_result"), status, x.report,
-           x.plan, x.questions, x.sources, x.failure, x.notices, x.interrupted);
+           x.plan, x.questions, x.sources, x.failure, x.notices, x.interrupted,
+           x.truncated);
 }
 
 /// A research a program asks a session node for.

@@ -64,12 +64,24 @@ build_history(const history_input& input,
 std::vector<sdk::chat_message>
 pair_tool_results(std::vector<sdk::chat_message> messages);
 
-/// Appends one assistant message carrying `calls` and, for each call in
-/// order, a tool message with the text `result_of(call)`.
+/// The reasoning of the assistant turn that made a round of tool calls,
+/// kept in the history because some providers need it back (DeepSeek's
+/// `reasoning_content`, Anthropic's signed thinking blocks).
+struct turn_reasoning {
+  /// sdk::chat_result::reasoning of the turn.
+  std::string text;
+  /// sdk::chat_result::reasoning_state of the turn.
+  std::string state;
+};
+
+/// Appends one assistant message carrying `calls` (and the turn's
+/// `reasoning`) and, for each call in order, a tool message with the text
+/// `result_of(call)`.
 void append_tool_round(std::vector<sdk::chat_message>& history,
                        const std::vector<sdk::tool_call>& calls,
                        const std::function<std::string(const sdk::tool_call&)>&
-                         result_of);
+                         result_of,
+                       turn_reasoning reasoning = {});
 
 /// The text of a synthetic result for a tool call that was not run.
 inline constexpr const char* missing_tool_result_text

@@ -42,7 +42,6 @@ using plugin_keys_fn
 /// `limits:` were checked when the file was loaded) and returns every problem
 /// at once, each at the key's own file and line:
 ///
-/// - keys that nothing reads (`context_window`);
 /// - options the plugin does not declare, with a "did you mean" hint over the
 ///   plugin's options and Quarry's limits, when `plugin_keys` knows them;
 /// - a limit written beside the options as older files did (`max_retries: 2`

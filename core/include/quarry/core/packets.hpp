@@ -103,6 +103,15 @@ nlohmann::json usage(const std::string& role, const sdk::usage& tokens,
 /// A note for the user that is not part of the answer (degradations,
 /// deadlines, skipped calls).
 nlohmann::json notice(const std::string& text);
+
+/// Quarry's `model_profile`: whether the research treats its models as
+/// reasoning models (no think_tool, fewer orchestrator cycles), why
+/// (`reason`: e.g. `research.reasoning_model: on`, `the model's name
+/// (deepseek-reasoner)`, `its first answer carried reasoning`), and the
+/// orchestrator cycles that follow. Sent at the start, and again when the
+/// first answer changes the decision.
+nlohmann::json model_profile(bool reasoning_model, const std::string& reason,
+                             int orchestrator_cycles);
 /// The session goes on after its process stopped: from checkpoint
 /// `checkpoint` (0: from the start), and the packets after seq
 /// `superseded_after` up to this one belong to the attempt that was

@@ -72,6 +72,22 @@ std::string orchestrator_reminder(int cycle, bool retried_empty,
                                   const std::string& first_cycle_reminder);
 
 /// The order given when the first orchestrator turn called no tool.
+/// Sent once to a research agent whose step answered with text and no tool
+/// call (a model whose provider cannot force tool use, such as Claude with
+/// extended thinking, where only `tool_choice: auto` is allowed).
+inline constexpr const char* agent_tool_call_reminder
+  = "You answered without calling a tool. Every step of your research must call "
+    "one of your tools: search, read a page, or generate_report when you have "
+    "enough. Call a tool now; do not answer with text.";
+
+/// Sent once when a model's answer was cut by the output token limit inside
+/// its tool call (its arguments are broken JSON); the retry has twice the
+/// room.
+inline constexpr const char* cut_tool_call_reminder
+  = "Your previous answer was cut off by the output token limit in the middle of a "
+    "tool call, so that call could not be run. Call the tool again now, with shorter "
+    "arguments.";
+
 inline constexpr const char* orchestrator_retry_reminder
   = "You must call a tool now: research_agent with a task for the first part "
     "of the research plan (or generate_report if nothing needs researching). "
@@ -113,6 +129,36 @@ request_or_error agent_report_request(std::string system,
                                       const std::vector<sdk::chat_message>& history,
                                       std::string reminder,
                                       int64_t context_tokens, int64_t max_tokens);
+
+/// Asks the model to go on with a text the output limit cut: `req` (the
+/// request that began it) with the text so far (`written`, as the model
+/// wrote it) as an assistant message and @ref continuation_prompt as a
+/// user message.
+sdk::chat_request continuation_request(sdk::chat_request req, const std::string& written);
+
+/// The user message of a continuation.
+inline constexpr const char* continuation_prompt
+  = "Your answer above was cut off by the output token limit. Continue it exactly "
+    "where it stopped, even in the middle of a sentence or a word: do not repeat "
+    "anything, do not add a preamble, keep the same format and citations.";
+
+/// A report still cut after its continuations: the notice (for the terminal,
+/// the packets and the stored notices), naming the limit `max_tokens` and
+/// the `continuations` made.
+std::string report_cut_notice(int64_t max_tokens, int continuations);
+
+/// The note that ends a cut report, visible to its readers; `key` is the
+/// configuration key of the limit (`research.max_tokens.final_report`).
+/// It starts with @ref report_cut_marker.
+std::string report_cut_note(int64_t max_tokens, const std::string& key);
+
+/// The words every cut report's note starts with.
+inline constexpr const char* report_cut_marker
+  = "> **Note:** this report is incomplete. The model's output limit (";
+
+/// Whether a stored report carries the note of a cut report (the API's
+/// `truncated`).
+bool is_cut_report(const std::string& report);
 
 // -- system prompts ----------------------------------------------------------
 

@@ -112,8 +112,18 @@ struct llm_limits {
 struct tool_limits {
   /// Runs in flight at once.
   int max_concurrency = 8;
-  /// Longest time for one run; the run is cancelled and reported as timed out.
+  /// Longest time for one run, its retries included; the run is cancelled
+  /// and reported as timed out.
   std::chrono::milliseconds timeout{120000};
+  /// Retries of a run whose failure is retryable (sdk::is_retryable: a 429
+  /// or 503 of a search service, a network error...), after a backoff that
+  /// is at least the server's Retry-After (core::retry_policy, as for the
+  /// LLM providers) and ends before `timeout`.
+  int max_retries = 3;
+  /// First backoff step; doubles per attempt (full jitter).
+  std::chrono::milliseconds retry_base{1000};
+  /// Largest backoff step.
+  std::chrono::milliseconds retry_max{20000};
   /// How long an identical run's result is reused; 0 disables the cache.
   std::chrono::milliseconds cache_ttl{600000};
   /// Largest number of cached results; 0 disables the cache.
@@ -184,10 +194,29 @@ struct research_settings {
   std::chrono::milliseconds agent_timeout{std::chrono::minutes{20}};
   /// Ask clarifying questions when the question is unclear.
   bool clarify = true;
-  /// The models reason natively (no think_tool, 4 cycles).
-  bool reasoning_model = false;
-  /// Prompt tokens the models accept.
+  /// The models reason natively (no think_tool, 4 cycles): `auto` (from
+  /// the provider's metadata, the model's name, or a reasoning channel in
+  /// its first answer), `on` or `off` (`true`/`false` are accepted too).
+  std::string reasoning_model = "auto";
+  /// Prompt tokens the models accept. Left at this default, a research uses
+  /// the smallest context window its models' servers report instead
+  /// (app/model_check.hpp); set to anything else, it wins.
   int64_t context_tokens = 128000;
+  /// Research even with a model whose known context window is below the
+  /// design's minimum for deep research (50,000 tokens, Onyx's dr_loop.py):
+  /// the session's prompt budget is that window, so less history and fewer
+  /// sources fit in each call, and reports may be cut.
+  bool allow_small_context = false;
+  /// Output token caps per call, from the design (Onyx's dr_loop.py and
+  /// research_agent.py): orchestrator 1,024, research-agent step 1,000,
+  /// intermediate report 10,000, final report 20,000.
+  int64_t orchestrator_max_tokens = 1024;
+  int64_t agent_step_max_tokens = 1000;
+  int64_t agent_report_max_tokens = 10000;
+  int64_t final_report_max_tokens = 20000;
+  /// Follow-up calls that continue a report cut by the output token limit;
+  /// a report still cut after them is delivered marked as cut.
+  int report_continuations = 2;
   /// A folder of documents indexed and searched with internal_search.
   std::string corpus;
   /// A folder of prompt templates that replace the built-in ones.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "quarry/sdk/host.hpp"
+#include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/types.hpp"
 
 #include <algorithm>
@@ -135,6 +136,44 @@ inline std::optional<bool> should_retry_header(const http_headers& headers) {
     return true;
   if (*x == "false")
     return false;
+  return std::nullopt;
+}
+
+/// The cause an error message states, when it proves one that no retry can
+/// cure: the prompt is longer than the context window, the account has no
+/// quota or credit, the model does not exist, or the credentials are wrong.
+/// Gateways (OpenRouter, LiteLLM, Azure) relay such upstream errors inside
+/// a 5xx code or a 200 envelope; the stated cause wins over that code.
+/// `message` is matched case-insensitively against phrases of the major
+/// APIs and servers (OpenAI, Anthropic, Gemini, DeepSeek, vLLM, llama.cpp,
+/// Ollama, OpenRouter, LiteLLM).
+inline std::optional<errc> cause_in_message(std::string_view message) {
+  auto msg = to_lower(message);
+  auto any = [&msg](std::initializer_list<std::string_view> phrases) {
+    for (auto x : phrases)
+      if (contains(msg, x))
+        return true;
+    return false;
+  };
+  if (any({"maximum context length", "context_length_exceeded", "context window",
+           "context length", "exceeds the available context size",
+           "exceed_context_size", "exceeds the maximum number of tokens",
+           "prompt is too long", "too many tokens in the prompt",
+           "input is too long", "prompt too long", "reduce the length of the messages",
+           "maximum prompt length", "requested tokens exceed"}))
+    return errc::context_too_long;
+  if (any({"insufficient_quota", "exceeded your current quota", "insufficient credits",
+           "insufficient balance", "credit balance is too low", "billing_hard_limit",
+           "out of credits", "payment required", "quota exceeded for"}))
+    return errc::quota;
+  if (any({"model_not_found", "model not found", "no such model", "unknown model",
+           "is not a valid model", "model does not exist", "no endpoints found for"})
+      || (contains(msg, "model") && contains(msg, "does not exist")))
+    return errc::not_found;
+  if (any({"invalid api key", "incorrect api key", "invalid_api_key", "invalid x-api-key",
+           "no auth credentials", "missing authentication", "api key not valid",
+           "authentication_error", "invalid authentication"}))
+    return errc::auth;
   return std::nullopt;
 }
 

@@ -7,6 +7,7 @@
 #include "quarry/sdk/types.hpp"
 #include "quarry/sdk/version.hpp"
 
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -64,6 +65,25 @@ public:
   virtual std::shared_ptr<chat_call> chat(chat_request request,
                                           std::shared_ptr<chat_sink> sink)
     = 0;
+
+  /// Finds the model's facts, asking the server where it says them (e.g. the
+  /// context window the server actually serves), and calls `done` with them
+  /// exactly once: at once from inside this call, or later from any thread
+  /// (usually the host's I/O thread). Never blocks; returns at once.
+  ///
+  /// `done` receives @ref info() with what the server said added:
+  /// `context_window` in tokens (0 when unknown) and
+  /// `context_window_source` naming where it came from (empty when nothing
+  /// said it). A failure to learn anything (no such endpoint, a timeout, a
+  /// malformed answer) is no error: it is the configured facts, with the
+  /// window unknown unless configured. A plugin bounds the time, the size
+  /// and the depth of what it reads, and may cache the result for the life
+  /// of the object (the host asks once per provider and caches too).
+  ///
+  /// The default implementation calls `done(info())`.
+  virtual void describe(std::function<void(model_info)> done) {
+    done(info());
+  }
 };
 
 } // namespace quarry::sdk

@@ -61,11 +61,16 @@ enum class errc : uint8_t {
   busy,
   /// A bug or an unexpected condition inside the plugin or the host.
   internal,
+  /// The model's answer held nothing: no choice, no text, no tool call (and
+  /// no finish reason, or one that explains nothing). Retryable a bounded
+  /// number of times, like a server error. Appended after `internal` so
+  /// that the values of the older classes stay what they were.
+  empty_response,
 };
 
 /// The first and the last error class, for iterating over all of them.
 constexpr errc errc_first = errc::rate_limited;
-constexpr errc errc_last = errc::internal;
+constexpr errc errc_last = errc::empty_response;
 
 /// Returns the stable, lower-case name of an error class, e.g. `rate_limited`.
 inline const char* to_string(errc x) noexcept {
@@ -106,6 +111,8 @@ inline const char* to_string(errc x) noexcept {
       return "busy";
     case errc::internal:
       return "internal";
+    case errc::empty_response:
+      return "empty_response";
   }
   return "internal";
 }
@@ -120,6 +127,7 @@ inline bool is_retryable(errc x) noexcept {
     case errc::stall:
     case errc::network:
     case errc::busy:
+    case errc::empty_response:
       return true;
     default:
       return false;
@@ -219,6 +227,11 @@ struct chat_message {
   std::string tool_call_id;
   /// For `tool` messages: the name of the tool that ran.
   std::string tool_name;
+  /// What the provider needs back with this turn's reasoning, as it put it
+  /// in @ref chat_result::reasoning_state (opaque to the host; e.g. the
+  /// Anthropic plugin's signed and redacted thinking blocks as JSON text).
+  /// Empty for most providers.
+  std::string reasoning_state;
 };
 
 /// A tool the model may call, in OpenAI function format.
@@ -304,14 +317,23 @@ struct tool_call_delta {
 
 /// Why the model stopped.
 enum class finish_reason : uint8_t {
+  /// The answer is complete.
   stop,
+  /// The output token limit cut the answer.
   length,
+  /// The model stopped to call tools.
   tool_calls,
+  /// A safety filter stopped or replaced the answer.
   content_filter,
+  /// A reason this SDK does not know.
   other,
+  /// The server sent no finish reason at all (the answer may be whole or
+  /// not; never to be read as `stop`).
+  unknown,
 };
 
-/// Returns `stop`, `length`, `tool_calls`, `content_filter` or `other`.
+/// Returns `stop`, `length`, `tool_calls`, `content_filter`, `other` or
+/// `unknown`.
 inline const char* to_string(finish_reason x) noexcept {
   switch (x) {
     case finish_reason::stop:
@@ -324,6 +346,8 @@ inline const char* to_string(finish_reason x) noexcept {
       return "content_filter";
     case finish_reason::other:
       return "other";
+    case finish_reason::unknown:
+      return "unknown";
   }
   return "other";
 }
@@ -337,14 +361,26 @@ struct chat_result {
   sdk::usage usage;
   /// The model that actually answered.
   std::string model;
+  /// Provider data to send back with this turn (see
+  /// @ref chat_message::reasoning_state).
+  std::string reasoning_state;
 };
 
 /// Static facts about a configured model.
 struct model_info {
   std::string model;
+  /// The model's context window in tokens, 0 when unknown.
   int64_t context_window = 0;
   bool supports_tools = true;
   bool supports_reasoning = false;
+  /// Where @ref context_window comes from, for people: `config` (the
+  /// provider's own option), or the server's field that said it, e.g.
+  /// `vllm /v1/models max_model_len`, `ollama /api/show num_ctx`,
+  /// `openrouter context_length`, `lm studio max_context_length`. Empty when
+  /// the window is unknown or the plugin does not say; when the window is
+  /// unknown, it may instead say why (e.g. that Ollama serves the model with
+  /// its default context) and what to do.
+  std::string context_window_source;
 };
 
 // -- documents ----------------------------------------------------------------

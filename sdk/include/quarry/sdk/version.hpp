@@ -17,7 +17,7 @@
 
 /// Minor version of the SDK. A plugin built against a newer minor version than
 /// the host is refused.
-#define QUARRY_SDK_VERSION_MINOR 1
+#define QUARRY_SDK_VERSION_MINOR 2
 
 /// Patch version of the SDK. Never part of a compatibility check.
 #define QUARRY_SDK_VERSION_PATCH 0

@@ -95,10 +95,27 @@ struct decoded_text {
   std::string text;
   /// The encoding it was read in (`UTF-8`, `Shift_JIS`, `windows-1251`...).
   std::string charset;
-  /// Empty, or why the document was read as UTF-8 although it named another
-  /// charset (`unknown charset "x-foo": read as UTF-8`).
+  /// Empty, or how the charset was chosen when the document did not name
+  /// one that can be read: `unknown charset "x-foo": read as UTF-8`,
+  /// `encoding guessed: gb18030 (no charset label)` (the WHATWG name).
   std::string note;
+  /// Whether nothing named the charset (no BOM, no Content-Type charset, no
+  /// <meta>) and the bytes are not UTF-8, so that the charset is a guess.
+  bool guessed = false;
 };
+
+/// Guesses the encoding of a document whose bytes name none: returns a
+/// label (a WHATWG label such as `shift_jis` or `gb18030`, any case) or ""
+/// when it is unsure. Quarry's open_url plugin gives one built on uchardet;
+/// the decoder itself links no detector.
+using charset_detector = std::function<std::string(std::string_view bytes)>;
+
+/// Most decoded characters that may be junk (U+FFFD or a control character
+/// other than blanks) for a guessed encoding to be taken: 1 in 200. Text in
+/// its right encoding has none (a stray byte at most); random bytes read as
+/// windows-1252 give about 13 % (28 C0 controls and DEL of 256 byte values,
+/// 5 undefined), and a wrong CJK guess gives U+FFFD at every other pair.
+inline constexpr double max_guess_junk = 0.005;
 
 /// Converts a document to UTF-8. The charset comes from a byte-order mark, the
 /// `charset=` parameter of the Content-Type header, or a <meta charset> /
@@ -110,8 +127,19 @@ struct decoded_text {
 /// Big5. Every byte sequence that is invalid in the charset becomes U+FFFD
 /// (the work is linear in the size). An unknown charset is read as UTF-8
 /// and said so in `note`.
+///
+/// With no label at all, bytes that are valid UTF-8 are UTF-8. Other bytes
+/// are read the way browsers read them when `detect` is given: the
+/// detector's guess, if it names an encoding above and decodes the bytes
+/// with at most `max_guess_junk` junk; else the browsers' fallback,
+/// windows-1252, under the same condition; `note` names the guess
+/// (`encoding guessed: Shift_JIS (no charset label)`) and `guessed` is set.
+/// When neither fits (random bytes), they are read as UTF-8 (U+FFFD for
+/// each invalid sequence) and `note` says so. Without `detect`, unlabelled
+/// bytes are read as UTF-8.
 decoded_text decode_document(std::string_view bytes,
-                             std::string_view content_type_header);
+                             std::string_view content_type_header,
+                             const charset_detector& detect = {});
 
 /// The text of @ref decode_document.
 std::string decode_to_utf8(std::string_view bytes,

@@ -108,6 +108,12 @@ struct page {
   /// For PDFs: pages in the document and pages read.
   int pages = 0;
   int pages_read = 0;
+  /// The encoding the text was read in (`UTF-8`, `Shift_JIS`...; empty for
+  /// PDFs), and how it was chosen when nothing named it (see
+  /// extract::decoded_text: `encoding guessed: gb18030 (no charset
+  /// label)`), else empty.
+  std::string charset;
+  std::string charset_note;
   /// Set when the document has no readable text.
   std::optional<sdk::error> failure;
   /// Why, in the words the LLM sees.
@@ -127,12 +133,31 @@ bool is_pdf(std::string_view content_type, std::string_view url,
 /// says the decoded text is binary data; control characters removed with
 /// @ref extract::clean_text). Blocking and CPU-heavy: call it on the
 /// host's pool. Applies the insufficient-content rule: no title and no text,
-/// fewer than 50 characters of text, or just "Loading..." is a failure.
+/// fewer than 50 characters of text, or just "Loading..." is a failure; and
+/// the replacement rule: an HTML or text document whose text is more than
+/// `max_replacement_share` U+FFFD is a failure (errc::invalid_response), not
+/// a page. `detect` guesses the charset of HTML and text that name none
+/// (see extract::decode_document); without it they are read as UTF-8.
 page read_document(std::string_view bytes, std::string_view content_type,
-                   std::string_view url, std::chrono::milliseconds pdf_time);
+                   std::string_view url, std::chrono::milliseconds pdf_time,
+                   const extract::charset_detector& detect = {});
 
-/// Reads a fetched response (a failure passes through).
-page read_fetched(const fetched& response, std::chrono::milliseconds pdf_time);
+/// Reads a fetched response (a failure passes through); see read_document.
+page read_fetched(const fetched& response, std::chrono::milliseconds pdf_time,
+                  const extract::charset_detector& detect = {});
+
+/// The largest share of U+FFFD among the characters (whitespace not
+/// counted) of a document's text for it to be a page: a quarter. Text read
+/// in its right encoding has none, or a few from a stray byte; text read in
+/// a wrong one, or bytes that are no text, has them everywhere (every
+/// invalid byte or pair becomes one: GBK read as UTF-8 gives about half,
+/// random bytes more), and at one character in four no sentence can be
+/// read any more.
+inline constexpr double max_replacement_share = 0.25;
+
+/// The share of U+FFFD among the code points of `text` that are not
+/// whitespace (0 for none).
+double replacement_share(std::string_view text) noexcept;
 
 /// The last path segment of a URL or path, percent-decoded (a title of last
 /// resort).

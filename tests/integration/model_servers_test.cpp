@@ -409,3 +409,37 @@ TEST_CASE_FIXTURE(model_fixture, "Claude with extended thinking researches: sign
   }
   CHECK(turns_back > 0);
 }
+
+TEST_CASE_FIXTURE(model_fixture, "an agent step answered with text is reminded once to call "
+                                 "a tool, and an agent report cut by the limit is continued") {
+  auto rules = one_agent_rules({{"text", "Defrosting reverses the cycle [1]."}});
+  // The agent's first step answers with text (a model whose tool use could
+  // not be forced); its report is cut once.
+  nlohmann::json chatty{{"match", {{"system_contains", agent_marker}, {"times", 1}}},
+                        {"respond", {{"text", "I would search for defrost cycles."}}}};
+  nlohmann::json cut_report{{"match", {{"system_contains", agent_report_marker}, {"times", 1}}},
+                            {"respond", {{"text", "Defrost cycles reverse the refr"},
+                                         {"finish_reason", "length"}}}};
+  nlohmann::json rest_of_report{
+    {"match", {{"system_contains", agent_report_marker},
+               {"last_user_contains", "cut off by the output token limit"}}},
+    {"respond", {{"text", "igerant flow [1]."}}}};
+  rules.insert(rules.begin(), rest_of_report);
+  rules.insert(rules.begin(), cut_report);
+  rules.insert(rules.begin(), chatty);
+  REQUIRE_FALSE(server.script(rules));
+  auto res = research("gpt-4o");
+  CAPTURE(res.err);
+  REQUIRE(res.exit_code == 0);
+  auto steps = requests_of(server, agent_marker);
+  REQUIRE(steps.size() >= 2);
+  CHECK(steps[1].dump().find("You answered without calling a tool") != std::string::npos);
+  CHECK(steps[1].dump().find("I would search for defrost cycles.") != std::string::npos);
+  // The agent's report came whole to the orchestrator's final step.
+  std::string intermediate;
+  for (const auto& p : packets_of(res.out))
+    if (p["obj"]["type"] == "intermediate_report_delta")
+      intermediate += p["obj"]["content"].get<std::string>();
+  CHECK(intermediate.find("Defrost cycles reverse the refrigerant flow") != std::string::npos);
+  CHECK(intermediate.find("incomplete") == std::string::npos);
+}

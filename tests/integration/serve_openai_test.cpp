@@ -428,3 +428,41 @@ TEST_CASE("serve openai: a streaming client that goes away cancels its session, 
   wait_until([&] { return state_of(srv, id) == "cancelled"; }, "the session to be cancelled");
   CHECK(call("GET", srv.url("/healthz")).as_json()["sessions_running"] == 0);
 }
+
+TEST_CASE("serve openai: a report the output limit cut ends with finish_reason length, "
+          "and the API says truncated") {
+  test::temp_dir home;
+  test::fake_llm_server llm;
+  auto rules = scripted_research();
+  rules.erase(rules.end() - 1);
+  rules.push_back(rule(final_marker,
+                       {{"text", "Cold air lowers efficiency [1] and the unit must defr"},
+                        {"finish_reason", "length"}}));
+  REQUIRE_FALSE(llm.script(rules));
+  server_process srv{home, {"--set", "research.report_continuations=0"}, llm_env(llm)};
+  auto r = call("POST", srv.url("/v1/chat/completions"),
+                completion_body("How does cold air change efficiency?", false, "quarry-research")
+                  .dump(),
+                {}, std::chrono::seconds{120});
+  CAPTURE(r.body.substr(0, 600));
+  REQUIRE(r.status == 200);
+  auto c = r.as_json();
+  CHECK(c["choices"][0]["finish_reason"] == "length");
+  auto content = c["choices"][0]["message"]["content"].get<std::string>();
+  CHECK(content.find("this report is incomplete") != std::string::npos);
+  auto id = session_of(c["id"]);
+  CHECK(call("GET", srv.url("/v1/research/" + id)).as_json()["truncated"] == true);
+  CHECK(stored_report(srv, id)["truncated"] == true);
+  // A whole report is not truncated.
+  REQUIRE_FALSE(llm.script(scripted_research()));
+  auto whole = call("POST", srv.url("/v1/chat/completions"),
+                    completion_body("How does cold air change efficiency?", false,
+                                    "quarry-research")
+                      .dump(),
+                    {}, std::chrono::seconds{120});
+  REQUIRE(whole.status == 200);
+  auto w = whole.as_json();
+  CHECK(w["choices"][0]["finish_reason"] == "stop");
+  CHECK(call("GET", srv.url("/v1/research/" + session_of(w["id"]))).as_json()["truncated"]
+        == false);
+}

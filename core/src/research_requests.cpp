@@ -281,9 +281,12 @@ std::string tool_call_failed_text(const std::string& tool, const std::string& wh
 std::string findings_report(
   const std::vector<std::pair<std::string, std::string>>& findings,
   const std::string& why) {
-  std::string body;
   if (findings.empty())
-    body = "No findings could be gathered before the research ended (" + why + ").";
+    return "No findings could be gathered before the research ended (" + why + ").";
+  // Said where the reader looks: this is not a written report.
+  std::string body = "> **Note:** the model did not write this report (" + why
+                     + "). Below are the research agents' own reports, as they wrote "
+                       "them.\n\n";
   for (const auto& [task, report] : findings)
     body += "## " + task + "\n\n" + report + "\n\n";
   return body;

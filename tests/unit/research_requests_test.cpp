@@ -236,8 +236,11 @@ TEST_CASE("research requests: answers to tool calls") {
 TEST_CASE("research requests: the report assembled from findings") {
   CHECK(core::findings_report({}, "the deadline came")
         == "No findings could be gathered before the research ended (the deadline came).");
-  CHECK(core::findings_report({{"Task A", "Report A [1]"}, {"Task B", "Report B"}}, "x")
-        == "## Task A\n\nReport A [1]\n\n## Task B\n\nReport B\n\n");
+  CHECK(core::findings_report({{"Task A", "Report A [1]"}, {"Task B", "Report B"}},
+                              "the model's call failed")
+        == "> **Note:** the model did not write this report (the model's call failed). Below "
+           "are the research agents' own reports, as they wrote them.\n\n"
+           "## Task A\n\nReport A [1]\n\n## Task B\n\nReport B\n\n");
 }
 
 TEST_CASE("research requests: the documents an intermediate report cites") {

@@ -274,8 +274,9 @@ sdk::tool_result tool_timeout_result(const std::string& tool,
 std::string tool_call_failed_text(const std::string& tool, const std::string& why);
 
 /// The report assembled from `findings` (pairs of task and report) when the
-/// model cannot write one: a section per finding, or a sentence saying
-/// nothing was found and `why`.
+/// model cannot write one: a visible note naming `why` (it is not a written
+/// report), then a section per finding; or a sentence saying nothing was
+/// found and `why`.
 std::string findings_report(
   const std::vector<std::pair<std::string, std::string>>& findings,
   const std::string& why);

@@ -172,6 +172,8 @@ JSON
 cat >"$work/script-a.json" <<JSON
 [{"match": {"system_contains": "$agent"}, "respond": {"text": "never"}, "stall_after_bytes": 0}]
 JSON
+# Called directly (not in $(...), whose subshell would keep the pid from
+# `pids` and leave the server running after the test).
 start_llm() {
   local ns="$1" script="$2" out="$3"
   ip netns exec "$ns" "$fake_llm" --script "$script" >"$out" 2>"$out.err" &
@@ -180,10 +182,11 @@ start_llm() {
     [[ -s "$out" ]] && break
     sleep 0.1
   done
-  head -n 1 "$out"
 }
-port_a="$(start_llm "$ns_a" "$work/script-a.json" "$work/llm-a.port")"
-port_b="$(start_llm "$ns_b" "$work/script-b.json" "$work/llm-b.port")"
+start_llm "$ns_a" "$work/script-a.json" "$work/llm-a.port"
+start_llm "$ns_b" "$work/script-b.json" "$work/llm-b.port"
+port_a="$(head -n 1 "$work/llm-a.port")"
+port_b="$(head -n 1 "$work/llm-b.port")"
 [[ -n "$port_a" && -n "$port_b" ]] || fail "the fake LLM servers did not start"
 
 mkdir -p "$work/home-a2" "$work/home-s2"

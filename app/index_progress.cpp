@@ -1,23 +1,13 @@
 #include "index_progress.hpp"
 
+#include "quarry/sdk/strings.hpp"
+
 #include <cinttypes>
 #include <cmath>
 
 namespace quarry::app {
 
 namespace {
-
-// 10000 -> "10,000".
-std::string grouped(uint64_t n) {
-  auto digits = std::to_string(n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 std::string megabytes(uint64_t bytes) {
   char buf[32];
@@ -38,7 +28,8 @@ std::string duration_text(double seconds) {
 
 std::string format_index_progress(const corpus::update_progress& p,
                                   std::chrono::steady_clock::duration elapsed) {
-  std::string out = "indexing: " + grouped(p.files_done) + " of " + grouped(p.files_total)
+  auto count = [](uint64_t n) { return sdk::digit_groups(static_cast<int64_t>(n)); };
+  std::string out = "indexing: " + count(p.files_done) + " of " + count(p.files_total)
                     + " files, " + megabytes(p.bytes_done) + " of " + megabytes(p.bytes_total)
                     + " MB";
   auto seconds = std::chrono::duration<double>(elapsed).count();

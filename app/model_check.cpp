@@ -2,6 +2,8 @@
 
 #include "model_check.hpp"
 
+#include "quarry/sdk/strings.hpp"
+
 #include <algorithm>
 
 namespace quarry::app {
@@ -54,15 +56,7 @@ const char* reduced_mode_text = "research.allow_small_context is set: researchin
 } // namespace
 
 std::string token_count(int64_t n) {
-  auto negative = n < 0;
-  auto digits = std::to_string(negative ? -n : n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return negative ? "-" + out : out;
+  return sdk::digit_groups(n);
 }
 
 std::string provider_for_role(const core::llm_settings& llm,

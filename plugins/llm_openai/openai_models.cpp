@@ -147,17 +147,6 @@ server_kind kind_by_owner(const std::string& owned_by) {
   return server_kind::unknown;
 }
 
-std::string with_commas(int64_t n) {
-  auto digits = std::to_string(n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 } // namespace
 
 // -- reading answers ------------------------------------------------------------
@@ -362,7 +351,7 @@ std::string ollama_default_source(int64_t trained) {
                     "serves it with its default context (OLLAMA_CONTEXT_LENGTH, else "
                     "2,048 to 4,096 tokens by version, more with much VRAM)";
   if (trained > 0)
-    out += "; the model was trained for " + with_commas(trained) + " tokens";
+    out += "; the model was trained for " + sdk::digit_groups(trained) + " tokens";
   out += "; raise it with OLLAMA_CONTEXT_LENGTH=65536 or PARAMETER num_ctx 65536 in a "
          "Modelfile, or set context_window";
   return out;

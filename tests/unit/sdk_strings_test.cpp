@@ -73,3 +73,14 @@ TEST_CASE("sdk strings: UTF-8 decoding and appending code points") {
   sdk::append_utf8(out, 0x110000); // beyond Unicode
   CHECK(out == "\xEF\xBF\xBD\xEF\xBF\xBD");
 }
+
+TEST_CASE("sdk strings: digit groups for counts in messages, to the ends of int64") {
+  using quarry::sdk::digit_groups;
+  CHECK(digit_groups(0) == "0");
+  CHECK(digit_groups(999) == "999");
+  CHECK(digit_groups(1000) == "1,000");
+  CHECK(digit_groups(131072) == "131,072");
+  CHECK(digit_groups(-1000) == "-1,000");
+  CHECK(digit_groups(INT64_MAX) == "9,223,372,036,854,775,807");
+  CHECK(digit_groups(INT64_MIN) == "-9,223,372,036,854,775,808");
+}

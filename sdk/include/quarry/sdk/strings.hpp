@@ -37,6 +37,22 @@ constexpr char ascii_lower(char c) noexcept {
   return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
 }
 
+/// `n` in decimal with a comma between groups of three digits, as messages
+/// write counts: `131,072`, `-1,000`, `999`.
+inline std::string digit_groups(int64_t n) {
+  auto negative = n < 0;
+  // Through uint64_t: -INT64_MIN does not fit an int64_t.
+  auto magnitude = negative ? uint64_t{0} - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+  auto digits = std::to_string(magnitude);
+  std::string out = negative ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 /// `x` with A-Z turned into a-z (UTF-8 text keeps its other bytes).
 inline std::string to_lower(std::string_view x) {
   std::string out{x};

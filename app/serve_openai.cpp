@@ -94,15 +94,15 @@ struct chat_request {
 };
 
 /// A refused request: the status and OpenAI error.
-struct refusal {
+struct request_refusal {
   int status = 400;
   std::string code;
   std::string message;
   std::string param;
 };
 
-refusal bad(std::string message, std::string param, std::string code = "invalid_value") {
-  return refusal{400, std::move(code), std::move(message), std::move(param)};
+request_refusal bad(std::string message, std::string param, std::string code = "invalid_value") {
+  return request_refusal{400, std::move(code), std::move(message), std::move(param)};
 }
 
 size_t utf8_chars(const std::string& x) {
@@ -125,7 +125,7 @@ std::string utf8_suffix(const std::string& x, size_t max_bytes) {
 
 // The text of a message's content: a string, an array of text parts, or
 // null (for messages other than the user's).
-std::variant<std::string, refusal> content_text(const json& content, const std::string& where,
+std::variant<std::string, request_refusal> content_text(const json& content, const std::string& where,
                                                 bool null_allowed) {
   if (content.is_string())
     return sdk::repair_utf8(content.get<std::string>());
@@ -156,7 +156,7 @@ std::variant<std::string, refusal> content_text(const json& content, const std::
 
 // Checks the body of POST /v1/chat/completions. Unknown fields are ignored,
 // as OpenAI's own optional fields are.
-std::variant<chat_request, refusal> parse_chat(const std::string& body) {
+std::variant<chat_request, request_refusal> parse_chat(const std::string& body) {
   auto j = json::parse(body, nullptr, false);
   if (j.is_discarded())
     return bad("the body is not JSON", {}, "invalid_json");
@@ -171,7 +171,7 @@ std::variant<chat_request, refusal> parse_chat(const std::string& body) {
     return bad("model: must be a string", "model", "invalid_type");
   out.model = find_model(model->get<std::string>());
   if (out.model == nullptr)
-    return refusal{404, "model_not_found",
+    return request_refusal{404, "model_not_found",
                    "The model '" + sdk::repair_utf8(model->get<std::string>().substr(0, 80))
                      + "' does not exist; use quarry-research or quarry-research-fast",
                    "model"};
@@ -221,7 +221,7 @@ std::variant<chat_request, refusal> parse_chat(const std::string& body) {
                  "missing_required_parameter");
     auto text = content_text(content == m.end() ? json(nullptr) : *content,
                              where + ".content", r != "user");
-    if (auto* why = std::get_if<refusal>(&text))
+    if (auto* why = std::get_if<request_refusal>(&text))
       return *why;
     if (r == "user")
       last_user = texts.size();
@@ -495,7 +495,7 @@ public:
         return;
       }
       auto content = o.report->body + sources_after(o.report->body, o.report->sources);
-      json message{{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+      json message{{"role", "assistant"}, {"content", content}, {"request_refusal", nullptr}};
       res->respond(http::json_response(
         200, {{"id", meta.id()},
               {"object", "chat.completion"},
@@ -595,7 +595,7 @@ void add_openai_routes(http::router& r, std::shared_ptr<service> svc) {
             return;
           }
           auto parsed = parse_chat(req.body);
-          if (auto* why = std::get_if<refusal>(&parsed)) {
+          if (auto* why = std::get_if<request_refusal>(&parsed)) {
             res->respond(openai_error(why->status, why->code, why->message, why->param));
             return;
           }

@@ -205,7 +205,7 @@ struct worker_port_fixture : cluster_fixture {
                                   "sh",          QUARRY_EXE, "--plugin-dir",
                                   QUARRY_PLUGIN_DIR, "--log-level", "info",
                                   "worker",      "--listen", "127.0.0.1:0"};
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(QUARRY_TESTS_UNDER_ASAN)
     args[2] = "exec \"$@\"";
 #endif
     for (const auto& s : settings) {

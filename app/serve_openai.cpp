@@ -495,7 +495,7 @@ public:
         return;
       }
       auto content = o.report->body + sources_after(o.report->body, o.report->sources);
-      json message{{"role", "assistant"}, {"content", content}, {"request_refusal", nullptr}};
+      json message{{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
       res->respond(http::json_response(
         200, {{"id", meta.id()},
               {"object", "chat.completion"},

@@ -160,6 +160,9 @@ TEST_CASE("serve openai: the models are listed and a completion answers with the
   CHECK(c["choices"][0]["index"] == 0);
   CHECK(c["choices"][0]["finish_reason"] == "stop");
   CHECK(c["choices"][0]["message"]["role"] == "assistant");
+  // OpenAI's message shape: a refusal field, null when the model answered.
+  CHECK(c["choices"][0]["message"].contains("refusal"));
+  CHECK(c["choices"][0]["message"]["refusal"].is_null());
   auto content = c["choices"][0]["message"]["content"].get<std::string>();
   CHECK(std::regex_search(content, std::regex{R"(\[\[\d+\]\])"}));
   CHECK(content.find("\n## Sources\n\n1. ") != std::string::npos);

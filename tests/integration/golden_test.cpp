@@ -262,3 +262,45 @@ TEST_CASE_FIXTURE(golden_fixture, "golden: a final report the model cannot write
                transcript({"How do heat pumps cope with cold weather?", "--no-clarify"},
                           openai_at(server)));
 }
+
+TEST_CASE_FIXTURE(golden_fixture, "golden: the reflective strategy scripted at light depth, "
+                                  "every answer with reasoning, a repair and a reflection") {
+  auto call = [](const std::string& name, const nlohmann::json& args) {
+    return nlohmann::json{
+      {"tool_calls", {{{"name", name}, {"arguments", args.dump()}}}}};
+  };
+  nlohmann::json steps = nlohmann::json::array();
+  for (const char* t : {"Efficiency in the cold", "Defrost cycles"})
+    steps.push_back({{"title", t}, {"description", std::string{t} + " in detail."},
+                     {"needs_search", true}});
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array(
+    {rule("You are the coordinator of a research assistant",
+          call("classify_question", {{"complexity", "moderate"},
+                                     {"is_ambiguous", false},
+                                     {"recommended_depth", "light"},
+                                     {"reasoning", "Scripted."}})),
+     rule("You write web search queries for a research assistant",
+          call("search_queries", {{"queries", {"heat pump defrost"}}})),
+     // The first plan is unusable (no steps): repaired once.
+     rule("You are the planner of a research assistant",
+          call("write_plan", {{"title", "Cold weather"}, {"thought", "Scripted."}}), 1),
+     rule("You are the planner of a research assistant",
+          call("write_plan",
+               {{"title", "Cold weather"}, {"thought", "Scripted."}, {"steps", steps}})),
+     rule("You are a researcher working on one step",
+          {{"text", "Defrost cycles remove frost from the coil [1]."}}),
+     rule("You are the reflector of a research assistant",
+          call("reflect", {{"decision", "CONTINUE"},
+                           {"reasoning", "Scripted CONTINUE."},
+                           {"suggested_changes", nlohmann::json::array()}})),
+     rule("You write the final answer of a research task",
+          {{"text", "Heat pumps defrost their coils [1]."}})});
+  for (auto& r : rules)
+    r["respond"]["reasoning"] = "Weighing the step.";
+  REQUIRE_FALSE(server.script(rules));
+  check_golden("reflective_scripted_reasoning",
+               transcript({"How do heat pumps cope with cold weather?", "--no-clarify",
+                           "--strategy", "reflective", "--depth", "light", "--verify"},
+                          openai_at(server)));
+}

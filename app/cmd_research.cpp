@@ -13,7 +13,7 @@
 #include "quarry/actors/emitter.hpp"
 #include "quarry/actors/llm_provider.hpp"
 #include "quarry/actors/runtime.hpp"
-#include "quarry/actors/reflective_session.hpp"
+#include "quarry/actors/session.hpp"
 #include "quarry/actors/store.hpp"
 #include "quarry/actors/tool_provider.hpp"
 #include "quarry/core/duration.hpp"

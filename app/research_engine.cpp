@@ -520,7 +520,10 @@ actors::session_spec research_engine::spec_for(const std::string& session_id,
   spec.verify_action = research.verify_action == "drop" ? core::verification::action::drop
                                                         : core::verification::action::mark;
   spec.verify_timeout = research.verify_timeout;
-  spec.strategy = so.strategy.empty() ? research.strategy : so.strategy;
+  // Both names were checked with the configuration and the options.
+  spec.strategy = actors::parse_research_strategy(so.strategy.empty() ? research.strategy
+                                                                       : so.strategy)
+                    .value_or(actors::research_strategy::orchestrator);
   auto& rs = spec.reflective;
   rs.mode = core::reflective::parse_query_mode(so.mode.empty() ? research.mode : so.mode)
               .value_or(core::reflective::query_mode::deep_research);

@@ -5,7 +5,7 @@
 #include "research_engine.hpp"
 #include "serve_service.hpp"
 
-#include "quarry/actors/reflective_session.hpp"
+#include "quarry/actors/session.hpp"
 #include "quarry/actors/runtime.hpp"
 #include "quarry/actors/store.hpp"
 #include "quarry/http/server.hpp"

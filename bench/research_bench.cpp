@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
       caf::scoped_actor self{env.rt->system()};
       auto cpu0 = bench::process_cpu_seconds();
       auto t0 = clock_type::now();
-      actors::spawn_session(env.rt->system(), env.spec("bench"),
+      actors::spawn_research_session(env.rt->system(), env.spec("bench"),
                             {env.llm, env.llm, env.llm, env.llm, env.llm},
                             env.tools, em, env.prompts,
                             caf::actor_cast<actors::session_requester_actor>(self));
@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
     auto em = actors::spawn_emitter(env.rt->system(), "mem");
     // One session first, so that one-time allocations are not counted.
     std::vector<actors::session_actor> all;
-    all.push_back(actors::spawn_session(env.rt->system(), env.spec("warm"),
+    all.push_back(actors::spawn_research_session(env.rt->system(), env.spec("warm"),
                                         {env.llm, env.llm, env.llm, env.llm, env.llm},
                                         env.tools, em, env.prompts,
                                         caf::actor_cast<actors::session_requester_actor>(self)));
@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds{500});
     auto before = rss_mib();
     for (int i = 0; i < sessions; ++i)
-      all.push_back(actors::spawn_session(
+      all.push_back(actors::spawn_research_session(
         env.rt->system(), env.spec("s" + std::to_string(i)),
         {env.llm, env.llm, env.llm, env.llm, env.llm}, env.tools, em, env.prompts,
         caf::actor_cast<actors::session_requester_actor>(self)));

@@ -15,7 +15,7 @@
 
 #include "quarry/actors/emitter.hpp"
 #include "quarry/actors/llm_provider.hpp"
-#include "quarry/actors/reflective_session.hpp"
+#include "quarry/actors/session.hpp"
 #include "quarry/actors/runtime.hpp"
 #include "quarry/actors/tool_provider.hpp"
 #include "quarry/actors/verifier.hpp"
@@ -245,7 +245,7 @@ struct research_env {
                  "manufacturers do about it?";
     s.clarify = false;
     s.current_datetime = "Sunday November 22, 2026";
-    s.strategy = strategy;
+    s.strategy = *actors::parse_research_strategy(strategy);
     s.reflective.depth = core::reflective::depth::medium;
     s.verify = verify;
     auto summary = std::make_shared<nlohmann::json>(nlohmann::json::object());

@@ -17,6 +17,7 @@
 #include "quarry/core/tool_args.hpp"
 
 #include "reasoning_packets.hpp"
+#include "tool_round.hpp"
 
 #include <caf/all.hpp>
 
@@ -53,10 +54,8 @@ struct agent_state {
   int reasoning_cycles = 0;
   bool just_ran_web_search = false;
 
-  // Agent-local citation numbers.
-  core::document_numbers numbers;
-  // Search snippets by URL, for open_url's window.
-  std::map<std::string, std::string> snippets;
+  // The step's tool calls: agent-local citation numbers, search snippets.
+  detail::tool_round round;
 
   // The LLM step in progress.
   uint64_t next_call = 1;
@@ -165,88 +164,26 @@ void tool_finished(agent_ptr self) {
 
 void run_tool(agent_ptr self, size_t index, const core::placement& at) {
   auto& st = self->state;
-  auto& p = st.pending[index];
-  auto name = p.call.name;
-  auto found = st.tools.tools.find(name);
-  if (found == st.tools.tools.end()) {
-    sdk::tool_result r;
-    std::vector<std::string> names;
-    for (const auto& [n, _] : st.tools.tools)
-      names.push_back(n);
-    r.llm_text = core::unknown_tool_text(name, names);
-    r.failure = sdk::make_error(sdk::errc::bad_request, r.llm_text);
-    p.result = std::move(r);
+  auto name = st.pending[index].call.name;
+  auto started = st.round.start(st.tools, st.pending[index].call, st.emitter, at);
+  if (started.tool == nullptr) {
+    st.pending[index].result = std::move(started.result);
     return;
   }
-  auto parsed = core::parse_tool_arguments(p.call.arguments);
-  nlohmann::json args = std::holds_alternative<nlohmann::json>(parsed)
-                          ? std::get<nlohmann::json>(parsed)
-                          : nlohmann::json::object();
-  // Packets that announce the call; the tool's kind, not its name, decides.
-  auto kind = found->second.kind;
-  if (sdk::is_search(kind)) {
-    emit(self, at, core::packets::search_tool_start(kind == sdk::tool_kind::web_search));
-    std::vector<std::string> queries;
-    if (auto q = args.find("queries"); q != args.end()) {
-      if (q->is_array()) {
-        for (const auto& x : *q)
-          if (x.is_string())
-            queries.push_back(x.get<std::string>());
-      } else if (q->is_string()) {
-        queries.push_back(q->get<std::string>());
-      }
-    }
-    emit(self, at, core::packets::search_tool_queries_delta(queries));
-  } else if (kind == sdk::tool_kind::page_reader) {
-    emit(self, at, core::packets::open_url_start());
-    std::vector<std::string> urls;
-    if (auto u = args.find("urls"); u != args.end() && u->is_array())
-      for (const auto& x : *u)
-        if (x.is_string())
-          urls.push_back(x.get<std::string>());
-    emit(self, at, core::packets::open_url_urls(urls));
-    // The search engines' snippets centre open_url's window.
-    nlohmann::json hints = nlohmann::json::object();
-    for (const auto& url : urls)
-      if (auto s = st.snippets.find(url); s != st.snippets.end())
-        hints[url] = s->second;
-    if (!hints.empty())
-      args["_quarry"] = {{"snippets", hints}};
-  }
-  // Model-written `_quarry` hints are not trusted.
-  if (kind != sdk::tool_kind::page_reader)
-    args.erase("_quarry");
+  auto kind = started.tool->kind;
   ++st.outstanding;
-  auto arguments = std::holds_alternative<nlohmann::json>(parsed)
-                     ? args.dump()
-                     : p.call.arguments; // let the tool actor explain
   self
-    ->request(found->second.actor, caf::infinite, run_atom::value,
-              tool_call_msg{index, arguments})
+    ->request(started.tool->actor, caf::infinite, run_atom::value,
+              tool_call_msg{index, std::move(started.arguments)})
     .then(
       [=](tool_reply& reply) {
         auto& st = self->state;
         if (st.done || index >= st.pending.size())
           return;
         auto& r = reply.result;
-        // Agent-local numbers for every document, reused per document id.
-        r.llm_text = core::renumber_documents(r.llm_text, r.documents,
-                                        [self](const sdk::document& d) {
-                                          return self->state.numbers.number_for(d);
-                                        });
-        if (sdk::is_search(kind)) {
-          for (const auto& d : r.documents)
-            if (!d.snippet.empty() && !d.url.empty())
-              st.snippets.emplace(d.url, d.snippet);
-          emit(self, at, core::packets::search_tool_documents_delta(r.documents));
-          if (kind == sdk::tool_kind::web_search && !r.documents.empty())
-            st.just_ran_web_search = true;
-        } else if (kind == sdk::tool_kind::page_reader && !r.documents.empty()) {
-          emit(self, at, core::packets::open_url_documents(r.documents));
-        }
-        if (r.failure && r.documents.empty())
-          emit(self, at, core::packets::error(r.failure->message, "tool_failed"));
-        emit(self, at, core::packets::section_end());
+        st.round.answered(kind, r, st.emitter, at);
+        if (kind == sdk::tool_kind::web_search && !r.documents.empty())
+          st.just_ran_web_search = true;
         st.pending[index].result = std::move(r);
         --st.outstanding;
         tool_finished(self);
@@ -255,11 +192,7 @@ void run_tool(agent_ptr self, size_t index, const core::placement& at) {
         auto& st = self->state;
         if (st.done || index >= st.pending.size())
           return;
-        sdk::tool_result r;
-        r.llm_text = core::tool_call_failed_text(name, caf::to_string(err));
-        emit(self, at, core::packets::error(r.llm_text, "tool_failed"));
-        emit(self, at, core::packets::section_end());
-        st.pending[index].result = std::move(r);
+        st.pending[index].result = st.round.failed(name, err, st.emitter, at);
         --st.outstanding;
         tool_finished(self);
       });
@@ -535,7 +468,7 @@ void report_written(agent_ptr self) {
   r.ok = true;
   r.report = text;
   // The documents the report cites, in first-cited order.
-  r.cited = core::cited_documents(text, st.numbers.documents());
+  r.cited = core::cited_documents(text, st.round.numbers.documents());
   std::vector<sdk::document> docs;
   for (const auto& [n, d] : r.cited)
     docs.push_back(d);

@@ -149,7 +149,7 @@ struct order_fixture : test_coordinator_fixture<order_config> {
     spec.final_report_timeout = std::chrono::minutes{5};
     spec.current_datetime = "Sunday November 22, 2026";
     actors::session_models models{model, model, model, model, model};
-    return actors::spawn_session(
+    return actors::spawn_research_session(
       sys, std::move(spec), models, actors::tool_set{}, em,
       std::make_shared<core::prompt_library>(core::prompt_library::embedded()),
       caf::actor_cast<actors::session_requester_actor>(self));

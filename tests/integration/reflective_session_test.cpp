@@ -7,7 +7,7 @@
 
 #include "research_fixture.hpp"
 
-#include "quarry/actors/reflective_session.hpp"
+#include "quarry/actors/session.hpp"
 
 #include "support/fake_llm_server.hpp"
 
@@ -89,7 +89,7 @@ struct outcome {
 struct reflective_fixture : test::research_fixture {
   outcome run(actors::session_spec spec, actors::llm_provider_actor llm,
               std::chrono::seconds wait = std::chrono::seconds{120}) {
-    spec.strategy = "reflective";
+    spec.strategy = actors::research_strategy::reflective;
     auto em = emitter(spec.session_id);
     caf::scoped_actor self{rt->system()};
     actors::session_models models{llm, llm, llm, llm, llm};

@@ -26,7 +26,7 @@ struct session_fixture : test::research_fixture {
     auto em = emitter(spec.session_id);
     caf::scoped_actor self{rt->system()};
     actors::session_models models{llm, llm, llm, llm, llm};
-    actors::spawn_session(rt->system(), std::move(spec), models, std::move(tools), em,
+    actors::spawn_research_session(rt->system(), std::move(spec), models, std::move(tools), em,
                           prompts,
                           caf::actor_cast<actors::session_requester_actor>(self));
     actors::session_result out;
@@ -508,7 +508,7 @@ run_and_stop(session_fixture& f, test::fake_llm_server& server,
   caf::scoped_actor self{f.rt->system()};
   auto llm = f.llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}});
   actors::session_models models{llm, llm, llm, llm, llm};
-  auto session = actors::spawn_session(
+  auto session = actors::spawn_research_session(
     f.rt->system(), std::move(spec), models, f.corpus_tools(), em, f.prompts,
     caf::actor_cast<actors::session_requester_actor>(self));
   REQUIRE(server.wait_for_requests(n, std::chrono::seconds{30}));

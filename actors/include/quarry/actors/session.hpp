@@ -1,7 +1,10 @@
-// The research session: Onyx's deep research strategy as an actor
-// (clarification, plan, orchestrator cycles with research agents, final
-// report), with a parallel limit enforced in code, every tool call answered
-// and a global deadline that really bounds the run.
+// The research session: one actor runs a research with a strategy, Onyx's
+// orchestrator (clarification, plan, orchestrator cycles with research
+// agents, final report) or the reflective one (coordinator, background
+// investigator, planner, researcher, reflector, synthesizer), with a
+// parallel limit enforced in code, every tool call answered and a global
+// deadline that really bounds the run. The machinery both share is the
+// session frame (actors/src/session_frame.hpp).
 
 #pragma once
 
@@ -21,7 +24,9 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace caf {
@@ -33,6 +38,20 @@ namespace quarry::actors {
 /// Sent by a session to its requester at the end: `(session_done_atom,
 /// session_result)`.
 using session_done_atom = caf::atom_constant<caf::atom("sessdone")>;
+
+/// How a session researches (docs/strategies.md; research.strategy).
+enum class research_strategy {
+  /// Onyx's: an orchestrator sends research agents in cycles.
+  orchestrator,
+  /// Five agents: a plan checked by a reflector after every step.
+  reflective,
+};
+
+/// The strategy's configuration name: `orchestrator` or `reflective`.
+std::string_view to_string(research_strategy x) noexcept;
+
+/// The strategy named `name`, or none.
+std::optional<research_strategy> parse_research_strategy(std::string_view name) noexcept;
 
 /// How the reflective strategy runs (docs/strategies.md).
 struct reflective_options {
@@ -107,9 +126,8 @@ struct session_spec {
   bool verify = false;
   core::verification::action verify_action = core::verification::action::mark;
   std::chrono::milliseconds verify_timeout{std::chrono::minutes{2}};
-  /// `reflective`: the reflective strategy runs (reflective_session.hpp,
-  /// with `reflective`); anything else: the orchestrator strategy.
-  std::string strategy = "orchestrator";
+  /// The strategy; `reflective` runs as `reflective` says.
+  research_strategy strategy = research_strategy::orchestrator;
   reflective_options reflective;
 };
 
@@ -173,15 +191,19 @@ using session_full_actor = session_actor::extend<
   caf::reacts_to<deadline_now_atom>, caf::reacts_to<final_timeout_atom>>::
   extend_with<verification_listener_actor>;
 
-/// Spawns a session that starts at once and sends `(session_done_atom,
-/// session_result)` to `requester` exactly once, then quits. Send it
-/// `stop_atom` to end research at once: the call in flight is cancelled and
-/// the findings so far become the report (see session_result::interrupted).
-/// The deadline (`spec.deadline`) also cancels whatever call is in flight.
-session_actor spawn_session(caf::actor_system& sys, session_spec spec,
-                            session_models models, tool_set tools,
-                            emitter_actor emitter,
-                            std::shared_ptr<const core::prompt_library> prompts,
-                            session_requester_actor requester);
+/// Spawns a session of `spec.strategy` that starts at once and sends
+/// `(session_done_atom, session_result)` to `requester` exactly once, then
+/// quits. Send it `stop_atom` to end research at once: the call in flight is
+/// cancelled and the findings so far become the report (see
+/// session_result::interrupted). The deadline (`spec.deadline`) also cancels
+/// whatever call is in flight. The orchestrator strategy uses every role of
+/// `models`; the reflective one: `clarify` classifies, `plan` writes
+/// queries, plans and reflections, `research` researches, `report`
+/// synthesizes or answers directly.
+session_actor spawn_research_session(caf::actor_system& sys, session_spec spec,
+                                     session_models models, tool_set tools,
+                                     emitter_actor emitter,
+                                     std::shared_ptr<const core::prompt_library> prompts,
+                                     session_requester_actor requester);
 
 } // namespace quarry::actors

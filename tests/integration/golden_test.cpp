@@ -208,19 +208,7 @@ TEST_CASE_FIXTURE(golden_fixture, "golden: the reflective strategy's web_search 
 TEST_CASE_FIXTURE(golden_fixture, "golden: two parallel agents, a think call and a report, "
                                   "every answer with reasoning") {
   test::fake_llm_server server;
-  auto rules = nlohmann::json::array();
-  rules.push_back(rule(plan_marker, {{"text", "1. Efficiency\n2. Defrost"}}));
-  rules.push_back(rule(orchestrator_marker,
-                       calls({{"research_agent", {{"task", "Why efficiency falls in the cold."}}},
-                              {"research_agent", {{"task", "How defrost cycles work."}}}}),
-                       1));
-  rules.push_back(rule(orchestrator_marker,
-                       calls({{"think_tool", {{"reasoning", "Both parts are covered now."}}}}), 1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
-  for (auto& r : agent_rules())
-    rules.push_back(r);
-  rules.push_back(rule(final_marker, {{"text", "Cold air lowers efficiency [1]. "
-                                               "Defrosting clears the coil [2]."}}));
+  auto rules = two_agent_script(true);
   for (auto& r : rules)
     r["respond"]["reasoning"] = "Thinking about the next step.";
   REQUIRE_FALSE(server.script(rules));

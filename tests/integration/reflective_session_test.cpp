@@ -491,3 +491,76 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: the structured calls work wit
     }
   CHECK(forced >= 5);
 }
+
+TEST_CASE_FIXTURE(reflective_fixture, "reflective: a synthesis cut by the output limit is "
+                                      "continued, as the orchestrator's report is (the frame)") {
+  test::fake_llm_server server;
+  auto rules = json::array();
+  // The continuation first: asked to go on where the synthesis stopped.
+  rules.push_back({{"match", {{"system_contains", synthesizer},
+                              {"last_user_contains", "cut off by the output token limit"}}},
+                   {"respond", {{"text", "coils [1]. It melts the frost."}}}});
+  rules.push_back(rule(coordinator, classify("moderate")));
+  rules.push_back(rule(planner, plan_of({"Defrost"})));
+  rules.push_back(rule(reflector, reflect("CONTINUE")));
+  rules.push_back(rule(queries_writer, call("search_queries", {{"queries", {"heat pump defrost"}}})));
+  rules.push_back(rule(observer, {{"text", "Defrost cycles remove frost from the coil [1]."}}));
+  rules.push_back(rule(synthesizer, {{"text", "Heat pumps defrost their "},
+                                     {"finish_reason", "length"}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto o = run_scripted(server, reflective_spec());
+  CAPTURE(o.result.failure);
+  REQUIRE(o.result.status == actors::session_status::report);
+  CHECK(o.result.report.find("Heat pumps defrost their coils [[1]](") != std::string::npos);
+  CHECK(o.result.report.find("It melts the frost.") != std::string::npos);
+  CHECK_FALSE(o.result.truncated);
+  CHECK(requests_to(server, synthesizer) == 2);
+}
+
+TEST_CASE_FIXTURE(reflective_fixture, "reflective: the classic researcher's failing tool is "
+                                      "said as tool_failed and answered, as an agent's is") {
+  // A search tool whose backend refuses every request.
+  test::fake_llm_server server;
+  auto rules = json::array();
+  rules.push_back(rule(coordinator, classify("moderate")));
+  rules.push_back(rule(planner, plan_of({"Defrost"})));
+  rules.push_back(rule(reflector, reflect("CONTINUE")));
+  common_rules(rules);
+  REQUIRE_FALSE(server.script(rules));
+  auto made = registry->make_tool("searxng", {{"base_url", "http://127.0.0.1:1"}});
+  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
+  auto tool = std::get<std::shared_ptr<sdk::tool>>(made);
+  auto hdl = actors::spawn_tool_provider(rt->system(), tool,
+                                         actors::tool_actor_settings::of("web_search", {}));
+  rt->add_stoppable(hdl);
+  actors::tool_set tools;
+  tools.tools["web_search"] = {hdl, tool->definition(), sdk::tool_kind::web_search};
+  auto spec = reflective_spec();
+  spec.strategy = actors::research_strategy::reflective;
+  auto em = emitter(spec.session_id);
+  caf::scoped_actor self{rt->system()};
+  auto llm_hdl = llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}});
+  actors::session_models models{llm_hdl, llm_hdl, llm_hdl, llm_hdl, llm_hdl};
+  actors::spawn_research_session(rt->system(), std::move(spec), models, tools, em, prompts,
+                                 caf::actor_cast<actors::session_requester_actor>(self));
+  actors::session_result result;
+  self->receive([&](actors::session_done_atom, actors::session_result& r) { result = std::move(r); },
+                caf::after(std::chrono::seconds{120}) >> [&] { FAIL("the session never finished"); });
+  drain(self, em);
+  std::vector<json> failed;
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    for (const auto& p : packets)
+      if (p.obj["type"] == "error" && p.obj.value("code", "") == "tool_failed")
+        failed.push_back(p.obj);
+  }
+  CHECK_FALSE(failed.empty());
+  // The observation was asked for with the failure as the tool's answer.
+  bool told = false;
+  for (const auto& r : server.requests())
+    if (r.raw_body.find(observer) != std::string::npos && r.raw_body.find("\"role\":\"tool\"") != std::string::npos)
+      told = true;
+  CHECK(told);
+  // Nothing was read: the research fails as one that read no source.
+  CHECK(result.status == actors::session_status::failed);
+}

@@ -116,14 +116,19 @@ inline std::vector<nlohmann::json> requests_of(const test::fake_llm_server& serv
   return out;
 }
 
-/// A research of two agents in one round, then the report.
-inline nlohmann::json two_agent_script() {
+/// A research of two agents in one round, then the report; with
+/// `think_first`, a think call between the round and the report.
+inline nlohmann::json two_agent_script(bool think_first = false) {
   auto rules = nlohmann::json::array();
   rules.push_back(rule(plan_marker, {{"text", "1. Efficiency\n2. Defrost"}}));
   rules.push_back(rule(orchestrator_marker,
                        calls({{"research_agent", {{"task", "Why efficiency falls in the cold."}}},
                               {"research_agent", {{"task", "How defrost cycles work."}}}}),
                        1));
+  if (think_first)
+    rules.push_back(rule(orchestrator_marker,
+                         calls({{"think_tool", {{"reasoning", "Both parts are covered now."}}}}),
+                         1));
   rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   for (auto& r : agent_rules())
     rules.push_back(r);

@@ -14,6 +14,7 @@
 #include "quarry/actors/llm_provider.hpp"
 #include "quarry/actors/runtime.hpp"
 #include "quarry/actors/session.hpp"
+#include "research_run.hpp"
 #include "quarry/actors/store.hpp"
 #include "quarry/actors/tool_provider.hpp"
 #include "quarry/core/duration.hpp"
@@ -197,6 +198,8 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
   std::shared_ptr<store::store> db;
   std::unique_ptr<session_lock> lock;
   std::string session_id = resume ? resume->session_id : std::string{"cli"};
+  // A follow-up's parent session.
+  std::string parent;
   bool storing = resume != nullptr || (cfg.store.enabled && !opts.no_store);
   if (!opts.follow_up.empty() && !storing) {
     std::cerr << "quarry: --follow-up needs the store (it reads the earlier "
@@ -211,7 +214,6 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
       return exit_failure;
     }
     db = std::get<std::shared_ptr<store::store>>(std::move(opened));
-    std::string parent;
     if (!opts.follow_up.empty()) {
       std::string why;
       auto context = follow_up_context(*db, opts.follow_up, why);
@@ -228,28 +230,14 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
       parent = opts.follow_up;
     }
     if (resume == nullptr) {
-      store::session_row row;
-      row.id = store::make_session_id();
-      row.parent_id = parent;
-      row.question = so.question;
-      row.options = to_json(so);
-      row.state = store::session_state::running;
-      row.created_at = row.updated_at = unix_ms();
-      auto taken = session_lock::take(db->path(), row.id);
+      // Created by the run, through the store actor, once the engine runs.
+      session_id = store::make_session_id();
+      auto taken = session_lock::take(db->path(), session_id);
       if (auto* why = std::get_if<std::string>(&taken)) {
         std::cerr << "quarry: " << *why << "\n";
         return exit_failure;
       }
       lock = std::get<std::unique_ptr<session_lock>>(std::move(taken));
-      store::batch b;
-      b.new_sessions.push_back(row);
-      if (auto err = db->write(b)) {
-        std::cerr << "quarry: the research store cannot be written: "
-                  << with_store_path(db->path(), *err)
-                  << " (pass --no-store to research without keeping the session)\n";
-        return exit_failure;
-      }
-      session_id = row.id;
     } else {
       auto taken = session_lock::take(db->path(), session_id);
       if (auto* why = std::get_if<std::string>(&taken)) {
@@ -282,19 +270,11 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
                   << " changed since it was read (another process resumed it); try again\n";
         return exit_failure;
       }
-      store::batch b;
-      b.states.push_back({session_id, store::session_state::running, {}});
-      if (auto err = db->write(b)) {
-        std::cerr << "quarry: the research store cannot be written: "
-                  << with_store_path(db->path(), *err) << "\n";
-        return exit_failure;
-      }
     }
     std::cerr << "quarry: session " << session_id << " (kept in " << db->path() << ")\n";
   }
 
   engine->start(db);
-  auto spec = engine->spec_for(session_id, so, resume);
 
   bool live = !opts.json && ::isatty(STDERR_FILENO) == 1;
   // Text from outside (the model's report and questions, a server's error)
@@ -308,9 +288,6 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
   int rc = exit_failure;
   {
     auto& rt = engine->runtime();
-    const auto& models = engine->models();
-    const auto& tools = engine->tools();
-    const auto& prompts = engine->prompts();
     const auto& store_writer = engine->store();
     uint64_t next_seq = resume != nullptr ? resume->last_seq + 1 : 1;
     caf::scoped_actor self{rt.system()};
@@ -322,11 +299,10 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
     log_forwarder logs{live ? view.get() : nullptr};
     view->start_clock();
     int interrupted_by = 0;
-    auto run_session = [&](actors::session_spec s) {
-      actors::emitter_options eo;
-      eo.store = store_writer;
-      eo.first_seq = next_seq;
-      auto em = actors::spawn_emitter(rt.system(), s.session_id, eo);
+    // One run (research_run.hpp): the session is created or set running
+    // through the store actor, runs, and its packets, report and state are
+    // stored before the outcome comes back.
+    auto run_session = [&](run_setup setup) {
       auto sink = actors::spawn_line_sink(
         rt.system(), [view, json_out, json = opts.json](const std::string& line, uint64_t) {
           if (json) {
@@ -339,27 +315,33 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
             view->on_packet(*pk);
         });
       self->monitor(sink);
-      caf::anon_send(em, actors::subscribe_atom::value, sink, uint64_t{0});
-      // The scoped actor receives the result; being a blocking actor it has
-      // no typed interface of its own, so its handle is cast to the
-      // requester's interface (it handles session_done_atom below).
-      auto session = actors::spawn_research_session(
-        rt.system(), std::move(s), models, tools, em, prompts,
-        caf::actor_cast<actors::session_requester_actor>(self));
-      actors::session_result result;
+      setup.sinks.push_back(sink);
+      setup.first_seq = next_seq;
+      // The scoped actor is the run's owner; being a blocking actor it has
+      // no typed interface of its own, so its handle is cast to the owner's
+      // interface (it handles both messages below).
+      auto run = spawn_research_run(rt.system(), *engine, std::move(setup),
+                                    caf::actor_cast<run_owner_actor>(self));
+      run_outcome out;
       {
-        actors::signal_watcher watcher{[session](int) {
-          caf::anon_send(session, actors::stop_atom::value);
-        }};
-        self->receive([&](actors::session_done_atom, actors::session_result& r) {
-          result = std::move(r);
-        });
+        actors::signal_watcher watcher{
+          [run](int) { caf::anon_send(run, actors::stop_atom::value); }};
+        bool ended = false;
+        self->receive_while([&] { return !ended; })(
+          [](run_started_atom, const std::string&, const std::string&) {},
+          [&](run_done_atom, run_outcome& o) {
+            out = std::move(o);
+            ended = true;
+          });
         if (auto sig = watcher.received(); sig != 0)
           interrupted_by = sig;
       }
-      self->request(em, std::chrono::seconds{30}, actors::stop_atom::value)
-        .receive([&](uint64_t last) { next_seq = last + 1; },
-                 [](const caf::error&) {});
+      next_seq = out.last_seq + 1;
+      if (!out.ran) {
+        // Nothing ran: no emitter will tell the sink to stop.
+        caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+        return out;
+      }
       // The emitter told the sink to stop after the last packet: wait until
       // it has printed everything and quit.
       auto sink_down = false;
@@ -373,34 +355,37 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
           caf::anon_send_exit(sink, caf::exit_reason::kill);
           sink_down = true;
         });
-      return result;
+      return out;
     };
-    // The session's state (and report) in the store; false if the store
-    // failed along the way.
-    auto store_outcome = [&](const actors::session_result& r) -> bool {
-      if (!store_writer)
+    // Whether the store kept the run; says so when it did not.
+    auto stored_well = [&](const run_outcome& o) {
+      if (!store_writer || o.store_error.empty())
         return true;
-      if (r.status == actors::session_status::report && !r.report.empty())
-        self->send(store_writer, actors::report_atom::value, session_id, r.report);
-      self->send(store_writer, actors::state_atom::value, session_id,
-                 std::string{state_after(r)},
-                 r.status == actors::session_status::failed ? r.failure : std::string{});
-      std::string failure;
-      self->request(store_writer, std::chrono::minutes{1}, actors::flush_atom::value)
-        .receive([&](std::string& err) { failure = std::move(err); },
-                 [&](const caf::error& err) { failure = caf::to_string(err); });
-      if (!failure.empty()) {
-        std::cerr << "quarry: the research store could not be written (" << failure
-                  << "): session " << session_id << " is not fully saved\n";
-        return false;
-      }
-      return true;
+      std::cerr << "quarry: the research store could not be written (" << o.store_error
+                << "): session " << session_id << " is not fully saved\n";
+      return false;
     };
-    auto result = run_session(spec);
-    if (result.status == actors::session_status::clarification && interactive
+    run_setup first;
+    first.id = session_id;
+    first.create = store_writer && resume == nullptr;
+    first.parent = parent;
+    first.options = so;
+    if (resume != nullptr)
+      first.resume = *resume;
+    auto outcome = run_session(std::move(first));
+    if (!outcome.ran) {
+      view->finish();
+      logs.set_view(nullptr);
+      std::cerr << "quarry: the research store cannot be written: "
+                << with_store_path(db->path(), sdk::make_error(sdk::errc::internal, outcome.store_error))
+                << " (pass --no-store to research without keeping the session)\n";
+      return exit_failure;
+    }
+    bool stored = stored_well(outcome);
+    if (outcome.result.status == actors::session_status::clarification && interactive
         && interrupted_by == 0) {
       view->finish();
-      std::cout << sdk::strip_terminal_controls(result.questions)
+      std::cout << sdk::strip_terminal_controls(outcome.result.questions)
                 << "\n\nYour answers (an empty line ends): "
                 << std::flush;
       std::string typed;
@@ -408,23 +393,23 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
         typed += l + "\n";
       so.answers = typed;
       so.clarify = false;
-      spec.question = app::question_for_model(so);
-      spec.clarify = false;
-      spec.resumed = false;
-      spec.resume_from.reset();
       // The answers are kept with the session, so a resume runs with them.
-      if (db)
+      if (store_writer)
         self->send(store_writer, actors::state_atom::value, session_id,
                    std::string{"running"}, std::string{}, to_json(so).dump());
       auto next_view = std::make_shared<research_view>(stderr, live);
       logs.set_view(live ? next_view.get() : nullptr);
       view = std::move(next_view);
       view->start_clock();
-      result = run_session(spec);
+      run_setup again;
+      again.id = session_id;
+      again.options = so;
+      outcome = run_session(std::move(again));
+      stored = stored_well(outcome);
     }
+    auto& result = outcome.result;
     view->finish();
     logs.set_view(nullptr);
-    bool stored = store_outcome(result);
     std::vector<std::string> files_written;
     if (interrupted_by != 0) {
       // Interrupted: say so, and keep what was found only if there is any.

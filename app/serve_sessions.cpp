@@ -3,6 +3,7 @@
 #include "serve_sessions.hpp"
 
 #include "research_engine.hpp"
+#include "research_run.hpp"
 #include "serve_service.hpp"
 
 #include "quarry/actors/session.hpp"
@@ -37,15 +38,15 @@ std::string failure(int status, const char* code, const std::string& message) {
 }
 
 struct running_session {
-  actors::session_actor session;
-  actors::emitter_actor emitter;
+  // The run (research_run.hpp): it creates or resumes the row, researches
+  // and stores the outcome before it reports back.
+  research_run_actor run;
   std::unique_ptr<session_lock> lock;
   std::string question;
   uint64_t first_seq = 1;
   bool cancelled = false;
-  // The run ended; its packets, report and state are being written, and
-  // its streams end once they are.
-  bool finishing = false;
+  // A start that waits for its row: the client's answer.
+  std::optional<caf::typed_response_promise<std::string>> started;
 };
 
 struct manager_state {
@@ -55,25 +56,18 @@ struct manager_state {
   // A read-only connection for single rows (the store actor writes).
   std::unique_ptr<store::store> reader;
   std::map<std::string, running_session> running;
-  std::map<caf::actor_addr, std::string> by_session;
-  // Starts admitted whose session row is being written: they hold a slot,
-  // so that admission is decided once, before anything is stored.
-  size_t admitting = 0;
+  std::map<caf::actor_addr, std::string> by_run;
   bool stopping = false;
   static inline const char* name = "quarry.session_manager";
 };
 
-// Sessions researching now (not those being written after their end).
+// Sessions researching now (a start holds its slot while its row is
+// written, so that admission is decided once, before anything is stored).
 size_t researching(const manager_state& st) {
-  size_t n = 0;
-  for (const auto& [id, run] : st.running)
-    if (!run.finishing)
-      ++n;
-  return n;
+  return st.running.size();
 }
 
-using manager_full_actor = session_manager_actor::extend_with<
-  actors::session_requester_actor>;
+using manager_full_actor = session_manager_actor::extend_with<run_owner_actor>;
 using manager_ptr = manager_full_actor::stateful_pointer<manager_state>;
 
 store::store* reader(manager_ptr self) {
@@ -88,39 +82,29 @@ store::store* reader(manager_ptr self) {
   return st.reader.get();
 }
 
-// Starts a run of session `id` (new, answered or resumed).
-std::string launch(manager_ptr self, const std::string& id, const stored_options& so,
-                   const resume_info* resume, uint64_t first_seq,
-                   std::unique_ptr<session_lock> lock) {
+// Starts a run of session `id` (new, answered or resumed); a new one is
+// created by the run first.
+void launch(manager_ptr self, const std::string& id, run_setup setup,
+            std::unique_ptr<session_lock> lock) {
   auto& st = self->state;
-  auto& engine = *st.engine;
-  actors::emitter_options eo;
-  eo.store = engine.store();
-  eo.first_seq = first_seq;
-  auto em = actors::spawn_emitter(self->system(), id, eo);
-  auto spec = engine.spec_for(id, so, resume);
-  auto session = actors::spawn_research_session(
-    self->system(), std::move(spec), engine.models(), engine.tools(), em, engine.prompts(),
-    caf::actor_cast<actors::session_requester_actor>(self));
-  st.by_session[session.address()] = id;
-  // A session that dies without its result still ends its run (slot, lock,
-  // state, streams).
-  self->monitor(session);
   running_session r;
-  r.session = session;
-  r.emitter = em;
   r.lock = std::move(lock);
-  r.question = so.question;
-  r.first_seq = first_seq;
+  r.question = setup.options.question;
+  r.first_seq = setup.first_seq;
+  setup.id = id;
+  r.run = spawn_research_run(self->system(), *st.engine, std::move(setup),
+                             caf::actor_cast<run_owner_actor>(self));
+  st.by_run[r.run.address()] = id;
+  // A run that dies without its outcome still frees its slot and lock.
+  self->monitor(r.run);
   st.running[id] = std::move(r);
-  return ok(id, "running");
 }
 
 // Once stopping, quits when no run and no start is left; returns whether it
 // quit.
 bool quit_if_stopped(manager_ptr self) {
   auto& st = self->state;
-  if (!st.stopping || !st.running.empty() || st.admitting > 0)
+  if (!st.stopping || !st.running.empty())
     return false;
   self->quit();
   return true;
@@ -132,7 +116,7 @@ std::string admission(manager_ptr self) {
   auto& st = self->state;
   if (st.stopping)
     return failure(503, "unavailable", "the server is stopping");
-  if (static_cast<int>(researching(st) + st.admitting) >= st.settings.max_running)
+  if (static_cast<int>(researching(st)) >= st.settings.max_running)
     return failure(429, "busy",
                    "too many sessions are running (server.max_running_sessions = "
                      + std::to_string(st.settings.max_running) + ")");
@@ -155,49 +139,18 @@ std::variant<store::session_row, std::string> stored_row(manager_ptr self,
   return std::move(**row);
 }
 
-void finished(manager_ptr self, const std::string& id, actors::session_result& r) {
+// The run is over: its packets, report and state are stored and its
+// streams were told. The lock goes with the entry: another process may
+// resume it now.
+void finished(manager_ptr self, const std::string& id) {
   auto& st = self->state;
   auto it = st.running.find(id);
-  if (it == st.running.end() || it->second.finishing)
+  if (it == st.running.end())
     return;
-  auto& run = it->second;
-  run.finishing = true;
-  st.by_session.erase(run.session.address());
-  std::string state = run.cancelled ? "cancelled" : state_after(r);
-  auto store = st.engine->store();
-  auto em = run.emitter;
-  auto report = r.status == actors::session_status::report ? r.report : std::string{};
-  auto error = r.status == actors::session_status::failed ? r.failure : std::string{};
-  auto stop_emitter = [=] {
-    // Subscribers hear of the end now; they read the state from the store.
-    // The lock goes with the entry: another process may resume it now.
-    self->request(em, std::chrono::seconds{30}, actors::stop_atom::value)
-      .then([](uint64_t) {}, [](caf::error&) {});
-    self->state.running.erase(id);
-    quit_if_stopped(self);
-  };
-  // 1. The emitter has handed every packet to the store; 2. the report and
-  // state follow them into the store; 3. the streams end.
-  self->request(em, std::chrono::seconds{30}, actors::flush_atom::value)
-    .then(
-      [=](uint64_t) {
-        if (!report.empty())
-          self->send(store, actors::report_atom::value, id, report);
-        self->send(store, actors::state_atom::value, id, state, error);
-        self->request(store, caf::infinite, actors::flush_atom::value)
-          .then(
-            [=](std::string& err) {
-              if (!err.empty())
-                spdlog::error("session {}: the store could not be written: {}", id, err);
-              stop_emitter();
-            },
-            [=](caf::error& err) {
-              spdlog::error("session {}: the store did not answer: {}", id,
-                            caf::to_string(err));
-              stop_emitter();
-            });
-      },
-      [=](caf::error&) { stop_emitter(); });
+  st.by_run.erase(it->second.run.address());
+  self->demonitor(it->second.run.address());
+  st.running.erase(it);
+  quit_if_stopped(self);
 }
 
 manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine* engine,
@@ -207,14 +160,19 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
   self->state.store_file = std::move(store_file);
   self->state.settings = settings;
   self->set_down_handler([=](caf::down_msg& dm) {
-    auto it = self->state.by_session.find(dm.source);
-    if (it == self->state.by_session.end())
-      return; // ended with its result
+    auto it = self->state.by_run.find(dm.source);
+    if (it == self->state.by_run.end())
+      return; // ended with its outcome
     auto id = it->second;
-    actors::session_result r;
-    r.status = actors::session_status::failed;
-    r.failure = "the session stopped unexpectedly (" + caf::to_string(dm.reason) + ")";
-    finished(self, id, r);
+    spdlog::error("session {}: its run stopped unexpectedly ({})", id,
+                  caf::to_string(dm.reason));
+    auto run = self->state.running.find(id);
+    if (run != self->state.running.end() && run->second.started) {
+      run->second.started->deliver(
+        failure(500, "internal", "the session's run stopped unexpectedly"));
+      run->second.started.reset();
+    }
+    finished(self, id);
   });
   return {
     [=](start_atom, std::string& parent, std::string& options) -> caf::result<std::string> {
@@ -243,53 +201,27 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       auto taken = session_lock::take(self->state.store_file, id);
       if (auto* why = std::get_if<std::string>(&taken))
         return failure(500, "internal", *why);
-      auto lock = std::make_shared<std::unique_ptr<session_lock>>(
-        std::get<std::unique_ptr<session_lock>>(std::move(taken)));
-      auto rp = self->make_response_promise<std::string>();
       // The slot is held from here: nothing after this refuses the start
       // for being busy, so a 429 never leaves a stored session behind.
-      ++self->state.admitting;
-      self->request(self->state.engine->store(), caf::infinite, actors::create_atom::value,
-                    id, parent, so.question, to_json(so).dump(-1, ' ', false, json::error_handler_t::replace))
-        .then(
-          [=](std::string& err) mutable {
-            --self->state.admitting;
-            if (!err.empty()) {
-              rp.deliver(failure(503, "unavailable",
-                                 "the research store cannot be written: " + err));
-              quit_if_stopped(self);
-              return;
-            }
-            if (self->state.stopping) {
-              self->send(self->state.engine->store(), actors::state_atom::value, id,
-                         std::string{"interrupted"},
-                         std::string{"the server stopped before it started"});
-              rp.deliver(failure(503, "unavailable", "the server is stopping"));
-              quit_if_stopped(self);
-              return;
-            }
-            rp.deliver(launch(self, id, so, nullptr, 1, std::move(*lock)));
-          },
-          [=](caf::error& err) mutable {
-            --self->state.admitting;
-            rp.deliver(failure(503, "unavailable", caf::to_string(err)));
-            quit_if_stopped(self);
-          });
+      run_setup setup;
+      setup.create = true;
+      setup.parent = parent;
+      setup.options = std::move(so);
+      launch(self, id, std::move(setup), std::get<std::unique_ptr<session_lock>>(std::move(taken)));
+      auto rp = self->make_response_promise<std::string>();
+      self->state.running[id].started = rp;
       return rp;
     },
     [=](actors::cancel_atom, const std::string& id) -> std::string {
       auto& st = self->state;
-      if (auto it = st.running.find(id); it != st.running.end() && !it->second.finishing) {
+      if (auto it = st.running.find(id); it != st.running.end()) {
         // One cancel stops it; another one sees it cancelled.
         if (it->second.cancelled)
           return failure(409, "conflict", "session " + id + " is cancelled already");
         it->second.cancelled = true;
-        self->send(it->second.session, actors::stop_atom::value,
-                   std::string{"user_cancelled"});
+        self->send(it->second.run, actors::stop_atom::value, std::string{"user_cancelled"});
         return ok(id, "cancelled");
       }
-      if (auto it = st.running.find(id); it != st.running.end() && it->second.cancelled)
-        return failure(409, "conflict", "session " + id + " is cancelled already");
       auto row = stored_row(self, id);
       if (auto* err = std::get_if<std::string>(&row))
         return *err;
@@ -327,8 +259,11 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       // The answers are kept with the session, so a resume runs with them.
       self->send(self->state.engine->store(), actors::state_atom::value, id,
                  std::string{"running"}, std::string{}, to_json(so).dump(-1, ' ', false, json::error_handler_t::replace));
-      return launch(self, id, so, nullptr, row.last_seq + 1,
-                    std::get<std::unique_ptr<session_lock>>(std::move(taken)));
+      run_setup setup;
+      setup.options = std::move(so);
+      setup.first_seq = row.last_seq + 1;
+      launch(self, id, std::move(setup), std::get<std::unique_ptr<session_lock>>(std::move(taken)));
+      return ok(id, "running");
     },
     [=](resume_atom, const std::string& id) -> std::string {
       if (self->state.running.count(id) > 0)
@@ -367,10 +302,13 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
         info.checkpoint_number = c->number;
         info.checkpoint_seq = c->last_seq;
       }
-      self->send(self->state.engine->store(), actors::state_atom::value, id,
-                 std::string{"running"}, std::string{});
-      return launch(self, id, info.options, &info, row.last_seq + 1,
-                    std::get<std::unique_ptr<session_lock>>(std::move(taken)));
+      // The run sets it running again.
+      run_setup setup;
+      setup.options = info.options;
+      setup.resume = std::move(info);
+      setup.first_seq = row.last_seq + 1;
+      launch(self, id, std::move(setup), std::get<std::unique_ptr<session_lock>>(std::move(taken)));
+      return ok(id, "running");
     },
     [=](remove_atom, const std::string& id) -> caf::result<std::string> {
       if (self->state.running.count(id) > 0)
@@ -406,8 +344,9 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       auto it = self->state.running.find(id);
       if (it == self->state.running.end())
         return uint64_t{0};
-      // Packets before the emitter's first seq are in the store.
-      self->send(it->second.emitter, actors::subscribe_atom::value, sink, from);
+      // Packets before the run's first seq are in the store.
+      self->request(it->second.run, caf::infinite, actors::subscribe_atom::value, sink, from)
+        .then([](uint64_t) {}, [](caf::error&) {});
       return it->second.first_seq;
     },
     [=](running_atom) -> int64_t {
@@ -421,16 +360,23 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       if (quit_if_stopped(self))
         return;
       for (auto& [id, run] : st.running)
-        self->send(run.session, actors::stop_atom::value);
+        self->send(run.run, actors::stop_atom::value);
     },
-    [=](actors::session_done_atom, actors::session_result& r) {
-      auto sender = self->current_sender();
-      auto it = self->state.by_session.find(caf::actor_cast<caf::actor_addr>(sender));
-      if (it == self->state.by_session.end())
+    [=](run_started_atom, const std::string& id, const std::string& error) {
+      auto& st = self->state;
+      auto it = st.running.find(id);
+      if (it == st.running.end() || !it->second.started)
         return;
-      auto id = it->second;
-      finished(self, id, r);
+      auto rp = std::move(*it->second.started);
+      it->second.started.reset();
+      if (!error.empty())
+        rp.deliver(failure(503, "unavailable", "the research store cannot be written: " + error));
+      else if (st.stopping)
+        rp.deliver(failure(503, "unavailable", "the server is stopping"));
+      else
+        rp.deliver(ok(id, "running"));
     },
+    [=](run_done_atom, const run_outcome& out) { finished(self, out.id); },
   };
 }
 

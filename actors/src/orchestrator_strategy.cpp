@@ -20,6 +20,9 @@
 
 namespace quarry::actors::detail {
 
+// A named namespace of its own: unity builds join this file with others.
+namespace orchestration {
+
 namespace {
 
 enum class phase { clarify, plan, orchestrate, agents };
@@ -632,8 +635,10 @@ private:
 
 } // namespace
 
+} // namespace orchestration
+
 std::unique_ptr<strategy> make_orchestrator_strategy(frame_ptr self) {
-  return std::make_unique<orchestrator>(self);
+  return std::make_unique<orchestration::orchestrator>(self);
 }
 
 } // namespace quarry::actors::detail

@@ -22,6 +22,9 @@
 
 namespace quarry::actors::detail {
 
+// A named namespace of its own: unity builds join this file with others.
+namespace reflection {
+
 namespace {
 
 namespace rf = core::reflective;
@@ -774,8 +777,10 @@ private:
 
 } // namespace
 
+} // namespace reflection
+
 std::unique_ptr<strategy> make_reflective_strategy(frame_ptr self) {
-  return std::make_unique<reflective>(self);
+  return std::make_unique<reflection::reflective>(self);
 }
 
 } // namespace quarry::actors::detail

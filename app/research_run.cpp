@@ -1,0 +1,228 @@
+// One run of a research session (research_run.hpp).
+
+#include "research_run.hpp"
+
+#include "research_engine.hpp"
+
+#include "quarry/actors/store.hpp"
+
+#include <caf/all.hpp>
+
+#include <spdlog/spdlog.h>
+
+namespace quarry::app {
+
+namespace {
+
+using run_full_actor = research_run_actor::extend_with<actors::session_requester_actor>;
+
+struct run_state {
+  research_engine* engine = nullptr;
+  run_setup setup;
+  run_owner_actor owner;
+  actors::emitter_actor emitter;
+  actors::session_actor session;
+  // Sinks attached before the emitter was spawned, with their first seq.
+  std::vector<std::pair<actors::line_sink_actor, uint64_t>> early_sinks;
+  // Stops that came before the session was spawned.
+  std::optional<std::string> stop_before_start;
+  bool cancelled = false;
+  bool ending = false;
+  static inline const char* name = "quarry.research_run";
+};
+
+using run_ptr = run_full_actor::stateful_pointer<run_state>;
+
+void done(run_ptr self, run_outcome out) {
+  self->send(self->state.owner, run_done_atom::value, std::move(out));
+  self->quit();
+}
+
+// The session ended: 1. the emitter has handed every packet to the store;
+// 2. the report and state follow them; 3. the emitter stops (its sinks are
+// told after its last packet); 4. the owner hears of it.
+void end_run(run_ptr self, actors::session_result r) {
+  auto& st = self->state;
+  if (st.ending)
+    return;
+  st.ending = true;
+  if (st.session)
+    self->demonitor(st.session.address());
+  run_outcome out;
+  out.id = st.setup.id;
+  out.state = st.cancelled ? "cancelled" : state_after(r);
+  out.result = std::move(r);
+  out.last_seq = st.setup.first_seq - 1;
+  auto store = st.engine->store();
+  auto em = st.emitter;
+  auto shared = std::make_shared<run_outcome>(std::move(out));
+  auto stop_emitter = [=] {
+    self->request(em, std::chrono::seconds{30}, actors::stop_atom::value)
+      .then(
+        [=](uint64_t last) {
+          if (last > 0)
+            shared->last_seq = last;
+          done(self, std::move(*shared));
+        },
+        [=](caf::error&) { done(self, std::move(*shared)); });
+  };
+  if (!store) {
+    stop_emitter();
+    return;
+  }
+  self->request(em, std::chrono::seconds{30}, actors::flush_atom::value)
+    .then(
+      [=](uint64_t) {
+        const auto& r = shared->result;
+        if (r.status == actors::session_status::report && !r.report.empty())
+          self->send(store, actors::report_atom::value, shared->id, r.report);
+        self->send(store, actors::state_atom::value, shared->id, shared->state,
+                   r.status == actors::session_status::failed ? r.failure : std::string{});
+        self->request(store, caf::infinite, actors::flush_atom::value)
+          .then(
+            [=](std::string& err) {
+              if (!err.empty()) {
+                spdlog::error("session {}: the store could not be written: {}", shared->id, err);
+                shared->store_error = std::move(err);
+              }
+              stop_emitter();
+            },
+            [=](caf::error& err) {
+              spdlog::error("session {}: the store did not answer: {}", shared->id,
+                            caf::to_string(err));
+              shared->store_error = caf::to_string(err);
+              stop_emitter();
+            });
+      },
+      [=](caf::error& err) {
+        shared->store_error = "the packets could not be handed to the store: "
+                              + caf::to_string(err);
+        stop_emitter();
+      });
+}
+
+// The row exists: the emitter, the sinks and the session start.
+void launch(run_ptr self) {
+  auto& st = self->state;
+  auto& engine = *st.engine;
+  actors::emitter_options eo;
+  eo.store = engine.store();
+  eo.first_seq = st.setup.first_seq;
+  st.emitter = actors::spawn_emitter(self->system(), st.setup.id, eo);
+  for (auto& sink : st.setup.sinks)
+    self->send(st.emitter, actors::subscribe_atom::value, sink, uint64_t{0});
+  for (auto& [sink, from] : st.early_sinks)
+    self->send(st.emitter, actors::subscribe_atom::value, sink, from);
+  st.early_sinks.clear();
+  auto spec = engine.spec_for(st.setup.id, st.setup.options,
+                              st.setup.resume ? &*st.setup.resume : nullptr);
+  st.session = actors::spawn_research_session(
+    self->system(), std::move(spec), engine.models(), engine.tools(), st.emitter,
+    engine.prompts(), caf::actor_cast<actors::session_requester_actor>(self));
+  // A session that dies without its result still ends its run.
+  self->monitor(st.session);
+  self->send(st.owner, run_started_atom::value, st.setup.id, std::string{});
+  if (st.stop_before_start) {
+    if (st.stop_before_start->empty())
+      self->send(st.session, actors::stop_atom::value);
+    else
+      self->send(st.session, actors::stop_atom::value, *st.stop_before_start);
+  }
+}
+
+run_full_actor::behavior_type run_impl(run_ptr self, research_engine* engine, run_setup setup,
+                                       run_owner_actor owner) {
+  auto& st = self->state;
+  st.engine = engine;
+  st.setup = std::move(setup);
+  st.owner = std::move(owner);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    if (!st.session || dm.source != st.session.address())
+      return;
+    actors::session_result r;
+    r.status = actors::session_status::failed;
+    r.failure = "the session stopped unexpectedly (" + caf::to_string(dm.reason) + ")";
+    end_run(self, std::move(r));
+  });
+  auto store = engine->store();
+  const auto& id = st.setup.id;
+  if (store && st.setup.create) {
+    self
+      ->request(store, caf::infinite, actors::create_atom::value, id, st.setup.parent,
+                st.setup.options.question,
+                to_json(st.setup.options)
+                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      .then(
+        [=](std::string& err) {
+          if (err.empty()) {
+            launch(self);
+            return;
+          }
+          auto& st = self->state;
+          self->send(st.owner, run_started_atom::value, st.setup.id, err);
+          run_outcome out;
+          out.id = st.setup.id;
+          out.ran = false;
+          out.store_error = std::move(err);
+          out.last_seq = st.setup.first_seq - 1;
+          done(self, std::move(out));
+        },
+        [=](caf::error& err) {
+          auto& st = self->state;
+          auto why = caf::to_string(err);
+          self->send(st.owner, run_started_atom::value, st.setup.id, why);
+          run_outcome out;
+          out.id = st.setup.id;
+          out.ran = false;
+          out.store_error = std::move(why);
+          out.last_seq = st.setup.first_seq - 1;
+          done(self, std::move(out));
+        });
+  } else {
+    if (store && st.setup.resume)
+      self->send(store, actors::state_atom::value, id, std::string{"running"}, std::string{});
+    launch(self);
+  }
+  return {
+    [=](actors::stop_atom) {
+      auto& st = self->state;
+      if (!st.session) {
+        if (!st.stop_before_start)
+          st.stop_before_start = std::string{};
+        return;
+      }
+      self->send(st.session, actors::stop_atom::value);
+    },
+    [=](actors::stop_atom, std::string& reason) {
+      auto& st = self->state;
+      if (reason == "user_cancelled" && !st.ending)
+        st.cancelled = true;
+      if (!st.session) {
+        st.stop_before_start = reason;
+        return;
+      }
+      self->send(st.session, actors::stop_atom::value, std::move(reason));
+    },
+    [=](actors::subscribe_atom, actors::line_sink_actor& sink, uint64_t from) -> uint64_t {
+      auto& st = self->state;
+      if (st.emitter)
+        self->send(st.emitter, actors::subscribe_atom::value, std::move(sink), from);
+      else
+        st.early_sinks.emplace_back(std::move(sink), from);
+      return st.setup.first_seq;
+    },
+    [=](actors::session_done_atom, actors::session_result& r) {
+      end_run(self, std::move(r));
+    },
+  };
+}
+
+} // namespace
+
+research_run_actor spawn_research_run(caf::actor_system& sys, research_engine& engine,
+                                      run_setup setup, run_owner_actor owner) {
+  return sys.spawn(run_impl, &engine, std::move(setup), std::move(owner));
+}
+
+} // namespace quarry::app

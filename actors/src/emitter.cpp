@@ -37,21 +37,24 @@ using emitter_ptr = emitter_actor::stateful_pointer<emitter_state>;
 
 void stamp(emitter_ptr self, const packet_msg& msg, bool to_store) {
   auto& st = self->state;
-  core::packet p;
-  p.seq = st.last_seq() + 1;
-  p.session = st.session;
-  p.where.turn_index = msg.turn_index;
-  p.where.tab_index = msg.tab_index;
+  auto seq = st.last_seq() + 1;
+  core::placement where;
+  where.turn_index = msg.turn_index;
+  where.tab_index = msg.tab_index;
   if (msg.sub_turn_index >= 0)
-    p.where.sub_turn_index = msg.sub_turn_index;
-  p.obj = nlohmann::json::parse(msg.obj, nullptr, false);
-  if (p.obj.is_discarded() || !p.obj.is_object())
-    p.obj = core::packets::error("malformed packet dropped", "internal");
-  st.lines.push_back(core::encode(p));
+    where.sub_turn_index = msg.sub_turn_index;
+  // The object's text as its maker serialised it (checked, not parsed):
+  // encoded once, shared by the store and every subscriber.
+  auto line = core::encode(seq, st.session, where, msg.obj);
+  if (!line)
+    line = core::encode(
+      seq, st.session, where,
+      core::packets::error("malformed packet dropped", "internal").dump());
+  st.lines.push_back(std::move(*line));
   if (to_store && st.options.store && !st.store_failed)
-    self->send(st.options.store, packet_atom::value, st.session, p.seq, st.lines.back());
+    self->send(st.options.store, packet_atom::value, st.session, seq, st.lines.back());
   for (const auto& sub : st.subscribers)
-    caf::anon_send(sub, packet_atom::value, st.lines.back(), p.seq);
+    caf::anon_send(sub, packet_atom::value, st.lines.back(), seq);
 }
 
 emitter_actor::behavior_type emitter_impl(emitter_ptr self, std::string session,

@@ -54,6 +54,32 @@ std::string encode(const packet& x) {
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::optional<std::string> encode(uint64_t seq, std::string_view session,
+                                  const placement& where, std::string_view obj_json) {
+  auto first = obj_json.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || obj_json[first] != '{' || !json::accept(obj_json))
+    return std::nullopt;
+  // The keys in encode()'s order (nlohmann's objects are sorted by key).
+  auto session_json = json(std::string{session}).dump(-1, ' ', false,
+                                                      json::error_handler_t::replace);
+  std::string out;
+  out.reserve(obj_json.size() + session_json.size() + 96);
+  out += "{\"obj\":";
+  out += obj_json;
+  out += ",\"placement\":{\"sub_turn_index\":";
+  out += where.sub_turn_index ? std::to_string(*where.sub_turn_index) : std::string{"null"};
+  out += ",\"tab_index\":";
+  out += std::to_string(where.tab_index);
+  out += ",\"turn_index\":";
+  out += std::to_string(where.turn_index);
+  out += "},\"seq\":";
+  out += std::to_string(seq);
+  out += ",\"session\":";
+  out += session_json;
+  out += '}';
+  return out;
+}
+
 std::variant<packet, std::string> decode(std::string_view line) {
   auto j = json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object())

@@ -34,6 +34,30 @@ TEST_CASE("packets encode the envelope and decode it back") {
   CHECK(json::parse(encode(top))["obj"] == json{{"type", "stop"}, {"stop_reason", nullptr}});
 }
 
+TEST_CASE("a packet encoded from its object's text is byte for byte the one encode() "
+          "makes of the parsed object") {
+  std::vector<json> objs{packets::reasoning_delta("thinking \"hard\"\n\u00e9 \xe2\x82\xac"),
+                         packets::stop(), packets::usage("plan", {}, 0.125),
+                         packets::error("x\ty", "tool_failed"),
+                         json{{"type", "odd"}, {"n", -3}, {"f", 1e-7}, {"a", json::array({1, "b"})}}};
+  for (const auto& where : {placement{0, 0, std::nullopt}, placement{7, 2, 3}}) {
+    for (const auto& obj : objs) {
+      packet p;
+      p.seq = 12345;
+      p.session = "q0123456789abcdef \"quoted\"";
+      p.where = where;
+      p.obj = obj;
+      auto text = obj.dump(-1, ' ', false, json::error_handler_t::replace);
+      auto line = encode(p.seq, p.session, p.where, text);
+      REQUIRE(line);
+      CHECK(*line == encode(p));
+    }
+  }
+  // Not an object, not JSON, or not UTF-8: nothing.
+  for (std::string bad : {"", "[]", "\"s\"", "{", "{\"a\":1}x", "{\"a\":\"\xff\"}", "null"})
+    CHECK_FALSE(encode(1, "s", placement{}, bad));
+}
+
 TEST_CASE("packets reject malformed lines with a reason") {
   for (auto bad : {"", "[]", "{\"seq\": -1, \"placement\": {\"turn_index\": 0}, "
                              "\"obj\": {\"type\": \"stop\"}}",

@@ -47,6 +47,15 @@ struct packet {
 /// "sub_turn_index"}, "obj"}` as one line of JSON (no newline).
 std::string encode(const packet& x);
 
+/// Encodes a packet whose `obj` is already JSON text, `obj_json` (an
+/// object, as `nlohmann::json::dump` writes it): byte for byte what
+/// encode() gives for the parsed object, built by joining the text with the
+/// envelope, so a packet's object is serialised once. Returns nothing when
+/// `obj_json` is not a JSON object (its grammar and UTF-8 are checked without
+/// building it).
+std::optional<std::string> encode(uint64_t seq, std::string_view session,
+                                  const placement& where, std::string_view obj_json);
+
 /// Decodes one line written by encode(); a message on malformed input.
 std::variant<packet, std::string> decode(std::string_view line);
 

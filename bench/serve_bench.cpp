@@ -8,6 +8,9 @@
 //   quarry_bench_serve fanout [--clients C] [--latency-ms L]
 //   quarry_bench_serve resume [--plan-words 10,1000,10000,50000]
 //   common options: [--quarry EXE] [--plugin-dir DIR] [--timeout-s S]
+//                   [--verify on|off] (research.verify; default on, Quarry's
+//                   default when a model writes the report: one more model
+//                   call, the verification judge, after the final report)
 //
 // The research is the 2-agent script: plan, orchestrator (two research
 // agents), each agent one corpus search then its report (3 model calls),
@@ -62,8 +65,10 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int critical_calls = 7;
-constexpr int model_calls_per_research = 10;
+// Without verification; with it, the judge's call follows the final report
+// (one more call, on the critical path too).
+constexpr int critical_calls_unverified = 7;
+constexpr int model_calls_unverified = 10;
 constexpr int tool_calls_per_research = 2;
 
 // -- the fake LLM script ----------------------------------------------------------
@@ -105,6 +110,13 @@ json two_agent_script(int latency_ms) {
   rules.push_back(rule("finished its research", {{"text", report}}, latency_ms));
   rules.push_back(rule("You write the final answer",
                        {{"text", "Cold air lowers efficiency [1]. Defrosting clears the coil [2]."}},
+                       latency_ms));
+  // The verification judge (research.verify): both claims supported.
+  auto verdicts = R"({"verdicts": [
+    {"id": 0, "verdict": "supported", "quote": ""},
+    {"id": 1, "verdict": "supported", "quote": ""}]})";
+  rules.push_back(rule("You check a research report against its sources",
+                       {{"tool_calls", {{{"name", "judge_claims"}, {"arguments", verdicts}}}}},
                        latency_ms));
   return rules;
 }
@@ -171,7 +183,8 @@ struct server_process {
   std::string base;
 
   server_process(const std::string& exe, const std::string& plugin_dir,
-                 const test::fake_llm_server& llm, int http_connections = 20000) {
+                 const test::fake_llm_server& llm, int http_connections = 20000,
+                 bool verify = true) {
     auto cfg = home.write("quarry.yaml",
                           "llm:\n"
                           "  providers:\n"
@@ -185,6 +198,7 @@ struct server_process {
                           "  max_connections: " + std::to_string(http_connections) + "\n"
                           "research:\n"
                           "  clarify: false\n"
+                          "  verify: " + std::string{verify ? "on" : "off"} + "\n"
                           "  corpus: " QUARRY_SOURCE_DIR "/examples/corpus\n"
                           "runtime:\n"
                           "  data_dir: " + home.path() + "/data\n"
@@ -492,6 +506,15 @@ struct common_options {
   int timeout_s = 300;
   /// `http.max_connections` of the server (libcurl's connection cache).
   int http_connections = 20000;
+  /// research.verify: the judge's call after the final report.
+  bool verify = true;
+
+  int critical_calls() const {
+    return critical_calls_unverified + (verify ? 1 : 0);
+  }
+  int model_calls() const {
+    return model_calls_unverified + (verify ? 1 : 0);
+  }
 };
 
 // -- researches ---------------------------------------------------------------------
@@ -504,7 +527,7 @@ int run_researches(const common_options& o, int count, int in_flight) {
     std::fprintf(stderr, "script: %s\n", err->message.c_str());
     return 1;
   }
-  server_process srv{o.exe, o.plugin_dir, llm, o.http_connections};
+  server_process srv{o.exe, o.plugin_dir, llm, o.http_connections, o.verify};
   // One research first, so that one-time allocations and the corpus are warm.
   {
     std::vector<research> rs(1);
@@ -566,7 +589,7 @@ int run_researches(const common_options& o, int count, int in_flight) {
   size_t searches = 0;
   std::vector<double> ratio;
   std::vector<double> ttfe_ms;
-  double bound = critical_calls * o.latency_ms / 1000.0;
+  double bound = o.critical_calls() * o.latency_ms / 1000.0;
   for (size_t i = 0; i < rs.size(); ++i) {
     auto& r = rs[i];
     auto& s = ss[i];
@@ -590,7 +613,7 @@ int run_researches(const common_options& o, int count, int in_flight) {
   std::printf("researches: %d (%s in flight), %d ms per model call, critical path %d calls "
               "= %.2f s\n",
               count, in_flight <= 0 ? "all" : std::to_string(in_flight).c_str(), o.latency_ms,
-              critical_calls, bound);
+              o.critical_calls(), bound);
   std::printf("  completed %zu, failed %zu%s\n", completed, failed,
               ok ? "" : " (TIMED OUT)");
   std::printf("  wall time of the whole run: %.2f s; %.1f researches/s\n", wall,
@@ -603,7 +626,7 @@ int run_researches(const common_options& o, int count, int in_flight) {
   std::printf("  time to first event: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
               percentile(ttfe_ms, 0.5), percentile(ttfe_ms, 0.99), percentile(ttfe_ms, 1.0));
   std::printf("  model calls %zu (expected %d), tool calls %zu (expected %d)\n",
-              static_cast<size_t>(calls), count * model_calls_per_research, searches,
+              static_cast<size_t>(calls), count * o.model_calls(), searches,
               count * tool_calls_per_research);
   std::printf("  quarry serve CPU: %.2f s = %.3f ms per research, %.3f ms per external call\n",
               cpu, cpu * 1000.0 / static_cast<double>(count), cpu * 1000.0 / external);
@@ -699,11 +722,11 @@ int run_fanout(const common_options& o, int clients) {
     std::fprintf(stderr, "script: %s\n", err->message.c_str());
     return 1;
   }
-  server_process srv{o.exe, o.plugin_dir, llm};
+  server_process srv{o.exe, o.plugin_dir, llm, 20000, o.verify};
   rss_sampler sampler{srv.pid()};
   std::printf("fan-out: %d event-stream clients on one research, %d ms per model call "
               "(critical path %.2f s); load average %.2f\n",
-              clients, o.latency_ms, critical_calls * o.latency_ms / 1000.0, load_average());
+              clients, o.latency_ms, o.critical_calls() * o.latency_ms / 1000.0, load_average());
   std::printf("%-28s %8s %12s %10s %9s %8s %9s %9s\n", "round", "clients", "deliver s",
               "spread ms", "packets", "failed", "CPU s", "RSS MiB");
   auto show = [&](const char* name, int n, const fanout_result& r, long idle_kib) {
@@ -922,6 +945,8 @@ int main(int argc, char** argv) {
       o.http_connections = std::atoi(v);
     else if (k == "--timeout-s")
       o.timeout_s = std::atoi(v);
+    else if (k == "--verify")
+      o.verify = std::string{v} != "off";
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;

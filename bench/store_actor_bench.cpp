@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
         auto s = i % static_cast<size_t>(sessions);
         self->send(st, actors::packet_atom::value, ids[s],
                    static_cast<uint64_t>(i / static_cast<size_t>(sessions) + 1),
-                   std::move(lines[i]));
+                   std::string{"message_delta"}, std::move(lines[i]));
       }
       std::string flushed;
       self->request(st, std::chrono::minutes{5}, actors::flush_atom::value)

@@ -13,6 +13,8 @@ packet_msg make_packet(const core::placement& where, const nlohmann::json& obj) 
   out.turn_index = where.turn_index;
   out.tab_index = where.tab_index;
   out.sub_turn_index = where.sub_turn_index ? *where.sub_turn_index : -1;
+  if (auto t = obj.find("type"); t != obj.end() && t->is_string())
+    out.type = t->get<std::string>();
   out.obj = obj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return out;
 }
@@ -46,13 +48,17 @@ void stamp(emitter_ptr self, const packet_msg& msg, bool to_store) {
   // The object's text as its maker serialised it (checked, not parsed):
   // encoded once, shared by the store and every subscriber.
   auto line = core::encode(seq, st.session, where, msg.obj);
-  if (!line)
+  auto type = msg.type;
+  if (!line) {
     line = core::encode(
       seq, st.session, where,
       core::packets::error("malformed packet dropped", "internal").dump());
+    type = "error";
+  }
   st.lines.push_back(std::move(*line));
   if (to_store && st.options.store && !st.store_failed)
-    self->send(st.options.store, packet_atom::value, st.session, seq, st.lines.back());
+    self->send(st.options.store, packet_atom::value, st.session, seq, std::move(type),
+               st.lines.back());
   for (const auto& sub : st.subscribers)
     caf::anon_send(sub, packet_atom::value, st.lines.back(), seq);
 }
@@ -68,7 +74,7 @@ emitter_actor::behavior_type emitter_impl(emitter_ptr self, std::string session,
                caf::actor_cast<store_listener_actor>(self));
   return {
     [=](packet_atom, packet_msg& msg) { stamp(self, msg, true); },
-    [=](checkpoint_atom, std::string& checkpoint) {
+    [=](checkpoint_atom, checkpoint_ptr& checkpoint) {
       auto& st = self->state;
       if (st.options.store && !st.store_failed)
         self->send(st.options.store, checkpoint_atom::value, st.session,

@@ -240,16 +240,15 @@ void take_checkpoint(frame_ptr self, core::checkpoint_phase phase) {
   auto& st = self->state;
   if (!st.spec.checkpoints)
     return;
-  core::research_checkpoint c;
-  c.phase = phase;
-  st.strat->fill_checkpoint(c);
-  c.global = st.global;
-  c.documents = st.docs_by_id;
-  c.findings = st.findings;
-  c.notices = st.notices;
-  c.elapsed_ms = st.elapsed_before_ms + st.timing.elapsed().count();
-  self->send(st.emitter, checkpoint_atom::value,
-             core::to_json(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  auto c = std::make_shared<core::research_checkpoint>();
+  c->phase = phase;
+  st.strat->fill_checkpoint(*c);
+  c->global = st.global;
+  c->documents = st.docs_by_id;
+  c->findings = st.findings;
+  c->notices = st.notices;
+  c->elapsed_ms = st.elapsed_before_ms + st.timing.elapsed().count();
+  self->send(st.emitter, checkpoint_atom::value, checkpoint_ptr{std::move(c)});
 }
 
 // -- the final report ---------------------------------------------------------------------------

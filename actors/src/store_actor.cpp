@@ -181,12 +181,13 @@ bool accepts_state(store_ptr self, const std::string& session, const std::string
 
 // Packets that are also rows: a usage packet is a usage row; the deltas of
 // an agent's intermediate report, once it ends, are a report row.
-void note_packet(store_ptr self, const std::string& session, const std::string& line) {
-  static constexpr std::string_view interesting[]
-    = {"\"type\":\"usage\"", "\"type\":\"intermediate_report_",
-       "\"type\":\"section_end\""};
-  if (std::none_of(std::begin(interesting), std::end(interesting),
-                   [&](std::string_view x) { return line.find(x) != std::string::npos; }))
+void note_packet(store_ptr self, const std::string& session, const std::string& type_given,
+                 const std::string& line) {
+  // The type the emitter passed decides without reading the line (an empty
+  // one: the line is read).
+  const auto& t = type_given;
+  if (!t.empty() && t != "usage" && t != "section_end"
+      && t.rfind("intermediate_report_", 0) != 0)
     return;
   auto p = core::decode(line);
   auto* pk = std::get_if<core::packet>(&p);
@@ -243,23 +244,18 @@ store_full_actor::behavior_type store_impl(store_ptr self,
   self->state.db = std::move(db);
   self->state.settings = settings;
   return {
-    [=](packet_atom, std::string& session, uint64_t seq, std::string& line) {
+    [=](packet_atom, std::string& session, uint64_t seq, std::string& type, std::string& line) {
       if (!accepts(self, session))
         return;
-      note_packet(self, session, line);
-      self->state.pending.packets.push_back({std::move(session), {seq, std::move(line)}});
+      note_packet(self, session, type, line);
+      self->state.pending.packets.push_back(
+        {std::move(session), {seq, std::move(line)}, std::move(type)});
       schedule(self);
     },
-    [=](checkpoint_atom, std::string& session, uint64_t last_seq, std::string& text) {
-      if (!accepts(self, session))
+    [=](checkpoint_atom, std::string& session, uint64_t last_seq, checkpoint_ptr& taken) {
+      if (!accepts(self, session) || !taken)
         return;
-      auto j = nlohmann::json::parse(text, nullptr, false);
-      auto read = core::checkpoint_from_json(j);
-      if (auto* why = std::get_if<std::string>(&read)) {
-        spdlog::error("a checkpoint of session {} was not stored: {}", session, *why);
-        return;
-      }
-      const auto& c = std::get<core::research_checkpoint>(read);
+      const auto& c = *taken;
       store::batch::checkpoint_write w;
       w.session_id = session;
       auto next = self->state.next_checkpoint.find(session);
@@ -277,7 +273,8 @@ store_full_actor::behavior_type store_impl(store_ptr self,
                  .first;
       }
       w.checkpoint.number = next->second++;
-      w.checkpoint.state = std::move(j);
+      // Encoded once, here.
+      w.checkpoint.state = core::to_json(c);
       w.checkpoint.last_seq = last_seq;
       w.checkpoint.created_at = now_ms();
       for (const auto& [n, ref] : c.global)

@@ -214,7 +214,10 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster actors: the agent host refuses what 
   auto r = ask(cluster::protocol_version, s);
   CHECK_FALSE(r.agent);
   CHECK(r.refusal == "this worker has no tool web_search (it has: internal_search)");
-  CHECK(ask(2, spec()).refusal == "the session speaks protocol 2, this worker 1");
+  auto other = cluster::protocol_version + 1;
+  CHECK(ask(other, spec()).refusal
+        == "the session speaks protocol " + std::to_string(other) + ", this worker "
+             + std::to_string(cluster::protocol_version));
   auto bad = spec();
   bad.force_report_after = 0ms;
   CHECK(ask(cluster::protocol_version, bad).refusal

@@ -84,8 +84,9 @@ uint64_t stop_emitter(caf::scoped_actor& self, const actors::emitter_actor& em) 
   return last;
 }
 
-std::string checkpoint_json(int cycle) {
-  core::research_checkpoint c;
+actors::checkpoint_ptr checkpoint_of(int cycle) {
+  auto made = std::make_shared<core::research_checkpoint>();
+  auto& c = *made;
   c.cycle = cycle;
   c.plan = "1. Step";
   sdk::document doc;
@@ -95,7 +96,7 @@ std::string checkpoint_json(int cycle) {
   doc.content = "The text that was read.";
   c.documents[doc.id] = doc;
   c.global.insert(1, core::make_document_ref(doc));
-  return core::to_json(c).dump();
+  return made;
 }
 
 } // namespace
@@ -124,7 +125,7 @@ TEST_CASE("store actor writes the packets, checkpoints, reports and states of "
                    actors::make_packet({1, 0, std::nullopt},
                                        core::packets::message_delta(std::to_string(i))));
         if (i == 150)
-          self->send(em, actors::checkpoint_atom::value, checkpoint_json(1));
+          self->send(em, actors::checkpoint_atom::value, checkpoint_of(1));
       }
     // An intermediate report streamed by an agent becomes a report row.
     self->send(ems[0], actors::packet_atom::value,

@@ -88,7 +88,7 @@ std::string packet_line(const std::string& session, uint64_t seq,
 
 batch::packet_write packet(const std::string& session, uint64_t seq,
                            const std::string& type = "message_delta") {
-  return {session, {seq, packet_line(session, seq, type)}};
+  return {session, {seq, packet_line(session, seq, type)}, {}};
 }
 
 // Every row of every table (not the search index), read through a
@@ -1350,10 +1350,10 @@ TEST_CASE("store: hostile text is stored safely") {
     row.error = bad_utf8;
     row.options = {{"note", bad_utf8}, {"n", 1}};
     b.new_sessions.push_back(row);
-    b.packets.push_back({id, {1, nul}});
-    b.packets.push_back({id, {2, bad_utf8}});
-    b.packets.push_back({id, {3, huge}});
-    b.packets.push_back({id, {4, ""}});
+    b.packets.push_back({id, {1, nul}, {}});
+    b.packets.push_back({id, {2, bad_utf8}, {}});
+    b.packets.push_back({id, {3, huge}, {}});
+    b.packets.push_back({id, {4, ""}, {}});
     b.documents.push_back({id, {nul, bad_utf8, nul, huge, "", 1, bad_utf8}});
     b.reports.push_back({id, {"final", 0, 0, huge, 1}});
     b.usage.push_back({id, {nul, bad_utf8, "m", 1, 1, std::nan("")}});

@@ -325,7 +325,7 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache,
       return refuse("session " + id + ": packet seq " + std::to_string(seq)
                     + " after seq " + std::to_string(prev) + " (expected "
                     + std::to_string(expected) + ")");
-    auto type = detail::packet_type(x.packet.line);
+    auto type = x.type.empty() ? detail::packet_type(x.packet.line) : x.type;
     statement st{cache, "INSERT INTO packets(session_id, seq, type, line) "
                         "VALUES (?1, ?2, ?3, ?4)"};
     st.bind(1, id);

@@ -45,7 +45,7 @@ using cluster::line_sink_actor;
 /// The emitter's interface.
 /// - `(packet_atom, packet_msg)`: stamps and fans out the packet (and hands
 ///   it to the store, if the emitter has one).
-/// - `(checkpoint_atom, checkpoint_json)`: hands a checkpoint to the store,
+/// - `(checkpoint_atom, checkpoint)`: hands a checkpoint to the store,
 ///   stamped with the seq of the last packet before it.
 /// - `(subscribe_atom, sink, from_seq)`: the sink receives every packet with
 ///   seq >= from_seq, in order, starting with those already emitted (those
@@ -60,7 +60,7 @@ using cluster::line_sink_actor;
 ///   quits. Subscribers are told with `(stop_atom, uint64_t last_seq)`.
 using emitter_actor = caf::typed_actor<
   caf::reacts_to<packet_atom, packet_msg>,
-  caf::reacts_to<checkpoint_atom, std::string>,
+  caf::reacts_to<checkpoint_atom, checkpoint_ptr>,
   caf::reacts_to<subscribe_atom, line_sink_actor, uint64_t>,
   caf::replies_to<flush_atom>::with<uint64_t>,
   caf::replies_to<stop_atom>::with<uint64_t>>::extend_with<store_listener_actor>;

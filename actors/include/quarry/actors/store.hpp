@@ -7,6 +7,7 @@
 
 #include "quarry/actors/atoms.hpp"
 
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -24,10 +25,19 @@ namespace quarry::store {
 class store;
 } // namespace quarry::store
 
+namespace quarry::core {
+struct research_checkpoint;
+} // namespace quarry::core
+
 namespace quarry::actors {
 
 /// A checkpoint of a session's strategy (see core/checkpoint.hpp).
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpt")>;
+
+/// A checkpoint as the session took it, shared with the emitter and the
+/// store without being encoded on the way: it is encoded once, by the store.
+/// Local only (a session, its emitter and the store run in one process).
+using checkpoint_ptr = std::shared_ptr<const core::research_checkpoint>;
 
 /// Writes everything received so far; replies with an empty string, or with
 /// the first write error since the last flush.
@@ -62,11 +72,11 @@ using store_listener_actor
   = caf::typed_actor<caf::reacts_to<store_failed_atom, std::string, std::string>>;
 
 /// The store actor's interface.
-/// - `(packet_atom, session, seq, line)`: a stamped packet (emitters send
-///   them in seq order).
-/// - `(checkpoint_atom, session, last_seq, checkpoint_json)`: a checkpoint
-///   (core::research_checkpoint as JSON); its citations and documents are
-///   written in the same transaction.
+/// - `(packet_atom, session, seq, type, line)`: a stamped packet and its
+///   `obj.type` (emitters send them in seq order; an empty type is read
+///   from the line).
+/// - `(checkpoint_atom, session, last_seq, checkpoint)`: a checkpoint; its
+///   citations and documents are written in the same transaction.
 /// - `(state_atom, session, state, error)`: a state change
 ///   (store::session_state by name); `(state_atom, session, state, error,
 ///   options_json)` also replaces the session's options (its answers to
@@ -81,8 +91,8 @@ using store_listener_actor
 /// - `(flush_atom) -> string`: everything before it is written (or failed).
 /// - `(stop_atom)`: writes what is pending and quits.
 using store_actor = caf::typed_actor<
-  caf::reacts_to<packet_atom, std::string, uint64_t, std::string>,
-  caf::reacts_to<checkpoint_atom, std::string, uint64_t, std::string>,
+  caf::reacts_to<packet_atom, std::string, uint64_t, std::string, std::string>,
+  caf::reacts_to<checkpoint_atom, std::string, uint64_t, checkpoint_ptr>,
   caf::reacts_to<state_atom, std::string, std::string, std::string>,
   caf::reacts_to<state_atom, std::string, std::string, std::string, std::string>,
   caf::reacts_to<report_atom, std::string, std::string>,
@@ -107,3 +117,5 @@ store_actor spawn_store(caf::actor_system& sys, std::shared_ptr<store::store> db
                         store_actor_settings settings = {});
 
 } // namespace quarry::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(quarry::actors::checkpoint_ptr)

@@ -30,7 +30,7 @@ namespace quarry::cluster {
 /// The version of these interfaces. Nodes of different versions refuse each
 /// other (CAF compares the interfaces' type names when connecting; the
 /// agent host also checks the number a session sends).
-inline constexpr int32_t protocol_version = 1;
+inline constexpr int32_t protocol_version = 2;
 
 /// The application identifier of Quarry nodes (CAF's
 /// `middleman.app-identifiers`): a CAF program of another application fails
@@ -61,13 +61,17 @@ struct packet_msg {
   int32_t tab_index = 0;
   /// -1 for none (top level).
   int32_t sub_turn_index = -1;
+  /// `obj`'s `type`, as its maker knows it: the store files the packet by it
+  /// without reading `obj` again.
+  std::string type;
   std::string obj;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, packet_msg& x) {
   return f(caf::meta::type_name("quarry.packet"), x.turn_index, x.tab_index,
-           x.sub_turn_index, x.obj,
+           x.sub_turn_index, x.type, x.obj,
+           wire::bounded(x.type, 64, "a packet type past 64 bytes"),
            wire::bounded(x.obj, max_packet_bytes, "a packet past 4 MiB"));
 }
 

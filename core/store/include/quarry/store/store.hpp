@@ -171,6 +171,9 @@ struct batch {
   struct packet_write {
     std::string session_id;
     packet_row packet;
+    /// The packet's `obj.type` when the writer knows it; empty: read from
+    /// the line.
+    std::string type;
   };
   /// Packets, in seq order per session. Each seq must be the session's last
   /// seq + 1, else the whole batch is refused (errc::bad_request) and

@@ -49,6 +49,17 @@ struct store_state {
   std::map<std::string, int64_t> next_checkpoint;
   // Intermediate reports being streamed: (session, turn, tab) -> text.
   std::map<std::tuple<std::string, int, int>, std::string> streaming;
+  // What each running session's checkpoints already wrote of a document:
+  // a checkpoint repeats every document read so far, and one that would
+  // change nothing (no longer text, no field to fill in) is not written
+  // again. Forgotten when the session's run ends or it is removed.
+  struct written_document {
+    size_t text_bytes = 0;
+    bool url = false;
+    bool title = false;
+    bool source_type = false;
+  };
+  std::map<std::string, std::map<std::string, written_document>> written;
   static inline const char* name = "quarry.store";
 };
 
@@ -280,14 +291,28 @@ store_full_actor::behavior_type store_impl(store_ptr self,
       for (const auto& [n, ref] : c.global)
         w.citations.push_back({n, ref.document_id});
       auto& pending = self->state.pending;
+      auto& written = self->state.written[session];
       for (const auto& [key, doc] : c.documents) {
+        const auto& id = doc.id.empty() ? key : doc.id;
+        const auto& text = doc.content.empty() ? doc.snippet : doc.content;
+        std::string source_type = sdk::to_string(doc.kind);
+        auto& seen = written[id];
+        // The store keeps the longer text and fills in empty fields only:
+        // a document that brings neither is already stored as it would be.
+        if (seen.text_bytes >= text.size() && seen.text_bytes > 0 && seen.url && seen.title
+            && seen.source_type)
+          continue;
+        seen.text_bytes = std::max(seen.text_bytes, text.size());
+        seen.url = seen.url || !doc.url.empty();
+        seen.title = seen.title || !doc.title.empty();
+        seen.source_type = seen.source_type || !source_type.empty();
         store::document_row d;
-        d.document_id = doc.id.empty() ? key : doc.id;
+        d.document_id = id;
         d.url = doc.url;
         d.title = doc.title;
-        d.text = doc.content.empty() ? doc.snippet : doc.content;
+        d.text = text;
         d.fetched_at = w.checkpoint.created_at;
-        d.source_type = sdk::to_string(doc.kind);
+        d.source_type = std::move(source_type);
         pending.documents.push_back({session, std::move(d)});
       }
       pending.checkpoints.push_back(std::move(w));
@@ -301,6 +326,8 @@ store_full_actor::behavior_type store_impl(store_ptr self,
         spdlog::error("session {}: unknown state '{}' not stored", session, state);
         return;
       }
+      if (*s != store::session_state::running && *s != store::session_state::pending)
+        self->state.written.erase(session); // its run ended
       self->state.pending.states.push_back({std::move(session), *s, std::move(error)});
       schedule(self);
     },
@@ -353,6 +380,7 @@ store_full_actor::behavior_type store_impl(store_ptr self,
         return err->message;
       self->state.listeners.erase(id);
       self->state.next_checkpoint.erase(id);
+      self->state.written.erase(id);
       return std::get<bool>(removed) ? std::string{} : std::string{"not found"};
     },
     [=](watch_atom, std::string& session, store_listener_actor& listener) {

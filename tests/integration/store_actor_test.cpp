@@ -178,6 +178,54 @@ TEST_CASE("store actor writes the packets, checkpoints, reports and states of "
         != std::string::npos);
 }
 
+TEST_CASE("store actor: checkpoints that repeat a document store it once, keep its "
+          "longest text and fill in a field it lacked") {
+  test::temp_dir dir;
+  auto path = dir.path() + "/quarry.db";
+  auto db = open_store(path);
+  store::batch b;
+  b.new_sessions = {new_session("q00000000000000d1")};
+  REQUIRE_FALSE(db->write(b));
+  core::settings cfg;
+  cfg.runtime.scheduler_threads = 2;
+  auto checkpoint = [](std::string title, std::string snippet, std::string content) {
+    auto made = std::make_shared<core::research_checkpoint>();
+    sdk::document doc;
+    doc.id = "doc-1";
+    doc.url = "https://example.org/1";
+    doc.title = std::move(title);
+    doc.snippet = std::move(snippet);
+    doc.content = std::move(content);
+    made->documents[doc.id] = doc;
+    made->global.insert(1, core::make_document_ref(doc));
+    return actors::checkpoint_ptr{made};
+  };
+  {
+    actors::runtime rt{cfg};
+    auto& sys = rt.system();
+    auto st = actors::spawn_store(sys, db);
+    caf::scoped_actor self{sys};
+    auto em = actors::spawn_emitter(sys, "q00000000000000d1", {st, 1});
+    // No title yet, a snippet; then the same; then the title; then the
+    // page's text; then the snippet again (shorter: kept as it is).
+    self->send(em, actors::checkpoint_atom::value, checkpoint("", "A snippet.", ""));
+    self->send(em, actors::checkpoint_atom::value, checkpoint("", "A snippet.", ""));
+    self->send(em, actors::checkpoint_atom::value, checkpoint("One", "A snippet.", ""));
+    self->send(em, actors::checkpoint_atom::value,
+               checkpoint("One", "A snippet.", "The whole text of the page."));
+    self->send(em, actors::checkpoint_atom::value, checkpoint("One", "A snippet.", ""));
+    stop_emitter(self, em);
+    CHECK(flush(self, st).empty());
+  }
+  auto check = open_store(path);
+  auto docs = read_ok(check->documents("q00000000000000d1"));
+  REQUIRE(docs.size() == 1);
+  CHECK(docs[0].text == "The whole text of the page.");
+  CHECK(docs[0].title == "One");
+  CHECK(docs[0].url == "https://example.org/1");
+  CHECK(read_ok(check->latest_checkpoint("q00000000000000d1"))->number == 5);
+}
+
 TEST_CASE("store actor: a full disk is an error packet for the live view, the "
           "research goes on, and what was stored stays intact") {
   test::temp_dir dir;

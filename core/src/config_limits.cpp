@@ -260,8 +260,10 @@ std::vector<limit_problem> read_impl(const json& limits, Limits& out,
   for (const auto& row : rows)
     names.emplace_back(row.name);
   for (const auto& [key, value] : limits.items()) {
+    // A lambda may not capture a structured binding before C++20.
+    const auto& name = key;
     auto row = std::find_if(rows.begin(), rows.end(),
-                            [&](const auto& x) { return key == x.name; });
+                            [&name](const auto& x) { return name == x.name; });
     if (row == rows.end()) {
       auto hint = closest_name(key, names);
       std::string list;

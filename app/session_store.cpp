@@ -7,7 +7,7 @@
 #include "quarry/core/reflective.hpp"
 #include "quarry/core/settings.hpp"
 #include "quarry/host/services.hpp"
-#include "quarry/sdk/lexical.hpp"
+#include "quarry/lexical/lexical.hpp"
 #include "quarry/sdk/strings.hpp"
 #include "quarry/store/store.hpp"
 
@@ -201,7 +201,7 @@ std::variant<stored_options, std::string> stored_options_from(const nlohmann::js
 std::string question_for_model(const stored_options& x) {
   std::string out;
   if (!x.follow_up_context.empty())
-    out += x.follow_up_context + "\n\n" + std::string{sdk::lexical::follow_up_marker};
+    out += x.follow_up_context + "\n\n" + std::string{lexical::follow_up_marker};
   out += x.question;
   if (!x.answers.empty())
     out += "\n\nClarifications from the user:\n" + x.answers;

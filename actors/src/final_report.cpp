@@ -1,6 +1,6 @@
 #include "final_report.hpp"
 
-#include "quarry/sdk/lexical.hpp"
+#include "quarry/lexical/lexical.hpp"
 
 #include <caf/send.hpp>
 
@@ -91,7 +91,7 @@ std::optional<std::string> unanswered_notice(const std::string& question,
   std::vector<std::string> texts;
   for (const auto& [id, doc] : docs)
     texts.push_back(doc.title + "\n" + (doc.content.empty() ? doc.snippet : doc.content));
-  auto cover = sdk::lexical::question_coverage(question, texts);
+  auto cover = lexical::question_coverage(question, texts);
   if (cover.answered)
     return std::nullopt;
   if (cover.terms == 0)

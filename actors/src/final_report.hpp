@@ -46,7 +46,7 @@ verifier_spec verification_spec(std::string report, const core::citation_mapping
 std::string verification_section(const std::string& report);
 
 /// A notice for a report whose documents hold too little of `question`
-/// (sdk::lexical::question_coverage over each document's text, its snippet
+/// (lexical::question_coverage over each document's text, its snippet
 /// when no text was read), or nothing when they can answer it.
 std::optional<std::string> unanswered_notice(const std::string& question,
                                              const std::map<std::string, sdk::document>& docs);

@@ -2,7 +2,7 @@
 
 #include "quarry/core/verification.hpp"
 
-#include "quarry/sdk/lexical.hpp"
+#include "quarry/lexical/lexical.hpp"
 #include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/text.hpp"
 
@@ -210,7 +210,7 @@ std::string clean_sentence(std::string_view s, std::vector<int>& numbers) {
 }
 
 size_t word_count(std::string_view s) {
-  return sdk::lexical::count_words(s);
+  return lexical::count_words(s);
 }
 
 /// A fact-stating sentence: six words or more, not a question, with a
@@ -276,7 +276,7 @@ std::string normalized(std::string_view s) {
 }
 
 std::set<std::string> term_set(std::string_view s) {
-  auto t = sdk::lexical::tokenize(s);
+  auto t = lexical::tokenize(s);
   return {t.begin(), t.end()};
 }
 
@@ -452,7 +452,7 @@ indexed_document index_document(source_text doc, size_t words, size_t max_passag
       p.end = sentences[j].second;
       ++j;
     }
-    out.tokens.push_back(sdk::lexical::tokenize(text.substr(p.begin, p.end - p.begin)));
+    out.tokens.push_back(lexical::tokenize(text.substr(p.begin, p.end - p.begin)));
     out.passages.push_back(p);
     // Overlap by one sentence, unless the passage was a single one.
     i = j - i > 1 ? j - 1 : j;
@@ -476,8 +476,8 @@ claim_sources map_claim(const claim& c, const std::map<int, indexed_document>& d
 
 std::vector<size_t> candidate_passages(std::string_view claim_text, const indexed_document& doc,
                                        size_t k) {
-  auto query = sdk::lexical::tokenize(claim_text);
-  return sdk::lexical::top_k(sdk::lexical::bm25_scores(doc.tokens, query), k);
+  auto query = lexical::tokenize(claim_text);
+  return lexical::top_k(lexical::bm25_scores(doc.tokens, query), k);
 }
 
 // -- 4. evidence ------------------------------------------------------------------
@@ -552,10 +552,10 @@ judgement judge_lexically(std::string_view claim_text, const std::optional<evide
   out.quote = ev->quote;
   out.number = ev->number;
   static_cast<void>(claim_text);
-  sdk::lexical::overlap o;
+  lexical::overlap o;
   o.coverage = ev->coverage;
   o.numbers_match = ev->numbers_match;
-  out.result = parse_verdict(sdk::lexical::lexical_verdict(o)).value_or(verdict::unsupported);
+  out.result = parse_verdict(lexical::lexical_verdict(o)).value_or(verdict::unsupported);
   return out;
 }
 
@@ -664,7 +664,7 @@ std::optional<judgement> find_recitation(const claim& c,
           ++n;
         }
     return static_cast<double>(n)
-           >= sdk::lexical::supported_coverage * static_cast<double>(position.size());
+           >= lexical::supported_coverage * static_cast<double>(position.size());
   };
   for (const auto& [number, doc] : docs) {
     if (std::find(c.citations.begin(), c.citations.end(), number) != c.citations.end())

@@ -3,7 +3,7 @@
 
 #include "extractive.hpp"
 
-#include "quarry/sdk/lexical.hpp"
+#include "quarry/lexical/lexical.hpp"
 #include "quarry/sdk/strings.hpp"
 
 #include <nlohmann/json.hpp>
@@ -917,7 +917,7 @@ std::string plain_heading(const std::string& step) {
 // The short report for a question the sources do not answer: says so, and
 // quotes the nearest passages found (with their markers).
 std::string unanswered_report(const std::string& question,
-                              const sdk::lexical::coverage& cover,
+                              const lexical::coverage& cover,
                               const std::vector<std::string>& nearest) {
   std::string result = "The documents searched do not answer the question";
   if (!question.empty())
@@ -980,7 +980,7 @@ answer respond_orchestrate(const sdk::chat_request& req, const compose_options& 
   auto question = find_user_text(req.messages, true);
   auto plan = find_plan(req);
   if (plan.empty())
-    plan = split_question(sdk::lexical::asked_question(question));
+    plan = split_question(lexical::asked_question(question));
   std::vector<int> attempts(plan.size(), 0);
   std::vector<bool> done(plan.size(), false);
   for (const auto& rec : collect_calls(req.messages)) {
@@ -1084,7 +1084,7 @@ constexpr size_t refinement_words = 4;
 // qualifies.
 std::string refined_query(const std::string& task, const std::vector<source_doc>& found) {
   // Words as the search engine takes them (plural endings only removed).
-  auto tokenize = [](std::string_view text) { return sdk::lexical::tokenize(text); };
+  auto tokenize = [](std::string_view text) { return lexical::tokenize(text); };
   auto task_words = tokenize(task);
   std::set<std::string> known{task_words.begin(), task_words.end()};
   std::vector<std::vector<std::string>> docs;
@@ -1442,7 +1442,7 @@ std::string same_change(const std::string& stem) {
 // also asks for "fall", "decline" and "decrease"), as a search engine
 // with its own stemmer needs them spelt out.
 std::string with_change_words(const std::string& query) {
-  auto said = word_set(sdk::lexical::tokenize(query));
+  auto said = word_set(lexical::tokenize(query));
   auto meant = word_set(tokenize(query));
   std::string result = query;
   for (const auto& group : change_words()) {
@@ -1716,7 +1716,7 @@ std::vector<std::string> split_sentences(std::string_view text) {
 }
 
 std::vector<std::string> tokenize(std::string_view text) {
-  auto words = sdk::lexical::tokenize(text);
+  auto words = lexical::tokenize(text);
   // Beyond plural endings: a final "e", then "ing" or "ed", then a doubled
   // final consonant go, so that "size", "sized" and "sizing" meet as "siz"
   // and "controlled" meets "control".
@@ -1740,7 +1740,7 @@ std::vector<std::string> tokenize(std::string_view text) {
 }
 
 size_t count_words(std::string_view text) {
-  return sdk::lexical::count_words(text);
+  return lexical::count_words(text);
 }
 
 int64_t estimate_tokens(std::string_view text) {
@@ -1750,11 +1750,11 @@ int64_t estimate_tokens(std::string_view text) {
 
 std::vector<double> bm25_scores(const std::vector<std::vector<std::string>>& docs,
                                 const std::vector<std::string>& query) {
-  return sdk::lexical::bm25_scores(docs, query);
+  return lexical::bm25_scores(docs, query);
 }
 
 std::vector<size_t> top_k(const std::vector<double>& scores, size_t k) {
-  return sdk::lexical::top_k(scores, k);
+  return lexical::top_k(scores, k);
 }
 
 // -- plans --------------------------------------------------------------------
@@ -2103,11 +2103,11 @@ std::string compose_final(std::string_view question, const std::vector<std::stri
       }
     }
   // A follow-up's own question, without the conversation before it.
-  auto q = collapse_spaces(sdk::lexical::asked_question(question));
+  auto q = collapse_spaces(lexical::asked_question(question));
   std::vector<std::string> texts;
   for (const auto& x : items)
     texts.push_back(x.unit.plain);
-  auto cover = sdk::lexical::question_coverage(q, texts);
+  auto cover = lexical::question_coverage(q, texts);
   if (!cover.answered)
     return unanswered_report(q, cover, items.size() > 0 ? [&] {
       // The nearest passages: the best matches of the question.
@@ -2245,7 +2245,7 @@ answer respond(const sdk::chat_request& request, const compose_options& opts) {
     // A follow-up is planned from its own question; the conversation before
     // it is context, not steps.
     result.text = format_plan(split_question(
-      sdk::lexical::asked_question(find_user_text(request.messages, true))));
+      lexical::asked_question(find_user_text(request.messages, true))));
     return result;
   }
   if (tag == "orchestrate")

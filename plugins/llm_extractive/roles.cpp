@@ -5,7 +5,7 @@
 
 #include "extractive.hpp"
 
-#include "quarry/sdk/lexical.hpp"
+#include "quarry/lexical/lexical.hpp"
 #include "quarry/sdk/strings.hpp"
 
 #include <nlohmann/json.hpp>
@@ -80,7 +80,7 @@ answer classify(const sdk::chat_request& req) {
   if (question.empty())
     question = input;
   auto lower = sdk::to_lower(question);
-  auto words = sdk::lexical::count_words(question);
+  auto words = lexical::count_words(question);
   // Clauses: question marks and semicolons beyond the first.
   auto parts = std::max<size_t>(1, static_cast<size_t>(std::count_if(
                                      question.begin(), question.end(),
@@ -121,7 +121,7 @@ answer queries(const sdk::chat_request& req) {
     task = std::string{sdk::trim(input)};
   json qs = json::array();
   qs.push_back(std::string{sdk::utf8_prefix(task, 300)});
-  auto tokens = sdk::lexical::tokenize(task);
+  auto tokens = lexical::tokenize(task);
   std::string keywords;
   std::set<std::string> seen;
   for (const auto& t : tokens)
@@ -179,7 +179,7 @@ answer plan(const sdk::chat_request& req) {
   // minimum (a light plan stays short; deeper plans reach their minimum).
   if (!replan)
     for (const auto& part :
-         split_question(sdk::lexical::asked_question(question), static_cast<size_t>(room)))
+         split_question(lexical::asked_question(question), static_cast<size_t>(room)))
       add(part);
   for (auto* f : fill_steps) {
     if (static_cast<long>(titles.size()) >= at_least)
@@ -246,9 +246,9 @@ answer judge(const sdk::chat_request& req) {
       verdicts.push_back({{"id", id}, {"verdict", "no_evidence"}, {"quote", ""}});
       continue;
     }
-    auto o = sdk::lexical::overlap_of(claim, evidence);
+    auto o = lexical::overlap_of(claim, evidence);
     verdicts.push_back(
-      {{"id", id}, {"verdict", sdk::lexical::lexical_verdict(o)}, {"quote", evidence}});
+      {{"id", id}, {"verdict", lexical::lexical_verdict(o)}, {"quote", evidence}});
   }
   answer out;
   out.tool_calls.push_back(one_call("judge_claims", {{"verdicts", verdicts}}));

@@ -2,7 +2,7 @@
 // a small report.
 
 #include "quarry/core/verification.hpp"
-#include "quarry/sdk/lexical.hpp"
+#include "quarry/lexical/lexical.hpp"
 
 #include <doctest/doctest.h>
 
@@ -139,7 +139,7 @@ TEST_CASE("verification 5: the lexical judge") {
 
 TEST_CASE("verification 5: typographic minus signs, dashes and spaces part words as "
           "their ASCII forms do") {
-  namespace lex = quarry::sdk::lexical;
+  namespace lex = quarry::lexical;
   // U+2212 minus, U+2013 en dash, U+00A0 no-break space, U+202F narrow one.
   CHECK(lex::tokenize("rated down to \u221225\u00A0\u00B0C") == lex::tokenize("rated down to -25 \u00B0C"));
   CHECK(lex::tokenize("2\u20133 minutes") == std::vector<std::string>{"2", "3", "minute"});

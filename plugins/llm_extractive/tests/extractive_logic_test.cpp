@@ -2,7 +2,7 @@
 // deterministic deep research conversation driven through respond().
 
 #include "extractive.hpp"
-#include "quarry/sdk/lexical.hpp"
+#include "quarry/lexical/lexical.hpp"
 
 #include <doctest/doctest.h>
 
@@ -477,7 +477,7 @@ std::string run_agent(const std::string& task, run_log& log) {
                            .at("queries")
                            .at(0)
                            .get<std::string>();
-    for (const auto& word : sdk::lexical::tokenize(task))
+    for (const auto& word : lexical::tokenize(task))
       if (word != "regarding")
         CHECK(refined_query.find(word) != std::string::npos);
     history.push_back(calls_msg(refined.tool_calls));
@@ -792,28 +792,28 @@ TEST_CASE("extractive final report says so when the sources do not answer the qu
         != std::string::npos);
   CHECK(far.find("Extractive report") != std::string::npos);
   // The measure itself.
-  auto cover = sdk::lexical::question_coverage("Why do heat pumps lose efficiency?",
+  auto cover = lexical::question_coverage("Why do heat pumps lose efficiency?",
                                                {"Heat pumps lose efficiency in the cold.",
                                                 "Pumps."});
   CHECK(cover.terms == 4);
   CHECK(cover.found == 4);
   CHECK(cover.best_passage == 4);
   CHECK(cover.answered);
-  CHECK_FALSE(sdk::lexical::question_coverage("the of and", {"the of and"}).answered);
-  CHECK_FALSE(sdk::lexical::question_coverage("heat pump noise", {"heat", "pump", "noise"})
+  CHECK_FALSE(lexical::question_coverage("the of and", {"the of and"}).answered);
+  CHECK_FALSE(lexical::question_coverage("heat pump noise", {"heat", "pump", "noise"})
                 .answered); // every word, but never two in one passage
   // Words that frame a question about documents are not key words, and a
   // follow-up is measured by its own question, not the conversation before.
-  auto framed = sdk::lexical::question_coverage("Which of these sources talk about noise?",
+  auto framed = lexical::question_coverage("Which of these sources talk about noise?",
                                                 {"Outdoor units make noise at night."});
   CHECK(framed.terms == 1);
   CHECK(framed.answered);
   auto follow_up = std::string{"Earlier research in this conversation.\nQuestion: penguins "
                                "in winter\n\n"}
-                   + std::string{sdk::lexical::follow_up_marker} + "How loud are heat pumps?";
-  CHECK(sdk::lexical::asked_question(follow_up) == "How loud are heat pumps?");
-  CHECK(sdk::lexical::question_coverage(follow_up, {"Heat pumps are loud."}).terms == 3);
-  CHECK(sdk::lexical::asked_question("plain") == "plain");
+                   + std::string{lexical::follow_up_marker} + "How loud are heat pumps?";
+  CHECK(lexical::asked_question(follow_up) == "How loud are heat pumps?");
+  CHECK(lexical::question_coverage(follow_up, {"Heat pumps are loud."}).terms == 3);
+  CHECK(lexical::asked_question("plain") == "plain");
 }
 
 TEST_CASE("extractive agents follow the references of the passages that speak to the task") {

@@ -1,7 +1,8 @@
-// Lexical text matching shared by Quarry and its plugins: words without stop
-// words and plural endings, Okapi BM25 over a handful of passages, and the
-// best scores. Header-only; English stop words (other languages keep all
-// their words, which only weakens ranking a little).
+// Lexical text matching inside Quarry (quarry_lexical in
+// core/CMakeLists.txt; not part of the plugin SDK): words without stop words
+// and plural endings, Okapi BM25 over a handful of passages, and the best
+// scores. Header-only; English stop words (other languages keep all their
+// words, which only weakens ranking a little).
 
 #pragma once
 
@@ -17,7 +18,10 @@
 #include <unordered_map>
 #include <vector>
 
-namespace quarry::sdk::lexical {
+namespace quarry::lexical {
+
+using sdk::ascii_lower;
+using sdk::is_ascii_space;
 
 /// English stop words (lower case).
 inline const std::set<std::string, std::less<>>& stop_words() {
@@ -283,4 +287,4 @@ inline coverage question_coverage(std::string_view question,
   return out;
 }
 
-} // namespace quarry::sdk::lexical
+} // namespace quarry::lexical

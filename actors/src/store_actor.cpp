@@ -35,6 +35,10 @@ struct store_state {
   std::shared_ptr<store::store> db;
   store_actor_settings settings;
   store::batch pending;
+  // The creates of `pending`: each is answered once its batch is written
+  // (empty, or the write's error), so that many sessions started at once
+  // share a transaction.
+  std::vector<caf::typed_response_promise<std::string>> creating;
   bool tick_scheduled = false;
   // Sessions whose writes failed, with the error: nothing more is written
   // for them but why they stopped being saved (unsaved_ends).
@@ -93,7 +97,11 @@ void write_pending(store_ptr self) {
     return;
   store::batch b;
   std::swap(b, st.pending);
+  auto creates = std::move(st.creating);
+  st.creating.clear();
   auto failure = st.db->write(b);
+  for (auto& rp : creates)
+    rp.deliver(failure ? failure->message : std::string{});
   if (!failure)
     return;
   auto message = failure->message;
@@ -356,7 +364,7 @@ store_full_actor::behavior_type store_impl(store_ptr self,
       schedule(self);
     },
     [=](create_atom, std::string& id, std::string& parent, std::string& question,
-        std::string& options) -> std::string {
+        std::string& options) -> caf::result<std::string> {
       store::session_row row;
       row.id = std::move(id);
       row.parent_id = std::move(parent);
@@ -367,10 +375,10 @@ store_full_actor::behavior_type store_impl(store_ptr self,
       row.state = store::session_state::running;
       row.created_at = row.updated_at = now_ms();
       self->state.pending.new_sessions.push_back(std::move(row));
-      write_pending(self);
-      auto out = std::move(self->state.error);
-      self->state.error.clear();
-      return out;
+      auto rp = self->make_response_promise<std::string>();
+      self->state.creating.push_back(rp);
+      schedule(self);
+      return rp;
     },
     [=](remove_atom, const std::string& id) -> std::string {
       write_pending(self);

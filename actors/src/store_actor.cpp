@@ -23,7 +23,15 @@ namespace {
 /// The batch timer of the store actor.
 using store_tick_atom = caf::atom_constant<caf::atom("storetick")>;
 
-using store_full_actor = store_actor::extend<caf::reacts_to<store_tick_atom>>;
+/// The timer of pending creates. Starts come in bursts: a start that follows
+/// another within `create_burst` waits up to `create_delay` for more to share
+/// its transaction; a lone start is written at once.
+using create_tick_atom = caf::atom_constant<caf::atom("createtick")>;
+constexpr auto create_delay = std::chrono::milliseconds{20};
+constexpr auto create_burst = std::chrono::milliseconds{100};
+
+using store_full_actor
+  = store_actor::extend<caf::reacts_to<store_tick_atom>, caf::reacts_to<create_tick_atom>>;
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -39,6 +47,9 @@ struct store_state {
   // (empty, or the write's error), so that many sessions started at once
   // share a transaction.
   std::vector<caf::typed_response_promise<std::string>> creating;
+  bool create_tick_scheduled = false;
+  // When the last create came.
+  std::chrono::steady_clock::time_point last_create{};
   bool tick_scheduled = false;
   // Sessions whose writes failed, with the error: nothing more is written
   // for them but why they stopped being saved (unsaved_ends).
@@ -376,8 +387,19 @@ store_full_actor::behavior_type store_impl(store_ptr self,
       row.created_at = row.updated_at = now_ms();
       self->state.pending.new_sessions.push_back(std::move(row));
       auto rp = self->make_response_promise<std::string>();
-      self->state.creating.push_back(rp);
-      schedule(self);
+      auto& st = self->state;
+      st.creating.push_back(rp);
+      auto now = std::chrono::steady_clock::now();
+      auto lone = now - st.last_create > create_burst;
+      st.last_create = now;
+      if (lone) {
+        write_pending(self);
+        return rp;
+      }
+      if (!self->state.create_tick_scheduled) {
+        self->state.create_tick_scheduled = true;
+        self->delayed_send(self, create_delay, create_tick_atom::value);
+      }
       return rp;
     },
     [=](remove_atom, const std::string& id) -> std::string {
@@ -408,6 +430,11 @@ store_full_actor::behavior_type store_impl(store_ptr self,
     [=](store_tick_atom) {
       self->state.tick_scheduled = false;
       write_pending(self);
+    },
+    [=](create_tick_atom) {
+      self->state.create_tick_scheduled = false;
+      if (!self->state.creating.empty())
+        write_pending(self);
     },
     [=](stop_atom) {
       write_pending(self);

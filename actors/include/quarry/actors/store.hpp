@@ -52,9 +52,9 @@ using report_atom = caf::atom_constant<caf::atom("report")>;
 /// Tells a session's emitter that its packets can no longer be stored.
 using store_failed_atom = caf::atom_constant<caf::atom("storefail")>;
 
-/// Creates a session: written with the next batch (within
-/// store_actor_settings::batch_delay, with the other writes pending), and
-/// answered once that batch is written.
+/// Creates a session: written a millisecond later with whatever else is
+/// pending (starts come in bursts and share a transaction), and answered
+/// once that batch is written.
 using create_atom = caf::atom_constant<caf::atom("create")>;
 
 /// Removes a session with everything it holds.

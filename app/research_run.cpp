@@ -101,6 +101,18 @@ void end_run(run_ptr self, actors::session_result r) {
       });
 }
 
+// The row could not be created: nothing runs; the owner hears why.
+void not_created(run_ptr self, std::string why) {
+  auto& st = self->state;
+  self->send(st.owner, run_started_atom::value, st.setup.id, why);
+  run_outcome out;
+  out.id = st.setup.id;
+  out.ran = false;
+  out.store_error = std::move(why);
+  out.last_seq = st.setup.first_seq - 1;
+  done(self, std::move(out));
+}
+
 // The row exists: the emitter, the sinks and the session start.
 void launch(run_ptr self) {
   auto& st = self->state;
@@ -155,30 +167,12 @@ run_full_actor::behavior_type run_impl(run_ptr self, research_engine* engine, ru
                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
       .then(
         [=](std::string& err) {
-          if (err.empty()) {
+          if (err.empty())
             launch(self);
-            return;
-          }
-          auto& st = self->state;
-          self->send(st.owner, run_started_atom::value, st.setup.id, err);
-          run_outcome out;
-          out.id = st.setup.id;
-          out.ran = false;
-          out.store_error = std::move(err);
-          out.last_seq = st.setup.first_seq - 1;
-          done(self, std::move(out));
+          else
+            not_created(self, std::move(err));
         },
-        [=](caf::error& err) {
-          auto& st = self->state;
-          auto why = caf::to_string(err);
-          self->send(st.owner, run_started_atom::value, st.setup.id, why);
-          run_outcome out;
-          out.id = st.setup.id;
-          out.ran = false;
-          out.store_error = std::move(why);
-          out.last_seq = st.setup.first_seq - 1;
-          done(self, std::move(out));
-        });
+        [=](caf::error& err) { not_created(self, caf::to_string(err)); });
   } else {
     if (store && st.setup.resume)
       self->send(store, actors::state_atom::value, id, std::string{"running"}, std::string{});

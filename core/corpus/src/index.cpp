@@ -9,6 +9,7 @@
 #include "quarry/extract/pdf.hpp"
 #include "quarry/fetch/local_file.hpp"
 #include "quarry/sqlite/open.hpp"
+#include "quarry/sqlite/statement.hpp"
 #include "quarry/sdk/strings.hpp"
 
 #include <sqlite3.h>
@@ -118,68 +119,7 @@ sdk::error db_error(sqlite3* db, const std::string& what) {
   return sdk::make_error(sdk::errc::internal, std::move(msg));
 }
 
-// A prepared statement, finalised on destruction.
-class statement {
-public:
-  statement(sqlite3* db, const char* sql) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK)
-      stmt_ = nullptr;
-  }
-
-  ~statement() {
-    sqlite3_finalize(stmt_);
-  }
-
-  statement(const statement&) = delete;
-  statement& operator=(const statement&) = delete;
-
-  bool ok() const noexcept {
-    return stmt_ != nullptr;
-  }
-
-  sqlite3_stmt* get() const noexcept {
-    return stmt_;
-  }
-
-  void reset() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-
-  void bind(int i, int64_t x) {
-    sqlite3_bind_int64(stmt_, i, x);
-  }
-
-  void bind(int i, std::string_view x) {
-    sqlite3_bind_text(stmt_, i, x.data(), static_cast<int>(x.size()),
-                      SQLITE_TRANSIENT);
-  }
-
-  /// Returns SQLITE_ROW, SQLITE_DONE or an error code.
-  int step() {
-    return sqlite3_step(stmt_);
-  }
-
-  int64_t int_at(int i) {
-    return sqlite3_column_int64(stmt_, i);
-  }
-
-  double double_at(int i) {
-    return sqlite3_column_double(stmt_, i);
-  }
-
-  std::string text_at(int i) {
-    const auto* p = sqlite3_column_text(stmt_, i);
-    auto n = sqlite3_column_bytes(stmt_, i);
-    if (p == nullptr)
-      return {};
-    return std::string{reinterpret_cast<const char*>(p),
-                       static_cast<size_t>(n)};
-  }
-
-private:
-  sqlite3_stmt* stmt_ = nullptr;
-};
+using sqlite::statement;
 
 bool exec(sqlite3* db, const char* sql) {
   return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
@@ -1723,8 +1663,9 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
       body = old_body.text_at(0);
       // Deleted with the tokens it was indexed with.
       state_->languages->document_language = stem_language(old_body.text_at(1));
+      auto old_title = old_body.text_at(2);
       unindex_title.bind(1, id);
-      unindex_title.bind(2, old_body.text_at(2));
+      unindex_title.bind(2, old_title);
       run(unindex_title);
     }
     old_body.reset();
@@ -1737,8 +1678,9 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
         ok = false;
         break;
       }
+      auto heading = old_passages.text_at(3);
       unindex.bind(1, old_passages.int_at(0));
-      unindex.bind(2, old_passages.text_at(3));
+      unindex.bind(2, heading);
       unindex.bind(3, std::string_view{body}.substr(start, length));
       run(unindex);
       ++passages_changed;

@@ -3,5 +3,5 @@
 
 quarry_add_fuzzer(quarry_fuzz_plugin_elf
   SOURCES plugin_elf_fuzz.cpp
-          "${PROJECT_SOURCE_DIR}/actors/src/host/elf_symbols.cpp"
-  INCLUDES "${PROJECT_SOURCE_DIR}/actors/src/host")
+          "${PROJECT_SOURCE_DIR}/core/host/src/elf_symbols.cpp"
+  INCLUDES "${PROJECT_SOURCE_DIR}/core/host/src")

@@ -14,7 +14,6 @@
 #include "quarry/core/research_requests.hpp"
 #include "quarry/core/research_tools.hpp"
 #include "quarry/core/think_stream.hpp"
-#include "quarry/core/tool_args.hpp"
 
 #include "reasoning_packets.hpp"
 #include "tool_round.hpp"

@@ -89,11 +89,18 @@ struct outcome {
 struct reflective_fixture : test::research_fixture {
   outcome run(actors::session_spec spec, actors::llm_provider_actor llm,
               std::chrono::seconds wait = std::chrono::seconds{120}) {
+    return run_with(std::move(spec), std::move(llm), corpus_tools(), wait);
+  }
+
+  /// The session with `tools` instead of the example corpus.
+  outcome run_with(actors::session_spec spec, actors::llm_provider_actor llm,
+                   actors::tool_set tools,
+                   std::chrono::seconds wait = std::chrono::seconds{120}) {
     spec.strategy = actors::research_strategy::reflective;
     auto em = emitter(spec.session_id);
     caf::scoped_actor self{rt->system()};
     actors::session_models models{llm, llm, llm, llm, llm};
-    actors::spawn_research_session(rt->system(), std::move(spec), models, corpus_tools(), em,
+    actors::spawn_research_session(rt->system(), std::move(spec), models, std::move(tools), em,
                                    prompts,
                                    caf::actor_cast<actors::session_requester_actor>(self));
     outcome out;
@@ -535,25 +542,13 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: the classic researcher's fail
   rt->add_stoppable(hdl);
   actors::tool_set tools;
   tools.tools["web_search"] = {hdl, tool->definition(), sdk::tool_kind::web_search};
-  auto spec = reflective_spec();
-  spec.strategy = actors::research_strategy::reflective;
-  auto em = emitter(spec.session_id);
-  caf::scoped_actor self{rt->system()};
-  auto llm_hdl = llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}});
-  actors::session_models models{llm_hdl, llm_hdl, llm_hdl, llm_hdl, llm_hdl};
-  actors::spawn_research_session(rt->system(), std::move(spec), models, tools, em, prompts,
-                                 caf::actor_cast<actors::session_requester_actor>(self));
-  actors::session_result result;
-  self->receive([&](actors::session_done_atom, actors::session_result& r) { result = std::move(r); },
-                caf::after(std::chrono::seconds{120}) >> [&] { FAIL("the session never finished"); });
-  drain(self, em);
+  auto o = run_with(reflective_spec(),
+                    llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
+                    tools);
   std::vector<json> failed;
-  {
-    std::lock_guard<std::mutex> guard{mtx};
-    for (const auto& p : packets)
-      if (p.obj["type"] == "error" && p.obj.value("code", "") == "tool_failed")
-        failed.push_back(p.obj);
-  }
+  for (const auto& p : o.packets)
+    if (p["type"] == "error" && p.value("code", "") == "tool_failed")
+      failed.push_back(p);
   CHECK_FALSE(failed.empty());
   // The observation was asked for with the failure as the tool's answer.
   bool told = false;
@@ -562,5 +557,5 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: the classic researcher's fail
       told = true;
   CHECK(told);
   // Nothing was read: the research fails as one that read no source.
-  CHECK(result.status == actors::session_status::failed);
+  CHECK(o.result.status == actors::session_status::failed);
 }

@@ -53,6 +53,22 @@ TEST_CASE("a packet encoded from its object's text is byte for byte the one enco
       CHECK(*line == encode(p));
     }
   }
+  // From another node the text may be hostile: deeply nested (checked
+  // without recursion), or large, it is encoded as the parsed object is.
+  std::string deep = "{\"a\":";
+  for (int i = 0; i < 100000; ++i)
+    deep += "[";
+  for (int i = 0; i < 100000; ++i)
+    deep += "]";
+  deep += "}";
+  auto nested = encode(1, "s", placement{}, deep);
+  REQUIRE(nested);
+  CHECK(nested->find(deep) != std::string::npos);
+  CHECK_FALSE(encode(1, "s", placement{}, deep.substr(0, deep.size() - 2) + "}"));
+  std::string big = "{\"type\":\"message_delta\",\"content\":\"" + std::string(3 << 20, 'x') + "\"}";
+  auto large = encode(2, "s", placement{}, big);
+  REQUIRE(large);
+  CHECK(large->size() > big.size());
   // Not an object, not JSON, or not UTF-8: nothing.
   for (std::string bad : {"", "[]", "\"s\"", "{", "{\"a\":1}x", "{\"a\":\"\xff\"}", "null"})
     CHECK_FALSE(encode(1, "s", placement{}, bad));

@@ -121,6 +121,17 @@ struct golden_fixture {
     return stable(std::move(text));
   }
 
+  /// The environment of a research against `server`. The folders of this
+  /// checkout and of the test's home reach the model inside `file://` URLs:
+  /// the server leaves them out of its token counts, which the transcript
+  /// keeps.
+  std::vector<std::pair<std::string, std::optional<std::string>>>
+  openai_at(test::fake_llm_server& server) const {
+    server.uncounted(QUARRY_SOURCE_DIR);
+    server.uncounted(home.path());
+    return {{"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", server.base_url_openai()}};
+  }
+
   /// Runs `quarry research --json --out FILE args...` and returns its
   /// transcript.
   std::string transcript(std::vector<std::string> args,
@@ -173,10 +184,6 @@ void check_golden(const std::string& name, const std::string& got) {
   FAIL_CHECK("tests/golden/" << name << ".txt differs (line ends)");
 }
 
-std::vector<std::pair<std::string, std::optional<std::string>>>
-openai_at(const test::fake_llm_server& server) {
-  return {{"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", server.base_url_openai()}};
-}
 
 } // namespace
 

@@ -175,6 +175,9 @@ struct request_info {
   // An assistant turn with tool calls lacks its reasoning: OpenAI without
   // `reasoning_content`, Anthropic without a leading thinking block.
   bool tool_turn_without_reasoning = false;
+  // The body's size for the default input token count: its bytes without
+  // the occurrences of fake_llm_server::uncounted() texts.
+  size_t counted_bytes = 0;
 };
 
 request_info inspect(const llm_request& req) {
@@ -555,10 +558,10 @@ struct usage_numbers {
   int64_t output = 0;
 };
 
-usage_numbers usage_for(const respond_spec& spec, const llm_request& req) {
+usage_numbers usage_for(const respond_spec& spec, const request_info& info) {
   usage_numbers result;
   result.input = spec.input_tokens.value_or(
-    std::max<int64_t>(1, static_cast<int64_t>(req.raw_body.size() / 4)));
+    std::max<int64_t>(1, static_cast<int64_t>(info.counted_bytes / 4)));
   auto produced = spec.text.size() + spec.reasoning.size();
   for (const auto& x : spec.tool_calls)
     produced += x.name.size() + x.arguments.size();
@@ -575,14 +578,14 @@ std::string sse_event(const char* type, const ojson& x) {
   return std::string{"event: "} + type + "\ndata: " + dump(x) + "\n\n";
 }
 
-rendered render_openai(const respond_spec& spec, const llm_request& req,
+rendered render_openai(const respond_spec& spec,
                        const request_info& info, uint64_t number) {
   rendered result;
   auto id = "chatcmpl-fake-" + std::to_string(number);
   auto model = spec.model.empty() ? info.model : spec.model;
   auto stream = spec.stream.value_or(info.stream);
   auto with_usage = spec.include_usage.value_or(info.include_usage);
-  auto usage = usage_for(spec, req);
+  auto usage = usage_for(spec, info);
   auto finish
     = finish_reason_for("openai", spec.finish_reason, !spec.tool_calls.empty());
   auto usage_json = [&] {
@@ -722,13 +725,13 @@ rendered render_openai(const respond_spec& spec, const llm_request& req,
   return result;
 }
 
-rendered render_anthropic(const respond_spec& spec, const llm_request& req,
+rendered render_anthropic(const respond_spec& spec,
                           const request_info& info, uint64_t number) {
   rendered result;
   auto id = "msg_fake_" + std::to_string(number);
   auto model = spec.model.empty() ? info.model : spec.model;
   auto stream = spec.stream.value_or(info.stream);
-  auto usage = usage_for(spec, req);
+  auto usage = usage_for(spec, info);
   auto stop = finish_reason_for("anthropic", spec.finish_reason,
                                 !spec.tool_calls.empty());
   auto call_id = [&](size_t i) {
@@ -1300,6 +1303,12 @@ size_t fake_llm_server::request_count() const {
   return request_count_;
 }
 
+void fake_llm_server::uncounted(std::string text) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (!text.empty())
+    uncounted_.push_back(std::move(text));
+}
+
 void fake_llm_server::record_requests(bool on) {
   std::lock_guard<std::mutex> guard{mtx_};
   recording_ = on;
@@ -1427,6 +1436,11 @@ response_plan fake_llm_server::answer(const request& req) {
     ++request_count_;
     if (recording_)
       requests_.push_back(rec);
+    info.counted_bytes = rec.raw_body.size();
+    for (const auto& text : uncounted_)
+      for (auto at = rec.raw_body.find(text); at != std::string::npos;
+           at = rec.raw_body.find(text, at + text.size()))
+        info.counted_bytes -= text.size();
   }
   cv_.notify_all();
   auto fail = [&](int status, std::string message) {
@@ -1459,8 +1473,8 @@ response_plan fake_llm_server::answer(const request& req) {
       break;
   }
   auto x = rec.protocol == "openai"
-             ? render_openai(chosen->respond, rec, info, number)
-             : render_anthropic(chosen->respond, rec, info, number);
+             ? render_openai(chosen->respond, info, number)
+             : render_anthropic(chosen->respond, info, number);
   x.headers = chosen->respond.headers;
   return make_plan(std::move(x), chosen->faults);
 }

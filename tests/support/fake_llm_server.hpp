@@ -131,6 +131,12 @@ public:
   /// requests turn it off; request_count() still counts.
   void record_requests(bool on);
 
+  /// Leaves `text` out of the default input token count (body bytes / 4):
+  /// each occurrence counts as if it were absent. Tests that compare counts
+  /// across checkouts leave out the checkout's and the home folder's paths,
+  /// which reach the model inside `file://` URLs. Empty `text` is ignored.
+  void uncounted(std::string text);
+
   /// Returns a copy of the `i`-th recorded request (0-based), if any.
   std::optional<llm_request> request_at(size_t i) const;
 
@@ -181,6 +187,7 @@ private:
   std::vector<llm_request> requests_;
   size_t request_count_ = 0;
   bool recording_ = true;
+  std::vector<std::string> uncounted_;
   uint64_t answered_ = 0;
   http_server server_;
 };

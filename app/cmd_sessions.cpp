@@ -287,8 +287,6 @@ int cmd_sessions_rm(context& ctx, const sessions_options& opts) {
     std::cerr << "quarry: session " << opts.id << " was removed by another process\n";
     return exit_failure;
   }
-  std::error_code ec;
-  std::filesystem::remove(std::get<std::unique_ptr<session_lock>>(lock)->path(), ec);
   std::cerr << "quarry: removed session " << opts.id << "\n";
   return exit_ok;
 }

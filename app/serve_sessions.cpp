@@ -331,8 +331,8 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
               rp.deliver(failure(503, "unavailable", err));
             else
               rp.deliver(ok(id, "removed"));
-            std::error_code ec;
-            std::filesystem::remove(lock->path(), ec);
+            // Held until the row is gone; released with the last copy.
+            (void) lock;
           },
           [=](caf::error& err) mutable {
             rp.deliver(failure(503, "unavailable", caf::to_string(err)));

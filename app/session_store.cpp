@@ -20,8 +20,8 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <set>
-#include <sys/file.h>
 #include <unistd.h>
 
 namespace quarry::app {
@@ -48,11 +48,80 @@ open_store(const core::settings& cfg, bool read_only) {
     std::get<std::unique_ptr<store::store>>(std::move(opened))};
 }
 
+// -- session locks ----------------------------------------------------------
+
+/// The lock file of one store, open for the life of the process.
+struct session_lock::table {
+  std::mutex mtx;
+  std::string path;
+  /// -1 until opened; opened read-only when the folder cannot be written
+  /// (held() still works), reopened for writing by take().
+  int fd = -1;
+  bool writable = false;
+  /// The offsets this process holds.
+  std::set<int64_t> mine;
+};
+
 namespace {
 
-std::string lock_file(const std::string& store_file, const std::string& id) {
-  auto dir = fs::path{store_file}.parent_path() / "locks";
-  return (dir / (id + ".lock")).string();
+// The lock table of `store_file`'s folder (one per folder, never freed: its
+// descriptor must stay open while any lock is held).
+session_lock::table& lock_table(const std::string& store_file) {
+  static std::mutex mtx;
+  static std::map<std::string, std::unique_ptr<session_lock::table>> tables;
+  auto path = (fs::path{store_file}.parent_path() / "locks" / "sessions.lock").string();
+  std::lock_guard<std::mutex> guard{mtx};
+  auto& t = tables[path];
+  if (!t) {
+    t = std::make_unique<session_lock::table>();
+    t->path = std::move(path);
+  }
+  return *t;
+}
+
+// The byte a session's lock covers: the 64 bits of its id (`q` and 16 hex
+// digits) shifted right by 2, so that the byte lies below OFF_MAX.
+int64_t lock_offset(const std::string& session_id) {
+  uint64_t v = 0;
+  for (size_t i = 1; i < session_id.size(); ++i) {
+    auto c = session_id[i];
+    v = (v << 4) | static_cast<uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+  }
+  return static_cast<int64_t>(v >> 2);
+}
+
+struct flock one_byte(short type, int64_t offset) {
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = static_cast<off_t>(offset);
+  fl.l_len = 1;
+  return fl;
+}
+
+// Opens the table's file (for writing if `write`); an error names it as
+// HTTP clients may read it. Called with t.mtx held.
+std::string open_table(session_lock::table& t, bool write) {
+  if (t.fd >= 0 && (t.writable || !write))
+    return {};
+  const std::string shown = "locks/sessions.lock beside the research store";
+  std::error_code ec;
+  if (write) {
+    fs::create_directories(fs::path{t.path}.parent_path(), ec);
+    if (ec)
+      return "cannot create the folder of " + shown + ": " + ec.message();
+  }
+  int fd = ::open(t.path.c_str(),
+                  (write ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return "cannot open the lock file " + shown + ": " + std::strerror(errno);
+  // A read-only descriptor holds no lock (a write lock needs a writable
+  // one), so closing it releases nothing.
+  if (t.fd >= 0)
+    ::close(t.fd);
+  t.fd = fd;
+  t.writable = write;
+  return {};
 }
 
 } // namespace
@@ -61,53 +130,50 @@ std::variant<std::unique_ptr<session_lock>, std::string>
 session_lock::take(const std::string& store_file, const std::string& session_id) {
   if (!store::is_session_id(session_id))
     return "not a session id: '" + session_id + "'";
-  auto path = lock_file(store_file, session_id);
-  // Messages name the file relative to the store's folder: they reach HTTP
-  // clients, which are not told where the store is.
-  auto shown = "locks/" + session_id + ".lock beside the research store";
-  std::error_code ec;
-  fs::create_directories(fs::path{path}.parent_path(), ec);
-  if (ec)
-    return "cannot create the folder of " + shown + ": " + ec.message();
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
-    return "cannot open the lock file " + shown + ": " + std::strerror(errno);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  auto& t = lock_table(store_file);
+  auto offset = lock_offset(session_id);
+  std::lock_guard<std::mutex> guard{t.mtx};
+  if (t.mine.count(offset) != 0)
+    return "session " + session_id + " is running in this process";
+  if (auto err = open_table(t, true); !err.empty())
+    return err;
+  auto fl = one_byte(F_WRLCK, offset);
+  if (::fcntl(t.fd, F_SETLK, &fl) != 0) {
     auto why = errno;
-    char buf[32] = {};
-    auto n = ::pread(fd, buf, sizeof(buf) - 1, 0);
-    ::close(fd);
-    if (why == EWOULDBLOCK) {
-      std::string pid = n > 0 ? std::string{buf, static_cast<size_t>(n)} : "";
-      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' '))
-        pid.pop_back();
-      return "session " + session_id + " is running in another process"
-             + (pid.empty() ? std::string{} : " (pid " + pid + ")");
+    if (why == EACCES || why == EAGAIN) {
+      auto probe = one_byte(F_WRLCK, offset);
+      std::string pid;
+      if (::fcntl(t.fd, F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK && probe.l_pid > 0)
+        pid = " (pid " + std::to_string(probe.l_pid) + ")";
+      return "session " + session_id + " is running in another process" + pid;
     }
-    return "cannot lock " + shown + ": " + std::strerror(why);
+    return "cannot lock session " + session_id
+           + " in locks/sessions.lock beside the research store: " + std::strerror(why);
   }
-  auto pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) == 0)
-    (void) !::pwrite(fd, pid.data(), pid.size(), 0);
-  return std::unique_ptr<session_lock>{new session_lock(fd, std::move(path))};
+  t.mine.insert(offset);
+  return std::unique_ptr<session_lock>{new session_lock(&t, offset)};
 }
 
 bool session_lock::held(const std::string& store_file, const std::string& session_id) {
   if (!store::is_session_id(session_id))
     return false;
-  auto path = lock_file(store_file, session_id);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0)
+  auto& t = lock_table(store_file);
+  auto offset = lock_offset(session_id);
+  std::lock_guard<std::mutex> guard{t.mtx};
+  if (t.mine.count(offset) != 0)
+    return true;
+  if (t.fd < 0 && !open_table(t, false).empty())
     return false;
-  bool busy = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  ::close(fd);
-  return busy;
+  // F_GETLK does not report this process's own locks: those are `mine`.
+  auto probe = one_byte(F_WRLCK, offset);
+  return ::fcntl(t.fd, F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
 }
 
 session_lock::~session_lock() {
-  // The file stays (removing it would let two processes lock two files of
-  // one name); `sessions rm` removes it with the session.
-  ::close(fd_);
+  std::lock_guard<std::mutex> guard{table_->mtx};
+  auto fl = one_byte(F_UNLCK, offset_);
+  (void) ::fcntl(table_->fd, F_SETLK, &fl);
+  table_->mine.erase(offset_);
 }
 
 std::string strategy_option_problem(const std::string& strategy, const std::string& mode,

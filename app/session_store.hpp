@@ -33,34 +33,40 @@ std::string store_path(const core::settings& cfg);
 std::variant<std::shared_ptr<store::store>, std::string>
 open_store(const core::settings& cfg, bool read_only = false);
 
-/// An exclusive lock on a session, held while a process runs it: a file in
-/// `<store folder>/locks/` locked with flock(), so it is released however the
-/// process ends (kill -9 included). A session stored as `running` whose lock
-/// is free was left behind by a process that died.
+/// An exclusive lock on a session, held while a process runs it: one byte of
+/// `<store folder>/locks/sessions.lock`, at an offset made from the session
+/// id (its 64 bits shifted right by 2), locked with a POSIX record lock
+/// (fcntl F_SETLK), so it is released however the process ends (kill -9
+/// included). A session stored as `running` whose lock is free was left
+/// behind by a process that died. One file serves every session: taking a
+/// lock creates nothing (a file per session cost a new inode per research).
+///
+/// The process keeps the file open for as long as it runs (closing any
+/// descriptor of it would release all the process's locks on it) and
+/// remembers which sessions it holds, which record locks do not tell apart
+/// within one process. Thread-safe.
 class session_lock {
 public:
-  /// Takes the lock; an error says the session runs elsewhere (with the
-  /// pid that holds it) or why the lock file cannot be made.
+  /// Takes the lock; an error says the session runs in another process
+  /// (with the pid that holds it), runs in this one, or why the lock file
+  /// cannot be opened.
   static std::variant<std::unique_ptr<session_lock>, std::string>
   take(const std::string& store_file, const std::string& session_id);
 
-  /// Whether some process holds the lock now.
+  /// Whether some process (this one included) holds the lock now.
   static bool held(const std::string& store_file, const std::string& session_id);
 
   ~session_lock();
   session_lock(const session_lock&) = delete;
   session_lock& operator=(const session_lock&) = delete;
 
-  /// The lock file.
-  const std::string& path() const noexcept {
-    return path_;
-  }
+  struct table;
 
 private:
-  session_lock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {
+  session_lock(table* t, int64_t offset) : table_(t), offset_(offset) {
   }
-  int fd_;
-  std::string path_;
+  table* table_;
+  int64_t offset_;
 };
 
 /// What a stored session runs with: enough to run it again.

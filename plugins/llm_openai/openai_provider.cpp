@@ -6,6 +6,7 @@
 #include "openai_models.hpp"
 #include "openai_stream.hpp"
 
+#include "quarry/sdk/json.hpp"
 #include "quarry/sdk/secrets.hpp"
 #include "quarry/sdk/strings.hpp"
 
@@ -503,6 +504,164 @@ json request_body(const provider_config& cfg, const sdk::chat_request& req,
   return body;
 }
 
+namespace {
+
+// Appends `text` to `out` as a JSON string literal, quotes included, byte
+// for byte as sdk::dump_json writes a string: `"` `\\` and the control
+// characters escaped (`\b \f \n \r \t`, the others as `\u00xx` in
+// lower-case hex), everything else as it is (no ASCII-only escaping);
+// invalid UTF-8 becomes U+FFFD as sdk::dump_json makes it. For writers
+// that build a request body as text instead of as a tree. Linear; one
+// allocation at most for valid UTF-8.
+void append_json_string(std::string& out, std::string_view text) {
+  if (!sdk::is_valid_utf8(text)) {
+    out += sdk::dump_json(nlohmann::json(std::string{text}));
+    return;
+  }
+  static constexpr char hex[] = "0123456789abcdef";
+  out.reserve(out.size() + text.size() + 2);
+  out += '"';
+  size_t plain = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != '"' && c != '\\')
+      continue;
+    out.append(text.data() + plain, i - plain);
+    plain = i + 1;
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default: {
+        char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
+        out.append(u, sizeof(u));
+      }
+    }
+  }
+  out.append(text.data() + plain, text.size() - plain);
+  out += '"';
+}
+
+// One message as to_json() makes it, written as dump_json() writes that
+// object (keys in nlohmann::json's sorted order).
+void append_message(std::string& out, const sdk::chat_message& msg, bool round_trip) {
+  auto key = [&](const char* name) {
+    out += '"';
+    out += name;
+    out += "\":";
+  };
+  out += '{';
+  switch (msg.author) {
+    case sdk::role::assistant:
+      key("content");
+      if (msg.content.empty())
+        out += "null";
+      else
+        append_json_string(out, msg.content);
+      if (round_trip && !msg.tool_calls.empty()) {
+        out += ',';
+        key("reasoning_content");
+        append_json_string(out, msg.reasoning);
+      }
+      out += ',';
+      key("role");
+      append_json_string(out, sdk::to_string(msg.author));
+      if (!msg.tool_calls.empty()) {
+        out += ',';
+        key("tool_calls");
+        out += '[';
+        bool first = true;
+        for (const auto& call : msg.tool_calls) {
+          if (!first)
+            out += ',';
+          first = false;
+          out += "{\"function\":{\"arguments\":";
+          append_json_string(out, call.arguments.empty() ? std::string_view{"{}"}
+                                                              : std::string_view{call.arguments});
+          out += ",\"name\":";
+          append_json_string(out, call.name);
+          out += "},\"id\":";
+          append_json_string(out, call.id);
+          out += ",\"type\":\"function\"}";
+        }
+        out += ']';
+      }
+      break;
+    case sdk::role::tool:
+      key("content");
+      append_json_string(out, msg.content);
+      out += ',';
+      key("role");
+      append_json_string(out, sdk::to_string(msg.author));
+      out += ',';
+      key("tool_call_id");
+      append_json_string(out, msg.tool_call_id);
+      break;
+    default:
+      key("content");
+      append_json_string(out, msg.content);
+      out += ',';
+      key("role");
+      append_json_string(out, sdk::to_string(msg.author));
+  }
+  out += '}';
+}
+
+} // namespace
+
+std::string request_text(const provider_config& cfg, const sdk::chat_request& req,
+                         bool round_trip) {
+  // The keys in nlohmann::json's order (sorted), so that the text is
+  // request_body(...) as dump_json() writes it, byte for byte (a unit test
+  // compares them); the conversation is written once, without a tree.
+  size_t size = 512;
+  for (const auto& msg : req.messages)
+    size += msg.content.size() + msg.reasoning.size() + 64;
+  std::string out;
+  out.reserve(size);
+  out += '{';
+  auto max_tokens = req.max_tokens > 0 ? req.max_tokens : cfg.max_tokens;
+  if (max_tokens > 0) {
+    out += cfg.reasoning ? "\"max_completion_tokens\":" : "\"max_tokens\":";
+    out += std::to_string(max_tokens);
+    out += ',';
+  }
+  out += "\"messages\":[";
+  for (size_t i = 0; i < req.messages.size(); ++i) {
+    if (i > 0)
+      out += ',';
+    append_message(out, req.messages[i], round_trip);
+  }
+  out += "],\"model\":";
+  append_json_string(out, req.model.empty() ? cfg.model : req.model);
+  auto effort = req.reasoning_effort.empty() ? cfg.reasoning_effort : req.reasoning_effort;
+  if (!effort.empty()) {
+    out += ",\"reasoning_effort\":";
+    append_json_string(out, effort);
+  }
+  out += ",\"stream\":true,\"stream_options\":{\"include_usage\":true}";
+  auto temperature = req.temperature ? req.temperature : cfg.temperature;
+  if (temperature && !cfg.reasoning) {
+    out += ",\"temperature\":";
+    out += json(*temperature).dump();
+  }
+  if (!req.tools.empty() && cfg.supports_tools) {
+    out += ",\"tool_choice\":";
+    append_json_string(out, sdk::to_string(req.choice));
+    auto tools = json::array();
+    for (const auto& tool : req.tools)
+      tools.push_back(tool.to_openai());
+    out += ",\"tools\":";
+    out += sdk::dump_json(tools);
+  }
+  out += '}';
+  return out;
+}
+
 sdk::http_request build_request(const provider_config& cfg,
                                 const sdk::chat_request& req, bool round_trip) {
   sdk::http_request result;
@@ -522,8 +681,7 @@ sdk::http_request build_request(const provider_config& cfg,
     result.headers.emplace_back("OpenAI-Project", cfg.project);
   for (const auto& field : cfg.headers)
     result.headers.push_back(field);
-  result.body = request_body(cfg, req, round_trip).dump(-1, ' ', false,
-                                            json::error_handler_t::replace);
+  result.body = request_text(cfg, req, round_trip);
   return result;
 }
 

@@ -102,6 +102,11 @@ std::string request_url(const provider_config& cfg);
 nlohmann::json request_body(const provider_config& cfg,
                             const sdk::chat_request& req, bool round_trip = false);
 
+/// Returns request_body() as sdk::dump_json() writes it, byte for byte, but
+/// written directly: the conversation is copied once, into the text.
+std::string request_text(const provider_config& cfg, const sdk::chat_request& req,
+                         bool round_trip = false);
+
 /// Returns the complete HTTP request (URL, headers, body) for `req`.
 sdk::http_request build_request(const provider_config& cfg,
                                 const sdk::chat_request& req, bool round_trip = false);

@@ -4,6 +4,8 @@
 #include "openai_provider.hpp"
 #include "openai_stream.hpp"
 
+#include "quarry/sdk/json.hpp"
+
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -493,6 +496,58 @@ TEST_CASE("openai request bodies") {
   CHECK(openai::redact("key sk-abc123 and sk-abc123", "sk-abc123") == "key *** and ***");
   // A short key garbled the provider's own words ("invalid_api_***ey").
   CHECK(openai::redact("invalid_api_key", "k") == "invalid_api_key");
+}
+
+TEST_CASE("openai request text is the request body as dump_json writes it, byte for byte") {
+  // Every key, every role, text that needs escaping (quotes, backslashes,
+  // each control character, DEL, non-ASCII), invalid UTF-8, empty fields.
+  std::string controls;
+  for (int c = 0; c < 0x20; ++c)
+    controls += static_cast<char>(c);
+  const std::vector<std::string> texts{
+    "", "plain", "quote \" backslash \\ slash / tab\t", controls, "del \x7f",
+    "caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x98\x80", "bad \xff\xfe byte", "cut \xe2\x80",
+    std::string(70000, 'x') + "\n"};
+  for (const auto& text : texts) {
+    sdk::chat_request req;
+    req.messages.push_back({sdk::role::system, text, {}, {}, {}, {}, {}});
+    req.messages.push_back({sdk::role::user, text, {}, {}, {}, {}, {}});
+    sdk::chat_message call_msg;
+    call_msg.author = sdk::role::assistant;
+    call_msg.content = text;
+    call_msg.reasoning = text;
+    call_msg.tool_calls.push_back({"call_" + text, "search", text});
+    call_msg.tool_calls.push_back({"call_2", "read", ""});
+    req.messages.push_back(call_msg);
+    sdk::chat_message empty_call;
+    empty_call.author = sdk::role::assistant;
+    req.messages.push_back(empty_call);
+    sdk::chat_message result_msg;
+    result_msg.author = sdk::role::tool;
+    result_msg.tool_call_id = text;
+    result_msg.content = text;
+    req.messages.push_back(result_msg);
+    req.tools.push_back({"web_search", text, {{"type", "object"}}});
+    std::vector<json> configs{
+      {{"model", "gpt-4o"}, {"temperature", 0.1}, {"max_tokens", 100}},
+      {{"model", "o3"}, {"reasoning", true}, {"reasoning_effort", "low"}, {"max_tokens", 7}},
+      {{"model", "m"}, {"supports_tools", false}},
+      {{"model", "m\"x"}}};
+    for (const auto& c : configs) {
+      auto cfg = openai::parse_config(c);
+      for (bool round_trip : {false, true}) {
+        for (auto temperature : {std::optional<double>{}, std::optional<double>{1.0 / 3}}) {
+          req.temperature = temperature;
+          req.model = text.size() < 100 ? text : std::string{};
+          req.reasoning_effort = text.size() < 100 ? text : std::string{};
+          CAPTURE(c.dump());
+          CAPTURE(round_trip);
+          CHECK(openai::request_text(cfg, req, round_trip)
+                == sdk::dump_json(openai::request_body(cfg, req, round_trip)));
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("openai decoder reads every recording and unusual chunk shapes alike in any pieces") {

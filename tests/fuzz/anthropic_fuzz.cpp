@@ -109,8 +109,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto err = anth::classify_error_body(bytes, 0);
     check(!err.message.empty());
     check(sdk::is_valid_utf8(err.message));
+    // A 529 is `overloaded`, unless its body proves a cause no retry cures
+    // (an unknown model, a prompt too long, no quota, bad credentials): that
+    // cause wins, and no retry is hinted.
     auto http = anth::classify_http_error(529, {}, bytes);
-    check(http.code == sdk::errc::overloaded);
+    check(http.code == sdk::errc::overloaded
+          || (http.retry_hint == false
+              && (http.code == sdk::errc::not_found
+                  || http.code == sdk::errc::context_too_long
+                  || http.code == sdk::errc::quota
+                  || http.code == sdk::errc::auth)));
   }
   auto message = sdk::parse_json(bytes);
   if (!message.is_discarded()) {

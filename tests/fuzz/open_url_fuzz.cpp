@@ -60,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();
   // Invalid UTF-8 straight in: an answer, never a crash.
   (void) ou::window_text(content, snippet, 64);
-  auto text = ou::format_sections({{"t", "u", "", std::string{content}}},
+  auto text = ou::format_sections({{"t", "u", "", std::string{content}, ""}},
                                   {{"u", std::string{snippet}}}, "", 1000)
                 .first;
   if (text.empty())

@@ -18,11 +18,24 @@
 
 namespace {
 
-// One scratch file per process (libFuzzer may run several).
+// One scratch file per process (libFuzzer may run several), in $TMPDIR or
+// /tmp, removed when the process ends normally.
+struct scratch_file {
+  std::string path;
+
+  scratch_file() {
+    const char* dir = std::getenv("TMPDIR");
+    path = std::string{dir != nullptr && *dir != '\0' ? dir : "/tmp"}
+           + "/quarry_fuzz_plugin_elf_" + std::to_string(::getpid()) + ".so";
+  }
+  scratch_file(const scratch_file&) = delete;
+  scratch_file& operator=(const scratch_file&) = delete;
+  ~scratch_file() { std::remove(path.c_str()); }
+};
+
 const std::string& scratch_path() {
-  static const std::string path = "/tmp/quarry_fuzz_plugin_elf_"
-                                  + std::to_string(::getpid()) + ".so";
-  return path;
+  static const scratch_file file;
+  return file.path;
 }
 
 } // namespace

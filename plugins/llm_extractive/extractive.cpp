@@ -1080,43 +1080,69 @@ constexpr size_t refinement_words = 4;
 
 // A refined query (pseudo-relevance feedback): the task's words, then the
 // words that most of the five documents matching the task best share and
-// the task lacks (four letters at least, no numbers). Empty when no word
-// qualifies.
+// the task lacks (four letters at least, no numbers). Words are matched by
+// their stems (lexical::tokenize) and written as the documents spell them
+// most often, as a search engine takes them. Empty when no word qualifies.
 std::string refined_query(const std::string& task, const std::vector<source_doc>& found) {
-  // Words as the search engine takes them (plural endings only removed).
-  auto tokenize = [](std::string_view text) { return lexical::tokenize(text); };
-  auto task_words = tokenize(task);
-  std::set<std::string> known{task_words.begin(), task_words.end()};
+  auto stems_of = [](const std::vector<std::string>& words) {
+    std::vector<std::string> out;
+    out.reserve(words.size());
+    for (const auto& w : words)
+      out.push_back(lexical::stem(w));
+    return out;
+  };
+  static const auto regarding = lexical::stem("regarding");
+  auto task_words = lexical::words(task);
+  auto task_stems = stems_of(task_words);
+  std::set<std::string> known{task_stems.begin(), task_stems.end()};
+  std::vector<std::vector<std::string>> spelt;
   std::vector<std::vector<std::string>> docs;
   for (const auto& doc : found) {
     std::string text = doc.title;
     for (const auto& x : doc.texts)
       text += " " + x;
-    docs.push_back(tokenize(text));
+    spelt.push_back(lexical::words(text));
+    docs.push_back(stems_of(spelt.back()));
   }
-  auto best = top_k(bm25_scores(docs, task_words), 5);
+  auto best = top_k(bm25_scores(docs, task_stems), 5);
   std::map<std::string, size_t> df_all;
   for (const auto& doc : docs)
     for (const auto& w : word_set(doc))
       ++df_all[w];
   std::map<std::string, size_t> df;
   std::map<std::string, size_t> tf;
+  // How often the best documents spell each stem each way.
+  std::map<std::string, std::map<std::string, size_t>> spellings;
   for (auto i : best) {
-    for (const auto& w : docs[i])
-      ++tf[w];
+    for (size_t k = 0; k < docs[i].size(); ++k) {
+      ++tf[docs[i][k]];
+      ++spellings[docs[i][k]][spelt[i][k]];
+    }
     for (const auto& w : word_set(docs[i]))
       ++df[w];
   }
+  // The commonest spelling (of equals, the first in byte order).
+  auto spelling = [&](const std::string& stem) {
+    const auto& forms = spellings[stem];
+    auto most = std::max_element(forms.begin(), forms.end(), [](const auto& a, const auto& b) {
+      return a.second < b.second;
+    });
+    return most == forms.end() ? stem : most->first;
+  };
   // Shared by two of the best documents at least; weighted by how often the
   // best documents use it and how few of all the documents found do.
   std::vector<std::pair<double, std::string>> ranked;
   auto n = static_cast<double>(docs.size());
-  for (const auto& [w, k] : df)
-    if (k >= 2 && known.count(w) == 0 && w.size() >= 4 && w != "regarding"
-        && std::none_of(w.begin(), w.end(), [](char c) { return is_digit(c); }))
+  for (const auto& [w, k] : df) {
+    if (k < 2 || known.count(w) != 0 || w == regarding
+        || std::any_of(w.begin(), w.end(), [](char c) { return is_digit(c); }))
+      continue;
+    auto word = spelling(w);
+    if (word.size() >= 4)
       ranked.emplace_back(static_cast<double>(tf[w])
                             * std::log(1 + n / static_cast<double>(df_all[w])),
-                          w);
+                          std::move(word));
+  }
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   if (ranked.empty())
@@ -1417,24 +1443,33 @@ std::vector<reference> task_references(const std::string& task,
 
 // Words for the same change: a question asking why something "drops"
 // is answered by a text saying it "falls". Each group has its words as
-// written, then the stems tokenize leaves of them ("falling" becomes "fal",
-// "rising" "ris", "decline" "declin"); the first stem stands for the others.
+// written and their stems (lexical::stem: "falling" and "falls" become
+// "fall", "declining" "declin"); the first stem stands for the others.
 struct change_group {
-  std::vector<std::string_view> spelt;
-  std::vector<std::string_view> stems;
+  std::vector<std::string> spelt;
+  std::vector<std::string> stems;
 };
 
 const std::vector<change_group>& change_words() {
-  static const std::vector<change_group> groups{
-    {{"fall", "drop", "decline", "decrease"}, {"fall", "fal", "drop", "declin", "decreas"}},
-    {{"rise", "increase", "grow"}, {"rise", "ris", "increas", "grow"}}};
+  static const std::vector<change_group> groups = [] {
+    std::vector<change_group> out;
+    for (auto words : {std::vector<std::string>{"fall", "drop", "decline", "decrease"},
+                       std::vector<std::string>{"rise", "increase", "grow"}}) {
+      change_group group;
+      for (const auto& w : words)
+        group.stems.push_back(lexical::stem(w));
+      group.spelt = std::move(words);
+      out.push_back(std::move(group));
+    }
+    return out;
+  }();
   return groups;
 }
 
 std::string same_change(const std::string& stem) {
   for (const auto& group : change_words())
     if (std::find(group.stems.begin(), group.stems.end(), stem) != group.stems.end())
-      return std::string{group.stems.front()};
+      return group.stems.front();
   return stem;
 }
 
@@ -1446,11 +1481,11 @@ std::string with_change_words(const std::string& query) {
   auto meant = word_set(tokenize(query));
   std::string result = query;
   for (const auto& group : change_words()) {
-    if (!std::binary_search(meant.begin(), meant.end(), std::string{group.stems.front()}))
+    if (!std::binary_search(meant.begin(), meant.end(), group.stems.front()))
       continue;
-    for (auto word : group.spelt)
-      if (!std::binary_search(said.begin(), said.end(), std::string{word}))
-        result += " " + std::string{word};
+    for (size_t i = 0; i < group.spelt.size(); ++i)
+      if (!std::binary_search(said.begin(), said.end(), group.stems[i]))
+        result += " " + group.spelt[i];
   }
   return result;
 }
@@ -1717,23 +1752,6 @@ std::vector<std::string> split_sentences(std::string_view text) {
 
 std::vector<std::string> tokenize(std::string_view text) {
   auto words = lexical::tokenize(text);
-  // Beyond plural endings: a final "e", then "ing" or "ed", then a doubled
-  // final consonant go, so that "size", "sized" and "sizing" meet as "siz"
-  // and "controlled" meets "control".
-  for (auto& w : words) {
-    if (w.size() > 4 && w.back() == 'e')
-      w.pop_back();
-    if (w.size() >= 6 && w.compare(w.size() - 3, 3, "ing") == 0)
-      w.resize(w.size() - 3);
-    else if (w.size() >= 5 && w.compare(w.size() - 2, 2, "ed") == 0)
-      w.resize(w.size() - 2);
-    else
-      continue;
-    auto n = w.size();
-    if (n >= 4 && w[n - 1] == w[n - 2] && std::string_view{"aeiousz"}.find(w[n - 1])
-                                              == std::string_view::npos)
-      w.pop_back();
-  }
   for (auto& w : words)
     w = same_change(w);
   return words;

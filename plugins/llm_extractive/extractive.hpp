@@ -21,8 +21,10 @@ namespace quarry::plugins::llm_extractive {
 /// white space is collapsed. Never returns empty sentences.
 std::vector<std::string> split_sentences(std::string_view text);
 
-/// Returns the lower-case ASCII alphanumeric words of `text` (other bytes,
-/// including UTF-8 sequences, are kept inside words), without stop words.
+/// Returns the words of `text` as lexical::tokenize gives them (lower case,
+/// without stop words, stemmed by the English Snowball stemmer), each word
+/// for the same change ("drop", "fall", "decline", "decrease"; "rise",
+/// "increase", "grow") as the first of its group.
 std::vector<std::string> tokenize(std::string_view text);
 
 /// Returns the number of white-space separated words in `text`.

@@ -121,12 +121,13 @@ answer queries(const sdk::chat_request& req) {
     task = std::string{sdk::trim(input)};
   json qs = json::array();
   qs.push_back(std::string{sdk::utf8_prefix(task, 300)});
-  auto tokens = lexical::tokenize(task);
+  // The first six words of the task that are not stop words, each once (a
+  // word counts once whatever its inflections), as written.
   std::string keywords;
   std::set<std::string> seen;
-  for (const auto& t : tokens)
-    if (seen.insert(t).second && seen.size() <= 6)
-      keywords += (keywords.empty() ? "" : " ") + t;
+  for (const auto& w : lexical::words(task))
+    if (seen.insert(lexical::stem(w)).second && seen.size() <= 6)
+      keywords += (keywords.empty() ? "" : " ") + w;
   if (!keywords.empty() && sdk::to_lower(keywords) != sdk::to_lower(task))
     qs.push_back(keywords);
   answer out;

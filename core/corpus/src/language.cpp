@@ -1,12 +1,10 @@
 // Languages of the local corpus: detection by stop words and script, stop
-// word lists, case and diacritic folding, and Snowball stemmers.
+// word lists, and case and diacritic folding.
 
 #include "quarry/corpus/language.hpp"
 
 #include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/text.hpp"
-
-#include <libstemmer.h>
 
 #include <algorithm>
 #include <array>
@@ -25,12 +23,11 @@ namespace {
 // carries meaning in a query must never be among them.
 struct language_info {
   const char* code;
-  const char* snowball;
   const char* stop_words;
 };
 
 const std::array<language_info, 8> languages{{
-  {"en", "english",
+  {"en",
    "a about above after again against all am an and any are as at be "
    "because been before being below between both but by can could did do "
    "does doing down during each few for from further had has have having he "
@@ -40,7 +37,7 @@ const std::array<language_info, 8> languages{{
    "the their theirs them themselves then there these they this those "
    "through to too under until up very was we were what when where which "
    "while who whom why will with would you your yours yourself yourselves"},
-  {"de", "german",
+  {"de",
    "aber alle allem allen aller alles als also am an ander andere anderem "
    "anderen anderer anderes auch auf aus bei bin bis bist da damit dann das "
    "dass dasselbe dazu dein deine dem den denn der des desselben dessen "
@@ -55,7 +52,7 @@ const std::array<language_info, 8> languages{{
    "über um und uns unser unter viel vom von vor während war waren warum "
    "was weil welche welchem welchen welcher welches wenn werde werden wie "
    "wieder will wir wird wo wollen würde würden zu zum zur zwar zwischen"},
-  {"fr", "french",
+  {"fr",
    "ai aie alors au aux avec avait avez avoir c ce ceci cela celle ces cet "
    "cette comme d dans de des donc du elle elles en encore est et été être "
    "eu il ils j je l la le les leur leurs lui m ma mais me même mes moi mon "
@@ -63,7 +60,7 @@ const std::array<language_info, 8> languages{{
    "qu quand que quel quelle quelles quels qui s sa sans se sera ses si son "
    "sont sous sur t ta te tes toi ton tous tout toute toutes très tu un une "
    "vos votre vous y"},
-  {"es", "spanish",
+  {"es",
    "a al algo algunas algunos ante antes como con contra cual cuando de del "
    "desde donde durante e el ella ellas ellos en entre era es esa esas ese "
    "eso esos esta está están estas este esto estos fue fueron ha había han "
@@ -71,7 +68,7 @@ const std::array<language_info, 8> languages{{
    "nosotros o otra otras otro otros para pero poco por porque qué que "
    "quien se sea ser si sí sin sobre son su sus también tanto te tiene "
    "tienen todo todos tu tus un una uno unos y ya yo"},
-  {"it", "italian",
+  {"it",
    "a ad al alla alle allo ai agli anche avere aveva c che chi ci come con "
    "contro cui da dal dalla dalle dai degli dei del della delle dello di e "
    "è ed era erano essere gli ha hanno i il in io la le lei lo loro lui ma "
@@ -79,7 +76,7 @@ const std::array<language_info, 8> languages{{
    "più poi quale quali quando quella quelle quello questa queste questo "
    "se sei si sia siamo sono su sua sue sui sul sulla suo suoi tra tu tutti "
    "tutto un una uno vi voi"},
-  {"nl", "dutch",
+  {"nl",
    "aan al alles als altijd andere ben bij daar dan dat de der deze die dit "
    "doch doen door dus een eens en er ge geen geweest haar had heb hebben "
    "heeft hem het hier hij hoe hun iemand iets ik in is ja je kan kon kunnen "
@@ -87,14 +84,14 @@ const std::array<language_info, 8> languages{{
    "ons ook op over reeds te tegen toch toen tot u uit uw van veel voor want "
    "waren was wat we wel werd wezen wie wij wil worden wordt zal ze zei "
    "zelf zich zij zijn zo zonder zou"},
-  {"pt", "portuguese",
+  {"pt",
    "a à ao aos as às até com como da das de dela dele deles depois do dos e "
    "é ela elas ele eles em entre era eram essa essas esse esses esta está "
    "estão estas este estes eu foi foram há isso isto já la lhe lhes mais "
    "mas me mesmo meu minha muito na não nas nem no nos nós num numa o os ou "
    "para pela pelas pelo pelos por porque quais qual quando que quem se "
    "sem ser seu seus sua suas também te tem têm ter tu um uma umas uns você"},
-  {"ru", "russian",
+  {"ru",
    "а без более бы был была были было быть в вам вас весь во вот все всего "
    "всех вы где да даже для до его ее ей ему если есть еще же за здесь и из "
    "или им их к как ко когда кто ли либо мне может мы на над нам нас не него "
@@ -360,30 +357,6 @@ std::string detect_language(std::string_view text, size_t min_evidence) {
   if (hits[best] < std::max<size_t>(min_evidence, 1))
     return {};
   return languages[best].code;
-}
-
-stemmer::stemmer(std::string_view language) {
-  for (const auto& l : languages)
-    if (language == l.code)
-      impl_ = sb_stemmer_new(l.snowball, "UTF_8");
-}
-
-stemmer::~stemmer() {
-  if (impl_ != nullptr)
-    sb_stemmer_delete(impl_);
-}
-
-std::string stemmer::stem(std::string_view word) {
-  constexpr size_t max_stemmed = 256;
-  if (impl_ == nullptr || word.empty() || word.size() > max_stemmed)
-    return std::string{word};
-  const auto* out = sb_stemmer_stem(
-    impl_, reinterpret_cast<const sb_symbol*>(word.data()),
-    static_cast<int>(word.size()));
-  if (out == nullptr) // out of memory
-    return std::string{word};
-  return std::string{reinterpret_cast<const char*>(out),
-                     static_cast<size_t>(sb_stemmer_length(impl_))};
 }
 
 } // namespace quarry::corpus

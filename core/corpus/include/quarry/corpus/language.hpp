@@ -1,20 +1,20 @@
-// Languages of the local corpus: which language a document is written in,
-// its stop words, and its Snowball stemmer.
+// Languages of the local corpus: which language a document is written in
+// and its stop words. Its words are stemmed with lexical::stemmer
+// (quarry/lexical/stemmer.hpp), Quarry's one stemmer.
 
 #pragma once
 
-#include <memory>
+#include "quarry/lexical/stemmer.hpp"
+
 #include <string>
 #include <string_view>
 #include <vector>
-
-struct sb_stemmer;
 
 namespace quarry::corpus {
 
 /// The languages whose words are stemmed and whose stop words are known:
 /// English, German, French, Spanish, Italian, Dutch, Portuguese and Russian
-/// (ISO 639-1 codes). Chinese, Japanese and Korean ("zh", "ja", "ko") are
+/// (ISO 639-1 codes; lexical::stemmer has a Snowball algorithm for each). Chinese, Japanese and Korean ("zh", "ja", "ko") are
 /// detected too; their text is indexed as overlapping pairs of characters
 /// (see is_cjk), whatever the document's language.
 const std::vector<std::string>& stemmed_languages();
@@ -48,29 +48,8 @@ std::string strip_diacritics(std::string_view word);
 /// scripts written without spaces between words).
 bool is_cjk(char32_t c);
 
-/// A Snowball stemmer (libstemmer) of one language. Not thread-safe: use
-/// one per thread.
-class stemmer {
-public:
-  /// A stemmer of `language` (a code of stemmed_languages()); one of any
-  /// other language returns words unchanged.
-  explicit stemmer(std::string_view language);
-  ~stemmer();
-
-  stemmer(const stemmer&) = delete;
-  stemmer& operator=(const stemmer&) = delete;
-
-  /// The stem of `word` (lower-case UTF-8, at most 256 bytes stemmed;
-  /// longer words are returned unchanged).
-  std::string stem(std::string_view word);
-
-  /// Whether a Snowball algorithm backs this stemmer.
-  bool stems() const noexcept {
-    return impl_ != nullptr;
-  }
-
-private:
-  ::sb_stemmer* impl_ = nullptr;
-};
+/// The stemmer the index stems each language with: Quarry's one stemmer,
+/// lexical::stemmer (quarry/lexical/stemmer.hpp).
+using lexical::stemmer;
 
 } // namespace quarry::corpus

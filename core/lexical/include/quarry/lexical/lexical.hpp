@@ -1,11 +1,13 @@
 // Lexical text matching inside Quarry (quarry_lexical in
-// core/CMakeLists.txt; not part of the plugin SDK): words without stop words
-// and plural endings, Okapi BM25 over a handful of passages, and the best
-// scores. Header-only; English stop words (other languages keep all their
-// words, which only weakens ranking a little).
+// core/lexical/CMakeLists.txt; not part of the plugin SDK): words without
+// stop words, stemmed with the English Snowball stemmer (stemmer.hpp, the
+// stemmer of the local corpus too), Okapi BM25 over a handful of passages,
+// and the best scores. English stop words and stems (other languages keep
+// all their words, which only weakens ranking a little).
 
 #pragma once
 
+#include "quarry/lexical/stemmer.hpp"
 #include "quarry/sdk/strings.hpp"
 
 #include <algorithm>
@@ -43,18 +45,6 @@ inline const std::set<std::string, std::less<>>& stop_words() {
   return words;
 }
 
-/// A light stemmer: plural endings only (`batteries` -> `battery`, `pumps`
-/// -> `pump`; `gas`, `bus` and `analysis` are left alone).
-inline std::string stem(std::string word) {
-  auto n = word.size();
-  if (n > 4 && word.compare(n - 3, 3, "ies") == 0)
-    return word.substr(0, n - 3) + "y";
-  if (n > 3 && word[n - 1] == 's' && word[n - 2] != 's' && word[n - 2] != 'u'
-      && word[n - 2] != 'i')
-    return word.substr(0, n - 1);
-  return word;
-}
-
 /// The length of the typographic separator at the start of `text`, or 0:
 /// no-break and thin spaces (U+00A0, U+2009, U+202F), hyphens and dashes
 /// (U+2010 to U+2015) and the minus sign (U+2212). They part words as their
@@ -73,13 +63,13 @@ inline size_t typographic_separator(std::string_view text) {
 
 /// The lower-case alphanumeric words of `text` (bytes of UTF-8 sequences stay
 /// inside words, except typographic spaces, dashes and the minus sign),
-/// stemmed, without stop words.
-inline std::vector<std::string> tokenize(std::string_view text) {
+/// without stop words, as written: what a search engine is given.
+inline std::vector<std::string> words(std::string_view text) {
   std::vector<std::string> result;
   std::string word;
   auto flush = [&] {
     if (!word.empty() && stop_words().count(word) == 0)
-      result.push_back(stem(std::move(word)));
+      result.push_back(std::move(word));
     word.clear();
   };
   for (size_t i = 0; i < text.size(); ++i) {
@@ -101,6 +91,16 @@ inline std::vector<std::string> tokenize(std::string_view text) {
     }
   }
   flush();
+  return result;
+}
+
+/// The @ref words of `text`, each stemmed by @ref stem (English Snowball:
+/// `batteries` and `battery` -> `batteri`, `falling` -> `fall`, `sized` and
+/// `sizing` -> `size`): what texts are matched by.
+inline std::vector<std::string> tokenize(std::string_view text) {
+  auto result = words(text);
+  for (auto& w : result)
+    w = stem(w);
   return result;
 }
 
@@ -233,14 +233,21 @@ inline std::string_view asked_question(std::string_view text) {
   return at == std::string_view::npos ? text : text.substr(at + follow_up_marker.size());
 }
 
-/// Words that frame a question about documents rather than name its topic
-/// ("which sources talk about noise"): not key words for @ref coverage.
-inline bool is_framing_word(std::string_view word) {
-  static const std::set<std::string, std::less<>> words{
-    "document", "source", "text", "file", "article", "paper", "report", "corpus",
-    "collection", "say", "says", "said", "talk", "mention", "discuss", "describe",
-    "explain", "tell", "write", "written", "information", "know", "find", "list"};
-  return words.count(word) != 0;
+/// Whether `token` (a word as @ref tokenize gives it: stemmed) is one of
+/// the words that frame a question about documents rather than name its
+/// topic ("which sources talk about noise"): not key words for @ref
+/// coverage.
+inline bool is_framing_word(std::string_view token) {
+  static const auto stems = [] {
+    std::set<std::string, std::less<>> out;
+    for (const char* w :
+         {"document", "source", "text", "file", "article", "paper", "report", "corpus",
+          "collection", "say", "says", "said", "talk", "mention", "discuss", "describe",
+          "explain", "tell", "write", "written", "information", "know", "find", "list"})
+      out.insert(stem(w));
+    return out;
+  }();
+  return stems.count(token) != 0;
 }
 
 /// How much of a question a set of passages holds.
@@ -273,9 +280,9 @@ inline coverage question_coverage(std::string_view question,
   std::set<std::string> found;
   for (const auto& passage : passages) {
     size_t held = 0;
-    std::set<std::string> words;
+    std::set<std::string> held_terms;
     for (auto& t : tokenize(passage))
-      if (terms.count(t) != 0 && words.insert(t).second) {
+      if (terms.count(t) != 0 && held_terms.insert(t).second) {
         ++held;
         found.insert(t);
       }

@@ -541,6 +541,8 @@ private:
     core::orchestrator_input in;
     in.system = core::orchestrator_system(*fs.prompts, prompt);
     in.question = fs.spec.question;
+    in.plan = plan_;
+    in.max_parallel_agents = fs.spec.max_parallel_agents;
     in.history = orchestration_;
     in.reminder = core::orchestrator_reminder(
       cycle_, retried_empty_, core::guidance_text(*fs.prompts, "first_cycle_reminder", true));
@@ -591,8 +593,8 @@ private:
     begin_final(self, t, true);
     auto system = render(self, "final_report", {{"current_datetime", fs.spec.current_datetime}});
     auto reminder = render(self, "user_final_report_query", {{"research_plan", plan_}});
-    auto built = core::final_report_request(std::move(system), fs.spec.question, orchestration_,
-                                            reminder, fs.spec.context_tokens,
+    auto built = core::final_report_request(std::move(system), fs.spec.question, plan_,
+                                            orchestration_, reminder, fs.spec.context_tokens,
                                             fs.spec.final_max_tokens);
     if (std::holds_alternative<std::string>(built)) {
       fallback_report(self, std::get<std::string>(built));

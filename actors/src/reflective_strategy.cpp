@@ -206,8 +206,10 @@ private:
     if (!user.empty())
       user = "The conversation so far:\n\n" + user + "The question:\n\n";
     user += fs.spec.question;
-    write_final(self, text_request(render_with_date("reflective_simple", {}), std::move(user),
-                                   "simple", fs.spec.final_max_tokens));
+    auto req = text_request(render_with_date("reflective_simple", {}), std::move(user), "simple",
+                            fs.spec.final_max_tokens);
+    req.research = core::research_context_of(fs.spec.question);
+    write_final(self, std::move(req));
   }
 
   // -- coordinator -------------------------------------------------------------------
@@ -280,7 +282,8 @@ private:
       render_with_date("reflective_coordinator",
                        {{"max_clarifying_questions", std::to_string(max_q)}}),
       rf::coordinator_input(fs.spec.question, fs.spec.reflective.conversation),
-      rf::classify_tool(max_q), "classify");
+      rf::classify_tool(max_q), "classify",
+      rf::coordinator_context(fs.spec.question, fs.spec.reflective.conversation));
     call_structured(
       self, fs.models.clarify, std::move(req), turn(0), "classify_question",
       [this, max_q](const nlohmann::json& args) -> std::string {
@@ -338,7 +341,8 @@ private:
     auto at = next_turn();
     auto queries = std::make_shared<std::vector<std::string>>();
     auto req = rf::structured_request(render_with_date("reflective_queries", {{"max_queries", "3"}}),
-                                      fs.spec.question, rf::queries_tool(3), "plan");
+                                      fs.spec.question, rf::queries_tool(3), "plan",
+                                      core::research_context_of(fs.spec.question));
     call_structured(
       self, fs.models.plan, std::move(req), at, "search_queries",
       [queries](const nlohmann::json& args) -> std::string {
@@ -387,7 +391,8 @@ private:
                                               {"step_range", rf::step_range(profile_)}}),
       rf::planner_input(fs.spec.question, background_, plan_ ? &*plan_ : nullptr,
                         feedback_ ? &*feedback_ : nullptr, room, depth_),
-      rf::plan_tool(room.at_least, room.room), "plan");
+      rf::plan_tool(room.at_least, room.room), "plan",
+      rf::planner_context(fs.spec.question, plan_ ? &*plan_ : nullptr, room));
     call_structured(
       self, fs.models.plan, std::move(req), at, "write_plan",
       [draft, room](const nlohmann::json& args) -> std::string {
@@ -458,6 +463,8 @@ private:
       return;
     auto task = rf::step_task(fs.spec.question, *plan_, step_);
     auto req = text_request(render_with_date("reflective_observation", {}), task, "report", 4000);
+    req.research = core::research_context_of(fs.spec.question);
+    req.research.task = task;
     if (!step_calls_.empty()) {
       sdk::chat_message calls;
       calls.author = sdk::role::assistant;
@@ -578,9 +585,11 @@ private:
                         [this](std::vector<sdk::document>) { write_observation(); });
         });
     };
+    auto context = core::research_context_of(fs.spec.question);
+    context.task = rf::step_text(*plan_, step_);
     auto req = rf::structured_request(
       render_with_date("reflective_queries", {{"max_queries", std::to_string(max_q)}}), task,
-      rf::queries_tool(max_q), "plan");
+      rf::queries_tool(max_q), "plan", std::move(context));
     call_structured(
       self, fs.models.plan, std::move(req), at, "search_queries",
       [queries, max_q](const nlohmann::json& args) -> std::string {
@@ -690,7 +699,7 @@ private:
                        {{"depth", rf::to_string(depth_)},
                         {"min_steps", std::to_string(profile_.min_steps)}}),
       rf::reflector_input(fs.spec.question, *plan_, done, fs.global.size(), new_sources),
-      rf::reflect_tool(), "plan");
+      rf::reflect_tool(), "plan", rf::reflector_context(fs.spec.question, new_sources));
     call_structured(
       self, fs.models.plan, std::move(req), at, "reflect",
       [got](const nlohmann::json& args) -> std::string {
@@ -749,9 +758,11 @@ private:
                                               : "no step produced an observation");
       return;
     }
-    write_final(self, text_request(render_with_date("reflective_synthesizer", {}),
-                                   rf::synthesizer_input(fs.spec.question, *plan_), "synthesize",
-                                   fs.spec.final_max_tokens));
+    auto req = text_request(render_with_date("reflective_synthesizer", {}),
+                            rf::synthesizer_input(fs.spec.question, *plan_), "synthesize",
+                            fs.spec.final_max_tokens);
+    req.research = rf::synthesizer_context(fs.spec.question, *plan_);
+    write_final(self, std::move(req));
   }
 
   phase now_ = phase::classify;

@@ -325,6 +325,7 @@ void next_step(agent_ptr self) {
   }
   core::research_step_input in;
   in.system = std::move(system);
+  in.task = st.spec.task;
   in.history = st.history;
   in.tools = std::move(defs);
   if (st.just_ran_web_search && has_open_url)
@@ -382,7 +383,7 @@ void write_report(agent_ptr self) {
     fail(self, "the report prompts could not be rendered");
     return;
   }
-  auto built = core::agent_report_request(std::move(system), st.history,
+  auto built = core::agent_report_request(std::move(system), st.spec.task, st.history,
                                           std::move(reminder), st.spec.context_tokens,
                                           st.spec.report_max_tokens);
   if (auto* err = std::get_if<std::string>(&built)) {

@@ -188,7 +188,8 @@ void next_batch(verifier_ptr self) {
   judge_batch(self, first, last, false,
               core::reflective::structured_request(st.spec.judge_system,
                                                    v::judge_prompt(batch, ev),
-                                                   v::judge_tool(), "judge"));
+                                                   v::judge_tool(), "judge",
+                                                   v::judge_context(batch, ev)));
 }
 
 verifier_full_actor::behavior_type verifier_impl(verifier_ptr self, verifier_spec spec,

@@ -127,6 +127,66 @@ void from_json(const json& j, usage& x) {
   x.cached_input_tokens = number_of<int64_t>(j, "cached_input_tokens", 0);
 }
 
+void to_json(json& j, const research_finding& x) {
+  j = json{{"task", x.task}, {"report", x.report}};
+}
+
+void from_json(const json& j, research_finding& x) {
+  x.task = text_of(j, "task");
+  x.report = text_of(j, "report");
+}
+
+void to_json(json& j, const claim_evidence& x) {
+  j = json{{"claim", x.claim}, {"evidence", x.evidence}};
+}
+
+void from_json(const json& j, claim_evidence& x) {
+  x.claim = text_of(j, "claim");
+  x.evidence = text_of(j, "evidence");
+}
+
+void to_json(json& j, const research_context& x) {
+  j = json::object();
+  if (!x.question.empty())
+    j["question"] = x.question;
+  if (x.follow_up)
+    j["follow_up"] = true;
+  if (!x.task.empty())
+    j["task"] = x.task;
+  if (!x.plan.empty())
+    j["plan"] = x.plan;
+  if (x.max_parallel_agents != 0)
+    j["max_parallel_agents"] = x.max_parallel_agents;
+  if (x.min_steps != 0)
+    j["min_steps"] = x.min_steps;
+  if (x.max_steps != 0)
+    j["max_steps"] = x.max_steps;
+  if (x.new_sources != -1)
+    j["new_sources"] = x.new_sources;
+  if (!x.findings.empty())
+    j["findings"] = x.findings;
+  if (!x.claims.empty())
+    j["claims"] = x.claims;
+}
+
+void from_json(const json& j, research_context& x) {
+  x = research_context{};
+  x.question = text_of(j, "question");
+  if (auto i = j.find("follow_up"); i != j.end() && i->is_boolean())
+    x.follow_up = i->get<bool>();
+  x.task = text_of(j, "task");
+  if (auto i = j.find("plan"); i != j.end() && i->is_array())
+    for (const auto& step : *i)
+      if (step.is_string())
+        x.plan.push_back(step.get<std::string>());
+  x.max_parallel_agents = number_of<int>(j, "max_parallel_agents", 0);
+  x.min_steps = number_of<int>(j, "min_steps", 0);
+  x.max_steps = number_of<int>(j, "max_steps", 0);
+  x.new_sources = number_of<int>(j, "new_sources", -1);
+  x.findings = list_of<research_finding>(j, "findings");
+  x.claims = list_of<claim_evidence>(j, "claims");
+}
+
 void to_json(json& j, const chat_request& x) {
   j = json{{"messages", x.messages},
            {"tools", x.tools},
@@ -137,6 +197,9 @@ void to_json(json& j, const chat_request& x) {
            {"model", x.model}};
   if (x.temperature)
     j["temperature"] = *x.temperature;
+  json research = x.research;
+  if (!research.empty())
+    j["research"] = std::move(research);
 }
 
 void from_json(const json& j, chat_request& x) {
@@ -152,6 +215,10 @@ void from_json(const json& j, chat_request& x) {
     x.temperature = j["temperature"].get<double>();
   else
     x.temperature.reset();
+  if (auto i = j.find("research"); i != j.end() && i->is_object())
+    from_json(*i, x.research);
+  else
+    x.research = research_context{};
 }
 
 void to_json(json& j, const chat_result& x) {

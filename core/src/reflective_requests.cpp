@@ -2,10 +2,12 @@
 
 #include "quarry/core/reflective_requests.hpp"
 
+#include "quarry/core/research_requests.hpp"
 #include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/text.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace quarry::core::reflective {
 
@@ -31,6 +33,27 @@ std::string status_mark(step_status s) {
   return "[ ]";
 }
 
+// A completed step's observation as the planner sees it.
+constexpr size_t planner_observation_bytes = 3000;
+
+// The completed steps of `p` and their observations, each cut to its share
+// of `budget_bytes` when they do not all fit (synthesizer_input).
+std::vector<std::pair<const plan_step*, std::string>> synthesized_steps(const plan& p,
+                                                                        size_t budget_bytes) {
+  std::vector<const plan_step*> done;
+  size_t total = 0;
+  for (const auto& s : p.steps)
+    if (s.status == step_status::completed) {
+      done.push_back(&s);
+      total += s.observation.size();
+    }
+  auto share = done.empty() ? budget_bytes : budget_bytes / done.size();
+  std::vector<std::pair<const plan_step*, std::string>> out;
+  for (const auto* s : done)
+    out.emplace_back(s, total <= budget_bytes ? s->observation : clipped(s->observation, share));
+  return out;
+}
+
 void append_plan(std::string& out, const plan& p) {
   out += "Plan (iteration " + std::to_string(p.iteration) + "): " + p.title + "\n";
   for (const auto& s : p.steps) {
@@ -44,7 +67,8 @@ void append_plan(std::string& out, const plan& p) {
 } // namespace
 
 sdk::chat_request structured_request(std::string system, std::string user,
-                                     sdk::tool_definition tool, std::string role_tag) {
+                                     sdk::tool_definition tool, std::string role_tag,
+                                     sdk::research_context research) {
   sdk::chat_request r;
   sdk::chat_message sys;
   sys.author = sdk::role::system;
@@ -57,6 +81,7 @@ sdk::chat_request structured_request(std::string system, std::string user,
   r.choice = sdk::tool_choice::required;
   r.max_tokens = structured_max_tokens;
   r.role_tag = std::move(role_tag);
+  r.research = std::move(research);
   return r;
 }
 
@@ -123,7 +148,8 @@ std::string planner_input(const std::string& question, const std::string& backgr
       if (s.status != step_status::completed)
         continue;
       any = true;
-      out += "\n- " + s.title + "\n  Observation: " + clipped(s.observation, 3000) + "\n";
+      out += "\n- " + s.title + "\n  Observation: "
+             + clipped(s.observation, planner_observation_bytes) + "\n";
     }
     if (!any)
       out += "(none)\n";
@@ -141,15 +167,20 @@ std::string planner_input(const std::string& question, const std::string& backgr
   return out;
 }
 
-std::string step_task(const std::string& question, const plan& p, size_t index) {
+std::string step_text(const plan& p, size_t index) {
   if (index >= p.steps.size())
-    return question;
+    return {};
   const auto& s = p.steps[index];
   std::string out = s.title;
   if (!s.description.empty() && s.description != s.title)
     out += ": " + s.description;
-  out += "\n\n(This is one step of research on: " + question + ")";
   return out;
+}
+
+std::string step_task(const std::string& question, const plan& p, size_t index) {
+  if (index >= p.steps.size())
+    return question;
+  return step_text(p, index) + "\n\n(This is one step of research on: " + question + ")";
 }
 
 std::string reflector_input(const std::string& question, const plan& p, size_t just_done,
@@ -171,22 +202,55 @@ std::string reflector_input(const std::string& question, const plan& p, size_t j
 }
 
 std::string synthesizer_input(const std::string& question, const plan& p, size_t budget_bytes) {
-  std::vector<const plan_step*> done;
-  size_t total = 0;
-  for (const auto& s : p.steps)
-    if (s.status == step_status::completed) {
-      done.push_back(&s);
-      total += s.observation.size();
-    }
-  auto share = done.empty() ? budget_bytes : budget_bytes / done.size();
+  auto done = synthesized_steps(p, budget_bytes);
   std::string out = "The question:\n\n" + question + "\n\nResearch plan: " + p.title + "\n";
-  for (const auto* s : done) {
+  for (const auto& [s, observation] : done) {
     out += "\n## " + s->title + "\n\n";
-    out += total <= budget_bytes ? s->observation : clipped(s->observation, share);
+    out += observation;
     out += "\n";
   }
   if (done.empty())
     out += "\nNo step produced an observation.\n";
+  return out;
+}
+
+sdk::research_context coordinator_context(const std::string& question,
+                                          const std::vector<sdk::chat_message>& conversation) {
+  auto out = research_context_of(question);
+  // As coordinator_input shows it: a user or assistant message with text.
+  for (const auto& m : conversation)
+    if ((m.author == sdk::role::user || m.author == sdk::role::assistant)
+        && !sdk::trim(m.content).empty())
+      out.follow_up = true;
+  return out;
+}
+
+sdk::research_context planner_context(const std::string& question, const plan* current,
+                                      plan_room room) {
+  auto out = research_context_of(question);
+  out.min_steps = room.at_least;
+  out.max_steps = room.room;
+  if (current == nullptr)
+    return out;
+  for (const auto& s : current->steps) {
+    out.plan.push_back(s.title);
+    if (s.status == step_status::completed)
+      out.findings.push_back({s.title, clipped(s.observation, planner_observation_bytes)});
+  }
+  return out;
+}
+
+sdk::research_context reflector_context(const std::string& question, size_t new_sources) {
+  auto out = research_context_of(question);
+  out.new_sources = static_cast<int>(std::min<size_t>(new_sources, 1000000));
+  return out;
+}
+
+sdk::research_context synthesizer_context(const std::string& question, const plan& p,
+                                          size_t budget_bytes) {
+  auto out = research_context_of(question);
+  for (auto& [s, observation] : synthesized_steps(p, budget_bytes))
+    out.findings.push_back({s->title, std::move(observation)});
   return out;
 }
 

@@ -9,6 +9,8 @@
 #include "quarry/core/research_tools.hpp"
 #include "quarry/core/think_stream.hpp"
 #include "quarry/core/tool_args.hpp"
+#include "quarry/lexical/lexical.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <algorithm>
 
@@ -45,6 +47,45 @@ bool blank(const std::string& text) {
 
 } // namespace
 
+sdk::research_context research_context_of(const std::string& question) {
+  sdk::research_context out;
+  auto asked = lexical::asked_question(question);
+  out.question = std::string{asked};
+  out.follow_up = asked.size() != question.size();
+  return out;
+}
+
+std::vector<std::string> plan_steps(std::string_view plan) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < plan.size()) {
+    auto end = plan.find('\n', pos);
+    if (end == std::string_view::npos)
+      end = plan.size();
+    auto line = sdk::trim(plan.substr(pos, end - pos));
+    pos = end + 1;
+    size_t d = 0;
+    while (d < line.size() && d < 3 && line[d] >= '0' && line[d] <= '9')
+      ++d;
+    if (d == 0 || d + 1 >= line.size() || (line[d] != '.' && line[d] != ')')
+        || line[d + 1] != ' ')
+      continue;
+    // The item with its runs of white space made one space.
+    std::string item;
+    for (auto c : sdk::trim(line.substr(d + 2))) {
+      if (sdk::is_ascii_space(c)) {
+        if (!item.empty() && item.back() != ' ')
+          item += ' ';
+      } else {
+        item += c;
+      }
+    }
+    if (!item.empty())
+      out.push_back(std::move(item));
+  }
+  return out;
+}
+
 sdk::chat_message user_message(std::string text) {
   return message(sdk::role::user, std::move(text));
 }
@@ -61,6 +102,7 @@ sdk::chat_request clarification_request(std::string system,
   req.choice = sdk::tool_choice::automatic;
   req.role_tag = "clarify";
   req.max_tokens = clarification_max_tokens;
+  req.research = research_context_of(question);
   return req;
 }
 
@@ -72,6 +114,7 @@ sdk::chat_request plan_request(std::string system, const std::string& question,
   req.choice = sdk::tool_choice::none;
   req.role_tag = "plan";
   req.max_tokens = plan_max_tokens;
+  req.research = research_context_of(question);
   return req;
 }
 
@@ -87,8 +130,14 @@ request_or_error orchestrator_request(const orchestrator_input& in) {
   if (!in.reasoning_model)
     defs.push_back(think_tool(false));
   h.available_tokens = in.context_tokens - in.max_tokens - orchestrator_reserve_tokens;
-  return with_history(std::move(h), std::move(defs), sdk::tool_choice::required,
-                      in.max_tokens, "orchestrate");
+  auto out = with_history(std::move(h), std::move(defs), sdk::tool_choice::required,
+                          in.max_tokens, "orchestrate");
+  if (auto* req = std::get_if<sdk::chat_request>(&out)) {
+    req->research = research_context_of(in.question);
+    req->research.plan = plan_steps(in.plan);
+    req->research.max_parallel_agents = in.max_parallel_agents;
+  }
+  return out;
 }
 
 std::string orchestrator_reminder(int cycle, bool retried_empty,
@@ -102,6 +151,7 @@ std::string orchestrator_reminder(int cycle, bool retried_empty,
 
 request_or_error final_report_request(std::string system,
                                       const std::string& question,
+                                      const std::string& plan,
                                       const std::vector<sdk::chat_message>& history,
                                       const std::string& reminder,
                                       int64_t context_tokens, int64_t max_tokens) {
@@ -111,7 +161,12 @@ request_or_error final_report_request(std::string system,
   h.history.insert(h.history.end(), history.begin(), history.end());
   h.reminder = make_reminder(reminder);
   h.available_tokens = context_tokens - max_tokens;
-  return with_history(std::move(h), {}, sdk::tool_choice::none, max_tokens, "final");
+  auto out = with_history(std::move(h), {}, sdk::tool_choice::none, max_tokens, "final");
+  if (auto* req = std::get_if<sdk::chat_request>(&out)) {
+    req->research = research_context_of(question);
+    req->research.plan = plan_steps(plan);
+  }
+  return out;
 }
 
 request_or_error research_step_request(const research_step_input& in) {
@@ -128,11 +183,14 @@ request_or_error research_step_request(const research_step_input& in) {
   for (const auto& d : defs)
     def_tokens += static_cast<int64_t>(d.to_openai().dump().size() / 4);
   h.available_tokens = std::max<int64_t>(0, in.context_tokens - def_tokens - in.max_tokens);
-  return with_history(std::move(h), std::move(defs), sdk::tool_choice::required,
-                      in.max_tokens, "research");
+  auto out = with_history(std::move(h), std::move(defs), sdk::tool_choice::required,
+                          in.max_tokens, "research");
+  if (auto* req = std::get_if<sdk::chat_request>(&out))
+    req->research.task = in.task;
+  return out;
 }
 
-request_or_error agent_report_request(std::string system,
+request_or_error agent_report_request(std::string system, const std::string& task,
                                       const std::vector<sdk::chat_message>& history,
                                       std::string reminder,
                                       int64_t context_tokens, int64_t max_tokens) {
@@ -141,7 +199,10 @@ request_or_error agent_report_request(std::string system,
   h.history = history;
   h.reminder = user_message(std::move(reminder));
   h.available_tokens = std::max<int64_t>(0, context_tokens - max_tokens);
-  return with_history(std::move(h), {}, sdk::tool_choice::none, max_tokens, "report");
+  auto out = with_history(std::move(h), {}, sdk::tool_choice::none, max_tokens, "report");
+  if (auto* req = std::get_if<sdk::chat_request>(&out))
+    req->research.task = task;
+  return out;
 }
 
 std::string render_prompt(const prompt_library& lib, std::string_view name,

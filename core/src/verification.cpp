@@ -598,6 +598,14 @@ std::string judge_prompt(const std::vector<claim>& claims,
   return out;
 }
 
+sdk::research_context judge_context(const std::vector<claim>& claims,
+                                    const std::vector<std::optional<evidence>>& ev) {
+  sdk::research_context out;
+  for (size_t i = 0; i < claims.size(); ++i)
+    out.claims.push_back({claims[i].text, i < ev.size() && ev[i] ? ev[i]->quote : std::string{}});
+  return out;
+}
+
 std::variant<std::vector<judgement>, std::string>
 read_judgements(const json& args, const std::vector<std::optional<evidence>>& ev) {
   if (!args.is_object() || !args.contains("verdicts") || !args["verdicts"].is_array())

@@ -207,10 +207,10 @@ extern "C" QUARRY_SDK_API int quarry_not_a_plugin() {
   return 42;
 }
 
-#elif defined(QUARRY_TEST_VARIANT_ENTRY_V3)
+#elif defined(QUARRY_TEST_VARIANT_ENTRY_NEXT)
 
-// A plugin built for a future plugin ABI: only the v3 entry point exists.
-extern "C" QUARRY_SDK_API const void* quarry_plugin_v3() {
+// A plugin built for a future plugin ABI: only the v4 entry point exists.
+extern "C" QUARRY_SDK_API const void* quarry_plugin_v4() {
   return nullptr;
 }
 
@@ -244,7 +244,7 @@ extern "C" QUARRY_SDK_API int quarry_use_missing() {
 #  endif
 QUARRY_PLUGIN_DEFINE_ABI_MARK()
 extern "C" QUARRY_SDK_API const ::quarry::sdk::plugin_descriptor*
-quarry_plugin_v2() {
+quarry_plugin_v3() {
   static const ::quarry::sdk::plugin_descriptor descriptor{
     QUARRY_TEST_ABI,
     QUARRY_TEST_SDK,

@@ -30,6 +30,23 @@ TEST_CASE("llm_json round-trips a chat request") {
   CHECK(back.choice == sdk::tool_choice::required);
   REQUIRE(back.temperature.has_value());
   CHECK(*back.temperature == 0.5);
+  // Without a research context, the JSON has none; with one, it round-trips.
+  CHECK_FALSE(nlohmann::json(req).contains("research"));
+  req.research.question = "Q?";
+  req.research.follow_up = true;
+  req.research.task = "T";
+  req.research.plan = {"one", "two"};
+  req.research.max_parallel_agents = 3;
+  req.research.min_steps = 1;
+  req.research.max_steps = 4;
+  req.research.new_sources = 0;
+  req.research.findings = {{"one", "found [1]"}};
+  req.research.claims = {{"claim", "evidence"}, {"claim 2", ""}};
+  auto again = nlohmann::json(req).get<sdk::chat_request>();
+  CHECK(nlohmann::json(again) == nlohmann::json(req));
+  CHECK(again.research.new_sources == 0);
+  CHECK(again.research.claims.size() == 2);
+  CHECK(again.research.findings[0].report == "found [1]");
 }
 
 TEST_CASE("llm_json round-trips results and errors") {

@@ -192,7 +192,7 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a truncated ELF fil
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a library without entry point") {
   CHECK(error_of("no_entry")
-        == "no entry symbol quarry_plugin_v2 (not a Quarry plugin)");
+        == "no entry symbol quarry_plugin_v3 (not a Quarry plugin)");
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry checks a file before loading it: no static constructor of a refused file runs") {
@@ -204,7 +204,7 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry checks a file before loadin
   }
   SUBCASE("no entry symbol") {
     CHECK(error_of("no_entry")
-          == "no entry symbol quarry_plugin_v2 (not a Quarry plugin)");
+          == "no entry symbol quarry_plugin_v3 (not a Quarry plugin)");
     CHECK_FALSE(marker.written());
   }
   SUBCASE("built with JSON_DIAGNOSTICS=1") {
@@ -303,7 +303,7 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a plugin without th
 
 TEST_CASE("check_abi_mark allows an older minor SDK version from 1.0 on, nothing else") {
   auto mark = [](const char* sdk_version, const char* json, const char* debug) {
-    return std::string{"quarry_abi_v2_sdk_"} + sdk_version + "_json_" + json
+    return std::string{"quarry_abi_v3_sdk_"} + sdk_version + "_json_" + json
            + "_stdlib_gnu_cxx11_debug_" + debug;
   };
   auto host = mark("1_3", "json_abi_v3_11_2", "0");
@@ -370,9 +370,9 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses malformed ELF files
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry names the ABI of a plugin built for another one") {
-  CHECK(error_of("entry_v3")
-        == "built for another plugin ABI (exports quarry_plugin_v3, this host "
-           "needs quarry_plugin_v2)");
+  CHECK(error_of("entry_next")
+        == "built for another plugin ABI (exports quarry_plugin_v4, this host "
+           "needs quarry_plugin_v3)");
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses unresolved symbols at load time") {
@@ -386,7 +386,7 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses version mismatches 
   SUBCASE("ABI") {
     CHECK(error_of("abi")
           == "plugin ABI version 99, but this host supports plugin ABI "
-             "version 2");
+             "version 3");
   }
   SUBCASE("SDK") {
     CHECK(error_of("sdk")

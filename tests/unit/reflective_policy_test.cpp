@@ -328,7 +328,10 @@ TEST_CASE("reflective: a reflection needs a known decision") {
 
 TEST_CASE("reflective requests: a structured call offers one tool and requires it; the repair "
           "answers the bad call and asks once more") {
-  auto r = structured_request("sys", "user text", reflect_tool(), "reflect");
+  sdk::research_context context;
+  context.new_sources = 2;
+  auto r = structured_request("sys", "user text", reflect_tool(), "reflect", context);
+  CHECK(r.research.new_sources == 2);
   REQUIRE(r.messages.size() == 2);
   CHECK(r.messages[0].author == sdk::role::system);
   CHECK(r.messages[1].content == "user text");
@@ -348,6 +351,7 @@ TEST_CASE("reflective requests: a structured call offers one tool and requires i
   CHECK(fix.messages[4].author == sdk::role::user);
   CHECK(fix.messages[4].content.find("decision must be") != std::string::npos);
   CHECK(fix.tools.size() == 1);
+  CHECK(fix.research.new_sources == 2);
 }
 
 TEST_CASE("reflective requests: what each role reads") {
@@ -399,4 +403,45 @@ TEST_CASE("reflective requests: what each role reads") {
   CHECK(synth.find("## Costs") != std::string::npos);
   CHECK(synth.find(std::string(301, 'a')) == std::string::npos);
   CHECK(synth.find(std::string(300, 'b')) != std::string::npos);
+}
+
+TEST_CASE("reflective requests: each role's research context states what its text does") {
+  std::vector<sdk::chat_message> conversation(1);
+  conversation[0].author = sdk::role::user;
+  conversation[0].content = "How do heat pumps work?";
+  auto coord = coordinator_context("And in Norway?", conversation);
+  CHECK(coord.question == "And in Norway?");
+  CHECK(coord.follow_up);
+  CHECK_FALSE(coordinator_context("And in Norway?", {}).follow_up);
+
+  plan p;
+  p.iteration = 1;
+  p.steps = {done_step("s1.1", "Efficiency", "COP falls [1]."), pending_step("s1.2", "Costs")};
+  p.steps[1].description = "What installing one costs";
+  auto room = room_for(&p, profile_for(depth::medium));
+  auto planner = planner_context("Q?", &p, room);
+  CHECK(planner.question == "Q?");
+  CHECK(planner.plan == std::vector<std::string>{"Efficiency", "Costs"});
+  REQUIRE(planner.findings.size() == 1);
+  CHECK(planner.findings[0].task == "Efficiency");
+  CHECK(planner.findings[0].report == "COP falls [1].");
+  CHECK(planner.min_steps == room.at_least);
+  CHECK(planner.max_steps == room.room);
+  auto first = planner_context("Q?", nullptr, room_for(nullptr, profile_for(depth::light)));
+  CHECK(first.plan.empty());
+  CHECK(first.min_steps == 1);
+  CHECK(first.max_steps == 3);
+
+  CHECK(step_text(p, 1) == "Costs: What installing one costs");
+  CHECK(step_text(p, 2).empty());
+  CHECK(reflector_context("Q?", 0).new_sources == 0);
+
+  p.steps[0].observation = std::string(1000, 'a');
+  p.steps[1] = done_step("s1.2", "Costs", std::string(1000, 'b'));
+  auto synth = synthesizer_context("Q?", p, 600);
+  REQUIRE(synth.findings.size() == 2);
+  CHECK(synth.findings[1].task == "Costs");
+  // Cut as the synthesizer's text cuts it.
+  CHECK(synthesizer_input("Q?", p, 600).find(synth.findings[0].report) != std::string::npos);
+  CHECK(synth.findings[0].report.size() < 400);
 }

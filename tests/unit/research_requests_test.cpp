@@ -4,6 +4,7 @@
 #include "quarry/core/history.hpp"
 #include "quarry/core/research_requests.hpp"
 #include "quarry/core/research_tools.hpp"
+#include "quarry/lexical/lexical.hpp"
 
 #include <doctest/doctest.h>
 
@@ -64,6 +65,8 @@ TEST_CASE("research requests: clarification offers generate_plan with tool choic
   CHECK(req.choice == tool_choice::automatic);
   CHECK(req.role_tag == "clarify");
   CHECK(req.max_tokens == 2000);
+  CHECK(req.research.question == "What is X?");
+  CHECK_FALSE(req.research.follow_up);
 }
 
 TEST_CASE("research requests: the plan has no tools and ends with the reminder") {
@@ -77,15 +80,46 @@ TEST_CASE("research requests: the plan has no tools and ends with the reminder")
   CHECK(req.choice == tool_choice::none);
   CHECK(req.role_tag == "plan");
   CHECK(req.max_tokens == 2000);
+  CHECK(req.research.question == "What is X?");
+}
+
+TEST_CASE("research requests: the research context states the question a follow-up asks") {
+  auto follow_up = std::string{"Earlier research in this conversation.\nQuestion: penguins\n\n"}
+                   + std::string{lexical::follow_up_marker} + "How loud are heat pumps?";
+  auto c = core::research_context_of(follow_up);
+  CHECK(c.question == "How loud are heat pumps?");
+  CHECK(c.follow_up);
+  auto plain = core::research_context_of("How loud are heat pumps?");
+  CHECK(plain.question == "How loud are heat pumps?");
+  CHECK_FALSE(plain.follow_up);
+  CHECK(plain.plan.empty());
+  CHECK(plain.task.empty());
+  CHECK(plain.max_parallel_agents == 0);
+  CHECK(plain.new_sources == -1);
+}
+
+TEST_CASE("research requests: the steps of a plan as the plan step wrote it") {
+  CHECK(core::plan_steps("1. First step\n2) Second   step\n\n  3. Third step\n")
+        == std::vector<std::string>{"First step", "Second step", "Third step"});
+  CHECK(core::plan_steps("Steps:\n1. a\nthen\n2. b\n") == std::vector<std::string>{"a", "b"});
+  CHECK(core::plan_steps("10. ten\n1.5 kW is not a step\n1234. nor this")
+        == std::vector<std::string>{"ten"});
+  CHECK(core::plan_steps("no list here").empty());
+  CHECK(core::plan_steps("").empty());
 }
 
 TEST_CASE("research requests: an orchestrator cycle, with and without native reasoning") {
   core::orchestrator_input in;
   in.system = "ORCH";
   in.question = "Q";
+  in.plan = "1. One\n2. Two";
+  in.max_parallel_agents = 2;
   in.history = {tool_round_call("c1"), tool_round_result("c1", "found a lot")};
   in.max_tokens = 4096;
   auto req = request_of(core::orchestrator_request(in));
+  CHECK(req.research.question == "Q");
+  CHECK(req.research.plan == std::vector<std::string>{"One", "Two"});
+  CHECK(req.research.max_parallel_agents == 2);
   CHECK(tool_names(req)
         == std::vector<std::string>{"research_agent", "generate_report", "think_tool"});
   CHECK(req.choice == tool_choice::required);
@@ -134,7 +168,10 @@ TEST_CASE("research requests: the orchestrator's reminders") {
 TEST_CASE("research requests: the final report gets the rounds and the reminder, no tools") {
   std::vector<sdk::chat_message> rounds{tool_round_call("c1"),
                                         tool_round_result("c1", "finding")};
-  auto req = request_of(core::final_report_request("FINAL", "Q", rounds, "PLAN", 128000, 20000));
+  auto req = request_of(
+    core::final_report_request("FINAL", "Q", "1. One", rounds, "PLAN", 128000, 20000));
+  CHECK(req.research.question == "Q");
+  CHECK(req.research.plan == std::vector<std::string>{"One"});
   CHECK(req.tools.empty());
   CHECK(req.choice == tool_choice::none);
   CHECK(req.role_tag == "final");
@@ -145,12 +182,13 @@ TEST_CASE("research requests: the final report gets the rounds and the reminder,
   CHECK(req.messages[3].content == "finding");
   CHECK(req.messages[4].content == core::make_reminder("PLAN").content);
   CHECK(std::holds_alternative<std::string>(
-    core::final_report_request("FINAL", "Q", rounds, "PLAN", 20000, 20000)));
+    core::final_report_request("FINAL", "Q", "1. One", rounds, "PLAN", 20000, 20000)));
 }
 
 TEST_CASE("research requests: a research step offers the agent's tools, its own report and think tools") {
   core::research_step_input in;
   in.system = "AGENT";
+  in.task = "the task";
   in.history = {core::user_message("the task")};
   sdk::tool_definition search;
   search.name = "web_search";
@@ -166,6 +204,7 @@ TEST_CASE("research requests: a research step offers the agent's tools, its own 
   CHECK(req.choice == tool_choice::required);
   CHECK(req.role_tag == "research");
   CHECK(req.max_tokens == 1000);
+  CHECK(req.research.task == "the task");
   REQUIRE(req.messages.size() == 2);
   CHECK(req.messages[1].content == "the task");
 
@@ -189,7 +228,9 @@ TEST_CASE("research requests: a research step offers the agent's tools, its own 
 
 TEST_CASE("research requests: an agent's report") {
   std::vector<sdk::chat_message> history{core::user_message("the task")};
-  auto req = request_of(core::agent_report_request("REPORT", history, "Write it.", 128000, 10000));
+  auto req = request_of(
+    core::agent_report_request("REPORT", "the task", history, "Write it.", 128000, 10000));
+  CHECK(req.research.task == "the task");
   CHECK(req.tools.empty());
   CHECK(req.choice == tool_choice::none);
   CHECK(req.role_tag == "report");
@@ -198,7 +239,7 @@ TEST_CASE("research requests: an agent's report") {
   CHECK(req.messages[0].author == role::system);
   CHECK(req.messages[2].content == "Write it.");
   CHECK(std::holds_alternative<std::string>(
-    core::agent_report_request("REPORT", history, "Write it.", 10000, 10000)));
+    core::agent_report_request("REPORT", "the task", history, "Write it.", 10000, 10000)));
 }
 
 TEST_CASE("research requests: the task of a research_agent call") {

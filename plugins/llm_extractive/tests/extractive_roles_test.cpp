@@ -1,6 +1,7 @@
 // The extractive provider plays the reflective strategy's structured roles
-// and the verification judge: requests built as the strategy builds them,
-// answers read as the strategy reads them.
+// and the verification judge: requests built as the strategy builds them
+// (each with its research context), answers read as the strategy reads
+// them.
 
 #include "extractive.hpp"
 
@@ -31,7 +32,8 @@ nlohmann::json args_of(const sdk::chat_request& req) {
 
 TEST_CASE("extractive roles: classification follows the question's shape") {
   auto classify = [](const std::string& q) {
-    auto req = structured_request("sys", coordinator_input(q, {}), classify_tool(3), "classify");
+    auto req = structured_request("sys", coordinator_input(q, {}), classify_tool(3), "classify",
+                                  coordinator_context(q, {}));
     auto c = read_classification(args_of(req), 3);
     REQUIRE(std::holds_alternative<classification>(c));
     return std::get<classification>(c);
@@ -43,6 +45,16 @@ TEST_CASE("extractive roles: classification follows the question's shape") {
   CHECK(complex.complexity == complexity::complex);
   CHECK(complex.recommended_depth == depth::extended);
   CHECK_FALSE(complex.is_ambiguous);
+  // A follow-up: classified by its own question, as one.
+  std::vector<sdk::chat_message> conversation(1);
+  conversation[0].author = sdk::role::user;
+  conversation[0].content = "How do heat pumps work?";
+  auto req = structured_request("sys", coordinator_input("And in Norway?", conversation),
+                                classify_tool(3), "classify",
+                                coordinator_context("And in Norway?", conversation));
+  auto c = read_classification(args_of(req), 3);
+  REQUIRE(std::holds_alternative<classification>(c));
+  CHECK(std::get<classification>(c).follow_up_type == follow_up::complex_follow_up);
 }
 
 TEST_CASE("extractive roles: fixed plans reach each depth's minimum and respect the room") {
@@ -50,9 +62,10 @@ TEST_CASE("extractive roles: fixed plans reach each depth's minimum and respect 
     CAPTURE(to_string(d));
     auto prof = profile_for(d);
     auto room = room_for(nullptr, prof);
-    auto req = structured_request(
-      "sys", planner_input("How do heat pumps work in cold weather?", "", nullptr, nullptr, room, d),
-      plan_tool(room.at_least, room.room), "plan");
+    const std::string q = "How do heat pumps work in cold weather?";
+    auto req = structured_request("sys", planner_input(q, "", nullptr, nullptr, room, d),
+                                  plan_tool(room.at_least, room.room), "plan",
+                                  planner_context(q, nullptr, room));
     auto draft = read_plan(args_of(req), room.at_least, room.room);
     REQUIRE(std::holds_alternative<plan_draft>(draft));
     auto n = static_cast<int>(std::get<plan_draft>(draft).steps.size());
@@ -73,7 +86,8 @@ TEST_CASE("extractive roles: fixed plans reach each depth's minimum and respect 
   reflection fb;
   fb.reasoning = "more";
   auto req = structured_request("sys", planner_input("Q?", "", &p, &fb, room, depth::medium),
-                                plan_tool(room.at_least, room.room), "plan");
+                                plan_tool(room.at_least, room.room), "plan",
+                                planner_context("Q?", &p, room));
   auto draft = read_plan(args_of(req), room.at_least, room.room);
   REQUIRE(std::holds_alternative<plan_draft>(draft));
   for (const auto& s : std::get<plan_draft>(draft).steps)
@@ -92,7 +106,7 @@ TEST_CASE("extractive roles: the reflector completes when a step found no new so
   p.steps[1].title = "B";
   auto ask = [&](size_t fresh) {
     auto req = structured_request("sys", reflector_input("Q?", p, 0, 4, fresh), reflect_tool(),
-                                  "reflect");
+                                  "reflect", reflector_context("Q?", fresh));
     auto r = read_reflection(args_of(req));
     REQUIRE(std::holds_alternative<reflection>(r));
     return std::get<reflection>(r).decision;
@@ -102,8 +116,11 @@ TEST_CASE("extractive roles: the reflector completes when a step found no new so
 }
 
 TEST_CASE("extractive roles: search queries and the lexical judge") {
+  sdk::research_context step;
+  step.question = "How do heat pumps cope with frost?";
+  step.task = "Defrost cycles of heat pumps";
   auto req = structured_request("sys", "Defrost cycles of heat pumps\n\n(This is one step)",
-                                queries_tool(3), "queries");
+                                queries_tool(3), "queries", step);
   auto q = read_queries(args_of(req), 3);
   REQUIRE(std::holds_alternative<std::vector<std::string>>(q));
   CHECK(std::get<std::vector<std::string>>(q).front() == "Defrost cycles of heat pumps");
@@ -116,7 +133,8 @@ TEST_CASE("extractive roles: search queries and the lexical judge") {
   std::vector<std::optional<v::evidence>> ev{
     v::evidence{2, "A defrost cycle lasts two to ten minutes.", 1.0, true},
     v::evidence{2, "Reverse-cycle defrost melts frost on the coil.", 0.1, true}, std::nullopt};
-  auto jreq = structured_request("sys", v::judge_prompt(claims, ev), v::judge_tool(), "judge");
+  auto jreq = structured_request("sys", v::judge_prompt(claims, ev), v::judge_tool(), "judge",
+                                 v::judge_context(claims, ev));
   auto read = v::read_judgements(args_of(jreq), ev);
   REQUIRE(std::holds_alternative<std::vector<v::judgement>>(read));
   auto& js = std::get<std::vector<v::judgement>>(read);
@@ -129,7 +147,7 @@ TEST_CASE("extractive roles: other requests are not structured calls") {
   sdk::chat_request plain;
   plain.role_tag = "plan";
   CHECK_FALSE(respond_structured(plain).has_value());
-  auto two = structured_request("s", "u", reflect_tool(), "reflect");
+  auto two = structured_request("s", "u", reflect_tool(), "reflect", {});
   two.tools.push_back(classify_tool(1));
   CHECK_FALSE(respond_structured(two).has_value());
 }

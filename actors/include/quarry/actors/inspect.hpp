@@ -105,12 +105,29 @@ typename Inspector::result_type inspect(Inspector& f, usage& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, research_finding& x) {
+  return f(caf::meta::type_name("quarry.research_finding"), x.task, x.report);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, claim_evidence& x) {
+  return f(caf::meta::type_name("quarry.claim_evidence"), x.claim, x.evidence);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, research_context& x) {
+  return f(caf::meta::type_name("quarry.research_context"), x.question, x.follow_up,
+           x.task, x.plan, x.max_parallel_agents, x.min_steps, x.max_steps,
+           x.new_sources, x.findings, x.claims);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_request& x) {
   auto choice = quarry::actors::detail::enum_field<tool_choice::none>(x.choice);
   auto temperature = quarry::actors::detail::opt(x.temperature);
   return f(caf::meta::type_name("quarry.chat_request"), x.messages, x.tools,
            choice, x.max_tokens, temperature, x.reasoning_effort, x.role_tag,
-           x.model);
+           x.model, x.research);
 }
 
 template <class Inspector>

@@ -23,6 +23,14 @@ void to_json(nlohmann::json& j, const tool_definition& x);
 void from_json(const nlohmann::json& j, tool_definition& x);
 void to_json(nlohmann::json& j, const usage& x);
 void from_json(const nlohmann::json& j, usage& x);
+void to_json(nlohmann::json& j, const research_finding& x);
+void from_json(const nlohmann::json& j, research_finding& x);
+void to_json(nlohmann::json& j, const claim_evidence& x);
+void from_json(const nlohmann::json& j, claim_evidence& x);
+/// Only the members that differ from the defaults are written.
+void to_json(nlohmann::json& j, const research_context& x);
+void from_json(const nlohmann::json& j, research_context& x);
+/// `research` is written only when it is not empty.
 void to_json(nlohmann::json& j, const chat_request& x);
 void from_json(const nlohmann::json& j, chat_request& x);
 void to_json(nlohmann::json& j, const chat_result& x);

@@ -27,9 +27,11 @@ inline constexpr size_t coordinator_history_messages = 5;
 inline constexpr size_t reflector_observation_bytes = 4000;
 
 /// A structured call: the system prompt, the user text, `tool` offered and
-/// required, `role_tag` for the provider.
+/// required, `role_tag` and `research` (what the user text states, typed;
+/// the *_context functions below) for the provider.
 sdk::chat_request structured_request(std::string system, std::string user,
-                                     sdk::tool_definition tool, std::string role_tag);
+                                     sdk::tool_definition tool, std::string role_tag,
+                                     sdk::research_context research);
 
 /// The one repair request after an unusable answer: `first`, then the
 /// model's answer (its text and calls), every call answered as not usable,
@@ -50,25 +52,49 @@ std::string planner_input(const std::string& question, const std::string& backgr
                           const plan* current, const reflection* feedback, plan_room room,
                           depth d);
 
+/// The research context of the coordinator's call: the question and
+/// whether it follows a conversation (a follow-up).
+sdk::research_context coordinator_context(const std::string& question,
+                                          const std::vector<sdk::chat_message>& conversation);
+
+/// The research context of the planner's call: the question, the plan
+/// written again (its steps; none for a first plan) with its completed
+/// steps and their observations (clipped as planner_input clips them), and
+/// how many steps to write (`room`).
+sdk::research_context planner_context(const std::string& question, const plan* current,
+                                      plan_room room);
+
 /// `light` -> "1 to 3", for the planner's prompt.
 std::string step_range(const depth_profile& p);
 
+/// Step `index` of `p` in words: its title, and its description when that
+/// says more (`title: description`); empty past the last step.
+std::string step_text(const plan& p, size_t index);
+
 /// What a researcher is asked to do for step `index` of `p` (also the
-/// ReAct agent's task): the step, its description, and the question it
-/// serves.
+/// ReAct agent's task): step_text, and the question it serves.
 std::string step_task(const std::string& question, const plan& p, size_t index);
 
 /// The reflector's text: the question, the plan with each step's status,
 /// the observations (clipped), the step just completed, and the sources:
-/// `sources_total` in all, `new_sources` found by that step (the line
-/// "New sources found by this step: N" that the extractive provider reads).
+/// `sources_total` in all, `new_sources` found by that step.
 std::string reflector_input(const std::string& question, const plan& p, size_t just_done,
                             size_t sources_total, size_t new_sources);
+
+/// The research context of the reflector's call: the question and the new
+/// sources of the step just completed.
+sdk::research_context reflector_context(const std::string& question, size_t new_sources);
 
 /// The synthesizer's text: the question and every completed step with its
 /// observation, at most `budget_bytes` of observations in all (each cut to
 /// its share when they do not fit).
 std::string synthesizer_input(const std::string& question, const plan& p,
                               size_t budget_bytes = 400000);
+
+/// The research context of the synthesizer's call: the question and the
+/// completed steps with their observations, cut as synthesizer_input cuts
+/// them.
+sdk::research_context synthesizer_context(const std::string& question, const plan& p,
+                                          size_t budget_bytes = 400000);
 
 } // namespace quarry::core::reflective

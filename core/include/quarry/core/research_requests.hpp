@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -28,6 +29,18 @@ sdk::chat_message system_message(std::string text);
 /// message).
 using request_or_error = std::variant<sdk::chat_request, std::string>;
 
+/// The research context of a request about `question` (a session's
+/// question as the models get it): the question asked (of a follow-up, the
+/// text after lexical::follow_up_marker, without the conversation before
+/// it) and whether it follows earlier research. The builders below add what
+/// their role needs.
+sdk::research_context research_context_of(const std::string& question);
+
+/// The steps of a plan as the plan step wrote it: the numbered lines (`1.
+/// x`, `2) x`; up to three digits, white space collapsed), in order; empty
+/// when it has none.
+std::vector<std::string> plan_steps(std::string_view plan);
+
 /// Output tokens of the clarification and of the plan.
 inline constexpr int64_t clarification_max_tokens = 2000;
 inline constexpr int64_t plan_max_tokens = 2000;
@@ -37,11 +50,12 @@ inline constexpr int64_t plan_max_tokens = 2000;
 inline constexpr int64_t orchestrator_reserve_tokens = 1000;
 
 /// Clarification: the system prompt and the question, generate_plan offered
-/// ("no questions"), tool choice auto.
+/// ("no questions"), tool choice auto. Research context: the question.
 sdk::chat_request clarification_request(std::string system,
                                         const std::string& question);
 
 /// The research plan: system prompt, question and reminder, no tools.
+/// Research context: the question.
 sdk::chat_request plan_request(std::string system, const std::string& question,
                                std::string reminder);
 
@@ -49,6 +63,11 @@ sdk::chat_request plan_request(std::string system, const std::string& question,
 struct orchestrator_input {
   std::string system;
   std::string question;
+  /// The research plan as the plan step wrote it (the system prompt states
+  /// it too).
+  std::string plan;
+  /// Research agents that may run at once (the system prompt states it).
+  int max_parallel_agents = 3;
   /// The orchestrator's tool rounds so far.
   std::vector<sdk::chat_message> history;
   /// A reminder at the end (as make_reminder wraps it); none when empty.
@@ -61,7 +80,8 @@ struct orchestrator_input {
 
 /// An orchestrator cycle: research_agent, generate_report and (without
 /// native reasoning) think_tool, tool choice required, within the context
-/// less the output and @ref orchestrator_reserve_tokens.
+/// less the output and @ref orchestrator_reserve_tokens. Research context:
+/// the question, the plan's steps and the parallel limit.
 request_or_error orchestrator_request(const orchestrator_input& in);
 
 /// The reminder of orchestrator cycle `cycle`: after the model answered the
@@ -95,9 +115,11 @@ inline constexpr const char* orchestrator_retry_reminder
 
 /// The final report: system prompt, the question and the orchestrator's
 /// rounds, the reminder (wrapped by make_reminder), no tools, within the
-/// context less its output.
+/// context less its output. Research context: the question and the steps of
+/// `plan` (the plan step's text; the reminder states it too).
 request_or_error final_report_request(std::string system,
                                       const std::string& question,
+                                      const std::string& plan,
                                       const std::vector<sdk::chat_message>& history,
                                       const std::string& reminder,
                                       int64_t context_tokens, int64_t max_tokens);
@@ -105,6 +127,8 @@ request_or_error final_report_request(std::string system,
 /// What a research agent's step is built from.
 struct research_step_input {
   std::string system;
+  /// The agent's task (the history's first message states it too).
+  std::string task;
   /// The agent's task and its tool rounds so far.
   std::vector<sdk::chat_message> history;
   /// The definitions of the agent's tools (search, reading).
@@ -119,21 +143,21 @@ struct research_step_input {
 /// A research step: the agent's tools, generate_report and (without native
 /// reasoning) think_tool, tool choice required, within the context less the
 /// tool definitions (about four characters per token of their OpenAI JSON)
-/// and the output.
+/// and the output. Research context: the task.
 request_or_error research_step_request(const research_step_input& in);
 
-/// An agent's intermediate report: system prompt, the agent's history and
-/// the reminder as a user message, no tools, within the context less its
-/// output.
-request_or_error agent_report_request(std::string system,
+/// An agent's intermediate report on `task`: system prompt, the agent's
+/// history and the reminder as a user message, no tools, within the context
+/// less its output. Research context: the task.
+request_or_error agent_report_request(std::string system, const std::string& task,
                                       const std::vector<sdk::chat_message>& history,
                                       std::string reminder,
                                       int64_t context_tokens, int64_t max_tokens);
 
 /// Asks the model to go on with a text the output limit cut: `req` (the
-/// request that began it) with the text so far (`written`, as the model
-/// wrote it) as an assistant message and @ref continuation_prompt as a
-/// user message.
+/// request that began it, its research context too) with the text so far
+/// (`written`, as the model wrote it) as an assistant message and @ref
+/// continuation_prompt as a user message.
 sdk::chat_request continuation_request(sdk::chat_request req, const std::string& written);
 
 /// The user message of a continuation.

@@ -162,6 +162,11 @@ sdk::tool_definition judge_tool();
 std::string judge_prompt(const std::vector<claim>& claims,
                          const std::vector<std::optional<evidence>>& evidence);
 
+/// The research context of the judge's request: what judge_prompt states,
+/// claim i with the quote of its evidence (empty without one) as id i.
+sdk::research_context judge_context(const std::vector<claim>& claims,
+                                    const std::vector<std::optional<evidence>>& evidence);
+
 /// Reads `judge_claims` arguments for `count` claims (ids 0 .. count-1).
 /// A claim without a verdict keeps `unverified`; a `supported` verdict whose
 /// quote is not in the claim's evidence becomes `partly_supported` (the

@@ -77,7 +77,7 @@ using plugin_keys_entry = const char* const*();
 //   quarry_abi_v<plugin ABI>_sdk_<major>_<minor>_json_<nlohmann::json's
 //   inline namespace>_stdlib_<library and ABI>_debug_<0|1>
 //
-// e.g. `quarry_abi_v2_sdk_0_1_json_json_abi_v3_11_2_stdlib_gnu_cxx11_debug_0`.
+// e.g. `quarry_abi_v3_sdk_0_2_json_json_abi_v3_11_2_stdlib_gnu_cxx11_debug_0`.
 // The host reads the names of a file's dynamic symbols from disk, without
 // loading it, and refuses a plugin whose mark differs from its own before any
 // code of the plugin (static constructors included) runs. nlohmann::json's
@@ -169,7 +169,7 @@ constexpr const char* abi_mark = QUARRY_SDK_STRINGIFY(QUARRY_PLUGIN_ABI_MARK);
                       plugin_description, plugin_factory_fn)                   \
   QUARRY_PLUGIN_DEFINE_ABI_MARK()                                              \
   extern "C" QUARRY_SDK_API const ::quarry::sdk::plugin_descriptor*            \
-  quarry_plugin_v2() {                                                         \
+  quarry_plugin_v3() {                                                         \
     static const ::quarry::sdk::plugin_descriptor descriptor{                  \
       QUARRY_PLUGIN_ABI_VERSION,                                               \
       ::quarry::sdk::sdk_version,                                              \

@@ -1,6 +1,7 @@
 // This file is part of the Quarry plugin SDK.
 // Plain data types shared by host and plugins: chat messages, tool calls,
-// tool definitions, documents, usage and classified errors.
+// tool definitions, chat requests (with the research context of Quarry's
+// own requests), documents, usage and classified errors.
 
 #pragma once
 
@@ -285,6 +286,62 @@ struct usage {
   int64_t cached_input_tokens = 0;
 };
 
+/// A step of a research and what it found (research_context::findings).
+struct research_finding {
+  /// The step as the plan names it.
+  std::string task;
+  /// What the step found (its observation), with its citation markers
+  /// (`[n]`).
+  std::string report;
+};
+
+/// A claim of a report and the passage it is to be judged against
+/// (research_context::claims).
+struct claim_evidence {
+  /// The claim, as the report states it.
+  std::string claim;
+  /// The passage of a cited source that comes closest to the claim, as
+  /// quoted to the judge; empty when the cited sources hold none.
+  std::string evidence;
+};
+
+/// What a request of a research is about, as Quarry's research strategies
+/// know it: the facts their prompts state in words, typed. Quarry fills in
+/// what the request's role (chat_request::role_tag, and for a structured
+/// call the one tool it offers) needs and leaves the rest empty; a request
+/// that is no part of a research leaves all of it empty. A provider that
+/// answers without a model (the `extractive` provider) reads it instead of
+/// the prompts; a provider that sends the messages to a model ignores it.
+struct research_context {
+  /// The question researched (every role of a research). Of a follow-up,
+  /// its own question: the conversation before it is in the messages.
+  std::string question;
+  /// The question follows earlier research of the same conversation.
+  bool follow_up = false;
+  /// What this request researches or reports on: a research agent's task
+  /// (`research`, `report`), or the plan step a researcher searches for
+  /// (the `search_queries` tool).
+  std::string task;
+  /// The research plan, one step per item, in order (`orchestrate`,
+  /// `final`; `write_plan`: the plan written again, empty for a first
+  /// plan).
+  std::vector<std::string> plan;
+  /// Research agents that may run at once (`orchestrate`); 0: not said.
+  int max_parallel_agents = 0;
+  /// How many steps a plan written now has, at least and at most
+  /// (`write_plan`); 0: not said.
+  int min_steps = 0;
+  int max_steps = 0;
+  /// Sources found by the step just completed that no earlier step had
+  /// (`reflect`); -1: not said.
+  int new_sources = -1;
+  /// The plan's completed steps, each with what it found (`synthesize`;
+  /// `write_plan`: the steps a plan written again keeps).
+  std::vector<research_finding> findings;
+  /// The claims to judge, claim i being verdict id i (`judge_claims`).
+  std::vector<claim_evidence> claims;
+};
+
 /// A request to an LLM provider.
 struct chat_request {
   std::vector<chat_message> messages;
@@ -297,10 +354,15 @@ struct chat_request {
   /// `low`, `medium`, `high` or empty (provider default).
   std::string reasoning_effort;
   /// What the call is for: `clarify`, `plan`, `orchestrate`, `research`,
-  /// `report`, `final`, ... Real providers may ignore it.
+  /// `report`, `final` (the orchestrator strategy); `classify`, `plan`,
+  /// `report`, `simple`, `synthesize` (the reflective strategy); `judge`
+  /// (verification); `chat` (a plain chat). Real providers may ignore it.
   std::string role_tag;
   /// Overrides the configured model for this call, if not empty.
   std::string model;
+  /// What the call is about within a research (see research_context);
+  /// empty outside one. Real providers may ignore it.
+  research_context research;
 };
 
 /// A fragment of a tool call as it streams in.

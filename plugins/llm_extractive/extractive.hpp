@@ -1,5 +1,10 @@
 // Pure logic of the extractive provider: sentence splitting, BM25 scoring,
 // plan splitting, reading tool results from the history, composing answers.
+// It reads what a request is about from its role tag, the tools it offers
+// and its research context (sdk::research_context), never from the wording
+// of Quarry's prompts. The files: text.cpp, plans.cpp, history.cpp,
+// selection.cpp, compose.cpp, references.cpp, research.cpp, respond.cpp and
+// roles.cpp (internal.hpp declares what they share).
 
 #pragma once
 
@@ -53,21 +58,6 @@ std::vector<std::string> split_question(std::string_view question,
 
 /// Renders steps as a numbered list (`1. ...`, one per line).
 std::string format_plan(const std::vector<std::string>& steps);
-
-/// Reads a numbered list (`1. x`, `2) x`) from `text`. If `text` has a line
-/// containing `research plan`, only the text after the last such line is
-/// read. Returns the items of the last run of consecutive numbered lines.
-std::vector<std::string> parse_plan(std::string_view text);
-
-/// Returns whether a user message is a reminder written by the host rather
-/// than by the user: wrapped in `<system-reminder>`, or about the plan's
-/// format (numbered, output only, nothing else, no prefix), or asking for a
-/// comprehensive or thorough report with citations, or naming `open_url`.
-bool is_reminder(std::string_view text);
-
-/// Finds a parallel limit in a prompt, e.g. "never more than 3 in parallel",
-/// "at most 4 research agents in parallel". Returns 0 if there is none.
-int find_parallel_limit(std::string_view prompt);
 
 // -- tool results -------------------------------------------------------------
 
@@ -128,29 +118,36 @@ struct finding {
   std::string report;
 };
 
-/// Writes the final report: a short intro, a note that the report is
+/// Writes the final report on `question` (the question asked: of a
+/// follow-up, its own question): a short intro, a note that the report is
 /// extractive, one `##` section per plan step (headed by the step without its
 /// "(regarding: ...)" context) with the report sentences that belong to it
 /// (markers kept; a sentence in several reports goes to the step it matches
-/// best), and a section for findings that fit no step.
+/// best), and a section for findings that fit no step. When the sentences
+/// hold too little of the question, a short report that says so.
 std::string compose_final(std::string_view question, const std::vector<std::string>& plan,
                           const std::vector<finding>& findings);
 
 /// Answers a structured call of the reflective strategy and of
 /// verification (one tool offered: classify_question, search_queries,
-/// write_plan, reflect or judge_claims) with one call to it; nothing for
-/// any other request.
+/// write_plan, reflect or judge_claims) with one call to it, from the
+/// request's research context; nothing for any other request.
 std::optional<answer> respond_structured(const sdk::chat_request& request);
 
-/// The reflective strategy's synthesis: reads the synthesizer's text (the
-/// question, then one `## step` section per completed step with its
-/// observation) and writes the report as compose_final does, one section
-/// per step, markers kept.
+/// The reflective strategy's synthesis: the research context's completed
+/// steps with their observations, written as compose_final does, one
+/// section per step, markers kept.
 answer respond_synthesize(const sdk::chat_request& request);
 
 /// Answers `request` by its role tag (`clarify`, `plan`, `orchestrate`,
-/// `research`, `report`, `final`, `synthesize`; anything else is a plain chat answered with
-/// the best-matching sentences of the conversation). Deterministic.
+/// `research`, `report`, `final`, `synthesize`; anything else is a plain
+/// chat answered with the best-matching sentences of the conversation) and
+/// its research context: the question (`plan`, `orchestrate`, `final`), the
+/// plan's steps and the parallel limit (`orchestrate`, `final`), the task
+/// (`research`, `report`). A request without a research context (one not
+/// built by Quarry's research) is read as a chat: its first user message
+/// is the question or the task, and the question is split into the plan.
+/// Deterministic.
 answer respond(const sdk::chat_request& request, const compose_options& opts);
 
 } // namespace quarry::plugins::llm_extractive

@@ -1,9 +1,10 @@
 // The extractive provider in the reflective strategy's structured roles:
 // lexical classification, search queries, fixed plans per depth, a reflector
 // that completes when a step found no new source, and a lexical judge. Each
-// answers with one call to the tool the request offers.
+// answers with one call to the tool the request offers, from the request's
+// research context.
 
-#include "extractive.hpp"
+#include "internal.hpp"
 
 #include "quarry/lexical/lexical.hpp"
 #include "quarry/sdk/strings.hpp"
@@ -27,58 +28,13 @@ sdk::tool_call one_call(std::string name, const json& args) {
   return c;
 }
 
-/// The text after the line `label` up to the next blank line (or the end).
-std::string block_after(std::string_view text, std::string_view label) {
-  auto at = text.find(label);
-  if (at == std::string_view::npos)
-    return {};
-  auto start = text.find('\n', at);
-  if (start == std::string_view::npos)
-    return {};
-  start = text.find_first_not_of('\n', start);
-  if (start == std::string_view::npos)
-    return {};
-  auto end = text.find("\n\n", start);
-  return std::string{sdk::trim(text.substr(start, end == std::string_view::npos
-                                                    ? std::string_view::npos
-                                                    : end - start))};
-}
-
-/// The number after `label` on its line, or `fallback`.
-long number_after(std::string_view text, std::string_view label, long fallback) {
-  auto at = text.find(label);
-  if (at == std::string_view::npos)
-    return fallback;
-  at += label.size();
-  while (at < text.size() && (text[at] == ' ' || text[at] == ':'))
-    ++at;
-  long value = 0;
-  size_t digits = 0;
-  while (at < text.size() && text[at] >= '0' && text[at] <= '9' && digits < 9) {
-    value = value * 10 + (text[at++] - '0');
-    ++digits;
-  }
-  return digits == 0 ? fallback : value;
-}
-
-/// The first user message (the role's input; a repair request adds more).
-std::string first_user_text(const sdk::chat_request& req) {
-  for (const auto& m : req.messages)
-    if (m.author == sdk::role::user)
-      return m.content;
-  return {};
-}
-
 bool mentions_any(const std::string& lower, std::initializer_list<const char*> words) {
   return std::any_of(words.begin(), words.end(),
                      [&](const char* w) { return lower.find(w) != std::string::npos; });
 }
 
 answer classify(const sdk::chat_request& req) {
-  auto input = first_user_text(req);
-  auto question = block_after(input, "The question to classify:");
-  if (question.empty())
-    question = input;
+  auto question = question_of(req);
   auto lower = sdk::to_lower(question);
   auto words = lexical::count_words(question);
   // Clauses: question marks and semicolons beyond the first.
@@ -93,9 +49,7 @@ answer classify(const sdk::chat_request& req) {
   else if (words <= 8 && parts == 1 && lower.find(" and ") == std::string::npos
            && lower.find(',') == std::string::npos)
     complexity = "simple";
-  std::string follow = input.find("The conversation so far") != std::string::npos
-                         ? "complex_follow_up"
-                         : "new_topic";
+  std::string follow = req.research.follow_up ? "complex_follow_up" : "new_topic";
   std::string depth = complexity == "simple"    ? "light"
                       : complexity == "complex" ? "extended"
                                                 : "medium";
@@ -113,12 +67,8 @@ answer classify(const sdk::chat_request& req) {
 }
 
 answer queries(const sdk::chat_request& req) {
-  auto input = first_user_text(req);
-  // The task is the first paragraph; the question it serves may follow.
-  auto end = input.find("\n\n");
-  auto task = std::string{sdk::trim(input.substr(0, end))};
-  if (task.empty())
-    task = std::string{sdk::trim(input)};
+  // The plan step searched for; the background search is for the question.
+  auto task = req.research.task.empty() ? question_of(req) : req.research.task;
   json qs = json::array();
   qs.push_back(std::string{sdk::utf8_prefix(task, 300)});
   // The first six words of the task that are not stop words, each once (a
@@ -143,33 +93,18 @@ const char* const fill_steps[] = {"Background and key facts", "Evidence and figu
                                   "Alternatives",              "Summary of the evidence"};
 
 answer plan(const sdk::chat_request& req) {
-  auto input = first_user_text(req);
-  auto question = block_after(input, "The question:");
-  // "Write 3 to 6 steps." or "Write 2 new steps.": the last line.
-  long at_least = 1;
-  long room = 3;
-  auto write = input.rfind("Write ");
-  if (write != std::string::npos) {
-    auto line = std::string_view{input}.substr(write);
-    line = line.substr(0, line.find('\n'));
-    at_least = number_after(line, "Write", 1);
-    room = line.find(" to ") != std::string_view::npos ? number_after(line, " to ", at_least)
-                                                        : at_least;
-  }
+  const auto& context = req.research;
+  auto question = question_of(req);
+  // How many steps to write (1 to 3 when the request does not say).
+  long at_least = context.min_steps > 0 ? context.min_steps : 1;
+  long room = context.max_steps > 0 ? context.max_steps : std::max(at_least, 3L);
   at_least = std::clamp(at_least, 1L, 10L);
   room = std::clamp(room, at_least, 10L);
-  bool replan = input.find("Completed steps (kept as they are)") != std::string::npos;
+  // A plan written again keeps its completed steps: new steps repeat none.
+  bool replan = !context.plan.empty();
   std::set<std::string> taken;
-  if (replan) {
-    // Titles of completed steps: "- Title" lines.
-    auto block = input.substr(input.find("Completed steps (kept as they are)"));
-    size_t pos = 0;
-    while ((pos = block.find("\n- ", pos)) != std::string::npos) {
-      auto e = block.find('\n', pos + 3);
-      taken.insert(sdk::to_lower(sdk::trim(block.substr(pos + 3, e - pos - 3))));
-      pos += 3;
-    }
-  }
+  for (const auto& done : context.findings)
+    taken.insert(sdk::to_lower(sdk::trim(done.task)));
   std::vector<std::string> titles;
   auto add = [&](const std::string& t) {
     auto key = sdk::to_lower(sdk::trim(t));
@@ -179,8 +114,7 @@ answer plan(const sdk::chat_request& req) {
   // A fixed plan: the question's parts, then generic aspects, up to the
   // minimum (a light plan stays short; deeper plans reach their minimum).
   if (!replan)
-    for (const auto& part :
-         split_question(lexical::asked_question(question), static_cast<size_t>(room)))
+    for (const auto& part : split_question(question, static_cast<size_t>(room)))
       add(part);
   for (auto* f : fill_steps) {
     if (static_cast<long>(titles.size()) >= at_least)
@@ -205,44 +139,23 @@ answer plan(const sdk::chat_request& req) {
 }
 
 answer reflect(const sdk::chat_request& req) {
-  auto input = first_user_text(req);
-  auto fresh = number_after(input, "New sources found by this step:", 1);
+  auto fresh = req.research.new_sources;
+  // Not said (-1): the plan goes on.
+  auto reasoning = fresh < 0 ? std::string{"The request does not say what the last step found."}
+                             : "The last step found " + std::to_string(fresh) + " new sources.";
   answer out;
   out.tool_calls.push_back(one_call(
     "reflect", fresh == 0 ? json{{"decision", "COMPLETE"},
                                  {"reasoning", "The last step found no new source."}}
-                          : json{{"decision", "CONTINUE"},
-                                 {"reasoning", "The last step found "
-                                                 + std::to_string(fresh) + " new sources."}}));
+                          : json{{"decision", "CONTINUE"}, {"reasoning", reasoning}}));
   return out;
 }
 
 answer judge(const sdk::chat_request& req) {
-  auto input = first_user_text(req);
   json verdicts = json::array();
-  size_t pos = 0;
-  while ((pos = input.find("\nClaim ", pos)) != std::string::npos) {
-    auto line_end = input.find('\n', pos + 1);
-    auto line = std::string_view{input}.substr(pos + 1, line_end - pos - 1);
-    auto colon = line.find(": ");
-    pos = line_end == std::string::npos ? input.size() : line_end;
-    if (colon == std::string_view::npos)
-      continue;
-    auto id = number_after(line, "Claim ", -1);
-    auto claim = line.substr(colon + 2);
-    std::string evidence;
-    if (line_end != std::string::npos) {
-      auto next_end = input.find('\n', line_end + 1);
-      auto next = std::string_view{input}.substr(line_end + 1, next_end == std::string::npos
-                                                                 ? std::string_view::npos
-                                                                 : next_end - line_end - 1);
-      auto q = next.find(": \"");
-      if (sdk::starts_with(next, "Evidence from source") && q != std::string_view::npos
-          && next.size() > q + 4 && next.back() == '"')
-        evidence = std::string{next.substr(q + 3, next.size() - q - 4)};
-    }
-    if (id < 0)
-      continue;
+  const auto& claims = req.research.claims;
+  for (size_t id = 0; id < claims.size(); ++id) {
+    const auto& [claim, evidence] = claims[id];
     if (evidence.empty()) {
       verdicts.push_back({{"id", id}, {"verdict", "no_evidence"}, {"quote", ""}});
       continue;
@@ -259,36 +172,14 @@ answer judge(const sdk::chat_request& req) {
 } // namespace
 
 answer respond_synthesize(const sdk::chat_request& request) {
-  std::string text;
-  for (const auto& m : request.messages)
-    if (m.author == sdk::role::user)
-      text = m.content;
-  std::string_view in = text;
-  // "The question:\n\n<question>\n\nResearch plan: ...", then the steps.
-  std::string question;
-  if (auto q = in.find("The question:\n\n"); q != std::string_view::npos) {
-    auto from = q + 15;
-    auto to = in.find("\n\nResearch plan:", from);
-    question = std::string{in.substr(from, to == std::string_view::npos ? 0 : to - from)};
-  }
   std::vector<std::string> plan;
   std::vector<finding> findings;
-  size_t at = 0;
-  while ((at = in.find("\n## ", at)) != std::string_view::npos) {
-    auto title_end = in.find('\n', at + 4);
-    if (title_end == std::string_view::npos)
-      break;
-    auto next = in.find("\n## ", title_end);
-    finding f;
-    f.task = std::string{sdk::trim(in.substr(at + 4, title_end - at - 4))};
-    f.report = std::string{sdk::trim(
-      in.substr(title_end, (next == std::string_view::npos ? in.size() : next) - title_end))};
-    plan.push_back(f.task);
-    findings.push_back(std::move(f));
-    at = title_end;
+  for (const auto& step : request.research.findings) {
+    plan.push_back(step.task);
+    findings.push_back({step.task, step.report});
   }
   answer result;
-  result.text = compose_final(question, plan, findings);
+  result.text = compose_final(question_of(request), plan, findings);
   return result;
 }
 

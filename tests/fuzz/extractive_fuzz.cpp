@@ -51,11 +51,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   split_sentences(input);
   tokenize(input);
   split_question(input);
-  parse_plan(input);
-  is_reminder(input);
-  auto limit = find_parallel_limit(input);
-  if (limit < 0 || limit > 64)
-    std::abort();
   // Reports cite only the documents they were given.
   auto docs = parse_tool_result(input);
   std::set<long> numbers;

@@ -2,6 +2,7 @@
 // deterministic deep research conversation driven through respond().
 
 #include "extractive.hpp"
+#include "quarry/core/research_requests.hpp"
 #include "quarry/lexical/lexical.hpp"
 
 #include <doctest/doctest.h>
@@ -278,37 +279,6 @@ TEST_CASE("extractive splits a question into sub-questions") {
   CHECK(format_plan({"One", "Two"}) == "1. One\n2. Two");
 }
 
-TEST_CASE("extractive reads the plan after the research plan heading") {
-  std::string prompt = "You are the orchestrator.\n1. Never answer.\n2. Call tools.\n"
-                       "Do not run more than 3 in parallel.\n\n# Research Plan\n"
-                       "1. First step\n2) Second   step\n\n3. Third step\n";
-  CHECK(parse_plan(prompt)
-        == std::vector<std::string>{"First step", "Second step", "Third step"});
-  CHECK(parse_plan("Steps:\n1. a\n2. b\nthen\n1. c\n") == std::vector<std::string>{"c"});
-  CHECK(parse_plan("no list here").empty());
-  CHECK(parse_plan(format_plan(split_question(question))) == split_question(question));
-}
-
-TEST_CASE("extractive recognises reminders and parallel limits") {
-  CHECK(is_reminder("<system-reminder>\nbe thorough\n</system-reminder>"));
-  CHECK(is_reminder("Output only the plan as a numbered list."));
-  CHECK(is_reminder("Open the best pages with open_url."));
-  CHECK(is_reminder("Output only the plan, nothing else."));
-  CHECK(is_reminder("Write a comprehensive report on the topic; cite every fact as [n]."));
-  CHECK_FALSE(is_reminder("What is the plan of the city council?"));
-  CHECK_FALSE(is_reminder(question));
-  CHECK(find_parallel_limit("Parallel calls are good, but NEVER more than 3 in parallel.")
-        == 3);
-  CHECK(find_parallel_limit("Run at most two research agents in parallel.") == 2);
-  CHECK(find_parallel_limit("up to 12 agents may run in parallel") == 12);
-  // Quarry's orchestrator prompt puts the number after "parallel".
-  CHECK(find_parallel_limit("Tasks that do not depend on each other should run in "
-                            "parallel, but never start more than 1 agents at once")
-        == 1);
-  CHECK(find_parallel_limit("Parallel calls are encouraged.") == 0);
-  CHECK(find_parallel_limit("") == 0);
-}
-
 // -- tool results -------------------------------------------------------------
 
 TEST_CASE("extractive parses tool results and merges documents by number") {
@@ -393,17 +363,21 @@ TEST_CASE("extractive answers unknown roles with the best sentences of the chat"
   CHECK(respond(req, {}).text.find("No matching text") == 0);
 }
 
-TEST_CASE("extractive orchestrator respects the parallel limit from config and prompt") {
+TEST_CASE("extractive orchestrator takes the plan and the parallel limit from the research "
+          "context, and the configured limit") {
   auto req = request("orchestrate", {"research_agent", "think_tool", "generate_report"});
-  std::string plan = "1. A one\n2. B two\n3. C three\n4. D four\n5. E five";
-  req.messages = {msg(sdk::role::system, "# Research Plan\n" + plan),
+  // The prompt's words are not read: only the research context is.
+  req.messages = {msg(sdk::role::system, "# Research Plan\n1. Not this\n\nNever more than 1 "
+                                         "in parallel."),
                   msg(sdk::role::user, "letters")};
+  req.research.question = "letters";
+  req.research.plan = {"A one", "B two", "C three", "D four", "E five"};
   compose_options opts;
   opts.max_parallel = 2;
   CHECK(respond(req, opts).tool_calls.size() == 2);
   opts.max_parallel = 5;
   CHECK(respond(req, opts).tool_calls.size() == 5);
-  req.messages[0].content = "NEVER more than 3 in parallel.\n# Research Plan\n" + plan;
+  req.research.max_parallel_agents = 3;
   auto res = respond(req, opts);
   REQUIRE(res.tool_calls.size() == 3);
   CHECK(res.tool_calls[2].id == "call_3");
@@ -425,6 +399,13 @@ TEST_CASE("extractive orchestrator respects the parallel limit from config and p
   // Tool choice "none": no tool calls at all.
   req.choice = sdk::tool_choice::none;
   CHECK(respond(req, opts).tool_calls.empty());
+  // Without a plan in the research context, the question is split.
+  auto unplanned = request("orchestrate", {"research_agent", "generate_report"});
+  unplanned.messages = {msg(sdk::role::user, "letters")};
+  unplanned.research.question = question;
+  res = respond(unplanned, opts);
+  REQUIRE(res.tool_calls.size() == 3);
+  CHECK(res.tool_calls[0].arguments == R"({"task":"How do heat pumps work?"})");
 }
 
 namespace {
@@ -453,6 +434,7 @@ std::string run_agent(const std::string& task, run_log& log) {
   std::vector<sdk::chat_message> history{msg(sdk::role::user, task)};
   auto step = [&] {
     auto req = request("research", tools);
+    req.research.task = task;
     req.messages = history;
     req.messages.insert(req.messages.begin(),
                         msg(sdk::role::system, "You are a research agent."));
@@ -510,6 +492,7 @@ std::string run_agent(const std::string& task, run_log& log) {
   CHECK(step().tool_calls.empty()); // without generate_report: text, no calls
   // 4: the intermediate report.
   auto req = request("report");
+  req.research.task = task;
   req.messages = {msg(sdk::role::system, "Write the report.")};
   req.messages.insert(req.messages.end(), history.begin(), history.end());
   req.messages.push_back(msg(sdk::role::user, "Please write a comprehensive report on: "
@@ -528,20 +511,27 @@ run_log run_research(int max_parallel) {
   compose_options opts;
   opts.max_parallel = max_parallel;
   // Plan.
+  // Every request carries what Quarry's builders put in its research
+  // context.
+  auto context = core::research_context_of(question);
   auto plan_req = request("plan");
+  plan_req.research = context;
   plan_req.messages = {msg(sdk::role::system, "You are a research planner."),
                        msg(sdk::role::user, question),
                        msg(sdk::role::user, "Output only the plan as a numbered list.")};
   auto plan = respond(plan_req, opts);
   append(log, plan);
-  log.plan = parse_plan(plan.text);
+  log.plan = core::plan_steps(plan.text);
+  context.plan = log.plan;
+  context.max_parallel_agents = 3;
   // Orchestrator cycles.
   std::vector<sdk::chat_message> history{msg(sdk::role::user, question)};
-  auto system = msg(sdk::role::system, "You are the orchestrator. NEVER more than 3 in "
-                                       "parallel.\n\n# Research Plan\n" + plan.text);
+  auto system = msg(sdk::role::system, "You are the orchestrator.\n\n# Research Plan\n"
+                                         + plan.text);
   for (int cycle = 0; cycle < 8; ++cycle) {
     auto req = request("orchestrate", {"research_agent", "think_tool", "generate_report"});
     req.choice = sdk::tool_choice::required;
+    req.research = context;
     req.messages = {system};
     req.messages.insert(req.messages.end(), history.begin(), history.end());
     auto res = respond(req, opts);
@@ -559,6 +549,8 @@ run_log run_research(int max_parallel) {
   }
   // Final report.
   auto req = request("final");
+  req.research = context;
+  req.research.max_parallel_agents = 0;
   req.messages = {msg(sdk::role::system, "Write the final report.")};
   req.messages.insert(req.messages.end(), history.begin(), history.end());
   req.messages.push_back(msg(sdk::role::user, "<system-reminder>\nThe plan was:\n```\n"
@@ -643,6 +635,14 @@ TEST_CASE("extractive agents prefer internal search and fall back to the web") {
   CHECK(third.tool_calls[0].name == "generate_report");
   req.role_tag = "report";
   CHECK(respond(req, {}).text == "A heat pump costs 9,000 euros [1].");
+  // The research context's task is what an agent searches for, whatever
+  // its messages say first.
+  auto told = request("research", {"internal_search"});
+  told.messages = {msg(sdk::role::user, "What earlier agents found: penguins.")};
+  told.research.task = "Costs of heat pumps in Europe";
+  auto searched = respond(told, {});
+  REQUIRE(searched.tool_calls.size() == 1);
+  CHECK(searched.tool_calls[0].arguments == R"({"queries":["Costs of heat pumps in Europe"]})");
 }
 
 TEST_CASE("extractive agents find searches and page readers by their parameters, "

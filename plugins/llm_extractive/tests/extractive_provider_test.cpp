@@ -117,6 +117,8 @@ sdk::chat_request orchestrate_request() {
   req.messages = {msg(sdk::role::system, "# Research Plan\n1. Alpha rays\n2. Beta rays\n"
                                          "3. Gamma rays\n4. Delta rays"),
                   msg(sdk::role::user, "Tell me about rays")};
+  req.research.question = "Tell me about rays";
+  req.research.plan = {"Alpha rays", "Beta rays", "Gamma rays", "Delta rays"};
   for (auto name : {"research_agent", "think_tool", "generate_report"}) {
     sdk::tool_definition def;
     def.name = name;

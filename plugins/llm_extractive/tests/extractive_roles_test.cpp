@@ -151,3 +151,32 @@ TEST_CASE("extractive roles: other requests are not structured calls") {
   two.tools.push_back(classify_tool(1));
   CHECK_FALSE(respond_structured(two).has_value());
 }
+
+TEST_CASE("extractive roles: the synthesis writes a section per completed step") {
+  plan p;
+  p.title = "Heat pumps";
+  p.steps.resize(3);
+  p.steps[0].title = "How heat pumps work";
+  p.steps[0].status = step_status::completed;
+  p.steps[0].observation = "A heat pump moves heat from a cold place to a warm one [1].";
+  p.steps[1].title = "What heat pumps cost";
+  p.steps[1].status = step_status::completed;
+  p.steps[1].observation = "## Prices\n\nA heat pump costs 9,000 euros to install [2].";
+  p.steps[2].title = "Skipped step";
+  p.steps[2].status = step_status::skipped;
+  const std::string q = "How do heat pumps work and what do they cost?";
+  sdk::chat_request req;
+  req.role_tag = "synthesize";
+  req.messages.resize(1);
+  req.messages[0].author = sdk::role::user;
+  req.messages[0].content = synthesizer_input(q, p);
+  req.research = synthesizer_context(q, p);
+  auto report = respond(req, {}).text;
+  CHECK(report.find("This report answers the question \"" + q + "\"") == 0);
+  // A heading inside an observation is no step of its own.
+  CHECK(report.find("\n## How heat pumps work\n") != std::string::npos);
+  CHECK(report.find("\n## What heat pumps cost\n") != std::string::npos);
+  CHECK(report.find("\n## Prices") == std::string::npos);
+  CHECK(report.find("Skipped step") == std::string::npos);
+  CHECK(report.find("9,000 euros to install [2].") != std::string::npos);
+}

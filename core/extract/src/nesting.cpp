@@ -244,7 +244,7 @@ bool only_blanks_between_tags(std::string_view html, size_t from, size_t to) {
 
 } // namespace
 
-// The attributes that extraction reads (see html.cpp) or that change how
+// The attributes that extraction reads (html*.cpp) or that change how
 // the parser builds the tree (<input type>, <font color|face|size> in
 // foreign content, <annotation-xml encoding>); the pre-scan drops others.
 bool kept_attribute(std::string_view name) {

@@ -17,8 +17,8 @@ std::optional<std::string> prescan_html(std::string_view html,
                                         size_t max_depth, bool for_extraction);
 
 /// Whether extraction reads the attribute (or the parser needs it to build
-/// the tree): the attributes that prescan_html keeps. A name that html.cpp
-/// reads must be in this list.
+/// the tree): the attributes that prescan_html keeps. A name that extraction
+/// (html*.cpp) reads must be in this list.
 bool kept_attribute(std::string_view name);
 
 } // namespace quarry::extract

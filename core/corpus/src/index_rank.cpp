@@ -1,0 +1,215 @@
+// The ranking of the corpus index: BM25 over the positions FTS5 gives, as
+// the FTS5 functions quarry_rank and quarry_collect, and the statistics a
+// search reads (passage lengths, document frequencies, the corpus's
+// languages), cached until the database changes.
+
+#include "index_internal.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace quarry::corpus {
+
+using detail::bm25_b;
+using detail::bm25_k1;
+using detail::fts5_of;
+using detail::heading_weight;
+using detail::query_int;
+using detail::rank_context;
+using detail::rank_lengths;
+using detail::statement;
+using detail::stem_language;
+
+namespace {
+
+// The BM25 score of the current row of `fts`: FTS5's bm25() with the
+// IDFs given (`weight(p)` for phrase p, 0 for a phrase that only selects
+// rows) instead of counted (bm25() reads every phrase's whole posting list
+// per query to count them) and lengths from rank_lengths: per phrase, tf
+// counts its matches (heading ones twice), and the score is the sum of
+// w * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average length)).
+// Each phrase adds less than w * (k1 + 1), the bound that search() prunes
+// with. Returns false when the positions cannot be read.
+template <class Weight>
+bool passage_score(const Fts5ExtensionApi* api, Fts5Context* fts,
+                   const rank_lengths& lengths, int n, Weight weight,
+                   double& score) {
+  auto rowid = api->xRowid(fts);
+  auto average = lengths.average;
+  auto length = average;
+  if (rowid >= 0 && static_cast<uint64_t>(rowid) < lengths.by_id.size())
+    length = lengths.by_id[static_cast<size_t>(rowid)];
+  auto norm = bm25_k1 * (1 - bm25_b + bm25_b * length / average);
+  auto phrases = api->xPhraseCount(fts);
+  score = 0;
+  for (int p = 0; p < phrases && p < n; ++p) {
+    double w = weight(p);
+    if (!(w > 0))
+      continue;
+    Fts5PhraseIter it;
+    int column = 0;
+    int offset = 0;
+    double tf = 0;
+    if (api->xPhraseFirst(fts, p, &it, &column, &offset) != SQLITE_OK)
+      return false;
+    for (; column >= 0; api->xPhraseNext(fts, &it, &column, &offset))
+      tf += column == 0 ? heading_weight : 1.0;
+    if (tf > 0)
+      score += w * tf * (bm25_k1 + 1) / (tf + norm);
+  }
+  return true;
+}
+
+// `quarry_rank(w0, w1, ...)`, FTS5's rank: the negated passage_score (lower
+// is better, as FTS5's rank) with one weight per phrase.
+void quarry_rank(const Fts5ExtensionApi* api, Fts5Context* fts,
+                 sqlite3_context* ctx, int n, sqlite3_value** args) {
+  const auto* rc = static_cast<const rank_context*>(api->xUserData(fts));
+  double score = 0;
+  if (!passage_score(api, fts, rc->lengths, n,
+                     [&](int p) { return sqlite3_value_double(args[p]); },
+                     score)) {
+    sqlite3_result_error(ctx, "quarry_rank: cannot read positions", -1);
+    return;
+  }
+  sqlite3_result_double(ctx, -score);
+}
+
+// `quarry_collect()`: scores the row with the weights of the active
+// top_passages and keeps it there if it is among the best; returns 0, so
+// that a query `WHERE fts MATCH ... AND quarry_collect(fts)` yields no
+// rows. The best passages are chosen without FTS5's sorter, which costs
+// more per row than the score.
+void quarry_collect(const Fts5ExtensionApi* api, Fts5Context* fts,
+                    sqlite3_context* ctx, int, sqlite3_value**) {
+  auto* rc = static_cast<rank_context*>(api->xUserData(fts));
+  auto* top = rc->top;
+  if (top == nullptr) {
+    sqlite3_result_error(ctx, "quarry_collect: no query is collecting", -1);
+    return;
+  }
+  double score = 0;
+  if (!passage_score(api, fts, rc->lengths, static_cast<int>(top->weights.size()),
+                     [&](int p) { return top->weights[static_cast<size_t>(p)]; },
+                     score)) {
+    sqlite3_result_error(ctx, "quarry_collect: cannot read positions", -1);
+    return;
+  }
+  top->add(score, api->xRowid(fts));
+  sqlite3_result_int(ctx, 0);
+}
+
+} // namespace
+
+// Sets up the tokenizer of the index and the ranking function on `db`.
+bool corpus_index::search_state::init(sqlite3* db) {
+  auto* api = fts5_of(db);
+  if (api == nullptr)
+    return false;
+  void* user = nullptr;
+  if (api->xFindTokenizer(api, "quarry", &user, &module) != SQLITE_OK)
+    return false;
+  if (module.xCreate(user, nullptr, 0, &tokenizer) != SQLITE_OK) {
+    tokenizer = nullptr;
+    return false;
+  }
+  return api->xCreateFunction(api, "quarry_rank", &ranking, &quarry_rank,
+                              nullptr)
+           == SQLITE_OK
+         && api->xCreateFunction(api, "quarry_collect", &ranking,
+                                 &quarry_collect, nullptr)
+              == SQLITE_OK;
+}
+
+// The index terms of `text`, as a MATCH query string is tokenized (at
+// most 64).
+std::vector<std::string> corpus_index::search_state::tokens(std::string_view text) {
+  std::vector<std::string> out;
+  auto add = [](void* ctx, int flags, const char* token, int n, int,
+                int) -> int {
+    auto* v = static_cast<std::vector<std::string>*>(ctx);
+    if ((flags & FTS5_TOKEN_COLOCATED) == 0 && v->size() < 64 && n > 0)
+      v->emplace_back(token, static_cast<size_t>(n));
+    return SQLITE_OK;
+  };
+  module.xTokenize(tokenizer, &out, FTS5_TOKENIZE_QUERY, text.data(),
+                   static_cast<int>(text.size()), add);
+  return out;
+}
+
+// Drops the cached statistics when another connection (or this one)
+// changed the database.
+void corpus_index::search_state::check(sqlite3* db) {
+  // data_version covers other connections, total_changes this one.
+  auto version = query_int(db, "PRAGMA data_version").value_or(-2);
+  auto changes = static_cast<int64_t>(sqlite3_total_changes(db));
+  if (version == data_version && changes == own_changes)
+    return;
+  data_version = version;
+  own_changes = changes;
+  df.clear();
+  load_lengths(db);
+  // A query word is stemmed in each language of the corpus.
+  std::set<std::string> present;
+  statement st{db, "SELECT DISTINCT language FROM documents"};
+  while (st.ok() && st.step() == SQLITE_ROW)
+    present.insert(stem_language(st.text_at(0)));
+  languages->query_languages.assign(present.begin(), present.end());
+  if (languages->query_languages.empty())
+    languages->query_languages.push_back("en");
+  // English first: its stem is the one whose frequency counts.
+  std::stable_partition(languages->query_languages.begin(),
+                        languages->query_languages.end(),
+                        [](const std::string& l) { return l == "en"; });
+}
+
+// Reads the passages' lengths (and counts them).
+void corpus_index::search_state::load_lengths(sqlite3* db) {
+  passages = 0;
+  lengths.by_id.clear();
+  statement st{db, "SELECT id, length + length(CAST(heading AS BLOB)) "
+                   "FROM passages"};
+  double total = 0;
+  while (st.ok() && st.step() == SQLITE_ROW) {
+    auto id = st.int_at(0);
+    auto length = std::clamp<int64_t>(st.int_at(1), 1, std::numeric_limits<uint32_t>::max());
+    // Ids are dense unless many passages were deleted; a sparse table
+    // still costs only 4 bytes per id up to the largest.
+    if (id < 0 || id > (int64_t{1} << 31))
+      continue;
+    if (static_cast<size_t>(id) >= lengths.by_id.size())
+      lengths.by_id.resize(static_cast<size_t>(id) + 1 + lengths.by_id.size() / 2);
+    lengths.by_id[static_cast<size_t>(id)] = static_cast<uint32_t>(length);
+    total += static_cast<double>(length);
+    ++passages;
+  }
+  lengths.average = passages > 0 ? total / static_cast<double>(passages) : 1.0;
+}
+
+// The number of passages holding `term`: from the terms table for a
+// common term, else counted (a rare term has a short list).
+int64_t corpus_index::search_state::frequency(sqlite3* db, const std::string& term) {
+  if (auto it = df.find(term); it != df.end())
+    return it->second;
+  int64_t n = 0;
+  statement st{db, "SELECT df FROM terms WHERE term=?1"};
+  st.bind(1, term);
+  if (st.ok() && st.step() == SQLITE_ROW) {
+    n = st.int_at(0);
+  } else {
+    statement count{db, "SELECT doc FROM passages_vocab WHERE term=?1"};
+    count.bind(1, term);
+    if (count.ok() && count.step() == SQLITE_ROW)
+      n = count.int_at(0);
+  }
+  if (df.size() > 100000)
+    df.clear();
+  df.emplace(term, n);
+  return n;
+}
+
+} // namespace quarry::corpus

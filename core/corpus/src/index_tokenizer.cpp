@@ -6,6 +6,7 @@
 #include "index_internal.hpp"
 
 #include "quarry/corpus/language.hpp"
+#include "quarry/lexical/stemmer.hpp"
 #include "quarry/sdk/strings.hpp"
 
 #include <algorithm>
@@ -42,7 +43,7 @@ struct language_context::cached_stemmer {
     : impl(language), words(slots), stems(slots) {
     // nop
   }
-  stemmer impl;
+  lexical::stemmer impl;
   std::vector<std::string> words;
   std::vector<std::string> stems;
 };

@@ -4,8 +4,6 @@
 
 #pragma once
 
-#include "quarry/lexical/stemmer.hpp"
-
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,9 +45,5 @@ std::string strip_diacritics(std::string_view word);
 /// Whether the code point is a CJK ideograph, kana or Hangul syllable (the
 /// scripts written without spaces between words).
 bool is_cjk(char32_t c);
-
-/// The stemmer the index stems each language with: Quarry's one stemmer,
-/// lexical::stemmer (quarry/lexical/stemmer.hpp).
-using lexical::stemmer;
 
 } // namespace quarry::corpus

@@ -11,6 +11,9 @@
 //                   [--verify on|off] (research.verify; default on, Quarry's
 //                   default when a model writes the report: one more model
 //                   call, the verification judge, after the final report)
+//                   [--http-connections N] [--model-calls N] (the server's
+//                   http.max_connections and the provider's
+//                   limits.max_concurrency; both 10,000+ by default)
 //
 // The research is the 2-agent script: plan, orchestrator (two research
 // agents), each agent one corpus search then its report (3 model calls),
@@ -184,7 +187,7 @@ struct server_process {
 
   server_process(const std::string& exe, const std::string& plugin_dir,
                  const test::fake_llm_server& llm, int http_connections = 20000,
-                 bool verify = true) {
+                 bool verify = true, int model_calls = 10000) {
     auto cfg = home.write("quarry.yaml",
                           "llm:\n"
                           "  providers:\n"
@@ -193,7 +196,7 @@ struct server_process {
                           "      api_key: k\n"
                           "      model: m\n"
                           "      base_url: " + llm.base_url_openai() + "\n"
-                          "      limits: {max_concurrency: 10000}\n"
+                          "      limits: {max_concurrency: " + std::to_string(model_calls) + "}\n"
                           "http:\n"
                           "  max_connections: " + std::to_string(http_connections) + "\n"
                           "research:\n"
@@ -506,6 +509,10 @@ struct common_options {
   int timeout_s = 300;
   /// `http.max_connections` of the server (libcurl's connection cache).
   int http_connections = 20000;
+  /// The provider's `limits.max_concurrency`: model calls at once. With
+  /// 10,000 researches in flight the default would need more descriptors
+  /// than a process may open here (20,000); a lower value queues calls.
+  int max_model_calls = 10000;
   /// research.verify: the judge's call after the final report.
   bool verify = true;
 
@@ -527,7 +534,7 @@ int run_researches(const common_options& o, int count, int in_flight) {
     std::fprintf(stderr, "script: %s\n", err->message.c_str());
     return 1;
   }
-  server_process srv{o.exe, o.plugin_dir, llm, o.http_connections, o.verify};
+  server_process srv{o.exe, o.plugin_dir, llm, o.http_connections, o.verify, o.max_model_calls};
   // One research first, so that one-time allocations and the corpus are warm.
   {
     std::vector<research> rs(1);
@@ -943,6 +950,8 @@ int main(int argc, char** argv) {
         sizes.push_back(std::atoi(x.c_str()));
     } else if (k == "--http-connections")
       o.http_connections = std::atoi(v);
+    else if (k == "--model-calls")
+      o.max_model_calls = std::atoi(v);
     else if (k == "--timeout-s")
       o.timeout_s = std::atoi(v);
     else if (k == "--verify")

@@ -529,7 +529,7 @@ private:
     auto kind = started.tool->kind;
     self
       ->request(started.tool->actor, caf::infinite, run_atom::value,
-                tool_call_msg{1, std::move(started.arguments)})
+                tool_call_msg{1, std::move(started.arguments), std::move(started.parsed)})
       .then(
         [this, kind, at, id, then](tool_reply& reply) {
           if (!in(phase::step))

@@ -173,7 +173,7 @@ void run_tool(agent_ptr self, size_t index, const core::placement& at) {
   ++st.outstanding;
   self
     ->request(started.tool->actor, caf::infinite, run_atom::value,
-              tool_call_msg{index, std::move(started.arguments)})
+              tool_call_msg{index, std::move(started.arguments), std::move(started.parsed)})
     .then(
       [=](tool_reply& reply) {
         auto& st = self->state;

@@ -34,7 +34,8 @@ namespace {
 struct pending_run {
   uint64_t key = 0;
   uint64_t id = 0;
-  nlohmann::json arguments;
+  /// Parsed once: by the requester (tool_call_msg::parsed) or here.
+  std::shared_ptr<const nlohmann::json> arguments;
   std::string cache_key;
   caf::typed_response_promise<tool_reply> promise;
   std::shared_ptr<sdk::tool_run> handle;
@@ -104,7 +105,7 @@ void start_runs(tool_actor_ptr self) {
     ++st.counts.runs;
     tool_provider_full_actor me{self};
     try {
-      run.handle = st.tool->run(run.arguments, [me, key](sdk::tool_result r) {
+      run.handle = st.tool->run(*run.arguments, [me, key](sdk::tool_result r) {
         caf::anon_send(me, tool_done_atom::value, tool_done_event{key, std::move(r)});
       });
     } catch (const std::exception& ex) {
@@ -229,8 +230,10 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
     cancel_runs_of(self, dm.source);
   });
   if (self->state.cfg.cache_ttl.count() > 0 && self->state.cfg.cache_entries > 0)
+    // On the actor system's clock, as the runs' timers and retries.
     self->state.cache = std::make_unique<sdk::ttl_cache<sdk::tool_result>>(
-      self->state.cfg.cache_ttl, self->state.cfg.cache_entries);
+      self->state.cfg.cache_ttl, self->state.cfg.cache_entries,
+      [time = &self->state.time] { return time->now(); });
   detail::on_exception_fail_pending(self, "tool provider", [self](const std::string& why) {
     auto& st = self->state;
     for (auto& [key, run] : st.runs) {
@@ -249,24 +252,33 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
     [=](run_atom, tool_call_msg& call) -> caf::result<tool_reply> {
       auto& st = self->state;
       ++st.counts.calls;
-      auto parsed = core::parse_tool_arguments(call.arguments);
-      if (auto* why = std::get_if<std::string>(&parsed)) {
-        sdk::tool_result r;
-        r.llm_text = *why;
-        r.failure = sdk::make_error(sdk::errc::bad_request, *why);
-        count_outcome(st, r, false);
-        return tool_reply{call.id, std::move(r), false};
+      // Parsed once: by the requester, or here. The key of the cache is the
+      // arguments as nlohmann's dump writes them (equal arguments, equal
+      // keys), which is the text a requester sends with its parse.
+      auto args = std::move(call.parsed);
+      std::string cache_key;
+      if (args) {
+        cache_key = std::move(call.arguments);
+      } else {
+        auto parsed = core::parse_tool_arguments(call.arguments);
+        if (auto* why = std::get_if<std::string>(&parsed)) {
+          sdk::tool_result r;
+          r.llm_text = *why;
+          r.failure = sdk::make_error(sdk::errc::bad_request, *why);
+          count_outcome(st, r, false);
+          return tool_reply{call.id, std::move(r), false};
+        }
+        args = std::make_shared<const nlohmann::json>(
+          std::get<nlohmann::json>(std::move(parsed)));
+        cache_key = args->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       }
-      auto args = std::get<nlohmann::json>(std::move(parsed));
-      // Read the sender before the promise takes the current message.
-      auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-      auto cache_key = args.dump(-1, ' ', false,
-                                  nlohmann::json::error_handler_t::replace);
       if (st.cache)
         if (auto hit = st.cache->get(cache_key)) {
           ++st.counts.cached;
           return tool_reply{call.id, std::move(*hit), true};
         }
+      // Read the sender before the promise takes the current message.
+      auto sender = caf::actor_cast<caf::actor>(self->current_sender());
       auto rp = self->make_response_promise<tool_reply>();
       auto key = st.next_key++;
       auto& run = st.runs[key];

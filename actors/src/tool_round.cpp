@@ -74,7 +74,12 @@ tool_round::started tool_round::start(const tool_set& tools, const sdk::tool_cal
   // Model-written `_quarry` hints are not trusted.
   if (kind != sdk::tool_kind::page_reader)
     args.erase("_quarry");
-  out.arguments = json != nullptr ? args.dump() : call.arguments;
+  if (json == nullptr) {
+    out.arguments = call.arguments;
+    return out;
+  }
+  out.arguments = args.dump();
+  out.parsed = std::make_shared<const nlohmann::json>(std::move(args));
   return out;
 }
 

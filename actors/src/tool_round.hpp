@@ -11,7 +11,10 @@
 #include "quarry/actors/research_agent.hpp"
 #include "quarry/core/document_numbers.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <map>
+#include <memory>
 #include <string>
 
 namespace caf {
@@ -32,6 +35,9 @@ public:
     /// `_quarry` the model wrote removed; the model's own text when it is
     /// not JSON (the tool explains).
     std::string arguments;
+    /// `arguments` parsed (null when they are not JSON), for the tool
+    /// provider, which then does not parse them again.
+    std::shared_ptr<const nlohmann::json> parsed;
     sdk::tool_result result;
   };
 

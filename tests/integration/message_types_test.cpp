@@ -557,6 +557,21 @@ TEST_CASE_FIXTURE(message_fixture, "every registered message type round-trips "
   };
   cases["quarry.tool_call"] = [&] {
     round_trip(actors::tool_call_msg{3, R"({"queries": ["Größe"]})"});
+    // The requester's parse stays in its process: the text says the same.
+    actors::tool_call_msg with_parse{3, R"({"queries":["x"]})",
+                                     std::make_shared<const nlohmann::json>(
+                                       nlohmann::json{{"queries", {"x"}}})};
+    auto in = caf::make_message(with_parse);
+    std::vector<char> buf;
+    caf::binary_serializer sink{*sys, buf};
+    REQUIRE(!sink(in));
+    caf::message out;
+    caf::binary_deserializer source{*sys, buf};
+    REQUIRE(!source(out));
+    REQUIRE(out.match_elements<actors::tool_call_msg>());
+    const auto& back = out.get_as<actors::tool_call_msg>(0);
+    CHECK(back.arguments == with_parse.arguments);
+    CHECK(back.parsed == nullptr);
   };
   cases["quarry.tool_reply"] = [&] {
     round_trip(actors::tool_reply{4, some_tool_result(), true});

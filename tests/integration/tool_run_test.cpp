@@ -155,6 +155,35 @@ TEST_CASE_FIXTURE(tool_actor_fixture, "tool provider actor reuses the result of 
   CHECK(d.result.llm_text != e.result.llm_text);
 }
 
+TEST_CASE_FIXTURE(tool_actor_fixture,
+                  "tool provider actor runs the arguments its requester parsed, without parsing "
+                  "them again, and caches them under their text") {
+  auto hdl = spawn(nlohmann::json::object());
+  caf::scoped_actor self{rt->system()};
+  auto call = [&](actors::tool_call_msg msg) {
+    actors::tool_reply out;
+    self->request(hdl, std::chrono::seconds{30}, actors::run_atom::value, std::move(msg))
+      .receive([&](actors::tool_reply& r) { out = std::move(r); },
+               [&](const caf::error& e) { FAIL(caf::to_string(e)); });
+    return out;
+  };
+  auto parsed = std::make_shared<const nlohmann::json>(nlohmann::json{{"text", "parsed"}});
+  // The run takes the parse, not the text (which is not even JSON here:
+  // parsed, it would be an error).
+  auto a = call(actors::tool_call_msg{1, "not JSON", parsed});
+  CHECK(a.result.llm_text == "parsed (run 1)");
+  CHECK_FALSE(a.result.failure);
+  // The text is the key of the cache.
+  auto b = call(actors::tool_call_msg{2, parsed->dump(), parsed});
+  CHECK(b.result.llm_text == "parsed (run 2)");
+  CHECK_FALSE(b.cached);
+  // The same arguments as a text alone (another node's call): parsed here,
+  // found under the same key.
+  auto c = call(actors::tool_call_msg{3, R"({ "text" : "parsed" })"});
+  CHECK(c.cached);
+  CHECK(c.result.llm_text == "parsed (run 2)");
+}
+
 TEST_CASE_FIXTURE(tool_actor_fixture, "tool provider actor bounds a run's time and cancels it") {
   auto hdl = spawn({{"timeout", "200ms"}});
   caf::scoped_actor self{rt->system()};

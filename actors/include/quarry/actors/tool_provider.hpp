@@ -33,10 +33,24 @@ using run_atom = caf::atom_constant<caf::atom("run")>;
 
 /// A tool run requested by an agent.
 struct tool_call_msg {
+  tool_call_msg() = default;
+
+  tool_call_msg(uint64_t id, std::string arguments,
+                std::shared_ptr<const nlohmann::json> parsed = nullptr)
+    : id(id), arguments(std::move(arguments)), parsed(std::move(parsed)) {
+    // nop
+  }
+
   /// Chosen by the requester; echoed in the reply.
   uint64_t id = 0;
-  /// The arguments as the LLM produced them (a JSON text, possibly broken).
+  /// The arguments as the requester sends them: a JSON text (the LLM's own
+  /// when it is not JSON; the tool explains). Also the key of the cache.
   std::string arguments;
+  /// `arguments` as the requester already parsed them, when it did; shared,
+  /// never changed. With it, `arguments` must be `parsed->dump()` (the key
+  /// of the cache). Not sent to other nodes (see inspect below): a provider
+  /// without it parses `arguments` itself.
+  std::shared_ptr<const nlohmann::json> parsed;
 };
 
 /// The outcome of a tool run. Failures are results too: the LLM always gets
@@ -125,6 +139,7 @@ tool_provider_actor spawn_tool_provider(caf::actor_system& sys,
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tool_call_msg& x) {
+  // `parsed` stays in this process: the text carries the same arguments.
   return f(caf::meta::type_name("quarry.tool_call"), x.id, x.arguments);
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -21,9 +22,14 @@ class ttl_cache {
 public:
   using clock_type = std::chrono::steady_clock;
 
-  /// Keeps entries for `ttl`, at most `max_entries` of them (at least 1).
-  ttl_cache(clock_type::duration ttl, size_t max_entries)
-    : ttl_(ttl), max_entries_(max_entries > 0 ? max_entries : 1) {
+  /// Where the cache reads the time (a test's or an actor system's clock).
+  using now_function = std::function<clock_type::time_point()>;
+
+  /// Keeps entries for `ttl`, at most `max_entries` of them (at least 1),
+  /// timed by `now` (by default `std::chrono::steady_clock::now`).
+  ttl_cache(clock_type::duration ttl, size_t max_entries, now_function now = nullptr)
+    : ttl_(ttl), max_entries_(max_entries > 0 ? max_entries : 1),
+      now_(now ? std::move(now) : now_function{&clock_type::now}) {
     // nop
   }
 
@@ -34,7 +40,7 @@ public:
     auto i = entries_.find(key);
     if (i == entries_.end())
       return std::nullopt;
-    if (clock_type::now() - i->second.second > ttl_) {
+    if (now_() - i->second.second > ttl_) {
       entries_.erase(i);
       return std::nullopt;
     }
@@ -51,7 +57,7 @@ public:
           oldest = i;
       entries_.erase(oldest);
     }
-    entries_[key] = {std::move(value), clock_type::now()};
+    entries_[key] = {std::move(value), now_()};
   }
 
   /// Number of entries, fresh or not.
@@ -63,6 +69,7 @@ public:
 private:
   clock_type::duration ttl_;
   size_t max_entries_;
+  now_function now_;
   mutable std::mutex mtx_;
   std::map<std::string, std::pair<Value, clock_type::time_point>> entries_;
 };

@@ -618,9 +618,29 @@ std::string request_text(const provider_config& cfg, const sdk::chat_request& re
   // The keys in nlohmann::json's order (sorted), so that the text is
   // request_body(...) as dump_json() writes it, byte for byte (a unit test
   // compares them); the conversation is written once, without a tree.
-  size_t size = 512;
-  for (const auto& msg : req.messages)
-    size += msg.content.size() + msg.reasoning.size() + 64;
+  //
+  // Sized once: the request is held while the call runs (and resent from
+  // it on a retry), so a string regrown by doubling would keep up to twice
+  // its text. Escapes are guessed at one byte in eight (quotes and line
+  // breaks of tool results written as JSON text).
+  std::string tools_text;
+  if (!req.tools.empty() && cfg.supports_tools) {
+    auto tools = json::array();
+    for (const auto& tool : req.tools)
+      tools.push_back(tool.to_openai());
+    tools_text = sdk::dump_json(tools);
+  }
+  size_t text = 0;
+  size_t size = 512 + tools_text.size();
+  for (const auto& msg : req.messages) {
+    text += msg.content.size() + msg.reasoning.size();
+    size += 64 + msg.tool_call_id.size();
+    for (const auto& call : msg.tool_calls) {
+      text += call.arguments.size();
+      size += 64 + call.name.size() + call.id.size();
+    }
+  }
+  size += text + text / 8;
   std::string out;
   out.reserve(size);
   out += '{';
@@ -649,14 +669,11 @@ std::string request_text(const provider_config& cfg, const sdk::chat_request& re
     out += ",\"temperature\":";
     out += json(*temperature).dump();
   }
-  if (!req.tools.empty() && cfg.supports_tools) {
+  if (!tools_text.empty()) {
     out += ",\"tool_choice\":";
     append_json_string(out, sdk::to_string(req.choice));
-    auto tools = json::array();
-    for (const auto& tool : req.tools)
-      tools.push_back(tool.to_openai());
     out += ",\"tools\":";
-    out += sdk::dump_json(tools);
+    out += tools_text;
   }
   out += '}';
   return out;

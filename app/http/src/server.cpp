@@ -1080,7 +1080,9 @@ private:
   std::string raw_head_;
   /// The current request's header fields (not its trailer fields).
   header_list head_fields_;
-  std::array<char, 4096> scratch_{};
+  /// Where discard_read() puts what it ignores. Small: every event stream
+  /// holds one for its life, and a client sends nothing there as a rule.
+  std::array<char, 512> scratch_{};
 
   // Strand state.
   phase phase_ = phase::reading;

@@ -34,9 +34,8 @@ namespace {
 std::string version_text() {
   return std::string{"quarry "} + QUARRY_VERSION_STRING + " (plugin SDK "
          + sdk::version_string(sdk::sdk_version) + ", plugin ABI "
-         + std::to_string(QUARRY_PLUGIN_ABI_VERSION) + ", "
-         + sdk::stdlib_abi_tag + ", nlohmann::json "
-         + sdk::version_string(sdk::json_version) + ")";
+         + std::to_string(QUARRY_PLUGIN_ABI_VERSION) + ", " + sdk::stdlib_abi_tag
+         + ", nlohmann::json " + sdk::version_string(sdk::json_version) + ")";
 }
 
 fs::path executable_dir() {
@@ -47,8 +46,7 @@ fs::path executable_dir() {
   return self.parent_path();
 }
 
-void collect_secrets(const nlohmann::json& x, std::vector<std::string>& out,
-                     bool secret = false) {
+void collect_secrets(const nlohmann::json& x, std::vector<std::string>& out, bool secret = false) {
   if (x.is_object()) {
     for (const auto& [key, value] : x.items())
       collect_secrets(value, out, secret || core::is_secret_key_name(key));
@@ -188,33 +186,33 @@ int run(int argc, char** argv) {
                  "~/.config/quarry/quarry.yaml, then built-in defaults)");
   // One value per occurrence: a vector option would otherwise also take the
   // words after it (`research --set k=v "question"` lost the question).
-  cli.add_option("--set", opts.overrides,
-                 "Override a configuration key: key.path=value (repeatable)")
+  cli
+    .add_option("--set", opts.overrides,
+                "Override a configuration key: key.path=value (repeatable)")
     ->type_name("KEY=VALUE")
     ->expected(1)
     ->allow_extra_args(false)
     ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cli.add_option("--plugin-dir", opts.plugin_dirs,
-                 "Folder searched for plugins before the configured ones "
-                 "(repeatable)")
+  cli
+    .add_option("--plugin-dir", opts.plugin_dirs,
+                "Folder searched for plugins before the configured ones "
+                "(repeatable)")
     ->type_name("DIR")
     ->expected(1)
     ->allow_extra_args(false)
     ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
     ->check(CLI::ExistingDirectory);
-  cli.add_option("--log-level", opts.log_level,
-                 "trace, debug, info, warn, error or off")
+  cli.add_option("--log-level", opts.log_level, "trace, debug, info, warn, error or off")
     ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 
   bool plugins_json = false;
-  auto* plugins = cli.add_subcommand(
-    "plugins", "List the plugin files found, with their status");
+  auto* plugins = cli.add_subcommand("plugins", "List the plugin files found, with their status");
   plugins->add_flag("--json", plugins_json, "Print JSON instead of a table");
 
   auto* config = cli.add_subcommand("config", "Show or check the configuration");
   config->require_subcommand(1);
-  auto* config_show = config->add_subcommand(
-    "show", "Print the effective configuration (secrets as ***)");
+  auto* config_show = config->add_subcommand("show",
+                                             "Print the effective configuration (secrets as ***)");
   auto* config_check = config->add_subcommand(
     "check", "Validate the configuration and the plugins it names (exit 2 "
              "on errors), then reach every provider and tool once (exit 1 if "
@@ -226,21 +224,18 @@ int run(int argc, char** argv) {
   llm_chat_options chat_opts;
   auto* llm = cli.add_subcommand("llm", "Talk to a configured LLM provider");
   llm->require_subcommand(1);
-  auto* llm_chat = llm->add_subcommand(
-    "chat", "Send one message through a provider and stream the answer");
+  auto* llm_chat = llm->add_subcommand("chat",
+                                       "Send one message through a provider and stream the answer");
   llm_chat->add_option("--provider", chat_opts.provider,
                        "Provider instance (default: llm.default)");
-  llm_chat->add_option("--model", chat_opts.model,
-                       "Model for this call (default: the provider's)");
+  llm_chat->add_option("--model", chat_opts.model, "Model for this call (default: the provider's)");
   llm_chat->add_option("--system", chat_opts.system, "System prompt");
-  llm_chat->add_option("--tools", chat_opts.tools_file,
-                       "JSON file with tool definitions (OpenAI format)")
+  llm_chat
+    ->add_option("--tools", chat_opts.tools_file, "JSON file with tool definitions (OpenAI format)")
     ->check(CLI::ExistingFile);
-  llm_chat->add_option("--tool-choice", chat_opts.tool_choice,
-                       "auto, required or none")
+  llm_chat->add_option("--tool-choice", chat_opts.tool_choice, "auto, required or none")
     ->check(CLI::IsMember({"auto", "required", "none"}));
-  llm_chat->add_option("--max-tokens", chat_opts.max_tokens,
-                       "Upper bound on generated tokens")
+  llm_chat->add_option("--max-tokens", chat_opts.max_tokens, "Upper bound on generated tokens")
     ->check(CLI::NonNegativeNumber);
   llm_chat->add_flag("--json", chat_opts.json,
                      "Print one JSON object at the end instead of streaming");
@@ -254,10 +249,10 @@ int run(int argc, char** argv) {
   auto* tool_run = tool->add_subcommand(
     "run", "Run a tool exactly as a research agent would and print what the "
            "LLM sees; exit 1 if the tool failed");
-  tool_run->add_option("name", tool_opts.name, "Tool name, e.g. web_search")
-    ->required();
-  tool_run->add_option("arguments", tool_opts.arguments,
-                       "Arguments as a JSON object, e.g. '{\"queries\": [\"caf\"]}'")
+  tool_run->add_option("name", tool_opts.name, "Tool name, e.g. web_search")->required();
+  tool_run
+    ->add_option("arguments", tool_opts.arguments,
+                 "Arguments as a JSON object, e.g. '{\"queries\": [\"caf\"]}'")
     ->required();
   // The configured tools, read when help is asked for (the options before
   // --help are known by then).
@@ -266,10 +261,8 @@ int run(int argc, char** argv) {
                      "Print {\"llm_text\", \"documents\", \"error\"?} as JSON");
 
   research_options research_opts;
-  auto* research = cli.add_subcommand(
-    "research", "Research a question and write a cited report");
-  research->add_option("question", research_opts.question, "The question")
-    ->required();
+  auto* research = cli.add_subcommand("research", "Research a question and write a cited report");
+  research->add_option("question", research_opts.question, "The question")->required();
   research->add_flag("--no-clarify", research_opts.no_clarify,
                      "Never ask clarifying questions first");
   research->add_flag("--verify", research_opts.verify,
@@ -288,60 +281,68 @@ int run(int argc, char** argv) {
   research->add_flag("--json", research_opts.json,
                      "Print the session's packets as JSON lines on stdout "
                      "instead of the live view and the report");
-  research->add_option("--out", research_opts.out,
-                       "Also write the report as Markdown to this file (a "
-                       "link is followed; a FIFO or device is written to)")
+  research
+    ->add_option("--out", research_opts.out,
+                 "Also write the report as Markdown to this file (a "
+                 "link is followed; a FIFO or device is written to)")
     ->type_name("FILE");
-  research->add_option("--html", research_opts.html,
-                       "Also write the report as HTML to this file")
+  research->add_option("--html", research_opts.html, "Also write the report as HTML to this file")
     ->type_name("FILE");
-  research->add_option("--deadline", research_opts.deadline,
-                       "Research time before the final report, e.g. 10m "
-                       "(default: research.deadline)")
+  research
+    ->add_option("--deadline", research_opts.deadline,
+                 "Research time before the final report, e.g. 10m "
+                 "(default: research.deadline)")
     ->type_name("DURATION");
-  research->add_option("--max-agents", research_opts.max_agents,
-                       "Research agents running at once (1-16); further ones "
-                       "wait for a free slot")
+  research
+    ->add_option("--max-agents", research_opts.max_agents,
+                 "Research agents running at once (1-16); further ones "
+                 "wait for a free slot")
     ->type_name("N");
-  research->add_option("--answer", research_opts.answers,
-                       "An answer to the clarifying questions (repeatable): "
-                       "the research starts at once, without asking")
+  research
+    ->add_option("--answer", research_opts.answers,
+                 "An answer to the clarifying questions (repeatable): "
+                 "the research starts at once, without asking")
     ->expected(1)
     ->allow_extra_args(false)
     ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  research->add_option("--answers", research_opts.answers_file,
-                       "A file with the answers to the clarifying questions "
-                       "('-' for standard input)")
+  research
+    ->add_option("--answers", research_opts.answers_file,
+                 "A file with the answers to the clarifying questions "
+                 "('-' for standard input)")
     ->type_name("FILE");
   research->footer(research_help_footer());
-  research->add_option("--corpus", research_opts.corpus,
-                       "Index this folder and search it with internal_search")
+  research
+    ->add_option("--corpus", research_opts.corpus,
+                 "Index this folder and search it with internal_search")
     ->type_name("DIR");
   research->add_flag("--no-store", research_opts.no_store,
                      "Do not keep this session in the store (store.path)");
-  research->add_option("--follow-up", research_opts.follow_up,
-                       "Ask a follow-up of a stored session: its report and "
-                       "sources are the models' context")
+  research
+    ->add_option("--follow-up", research_opts.follow_up,
+                 "Ask a follow-up of a stored session: its report and "
+                 "sources are the models' context")
     ->type_name("ID");
 
   serve_options serve_opts;
-  auto* serve = cli.add_subcommand(
-    "serve", "Run research sessions for HTTP clients and serve the web page "
-             "(see docs/api.md)");
-  serve->add_option("--listen", serve_opts.listen,
-                    "HOST:PORT to listen on (default: server.listen, "
-                    "127.0.0.1:8700); another address than loopback needs "
-                    "server.auth_token")
+  auto* serve = cli.add_subcommand("serve",
+                                   "Run research sessions for HTTP clients and serve the web page "
+                                   "(see docs/api.md)");
+  serve
+    ->add_option("--listen", serve_opts.listen,
+                 "HOST:PORT to listen on (default: server.listen, "
+                 "127.0.0.1:8700); another address than loopback needs "
+                 "server.auth_token")
     ->type_name("HOST:PORT");
 
   worker_options worker_opts;
-  auto* worker = cli.add_subcommand(
-    "worker", "Run research agents for sessions on other nodes (see "
-              "docs/cluster.md); runs until SIGINT or SIGTERM");
-  worker->add_option("--listen", worker_opts.listen,
-                     "HOST:PORT to publish the agent host on (default: "
-                     "cluster.listen; port 0 picks a free port); another address "
-                     "than loopback needs cluster.tls")
+  auto* worker = cli.add_subcommand("worker",
+                                    "Run research agents for sessions on other nodes (see "
+                                    "docs/cluster.md); runs until SIGINT or SIGTERM");
+  worker
+    ->add_option("--listen", worker_opts.listen,
+                 "HOST:PORT to publish the agent host on (default: "
+                 "cluster.listen; port 0 picks a free port); another address "
+                 "than loopback needs cluster.tls")
     ->type_name("HOST:PORT");
 
   sessions_options sessions_opts;
@@ -358,8 +359,7 @@ int run(int argc, char** argv) {
                             "interrupted, ...)");
   sessions_list->add_option("--limit", sessions_opts.limit, "At most N sessions (1-500)")
     ->type_name("N");
-  auto* sessions_show = sessions->add_subcommand(
-    "show", "Show a session and its report");
+  auto* sessions_show = sessions->add_subcommand("show", "Show a session and its report");
   sessions_show->add_option("id", sessions_opts.id, "Session id")->required();
   auto* show_json = sessions_show->add_flag("--json", "Print the session as JSON");
   auto* show_md = sessions_show->add_flag("--md", "Print only the report as Markdown");
@@ -377,32 +377,29 @@ int run(int argc, char** argv) {
   sessions_resume->add_option("id", sessions_opts.id, "Session id")->required();
   sessions_resume->add_flag("--json", resume_opts.json,
                             "Print the packets as JSON lines on stdout");
-  sessions_resume->add_option("--out", resume_opts.out,
-                              "Also write the report as Markdown to this file")
+  sessions_resume
+    ->add_option("--out", resume_opts.out, "Also write the report as Markdown to this file")
     ->type_name("FILE");
-  sessions_resume->add_option("--html", resume_opts.html,
-                              "Also write the report as HTML to this file")
+  sessions_resume
+    ->add_option("--html", resume_opts.html, "Also write the report as HTML to this file")
     ->type_name("FILE");
   auto* sessions_rm = sessions->add_subcommand("rm", "Remove a session and all it holds");
   sessions_rm->add_option("id", sessions_opts.id, "Session id")->required();
 
   extract_options extract_opts;
-  auto* extract = cli.add_subcommand(
-    "extract", "Print the main text of a page, PDF or text file as open_url "
-               "reads it");
-  extract->add_option("source", extract_opts.source,
-                      "A file path or an http(s) URL")
-    ->required();
+  auto* extract = cli.add_subcommand("extract",
+                                     "Print the main text of a page, PDF or text file as open_url "
+                                     "reads it");
+  extract->add_option("source", extract_opts.source, "A file path or an http(s) URL")->required();
   extract->add_flag("--json", extract_opts.json,
                     "Print {\"title\", \"byline\", \"published\", "
                     "\"site_name\", \"lang\", \"text\"} as JSON");
 
   index_options index_opts;
-  auto* index = cli.add_subcommand(
-    "index", "Build or update the local corpus index (Markdown, text, HTML "
-             "and PDF files) that internal_search reads");
-  index->add_option("paths", index_opts.paths, "Files or folders to index")
-    ->required();
+  auto* index = cli.add_subcommand("index",
+                                   "Build or update the local corpus index (Markdown, text, HTML "
+                                   "and PDF files) that internal_search reads");
+  index->add_option("paths", index_opts.paths, "Files or folders to index")->required();
   index->add_option("--db", index_opts.db,
                     "Database file (default: tools.internal_search.db, else "
                     "the per-user data folder)");
@@ -454,23 +451,20 @@ int run(int argc, char** argv) {
   auto log_format = ctx.config.values.log.format;
   if (log_format == "text" && opts.log_level.empty())
     log_format = "plain";
-  host::setup_logging(ctx.config.values.log.level, log_format,
-                      known_secrets(ctx.config));
+  host::setup_logging(ctx.config.values.log.level, log_format, known_secrets(ctx.config));
   for (const auto& warning : ctx.config.warnings)
     spdlog::warn("{}", warning);
 
   // Every command that uses the instances checks them first, all errors at
   // once (`config check` reports them its own way).
-  if (llm_chat->parsed() || tool_run->parsed() || research->parsed()
-      || sessions_resume->parsed() || serve->parsed() || extract->parsed()
-      || index->parsed() || worker->parsed()) {
+  if (llm_chat->parsed() || tool_run->parsed() || research->parsed() || sessions_resume->parsed()
+      || serve->parsed() || extract->parsed() || index->parsed() || worker->parsed()) {
     instance_check_options check;
     check.make_tools = tool_run->parsed() || research->parsed() || sessions_resume->parsed()
                        || serve->parsed() || worker->parsed();
     auto seen = ctx.config.warnings.size();
     auto errors = check_configured_instances(ctx, check);
-    if (research->parsed() || sessions_resume->parsed() || serve->parsed()
-        || worker->parsed())
+    if (research->parsed() || sessions_resume->parsed() || serve->parsed() || worker->parsed())
       for (auto& e : check_cluster_settings(ctx.config.values))
         errors.push_back(std::move(e));
     for (auto i = seen; i < ctx.config.warnings.size(); ++i)
@@ -484,10 +478,8 @@ int run(int argc, char** argv) {
     }
     for (const auto& added : ctx.config.environment_defaults) {
       auto is_llm = added.key.rfind("llm.", 0) == 0;
-      if (research->parsed() || sessions_resume->parsed() || serve->parsed()
-          || worker->parsed()
-          || (llm_chat->parsed() && is_llm)
-          || (tool_run->parsed() && !is_llm))
+      if (research->parsed() || sessions_resume->parsed() || serve->parsed() || worker->parsed()
+          || (llm_chat->parsed() && is_llm) || (tool_run->parsed() && !is_llm))
         std::cerr << "quarry: using " << added.description << "\n";
     }
   }
@@ -512,8 +504,8 @@ int run(int argc, char** argv) {
   else if (sessions_list->parsed())
     rc = cmd_sessions_list(ctx, sessions_opts);
   else if (sessions_show->parsed()) {
-    sessions_opts.format = show_json->count() > 0  ? "json"
-                           : show_md->count() > 0  ? "md"
+    sessions_opts.format = show_json->count() > 0   ? "json"
+                           : show_md->count() > 0   ? "md"
                            : show_html->count() > 0 ? "html"
                                                     : "";
     rc = cmd_sessions_show(ctx, sessions_opts);

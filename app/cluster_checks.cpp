@@ -100,9 +100,9 @@ std::vector<core::config_error> check_cluster_settings(const core::settings& cfg
   if (!tls.configured())
     return out;
   auto missing = false;
-  for (auto [key, value] : {std::pair{"cluster.tls.cert", &tls.cert},
-                            std::pair{"cluster.tls.key", &tls.key},
-                            std::pair{"cluster.tls.ca", &tls.ca}}) {
+  for (auto [key, value] :
+       {std::pair{"cluster.tls.cert", &tls.cert}, std::pair{"cluster.tls.key", &tls.key},
+        std::pair{"cluster.tls.ca", &tls.ca}}) {
     if (value->empty()) {
       add(key, "mutual TLS needs cluster.tls.cert, cluster.tls.key and cluster.tls.ca; "
                "this one is missing");
@@ -127,8 +127,8 @@ std::vector<core::config_error> check_cluster_settings(const core::settings& cfg
       key.reset(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
   }
   if (!key) {
-    add("cluster.tls.key", "not a PEM private key without a passphrase: " + tls.key + " ("
-                             + openssl_reason() + ")");
+    add("cluster.tls.key",
+        "not a PEM private key without a passphrase: " + tls.key + " (" + openssl_reason() + ")");
     return out;
   }
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
@@ -138,8 +138,8 @@ std::vector<core::config_error> check_cluster_settings(const core::settings& cfg
   }
   std::unique_ptr<X509_STORE, store_deleter> store{X509_STORE_new()};
   if (!store || X509_STORE_load_file(store.get(), tls.ca.c_str()) != 1) {
-    add("cluster.tls.ca", "not a PEM certificate authority: " + tls.ca + " ("
-                            + openssl_reason() + ")");
+    add("cluster.tls.ca",
+        "not a PEM certificate authority: " + tls.ca + " (" + openssl_reason() + ")");
     return out;
   }
   std::unique_ptr<X509_STORE_CTX, store_ctx_deleter> ctx{X509_STORE_CTX_new()};
@@ -148,8 +148,8 @@ std::vector<core::config_error> check_cluster_settings(const core::settings& cfg
     auto reason = ctx ? X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get()))
                       : "cannot verify";
     ERR_clear_error();
-    add("cluster.tls.cert", "the certificate " + tls.cert + " is not signed by the CA "
-                              + tls.ca + " (" + reason + ")");
+    add("cluster.tls.cert",
+        "the certificate " + tls.cert + " is not signed by the CA " + tls.ca + " (" + reason + ")");
   }
   return out;
 }

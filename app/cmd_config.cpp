@@ -18,7 +18,6 @@ namespace {
 /// How long `config check` waits for each provider and tool.
 constexpr std::chrono::seconds probe_timeout{5};
 
-
 } // namespace
 
 int cmd_config_show(context& ctx) {
@@ -57,8 +56,7 @@ int cmd_config_check(context& ctx, bool offline) {
     return exit_usage;
   }
   for (const auto& added : ctx.config.environment_defaults)
-    std::cout << added.key << ": added by the embedded defaults: "
-              << added.description << "\n";
+    std::cout << added.key << ": added by the embedded defaults: " << added.description << "\n";
   if (!offline) {
     auto secrets = ctx.config.secret_values();
     size_t failures = 0;

@@ -65,9 +65,7 @@ int print(const fetch::page& p, bool json) {
     out["text"] = p.text;
     if (!p.comments.empty())
       out["comments"] = p.comments;
-    std::cout << out.dump(2, ' ', false,
-                          nlohmann::json::error_handler_t::replace)
-              << "\n";
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     // A guessed encoding is said on stderr: stdout stays the document.
     if (!p.charset_note.empty())
@@ -81,8 +79,7 @@ int print(const fetch::page& p, bool json) {
 
 } // namespace
 
-std::variant<fetch::fetch_options, std::string>
-open_url_fetch_options(const core::settings& cfg) {
+std::variant<fetch::fetch_options, std::string> open_url_fetch_options(const core::settings& cfg) {
   auto config = nlohmann::json::object();
   for (const auto& [name, entry] : cfg.tools)
     if (entry.plugin == "open_url") {
@@ -105,8 +102,7 @@ int cmd_extract(context& ctx, const extract_options& opts) {
   // An http(s) URL that does not parse is still fetched, so that its error
   // says what is wrong with it.
   auto scheme = sdk::to_lower(opts.source.substr(0, 8));
-  auto web = fetch::is_http_url(opts.source)
-             || sdk::starts_with(scheme, "http://")
+  auto web = fetch::is_http_url(opts.source) || sdk::starts_with(scheme, "http://")
              || sdk::starts_with(scheme, "https://");
   if (!web) {
     std::string path = opts.source;
@@ -125,13 +121,11 @@ int cmd_extract(context& ctx, const extract_options& opts) {
     if (auto* err = std::get_if<sdk::error>(&read)) {
       std::cerr << "quarry: " << path << ": " << err->message << "\n";
       // A path that names no file, or not a file, is a usage error.
-      return err->code == sdk::errc::not_found
-                 || err->code == sdk::errc::bad_request
+      return err->code == sdk::errc::not_found || err->code == sdk::errc::bad_request
                ? exit_usage
                : exit_failure;
     }
-    auto page = fetch::read_document(std::get<std::string>(read),
-                                     type_from_extension(path), path,
+    auto page = fetch::read_document(std::get<std::string>(read), type_from_extension(path), path,
                                      pdf_time_limit, extract::make_charset_detector());
     return print(page, opts.json);
   }
@@ -144,8 +138,7 @@ int cmd_extract(context& ctx, const extract_options& opts) {
   std::condition_variable cv;
   std::optional<fetch::fetched> result;
   auto deadline = std::chrono::steady_clock::now() + fopts.call_timeout;
-  auto call = fetch::start_fetch(ctx.services->http(), opts.source,
-                                 shared_policy, fopts, deadline,
+  auto call = fetch::start_fetch(ctx.services->http(), opts.source, shared_policy, fopts, deadline,
                                  [&](fetch::fetched f) {
                                    std::lock_guard<std::mutex> guard{mtx};
                                    result = std::move(f);

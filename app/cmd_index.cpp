@@ -38,24 +38,20 @@ constexpr const char* corpus_tool = "internal_search";
 // Keep in step with host_services::make_context and the plugin's
 // parse_config.
 std::string default_corpus_db(const core::settings& cfg) {
-  auto data_dir = cfg.runtime.data_dir.empty() ? host::default_data_dir()
-                                               : cfg.runtime.data_dir;
-  return (fs::path{data_dir} / "plugins" / corpus_plugin / "corpus.db")
-    .string();
+  auto data_dir = cfg.runtime.data_dir.empty() ? host::default_data_dir() : cfg.runtime.data_dir;
+  return (fs::path{data_dir} / "plugins" / corpus_plugin / "corpus.db").string();
 }
 
 // Picks the database: --db, else the `db` of the configured local_corpus tool
 // instance (`internal_search` first if several), else the plugin's default.
 // Returns an error when the configured value is unusable.
-std::variant<std::string, sdk::error> choose_db(const context& ctx,
-                                               const index_options& opts) {
+std::variant<std::string, sdk::error> choose_db(const context& ctx, const index_options& opts) {
   if (!opts.db.empty())
     return opts.db;
   const auto& tools = ctx.config.values.tools;
   const core::plugin_instance* entry = nullptr;
   std::string name;
-  if (auto i = tools.find(corpus_tool);
-      i != tools.end() && i->second.plugin == corpus_plugin) {
+  if (auto i = tools.find(corpus_tool); i != tools.end() && i->second.plugin == corpus_plugin) {
     entry = &i->second;
     name = i->first;
   } else {
@@ -67,14 +63,12 @@ std::variant<std::string, sdk::error> choose_db(const context& ctx,
       }
     }
   }
-  if (entry != nullptr && entry->config.is_object()
-      && entry->config.contains("db")) {
+  if (entry != nullptr && entry->config.is_object() && entry->config.contains("db")) {
     const auto& db = entry->config["db"];
     if (!db.is_string() || db.get<std::string>().empty())
-      return sdk::make_error(sdk::errc::bad_request,
-                             entry->file + ":" + std::to_string(entry->line)
-                               + ": tools." + name
-                               + ".db must be a non-empty path");
+      return sdk::make_error(sdk::errc::bad_request, entry->file + ":" + std::to_string(entry->line)
+                                                       + ": tools." + name
+                                                       + ".db must be a non-empty path");
     return db.get<std::string>();
   }
   return default_corpus_db(ctx.config.values);
@@ -90,8 +84,7 @@ std::string dump(const nlohmann::json& x) {
 
 // Reports a failure after the arguments were accepted: on stderr, and with
 // --json also as `{"database", "error"}` on stdout.
-int fail(const index_options& opts, const std::string& db,
-         const sdk::error& err) {
+int fail(const index_options& opts, const std::string& db, const sdk::error& err) {
   std::cerr << "quarry: " << err.message << "\n";
   if (opts.json)
     std::cout << dump({{"database", db}, {"error", error_json(err)}}) << "\n";
@@ -100,8 +93,7 @@ int fail(const index_options& opts, const std::string& db,
 
 } // namespace
 
-std::variant<corpus::update_options, std::string>
-corpus_size_caps(const core::settings& cfg) {
+std::variant<corpus::update_options, std::string> corpus_size_caps(const core::settings& cfg) {
   auto parsed = open_url_fetch_options(cfg);
   if (auto* err = std::get_if<std::string>(&parsed))
     return *err;
@@ -168,15 +160,13 @@ int cmd_index(context& ctx, const index_options& opts) {
     std::cout << dump(out) << "\n";
   } else {
     std::cout << "Database: " << db << "\n"
-              << "Files: " << result.added << " added, " << result.updated
-              << " updated, " << result.removed << " removed, "
-              << result.unchanged << " unchanged";
+              << "Files: " << result.added << " added, " << result.updated << " updated, "
+              << result.removed << " removed, " << result.unchanged << " unchanged";
     if (result.skipped > 0)
       std::cout << ", " << result.skipped << " skipped (see the notes)";
     std::cout << "\n"
               << "Passages written: " << result.passages << "\n"
-              << "Index: " << documents << " documents, " << passages
-              << " passages\n";
+              << "Index: " << documents << " documents, " << passages << " passages\n";
   }
   return exit_ok;
 }

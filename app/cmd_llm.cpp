@@ -89,19 +89,17 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
   // The provider.
   auto settings = actors::llm_actor_settings::of(name, entry->second.limits);
   ctx.load_plugins();
-  auto made = ctx.registry->make_llm(entry->second.plugin, entry->second.config,
-                                     name);
+  auto made = ctx.registry->make_llm(entry->second.plugin, entry->second.config, name);
   if (auto* err = std::get_if<std::string>(&made)) {
-    std::cerr << "quarry: " << entry->second.file << ":" << entry->second.line
-              << ": llm.providers." << name << ": " << *err << "\n";
+    std::cerr << "quarry: " << entry->second.file << ":" << entry->second.line << ": llm.providers."
+              << name << ": " << *err << "\n";
     return exit_failure;
   }
   auto provider = std::get<std::shared_ptr<sdk::llm_provider>>(std::move(made));
   int rc = exit_ok;
   {
     actors::runtime rt{ctx.config.values};
-    auto hdl = actors::spawn_llm_provider(
-      rt.system(), provider, std::move(settings));
+    auto hdl = actors::spawn_llm_provider(rt.system(), provider, std::move(settings));
     rt.add_stoppable(hdl);
     std::atomic<int> interrupted{0};
     actors::signal_watcher watcher{[&](int sig) {
@@ -135,23 +133,22 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
             for (const auto& tc : r.tool_calls) {
               // Bounded: arguments nested too deep stay a string.
               auto args = sdk::parse_json(tc.arguments);
-              calls.push_back({{"id", tc.id},
-                               {"name", tc.name},
-                               {"arguments", args.is_discarded()
-                                               ? nlohmann::json(tc.arguments)
-                                               : args}});
+              calls.push_back(
+                {{"id", tc.id},
+                 {"name", tc.name},
+                 {"arguments", args.is_discarded() ? nlohmann::json(tc.arguments) : args}});
             }
-            nlohmann::json out{{"text", r.text},
-                               {"reasoning", r.reasoning},
-                               {"tool_calls", calls},
-                               {"finish_reason", sdk::to_string(r.finish)},
-                               {"usage",
-                                {{"input_tokens", r.usage.input_tokens},
-                                 {"output_tokens", r.usage.output_tokens}}},
-                               {"provider", reply.provider},
-                               {"model", r.model},
-                               {"attempts", reply.attempts},
-                               {"cost_usd", reply.cost_usd}};
+            nlohmann::json out{
+              {"text", r.text},
+              {"reasoning", r.reasoning},
+              {"tool_calls", calls},
+              {"finish_reason", sdk::to_string(r.finish)},
+              {"usage",
+               {{"input_tokens", r.usage.input_tokens}, {"output_tokens", r.usage.output_tokens}}},
+              {"provider", reply.provider},
+              {"model", r.model},
+              {"attempts", reply.attempts},
+              {"cost_usd", reply.cost_usd}};
             answer = std::move(out); // printed with the context window below
 
           } else {
@@ -162,9 +159,8 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
             std::cout.flush();
             spdlog::info("{} ({}): {} in, {} out tokens, {} attempt(s), "
                          "finish {}",
-                         reply.provider, r.model, r.usage.input_tokens,
-                         r.usage.output_tokens, reply.attempts,
-                         sdk::to_string(r.finish));
+                         reply.provider, r.model, r.usage.input_tokens, r.usage.output_tokens,
+                         reply.attempts, sdk::to_string(r.finish));
           }
         },
         [&](caf::error& err) {
@@ -176,8 +172,9 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
       // The model's context window as the provider found it (one probe of
       // the server, bounded by the actor's time limit).
       nlohmann::json window{{"tokens", nullptr}, {"source", ""}};
-      self->request(hdl, actors::llm_describe_timeout + std::chrono::seconds{2},
-                    actors::describe_atom::value)
+      self
+        ->request(hdl, actors::llm_describe_timeout + std::chrono::seconds{2},
+                  actors::describe_atom::value)
         .receive(
           [&](const sdk::model_info& info) {
             if (info.context_window > 0)

@@ -20,9 +20,8 @@ std::vector<std::string> missing_plugins(const context& ctx) {
     const auto& name = inst.entry->plugin;
     if (ctx.registry->find(name) != nullptr)
       continue;
-    std::string why = "configured plugin '" + name + "' (" + inst.key + ", "
-                      + inst.entry->file + ":" + std::to_string(inst.entry->line)
-                      + ") ";
+    std::string why = "configured plugin '" + name + "' (" + inst.key + ", " + inst.entry->file
+                      + ":" + std::to_string(inst.entry->line) + ") ";
     std::string refused;
     for (const auto& x : ctx.registry->plugins())
       if (!x.ok && x.name == name)
@@ -31,8 +30,7 @@ std::vector<std::string> missing_plugins(const context& ctx) {
       why += "failed to load: " + refused;
     else
       why += "was not found in any plugin folder";
-    auto refused_any = std::any_of(ctx.registry->plugins().begin(),
-                                   ctx.registry->plugins().end(),
+    auto refused_any = std::any_of(ctx.registry->plugins().begin(), ctx.registry->plugins().end(),
                                    [](const auto& x) { return !x.ok; });
     if (refused.empty() && refused_any)
       why += " (some plugin files were refused: see the list above)";
@@ -50,8 +48,7 @@ int cmd_plugins(context& ctx, bool json) {
   if (json) {
     auto rows = nlohmann::json::array();
     for (const auto& x : infos) {
-      nlohmann::json row{{"file", x.file},
-                         {"status", x.ok ? "ok" : "error"}};
+      nlohmann::json row{{"file", x.file}, {"status", x.ok ? "ok" : "error"}};
       if (x.ok) {
         row["name"] = x.name;
         row["kind"] = sdk::to_string(x.kind);
@@ -76,8 +73,7 @@ int cmd_plugins(context& ctx, bool json) {
     nlohmann::json out{{"plugins", rows},
                        {"dirs", ctx.plugin_dirs},
                        {"missing", missing},
-                       {"allow_unsafe_permissions",
-                        ctx.registry->allow_unsafe_permissions()}};
+                       {"allow_unsafe_permissions", ctx.registry->allow_unsafe_permissions()}};
     std::cout << out.dump(2) << "\n";
   } else if (infos.empty()) {
     std::cout << "No plugin files found. Searched:\n";
@@ -92,7 +88,9 @@ int cmd_plugins(context& ctx, bool json) {
     for (const auto& x : infos)
       table.push_back({x.name.empty() ? "-" : x.name, x.ok ? sdk::to_string(x.kind) : "-",
                        x.ok ? x.version : "-",
-                       !x.ok ? "error" : x.unsafe.empty() ? "ok" : "unsafe",
+                       !x.ok              ? "error"
+                       : x.unsafe.empty() ? "ok"
+                                          : "unsafe",
                        x.file, x.ok ? x.description : x.error});
     std::vector<size_t> width(table.front().size(), 0);
     for (const auto& row : table)

@@ -73,8 +73,7 @@ std::variant<std::string, sdk::error> read_answers(const std::string& path) {
   return text;
 }
 
-report_parts report_of(const std::string& question,
-                       const actors::session_result& r, bool partial) {
+report_parts report_of(const std::string& question, const actors::session_result& r, bool partial) {
   report_parts out;
   out.question = question;
   out.body = r.report;
@@ -156,8 +155,7 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
   for (const auto& path : {opts.out, opts.html}) {
     if (path.empty())
       continue;
-    auto data_dir = cfg.runtime.data_dir.empty() ? host::default_data_dir()
-                                                 : cfg.runtime.data_dir;
+    auto data_dir = cfg.runtime.data_dir.empty() ? host::default_data_dir() : cfg.runtime.data_dir;
     if (auto why = check_output_path(path, database_files(data_dir, store_path(cfg)))) {
       std::cerr << "quarry: " << *why << "\n";
       return exit_usage;
@@ -187,8 +185,8 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
     for (const auto& note : windows.notes)
       std::cerr << "quarry: " << sdk::strip_terminal_controls(note) << "\n";
     if (!windows.refusal.empty()) {
-      std::cerr << "quarry: cannot research: "
-                << sdk::strip_terminal_controls(windows.refusal) << "\n";
+      std::cerr << "quarry: cannot research: " << sdk::strip_terminal_controls(windows.refusal)
+                << "\n";
       return exit_usage;
     }
   }
@@ -283,8 +281,7 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
   // a file (data, like --out); the lines on stderr are for people and are
   // always cleaned.
   bool stdout_terminal = ::isatty(STDOUT_FILENO) == 1;
-  bool interactive = ::isatty(STDIN_FILENO) == 1 && ::isatty(STDOUT_FILENO) == 1
-                     && !opts.json;
+  bool interactive = ::isatty(STDIN_FILENO) == 1 && ::isatty(STDOUT_FILENO) == 1 && !opts.json;
   int rc = exit_failure;
   {
     auto& rt = engine->runtime();
@@ -327,12 +324,12 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
         actors::signal_watcher watcher{
           [run](int) { caf::anon_send(run, actors::stop_atom::value); }};
         bool ended = false;
-        self->receive_while([&] { return !ended; })(
-          [](run_started_atom, const std::string&, const std::string&) {},
-          [&](run_done_atom, run_outcome& o) {
-            out = std::move(o);
-            ended = true;
-          });
+        self->receive_while(
+          [&] { return !ended; })([](run_started_atom, const std::string&, const std::string&) {},
+                                  [&](run_done_atom, run_outcome& o) {
+                                    out = std::move(o);
+                                    ended = true;
+                                  });
         if (auto sig = watcher.received(); sig != 0)
           interrupted_by = sig;
       }
@@ -350,11 +347,12 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
           if (dm.source == sink.address())
             sink_down = true;
         },
-        caf::after(std::chrono::seconds{30}) >> [&] {
-          spdlog::warn("the progress output did not finish in time");
-          caf::anon_send_exit(sink, caf::exit_reason::kill);
-          sink_down = true;
-        });
+        caf::after(std::chrono::seconds{30}) >>
+          [&] {
+            spdlog::warn("the progress output did not finish in time");
+            caf::anon_send_exit(sink, caf::exit_reason::kill);
+            sink_down = true;
+          });
       return out;
     };
     // Whether the store kept the run; says so when it did not.
@@ -377,7 +375,8 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
       view->finish();
       logs.set_view(nullptr);
       std::cerr << "quarry: the research store cannot be written: "
-                << with_store_path(db->path(), sdk::make_error(sdk::errc::internal, outcome.store_error))
+                << with_store_path(db->path(),
+                                   sdk::make_error(sdk::errc::internal, outcome.store_error))
                 << " (pass --no-store to research without keeping the session)\n";
       return exit_failure;
     }
@@ -386,8 +385,7 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
         && interrupted_by == 0) {
       view->finish();
       std::cout << sdk::strip_terminal_controls(outcome.result.questions)
-                << "\n\nYour answers (an empty line ends): "
-                << std::flush;
+                << "\n\nYour answers (an empty line ends): " << std::flush;
       std::string typed;
       for (std::string l; std::getline(std::cin, l) && !l.empty();)
         typed += l + "\n";
@@ -395,8 +393,8 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
       so.clarify = false;
       // The answers are kept with the session, so a resume runs with them.
       if (store_writer)
-        self->send(store_writer, actors::state_atom::value, session_id,
-                   std::string{"running"}, std::string{}, to_json(so).dump());
+        self->send(store_writer, actors::state_atom::value, session_id, std::string{"running"},
+                   std::string{}, to_json(so).dump());
       auto next_view = std::make_shared<research_view>(stderr, live);
       logs.set_view(live ? next_view.get() : nullptr);
       view = std::move(next_view);
@@ -413,8 +411,8 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
     std::vector<std::string> files_written;
     if (interrupted_by != 0) {
       // Interrupted: say so, and keep what was found only if there is any.
-      std::cerr << "quarry: interrupted by "
-                << (interrupted_by == SIGINT ? "SIGINT" : "SIGTERM") << "\n";
+      std::cerr << "quarry: interrupted by " << (interrupted_by == SIGINT ? "SIGINT" : "SIGTERM")
+                << "\n";
       rc = actors::exit_code_for_signal(interrupted_by);
       if (result.status == actors::session_status::report && !result.sources.empty()) {
         // Marked as partial right under the title.
@@ -442,8 +440,8 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
           std::cerr << "quarry: go on with: quarry sessions resume " << session_id << "\n";
       }
       if (live)
-        std::cerr << summary_line(std::chrono::steady_clock::now() - started,
-                                  view->totals(), files_written)
+        std::cerr << summary_line(std::chrono::steady_clock::now() - started, view->totals(),
+                                  files_written)
                   << "\n";
       return rc;
     }
@@ -458,8 +456,8 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
         rc = exit_clarify;
         break;
       case actors::session_status::failed:
-        std::cerr << "quarry: research failed: "
-                  << sdk::strip_terminal_controls(result.failure) << "\n";
+        std::cerr << "quarry: research failed: " << sdk::strip_terminal_controls(result.failure)
+                  << "\n";
         rc = exit_failure;
         break;
       case actors::session_status::report: {
@@ -487,8 +485,8 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
       }
     }
     if (live)
-      std::cerr << summary_line(std::chrono::steady_clock::now() - started,
-                                view->totals(), files_written)
+      std::cerr << summary_line(std::chrono::steady_clock::now() - started, view->totals(),
+                                files_written)
                 << "\n";
   }
   return rc;

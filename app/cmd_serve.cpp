@@ -143,11 +143,13 @@ json row_json(store::store& db, const store::session_row& row) {
               {"parent_id", row.parent_id.empty() ? json(nullptr) : json(row.parent_id)},
               {"created_at", rfc3339(row.created_at)},
               {"updated_at", rfc3339(row.updated_at)},
-              {"finished_at", row.finished_at > 0 ? json(rfc3339(row.finished_at)) : json(nullptr)}};
+              {"finished_at",
+               row.finished_at > 0 ? json(rfc3339(row.finished_at)) : json(nullptr)}};
 }
 
 http::response not_found(const std::string& id) {
-  return http::json_error(404, "not_found", "no session '" + sdk::repair_utf8(id.substr(0, 40)) + "'");
+  return http::json_error(404, "not_found",
+                          "no session '" + sdk::repair_utf8(id.substr(0, 40)) + "'");
 }
 
 // The questions of a session that waits for answers: its last
@@ -191,14 +193,16 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
             return;
           }
           svc->ask(res, 202, start_atom::value, std::string{},
-                   to_json(std::get<stored_options>(parsed)).dump(-1, ' ', false, json::error_handler_t::replace));
+                   to_json(std::get<stored_options>(parsed))
+                     .dump(-1, ' ', false, json::error_handler_t::replace));
         });
   r.add("GET", "/v1/research", [svc](http::request& req, std::shared_ptr<http::responder> res) {
     store::session_filter f;
     if (auto l = req.query_param("limit")) {
       auto text = std::string{*l};
-      if (text.empty() || text.size() > 3 || text.find_first_not_of("0123456789") != std::string::npos
-          || std::stoi(text) < 1 || std::stoi(text) > 500) {
+      if (text.empty() || text.size() > 3
+          || text.find_first_not_of("0123456789") != std::string::npos || std::stoi(text) < 1
+          || std::stoi(text) > 500) {
         res->respond(http::json_error(400, "bad_request", "limit: must be 1 to 500"));
         return;
       }
@@ -243,75 +247,76 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
           break;
         f.before = next;
       }
-      return http::json_response(
-        200, {{"sessions", std::move(list)}, {"next", next.empty() ? json(nullptr) : json(next)}});
+      return http::json_response(200, {{"sessions", std::move(list)},
+                                       {"next", next.empty() ? json(nullptr) : json(next)}});
     });
   });
-  r.add("GET", "/v1/research/{id}", [svc](http::request& req, std::shared_ptr<http::responder> res) {
-    auto id = std::string{req.param("id")};
-    if (!store::is_session_id(id)) {
-      res->respond(not_found(id));
-      return;
-    }
-    svc->read(res, [id](store::store& db) {
-      auto found = db.session(id);
-      if (!found)
-        return store_failure(found.error());
-      if (!*found)
-        return not_found(id);
-      const auto& row = **found;
-      auto u = db.usage(id);
-      if (!u)
-        return store_failure(u.error());
-      auto report = db.final_report(id);
-      if (!report)
-        return store_failure(report.error());
-      auto children = db.children(id);
-      if (!children)
-        return store_failure(children.error());
-      auto j = row_json(db, row);
-      j["options"] = row.options;
-      if (!row.error.empty())
-        j["error"] = row.error;
-      j["last_seq"] = row.last_seq;
-      j["usage"] = {{"calls", u->calls},
-                    {"input_tokens", u->input_tokens},
-                    {"output_tokens", u->output_tokens},
-                    {"cost", u->cost}};
-      json sources = json::array();
-      if (*report) {
-        auto cites = db.citations(id);
-        if (!cites)
-          return store_failure(cites.error());
-        auto cited = report_sources(db, id, (*report)->text);
-        if (!cited)
-          return store_failure(cited.error());
-        std::map<int, std::string> document_of;
-        for (const auto& c : *cites)
-          document_of[c.number] = c.document_id;
-        for (const auto& src : *cited)
-          sources.push_back({{"number", src.number},
-                             {"document_id", document_of[src.number]},
-                             {"title", src.title},
-                             {"url", src.url}});
-      }
-      j["sources"] = std::move(sources);
-      // A report the output limit cut (after its continuations) is marked
-      // so in its text; the API says it too.
-      j["truncated"] = *report && core::is_cut_report((*report)->text);
-      json follow_ups = json::array();
-      for (const auto& c : *children)
-        follow_ups.push_back(c.id);
-      j["follow_ups"] = std::move(follow_ups);
-      if (row.state == store::session_state::clarification) {
-        auto questions = questions_of(db, row);
-        if (!questions)
-          return store_failure(questions.error());
-        j["questions"] = std::move(*questions);
-      }
-      return http::json_response(200, j);
-    });
-  });
+  r.add("GET", "/v1/research/{id}",
+        [svc](http::request& req, std::shared_ptr<http::responder> res) {
+          auto id = std::string{req.param("id")};
+          if (!store::is_session_id(id)) {
+            res->respond(not_found(id));
+            return;
+          }
+          svc->read(res, [id](store::store& db) {
+            auto found = db.session(id);
+            if (!found)
+              return store_failure(found.error());
+            if (!*found)
+              return not_found(id);
+            const auto& row = **found;
+            auto u = db.usage(id);
+            if (!u)
+              return store_failure(u.error());
+            auto report = db.final_report(id);
+            if (!report)
+              return store_failure(report.error());
+            auto children = db.children(id);
+            if (!children)
+              return store_failure(children.error());
+            auto j = row_json(db, row);
+            j["options"] = row.options;
+            if (!row.error.empty())
+              j["error"] = row.error;
+            j["last_seq"] = row.last_seq;
+            j["usage"] = {{"calls", u->calls},
+                          {"input_tokens", u->input_tokens},
+                          {"output_tokens", u->output_tokens},
+                          {"cost", u->cost}};
+            json sources = json::array();
+            if (*report) {
+              auto cites = db.citations(id);
+              if (!cites)
+                return store_failure(cites.error());
+              auto cited = report_sources(db, id, (*report)->text);
+              if (!cited)
+                return store_failure(cited.error());
+              std::map<int, std::string> document_of;
+              for (const auto& c : *cites)
+                document_of[c.number] = c.document_id;
+              for (const auto& src : *cited)
+                sources.push_back({{"number", src.number},
+                                   {"document_id", document_of[src.number]},
+                                   {"title", src.title},
+                                   {"url", src.url}});
+            }
+            j["sources"] = std::move(sources);
+            // A report the output limit cut (after its continuations) is marked
+            // so in its text; the API says it too.
+            j["truncated"] = *report && core::is_cut_report((*report)->text);
+            json follow_ups = json::array();
+            for (const auto& c : *children)
+              follow_ups.push_back(c.id);
+            j["follow_ups"] = std::move(follow_ups);
+            if (row.state == store::session_state::clarification) {
+              auto questions = questions_of(db, row);
+              if (!questions)
+                return store_failure(questions.error());
+              j["questions"] = std::move(*questions);
+            }
+            return http::json_response(200, j);
+          });
+        });
   r.add("GET", "/v1/research/{id}/events",
         [svc](http::request& req, std::shared_ptr<http::responder> res) {
           auto id = std::string{req.param("id")};
@@ -321,7 +326,8 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
           }
           uint64_t from = 1;
           auto number = [](std::string_view x) -> std::optional<uint64_t> {
-            if (x.empty() || x.size() > 19 || x.find_first_not_of("0123456789") != std::string_view::npos)
+            if (x.empty() || x.size() > 19
+                || x.find_first_not_of("0123456789") != std::string_view::npos)
               return std::nullopt;
             return std::stoull(std::string{x});
           };
@@ -429,52 +435,53 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
             return;
           }
           svc->ask(res, 202, start_atom::value, parent,
-                   to_json(std::get<stored_options>(parsed)).dump(-1, ' ', false, json::error_handler_t::replace));
+                   to_json(std::get<stored_options>(parsed))
+                     .dump(-1, ' ', false, json::error_handler_t::replace));
         });
-  r.add("GET", "/v1/research/{id}/report",
-        [svc](http::request& req, std::shared_ptr<http::responder> res) {
-          auto id = std::string{req.param("id")};
-          auto format = std::string{req.query_param("format").value_or("md")};
-          if (format != "md" && format != "html" && format != "json") {
-            res->respond(http::json_error(400, "bad_request", "format: md, html or json"));
-            return;
-          }
-          if (!store::is_session_id(id)) {
-            res->respond(not_found(id));
-            return;
-          }
-          svc->read(res, [id, format](store::store& db) {
-            auto found = db.session(id);
-            if (!found)
-              return store_failure(found.error());
-            if (!*found)
-              return not_found(id);
-            const auto& row = **found;
-            auto state = effective_state(db, row);
-            auto read = stored_report(db, row, state);
-            if (!read)
-              return store_failure(read.error());
-            auto& report = *read;
-            if (!report)
-              return http::json_error(409, "conflict",
-                                      "session " + id + " has no report yet ("
-                                        + store::to_string(state) + ")");
-            if (format == "md")
-              return http::response{200, "text/markdown; charset=utf-8", {},
-                                    markdown_report(*report)};
-            if (format == "html")
-              return http::response{200, "text/html; charset=utf-8", {}, html_report(*report)};
-            json sources = json::array();
-            for (const auto& s : report->sources)
-              sources.push_back({{"number", s.number}, {"title", s.title}, {"url", s.url}});
-            return http::json_response(200, {{"id", id},
-                                             {"question", report->question},
-                                             {"report", report->body},
-                                             {"sources", std::move(sources)},
-                                             {"partial", report->partial},
-                                             {"truncated", core::is_cut_report(report->body)}});
-          });
-        });
+  r.add(
+    "GET", "/v1/research/{id}/report",
+    [svc](http::request& req, std::shared_ptr<http::responder> res) {
+      auto id = std::string{req.param("id")};
+      auto format = std::string{req.query_param("format").value_or("md")};
+      if (format != "md" && format != "html" && format != "json") {
+        res->respond(http::json_error(400, "bad_request", "format: md, html or json"));
+        return;
+      }
+      if (!store::is_session_id(id)) {
+        res->respond(not_found(id));
+        return;
+      }
+      svc->read(res, [id, format](store::store& db) {
+        auto found = db.session(id);
+        if (!found)
+          return store_failure(found.error());
+        if (!*found)
+          return not_found(id);
+        const auto& row = **found;
+        auto state = effective_state(db, row);
+        auto read = stored_report(db, row, state);
+        if (!read)
+          return store_failure(read.error());
+        auto& report = *read;
+        if (!report)
+          return http::json_error(409, "conflict",
+                                  "session " + id + " has no report yet (" + store::to_string(state)
+                                    + ")");
+        if (format == "md")
+          return http::response{200, "text/markdown; charset=utf-8", {}, markdown_report(*report)};
+        if (format == "html")
+          return http::response{200, "text/html; charset=utf-8", {}, html_report(*report)};
+        json sources = json::array();
+        for (const auto& s : report->sources)
+          sources.push_back({{"number", s.number}, {"title", s.title}, {"url", s.url}});
+        return http::json_response(200, {{"id", id},
+                                         {"question", report->question},
+                                         {"report", report->body},
+                                         {"sources", std::move(sources)},
+                                         {"partial", report->partial},
+                                         {"truncated", core::is_cut_report(report->body)}});
+      });
+    });
   add_openai_routes(r, svc);
   // The web page.
   auto page = [](http::request& req, std::shared_ptr<http::responder> res) {
@@ -487,16 +494,16 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
       res->respond(http::response{304, "", {{"ETag", std::string{a->etag}}}, ""});
       return;
     }
-    res->respond(http::response{200,
-                                std::string{a->content_type},
-                                {{"ETag", std::string{a->etag}},
-                                 {"Cache-Control", "no-cache"},
-                                 {"X-Content-Type-Options", "nosniff"},
-                                 {"Content-Security-Policy",
-                                  "default-src 'self'; img-src 'self' data:; "
-                                  "style-src 'self'; script-src 'self'; "
-                                  "connect-src 'self'; frame-ancestors 'none'"}},
-                                std::string{a->data}});
+    res->respond(
+      http::response{200,
+                     std::string{a->content_type},
+                     {{"ETag", std::string{a->etag}},
+                      {"Cache-Control", "no-cache"},
+                      {"X-Content-Type-Options", "nosniff"},
+                      {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:; "
+                                                  "style-src 'self'; script-src 'self'; "
+                                                  "connect-src 'self'; frame-ancestors 'none'"}},
+                     std::string{a->data}});
   };
   size_t count = 0;
   const auto* assets = web::all_assets(count);
@@ -558,8 +565,8 @@ int cmd_serve(context& ctx, const serve_options& opts) {
         auto now = db->session(row.id);
         if (now && *now && (*now)->state == store::session_state::running) {
           sweep_locks.push_back(std::move(*lock));
-          b.states.push_back({row.id, store::session_state::interrupted,
-                              "the process running it stopped"});
+          b.states.push_back(
+            {row.id, store::session_state::interrupted, "the process running it stopped"});
         }
       }
       if (page.next_cursor.empty())
@@ -677,12 +684,13 @@ int cmd_serve(context& ctx, const serve_options& opts) {
     self->monitor(manager);
     self->send(manager, actors::stop_atom::value);
     bool down = false;
-    self->receive_while([&] { return !down; })(
-      [&](const caf::down_msg&) { down = true; },
-      caf::after(cfg.runtime.shutdown_grace + std::chrono::seconds{5}) >> [&] {
-        spdlog::warn("the sessions did not stop in time");
-        down = true;
-      });
+    self->receive_while(
+      [&] { return !down; })([&](const caf::down_msg&) { down = true; },
+                             caf::after(cfg.runtime.shutdown_grace + std::chrono::seconds{5}) >>
+                               [&] {
+                                 spdlog::warn("the sessions did not stop in time");
+                                 down = true;
+                               });
   }
   server->stop();
   server_for_metrics->server = nullptr;

@@ -58,8 +58,8 @@ std::optional<opened_session> find_session(context& ctx, const std::string& id,
   }
   auto opened = open_store(ctx.config.values, !write);
   if (auto* why = std::get_if<std::string>(&opened)) {
-    std::cerr << "quarry: the research store cannot be " << (write ? "used: " : "read: ")
-              << *why << "\n";
+    std::cerr << "quarry: the research store cannot be " << (write ? "used: " : "read: ") << *why
+              << "\n";
     return std::nullopt;
   }
   auto db = std::get<std::shared_ptr<store::store>>(std::move(opened));
@@ -154,7 +154,8 @@ int cmd_sessions_list(context& ctx, const sessions_options& opts) {
     if (q.size() > 70)
       q = std::string{sdk::utf8_prefix(q, 67)} + "...";
     auto state = std::string{store::to_string(state_value)};
-    std::cout << r.id << "  " << state << std::string(state.size() < 13 ? 13 - state.size() : 1, ' ')
+    std::cout << r.id << "  " << state
+              << std::string(state.size() < 13 ? 13 - state.size() : 1, ' ')
               << rfc3339(r.created_at).substr(0, 16) << "  " << q << "\n";
   }
   return exit_ok;
@@ -174,8 +175,8 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
   auto& report = *read;
   if (opts.format == "md" || opts.format == "html") {
     if (!report) {
-      std::cerr << "quarry: session " << opts.id << " has no report ("
-                << store::to_string(state) << ")\n";
+      std::cerr << "quarry: session " << opts.id << " has no report (" << store::to_string(state)
+                << ")\n";
       return exit_failure;
     }
     // Data: byte for byte into a pipe or a file, cleaned on a terminal.
@@ -187,8 +188,8 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
   }
   auto usage_read = db.usage(opts.id);
   auto children = db.children(opts.id);
-  for (const auto* err : {usage_read ? nullptr : &usage_read.error(),
-                          children ? nullptr : &children.error()})
+  for (const auto* err :
+       {usage_read ? nullptr : &usage_read.error(), children ? nullptr : &children.error()})
     if (err != nullptr) {
       std::cerr << "quarry: " << read_failure(db, *err) << "\n";
       return exit_failure;
@@ -218,9 +219,7 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
   std::cout << "Session   " << s->row.id << "\n"
             << "Question  " << sdk::strip_terminal_controls(s->row.question) << "\n"
             << "State     " << store::to_string(state)
-            << (s->row.error.empty()
-                  ? ""
-                  : " (" + sdk::strip_terminal_controls(s->row.error) + ")")
+            << (s->row.error.empty() ? "" : " (" + sdk::strip_terminal_controls(s->row.error) + ")")
             << "\n"
             << "Created   " << rfc3339(s->row.created_at) << "\n";
   if (s->row.finished_at > 0)
@@ -301,8 +300,7 @@ int cmd_sessions_resume(context& ctx, const sessions_options& opts,
     auto& db = *s->db;
     auto state = effective_state(db, s->row);
     if (state == store::session_state::running) {
-      std::cerr << "quarry: session " << opts.id
-                << " is running in another process\n";
+      std::cerr << "quarry: session " << opts.id << " is running in another process\n";
       return exit_failure;
     }
     if (state != store::session_state::interrupted) {

@@ -90,8 +90,8 @@ int cmd_worker(context& ctx, const worker_options& opts) {
   // One write, so a reader never sees half the line.
   std::cerr << ("quarry: worker listening on " + actual.text() + " ("
                 + (tls ? "mutual TLS" : "plaintext") + "), " + std::to_string(hs.capacity)
-                + " agents at most, model " + hs.model + ", tools: "
-                + (tools.empty() ? std::string{"none"} : tools) + "\n")
+                + " agents at most, model " + hs.model
+                + ", tools: " + (tools.empty() ? std::string{"none"} : tools) + "\n")
             << std::flush;
 
   // Runs until SIGINT or SIGTERM.

@@ -29,11 +29,10 @@ std::string location(const std::string& file, int line) {
 
 } // namespace
 
-std::vector<core::config_error>
-check_configured_instances(context& ctx, const instance_check_options& options) {
+std::vector<core::config_error> check_configured_instances(context& ctx,
+                                                           const instance_check_options& options) {
   ctx.load_plugins();
-  auto keys = [&](const std::string& plugin)
-    -> std::optional<std::vector<std::string>> {
+  auto keys = [&](const std::string& plugin) -> std::optional<std::vector<std::string>> {
     if (const auto* info = ctx.registry->find(plugin))
       return info->keys;
     return std::nullopt;
@@ -130,8 +129,7 @@ const char* to_string(probe_status x) noexcept {
 }
 
 bool is_probe_failure(probe_status x) noexcept {
-  return x != probe_status::reachable && x != probe_status::local
-         && x != probe_status::not_probed;
+  return x != probe_status::reachable && x != probe_status::local && x != probe_status::not_probed;
 }
 
 namespace {
@@ -233,8 +231,7 @@ public:
       return;
     }
     if (status_ == 404) {
-      board_->finish(index_, probe_status::wrong_protocol,
-                     http + ": no such API path" + hint_);
+      board_->finish(index_, probe_status::wrong_protocol, http + ": no such API path" + hint_);
       return;
     }
     if (status_ < 200 || status_ >= 300) {
@@ -249,8 +246,7 @@ public:
       if (content_type_.find(';') != std::string::npos)
         what = "a " + content_type_.substr(0, content_type_.find(';')) + " answer";
       board_->finish(index_, probe_status::wrong_protocol,
-                     http + " with " + what + " that is not a JSON object"
-                       + hint_);
+                     http + " with " + what + " that is not a JSON object" + hint_);
       return;
     }
     board_->finish(index_, probe_status::reachable, http);
@@ -268,15 +264,13 @@ private:
 
 } // namespace
 
-std::vector<probe_result> probe_instances(context& ctx,
-                                          std::chrono::milliseconds timeout) {
+std::vector<probe_result> probe_instances(context& ctx, std::chrono::milliseconds timeout) {
   ctx.load_plugins();
   auto board = std::make_shared<probe_board>();
   std::vector<std::shared_ptr<sdk::http_call>> calls;
   std::vector<std::shared_ptr<sdk::tool_run>> runs;
   std::vector<std::shared_ptr<sdk::tool>> tools; // alive while they run
-  auto get = [&](size_t index, std::string url, sdk::http_headers headers,
-                 std::string hint) {
+  auto get = [&](size_t index, std::string url, sdk::http_headers headers, std::string hint) {
     sdk::http_request req;
     req.url = std::move(url);
     req.headers = std::move(headers);
@@ -307,8 +301,7 @@ std::vector<probe_result> probe_instances(context& ctx,
       auto key = string_key(config, "api_key", "");
       auto azure = config.value("azure", false);
       if (!key.empty())
-        headers.emplace_back(azure ? "api-key" : "Authorization",
-                             azure ? key : "Bearer " + key);
+        headers.emplace_back(azure ? "api-key" : "Authorization", azure ? key : "Bearer " + key);
       extra_headers(config, headers);
       auto url = base + "/models";
       auto version = string_key(config, "api_version", "");
@@ -321,9 +314,9 @@ std::vector<probe_result> probe_instances(context& ctx,
     } else if (entry.plugin == "anthropic") {
       auto base = trim_base(string_key(config, "base_url", "https://api.anthropic.com"));
       r.target = "GET " + base + "/v1/models";
-      sdk::http_headers headers{
-        {"x-api-key", string_key(config, "api_key", "")},
-        {"anthropic-version", string_key(config, "anthropic_version", "2023-06-01")}};
+      sdk::http_headers headers{{"x-api-key", string_key(config, "api_key", "")},
+                                {"anthropic-version",
+                                 string_key(config, "anthropic_version", "2023-06-01")}};
       extra_headers(config, headers);
       auto i = board->add(r);
       get(i, base + "/v1/models", std::move(headers),
@@ -334,8 +327,7 @@ std::vector<probe_result> probe_instances(context& ctx,
       board->add(r, true);
     } else if (entry.plugin == "local_corpus" || entry.plugin == "open_url") {
       r.status = probe_status::local;
-      r.detail = entry.plugin == "open_url" ? "reads the URLs it is given"
-                                            : "a local index";
+      r.detail = entry.plugin == "open_url" ? "reads the URLs it is given" : "a local index";
       board->add(r, true);
     } else if (const auto* info = ctx.registry->find(entry.plugin);
                info != nullptr && info->tool_kind == sdk::tool_kind::web_search) {
@@ -350,21 +342,17 @@ std::vector<probe_result> probe_instances(context& ctx,
       }
       auto tool = std::get<std::shared_ptr<sdk::tool>>(std::move(made));
       tools.push_back(tool);
-      runs.push_back(tool->run(json{{"queries", json::array({"quarry"})}},
-                               [board, i](sdk::tool_result res) {
-                                 // No results is an answer of the API.
-                                 if (res.failure
-                                     && res.failure->code == sdk::errc::not_found)
-                                   board->finish(i, probe_status::reachable,
-                                                 res.failure->message);
-                                 else if (res.failure)
-                                   board->finish(i, classify(*res.failure),
-                                                 res.failure->message);
-                                 else
-                                   board->finish(i, probe_status::reachable,
-                                                 std::to_string(res.documents.size())
-                                                   + " results");
-                               }));
+      runs.push_back(
+        tool->run(json{{"queries", json::array({"quarry"})}}, [board, i](sdk::tool_result res) {
+          // No results is an answer of the API.
+          if (res.failure && res.failure->code == sdk::errc::not_found)
+            board->finish(i, probe_status::reachable, res.failure->message);
+          else if (res.failure)
+            board->finish(i, classify(*res.failure), res.failure->message);
+          else
+            board->finish(i, probe_status::reachable,
+                          std::to_string(res.documents.size()) + " results");
+        }));
     } else {
       r.detail = "Quarry probes only the plugins that come with it";
       board->add(r, true);
@@ -384,8 +372,7 @@ std::vector<probe_result> probe_instances(context& ctx,
   }
   for (size_t i = 0; i < count; ++i)
     board->finish(i, probe_status::timeout,
-                  "no answer within "
-                    + std::to_string(timeout.count() / 1000) + "s");
+                  "no answer within " + std::to_string(timeout.count() / 1000) + "s");
   for (auto& call : calls)
     call->cancel();
   for (auto& run : runs)

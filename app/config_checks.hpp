@@ -31,8 +31,8 @@ struct instance_check_options {
 /// checks and duplicate tool names. Limits written beside the options, as
 /// older files did, are moved under `limits` and a warning for each is
 /// appended to `ctx.config.warnings`. Loads the plugins.
-std::vector<core::config_error>
-check_configured_instances(context& ctx, const instance_check_options& options);
+std::vector<core::config_error> check_configured_instances(context& ctx,
+                                                           const instance_check_options& options);
 
 /// Prints configuration errors (of the file, or of
 /// @ref check_configured_instances) as `quarry: invalid configuration:` and
@@ -87,7 +87,6 @@ struct probe_result {
 /// for `GET {base_url}/v1/models`, a web search (any plugin that declares
 /// `sdk::tool_kind::web_search`) for one search (`quarry`); the extractive provider, `local_corpus` and `open_url` have
 /// nothing to reach, other plugins are not probed. Needs the plugins loaded.
-std::vector<probe_result> probe_instances(context& ctx,
-                                          std::chrono::milliseconds timeout);
+std::vector<probe_result> probe_instances(context& ctx, std::chrono::milliseconds timeout);
 
 } // namespace quarry::app

@@ -108,14 +108,12 @@ int cmd_index(context& ctx, const index_options& opts);
 /// The options of the configured open_url instance (its defaults when none
 /// is configured): the fetching rules `quarry extract` follows too. A
 /// message naming `tools.open_url` when they are invalid.
-std::variant<fetch::fetch_options, std::string>
-open_url_fetch_options(const core::settings& cfg);
+std::variant<fetch::fetch_options, std::string> open_url_fetch_options(const core::settings& cfg);
 
 /// The size caps of the configured open_url instance (its defaults when none
 /// is configured): a local file is indexed only if open_url would read a
 /// page of its size. A message when the open_url options are invalid.
-std::variant<corpus::update_options, std::string>
-corpus_size_caps(const core::settings& cfg);
+std::variant<corpus::update_options, std::string> corpus_size_caps(const core::settings& cfg);
 
 /// Options of `quarry research`.
 struct research_options {
@@ -153,8 +151,7 @@ struct resume_info;
 
 /// `quarry research "question" [...]`; with `resume`, the stored session
 /// goes on from its last checkpoint instead.
-int cmd_research(context& ctx, const research_options& opts,
-                 const resume_info* resume = nullptr);
+int cmd_research(context& ctx, const research_options& opts, const resume_info* resume = nullptr);
 
 /// `quarry serve [--listen HOST:PORT]`.
 struct serve_options {

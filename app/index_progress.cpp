@@ -29,9 +29,8 @@ std::string duration_text(double seconds) {
 std::string format_index_progress(const corpus::update_progress& p,
                                   std::chrono::steady_clock::duration elapsed) {
   auto count = [](uint64_t n) { return sdk::digit_groups(static_cast<int64_t>(n)); };
-  std::string out = "indexing: " + count(p.files_done) + " of " + count(p.files_total)
-                    + " files, " + megabytes(p.bytes_done) + " of " + megabytes(p.bytes_total)
-                    + " MB";
+  std::string out = "indexing: " + count(p.files_done) + " of " + count(p.files_total) + " files, "
+                    + megabytes(p.bytes_done) + " of " + megabytes(p.bytes_total) + " MB";
   auto seconds = std::chrono::duration<double>(elapsed).count();
   if (p.bytes_done > 0 && seconds > 0) {
     auto rate = static_cast<double>(p.bytes_done) / seconds;
@@ -39,8 +38,7 @@ std::string format_index_progress(const corpus::update_progress& p,
     std::snprintf(buf, sizeof(buf), "%.1f", rate / 1e6);
     out += std::string{", "} + buf + " MB/s";
     if (p.bytes_total > p.bytes_done)
-      out += ", about "
-             + duration_text(static_cast<double>(p.bytes_total - p.bytes_done) / rate)
+      out += ", about " + duration_text(static_cast<double>(p.bytes_total - p.bytes_done) / rate)
              + " left";
   }
   return out;

@@ -27,8 +27,8 @@ class index_progress_line {
 public:
   explicit index_progress_line(std::FILE* out,
                                std::chrono::milliseconds every = std::chrono::milliseconds{200},
-                               std::chrono::milliseconds quiet_for
-                               = std::chrono::milliseconds{500});
+                               std::chrono::milliseconds quiet_for = std::chrono::milliseconds{
+                                 500});
 
   /// The callback to put into corpus::update_options::progress.
   std::function<void(const corpus::update_progress&)> callback();

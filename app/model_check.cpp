@@ -40,8 +40,8 @@ std::string remedy_for(const model_window& m) {
            "or create a model with `PARAMETER num_ctx 65536` in its Modelfile "
            "(`ollama create NAME -f Modelfile`)";
   return "load the model with a larger context (vLLM --max-model-len, llama.cpp -c, "
-         "LM Studio's context length), or, if the server reports it wrong, set " + key
-         + " or research.context_tokens";
+         "LM Studio's context length), or, if the server reports it wrong, set "
+         + key + " or research.context_tokens";
 }
 
 std::string source_of(const model_window& m) {
@@ -86,18 +86,19 @@ context_verdict check_context_windows(const core::research_settings& research,
     for (const auto* m : checked)
       if (m->info.context_window > 0 && m->info.context_window < research.context_tokens)
         out.notes.push_back("research.context_tokens (" + token_count(research.context_tokens)
-                            + ") is larger than the context window of " + name_of(*m)
-                            + ", " + token_count(m->info.context_window) + " tokens ("
-                            + source_of(*m) + "): its prompts may not fit");
+                            + ") is larger than the context window of " + name_of(*m) + ", "
+                            + token_count(m->info.context_window) + " tokens (" + source_of(*m)
+                            + "): its prompts may not fit");
     if (!checked.empty() && research.context_tokens < min_research_context) {
       auto what = "research.context_tokens is " + token_count(research.context_tokens)
                   + " tokens, below the " + minimum + " tokens deep research needs";
       if (research.allow_small_context)
         out.notes.push_back(what + "; " + reduced_mode_text);
       else
-        out.refusal = what + ": raise it if the models have more, or set "
-                             "research.allow_small_context: true to research anyway "
-                             "(less fits in each call, and reports may be cut)";
+        out.refusal = what
+                      + ": raise it if the models have more, or set "
+                        "research.allow_small_context: true to research anyway "
+                        "(less fits in each call, and reports may be cut)";
     }
     return out;
   }
@@ -109,8 +110,8 @@ context_verdict check_context_windows(const core::research_settings& research,
                                                        : m->info.context_window_source;
       out.notes.push_back("the context window of " + name_of(*m) + " is unknown (" + why
                           + "); Quarry assumes research.context_tokens = "
-                          + token_count(default_tokens) + " (set llm.providers."
-                          + m->provider + ".context_window if it is smaller)");
+                          + token_count(default_tokens) + " (set llm.providers." + m->provider
+                          + ".context_window if it is smaller)");
       continue;
     }
     if (smallest == nullptr || m->info.context_window < smallest->info.context_window)
@@ -131,8 +132,8 @@ context_verdict check_context_windows(const core::research_settings& research,
       out.notes.push_back(found + ", below the " + minimum + " tokens deep research needs; "
                           + reduced_mode_text);
     } else {
-      out.refusal = found + ", below the " + minimum + " tokens deep research needs: "
-                    + remedy_for(*smallest)
+      out.refusal = found + ", below the " + minimum
+                    + " tokens deep research needs: " + remedy_for(*smallest)
                     + "; or set research.allow_small_context: true to research with it "
                       "anyway (less fits in each call, and reports may be cut)";
     }

@@ -80,8 +80,7 @@ std::optional<std::string> refuse_kind(const std::string& path, mode_t mode) {
   return std::nullopt;
 }
 
-std::optional<std::string> check_folder(const std::string& path,
-                                        const std::string& target,
+std::optional<std::string> check_folder(const std::string& path, const std::string& target,
                                         bool exists) {
   if (exists && ::access(target.c_str(), W_OK) != 0)
     return cannot(path, sys_error(errno));
@@ -90,8 +89,8 @@ std::optional<std::string> check_folder(const std::string& path,
   if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return cannot(path, "the folder " + in_quotes(folder) + " does not exist");
   if (::access(folder.c_str(), W_OK | X_OK) != 0)
-    return cannot(path, "the folder " + in_quotes(folder) + " is not writable ("
-                          + sys_error(errno) + ")");
+    return cannot(path, "the folder " + in_quotes(folder) + " is not writable (" + sys_error(errno)
+                          + ")");
   return std::nullopt;
 }
 
@@ -119,10 +118,9 @@ std::variant<resolved, std::string> resolve(const std::string& path) {
       auto n = ::readlink(path.c_str(), buf, sizeof(buf) - 1);
       std::string to = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
       if (err == ENOENT)
-        return cannot(path, "it is a symbolic link to " + in_quotes(to)
-                              + ", which does not exist");
-      return cannot(path, "it is a symbolic link to " + in_quotes(to) + " ("
-                              + sys_error(err) + ")");
+        return cannot(path, "it is a symbolic link to " + in_quotes(to) + ", which does not exist");
+      return cannot(path,
+                    "it is a symbolic link to " + in_quotes(to) + " (" + sys_error(err) + ")");
     }
     if (auto err = refuse_kind(path, st.st_mode))
       return *err;
@@ -177,10 +175,9 @@ int create_temporary(const std::string& target, std::string& tmp, int& err) {
   std::random_device rd;
   auto folder = folder_of(target);
   for (int attempt = 0; attempt < 100; ++attempt) {
-    tmp = folder + "/." + base_of(target) + ".quarry-" + std::to_string(::getpid())
-          + "-" + std::to_string(counter++) + "-" + std::to_string(rd() % 100000);
-    auto fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                     0666);
+    tmp = folder + "/." + base_of(target) + ".quarry-" + std::to_string(::getpid()) + "-"
+          + std::to_string(counter++) + "-" + std::to_string(rd() % 100000);
+    auto fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (fd >= 0)
       return fd;
     if (errno != EEXIST) {
@@ -192,12 +189,9 @@ int create_temporary(const std::string& target, std::string& tmp, int& err) {
   return -1;
 }
 
-std::optional<std::string> write_regular(const std::string& path,
-                                         const resolved& r,
+std::optional<std::string> write_regular(const std::string& path, const resolved& r,
                                          const std::string& text) {
-  auto fail = [&](int err) {
-    return cannot(path, sys_error(err));
-  };
+  auto fail = [&](int err) { return cannot(path, sys_error(err)); };
   std::string tmp;
   int err = 0;
   auto fd = create_temporary(r.target, tmp, err);
@@ -213,7 +207,7 @@ std::optional<std::string> write_regular(const std::string& path,
     if (::fchmod(fd, r.st.st_mode & 07777) != 0)
       return discard(errno);
     if (::geteuid() == 0)
-      (void) ::fchown(fd, r.st.st_uid, r.st.st_gid);
+      (void)::fchown(fd, r.st.st_uid, r.st.st_gid);
   }
   if (!write_all(fd, text, err))
     return discard(err);
@@ -231,7 +225,7 @@ std::optional<std::string> write_regular(const std::string& path,
   }
   auto dir = ::open(folder_of(r.target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
-    (void) ::fsync(dir);
+    (void)::fsync(dir);
     ::close(dir);
   }
   return std::nullopt;
@@ -267,8 +261,7 @@ private:
   sigset_t pending_before_{};
 };
 
-std::optional<std::string> write_stream(const std::string& path,
-                                        const std::string& text) {
+std::optional<std::string> write_stream(const std::string& path, const std::string& text) {
   auto fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENXIO)
@@ -282,7 +275,7 @@ std::optional<std::string> write_stream(const std::string& path,
   }
   auto flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0)
-    (void) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   int err = 0;
   bool ok;
   {
@@ -316,8 +309,7 @@ std::optional<std::string> check_output_path(const std::string& path,
                   || (res.kind == target_kind::regular && ::stat(name.c_str(), &st) == 0
                       && st.st_dev == res.st.st_dev && st.st_ino == res.st.st_ino);
       if (same)
-        return cannot(path, "it is Quarry's database " + in_quotes(name)
-                              + "; choose another file");
+        return cannot(path, "it is Quarry's database " + in_quotes(name) + "; choose another file");
     }
   }
   return std::nullopt;
@@ -337,8 +329,7 @@ std::vector<std::string> database_files(const std::string& data_dir,
   return out;
 }
 
-std::optional<std::string> write_output_file(const std::string& path,
-                                             const std::string& text) {
+std::optional<std::string> write_output_file(const std::string& path, const std::string& text) {
   auto r = resolve(path);
   if (auto* err = std::get_if<std::string>(&r))
     return *err;

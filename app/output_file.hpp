@@ -24,13 +24,11 @@ std::optional<std::string> check_output_path(const std::string& path,
 
 /// Quarry's database files in `data_dir`: `*.db` files of the folder and of
 /// its subfolders two levels down (the corpus indexes), plus `store_file`.
-std::vector<std::string> database_files(const std::string& data_dir,
-                                        const std::string& store_file);
+std::vector<std::string> database_files(const std::string& data_dir, const std::string& store_file);
 
 /// Writes `text` to `path` (see the file comment). Returns the reason on
 /// failure, naming `path` (never a temporary file) and the system's error.
 /// A FIFO with no reader is an error, not a wait.
-std::optional<std::string> write_output_file(const std::string& path,
-                                             const std::string& text);
+std::optional<std::string> write_output_file(const std::string& path, const std::string& text);
 
 } // namespace quarry::app

@@ -101,8 +101,7 @@ std::string link_citations_locally(const std::string& body,
       break;
     auto digits = open + 2;
     auto d = digits;
-    while (d < body.size() && d - digits < 9
-           && std::isdigit(static_cast<unsigned char>(body[d])))
+    while (d < body.size() && d - digits < 9 && std::isdigit(static_cast<unsigned char>(body[d])))
       ++d;
     if (d == digits || body.compare(d, 3, "]](") != 0) {
       // Not a citation here; one may start at the next bracket ("[[[1]](").

@@ -182,13 +182,12 @@ research_engine::prepare(context& ctx, const engine_setup& setup) {
     if (line)
       line->finish();
     if (up.failure) {
-      std::cerr << "quarry: indexing " << corpus << " failed: " << up.failure->message
-                << "\n";
+      std::cerr << "quarry: indexing " << corpus << " failed: " << up.failure->message << "\n";
       return exit_failure;
     }
     if (up.added + up.updated + up.removed > 0)
-      std::cerr << "quarry: indexed " << corpus << ": " << up.added << " added, "
-                << up.updated << " updated, " << up.removed << " removed\n";
+      std::cerr << "quarry: indexed " << corpus << ": " << up.added << " added, " << up.updated
+                << " updated, " << up.removed << " removed\n";
     // Research over nothing would only pretend: an empty corpus is an error.
     if (opened.index->size().first == 0) {
       std::cerr << "quarry: the corpus " << corpus
@@ -196,9 +195,9 @@ research_engine::prepare(context& ctx, const engine_setup& setup) {
                    "files)";
       if (!up.notes.empty())
         std::cerr << "; " << up.notes.front()
-                  << (up.notes.size() > 1 ? " (and " + std::to_string(up.notes.size() - 1)
-                                              + " more skipped)"
-                                          : std::string{});
+                  << (up.notes.size() > 1
+                        ? " (and " + std::to_string(up.notes.size() - 1) + " more skipped)"
+                        : std::string{});
       std::cerr << "\n";
       return exit_failure;
     }
@@ -404,13 +403,11 @@ const context_verdict& research_engine::windows() const {
   return impl_->windows;
 }
 
-const std::map<std::string, actors::llm_provider_actor>&
-research_engine::llm_providers() const {
+const std::map<std::string, actors::llm_provider_actor>& research_engine::llm_providers() const {
   return impl_->llm_actors;
 }
 
-const std::map<std::string, actors::tool_provider_actor>&
-research_engine::tool_providers() const {
+const std::map<std::string, actors::tool_provider_actor>& research_engine::tool_providers() const {
   return impl_->tool_actors;
 }
 
@@ -522,15 +519,15 @@ actors::session_spec research_engine::spec_for(const std::string& session_id,
   spec.verify_timeout = research.verify_timeout;
   // Both names were checked with the configuration and the options.
   spec.strategy = actors::parse_research_strategy(so.strategy.empty() ? research.strategy
-                                                                       : so.strategy)
+                                                                      : so.strategy)
                     .value_or(actors::research_strategy::orchestrator);
   auto& rs = spec.reflective;
   rs.mode = core::reflective::parse_query_mode(so.mode.empty() ? research.mode : so.mode)
               .value_or(core::reflective::query_mode::deep_research);
   auto depth = so.depth.empty() ? research.depth : so.depth;
-  rs.depth = depth == "auto" ? core::reflective::depth::automatic
-                             : core::reflective::parse_depth(depth).value_or(
-                               core::reflective::depth::automatic);
+  rs.depth = depth == "auto"
+               ? core::reflective::depth::automatic
+               : core::reflective::parse_depth(depth).value_or(core::reflective::depth::automatic);
   rs.max_plan_iterations = research.max_plan_iterations;
   rs.max_search_queries = research.max_search_queries;
   rs.max_urls_to_crawl = research.max_urls_to_crawl;

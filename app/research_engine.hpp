@@ -37,8 +37,8 @@ public:
   /// Finds the corpus (indexing it), loads the prompts and makes the plugin
   /// instances. Says what it uses and any problem on stderr; on failure,
   /// returns the exit code.
-  static std::variant<std::unique_ptr<research_engine>, int>
-  prepare(context& ctx, const engine_setup& setup);
+  static std::variant<std::unique_ptr<research_engine>, int> prepare(context& ctx,
+                                                                     const engine_setup& setup);
 
   ~research_engine();
   research_engine(const research_engine&) = delete;

@@ -129,8 +129,8 @@ void launch(run_ptr self) {
   auto spec = engine.spec_for(st.setup.id, st.setup.options,
                               st.setup.resume ? &*st.setup.resume : nullptr);
   st.session = actors::spawn_research_session(
-    self->system(), std::move(spec), engine.models(), engine.tools(), st.emitter,
-    engine.prompts(), caf::actor_cast<actors::session_requester_actor>(self));
+    self->system(), std::move(spec), engine.models(), engine.tools(), st.emitter, engine.prompts(),
+    caf::actor_cast<actors::session_requester_actor>(self));
   // A session that dies without its result still ends its run.
   self->monitor(st.session);
   self->send(st.owner, run_started_atom::value, st.setup.id, std::string{});
@@ -161,10 +161,10 @@ run_full_actor::behavior_type run_impl(run_ptr self, research_engine* engine, ru
   const auto& id = st.setup.id;
   if (store && st.setup.create) {
     self
-      ->request(store, caf::infinite, actors::create_atom::value, id, st.setup.parent,
-                st.setup.options.question,
-                to_json(st.setup.options)
-                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      ->request(
+        store, caf::infinite, actors::create_atom::value, id, st.setup.parent,
+        st.setup.options.question,
+        to_json(st.setup.options).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
       .then(
         [=](std::string& err) {
           if (err.empty())
@@ -206,9 +206,7 @@ run_full_actor::behavior_type run_impl(run_ptr self, research_engine* engine, ru
         st.early_sinks.emplace_back(std::move(sink), from);
       return st.setup.first_seq;
     },
-    [=](actors::session_done_atom, actors::session_result& r) {
-      end_run(self, std::move(r));
-    },
+    [=](actors::session_done_atom, actors::session_result& r) { end_run(self, std::move(r)); },
   };
 }
 

@@ -80,9 +80,8 @@ using run_done_atom = caf::atom_constant<caf::atom("rundone")>;
 using run_started_atom = caf::atom_constant<caf::atom("runstart")>;
 
 /// Who is told of a run's start and end.
-using run_owner_actor
-  = caf::typed_actor<caf::reacts_to<run_started_atom, std::string, std::string>,
-                     caf::reacts_to<run_done_atom, run_outcome>>;
+using run_owner_actor = caf::typed_actor<caf::reacts_to<run_started_atom, std::string, std::string>,
+                                         caf::reacts_to<run_done_atom, run_outcome>>;
 
 /// A run: `(stop_atom)` stops its session (the process stops: stored as
 /// interrupted), `(stop_atom, reason)` with the reason (`user_cancelled`:

@@ -77,10 +77,7 @@ std::string research_view::fit(std::string text, size_t width) {
 }
 
 research_view::research_view(std::FILE* out, bool live, int width)
-  : out_(out),
-    live_(live),
-    fixed_width_(width),
-    started_(std::chrono::steady_clock::now()) {
+  : out_(out), live_(live), fixed_width_(width), started_(std::chrono::steady_clock::now()) {
   // nop
 }
 
@@ -102,8 +99,7 @@ void research_view::line(const std::string& text) {
     return;
   // Cleaned even when `out_` is no terminal: these lines are for people
   // (a log file is read in a terminal too), never data to keep byte for byte.
-  std::fprintf(out_, "[%s] %s\n",
-               elapsed_text(std::chrono::steady_clock::now() - started_).c_str(),
+  std::fprintf(out_, "[%s] %s\n", elapsed_text(std::chrono::steady_clock::now() - started_).c_str(),
                sdk::strip_terminal_controls(text).c_str());
   std::fflush(out_);
 }
@@ -189,8 +185,7 @@ void research_view::on_packet(const core::packet& p) {
            + plan_locked());
     }
   } else if (type == "question_classified") {
-    line("question: " + str("complexity") + ", depth " + str("depth") + ", mode "
-         + str("mode"));
+    line("question: " + str("complexity") + ", depth " + str("depth") + ", mode " + str("mode"));
   } else if (type == "plan_step_start") {
     phase_ = "step " + str("step_id") + ": " + fit(str("title"), 60);
     line(phase_);
@@ -255,8 +250,7 @@ std::vector<std::string> research_view::status_lines(size_t width) const {
       add("  ... and " + std::to_string(checklist_.size() - max_plan_lines) + " more");
   } else if (!plan_.empty()) {
     auto steps = plan_steps(plan_);
-    add("Plan (" + std::to_string(steps.size())
-        + (steps.size() == 1 ? " step):" : " steps):"));
+    add("Plan (" + std::to_string(steps.size()) + (steps.size() == 1 ? " step):" : " steps):"));
     for (size_t i = 0; i < steps.size() && i < max_plan_lines; ++i)
       add("  " + steps[i]);
     if (steps.size() > max_plan_lines)
@@ -265,8 +259,7 @@ std::vector<std::string> research_view::status_lines(size_t width) const {
   for (const auto& [k, l] : lanes_) {
     if (l.done)
       continue;
-    add("  [agent " + std::to_string(k.second + 1) + "] " + fit(l.task, 50) + " - "
-        + l.action);
+    add("  [agent " + std::to_string(k.second + 1) + "] " + fit(l.task, 50) + " - " + l.action);
   }
   add(phase_ + " | sources: " + std::to_string(sources_.size()) + " | "
       + elapsed_text(std::chrono::steady_clock::now() - started_)
@@ -372,8 +365,7 @@ std::string research_view::plan() const {
   return plan_locked();
 }
 
-std::string summary_line(std::chrono::steady_clock::duration elapsed,
-                         const research_totals& totals,
+std::string summary_line(std::chrono::steady_clock::duration elapsed, const research_totals& totals,
                          const std::vector<std::string>& files) {
   auto secs = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count() / 1000.0;
   char head[64];
@@ -387,8 +379,7 @@ std::string summary_line(std::chrono::steady_clock::duration elapsed,
     std::snprintf(cost, sizeof(cost), "$%.4f", totals.cost_usd);
     out += std::string{", "} + cost;
   }
-  out += ", " + std::to_string(totals.sources)
-         + (totals.sources == 1 ? " source" : " sources");
+  out += ", " + std::to_string(totals.sources) + (totals.sources == 1 ? " source" : " sources");
   if (!files.empty()) {
     out += "; wrote ";
     for (size_t i = 0; i < files.size(); ++i)

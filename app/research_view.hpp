@@ -151,8 +151,7 @@ private:
 
 /// Formats the one-line summary left on the terminal at the end of a run:
 /// time, model calls, tokens, cost, sources and the files written.
-std::string summary_line(std::chrono::steady_clock::duration elapsed,
-                         const research_totals& totals,
+std::string summary_line(std::chrono::steady_clock::duration elapsed, const research_totals& totals,
                          const std::vector<std::string>& files);
 
 } // namespace quarry::app

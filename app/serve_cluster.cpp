@@ -28,8 +28,8 @@ using nlohmann::json;
 /// A finished session's result: `(done_atom, id, result)`.
 using done_atom = caf::atom_constant<caf::atom("rdone")>;
 
-using service_actor
-  = research_service_full_actor::extend<caf::reacts_to<done_atom, std::string, cluster::session_result>>;
+using service_actor = research_service_full_actor::extend<
+  caf::reacts_to<done_atom, std::string, cluster::session_result>>;
 
 struct service_state {
   std::shared_ptr<service> svc;
@@ -178,8 +178,7 @@ service_actor::behavior_type service_impl(service_ptr self, std::shared_ptr<serv
       auto rp = self->make_response_promise<std::string>();
       auto& st = self->state;
       auto s = st.svc;
-      self->request(s->manager, std::chrono::seconds{60}, start_atom::value, std::string{},
-                    options)
+      self->request(s->manager, std::chrono::seconds{60}, start_atom::value, std::string{}, options)
         .then(
           [=](std::string& reply) mutable {
             auto j = json::parse(reply, nullptr, false);
@@ -198,8 +197,8 @@ service_actor::behavior_type service_impl(service_ptr self, std::shared_ptr<serv
             rp.deliver(id);
           },
           [=](caf::error& err) mutable {
-            rp.deliver(refusal("the session manager did not answer: "
-                               + self->system().render(err)));
+            rp.deliver(
+              refusal("the session manager did not answer: " + self->system().render(err)));
           });
       return rp;
     },
@@ -211,8 +210,7 @@ service_actor::behavior_type service_impl(service_ptr self, std::shared_ptr<serv
       auto rp = self->make_response_promise<cluster::session_result>();
       st.waiting.emplace(id, rp);
       if (first)
-        follow_session(st.svc->sys(), st.svc->pool, st.svc->manager, st.svc->store_file, id,
-                       1,
+        follow_session(st.svc->sys(), st.svc->pool, st.svc->manager, st.svc->store_file, id, 1,
                        std::make_shared<result_follower>(service_actor{self}, st.svc, id));
       return rp;
     },

@@ -70,8 +70,8 @@ void add_metrics_routes(http::router& r, std::shared_ptr<service> svc,
             else
               spdlog::error("metrics: {}", counts.error().message);
           }
-          res->respond(http::response{200, std::string{core::metrics_content_type}, {},
-                                      render_metrics(*snap)});
+          res->respond(http::response{
+            200, std::string{core::metrics_content_type}, {}, render_metrics(*snap)});
         });
         if (!queued) {
           auto busy = http::json_error(429, "busy", "the server is busy");
@@ -87,10 +87,15 @@ void add_metrics_routes(http::router& r, std::shared_ptr<service> svc,
         if (hdl)
           ++st->pending;
       self->request(mgr, stats_timeout, running_atom::value)
-        .then([=](int64_t n) { st->snap.sessions_running = n; done(); },
-              [=](caf::error&) { done(); });
+        .then(
+          [=](int64_t n) {
+            st->snap.sessions_running = n;
+            done();
+          },
+          [=](caf::error&) { done(); });
       // Every provider's stats, into the snapshot's list for its kind.
-      auto ask_stats = [=](const auto& handles, std::vector<nlohmann::json> metrics_snapshot::*into) {
+      auto ask_stats = [=](const auto& handles,
+                           std::vector<nlohmann::json> metrics_snapshot::*into) {
         for (const auto& [name, hdl] : handles) {
           if (!hdl)
             continue;

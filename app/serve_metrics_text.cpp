@@ -111,8 +111,8 @@ std::vector<std::string> metrics_family_names() {
 
 std::string render_metrics(const metrics_snapshot& snap) {
   core::metrics_registry reg;
-  auto* sessions = must(reg.add_gauge("quarry_sessions", "Stored research sessions by state.",
-                                      {"state"}));
+  auto* sessions = must(
+    reg.add_gauge("quarry_sessions", "Stored research sessions by state.", {"state"}));
   auto* running = must(
     reg.add_gauge("quarry_sessions_running", "Research sessions running in this process."));
   auto* llm_calls = must(reg.add_counter(
@@ -122,8 +122,8 @@ std::string render_metrics(const metrics_snapshot& snap) {
                                           "LLM tokens by provider instance and direction "
                                           "(input, output).",
                                           {"provider", "direction"}));
-  auto* llm_retries = must(reg.add_counter(
-    "quarry_llm_retries_total", "LLM call attempts that were retried.", {"provider"}));
+  auto* llm_retries = must(reg.add_counter("quarry_llm_retries_total",
+                                           "LLM call attempts that were retried.", {"provider"}));
   auto llm_bounds = first_bounds(snap.llm_stats, "call_seconds");
   auto* llm_seconds = must(reg.add_histogram(
     "quarry_llm_call_seconds",
@@ -135,12 +135,12 @@ std::string render_metrics(const metrics_snapshot& snap) {
     {"tool", "outcome"}));
   auto tool_bounds = first_bounds(snap.tool_stats, "call_seconds");
   auto* tool_seconds = must(reg.add_histogram(
-    "quarry_tool_call_seconds", "Duration of tool runs that ended (cache hits excluded).",
-    {"tool"}, tool_bounds));
+    "quarry_tool_call_seconds", "Duration of tool runs that ended (cache hits excluded).", {"tool"},
+    tool_bounds));
   auto* errors = must(reg.add_counter(
     "quarry_errors_total", "Failed LLM calls and tool calls by error class.", {"class"}));
-  auto* http_requests = must(reg.add_counter(
-    "quarry_http_requests_total", "HTTP responses sent by status code.", {"code"}));
+  auto* http_requests = must(
+    reg.add_counter("quarry_http_requests_total", "HTTP responses sent by status code.", {"code"}));
   auto* streams = must(reg.add_gauge("quarry_event_streams", "Event streams open now."));
 
   for (const auto& [state, n] : snap.sessions)

@@ -125,8 +125,8 @@ std::string utf8_suffix(const std::string& x, size_t max_bytes) {
 
 // The text of a message's content: a string, an array of text parts, or
 // null (for messages other than the user's).
-std::variant<std::string, request_refusal> content_text(const json& content, const std::string& where,
-                                                bool null_allowed) {
+std::variant<std::string, request_refusal>
+content_text(const json& content, const std::string& where, bool null_allowed) {
   if (content.is_string())
     return sdk::repair_utf8(content.get<std::string>());
   if (content.is_null() && null_allowed)
@@ -172,9 +172,9 @@ std::variant<chat_request, request_refusal> parse_chat(const std::string& body) 
   out.model = find_model(model->get<std::string>());
   if (out.model == nullptr)
     return request_refusal{404, "model_not_found",
-                   "The model '" + sdk::repair_utf8(model->get<std::string>().substr(0, 80))
-                     + "' does not exist; use quarry-research or quarry-research-fast",
-                   "model"};
+                           "The model '" + sdk::repair_utf8(model->get<std::string>().substr(0, 80))
+                             + "' does not exist; use quarry-research or quarry-research-fast",
+                           "model"};
   out.options.max_agents = out.model->max_agents;
   out.options.max_cycles = out.model->max_cycles;
   if (auto s = j.find("stream"); s != j.end() && !s->is_null()) {
@@ -217,10 +217,9 @@ std::variant<chat_request, request_refusal> parse_chat(const std::string& body) 
                  where + ".role");
     auto content = m.find("content");
     if (content == m.end() && r == "user")
-      return bad(where + ".content: missing", where + ".content",
-                 "missing_required_parameter");
-    auto text = content_text(content == m.end() ? json(nullptr) : *content,
-                             where + ".content", r != "user");
+      return bad(where + ".content: missing", where + ".content", "missing_required_parameter");
+    auto text = content_text(content == m.end() ? json(nullptr) : *content, where + ".content",
+                             r != "user");
     if (auto* why = std::get_if<request_refusal>(&text))
       return *why;
     if (r == "user")
@@ -272,11 +271,10 @@ struct completion_meta {
            {"created", created},
            {"model", model},
            {"system_fingerprint", nullptr},
-           {"choices",
-            json::array({{{"index", 0},
-                          {"delta", std::move(delta)},
-                          {"logprobs", nullptr},
-                          {"finish_reason", std::move(finish_reason)}}})}};
+           {"choices", json::array({{{"index", 0},
+                                     {"delta", std::move(delta)},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", std::move(finish_reason)}}})}};
     if (include_usage)
       c["usage"] = nullptr;
     return c;
@@ -420,34 +418,39 @@ public:
     auto meta = meta_;
     auto file = store_file_;
     auto content = content_;
-    auto queued
-      = with_reader(pool_, file, [=](store::store* db, const std::string&) {
-          auto o = read_outcome(db, meta.session);
-          if (!o.report && content.empty()) {
-            stream->send("", "", error_json(500, "research_failed", no_report_message(o)).dump(-1, ' ', false, json::error_handler_t::replace));
-            stream->end("", "[DONE]");
-            return;
-          }
-          if (o.report) {
-            auto tail = sources_after(content, o.report->sources);
-            if (!tail.empty())
-              stream->send("", "", meta.chunk({{"content", tail}}).dump(-1, ' ', false, json::error_handler_t::replace));
-          }
-          // A report the output limit cut ends as OpenAI's `length`.
-          auto finish = o.report && core::is_cut_report(o.report->body) ? "length" : "stop";
-          stream->send("", "", meta.chunk(json::object(), finish).dump(-1, ' ', false, json::error_handler_t::replace));
-          if (meta.include_usage) {
-            json last{{"id", meta.id()},
-                      {"object", "chat.completion.chunk"},
-                      {"created", meta.created},
-                      {"model", meta.model},
-                      {"system_fingerprint", nullptr},
-                      {"choices", json::array()},
-                      {"usage", usage_json(o.usage)}};
-            stream->send("", "", last.dump(-1, ' ', false, json::error_handler_t::replace));
-          }
-          stream->end("", "[DONE]");
-        });
+    auto queued = with_reader(pool_, file, [=](store::store* db, const std::string&) {
+      auto o = read_outcome(db, meta.session);
+      if (!o.report && content.empty()) {
+        stream->send("", "",
+                     error_json(500, "research_failed", no_report_message(o))
+                       .dump(-1, ' ', false, json::error_handler_t::replace));
+        stream->end("", "[DONE]");
+        return;
+      }
+      if (o.report) {
+        auto tail = sources_after(content, o.report->sources);
+        if (!tail.empty())
+          stream->send(
+            "", "",
+            meta.chunk({{"content", tail}}).dump(-1, ' ', false, json::error_handler_t::replace));
+      }
+      // A report the output limit cut ends as OpenAI's `length`.
+      auto finish = o.report && core::is_cut_report(o.report->body) ? "length" : "stop";
+      stream->send(
+        "", "",
+        meta.chunk(json::object(), finish).dump(-1, ' ', false, json::error_handler_t::replace));
+      if (meta.include_usage) {
+        json last{{"id", meta.id()},
+                  {"object", "chat.completion.chunk"},
+                  {"created", meta.created},
+                  {"model", meta.model},
+                  {"system_fingerprint", nullptr},
+                  {"choices", json::array()},
+                  {"usage", usage_json(o.usage)}};
+        stream->send("", "", last.dump(-1, ' ', false, json::error_handler_t::replace));
+      }
+      stream->end("", "[DONE]");
+    });
     if (!queued)
       stream->end("", "[DONE]");
   }
@@ -502,12 +505,12 @@ public:
               {"created", meta.created},
               {"model", meta.model},
               {"system_fingerprint", nullptr},
-              {"choices", json::array({{{"index", 0},
-                                        {"message", std::move(message)},
-                                        {"logprobs", nullptr},
-                                        {"finish_reason",
-                                         core::is_cut_report(o.report->body) ? "length"
-                                                                             : "stop"}}})},
+              {"choices",
+               json::array(
+                 {{{"index", 0},
+                   {"message", std::move(message)},
+                   {"logprobs", nullptr},
+                   {"finish_reason", core::is_cut_report(o.report->body) ? "length" : "stop"}}})},
               {"usage", usage_json(o.usage)}}));
     });
     if (!queued)
@@ -547,8 +550,7 @@ void answer_completion(const std::shared_ptr<service>& svc,
   completion_meta meta{id, req.model->id, unix_seconds(), req.include_usage};
   if (!req.stream) {
     follow_session(svc->sys(), svc->pool, svc->manager, svc->store_file, id, 1,
-                   std::make_shared<completion_follower>(res, meta, svc->pool,
-                                                         svc->store_file));
+                   std::make_shared<completion_follower>(res, meta, svc->pool, svc->store_file));
     return;
   }
   auto stream = res->start_events();
@@ -557,10 +559,11 @@ void answer_completion(const std::shared_ptr<service>& svc,
     caf::anon_send(svc->manager, actors::cancel_atom::value, id);
     return;
   }
-  stream->send("", "", meta.chunk({{"role", "assistant"}, {"content", ""}}).dump(-1, ' ', false, json::error_handler_t::replace));
+  stream->send("", "",
+               meta.chunk({{"role", "assistant"}, {"content", ""}})
+                 .dump(-1, ' ', false, json::error_handler_t::replace));
   follow_session(svc->sys(), svc->pool, svc->manager, svc->store_file, id, 1,
-                 std::make_shared<chunk_follower>(stream, meta, svc->pool, svc->store_file),
-                 true);
+                 std::make_shared<chunk_follower>(stream, meta, svc->pool, svc->store_file), true);
 }
 
 bool json_body(const http::request& req) {
@@ -614,9 +617,9 @@ void add_openai_routes(http::router& r, std::shared_ptr<service> svc) {
                   answer_completion(svc, res, chat, std::get<std::string>(started));
                 },
                 [=](caf::error& err) {
-                  res->respond(openai_error(503, "unavailable",
-                                            "the session manager did not answer: "
-                                              + caf::to_string(err)));
+                  res->respond(
+                    openai_error(503, "unavailable",
+                                 "the session manager did not answer: " + caf::to_string(err)));
                 });
           });
         });

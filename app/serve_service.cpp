@@ -73,17 +73,16 @@ std::string store_failure_reply(const sdk::error& err) {
 
 void service::read(std::shared_ptr<http::responder> res,
                    std::function<http::response(store::store&)> job) {
-  auto queued = with_reader(pool, store_file,
-                            [res, job](store::store* db, const std::string& error) {
-                              if (db == nullptr) {
-                                spdlog::error("the research store cannot be read: {}", error);
-                                res->respond(http::json_error(
-                                  503, "unavailable",
-                                  "the research store cannot be read: " + error));
-                                return;
-                              }
-                              res->respond(job(*db));
-                            });
+  auto queued = with_reader(
+    pool, store_file, [res, job](store::store* db, const std::string& error) {
+      if (db == nullptr) {
+        spdlog::error("the research store cannot be read: {}", error);
+        res->respond(
+          http::json_error(503, "unavailable", "the research store cannot be read: " + error));
+        return;
+      }
+      res->respond(job(*db));
+    });
   if (!queued) {
     auto r = http::json_error(429, "busy", "the server is busy");
     r.headers.emplace_back("Retry-After", "1");

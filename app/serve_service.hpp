@@ -70,9 +70,9 @@ struct service {
       self->request(mgr, std::chrono::seconds{60}, xs...)
         .then([=](std::string& reply) { res->respond(from_reply(reply, ok_status)); },
               [=](caf::error& err) {
-                res->respond(http::json_error(503, "unavailable",
-                                              "the session manager did not answer: "
-                                                + caf::to_string(err)));
+                res->respond(
+                  http::json_error(503, "unavailable",
+                                   "the session manager did not answer: " + caf::to_string(err)));
               });
     });
   }
@@ -80,8 +80,7 @@ struct service {
   /// Runs `job` with a store reader on the blocking pool and answers with
   /// its response; 503 when the store cannot be read, 429 when the pool is
   /// full.
-  void read(std::shared_ptr<http::responder> res,
-            std::function<http::response(store::store&)> job);
+  void read(std::shared_ptr<http::responder> res, std::function<http::response(store::store&)> job);
 };
 
 /// The HTTP server as GET /metrics sees it: set once it started, cleared

@@ -33,8 +33,8 @@ std::string ok(const std::string& id, const char* state) {
 }
 
 std::string failure(int status, const char* code, const std::string& message) {
-  return json{{"error", {{"status", status}, {"code", code}, {"message", message}}}}
-    .dump(-1, ' ', false, json::error_handler_t::replace);
+  return json{{"error", {{"status", status}, {"code", code}, {"message", message}}}}.dump(
+    -1, ' ', false, json::error_handler_t::replace);
 }
 
 struct running_session {
@@ -124,8 +124,7 @@ std::string admission(manager_ptr self) {
 }
 
 // The stored row of a session that does not run here, or the error reply.
-std::variant<store::session_row, std::string> stored_row(manager_ptr self,
-                                                         const std::string& id) {
+std::variant<store::session_row, std::string> stored_row(manager_ptr self, const std::string& id) {
   if (!store::is_session_id(id))
     return failure(404, "not_found", "no session '" + id + "'");
   auto* db = reader(self);
@@ -154,8 +153,7 @@ void finished(manager_ptr self, const std::string& id) {
 }
 
 manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine* engine,
-                                               std::string store_file,
-                                               manager_settings settings) {
+                                               std::string store_file, manager_settings settings) {
   self->state.engine = engine;
   self->state.store_file = std::move(store_file);
   self->state.settings = settings;
@@ -164,8 +162,7 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
     if (it == self->state.by_run.end())
       return; // ended with its outcome
     auto id = it->second;
-    spdlog::error("session {}: its run stopped unexpectedly ({})", id,
-                  caf::to_string(dm.reason));
+    spdlog::error("session {}: its run stopped unexpectedly ({})", id, caf::to_string(dm.reason));
     auto run = self->state.running.find(id);
     if (run != self->state.running.end() && run->second.started) {
       run->second.started->deliver(
@@ -245,8 +242,8 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
         return *err;
       auto& row = std::get<store::session_row>(found);
       if (row.state != store::session_state::clarification)
-        return failure(409, "conflict", "session " + id + " asks nothing ("
-                                          + store::to_string(row.state) + ")");
+        return failure(409, "conflict",
+                       "session " + id + " asks nothing (" + store::to_string(row.state) + ")");
       auto parsed = stored_options_from(row.options);
       if (auto* why = std::get_if<std::string>(&parsed))
         return failure(500, "internal", *why);
@@ -257,8 +254,8 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       if (auto* why = std::get_if<std::string>(&taken))
         return failure(409, "conflict", *why);
       // The answers are kept with the session, so a resume runs with them.
-      self->send(self->state.engine->store(), actors::state_atom::value, id,
-                 std::string{"running"}, std::string{}, to_json(so).dump(-1, ' ', false, json::error_handler_t::replace));
+      self->send(self->state.engine->store(), actors::state_atom::value, id, std::string{"running"},
+                 std::string{}, to_json(so).dump(-1, ' ', false, json::error_handler_t::replace));
       run_setup setup;
       setup.options = std::move(so);
       setup.first_seq = row.last_seq + 1;
@@ -280,9 +277,9 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       bool dead_running = row.state == store::session_state::running
                           || row.state == store::session_state::pending;
       if (row.state != store::session_state::interrupted && !dead_running)
-        return failure(409, "conflict", "session " + id + " is "
-                                          + store::to_string(row.state)
-                                          + "; only an interrupted session can be resumed");
+        return failure(409, "conflict",
+                       "session " + id + " is " + store::to_string(row.state)
+                         + "; only an interrupted session can be resumed");
       auto parsed = stored_options_from(row.options);
       if (auto* why = std::get_if<std::string>(&parsed))
         return failure(500, "internal", *why);
@@ -332,7 +329,7 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
             else
               rp.deliver(ok(id, "removed"));
             // Held until the row is gone; released with the last copy.
-            (void) lock;
+            (void)lock;
           },
           [=](caf::error& err) mutable {
             rp.deliver(failure(503, "unavailable", caf::to_string(err)));
@@ -349,9 +346,7 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
         .then([](uint64_t) {}, [](caf::error&) {});
       return it->second.first_seq;
     },
-    [=](running_atom) -> int64_t {
-      return static_cast<int64_t>(researching(self->state));
-    },
+    [=](running_atom) -> int64_t { return static_cast<int64_t>(researching(self->state)); },
     [=](actors::stop_atom) {
       auto& st = self->state;
       if (st.stopping)
@@ -455,27 +450,24 @@ void end_with_state(follower_ptr self) {
   auto hdl = caf::actor_cast<caf::actor>(self);
   auto id = st.id;
   auto file = st.store_file;
-  bool queued = with_reader(*st.pool, st.store_file,
-                            [hdl, id, file](store::store* db, const std::string&) {
-                              std::string state = "unknown";
-                              auto found = db != nullptr
-                                             ? db->session(id)
-                                             : store::result<std::optional<store::session_row>>{
-                                               std::nullopt};
-                              if (!found) {
-                                // Said in the log; the stream ends as "unknown".
-                                spdlog::error("session {}: {}", id, found.error().message);
-                              } else if (const auto& row = *found) {
-                                // Running in another process: follow it.
-                                if (row->state == store::session_state::running
-                                    && session_lock::held(file, id)) {
-                                  caf::anon_send(hdl, poll_atom::value);
-                                  return;
-                                }
-                                state = store::to_string(effective_state(*db, *row));
-                              }
-                              caf::anon_send(hdl, end_atom::value, state);
-                            });
+  bool queued = with_reader(
+    *st.pool, st.store_file, [hdl, id, file](store::store* db, const std::string&) {
+      std::string state = "unknown";
+      auto found = db != nullptr ? db->session(id)
+                                 : store::result<std::optional<store::session_row>>{std::nullopt};
+      if (!found) {
+        // Said in the log; the stream ends as "unknown".
+        spdlog::error("session {}: {}", id, found.error().message);
+      } else if (const auto& row = *found) {
+        // Running in another process: follow it.
+        if (row->state == store::session_state::running && session_lock::held(file, id)) {
+          caf::anon_send(hdl, poll_atom::value);
+          return;
+        }
+        state = store::to_string(effective_state(*db, *row));
+      }
+      caf::anon_send(hdl, end_atom::value, state);
+    });
   if (!queued)
     caf::anon_send(hdl, end_atom::value, std::string{"unknown"});
 }
@@ -486,48 +478,47 @@ void replay_from_store(follower_ptr self, uint64_t from, uint64_t until) {
   auto& st = self->state;
   auto hdl = caf::actor_cast<caf::actor>(self);
   auto id = st.id;
-  bool queued = with_reader(
-    *st.pool, st.store_file, [hdl, id, from, until](store::store* db, const std::string&) {
-      uint64_t next = from;
-      constexpr size_t page = 1024;
-      while (db != nullptr) {
-        auto read = db->packets(id, next, page);
-        if (!read) {
-          // Said in the log; the stream ends as "error", never as if every
-          // packet had been sent.
-          spdlog::error("session {}: {}", id, read.error().message);
-          caf::anon_send(hdl, end_atom::value, std::string{"error"});
-          return;
-        }
-        auto& rows = *read;
-        std::string joined;
-        bool done = rows.size() < page;
-        for (const auto& r : rows) {
-          if (until != 0 && r.seq > until) {
-            done = true;
-            break;
-          }
-          joined += r.line;
-          joined += '\n';
-          next = r.seq + 1;
-        }
-        if (until != 0 && next > until)
-          done = true;
-        caf::anon_send(hdl, replay_atom::value, std::move(joined), done);
-        if (done)
-          return;
-      }
-      caf::anon_send(hdl, replay_atom::value, std::string{}, true);
-    });
+  bool queued = with_reader(*st.pool, st.store_file,
+                            [hdl, id, from, until](store::store* db, const std::string&) {
+                              uint64_t next = from;
+                              constexpr size_t page = 1024;
+                              while (db != nullptr) {
+                                auto read = db->packets(id, next, page);
+                                if (!read) {
+                                  // Said in the log; the stream ends as "error", never as if every
+                                  // packet had been sent.
+                                  spdlog::error("session {}: {}", id, read.error().message);
+                                  caf::anon_send(hdl, end_atom::value, std::string{"error"});
+                                  return;
+                                }
+                                auto& rows = *read;
+                                std::string joined;
+                                bool done = rows.size() < page;
+                                for (const auto& r : rows) {
+                                  if (until != 0 && r.seq > until) {
+                                    done = true;
+                                    break;
+                                  }
+                                  joined += r.line;
+                                  joined += '\n';
+                                  next = r.seq + 1;
+                                }
+                                if (until != 0 && next > until)
+                                  done = true;
+                                caf::anon_send(hdl, replay_atom::value, std::move(joined), done);
+                                if (done)
+                                  return;
+                              }
+                              caf::anon_send(hdl, replay_atom::value, std::string{}, true);
+                            });
   if (!queued)
     caf::anon_send(hdl, replay_atom::value, std::string{}, true);
 }
 
-follower_actor::behavior_type follower_impl(follower_ptr self, session_manager_actor manager,
-                                            sdk::blocking_pool* pool, std::string store_file,
-                                            std::string id, uint64_t from,
-                                            std::shared_ptr<session_follower> follower,
-                                            bool cancel_when_gone) {
+follower_actor::behavior_type
+follower_impl(follower_ptr self, session_manager_actor manager, sdk::blocking_pool* pool,
+              std::string store_file, std::string id, uint64_t from,
+              std::shared_ptr<session_follower> follower, bool cancel_when_gone) {
   auto& st = self->state;
   st.follower = std::move(follower);
   st.manager = manager;
@@ -543,8 +534,9 @@ follower_actor::behavior_type follower_impl(follower_ptr self, session_manager_a
     if (auto hdl = caf::actor_cast<caf::actor>(addr))
       caf::anon_send(hdl, gone_atom::value);
   });
-  self->request(manager, caf::infinite, actors::subscribe_atom::value, st.id,
-                caf::actor_cast<actors::line_sink_actor>(self), st.next)
+  self
+    ->request(manager, caf::infinite, actors::subscribe_atom::value, st.id,
+              caf::actor_cast<actors::line_sink_actor>(self), st.next)
     .then(
       [=](uint64_t first_live) {
         auto& st = self->state;
@@ -629,7 +621,8 @@ public:
   }
 
   void end(const std::string& state) override {
-    stream_->end("end", json{{"state", state}}.dump(-1, ' ', false, json::error_handler_t::replace));
+    stream_->end("end",
+                 json{{"state", state}}.dump(-1, ' ', false, json::error_handler_t::replace));
   }
 
   void on_gone(std::function<void()> gone) override {
@@ -662,24 +655,22 @@ bool with_reader(sdk::blocking_pool& pool, const std::string& store_file,
   });
 }
 
-void follow_session(caf::actor_system& sys, sdk::blocking_pool& pool,
-                    session_manager_actor manager, std::string store_file, std::string id,
-                    uint64_t from_seq, std::shared_ptr<session_follower> follower,
-                    bool cancel_when_gone) {
+void follow_session(caf::actor_system& sys, sdk::blocking_pool& pool, session_manager_actor manager,
+                    std::string store_file, std::string id, uint64_t from_seq,
+                    std::shared_ptr<session_follower> follower, bool cancel_when_gone) {
   sys.spawn(follower_impl, std::move(manager), &pool, std::move(store_file), std::move(id),
             from_seq, std::move(follower), cancel_when_gone);
 }
 
-void stream_session(caf::actor_system& sys, sdk::blocking_pool& pool,
-                    session_manager_actor manager, std::string store_file, std::string id,
-                    uint64_t from_seq, std::shared_ptr<http::event_stream> stream) {
-  follow_session(sys, pool, std::move(manager), std::move(store_file), std::move(id),
-                 from_seq, std::make_shared<event_stream_follower>(std::move(stream)));
+void stream_session(caf::actor_system& sys, sdk::blocking_pool& pool, session_manager_actor manager,
+                    std::string store_file, std::string id, uint64_t from_seq,
+                    std::shared_ptr<http::event_stream> stream) {
+  follow_session(sys, pool, std::move(manager), std::move(store_file), std::move(id), from_seq,
+                 std::make_shared<event_stream_follower>(std::move(stream)));
 }
 
 session_manager_actor spawn_session_manager(caf::actor_system& sys, research_engine& engine,
-                                            std::string store_file,
-                                            manager_settings settings) {
+                                            std::string store_file, manager_settings settings) {
   return caf::actor_cast<session_manager_actor>(
     sys.spawn(manager_impl, &engine, std::move(store_file), settings));
 }

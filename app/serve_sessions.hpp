@@ -73,10 +73,8 @@ struct manager_settings {
 
 /// Spawns the manager over `engine` (started, with a store). Sessions left
 /// `running` by a process that died are stored as interrupted first.
-session_manager_actor spawn_session_manager(caf::actor_system& sys,
-                                            research_engine& engine,
-                                            std::string store_file,
-                                            manager_settings settings);
+session_manager_actor spawn_session_manager(caf::actor_system& sys, research_engine& engine,
+                                            std::string store_file, manager_settings settings);
 
 /// One client's view of a session's packets (an event stream, an
 /// OpenAI-compatible completion). Its functions are called by the follower
@@ -101,18 +99,15 @@ public:
 /// store from `store_file` on a thread of the host's blocking pool. With
 /// `cancel_when_gone`, a client that goes away before the end cancels the
 /// session.
-void follow_session(caf::actor_system& sys, sdk::blocking_pool& pool,
-                    session_manager_actor manager, std::string store_file,
-                    std::string id, uint64_t from_seq,
-                    std::shared_ptr<session_follower> follower,
-                    bool cancel_when_gone = false);
+void follow_session(caf::actor_system& sys, sdk::blocking_pool& pool, session_manager_actor manager,
+                    std::string store_file, std::string id, uint64_t from_seq,
+                    std::shared_ptr<session_follower> follower, bool cancel_when_gone = false);
 
 /// Streams session `id` to `stream` from `from_seq`: the stored packets,
 /// then the live ones, then `event: end` with `{"state": ...}` (see
 /// follow_session).
-void stream_session(caf::actor_system& sys, sdk::blocking_pool& pool,
-                    session_manager_actor manager, std::string store_file,
-                    std::string id, uint64_t from_seq,
+void stream_session(caf::actor_system& sys, sdk::blocking_pool& pool, session_manager_actor manager,
+                    std::string store_file, std::string id, uint64_t from_seq,
                     std::shared_ptr<http::event_stream> stream);
 
 /// Runs `job` with a read-only connection to `store_file` (one per pool

@@ -31,21 +31,19 @@ namespace fs = std::filesystem;
 std::string store_path(const core::settings& cfg) {
   if (!cfg.store.path.empty())
     return cfg.store.path;
-  auto dir = cfg.runtime.data_dir.empty() ? host::default_data_dir()
-                                          : cfg.runtime.data_dir;
+  auto dir = cfg.runtime.data_dir.empty() ? host::default_data_dir() : cfg.runtime.data_dir;
   return (fs::path{dir} / "quarry.db").string();
 }
 
-std::variant<std::shared_ptr<store::store>, std::string>
-open_store(const core::settings& cfg, bool read_only) {
+std::variant<std::shared_ptr<store::store>, std::string> open_store(const core::settings& cfg,
+                                                                    bool read_only) {
   store::open_options opts;
   opts.read_only = read_only;
   auto path = store_path(cfg);
   auto opened = store::store::open(path, opts);
   if (auto* err = std::get_if<sdk::error>(&opened))
     return with_store_path(path, *err);
-  return std::shared_ptr<store::store>{
-    std::get<std::unique_ptr<store::store>>(std::move(opened))};
+  return std::shared_ptr<store::store>{std::get<std::unique_ptr<store::store>>(std::move(opened))};
 }
 
 // -- session locks ----------------------------------------------------------
@@ -111,8 +109,8 @@ std::string open_table(session_lock::table& t, bool write) {
     if (ec)
       return "cannot create the folder of " + shown + ": " + ec.message();
   }
-  int fd = ::open(t.path.c_str(),
-                  (write ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int fd = ::open(t.path.c_str(), (write ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW,
+                  0600);
   if (fd < 0)
     return "cannot open the lock file " + shown + ": " + std::strerror(errno);
   // A read-only descriptor holds no lock (a write lock needs a writable
@@ -172,7 +170,7 @@ bool session_lock::held(const std::string& store_file, const std::string& sessio
 session_lock::~session_lock() {
   std::lock_guard<std::mutex> guard{table_->mtx};
   auto fl = one_byte(F_UNLCK, offset_);
-  (void) ::fcntl(table_->fd, F_SETLK, &fl);
+  (void)::fcntl(table_->fd, F_SETLK, &fl);
   table_->mine.erase(offset_);
 }
 
@@ -225,14 +223,11 @@ std::variant<stored_options, std::string> stored_options_from(const nlohmann::js
     into = i->get<std::string>();
     return true;
   };
-  for (auto [key, into] : {std::pair{"question", &out.question},
-                           std::pair{"answers", &out.answers},
-                           std::pair{"corpus", &out.corpus},
-                           std::pair{"follow_up_context", &out.follow_up_context},
-                           std::pair{"verify", &out.verify},
-                           std::pair{"strategy", &out.strategy},
-                           std::pair{"mode", &out.mode},
-                           std::pair{"depth", &out.depth}})
+  for (auto [key, into] :
+       {std::pair{"question", &out.question}, std::pair{"answers", &out.answers},
+        std::pair{"corpus", &out.corpus}, std::pair{"follow_up_context", &out.follow_up_context},
+        std::pair{"verify", &out.verify}, std::pair{"strategy", &out.strategy},
+        std::pair{"mode", &out.mode}, std::pair{"depth", &out.depth}})
     if (!text(key, *into))
       return std::string{"stored options: "} + key + ": not text";
   if (!out.verify.empty() && out.verify != "on" && out.verify != "off")
@@ -311,8 +306,7 @@ store::result<std::string> follow_up_context(store::store& db, const std::string
   for (const auto& c : *cites) {
     auto d = by_id.find(c.document_id);
     sources += "[" + std::to_string(c.number) + "] "
-               + (d != by_id.end() ? d->second->title + " " + d->second->url
-                                   : c.document_id)
+               + (d != by_id.end() ? d->second->title + " " + d->second->url : c.document_id)
                + "\n";
   }
   if (!sources.empty())
@@ -349,9 +343,8 @@ store::session_state effective_state(store::store& db, const store::session_row&
 }
 
 // The cited sources of a stored report: the citation numbers its body uses.
-store::result<std::vector<cited_source>> report_sources(store::store& db,
-                                                       const std::string& id,
-                                                       const std::string& body) {
+store::result<std::vector<cited_source>> report_sources(store::store& db, const std::string& id,
+                                                        const std::string& body) {
   // The `[[n]]` markers of the body (n of 1 to 6 digits), in one pass.
   std::set<int> used;
   for (size_t at = body.find("[["); at != std::string::npos; at = body.find("[[", at + 1)) {
@@ -427,9 +420,9 @@ std::string rfc3339(int64_t ms) {
   std::tm tm{};
   ::gmtime_r(&secs, &tm);
   char buf[96];
-  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-                tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
   return buf;
 }
 

@@ -30,8 +30,8 @@ std::string store_path(const core::settings& cfg);
 
 /// Opens the store for writing (`read_only`: for reading); the error names
 /// the file.
-std::variant<std::shared_ptr<store::store>, std::string>
-open_store(const core::settings& cfg, bool read_only = false);
+std::variant<std::shared_ptr<store::store>, std::string> open_store(const core::settings& cfg,
+                                                                    bool read_only = false);
 
 /// An exclusive lock on a session, held while a process runs it: one byte of
 /// `<store folder>/locks/sessions.lock`, at an offset made from the session
@@ -128,9 +128,8 @@ store::session_state effective_state(store::store& db, const store::session_row&
 
 /// The cited sources of a stored report: the citation numbers its body uses,
 /// with their documents' titles and URLs.
-store::result<std::vector<cited_source>> report_sources(store::store& db,
-                                                       const std::string& id,
-                                                       const std::string& body);
+store::result<std::vector<cited_source>> report_sources(store::store& db, const std::string& id,
+                                                        const std::string& body);
 
 /// The final report of a stored session (none if it has none), partial
 /// unless it completed.

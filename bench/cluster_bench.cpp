@@ -126,8 +126,7 @@ int dispatch(int n) {
     hs.prompts = prompts;
     auto host = actors::spawn_agent_host(there.system(), hs);
     there.add_stoppable(host);
-    auto port = there.system().middleman().publish(cluster::agent_host_actor{host}, 0,
-                                                   "127.0.0.1");
+    auto port = there.system().middleman().publish(cluster::agent_host_actor{host}, 0, "127.0.0.1");
     if (!port) {
       std::cerr << "cannot publish: " << there.system().render(port.error()) << "\n";
       return 1;
@@ -149,8 +148,8 @@ int dispatch(int n) {
       if (remote) {
         actors::runner_setup where;
         where.directory = dir;
-        agent = actors::spawn_agent_runner(here.system(), spec, here_llm, {}, sink, prompts,
-                                           parent, where);
+        agent = actors::spawn_agent_runner(here.system(), spec, here_llm, {}, sink, prompts, parent,
+                                           where);
       } else {
         agent = actors::spawn_research_agent(here.system(), spec, here_llm, {}, sink, prompts,
                                              parent);
@@ -175,8 +174,8 @@ int dispatch(int n) {
     // session's node sees it (a proxy), asked from a third system.
     {
       actors::runtime client{cfg};
-      auto proxy = client.system().middleman().remote_actor<cluster::agent_host_actor>(
-        "127.0.0.1", *port);
+      auto proxy = client.system().middleman().remote_actor<cluster::agent_host_actor>("127.0.0.1",
+                                                                                       *port);
       if (proxy) {
         caf::scoped_actor c{client.system()};
         for (int i = 0; i < n; ++i) {
@@ -193,8 +192,7 @@ int dispatch(int n) {
                 "session's sink)\n",
                 n);
     std::printf("| path | p50 ms | p95 ms |\n|---|---|---|\n");
-    std::printf("| local agent | %.3f | %.3f |\n", percentile(local, 0.5),
-                percentile(local, 0.95));
+    std::printf("| local agent | %.3f | %.3f |\n", percentile(local, 0.5), percentile(local, 0.95));
     std::printf("| remote agent (runner, directory, worker on loopback) | %.3f | %.3f |\n",
                 percentile(remote, 0.5), percentile(remote, 0.95));
     std::printf("| status round trip on loopback | %.3f | %.3f |\n", percentile(rtt, 0.5),
@@ -233,8 +231,7 @@ std::string after(const std::string& text, const std::string& marker) {
   return text.substr(at, text.find_first_of(" \n", at) - at);
 }
 
-std::unique_ptr<test::child_process> start(const std::string& home,
-                                           std::vector<std::string> args) {
+std::unique_ptr<test::child_process> start(const std::string& home, std::vector<std::string> args) {
   return std::make_unique<test::child_process>(argv_of(std::move(args)),
                                                test::isolated_quarry_options(home));
 }
@@ -248,8 +245,9 @@ json script(int agents, int latency_ms) {
   using namespace test::script;
   auto rules = json::array();
   rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
-  json report_now{{"match", {{"system_contains", orchestrator_marker},
-                             {"message_contains", "Heat pump efficiency falls"}}},
+  json report_now{{"match",
+                   {{"system_contains", orchestrator_marker},
+                    {"message_contains", "Heat pump efficiency falls"}}},
                   {"respond", calls({{"generate_report", json::object()}})}};
   rules.push_back(report_now);
   std::vector<std::pair<std::string, json>> xs;
@@ -295,9 +293,9 @@ int throughput(const std::vector<int>& worker_counts, int sessions, int latency_
       list += (list.empty() ? "" : ", ") + a;
     auto args = provider_settings(server, concurrency);
     args.insert(args.begin(), {"serve", "--listen", "127.0.0.1:0"});
-    args.insert(args.end(), {"--set", "cluster.listen=127.0.0.1:0", "--set",
-                             "cluster.workers=[" + list + "]", "--set",
-                             "server.max_running_sessions=1000"});
+    args.insert(args.end(),
+                {"--set", "cluster.listen=127.0.0.1:0", "--set", "cluster.workers=[" + list + "]",
+                 "--set", "server.max_running_sessions=1000"});
     auto serve = start(tmp.path() + "/serve", args);
     if (!serve->wait_for_err("research service for CAF programs on ", 120s)) {
       std::cerr << serve->err();
@@ -347,7 +345,8 @@ int throughput(const std::vector<int>& worker_counts, int sessions, int latency_
               ++failed;
             });
       if (failed > 0)
-        std::cerr << serve->err().substr(serve->err().size() > 4000 ? serve->err().size() - 4000 : 0);
+        std::cerr << serve->err().substr(serve->err().size() > 4000 ? serve->err().size() - 4000
+                                                                    : 0);
       wall_s = ms_since(t0) / 1000.0;
       caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
     }
@@ -400,8 +399,7 @@ int recovery(int runs) {
       test::fake_llm_server server;
       auto rules = test::script::parallel_agents_script(1);
       rules.insert(rules.begin(),
-                   json{{"match", {{"system_contains", test::script::agent_marker},
-                                   {"times", 1}}},
+                   json{{"match", {{"system_contains", test::script::agent_marker}, {"times", 1}}},
                         {"respond", {{"text", "never"}}},
                         {"stall_after_bytes", 0}});
       if (server.script(rules))
@@ -419,8 +417,8 @@ int recovery(int runs) {
       auto addr_a = after(a->err(), "worker listening on ");
       auto addr_b = after(b->err(), "worker listening on ");
       auto args = provider_settings(server, 16);
-      args.insert(args.begin(), {"--log-level", "info", "research", "--no-clarify",
-                                 "--no-store", "--json"});
+      args.insert(args.begin(),
+                  {"--log-level", "info", "research", "--no-clarify", "--no-store", "--json"});
       args.insert(args.end(), {"--set", "cluster.workers=[" + addr_a + ", " + addr_b + "]",
                                "How do heat pumps cope with cold weather?"});
       auto session = start(tmp.path() + "/s", args);

@@ -38,8 +38,7 @@ int main(int argc, char** argv) {
   // (and --passages) reuses its files and index, to measure queries alone.
   auto given_dir = text_arg(argc, argv, "--dir");
   auto dir = given_dir.empty()
-               ? fs::temp_directory_path()
-                   / ("quarry-corpus-bench-" + std::to_string(::getpid()))
+               ? fs::temp_directory_path() / ("quarry-corpus-bench-" + std::to_string(::getpid()))
                : fs::path{given_dir};
   bool reuse = !given_dir.empty() && fs::exists(dir / "docs");
   fs::create_directories(dir / "docs");
@@ -53,8 +52,7 @@ int main(int argc, char** argv) {
     bytes += text.size();
     if (reuse)
       continue;
-    std::ofstream out{dir / "docs" / ("doc" + std::to_string(f) + ".md"),
-                      std::ios::binary};
+    std::ofstream out{dir / "docs" / ("doc" + std::to_string(f) + ".md"), std::ios::binary};
     out << text;
   }
   auto opened = corpus_index::open((dir / "corpus.db").string());
@@ -106,23 +104,19 @@ int main(int argc, char** argv) {
   std::printf("| build rate | %.0f passages/s, %.2f MB/s |\n",
               static_cast<double>(built.passages) / build_s,
               static_cast<double>(bytes) / 1e6 / build_s);
-  std::printf("| build CPU time (process), rate per CPU second | %.2f s, %.2f MB/s |\n",
-              build_cpu, static_cast<double>(bytes) / 1e6 / build_cpu);
-  std::printf("| update with nothing changed | %.3f s (%zu unchanged) |\n",
-              noop_s, again.unchanged);
-  std::printf("| database size | %.1f MB |\n",
-              static_cast<double>(db_bytes + wal_bytes) / 1e6);
+  std::printf("| build CPU time (process), rate per CPU second | %.2f s, %.2f MB/s |\n", build_cpu,
+              static_cast<double>(bytes) / 1e6 / build_cpu);
+  std::printf("| update with nothing changed | %.3f s (%zu unchanged) |\n", noop_s,
+              again.unchanged);
+  std::printf("| database size | %.1f MB |\n", static_cast<double>(db_bytes + wal_bytes) / 1e6);
   std::printf("| queries, mean hits, failed | %zu, %.1f, %zu |\n", queries,
-              static_cast<double>(hits) / static_cast<double>(queries),
-              failed);
+              static_cast<double>(hits) / static_cast<double>(queries), failed);
   std::printf("| query latency p50 | %.2f ms |\n", percentile(latencies, 0.5));
-  std::printf("| query latency p99 | %.2f ms |\n",
-              percentile(latencies, 0.99));
-  std::printf("| query CPU time p50, p99 | %.2f ms, %.2f ms |\n",
-              percentile(cpu_latencies, 0.5), percentile(cpu_latencies, 0.99));
+  std::printf("| query latency p99 | %.2f ms |\n", percentile(latencies, 0.99));
+  std::printf("| query CPU time p50, p99 | %.2f ms, %.2f ms |\n", percentile(cpu_latencies, 0.5),
+              percentile(cpu_latencies, 0.99));
   std::printf("| index size / text | %.2f |\n",
-              static_cast<double>(db_bytes + wal_bytes)
-                / static_cast<double>(bytes));
+              static_cast<double>(db_bytes + wal_bytes) / static_cast<double>(bytes));
   opened.index.reset();
   if (arg(argc, argv, "--keep", 0) != 0 || !given_dir.empty())
     std::printf("kept %s\n", dir.string().c_str());

@@ -20,9 +20,8 @@ class vocabulary {
 public:
   explicit vocabulary(size_t n) : words_(n) {
     std::mt19937 rng{7};
-    const char* syllables[] = {"ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo",
-                               "zen", "bar", "qui", "dor", "fel", "gra",
-                               "hex", "jor"};
+    const char* syllables[] = {"ka",  "lo",  "mi",  "ne",  "ru",  "sa",  "ti",  "vo",
+                               "zen", "bar", "qui", "dor", "fel", "gra", "hex", "jor"};
     for (auto& w : words_) {
       auto len = 2 + rng() % 3;
       for (size_t i = 0; i < len; ++i)
@@ -67,8 +66,7 @@ public:
   }
 
   /// The sections of file `f` (at most `per_file`, fewer for the last).
-  std::vector<generated_section> sections(size_t f, size_t per_file,
-                                          size_t passages) {
+  std::vector<generated_section> sections(size_t f, size_t per_file, size_t passages) {
     std::vector<generated_section> out;
     for (size_t s = 0; s < per_file && f * per_file + s < passages; ++s) {
       generated_section sec;
@@ -81,8 +79,7 @@ public:
   }
 
   /// File `f` as Markdown.
-  static std::string markdown(size_t f,
-                              const std::vector<generated_section>& sections) {
+  static std::string markdown(size_t f, const std::vector<generated_section>& sections) {
     std::string text = "# Document " + std::to_string(f) + "\n\n";
     for (const auto& s : sections)
       text += "## " + s.heading + "\n\n" + s.body + "\n\n";
@@ -121,8 +118,7 @@ inline std::string text_arg(int argc, char** argv, const std::string& name) {
   return {};
 }
 
-inline size_t arg(int argc, char** argv, const std::string& name,
-                  size_t fallback) {
+inline size_t arg(int argc, char** argv, const std::string& name, size_t fallback) {
   for (int i = 1; i + 1 < argc; ++i)
     if (argv[i] == name)
       return static_cast<size_t>(std::strtoull(argv[i + 1], nullptr, 10));
@@ -134,16 +130,14 @@ inline size_t arg(int argc, char** argv, const std::string& name,
 inline double process_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec)
-         + static_cast<double>(ts.tv_nsec) * 1e-9;
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 /// CPU time of the calling thread, in seconds.
 inline double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec)
-         + static_cast<double>(ts.tv_nsec) * 1e-9;
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 } // namespace quarry::bench

@@ -26,15 +26,13 @@ int main(int argc, char** argv) {
   // 1: positions (phrase queries, as Quarry's index has); 0: none.
   auto positions = arg(argc, argv, "--positions", 1) != 0;
   const size_t per_file = 10;
-  auto dir = fs::temp_directory_path()
-             / ("quarry-xapian-bench-" + std::to_string(::getpid()));
+  auto dir = fs::temp_directory_path() / ("quarry-xapian-bench-" + std::to_string(::getpid()));
   corpus_generator gen;
   size_t bytes = 0;
   auto t0 = clock_type::now();
   auto c0 = process_cpu_seconds();
   try {
-    Xapian::WritableDatabase db(dir.string(), Xapian::DB_CREATE_OR_OVERWRITE
-                                                | Xapian::DB_NO_SYNC);
+    Xapian::WritableDatabase db(dir.string(), Xapian::DB_CREATE_OR_OVERWRITE | Xapian::DB_NO_SYNC);
     Xapian::TermGenerator terms;
     terms.set_stemmer(Xapian::Stem("english"));
     terms.set_stemming_strategy(Xapian::TermGenerator::STEM_SOME);
@@ -85,16 +83,14 @@ int main(int argc, char** argv) {
         words.emplace_back("Z" + stem(w));
       auto q0 = clock_type::now();
       auto qc = thread_cpu_seconds();
-      enquire.set_query(
-        Xapian::Query(Xapian::Query::OP_OR, words.begin(), words.end()));
+      enquire.set_query(Xapian::Query(Xapian::Query::OP_OR, words.begin(), words.end()));
       auto found = enquire.get_mset(0, 10);
       for (auto it = found.begin(); it != found.end(); ++it) {
         // What a hit needs: its document.
-        (void) it.get_document().get_value(0);
+        (void)it.get_document().get_value(0);
         ++hits;
       }
-      latencies.push_back(
-        std::chrono::duration<double>(clock_type::now() - q0).count() * 1e3);
+      latencies.push_back(std::chrono::duration<double>(clock_type::now() - q0).count() * 1e3);
       cpu_latencies.push_back((thread_cpu_seconds() - qc) * 1e3);
     }
   } catch (const Xapian::Error& e) {
@@ -107,20 +103,18 @@ int main(int argc, char** argv) {
   std::printf("| passages | %zu |\n", passages);
   std::printf("| text | %.1f MB |\n", static_cast<double>(bytes) / 1e6);
   std::printf("| index build | %.2f s |\n", build_s);
-  std::printf("| build rate | %.2f MB/s |\n",
-              static_cast<double>(bytes) / 1e6 / build_s);
+  std::printf("| build rate | %.2f MB/s |\n", static_cast<double>(bytes) / 1e6 / build_s);
   std::printf("| build CPU time (process), rate per CPU second | %.2f s, "
               "%.2f MB/s |\n",
               build_cpu, static_cast<double>(bytes) / 1e6 / build_cpu);
-  std::printf("| database size | %.1f MB (%.2fx the text) |\n",
-              static_cast<double>(size) / 1e6,
+  std::printf("| database size | %.1f MB (%.2fx the text) |\n", static_cast<double>(size) / 1e6,
               static_cast<double>(size) / static_cast<double>(bytes));
   std::printf("| queries, mean hits | %zu, %.1f |\n", queries,
               static_cast<double>(hits) / static_cast<double>(queries));
-  std::printf("| query latency p50, p99 | %.2f ms, %.2f ms |\n",
-              percentile(latencies, 0.5), percentile(latencies, 0.99));
-  std::printf("| query CPU time p50, p99 | %.2f ms, %.2f ms |\n",
-              percentile(cpu_latencies, 0.5), percentile(cpu_latencies, 0.99));
+  std::printf("| query latency p50, p99 | %.2f ms, %.2f ms |\n", percentile(latencies, 0.5),
+              percentile(latencies, 0.99));
+  std::printf("| query CPU time p50, p99 | %.2f ms, %.2f ms |\n", percentile(cpu_latencies, 0.5),
+              percentile(cpu_latencies, 0.99));
   std::error_code ec;
   fs::remove_all(dir, ec);
   return 0;

@@ -97,8 +97,7 @@ std::vector<std::vector<std::string>> token_blocks(const std::string& text) {
   return out;
 }
 
-std::string join_tokens(const std::vector<std::string>& toks, size_t from,
-                        size_t count) {
+std::string join_tokens(const std::vector<std::string>& toks, size_t from, size_t count) {
   std::string out = " ";
   for (size_t i = from; i < from + count && i < toks.size(); ++i) {
     out += toks[i];
@@ -136,8 +135,7 @@ constexpr size_t snippets_per_page = 6;
 // elements skipped) with 4 to 40 tokens whose first 10 tokens occur nowhere
 // in expected.html's text (nor in the title and byline of the gold
 // metadata, which readability keeps apart), each once per page.
-snippets make_snippets(const std::string& expected_text,
-                       const std::string& source_text,
+snippets make_snippets(const std::string& expected_text, const std::string& source_text,
                        const std::string& also_allowed) {
   snippets out;
   auto want_line = token_line(expected_text);
@@ -156,8 +154,7 @@ snippets make_snippets(const std::string& expected_text,
     if (b.size() < 4 || b.size() > 40)
       continue;
     auto snip = join_tokens(b, 0, 10);
-    if (want_line.find(snip) != std::string::npos
-        || allowed_line.find(snip) != std::string::npos
+    if (want_line.find(snip) != std::string::npos || allowed_line.find(snip) != std::string::npos
         || std::find(bad.begin(), bad.end(), snip) != bad.end())
       continue;
     bad.push_back(std::move(snip));
@@ -240,8 +237,7 @@ std::string gold_string(const nlohmann::json& j, const char* key) {
 bool byline_match(const std::string& got, const std::string& want) {
   auto g = norm(got);
   auto w = norm(want);
-  return !g.empty() && (w.find(g) != std::string::npos
-                        || g.find(w) != std::string::npos);
+  return !g.empty() && (w.find(g) != std::string::npos || g.find(w) != std::string::npos);
 }
 
 // Dates match on their first 10 characters (the day) when both look like
@@ -254,8 +250,7 @@ bool date_match(const std::string& got, const std::string& want) {
   return !g.empty() && g == w;
 }
 
-void print_fields(const char* set,
-                  const std::vector<std::pair<std::string, field_score>>& f) {
+void print_fields(const char* set, const std::vector<std::pair<std::string, field_score>>& f) {
   size_t checks = 0, ok = 0;
   std::printf("metadata (%s):", set);
   for (auto& [name, s] : f) {
@@ -264,8 +259,7 @@ void print_fields(const char* set,
     std::printf(" %s %zu/%zu", name.c_str(), s.ok, s.checks);
   }
   std::printf("  => %.3f\n",
-              checks == 0 ? 0.0
-                          : static_cast<double>(ok) / static_cast<double>(checks));
+              checks == 0 ? 0.0 : static_cast<double>(ok) / static_cast<double>(checks));
 }
 
 // Compares our metadata with readability's expected-metadata.json (title,
@@ -285,11 +279,13 @@ void run_metadata(const std::string& dir, bool verbose) {
         return;
       r[i].second.add(match);
       if (!match && verbose)
-        std::printf("  %s %s: got '%s' want '%s'\n",
-                    entry.path().filename().string().c_str(),
-                    r[i].first.c_str(), i == 0 ? x.title.c_str()
-                    : i == 1 ? x.byline.c_str() : i == 2 ? x.lang.c_str()
-                    : i == 3 ? x.site_name.c_str() : x.published.c_str(),
+        std::printf("  %s %s: got '%s' want '%s'\n", entry.path().filename().string().c_str(),
+                    r[i].first.c_str(),
+                    i == 0   ? x.title.c_str()
+                    : i == 1 ? x.byline.c_str()
+                    : i == 2 ? x.lang.c_str()
+                    : i == 3 ? x.site_name.c_str()
+                             : x.published.c_str(),
                     want.c_str());
     };
     auto title = gold_string(gold, "title");
@@ -320,8 +316,7 @@ void run_metadata(const std::string& dir, bool verbose) {
       bool match = norm(got) == norm(want);
       t[i].second.add(match);
       if (!match && verbose)
-        std::printf("  %s %s: got '%s' want '%s'\n", file.c_str(), key,
-                    got.c_str(), want.c_str());
+        std::printf("  %s %s: got '%s' want '%s'\n", file.c_str(), key, got.c_str(), want.c_str());
     };
     check(0, "Title", x.title);
     check(1, "Author", x.byline);
@@ -381,15 +376,13 @@ int run_nested() {
       html += "</body></html>";
       auto start = std::chrono::steady_clock::now();
       auto x = ce::extract_html(html);
-      auto ms = std::chrono::duration<double, std::milli>(
-                  std::chrono::steady_clock::now() - start)
+      auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                   .count();
       if (x.text.find("Heat pumps") == std::string::npos) {
         std::fprintf(stderr, "nested page lost its text\n");
         return 1;
       }
-      auto name = std::to_string(depth) + " nested divs"
-                  + (closed ? " (closed)" : " (unclosed)");
+      auto name = std::to_string(depth) + " nested divs" + (closed ? " (closed)" : " (unclosed)");
       std::printf("%-34s %10zu %10.1f %10.2f\n", name.c_str(), html.size(), ms,
                   static_cast<double>(html.size()) / 1e6 / (ms / 1000));
     }
@@ -429,8 +422,8 @@ std::string fold_space(const std::string& text) {
 }
 
 int run_heldout(const std::string& dir, bool verbose, int rounds) {
-  auto annotations = nlohmann::json::parse(
-    read_file(fs::path{dir} / "annotations.json"), nullptr, false);
+  auto annotations = nlohmann::json::parse(read_file(fs::path{dir} / "annotations.json"), nullptr,
+                                           false);
   if (!annotations.is_object() || !annotations["pages"].is_array()) {
     std::fprintf(stderr, "no pages in %s/annotations.json\n", dir.c_str());
     return 1;
@@ -484,8 +477,8 @@ int run_heldout(const std::string& dir, bool verbose, int rounds) {
         ++comments_found;
     }
     if (verbose) {
-      std::printf("%-45s with %zu/%zu  without kept %zu/%zu\n", file.c_str(),
-                  one.tp, one.tp + one.fn, one.fp, one.fp + one.tn);
+      std::printf("%-45s with %zu/%zu  without kept %zu/%zu\n", file.c_str(), one.tp,
+                  one.tp + one.fn, one.fp, one.fp + one.tn);
       auto line = token_line(x.text);
       for (auto& w : s.must_have)
         if (line.find(token_line(w)) == std::string::npos)
@@ -506,22 +499,20 @@ int run_heldout(const std::string& dir, bool verbose, int rounds) {
     for (size_t i = 0; i < sources.size(); ++i)
       sink += ce::extract_html(sources[i], urls[i]).text.size();
   auto cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
-  std::printf("held-out pages   %zu (%.2f MB), %zu with, %zu without snippets\n",
-              sources.size(), static_cast<double>(bytes) / 1e6,
-              tokens.tp + tokens.fn, tokens.fp + tokens.tn);
+  std::printf("held-out pages   %zu (%.2f MB), %zu with, %zu without snippets\n", sources.size(),
+              static_cast<double>(bytes) / 1e6, tokens.tp + tokens.fn, tokens.fp + tokens.tn);
   std::printf("as token runs    precision %.4f  recall %.4f  F1 %.4f  "
               "(tp %zu fn %zu fp %zu tn %zu)\n",
-              tokens.precision(), tokens.recall(), tokens.f1(), tokens.tp,
-              tokens.fn, tokens.fp, tokens.tn);
+              tokens.precision(), tokens.recall(), tokens.f1(), tokens.tp, tokens.fn, tokens.fp,
+              tokens.tn);
   std::printf("as substrings    precision %.4f  recall %.4f  F1 %.4f  "
               "(tp %zu fn %zu fp %zu tn %zu)\n",
-              plain.precision(), plain.recall(), plain.f1(), plain.tp, plain.fn,
-              plain.fp, plain.tn);
-  std::printf("comments found   %zu/%zu (in the extraction's comments)\n",
-              comments_found, comments_total);
+              plain.precision(), plain.recall(), plain.f1(), plain.tp, plain.fn, plain.fp,
+              plain.tn);
+  std::printf("comments found   %zu/%zu (in the extraction's comments)\n", comments_found,
+              comments_total);
   std::printf("speed per CPU    %.1f MB/s per CPU-second (%d rounds; checksum %zu)\n",
-              cpu > 0 ? static_cast<double>(bytes) * rounds / 1e6 / cpu : 0.0,
-              rounds, sink);
+              cpu > 0 ? static_cast<double>(bytes) * rounds / 1e6 / cpu : 0.0, rounds, sink);
   return 0;
 }
 
@@ -541,9 +532,9 @@ int main(int argc, char** argv) {
       auto x = ce::extract_html(read_file(argv[i + 1]));
       std::printf("title: %s\nbyline: %s\npublished: %s\nmodified: %s\n"
                   "site: %s\nlang: %s\ntype: %s\n\n%s\n\n--- comments ---\n%s\n",
-                  x.title.c_str(), x.byline.c_str(), x.published.c_str(),
-                  x.modified.c_str(), x.site_name.c_str(), x.lang.c_str(),
-                  x.page_type.c_str(), x.text.c_str(), x.comments.c_str());
+                  x.title.c_str(), x.byline.c_str(), x.published.c_str(), x.modified.c_str(),
+                  x.site_name.c_str(), x.lang.c_str(), x.page_type.c_str(), x.text.c_str(),
+                  x.comments.c_str());
       return 0;
     }
   }
@@ -567,9 +558,8 @@ int main(int argc, char** argv) {
   }
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--heldout") == 0)
-      return run_heldout(i + 1 < argc && argv[i + 1][0] != '-'
-                           ? argv[i + 1]
-                           : "tests/data/extraction-heldout",
+      return run_heldout(i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1]
+                                                               : "tests/data/extraction-heldout",
                          verbose, rounds);
   struct page {
     std::string name, source, expected, gold_meta;
@@ -578,8 +568,7 @@ int main(int argc, char** argv) {
   for (auto& entry : fs::directory_iterator{dir}) {
     if (!fs::exists(entry.path() / "source.html"))
       continue;
-    pages.push_back({entry.path().filename().string(),
-                     read_file(entry.path() / "source.html"),
+    pages.push_back({entry.path().filename().string(), read_file(entry.path() / "source.html"),
                      read_file(entry.path() / "expected.html"),
                      fs::exists(entry.path() / "expected-metadata.json")
                        ? read_file(entry.path() / "expected-metadata.json")
@@ -601,8 +590,7 @@ int main(int argc, char** argv) {
     scores.push_back(s);
     auto gold = nlohmann::json::parse(p.gold_meta, nullptr, false);
     auto snips = make_snippets(want, ce::html_to_text(p.source),
-                               gold_string(gold, "title") + "\n"
-                                 + gold_string(gold, "byline"));
+                               gold_string(gold, "title") + "\n" + gold_string(gold, "byline"));
     confusion page_counts;
     page_counts.add(snips, got);
     snippet_counts.tp += page_counts.tp;
@@ -612,8 +600,8 @@ int main(int argc, char** argv) {
     if (verbose) {
       std::printf("%-50s %.3f  got %zu want %zu  snippets tp %zu fn %zu fp %zu "
                   "tn %zu\n",
-                  p.name.c_str(), s, got.size(), want.size(), page_counts.tp,
-                  page_counts.fn, page_counts.fp, page_counts.tn);
+                  p.name.c_str(), s, got.size(), want.size(), page_counts.tp, page_counts.fn,
+                  page_counts.fp, page_counts.tn);
       auto line = token_line(got);
       for (auto& x : snips.must_have)
         if (line.find(x) == std::string::npos)
@@ -637,8 +625,7 @@ int main(int argc, char** argv) {
         html = read_file(file);
       else
         ++other_missing;
-      other_scores.push_back(
-        f1(ce::html_to_text(html), ce::html_to_text(p.expected)));
+      other_scores.push_back(f1(ce::html_to_text(html), ce::html_to_text(p.expected)));
     }
   }
   // Speed: every page `rounds` times on this thread, each round timed.
@@ -653,33 +640,28 @@ int main(int argc, char** argv) {
     auto start = std::chrono::steady_clock::now();
     for (auto& p : pages)
       sink += ce::extract_html(p.source).text.size();
-    round_secs.push_back(std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - start)
-                           .count());
-    round_cpu_secs.push_back(static_cast<double>(std::clock() - cpu_start)
-                             / CLOCKS_PER_SEC);
+    round_secs.push_back(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    round_cpu_secs.push_back(static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC);
   }
   double secs = 0;
   for (auto x : round_secs)
     secs += x;
   auto mb = static_cast<double>(bytes) * rounds / 1e6;
-  std::printf("pages            %zu (%.1f MB)\n", pages.size(),
-              static_cast<double>(bytes) / 1e6);
+  std::printf("pages            %zu (%.1f MB)\n", pages.size(), static_cast<double>(bytes) / 1e6);
   std::printf("token F1 mean    %.4f\n", mean);
   std::printf("token F1 median  %.4f\n", median);
   std::printf("snippets         %zu must-have, %zu must-not: tp %zu fn %zu fp %zu "
               "tn %zu\n",
-              snippet_counts.tp + snippet_counts.fn,
-              snippet_counts.fp + snippet_counts.tn, snippet_counts.tp,
-              snippet_counts.fn, snippet_counts.fp, snippet_counts.tn);
+              snippet_counts.tp + snippet_counts.fn, snippet_counts.fp + snippet_counts.tn,
+              snippet_counts.tp, snippet_counts.fn, snippet_counts.fp, snippet_counts.tn);
   std::printf("snippet P/R/F1   precision %.4f  recall %.4f  F1 %.4f  "
               "accuracy %.4f\n",
-              snippet_counts.precision(), snippet_counts.recall(),
-              snippet_counts.f1(), snippet_counts.accuracy());
+              snippet_counts.precision(), snippet_counts.recall(), snippet_counts.f1(),
+              snippet_counts.accuracy());
   run_metadata(dir, verbose);
-  std::printf("speed            %.1f MB/s on one core (%.1f ms/page, %d rounds)\n",
-              mb / secs, secs * 1000 / (static_cast<double>(pages.size()) * rounds),
-              rounds);
+  std::printf("speed            %.1f MB/s on one core (%.1f ms/page, %d rounds)\n", mb / secs,
+              secs * 1000 / (static_cast<double>(pages.size()) * rounds), rounds);
   double cpu_secs = 0;
   for (auto x : round_cpu_secs)
     cpu_secs += x;
@@ -724,27 +706,25 @@ int main(int argc, char** argv) {
     else
       ++ties;
     if (verbose)
-      std::printf("%-50s quarry %.3f  %s %.3f\n", pages[i].name.c_str(),
-                  scores[i], score_label.c_str(), other_scores[i]);
+      std::printf("%-50s quarry %.3f  %s %.3f\n", pages[i].name.c_str(), scores[i],
+                  score_label.c_str(), other_scores[i]);
   }
   std::printf("\ntoken F1 over %zu pages; speed = median of %d rounds on one "
               "thread, by wall clock and per CPU-second of the process\n",
               pages.size(), rounds);
-  std::printf("%-14s %8s %10s %11s %13s %9s\n", "extractor", "mean F1",
-              "median F1", "MB/s wall", "MB/s per CPU", "pages/s");
+  std::printf("%-14s %8s %10s %11s %13s %9s\n", "extractor", "mean F1", "median F1", "MB/s wall",
+              "MB/s per CPU", "pages/s");
   std::printf("%-14s %8.4f %10.4f %11s %13s %9s\n", "quarry", mean, median,
-              format_speed(our_mbps).c_str(),
-              format_speed(median_of(cpu_mbps)).c_str(),
+              format_speed(our_mbps).c_str(), format_speed(median_of(cpu_mbps)).c_str(),
               format_speed(our_pps).c_str());
-  std::printf("%-14s %8.4f %10.4f %11s %13s %9s\n", score_label.c_str(),
-              other_mean, other_median, format_speed(speed.mb_per_s).c_str(),
-              format_speed(speed.mb_per_cpu_s).c_str(),
+  std::printf("%-14s %8.4f %10.4f %11s %13s %9s\n", score_label.c_str(), other_mean, other_median,
+              format_speed(speed.mb_per_s).c_str(), format_speed(speed.mb_per_cpu_s).c_str(),
               format_speed(speed.pages_per_s).c_str());
   if (other_missing > 0)
-    std::printf("(%zu pages had no output file in %s: scored as empty)\n",
-                other_missing, score_dir.c_str());
-  std::printf("pages won: quarry %zu, %s %zu, ties %zu (difference < 0.001)\n",
-              wins, score_label.c_str(), losses, ties);
+    std::printf("(%zu pages had no output file in %s: scored as empty)\n", other_missing,
+                score_dir.c_str());
+  std::printf("pages won: quarry %zu, %s %zu, ties %zu (difference < 0.001)\n", wins,
+              score_label.c_str(), losses, ties);
   if (speed.mb_per_s > 0) {
     auto ratio = our_mbps / speed.mb_per_s;
     // The aim is judged on the smaller of the two ratios.
@@ -758,9 +738,8 @@ int main(int argc, char** argv) {
     std::printf("\n");
     std::printf("aims             mean F1 >= %s's: %s; median F1 >= %s's: %s; "
                 "speed >= 10x: %s\n",
-                score_label.c_str(), mean >= other_mean ? "yes" : "no",
-                score_label.c_str(), median >= other_median ? "yes" : "no",
-                low >= 10 ? "yes" : "no");
+                score_label.c_str(), mean >= other_mean ? "yes" : "no", score_label.c_str(),
+                median >= other_median ? "yes" : "no", low >= 10 ? "yes" : "no");
   }
   return 0;
 }

@@ -77,8 +77,8 @@ std::unique_ptr<http::server> start_server(const settings& s, http::handler fn) 
 }
 
 // One keep-alive client: GET, read the response (Content-Length), repeat.
-void request_loop(uint16_t port, clock_type::time_point until,
-                  std::vector<double>& latencies_us, std::atomic<long>& failures) {
+void request_loop(uint16_t port, clock_type::time_point until, std::vector<double>& latencies_us,
+                  std::atomic<long>& failures) {
   int fd = connect_to(port);
   if (fd < 0) {
     ++failures;
@@ -137,13 +137,13 @@ void bench_requests(const settings& s) {
       std::atomic<long> failures{0};
       auto cpu0 = quarry::bench::process_cpu_seconds();
       auto t0 = clock_type::now();
-      auto until = t0 + std::chrono::duration_cast<clock_type::duration>(
-                          std::chrono::duration<double>(s.seconds));
+      auto until = t0
+                   + std::chrono::duration_cast<clock_type::duration>(
+                     std::chrono::duration<double>(s.seconds));
       std::vector<std::thread> pool;
       for (int i = 0; i < n; ++i)
-        pool.emplace_back([&, i] {
-          request_loop(srv->port(), until, lat[static_cast<size_t>(i)], failures);
-        });
+        pool.emplace_back(
+          [&, i] { request_loop(srv->port(), until, lat[static_cast<size_t>(i)], failures); });
       for (auto& t : pool)
         t.join();
       double elapsed = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -155,7 +155,8 @@ void bench_requests(const settings& s) {
       auto pct = [&](double p) {
         if (all.empty())
           return 0.0;
-        return all[std::min(all.size() - 1, static_cast<size_t>(p * static_cast<double>(all.size())))];
+        return all[std::min(all.size() - 1,
+                            static_cast<size_t>(p * static_cast<double>(all.size())))];
       };
       double rps = static_cast<double>(all.size()) / elapsed;
       std::printf("| %d | %.0f | %.0f us | %.0f us | %.1f us | %ld |\n", n, rps, pct(0.5),
@@ -200,7 +201,7 @@ void bench_events(const settings& s) {
         std::fprintf(stderr, "cannot connect client %zu (file descriptor limit?)\n", i);
         std::exit(1);
       }
-      (void) ::send(clients[i].fd, req.data(), req.size(), MSG_NOSIGNAL);
+      (void)::send(clients[i].fd, req.data(), req.size(), MSG_NOSIGNAL);
       epoll_event ev{};
       ev.events = EPOLLIN;
       ev.data.u64 = i;
@@ -217,8 +218,8 @@ void bench_events(const settings& s) {
       std::lock_guard<std::mutex> guard{mtx};
       all = streams;
     }
-    const std::string payload =
-      R"({"seq":0,"session":"q0123456789abcdef","placement":{"turn_index":2,"tab_index":0},"obj":{"type":"search_tool_delta","queries":["crdt vs ot"]}})";
+    const std::string payload
+      = R"({"seq":0,"session":"q0123456789abcdef","placement":{"turn_index":2,"tab_index":0},"obj":{"type":"search_tool_delta","queries":["crdt vs ot"]}})";
     auto cpu0 = quarry::bench::process_cpu_seconds();
     auto t0 = clock_type::now();
     std::thread sender{[&] {

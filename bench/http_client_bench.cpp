@@ -8,7 +8,6 @@
 
 #include "process_usage.hpp"
 
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -78,14 +77,11 @@ public:
   }
 
   void on_complete(std::optional<sdk::error> failure) override {
-    auto us
-      = std::chrono::duration<double, std::micro>(clock_type::now() - started_)
-          .count();
+    auto us = std::chrono::duration<double, std::micro>(clock_type::now() - started_).count();
     st_.latencies_us.push_back(us);
     if (failure || status_ != 200 || bytes_ != small_body_size) {
       if (st_.failures++ == 0 && failure)
-        std::fprintf(stderr, "first failure: %s\n",
-                     sdk::to_string(*failure).c_str());
+        std::fprintf(stderr, "first failure: %s\n", sdk::to_string(*failure).c_str());
     }
     ++st_.completed;
     if (!st_.stop) {
@@ -127,8 +123,8 @@ struct load_result {
   uint64_t connections = 0;
 };
 
-load_result run_load(curl_http_client& client, http_server& server,
-                     int concurrency, std::chrono::milliseconds duration) {
+load_result run_load(curl_http_client& client, http_server& server, int concurrency,
+                     std::chrono::milliseconds duration) {
   load_state st;
   st.client = &client;
   st.url = server.url("/small");
@@ -156,12 +152,9 @@ load_result run_load(curl_http_client& client, http_server& server,
   }
   result.seconds = seconds_since(start);
   result.process_cpu = process_cpu_seconds() - cpu;
-  result.client_cpu
-    = std::chrono::duration<double>(client.stats().io_thread_cpu - client_cpu)
-        .count();
-  result.server_cpu
-    = std::chrono::duration<double>(server.loop_cpu_time() - server_cpu)
-        .count();
+  result.client_cpu = std::chrono::duration<double>(client.stats().io_thread_cpu - client_cpu)
+                        .count();
+  result.server_cpu = std::chrono::duration<double>(server.loop_cpu_time() - server_cpu).count();
   result.requests = st.completed;
   result.failures = st.failures;
   result.connections = server.connections_accepted() - conns_before;
@@ -224,13 +217,12 @@ struct stream_result {
   long rss_peak = 0;
 };
 
-stream_result run_stream(curl_http_client& client, http_server& server,
-                         uint64_t size, size_t chunk) {
+stream_result run_stream(curl_http_client& client, http_server& server, uint64_t size,
+                         size_t chunk) {
   stream_result result;
   auto sink = std::make_shared<counting_sink>();
   sdk::http_request req;
-  req.url = server.url("/big?n=" + std::to_string(size)
-                       + "&chunk=" + std::to_string(chunk));
+  req.url = server.url("/big?n=" + std::to_string(size) + "&chunk=" + std::to_string(chunk));
   req.max_response_bytes = static_cast<int64_t>(size) + 1;
   auto client_cpu = client.stats().io_thread_cpu;
   auto server_cpu = server.loop_cpu_time();
@@ -240,18 +232,13 @@ stream_result run_stream(curl_http_client& client, http_server& server,
   sink->wait();
   result.seconds = seconds_since(start);
   result.process_cpu = process_cpu_seconds() - cpu;
-  result.client_cpu
-    = std::chrono::duration<double>(client.stats().io_thread_cpu - client_cpu)
-        .count();
-  result.server_cpu
-    = std::chrono::duration<double>(server.loop_cpu_time() - server_cpu)
-        .count();
+  result.client_cpu = std::chrono::duration<double>(client.stats().io_thread_cpu - client_cpu)
+                        .count();
+  result.server_cpu = std::chrono::duration<double>(server.loop_cpu_time() - server_cpu).count();
   result.bytes = sink->bytes_;
-  result.ok = !sink->failure_ && sink->status_ == 200 && sink->bytes_ == size
-              && !sink->corrupt_;
+  result.ok = !sink->failure_ && sink->status_ == 200 && sink->bytes_ == size && !sink->corrupt_;
   if (sink->failure_)
-    std::fprintf(stderr, "stream failed: %s\n",
-                 sdk::to_string(*sink->failure_).c_str());
+    std::fprintf(stderr, "stream failed: %s\n", sdk::to_string(*sink->failure_).c_str());
   result.rss_peak = peak_rss_kib();
   return result;
 }
@@ -315,9 +302,8 @@ int main(int argc, char** argv) {
   }
   const std::string small_body(small_body_size, 's');
   http_server server;
-  server.route("GET", "/small", [&small_body](const request&) {
-    return response_plan::text(200, small_body);
-  });
+  server.route("GET", "/small",
+               [&small_body](const request&) { return response_plan::text(200, small_body); });
   server.route("GET", "/big", [](const request& req) {
     auto n = static_cast<uint64_t>(req.param_int("n", 0));
     auto chunk = static_cast<size_t>(req.param_int("chunk", 65536));
@@ -346,18 +332,16 @@ int main(int argc, char** argv) {
       auto r = run_load(client, server, level, ms);
       total_failures += r.failures;
       auto per_req = [&r](double cpu) {
-        return r.requests == 0 ? 0.0
-                               : cpu * 1e6 / static_cast<double>(r.requests);
+        return r.requests == 0 ? 0.0 : cpu * 1e6 / static_cast<double>(r.requests);
       };
-      std::printf(
-        "| %d | %llu | %llu | %.0f | %.0f us | %.0f us | %.1f us | "
-        "%.1f us | %.1f us | %llu | %.1f MiB | %.1f MiB | %.1f MiB |\n",
-        r.concurrency, static_cast<unsigned long long>(r.requests),
-        static_cast<unsigned long long>(r.failures),
-        static_cast<double>(r.requests) / r.seconds, r.p50_us, r.p99_us,
-        per_req(r.process_cpu), per_req(r.client_cpu), per_req(r.server_cpu),
-        static_cast<unsigned long long>(r.connections), r.rss_before / 1024.0,
-        r.rss_peak / 1024.0, r.rss_after / 1024.0);
+      std::printf("| %d | %llu | %llu | %.0f | %.0f us | %.0f us | %.1f us | "
+                  "%.1f us | %.1f us | %llu | %.1f MiB | %.1f MiB | %.1f MiB |\n",
+                  r.concurrency, static_cast<unsigned long long>(r.requests),
+                  static_cast<unsigned long long>(r.failures),
+                  static_cast<double>(r.requests) / r.seconds, r.p50_us, r.p99_us,
+                  per_req(r.process_cpu), per_req(r.client_cpu), per_req(r.server_cpu),
+                  static_cast<unsigned long long>(r.connections), r.rss_before / 1024.0,
+                  r.rss_peak / 1024.0, r.rss_after / 1024.0);
       std::fflush(stdout);
     }
   }
@@ -365,14 +349,12 @@ int main(int argc, char** argv) {
   std::printf("\nRSS at start: %.1f MiB; after all levels: %.1f MiB; "
               "client: %llu requests, %llu connections opened, %llu easy "
               "handles created; server: %llu connections accepted\n",
-              rss_start / 1024.0, rss_kib() / 1024.0,
-              static_cast<unsigned long long>(st.completed),
+              rss_start / 1024.0, rss_kib() / 1024.0, static_cast<unsigned long long>(st.completed),
               static_cast<unsigned long long>(st.connections_opened),
               static_cast<unsigned long long>(st.easy_handles_created),
               static_cast<unsigned long long>(server.connections_accepted()));
   if (stream_mib > 0) {
-    std::printf("\n## Streaming (one chunked response, %zu KiB chunks)\n\n",
-                chunk_kib);
+    std::printf("\n## Streaming (one chunked response, %zu KiB chunks)\n\n", chunk_kib);
     std::printf("| bytes | ok | seconds | MB/s | MiB/s | CPU (process) | "
                 "CPU (client I/O thread) | CPU (server) | peak RSS |\n");
     std::printf("|---:|:---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -382,10 +364,10 @@ int main(int argc, char** argv) {
     auto r = run_stream(client, server, size, chunk_kib * 1024);
     std::printf("| %llu | %s | %.2f | %.0f | %.0f | %.2f s | %.2f s | %.2f s "
                 "| %.1f MiB |\n",
-                static_cast<unsigned long long>(r.bytes), r.ok ? "yes" : "NO",
-                r.seconds, static_cast<double>(r.bytes) / 1e6 / r.seconds,
-                static_cast<double>(r.bytes) / 1048576.0 / r.seconds,
-                r.process_cpu, r.client_cpu, r.server_cpu, r.rss_peak / 1024.0);
+                static_cast<unsigned long long>(r.bytes), r.ok ? "yes" : "NO", r.seconds,
+                static_cast<double>(r.bytes) / 1e6 / r.seconds,
+                static_cast<double>(r.bytes) / 1048576.0 / r.seconds, r.process_cpu, r.client_cpu,
+                r.server_cpu, r.rss_peak / 1024.0);
     std::fflush(stdout);
     if (!r.ok)
       ++total_failures;

@@ -71,9 +71,8 @@ int main(int argc, char** argv) {
   host::host_services services{cfg};
   host::plugin_registry registry{services};
   registry.load_directories({plugin_dir});
-  nlohmann::json pcfg{{"base_url", server.base_url_openai()},
-                      {"model", "bench"},
-                      {"api_key", "sk-bench"}};
+  nlohmann::json pcfg{
+    {"base_url", server.base_url_openai()}, {"model", "bench"}, {"api_key", "sk-bench"}};
   auto made = registry.make_llm("openai", pcfg, "bench");
   if (auto* e = std::get_if<std::string>(&made)) {
     std::fprintf(stderr, "plugin: %s\n", e->c_str());
@@ -107,17 +106,15 @@ int main(int argc, char** argv) {
                         ++failures;
                         done = true;
                       });
-      lat.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0)
-                      .count());
+      lat.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
     }
     std::sort(lat.begin(), lat.end());
     auto pct = [&](double p) {
       return lat.empty() ? 0.0 : lat[static_cast<size_t>(p * (lat.size() - 1))];
     };
-    std::printf("sequential calls: %d, failures %d, deltas %zu\n", calls, failures,
-                deltas);
-    std::printf("  latency per call: p50 %.0f us, p90 %.0f us, p99 %.0f us\n",
-                pct(0.5), pct(0.9), pct(0.99));
+    std::printf("sequential calls: %d, failures %d, deltas %zu\n", calls, failures, deltas);
+    std::printf("  latency per call: p50 %.0f us, p90 %.0f us, p99 %.0f us\n", pct(0.5), pct(0.9),
+                pct(0.99));
 
     // 2. Concurrent streaming calls through the one actor.
     auto rss_before = rss_mib();
@@ -130,24 +127,23 @@ int main(int argc, char** argv) {
     deltas = 0;
     double rss_peak = rss_before;
     while (ok + bad < concurrent) {
-      self->receive([&](actors::delta_atom, const actors::llm_delta&) {
-                      if ((++deltas & 1023) == 0)
-                        rss_peak = std::max(rss_peak, rss_mib());
-                    },
-                    [&](const actors::llm_reply&) { ++ok; },
-                    [&](const caf::error& e) {
-                      if (bad++ == 0)
-                        std::fprintf(stderr, "first error: %s\n",
-                                     actors::from_caf_error(e).message.c_str());
-                    });
+      self->receive(
+        [&](actors::delta_atom, const actors::llm_delta&) {
+          if ((++deltas & 1023) == 0)
+            rss_peak = std::max(rss_peak, rss_mib());
+        },
+        [&](const actors::llm_reply&) { ++ok; },
+        [&](const caf::error& e) {
+          if (bad++ == 0)
+            std::fprintf(stderr, "first error: %s\n", actors::from_caf_error(e).message.c_str());
+        });
     }
     auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
     rss_peak = std::max(rss_peak, rss_mib());
-    std::printf("concurrent calls: %d, ok %d, failed %d, deltas %zu, %.2f s\n",
-                concurrent, ok, bad, deltas, secs);
-    std::printf("  RSS before %.1f MiB, peak %.1f MiB: %.1f KiB per concurrent call\n",
-                rss_before, rss_peak,
-                (rss_peak - rss_before) * 1024.0 / std::max(concurrent, 1));
+    std::printf("concurrent calls: %d, ok %d, failed %d, deltas %zu, %.2f s\n", concurrent, ok, bad,
+                deltas, secs);
+    std::printf("  RSS before %.1f MiB, peak %.1f MiB: %.1f KiB per concurrent call\n", rss_before,
+                rss_peak, (rss_peak - rss_before) * 1024.0 / std::max(concurrent, 1));
     rc = (failures == 0 && bad == 0) ? 0 : 1;
   }
   services.shutdown();

@@ -65,8 +65,7 @@ size_t decode(const recording& rec, size_t piece) {
 }
 
 // Best time of `repeat` rounds of `loops` decodes, per decode, in seconds.
-double time_of(const recording& rec, size_t piece, int loops, int repeat,
-               size_t& sink) {
+double time_of(const recording& rec, size_t piece, int loops, int repeat, size_t& sink) {
   double best = 1e300;
   for (int r = 0; r < repeat; ++r) {
     auto start = clock_type::now();
@@ -119,12 +118,11 @@ int main(int argc, char** argv) {
     total += s;
     total_events += rec.events;
     total_bytes += rec.bytes.size();
-    std::printf("| %s | %zu | %zu | %.1f | %.2f |\n", rec.name.c_str(),
-                rec.bytes.size(), rec.events, s * 1e6,
+    std::printf("| %s | %zu | %zu | %.1f | %.2f |\n", rec.name.c_str(), rec.bytes.size(),
+                rec.events, s * 1e6,
                 s * 1e6 / static_cast<double>(std::max<size_t>(rec.events, 1)));
   }
-  std::printf("| all | %zu | %zu | %.1f | %.2f |\n\n", total_bytes,
-              total_events, total * 1e6,
+  std::printf("| all | %zu | %zu | %.1f | %.2f |\n\n", total_bytes, total_events, total * 1e6,
               total * 1e6 / static_cast<double>(total_events));
   std::printf("(checksum %zu)\n", sink);
   return 0;

@@ -46,8 +46,7 @@ using bench::rss_mib;
 
 namespace {
 
-nlohmann::json rule(const char* marker, nlohmann::json respond, int latency_ms,
-                    int times = 0) {
+nlohmann::json rule(const char* marker, nlohmann::json respond, int latency_ms, int times = 0) {
   nlohmann::json r{{"match", {{"system_contains", marker}}},
                    {"respond", std::move(respond)},
                    {"latency_ms", latency_ms}};
@@ -64,27 +63,26 @@ nlohmann::json call(const char* name, nlohmann::json args) {
 // searches until its cycle limit (3), then writes its report.
 nlohmann::json script(int latency_ms) {
   auto rules = nlohmann::json::array();
-  rules.push_back(rule("You are the planner",
-                       {{"text", "1. Efficiency\n2. Defrost\n3. Costs"}}, latency_ms));
+  rules.push_back(
+    rule("You are the planner", {{"text", "1. Efficiency\n2. Defrost\n3. Costs"}}, latency_ms));
   auto three = nlohmann::json::array();
-  for (auto task : {"Explain why efficiency falls in cold weather.",
-                    "Explain how defrost cycles work.",
-                    "Explain running costs against a gas boiler."})
+  for (auto task :
+       {"Explain why efficiency falls in cold weather.", "Explain how defrost cycles work.",
+        "Explain running costs against a gas boiler."})
     three.push_back(call("research_agent", {{"task", task}}));
   rules.push_back(rule("You are the orchestrator", {{"tool_calls", three}}, latency_ms, 3));
   rules.push_back(rule("You are the orchestrator",
                        {{"tool_calls", {call("generate_report", nlohmann::json::object())}}},
                        latency_ms));
-  rules.push_back(rule("careful, precise research agent",
-                       {{"tool_calls",
-                         {call("internal_search", {{"queries", {"heat pump cold weather"}}})}}},
-                       latency_ms));
+  rules.push_back(
+    rule("careful, precise research agent",
+         {{"tool_calls", {call("internal_search", {{"queries", {"heat pump cold weather"}}})}}},
+         latency_ms));
   rules.push_back(rule("finished its research",
                        {{"text", "Efficiency falls in the cold [1]. Defrost melts ice [2]."}},
                        latency_ms));
   rules.push_back(rule("You write the final answer",
-                       {{"text", "Cold lowers efficiency [1]; defrost helps [2]."}},
-                       latency_ms));
+                       {{"text", "Cold lowers efficiency [1]; defrost helps [2]."}}, latency_ms));
   return rules;
 }
 
@@ -94,13 +92,12 @@ struct bench_env {
   std::unique_ptr<host::host_services> services;
   std::unique_ptr<host::plugin_registry> registry;
   std::unique_ptr<actors::runtime> rt;
-  std::shared_ptr<const core::prompt_library> prompts
-    = std::make_shared<core::prompt_library>(core::prompt_library::embedded());
+  std::shared_ptr<const core::prompt_library> prompts = std::make_shared<core::prompt_library>(
+    core::prompt_library::embedded());
   actors::llm_provider_actor llm;
   actors::tool_set tools;
 
-  bench_env(const std::string& plugin_dir, const std::string& base_url,
-            int max_concurrency) {
+  bench_env(const std::string& plugin_dir, const std::string& base_url, int max_concurrency) {
     cfg.runtime.data_dir = tmp.path();
     services = std::make_unique<host::host_services>(cfg);
     registry = std::make_unique<host::plugin_registry>(*services);
@@ -120,11 +117,10 @@ struct bench_env {
     }
     auto tool = std::get<std::shared_ptr<sdk::tool>>(
       registry->make_tool("local_corpus", {{"db", db}}));
-    auto hdl = actors::spawn_tool_provider(
-      rt->system(), tool, actors::tool_actor_settings::of("internal_search", {}));
+    auto hdl = actors::spawn_tool_provider(rt->system(), tool,
+                                           actors::tool_actor_settings::of("internal_search", {}));
     rt->add_stoppable(hdl);
-    tools.tools["internal_search"] = {hdl, tool->definition(),
-                                      sdk::tool_kind::internal_search};
+    tools.tools["internal_search"] = {hdl, tool->definition(), sdk::tool_kind::internal_search};
   }
 
   ~bench_env() {
@@ -173,8 +169,8 @@ int main(int argc, char** argv) {
     std::printf("scripted research: 3 cycles x 3 agents x 4 steps, %d ms per model "
                 "call, critical path %d calls = %.2f s\n",
                 latency_ms, critical_calls, bound);
-    std::printf("%6s %10s %10s %12s %8s %8s\n", "round", "wall s", "wall/bound",
-                "CPU s/run", "calls", "status");
+    std::printf("%6s %10s %10s %12s %8s %8s\n", "round", "wall s", "wall/bound", "CPU s/run",
+                "calls", "status");
     for (int r = 0; r < rounds; ++r) {
       if (auto err = server.script(script(latency_ms))) {
         std::fprintf(stderr, "script: %s\n", err->message.c_str());
@@ -185,14 +181,12 @@ int main(int argc, char** argv) {
       caf::scoped_actor self{env.rt->system()};
       auto cpu0 = bench::process_cpu_seconds();
       auto t0 = clock_type::now();
-      actors::spawn_research_session(env.rt->system(), env.spec("bench"),
-                            {env.llm, env.llm, env.llm, env.llm, env.llm},
-                            env.tools, em, env.prompts,
-                            caf::actor_cast<actors::session_requester_actor>(self));
+      actors::spawn_research_session(
+        env.rt->system(), env.spec("bench"), {env.llm, env.llm, env.llm, env.llm, env.llm},
+        env.tools, em, env.prompts, caf::actor_cast<actors::session_requester_actor>(self));
       actors::session_result result;
-      self->receive([&](actors::session_done_atom, actors::session_result& res) {
-        result = std::move(res);
-      });
+      self->receive(
+        [&](actors::session_done_atom, actors::session_result& res) { result = std::move(res); });
       auto wall = std::chrono::duration<double>(clock_type::now() - t0).count();
       auto cpu = bench::process_cpu_seconds() - cpu0;
       self->request(em, std::chrono::seconds{10}, actors::stop_atom::value)
@@ -200,8 +194,8 @@ int main(int argc, char** argv) {
       auto ok = result.status == actors::session_status::report;
       if (!ok || server.request_count() != 1 + 4 + 3 * 3 * 4 + 1)
         rc = 1;
-      std::printf("%6d %10.3f %10.3f %12.3f %8llu %8s\n", r + 1, wall, wall / bound,
-                  cpu, static_cast<unsigned long long>(server.request_count()),
+      std::printf("%6d %10.3f %10.3f %12.3f %8llu %8s\n", r + 1, wall, wall / bound, cpu,
+                  static_cast<unsigned long long>(server.request_count()),
                   ok ? "report" : "FAILED");
     }
   }
@@ -216,10 +210,9 @@ int main(int argc, char** argv) {
     auto em = actors::spawn_emitter(env.rt->system(), "mem");
     // One session first, so that one-time allocations are not counted.
     std::vector<actors::session_actor> all;
-    all.push_back(actors::spawn_research_session(env.rt->system(), env.spec("warm"),
-                                        {env.llm, env.llm, env.llm, env.llm, env.llm},
-                                        env.tools, em, env.prompts,
-                                        caf::actor_cast<actors::session_requester_actor>(self)));
+    all.push_back(actors::spawn_research_session(
+      env.rt->system(), env.spec("warm"), {env.llm, env.llm, env.llm, env.llm, env.llm}, env.tools,
+      em, env.prompts, caf::actor_cast<actors::session_requester_actor>(self)));
     server.wait_for_requests(1, std::chrono::seconds{30});
     std::this_thread::sleep_for(std::chrono::milliseconds{500});
     auto before = rss_mib();
@@ -235,8 +228,7 @@ int main(int argc, char** argv) {
     auto after = rss_mib();
     std::printf("\n%d concurrent sessions waiting on their plan call: RSS %.1f -> "
                 "%.1f MiB, %.1f KiB per session\n",
-                sessions, before, after,
-                (after - before) * 1024.0 / static_cast<double>(sessions));
+                sessions, before, after, (after - before) * 1024.0 / static_cast<double>(sessions));
     for (auto& a : all)
       self->send_exit(a, caf::exit_reason::user_shutdown);
     self->request(em, std::chrono::seconds{10}, actors::stop_atom::value)
@@ -262,8 +254,7 @@ int main(int argc, char** argv) {
     auto obj = core::packets::message_delta("a typical streamed piece of text ");
     auto t0 = clock_type::now();
     for (int i = 0; i < packets; ++i)
-      self->send(em, actors::packet_atom::value,
-                 actors::make_packet({4, i % 3, i % 5}, obj));
+      self->send(em, actors::packet_atom::value, actors::make_packet({4, i % 3, i % 5}, obj));
     self->request(em, std::chrono::seconds{60}, actors::stop_atom::value)
       .receive([](uint64_t) {}, [](const caf::error&) {});
     auto n = done.get_future().get();

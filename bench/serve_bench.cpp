@@ -111,9 +111,9 @@ json two_agent_script(int latency_ms) {
                        calls({{"internal_search", {{"queries", {"heat pump defrost cold"}}}}}),
                        latency_ms));
   rules.push_back(rule("finished its research", {{"text", report}}, latency_ms));
-  rules.push_back(rule("You write the final answer",
-                       {{"text", "Cold air lowers efficiency [1]. Defrosting clears the coil [2]."}},
-                       latency_ms));
+  rules.push_back(rule(
+    "You write the final answer",
+    {{"text", "Cold air lowers efficiency [1]. Defrosting clears the coil [2]."}}, latency_ms));
   // The verification judge (research.verify): both claims supported.
   auto verdicts = R"({"verdicts": [
     {"id": 0, "verdict": "supported", "quote": ""},
@@ -186,8 +186,9 @@ struct server_process {
   std::string base;
 
   server_process(const std::string& exe, const std::string& plugin_dir,
-                 const test::fake_llm_server& llm, int http_connections = 20000,
-                 bool verify = true, int model_calls = 10000) {
+                 const test::fake_llm_server& llm, int http_connections = 20000, bool verify = true,
+                 int model_calls = 10000) {
+    // clang-format off
     auto cfg = home.write("quarry.yaml",
                           "llm:\n"
                           "  providers:\n"
@@ -211,8 +212,9 @@ struct server_process {
                           "  max_running_sessions: 100000\n"
                           "  max_connections: 100000\n"
                           "  max_event_streams: 100000\n");
-    std::vector<std::string> argv{exe,        "--plugin-dir", plugin_dir, "--config", cfg,
-                                  "serve",    "--listen",     "127.0.0.1:0"};
+    // clang-format on
+    std::vector<std::string> argv{exe, "--plugin-dir", plugin_dir, "--config",
+                                  cfg, "serve",        "--listen", "127.0.0.1:0"};
     auto opts = test::isolated_quarry_options(home.path());
     opts.timeout = std::chrono::minutes{15};
     proc = std::make_unique<test::child_process>(argv, opts);
@@ -621,8 +623,7 @@ int run_researches(const common_options& o, int count, int in_flight) {
               "= %.2f s\n",
               count, in_flight <= 0 ? "all" : std::to_string(in_flight).c_str(), o.latency_ms,
               o.critical_calls(), bound);
-  std::printf("  completed %zu, failed %zu%s\n", completed, failed,
-              ok ? "" : " (TIMED OUT)");
+  std::printf("  completed %zu, failed %zu%s\n", completed, failed, ok ? "" : " (TIMED OUT)");
   std::printf("  wall time of the whole run: %.2f s; %.1f researches/s\n", wall,
               static_cast<double>(completed) / wall);
   if (!ratio.empty())
@@ -635,8 +636,8 @@ int run_researches(const common_options& o, int count, int in_flight) {
   std::printf("  model calls %zu (expected %d), tool calls %zu (expected %d)\n",
               static_cast<size_t>(calls), count * o.model_calls(), searches,
               count * tool_calls_per_research);
-  std::printf("  quarry serve CPU: %.2f s = %.3f ms per research, %.3f ms per external call\n",
-              cpu, cpu * 1000.0 / static_cast<double>(count), cpu * 1000.0 / external);
+  std::printf("  quarry serve CPU: %.2f s = %.3f ms per research, %.3f ms per external call\n", cpu,
+              cpu * 1000.0 / static_cast<double>(count), cpu * 1000.0 / external);
   std::printf("  by thread name (ms per research):");
   for (auto& [name, x] : threads1)
     std::printf(" %s %.2f;", name.c_str(),
@@ -655,8 +656,8 @@ int run_researches(const common_options& o, int count, int in_flight) {
       largest = std::max(largest, r.raw_body.size());
     }
     if (!reqs.empty())
-      std::printf("  model request bodies: %zu, mean %.1f KiB, largest %.1f KiB\n",
-                  reqs.size(), static_cast<double>(total) / 1024.0 / static_cast<double>(reqs.size()),
+      std::printf("  model request bodies: %zu, mean %.1f KiB, largest %.1f KiB\n", reqs.size(),
+                  static_cast<double>(total) / 1024.0 / static_cast<double>(reqs.size()),
                   static_cast<double>(largest) / 1024.0);
   }
   std::printf("  load average: %.2f before, %.2f after\n", load0, load1);
@@ -666,8 +667,8 @@ int run_researches(const common_options& o, int count, int in_flight) {
 // -- fan-out ------------------------------------------------------------------------
 
 struct fanout_result {
-  double deliver_s = 0;   // POST (or first open) to the last client's end
-  double spread_ms = 0;   // last client's end minus the first client's end
+  double deliver_s = 0; // POST (or first open) to the last client's end
+  double spread_ms = 0; // last client's end minus the first client's end
   size_t min_packets = 0;
   size_t max_packets = 0;
   size_t failed = 0;
@@ -734,12 +735,12 @@ int run_fanout(const common_options& o, int clients) {
   std::printf("fan-out: %d event-stream clients on one research, %d ms per model call "
               "(critical path %.2f s); load average %.2f\n",
               clients, o.latency_ms, o.critical_calls() * o.latency_ms / 1000.0, load_average());
-  std::printf("%-28s %8s %12s %10s %9s %8s %9s %9s\n", "round", "clients", "deliver s",
-              "spread ms", "packets", "failed", "CPU s", "RSS MiB");
+  std::printf("%-28s %8s %12s %10s %9s %8s %9s %9s\n", "round", "clients", "deliver s", "spread ms",
+              "packets", "failed", "CPU s", "RSS MiB");
   auto show = [&](const char* name, int n, const fanout_result& r, long idle_kib) {
-    std::printf("%-28s %8d %12.3f %10.1f %4zu-%-4zu %8zu %9.2f %4.1f+%.1f\n", name, n,
-                r.deliver_s, r.spread_ms, r.min_packets, r.max_packets, r.failed, r.cpu_s,
-                idle_kib / 1024.0, (r.peak_kib - idle_kib) / 1024.0);
+    std::printf("%-28s %8d %12.3f %10.1f %4zu-%-4zu %8zu %9.2f %4.1f+%.1f\n", name, n, r.deliver_s,
+                r.spread_ms, r.min_packets, r.max_packets, r.failed, r.cpu_s, idle_kib / 1024.0,
+                (r.peak_kib - idle_kib) / 1024.0);
   };
   int rc = 0;
   // Warm-up: one research, one client.
@@ -762,10 +763,11 @@ int run_fanout(const common_options& o, int clients) {
     auto* h = curl_easy_init();
     std::string body;
     curl_easy_setopt(h, CURLOPT_URL, (srv.base + "/v1/research?limit=1").c_str());
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
-      static_cast<std::string*>(u)->append(d, s * n);
-      return s * n;
-    });
+    curl_easy_setopt(
+      h, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
+        static_cast<std::string*>(u)->append(d, s * n);
+        return s * n;
+      });
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
     curl_easy_perform(h);
     curl_easy_cleanup(h);
@@ -790,6 +792,7 @@ int run_fanout(const common_options& o, int clients) {
 // -- resume -------------------------------------------------------------------------
 
 std::string config_text(const test::fake_llm_server& llm, const std::string& home) {
+  // clang-format off
   return "llm:\n"
          "  providers:\n"
          "    main:\n"
@@ -804,14 +807,14 @@ std::string config_text(const test::fake_llm_server& llm, const std::string& hom
          "  data_dir: " + home + "/data\n"
          "log:\n"
          "  level: warn\n";
+  // clang-format on
 }
 
 // A session with about `words` plan packets, interrupted (SIGTERM) while its
 // first orchestrator call hangs, so that its last checkpoint (phase
 // orchestrate) follows all of them. Returns its id, or empty.
 std::string interrupted_session(const common_options& o, test::fake_llm_server& llm,
-                                const std::string& home, const std::string& cfg,
-                                size_t words) {
+                                const std::string& home, const std::string& cfg, size_t words) {
   std::string plan = "1. ";
   for (size_t i = 0; i < words; ++i)
     plan += "word" + std::to_string(i % 1000) + " ";
@@ -825,8 +828,9 @@ std::string interrupted_session(const common_options& o, test::fake_llm_server& 
     std::fprintf(stderr, "script: %s\n", err->message.c_str());
     return {};
   }
-  std::vector<std::string> argv{o.exe, "--plugin-dir", o.plugin_dir, "--config", cfg,
-                                "research", "--json", "How do heat pumps cope with cold weather?"};
+  std::vector<std::string> argv{
+    o.exe, "--plugin-dir", o.plugin_dir, "--config",
+    cfg,   "research",     "--json",     "How do heat pumps cope with cold weather?"};
   auto opts = test::isolated_quarry_options(home);
   opts.timeout = std::chrono::minutes{5};
   test::child_process proc{argv, opts};

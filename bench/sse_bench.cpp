@@ -35,9 +35,9 @@ std::string make_stream(size_t target) {
   static constexpr const char* tail
     = R"(,"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"x1Yz"})"
       "\n\n";
-  static constexpr const char* words[] = {"The", " quick", " brown", " fox", " jumps",
-                                          " over", " the", " lazy", " dog", ".\\n",
-                                          " \\\"Quoted\\\"", " caf\\u00e9", " 18°C"};
+  static constexpr const char* words[] = {
+    "The",  " quick", " brown",          " fox",        " jumps", " over", " the", " lazy",
+    " dog", ".\\n",   " \\\"Quoted\\\"", " caf\\u00e9", " 18°C"};
   std::string out;
   out.reserve(target + 4096);
   out += head;
@@ -52,7 +52,8 @@ std::string make_stream(size_t target) {
     out += tail;
   }
   out += head;
-  out += R"({"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"web_search","arguments":""}}]})";
+  out
+    += R"({"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"web_search","arguments":""}}]})";
   out += tail;
   while (out.size() < target) {
     out += head;
@@ -136,8 +137,8 @@ int main(int argc, char** argv) {
     ++events;
   std::printf("stream: %.1f MB, %zu events (avg %.0f bytes), fed in %zu-byte pieces, "
               "best of %d\n\n",
-              mb, events, static_cast<double>(stream.size()) / static_cast<double>(events),
-              piece, repeat);
+              mb, events, static_cast<double>(stream.size()) / static_cast<double>(events), piece,
+              repeat);
   std::printf("| stage | MB/s | events/s | s |\n|---|---:|---:|---:|\n");
   auto report = [&](const char* name, auto fn) {
     double best = 1e300;
@@ -146,9 +147,7 @@ int main(int argc, char** argv) {
     std::printf("| %s | %.0f | %.0f | %.3f |\n", name, mb / best,
                 static_cast<double>(events) / best, best);
   };
-  report("SSE framing only (sdk::sse_parser)",
-         [&] { return run_sse_only(stream, piece); });
-  report("full decoder (SSE + JSON + tool calls)",
-         [&] { return run_decoder(stream, piece); });
+  report("SSE framing only (sdk::sse_parser)", [&] { return run_sse_only(stream, piece); });
+  report("full decoder (SSE + JSON + tool calls)", [&] { return run_decoder(stream, piece); });
   return 0;
 }

@@ -88,8 +88,9 @@ int main(int argc, char** argv) {
       for (int s = 0; s < sessions; ++s) {
         ids.push_back(store::make_session_id());
         std::string err;
-        self->request(st, std::chrono::seconds{30}, actors::create_atom::value, ids.back(),
-                      std::string{}, std::string{"benchmark"}, std::string{"{}"})
+        self
+          ->request(st, std::chrono::seconds{30}, actors::create_atom::value, ids.back(),
+                    std::string{}, std::string{"benchmark"}, std::string{"{}"})
           .receive([&](std::string& e) { err = std::move(e); },
                    [&](caf::error& e) { err = caf::to_string(e); });
         if (!err.empty()) {
@@ -147,8 +148,7 @@ int main(int argc, char** argv) {
         rc = 1;
       }
       std::printf("| %d | %zu | %.3f | %.0f | %.1f | %.2f | %.1f |\n", sessions, packets, wall,
-                  static_cast<double>(packets) / wall,
-                  static_cast<double>(bytes) / wall / 1e6, cpu,
+                  static_cast<double>(packets) / wall, static_cast<double>(bytes) / wall / 1e6, cpu,
                   static_cast<double>(bench::peak_rss_kib()) / 1024.0);
     }
   }

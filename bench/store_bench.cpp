@@ -56,8 +56,7 @@ std::string line(const std::string& session, uint64_t seq) {
 
 int main(int argc, char** argv) {
   auto packets = arg(argc, argv, "--packets", 100000);
-  auto dir = fs::temp_directory_path()
-             / ("quarry-store-bench-" + std::to_string(::getpid()));
+  auto dir = fs::temp_directory_path() / ("quarry-store-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   auto opened = store::open((dir / "store.db").string());
   if (auto* err = std::get_if<quarry::sdk::error>(&opened)) {
@@ -101,9 +100,8 @@ int main(int argc, char** argv) {
       ++transactions;
     }
     auto s = seconds_since(t0);
-    std::printf("| %zu | %zu | %zu | %.0f | %.1f | %.1f |\n", per_batch, packets,
-                transactions, static_cast<double>(packets) / s,
-                s * 1e6 / static_cast<double>(transactions),
+    std::printf("| %zu | %zu | %zu | %.0f | %.1f | %.1f |\n", per_batch, packets, transactions,
+                static_cast<double>(packets) / s, s * 1e6 / static_cast<double>(transactions),
                 static_cast<double>(bytes) / s / 1e6);
     auto stored = read_ok(db.session(id), "read session");
     if (!stored || stored->last_seq != packets)
@@ -136,8 +134,7 @@ int main(int argc, char** argv) {
     if (!ec)
       size += n;
   }
-  std::printf("\ndatabase size (with WAL): %.1f MB\n",
-              static_cast<double>(size) / 1e6);
+  std::printf("\ndatabase size (with WAL): %.1f MB\n", static_cast<double>(size) / 1e6);
   if (all.size() != packets || paged != packets)
     status = 1;
   fs::remove_all(dir, ec);

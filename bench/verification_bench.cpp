@@ -67,8 +67,8 @@ std::vector<std::string> sentences_of(const std::string& text) {
       continue;
     }
     cur += c;
-    if ((c == '.' || c == '?' || c == '!') && (i + 1 == text.size() || text[i + 1] == ' '
-                                               || text[i + 1] == '\n')) {
+    if ((c == '.' || c == '?' || c == '!')
+        && (i + 1 == text.size() || text[i + 1] == ' ' || text[i + 1] == '\n')) {
       auto s = cur;
       while (!s.empty() && s.front() == ' ')
         s.erase(0, 1);
@@ -203,8 +203,8 @@ struct research_env {
   std::unique_ptr<host::host_services> services;
   std::unique_ptr<host::plugin_registry> registry;
   std::unique_ptr<actors::runtime> rt;
-  std::shared_ptr<const core::prompt_library> prompts
-    = std::make_shared<core::prompt_library>(core::prompt_library::embedded());
+  std::shared_ptr<const core::prompt_library> prompts = std::make_shared<core::prompt_library>(
+    core::prompt_library::embedded());
   actors::llm_provider_actor llm;
   actors::tool_set tools;
 
@@ -226,8 +226,8 @@ struct research_env {
     }
     auto tool = std::get<std::shared_ptr<sdk::tool>>(
       registry->make_tool("local_corpus", {{"db", db}}));
-    auto hdl = actors::spawn_tool_provider(
-      rt->system(), tool, actors::tool_actor_settings::of("internal_search", {}));
+    auto hdl = actors::spawn_tool_provider(rt->system(), tool,
+                                           actors::tool_actor_settings::of("internal_search", {}));
     rt->add_stoppable(hdl);
     tools.tools["internal_search"] = {hdl, tool->definition(), sdk::tool_kind::internal_search};
   }
@@ -257,7 +257,8 @@ struct research_env {
         if (line.find("verification_summary") == std::string::npos)
           return;
         auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_object() && j.contains("obj") && j["obj"].value("type", "") == "verification_summary")
+        if (j.is_object() && j.contains("obj")
+            && j["obj"].value("type", "") == "verification_summary")
           *summary = j["obj"];
       },
       [drained](uint64_t) { drained->set_value(); });

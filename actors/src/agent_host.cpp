@@ -55,8 +55,7 @@ std::string node_of(const caf::strong_actor_ptr& sender) {
 }
 
 cluster::spawn_reply refuse(host_ptr self, const std::string& why) {
-  spdlog::warn("worker: refused an agent from {}: {}", node_of(self->current_sender()),
-               why);
+  spdlog::warn("worker: refused an agent from {}: {}", node_of(self->current_sender()), why);
   cluster::spawn_reply r;
   r.refusal = why;
   return r;
@@ -68,7 +67,8 @@ agent_host_full_actor::behavior_type host_impl(host_ptr self, agent_host_setup s
     spdlog::warn("worker: dropped a message outside the agent host's interface "
                  "from {}: {}",
                  node_of(me->current_sender()),
-                 x.content().empty() ? std::string{"(empty)"} : to_string(x.content()).substr(0, 200));
+                 x.content().empty() ? std::string{"(empty)"}
+                                     : to_string(x.content()).substr(0, 200));
     return caf::drop(me, x);
   });
   self->set_down_handler([=](caf::down_msg& dm) {
@@ -87,8 +87,8 @@ agent_host_full_actor::behavior_type host_impl(host_ptr self, agent_host_setup s
     st.by_parent.erase(first, last);
   });
   return {
-    [=](cluster::spawn_agent_atom, int32_t protocol, agent_spec& spec,
-        agent_parent_actor& parent, packet_sink_actor& sink) -> cluster::spawn_reply {
+    [=](cluster::spawn_agent_atom, int32_t protocol, agent_spec& spec, agent_parent_actor& parent,
+        packet_sink_actor& sink) -> cluster::spawn_reply {
       auto& st = self->state;
       if (protocol != cluster::protocol_version)
         return refuse(self, "the session speaks protocol " + std::to_string(protocol)
@@ -113,12 +113,12 @@ agent_host_full_actor::behavior_type host_impl(host_ptr self, agent_host_setup s
         std::string mine;
         for (const auto& h : have)
           mine += (mine.empty() ? "" : ", ") + h;
-        return refuse(self, "this worker has no tool " + list + " (it has: "
-                              + (mine.empty() ? std::string{"none"} : mine) + ")");
+        return refuse(self, "this worker has no tool " + list
+                              + " (it has: " + (mine.empty() ? std::string{"none"} : mine) + ")");
       }
       if (static_cast<int>(st.running.size()) >= st.setup.capacity)
-        return refuse(self, "this worker is full (" + std::to_string(st.setup.capacity)
-                              + " agents)");
+        return refuse(self,
+                      "this worker is full (" + std::to_string(st.setup.capacity) + " agents)");
       tool_set given;
       if (spec.tools.empty()) {
         given = st.setup.tools;

@@ -121,8 +121,7 @@ void end_attempt(runner_ptr self) {
   }
   if (!st.worker.empty()) {
     self->send(st.setup.directory, release_atom::value, st.worker);
-    self->send(st.setup.directory, unwatch_atom::value, st.worker,
-               worker_watcher_actor{self});
+    self->send(st.setup.directory, unwatch_atom::value, st.worker, worker_watcher_actor{self});
   }
   st.worker.clear();
 }
@@ -147,10 +146,10 @@ void supersede(runner_ptr self, const std::string& why) {
     return;
   auto worker = st.worker;
   spdlog::warn("cluster: research agent {} ({}): attempt {} {}: {}", st.spec.tab_index + 1,
-               st.spec.call_id, st.attempt, worker.empty() ? "on this node" : "on " + worker,
-               why);
+               st.spec.call_id, st.attempt, worker.empty() ? "on this node" : "on " + worker, why);
   self->send(st.emitter, packet_atom::value,
-             make_packet(runner_at(self), core::packets::agent_superseded(st.attempt, worker, why)));
+             make_packet(runner_at(self),
+                         core::packets::agent_superseded(st.attempt, worker, why)));
   end_attempt(self);
   if (!worker.empty())
     st.excluded.push_back(worker);
@@ -170,10 +169,9 @@ agent_spec attempt_spec(runner_ptr self) {
   auto& st = self->state;
   auto spec = st.spec;
   if (st.attempt > 1) {
-    auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
-      self->clock().now() - st.started);
-    auto limits = core::limits_after({st.spec.force_report_after, st.spec.hard_timeout},
-                                     elapsed);
+    auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now()
+                                                                         - st.started);
+    auto limits = core::limits_after({st.spec.force_report_after, st.spec.hard_timeout}, elapsed);
     spec.force_report_after = limits.force_report_after;
     spec.hard_timeout = limits.hard_timeout;
   }
@@ -202,9 +200,10 @@ void spawn_on(runner_ptr self, cluster::agent_host_actor host, std::string worke
   st.relay = new_relay(self);
   auto attempt = st.attempt;
   self->send(st.setup.directory, watch_atom::value, worker, worker_watcher_actor{self});
-  self->request(host, st.setup.spawn_timeout, cluster::spawn_agent_atom::value,
-                cluster::protocol_version, attempt_spec(self), agent_parent_actor{st.relay},
-                packet_sink_actor{st.relay})
+  self
+    ->request(host, st.setup.spawn_timeout, cluster::spawn_agent_atom::value,
+              cluster::protocol_version, attempt_spec(self), agent_parent_actor{st.relay},
+              packet_sink_actor{st.relay})
     .then(
       [=](cluster::spawn_reply& r) {
         auto& st = self->state;
@@ -224,8 +223,7 @@ void spawn_on(runner_ptr self, cluster::agent_host_actor host, std::string worke
         }
         st.remote = std::move(r.agent);
         self->monitor(st.remote);
-        spdlog::info("cluster: research agent {} runs on worker {}", st.spec.tab_index + 1,
-                     worker);
+        spdlog::info("cluster: research agent {} runs on worker {}", st.spec.tab_index + 1, worker);
         if (st.report_now)
           self->send(st.remote, report_now_atom::value);
       },
@@ -234,9 +232,8 @@ void spawn_on(runner_ptr self, cluster::agent_host_actor host, std::string worke
         if (st.done || st.attempt != attempt)
           return;
         supersede(self, "the worker did not start the agent: "
-                          + (err == caf::sec::request_timeout
-                               ? std::string{"no answer in time"}
-                               : self->system().render(err)));
+                          + (err == caf::sec::request_timeout ? std::string{"no answer in time"}
+                                                              : self->system().render(err)));
       });
 }
 
@@ -244,15 +241,16 @@ void place(runner_ptr self) {
   auto& st = self->state;
   ++st.attempt;
   auto attempt = st.attempt;
-  self->request(st.setup.directory, st.setup.spawn_timeout, place_atom::value, st.spec.tools,
-                st.excluded)
+  self
+    ->request(st.setup.directory, st.setup.spawn_timeout, place_atom::value, st.spec.tools,
+              st.excluded)
     .then(
       [=](cluster::agent_host_actor& host, std::string& worker) {
         auto& st = self->state;
         if (st.done || st.attempt != attempt)
           return;
         if (!host) {
-            spdlog::info("cluster: research agent {} runs on this node (no worker can take it)",
+          spdlog::info("cluster: research agent {} runs on this node (no worker can take it)",
                        st.spec.tab_index + 1);
           run_here(self);
           return;
@@ -353,9 +351,9 @@ runner_impl(runner_ptr self, agent_spec spec, llm_provider_actor llm, tool_set t
       auto& st = self->state;
       if (st.done || attempt != st.attempt)
         return;
-      supersede(self, st.worker.empty() ? std::string{"the agent stopped unexpectedly"}
-                                        : "the agent on worker " + st.worker
-                                            + " stopped unexpectedly");
+      supersede(self, st.worker.empty()
+                        ? std::string{"the agent stopped unexpectedly"}
+                        : "the agent on worker " + st.worker + " stopped unexpectedly");
     },
     [=](runner_timeout_atom) {
       auto& st = self->state;
@@ -373,14 +371,12 @@ runner_impl(runner_ptr self, agent_spec spec, llm_provider_actor llm, tool_set t
 
 } // namespace
 
-research_agent_actor spawn_agent_runner(caf::actor_system& sys, agent_spec spec,
-                                        llm_provider_actor llm, tool_set tools,
-                                        packet_sink_actor emitter,
-                                        std::shared_ptr<const core::prompt_library> prompts,
-                                        agent_parent_actor parent, runner_setup setup) {
+research_agent_actor
+spawn_agent_runner(caf::actor_system& sys, agent_spec spec, llm_provider_actor llm, tool_set tools,
+                   packet_sink_actor emitter, std::shared_ptr<const core::prompt_library> prompts,
+                   agent_parent_actor parent, runner_setup setup) {
   return sys.spawn(runner_impl, std::move(spec), std::move(llm), std::move(tools),
-                   std::move(emitter), std::move(prompts), std::move(parent),
-                   std::move(setup));
+                   std::move(emitter), std::move(prompts), std::move(parent), std::move(setup));
 }
 
 } // namespace quarry::actors

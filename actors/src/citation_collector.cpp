@@ -45,16 +45,13 @@ collector_impl(citation_collector_actor::stateful_pointer<collector_state> self,
       out.findings = st.findings;
       return out;
     },
-    [=](digest_atom) {
-      return core::findings_digest(self->state.findings, self->state.global);
-    },
+    [=](digest_atom) { return core::findings_digest(self->state.findings, self->state.global); },
   };
 }
 
 } // namespace
 
-citation_collector_actor spawn_citation_collector(caf::actor_system& sys,
-                                                  collector_start start) {
+citation_collector_actor spawn_citation_collector(caf::actor_system& sys, collector_start start) {
   return sys.spawn(collector_impl, std::move(start));
 }
 

@@ -50,9 +50,8 @@ void stamp(emitter_ptr self, const packet_msg& msg, bool to_store) {
   auto line = core::encode(seq, st.session, where, msg.obj);
   auto type = msg.type;
   if (!line) {
-    line = core::encode(
-      seq, st.session, where,
-      core::packets::error("malformed packet dropped", "internal").dump());
+    line = core::encode(seq, st.session, where,
+                        core::packets::error("malformed packet dropped", "internal").dump());
     type = "error";
   }
   st.lines.push_back(std::move(*line));
@@ -77,8 +76,8 @@ emitter_actor::behavior_type emitter_impl(emitter_ptr self, std::string session,
     [=](checkpoint_atom, checkpoint_ptr& checkpoint) {
       auto& st = self->state;
       if (st.options.store && !st.store_failed)
-        self->send(st.options.store, checkpoint_atom::value, st.session,
-                   st.last_seq(), std::move(checkpoint));
+        self->send(st.options.store, checkpoint_atom::value, st.session, st.last_seq(),
+                   std::move(checkpoint));
     },
     [=](subscribe_atom, line_sink_actor& sub, uint64_t from_seq) {
       auto& st = self->state;
@@ -95,8 +94,7 @@ emitter_actor::behavior_type emitter_impl(emitter_ptr self, std::string session,
       // Live subscribers learn of it; the store cannot take this packet.
       stamp(self,
             make_packet(core::placement{0, 0, std::nullopt},
-                        core::packets::error("the research store cannot be written: "
-                                               + message
+                        core::packets::error("the research store cannot be written: " + message
                                                + "; the research goes on unsaved",
                                              "store_failed")),
             false);
@@ -121,17 +119,13 @@ emitter_actor spawn_emitter(caf::actor_system& sys, std::string session_id,
   return sys.spawn(emitter_impl, std::move(session_id), std::move(options));
 }
 
-line_sink_actor
-spawn_line_sink(caf::actor_system& sys,
-                std::function<void(const std::string&, uint64_t)> on_line,
-                std::function<void(uint64_t)> on_end) {
-  return sys.spawn([on_line = std::move(on_line),
-                    on_end = std::move(on_end)](line_sink_actor::pointer self)
-                     -> line_sink_actor::behavior_type {
+line_sink_actor spawn_line_sink(caf::actor_system& sys,
+                                std::function<void(const std::string&, uint64_t)> on_line,
+                                std::function<void(uint64_t)> on_end) {
+  return sys.spawn([on_line = std::move(on_line), on_end = std::move(on_end)](
+                     line_sink_actor::pointer self) -> line_sink_actor::behavior_type {
     return {
-      [=](packet_atom, const std::string& line, uint64_t seq) {
-        on_line(line, seq);
-      },
+      [=](packet_atom, const std::string& line, uint64_t seq) { on_line(line, seq); },
       [=](stop_atom, uint64_t count) {
         if (on_end)
           on_end(count);

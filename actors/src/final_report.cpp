@@ -53,17 +53,15 @@ std::vector<report_source> cited_sources(const core::citation_processor& process
         out.push_back(std::move(s));
         break;
       }
-  std::sort(out.begin(), out.end(), [](const report_source& x, const report_source& y) {
-    return x.number < y.number;
-  });
+  std::sort(out.begin(), out.end(),
+            [](const report_source& x, const report_source& y) { return x.number < y.number; });
   return out;
 }
 
 verifier_spec verification_spec(std::string report, const core::citation_mapping& global,
                                 const std::map<std::string, sdk::document>& docs,
-                                core::verification::action what,
-                                std::chrono::milliseconds timeout, std::chrono::milliseconds left,
-                                std::string judge_system) {
+                                core::verification::action what, std::chrono::milliseconds timeout,
+                                std::chrono::milliseconds left, std::string judge_system) {
   verifier_spec vs;
   vs.report = std::move(report);
   for (const auto& [n, ref] : global) {
@@ -99,8 +97,8 @@ std::optional<std::string> unanswered_notice(const std::string& question,
            "beyond the most common ones.";
   return "The documents found do not seem to answer the question: of its "
          + std::to_string(cover.terms) + " key words, " + std::to_string(cover.found)
-         + " occur in them, and no document holds more than "
-         + std::to_string(cover.best_passage) + ".";
+         + " occur in them, and no document holds more than " + std::to_string(cover.best_passage)
+         + ".";
 }
 
 std::string no_sources_reason(const std::vector<std::string>& notices) {

@@ -37,9 +37,8 @@ std::vector<report_source> cited_sources(const core::citation_processor& process
 /// more than a second past the research deadline (`left`: the time to it).
 verifier_spec verification_spec(std::string report, const core::citation_mapping& global,
                                 const std::map<std::string, sdk::document>& docs,
-                                core::verification::action what,
-                                std::chrono::milliseconds timeout, std::chrono::milliseconds left,
-                                std::string judge_system);
+                                core::verification::action what, std::chrono::milliseconds timeout,
+                                std::chrono::milliseconds left, std::string judge_system);
 
 /// The verification section of a verified report (from its
 /// "## Verification" heading, with the blank line before it), or empty.

@@ -237,8 +237,8 @@ template <class Policy>
 class scribe_on final : public guarded_scribe {
 public:
   template <class... Ts>
-  scribe_on(guarded_multiplexer& mpx, native_socket fd, std::string peer, bool outgoing,
-            bool tls, Ts&&... xs);
+  scribe_on(guarded_multiplexer& mpx, native_socket fd, std::string peer, bool outgoing, bool tls,
+            Ts&&... xs);
 
 protected:
   network::stream& stream() override {
@@ -281,8 +281,7 @@ public:
   io::scribe_ptr new_scribe(native_socket fd) override;
 
   /// A connection to another node.
-  caf::expected<io::scribe_ptr> new_tcp_scribe(const std::string& host,
-                                               uint16_t port) override;
+  caf::expected<io::scribe_ptr> new_tcp_scribe(const std::string& host, uint16_t port) override;
 
   supervisor_ptr make_supervisor() override;
 
@@ -308,8 +307,7 @@ public:
 private:
   void arm(bool on);
 
-  caf::openssl::session_ptr tls_session(native_socket fd, bool accepted,
-                                        const std::string& peer);
+  caf::openssl::session_ptr tls_session(native_socket fd, bool accepted, const std::string& peer);
 
   connection_rules rules_;
   std::unique_ptr<tick_source> ticks_;
@@ -375,8 +373,7 @@ std::string guarded_scribe::refusal(uint8_t operation, uint32_t len) const {
       return "it announced a " + std::to_string(len)
              + "-byte message before the handshake (at most "
              + std::to_string(handshake_payload_limit) + " bytes)";
-    return "it announced a " + std::to_string(len)
-           + "-byte message (cluster.max_message_size: "
+    return "it announced a " + std::to_string(len) + "-byte message (cluster.max_message_size: "
            + std::to_string(mpx_.rules().max_message_size) + " bytes)";
   }
   return {};
@@ -512,8 +509,7 @@ io::scribe_ptr guarded_multiplexer::new_scribe(native_socket fd) {
   network::keepalive(fd, true);
   auto peer = peer_of(fd);
   if (!rules_.tls)
-    return caf::make_counted<scribe_on<caf::policy::tcp>>(*this, fd, std::move(peer), false,
-                                                          false);
+    return caf::make_counted<scribe_on<caf::policy::tcp>>(*this, fd, std::move(peer), false, false);
   network::nonblocking(fd, true);
   auto session = tls_session(fd, true, peer);
   return caf::make_counted<scribe_on<tls_policy>>(*this, fd, std::move(peer), false, true,
@@ -529,16 +525,16 @@ caf::expected<io::scribe_ptr> guarded_multiplexer::new_tcp_scribe(const std::str
   auto peer = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   peer += ":" + std::to_string(port);
   if (!rules_.tls)
-    return io::scribe_ptr{caf::make_counted<scribe_on<caf::policy::tcp>>(
-      *this, *fd, std::move(peer), true, false)};
+    return io::scribe_ptr{
+      caf::make_counted<scribe_on<caf::policy::tcp>>(*this, *fd, std::move(peer), true, false)};
   network::nonblocking(*fd, true);
   auto session = tls_session(*fd, false, peer);
   if (!session) {
     network::close_socket(*fd);
     return caf::make_error(caf::sec::cannot_connect_to_node);
   }
-  return io::scribe_ptr{caf::make_counted<scribe_on<tls_policy>>(
-    *this, *fd, std::move(peer), true, true, std::move(session))};
+  return io::scribe_ptr{caf::make_counted<scribe_on<tls_policy>>(*this, *fd, std::move(peer), true,
+                                                                 true, std::move(session))};
 }
 
 caf::openssl::session_ptr guarded_multiplexer::tls_session(native_socket fd, bool accepted,
@@ -547,12 +543,11 @@ caf::openssl::session_ptr guarded_multiplexer::tls_session(native_socket fd, boo
     if (auto ptr = caf::openssl::make_session(system(), fd, accepted))
       return ptr;
   } catch (const std::exception& e) {
-    spdlog::warn("cluster: no TLS session for the connection {} {}: {}",
-                 accepted ? "from" : "to", peer, e.what());
+    spdlog::warn("cluster: no TLS session for the connection {} {}: {}", accepted ? "from" : "to",
+                 peer, e.what());
     return nullptr;
   }
-  spdlog::warn("cluster: no TLS session for the connection {} {}", accepted ? "from" : "to",
-               peer);
+  spdlog::warn("cluster: no TLS session for the connection {} {}", accepted ? "from" : "to", peer);
   return nullptr;
 }
 

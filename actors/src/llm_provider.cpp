@@ -199,8 +199,8 @@ void start_describe(provider_actor_ptr self) {
         caf::anon_send(me, llm_described_atom::value, std::move(info));
     });
   } catch (const std::exception& ex) {
-    spdlog::warn("llm {}: describe threw: {}; the context window is unknown",
-                 st.cfg.name, ex.what());
+    spdlog::warn("llm {}: describe threw: {}; the context window is unknown", st.cfg.name,
+                 ex.what());
     described(self, st.provider->info());
   } catch (...) {
     spdlog::warn("llm {}: describe threw; the context window is unknown", st.cfg.name);
@@ -266,8 +266,7 @@ void start_attempt(provider_actor_ptr self, call_state& call) {
   call.stall = core::stall_watch{st.cfg.stall_timeout, st.time};
   auto sink = std::make_shared<actor_sink>(llm_provider_full_actor{self}, call.key,
                                            call.generation);
-  self->delayed_send(self, st.cfg.stall_timeout, llm_stall_atom::value, call.key,
-                     call.generation);
+  self->delayed_send(self, st.cfg.stall_timeout, llm_stall_atom::value, call.key, call.generation);
   try {
     call.handle = st.provider->chat(call.request, std::move(sink));
   } catch (const std::exception& ex) {
@@ -275,8 +274,7 @@ void start_attempt(provider_actor_ptr self, call_state& call) {
     call.running = false;
     st.queue->release();
     fail_call(self, call,
-              sdk::make_error(sdk::errc::internal,
-                              std::string{"provider threw: "} + ex.what()));
+              sdk::make_error(sdk::errc::internal, std::string{"provider threw: "} + ex.what()));
   } catch (...) {
     call.running = false;
     st.queue->release();
@@ -305,8 +303,7 @@ void try_start(provider_actor_ptr self) {
   }
 }
 
-double price_of(const provider_state& st, const std::string& model,
-                const sdk::usage& u) {
+double price_of(const provider_state& st, const std::string& model, const sdk::usage& u) {
   auto prices = st.cfg.default_prices;
   if (auto i = st.cfg.model_prices.find(model); i != st.cfg.model_prices.end())
     prices = i->second;
@@ -316,8 +313,8 @@ double price_of(const provider_state& st, const std::string& model,
 }
 
 // Handles a failed attempt: retry if allowed, else fail the call.
-void on_attempt_failed(provider_actor_ptr self, call_state& call,
-                       sdk::error err, bool plugin_streamed) {
+void on_attempt_failed(provider_actor_ptr self, call_state& call, sdk::error err,
+                       bool plugin_streamed) {
   auto& st = self->state;
   call.running = false;
   call.handle.reset();
@@ -326,15 +323,12 @@ void on_attempt_failed(provider_actor_ptr self, call_state& call,
     st.queue->on_rate_limited();
   // An empty answer streamed nothing of an answer (reasoning at most): it
   // is retried like one that streamed nothing.
-  auto streamed = (call.streamed || plugin_streamed)
-                  && err.code != sdk::errc::empty_response;
-  auto decision = st.retry->after_failure(std::move(err), call.attempts, streamed,
-                                          call.deadline);
+  auto streamed = (call.streamed || plugin_streamed) && err.code != sdk::errc::empty_response;
+  auto decision = st.retry->after_failure(std::move(err), call.attempts, streamed, call.deadline);
   if (decision.retry) {
     ++st.retries;
     spdlog::info("llm {}: {} (attempt {}), retrying in {} ms", st.cfg.name,
-                 sdk::to_string(decision.failure), call.attempts,
-                 decision.delay.count());
+                 sdk::to_string(decision.failure), call.attempts, decision.delay.count());
     self->delayed_send(self, decision.delay, llm_retry_atom::value, call.key);
     try_start(self);
     return;
@@ -342,19 +336,17 @@ void on_attempt_failed(provider_actor_ptr self, call_state& call,
   fail_call(self, call, std::move(decision.failure));
 }
 
-llm_provider_full_actor::behavior_type
-provider_impl(provider_actor_ptr self,
-                            std::shared_ptr<sdk::llm_provider> provider,
-                            llm_actor_settings cfg) {
+llm_provider_full_actor::behavior_type provider_impl(provider_actor_ptr self,
+                                                     std::shared_ptr<sdk::llm_provider> provider,
+                                                     llm_actor_settings cfg) {
   auto& st = self->state;
   st.provider = std::move(provider);
   st.default_model = st.provider->info().model;
   st.cfg = std::move(cfg);
   st.time = detail::actor_time{self->clock()};
-  st.queue.emplace(st.cfg.max_concurrency, st.cfg.requests_per_minute,
-                   st.cfg.tokens_per_minute, st.time);
-  st.retry.emplace(core::retry_settings{st.cfg.max_retries, st.cfg.retry_base,
-                                        st.cfg.retry_max},
+  st.queue.emplace(st.cfg.max_concurrency, st.cfg.requests_per_minute, st.cfg.tokens_per_minute,
+                   st.time);
+  st.retry.emplace(core::retry_settings{st.cfg.max_retries, st.cfg.retry_base, st.cfg.retry_max},
                    st.time);
   detail::on_exception_fail_pending(self, "LLM provider", [self](const std::string& why) {
     auto& s = self->state;
@@ -362,8 +354,8 @@ provider_impl(provider_actor_ptr self,
       if (call.handle)
         call.handle->cancel();
       s.calls_stats.count_error(sdk::errc::internal);
-      call.promise.deliver(to_caf_error(
-        sdk::make_error(sdk::errc::internal, "the LLM provider failed: " + why)));
+      call.promise.deliver(
+        to_caf_error(sdk::make_error(sdk::errc::internal, "the LLM provider failed: " + why)));
     }
     s.calls.clear();
     s.queue->clear();
@@ -373,8 +365,7 @@ provider_impl(provider_actor_ptr self,
     auto& s = self->state;
     s.monitored.erase(dm.source);
     cancel_calls(
-      self,
-      [&](const call_state& call) { return call.requester.address() == dm.source; },
+      self, [&](const call_state& call) { return call.requester.address() == dm.source; },
       "requester is gone");
     try_start(self);
   });
@@ -408,43 +399,39 @@ provider_impl(provider_actor_ptr self,
       auto& s = self->state;
       auto sender = self->current_sender();
       for (auto& [key, call] : s.calls) {
-        if (call.external_id == id
-            && (!sender || call.requester.address() == sender->address())) {
+        if (call.external_id == id && (!sender || call.requester.address() == sender->address())) {
           if (call.handle)
             call.handle->cancel();
-          fail_call(self, call,
-                    sdk::make_error(sdk::errc::cancelled, "cancelled by the caller"));
+          fail_call(self, call, sdk::make_error(sdk::errc::cancelled, "cancelled by the caller"));
           return;
         }
       }
     },
     [=](stats_atom) -> std::string {
       auto& s = self->state;
-      return nlohmann::json{{"provider", s.cfg.name},
-                            {"calls_started", s.started},
-                            {"succeeded", s.succeeded},
-                            {"failed", s.failed},
-                            {"retries", s.retries},
-                            {"active", s.queue->running()},
-                            {"queued", s.queue->waiting()},
-                            {"concurrency_limit", std::floor(s.queue->limit().value())},
-                            {"input_tokens", s.input_tokens},
-                            {"output_tokens", s.output_tokens},
-                            {"cost_usd", s.cost_usd},
-                            {"cancelled", s.cancelled},
-                            {"outcomes",
-                             {{"ok", s.succeeded},
-                              {"error", s.calls_stats.error_count()},
-                              {"cancelled", s.cancelled}}},
-                            {"errors", s.calls_stats.errors_json()},
-                            {"call_seconds", s.calls_stats.histogram_json()}}
+      return nlohmann::json{
+        {"provider", s.cfg.name},
+        {"calls_started", s.started},
+        {"succeeded", s.succeeded},
+        {"failed", s.failed},
+        {"retries", s.retries},
+        {"active", s.queue->running()},
+        {"queued", s.queue->waiting()},
+        {"concurrency_limit", std::floor(s.queue->limit().value())},
+        {"input_tokens", s.input_tokens},
+        {"output_tokens", s.output_tokens},
+        {"cost_usd", s.cost_usd},
+        {"cancelled", s.cancelled},
+        {"outcomes",
+         {{"ok", s.succeeded}, {"error", s.calls_stats.error_count()}, {"cancelled", s.cancelled}}},
+        {"errors", s.calls_stats.errors_json()},
+        {"call_seconds", s.calls_stats.histogram_json()}}
         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     },
     [=](llm_sink_atom, llm_sink_event& ev) {
       auto& s = self->state;
       auto i = s.calls.find(ev.call);
-      if (i == s.calls.end() || i->second.generation != ev.generation
-          || !i->second.running)
+      if (i == s.calls.end() || i->second.generation != ev.generation || !i->second.running)
         return; // a cancelled or superseded attempt
       auto& call = i->second;
       call.stall.activity();
@@ -454,8 +441,7 @@ provider_impl(provider_actor_ptr self,
         case llm_sink_event::text:
         case llm_sink_event::reasoning:
           call.streamed = true;
-          delta.kind = ev.kind == llm_sink_event::text ? delta_kind::text
-                                                   : delta_kind::reasoning;
+          delta.kind = ev.kind == llm_sink_event::text ? delta_kind::text : delta_kind::reasoning;
           delta.text = std::move(ev.piece);
           self->send(call.requester, delta_atom::value, std::move(delta));
           break;
@@ -475,8 +461,7 @@ provider_impl(provider_actor_ptr self,
           reply.call_id = call.external_id;
           reply.result = std::move(ev.result);
           if (reply.result.model.empty())
-            reply.result.model = call.request.model.empty() ? s.default_model
-                                                            : call.request.model;
+            reply.result.model = call.request.model.empty() ? s.default_model : call.request.model;
           reply.provider = s.cfg.name;
           reply.attempts = call.attempts;
           reply.cost_usd = price_of(s, reply.result.model, reply.result.usage);
@@ -501,13 +486,11 @@ provider_impl(provider_actor_ptr self,
     [=](llm_stall_atom, uint64_t key, uint64_t generation) {
       auto& s = self->state;
       auto i = s.calls.find(key);
-      if (i == s.calls.end() || i->second.generation != generation
-          || !i->second.running)
+      if (i == s.calls.end() || i->second.generation != generation || !i->second.running)
         return;
       auto& call = i->second;
       if (!call.stall.stalled()) {
-        self->delayed_send(self, call.stall.remaining(), llm_stall_atom::value, key,
-                           generation);
+        self->delayed_send(self, call.stall.remaining(), llm_stall_atom::value, key, generation);
         return;
       }
       if (call.handle)
@@ -521,10 +504,10 @@ provider_impl(provider_actor_ptr self,
         return;
       if (i->second.handle)
         i->second.handle->cancel();
-      fail_call(self, i->second,
-                sdk::make_error(sdk::errc::timeout,
-                                "no complete answer within "
-                                  + core::format_duration(s.cfg.total_timeout)));
+      fail_call(
+        self, i->second,
+        sdk::make_error(sdk::errc::timeout,
+                        "no complete answer within " + core::format_duration(s.cfg.total_timeout)));
     },
     [=](llm_retry_atom, uint64_t key) {
       auto& s = self->state;
@@ -564,8 +547,8 @@ provider_impl(provider_actor_ptr self,
       described(self, s.provider->info());
     },
     [=](stop_atom) {
-      cancel_calls(self, [](const call_state&) { return true; },
-                   "Quarry is shutting down");
+      cancel_calls(
+        self, [](const call_state&) { return true; }, "Quarry is shutting down");
       self->quit();
     },
   };

@@ -411,8 +411,8 @@ private:
                               : std::string{"it was waiting for a free slot when "
                                             "the research ended"};
         round_results_[a.call_id] = core::agent_failed_text(why);
-        fs.notices.push_back("research agent " + std::to_string(a.tab + 1) + " failed: "
-                             + why); // numbered from 1, as in the live view
+        fs.notices.push_back("research agent " + std::to_string(a.tab + 1)
+                             + " failed: " + why); // numbered from 1, as in the live view
         continue;
       }
       ids.push_back(a.call_id);
@@ -440,14 +440,13 @@ private:
 
   void finish_round() {
     collapsing_ = false;
-    core::append_tool_round(orchestration_, round_calls_,
-                            [this](const sdk::tool_call& c) {
-                              auto r = round_results_.find(c.id);
-                              return r != round_results_.end()
-                                       ? r->second
-                                       : std::string{core::missing_tool_result_text};
-                            },
-                            std::move(round_reasoning_));
+    core::append_tool_round(
+      orchestration_, round_calls_,
+      [this](const sdk::tool_call& c) {
+        auto r = round_results_.find(c.id);
+        return r != round_results_.end() ? r->second : std::string{core::missing_tool_result_text};
+      },
+      std::move(round_reasoning_));
     round_reasoning_ = {};
     agents_.clear();
     round_calls_.clear();
@@ -481,8 +480,9 @@ private:
         return;
       }
       if (cycle_ == 0) {
-        fail(self, "Deep Research failed to generate any research tasks for the "
-                   "agents: the model called no tool, twice.",
+        fail(self,
+             "Deep Research failed to generate any research tasks for the "
+             "agents: the model called no tool, twice.",
              t);
         return;
       }
@@ -562,8 +562,8 @@ private:
       return;
     }
     call_llm(
-      self, fs.models.orchestrator, std::get<sdk::chat_request>(std::move(built)),
-      turn(turn_now()), [this](sdk::chat_result& r) { on_orchestrator_reply(r); },
+      self, fs.models.orchestrator, std::get<sdk::chat_request>(std::move(built)), turn(turn_now()),
+      [this](sdk::chat_result& r) { on_orchestrator_reply(r); },
       [this](const sdk::error& e) {
         auto& fs = self->state;
         if (cycle_ == 0 && fs.findings.empty()) {

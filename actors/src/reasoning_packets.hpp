@@ -24,13 +24,11 @@ inline void reasoning_piece(const packet_sink_actor& em, const core::placement& 
   if (text.empty())
     return;
   if (!rs.open) {
-    caf::anon_send(em, packet_atom::value,
-                   make_packet(at, core::packets::reasoning_start()));
+    caf::anon_send(em, packet_atom::value, make_packet(at, core::packets::reasoning_start()));
     rs.open = true;
     rs.reasoned = true;
   }
-  caf::anon_send(em, packet_atom::value,
-                 make_packet(at, core::packets::reasoning_delta(text)));
+  caf::anon_send(em, packet_atom::value, make_packet(at, core::packets::reasoning_delta(text)));
 }
 
 /// Closes the reasoning block, if one is open.
@@ -38,8 +36,7 @@ inline void close_reasoning(const packet_sink_actor& em, const core::placement& 
                             reasoning_state& rs) {
   if (!rs.open)
     return;
-  caf::anon_send(em, packet_atom::value,
-                 make_packet(at, core::packets::reasoning_done()));
+  caf::anon_send(em, packet_atom::value, make_packet(at, core::packets::reasoning_done()));
   rs.open = false;
 }
 

@@ -113,8 +113,7 @@ public:
     if (plan_)
       rf::skip_pending(*plan_);
     start_simple("The web search took longer than "
-                 + duration_text(fs.spec.reflective.web_search_fallback)
-                 + "; answering directly.");
+                 + duration_text(fs.spec.reflective.web_search_fallback) + "; answering directly.");
   }
 
   // The plan as the orchestrator strategy gives it: a numbered list (the
@@ -268,8 +267,7 @@ private:
     profile_ = rf::profile_for(depth_, fs.spec.reflective.max_search_queries,
                                fs.spec.reflective.max_urls_to_crawl);
     plan_ = one_step_plan();
-    self->delayed_send(self, fs.spec.reflective.web_search_fallback,
-                       strategy_timer_atom::value);
+    self->delayed_send(self, fs.spec.reflective.web_search_fallback, strategy_timer_atom::value);
     emit(self, next_turn(), rf::plan_packet(*plan_));
     start_step();
   }
@@ -340,9 +338,9 @@ private:
     now_ = phase::background;
     auto at = next_turn();
     auto queries = std::make_shared<std::vector<std::string>>();
-    auto req = rf::structured_request(render_with_date("reflective_queries", {{"max_queries", "3"}}),
-                                      fs.spec.question, rf::queries_tool(3), "plan",
-                                      core::research_context_of(fs.spec.question));
+    auto req = rf::structured_request(
+      render_with_date("reflective_queries", {{"max_queries", "3"}}), fs.spec.question,
+      rf::queries_tool(3), "plan", core::research_context_of(fs.spec.question));
     call_structured(
       self, fs.models.plan, std::move(req), at, "search_queries",
       [queries](const nlohmann::json& args) -> std::string {
@@ -414,8 +412,7 @@ private:
       [this, at](const std::string& why) {
         if (!plan_) {
           // The first plan failed: one step on the whole question.
-          say("The plan could not be written (" + why
-              + "); researching the question as one step.");
+          say("The plan could not be written (" + why + "); researching the question as one step.");
           plan_ = one_step_plan();
         } else {
           say("The plan could not be adjusted (" + why + "); keeping it.");
@@ -566,30 +563,29 @@ private:
       auto web = search->kind == sdk::tool_kind::web_search;
       // The searches first (one call with every query), then the pages of
       // the best web results.
-      run_step_tool(
-        name, nlohmann::json{{"queries", *queries}}, at,
-        [this, web, at](std::vector<sdk::document> docs) {
-          std::string reader_name;
-          const auto* reader = tool_of({sdk::tool_kind::page_reader}, &reader_name);
-          std::vector<std::string> urls;
-          auto most = static_cast<size_t>(profile_.max_urls_to_crawl);
-          if (reader != nullptr && web)
-            for (const auto& d : docs)
-              if (!d.url.empty() && urls.size() < most)
-                urls.push_back(d.url);
-          if (urls.empty()) {
-            write_observation();
-            return;
-          }
-          run_step_tool(reader_name, nlohmann::json{{"urls", urls}}, at,
-                        [this](std::vector<sdk::document>) { write_observation(); });
-        });
+      run_step_tool(name, nlohmann::json{{"queries", *queries}}, at,
+                    [this, web, at](std::vector<sdk::document> docs) {
+                      std::string reader_name;
+                      const auto* reader = tool_of({sdk::tool_kind::page_reader}, &reader_name);
+                      std::vector<std::string> urls;
+                      auto most = static_cast<size_t>(profile_.max_urls_to_crawl);
+                      if (reader != nullptr && web)
+                        for (const auto& d : docs)
+                          if (!d.url.empty() && urls.size() < most)
+                            urls.push_back(d.url);
+                      if (urls.empty()) {
+                        write_observation();
+                        return;
+                      }
+                      run_step_tool(reader_name, nlohmann::json{{"urls", urls}}, at,
+                                    [this](std::vector<sdk::document>) { write_observation(); });
+                    });
     };
     auto context = core::research_context_of(fs.spec.question);
     context.task = rf::step_text(*plan_, step_);
-    auto req = rf::structured_request(
-      render_with_date("reflective_queries", {{"max_queries", std::to_string(max_q)}}), task,
-      rf::queries_tool(max_q), "plan", std::move(context));
+    auto req = rf::structured_request(render_with_date("reflective_queries",
+                                                       {{"max_queries", std::to_string(max_q)}}),
+                                      task, rf::queries_tool(max_q), "plan", std::move(context));
     call_structured(
       self, fs.models.plan, std::move(req), at, "search_queries",
       [queries, max_q](const nlohmann::json& args) -> std::string {
@@ -609,8 +605,8 @@ private:
   // The ReAct researcher: the research agent, driven by the step.
   void react_step() {
     auto& fs = self->state;
-    agent_ = start_agent(self, plan_->steps[step_].id, rf::step_task(fs.spec.question, *plan_, step_),
-                         {}, turn_, 0);
+    agent_ = start_agent(self, plan_->steps[step_].id,
+                         rf::step_task(fs.spec.question, *plan_, step_), {}, turn_, 0);
   }
 
   void start_step() {
@@ -695,9 +691,8 @@ private:
     auto got = std::make_shared<rf::reflection>();
     auto step_id = plan_->steps[done].id;
     auto req = rf::structured_request(
-      render_with_date("reflective_reflector",
-                       {{"depth", rf::to_string(depth_)},
-                        {"min_steps", std::to_string(profile_.min_steps)}}),
+      render_with_date("reflective_reflector", {{"depth", rf::to_string(depth_)},
+                                                {"min_steps", std::to_string(profile_.min_steps)}}),
       rf::reflector_input(fs.spec.question, *plan_, done, fs.global.size(), new_sources),
       rf::reflect_tool(), "plan", rf::reflector_context(fs.spec.question, new_sources));
     call_structured(

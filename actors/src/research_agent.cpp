@@ -26,7 +26,6 @@ namespace quarry::actors {
 
 namespace {
 
-
 // One tool call of a step and what became of it.
 struct pending_tool {
   sdk::tool_call call;
@@ -116,8 +115,7 @@ void fail(agent_ptr self, const std::string& why) {
 }
 
 // Empty when the template cannot be rendered (the caller reports it).
-std::string render(agent_ptr self, std::string_view name,
-                   const core::prompt_vars& vars) {
+std::string render(agent_ptr self, std::string_view name, const core::prompt_vars& vars) {
   return core::render_prompt(*self->state.prompts, name, vars);
 }
 
@@ -283,8 +281,7 @@ void next_step(agent_ptr self) {
   auto& st = self->state;
   if (st.done)
     return;
-  if (st.report_now || st.timing.must_report()
-      || st.research_cycles >= st.spec.max_cycles) {
+  if (st.report_now || st.timing.must_report() || st.research_cycles >= st.spec.max_cycles) {
     write_report(self);
     return;
   }
@@ -351,22 +348,21 @@ void next_step(agent_ptr self) {
     return;
   }
   auto req = std::get<sdk::chat_request>(std::move(built));
-  st.step_at = {st.spec.turn_index, st.spec.tab_index,
-                st.llm_cycles + st.reasoning_cycles};
+  st.step_at = {st.spec.turn_index, st.spec.tab_index, st.llm_cycles + st.reasoning_cycles};
   st.reasoning = {};
   st.think = core::think_stream{};
   st.current_call = st.next_call++;
-  self->request(st.llm, caf::infinite, chat_atom::value,
-                llm_call{st.current_call, std::move(req)})
-    .then([=](llm_reply& reply) {
-            emit(self, self->state.step_at,
-                 core::packets::usage("research", reply.result.usage, reply.cost_usd));
-            on_step_reply(self, reply.result);
-          },
-          [=](caf::error& err) {
-            auto e = from_caf_error(err);
-            fail(self, "the research agent's model call failed: " + e.message);
-          });
+  self->request(st.llm, caf::infinite, chat_atom::value, llm_call{st.current_call, std::move(req)})
+    .then(
+      [=](llm_reply& reply) {
+        emit(self, self->state.step_at,
+             core::packets::usage("research", reply.result.usage, reply.cost_usd));
+        on_step_reply(self, reply.result);
+      },
+      [=](caf::error& err) {
+        auto e = from_caf_error(err);
+        fail(self, "the research agent's model call failed: " + e.message);
+      });
 }
 
 // -- the intermediate report ------------------------------------------------------
@@ -377,8 +373,7 @@ void write_report(agent_ptr self) {
     return;
   st.writing_report = true;
   auto system = render(self, "research_report", {});
-  auto reminder = render(self, "user_report_query",
-                         {{"research_topic", st.spec.task}});
+  auto reminder = render(self, "user_report_query", {{"research_topic", st.spec.task}});
   if (system.empty() || reminder.empty()) {
     fail(self, "the report prompts could not be rendered");
     return;
@@ -404,8 +399,7 @@ void call_report(agent_ptr self, sdk::chat_request req) {
   st.reasoning.open = false;
   st.current_call = st.next_call++;
   auto before = st.report_text.size();
-  self->request(st.llm, caf::infinite, chat_atom::value,
-                llm_call{st.current_call, std::move(req)})
+  self->request(st.llm, caf::infinite, chat_atom::value, llm_call{st.current_call, std::move(req)})
     .then(
       [=](llm_reply& reply) {
         auto& st = self->state;
@@ -416,8 +410,7 @@ void call_report(agent_ptr self, sdk::chat_request req) {
         if (st.report_text.size() == before && !reply.result.text.empty()) {
           if (!st.report_started)
             emit(self, agent_at(self), core::packets::intermediate_report_start());
-          emit(self, agent_at(self),
-               core::packets::intermediate_report_delta(reply.result.text));
+          emit(self, agent_at(self), core::packets::intermediate_report_delta(reply.result.text));
           st.report_started = true;
           st.report_text += reply.result.text;
         }
@@ -432,10 +425,9 @@ void call_report(agent_ptr self, sdk::chat_request req) {
                                             "research.max_tokens.agent_report");
           emit(self, agent_at(self), core::packets::intermediate_report_delta(note));
           emit(self, agent_at(self),
-               core::packets::notice("research agent " + std::to_string(st.spec.tab_index + 1)
-                                     + ": "
-                                     + core::report_cut_notice(st.spec.report_max_tokens,
-                                                               st.report_continuations)));
+               core::packets::notice(
+                 "research agent " + std::to_string(st.spec.tab_index + 1) + ": "
+                 + core::report_cut_notice(st.spec.report_max_tokens, st.report_continuations)));
           st.report_text += note;
         }
         report_written(self);
@@ -489,8 +481,7 @@ agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm, tool_set too
   st.prompts = std::move(prompts);
   st.parent = std::move(parent);
   st.time = detail::actor_time{self->clock()};
-  st.timing = core::agent_deadline{{st.spec.force_report_after, st.spec.hard_timeout},
-                                   st.time};
+  st.timing = core::agent_deadline{{st.spec.force_report_after, st.spec.hard_timeout}, st.time};
   sdk::chat_message task;
   task.author = sdk::role::user;
   task.content = st.spec.task;
@@ -530,9 +521,7 @@ agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm, tool_set too
           break;
       }
     },
-    [=](report_now_atom) {
-      self->state.report_now = true;
-    },
+    [=](report_now_atom) { self->state.report_now = true; },
     [=](stop_atom) {
       // Ended by its parent (e.g. a session that placed the agent on this
       // node gave up on it): no result, the model call is cancelled.
@@ -556,11 +545,11 @@ agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm, tool_set too
 
 } // namespace
 
-research_agent_actor
-spawn_research_agent(caf::actor_system& sys, agent_spec spec,
-                     llm_provider_actor llm, tool_set tools, packet_sink_actor emitter,
-                     std::shared_ptr<const core::prompt_library> prompts,
-                     agent_parent_actor parent) {
+research_agent_actor spawn_research_agent(caf::actor_system& sys, agent_spec spec,
+                                          llm_provider_actor llm, tool_set tools,
+                                          packet_sink_actor emitter,
+                                          std::shared_ptr<const core::prompt_library> prompts,
+                                          agent_parent_actor parent) {
   return sys.spawn(agent_impl, std::move(spec), std::move(llm), std::move(tools),
                    std::move(emitter), std::move(prompts), std::move(parent));
 }

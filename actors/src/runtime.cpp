@@ -65,9 +65,7 @@ struct signal_hub {
   }
 
   void start() {
-    std::call_once(started, [this] {
-      std::thread{[this] { run(); }}.detach();
-    });
+    std::call_once(started, [this] { std::thread{[this] { run(); }}.detach(); });
   }
 
   [[noreturn]] static void quit_now(int sig, const char* why) {
@@ -117,8 +115,7 @@ void block_stop_signals() {
   signal_hub::instance().start();
 }
 
-signal_watcher::signal_watcher(std::function<void(int)> on_stop)
-  : impl_(std::make_shared<impl>()) {
+signal_watcher::signal_watcher(std::function<void(int)> on_stop) : impl_(std::make_shared<impl>()) {
   impl_->on_stop = std::move(on_stop);
   auto& hub = signal_hub::instance();
   hub.start();
@@ -218,8 +215,7 @@ struct runtime::impl {
   std::atomic<bool> stopping{false};
 };
 
-runtime::runtime(const core::settings& cfg)
-  : impl_(std::make_unique<impl>(cfg)) {
+runtime::runtime(const core::settings& cfg) : impl_(std::make_unique<impl>(cfg)) {
   // nop
 }
 
@@ -333,8 +329,8 @@ bool runtime::await_stopped(std::chrono::milliseconds grace) {
     }
   }
   if (!all_quit) {
-    spdlog::warn("{} actor(s) did not stop within {} ms; killing them",
-                 hdls.size() - down, grace.count());
+    spdlog::warn("{} actor(s) did not stop within {} ms; killing them", hdls.size() - down,
+                 grace.count());
     for (const auto& hdl : hdls)
       caf::anon_send_exit(hdl, caf::exit_reason::kill);
   }

@@ -188,8 +188,9 @@ void call_structured(frame_ptr self, const llm_provider_actor& llm, sdk::chat_re
         fail("the answer was still not usable after one repair: " + problem);
         return;
       }
-      emit(self, at, core::packets::notice("The " + tool + " answer was not usable (" + problem
-                                           + "); asking once more."));
+      emit(self, at,
+           core::packets::notice("The " + tool + " answer was not usable (" + problem
+                                 + "); asking once more."));
       call_structured(self, llm, core::reflective::repair_request(first, r, tool, problem), at,
                       tool, accept, ok, fail, true);
     },
@@ -224,8 +225,7 @@ research_agent_actor start_agent(frame_ptr self, std::string call_id, std::strin
     where.directory = st.models.workers;
     where.spawn_timeout = st.models.spawn_timeout;
     agent = spawn_agent_runner(self->system(), std::move(spec), st.models.research, st.tools,
-                               st.emitter, st.prompts, agent_parent_actor{self},
-                               std::move(where));
+                               st.emitter, st.prompts, agent_parent_actor{self}, std::move(where));
   } else {
     agent = spawn_research_agent(self->system(), std::move(spec), st.models.research, st.tools,
                                  st.emitter, st.prompts, agent_parent_actor{self});
@@ -334,8 +334,9 @@ void call_final(frame_ptr self, sdk::chat_request req, bool continuing) {
         report_cut(self);
       } else if (r.finish == sdk::finish_reason::content_filter) {
         st.notices.push_back("the model's content filter stopped the final report");
-        emit(self, st.at, core::packets::notice("The model's content filter stopped the "
-                                                "final report; it may be incomplete."));
+        emit(self, st.at,
+             core::packets::notice("The model's content filter stopped the "
+                                   "final report; it may be incomplete."));
       }
       complete_report(self);
     },
@@ -503,9 +504,8 @@ frame_actor::behavior_type frame_impl(frame_ptr self, session_spec spec, session
   st.requester = std::move(requester);
   st.time = actor_time{self->clock()};
   st.timing = core::research_deadline{st.spec.deadline, st.time};
-  st.strat = st.spec.strategy == research_strategy::reflective
-               ? make_reflective_strategy(self)
-               : make_orchestrator_strategy(self);
+  st.strat = st.spec.strategy == research_strategy::reflective ? make_reflective_strategy(self)
+                                                               : make_orchestrator_strategy(self);
   st.collector = spawn_citation_collector(self->system(), st.strat->resume());
   self->link_to(st.collector);
   // Agents are told to report a little before the deadline, so their reports
@@ -579,9 +579,10 @@ frame_actor::behavior_type frame_impl(frame_ptr self, session_spec spec, session
                                    + "; the report holds what was found until then."));
       } else {
         st.notices.push_back("the research deadline was reached");
-        emit(self, turn(t), core::packets::notice("The research deadline was reached; the "
-                                                  "report is written from what was found so "
-                                                  "far."));
+        emit(self, turn(t),
+             core::packets::notice("The research deadline was reached; the "
+                                   "report is written from what was found so "
+                                   "far."));
       }
       // The call in flight is cancelled in every phase: nothing waits for a
       // model past the deadline (the final report has its own time limit).
@@ -655,8 +656,7 @@ frame_actor::behavior_type frame_impl(frame_ptr self, session_spec spec, session
 } // namespace detail
 
 session_actor spawn_research_session(caf::actor_system& sys, session_spec spec,
-                                     session_models models, tool_set tools,
-                                     emitter_actor emitter,
+                                     session_models models, tool_set tools, emitter_actor emitter,
                                      std::shared_ptr<const core::prompt_library> prompts,
                                      session_requester_actor requester) {
   return sys.spawn(detail::frame_impl, std::move(spec), std::move(models), std::move(tools),

@@ -143,14 +143,13 @@ void write_unsaved_ends(store_ptr self) {
     if (!failure)
       continue;
     if (failure->code == sdk::errc::bad_request)
-      spdlog::error("session {}: why it stopped being saved is not stored: {}",
-                    end.session_id, failure->message);
+      spdlog::error("session {}: why it stopped being saved is not stored: {}", end.session_id,
+                    failure->message);
     else
       kept.push_back(std::move(end));
   }
   if (!kept.empty())
-    spdlog::warn("why {} session(s) stopped being saved could not be stored yet",
-                 kept.size());
+    spdlog::warn("why {} session(s) stopped being saved could not be stored yet", kept.size());
   st.unsaved_ends = std::move(kept);
 }
 
@@ -176,10 +175,11 @@ void end_unsaved(store_ptr self, const std::string& session, const std::string& 
   if (why.rfind(prefix, 0) == 0)
     why.remove_prefix(prefix.size());
   forget_unsaved_end(self, session);
-  self->state.unsaved_ends.push_back({session, store::session_state::interrupted,
-                  "the research store could not be written, so the rest of this "
-                  "session was not saved: "
-                    + std::string{why}});
+  self->state.unsaved_ends.push_back(
+    {session, store::session_state::interrupted,
+     "the research store could not be written, so the rest of this "
+     "session was not saved: "
+       + std::string{why}});
   write_unsaved_ends(self);
 }
 
@@ -216,8 +216,7 @@ void note_packet(store_ptr self, const std::string& session, const std::string& 
   // The type the emitter passed decides without reading the line (an empty
   // one: the line is read).
   const auto& t = type_given;
-  if (!t.empty() && t != "usage" && t != "section_end"
-      && t.rfind("intermediate_report_", 0) != 0)
+  if (!t.empty() && t != "usage" && t != "section_end" && t.rfind("intermediate_report_", 0) != 0)
     return;
   auto p = core::decode(line);
   auto* pk = std::get_if<core::packet>(&p);
@@ -268,8 +267,7 @@ void note_packet(store_ptr self, const std::string& session, const std::string& 
   self->state.pending.usage.push_back({session, std::move(u)});
 }
 
-store_full_actor::behavior_type store_impl(store_ptr self,
-                                           std::shared_ptr<store::store> db,
+store_full_actor::behavior_type store_impl(store_ptr self, std::shared_ptr<store::store> db,
                                            store_actor_settings settings) {
   self->state.db = std::move(db);
   self->state.settings = settings;
@@ -298,8 +296,7 @@ store_full_actor::behavior_type store_impl(store_ptr self,
                         latest.error().message);
           return;
         }
-        next = self->state.next_checkpoint
-                 .emplace(session, *latest ? (*latest)->number + 1 : 1)
+        next = self->state.next_checkpoint.emplace(session, *latest ? (*latest)->number + 1 : 1)
                  .first;
       }
       w.checkpoint.number = next->second++;

@@ -111,8 +111,7 @@ void start_runs(tool_actor_ptr self) {
     } catch (const std::exception& ex) {
       sdk::tool_result r;
       r.llm_text = "The tool failed unexpectedly.";
-      r.failure = sdk::make_error(sdk::errc::internal,
-                                  std::string{"tool threw: "} + ex.what());
+      r.failure = sdk::make_error(sdk::errc::internal, std::string{"tool threw: "} + ex.what());
       caf::anon_send(me, tool_done_atom::value, tool_done_event{key, std::move(r)});
     }
   }
@@ -133,8 +132,8 @@ void count_outcome(tool_state& st, const sdk::tool_result& result, bool timed_ou
   }
 }
 
-void finish(tool_actor_ptr self, uint64_t key, sdk::tool_result result,
-            bool cacheable, bool timed_out = false) {
+void finish(tool_actor_ptr self, uint64_t key, sdk::tool_result result, bool cacheable,
+            bool timed_out = false) {
   auto& st = self->state;
   auto i = st.runs.find(key);
   if (i == st.runs.end())
@@ -167,13 +166,11 @@ void on_done(tool_actor_ptr self, uint64_t key, sdk::tool_result result) {
     finish(self, key, std::move(result), true);
     return;
   }
-  auto decision = st.retry->after_failure(*result.failure, run.attempts, false,
-                                          run.deadline);
+  auto decision = st.retry->after_failure(*result.failure, run.attempts, false, run.deadline);
   if (decision.retry) {
     ++st.retries;
     spdlog::info("tool {}: {} (attempt {}), retrying in {} ms", st.cfg.name,
-                 sdk::to_string(decision.failure), run.attempts,
-                 decision.delay.count());
+                 sdk::to_string(decision.failure), run.attempts, decision.delay.count());
     // The slot goes to others while this run waits.
     run.running = false;
     run.handle.reset();
@@ -215,8 +212,7 @@ void cancel_runs_of(tool_actor_ptr self, const caf::actor_addr& requester) {
 }
 
 tool_provider_full_actor::behavior_type
-tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
-          tool_actor_settings cfg) {
+tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool, tool_actor_settings cfg) {
   self->state.tool = std::move(tool);
   self->state.cfg = std::move(cfg);
   self->state.time = detail::actor_time{self->clock()};
@@ -268,8 +264,7 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
           count_outcome(st, r, false);
           return tool_reply{call.id, std::move(r), false};
         }
-        args = std::make_shared<const nlohmann::json>(
-          std::get<nlohmann::json>(std::move(parsed)));
+        args = std::make_shared<const nlohmann::json>(std::get<nlohmann::json>(std::move(parsed)));
         cache_key = args->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       }
       if (st.cache)
@@ -296,9 +291,7 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
       start_runs(self);
       return rp;
     },
-    [=](tool_done_atom, tool_done_event& ev) {
-      on_done(self, ev.key, std::move(ev.result));
-    },
+    [=](tool_done_atom, tool_done_event& ev) { on_done(self, ev.key, std::move(ev.result)); },
     [=](tool_retry_atom, uint64_t key) {
       auto& st = self->state;
       auto i = st.runs.find(key);
@@ -316,8 +309,7 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
         return;
       if (i->second.handle)
         i->second.handle->cancel();
-      finish(self, key, core::tool_timeout_result(st.tool->name(), st.cfg.timeout),
-             false, true);
+      finish(self, key, core::tool_timeout_result(st.tool->name(), st.cfg.timeout), false, true);
     },
     [=](stats_atom) -> std::string {
       auto& st = self->state;
@@ -357,8 +349,7 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool,
 
 } // namespace
 
-tool_provider_actor spawn_tool_provider(caf::actor_system& sys,
-                                        std::shared_ptr<sdk::tool> tool,
+tool_provider_actor spawn_tool_provider(caf::actor_system& sys, std::shared_ptr<sdk::tool> tool,
                                         tool_actor_settings settings) {
   return sys.spawn(tool_impl, std::move(tool), std::move(settings));
 }

@@ -38,8 +38,7 @@ std::vector<std::string> strings_of(const nlohmann::json& args, const char* key,
 } // namespace
 
 tool_round::started tool_round::start(const tool_set& tools, const sdk::tool_call& call,
-                                      const packet_sink_actor& emitter,
-                                      const core::placement& at) {
+                                      const packet_sink_actor& emitter, const core::placement& at) {
   started out;
   auto found = tools.tools.find(call.name);
   if (found == tools.tools.end()) {
@@ -86,8 +85,9 @@ tool_round::started tool_round::start(const tool_set& tools, const sdk::tool_cal
 void tool_round::answered(sdk::tool_kind kind, sdk::tool_result& r,
                           const packet_sink_actor& emitter, const core::placement& at) {
   // This researcher's numbers for every document, reused per document id.
-  r.llm_text = core::renumber_documents(
-    r.llm_text, r.documents, [this](const sdk::document& d) { return numbers.number_for(d); });
+  r.llm_text = core::renumber_documents(r.llm_text, r.documents, [this](const sdk::document& d) {
+    return numbers.number_for(d);
+  });
   if (sdk::is_search(kind)) {
     for (const auto& d : r.documents)
       if (!d.snippet.empty() && !d.url.empty())
@@ -102,8 +102,7 @@ void tool_round::answered(sdk::tool_kind kind, sdk::tool_result& r,
 }
 
 sdk::tool_result tool_round::failed(const std::string& name, const caf::error& err,
-                                    const packet_sink_actor& emitter,
-                                    const core::placement& at) {
+                                    const packet_sink_actor& emitter, const core::placement& at) {
   sdk::tool_result r;
   r.llm_text = core::tool_call_failed_text(name, caf::to_string(err));
   send_packet(emitter, at, core::packets::error(r.llm_text, "tool_failed"));

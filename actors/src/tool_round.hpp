@@ -43,8 +43,8 @@ public:
 
   /// Announces `call` at `at` (search: start and queries; page reader:
   /// start and URLs) and returns what to send to which tool.
-  started start(const tool_set& tools, const sdk::tool_call& call,
-                const packet_sink_actor& emitter, const core::placement& at);
+  started start(const tool_set& tools, const sdk::tool_call& call, const packet_sink_actor& emitter,
+                const core::placement& at);
 
   /// The tool answered: its documents get this researcher's numbers (in
   /// `r.llm_text` too), search snippets are kept, and its packets are sent

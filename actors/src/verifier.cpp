@@ -120,8 +120,7 @@ void judge_batch(verifier_ptr self, size_t first, size_t last, bool repairing,
         st.in_flight = 0;
         std::vector<std::optional<v::evidence>> ev(st.evidence.begin() + first,
                                                    st.evidence.begin() + last);
-        auto args = core::reflective::structured_arguments(reply.result.tool_calls,
-                                                           "judge_claims");
+        auto args = core::reflective::structured_arguments(reply.result.tool_calls, "judge_claims");
         std::string problem;
         if (auto* bad = std::get_if<core::reflective::invalid_output>(&args)) {
           problem = bad->problem;
@@ -186,8 +185,7 @@ void next_batch(verifier_ptr self) {
   std::vector<std::optional<v::evidence>> ev(st.evidence.begin() + first,
                                              st.evidence.begin() + last);
   judge_batch(self, first, last, false,
-              core::reflective::structured_request(st.spec.judge_system,
-                                                   v::judge_prompt(batch, ev),
+              core::reflective::structured_request(st.spec.judge_system, v::judge_prompt(batch, ev),
                                                    v::judge_tool(), "judge",
                                                    v::judge_context(batch, ev)));
 }
@@ -238,8 +236,7 @@ verifier_full_actor::behavior_type verifier_impl(verifier_ptr self, verifier_spe
 
 } // namespace
 
-verifier_actor spawn_verifier(caf::actor_system& sys, verifier_spec spec,
-                              llm_provider_actor judge,
+verifier_actor spawn_verifier(caf::actor_system& sys, verifier_spec spec, llm_provider_actor judge,
                               verification_listener_actor listener) {
   return sys.spawn(verifier_impl, std::move(spec), std::move(judge), std::move(listener));
 }

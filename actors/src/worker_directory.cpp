@@ -210,14 +210,15 @@ void ask_status(directory_ptr self, size_t i) {
         w.last_answer = self->clock().now();
         if (s.protocol != cluster::protocol_version) {
           w.compatible = false;
-          lose(self, i, "it speaks protocol " + std::to_string(s.protocol) + ", this node "
-                          + std::to_string(cluster::protocol_version));
+          lose(self, i,
+               "it speaks protocol " + std::to_string(s.protocol) + ", this node "
+                 + std::to_string(cluster::protocol_version));
           return;
         }
         w.compatible = true;
         if (!w.up) {
-          spdlog::info("cluster: worker {} is up ({} of {} agents running, model {})",
-                       w.name, s.running, s.capacity, s.model.empty() ? "?" : s.model);
+          spdlog::info("cluster: worker {} is up ({} of {} agents running, model {})", w.name,
+                       s.running, s.capacity, s.model.empty() ? "?" : s.model);
           w.backoff = 200ms;
           w.last_problem.clear();
         }
@@ -231,9 +232,10 @@ void ask_status(directory_ptr self, size_t i) {
         auto& w = self->state.workers[i];
         if (w.generation != gen || !w.host)
           return;
-        lose(self, i, err == caf::sec::request_timeout
-                        ? "it did not answer its heartbeat in time"
-                        : "its status request failed: " + self->system().render(err));
+        lose(self, i,
+             err == caf::sec::request_timeout
+               ? "it did not answer its heartbeat in time"
+               : "its status request failed: " + self->system().render(err));
       });
 }
 
@@ -243,8 +245,9 @@ void connect_worker(directory_ptr self, size_t i) {
     return;
   w.connecting = true;
   auto gen = w.generation;
-  self->request(connector(self), self->state.setup.connect_timeout, caf::connect_atom::value,
-                w.address.host, w.address.port)
+  self
+    ->request(connector(self), self->state.setup.connect_timeout, caf::connect_atom::value,
+              w.address.host, w.address.port)
     .then(
       [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
         auto& w = self->state.workers[i];
@@ -257,8 +260,9 @@ void connect_worker(directory_ptr self, size_t i) {
         }
         if (!self->system().assignable<cluster::agent_host_actor>(ifs)) {
           w.compatible = false;
-          lose(self, i, "it does not offer Quarry's agent host interface (another "
-                        "program, or another version of Quarry)");
+          lose(self, i,
+               "it does not offer Quarry's agent host interface (another "
+               "program, or another version of Quarry)");
           return;
         }
         w.compatible = true;
@@ -280,12 +284,10 @@ void schedule_connect(directory_ptr self, size_t i) {
   auto& w = self->state.workers[i];
   auto delay = w.backoff;
   w.backoff = std::min<std::chrono::milliseconds>(w.backoff * 2, 5s);
-  self->delayed_send(self, delay, caf::connect_atom::value, static_cast<uint64_t>(i),
-                     w.generation);
+  self->delayed_send(self, delay, caf::connect_atom::value, static_cast<uint64_t>(i), w.generation);
 }
 
-directory_full_actor::behavior_type directory_impl(directory_ptr self,
-                                                   directory_setup setup) {
+directory_full_actor::behavior_type directory_impl(directory_ptr self, directory_setup setup) {
   auto& st = self->state;
   st.setup = std::move(setup);
   for (const auto& text : st.setup.workers) {
@@ -306,10 +308,10 @@ directory_full_actor::behavior_type directory_impl(directory_ptr self,
     auto& ws = self->state.workers;
     for (size_t i = 0; i < ws.size(); ++i)
       if (ws[i].host && ws[i].host.address() == dm.source) {
-        lose(self, i, dm.reason == caf::exit_reason::remote_link_unreachable
-                        ? std::string{"its connection was lost"}
-                        : "its agent host stopped (" + self->system().render(dm.reason)
-                            + ")");
+        lose(self, i,
+             dm.reason == caf::exit_reason::remote_link_unreachable
+               ? std::string{"its connection was lost"}
+               : "its agent host stopped (" + self->system().render(dm.reason) + ")");
         return;
       }
   });
@@ -337,8 +339,8 @@ directory_full_actor::behavior_type directory_impl(directory_ptr self,
         return;
       connect_worker(self, i);
     },
-    [=](place_atom, std::vector<std::string>& tools, std::vector<std::string>& excluded)
-      -> caf::result<cluster::agent_host_actor, std::string> {
+    [=](place_atom, std::vector<std::string>& tools,
+        std::vector<std::string>& excluded) -> caf::result<cluster::agent_host_actor, std::string> {
       auto& st = self->state;
       if (!st.ready) {
         auto rp = self->make_response_promise<cluster::agent_host_actor, std::string>();
@@ -361,8 +363,7 @@ directory_full_actor::behavior_type directory_impl(directory_ptr self,
           continue;
         if (!w.up) {
           self->send(watcher, worker_down_atom::value, name,
-                     w.last_problem.empty() ? std::string{"it is not connected"}
-                                            : w.last_problem);
+                     w.last_problem.empty() ? std::string{"it is not connected"} : w.last_problem);
           return;
         }
         w.watchers.push_back(std::move(watcher));

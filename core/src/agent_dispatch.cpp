@@ -66,8 +66,7 @@ size_t agent_dispatch::waiting() const noexcept {
 }
 
 bool agent_dispatch::all_finished() const noexcept {
-  return std::all_of(calls_.begin(), calls_.end(),
-                     [](status s) { return s == status::finished; });
+  return std::all_of(calls_.begin(), calls_.end(), [](status s) { return s == status::finished; });
 }
 
 } // namespace quarry::core

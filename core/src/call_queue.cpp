@@ -6,8 +6,8 @@
 
 namespace quarry::core {
 
-call_queue::call_queue(int max_concurrency, double requests_per_minute,
-                       double tokens_per_minute, const clock& clk)
+call_queue::call_queue(int max_concurrency, double requests_per_minute, double tokens_per_minute,
+                       const clock& clk)
   : limit_(max_concurrency), rate_(requests_per_minute, tokens_per_minute, clk) {
   // nop
 }

@@ -83,10 +83,8 @@ json to_json(const research_checkpoint& x) {
     messages.push_back(m);
   json citations = json::array();
   for (const auto& [n, ref] : x.global)
-    citations.push_back({{"number", n},
-                         {"document_id", ref.document_id},
-                         {"link", ref.link},
-                         {"title", ref.title}});
+    citations.push_back(
+      {{"number", n}, {"document_id", ref.document_id}, {"link", ref.link}, {"title", ref.title}});
   json documents = json::array();
   for (const auto& [id, doc] : x.documents) {
     json d = doc;
@@ -112,8 +110,7 @@ json to_json(const research_checkpoint& x) {
               {"elapsed_ms", x.elapsed_ms}};
 }
 
-std::variant<research_checkpoint, std::string>
-checkpoint_from_json(const json& j) {
+std::variant<research_checkpoint, std::string> checkpoint_from_json(const json& j) {
   if (!j.is_object())
     return std::string{"a checkpoint must be a JSON object"};
   reader r{j, {}};
@@ -190,8 +187,8 @@ checkpoint_from_json(const json& j) {
     }
   }
   for (const auto& f : r.list("findings")) {
-    if (!f.is_object() || !f.contains("task") || !f["task"].is_string()
-        || !f.contains("report") || !f["report"].is_string()) {
+    if (!f.is_object() || !f.contains("task") || !f["task"].is_string() || !f.contains("report")
+        || !f["report"].is_string()) {
       r.fail("findings: an entry without task and report");
       break;
     }

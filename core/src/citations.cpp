@@ -25,8 +25,7 @@ bool is_digit(char c) noexcept {
 }
 
 bool is_space(char c) noexcept {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v'
-         || c == '\f';
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
 bool is_lead(unsigned char c) noexcept {
@@ -62,8 +61,7 @@ struct char_class {
 };
 
 bool is_bracket_prefix(std::string_view x) noexcept {
-  for (auto b : {lenticular_open, lenticular_close, fullwidth_open,
-                 fullwidth_close})
+  for (auto b : {lenticular_open, lenticular_close, fullwidth_open, fullwidth_close})
     if (b.substr(0, x.size()) == x)
       return true;
   return false;
@@ -170,8 +168,8 @@ enum class scan_status : uint8_t { need_more, fail, match };
 
 // Runs the automaton from `pos` in `state`; on a match, `pos` is the end of
 // the marker. Resumable: on need_more, `pos` and `state` are where to go on.
-scan_status scan_marker(std::string_view s, std::size_t& pos, uint8_t& state,
-                        bool loose, bool final) noexcept {
+scan_status scan_marker(std::string_view s, std::size_t& pos, uint8_t& state, bool loose,
+                        bool final) noexcept {
   for (;;) {
     if (state == s_matched)
       return scan_status::match;
@@ -191,8 +189,7 @@ scan_status scan_marker(std::string_view s, std::size_t& pos, uint8_t& state,
 // Calls `on_text(text)` for text and `on_marker(marker, end)` for each marker
 // outside fenced code (fence state: parity of non-overlapping ``` so far).
 template <class OnText, class OnMarker>
-void for_each_marker(std::string_view s, bool loose, OnText&& on_text,
-                     OnMarker&& on_marker) {
+void for_each_marker(std::string_view s, bool loose, OnText&& on_text, OnMarker&& on_marker) {
   bool in_code = false;
   std::size_t head = 0;
   std::size_t p = 0;
@@ -354,8 +351,7 @@ citation_processor::citation_processor(citation_mode mode) : mode_(mode) {
   // nop
 }
 
-void citation_processor::update_mapping(const citation_mapping& update,
-                                        bool overwrite) {
+void citation_processor::update_mapping(const citation_mapping& update, bool overwrite) {
   mapping_.merge(update, overwrite);
 }
 
@@ -420,8 +416,7 @@ void citation_processor::drain(bool final, citation_chunk& out) {
         break;
       if (cc.kind == cls::open) {
         auto pos = head + cand_scanned_;
-        uint8_t state = cand_scanned_ != 0 ? cand_state_
-                                           : uint8_t{s_start};
+        uint8_t state = cand_scanned_ != 0 ? cand_state_ : uint8_t{s_start};
         auto status = scan_marker(b, pos, state, false, final);
         if (status == scan_status::need_more) {
           cand_scanned_ = pos - head;
@@ -441,9 +436,7 @@ void citation_processor::drain(bool final, citation_chunk& out) {
           cand_state_ = s_matched;
           break;
         }
-        auto next = pos < b.size()
-                      ? static_cast<int>(static_cast<unsigned char>(b[pos]))
-                      : -1;
+        auto next = pos < b.size() ? static_cast<int>(static_cast<unsigned char>(b[pos])) : -1;
         handle_marker(marker, next, out);
         head = pos;
         continue;
@@ -523,8 +516,7 @@ void citation_processor::note_unknown(int number, citation_chunk& out) {
   }
 }
 
-void citation_processor::handle_marker(std::string_view marker, int next,
-                                       citation_chunk& out) {
+void citation_processor::handle_marker(std::string_view marker, int next, citation_chunk& out) {
   std::string links;
   std::vector<citation_info> infos;
   for (auto digits : digit_runs(marker)) {
@@ -554,8 +546,8 @@ void citation_processor::handle_marker(std::string_view marker, int next,
   if (!links.empty()) {
     // A space unless the output is empty, ends with whitespace or with
     // another citation link (Onyx keeps consecutive citations together).
-    auto has_space = !pending_ws_.empty() || !has_emitted_
-                     || is_space(last_emitted_) || last_was_link_;
+    auto has_space = !pending_ws_.empty() || !has_emitted_ || is_space(last_emitted_)
+                     || last_was_link_;
     flush_pending(out);
     for (auto& info : infos)
       out.citations.push_back(citation_event{out.text.size(), std::move(info)});
@@ -566,8 +558,7 @@ void citation_processor::handle_marker(std::string_view marker, int next,
     return;
   }
   // Removed (remove mode, or a hyperlink marker without a known number).
-  if (!pending_ws_.empty() && next >= 0
-      && strips_before(static_cast<char>(next)))
+  if (!pending_ws_.empty() && next >= 0 && strips_before(static_cast<char>(next)))
     pending_ws_.clear();
 }
 
@@ -580,16 +571,13 @@ bool ends_with_partial_citation_impl(std::string_view text) {
   // and must directly follow an opening bracket, so it is the longest such
   // suffix.
   auto k = text.size();
-  while (k > 0 && (is_digit(text[k - 1]) || text[k - 1] == ','
-                   || text[k - 1] == ' '))
+  while (k > 0 && (is_digit(text[k - 1]) || text[k - 1] == ',' || text[k - 1] == ' '))
     --k;
   auto head = text.substr(0, k);
   auto ends_with = [&](std::string_view x) {
-    return head.size() >= x.size()
-           && head.substr(head.size() - x.size()) == x;
+    return head.size() >= x.size() && head.substr(head.size() - x.size()) == x;
   };
-  if (!ends_with("[") && !ends_with(lenticular_open)
-      && !ends_with(fullwidth_open))
+  if (!ends_with("[") && !ends_with(lenticular_open) && !ends_with(fullwidth_open))
     return false;
   // The tail must be empty or `\d+(?:, ?\d+)*(?:, ?)?`.
   enum { start, digits, comma, comma_space } state = start;
@@ -635,8 +623,7 @@ bool ends_with_partial_citation(std::string_view text) {
   return false;
 }
 
-collapse_result collapse_citations(std::string_view text,
-                                   const citation_mapping& existing,
+collapse_result collapse_citations(std::string_view text, const citation_mapping& existing,
                                    const citation_mapping& new_citations) {
   collapse_result result;
   // Document id -> existing number (a later duplicate wins, as in Onyx's dict
@@ -650,11 +637,9 @@ collapse_result collapse_citations(std::string_view text,
   citation_mapping additional;
   for (const auto& [old_number, doc] : new_citations) {
     int target = 0;
-    if (auto i = existing_by_id.find(doc.document_id);
-        i != existing_by_id.end()) {
+    if (auto i = existing_by_id.find(doc.document_id); i != existing_by_id.end()) {
       target = i->second;
-    } else if (auto j = assigned_by_id.find(doc.document_id);
-               j != assigned_by_id.end()) {
+    } else if (auto j = assigned_by_id.find(doc.document_id); j != assigned_by_id.end()) {
       target = j->second;
     } else {
       target = next;
@@ -688,10 +673,8 @@ collapse_result collapse_citations(std::string_view text,
       }
       if (!inner.empty()) {
         // Keep the brackets exactly as written, e.g. "【【" ... "】】".
-        auto first = static_cast<std::size_t>(runs.front().data()
-                                              - marker.data());
-        auto last = static_cast<std::size_t>(runs.back().data()
-                                             - marker.data())
+        auto first = static_cast<std::size_t>(runs.front().data() - marker.data());
+        auto last = static_cast<std::size_t>(runs.back().data() - marker.data())
                     + runs.back().size();
         out.append(marker.substr(0, first));
         out += inner;

@@ -19,8 +19,7 @@ clock::time_point time_after(const clock& clk, std::chrono::milliseconds d) noex
   auto now = clk.now();
   if (d.count() <= 0)
     return now;
-  auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
-    clock::time_point::max() - now);
+  auto room = std::chrono::duration_cast<std::chrono::milliseconds>(clock::time_point::max() - now);
   if (d >= room)
     return clock::time_point::max();
   return now + d;

@@ -113,9 +113,7 @@ std::string refuse_agent_request(const agent_request_view& x, const agent_bounds
   if (x.max_cycles < 1 || x.max_cycles > bounds.max_cycles)
     return "max_cycles " + std::to_string(x.max_cycles) + " is outside 1 to "
            + std::to_string(bounds.max_cycles);
-  auto in_time = [&](std::chrono::milliseconds d) {
-    return d.count() > 0 && d <= bounds.max_time;
-  };
+  auto in_time = [&](std::chrono::milliseconds d) { return d.count() > 0 && d <= bounds.max_time; };
   if (!in_time(x.force_report_after) || !in_time(x.hard_timeout))
     return "an agent time limit is outside 1 ms to 24 h";
   if (x.context_tokens < 1 || x.context_tokens > bounds.max_context_tokens)

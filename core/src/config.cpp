@@ -67,8 +67,7 @@ std::string join_path(std::string_view prefix, std::string_view key) {
 // shortened to max_quoted characters.
 std::string quote(std::string_view text) {
   std::string shortened{text.substr(0, max_quoted)};
-  auto result = json(shortened).dump(-1, ' ', false,
-                                     json::error_handler_t::replace);
+  auto result = json(shortened).dump(-1, ' ', false, json::error_handler_t::replace);
   if (text.size() > max_quoted)
     result.insert(result.size() - 1, "...");
   return result;
@@ -120,14 +119,11 @@ std::optional<bool> parse_bool(std::string_view x) {
 bool is_identifier(std::string_view x) {
   if (x.empty())
     return false;
-  auto alpha = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-  };
+  auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
   if (!alpha(x.front()))
     return false;
-  return std::all_of(x.begin(), x.end(), [&](char c) {
-    return alpha(c) || (c >= '0' && c <= '9');
-  });
+  return std::all_of(x.begin(), x.end(),
+                     [&](char c) { return alpha(c) || (c >= '0' && c <= '9'); });
 }
 
 // The text a scalar has with every environment variable unset: what the
@@ -174,8 +170,7 @@ bool holds_secret(std::string_view written) {
 
 // Edit distance with adjacent transpositions (optimal string alignment).
 size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1,
-                                     std::vector<size_t>(b.size() + 1));
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
   for (size_t i = 0; i <= a.size(); ++i)
     d[i][0] = i;
   for (size_t j = 0; j <= b.size(); ++j)
@@ -183,8 +178,7 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   for (size_t i = 1; i <= a.size(); ++i) {
     for (size_t j = 1; j <= b.size(); ++j) {
       size_t cost = sdk::ascii_lower(a[i - 1]) == sdk::ascii_lower(b[j - 1]) ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
-                          d[i - 1][j - 1] + cost});
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
       if (i > 1 && j > 1 && sdk::ascii_lower(a[i - 1]) == sdk::ascii_lower(b[j - 2])
           && sdk::ascii_lower(a[i - 2]) == sdk::ascii_lower(b[j - 1]))
         d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
@@ -323,8 +317,7 @@ json infer(const node& x) {
   double value = 0;
   auto first = str.data() + (str.front() == '+' ? 1 : 0);
   auto [ptr, ec] = std::from_chars(first, str.data() + str.size(), value);
-  if (ec != std::errc{} || ptr != str.data() + str.size()
-      || !std::isfinite(value))
+  if (ec != std::errc{} || ptr != str.data() + str.size() || !std::isfinite(value))
     return json(str);
   return json(value);
 }
@@ -336,23 +329,20 @@ struct diagnostics {
   std::vector<config_error> errors;
   std::vector<std::string> warnings;
 
-  void error(std::string_view file, int line, std::string key,
-             std::string message) {
+  void error(std::string_view file, int line, std::string key, std::string message) {
     if (errors.size() == max_errors) {
-      errors.push_back(config_error{std::string{file}, 0, "",
-                                    "too many errors; stopped reporting"});
+      errors.push_back(
+        config_error{std::string{file}, 0, "", "too many errors; stopped reporting"});
       return;
     }
     if (errors.size() > max_errors)
       return;
-    errors.push_back(config_error{std::string{file}, std::max(line, 0),
-                                  std::move(key), std::move(message)});
+    errors.push_back(
+      config_error{std::string{file}, std::max(line, 0), std::move(key), std::move(message)});
   }
 
-  void warning(std::string_view file, int line, std::string key,
-               std::string message) {
-    config_error tmp{std::string{file}, std::max(line, 0), std::move(key),
-                     std::move(message)};
+  void warning(std::string_view file, int line, std::string key, std::string message) {
+    config_error tmp{std::string{file}, std::max(line, 0), std::move(key), std::move(message)};
     warnings.push_back(tmp.to_string());
   }
 };
@@ -375,8 +365,8 @@ class tree_builder : public YAML::EventHandler {
 public:
   // `use_marks` selects whether lines come from the YAML marks (files) or
   // are 0 (--set values); `base_path` prefixes key paths in errors.
-  tree_builder(diagnostics& diag, std::string_view file, bool use_marks,
-               std::string base_path, size_t& budget)
+  tree_builder(diagnostics& diag, std::string_view file, bool use_marks, std::string base_path,
+               size_t& budget)
     : diag_(diag),
       file_(file),
       use_marks_(use_marks),
@@ -422,8 +412,8 @@ public:
     finish(node{i->second.first}, 0);
   }
 
-  void OnScalar(const YAML::Mark& mark, const std::string& tag,
-                YAML::anchor_t anchor, const std::string& value) override {
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
+                const std::string& value) override {
     if (failed_ || !spend(1))
       return;
     node x;
@@ -435,8 +425,7 @@ public:
     finish(std::move(x), anchor);
   }
 
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&,
-                       YAML::anchor_t anchor,
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value) override {
     open(node::kind::list, mark, anchor);
   }
@@ -445,8 +434,8 @@ public:
     close();
   }
 
-  void OnMapStart(const YAML::Mark& mark, const std::string&,
-                  YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
     open(node::kind::map, mark, anchor);
   }
 
@@ -482,8 +471,7 @@ private:
       return true;
     }
     fail(stack_.empty() ? 0 : stack_.back().value.line,
-         "too many values (more than " + std::to_string(max_nodes)
-           + "), e.g. from aliases");
+         "too many values (more than " + std::to_string(max_nodes) + "), e.g. from aliases");
     return false;
   }
 
@@ -493,8 +481,7 @@ private:
       return base_path_;
     const auto& parent = stack_.back();
     if (parent.value.type == node::kind::list)
-      return parent.path + "[" + std::to_string(parent.value.items.size())
-             + "]";
+      return parent.path + "[" + std::to_string(parent.value.items.size()) + "]";
     if (parent.expect_key)
       return parent.path;
     return join_path(parent.path, parent.key);
@@ -504,8 +491,7 @@ private:
     if (failed_ || !spend(1))
       return;
     if (stack_.size() >= static_cast<size_t>(max_depth)) {
-      fail(line(mark),
-           "nested deeper than " + std::to_string(max_depth) + " levels");
+      fail(line(mark), "nested deeper than " + std::to_string(max_depth) + " levels");
       return;
     }
     frame f;
@@ -560,8 +546,7 @@ private:
     auto [pos, added] = parent.seen.emplace(parent.key, parent.key_line);
     if (!added) {
       diag_.error(file_, parent.key_line, join_path(parent.path, parent.key),
-                  "duplicate key (first defined on line "
-                    + std::to_string(pos->second) + ")");
+                  "duplicate key (first defined on line " + std::to_string(pos->second) + ")");
       return;
     }
     if (x.type == node::kind::null || x.line == 0)
@@ -646,13 +631,11 @@ public:
 
   diagnostics diag;
 
-  void error(std::string_view file, int line, std::string key,
-             std::string message) {
+  void error(std::string_view file, int line, std::string key, std::string message) {
     diag.error(file, line, std::move(key), std::move(message));
   }
 
-  void warning(std::string_view file, int line, std::string key,
-               std::string message) {
+  void warning(std::string_view file, int line, std::string key, std::string message) {
     diag.warning(file, line, std::move(key), std::move(message));
   }
 
@@ -660,8 +643,8 @@ public:
 
   // Parses one YAML document; reports syntax errors and a second document.
   // Returns nothing for an empty document or after an error.
-  std::optional<node> parse_yaml(std::string_view text, std::string_view file,
-                                 bool use_marks, const std::string& path) {
+  std::optional<node> parse_yaml(std::string_view text, std::string_view file, bool use_marks,
+                                 const std::string& path) {
     try {
       std::istringstream in{std::string{text}};
       YAML::Parser parser{in};
@@ -681,8 +664,7 @@ public:
       return result;
     } catch (const YAML::ParserException& e) {
       error(file, use_marks && !e.mark.is_null() ? e.mark.line + 1 : 0, path,
-            (use_marks ? "YAML syntax error: " : "invalid YAML value: ")
-              + e.msg);
+            (use_marks ? "YAML syntax error: " : "invalid YAML value: ") + e.msg);
     } catch (const YAML::Exception& e) {
       error(file, use_marks && !e.mark.is_null() ? e.mark.line + 1 : 0, path,
             "YAML error: " + e.msg);
@@ -704,8 +686,7 @@ public:
       return;
     if (doc->type != node::kind::map) {
       error(file_label_, doc->line > 0 ? doc->line : 1, "",
-            std::string{"the top level must be a map of sections, got "}
-              + kind_name(*doc));
+            std::string{"the top level must be a map of sections, got "} + kind_name(*doc));
       return;
     }
     root_ = std::move(*doc);
@@ -728,16 +709,14 @@ public:
       return;
     }
     if (find_bad_byte(text)) {
-      error(file, 0, "",
-            where + "not valid UTF-8 text, or contains a control character");
+      error(file, 0, "", where + "not valid UTF-8 text, or contains a control character");
       return;
     }
     std::vector<std::string> segments;
     for (size_t pos = 0;;) {
       auto dot = key.find('.', pos);
-      auto segment = sdk::trim(key.substr(pos, dot == std::string_view::npos
-                                            ? std::string_view::npos
-                                            : dot - pos));
+      auto segment = sdk::trim(
+        key.substr(pos, dot == std::string_view::npos ? std::string_view::npos : dot - pos));
       if (segment.empty()) {
         error(file, 0, std::string{key}, where + "empty key segment");
         return;
@@ -780,9 +759,7 @@ public:
     for (size_t i = 0; i < segments.size(); ++i) {
       auto& entries = current->entries;
       auto pos = std::find_if(entries.begin(), entries.end(),
-                              [&](const entry& e) {
-                                return e.key == segments[i];
-                              });
+                              [&](const entry& e) { return e.key == segments[i]; });
       if (pos == entries.end()) {
         entry e;
         e.key = segments[i];
@@ -827,15 +804,14 @@ private:
     for (const auto& e : map.entries) {
       auto path = join_path(prefix, e.key);
       if (const auto* key = find_config_key(path)) {
-        if (key->type == config_type::instances
-            && e.value.type == node::kind::map) {
+        if (key->type == config_type::instances && e.value.type == node::kind::map) {
           for (const auto& item : e.value.entries)
             if (item.value.type == node::kind::map)
               for (const auto& field : item.value.entries)
                 if (field.key != "plugin" && field.key != "limits")
-                  find_literal_in_instance(
-                    field.value, join_path(join_path(path, item.key), field.key),
-                    is_secret_key_name(field.key), out);
+                  find_literal_in_instance(field.value,
+                                           join_path(join_path(path, item.key), field.key),
+                                           is_secret_key_name(field.key), out);
         } else if (key->secret) {
           find_literal_in_instance(e.value, path, true, out);
         }
@@ -846,8 +822,7 @@ private:
   }
 
   // Walks a value inside a plugin instance: secret-named keys at any depth.
-  void find_literal_in_instance(const node& x, const std::string& path,
-                                bool secret,
+  void find_literal_in_instance(const node& x, const std::string& path, bool secret,
                                 std::vector<std::string>& out) const {
     switch (x.type) {
       case node::kind::null:
@@ -858,9 +833,7 @@ private:
         break;
       case node::kind::list:
         for (size_t i = 0; i < x.items.size(); ++i)
-          find_literal_in_instance(x.items[i],
-                                   path + "[" + std::to_string(i) + "]",
-                                   secret, out);
+          find_literal_in_instance(x.items[i], path + "[" + std::to_string(i) + "]", secret, out);
         break;
       case node::kind::map:
         for (const auto& e : x.entries)
@@ -895,8 +868,7 @@ private:
 
   // Replaces ${VAR}, ${VAR:-default} and $$ in `text`. Returns nullopt after
   // reporting a malformed reference.
-  std::optional<std::string> substitute(std::string_view text,
-                                        std::string_view file, int line,
+  std::optional<std::string> substitute(std::string_view text, std::string_view file, int line,
                                         const std::string& path) {
     if (text.find('$') == std::string_view::npos)
       return std::string{text};
@@ -952,16 +924,14 @@ private:
         result += *fallback;
       } else if (!value) {
         warning(file, line, path,
-                "environment variable " + std::string{name}
-                  + " is not set; using an empty value");
+                "environment variable " + std::string{name} + " is not set; using an empty value");
       }
       i = close + 1;
     }
     return result;
   }
 
-  void validate_section(const node& map, const std::string& prefix,
-                        settings& out) {
+  void validate_section(const node& map, const std::string& prefix, settings& out) {
     for (const auto& e : map.entries) {
       auto path = join_path(prefix, e.key);
       if (auto key = find_config_key(path)) {
@@ -971,8 +941,7 @@ private:
           validate_section(e.value, path, out);
         else if (e.value.type != node::kind::null)
           error(e.value.file, line_of(e), path,
-                std::string{"expected map (a section), got "}
-                  + kind_name(e.value));
+                std::string{"expected map (a section), got "} + kind_name(e.value));
       } else {
         error(e.file, e.line, path, "unknown key" + suggest(prefix, e.key));
       }
@@ -984,8 +953,7 @@ private:
   }
 
   // Returns "; did you mean `x`?" or "".
-  static std::string suggest(const std::string& prefix,
-                             std::string_view name) {
+  static std::string suggest(const std::string& prefix, std::string_view name) {
     if (name.size() > max_suggest)
       return "";
     // Names that can follow `prefix`.
@@ -993,8 +961,7 @@ private:
     for (const auto& key : config_schema()) {
       std::string_view path = key.path;
       if (!prefix.empty()) {
-        if (path.size() <= prefix.size() + 1
-            || path.compare(0, prefix.size(), prefix) != 0
+        if (path.size() <= prefix.size() + 1 || path.compare(0, prefix.size(), prefix) != 0
             || path[prefix.size()] != '.')
           continue;
         path.remove_prefix(prefix.size() + 1);
@@ -1016,8 +983,7 @@ private:
       for (const auto& key : config_schema()) {
         std::string_view path = key.path;
         auto dot = path.rfind('.');
-        auto last = dot == std::string_view::npos ? path
-                                                  : path.substr(dot + 1);
+        auto last = dot == std::string_view::npos ? path : path.substr(dot + 1);
         if (last == name) {
           best = key.path;
           break;
@@ -1039,37 +1005,29 @@ private:
     auto line = line_of(e);
     const auto& path = key.path;
     auto type_error = [&](std::string expected) {
-      error(file, line, path,
-            "expected " + expected + ", got " + describe(v, key.secret));
+      error(file, line, path, "expected " + expected + ", got " + describe(v, key.secret));
     };
-    auto range_error = [&](const std::string& what,
-                           const std::string& shown) {
-      error(file, line, path,
-            "must be " + what + (key.secret ? "" : ", got " + shown));
+    auto range_error = [&](const std::string& what, const std::string& shown) {
+      error(file, line, path, "must be " + what + (key.secret ? "" : ", got " + shown));
     };
-    auto check_range = [&](int64_t value, int64_t lo, int64_t hi,
-                           auto&& render) {
+    auto check_range = [&](int64_t value, int64_t lo, int64_t hi, auto&& render) {
       if (value >= lo && value <= hi)
         return true;
       if (hi == std::numeric_limits<int64_t>::max())
         range_error("at least " + render(lo), render(value));
       else
-        range_error("between " + render(lo) + " and " + render(hi),
-                    render(value));
+        range_error("between " + render(lo) + " and " + render(hi), render(value));
       return false;
     };
     switch (key.type) {
       case config_type::integer: {
-        auto value = v.type == node::kind::scalar ? parse_int(v.text)
-                                                  : std::nullopt;
+        auto value = v.type == node::kind::scalar ? parse_int(v.text) : std::nullopt;
         if (!value) {
           type_error("int");
           return;
         }
-        auto lo = std::max(key.min.value_or(key.binding.type_min),
-                           key.binding.type_min);
-        auto hi = std::min(key.max.value_or(key.binding.type_max),
-                           key.binding.type_max);
+        auto lo = std::max(key.min.value_or(key.binding.type_min), key.binding.type_min);
+        auto hi = std::min(key.max.value_or(key.binding.type_max), key.binding.type_max);
         auto render = [](int64_t x) { return std::to_string(x); };
         if (!check_range(*value, lo, hi, render))
           return;
@@ -1077,8 +1035,7 @@ private:
         return;
       }
       case config_type::boolean: {
-        auto value = v.type == node::kind::scalar ? parse_bool(v.text)
-                                                  : std::nullopt;
+        auto value = v.type == node::kind::scalar ? parse_bool(v.text) : std::nullopt;
         if (!value) {
           type_error("bool (true/false, yes/no, on/off)");
           return;
@@ -1092,8 +1049,7 @@ private:
           return;
         }
         if (!key.allowed.empty()
-            && std::find(key.allowed.begin(), key.allowed.end(), v.text)
-                 == key.allowed.end()) {
+            && std::find(key.allowed.begin(), key.allowed.end(), v.text) == key.allowed.end()) {
           std::string options;
           for (const auto& x : key.allowed)
             options += (options.empty() ? "" : "|") + x;
@@ -1104,16 +1060,13 @@ private:
         return;
       }
       case config_type::duration: {
-        auto value = v.type == node::kind::scalar ? parse_duration(v.text)
-                                                  : std::nullopt;
+        auto value = v.type == node::kind::scalar ? parse_duration(v.text) : std::nullopt;
         if (!value) {
           type_error("duration (e.g. 500ms, 10s, 2m, 1h; bare number: "
                      "seconds)");
           return;
         }
-        auto render = [](int64_t x) {
-          return format_duration(std::chrono::milliseconds{x});
-        };
+        auto render = [](int64_t x) { return format_duration(std::chrono::milliseconds{x}); };
         auto lo = key.min.value_or(0);
         auto hi = key.max.value_or(std::numeric_limits<int64_t>::max());
         if (!check_range(static_cast<int64_t>(value->count()), lo, hi, render))
@@ -1122,16 +1075,14 @@ private:
         return;
       }
       case config_type::size: {
-        auto value = v.type == node::kind::scalar ? parse_size(v.text)
-                                                  : std::nullopt;
+        auto value = v.type == node::kind::scalar ? parse_size(v.text) : std::nullopt;
         if (!value) {
           type_error("size (e.g. 512KiB, 64MiB, 1GB; bare number: bytes)");
           return;
         }
         auto lo = key.min.value_or(0);
         auto hi = key.max.value_or(std::numeric_limits<int64_t>::max());
-        if (!check_range(*value, lo, hi,
-                         [](int64_t x) { return format_size(x); }))
+        if (!check_range(*value, lo, hi, [](int64_t x) { return format_size(x); }))
           return;
         key.binding.store(out, config_value{*value});
         return;
@@ -1150,8 +1101,7 @@ private:
             continue;
           }
           if (item.type != node::kind::scalar) {
-            error(item.file, item.line > 0 ? item.line : line,
-                  path + "[" + std::to_string(i) + "]",
+            error(item.file, item.line > 0 ? item.line : line, path + "[" + std::to_string(i) + "]",
                   std::string{"expected string, got "} + kind_name(item));
             ok = false;
             continue;
@@ -1192,24 +1142,20 @@ private:
     }
   }
 
-  void validate_instances(const config_key& key, const entry& e,
-                          settings& out) {
+  void validate_instances(const config_key& key, const entry& e, settings& out) {
     // The binding says whether these are providers or tools.
-    if (std::holds_alternative<std::map<std::string, tool_instance>>(
-          key.binding.load(settings{})))
+    if (std::holds_alternative<std::map<std::string, tool_instance>>(key.binding.load(settings{})))
       validate_instances_as<tool_instance>(key, e, out);
     else
       validate_instances_as<llm_instance>(key, e, out);
   }
 
   template <class Instance>
-  void validate_instances_as(const config_key& key, const entry& e,
-                             settings& out) {
+  void validate_instances_as(const config_key& key, const entry& e, settings& out) {
     const auto& v = e.value;
     if (v.type != node::kind::map) {
       error(v.file, line_of(e), key.path,
-            std::string{"expected map of NAME: {plugin: ..., ...}, got "}
-              + kind_name(v));
+            std::string{"expected map of NAME: {plugin: ..., ...}, got "} + kind_name(v));
       return;
     }
     std::map<std::string, Instance> values;
@@ -1219,8 +1165,7 @@ private:
       declared_[key.path].insert(item.key);
       if (item.value.type != node::kind::map) {
         error(item.value.file, line_of(item), path,
-              std::string{"expected map with a `plugin` key, got "}
-                + kind_name(item.value));
+              std::string{"expected map with a `plugin` key, got "} + kind_name(item.value));
         ok = false;
         continue;
       }
@@ -1245,13 +1190,11 @@ private:
           ok = false;
           continue;
         }
-        if (field.value.type != node::kind::scalar
-            || field.value.text.empty()) {
+        if (field.value.type != node::kind::scalar || field.value.text.empty()) {
           error(field.value.file, line_of(field), join_path(path, "plugin"),
                 std::string{"expected the name of a plugin, got "}
-                  + (field.value.type == node::kind::scalar
-                       ? "an empty string"
-                       : kind_name(field.value)));
+                  + (field.value.type == node::kind::scalar ? "an empty string"
+                                                            : kind_name(field.value)));
           ok = false;
           continue;
         }
@@ -1273,21 +1216,18 @@ private:
   // Reads the `limits:` map of an instance (core/config_limits.hpp): every
   // problem at its key's own line.
   template <class Instance>
-  bool validate_limits(const std::string& path, const entry& field,
-                       const entry& item, Instance& instance) {
+  bool validate_limits(const std::string& path, const entry& field, const entry& item,
+                       Instance& instance) {
     const auto& v = field.value;
     auto prefix = join_path(path, "limits");
-    auto at = [&](const entry& x) {
-      return x.value.file.empty() ? item.file : x.value.file;
-    };
+    auto at = [&](const entry& x) { return x.value.file.empty() ? item.file : x.value.file; };
     if (v.type == node::kind::null)
       return true;
     if (v.type != node::kind::map) {
       error(at(field), line_of(field), prefix,
             std::string{"expected a map of Quarry's limits, such as {"}
-              + (std::is_same_v<Instance, tool_instance>
-                   ? "timeout: 30s, max_concurrency: 4"
-                   : "max_retries: 2, max_concurrency: 4")
+              + (std::is_same_v<Instance, tool_instance> ? "timeout: 30s, max_concurrency: 4"
+                                                         : "max_retries: 2, max_concurrency: 4")
               + "}, got " + kind_name(v));
       return false;
     }
@@ -1299,13 +1239,11 @@ private:
         continue;
       }
       values[limit.key] = infer(limit.value);
-      instance.key_lines["limits." + limit.key] = {std::string{at(limit)},
-                                                   line_of(limit)};
+      instance.key_lines["limits." + limit.key] = {std::string{at(limit)}, line_of(limit)};
     }
     for (const auto& problem : read_limits(values, instance.limits, prefix)) {
       auto where = instance.location_of("limits." + problem.key);
-      error(where.first, where.second, join_path(prefix, problem.key),
-            problem.message);
+      error(where.first, where.second, join_path(prefix, problem.key), problem.message);
       ok = false;
     }
     return ok;
@@ -1317,15 +1255,13 @@ private:
     std::string list;
     for (const auto& name : names)
       list += (list.empty() ? "" : ", ") + name;
-    auto known = [&](const std::string& name) {
-      return names.count(name) > 0;
-    };
+    auto known = [&](const std::string& name) { return names.count(name) > 0; };
     auto missing = [&](const std::string& name) {
       if (names.empty())
         return "names provider " + quote(name)
                + ", but no providers are configured under llm.providers";
-      return "names provider " + quote(name)
-             + ", which is not configured (configured: " + list + ")";
+      return "names provider " + quote(name) + ", which is not configured (configured: " + list
+             + ")";
     };
     const auto* llm = find_entry(root_, "llm");
     const entry* default_entry = nullptr;
@@ -1342,8 +1278,7 @@ private:
       // Already reported.
     } else if (!chosen.empty()) {
       if (!known(chosen)) {
-        auto file = default_entry ? default_entry->value.file
-                                  : std::string_view{file_label_};
+        auto file = default_entry ? default_entry->value.file : std::string_view{file_label_};
         auto line = default_entry ? line_of(*default_entry) : 0;
         error(file, line, "llm.default", missing(chosen));
       }
@@ -1352,18 +1287,15 @@ private:
         chosen = *names.begin();
     } else if (names.size() > 1) {
       const auto* at = default_entry ? default_entry : providers_entry;
-      error(at ? at->value.file : std::string_view{file_label_},
-            at ? line_of(*at) : 0, "llm.default",
-            "must name one of the configured providers (" + list + ")");
+      error(at ? at->value.file : std::string_view{file_label_}, at ? line_of(*at) : 0,
+            "llm.default", "must name one of the configured providers (" + list + ")");
     }
     if (roles_entry == nullptr || roles_entry->value.type != node::kind::map)
       return;
     for (const auto& role : roles_entry->value.entries) {
-      if (role.value.type != node::kind::scalar || role.value.bad
-          || known(role.value.text))
+      if (role.value.type != node::kind::scalar || role.value.bad || known(role.value.text))
         continue;
-      error(role.value.file, line_of(role), "llm.roles." + role.key,
-            missing(role.value.text));
+      error(role.value.file, line_of(role), "llm.roles." + role.key, missing(role.value.text));
     }
   }
 
@@ -1377,8 +1309,7 @@ private:
   std::map<std::string, std::set<std::string>> declared_;
 };
 
-std::optional<std::string> env(const load_options& options,
-                               const std::string& name) {
+std::optional<std::string> env(const load_options& options, const std::string& name) {
   if (options.getenv)
     return options.getenv(name);
   if (auto value = ::getenv(name.c_str()))
@@ -1389,12 +1320,10 @@ std::optional<std::string> env(const load_options& options,
 // Quotes `path` for a POSIX shell when it holds more than letters, digits
 // and `/._-+,:@%=~`.
 std::string shell_word(const std::string& path) {
-  auto plain = !path.empty()
-               && std::all_of(path.begin(), path.end(), [](char c) {
-                    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-                           || (c >= '0' && c <= '9')
-                           || std::strchr("/._-+,:@%=~", c) != nullptr;
-                  });
+  auto plain = !path.empty() && std::all_of(path.begin(), path.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+           || std::strchr("/._-+,:@%=~", c) != nullptr;
+  });
   if (plain)
     return path;
   std::string out = "'";
@@ -1405,9 +1334,8 @@ std::string shell_word(const std::string& path) {
 
 // The warning for a file that holds secrets and that others may read, or
 // nothing. `mode` is the file's st_mode.
-std::optional<std::string>
-readable_secrets_warning(const std::string& path, mode_t mode,
-                         const std::vector<std::string>& keys) {
+std::optional<std::string> readable_secrets_warning(const std::string& path, mode_t mode,
+                                                    const std::vector<std::string>& keys) {
   if (keys.empty() || (mode & (S_IRGRP | S_IROTH)) == 0)
     return std::nullopt;
   std::string list;
@@ -1415,13 +1343,12 @@ readable_secrets_warning(const std::string& path, mode_t mode,
     list += (i == 0 ? "" : ", ") + keys[i];
   if (keys.size() > 3)
     list += " and " + std::to_string(keys.size() - 3) + " more";
-  return path + " holds secrets (" + list
-         + ") and is readable by other users (mode " + mode_text(mode) + "); chmod 600 "
-         + shell_word(path);
+  return path + " holds secrets (" + list + ") and is readable by other users (mode "
+         + mode_text(mode) + "); chmod 600 " + shell_word(path);
 }
 
-load_result load_impl(std::optional<std::string_view> text,
-                      std::string file_label, const load_options& options) {
+load_result load_impl(std::optional<std::string_view> text, std::string file_label,
+                      const load_options& options) {
   load_result result;
   loader ld{file_label, options.getenv};
   if (text)
@@ -1439,8 +1366,7 @@ load_result load_impl(std::optional<std::string_view> text,
   loaded_config cfg;
   cfg.effective = to_json(values);
   cfg.values = std::move(values);
-  cfg.source = text ? std::move(file_label)
-                    : std::string{config_embedded_label};
+  cfg.source = text ? std::move(file_label) : std::string{config_embedded_label};
   cfg.warnings = std::move(ld.diag.warnings);
   if (text)
     cfg.literal_secrets = ld.literal_secrets();
@@ -1454,13 +1380,12 @@ load_result guarded(std::optional<std::string_view> text, std::string label,
     return load_impl(text, label, options);
   } catch (const std::exception& e) {
     load_result result;
-    result.errors.push_back(config_error{
-      std::move(label), 0, "", std::string{"internal error: "} + e.what()});
+    result.errors.push_back(
+      config_error{std::move(label), 0, "", std::string{"internal error: "} + e.what()});
     return result;
   } catch (...) {
     load_result result;
-    result.errors.push_back(
-      config_error{std::move(label), 0, "", "internal error"});
+    result.errors.push_back(config_error{std::move(label), 0, "", "internal error"});
     return result;
   }
 }
@@ -1477,8 +1402,7 @@ std::string config_error::to_string() const {
   return result;
 }
 
-std::string closest_name(std::string_view name,
-                         const std::vector<std::string>& candidates) {
+std::string closest_name(std::string_view name, const std::vector<std::string>& candidates) {
   if (name.size() > max_suggest)
     return {};
   auto limit = name.size() <= 4 ? 1 : name.size() <= 8 ? 2 : 3;
@@ -1499,8 +1423,7 @@ std::string closest_name(std::string_view name,
     if (at == std::string::npos)
       continue;
     auto end = at + name.size();
-    if ((at == 0 || candidate[at - 1] == '_')
-        && (end == candidate.size() || candidate[end] == '_'))
+    if ((at == 0 || candidate[at - 1] == '_') && (end == candidate.size() || candidate[end] == '_'))
       return candidate;
   }
   return best;
@@ -1510,11 +1433,10 @@ bool is_secret_key_name(std::string_view name) {
   auto str = sdk::to_lower(name);
   auto ends_with = [&](std::string_view suffix) {
     return str.size() >= suffix.size()
-           && str.compare(str.size() - suffix.size(), suffix.size(), suffix)
-                == 0;
+           && str.compare(str.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
-  return str == "api_key" || ends_with("_key") || ends_with("token")
-         || ends_with("password") || ends_with("secret");
+  return str == "api_key" || ends_with("_key") || ends_with("token") || ends_with("password")
+         || ends_with("secret");
 }
 
 std::optional<std::string> find_config_file(const load_options& options) {
@@ -1545,8 +1467,8 @@ load_result load_config(const load_options& options) {
     path = find_config_file(options);
   } catch (const std::exception& e) {
     load_result result;
-    result.errors.push_back(config_error{
-      "", 0, "", std::string{"cannot find the configuration: "} + e.what()});
+    result.errors.push_back(
+      config_error{"", 0, "", std::string{"cannot find the configuration: "} + e.what()});
     return result;
   }
   if (!path)
@@ -1570,8 +1492,7 @@ load_result load_config(const load_options& options) {
                   + "; it must be a regular file (or a symbolic link to one)";
         break;
       case file_error::kind::too_large:
-        message = prefix + "it " + err->message
-                  + ", the largest configuration file Quarry reads";
+        message = prefix + "it " + err->message + ", the largest configuration file Quarry reads";
         break;
     }
     load_result result;

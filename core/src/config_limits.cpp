@@ -37,11 +37,9 @@ reader integer(T& dst, int64_t lo, int64_t hi) {
     auto bound = "from " + std::to_string(lo) + " to " + std::to_string(hi);
     if (!v.is_number_integer())
       return "expected an integer " + bound + ", got " + shown(v);
-    auto x = v.is_number_unsigned()
-               ? static_cast<int64_t>(std::min<uint64_t>(
-                   v.get<uint64_t>(),
-                   static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
-               : v.get<int64_t>();
+    auto x = v.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(
+               v.get<uint64_t>(), static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
+                                    : v.get<int64_t>();
     if (x < lo || x > hi)
       return "must be an integer " + bound + ", got " + shown(v);
     dst = static_cast<T>(x);
@@ -86,8 +84,7 @@ reader prices(llm_limits& out) {
       if (!x.is_object() || x.empty())
         return false;
       for (const auto& [k, price] : x.items()) {
-        if ((k != "input" && k != "output") || !price.is_number()
-            || price.get<double>() < 0)
+        if ((k != "input" && k != "output") || !price.is_number() || price.get<double>() < 0)
           return false;
         (k == "input" ? dst.input : dst.output) = price.get<double>();
       }
@@ -109,8 +106,9 @@ reader prices(llm_limits& out) {
     for (const auto& [model, pair] : v.items()) {
       token_prices tp;
       if (!read(pair, tp))
-        return "prices." + model + " must be {input: USD, output: USD} per "
-               "million tokens (numbers of at least 0)";
+        return "prices." + model
+               + " must be {input: USD, output: USD} per "
+                 "million tokens (numbers of at least 0)";
       models[model] = tp;
     }
     out.default_prices = {};
@@ -159,19 +157,16 @@ const std::vector<limit_spec<llm_limits>>& table(const llm_limits*) {
   using l = llm_limits;
   auto ms = [](milliseconds x) { return json(format_duration(x)); };
   static const std::vector<limit_spec<l>> rows{
-    {"max_concurrency", "integer 1-10000",
-     "calls in flight; halves on a 429 and creeps back",
+    {"max_concurrency", "integer 1-10000", "calls in flight; halves on a 429 and creeps back",
      [](l& x) { return integer(x.max_concurrency, 1, 10000); },
      [](const l& x) { return json(x.max_concurrency); }},
     {"requests_per_minute", "number >= 0", "0 means unlimited",
      [](l& x) { return non_negative(x.requests_per_minute); },
      [](const l& x) { return number(x.requests_per_minute); }},
-    {"tokens_per_minute", "number >= 0",
-     "estimated input plus requested output; 0 means unlimited",
+    {"tokens_per_minute", "number >= 0", "estimated input plus requested output; 0 means unlimited",
      [](l& x) { return non_negative(x.tokens_per_minute); },
      [](const l& x) { return number(x.tokens_per_minute); }},
-    {"max_retries", "integer 0-100",
-     "retries of retryable failures that streamed nothing",
+    {"max_retries", "integer 0-100", "retries of retryable failures that streamed nothing",
      [](l& x) { return integer(x.max_retries, 0, 100); },
      [](const l& x) { return json(x.max_retries); }},
     {"retry_base", "duration > 0",
@@ -190,8 +185,7 @@ const std::vector<limit_spec<llm_limits>>& table(const llm_limits*) {
     {"prices",
      "`{input: USD, output: USD}` per million tokens, or `MODEL: {input, "
      "output}`",
-     "usage cost", [](l& x) { return prices(x); },
-     [](const l& x) { return prices_json(x); }},
+     "usage cost", [](l& x) { return prices(x); }, [](const l& x) { return prices_json(x); }},
   };
   return rows;
 }
@@ -206,8 +200,7 @@ const std::vector<limit_spec<tool_limits>>& table(const tool_limits*) {
     {"timeout", "duration > 0",
      "the tool actor's limit on one run, retries included; the run is "
      "cancelled",
-     [](t& x) { return duration(x.timeout, false); },
-     [ms](const t& x) { return ms(x.timeout); }},
+     [](t& x) { return duration(x.timeout, false); }, [ms](const t& x) { return ms(x.timeout); }},
     {"max_retries", "integer 0-100",
      "retries of a run that failed with a retryable class (a 429, a 503, a "
      "network error)",
@@ -224,8 +217,7 @@ const std::vector<limit_spec<tool_limits>>& table(const tool_limits*) {
      "how long an identical run's result is reused; 0 disables the cache",
      [](t& x) { return duration(x.cache_ttl, true); },
      [ms](const t& x) { return ms(x.cache_ttl); }},
-    {"cache_entries", "integer 0-10000000",
-     "most cached results; 0 disables the cache",
+    {"cache_entries", "integer 0-10000000", "most cached results; 0 disables the cache",
      [](t& x) { return integer(x.cache_entries, 0, 10000000); },
      [](const t& x) { return json(x.cache_entries); }},
   };
@@ -245,14 +237,12 @@ std::vector<limit_key> keys_of() {
 }
 
 template <class Limits>
-std::vector<limit_problem> read_impl(const json& limits, Limits& out,
-                                     const std::string& prefix) {
+std::vector<limit_problem> read_impl(const json& limits, Limits& out, const std::string& prefix) {
   std::vector<limit_problem> problems;
   if (limits.is_null())
     return problems;
   if (!limits.is_object()) {
-    problems.push_back({"", "expected a map of Quarry's limits, got "
-                              + shown(limits)});
+    problems.push_back({"", "expected a map of Quarry's limits, got " + shown(limits)});
     return problems;
   }
   const auto& rows = table(&out);
@@ -301,8 +291,7 @@ const std::vector<limit_key>& limit_keys(instance_kind kind) {
 
 bool is_limit_key(instance_kind kind, const std::string& name) {
   const auto& keys = limit_keys(kind);
-  return std::any_of(keys.begin(), keys.end(),
-                     [&](const limit_key& k) { return k.name == name; });
+  return std::any_of(keys.begin(), keys.end(), [&](const limit_key& k) { return k.name == name; });
 }
 
 std::vector<limit_problem> read_limits(const json& limits, llm_limits& out,

@@ -100,40 +100,35 @@ bool is_number_like(std::string_view x) {
   if (!digit(start.front()) && start.front() != '.')
     return false;
   return std::all_of(x.begin(), x.end(), [&](char c) {
-    return digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
-           || c == 'x' || c == 'X' || c == 'o' || c == 'O' || c == '.'
-           || c == '_' || c == '+' || c == '-';
+    return digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == 'x' || c == 'X'
+           || c == 'o' || c == 'O' || c == '.' || c == '_' || c == '+' || c == '-';
   });
 }
 
 // Returns whether `x` can be written as a plain YAML scalar and is read back
 // as the same string (not as a bool, a number or null).
 bool is_plain_safe(std::string_view x) {
-  if (x.empty() || x.size() > 200 || is_number_like(x)
-      || x.substr(0, 2) == "..")
+  if (x.empty() || x.size() > 200 || is_number_like(x) || x.substr(0, 2) == "..")
     return false;
   std::string low;
   for (auto c : x)
     low += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
   static constexpr std::string_view reserved[] = {
-    "true", "false", "yes", "no", "on", "off", "y", "n", "null", "~",
-    ".inf", ".nan",
+    "true", "false", "yes", "no", "on", "off", "y", "n", "null", "~", ".inf", ".nan",
   };
   for (auto word : reserved)
     if (low == word)
       return false;
   auto alnum = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-           || (c >= '0' && c <= '9');
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
   };
-  if (!alnum(x.front()) && x.front() != '_' && x.front() != '/'
-      && x.front() != '.')
+  if (!alnum(x.front()) && x.front() != '_' && x.front() != '/' && x.front() != '.')
     return false;
   if (x.back() == ':')
     return false;
   return std::all_of(x.begin(), x.end(), [&](char c) {
-    return alnum(c) || c == '_' || c == '.' || c == '/' || c == '-'
-           || c == '+' || c == '@' || c == ':';
+    return alnum(c) || c == '_' || c == '.' || c == '/' || c == '-' || c == '+' || c == '@'
+           || c == ':';
   });
 }
 
@@ -234,20 +229,15 @@ enum class map_kind {
   other,
 };
 
-void emit(YAML::Emitter& out, const json& obj, const std::string& path,
-          map_kind kind) {
+void emit(YAML::Emitter& out, const json& obj, const std::string& path, map_kind kind) {
   std::vector<std::pair<std::string, const json*>> entries;
   for (const auto& [key, value] : obj.items())
     entries.emplace_back(key, &value);
-  auto join = [&](const std::string& key) {
-    return path.empty() ? key : path + "." + key;
-  };
+  auto join = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
   if (kind == map_kind::section) {
-    std::stable_sort(entries.begin(), entries.end(),
-                     [&](const auto& a, const auto& b) {
-                       return schema_rank(join(a.first))
-                              < schema_rank(join(b.first));
-                     });
+    std::stable_sort(entries.begin(), entries.end(), [&](const auto& a, const auto& b) {
+      return schema_rank(join(a.first)) < schema_rank(join(b.first));
+    });
   } else if (kind == map_kind::instance) {
     std::stable_partition(entries.begin(), entries.end(),
                           [](const auto& x) { return x.first == "plugin"; });
@@ -274,8 +264,7 @@ void emit(YAML::Emitter& out, const json& obj, const std::string& path,
     }
     // Sizes read better with units; parse_size reads them back.
     auto spec = kind == map_kind::section ? find_config_key(child) : nullptr;
-    if (spec != nullptr && spec->type == config_type::size
-        && value->is_number_integer())
+    if (spec != nullptr && spec->type == config_type::size && value->is_number_integer())
       out << format_size(value->get<int64_t>());
     else
       emit_value(out, *value);
@@ -306,11 +295,9 @@ std::string loaded_config::render_yaml() const {
   std::replace(label.begin(), label.end(), '\n', ' ');
   std::replace(label.begin(), label.end(), '\r', ' ');
   std::string out;
-  out += "# Effective configuration (source: " + label
-         + "); secrets are shown as ***.\n";
+  out += "# Effective configuration (source: " + label + "); secrets are shown as ***.\n";
   for (const auto& added : environment_defaults)
-    out += "# " + added.key + ": added by the embedded defaults: "
-           + added.description + "\n";
+    out += "# " + added.key + ": added by the embedded defaults: " + added.description + "\n";
   if (!tree.is_object() || tree.empty()) {
     out += "{}\n";
     return out;

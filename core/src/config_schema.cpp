@@ -58,9 +58,7 @@ config_binding field(Section settings::*section, T Section::*member) {
   result.store = [section, member](settings& s, config_value x) {
     from_value(s.*section.*member, std::move(x));
   };
-  result.load = [section, member](const settings& s) {
-    return to_value(s.*section.*member);
-  };
+  result.load = [section, member](const settings& s) { return to_value(s.*section.*member); };
   set_type_limits<T>(result);
   return result;
 }
@@ -84,9 +82,7 @@ config_binding field(Section settings::*section, Sub Section::*sub, T Sub::*memb
 template <class T>
 config_binding field(T settings::*member) {
   config_binding result;
-  result.store = [member](settings& s, config_value x) {
-    from_value(s.*member, std::move(x));
-  };
+  result.store = [member](settings& s, config_value x) { from_value(s.*member, std::move(x)); };
   result.load = [member](const settings& s) { return to_value(s.*member); };
   set_type_limits<T>(result);
   return result;
@@ -116,10 +112,8 @@ public:
     return *this;
   }
 
-  key_builder& range(std::chrono::milliseconds min,
-                     std::chrono::milliseconds max) {
-    return range(static_cast<int64_t>(min.count()),
-                 static_cast<int64_t>(max.count()));
+  key_builder& range(std::chrono::milliseconds min, std::chrono::milliseconds max) {
+    return range(static_cast<int64_t>(min.count()), static_cast<int64_t>(max.count()));
   }
 
   key_builder& one_of(std::vector<std::string> values) {
@@ -173,8 +167,7 @@ std::vector<config_key> make_schema() {
         field(&settings::runtime, &runtime_settings::blocking_queue))
     .range(1, 10'000'000)
     .doc("Most queued blocking jobs before new ones are refused (busy).");
-  s.add("runtime.data_dir", t::string,
-        field(&settings::runtime, &runtime_settings::data_dir))
+  s.add("runtime.data_dir", t::string, field(&settings::runtime, &runtime_settings::data_dir))
     .doc("Folder for persistent data; empty means $XDG_DATA_HOME/quarry "
          "(or ~/.local/share/quarry).");
   s.add("runtime.shutdown_grace", t::duration,
@@ -189,8 +182,7 @@ std::vector<config_key> make_schema() {
     .one_of({"text", "json"})
     .doc("text, or json for one JSON object per line.");
   // plugins
-  s.add("plugins.dirs", t::string_list,
-        field(&settings::plugins, &plugin_settings::dirs))
+  s.add("plugins.dirs", t::string_list, field(&settings::plugins, &plugin_settings::dirs))
     .doc("Folders searched for plugins, after --plugin-dir folders and "
          "before the built-in folder.");
   s.add("plugins.allow_unsafe_permissions", t::boolean,
@@ -203,43 +195,34 @@ std::vector<config_key> make_schema() {
         field(&settings::http, &http_settings::connect_timeout))
     .range(1ms, 1h)
     .doc("Longest time to establish a connection (TCP and TLS).");
-  s.add("http.total_timeout", t::duration,
-        field(&settings::http, &http_settings::total_timeout))
+  s.add("http.total_timeout", t::duration, field(&settings::http, &http_settings::total_timeout))
     .range(1ms, 24h)
     .doc("Longest time for a whole exchange, redirects included.");
-  s.add("http.stall_timeout", t::duration,
-        field(&settings::http, &http_settings::stall_timeout))
+  s.add("http.stall_timeout", t::duration, field(&settings::http, &http_settings::stall_timeout))
     .range(1ms, 24h)
     .doc("Longest time without receiving a byte once connected.");
   s.add("http.max_response_bytes", t::size,
         field(&settings::http, &http_settings::max_response_bytes))
     .range(1, tib)
     .doc("Largest response body accepted (e.g. 64MiB; bare number: bytes).");
-  s.add("http.max_redirects", t::integer,
-        field(&settings::http, &http_settings::max_redirects))
+  s.add("http.max_redirects", t::integer, field(&settings::http, &http_settings::max_redirects))
     .range(0, 100)
     .doc("Largest number of redirects followed.");
   s.add("http.proxy", t::string, field(&settings::http, &http_settings::proxy))
     .secret()
     .doc("Proxy URL (e.g. http://proxy:3128); empty means none. Secret "
          "because it may hold credentials.");
-  s.add("http.no_proxy", t::string,
-        field(&settings::http, &http_settings::no_proxy))
+  s.add("http.no_proxy", t::string, field(&settings::http, &http_settings::no_proxy))
     .doc("Comma-separated hosts that bypass the proxy.");
-  s.add("http.ca_file", t::string,
-        field(&settings::http, &http_settings::ca_file))
+  s.add("http.ca_file", t::string, field(&settings::http, &http_settings::ca_file))
     .doc("CA bundle file; empty means the system default.");
-  s.add("http.ca_path", t::string,
-        field(&settings::http, &http_settings::ca_path))
+  s.add("http.ca_path", t::string, field(&settings::http, &http_settings::ca_path))
     .doc("CA certificate folder; empty means the system default.");
-  s.add("http.verify_tls", t::boolean,
-        field(&settings::http, &http_settings::verify_tls))
+  s.add("http.verify_tls", t::boolean, field(&settings::http, &http_settings::verify_tls))
     .doc("Whether to verify TLS certificates and host names.");
-  s.add("http.user_agent", t::string,
-        field(&settings::http, &http_settings::user_agent))
+  s.add("http.user_agent", t::string, field(&settings::http, &http_settings::user_agent))
     .doc("User-Agent header of every request.");
-  s.add("http.max_connections", t::integer,
-        field(&settings::http, &http_settings::max_connections))
+  s.add("http.max_connections", t::integer, field(&settings::http, &http_settings::max_connections))
     .range(1, 100'000)
     .doc("Most open connections kept in the shared connection cache.");
   s.add("http.max_host_connections", t::integer,
@@ -247,16 +230,13 @@ std::vector<config_key> make_schema() {
     .range(0, 100'000)
     .doc("Most connections to one host; 0 means unlimited.");
   // llm
-  s.add("llm.default", t::string,
-        field(&settings::llm, &llm_settings::default_provider))
+  s.add("llm.default", t::string, field(&settings::llm, &llm_settings::default_provider))
     .doc("Provider used when a role has none; may stay empty if exactly one "
          "provider is configured.");
-  s.add("llm.providers", t::instances,
-        field(&settings::llm, &llm_settings::providers))
+  s.add("llm.providers", t::instances, field(&settings::llm, &llm_settings::providers))
     .doc("Named LLM provider instances: NAME: {plugin: PLUGIN, limits: "
          "{...}, ...the plugin's options}.");
-  s.add("llm.roles", t::string_map,
-        field(&settings::llm, &llm_settings::roles))
+  s.add("llm.roles", t::string_map, field(&settings::llm, &llm_settings::roles))
     .doc("Role (orchestrator, research_agent, final_report, ...) to "
          "provider name.");
   // tools
@@ -264,8 +244,7 @@ std::vector<config_key> make_schema() {
     .doc("Tool instances by tool name: NAME: {plugin: PLUGIN, limits: "
          "{...}, ...the plugin's options}.");
   // research
-  s.add("research.deadline", t::duration,
-        field(&settings::research, &research_settings::deadline))
+  s.add("research.deadline", t::duration, field(&settings::research, &research_settings::deadline))
     .range(1s, 24h)
     .doc("Research ends by this time after the start; the final report "
          "follows.");
@@ -298,8 +277,7 @@ std::vector<config_key> make_schema() {
         field(&settings::research, &research_settings::agent_timeout))
     .range(1s, 24h)
     .doc("An agent is given up after this long, report or not.");
-  s.add("research.clarify", t::boolean,
-        field(&settings::research, &research_settings::clarify))
+  s.add("research.clarify", t::boolean, field(&settings::research, &research_settings::clarify))
     .doc("Ask clarifying questions first when the question is unclear.");
   s.add("research.reasoning_model", t::string,
         field(&settings::research, &research_settings::reasoning_model))
@@ -340,16 +318,14 @@ std::vector<config_key> make_schema() {
     .doc("Research even when a model's context window is below 50,000 tokens "
          "(refused otherwise): each call holds less history and fewer sources, and "
          "reports may be cut.");
-  s.add("research.corpus", t::string,
-        field(&settings::research, &research_settings::corpus))
+  s.add("research.corpus", t::string, field(&settings::research, &research_settings::corpus))
     .doc("A folder of documents indexed and searched with internal_search; "
          "empty means none (or examples/corpus with the embedded defaults).");
   s.add("research.prompts_dir", t::string,
         field(&settings::research, &research_settings::prompts_dir))
     .doc("A folder of prompt templates (NAME.md) that replace the built-in "
          "ones; empty means the built-in prompts.");
-  s.add("research.verify", t::string,
-        field(&settings::research, &research_settings::verify))
+  s.add("research.verify", t::string, field(&settings::research, &research_settings::verify))
     .one_of({"auto", "on", "off"})
     .doc("Check the final report claim by claim against the text of its sources: "
          "auto (when a model, not the extractive provider, writes the report), on "
@@ -363,8 +339,7 @@ std::vector<config_key> make_schema() {
     .range(1s, 1h)
     .doc("Longest time the check takes, never more than a second past the "
          "research deadline; claims it does not reach are reported unverified.");
-  s.add("research.strategy", t::string,
-        field(&settings::research, &research_settings::strategy))
+  s.add("research.strategy", t::string, field(&settings::research, &research_settings::strategy))
     .one_of({"orchestrator", "reflective"})
     .doc("The research strategy: orchestrator (parallel research agents under an "
          "orchestrator) or reflective (a plan researched step by step, with a "
@@ -407,8 +382,7 @@ std::vector<config_key> make_schema() {
   s.add("server.listen", t::string, field(&settings::server, &server_settings::listen))
     .doc("HOST:PORT that quarry serve listens on; an address other than "
          "loopback needs server.auth_token.");
-  s.add("server.auth_token", t::string,
-        field(&settings::server, &server_settings::auth_token))
+  s.add("server.auth_token", t::string, field(&settings::server, &server_settings::auth_token))
     .secret()
     .doc("Bearer token every API request needs; empty means none (loopback "
          "only).");
@@ -429,8 +403,7 @@ std::vector<config_key> make_schema() {
         field(&settings::server, &server_settings::max_event_streams))
     .range(1, 1'000'000)
     .doc("Open event streams at most; more are answered 429.");
-  s.add("server.heartbeat", t::duration,
-        field(&settings::server, &server_settings::heartbeat))
+  s.add("server.heartbeat", t::duration, field(&settings::server, &server_settings::heartbeat))
     .range(100ms, 1h)
     .doc("A comment line on every open event stream this often.");
   s.add("server.cors_origins", t::string_list,
@@ -447,17 +420,14 @@ std::vector<config_key> make_schema() {
     .doc("Without server.auth_token: origins (e.g. http://localhost:3000) "
          "that may send POST and DELETE requests besides this server's own "
          "pages; others are answered 403.");
-  s.add("server.io_threads", t::integer,
-        field(&settings::server, &server_settings::io_threads))
+  s.add("server.io_threads", t::integer, field(&settings::server, &server_settings::io_threads))
     .range(1, 64)
     .doc("Threads of the HTTP server.");
   // cluster
-  s.add("cluster.workers", t::string_list,
-        field(&settings::cluster, &cluster_settings::workers))
+  s.add("cluster.workers", t::string_list, field(&settings::cluster, &cluster_settings::workers))
     .doc("HOST:PORT of the workers (quarry worker) that research agents are "
          "placed on; empty means every agent runs on this node.");
-  s.add("cluster.listen", t::string,
-        field(&settings::cluster, &cluster_settings::listen))
+  s.add("cluster.listen", t::string, field(&settings::cluster, &cluster_settings::listen))
     .doc("HOST:PORT where quarry serve publishes its research service to "
          "other CAF programs (empty: not published); the default of quarry "
          "worker --listen.");
@@ -477,8 +447,7 @@ std::vector<config_key> make_schema() {
     .doc("Without TLS, listen on addresses other than loopback anyway. "
          "Dangerous: anyone who reaches the port can run agents with this "
          "node's keys (docs/cluster.md).");
-  s.add("cluster.heartbeat", t::duration,
-        field(&settings::cluster, &cluster_settings::heartbeat))
+  s.add("cluster.heartbeat", t::duration, field(&settings::cluster, &cluster_settings::heartbeat))
     .range(50ms, 1min)
     .doc("Every worker is asked for its status this often.");
   s.add("cluster.heartbeat_timeout", t::duration,
@@ -490,8 +459,7 @@ std::vector<config_key> make_schema() {
         field(&settings::cluster, &cluster_settings::spawn_timeout))
     .range(100ms, 10min)
     .doc("Longest wait for a worker to start an agent.");
-  s.add("cluster.max_agents", t::integer,
-        field(&settings::cluster, &cluster_settings::max_agents))
+  s.add("cluster.max_agents", t::integer, field(&settings::cluster, &cluster_settings::max_agents))
     .range(1, 10'000)
     .doc("Research agents a worker (quarry worker) runs at once at most.");
   s.add("cluster.max_message_size", t::size,
@@ -548,8 +516,7 @@ bool is_config_section(std::string_view path) {
   if (path.empty())
     return false;
   for (const auto& key : config_schema())
-    if (key.path.size() > path.size()
-        && key.path.compare(0, path.size(), path) == 0
+    if (key.path.size() > path.size() && key.path.compare(0, path.size(), path) == 0
         && key.path[path.size()] == '.')
       return true;
   return false;
@@ -576,8 +543,7 @@ nlohmann::json to_json(const config_value& value, config_type type) {
   auto instances = [](const auto& map) {
     auto result = json::object();
     for (const auto& [name, instance] : map) {
-      auto entry = instance.config.is_object() ? instance.config
-                                               : json::object();
+      auto entry = instance.config.is_object() ? instance.config : json::object();
       entry["plugin"] = instance.plugin;
       entry["limits"] = to_json(instance.limits);
       result[name] = std::move(entry);
@@ -597,8 +563,7 @@ nlohmann::json to_json(const settings& values) {
   for (const auto& key : config_schema()) {
     auto* node = &result;
     std::string_view path = key.path;
-    for (auto dot = path.find('.'); dot != std::string_view::npos;
-         dot = path.find('.')) {
+    for (auto dot = path.find('.'); dot != std::string_view::npos; dot = path.find('.')) {
       node = &(*node)[std::string{path.substr(0, dot)}];
       path.remove_prefix(dot + 1);
     }

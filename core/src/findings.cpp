@@ -9,9 +9,8 @@
 
 namespace quarry::core {
 
-std::string findings_digest(
-  const std::vector<std::pair<std::string, std::string>>& findings,
-  const citation_mapping& global) {
+std::string findings_digest(const std::vector<std::pair<std::string, std::string>>& findings,
+                            const citation_mapping& global) {
   if (findings.empty())
     return {};
   std::string digest = "Earlier research agents already found the following; "
@@ -35,11 +34,9 @@ std::string findings_digest(
 
 std::string renumber_documents(const std::string& llm_text,
                                const std::vector<sdk::document>& documents,
-                               const std::function<int(const sdk::document&)>&
-                                 number_of) {
+                               const std::function<int(const sdk::document&)>& number_of) {
   // A tool's text comes from outside: bound the depth before parsing.
-  if (sdk::json_nesting_depth(llm_text, sdk::default_max_json_depth)
-      > sdk::default_max_json_depth)
+  if (sdk::json_nesting_depth(llm_text, sdk::default_max_json_depth) > sdk::default_max_json_depth)
     return llm_text;
   auto j = nlohmann::ordered_json::parse(llm_text, nullptr, false);
   if (j.is_discarded() || !j.is_object())

@@ -24,8 +24,7 @@ sdk::chat_message make_reminder(const std::string& text) {
 
 void append_tool_round(std::vector<sdk::chat_message>& history,
                        const std::vector<sdk::tool_call>& calls,
-                       const std::function<std::string(const sdk::tool_call&)>&
-                         result_of,
+                       const std::function<std::string(const sdk::tool_call&)>& result_of,
                        turn_reasoning reasoning) {
   sdk::chat_message assistant;
   assistant.author = sdk::role::assistant;
@@ -43,8 +42,7 @@ void append_tool_round(std::vector<sdk::chat_message>& history,
   }
 }
 
-std::vector<sdk::chat_message>
-pair_tool_results(std::vector<sdk::chat_message> messages) {
+std::vector<sdk::chat_message> pair_tool_results(std::vector<sdk::chat_message> messages) {
   std::vector<sdk::chat_message> out;
   out.reserve(messages.size());
   std::set<std::string> called;
@@ -97,8 +95,7 @@ build_history(const history_input& in, const token_counter& count) {
   if (budget < 0)
     return "not enough tokens for the system prompt, instructions and "
            "reminder: they need "
-           + std::to_string(fixed) + ", the model allows "
-           + std::to_string(in.available_tokens);
+           + std::to_string(fixed) + ", the model allows " + std::to_string(in.available_tokens);
   std::vector<sdk::chat_message> out;
   out.push_back(in.system);
   if (in.history.empty()) {
@@ -137,8 +134,7 @@ build_history(const history_input& in, const token_counter& count) {
   if (tail > budget)
     return "not enough tokens for the last user message and what follows "
            "it: they need "
-           + std::to_string(tail) + ", " + std::to_string(budget)
-           + " are left";
+           + std::to_string(tail) + ", " + std::to_string(budget) + " are left";
   budget -= tail;
   // Older messages, newest first, while they fit.
   size_t keep_from = last_user;

@@ -17,8 +17,7 @@ namespace {
 
 using json = nlohmann::json;
 
-std::optional<std::string> lookup(const config_getenv_fn& getenv,
-                                  const std::string& name) {
+std::optional<std::string> lookup(const config_getenv_fn& getenv, const std::string& name) {
   std::optional<std::string> value;
   if (getenv) {
     value = getenv(name);
@@ -39,8 +38,7 @@ std::string one_line(std::string x) {
 
 } // namespace
 
-void apply_environment_defaults(loaded_config& cfg,
-                                const config_getenv_fn& getenv) {
+void apply_environment_defaults(loaded_config& cfg, const config_getenv_fn& getenv) {
   auto env = [&](const char* name) { return lookup(getenv, name); };
   auto& values = cfg.values;
   auto added = false;
@@ -61,10 +59,9 @@ void apply_environment_defaults(loaded_config& cfg,
         what = "OpenAI (" + model + ") from OPENAI_API_KEY"
                + (openai_base ? ", at OPENAI_BASE_URL " + *openai_base : "");
       else
-        what = "the OpenAI-compatible server at OPENAI_BASE_URL " + *openai_base
-               + " (model " + model
-               + (env("OPENAI_MODEL") ? " from OPENAI_MODEL"
-                                      : "; set OPENAI_MODEL to change it")
+        what = "the OpenAI-compatible server at OPENAI_BASE_URL " + *openai_base + " (model "
+               + model
+               + (env("OPENAI_MODEL") ? " from OPENAI_MODEL" : "; set OPENAI_MODEL to change it")
                + "; no OPENAI_API_KEY, so no key is sent)";
     } else if (auto key = env("ANTHROPIC_API_KEY")) {
       p.plugin = "anthropic";
@@ -126,9 +123,8 @@ std::string written(const json& v) {
 // Checks one instance's options against its plugin's keys, and moves the
 // limits an older file wrote beside the options into `limits`.
 template <class Instance>
-void check_instance(instance_kind kind, const std::string& prefix,
-                    Instance& inst, const plugin_keys_fn& plugin_keys,
-                    std::vector<config_error>& errors,
+void check_instance(instance_kind kind, const std::string& prefix, Instance& inst,
+                    const plugin_keys_fn& plugin_keys, std::vector<config_error>& errors,
                     std::vector<config_error>* warnings) {
   auto fail = [&](const std::string& key, std::string message) {
     auto [file, line] = inst.location_of(key);
@@ -157,23 +153,20 @@ void check_instance(instance_kind kind, const std::string& prefix,
     if (is_limit_key(kind, key) && !declares(key)) {
       // A limit written beside the options, as older files did.
       if (auto i = inst.key_lines.find("limits." + key); i != inst.key_lines.end()) {
-        fail(key, "is one of Quarry's limits and is also set under `limits:` ("
-                    + i->second.first + ":" + std::to_string(i->second.second)
-                    + "); remove this one");
+        fail(key, "is one of Quarry's limits and is also set under `limits:` (" + i->second.first
+                    + ":" + std::to_string(i->second.second) + "); remove this one");
         moved.push_back(key);
         continue;
       }
-      auto problems = read_limits(json{{key, value}}, inst.limits,
-                                  prefix + ".limits");
+      auto problems = read_limits(json{{key, value}}, inst.limits, prefix + ".limits");
       for (auto& p : problems)
         fail(key, std::move(p.message));
       if (problems.empty() && warnings != nullptr) {
         auto [file, line] = inst.location_of(key);
-        warnings->push_back(
-          {file, line, prefix + "." + key,
-           "Quarry's limits now go under `limits:`; write `limits: {" + key
-             + ": " + written(value) + "}` instead (read as " + prefix
-             + ".limits." + key + " until then)"});
+        warnings->push_back({file, line, prefix + "." + key,
+                             "Quarry's limits now go under `limits:`; write `limits: {" + key + ": "
+                               + written(value) + "}` instead (read as " + prefix + ".limits." + key
+                               + " until then)"});
       }
       moved.push_back(key);
       continue;
@@ -185,12 +178,12 @@ void check_instance(instance_kind kind, const std::string& prefix,
     for (size_t i = 0; i < names.size(); ++i)
       if (names[i] == hint)
         shown_hint = paths[i];
-    fail(key, "unknown key" + (shown_hint.empty()
-                                 ? "; `" + inst.plugin + "` reads "
-                                     + (own->empty() ? std::string{"no options"}
-                                                     : "only its own options")
-                                     + " and Quarry's `limits`"
-                                 : "; did you mean `" + shown_hint + "`?"));
+    fail(key, "unknown key"
+                + (shown_hint.empty()
+                     ? "; `" + inst.plugin + "` reads "
+                         + (own->empty() ? std::string{"no options"} : "only its own options")
+                         + " and Quarry's `limits`"
+                     : "; did you mean `" + shown_hint + "`?"));
   }
   for (const auto& key : moved) {
     inst.config.erase(key);
@@ -204,17 +197,14 @@ void check_instance(instance_kind kind, const std::string& prefix,
 
 } // namespace
 
-std::vector<config_error> check_instances(settings& cfg,
-                                          const plugin_keys_fn& plugin_keys,
+std::vector<config_error> check_instances(settings& cfg, const plugin_keys_fn& plugin_keys,
                                           std::vector<config_error>* warnings) {
   std::vector<config_error> out;
   std::vector<config_error> notes;
   for (auto& [name, inst] : cfg.llm.providers)
-    check_instance(instance_kind::llm, "llm.providers." + name, inst,
-                   plugin_keys, out, &notes);
+    check_instance(instance_kind::llm, "llm.providers." + name, inst, plugin_keys, out, &notes);
   for (auto& [name, inst] : cfg.tools)
-    check_instance(instance_kind::tool, "tools." + name, inst, plugin_keys,
-                   out, &notes);
+    check_instance(instance_kind::tool, "tools." + name, inst, plugin_keys, out, &notes);
   auto by_line = [](const config_error& a, const config_error& b) {
     return std::tie(a.file, a.line) < std::tie(b.file, b.line);
   };

@@ -35,14 +35,11 @@ T number_of(const json& j, const char* key, T fallback) {
   }
   if (i->is_number_unsigned()) {
     auto u = i->get<uint64_t>();
-    return u > static_cast<uint64_t>(std::numeric_limits<T>::max())
-             ? fallback
-             : static_cast<T>(u);
+    return u > static_cast<uint64_t>(std::numeric_limits<T>::max()) ? fallback : static_cast<T>(u);
   }
   auto v = i->get<int64_t>();
   if (v < static_cast<int64_t>(std::numeric_limits<T>::min())
-      || (v > 0 && static_cast<uint64_t>(v)
-                     > static_cast<uint64_t>(std::numeric_limits<T>::max())))
+      || (v > 0 && static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max())))
     return fallback;
   return static_cast<T>(v);
 }
@@ -90,8 +87,7 @@ void to_json(json& j, const chat_message& x) {
 }
 
 void from_json(const json& j, chat_message& x) {
-  x.author = core::parse_role(text_of(j, "role", "user"))
-               .value_or(role::user);
+  x.author = core::parse_role(text_of(j, "role", "user")).value_or(role::user);
   x.content = text_of(j, "content");
   x.reasoning = text_of(j, "reasoning");
   x.reasoning_state = text_of(j, "reasoning_state");
@@ -101,9 +97,7 @@ void from_json(const json& j, chat_message& x) {
 }
 
 void to_json(json& j, const tool_definition& x) {
-  j = json{{"name", x.name},
-           {"description", x.description},
-           {"parameters", x.parameters}};
+  j = json{{"name", x.name}, {"description", x.description}, {"parameters", x.parameters}};
 }
 
 void from_json(const json& j, tool_definition& x) {
@@ -246,10 +240,7 @@ void from_json(const json& j, chat_result& x) {
 }
 
 void to_json(json& j, const tool_call_delta& x) {
-  j = json{{"index", x.index},
-           {"id", x.id},
-           {"name", x.name},
-           {"arguments", x.arguments}};
+  j = json{{"index", x.index}, {"id", x.id}, {"name", x.name}, {"arguments", x.arguments}};
 }
 
 void from_json(const json& j, tool_call_delta& x) {
@@ -260,9 +251,7 @@ void from_json(const json& j, tool_call_delta& x) {
 }
 
 void to_json(json& j, const error& x) {
-  j = json{{"class", to_string(x.code)},
-           {"message", x.message},
-           {"status", x.http_status}};
+  j = json{{"class", to_string(x.code)}, {"message", x.message}, {"status", x.http_status}};
   if (x.retry_after_ms)
     j["retry_after_ms"] = *x.retry_after_ms;
   if (x.retry_hint)
@@ -270,8 +259,7 @@ void to_json(json& j, const error& x) {
 }
 
 void from_json(const json& j, error& x) {
-  x.code = core::parse_errc(text_of(j, "class", "internal"))
-             .value_or(errc::internal);
+  x.code = core::parse_errc(text_of(j, "class", "internal")).value_or(errc::internal);
   x.message = text_of(j, "message");
   x.http_status = number_of<int>(j, "status", 0);
   if (j.contains("retry_after_ms") && j["retry_after_ms"].is_number())
@@ -302,8 +290,7 @@ void from_json(const json& j, document& x) {
     x.published = j["published"].get<std::string>();
   else
     x.published.reset();
-  x.kind = core::parse_source_kind(text_of(j, "kind", "web"))
-             .value_or(source_kind::other);
+  x.kind = core::parse_source_kind(text_of(j, "kind", "web")).value_or(source_kind::other);
 }
 
 } // namespace quarry::sdk
@@ -311,41 +298,38 @@ void from_json(const json& j, document& x) {
 namespace quarry::core {
 
 std::optional<sdk::source_kind> parse_source_kind(std::string_view x) {
-  for (auto k : {sdk::source_kind::web, sdk::source_kind::internal,
-                 sdk::source_kind::file, sdk::source_kind::other})
+  for (auto k : {sdk::source_kind::web, sdk::source_kind::internal, sdk::source_kind::file,
+                 sdk::source_kind::other})
     if (x == sdk::to_string(k))
       return k;
   return std::nullopt;
 }
 
 std::optional<sdk::role> parse_role(std::string_view x) {
-  for (auto r : {sdk::role::system, sdk::role::user, sdk::role::assistant,
-                 sdk::role::tool})
+  for (auto r : {sdk::role::system, sdk::role::user, sdk::role::assistant, sdk::role::tool})
     if (x == sdk::to_string(r))
       return r;
   return std::nullopt;
 }
 
 std::optional<sdk::tool_choice> parse_tool_choice(std::string_view x) {
-  for (auto c : {sdk::tool_choice::automatic, sdk::tool_choice::required,
-                 sdk::tool_choice::none})
+  for (auto c : {sdk::tool_choice::automatic, sdk::tool_choice::required, sdk::tool_choice::none})
     if (x == sdk::to_string(c))
       return c;
   return std::nullopt;
 }
 
 std::optional<sdk::finish_reason> parse_finish_reason(std::string_view x) {
-  for (auto f : {sdk::finish_reason::stop, sdk::finish_reason::length,
-                 sdk::finish_reason::tool_calls, sdk::finish_reason::content_filter,
-                 sdk::finish_reason::other, sdk::finish_reason::unknown})
+  for (auto f :
+       {sdk::finish_reason::stop, sdk::finish_reason::length, sdk::finish_reason::tool_calls,
+        sdk::finish_reason::content_filter, sdk::finish_reason::other, sdk::finish_reason::unknown})
     if (x == sdk::to_string(f))
       return f;
   return std::nullopt;
 }
 
 std::optional<sdk::errc> parse_errc(std::string_view x) {
-  for (int i = static_cast<int>(sdk::errc_first);
-       i <= static_cast<int>(sdk::errc_last); ++i) {
+  for (int i = static_cast<int>(sdk::errc_first); i <= static_cast<int>(sdk::errc_last); ++i) {
     auto code = static_cast<sdk::errc>(i);
     if (x == sdk::to_string(code))
       return code;
@@ -353,9 +337,8 @@ std::optional<sdk::errc> parse_errc(std::string_view x) {
   return std::nullopt;
 }
 
-std::optional<std::string>
-parse_tool_definitions(const nlohmann::json& j,
-                       std::vector<sdk::tool_definition>& out) {
+std::optional<std::string> parse_tool_definitions(const nlohmann::json& j,
+                                                  std::vector<sdk::tool_definition>& out) {
   if (!j.is_array())
     return std::string{"expected a JSON array of tool definitions"};
   size_t n = 0;
@@ -375,8 +358,8 @@ parse_tool_definitions(const nlohmann::json& j,
       if (!fn["parameters"].is_object())
         return where + "\"parameters\" must be a JSON schema object";
       if (sdk::json_deeper_than(fn["parameters"], max_schema_depth))
-        return where + "\"parameters\" nests deeper than "
-               + std::to_string(max_schema_depth) + " levels";
+        return where + "\"parameters\" nests deeper than " + std::to_string(max_schema_depth)
+               + " levels";
       def.parameters = fn["parameters"];
     } else {
       def.parameters = {{"type", "object"}, {"properties", nlohmann::json::object()}};

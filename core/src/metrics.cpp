@@ -13,8 +13,7 @@ namespace {
 
 void atomic_add(std::atomic<double>& target, double amount) noexcept {
   double current = target.load(std::memory_order_relaxed);
-  while (!target.compare_exchange_weak(current, current + amount,
-                                       std::memory_order_relaxed)) {
+  while (!target.compare_exchange_weak(current, current + amount, std::memory_order_relaxed)) {
   }
 }
 
@@ -106,8 +105,8 @@ void metric_histogram::observe(double value) noexcept {
   if (std::isnan(value))
     return;
   // The first bucket whose upper bound is >= value (le: less or equal).
-  auto i = static_cast<size_t>(
-    std::lower_bound(bounds_->begin(), bounds_->end(), value) - bounds_->begin());
+  auto i = static_cast<size_t>(std::lower_bound(bounds_->begin(), bounds_->end(), value)
+                               - bounds_->begin());
   std::lock_guard<std::mutex> guard{mtx_};
   ++counts_[i];
   sum_ += value;
@@ -188,8 +187,7 @@ std::string escape_metric_help(std::string_view help) {
 
 namespace detail {
 
-metric_family_base::metric_family_base(std::string name, std::string help,
-                                       std::string type,
+metric_family_base::metric_family_base(std::string name, std::string help, std::string type,
                                        std::vector<std::string> label_names)
   : name_(std::move(name)),
     help_(std::move(help)),
@@ -232,8 +230,7 @@ void gauge_family::render_child(std::string& out, const std::vector<std::string>
 }
 
 histogram_family::histogram_family(std::string name, std::string help,
-                                   std::vector<std::string> label_names,
-                                   std::vector<double> bounds)
+                                   std::vector<std::string> label_names, std::vector<double> bounds)
   : metric_family(std::move(name), std::move(help), "histogram", std::move(label_names)),
     bounds_(std::make_shared<const std::vector<double>>(std::move(bounds))) {
 }
@@ -242,8 +239,7 @@ std::unique_ptr<metric_histogram> histogram_family::make_child() const {
   return std::make_unique<metric_histogram>(bounds_);
 }
 
-void histogram_family::render_child(std::string& out,
-                                    const std::vector<std::string>& values,
+void histogram_family::render_child(std::string& out, const std::vector<std::string>& values,
                                     const void* child) const {
   auto snap = static_cast<const metric_histogram*>(child)->read();
   uint64_t cumulative = 0;
@@ -260,10 +256,9 @@ void histogram_family::render_child(std::string& out,
 
 // -- registry -----------------------------------------------------------------
 
-std::optional<sdk::error>
-metrics_registry::check(const std::string& name, const std::string& type,
-                        const std::vector<std::string>& labels,
-                        detail::metric_family_base** existing) const {
+std::optional<sdk::error> metrics_registry::check(const std::string& name, const std::string& type,
+                                                  const std::vector<std::string>& labels,
+                                                  detail::metric_family_base** existing) const {
   *existing = nullptr;
   if (!valid_metric_name(name))
     return metric_error("metric name '" + name + "' is not valid (letters, digits, _ and :)");
@@ -296,8 +291,8 @@ metrics_registry::add_counter(std::string name, std::string help,
     return *err;
   if (existing)
     return static_cast<counter_family*>(existing);
-  auto family = std::make_unique<counter_family>(std::move(name), std::move(help),
-                                                 "counter", std::move(label_names));
+  auto family = std::make_unique<counter_family>(std::move(name), std::move(help), "counter",
+                                                 std::move(label_names));
   auto* ptr = family.get();
   if (ptr->label_names().empty())
     ptr->with();
@@ -325,8 +320,7 @@ metrics_registry::add_gauge(std::string name, std::string help,
 
 std::variant<histogram_family*, sdk::error>
 metrics_registry::add_histogram(std::string name, std::string help,
-                                std::vector<std::string> label_names,
-                                std::vector<double> bounds) {
+                                std::vector<std::string> label_names, std::vector<double> bounds) {
   if (!bounds.empty() && std::isinf(bounds.back()) && bounds.back() > 0)
     bounds.pop_back(); // +Inf is always there
   for (size_t i = 0; i < bounds.size(); ++i) {
@@ -346,8 +340,7 @@ metrics_registry::add_histogram(std::string name, std::string help,
     return h;
   }
   auto family = std::make_unique<histogram_family>(std::move(name), std::move(help),
-                                                   std::move(label_names),
-                                                   std::move(bounds));
+                                                   std::move(label_names), std::move(bounds));
   auto* ptr = family.get();
   if (ptr->label_names().empty())
     ptr->with();

@@ -29,9 +29,9 @@ bool reasoning_model_by_name(std::string_view model) {
   // `vendor/model` of gateways (OpenRouter, LiteLLM).
   if (auto slash = name.rfind('/'); slash != std::string_view::npos)
     name.remove_prefix(slash + 1);
-  for (auto x : {"o1", "o3", "o4-mini", "o3-mini", "o1-mini", "o1-preview", "o3-pro",
-                 "o1-pro", "gpt-5", "deepseek-reasoner", "deepseek-r1", "qwq",
-                 "magistral-small", "magistral-medium", "phi-4-reasoning"})
+  for (auto x : {"o1", "o3", "o4-mini", "o3-mini", "o1-mini", "o1-preview", "o3-pro", "o1-pro",
+                 "gpt-5", "deepseek-reasoner", "deepseek-r1", "qwq", "magistral-small",
+                 "magistral-medium", "phi-4-reasoning"})
     if (family(name, x))
       return true;
   if (name.rfind("gpt-5", 0) == 0 || name.rfind("gemini-2.5", 0) == 0

@@ -10,16 +10,35 @@ namespace {
 
 using nlohmann::json;
 
-const char* known_types[] = {
-  "section_end", "stop", "top_level_branching", "error", "chat_heartbeat",
-  "reasoning_start", "reasoning_delta", "reasoning_done", "message_start",
-  "message_delta", "citation_info", "search_tool_start",
-  "search_tool_queries_delta", "search_tool_documents_delta", "open_url_start",
-  "open_url_urls", "open_url_documents", "deep_research_plan_start",
-  "deep_research_plan_delta", "research_agent_start",
-  "intermediate_report_start", "intermediate_report_delta",
-  "intermediate_report_cited_docs", "clarification", "usage", "notice",
-  "resumed", "agent_superseded", "model_profile"};
+const char* known_types[] = {"section_end",
+                             "stop",
+                             "top_level_branching",
+                             "error",
+                             "chat_heartbeat",
+                             "reasoning_start",
+                             "reasoning_delta",
+                             "reasoning_done",
+                             "message_start",
+                             "message_delta",
+                             "citation_info",
+                             "search_tool_start",
+                             "search_tool_queries_delta",
+                             "search_tool_documents_delta",
+                             "open_url_start",
+                             "open_url_urls",
+                             "open_url_documents",
+                             "deep_research_plan_start",
+                             "deep_research_plan_delta",
+                             "research_agent_start",
+                             "intermediate_report_start",
+                             "intermediate_report_delta",
+                             "intermediate_report_cited_docs",
+                             "clarification",
+                             "usage",
+                             "notice",
+                             "resumed",
+                             "agent_superseded",
+                             "model_profile"};
 
 json typed(const char* type) {
   return json{{"type", type}};
@@ -47,21 +66,19 @@ bool is_known_packet_type(std::string_view type) {
 
 std::string encode(const packet& x) {
   json where{{"turn_index", x.where.turn_index}, {"tab_index", x.where.tab_index}};
-  where["sub_turn_index"] = x.where.sub_turn_index ? json(*x.where.sub_turn_index)
-                                                   : json(nullptr);
-  json out{{"seq", x.seq}, {"session", x.session}, {"placement", std::move(where)},
-           {"obj", x.obj}};
+  where["sub_turn_index"] = x.where.sub_turn_index ? json(*x.where.sub_turn_index) : json(nullptr);
+  json out{{"seq", x.seq}, {"session", x.session}, {"placement", std::move(where)}, {"obj", x.obj}};
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::optional<std::string> encode(uint64_t seq, std::string_view session,
-                                  const placement& where, std::string_view obj_json) {
+std::optional<std::string> encode(uint64_t seq, std::string_view session, const placement& where,
+                                  std::string_view obj_json) {
   auto first = obj_json.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos || obj_json[first] != '{' || !json::accept(obj_json))
     return std::nullopt;
   // The keys in encode()'s order (nlohmann's objects are sorted by key).
-  auto session_json = json(std::string{session}).dump(-1, ' ', false,
-                                                      json::error_handler_t::replace);
+  auto session_json = json(std::string{session})
+                        .dump(-1, ' ', false, json::error_handler_t::replace);
   std::string out;
   out.reserve(obj_json.size() + session_json.size() + 96);
   out += "{\"obj\":";
@@ -112,8 +129,7 @@ std::variant<packet, std::string> decode(std::string_view line) {
     out.where.sub_turn_index = sub->get<int>();
   }
   auto obj = j.find("obj");
-  if (obj == j.end() || !obj->is_object() || !obj->contains("type")
-      || !(*obj)["type"].is_string())
+  if (obj == j.end() || !obj->is_object() || !obj->contains("type") || !(*obj)["type"].is_string())
     return std::string{"'obj' must be an object with a string 'type'"};
   out.obj = std::move(*obj);
   return out;
@@ -177,11 +193,9 @@ json reasoning_done() {
 json message_start(const std::vector<sdk::document>* final_documents,
                    std::optional<double> pre_answer_seconds) {
   auto out = typed("message_start");
-  out["final_documents"] = final_documents ? docs_array(*final_documents)
-                                           : json(nullptr);
-  out["pre_answer_processing_seconds"] = pre_answer_seconds
-                                           ? json(*pre_answer_seconds)
-                                           : json(nullptr);
+  out["final_documents"] = final_documents ? docs_array(*final_documents) : json(nullptr);
+  out["pre_answer_processing_seconds"] = pre_answer_seconds ? json(*pre_answer_seconds)
+                                                            : json(nullptr);
   return out;
 }
 

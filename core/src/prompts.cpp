@@ -55,8 +55,7 @@ std::string strip_final_newline(std::string text) {
 } // namespace
 
 std::variant<std::string, prompt_error>
-render_template(std::string_view text, const prompt_vars& vars,
-                std::string_view template_name) {
+render_template(std::string_view text, const prompt_vars& vars, std::string_view template_name) {
   std::string out;
   out.reserve(text.size() + 256);
   for (size_t i = 0; i < text.size();) {
@@ -64,9 +63,8 @@ render_template(std::string_view text, const prompt_vars& vars,
       auto name = text.substr(i + 1, len);
       auto value = vars.find(name);
       if (value == vars.end())
-        return prompt_error{"template '" + std::string{template_name}
-                            + "' needs the variable '" + std::string{name}
-                            + "', which was not given"};
+        return prompt_error{"template '" + std::string{template_name} + "' needs the variable '"
+                            + std::string{name} + "', which was not given"};
       out += value->second;
       i += len + 2;
       continue;
@@ -93,14 +91,12 @@ prompt_library prompt_library::embedded() {
   for (size_t i = 0; i < embedded_prompt_count; ++i) {
     const auto& p = embedded_prompts[i];
     out.templates_.emplace(
-      p.name, strip_final_newline(std::string{
-                reinterpret_cast<const char*>(p.data), p.size}));
+      p.name, strip_final_newline(std::string{reinterpret_cast<const char*>(p.data), p.size}));
   }
   return out;
 }
 
-std::variant<size_t, prompt_error>
-prompt_library::load_overrides(const std::string& dir) {
+std::variant<size_t, prompt_error> prompt_library::load_overrides(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
@@ -114,8 +110,7 @@ prompt_library::load_overrides(const std::string& dir) {
     auto name = path.stem().string();
     auto base = templates_.find(name);
     if (base == templates_.end())
-      return prompt_error{path.string() + ": no built-in prompt is named '"
-                          + name + "'"};
+      return prompt_error{path.string() + ": no built-in prompt is named '" + name + "'"};
     // The rule of the configuration file: a regular file (or a link to
     // one), opened without blocking, at most max_prompt_file_size bytes.
     auto read = read_regular_file(path.string(), max_prompt_file_size);
@@ -129,18 +124,16 @@ prompt_library::load_overrides(const std::string& dir) {
     for (const auto& var : template_variables(text))
       if (std::find(known.begin(), known.end(), var) == known.end())
         return prompt_error{path.string() + ": unknown variable {" + var
-                            + "} (this prompt knows: "
-                            + [&] {
-                                std::string list;
-                                for (const auto& k : known)
-                                  list += (list.empty() ? "" : ", ") + k;
-                                return list.empty() ? std::string{"none"}
-                                                    : list;
-                              }()
+                            + "} (this prompt knows: " +
+                            [&] {
+                              std::string list;
+                              for (const auto& k : known)
+                                list += (list.empty() ? "" : ", ") + k;
+                              return list.empty() ? std::string{"none"} : list;
+                            }()
                             + ")"};
     if (found.count(name) > 0)
-      return prompt_error{path.string() + ": '" + name
-                          + "' is given twice (.md and .txt)"};
+      return prompt_error{path.string() + ": '" + name + "' is given twice (.md and .txt)"};
     found.emplace(name, std::move(text));
   }
   if (ec)
@@ -155,8 +148,8 @@ const std::string* prompt_library::find(std::string_view name) const {
   return i == templates_.end() ? nullptr : &i->second;
 }
 
-std::variant<std::string, prompt_error>
-prompt_library::render(std::string_view name, const prompt_vars& vars) const {
+std::variant<std::string, prompt_error> prompt_library::render(std::string_view name,
+                                                               const prompt_vars& vars) const {
   const auto* text = find(name);
   if (text == nullptr)
     return prompt_error{"no prompt is named '" + std::string{name} + "'"};
@@ -177,17 +170,16 @@ void prompt_library::set(std::string name, std::string text) {
 std::string prompt_date(std::chrono::system_clock::time_point when) {
   static const char* days[] = {"Sunday",   "Monday", "Tuesday", "Wednesday",
                                "Thursday", "Friday", "Saturday"};
-  static const char* months[] = {"January", "February", "March",
-                                 "April",   "May",      "June",
-                                 "July",    "August",   "September",
-                                 "October", "November", "December"};
+  static const char* months[] = {"January",   "February", "March",    "April",
+                                 "May",       "June",     "July",     "August",
+                                 "September", "October",  "November", "December"};
   auto t = std::chrono::system_clock::to_time_t(when);
   std::tm tm{};
   localtime_r(&t, &tm);
   char day[8];
   std::snprintf(day, sizeof(day), "%02d", tm.tm_mday);
-  return std::string{days[tm.tm_wday]} + " " + months[tm.tm_mon] + " " + day
-         + ", " + std::to_string(tm.tm_year + 1900);
+  return std::string{days[tm.tm_wday]} + " " + months[tm.tm_mon] + " " + day + ", "
+         + std::to_string(tm.tm_year + 1900);
 }
 
 } // namespace quarry::core

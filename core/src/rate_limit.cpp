@@ -16,8 +16,7 @@ int64_t estimate_call_tokens(const sdk::chat_request& request) {
   return static_cast<int64_t>(chars / 4) + std::max<int64_t>(request.max_tokens, 0);
 }
 
-rate_limiter::rate_limiter(double requests_per_minute, double tokens_per_minute,
-                           const clock& clk)
+rate_limiter::rate_limiter(double requests_per_minute, double tokens_per_minute, const clock& clk)
   : requests_per_minute_(std::max(0.0, requests_per_minute)),
     tokens_per_minute_(std::max(0.0, tokens_per_minute)),
     clock_(&clk),
@@ -37,8 +36,7 @@ void rate_limiter::refill() {
     requests_ = std::min(requests_per_minute_,
                          requests_ + elapsed * requests_per_minute_ / 60000.0);
   if (tokens_per_minute_ > 0)
-    tokens_ = std::min(tokens_per_minute_,
-                       tokens_ + elapsed * tokens_per_minute_ / 60000.0);
+    tokens_ = std::min(tokens_per_minute_, tokens_ + elapsed * tokens_per_minute_ / 60000.0);
 }
 
 std::chrono::milliseconds rate_limiter::wait_for(int64_t tokens) {
@@ -48,8 +46,7 @@ std::chrono::milliseconds rate_limiter::wait_for(int64_t tokens) {
     wait_ms = std::max(wait_ms, (1 - requests_) * 60000.0 / requests_per_minute_);
   if (tokens_per_minute_ > 0) {
     // A call larger than the whole bucket waits for a full bucket.
-    auto need = std::min(static_cast<double>(std::max<int64_t>(tokens, 0)),
-                         tokens_per_minute_);
+    auto need = std::min(static_cast<double>(std::max<int64_t>(tokens, 0)), tokens_per_minute_);
     if (tokens_ < need)
       wait_ms = std::max(wait_ms, (need - tokens_) * 60000.0 / tokens_per_minute_);
   }
@@ -63,8 +60,7 @@ void rate_limiter::consume(int64_t tokens) {
   if (requests_per_minute_ > 0)
     requests_ -= 1;
   if (tokens_per_minute_ > 0)
-    tokens_ -= std::min(static_cast<double>(std::max<int64_t>(tokens, 0)),
-                        tokens_per_minute_);
+    tokens_ -= std::min(static_cast<double>(std::max<int64_t>(tokens, 0)), tokens_per_minute_);
 }
 
 double rate_limiter::requests_available() {

@@ -250,15 +250,17 @@ sdk::tool_definition classify_tool(int max_clarifying_questions) {
      enum_schema("new_topic, a clarification of the previous answer, or a follow-up that "
                  "needs new research.",
                  {"new_topic", "clarification", "complex_follow_up"})},
-    {"is_ambiguous", {{"type", "boolean"}, {"description", "The question cannot be researched "
-                                                           "well without asking the user."}}},
+    {"is_ambiguous",
+     {{"type", "boolean"},
+      {"description", "The question cannot be researched "
+                      "well without asking the user."}}},
     {"clarifying_questions",
      {{"type", "array"},
       {"items", {{"type", "string"}}},
       {"description", "At most " + std::to_string(std::max(0, max_clarifying_questions))
                         + " short questions for the user, only when ambiguous."}}},
-    {"recommended_depth", enum_schema("How much research the question deserves.",
-                                      {"light", "medium", "extended"})},
+    {"recommended_depth",
+     enum_schema("How much research the question deserves.", {"light", "medium", "extended"})},
     {"reasoning", {{"type", "string"}, {"description", "One or two sentences on why."}}},
   };
   t.parameters = {{"type", "object"},
@@ -268,7 +270,7 @@ sdk::tool_definition classify_tool(int max_clarifying_questions) {
 }
 
 std::variant<classification, invalid_output> read_classification(const json& args,
-                                                                  int max_clarifying_questions) {
+                                                                 int max_clarifying_questions) {
   if (!args.is_object())
     return invalid_output{"the arguments must be a JSON object."};
   classification out;
@@ -337,7 +339,8 @@ sdk::tool_definition plan_tool(int at_least, int room) {
     {"type", "object"},
     {"properties",
      {{"title", {{"type", "string"}, {"description", "Short, in plain words."}}},
-      {"description", {{"type", "string"}, {"description", "What to find out, for the researcher."}}},
+      {"description",
+       {{"type", "string"}, {"description", "What to find out, for the researcher."}}},
       {"step_type", enum_schema("research gathers sources; analysis reasons over what was found.",
                                 {"research", "analysis"})},
       {"needs_search", {{"type", "boolean"}}}}},
@@ -351,8 +354,7 @@ sdk::tool_definition plan_tool(int at_least, int room) {
      {{"title", {{"type", "string"}, {"description", "The plan in one line."}}},
       {"thought", {{"type", "string"}, {"description", "Why these steps."}}},
       {"has_enough_context",
-       {{"type", "boolean"},
-        {"description", "What is known already answers the question fully."}}},
+       {{"type", "boolean"}, {"description", "What is known already answers the question fully."}}},
       {"steps", {{"type", "array"}, {"items", step}, {"description", count + "."}}}}},
     {"required", json::array({"title", "steps"})}};
   return t;
@@ -389,9 +391,8 @@ std::variant<plan_draft, invalid_output> read_plan(const json& args, int at_leas
     }
   }
   if (out.steps.empty() && !(out.has_enough_context && at_least == 0))
-    return invalid_output{"steps must hold at least "
-                          + std::to_string(std::max(1, at_least)) + " step"
-                          + (std::max(1, at_least) == 1 ? "" : "s")
+    return invalid_output{"steps must hold at least " + std::to_string(std::max(1, at_least))
+                          + " step" + (std::max(1, at_least) == 1 ? "" : "s")
                           + ", each with a title and a description."};
   if (static_cast<int>(out.steps.size()) < at_least)
     return invalid_output{"the plan has " + std::to_string(out.steps.size()) + " step"
@@ -421,9 +422,9 @@ plan_update merge_plan(const plan* previous, plan_draft draft, const depth_profi
                 : 0;
   if (draft.steps.size() > room)
     out.notices.push_back("the plan had " + std::to_string(draft.steps.size()) + " new step"
-                          + (draft.steps.size() == 1 ? "" : "s") + "; "
-                          + std::to_string(room) + " fit within this depth's "
-                          + std::to_string(profile.max_steps) + ", the rest were dropped");
+                          + (draft.steps.size() == 1 ? "" : "s") + "; " + std::to_string(room)
+                          + " fit within this depth's " + std::to_string(profile.max_steps)
+                          + ", the rest were dropped");
   size_t n = 0;
   for (auto& s : draft.steps) {
     if (n >= room)
@@ -528,7 +529,8 @@ sdk::tool_definition reflect_tool() {
   t.parameters = {
     {"type", "object"},
     {"properties",
-     {{"decision", enum_schema("CONTINUE, ADJUST or COMPLETE.", {"CONTINUE", "ADJUST", "COMPLETE"})},
+     {{"decision",
+       enum_schema("CONTINUE, ADJUST or COMPLETE.", {"CONTINUE", "ADJUST", "COMPLETE"})},
       {"reasoning", {{"type", "string"}, {"description", "Why, in one to three sentences."}}},
       {"suggested_changes",
        {{"type", "array"},
@@ -570,8 +572,7 @@ reflection_outcome enforce(const reflection& r, const plan& p, const depth_profi
         out.refused = true;
         out.taken = pending ? decision::continue_plan : decision::adjust;
         out.why = "COMPLETE refused: " + std::to_string(done) + " of the "
-                  + std::to_string(profile.min_steps)
-                  + " steps this depth needs are completed";
+                  + std::to_string(profile.min_steps) + " steps this depth needs are completed";
       }
       break;
     case decision::adjust:

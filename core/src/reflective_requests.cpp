@@ -139,8 +139,7 @@ std::string planner_input(const std::string& question, const std::string& backgr
                           depth d) {
   std::string out = "The question:\n\n" + question + "\n\nDepth: " + to_string(d) + "\n";
   if (!sdk::trim(background).empty())
-    out += "\nBackground search results (snippets only):\n\n" + clipped(background, 24000)
-           + "\n";
+    out += "\nBackground search results (snippets only):\n\n" + clipped(background, 24000) + "\n";
   if (current != nullptr) {
     out += "\nCompleted steps (kept as they are):\n";
     bool any = false;
@@ -148,8 +147,8 @@ std::string planner_input(const std::string& question, const std::string& backgr
       if (s.status != step_status::completed)
         continue;
       any = true;
-      out += "\n- " + s.title + "\n  Observation: "
-             + clipped(s.observation, planner_observation_bytes) + "\n";
+      out += "\n- " + s.title
+             + "\n  Observation: " + clipped(s.observation, planner_observation_bytes) + "\n";
     }
     if (!any)
       out += "(none)\n";
@@ -160,9 +159,9 @@ std::string planner_input(const std::string& question, const std::string& backgr
     }
   }
   out += "\nWrite ";
-  out += room.at_least == room.room ? std::to_string(room.room)
-                                    : std::to_string(room.at_least) + " to "
-                                        + std::to_string(room.room);
+  out += room.at_least == room.room
+           ? std::to_string(room.room)
+           : std::to_string(room.at_least) + " to " + std::to_string(room.room);
   out += current != nullptr ? " new steps." : " steps.";
   return out;
 }
@@ -190,11 +189,11 @@ std::string reflector_input(const std::string& question, const plan& p, size_t j
   out += "\nObservations so far:\n";
   for (const auto& s : p.steps)
     if (s.status == step_status::completed)
-      out += "\n" + s.id + " " + s.title + ":\n" + clipped(s.observation, reflector_observation_bytes)
-             + "\n";
+      out += "\n" + s.id + " " + s.title + ":\n"
+             + clipped(s.observation, reflector_observation_bytes) + "\n";
   if (just_done < p.steps.size())
-    out += "\nThe step just completed: " + p.steps[just_done].id + " "
-           + p.steps[just_done].title + "\n";
+    out += "\nThe step just completed: " + p.steps[just_done].id + " " + p.steps[just_done].title
+           + "\n";
   out += "Sources found so far: " + std::to_string(sources_total) + "\n";
   out += "New sources found by this step: " + std::to_string(new_sources) + "\n";
   out += "Completed steps: " + std::to_string(completed_steps(p)) + "\n";

@@ -36,8 +36,7 @@ file_error system_error(const std::string& path, int err) {
     case ELOOP:
       return {file_error::kind::not_regular, "is a symbolic link loop"};
     case ENOTDIR:
-      return {file_error::kind::not_found,
-              "a part of the path is not a directory"};
+      return {file_error::kind::not_found, "a part of the path is not a directory"};
     default:
       return {file_error::kind::unreadable, std::strerror(err)};
   }
@@ -45,8 +44,7 @@ file_error system_error(const std::string& path, int err) {
 
 } // namespace
 
-opened_file::opened_file(int fd, const struct ::stat& status) noexcept
-  : fd_(fd), status_(status) {
+opened_file::opened_file(int fd, const struct ::stat& status) noexcept : fd_(fd), status_(status) {
   // nop
 }
 
@@ -122,19 +120,17 @@ std::variant<opened_file, file_error> open_regular_file(const std::string& path)
   return std::variant<opened_file, file_error>{std::move(file)};
 }
 
-std::variant<regular_file_text, file_error>
-read_regular_file(const std::string& path, size_t max_bytes) {
+std::variant<regular_file_text, file_error> read_regular_file(const std::string& path,
+                                                              size_t max_bytes) {
   auto opened = open_regular_file(path);
   if (auto* err = std::get_if<file_error>(&opened))
     return std::move(*err);
   const auto& file = std::get<opened_file>(opened);
   auto too_large = [&] {
     return file_error{file_error::kind::too_large,
-                      "is larger than "
-                        + format_size(static_cast<int64_t>(max_bytes))};
+                      "is larger than " + format_size(static_cast<int64_t>(max_bytes))};
   };
-  if (file.status().st_size > 0
-      && static_cast<uint64_t>(file.status().st_size) > max_bytes)
+  if (file.status().st_size > 0 && static_cast<uint64_t>(file.status().st_size) > max_bytes)
     return too_large();
   regular_file_text out;
   out.status = file.status();

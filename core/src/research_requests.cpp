@@ -27,8 +27,7 @@ sdk::chat_message message(sdk::role author, std::string text) {
 
 // The request around a history build_history accepted, or its message.
 request_or_error with_history(history_input in, std::vector<sdk::tool_definition> tools,
-                              sdk::tool_choice choice, int64_t max_tokens,
-                              const char* role_tag) {
+                              sdk::tool_choice choice, int64_t max_tokens, const char* role_tag) {
   auto built = build_history(in);
   if (auto* why = std::get_if<std::string>(&built))
     return std::move(*why);
@@ -67,8 +66,7 @@ std::vector<std::string> plan_steps(std::string_view plan) {
     size_t d = 0;
     while (d < line.size() && d < 3 && line[d] >= '0' && line[d] <= '9')
       ++d;
-    if (d == 0 || d + 1 >= line.size() || (line[d] != '.' && line[d] != ')')
-        || line[d + 1] != ' ')
+    if (d == 0 || d + 1 >= line.size() || (line[d] != '.' && line[d] != ')') || line[d + 1] != ' ')
       continue;
     // The item with its runs of white space made one space.
     std::string item;
@@ -94,8 +92,7 @@ sdk::chat_message system_message(std::string text) {
   return message(sdk::role::system, std::move(text));
 }
 
-sdk::chat_request clarification_request(std::string system,
-                                        const std::string& question) {
+sdk::chat_request clarification_request(std::string system, const std::string& question) {
   sdk::chat_request req;
   req.messages = {system_message(std::move(system)), user_message(question)};
   req.tools = {generate_plan_tool()};
@@ -125,13 +122,12 @@ request_or_error orchestrator_request(const orchestrator_input& in) {
   h.history.insert(h.history.end(), in.history.begin(), in.history.end());
   if (!in.reminder.empty())
     h.reminder = make_reminder(in.reminder);
-  std::vector<sdk::tool_definition> defs{research_agent_tool(),
-                                         generate_report_tool(false)};
+  std::vector<sdk::tool_definition> defs{research_agent_tool(), generate_report_tool(false)};
   if (!in.reasoning_model)
     defs.push_back(think_tool(false));
   h.available_tokens = in.context_tokens - in.max_tokens - orchestrator_reserve_tokens;
-  auto out = with_history(std::move(h), std::move(defs), sdk::tool_choice::required,
-                          in.max_tokens, "orchestrate");
+  auto out = with_history(std::move(h), std::move(defs), sdk::tool_choice::required, in.max_tokens,
+                          "orchestrate");
   if (auto* req = std::get_if<sdk::chat_request>(&out)) {
     req->research = research_context_of(in.question);
     req->research.plan = plan_steps(in.plan);
@@ -149,12 +145,10 @@ std::string orchestrator_reminder(int cycle, bool retried_empty,
   return {};
 }
 
-request_or_error final_report_request(std::string system,
-                                      const std::string& question,
-                                      const std::string& plan,
-                                      const std::vector<sdk::chat_message>& history,
-                                      const std::string& reminder,
-                                      int64_t context_tokens, int64_t max_tokens) {
+request_or_error
+final_report_request(std::string system, const std::string& question, const std::string& plan,
+                     const std::vector<sdk::chat_message>& history, const std::string& reminder,
+                     int64_t context_tokens, int64_t max_tokens) {
   history_input h;
   h.system = system_message(std::move(system));
   h.history.push_back(user_message(question));
@@ -183,8 +177,8 @@ request_or_error research_step_request(const research_step_input& in) {
   for (const auto& d : defs)
     def_tokens += static_cast<int64_t>(d.to_openai().dump().size() / 4);
   h.available_tokens = std::max<int64_t>(0, in.context_tokens - def_tokens - in.max_tokens);
-  auto out = with_history(std::move(h), std::move(defs), sdk::tool_choice::required,
-                          in.max_tokens, "research");
+  auto out = with_history(std::move(h), std::move(defs), sdk::tool_choice::required, in.max_tokens,
+                          "research");
   if (auto* req = std::get_if<sdk::chat_request>(&out))
     req->research.task = in.task;
   return out;
@@ -192,8 +186,8 @@ request_or_error research_step_request(const research_step_input& in) {
 
 request_or_error agent_report_request(std::string system, const std::string& task,
                                       const std::vector<sdk::chat_message>& history,
-                                      std::string reminder,
-                                      int64_t context_tokens, int64_t max_tokens) {
+                                      std::string reminder, int64_t context_tokens,
+                                      int64_t max_tokens) {
   history_input h;
   h.system = system_message(std::move(system));
   h.history = history;
@@ -220,14 +214,13 @@ std::string guidance_text(const prompt_library& lib, std::string_view name, bool
   return text ? *text : std::string{};
 }
 
-std::string clarification_system(const prompt_library& lib,
-                                 const std::string& current_datetime,
+std::string clarification_system(const prompt_library& lib, const std::string& current_datetime,
                                  bool internal_search) {
-  return render_prompt(lib, "clarification",
-                       {{"current_datetime", current_datetime},
-                        {"internal_search_clarification_guidance",
-                         guidance_text(lib, "internal_search_clarification_guidance",
-                                       internal_search)}});
+  return render_prompt(
+    lib, "clarification",
+    {{"current_datetime", current_datetime},
+     {"internal_search_clarification_guidance",
+      guidance_text(lib, "internal_search_clarification_guidance", internal_search)}});
 }
 
 std::string orchestrator_system(const prompt_library& lib, const orchestrator_prompt& p) {
@@ -263,12 +256,10 @@ std::string research_agent_system(const prompt_library& lib, const agent_prompt&
     {"current_datetime", p.current_datetime},
     {"current_cycle_count", std::to_string(p.cycle)},
     {"max_cycles", std::to_string(p.max_cycles)},
-    {"internal_search_tool_guidance",
-     guidance("internal_search_tool_guidance", p.internal_search)},
+    {"internal_search_tool_guidance", guidance("internal_search_tool_guidance", p.internal_search)},
     {"web_search_tool_guidance", guidance("web_search_tool_guidance", p.web_search)},
     {"open_url_tool_guidance",
-     guidance(p.reasoning_model ? "open_url_tool_guidance_reasoning"
-                                : "open_url_tool_guidance",
+     guidance(p.reasoning_model ? "open_url_tool_guidance_reasoning" : "open_url_tool_guidance",
               p.open_url)},
   };
   auto system = render_prompt(
@@ -320,14 +311,12 @@ std::string agent_failed_text(const std::string& why) {
          + "). Try another approach or carry on without this task.";
 }
 
-std::string unknown_tool_text(const std::string& name,
-                              const std::vector<std::string>& available) {
-  return "There is no tool named '" + name + "'. Available tools: "
-         + join_tool_names(available) + ", think_tool and generate_report.";
+std::string unknown_tool_text(const std::string& name, const std::vector<std::string>& available) {
+  return "There is no tool named '" + name + "'. Available tools: " + join_tool_names(available)
+         + ", think_tool and generate_report.";
 }
 
-sdk::tool_result tool_timeout_result(const std::string& tool,
-                                     std::chrono::milliseconds limit) {
+sdk::tool_result tool_timeout_result(const std::string& tool, std::chrono::milliseconds limit) {
   sdk::tool_result r;
   r.llm_text = "The " + tool + " tool did not finish within " + format_duration(limit)
                + "; continue without its result.";
@@ -339,9 +328,8 @@ std::string tool_call_failed_text(const std::string& tool, const std::string& wh
   return "The " + tool + " call failed: " + why + ". Try another approach.";
 }
 
-std::string findings_report(
-  const std::vector<std::pair<std::string, std::string>>& findings,
-  const std::string& why) {
+std::string findings_report(const std::vector<std::pair<std::string, std::string>>& findings,
+                            const std::string& why) {
   if (findings.empty())
     return "No findings could be gathered before the research ended (" + why + ").";
   // Said where the reader looks: this is not a written report.
@@ -354,8 +342,7 @@ std::string findings_report(
 }
 
 std::vector<std::pair<int, sdk::document>>
-cited_documents(const std::string& report,
-                const std::map<int, sdk::document>& documents) {
+cited_documents(const std::string& report, const std::map<int, sdk::document>& documents) {
   citation_processor seen{citation_mode::keep_markers};
   citation_mapping local;
   for (const auto& [n, d] : documents)
@@ -387,8 +374,8 @@ sdk::chat_request continuation_request(sdk::chat_request req, const std::string&
 }
 
 std::string report_cut_notice(int64_t max_tokens, int continuations) {
-  auto text = "the report was cut by the model's output limit ("
-              + std::to_string(max_tokens) + " tokens per call";
+  auto text = "the report was cut by the model's output limit (" + std::to_string(max_tokens)
+              + " tokens per call";
   if (continuations > 0)
     text += ", after " + std::to_string(continuations)
             + (continuations == 1 ? " continuation" : " continuations");

@@ -22,14 +22,14 @@ sdk::tool_definition generate_plan_tool() {
 }
 
 sdk::tool_definition research_agent_tool() {
-  return {"research_agent", "Conduct research on a specific topic.",
+  return {"research_agent",
+          "Conduct research on a specific topic.",
           {{"type", "object"},
            {"properties",
             {{"task",
               {{"type", "string"},
-               {"description",
-                "The research task to investigate, should be 1-2 descriptive "
-                "sentences outlining the direction of investigation."}}}}},
+               {"description", "The research task to investigate, should be 1-2 descriptive "
+                               "sentences outlining the direction of investigation."}}}}},
            {"required", {"task"}}}};
 }
 
@@ -47,21 +47,20 @@ sdk::tool_definition generate_report_tool(bool for_agent) {
 }
 
 sdk::tool_definition think_tool(bool for_agent) {
-  auto description
-    = for_agent ? "Use this for reasoning between research steps. Think "
-                  "deeply about key results, identify knowledge gaps, and plan "
-                  "next steps."
-                : "Use this for reasoning between research_agent calls and "
-                  "before calling generate_report. Think deeply about key "
-                  "results, identify knowledge gaps, and plan next steps.";
+  auto description = for_agent ? "Use this for reasoning between research steps. Think "
+                                 "deeply about key results, identify knowledge gaps, and plan "
+                                 "next steps."
+                               : "Use this for reasoning between research_agent calls and "
+                                 "before calling generate_report. Think deeply about key "
+                                 "results, identify knowledge gaps, and plan next steps.";
   auto param = for_agent ? "Your chain of thought reasoning, can be as long as "
                            "a lengthy paragraph."
                          : "Your chain of thought reasoning, use paragraph "
                            "format, no lists.";
-  return {"think_tool", description,
+  return {"think_tool",
+          description,
           {{"type", "object"},
-           {"properties",
-            {{"reasoning", {{"type", "string"}, {"description", param}}}}},
+           {"properties", {{"reasoning", {{"type", "string"}, {"description", param}}}}},
            {"required", {"reasoning"}}}};
 }
 

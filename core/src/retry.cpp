@@ -23,8 +23,7 @@ jitter_source seeded_jitter(uint64_t seed) {
   };
 }
 
-retry_policy::retry_policy(retry_settings settings, const clock& clk,
-                           jitter_source jitter)
+retry_policy::retry_policy(retry_settings settings, const clock& clk, jitter_source jitter)
   : settings_(settings), clock_(&clk), jitter_(std::move(jitter)) {
   if (!jitter_)
     jitter_ = seeded_jitter();
@@ -40,8 +39,7 @@ milliseconds retry_policy::backoff_bound(int attempts) const {
   return milliseconds{static_cast<int64_t>(bound)};
 }
 
-retry_decision retry_policy::after_failure(sdk::error failure, int attempts,
-                                           bool streamed,
+retry_decision retry_policy::after_failure(sdk::error failure, int attempts, bool streamed,
                                            clock::time_point deadline) {
   retry_decision out;
   auto retryable = failure.retryable();
@@ -80,8 +78,7 @@ void stall_watch::activity() noexcept {
 }
 
 milliseconds stall_watch::idle() const noexcept {
-  return std::max(milliseconds{0},
-                  std::chrono::duration_cast<milliseconds>(clock_->now() - last_));
+  return std::max(milliseconds{0}, std::chrono::duration_cast<milliseconds>(clock_->now() - last_));
 }
 
 milliseconds stall_watch::remaining() const noexcept {

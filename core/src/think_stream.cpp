@@ -138,9 +138,7 @@ void think_stream::scan() {
           // A high surrogate needs its low half.
           if (pos_ + 12 > s.size())
             return;
-          auto low = s[pos_ + 6] == '\\' && s[pos_ + 7] == 'u'
-                       ? read_hex4(s, pos_ + 8)
-                       : -2;
+          auto low = s[pos_ + 6] == '\\' && s[pos_ + 7] == 'u' ? read_hex4(s, pos_ + 8) : -2;
           if (low >= 0xdc00 && low <= 0xdfff) {
             cp = 0x10000 + ((cp - 0xd800) << 10) + (static_cast<uint32_t>(low) - 0xdc00);
             used = 12;

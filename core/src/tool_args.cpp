@@ -44,8 +44,7 @@ void expand_nested(nlohmann::json& obj) {
 }
 
 std::string too_deep() {
-  return "The arguments nest arrays or objects deeper than "
-         + std::to_string(max_argument_depth)
+  return "The arguments nest arrays or objects deeper than " + std::to_string(max_argument_depth)
          + " levels. Call the tool again with a JSON object that matches its "
            "parameters.";
 }
@@ -65,8 +64,7 @@ std::string sanitize_utf8(std::string_view s) {
   return sdk::repair_utf8(s);
 }
 
-std::variant<nlohmann::json, std::string>
-parse_tool_arguments(std::string_view text) {
+std::variant<nlohmann::json, std::string> parse_tool_arguments(std::string_view text) {
   auto clean = sanitize_utf8(text);
   auto body = unfence(clean);
   if (body.empty())
@@ -131,8 +129,7 @@ bool has_type(const nlohmann::json& x, const std::string& type) {
   return true; // a type this checker does not know: accepted
 }
 
-std::optional<std::string> check_value(const nlohmann::json& schema,
-                                       const nlohmann::json& x,
+std::optional<std::string> check_value(const nlohmann::json& schema, const nlohmann::json& x,
                                        const std::string& where, int depth) {
   if (!schema.is_object() || depth > 32)
     return std::nullopt;
@@ -144,9 +141,9 @@ std::optional<std::string> check_value(const nlohmann::json& schema,
       for (const auto& e : *t)
         if (e.is_string())
           types.push_back(e.get<std::string>());
-    if (!types.empty()
-        && std::none_of(types.begin(), types.end(),
-                        [&](const std::string& ty) { return has_type(x, ty); })) {
+    if (!types.empty() && std::none_of(types.begin(), types.end(), [&](const std::string& ty) {
+          return has_type(x, ty);
+        })) {
       std::string want;
       for (size_t i = 0; i < types.size(); ++i)
         want += (i == 0 ? "" : " or ") + types[i];
@@ -162,8 +159,7 @@ std::optional<std::string> check_value(const nlohmann::json& schema,
       for (const auto& name : *req)
         if (name.is_string() && !x.contains(name.get<std::string>()))
           return where + " needs '" + name.get<std::string>() + "'";
-    if (auto props = schema.find("properties");
-        props != schema.end() && props->is_object())
+    if (auto props = schema.find("properties"); props != schema.end() && props->is_object())
       for (const auto& [key, value] : x.items())
         if (auto p = props->find(key); p != props->end())
           if (auto err = check_value(*p, value, "'" + key + "'", depth + 1))
@@ -172,8 +168,7 @@ std::optional<std::string> check_value(const nlohmann::json& schema,
   if (x.is_array())
     if (auto items = schema.find("items"); items != schema.end())
       for (size_t i = 0; i < x.size(); ++i)
-        if (auto err = check_value(*items, x[i], where + "[" + std::to_string(i) + "]",
-                                   depth + 1))
+        if (auto err = check_value(*items, x[i], where + "[" + std::to_string(i) + "]", depth + 1))
           return err;
   return std::nullopt;
 }

@@ -99,8 +99,8 @@ std::optional<marker> marker_at(std::string_view text, size_t pos) {
 
 const std::set<std::string, std::less<>>& abbreviations() {
   static const std::set<std::string, std::less<>> words{
-    "e.g", "i.e", "etc", "vs", "dr", "mr", "mrs", "ms", "prof", "fig", "no", "approx",
-    "st", "jr", "sr", "inc", "ltd", "co", "al", "cf", "u.s", "u.k", "ca", "p", "pp"};
+    "e.g", "i.e", "etc", "vs",  "dr", "mr", "mrs", "ms",  "prof", "fig", "no", "approx", "st",
+    "jr",  "sr",  "inc", "ltd", "co", "al", "cf",  "u.s", "u.k",  "ca",  "p",  "pp"};
   return words;
 }
 
@@ -164,8 +164,8 @@ std::vector<std::pair<size_t, size_t>> sentence_ranges(std::string_view text, si
       ++next;
     if (next < end && c == '.') {
       auto n = text[next];
-      if (!is_upper(n) && !is_digit(n) && n != '"' && n != '\'' && n != '(' && n != '['
-          && n != '*' && n != '_' && static_cast<unsigned char>(n) < 0x80)
+      if (!is_upper(n) && !is_digit(n) && n != '"' && n != '\'' && n != '(' && n != '[' && n != '*'
+          && n != '_' && static_cast<unsigned char>(n) < 0x80)
         continue;
     }
     push(start, after);

@@ -80,9 +80,9 @@ caf::expected<Handle> connect(caf::actor_system& sys, const options& o) {
 
 /// Prints packets; a research's packets come as encoded lines, an agent's
 /// as placement and object.
-using printer_actor = qc::line_sink_actor::extend<
-  caf::reacts_to<qc::packet_atom, qc::packet_msg>,
-  caf::reacts_to<qc::agent_done_atom, qc::agent_result>>;
+using printer_actor
+  = qc::line_sink_actor::extend<caf::reacts_to<qc::packet_atom, qc::packet_msg>,
+                                caf::reacts_to<qc::agent_done_atom, qc::agent_result>>;
 
 printer_actor::behavior_type printer(printer_actor::pointer self,
                                      std::promise<qc::agent_result>* agent_done,
@@ -120,12 +120,11 @@ int run(caf::actor_system& sys, const options& o) {
     qc::research_request req;
     req.question = o.text;
     std::string id;
-    self->request(*svc, std::chrono::seconds{30}, qc::research_atom::value, req,
-                  qc::line_sink_actor{p})
+    self
+      ->request(*svc, std::chrono::seconds{30}, qc::research_atom::value, req,
+                qc::line_sink_actor{p})
       .receive([&](const std::string& x) { id = x; },
-               [&](const caf::error& e) {
-                 std::cerr << "refused: " << sys.render(e) << "\n";
-               });
+               [&](const caf::error& e) { std::cerr << "refused: " << sys.render(e) << "\n"; });
     if (id.empty()) {
       caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
       return 1;
@@ -159,8 +158,9 @@ int run(caf::actor_system& sys, const options& o) {
   spec.call_id = "cluster_client";
   spec.task = o.text;
   qc::spawn_reply reply;
-  self->request(*host, std::chrono::seconds{30}, qc::spawn_agent_atom::value,
-                qc::protocol_version, spec, qc::agent_parent_actor{p}, qc::packet_sink_actor{p})
+  self
+    ->request(*host, std::chrono::seconds{30}, qc::spawn_agent_atom::value, qc::protocol_version,
+              spec, qc::agent_parent_actor{p}, qc::packet_sink_actor{p})
     .receive([&](qc::spawn_reply& r) { reply = std::move(r); },
              [&](const caf::error& e) { reply.refusal = sys.render(e); });
   if (!reply.agent) {

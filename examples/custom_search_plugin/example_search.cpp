@@ -47,8 +47,7 @@ public:
   sdk::search_page parse(std::string_view body) const override {
     sdk::search_page page;
     auto json = sdk::parse_json(body);
-    if (!json.is_object() || !json.contains("results")
-        || !json["results"].is_array()) {
+    if (!json.is_object() || !json.contains("results") || !json["results"].is_array()) {
       page.failure = sdk::make_error(sdk::errc::invalid_response,
                                      "the response is not SearXNG JSON");
       return page;
@@ -74,8 +73,7 @@ private:
 
 /// Checks the configuration (throwing rejects it; the host reports the
 /// message with the plugin's file) and creates the tool.
-std::unique_ptr<sdk::plugin_object> make(sdk::host_context& host,
-                                         const nlohmann::json& config) {
+std::unique_ptr<sdk::plugin_object> make(sdk::host_context& host, const nlohmann::json& config) {
   if (!config.contains("endpoint") || !config["endpoint"].is_string())
     throw std::invalid_argument("'endpoint' (the search URL) is required");
   auto endpoint = config["endpoint"].get<std::string>();
@@ -90,17 +88,15 @@ std::unique_ptr<sdk::plugin_object> make(sdk::host_context& host,
                      "more short queries; results are merged and numbered.";
   info.options.max_results = static_cast<size_t>(max_results);
   info.max_total_results = static_cast<size_t>(max_results);
-  auto backend = std::make_shared<searxng_backend>(
-    endpoint, config.value("api_key", std::string{}));
-  return std::make_unique<sdk::search_tool>(host, std::move(backend),
-                                            std::move(info));
+  auto backend = std::make_shared<searxng_backend>(endpoint,
+                                                   config.value("api_key", std::string{}));
+  return std::make_unique<sdk::search_tool>(host, std::move(backend), std::move(info));
 }
 
 } // namespace example_search
 
 QUARRY_PLUGIN(example_search, quarry::sdk::plugin_kind::tool, "1.0.0",
-              "Searches a SearXNG-compatible JSON endpoint (example plugin)",
-              &example_search::make)
+              "Searches a SearXNG-compatible JSON endpoint (example plugin)", &example_search::make)
 
 // A web search: Quarry shows its calls as searches and hands the snippets it
 // finds to open_url, as for the search backends that come with Quarry.

@@ -27,13 +27,11 @@ int64_t get_int(const nlohmann::json& x, const char* key, int64_t min_value) {
   const auto& value = x.at(key);
   if (!value.is_number_integer() && !value.is_number_unsigned())
     fail(std::string{"`"} + key + "` must be an integer");
-  if (value.is_number_unsigned()
-      && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+  if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
     fail(std::string{"`"} + key + "` is too large");
   auto result = value.get<int64_t>();
   if (result < min_value)
-    fail(std::string{"`"} + key + "` must be at least "
-         + std::to_string(min_value));
+    fail(std::string{"`"} + key + "` must be at least " + std::to_string(min_value));
   return result;
 }
 
@@ -69,8 +67,7 @@ config parse_config(const nlohmann::json& x) {
       result.base_url = get_string(x, "base_url");
       while (!result.base_url.empty() && result.base_url.back() == '/')
         result.base_url.pop_back();
-      if (!starts_with(result.base_url, "http://")
-          && !starts_with(result.base_url, "https://"))
+      if (!starts_with(result.base_url, "http://") && !starts_with(result.base_url, "https://"))
         fail("`base_url` must start with http:// or https://");
     } else if (key == "api_key") {
       result.api_key = get_string(x, "api_key");
@@ -97,8 +94,8 @@ config parse_config(const nlohmann::json& x) {
     } else if (key == "thinking_budget") {
       result.thinking_budget = get_int(x, "thinking_budget", 0);
       if (result.thinking_budget > 0 && result.thinking_budget < min_thinking_budget)
-        fail("`thinking_budget` must be 0 (off) or at least "
-             + std::to_string(min_thinking_budget) + " (the API's minimum)");
+        fail("`thinking_budget` must be 0 (off) or at least " + std::to_string(min_thinking_budget)
+             + " (the API's minimum)");
     } else if (key == "headers") {
       if (!value.is_object())
         fail("`headers` must be an object of strings");

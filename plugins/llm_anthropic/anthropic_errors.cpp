@@ -60,8 +60,7 @@ std::string member_text(const nlohmann::json& x, const char* key) {
 
 } // namespace
 
-sdk::errc classify_error_type(std::string_view type, std::string_view message,
-                              int http_status) {
+sdk::errc classify_error_type(std::string_view type, std::string_view message, int http_status) {
   // What the message proves wins over a wrapper's type or status (a relayed
   // 5xx, `overloaded_error` or `api_error` around "prompt is too long").
   if (auto cause = proven_cause(message))

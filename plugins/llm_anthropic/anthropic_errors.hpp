@@ -17,8 +17,7 @@ namespace quarry::plugins::llm_anthropic {
 /// (not_found), bad credentials (auth), as sdk::cause_in_message reads them,
 /// plus Anthropic's "exceed context limit". Then the type; then the HTTP
 /// status (or errc::server_error without one) for unknown types.
-sdk::errc classify_error_type(std::string_view type, std::string_view message,
-                              int http_status);
+sdk::errc classify_error_type(std::string_view type, std::string_view message, int http_status);
 
 /// Classifies the JSON of an error sent mid-stream or as a response body
 /// with `http_status` (0 mid-stream): Anthropic's `{"type":"error","error":

@@ -34,14 +34,10 @@ void redact(std::string& text, const std::string& secret) {
 // serialises the I/O thread and cancel(); sink calls happen under it, so that
 // nothing reaches the sink after its completion, and a sink may call cancel()
 // from inside a callback.
-class call final : public sdk::chat_call,
-                   public sdk::http_response_sink,
-                   public stream_listener {
+class call final : public sdk::chat_call, public sdk::http_response_sink, public stream_listener {
 public:
-  call(std::shared_ptr<sdk::chat_sink> sink, std::string api_key,
-       std::string model)
-    : sink_(std::move(sink)), api_key_(std::move(api_key)),
-      model_(std::move(model)) {
+  call(std::shared_ptr<sdk::chat_sink> sink, std::string api_key, std::string model)
+    : sink_(std::move(sink)), api_key_(std::move(api_key)), model_(std::move(model)) {
     // nop
   }
 
@@ -67,8 +63,7 @@ public:
       if (finished_)
         return;
       http = std::move(http_);
-      finish_error(sdk::make_error(sdk::errc::cancelled,
-                                   "anthropic: call cancelled"));
+      finish_error(sdk::make_error(sdk::errc::cancelled, "anthropic: call cancelled"));
     }
     if (http)
       http->cancel();
@@ -86,9 +81,7 @@ public:
       mode_ = body_mode::error;
     } else {
       auto type = sdk::find_header(headers, "content-type").value_or("");
-      mode_ = type.find("application/json") != std::string::npos
-                ? body_mode::json
-                : body_mode::sse;
+      mode_ = type.find("application/json") != std::string::npos ? body_mode::json : body_mode::sse;
     }
     return true;
   }
@@ -99,9 +92,8 @@ public:
       return !aborted_; // drain the rest after message_stop
     if (mode_ != body_mode::sse) {
       if (body_.size() + bytes.size() > max_buffered_body) {
-        finish_error(sdk::make_error(sdk::errc::too_large,
-                                     "anthropic: response body too large",
-                                     status_));
+        finish_error(
+          sdk::make_error(sdk::errc::too_large, "anthropic: response body too large", status_));
         return false;
       }
       body_.append(bytes.data(), bytes.size());
@@ -110,8 +102,7 @@ public:
     try {
       return after(decoder_.feed(bytes, *this));
     } catch (const std::exception& ex) {
-      finish_error(sdk::make_error(sdk::errc::internal,
-                                   std::string{"anthropic: "} + ex.what()));
+      finish_error(sdk::make_error(sdk::errc::internal, std::string{"anthropic: "} + ex.what()));
       return false;
     }
   }
@@ -124,8 +115,7 @@ public:
     try {
       complete(std::move(failure));
     } catch (const std::exception& ex) {
-      finish_error(sdk::make_error(sdk::errc::internal,
-                                   std::string{"anthropic: "} + ex.what()));
+      finish_error(sdk::make_error(sdk::errc::internal, std::string{"anthropic: "} + ex.what()));
     }
   }
 
@@ -162,8 +152,7 @@ private:
   // Ends the call once the transfer ended, with or without `failure`.
   void complete(std::optional<sdk::error> failure) {
     if (failure) {
-      if (mode_ == body_mode::error && status_ != 0
-          && failure->code != sdk::errc::cancelled) {
+      if (mode_ == body_mode::error && status_ != 0 && failure->code != sdk::errc::cancelled) {
         // The status says more than a broken error body.
         finish_error(classify_http_error(status_, headers_, body_));
         return;
@@ -180,9 +169,7 @@ private:
         auto message = sdk::parse_json(body_, &why);
         if (message.is_discarded()) {
           finish_error(sdk::make_error(sdk::errc::invalid_response,
-                                       "anthropic: response is not JSON ("
-                                         + why + ")",
-                                       status_));
+                                       "anthropic: response is not JSON (" + why + ")", status_));
           return;
         }
         after(decoder_.assembler().on_message(message, *this));
@@ -206,8 +193,8 @@ private:
         finish_done();
         return true;
       case stream_state::failed:
-        finish_error(decoder_.assembler().failure().value_or(sdk::make_error(
-          sdk::errc::internal, "anthropic: stream failed")));
+        finish_error(decoder_.assembler().failure().value_or(
+          sdk::make_error(sdk::errc::internal, "anthropic: stream failed")));
         return false;
     }
     return true;
@@ -253,8 +240,7 @@ private:
 
 } // namespace
 
-provider::provider(sdk::host_context& host, config cfg)
-  : host_(host), cfg_(std::move(cfg)) {
+provider::provider(sdk::host_context& host, config cfg) : host_(host), cfg_(std::move(cfg)) {
   // nop
 }
 
@@ -267,8 +253,8 @@ sdk::model_info provider::info() const {
   return result;
 }
 
-std::shared_ptr<sdk::chat_call>
-provider::chat(sdk::chat_request request, std::shared_ptr<sdk::chat_sink> sink) {
+std::shared_ptr<sdk::chat_call> provider::chat(sdk::chat_request request,
+                                               std::shared_ptr<sdk::chat_sink> sink) {
   auto model = request.model.empty() ? cfg_.model : request.model;
   auto result = std::make_shared<call>(std::move(sink), cfg_.api_key, model);
   sdk::http_request req;
@@ -283,10 +269,9 @@ provider::chat(sdk::chat_request request, std::shared_ptr<sdk::chat_sink> sink) 
     req.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     req.follow_redirects = false;
   } catch (const std::exception& ex) {
-    result->fail(sdk::make_error(sdk::errc::internal,
-                                 std::string{"anthropic: cannot build the "
-                                             "request: "}
-                                   + ex.what()));
+    result->fail(sdk::make_error(sdk::errc::internal, std::string{"anthropic: cannot build the "
+                                                                  "request: "}
+                                                        + ex.what()));
     return result;
   }
   result->attach(host_.http().start(std::move(req), result));

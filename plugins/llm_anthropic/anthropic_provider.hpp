@@ -35,8 +35,7 @@ public:
   /// with neither text nor tool call; see stream_assembler). A streamed or a
   /// JSON (`application/json`) answer is read alike.
   std::shared_ptr<sdk::chat_call> chat(sdk::chat_request request,
-                                       std::shared_ptr<sdk::chat_sink> sink)
-    override;
+                                       std::shared_ptr<sdk::chat_sink> sink) override;
 
   /// The validated configuration.
   const config& settings() const noexcept {

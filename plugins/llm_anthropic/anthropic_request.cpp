@@ -32,15 +32,13 @@ json tool_input(const sdk::tool_call& call, std::vector<std::string>& warnings) 
   auto parsed = sdk::parse_json(call.arguments);
   if (parsed.is_object())
     return parsed;
-  warnings.push_back("anthropic: arguments of tool call `" + call.id + "` ("
-                     + call.name
+  warnings.push_back("anthropic: arguments of tool call `" + call.id + "` (" + call.name
                      + ") are not a JSON object (or nest too deeply); "
                        "sending {}");
   return json::object();
 }
 
-void append(std::vector<pending_message>& out, const std::string& role,
-            json blocks) {
+void append(std::vector<pending_message>& out, const std::string& role, json blocks) {
   if (blocks.empty())
     return;
   if (out.empty() || out.back().role != role)
@@ -65,16 +63,13 @@ bool has_block(const json& content, const char* type) {
 
 // The thinking blocks to send back with assistant message `msg` (number
 // `index` of the request), or none when its state cannot go back whole.
-std::vector<thinking_block> thinking_of(const sdk::chat_message& msg,
-                                        size_t index, bool merging,
+std::vector<thinking_block> thinking_of(const sdk::chat_message& msg, size_t index, bool merging,
                                         std::vector<std::string>& warnings) {
-  if (msg.reasoning_state.empty()
-      || (msg.content.empty() && msg.tool_calls.empty()))
+  if (msg.reasoning_state.empty() || (msg.content.empty() && msg.tool_calls.empty()))
     return {};
   auto refuse = [&](const std::string& why) {
-    warnings.push_back("anthropic: the reasoning state of message "
-                       + std::to_string(index) + " (assistant) " + why
-                       + "; sending that turn without its thinking blocks");
+    warnings.push_back("anthropic: the reasoning state of message " + std::to_string(index)
+                       + " (assistant) " + why + "; sending that turn without its thinking blocks");
     return std::vector<thinking_block>{};
   };
   std::string why;
@@ -83,10 +78,8 @@ std::vector<thinking_block> thinking_of(const sdk::chat_message& msg,
     return refuse("is unusable: " + why);
   // A block after the last tool call would end the message, which the API
   // refuses; the state then belongs to another turn.
-  if (auto last = blocks->back().after_tools;
-      last > 0 && last >= msg.tool_calls.size())
-    return refuse("places a block after tool call "
-                  + std::to_string(msg.tool_calls.size()));
+  if (auto last = blocks->back().after_tools; last > 0 && last >= msg.tool_calls.size())
+    return refuse("places a block after tool call " + std::to_string(msg.tool_calls.size()));
   if (merging)
     return refuse("would land in the middle of a merged assistant message");
   return std::move(*blocks);
@@ -101,8 +94,7 @@ int64_t saturated_add(int64_t a, int64_t b) {
 } // namespace
 
 converted_messages convert_messages(const std::vector<sdk::chat_message>& messages,
-                                    std::vector<std::string>& warnings,
-                                    bool with_thinking) {
+                                    std::vector<std::string>& warnings, bool with_thinking) {
   converted_messages result;
   std::vector<pending_message> out;
   for (size_t index = 0; index < messages.size(); ++index) {
@@ -247,8 +239,7 @@ json build_request_body(const config& cfg, const sdk::chat_request& req,
     // caller's answer room when the budget would eat it.
     if (max_tokens - cfg.thinking_budget < min_answer_tokens)
       max_tokens = saturated_add(max_tokens, cfg.thinking_budget);
-    body["thinking"] = {{"type", "enabled"},
-                        {"budget_tokens", cfg.thinking_budget}};
+    body["thinking"] = {{"type", "enabled"}, {"budget_tokens", cfg.thinking_budget}};
   } else if (auto t = req.temperature ? req.temperature : cfg.temperature) {
     body["temperature"] = *t;
   }

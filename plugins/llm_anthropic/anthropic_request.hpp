@@ -47,8 +47,7 @@ struct converted_messages {
 /// (a warning says which turn and why). Without `with_thinking` no thinking
 /// block is sent.
 converted_messages convert_messages(const std::vector<sdk::chat_message>& messages,
-                                    std::vector<std::string>& warnings,
-                                    bool with_thinking = false);
+                                    std::vector<std::string>& warnings, bool with_thinking = false);
 
 /// Returns whether `messages` (converted) ends in the middle of a tool-use
 /// turn whose assistant message does not start with a thinking block: the

@@ -64,8 +64,7 @@ sdk::finish_reason to_finish_reason(std::string_view stop_reason) {
     return sdk::finish_reason::stop;
   if (stop_reason == "tool_use")
     return sdk::finish_reason::tool_calls;
-  if (stop_reason == "max_tokens"
-      || stop_reason == "model_context_window_exceeded")
+  if (stop_reason == "max_tokens" || stop_reason == "model_context_window_exceeded")
     return sdk::finish_reason::length;
   if (stop_reason == "refusal")
     return sdk::finish_reason::content_filter;
@@ -82,8 +81,7 @@ stream_state stream_assembler::abort(sdk::error err) {
   return state_;
 }
 
-stream_state stream_assembler::on_event(const sdk::sse_event& ev,
-                                        stream_listener& out) {
+stream_state stream_assembler::on_event(const sdk::sse_event& ev, stream_listener& out) {
   if (state_ != stream_state::running)
     return state_;
   if (ev.type == "ping")
@@ -95,15 +93,14 @@ stream_state stream_assembler::on_event(const sdk::sse_event& ev,
   if (data.is_discarded() || !data.is_object()) {
     if (ev.type == "error")
       return abort(classify_error_body(text, 0));
-    static constexpr std::string_view known[]
-      = {"message_start", "content_block_start", "content_block_delta",
-         "content_block_stop", "message_delta", "message_stop"};
+    static constexpr std::string_view known[] = {"message_start",       "content_block_start",
+                                                 "content_block_delta", "content_block_stop",
+                                                 "message_delta",       "message_stop"};
     auto type = sdk::repair_utf8(sdk::utf8_prefix(ev.type, 64));
     for (auto name : known)
       if (ev.type == name)
         return abort(sdk::make_error(sdk::errc::invalid_response,
-                                     "anthropic: `" + type
-                                       + "` event without a JSON object"
+                                     "anthropic: `" + type + "` event without a JSON object"
                                        + (why.empty() ? "" : " (" + why + ")")));
     return state_; // unknown event types may carry anything
   }
@@ -140,13 +137,12 @@ stream_state stream_assembler::on_json(const json& data, stream_listener& out) {
   return state_;
 }
 
-stream_state stream_assembler::on_message(const json& message,
-                                          stream_listener& out) {
+stream_state stream_assembler::on_message(const json& message, stream_listener& out) {
   if (state_ != stream_state::running)
     return state_;
   if (!message.is_object())
-    return abort(sdk::make_error(sdk::errc::invalid_response,
-                                 "anthropic: the response is not a JSON object"));
+    return abort(
+      sdk::make_error(sdk::errc::invalid_response, "anthropic: the response is not a JSON object"));
   auto content = message.find("content");
   auto has_content = content != message.end() && content->is_array();
   if (str(message, "type") == "error" || (!has_content && carries_error(message)))
@@ -170,29 +166,23 @@ stream_state stream_assembler::on_message(const json& message,
       } else if (kind == "tool_use") {
         head["input"] = json::object();
       }
-      on_json({{"type", "content_block_start"},
-               {"index", index},
-               {"content_block", std::move(head)}},
-              out);
+      on_json(
+        {{"type", "content_block_start"}, {"index", index}, {"content_block", std::move(head)}},
+        out);
       json delta;
       if (kind == "text")
         delta = {{"type", "text_delta"}, {"text", str(item, "text")}};
       else if (kind == "thinking")
         delta = {{"type", "thinking_delta"}, {"thinking", str(item, "thinking")}};
       else if (kind == "tool_use" && item.contains("input"))
-        delta = {{"type", "input_json_delta"},
-                 {"partial_json", sdk::dump_json(item["input"])}};
+        delta = {{"type", "input_json_delta"}, {"partial_json", sdk::dump_json(item["input"])}};
       if (!delta.is_null())
-        on_json({{"type", "content_block_delta"},
-                 {"index", index},
-                 {"delta", std::move(delta)}},
+        on_json({{"type", "content_block_delta"}, {"index", index}, {"delta", std::move(delta)}},
                 out);
       if (kind == "thinking")
         on_json({{"type", "content_block_delta"},
                  {"index", index},
-                 {"delta",
-                  {{"type", "signature_delta"},
-                   {"signature", str(item, "signature")}}}},
+                 {"delta", {{"type", "signature_delta"}, {"signature", str(item, "signature")}}}},
                 out);
       on_json({{"type", "content_block_stop"}, {"index", index}}, out);
       ++index;
@@ -206,8 +196,7 @@ stream_state stream_assembler::on_message(const json& message,
   return on_json({{"type", "message_stop"}}, out);
 }
 
-void stream_assembler::handle_message_start(const json& data,
-                                            stream_listener& out) {
+void stream_assembler::handle_message_start(const json& data, stream_listener& out) {
   auto msg = object(data, "message");
   if (msg == nullptr)
     return;
@@ -219,11 +208,10 @@ void stream_assembler::handle_message_start(const json& data,
     // not be returned.
     if (id == message_id_)
       return;
-    abort(sdk::make_error(
-      sdk::errc::invalid_response,
-      "anthropic: message `" + std::string{sdk::utf8_prefix(id, 100)}
-        + "` started before message `"
-        + std::string{sdk::utf8_prefix(message_id_, 100)} + "` ended"));
+    abort(sdk::make_error(sdk::errc::invalid_response,
+                          "anthropic: message `" + std::string{sdk::utf8_prefix(id, 100)}
+                            + "` started before message `"
+                            + std::string{sdk::utf8_prefix(message_id_, 100)} + "` ended"));
     return;
   }
   started_ = true;
@@ -236,8 +224,7 @@ void stream_assembler::handle_message_start(const json& data,
   }
 }
 
-void stream_assembler::handle_block_start(const json& data,
-                                          stream_listener& out) {
+void stream_assembler::handle_block_start(const json& data, stream_listener& out) {
   auto index = integer(data, "index").value_or(-1);
   auto cb = object(data, "content_block");
   auto kind = cb != nullptr ? str(*cb, "type") : std::string{};
@@ -293,8 +280,7 @@ void stream_assembler::handle_block_start(const json& data,
   blocks_[index] = b;
 }
 
-void stream_assembler::handle_block_delta(const json& data,
-                                          stream_listener& out) {
+void stream_assembler::handle_block_delta(const json& data, stream_listener& out) {
   auto index = integer(data, "index").value_or(-1);
   auto delta = object(data, "delta");
   if (delta == nullptr)
@@ -324,8 +310,7 @@ void stream_assembler::handle_block_delta(const json& data,
   } else if (kind == "signature_delta") {
     if (i == blocks_.end() || i->second.kind != block_kind::thinking)
       return;
-    grow_thinking(i->second.thinking, &thinking_block::signature,
-                  str(*delta, "signature"));
+    grow_thinking(i->second.thinking, &thinking_block::signature, str(*delta, "signature"));
   } else if (kind == "input_json_delta") {
     if (i == blocks_.end() || i->second.kind != block_kind::tool)
       return; // e.g. a server tool's input
@@ -365,8 +350,7 @@ void stream_assembler::handle_block_stop(const json& data, stream_listener& out)
   }
 }
 
-void stream_assembler::handle_message_delta(const json& data,
-                                            stream_listener& out) {
+void stream_assembler::handle_message_delta(const json& data, stream_listener& out) {
   if (auto delta = object(data, "delta")) {
     // `null` or absent: no reason yet (unknown unless a later delta says).
     if (auto i = delta->find("stop_reason"); i != delta->end() && i->is_string()) {
@@ -434,8 +418,7 @@ size_t stream_assembler::add_thinking(thinking_block x) {
   return thinking_.size() - 1;
 }
 
-void stream_assembler::grow_thinking(size_t pos,
-                                     std::string thinking_block::*field,
+void stream_assembler::grow_thinking(size_t pos, std::string thinking_block::*field,
                                      const std::string& piece) {
   if (thinking_dropped_ || pos >= thinking_.size() || piece.empty())
     return;
@@ -452,8 +435,7 @@ void stream_assembler::grow_thinking(size_t pos,
 
 std::optional<std::string> stream_assembler::empty_answer() const {
   if (!calls_.empty() || text_.find_first_not_of(" \t\r\n") != std::string::npos
-      || finish_ == sdk::finish_reason::length
-      || finish_ == sdk::finish_reason::content_filter)
+      || finish_ == sdk::finish_reason::length || finish_ == sdk::finish_reason::content_filter)
     return std::nullopt;
   std::string why = "anthropic: the model returned an empty answer (no text, "
                     "no tool call, stop reason ";
@@ -470,8 +452,8 @@ std::optional<std::string> stream_assembler::empty_answer() const {
 
 stream_state stream_decoder::parsed(bool ok) {
   if (!ok && parser_.overflowed())
-    return assembler_.abort(sdk::make_error(sdk::errc::invalid_response,
-                                            "anthropic: stream event too large"));
+    return assembler_.abort(
+      sdk::make_error(sdk::errc::invalid_response, "anthropic: stream event too large"));
   return assembler_.state();
 }
 
@@ -492,9 +474,8 @@ stream_state stream_decoder::finish(stream_listener& out) {
   });
   parsed(ok);
   if (assembler_.state() == stream_state::running)
-    return assembler_.abort(sdk::make_error(sdk::errc::network,
-                                            "anthropic: stream ended early "
-                                            "(no message_stop)"));
+    return assembler_.abort(sdk::make_error(sdk::errc::network, "anthropic: stream ended early "
+                                                                "(no message_stop)"));
   return assembler_.state();
 }
 

@@ -138,8 +138,7 @@ private:
 
   // Appends to the recorded block at `pos` (text or signature), within
   // max_reasoning_state.
-  void grow_thinking(size_t pos, std::string thinking_block::*field,
-                     const std::string& piece);
+  void grow_thinking(size_t pos, std::string thinking_block::*field, const std::string& piece);
 
   // Why the finished answer is empty, if it is.
   std::optional<std::string> empty_answer() const;

@@ -15,8 +15,7 @@ using nlohmann::json;
 // Returns the string member `key` of `x` if it is a string.
 const std::string* string_member(const json& x, const char* key) {
   auto i = x.find(key);
-  return i != x.end() && i->is_string() ? &i->get_ref<const std::string&>()
-                                        : nullptr;
+  return i != x.end() && i->is_string() ? &i->get_ref<const std::string&>() : nullptr;
 }
 
 } // namespace
@@ -24,9 +23,7 @@ const std::string* string_member(const json& x, const char* key) {
 json to_content_block(const thinking_block& block) {
   if (block.redacted)
     return {{"type", "redacted_thinking"}, {"data", block.data}};
-  return {{"type", "thinking"},
-          {"thinking", block.thinking},
-          {"signature", block.signature}};
+  return {{"type", "thinking"}, {"thinking", block.thinking}, {"signature", block.signature}};
 }
 
 std::string encode_reasoning_state(const std::vector<thinking_block>& blocks) {
@@ -56,14 +53,14 @@ std::string encode_reasoning_state(const std::vector<thinking_block>& blocks) {
   return text;
 }
 
-std::optional<std::vector<thinking_block>>
-decode_reasoning_state(std::string_view text, std::string& why) {
+std::optional<std::vector<thinking_block>> decode_reasoning_state(std::string_view text,
+                                                                  std::string& why) {
   if (text.size() > max_reasoning_state) {
     why = "larger than " + std::to_string(max_reasoning_state) + " bytes";
     return std::nullopt;
   }
   sdk::json_limits limits;
-  limits.max_depth = 2; // an array of flat objects
+  limits.max_depth = 2;       // an array of flat objects
   limits.repair_utf8 = false; // signed text must be sent back byte for byte
   std::string parse_error;
   auto parsed = sdk::parse_json(text, &parse_error, limits);

@@ -66,8 +66,8 @@ std::string encode_reasoning_state(const std::vector<thinking_block>& blocks);
 /// empty array, an entry of another shape or type, an unknown key, an
 /// incomplete block) gives nothing and a one-line reason in `why`: the
 /// caller then sends no thinking block of that turn at all.
-std::optional<std::vector<thinking_block>>
-decode_reasoning_state(std::string_view text, std::string& why);
+std::optional<std::vector<thinking_block>> decode_reasoning_state(std::string_view text,
+                                                                  std::string& why);
 
 /// Returns the API content block of `block`: `{"type":"thinking",
 /// "thinking","signature"}` or `{"type":"redacted_thinking","data"}`.

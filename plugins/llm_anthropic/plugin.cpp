@@ -14,10 +14,8 @@ std::unique_ptr<quarry::sdk::plugin_object> make(quarry::sdk::host_context& host
 } // namespace
 
 QUARRY_PLUGIN(anthropic, quarry::sdk::plugin_kind::llm, "0.1.0",
-              "Anthropic Messages API (streaming, tools, extended thinking)",
-              &make)
+              "Anthropic Messages API (streaming, tools, extended thinking)", &make)
 
 // Every key the factory accepts (the host reports others before creating it).
-QUARRY_PLUGIN_KEYS("base_url", "api_key", "model", "anthropic_version", "beta",
-                   "max_tokens", "thinking_budget", "headers", "context_window",
-                   "temperature", "reasoning")
+QUARRY_PLUGIN_KEYS("base_url", "api_key", "model", "anthropic_version", "beta", "max_tokens",
+                   "thinking_budget", "headers", "context_window", "temperature", "reasoning")

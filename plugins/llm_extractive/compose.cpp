@@ -93,8 +93,7 @@ std::string plain_heading(const std::string& step) {
 
 // The short report for a question the sources do not answer: says so, and
 // quotes the nearest passages found (with their markers).
-std::string unanswered_report(const std::string& question,
-                              const lexical::coverage& cover,
+std::string unanswered_report(const std::string& question, const lexical::coverage& cover,
                               const std::vector<std::string>& nearest) {
   std::string result = "The documents searched do not answer the question";
   if (!question.empty())
@@ -103,9 +102,10 @@ std::string unanswered_report(const std::string& question,
   if (cover.terms == 0)
     result += "It has no words to search for beyond the most common ones.";
   else
-    result += "Of its " + std::to_string(cover.terms) + " key words, "
-              + std::to_string(cover.found) + " occur in the passages found, and no passage "
-              "holds more than " + std::to_string(cover.best_passage) + " of them.";
+    result += "Of its " + std::to_string(cover.terms) + " key words, " + std::to_string(cover.found)
+              + " occur in the passages found, and no passage "
+                "holds more than "
+              + std::to_string(cover.best_passage) + " of them.";
   result += "\n\n> **Extractive report:** no language model was used; nothing below "
             "answers the question.\n";
   if (nearest.empty()) {
@@ -151,13 +151,13 @@ std::string compose_report(std::string_view task, const std::vector<source_doc>&
       relevance[i] *= reference_discount;
   }
   std::vector<std::vector<std::string>> taken;
-  auto best = select_mmr(tokens, relevance, groups,
-                         static_cast<size_t>(std::max(1, max_sentences)), taken);
+  auto best = select_mmr(tokens, relevance, groups, static_cast<size_t>(std::max(1, max_sentences)),
+                         taken);
   std::vector<double> shares;
   for (const auto& doc : docs)
     shares.push_back(doc.read ? read_cover_share : cover_share);
-  cover_groups(tokens, relevance, groups, shares,
-               static_cast<size_t>(std::max(1, max_sentences)), best, taken);
+  cover_groups(tokens, relevance, groups, shares, static_cast<size_t>(std::max(1, max_sentences)),
+               best, taken);
   if (best.empty())
     return "No information relevant to the task was found in the sources.";
   std::vector<std::string> rendered;
@@ -237,8 +237,9 @@ std::string compose_final(std::string_view question, const std::vector<std::stri
 
   std::string result;
   if (!q.empty())
-    result += "This report answers the question \"" + q + "\" from " + std::to_string(findings.size())
-              + " research task" + (findings.size() == 1 ? "" : "s") + ".\n\n";
+    result += "This report answers the question \"" + q + "\" from "
+              + std::to_string(findings.size()) + " research task"
+              + (findings.size() == 1 ? "" : "s") + ".\n\n";
   result += "> **Extractive report:** no language model was used. Every sentence "
             "below is quoted from the sources, chosen for relevance to each step of "
             "the plan and for what it adds to the sentences before it; the numbers "

@@ -53,8 +53,7 @@ std::vector<size_t> top_k(const std::vector<double>& scores, size_t k);
 /// semicolons and line breaks, then at commas and ` and ` where both sides
 /// keep at least two content words. With fewer than two parts, falls back to
 /// aspects of the question's key phrase (background, current state, evidence).
-std::vector<std::string> split_question(std::string_view question,
-                                        size_t max_steps = 6);
+std::vector<std::string> split_question(std::string_view question, size_t max_steps = 6);
 
 /// Renders steps as a numbered list (`1. ...`, one per line).
 std::string format_plan(const std::vector<std::string>& steps);

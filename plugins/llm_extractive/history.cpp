@@ -24,8 +24,7 @@ std::string first_user_text(const std::vector<sdk::chat_message>& messages) {
 } // namespace
 
 std::string question_of(const sdk::chat_request& req) {
-  return req.research.question.empty() ? first_user_text(req.messages)
-                                       : req.research.question;
+  return req.research.question.empty() ? first_user_text(req.messages) : req.research.question;
 }
 
 std::string task_of(const sdk::chat_request& req) {
@@ -97,8 +96,7 @@ sdk::tool_call make_call(size_t number, std::string name, const nlohmann::json& 
 // apart: by their definitions, not by their names, which users choose).
 bool takes_array(const sdk::tool_definition& tool, const char* key) {
   const auto& params = tool.parameters;
-  if (!params.is_object() || !params.contains("properties")
-      || !params["properties"].is_object())
+  if (!params.is_object() || !params.contains("properties") || !params["properties"].is_object())
     return false;
   const auto& props = params["properties"];
   if (!props.contains(key) || !props[key].is_object())

@@ -18,16 +18,14 @@ std::string clean_clause(std::string_view clause) {
   bool changed = true;
   while (changed) {
     changed = false;
-    for (auto prefix : {"and ", "or ", "but ", "also ", "then ", "as well as ",
-                        "plus "}) {
+    for (auto prefix : {"and ", "or ", "but ", "also ", "then ", "as well as ", "plus "}) {
       if (sdk::starts_with(sdk::to_lower(x.substr(0, 12)), prefix)) {
         x = sdk::trim(x.substr(std::string_view{prefix}.size()));
         changed = true;
       }
     }
   }
-  while (!x.empty() && (x.back() == ',' || x.back() == '.' || x.back() == ';'
-                        || x.back() == ':'))
+  while (!x.empty() && (x.back() == ',' || x.back() == '.' || x.back() == ';' || x.back() == ':'))
     x = sdk::trim(x.substr(0, x.size() - 1));
   std::string result{x};
   if (!result.empty() && result[0] >= 'a' && result[0] <= 'z')
@@ -38,11 +36,11 @@ std::string clean_clause(std::string_view clause) {
 // Whether `text` starts with a question word: a wh-word ("what", "how"),
 // or, unless `wh_only`, an auxiliary verb ("can", "is", "does").
 bool starts_question(std::string_view text, bool wh_only = false) {
-  static const std::set<std::string> wh{"what", "why", "how", "when", "where", "which",
-                                        "who", "whom", "whose", "whether"};
-  static const std::set<std::string> auxiliaries{
-    "is", "are", "was", "were", "do", "does", "did", "can", "could", "should",
-    "would", "will", "shall", "may", "might", "has", "have", "had"};
+  static const std::set<std::string> wh{"what",  "why", "how",  "when",  "where",
+                                        "which", "who", "whom", "whose", "whether"};
+  static const std::set<std::string> auxiliaries{"is",    "are", "was",   "were",   "do",    "does",
+                                                 "did",   "can", "could", "should", "would", "will",
+                                                 "shall", "may", "might", "has",    "have",  "had"};
   auto x = sdk::trim(text);
   auto word = sdk::to_lower(x.substr(0, x.find_first_of(" ,;:?")));
   return wh.count(word) > 0 || (!wh_only && auxiliaries.count(word) > 0);
@@ -82,13 +80,12 @@ std::vector<std::string> split_coordinated(const std::string& clause) {
 // The question's key phrase: its words without leading question words.
 std::string key_phrase(std::string_view question) {
   auto words = collapse_spaces(question);
-  while (!words.empty() && (words.back() == '?' || words.back() == '.'
-                            || words.back() == '!'))
+  while (!words.empty() && (words.back() == '?' || words.back() == '.' || words.back() == '!'))
     words.pop_back();
   static const std::set<std::string> lead{
-    "what", "how", "why", "when", "where", "who", "which", "is", "are", "do",
-    "does", "did", "can", "could", "should", "would", "will", "the", "a", "an",
-    "tell", "me", "about", "explain", "describe", "please", "was", "were"};
+    "what", "how", "why",   "when",    "where",    "who",    "which", "is",  "are", "do",
+    "does", "did", "can",   "could",   "should",   "would",  "will",  "the", "a",   "an",
+    "tell", "me",  "about", "explain", "describe", "please", "was",   "were"};
   std::string_view rest{words};
   while (!rest.empty()) {
     auto space = rest.find(' ');
@@ -101,9 +98,8 @@ std::string key_phrase(std::string_view question) {
 }
 
 bool has_pronoun(std::string_view text) {
-  static const std::set<std::string> pronouns{"they", "it", "them", "its", "their",
-                                              "these", "this", "those", "he", "she",
-                                              "his", "her"};
+  static const std::set<std::string> pronouns{"they", "it",    "them", "its", "their", "these",
+                                              "this", "those", "he",   "she", "his",   "her"};
   std::string word;
   std::string padded{text};
   padded += ' ';

@@ -43,8 +43,7 @@ double number_of(const std::string& key, const nlohmann::json& value) {
   reject("'" + key + "' must be a number");
 }
 
-int64_t integer_of(const std::string& key, const nlohmann::json& value, int64_t min,
-                   int64_t max) {
+int64_t integer_of(const std::string& key, const nlohmann::json& value, int64_t min, int64_t max) {
   auto x = number_of(key, value);
   if (x != static_cast<double>(static_cast<int64_t>(x)) || x < static_cast<double>(min)
       || x > static_cast<double>(max))
@@ -126,8 +125,7 @@ sdk::chat_result to_result(const sdk::chat_request& request, const answer& x) {
   sdk::chat_result result;
   result.text = x.text;
   result.tool_calls = x.tool_calls;
-  result.finish = x.tool_calls.empty() ? sdk::finish_reason::stop
-                                       : sdk::finish_reason::tool_calls;
+  result.finish = x.tool_calls.empty() ? sdk::finish_reason::stop : sdk::finish_reason::tool_calls;
   result.model = model_name;
   int64_t input = 0;
   for (const auto& msg : request.messages) {
@@ -229,8 +227,7 @@ namespace {
 /// The state of one chat call. Sink calls happen only under `mtx_`, so at most
 /// one thread talks to the sink at a time, and `finished_` makes the terminal
 /// call happen exactly once.
-class stream_job final : public sdk::chat_call,
-                         public std::enable_shared_from_this<stream_job> {
+class stream_job final : public sdk::chat_call, public std::enable_shared_from_this<stream_job> {
 public:
   stream_job(std::shared_ptr<sdk::chat_sink> sink, clock_type::time_point start,
              std::weak_ptr<pacer> timer)
@@ -397,8 +394,7 @@ void pacer::run() {
 
 // -- provider -----------------------------------------------------------------
 
-provider::provider(sdk::host_context& host, config cfg)
-  : host_(host), cfg_(std::move(cfg)) {
+provider::provider(sdk::host_context& host, config cfg) : host_(host), cfg_(std::move(cfg)) {
   if (cfg_.ttft.count() > 0 || cfg_.tokens_per_second > 0)
     pacer_ = pacer::make();
 }

@@ -73,10 +73,11 @@ std::vector<reference> references_in(std::string_view passage) {
   if (sdk::starts_with(low, "see ") && low.compare(4, 4, "the ") != 0)
     spans.emplace_back(0, 4, false);
   static const std::vector<std::string_view> clause_ends{
-    " explains", " explain ", " describes", " describe ", " gives", " give ", " shows",
-    " show ", " covers", " discusses", " returns", " return ", " explores", " notes ",
-    " lists", " goes ", " go ",  " has ",     " have ",  " is ",   " are ",  " for ",
-    " which",    " that ",    " where ",    " when ",   " with ",  " in this", " to "};
+    " explains", " explain ", " describes", " describe ", " gives",   " give ",
+    " shows",    " show ",    " covers",    " discusses", " returns", " return ",
+    " explores", " notes ",   " lists",     " goes ",     " go ",     " has ",
+    " have ",    " is ",      " are ",      " for ",      " which",   " that ",
+    " where ",   " when ",    " with ",     " in this",   " to "};
   std::vector<reference> result;
   for (auto [at, from, plural] : spans) {
     auto end = low.find_first_of(".;:()!?\"", from);
@@ -113,8 +114,7 @@ std::vector<reference> references_in(std::string_view passage) {
     size_t n = 0;
     for (auto c : x.text) {
       auto u = static_cast<unsigned char>(c);
-      auto keep = (u >= 0x80) || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')
-                  || is_upper(c);
+      auto keep = (u >= 0x80) || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || is_upper(c);
       words += keep ? c : ' ';
     }
     std::string out;
@@ -179,12 +179,10 @@ std::vector<size_t> resolve_reference(const std::vector<std::string>& reference,
     // The titles that hold every word left.
     size_t holding_all = 0;
     for (size_t t = 0; t < titles.size(); ++t)
-      if (std::find(result.begin(), result.end(), t) == result.end()
-          && matches(t) == left.size())
+      if (std::find(result.begin(), result.end(), t) == result.end() && matches(t) == left.size())
         ++holding_all;
     for (size_t t = 0; t < titles.size(); ++t) {
-      if (titles[t].empty()
-          || std::find(result.begin(), result.end(), t) != result.end())
+      if (titles[t].empty() || std::find(result.begin(), result.end(), t) != result.end())
         continue;
       auto matched = matches(t);
       // Most of the title is in the reference, or (three words or more)
@@ -270,8 +268,7 @@ std::vector<reference> task_references(const std::string& task,
       for (const auto& w : words)
         if (std::binary_search(task_words.begin(), task_words.end(), w))
           ++shared;
-      weighed.emplace_back(relevance[i] / top + 0.5 * static_cast<double>(shared),
-                           std::move(ref));
+      weighed.emplace_back(relevance[i] / top + 0.5 * static_cast<double>(shared), std::move(ref));
     }
   }
   std::stable_sort(weighed.begin(), weighed.end(),

@@ -68,9 +68,8 @@ std::string refined_query(const std::string& task, const std::vector<source_doc>
   // The commonest spelling (of equals, the first in byte order).
   auto spelling = [&](const std::string& stem) {
     const auto& forms = spellings[stem];
-    auto most = std::max_element(forms.begin(), forms.end(), [](const auto& a, const auto& b) {
-      return a.second < b.second;
-    });
+    auto most = std::max_element(forms.begin(), forms.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
     return most == forms.end() ? stem : most->first;
   };
   // Shared by two of the best documents at least; weighted by how often the
@@ -193,8 +192,7 @@ answer respond_research(const sdk::chat_request& req) {
       if (searched.count(name) > 0)
         continue;
       auto query = with_change_words(collapse_spaces(task));
-      result.tool_calls.push_back(
-        make_call(next_id, name, nlohmann::json{{"queries", {query}}}));
+      result.tool_calls.push_back(make_call(next_id, name, nlohmann::json{{"queries", {query}}}));
       return result;
     }
   }
@@ -204,8 +202,8 @@ answer respond_research(const sdk::chat_request& req) {
     auto query = refined_query(task, found);
     if (!query.empty()) {
       query = with_change_words(query);
-      result.tool_calls.push_back(make_call(next_id, calls_of_search(calls, searches),
-                                            nlohmann::json{{"queries", {query}}}));
+      result.tool_calls.push_back(
+        make_call(next_id, calls_of_search(calls, searches), nlohmann::json{{"queries", {query}}}));
       return result;
     }
   }
@@ -237,8 +235,7 @@ answer respond_research(const sdk::chat_request& req) {
       nlohmann::json urls = nlohmann::json::array();
       for (auto i : best)
         urls.push_back(candidates[i]->url);
-      result.tool_calls.push_back(
-        make_call(next_id, reader->name, nlohmann::json{{"urls", urls}}));
+      result.tool_calls.push_back(make_call(next_id, reader->name, nlohmann::json{{"urls", urls}}));
       return result;
     }
   }
@@ -277,8 +274,8 @@ answer respond_research(const sdk::chat_request& req) {
       nlohmann::json queries = nlohmann::json::array();
       for (size_t i = 0; i < unresolved.size() && i < references_per_search; ++i)
         queries.push_back(unresolved[i]);
-      result.tool_calls.push_back(make_call(next_id, calls_of_search(calls, searches),
-                                            nlohmann::json{{"queries", queries}}));
+      result.tool_calls.push_back(
+        make_call(next_id, calls_of_search(calls, searches), nlohmann::json{{"queries", queries}}));
       return result;
     }
     // What a reference's search found first is read too, before the rest.
@@ -295,14 +292,12 @@ answer respond_research(const sdk::chat_request& req) {
       nlohmann::json urls = nlohmann::json::array();
       for (size_t i = 0; i < urls_to_read.size() && i < lead_pages_to_read; ++i)
         urls.push_back(urls_to_read[i]);
-      result.tool_calls.push_back(
-        make_call(next_id, reader->name, nlohmann::json{{"urls", urls}}));
+      result.tool_calls.push_back(make_call(next_id, reader->name, nlohmann::json{{"urls", urls}}));
       return result;
     }
   }
   if (tools_ok && find_tool(req, "generate_report") != nullptr) {
-    result.tool_calls.push_back(
-      make_call(next_id, "generate_report", nlohmann::json::object()));
+    result.tool_calls.push_back(make_call(next_id, "generate_report", nlohmann::json::object()));
     return result;
   }
   result.text = "Research finished; ready to report.";

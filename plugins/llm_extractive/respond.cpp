@@ -25,8 +25,8 @@ answer respond_clarify(const sdk::chat_request& req) {
         skip = &tool;
     }
     if (skip != nullptr) {
-      result.tool_calls.push_back(make_call(count_calls(req.messages) + 1, skip->name,
-                                            nlohmann::json::object()));
+      result.tool_calls.push_back(
+        make_call(count_calls(req.messages) + 1, skip->name, nlohmann::json::object()));
       return result;
     }
   }
@@ -49,9 +49,8 @@ answer respond_orchestrate(const sdk::chat_request& req, const compose_options& 
     if (rec.call.name != "research_agent" || rec.result == nullptr)
       continue;
     auto args = parse_arguments(rec.call.arguments);
-    auto task = args.contains("task") && args["task"].is_string()
-                  ? args["task"].get<std::string>()
-                  : std::string{};
+    auto task = args.contains("task") && args["task"].is_string() ? args["task"].get<std::string>()
+                                                                  : std::string{};
     auto step = match_step(plan, task);
     if (step < 0)
       continue;
@@ -76,8 +75,7 @@ answer respond_orchestrate(const sdk::chat_request& req, const compose_options& 
       return result;
   }
   if (tools_ok && find_tool(req, "generate_report") != nullptr) {
-    result.tool_calls.push_back(
-      make_call(next_id, "generate_report", nlohmann::json::object()));
+    result.tool_calls.push_back(make_call(next_id, "generate_report", nlohmann::json::object()));
     return result;
   }
   result.text = "All plan steps have been researched.";
@@ -102,8 +100,7 @@ answer respond_final(const sdk::chat_request& req) {
   auto plan = req.research.plan;
   if (plan.empty())
     for (const auto& item : findings)
-      if (!item.task.empty()
-          && std::find(plan.begin(), plan.end(), item.task) == plan.end())
+      if (!item.task.empty() && std::find(plan.begin(), plan.end(), item.task) == plan.end())
         plan.push_back(item.task);
   answer result;
   result.text = compose_final(question_of(req), plan, findings);
@@ -119,7 +116,7 @@ answer respond_chat(const sdk::chat_request& req, const compose_options& opts) {
       break;
     }
   std::string query = last_user < req.messages.size() ? req.messages[last_user].content
-                                                       : std::string{};
+                                                      : std::string{};
   std::vector<std::string> sentences;
   std::set<std::string> seen;
   auto add = [&](std::string_view text) {

@@ -38,12 +38,12 @@ answer classify(const sdk::chat_request& req) {
   auto lower = sdk::to_lower(question);
   auto words = lexical::count_words(question);
   // Clauses: question marks and semicolons beyond the first.
-  auto parts = std::max<size_t>(1, static_cast<size_t>(std::count_if(
-                                     question.begin(), question.end(),
-                                     [](char c) { return c == '?' || c == ';'; })));
+  auto parts = std::max<size_t>(
+    1, static_cast<size_t>(std::count_if(question.begin(), question.end(),
+                                         [](char c) { return c == '?' || c == ';'; })));
   std::string complexity = "moderate";
-  if (mentions_any(lower, {"compare", "comparison", " versus ", " vs", "trade-off",
-                           "tradeoff", "pros and cons", "advantages and disadvantages"})
+  if (mentions_any(lower, {"compare", "comparison", " versus ", " vs", "trade-off", "tradeoff",
+                           "pros and cons", "advantages and disadvantages"})
       || words > 30)
     complexity = "complex";
   else if (words <= 8 && parts == 1 && lower.find(" and ") == std::string::npos
@@ -55,14 +55,13 @@ answer classify(const sdk::chat_request& req) {
                                                 : "medium";
   answer out;
   out.tool_calls.push_back(one_call(
-    "classify_question",
-    {{"complexity", complexity},
-     {"follow_up_type", follow},
-     {"is_ambiguous", false},
-     {"clarifying_questions", json::array()},
-     {"recommended_depth", depth},
-     {"reasoning", "Lexical estimate: " + std::to_string(words) + " words, "
-                     + std::to_string(parts) + " parts."}}));
+    "classify_question", {{"complexity", complexity},
+                          {"follow_up_type", follow},
+                          {"is_ambiguous", false},
+                          {"clarifying_questions", json::array()},
+                          {"recommended_depth", depth},
+                          {"reasoning", "Lexical estimate: " + std::to_string(words) + " words, "
+                                          + std::to_string(parts) + " parts."}}));
   return out;
 }
 
@@ -86,11 +85,11 @@ answer queries(const sdk::chat_request& req) {
 }
 
 /// Generic aspects that fill a plan past the question's own parts.
-const char* const fill_steps[] = {"Background and key facts", "Evidence and figures",
-                                  "Practical consequences", "Limits and open questions",
-                                  "Recent developments",       "Costs and trade-offs",
-                                  "Views of experts",          "Examples and cases",
-                                  "Alternatives",              "Summary of the evidence"};
+const char* const fill_steps[] = {
+  "Background and key facts",  "Evidence and figures", "Practical consequences",
+  "Limits and open questions", "Recent developments",  "Costs and trade-offs",
+  "Views of experts",          "Examples and cases",   "Alternatives",
+  "Summary of the evidence"};
 
 answer plan(const sdk::chat_request& req) {
   const auto& context = req.research;
@@ -125,10 +124,11 @@ answer plan(const sdk::chat_request& req) {
     titles.resize(static_cast<size_t>(room));
   json steps = json::array();
   for (const auto& t : titles)
-    steps.push_back({{"title", t},
-                     {"description", t + (question.empty() ? "" : " (regarding: " + question + ")")},
-                     {"step_type", "research"},
-                     {"needs_search", true}});
+    steps.push_back(
+      {{"title", t},
+       {"description", t + (question.empty() ? "" : " (regarding: " + question + ")")},
+       {"step_type", "research"},
+       {"needs_search", true}});
   answer out;
   out.tool_calls.push_back(
     one_call("write_plan", {{"title", question.empty() ? std::string{"Research plan"} : question},
@@ -144,10 +144,10 @@ answer reflect(const sdk::chat_request& req) {
   auto reasoning = fresh < 0 ? std::string{"The request does not say what the last step found."}
                              : "The last step found " + std::to_string(fresh) + " new sources.";
   answer out;
-  out.tool_calls.push_back(one_call(
-    "reflect", fresh == 0 ? json{{"decision", "COMPLETE"},
-                                 {"reasoning", "The last step found no new source."}}
-                          : json{{"decision", "CONTINUE"}, {"reasoning", reasoning}}));
+  out.tool_calls.push_back(
+    one_call("reflect", fresh == 0 ? json{{"decision", "COMPLETE"},
+                                          {"reasoning", "The last step found no new source."}}
+                                   : json{{"decision", "CONTINUE"}, {"reasoning", reasoning}}));
   return out;
 }
 
@@ -161,8 +161,7 @@ answer judge(const sdk::chat_request& req) {
       continue;
     }
     auto o = lexical::overlap_of(claim, evidence);
-    verdicts.push_back(
-      {{"id", id}, {"verdict", lexical::lexical_verdict(o)}, {"quote", evidence}});
+    verdicts.push_back({{"id", id}, {"verdict", lexical::lexical_verdict(o)}, {"quote", evidence}});
   }
   answer out;
   out.tool_calls.push_back(one_call("judge_claims", {{"verdicts", verdicts}}));

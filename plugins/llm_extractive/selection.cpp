@@ -78,7 +78,8 @@ bool usable_sentence(std::string_view sentence) {
   // A quotation on its own ("Heat pumps don't work in cold weather") is a
   // claim someone makes, not what the source says.
   auto unquoted = x;
-  while (!unquoted.empty() && std::string_view{".!?"}.find(unquoted.back()) != std::string_view::npos)
+  while (!unquoted.empty()
+         && std::string_view{".!?"}.find(unquoted.back()) != std::string_view::npos)
     unquoted.remove_suffix(1);
   if (unquoted.size() > 2 && (unquoted.front() == '"' || sdk::starts_with(unquoted, "\u201c"))
       && (unquoted.back() == '"' || unquoted.substr(unquoted.size() - 3) == "\u201d"))
@@ -88,8 +89,8 @@ bool usable_sentence(std::string_view sentence) {
     for (std::string_view count : {"two", "three", "four", "five", "several", "many"})
       for (std::string_view what : {" ways", " reasons", " steps", " factors", " things"})
         if (contains(low, std::string{" "} + std::string{count} + std::string{what})
-            || contains(low, std::string{" "} + std::string{count} + " connected"
-                               + std::string{what}))
+            || contains(low,
+                        std::string{" "} + std::string{count} + " connected" + std::string{what}))
           return false;
   size_t letters = 0;
   size_t upper = 0;

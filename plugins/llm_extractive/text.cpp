@@ -53,15 +53,13 @@ std::string_view strip_line_marker(std::string_view line, bool& is_item) {
     is_item = true;
     return sdk::trim(line.substr(i));
   }
-  if (line.size() >= 2 && (line[0] == '-' || line[0] == '*' || line[0] == '+')
-      && line[1] == ' ') {
+  if (line.size() >= 2 && (line[0] == '-' || line[0] == '*' || line[0] == '+') && line[1] == ' ') {
     is_item = true;
     return sdk::trim(line.substr(2));
   }
   while (i < line.size() && i < 3 && is_digit(line[i]))
     ++i;
-  if (i > 0 && i + 1 < line.size() && (line[i] == '.' || line[i] == ')')
-      && line[i + 1] == ' ') {
+  if (i > 0 && i + 1 < line.size() && (line[i] == '.' || line[i] == ')') && line[i + 1] == ' ') {
     is_item = true;
     return sdk::trim(line.substr(i + 2));
   }
@@ -70,8 +68,8 @@ std::string_view strip_line_marker(std::string_view line, bool& is_item) {
 
 bool is_abbreviation(std::string_view word) {
   auto w = sdk::to_lower(word);
-  for (auto x : {"e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "st",
-                 "no", "fig", "approx", "inc", "ltd", "jr", "sr", "u.s", "cf"})
+  for (auto x : {"e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "st", "no", "fig",
+                 "approx", "inc", "ltd", "jr", "sr", "u.s", "cf"})
     if (w == x)
       return true;
   // Initials such as "J." and dotted abbreviations such as "U.S.".
@@ -89,8 +87,8 @@ void split_paragraph(std::string_view text, std::vector<std::string>& out) {
     // Take closing quotes, brackets and repeated terminators along.
     size_t end = i + 1;
     while (end < para.size()
-           && (para[end] == '"' || para[end] == '\'' || para[end] == ')'
-               || para[end] == '.' || para[end] == '!' || para[end] == '?'))
+           && (para[end] == '"' || para[end] == '\'' || para[end] == ')' || para[end] == '.'
+               || para[end] == '!' || para[end] == '?'))
       ++end;
     if (end < para.size() && para[end] != ' ')
       continue; // e.g. "3.5" or "example.org"
@@ -104,8 +102,8 @@ void split_paragraph(std::string_view text, std::vector<std::string>& out) {
       // A sentence starts with an upper-case letter, a digit or a quote.
       if (end + 1 < para.size()) {
         auto next = para[end + 1];
-        if (!is_upper(next) && !is_digit(next) && next != '"' && next != '\''
-            && next != '(' && next != '[' && static_cast<unsigned char>(next) < 0x80)
+        if (!is_upper(next) && !is_digit(next) && next != '"' && next != '\'' && next != '('
+            && next != '[' && static_cast<unsigned char>(next) < 0x80)
           continue;
       }
     }

@@ -108,9 +108,9 @@ std::pair<std::string, int> host_port(const std::string& url) {
     port_text = authority.substr(colon + 1);
   }
   if (!port_text.empty()) {
-    if (port_text.size() > 5
-        || !std::all_of(port_text.begin(), port_text.end(),
-                        [](char c) { return c >= '0' && c <= '9'; }))
+    if (port_text.size() > 5 || !std::all_of(port_text.begin(), port_text.end(), [](char c) {
+          return c >= '0' && c <= '9';
+        }))
       return {std::string{host}, 0};
     port = std::stoi(std::string{port_text});
   }
@@ -216,8 +216,8 @@ models_answer read_models(std::string_view body, const std::string& model,
     out.kind = kind;
   auto label = server_label(out.kind, base_url);
   // The window the server runs the model with comes before its maximum.
-  for (const char* key : {"loaded_context_length", "max_model_len", "context_window",
-                          "context_length"})
+  for (const char* key :
+       {"loaded_context_length", "max_model_len", "context_window", "context_length"})
     if (auto w = window_at(*entry, key)) {
       out.window = window_fact{*w, label + " /models " + key};
       return out;
@@ -373,8 +373,8 @@ public:
   }
 
   bool on_data(std::string_view bytes) override {
-    auto room = static_cast<size_t>(max_probe_body) - std::min(body_.size(),
-                                                               static_cast<size_t>(max_probe_body));
+    auto room = static_cast<size_t>(max_probe_body)
+                - std::min(body_.size(), static_cast<size_t>(max_probe_body));
     if (bytes.size() > room)
       return false; // too large: aborted, read as no answer
     body_.append(bytes);
@@ -402,8 +402,7 @@ size_t model_probe::requests_started() const {
   return requests_;
 }
 
-void model_probe::describe(sdk::model_info base,
-                           std::function<void(sdk::model_info)> done) {
+void model_probe::describe(sdk::model_info base, std::function<void(sdk::model_info)> done) {
   {
     std::unique_lock<std::mutex> guard{mtx_};
     switch (phase_) {
@@ -487,8 +486,7 @@ void model_probe::start(step what) {
   }
   // The HTTP client keeps the sink (and so this probe) alive until it
   // completed; the call's handle is not needed: it ends by itself.
-  host_.http().start(std::move(req),
-                     std::make_shared<probe_sink>(shared_from_this(), what));
+  host_.http().start(std::move(req), std::make_shared<probe_sink>(shared_from_this(), what));
 }
 
 void model_probe::on_answer(step what, int status, std::string body, bool failed) {
@@ -581,10 +579,9 @@ void model_probe::finish(std::optional<window_fact> found) {
     }
   }
   if (info.context_window > 0)
-    host_.log().log(sdk::log_level::debug,
-                    "model " + cfg_.model + ": context window "
-                      + std::to_string(info.context_window) + " tokens ("
-                      + info.context_window_source + ")");
+    host_.log().log(sdk::log_level::debug, "model " + cfg_.model + ": context window "
+                                             + std::to_string(info.context_window) + " tokens ("
+                                             + info.context_window_source + ")");
   for (auto& done : waiting)
     done(info);
 }

@@ -60,8 +60,7 @@ std::optional<bool> get_auto_bool(const std::string& key, const json& value) {
 // each `[open, close]` or `{open, close}`.
 std::vector<sdk::reasoning_tag> parse_tags(const json& value) {
   if (value.is_boolean())
-    return value.get<bool>() ? sdk::default_reasoning_tags()
-                             : std::vector<sdk::reasoning_tag>{};
+    return value.get<bool>() ? sdk::default_reasoning_tags() : std::vector<sdk::reasoning_tag>{};
   auto bad = [] {
     reject("`reasoning_tags` must be true, false or a list of [open, close] pairs, "
            "e.g. [[\"<think>\", \"</think>\"]]");
@@ -75,8 +74,7 @@ std::vector<sdk::reasoning_tag> parse_tags(const json& value) {
       tag.open = item[0].get<std::string>();
       tag.close = item[1].get<std::string>();
     } else if (item.is_object() && item.size() == 2 && item.contains("open")
-               && item.contains("close") && item["open"].is_string()
-               && item["close"].is_string()) {
+               && item.contains("close") && item["open"].is_string() && item["close"].is_string()) {
       tag.open = item["open"].get<std::string>();
       tag.close = item["close"].get<std::string>();
     } else {
@@ -84,11 +82,10 @@ std::vector<sdk::reasoning_tag> parse_tags(const json& value) {
     }
     for (const auto* t : {&tag.open, &tag.close})
       if (t->empty() || t->size() > 64
-          || !std::all_of(t->begin(), t->end(), [](char c) {
-               return c > 0x20 && c < 0x7f;
-             }))
+          || !std::all_of(t->begin(), t->end(), [](char c) { return c > 0x20 && c < 0x7f; }))
         reject("`reasoning_tags`: a tag must be 1 to 64 printable ASCII characters "
-               "without spaces, not `" + *t + "`");
+               "without spaces, not `"
+               + *t + "`");
     out.push_back(std::move(tag));
   }
   return out;
@@ -110,12 +107,11 @@ json to_json(const sdk::chat_message& msg, bool round_trip) {
       if (!msg.tool_calls.empty()) {
         auto calls = json::array();
         for (const auto& call : msg.tool_calls)
-          calls.push_back(
-            {{"id", call.id},
-             {"type", "function"},
-             {"function",
-              {{"name", call.name},
-               {"arguments", call.arguments.empty() ? "{}" : call.arguments}}}});
+          calls.push_back({{"id", call.id},
+                           {"type", "function"},
+                           {"function",
+                            {{"name", call.name},
+                             {"arguments", call.arguments.empty() ? "{}" : call.arguments}}}});
         result["tool_calls"] = std::move(calls);
       }
       break;
@@ -135,9 +131,9 @@ json to_json(const sdk::chat_message& msg, bool round_trip) {
 // inside one of its callbacks); `finished_` makes the final callback unique.
 class call_state final : public stream_handler {
 public:
-  call_state(std::shared_ptr<sdk::chat_sink> sink, std::string model,
-             std::string secret, sdk::reasoning_tag_splitter splitter,
-             std::shared_ptr<learned_facts> learned, bool round_trip, bool may_learn)
+  call_state(std::shared_ptr<sdk::chat_sink> sink, std::string model, std::string secret,
+             sdk::reasoning_tag_splitter splitter, std::shared_ptr<learned_facts> learned,
+             bool round_trip, bool may_learn)
     : sink_(std::move(sink)),
       model_(std::move(model)),
       secret_(std::move(secret)),
@@ -161,8 +157,7 @@ public:
       if (finished_)
         return;
       http = http_;
-      fail(sdk::make_error(sdk::errc::cancelled, "chat call cancelled"),
-           decoder_.streamed());
+      fail(sdk::make_error(sdk::errc::cancelled, "chat call cancelled"), decoder_.streamed());
     }
     if (http)
       http->cancel();
@@ -176,8 +171,7 @@ public:
     headers_ = headers;
     // A server that ignores `stream` answers with one JSON document.
     auto type = sdk::find_header(headers, "content-type");
-    whole_json_ = status < 400 && type
-                  && type->find("application/json") != std::string::npos;
+    whole_json_ = status < 400 && type && type->find("application/json") != std::string::npos;
     return true;
   }
 
@@ -212,8 +206,8 @@ public:
       http_.reset();
       return;
     }
-    if (failure && failure->code != sdk::errc::cancelled && decoder_.finished()
-        && status_ < 400 && !whole_json_) {
+    if (failure && failure->code != sdk::errc::cancelled && decoder_.finished() && status_ < 400
+        && !whole_json_) {
       // The answer was complete (a finish reason arrived) but the server
       // neither sent [DONE] nor closed the connection: keep the answer.
       succeed();
@@ -307,8 +301,7 @@ private:
   /// none) and no tool call, unless the output limit or a filter explains
   /// it (the host decides about those).
   std::optional<std::string> empty_answer(const sdk::chat_result& result) const {
-    if (!result.tool_calls.empty()
-        || result.finish == sdk::finish_reason::length
+    if (!result.tool_calls.empty() || result.finish == sdk::finish_reason::length
         || result.finish == sdk::finish_reason::content_filter)
       return std::nullopt;
     if (result.text.find_first_not_of(" \t\r\n") != std::string::npos)
@@ -410,8 +403,8 @@ const std::pair<const char*, int64_t provider_config::*> count_keys[] = {
 // Sets the member of `table` named `key` through `get`; false when the
 // table has no such key.
 template <class Table, class Get>
-bool set_from(const Table& table, provider_config& cfg, const std::string& key,
-              const json& value, Get get) {
+bool set_from(const Table& table, provider_config& cfg, const std::string& key, const json& value,
+              Get get) {
   for (const auto& [name, member] : table)
     if (key == name) {
       cfg.*member = get(key, value);
@@ -474,8 +467,7 @@ std::string request_url(const provider_config& cfg) {
   return url;
 }
 
-json request_body(const provider_config& cfg, const sdk::chat_request& req,
-                  bool round_trip) {
+json request_body(const provider_config& cfg, const sdk::chat_request& req, bool round_trip) {
   json body;
   body["model"] = req.model.empty() ? cfg.model : req.model;
   auto messages = json::array();
@@ -494,8 +486,7 @@ json request_body(const provider_config& cfg, const sdk::chat_request& req,
   auto max_tokens = req.max_tokens > 0 ? req.max_tokens : cfg.max_tokens;
   if (max_tokens > 0)
     body[cfg.reasoning ? "max_completion_tokens" : "max_tokens"] = max_tokens;
-  auto effort = req.reasoning_effort.empty() ? cfg.reasoning_effort
-                                             : req.reasoning_effort;
+  auto effort = req.reasoning_effort.empty() ? cfg.reasoning_effort : req.reasoning_effort;
   if (!effort.empty())
     body["reasoning_effort"] = effort;
   auto temperature = req.temperature ? req.temperature : cfg.temperature;
@@ -529,13 +520,27 @@ void append_json_string(std::string& out, std::string_view text) {
     out.append(text.data() + plain, i - plain);
     plain = i + 1;
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default: {
         char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
         out.append(u, sizeof(u));
@@ -581,7 +586,7 @@ void append_message(std::string& out, const sdk::chat_message& msg, bool round_t
           first = false;
           out += "{\"function\":{\"arguments\":";
           append_json_string(out, call.arguments.empty() ? std::string_view{"{}"}
-                                                              : std::string_view{call.arguments});
+                                                         : std::string_view{call.arguments});
           out += ",\"name\":";
           append_json_string(out, call.name);
           out += "},\"id\":";
@@ -679,8 +684,8 @@ std::string request_text(const provider_config& cfg, const sdk::chat_request& re
   return out;
 }
 
-sdk::http_request build_request(const provider_config& cfg,
-                                const sdk::chat_request& req, bool round_trip) {
+sdk::http_request build_request(const provider_config& cfg, const sdk::chat_request& req,
+                                bool round_trip) {
   sdk::http_request result;
   result.method = "POST";
   result.url = request_url(cfg);
@@ -762,12 +767,12 @@ bool provider::round_trip() const noexcept {
   return learned_->round_trip || round_trip_by_default(cfg_.base_url, cfg_.model);
 }
 
-std::shared_ptr<sdk::chat_call>
-provider::chat(sdk::chat_request request, std::shared_ptr<sdk::chat_sink> sink) {
+std::shared_ptr<sdk::chat_call> provider::chat(sdk::chat_request request,
+                                               std::shared_ptr<sdk::chat_sink> sink) {
   auto model = request.model.empty() ? cfg_.model : request.model;
-  auto opener = cfg_.opener_in_prompt ? *cfg_.opener_in_prompt
-                                      : learned_->opener_in_prompt
-                                          || opener_in_prompt_by_name(model);
+  auto opener = cfg_.opener_in_prompt
+                  ? *cfg_.opener_in_prompt
+                  : learned_->opener_in_prompt || opener_in_prompt_by_name(model);
   auto round_trip = this->round_trip();
   auto state = std::make_shared<call_state>(
     std::move(sink), std::move(model), cfg_.api_key,

@@ -99,8 +99,8 @@ std::string request_url(const provider_config& cfg);
 
 /// Returns the JSON body for `req` under `cfg`. `round_trip`: assistant
 /// turns with tool calls carry their reasoning as `reasoning_content`.
-nlohmann::json request_body(const provider_config& cfg,
-                            const sdk::chat_request& req, bool round_trip = false);
+nlohmann::json request_body(const provider_config& cfg, const sdk::chat_request& req,
+                            bool round_trip = false);
 
 /// Returns request_body() as sdk::dump_json() writes it, byte for byte, but
 /// written directly: the conversation is copied once, into the text.
@@ -108,8 +108,8 @@ std::string request_text(const provider_config& cfg, const sdk::chat_request& re
                          bool round_trip = false);
 
 /// Returns the complete HTTP request (URL, headers, body) for `req`.
-sdk::http_request build_request(const provider_config& cfg,
-                                const sdk::chat_request& req, bool round_trip = false);
+sdk::http_request build_request(const provider_config& cfg, const sdk::chat_request& req,
+                                bool round_trip = false);
 
 /// Replaces every occurrence of `secret` in `text` with `***`.
 std::string redact(std::string text, const std::string& secret);
@@ -128,8 +128,8 @@ public:
 
   /// Starts a streaming Chat Completions request and returns at once; the
   /// returned handle cancels it.
-  std::shared_ptr<sdk::chat_call>
-  chat(sdk::chat_request request, std::shared_ptr<sdk::chat_sink> sink) override;
+  std::shared_ptr<sdk::chat_call> chat(sdk::chat_request request,
+                                       std::shared_ptr<sdk::chat_sink> sink) override;
 
   /// info() with the context window: `context_window` of the configuration
   /// when set (source `config`), else what the server says, probed once per

@@ -47,8 +47,7 @@ std::optional<int64_t> int_member(const json& x, std::string_view key) {
     return ptr->get<int64_t>();
   if (ptr->is_number_unsigned()) {
     auto value = ptr->get<uint64_t>();
-    return value > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
-                                                    : static_cast<int64_t>(value);
+    return value > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(value);
   }
   if (ptr->is_number_float()) {
     auto value = ptr->get<double>();
@@ -79,8 +78,8 @@ bool looks_like_sse(std::string_view head) {
     return true;
   for (std::string_view field : {"data", "event", "id", "retry"})
     if (head.substr(0, field.size()) == field
-        && (head.size() == field.size() || head[field.size()] == ':'
-            || head[field.size()] == '\n' || head[field.size()] == '\r'))
+        && (head.size() == field.size() || head[field.size()] == ':' || head[field.size()] == '\n'
+            || head[field.size()] == '\r'))
       return true;
   return false;
 }
@@ -111,8 +110,8 @@ std::optional<int64_t> bounded_duration(std::string_view x) {
 // Maps the type / code strings of an error without a usable HTTP status.
 std::optional<sdk::errc> classify_type(std::string_view x) {
   using sdk::errc;
-  if (x == "rate_limit_exceeded" || x == "rate_limit_error" || x == "tokens"
-      || x == "requests" || x == "rate_limit")
+  if (x == "rate_limit_exceeded" || x == "rate_limit_error" || x == "tokens" || x == "requests"
+      || x == "rate_limit")
     return errc::rate_limited;
   if (x == "overloaded_error" || x == "overloaded" || x == "service_unavailable")
     return errc::overloaded;
@@ -121,8 +120,8 @@ std::optional<sdk::errc> classify_type(std::string_view x) {
     return errc::server_error;
   if (x == "invalid_request_error" || x == "bad_request")
     return errc::bad_request;
-  if (x == "authentication_error" || x == "permission_error"
-      || x == "invalid_api_key" || x == "permission_denied")
+  if (x == "authentication_error" || x == "permission_error" || x == "invalid_api_key"
+      || x == "permission_denied")
     return errc::auth;
   if (x == "not_found_error" || x == "not_found")
     return errc::not_found;
@@ -153,8 +152,7 @@ std::optional<sdk::errc> classify_google_status(std::string_view x) {
 
 // -- tool_call_accumulator ----------------------------------------------------
 
-size_t tool_call_accumulator::select(const fields& item, size_t position,
-                                     size_t count) {
+size_t tool_call_accumulator::select(const fields& item, size_t position, size_t count) {
   auto id = item.id;
   if (auto idx = item.index) {
     for (size_t i = calls_.size(); i-- > 0;) {
@@ -187,8 +185,8 @@ size_t tool_call_accumulator::select(const fields& item, size_t position,
   return calls_.size() - 1;
 }
 
-std::optional<sdk::tool_call_delta>
-tool_call_accumulator::add(const json& item, size_t position, size_t count) {
+std::optional<sdk::tool_call_delta> tool_call_accumulator::add(const json& item, size_t position,
+                                                               size_t count) {
   if (!item.is_object())
     return std::nullopt;
   fields parts;
@@ -210,8 +208,8 @@ tool_call_accumulator::add(const json& item, size_t position, size_t count) {
   return add(parts, position, count);
 }
 
-std::optional<sdk::tool_call_delta>
-tool_call_accumulator::add(const fields& item, size_t position, size_t count) {
+std::optional<sdk::tool_call_delta> tool_call_accumulator::add(const fields& item, size_t position,
+                                                               size_t count) {
   // A metadata-only element (e.g. Gemini's `extra_content`) names no call.
   if (!item.index && item.id.empty() && item.name.empty() && item.arguments.empty())
     return std::nullopt;
@@ -235,8 +233,7 @@ tool_call_accumulator::add(const fields& item, size_t position, size_t count) {
     call.name_reported = true;
   }
   delta.arguments = std::string{item.arguments};
-  if (calls_.size() == before && delta.id.empty() && delta.name.empty()
-      && delta.arguments.empty())
+  if (calls_.size() == before && delta.id.empty() && delta.name.empty() && delta.arguments.empty())
     return std::nullopt;
   return delta;
 }
@@ -275,8 +272,7 @@ std::optional<int64_t> retry_hint_from_message(std::string_view message) {
   return bounded_duration(token);
 }
 
-sdk::error classify_error(int status, const sdk::http_headers& headers,
-                          const json& body) {
+sdk::error classify_error(int status, const sdk::http_headers& headers, const json& body) {
   const json* root = &body;
   if (root->is_array() && !root->empty())
     root = &(*root)[0]; // Google's non-SSE streams wrap errors in an array
@@ -358,15 +354,13 @@ sdk::error classify_error(int status, const sdk::http_headers& headers,
   return result;
 }
 
-sdk::error classify_error(int status, const sdk::http_headers& headers,
-                          std::string_view body) {
+sdk::error classify_error(int status, const sdk::http_headers& headers, std::string_view body) {
   auto parsed = sdk::parse_json(body);
   if (!parsed.is_discarded() && (parsed.is_object() || parsed.is_array()))
     return classify_error(status, headers, parsed);
   // Not JSON: a proxy's HTML page or plain text.
-  auto result = sdk::make_error(status != 0 ? sdk::classify_http_status(status)
-                                            : sdk::errc::server_error,
-                                {}, status);
+  auto result = sdk::make_error(
+    status != 0 ? sdk::classify_http_status(status) : sdk::errc::server_error, {}, status);
   std::string text;
   for (auto c : sdk::utf8_prefix(body, max_message_size)) {
     auto blank = c == '\n' || c == '\r' || c == '\t';
@@ -381,15 +375,13 @@ sdk::error classify_error(int status, const sdk::http_headers& headers,
   if (!result.retry_after_ms)
     result.retry_after_ms = retry_hint_from_message(text);
   result.retry_hint = sdk::should_retry_header(headers);
-  result.message = text.empty() ? "HTTP " + std::to_string(status)
-                                : truncate(std::move(text));
+  result.message = text.empty() ? "HTTP " + std::to_string(status) : truncate(std::move(text));
   return result;
 }
 
 // -- stream_decoder -----------------------------------------------------------
 
-sdk::finish_reason map_finish_reason(std::string_view reason, bool saw_tools,
-                                     bool refused) {
+sdk::finish_reason map_finish_reason(std::string_view reason, bool saw_tools, bool refused) {
   auto x = sdk::to_lower(reason);
   if (x == "tool_calls" || x == "function_call" || x == "tool_use")
     return sdk::finish_reason::tool_calls;
@@ -402,33 +394,28 @@ sdk::finish_reason map_finish_reason(std::string_view reason, bool saw_tools,
   if (x == "stop" || x == "end_turn" || x == "eos") {
     if (saw_tools)
       return sdk::finish_reason::tool_calls;
-    return refused ? sdk::finish_reason::content_filter
-                   : sdk::finish_reason::stop;
+    return refused ? sdk::finish_reason::content_filter : sdk::finish_reason::stop;
   }
   return sdk::finish_reason::other;
 }
 
-stream_decoder::state stream_decoder::feed(std::string_view bytes,
-                                           stream_handler& handler) {
+stream_decoder::state stream_decoder::feed(std::string_view bytes, stream_handler& handler) {
   if (state_ != state::running)
     return state_;
   if (head_.size() < max_head_size)
     head_.append(bytes.substr(0, max_head_size - head_.size()));
-  auto ok = sse_.feed(bytes, [this, &handler](const sdk::sse_event& ev) {
-    return on_event(ev, handler);
-  });
+  auto ok = sse_.feed(bytes,
+                      [this, &handler](const sdk::sse_event& ev) { return on_event(ev, handler); });
   if (!ok && state_ == state::running)
-    fail(sdk::make_error(sdk::errc::invalid_response,
-                         "stream event larger than the parser's limit"));
+    fail(
+      sdk::make_error(sdk::errc::invalid_response, "stream event larger than the parser's limit"));
   return state_;
 }
 
 stream_decoder::state stream_decoder::finish(stream_handler& handler) {
   if (state_ != state::running)
     return state_;
-  sse_.finish([this, &handler](const sdk::sse_event& ev) {
-    return on_event(ev, handler);
-  });
+  sse_.finish([this, &handler](const sdk::sse_event& ev) { return on_event(ev, handler); });
   if (state_ != state::running)
     return state_;
   if (finish_)
@@ -437,11 +424,9 @@ stream_decoder::state stream_decoder::finish(stream_handler& handler) {
     // An HTML page or other document served with status 200 (a proxy, a
     // login page, a wrong base URL): retrying will not help.
     fail(sdk::make_error(sdk::errc::invalid_response,
-                         "the server's answer is not an event stream: "
-                           + preview(head_)));
+                         "the server's answer is not an event stream: " + preview(head_)));
   else
-    fail(sdk::make_error(sdk::errc::network,
-                         "stream ended early (no finish reason, no [DONE])"));
+    fail(sdk::make_error(sdk::errc::network, "stream ended early (no finish reason, no [DONE])"));
   return state_;
 }
 
@@ -461,15 +446,14 @@ sdk::chat_result stream_decoder::result() const {
     result.reasoning += tag_reasoning_;
   }
   result.tool_calls = tools_.calls();
-  result.finish = map_finish_reason(finish_ ? *finish_ : std::string{},
-                                    !result.tool_calls.empty(), refused_);
+  result.finish = map_finish_reason(finish_ ? *finish_ : std::string{}, !result.tool_calls.empty(),
+                                    refused_);
   result.usage = usage_;
   result.model = model_;
   return result;
 }
 
-void stream_decoder::emit(const sdk::reasoning_tag_splitter::output& out,
-                          stream_handler& handler) {
+void stream_decoder::emit(const sdk::reasoning_tag_splitter::output& out, stream_handler& handler) {
   if (!out.reasoning.empty()) {
     tag_reasoning_ += out.reasoning;
     streamed_ = true;
@@ -551,10 +535,8 @@ bool stream_decoder::on_event(const sdk::sse_event& ev, stream_handler& handler)
   return true;
 }
 
-void stream_decoder::apply_delta(std::string_view content,
-                                 std::string_view refusal,
-                                 std::string_view reasoning,
-                                 stream_handler& handler) {
+void stream_decoder::apply_delta(std::string_view content, std::string_view refusal,
+                                 std::string_view reasoning, stream_handler& handler) {
   if (!content.empty())
     emit(splitter_.feed(content), handler);
   if (!refusal.empty()) {
@@ -590,8 +572,7 @@ bool stream_decoder::on_chunk(std::string_view data, stream_handler& handler) {
     auto shown = std::string{sdk::utf8_prefix(data, 120)};
     if (!why.empty())
       shown += " (" + why + ")";
-    return fail(sdk::make_error(sdk::errc::invalid_response,
-                                "malformed stream chunk: " + shown));
+    return fail(sdk::make_error(sdk::errc::invalid_response, "malformed stream chunk: " + shown));
   }
   if (auto e = member(chunk, "error"); e != nullptr && !e->is_null())
     return fail(classify_error(0, {}, chunk));
@@ -612,8 +593,8 @@ bool stream_decoder::on_chunk(std::string_view data, stream_handler& handler) {
         auto thought = string_member(*delta, "reasoning_content");
         if (thought.empty())
           thought = string_member(*delta, "reasoning");
-        apply_delta(string_member(*delta, "content"),
-                    string_member(*delta, "refusal"), thought, handler);
+        apply_delta(string_member(*delta, "content"), string_member(*delta, "refusal"), thought,
+                    handler);
         if (auto calls = member(*delta, "tool_calls"); calls && calls->is_array()) {
           for (size_t i = 0; i < calls->size(); ++i) {
             if (auto d = tools_.add((*calls)[i], i, calls->size())) {

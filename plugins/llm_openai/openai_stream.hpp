@@ -38,15 +38,14 @@ public:
   };
 
   /// Adds one element given as its parts (see the overload below).
-  std::optional<sdk::tool_call_delta> add(const fields& item, size_t position,
-                                          size_t count);
+  std::optional<sdk::tool_call_delta> add(const fields& item, size_t position, size_t count);
 
   /// Adds one element of a delta's `tool_calls` array; `position` is its
   /// place in that array and `count` the array's size. Returns the fragment
   /// to report (index normalised to order of appearance), or nothing if the
   /// element carried no information.
-  std::optional<sdk::tool_call_delta> add(const nlohmann::json& item,
-                                          size_t position, size_t count);
+  std::optional<sdk::tool_call_delta> add(const nlohmann::json& item, size_t position,
+                                          size_t count);
 
   /// Returns whether any call was seen.
   bool empty() const noexcept {
@@ -79,12 +78,10 @@ private:
 /// OpenAI (`{"error":{"message","type","code"}}`), Google
 /// (`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[...]}}`),
 /// Groq / OpenRouter in-stream errors and plain-text bodies.
-sdk::error classify_error(int status, const sdk::http_headers& headers,
-                          std::string_view body);
+sdk::error classify_error(int status, const sdk::http_headers& headers, std::string_view body);
 
 /// Same as above for an already parsed body.
-sdk::error classify_error(int status, const sdk::http_headers& headers,
-                          const nlohmann::json& body);
+sdk::error classify_error(int status, const sdk::http_headers& headers, const nlohmann::json& body);
 
 /// Extracts a retry delay from a message such as `Please try again in 6ms.` or
 /// `... try again in 26.604s`.
@@ -129,8 +126,7 @@ public:
 
   /// A decoder whose answer text passes through `splitter` (one without
   /// tags splits nothing).
-  explicit stream_decoder(sdk::reasoning_tag_splitter splitter)
-    : splitter_(std::move(splitter)) {
+  explicit stream_decoder(sdk::reasoning_tag_splitter splitter) : splitter_(std::move(splitter)) {
     // nop
   }
 
@@ -214,8 +210,8 @@ public:
 private:
   bool on_chunk(std::string_view data, stream_handler& handler);
 
-  void apply_delta(std::string_view content, std::string_view refusal,
-                   std::string_view reasoning, stream_handler& handler);
+  void apply_delta(std::string_view content, std::string_view refusal, std::string_view reasoning,
+                   stream_handler& handler);
 
   void apply_usage(const nlohmann::json& u, stream_handler& handler);
 
@@ -257,7 +253,6 @@ private:
 /// Maps a Chat Completions `finish_reason` to the SDK's enum, given whether
 /// tool calls were seen and whether the model refused. An empty `reason`
 /// (none sent) is sdk::finish_reason::unknown.
-sdk::finish_reason map_finish_reason(std::string_view reason, bool saw_tools,
-                                     bool refused);
+sdk::finish_reason map_finish_reason(std::string_view reason, bool saw_tools, bool refused);
 
 } // namespace quarry::plugins::llm_openai

@@ -18,11 +18,9 @@ std::unique_ptr<quarry::sdk::plugin_object> make(quarry::sdk::host_context& host
 } // namespace
 
 QUARRY_PLUGIN(openai, quarry::sdk::plugin_kind::llm, "0.1.0",
-              "Chat Completions (OpenAI, Azure OpenAI and compatible servers)",
-              &make)
+              "Chat Completions (OpenAI, Azure OpenAI and compatible servers)", &make)
 
 // Every key the factory accepts (the host reports others before creating it).
-QUARRY_PLUGIN_KEYS("base_url", "api_key", "model", "azure", "api_version",
-                   "organization", "project", "headers", "reasoning",
-                   "reasoning_effort", "max_tokens", "temperature",
-                   "context_window", "supports_tools")
+QUARRY_PLUGIN_KEYS("base_url", "api_key", "model", "azure", "api_version", "organization",
+                   "project", "headers", "reasoning", "reasoning_effort", "max_tokens",
+                   "temperature", "context_window", "supports_tools")

@@ -23,8 +23,7 @@ std::string fold_query(const std::string& raw) {
   bool space = false;
   for (auto ch : raw) {
     auto c = static_cast<unsigned char>(ch);
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'
-        || c == '\v') {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
       space = true;
       continue;
     }
@@ -44,8 +43,7 @@ std::string dump(const nlohmann::json& x) {
 
 } // namespace
 
-tool_config parse_config(const nlohmann::json& config,
-                         const std::string& data_dir) {
+tool_config parse_config(const nlohmann::json& config, const std::string& data_dir) {
   tool_config result;
   if (!config.is_null() && !config.is_object())
     throw std::invalid_argument("internal_search: the configuration must be "
@@ -78,19 +76,16 @@ tool_config parse_config(const nlohmann::json& config,
   return result;
 }
 
-std::optional<std::vector<std::string>>
-normalize_queries(const nlohmann::json& arguments) {
+std::optional<std::vector<std::string>> normalize_queries(const nlohmann::json& arguments) {
   if (!arguments.is_object() || !arguments.contains("queries"))
     return std::nullopt;
   const auto& raw = arguments["queries"];
   if (!raw.is_string() && !raw.is_array())
     return std::nullopt;
-  return sdk::distinct_queries(sdk::query_strings(raw), fold_query,
-                               sdk::max_search_queries);
+  return sdk::distinct_queries(sdk::query_strings(raw), fold_query, sdk::max_search_queries);
 }
 
-sdk::tool_result search_corpus(corpus_index& index,
-                               const std::vector<std::string>& queries,
+sdk::tool_result search_corpus(corpus_index& index, const std::vector<std::string>& queries,
                                size_t max_results) {
   sdk::tool_result result;
   std::vector<std::vector<search_hit>> lists;
@@ -104,8 +99,7 @@ sdk::tool_result search_corpus(corpus_index& index,
   }
   if (lists.empty() && last_error) {
     result.failure = last_error;
-    result.llm_text = "Internal search failed for all queries: "
-                      + last_error->message
+    result.llm_text = "Internal search failed for all queries: " + last_error->message
                       + ". Try again later or use other sources.";
     return result;
   }
@@ -128,10 +122,8 @@ sdk::tool_result search_corpus(corpus_index& index,
   auto results = nlohmann::json::array();
   int n = 0;
   for (const auto* hit : picked) {
-    nlohmann::json item{{"document", ++n},
-                        {"title", hit->title},
-                        {"url", hit->url},
-                        {"content", hit->text}};
+    nlohmann::json item{
+      {"document", ++n}, {"title", hit->title}, {"url", hit->url}, {"content", hit->text}};
     // A date the document itself gives (not the file's modification time)
     // is its publication date, for the model and the citation.
     auto dated = !hit->date.empty() && hit->date_source != "mtime";
@@ -207,8 +199,7 @@ private:
   sdk::tool_callback done_;
 };
 
-sdk::tool_result failed(sdk::errc code, std::string message,
-                        std::string llm_text) {
+sdk::tool_result failed(sdk::errc code, std::string message, std::string llm_text) {
   sdk::tool_result result;
   result.failure = sdk::make_error(code, std::move(message));
   result.llm_text = std::move(llm_text);
@@ -217,8 +208,7 @@ sdk::tool_result failed(sdk::errc code, std::string message,
 
 } // namespace
 
-internal_search_tool::internal_search_tool(sdk::host_context& host,
-                                           tool_config config)
+internal_search_tool::internal_search_tool(sdk::host_context& host, tool_config config)
   : host_(host), state_(std::make_shared<state>()) {
   state_->config = std::move(config);
 }
@@ -236,35 +226,30 @@ std::string internal_search_tool::description() const {
 }
 
 nlohmann::json internal_search_tool::parameters() const {
-  return {
-    {"type", "object"},
-    {"properties",
-     {{"queries",
-       {{"type", "array"},
-        {"items", {{"type", "string"}}},
-        {"description",
-         "List of search queries to execute, typically a single query. Query "
-         "expansion and filter extraction steps will be run automatically "
-         "downstream, do not include time or source type scoping details in "
-         "your query."}}}}},
-    {"required", {"queries"}}};
+  return {{"type", "object"},
+          {"properties",
+           {{"queries",
+             {{"type", "array"},
+              {"items", {{"type", "string"}}},
+              {"description", "List of search queries to execute, typically a single query. Query "
+                              "expansion and filter extraction steps will be run automatically "
+                              "downstream, do not include time or source type scoping details in "
+                              "your query."}}}}},
+          {"required", {"queries"}}};
 }
 
-std::shared_ptr<sdk::tool_run>
-internal_search_tool::run(const nlohmann::json& arguments,
-                          sdk::tool_callback done) {
+std::shared_ptr<sdk::tool_run> internal_search_tool::run(const nlohmann::json& arguments,
+                                                         sdk::tool_callback done) {
   auto handle = std::make_shared<run_impl>(std::move(done));
   auto queries = normalize_queries(arguments);
   if (!queries) {
-    handle->finish(failed(sdk::errc::bad_request,
-                          "internal_search: missing 'queries'",
+    handle->finish(failed(sdk::errc::bad_request, "internal_search: missing 'queries'",
                           "internal_search needs a 'queries' argument: a "
                           "list of search strings."));
     return handle;
   }
   if (queries->empty()) {
-    handle->finish(failed(sdk::errc::bad_request,
-                          "internal_search: no non-empty query",
+    handle->finish(failed(sdk::errc::bad_request, "internal_search: no non-empty query",
                           "internal_search got only empty queries: pass at "
                           "least one search string."));
     return handle;
@@ -277,10 +262,9 @@ internal_search_tool::run(const nlohmann::json& arguments,
     auto* index = st->get(failure);
     if (index == nullptr) {
       auto msg = failure ? failure->message : std::string{"cannot open"};
-      handle->finish(failed(failure ? failure->code : sdk::errc::internal,
-                            msg,
-                            "The internal search index is unavailable ("
-                              + msg + "). Use other sources."));
+      handle->finish(
+        failed(failure ? failure->code : sdk::errc::internal, msg,
+               "The internal search index is unavailable (" + msg + "). Use other sources."));
       return;
     }
     handle->finish(search_corpus(*index, qs, st->config.max_results));

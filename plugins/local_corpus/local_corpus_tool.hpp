@@ -33,20 +33,17 @@ struct tool_config {
 /// Validates the configuration (keys `db`, `max_results`; the database
 /// defaults to `<data_dir>/corpus.db`). Throws std::invalid_argument for
 /// missing, invalid or unknown keys.
-tool_config parse_config(const nlohmann::json& config,
-                         const std::string& data_dir);
+tool_config parse_config(const nlohmann::json& config, const std::string& data_dir);
 
 /// Normalises the `queries` argument like Onyx: a bare string is one query;
 /// control characters removed, whitespace folded, empties and duplicates
 /// dropped. Returns nothing when the argument is missing or of the wrong type.
-std::optional<std::vector<std::string>>
-normalize_queries(const nlohmann::json& arguments);
+std::optional<std::vector<std::string>> normalize_queries(const nlohmann::json& arguments);
 
 /// Runs every query and interleaves the hits round-robin, one per document,
 /// at most `max_results`. Fills `llm_text` with `{"results": [...]}`.
 /// Blocking: call it on the host's pool.
-sdk::tool_result search_corpus(corpus_index& index,
-                               const std::vector<std::string>& queries,
+sdk::tool_result search_corpus(corpus_index& index, const std::vector<std::string>& queries,
                                size_t max_results);
 
 /// The `internal_search` tool. Opens the database on first use, in the

@@ -12,8 +12,7 @@ namespace {
 std::unique_ptr<quarry::sdk::plugin_object> make(quarry::sdk::host_context& host,
                                                  const nlohmann::json& config) {
   using namespace quarry::plugins::local_corpus;
-  return std::make_unique<internal_search_tool>(
-    host, parse_config(config, host.data_dir()));
+  return std::make_unique<internal_search_tool>(host, parse_config(config, host.data_dir()));
 }
 
 } // namespace

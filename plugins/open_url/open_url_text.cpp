@@ -24,8 +24,7 @@ std::string dump(const nlohmann::ordered_json& x, int indent = -1) {
 }
 
 bool is_zero_width(uint32_t cp) noexcept {
-  return cp == 0x200b || cp == 0x200c || cp == 0x200d || cp == 0x2060
-         || cp == 0xfeff;
+  return cp == 0x200b || cp == 0x200c || cp == 0x200d || cp == 0x2060 || cp == 0xfeff;
 }
 
 // Whether a code point counts as a word character for the matcher.
@@ -91,13 +90,21 @@ normalized normalize(std::string_view s, bool with_map) {
 }
 
 std::string decode_snippet_entities(std::string_view s) {
-  static const std::pair<const char*, const char*> table[] = {
-    {"&nbsp;", " "},         {"&#160;", " "},         {"&amp;", "&"},
-    {"&lt;", "<"},           {"&gt;", ">"},           {"&quot;", "\""},
-    {"&apos;", "'"},         {"&#39;", "'"},          {"&#x27;", "'"},
-    {"&ndash;", "\xE2\x80\x93"}, {"&mdash;", "\xE2\x80\x94"},
-    {"&hellip;", "\xE2\x80\xA6"}, {"&#xB0;", "\xC2\xB0"}, {"&#xBA;", "\xC2\xBA"},
-    {"&zwj;", ""}};
+  static const std::pair<const char*, const char*> table[] = {{"&nbsp;", " "},
+                                                              {"&#160;", " "},
+                                                              {"&amp;", "&"},
+                                                              {"&lt;", "<"},
+                                                              {"&gt;", ">"},
+                                                              {"&quot;", "\""},
+                                                              {"&apos;", "'"},
+                                                              {"&#39;", "'"},
+                                                              {"&#x27;", "'"},
+                                                              {"&ndash;", "\xE2\x80\x93"},
+                                                              {"&mdash;", "\xE2\x80\x94"},
+                                                              {"&hellip;", "\xE2\x80\xA6"},
+                                                              {"&#xB0;", "\xC2\xB0"},
+                                                              {"&#xBA;", "\xC2\xBA"},
+                                                              {"&zwj;", ""}};
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
@@ -136,19 +143,16 @@ std::string url_key(std::string_view url) {
   auto* u = std::get_if<fetch::url>(&parsed);
   if (u == nullptr)
     return std::string{url.substr(0, url.find('#'))};
-  auto host = u->host.find(':') != std::string::npos ? "[" + u->host + "]"
-                                                     : u->host;
+  auto host = u->host.find(':') != std::string::npos ? "[" + u->host + "]" : u->host;
   // libcurl writes an empty path as `/`; the key keeps it empty, as search
   // results write it, so that a page keeps its document id across tools.
   auto path = u->path_and_query();
   if (u->path == "/" && !sdk::ends_with(url.substr(0, url.find_first_of("?#")), "/"))
     path.erase(0, 1);
-  return u->scheme + "://" + host + (u->port.empty() ? "" : ":" + u->port)
-         + path;
+  return u->scheme + "://" + host + (u->port.empty() ? "" : ":" + u->port) + path;
 }
 
-std::optional<url_list> normalize_urls(const nlohmann::json& arguments,
-                                       size_t max_urls) {
+std::optional<url_list> normalize_urls(const nlohmann::json& arguments, size_t max_urls) {
   if (!arguments.is_object())
     return std::nullopt;
   auto i = arguments.find("urls");
@@ -204,8 +208,8 @@ std::string_view cut_chars(std::string_view text, size_t max_chars) noexcept {
   return text.substr(0, byte_offset(text, max_chars));
 }
 
-std::optional<std::pair<size_t, size_t>>
-find_snippet(std::string_view content, std::string_view snippet) {
+std::optional<std::pair<size_t, size_t>> find_snippet(std::string_view content,
+                                                      std::string_view snippet) {
   auto needle = normalize(decode_snippet_entities(snippet), false).text;
   if (needle.empty() || content.empty())
     return std::nullopt;
@@ -243,8 +247,7 @@ find_snippet(std::string_view content, std::string_view snippet) {
   size_t best = 0;
   size_t best_end = 0;
   for (size_t k = 0; k < have_words.size(); ++k) {
-    auto w = hv.substr(have_words[k].first,
-                       have_words[k].second - have_words[k].first);
+    auto w = hv.substr(have_words[k].first, have_words[k].second - have_words[k].first);
     if (auto it = need.find(w); it != need.end() && have[w]++ < it->second)
       ++matched;
     if (k >= m) {
@@ -266,13 +269,11 @@ find_snippet(std::string_view content, std::string_view snippet) {
   return std::pair{hay.first[a], hay.last[b - 1]};
 }
 
-std::string window_text(std::string_view content, std::string_view snippet,
-                        size_t window_chars) {
+std::string window_text(std::string_view content, std::string_view snippet, size_t window_chars) {
   // Character counts of pieces of invalid UTF-8 do not add up (a bad lead
   // byte may claim bytes across a cut): work on repaired text.
   if (!sdk::is_valid_utf8(content) || !sdk::is_valid_utf8(snippet))
-    return window_text(sdk::repair_utf8(content), sdk::repair_utf8(snippet),
-                       window_chars);
+    return window_text(sdk::repair_utf8(content), sdk::repair_utf8(snippet), window_chars);
   auto n = count_chars(content);
   if (n <= window_chars)
     return std::string{content};
@@ -282,8 +283,7 @@ std::string window_text(std::string_view content, std::string_view snippet,
   if (!span)
     return std::string{cut_chars(content, window_chars)} + " [...truncated]";
   auto s = count_chars(content.substr(0, span->first));
-  auto e = s + count_chars(content.substr(span->first,
-                                          span->second - span->first));
+  auto e = s + count_chars(content.substr(span->first, span->second - span->first));
   size_t ws = s;
   size_t we = e;
   if (e - s < window_chars) {
@@ -316,17 +316,15 @@ std::string window_text(std::string_view content, std::string_view snippet,
 std::pair<std::string, size_t>
 format_sections(const std::vector<section>& sections,
                 const std::vector<std::pair<std::string, std::string>>& failures,
-                const std::string& note, size_t budget_chars,
-                int first_document) {
+                const std::string& note, size_t budget_chars, int first_document) {
   auto results = nlohmann::ordered_json::array();
   size_t total = 0;
   size_t included = 0;
   int n = first_document;
   for (const auto& sec : sections) {
     auto number = std::to_string(n);
-    auto meta = number.size() + count_chars(sec.title)
-                + count_chars(sec.updated_at) + count_chars(sec.url)
-                + count_chars(sec.note);
+    auto meta = number.size() + count_chars(sec.title) + count_chars(sec.updated_at)
+                + count_chars(sec.url) + count_chars(sec.note);
     if (total + meta + 200 > budget_chars)
       break;
     auto remaining = budget_chars - total - meta;
@@ -360,21 +358,16 @@ format_sections(const std::vector<section>& sections,
 
 std::string dropped_note(size_t opened, size_t dropped) {
   auto total = opened + dropped;
-  return "Only the first " + std::to_string(opened) + " of "
-         + std::to_string(total) + " URLs were opened (open_url opens at most "
-         + std::to_string(opened) + " per call); the other "
-         + std::to_string(dropped)
-         + (dropped == 1 ? " was" : " were")
-         + " not tried: call open_url again with "
-         + (dropped == 1 ? "it." : "them.");
+  return "Only the first " + std::to_string(opened) + " of " + std::to_string(total)
+         + " URLs were opened (open_url opens at most " + std::to_string(opened)
+         + " per call); the other " + std::to_string(dropped) + (dropped == 1 ? " was" : " were")
+         + " not tried: call open_url again with " + (dropped == 1 ? "it." : "them.");
 }
 
 std::string failure_message(std::vector<std::string> missing_documents,
-                            std::vector<std::pair<std::string, std::string>>
-                              failed_urls) {
+                            std::vector<std::pair<std::string, std::string>> failed_urls) {
   std::sort(missing_documents.begin(), missing_documents.end());
-  missing_documents.erase(std::unique(missing_documents.begin(),
-                                      missing_documents.end()),
+  missing_documents.erase(std::unique(missing_documents.begin(), missing_documents.end()),
                           missing_documents.end());
   // Sorted by URL, the first reason of each URL kept.
   std::map<std::string, std::string> urls;

@@ -93,8 +93,7 @@ struct section {
 std::pair<std::string, size_t>
 format_sections(const std::vector<section>& sections,
                 const std::vector<std::pair<std::string, std::string>>& failures,
-                const std::string& note,
-                size_t budget_chars = default_budget_chars,
+                const std::string& note, size_t budget_chars = default_budget_chars,
                 int first_document = 1);
 
 /// Tells the model that only the first `opened` URLs of a call were tried
@@ -106,7 +105,6 @@ std::string dropped_note(size_t opened, size_t dropped);
 /// Onyx's message when nothing could be read: "Failed to fetch content from
 /// documents a, b and URLs x (reason), y (reason)".
 std::string failure_message(std::vector<std::string> missing_documents,
-                            std::vector<std::pair<std::string, std::string>>
-                              failed_urls);
+                            std::vector<std::pair<std::string, std::string>> failed_urls);
 
 } // namespace quarry::plugins::open_url

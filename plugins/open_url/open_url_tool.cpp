@@ -22,17 +22,15 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-size_t size_option(const nlohmann::json& config, const char* key,
-                   size_t fallback, size_t lo, size_t hi) {
+size_t size_option(const nlohmann::json& config, const char* key, size_t fallback, size_t lo,
+                   size_t hi) {
   auto i = config.find(key);
   if (i == config.end())
     return fallback;
   if (!i->is_number_integer() || i->get<int64_t>() < static_cast<int64_t>(lo)
       || i->get<int64_t>() > static_cast<int64_t>(hi))
-    throw std::invalid_argument("open_url: '" + std::string{key}
-                                + "' must be an integer from "
-                                + std::to_string(lo) + " to "
-                                + std::to_string(hi));
+    throw std::invalid_argument("open_url: '" + std::string{key} + "' must be an integer from "
+                                + std::to_string(lo) + " to " + std::to_string(hi));
   return i->get<size_t>();
 }
 
@@ -58,8 +56,8 @@ std::optional<int64_t> corpus_id(std::string_view url) {
 
 // A date the LLM can read as `updated_at` (ISO 8601 dates only).
 std::string iso_date(const std::string& x) {
-  if (x.size() >= 10 && std::isdigit(static_cast<unsigned char>(x[0]))
-      && x[4] == '-' && x[7] == '-')
+  if (x.size() >= 10 && std::isdigit(static_cast<unsigned char>(x[0])) && x[4] == '-'
+      && x[7] == '-')
     return x;
   return {};
 }
@@ -72,8 +70,7 @@ std::string excerpt_of(const fetch::page& p) {
 
 } // namespace
 
-tool_config parse_config(const nlohmann::json& config,
-                         const std::string& data_dir) {
+tool_config parse_config(const nlohmann::json& config, const std::string& data_dir) {
   if (!config.is_null() && !config.is_object())
     throw std::invalid_argument("open_url: the configuration must be a mapping");
   tool_config out;
@@ -91,10 +88,8 @@ tool_config parse_config(const nlohmann::json& config,
   if (!config.is_object())
     return out;
   out.max_urls = size_option(config, "max_urls", default_max_urls, 1, 50);
-  out.window_chars = size_option(config, "window_chars", default_window_chars,
-                                 500, 1000000);
-  out.budget_chars = size_option(config, "budget_chars", default_budget_chars,
-                                 1000, 10000000);
+  out.window_chars = size_option(config, "window_chars", default_window_chars, 500, 1000000);
+  out.budget_chars = size_option(config, "budget_chars", default_budget_chars, 1000, 10000000);
   if (auto i = config.find("corpus_db"); i != config.end()) {
     if (!i->is_string())
       throw std::invalid_argument("open_url: 'corpus_db' must be a file path "
@@ -103,8 +98,7 @@ tool_config parse_config(const nlohmann::json& config,
   } else if (!data_dir.empty()) {
     // The local_corpus plugin's default database: its data folder is a
     // sibling of ours.
-    out.corpus_db = (std::filesystem::path{data_dir}.parent_path()
-                     / "local_corpus" / "corpus.db")
+    out.corpus_db = (std::filesystem::path{data_dir}.parent_path() / "local_corpus" / "corpus.db")
                       .string();
   }
   return out;
@@ -162,10 +156,12 @@ public:
     std::optional<fetch::page> page;
   };
 
-  call(std::vector<item> items, size_t dropped, tool_config config,
-       sdk::tool_callback done)
-    : items_(std::move(items)), pending_(items_.size()), dropped_(dropped),
-      config_(std::move(config)), done_(std::move(done)) {
+  call(std::vector<item> items, size_t dropped, tool_config config, sdk::tool_callback done)
+    : items_(std::move(items)),
+      pending_(items_.size()),
+      dropped_(dropped),
+      config_(std::move(config)),
+      done_(std::move(done)) {
     // nop
   }
 
@@ -274,13 +270,11 @@ private:
       // The document carries the note too: whoever reads the source later
       // (the report's reader, the web page) sees that its charset was a
       // guess.
-      doc.content = p.charset_note.empty() ? p.text
-                                           : "[" + p.charset_note + "]\n\n" + p.text;
+      doc.content = p.charset_note.empty() ? p.text : "[" + p.charset_note + "]\n\n" + p.text;
       if (!p.published.empty())
         doc.published = p.published;
-      doc.kind = x.document || starts_with(x.url, "file:")
-                   ? sdk::source_kind::internal
-                   : sdk::source_kind::web;
+      doc.kind = x.document || starts_with(x.url, "file:") ? sdk::source_kind::internal
+                                                           : sdk::source_kind::web;
       result.documents.push_back(std::move(doc));
     }
     if (sections.empty()) {
@@ -291,19 +285,15 @@ private:
       if (dropped_ > 0)
         result.llm_text += ". " + dropped_note(config_.max_urls, dropped_);
       result.failure = first_failure ? *first_failure
-                                     : sdk::make_error(sdk::errc::internal,
-                                                       "nothing was read");
+                                     : sdk::make_error(sdk::errc::internal, "nothing was read");
       result.failure->message = result.llm_text;
       return result;
     }
-    failures.insert(failures.end(), missing_documents.begin(),
-                    missing_documents.end());
+    failures.insert(failures.end(), missing_documents.begin(), missing_documents.end());
     std::string note;
     if (dropped_ > 0)
       note = dropped_note(config_.max_urls, dropped_);
-    result.llm_text = format_sections(sections, failures, note,
-                                      config_.budget_chars)
-                        .first;
+    result.llm_text = format_sections(sections, failures, note, config_.budget_chars).first;
     return result;
   }
 
@@ -317,8 +307,7 @@ private:
   sdk::tool_callback done_;
 };
 
-fetch::page failed_page(const std::string& url, sdk::errc code,
-                        std::string reason) {
+fetch::page failed_page(const std::string& url, sdk::errc code, std::string reason) {
   fetch::page p;
   p.url = url;
   p.final_url = url;
@@ -357,31 +346,27 @@ nlohmann::json open_url_tool::parameters() const {
            {{"urls",
              {{"type", "array"},
               {"items", {{"type", "string"}}},
-              {"description",
-               "List of URLs to open and read, can be a single URL or "
-               "multiple URLs. This will return the text content of the "
-               "page(s)."}}}}},
+              {"description", "List of URLs to open and read, can be a single URL or "
+                              "multiple URLs. This will return the text content of the "
+                              "page(s)."}}}}},
           {"required", {"urls"}}};
 }
 
-std::shared_ptr<sdk::tool_run>
-open_url_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
+std::shared_ptr<sdk::tool_run> open_url_tool::run(const nlohmann::json& arguments,
+                                                  sdk::tool_callback done) {
   const auto& cfg = state_->config;
   auto list = normalize_urls(arguments, cfg.max_urls);
   if (!list || list->urls.empty()) {
-    auto handle = std::make_shared<call>(std::vector<call::item>{}, 0, cfg,
-                                         std::move(done));
+    auto handle = std::make_shared<call>(std::vector<call::item>{}, 0, cfg, std::move(done));
     sdk::tool_result result;
     result.llm_text = missing_urls_message();
-    result.failure = sdk::make_error(sdk::errc::bad_request,
-                                     "open_url: no 'urls' to open");
+    result.failure = sdk::make_error(sdk::errc::bad_request, "open_url: no 'urls' to open");
     handle->finish(std::move(result));
     return handle;
   }
   // Snippets the host passed along (the search engines' excerpts).
   const nlohmann::json* snippets = nullptr;
-  if (auto q = arguments.find("_quarry");
-      q != arguments.end() && q->is_object())
+  if (auto q = arguments.find("_quarry"); q != arguments.end() && q->is_object())
     if (auto s = q->find("snippets"); s != q->end() && s->is_object())
       snippets = &*s;
   std::vector<call::item> items;
@@ -399,8 +384,7 @@ open_url_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
     }
     items.push_back(std::move(x));
   }
-  auto handle = std::make_shared<call>(std::move(items), list->dropped, cfg,
-                                       std::move(done));
+  auto handle = std::make_shared<call>(std::move(items), list->dropped, cfg, std::move(done));
   auto deadline = clock_type::now() + cfg.fetch.call_timeout;
   auto st = state_;
   std::vector<std::pair<size_t, fetch::page>> cached;
@@ -417,12 +401,12 @@ open_url_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
         std::string why;
         auto* index = st->corpus(why);
         if (index == nullptr) {
-          handle->complete(i, failed_page(url, by_id ? sdk::errc::not_found
-                                                     : sdk::errc::refused,
+          handle->complete(i, failed_page(url, by_id ? sdk::errc::not_found : sdk::errc::refused,
                                           by_id ? why
                                                 : "file URLs can only open "
                                                   "documents of the local "
-                                                  "corpus, and " + why));
+                                                  "corpus, and "
+                                                    + why));
           return;
         }
         std::optional<corpus::stored_document> doc;
@@ -453,8 +437,7 @@ open_url_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
         handle->complete(i, std::move(p));
       };
       if (!host.pool().submit(std::move(job)))
-        handle->complete(i, failed_page(x.url, sdk::errc::busy,
-                                        "the reader is busy; try again"));
+        handle->complete(i, failed_page(x.url, sdk::errc::busy, "the reader is busy; try again"));
       continue;
     }
     auto on_fetched = [st, handle, i, deadline, &host](fetch::fetched f) {
@@ -468,10 +451,9 @@ open_url_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
       auto job = [st, handle, i, deadline, shared] {
         if (handle->finished())
           return;
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - clock_type::now());
-        auto page = fetch::read_fetched(*shared,
-                                        std::max(left, std::chrono::milliseconds{1}),
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline
+                                                                          - clock_type::now());
+        auto page = fetch::read_fetched(*shared, std::max(left, std::chrono::milliseconds{1}),
                                         st->detect);
         if (!page.failure)
           st->pages.put(url_key(shared->url), page);
@@ -485,8 +467,7 @@ open_url_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
       cached.emplace_back(i, std::move(*page));
       continue;
     }
-    handle->add_http_call(fetch::start_fetch(host.http(), x.url, st->policy,
-                                             cfg.fetch, deadline,
+    handle->add_http_call(fetch::start_fetch(host.http(), x.url, st->policy, cfg.fetch, deadline,
                                              std::move(on_fetched)));
   }
   // Pages read before are answered last, so that the call cannot finish

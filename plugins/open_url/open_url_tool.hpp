@@ -31,8 +31,7 @@ struct tool_config {
 /// `budget_chars` and `corpus_db` (default: the local_corpus plugin's default
 /// database next to this plugin's data folder). Throws std::invalid_argument
 /// for bad or unknown keys.
-tool_config parse_config(const nlohmann::json& config,
-                         const std::string& data_dir);
+tool_config parse_config(const nlohmann::json& config, const std::string& data_dir);
 
 /// The `open_url` tool.
 class open_url_tool final : public sdk::tool {

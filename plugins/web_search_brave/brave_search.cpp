@@ -10,13 +10,12 @@ namespace wsc = web_search_common;
 
 config parse_config(const nlohmann::json& cfg) {
   config result;
-  result.common = wsc::parse_backend_config(
-    cfg, "brave", default_base_url, true,
-    {{"country", &result.country},
-     {"search_lang", &result.search_lang},
-     {"ui_lang", &result.ui_lang},
-     {"safesearch", &result.safesearch},
-     {"freshness", &result.freshness}});
+  result.common = wsc::parse_backend_config(cfg, "brave", default_base_url, true,
+                                            {{"country", &result.country},
+                                             {"search_lang", &result.search_lang},
+                                             {"ui_lang", &result.ui_lang},
+                                             {"safesearch", &result.safesearch},
+                                             {"freshness", &result.freshness}});
   wsc::require_one_of(result.safesearch, {"off", "moderate", "strict"}, true,
                       "brave: 'safesearch' must be off, moderate or strict");
   return result;
@@ -25,8 +24,7 @@ config parse_config(const nlohmann::json& cfg) {
 sdk::http_request make_request(const config& cfg, const std::string& query) {
   sdk::http_request req;
   req.method = "GET";
-  std::string url = cfg.common.base_url + "/res/v1/web/search?q="
-                    + wsc::url_encode(query)
+  std::string url = cfg.common.base_url + "/res/v1/web/search?q=" + wsc::url_encode(query)
                     + "&count=" + std::to_string(cfg.common.max_results)
                     + "&text_decorations=false&result_filter=web";
   wsc::append_query(url, {{"country", cfg.country},
@@ -35,16 +33,14 @@ sdk::http_request make_request(const config& cfg, const std::string& query) {
                           {"safesearch", cfg.safesearch},
                           {"freshness", cfg.freshness}});
   req.url = std::move(url);
-  req.headers = {{"Accept", "application/json"},
-                 {"X-Subscription-Token", cfg.common.api_key}};
+  req.headers = {{"Accept", "application/json"}, {"X-Subscription-Token", cfg.common.api_key}};
   return req;
 }
 
 namespace {
 
 // Refines the default classification of an error response.
-void refine_error(sdk::error& err, [[maybe_unused]] int status,
-                  std::string_view body) {
+void refine_error(sdk::error& err, [[maybe_unused]] int status, std::string_view body) {
   auto j = sdk::parse_json(body);
   if (j.is_object() && j.contains("error") && j["error"].is_object()) {
     auto code = wsc::string_field(j["error"], "code");
@@ -76,25 +72,20 @@ wsc::parse_result parse_response(std::string_view body) {
     return out;
   if (wsc::string_field(j, "type") == "ErrorResponse") {
     out.failure = sdk::make_error(sdk::errc::invalid_response,
-                                  "Brave returned an error: "
-                                    + wsc::error_message_of(body));
+                                  "Brave returned an error: " + wsc::error_message_of(body));
     return out;
   }
   // No web results at all is no results.
   if (auto web = j.find("web"); web != j.end())
     if (auto* results = wsc::array_member(*web, "results", "Brave", out, false))
-      wsc::append_results(*results,
-                          {"title", "url", "description", "page_age"},
-                          out.results);
+      wsc::append_results(*results, {"title", "url", "description", "page_age"}, out.results);
   return out;
 }
 
-std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
-                                     const nlohmann::json& cfg) {
-  return wsc::make_search_tool(
-    host, parse_config(cfg),
-    {&make_request, &wsc::body_only<config, parse_response>, &refine_error,
-     &advice});
+std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host, const nlohmann::json& cfg) {
+  return wsc::make_search_tool(host, parse_config(cfg),
+                               {&make_request, &wsc::body_only<config, parse_response>,
+                                &refine_error, &advice});
 }
 
 } // namespace quarry::plugins::web_search_brave

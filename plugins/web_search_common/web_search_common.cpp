@@ -23,8 +23,7 @@ namespace quarry::plugins::web_search_common {
 namespace {
 
 bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'
-         || c == '\v';
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
 // Folds whitespace runs to one space and trims.
@@ -52,21 +51,19 @@ void append_utf8(std::string& out, uint32_t cp) {
 
 // The named references search snippets actually use.
 const std::pair<std::string_view, uint32_t> named_entities[] = {
-  {"amp", '&'},      {"lt", '<'},        {"gt", '>'},       {"quot", '"'},
-  {"apos", '\''},    {"nbsp", 0xA0},     {"ndash", 0x2013}, {"mdash", 0x2014},
-  {"hellip", 0x2026}, {"lsquo", 0x2018}, {"rsquo", 0x2019}, {"ldquo", 0x201C},
-  {"rdquo", 0x201D}, {"laquo", 0xAB},    {"raquo", 0xBB},   {"copy", 0xA9},
-  {"reg", 0xAE},     {"trade", 0x2122},  {"middot", 0xB7},  {"bull", 0x2022},
-  {"deg", 0xB0},     {"euro", 0x20AC},   {"pound", 0xA3},   {"eacute", 0xE9},
-  {"egrave", 0xE8},  {"aacute", 0xE1},   {"agrave", 0xE0},  {"ouml", 0xF6},
-  {"uuml", 0xFC},    {"auml", 0xE4},     {"szlig", 0xDF},   {"times", 0xD7},
+  {"amp", '&'},      {"lt", '<'},       {"gt", '>'},       {"quot", '"'},      {"apos", '\''},
+  {"nbsp", 0xA0},    {"ndash", 0x2013}, {"mdash", 0x2014}, {"hellip", 0x2026}, {"lsquo", 0x2018},
+  {"rsquo", 0x2019}, {"ldquo", 0x201C}, {"rdquo", 0x201D}, {"laquo", 0xAB},    {"raquo", 0xBB},
+  {"copy", 0xA9},    {"reg", 0xAE},     {"trade", 0x2122}, {"middot", 0xB7},   {"bull", 0x2022},
+  {"deg", 0xB0},     {"euro", 0x20AC},  {"pound", 0xA3},   {"eacute", 0xE9},   {"egrave", 0xE8},
+  {"aacute", 0xE1},  {"agrave", 0xE0},  {"ouml", 0xF6},    {"uuml", 0xFC},     {"auml", 0xE4},
+  {"szlig", 0xDF},   {"times", 0xD7},
 };
 
 bool is_inline_tag(const std::string& name) {
   static const std::set<std::string> names{
-    "a",    "abbr", "b",     "bdi",  "bdo", "cite", "code", "em",   "font",
-    "i",    "kbd",  "mark",  "q",    "s",   "samp", "small", "span", "strong",
-    "sub",  "sup",  "time",  "u",    "var", "wbr"};
+    "a", "abbr", "b",    "bdi",   "bdo",  "cite",   "code", "em",  "font", "i", "kbd", "mark",
+    "q", "s",    "samp", "small", "span", "strong", "sub",  "sup", "time", "u", "var", "wbr"};
   return names.count(name) > 0;
 }
 
@@ -97,8 +94,7 @@ std::string normalize_query(std::string_view text) {
   while (cut > 0 && (static_cast<unsigned char>(q[cut]) & 0xC0) == 0x80)
     --cut;
   // At a word boundary when one is in the second half.
-  if (auto space = q.rfind(' ', cut); space != std::string::npos
-                                      && space >= max_query_size / 2)
+  if (auto space = q.rfind(' ', cut); space != std::string::npos && space >= max_query_size / 2)
     cut = space;
   q.resize(cut);
   while (!q.empty() && q.back() == ' ')
@@ -116,8 +112,7 @@ std::vector<std::string> normalize_queries(const nlohmann::json& value) {
         raw.push_back(json_to_text(item));
   }
   return sdk::distinct_queries(
-    raw, [](const std::string& x) { return normalize_query(x); },
-    sdk::max_search_queries);
+    raw, [](const std::string& x) { return normalize_query(x); }, sdk::max_search_queries);
 }
 
 bool is_tracking_parameter(std::string_view name) {
@@ -125,10 +120,10 @@ bool is_tracking_parameter(std::string_view name) {
   if (x.rfind("utm_", 0) == 0)
     return true;
   static const std::set<std::string> names{
-    "fbclid", "gclid", "dclid",   "gbraid", "wbraid", "msclkid", "yclid",
-    "mc_cid", "mc_eid", "igshid", "_ga",    "_gl",    "twclid",  "ttclid",
-    "li_fat_id", "mkt_tok", "_hsenc", "_hsmi", "oly_anon_id", "oly_enc_id",
-    "vero_id", "rb_clickid", "s_cid"};
+    "fbclid",      "gclid",      "dclid",     "gbraid",     "wbraid", "msclkid",
+    "yclid",       "mc_cid",     "mc_eid",    "igshid",     "_ga",    "_gl",
+    "twclid",      "ttclid",     "li_fat_id", "mkt_tok",    "_hsenc", "_hsmi",
+    "oly_anon_id", "oly_enc_id", "vero_id",   "rb_clickid", "s_cid"};
   return names.count(x) > 0;
 }
 
@@ -234,8 +229,7 @@ std::string clean_text(std::string_view html) {
     char c = html[i];
     if (c == '<' && i + 1 < html.size()) {
       char n = html[i + 1];
-      bool tag = (n >= 'a' && n <= 'z') || (n >= 'A' && n <= 'Z') || n == '/'
-                 || n == '!';
+      bool tag = (n >= 'a' && n <= 'z') || (n >= 'A' && n <= 'Z') || n == '/' || n == '!';
       auto close = html.find('>', i + 1);
       if (tag && close != std::string_view::npos) {
         // Inline tags (highlights such as <strong>) vanish; others separate
@@ -269,9 +263,9 @@ std::string clean_text(std::string_view html) {
   return fold_spaces(plain);
 }
 
-std::optional<search_result>
-make_result(std::string_view title, std::string_view url,
-            std::string_view snippet, std::optional<std::string> published) {
+std::optional<search_result> make_result(std::string_view title, std::string_view url,
+                                         std::string_view snippet,
+                                         std::optional<std::string> published) {
   search_result r;
   r.title = clean_text(title);
   r.url = clean_url(fold_spaces(url));
@@ -290,8 +284,8 @@ std::string string_field(const nlohmann::json& obj, const char* key) {
   return {};
 }
 
-nlohmann::json parse_object(std::string_view body, std::string_view service,
-                            parse_result& out, std::string_view hint) {
+nlohmann::json parse_object(std::string_view body, std::string_view service, parse_result& out,
+                            std::string_view hint) {
   auto j = sdk::parse_json(body);
   if (j.is_object())
     return j;
@@ -304,15 +298,13 @@ nlohmann::json parse_object(std::string_view body, std::string_view service,
 }
 
 const nlohmann::json* array_member(const nlohmann::json& obj, const char* key,
-                                   std::string_view service, parse_result& out,
-                                   bool required) {
+                                   std::string_view service, parse_result& out, bool required) {
   if (obj.is_object())
     if (auto i = obj.find(key); i != obj.end() && i->is_array())
       return &*i;
   if (required && !out.failure)
     out.failure = sdk::make_error(sdk::errc::invalid_response,
-                                  std::string{service} + " returned no '" + key
-                                    + "' array");
+                                  std::string{service} + " returned no '" + key + "' array");
   return nullptr;
 }
 
@@ -326,8 +318,7 @@ void append_results(const nlohmann::json& items, const result_fields& fields,
     std::optional<std::string> published;
     if (auto date = string_field(item, fields.published); !date.empty())
       published = date;
-    if (auto r = make_result(string_field(item, fields.title),
-                             string_field(item, fields.url),
+    if (auto r = make_result(string_field(item, fields.title), string_field(item, fields.url),
                              string_field(item, fields.snippet), published))
       out.push_back(std::move(*r));
   }
@@ -369,9 +360,8 @@ size_t find_end_tag(std::string_view html, size_t from, std::string_view name) {
 
 // Elements whose content is no text a reader sees.
 bool is_hidden_element(const std::string& name) {
-  return name == "script" || name == "style" || name == "template"
-         || name == "svg" || name == "noscript" || name == "iframe"
-         || name == "object" || name == "math";
+  return name == "script" || name == "style" || name == "template" || name == "svg"
+         || name == "noscript" || name == "iframe" || name == "object" || name == "math";
 }
 
 // Text for one line: control characters gone, blanks folded, trimmed.
@@ -399,10 +389,8 @@ std::string bounded(std::string text, size_t max_size) {
 } // namespace
 
 bool is_html_body(const sdk::http_headers& headers, std::string_view body) {
-  auto type = sdk::to_lower(sdk::trim(
-    sdk::find_header(headers, "content-type").value_or("")));
-  if (sdk::starts_with(type, "text/html")
-      || sdk::starts_with(type, "application/xhtml+xml"))
+  auto type = sdk::to_lower(sdk::trim(sdk::find_header(headers, "content-type").value_or("")));
+  if (sdk::starts_with(type, "text/html") || sdk::starts_with(type, "application/xhtml+xml"))
     return true;
   auto head = body.substr(0, 1024);
   if (sdk::starts_with(head, "\xEF\xBB\xBF"))
@@ -464,8 +452,7 @@ std::string html_error_text(std::string_view html, size_t max_size) {
     if (closing)
       ++k;
     size_t name_end = k;
-    while (name_end < html.size()
-           && std::isalnum(static_cast<unsigned char>(html[name_end])))
+    while (name_end < html.size() && std::isalnum(static_cast<unsigned char>(html[name_end])))
       ++name_end;
     bool is_tag = name_end > k || (k < html.size() && (html[k] == '!' || html[k] == '?'));
     auto close = html.find('>', i + 1);
@@ -485,9 +472,8 @@ std::string html_error_text(std::string_view html, size_t max_size) {
     }
     if (name == "title" || is_hidden_element(name)) {
       auto end = find_end_tag(html, i, name);
-      auto content = html.substr(i, end == std::string_view::npos
-                                      ? std::string_view::npos
-                                      : end - i);
+      auto content = html.substr(i,
+                                 end == std::string_view::npos ? std::string_view::npos : end - i);
       if (name == "title" && !title_seen) {
         title_seen = true;
         title = plain_text(content);
@@ -523,21 +509,16 @@ std::string html_error_text(std::string_view html, size_t max_size) {
   return bounded(one_line(out), max_size);
 }
 
-std::string error_text(const sdk::http_headers& headers, std::string_view body,
-                       size_t max_size) {
+std::string error_text(const sdk::http_headers& headers, std::string_view body, size_t max_size) {
   auto trimmed = sdk::trim(body.substr(0, 16));
-  bool json_like = !trimmed.empty()
-                   && (trimmed.front() == '{' || trimmed.front() == '[');
+  bool json_like = !trimmed.empty() && (trimmed.front() == '{' || trimmed.front() == '[');
   if (!json_like && is_html_body(headers, body))
     return html_error_text(body, max_size);
-  return bounded(sdk::http_error_message(body.substr(0, max_error_scan),
-                                         max_size),
-                 max_size);
+  return bounded(sdk::http_error_message(body.substr(0, max_error_scan), max_size), max_size);
 }
 
 void explain(sdk::error& err, const error_advice& advice) {
-  std::string service = advice.service != nullptr ? advice.service
-                                                  : "the search service";
+  std::string service = advice.service != nullptr ? advice.service : "the search service";
   auto text = std::move(err.message);
   auto status = std::to_string(err.http_status);
   const char* what = nullptr;
@@ -572,9 +553,7 @@ void explain(sdk::error& err, const error_advice& advice) {
   }
 }
 
-std::string
-all_failed_message(const std::vector<std::pair<std::string, std::string>>&
-                     failures) {
+std::string all_failed_message(const std::vector<std::pair<std::string, std::string>>& failures) {
   nlohmann::ordered_json obj = nlohmann::ordered_json::object();
   // The first query that failed with each error.
   std::vector<std::pair<const std::string*, const std::string*>> said;
@@ -615,8 +594,8 @@ nlohmann::json tool_parameters() {
   };
 }
 
-std::string string_option(const nlohmann::json& config, std::string_view key,
-                          std::string fallback, std::string_view plugin) {
+std::string string_option(const nlohmann::json& config, std::string_view key, std::string fallback,
+                          std::string_view plugin) {
   auto i = config.find(std::string{key});
   if (i == config.end() || i->is_null())
     return fallback;
@@ -626,27 +605,21 @@ std::string string_option(const nlohmann::json& config, std::string_view key,
   return i->get<std::string>();
 }
 
-common_config parse_common_config(const nlohmann::json& config,
-                                  std::string_view plugin,
-                                  std::string default_base_url,
-                                  bool api_key_required,
+common_config parse_common_config(const nlohmann::json& config, std::string_view plugin,
+                                  std::string default_base_url, bool api_key_required,
                                   const std::vector<std::string>& extra_keys) {
   std::string p{plugin};
   if (!config.is_object() && !config.is_null())
     throw std::invalid_argument(p + ": the configuration must be a mapping");
   common_config cfg;
   if (config.is_null())
-    return parse_common_config(nlohmann::json::object(), plugin,
-                               std::move(default_base_url), api_key_required,
-                               extra_keys);
+    return parse_common_config(nlohmann::json::object(), plugin, std::move(default_base_url),
+                               api_key_required, extra_keys);
   for (const auto& [key, value] : config.items()) {
-    static const std::set<std::string> known{"api_key", "base_url",
-                                             "max_results", "timeout"};
+    static const std::set<std::string> known{"api_key", "base_url", "max_results", "timeout"};
     if (known.count(key) == 0
-        && std::find(extra_keys.begin(), extra_keys.end(), key)
-             == extra_keys.end())
-      throw std::invalid_argument(p + ": unknown configuration key '" + key
-                                  + "'");
+        && std::find(extra_keys.begin(), extra_keys.end(), key) == extra_keys.end())
+      throw std::invalid_argument(p + ": unknown configuration key '" + key + "'");
   }
   cfg.api_key = string_option(config, "api_key", "", plugin);
   if (api_key_required && cfg.api_key.empty())
@@ -654,49 +627,45 @@ common_config parse_common_config(const nlohmann::json& config,
   cfg.base_url = string_option(config, "base_url", default_base_url, plugin);
   while (!cfg.base_url.empty() && cfg.base_url.back() == '/')
     cfg.base_url.pop_back();
-  if (cfg.base_url.rfind("http://", 0) != 0
-      && cfg.base_url.rfind("https://", 0) != 0)
+  if (cfg.base_url.rfind("http://", 0) != 0 && cfg.base_url.rfind("https://", 0) != 0)
     throw std::invalid_argument(p + ": 'base_url' must be an http or https URL");
   if (auto i = config.find("max_results"); i != config.end()) {
     if (!i->is_number_integer() || i->get<int64_t>() < 1
         || i->get<int64_t>() > static_cast<int64_t>(max_results_cap))
-      throw std::invalid_argument(p + ": 'max_results' must be an integer "
-                                      "from 1 to 20");
+      throw std::invalid_argument(p
+                                  + ": 'max_results' must be an integer "
+                                    "from 1 to 20");
     cfg.max_results = static_cast<size_t>(i->get<int64_t>());
   }
   // A number of seconds: bounds each search request. (The tool actor's
   // limit on a whole run is Quarry's `limits.timeout`, never seen here.)
   if (auto i = config.find("timeout"); i != config.end()) {
-    if (!i->is_number() || !(i->get<double>() > 0)
-        || i->get<double>() > 3600)
-      throw std::invalid_argument(p + ": 'timeout' must be a number of "
-                                      "seconds greater than 0 (the limit on "
-                                      "a whole run is `limits.timeout`)");
+    if (!i->is_number() || !(i->get<double>() > 0) || i->get<double>() > 3600)
+      throw std::invalid_argument(p
+                                  + ": 'timeout' must be a number of "
+                                    "seconds greater than 0 (the limit on "
+                                    "a whole run is `limits.timeout`)");
     cfg.timeout = std::chrono::milliseconds{
       static_cast<int64_t>(std::llround(i->get<double>() * 1000))};
   }
   return cfg;
 }
 
-common_config parse_backend_config(const nlohmann::json& config,
-                                   std::string_view plugin,
-                                   std::string default_base_url,
-                                   bool api_key_required,
+common_config parse_backend_config(const nlohmann::json& config, std::string_view plugin,
+                                   std::string default_base_url, bool api_key_required,
                                    std::initializer_list<string_setting> settings) {
   std::vector<std::string> keys;
   for (const auto& s : settings)
     keys.emplace_back(s.key);
-  auto common = parse_common_config(config, plugin, std::move(default_base_url),
-                                    api_key_required, keys);
+  auto common = parse_common_config(config, plugin, std::move(default_base_url), api_key_required,
+                                    keys);
   for (const auto& s : settings)
-    *s.target = config.is_object()
-                  ? string_option(config, s.key, s.fallback, plugin)
-                  : std::string{s.fallback};
+    *s.target = config.is_object() ? string_option(config, s.key, s.fallback, plugin)
+                                   : std::string{s.fallback};
   return common;
 }
 
-void require_one_of(const std::string& value,
-                    std::initializer_list<std::string_view> allowed,
+void require_one_of(const std::string& value, std::initializer_list<std::string_view> allowed,
                     bool empty_ok, const char* message) {
   if (empty_ok && value.empty())
     return;
@@ -704,30 +673,25 @@ void require_one_of(const std::string& value,
     throw std::invalid_argument(message);
 }
 
-void append_query(
-  std::string& url,
-  std::initializer_list<std::pair<const char*, std::string_view>> params) {
+void append_query(std::string& url,
+                  std::initializer_list<std::pair<const char*, std::string_view>> params) {
   for (const auto& [key, value] : params)
     if (!value.empty())
       url += std::string{"&"} + key + "=" + url_encode(value);
 }
 
-sdk::http_request json_post(std::string url,
-                            std::pair<std::string, std::string> auth,
+sdk::http_request json_post(std::string url, std::pair<std::string, std::string> auth,
                             const nlohmann::ordered_json& body) {
   sdk::http_request req;
   req.method = "POST";
   req.url = std::move(url);
-  req.headers = {std::move(auth),
-                 {"Content-Type", "application/json"},
-                 {"Accept", "application/json"}};
-  req.body = body.dump(-1, ' ', false,
-                       nlohmann::json::error_handler_t::replace);
+  req.headers = {
+    std::move(auth), {"Content-Type", "application/json"}, {"Accept", "application/json"}};
+  req.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return req;
 }
 
-void set_unless_empty(nlohmann::ordered_json& body, const char* key,
-                      const std::string& value) {
+void set_unless_empty(nlohmann::ordered_json& body, const char* key, const std::string& value) {
   if (!value.empty())
     body[key] = value;
 }

@@ -63,9 +63,9 @@ using sdk::url_encode;
 
 /// Builds a cleaned result from raw provider fields; returns nothing when it
 /// has neither a title nor a snippet or no URL.
-std::optional<search_result>
-make_result(std::string_view title, std::string_view url,
-            std::string_view snippet, std::optional<std::string> published);
+std::optional<search_result> make_result(std::string_view title, std::string_view url,
+                                         std::string_view snippet,
+                                         std::optional<std::string> published);
 
 /// Returns the string member `key` of `obj`, or "" if it is missing or not a
 /// string.
@@ -74,15 +74,14 @@ std::string string_field(const nlohmann::json& obj, const char* key);
 /// Parses a response body that must be a JSON object. Otherwise sets
 /// `out.failure` (errc::invalid_response, "<service> returned a body that is
 /// not a JSON object" and `hint`) and returns a discarded value.
-nlohmann::json parse_object(std::string_view body, std::string_view service,
-                            parse_result& out, std::string_view hint = {});
+nlohmann::json parse_object(std::string_view body, std::string_view service, parse_result& out,
+                            std::string_view hint = {});
 
 /// Returns the array member `key` of `obj`, or nullptr when it is missing or
 /// not an array; then, if `required`, sets `out.failure` ("<service>
 /// returned no '<key>' array").
 const nlohmann::json* array_member(const nlohmann::json& obj, const char* key,
-                                   std::string_view service, parse_result& out,
-                                   bool required);
+                                   std::string_view service, parse_result& out, bool required);
 
 /// Member names of one result object in a provider's response.
 struct result_fields {
@@ -95,13 +94,11 @@ struct result_fields {
 /// Turns each object of the array `items` into a result (see make_result)
 /// and appends it to `out`, until `out` holds `limit` results.
 void append_results(const nlohmann::json& items, const result_fields& fields,
-                    std::vector<search_result>& out,
-                    size_t limit = static_cast<size_t>(-1));
+                    std::vector<search_result>& out, size_t limit = static_cast<size_t>(-1));
 
 /// Round-robin interleave with (title, url) de-duplication (the SDK's).
-inline std::vector<search_result>
-interleave(const std::vector<std::vector<search_result>>& lists,
-           size_t limit = max_results_cap) {
+inline std::vector<search_result> interleave(const std::vector<std::vector<search_result>>& lists,
+                                             size_t limit = max_results_cap) {
   return sdk::interleave_results(lists, limit);
 }
 
@@ -112,8 +109,7 @@ inline std::string format_results(const std::vector<search_result>& results,
 }
 
 /// Converts results to SDK documents (id = url, kind web).
-inline std::vector<sdk::document>
-to_documents(const std::vector<search_result>& results) {
+inline std::vector<sdk::document> to_documents(const std::vector<search_result>& results) {
   return sdk::search_documents(results);
 }
 
@@ -127,9 +123,7 @@ std::string empty_queries_message();
 /// object query -> error, in query order. An error said already for an
 /// earlier query is not repeated ("the same error as for \"q1\""): a
 /// rate limit that refused ten queries is told once.
-std::string
-all_failed_message(const std::vector<std::pair<std::string, std::string>>&
-                     failures);
+std::string all_failed_message(const std::vector<std::pair<std::string, std::string>>& failures);
 
 /// The LLM-facing text when the search found nothing.
 std::string no_results_message();
@@ -176,8 +170,7 @@ bool is_html_body(const sdk::http_headers& headers, std::string_view body);
 /// client."). Never markup: at most `max_size` bytes of valid UTF-8 on one
 /// line, without control characters (sdk::strip_terminal_controls), cut at
 /// a character. Empty when the page holds no text.
-std::string html_error_text(std::string_view html,
-                            size_t max_size = max_error_text);
+std::string html_error_text(std::string_view html, size_t max_size = max_error_text);
 
 /// The readable text of an error body: html_error_text for an HTML page
 /// (see is_html_body), else sdk::http_error_message (a JSON API's message,
@@ -223,16 +216,14 @@ struct common_config {
 /// Reads `api_key`, `base_url`, `max_results` (1..20) and `timeout`
 /// (seconds) from `config` and rejects any other key not in `extra_keys`.
 /// Throws std::invalid_argument with a clear message.
-common_config parse_common_config(const nlohmann::json& config,
-                                  std::string_view plugin,
-                                  std::string default_base_url,
-                                  bool api_key_required,
+common_config parse_common_config(const nlohmann::json& config, std::string_view plugin,
+                                  std::string default_base_url, bool api_key_required,
                                   const std::vector<std::string>& extra_keys);
 
 /// Returns the string option `key` of `config` or `fallback`; throws
 /// std::invalid_argument if present and not a string.
-std::string string_option(const nlohmann::json& config, std::string_view key,
-                          std::string fallback, std::string_view plugin);
+std::string string_option(const nlohmann::json& config, std::string_view key, std::string fallback,
+                          std::string_view plugin);
 
 /// One string option of a backend: its key, where its value goes, and the
 /// value when it is absent.
@@ -245,32 +236,26 @@ struct string_setting {
 /// parse_common_config with the keys of `settings` as the extra keys, then
 /// each setting read by string_option (only from a mapping). Throws
 /// std::invalid_argument with a clear message.
-common_config parse_backend_config(const nlohmann::json& config,
-                                   std::string_view plugin,
-                                   std::string default_base_url,
-                                   bool api_key_required,
+common_config parse_backend_config(const nlohmann::json& config, std::string_view plugin,
+                                   std::string default_base_url, bool api_key_required,
                                    std::initializer_list<string_setting> settings);
 
 /// Throws std::invalid_argument with `message` unless `value` is one of
 /// `allowed` (or empty, where `empty_ok`).
-void require_one_of(const std::string& value,
-                    std::initializer_list<std::string_view> allowed,
+void require_one_of(const std::string& value, std::initializer_list<std::string_view> allowed,
                     bool empty_ok, const char* message);
 
 /// Appends `&key=value` (the value percent-encoded) to `url` for each
 /// parameter whose value is not empty.
-void append_query(
-  std::string& url,
-  std::initializer_list<std::pair<const char*, std::string_view>> params);
+void append_query(std::string& url,
+                  std::initializer_list<std::pair<const char*, std::string_view>> params);
 
 /// A POST of `body` as JSON (invalid UTF-8 replaced) to `url`, with the
 /// header `auth` first, then JSON's Content-Type and Accept.
-sdk::http_request json_post(std::string url,
-                            std::pair<std::string, std::string> auth,
+sdk::http_request json_post(std::string url, std::pair<std::string, std::string> auth,
                             const nlohmann::ordered_json& body);
 
 /// Sets `body[key]` to `value` unless the value is empty.
-void set_unless_empty(nlohmann::ordered_json& body, const char* key,
-                      const std::string& value);
+void set_unless_empty(nlohmann::ordered_json& body, const char* key, const std::string& value);
 
 } // namespace quarry::plugins::web_search_common

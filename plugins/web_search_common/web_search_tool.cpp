@@ -35,10 +35,9 @@ namespace {
 
 // Merges the cached answers (`cached[i]` for query i) with the batch of the
 // others (in query order), keeps the new successes, and writes the result.
-sdk::tool_result
-assemble(const std::vector<std::string>& queries,
-         std::vector<std::optional<std::vector<search_result>>> cached,
-         sdk::search_batch batch, search_tool::query_cache& cache) {
+sdk::tool_result assemble(const std::vector<std::string>& queries,
+                          std::vector<std::optional<std::vector<search_result>>> cached,
+                          sdk::search_batch batch, search_tool::query_cache& cache) {
   sdk::tool_result out;
   if (batch.cancelled) {
     out.llm_text = "The web search was cancelled.";
@@ -58,8 +57,7 @@ assemble(const std::vector<std::string>& queries,
     }
     if (!first_failure->retryable())
       return;
-    if (!x.retryable()
-        || x.retry_after_ms.value_or(0) > first_failure->retry_after_ms.value_or(0))
+    if (!x.retryable() || x.retry_after_ms.value_or(0) > first_failure->retry_after_ms.value_or(0))
       first_failure = x;
   };
   std::vector<std::vector<search_result>> lists;
@@ -81,15 +79,13 @@ assemble(const std::vector<std::string>& queries,
   if (failed.size() == queries.size()) {
     out.llm_text = all_failed_message(failed);
     out.failure = first_failure;
-    out.failure->message = "all web search queries failed: "
-                           + first_failure->message;
+    out.failure->message = "all web search queries failed: " + first_failure->message;
     return out;
   }
   auto merged = interleave(lists, max_results_cap);
   if (merged.empty()) {
     out.llm_text = no_results_message();
-    out.failure = sdk::make_error(sdk::errc::not_found,
-                                  "the web search found no results");
+    out.failure = sdk::make_error(sdk::errc::not_found, "the web search found no results");
     return out;
   }
   out.llm_text = format_results(merged);
@@ -99,8 +95,7 @@ assemble(const std::vector<std::string>& queries,
 
 } // namespace
 
-sdk::error classify_answer(int status, const sdk::http_headers& headers,
-                           std::string_view body,
+sdk::error classify_answer(int status, const sdk::http_headers& headers, std::string_view body,
                            void (*refine)(sdk::error&, int, std::string_view),
                            const error_advice* advice) {
   auto err = classify_status(status, headers, error_text(headers, body));
@@ -110,10 +105,11 @@ sdk::error classify_answer(int status, const sdk::http_headers& headers,
   return err;
 }
 
-search_tool::search_tool(sdk::host_context& host,
-                         std::shared_ptr<const backend> impl,
+search_tool::search_tool(sdk::host_context& host, std::shared_ptr<const backend> impl,
                          common_config cfg)
-  : host_(host), impl_(std::move(impl)), cfg_(std::move(cfg)),
+  : host_(host),
+    impl_(std::move(impl)),
+    cfg_(std::move(cfg)),
     cache_(std::make_shared<query_cache>()) {
   // nop
 }
@@ -130,13 +126,12 @@ nlohmann::json search_tool::parameters() const {
   return tool_parameters();
 }
 
-std::shared_ptr<sdk::tool_run>
-search_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
+std::shared_ptr<sdk::tool_run> search_tool::run(const nlohmann::json& arguments,
+                                                sdk::tool_callback done) {
   auto fail = [&](std::string text, std::string message) {
     sdk::tool_result result;
     result.llm_text = std::move(text);
-    result.failure = sdk::make_error(sdk::errc::bad_request,
-                                     std::move(message));
+    result.failure = sdk::make_error(sdk::errc::bad_request, std::move(message));
     done(std::move(result));
     return std::make_shared<finished_run>();
   };
@@ -156,12 +151,11 @@ search_tool::run(const nlohmann::json& arguments, sdk::tool_callback done) {
   options.max_results = cfg_.max_results;
   options.timeout = cfg_.timeout;
   options.max_body_bytes = max_body_bytes;
-  return sdk::run_search(
-    host_.http(), impl_, std::move(to_send), options,
-    [queries, cached = std::move(cached), cache = cache_,
-     done = std::move(done)](sdk::search_batch batch) mutable {
-      done(assemble(queries, std::move(cached), std::move(batch), *cache));
-    });
+  return sdk::run_search(host_.http(), impl_, std::move(to_send), options,
+                         [queries, cached = std::move(cached), cache = cache_,
+                          done = std::move(done)](sdk::search_batch batch) mutable {
+                           done(assemble(queries, std::move(cached), std::move(batch), *cache));
+                         });
 }
 
 } // namespace quarry::plugins::web_search_common

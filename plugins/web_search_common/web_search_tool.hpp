@@ -24,8 +24,7 @@ using backend = sdk::search_backend;
 class search_tool final : public sdk::tool {
 public:
   /// `cfg` supplies max_results and the timeout.
-  search_tool(sdk::host_context& host, std::shared_ptr<const backend> impl,
-              common_config cfg);
+  search_tool(sdk::host_context& host, std::shared_ptr<const backend> impl, common_config cfg);
 
   std::string name() const override;
 
@@ -56,8 +55,7 @@ template <class Config>
 struct backend_parts {
   sdk::http_request (*request)(const Config& cfg, const std::string& query);
   parse_result (*parse)(const Config& cfg, std::string_view body);
-  void (*refine_error)(sdk::error& err, int status,
-                       std::string_view body) = nullptr;
+  void (*refine_error)(sdk::error& err, int status, std::string_view body) = nullptr;
   /// The service's name and remedies; null: "the search service", none.
   const error_advice* advice = nullptr;
 };
@@ -68,8 +66,7 @@ struct backend_parts {
 /// its title and first words), refined by `refine` (the backend's own error
 /// codes, which may change the class), then explained with `advice` (see
 /// `explain`).
-sdk::error classify_answer(int status, const sdk::http_headers& headers,
-                           std::string_view body,
+sdk::error classify_answer(int status, const sdk::http_headers& headers, std::string_view body,
                            void (*refine)(sdk::error&, int, std::string_view),
                            const error_advice* advice);
 
@@ -84,8 +81,7 @@ parse_result body_only(const Config&, std::string_view body) {
 template <class Config>
 class parts_backend final : public backend {
 public:
-  parts_backend(Config cfg, backend_parts<Config> parts)
-    : cfg_(std::move(cfg)), parts_(parts) {
+  parts_backend(Config cfg, backend_parts<Config> parts) : cfg_(std::move(cfg)), parts_(parts) {
     // nop
   }
 
@@ -99,8 +95,7 @@ public:
 
   sdk::error classify(int status, const sdk::http_headers& headers,
                       std::string_view body) const override {
-    return classify_answer(status, headers, body, parts_.refine_error,
-                           parts_.advice);
+    return classify_answer(status, headers, body, parts_.refine_error, parts_.advice);
   }
 
 private:
@@ -111,13 +106,11 @@ private:
 /// Creates the `web_search` tool over a plugin's parts and settings `cfg`
 /// (the common settings in `cfg.common`).
 template <class Config>
-std::unique_ptr<sdk::tool> make_search_tool(sdk::host_context& host,
-                                            Config cfg,
-                                            backend_parts<Config> parts) {
+std::unique_ptr<sdk::tool>
+make_search_tool(sdk::host_context& host, Config cfg, backend_parts<Config> parts) {
   auto common = cfg.common;
   return std::make_unique<search_tool>(
-    host, std::make_shared<parts_backend<Config>>(std::move(cfg), parts),
-    std::move(common));
+    host, std::make_shared<parts_backend<Config>>(std::move(cfg), parts), std::move(common));
 }
 
 } // namespace quarry::plugins::web_search_common

@@ -12,11 +12,10 @@ namespace wsc = web_search_common;
 
 config parse_config(const nlohmann::json& cfg) {
   config result;
-  result.common = wsc::parse_backend_config(
-    cfg, "exa", default_base_url, true,
-    {{"type", &result.type, "auto"}, {"category", &result.category}});
-  wsc::require_one_of(result.type, {"auto", "neural", "fast", "deep", "instant"},
-                      false,
+  result.common = wsc::parse_backend_config(cfg, "exa", default_base_url, true,
+                                            {{"type", &result.type, "auto"},
+                                             {"category", &result.category}});
+  wsc::require_one_of(result.type, {"auto", "neural", "fast", "deep", "instant"}, false,
                       "exa: 'type' must be auto, neural, fast, deep or instant");
   return result;
 }
@@ -27,10 +26,8 @@ sdk::http_request make_request(const config& cfg, const std::string& query) {
   body["type"] = cfg.type;
   body["numResults"] = cfg.common.max_results;
   wsc::set_unless_empty(body, "category", cfg.category);
-  body["contents"] = {
-    {"highlights", {{"numSentences", 2}, {"highlightsPerUrl", 1}}}};
-  return wsc::json_post(cfg.common.base_url + "/search",
-                        {"x-api-key", cfg.common.api_key}, body);
+  body["contents"] = {{"highlights", {{"numSentences", 2}, {"highlightsPerUrl", 1}}}};
+  return wsc::json_post(cfg.common.base_url + "/search", {"x-api-key", cfg.common.api_key}, body);
 }
 
 namespace {
@@ -78,12 +75,10 @@ wsc::parse_result parse_response(std::string_view body) {
   return out;
 }
 
-std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
-                                     const nlohmann::json& cfg) {
-  return wsc::make_search_tool(
-    host, parse_config(cfg),
-    {&make_request, &wsc::body_only<config, parse_response>, nullptr,
-     &advice});
+std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host, const nlohmann::json& cfg) {
+  return wsc::make_search_tool(host, parse_config(cfg),
+                               {&make_request, &wsc::body_only<config, parse_response>, nullptr,
+                                &advice});
 }
 
 } // namespace quarry::plugins::web_search_exa

@@ -15,12 +15,11 @@ std::unique_ptr<quarry::sdk::plugin_object> make(quarry::sdk::host_context& host
 
 } // namespace
 
-QUARRY_PLUGIN(exa, quarry::sdk::plugin_kind::tool, "0.1.0",
-              "web_search through the Exa search API", &make)
+QUARRY_PLUGIN(exa, quarry::sdk::plugin_kind::tool, "0.1.0", "web_search through the Exa search API",
+              &make)
 
 // Every key the factory accepts (the host reports others before creating it).
-QUARRY_PLUGIN_KEYS("api_key", "base_url", "max_results", "timeout", "type",
-                   "category")
+QUARRY_PLUGIN_KEYS("api_key", "base_url", "max_results", "timeout", "type", "category")
 
 // A web search: shown as one, its snippets go to the page reader.
 QUARRY_TOOL_KIND(quarry::sdk::tool_kind::web_search)

@@ -10,13 +10,12 @@ namespace wsc = web_search_common;
 
 config parse_config(const nlohmann::json& cfg) {
   config result;
-  result.common = wsc::parse_backend_config(
-    cfg, "searxng", default_base_url, false,
-    {{"categories", &result.categories},
-     {"language", &result.language},
-     {"time_range", &result.time_range},
-     {"safesearch", &result.safesearch},
-     {"engines", &result.engines}});
+  result.common = wsc::parse_backend_config(cfg, "searxng", default_base_url, false,
+                                            {{"categories", &result.categories},
+                                             {"language", &result.language},
+                                             {"time_range", &result.time_range},
+                                             {"safesearch", &result.safesearch},
+                                             {"engines", &result.engines}});
   wsc::require_one_of(result.safesearch, {"0", "1", "2"}, true,
                       "searxng: 'safesearch' must be \"0\", \"1\" or \"2\"");
   wsc::require_one_of(result.time_range, {"day", "month", "year"}, true,
@@ -66,8 +65,7 @@ wsc::parse_result parse_response(std::string_view body, size_t limit) {
   if (j.is_discarded())
     return out;
   if (auto* results = wsc::array_member(j, "results", "SearXNG", out, true))
-    wsc::append_results(*results, {"title", "url", "content", "publishedDate"},
-                        out.results, limit);
+    wsc::append_results(*results, {"title", "url", "content", "publishedDate"}, out.results, limit);
   return out;
 }
 
@@ -80,11 +78,9 @@ wsc::parse_result parse_limited(const config& cfg, std::string_view body) {
 
 } // namespace
 
-std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
-                                     const nlohmann::json& cfg) {
-  return wsc::make_search_tool(
-    host, parse_config(cfg),
-    {&make_request, &parse_limited, nullptr, &advice});
+std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host, const nlohmann::json& cfg) {
+  return wsc::make_search_tool(host, parse_config(cfg),
+                               {&make_request, &parse_limited, nullptr, &advice});
 }
 
 } // namespace quarry::plugins::web_search_searxng

@@ -35,11 +35,9 @@ sdk::http_request make_request(const config& cfg, const std::string& query);
 
 /// Parses a SearXNG JSON response body (`results`), keeping at most
 /// `limit` results (the API cannot limit them itself).
-web_search_common::parse_result parse_response(std::string_view body,
-                                               size_t limit);
+web_search_common::parse_result parse_response(std::string_view body, size_t limit);
 
 /// Creates the `web_search` tool backed by SearXNG.
-std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
-                                     const nlohmann::json& cfg);
+std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host, const nlohmann::json& cfg);
 
 } // namespace quarry::plugins::web_search_searxng

@@ -19,8 +19,7 @@ QUARRY_PLUGIN(serper, quarry::sdk::plugin_kind::tool, "0.1.0",
               "web_search through Serper (Google results)", &make)
 
 // Every key the factory accepts (the host reports others before creating it).
-QUARRY_PLUGIN_KEYS("api_key", "base_url", "max_results", "timeout", "gl", "hl",
-                   "tbs")
+QUARRY_PLUGIN_KEYS("api_key", "base_url", "max_results", "timeout", "gl", "hl", "tbs")
 
 // A web search: shown as one, its snippets go to the page reader.
 QUARRY_TOOL_KIND(quarry::sdk::tool_kind::web_search)

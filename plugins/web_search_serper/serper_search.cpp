@@ -23,16 +23,14 @@ sdk::http_request make_request(const config& cfg, const std::string& query) {
   wsc::set_unless_empty(body, "gl", cfg.gl);
   wsc::set_unless_empty(body, "hl", cfg.hl);
   wsc::set_unless_empty(body, "tbs", cfg.tbs);
-  return wsc::json_post(cfg.common.base_url + "/search",
-                        {"X-API-KEY", cfg.common.api_key}, body);
+  return wsc::json_post(cfg.common.base_url + "/search", {"X-API-KEY", cfg.common.api_key}, body);
 }
 
 namespace {
 
 // Refines the default classification of an error response: Serper answers
 // a key without credits left with "Not enough credits".
-void refine_error(sdk::error& err, [[maybe_unused]] int status,
-                  std::string_view body) {
+void refine_error(sdk::error& err, [[maybe_unused]] int status, std::string_view body) {
   auto text = sdk::to_lower(body.substr(0, wsc::max_error_scan));
   if (text.find("not enough credits") != std::string::npos)
     err.code = sdk::errc::quota;
@@ -56,17 +54,14 @@ wsc::parse_result parse_response(std::string_view body) {
     return out;
   // No organic results at all is no results.
   if (auto* organic = wsc::array_member(j, "organic", "Serper", out, false))
-    wsc::append_results(*organic, {"title", "link", "snippet", "date"},
-                        out.results);
+    wsc::append_results(*organic, {"title", "link", "snippet", "date"}, out.results);
   return out;
 }
 
-std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
-                                     const nlohmann::json& cfg) {
-  return wsc::make_search_tool(
-    host, parse_config(cfg),
-    {&make_request, &wsc::body_only<config, parse_response>, &refine_error,
-     &advice});
+std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host, const nlohmann::json& cfg) {
+  return wsc::make_search_tool(host, parse_config(cfg),
+                               {&make_request, &wsc::body_only<config, parse_response>,
+                                &refine_error, &advice});
 }
 
 } // namespace quarry::plugins::web_search_serper

@@ -36,7 +36,6 @@ sdk::http_request make_request(const config& cfg, const std::string& query);
 web_search_common::parse_result parse_response(std::string_view body);
 
 /// Creates the `web_search` tool backed by Serper.
-std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host,
-                                     const nlohmann::json& cfg);
+std::unique_ptr<sdk::tool> make_tool(sdk::host_context& host, const nlohmann::json& cfg);
 
 } // namespace quarry::plugins::web_search_serper

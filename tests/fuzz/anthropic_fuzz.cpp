@@ -115,10 +115,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto http = anth::classify_http_error(529, {}, bytes);
     check(http.code == sdk::errc::overloaded
           || (http.retry_hint == false
-              && (http.code == sdk::errc::not_found
-                  || http.code == sdk::errc::context_too_long
-                  || http.code == sdk::errc::quota
-                  || http.code == sdk::errc::auth)));
+              && (http.code == sdk::errc::not_found || http.code == sdk::errc::context_too_long
+                  || http.code == sdk::errc::quota || http.code == sdk::errc::auth)));
   }
   auto message = sdk::parse_json(bytes);
   if (!message.is_discarded()) {

@@ -41,9 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Lines like `#= key.path=value` are YAML comments and overrides.
   for (size_t pos = 0; pos < text.size();) {
     auto end = text.find('\n', pos);
-    auto line = text.substr(pos, end == std::string_view::npos
-                                   ? std::string_view::npos
-                                   : end - pos);
+    auto line = text.substr(pos,
+                            end == std::string_view::npos ? std::string_view::npos : end - pos);
     if (line.substr(0, 3) == "#= ")
       opts.overrides.emplace_back(line.substr(3));
     if (end == std::string_view::npos)

@@ -34,14 +34,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes{reinterpret_cast<const char*>(data), size};
   // The first line (up to 64 bytes) doubles as a Content-Type header.
   auto nl = bytes.substr(0, 64).find('\n');
-  auto header = nl == std::string_view::npos ? std::string_view{}
-                                             : bytes.substr(0, nl);
+  auto header = nl == std::string_view::npos ? std::string_view{} : bytes.substr(0, nl);
   ce::sniff(header, bytes);
   auto text = ce::decode_to_utf8(bytes, header);
   if (!valid_utf8(text))
     std::abort();
   auto x = ce::extract_html(text, "https://example.com/a/b");
-  (void) x;
+  (void)x;
   ce::html_to_text(text);
   return 0;
 }

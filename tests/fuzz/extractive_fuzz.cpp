@@ -63,8 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A conversation: system, user, then tool calls and results.
   auto parts = split(input, '\x01');
   std::vector<sdk::chat_message> messages;
-  static const char* names[] = {"research_agent", "web_search", "open_url",
-                                "internal_search", "think_tool"};
+  static const char* names[] = {"research_agent", "web_search", "open_url", "internal_search",
+                                "think_tool"};
   for (size_t i = 0; i < parts.size() && i < 12; ++i) {
     sdk::chat_message msg;
     msg.content = std::string{parts[i]};

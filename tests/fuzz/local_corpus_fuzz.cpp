@@ -28,15 +28,13 @@ void setup() {
                       "INSERT INTO t VALUES ('Roots', 'water and minerals');",
                       nullptr, nullptr, nullptr)
            != SQLITE_OK
-      || sqlite3_prepare_v2(db, "SELECT count(*) FROM t WHERE t MATCH ?1", -1,
-                            &match, nullptr)
+      || sqlite3_prepare_v2(db, "SELECT count(*) FROM t WHERE t MATCH ?1", -1, &match, nullptr)
            != SQLITE_OK)
     std::abort();
 }
 
 bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'
-         || c == '\v';
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
 size_t non_space(std::string_view x) {
@@ -67,8 +65,7 @@ void check_query(std::string_view input) {
     i += 4;
   }
   sqlite3_reset(match);
-  sqlite3_bind_text(match, 1, q.data(), static_cast<int>(q.size()),
-                    SQLITE_TRANSIENT);
+  sqlite3_bind_text(match, 1, q.data(), static_cast<int>(q.size()), SQLITE_TRANSIENT);
   if (sqlite3_step(match) != SQLITE_ROW)
     std::abort(); // FTS5 rejected the expression
 }
@@ -99,11 +96,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::abort();
   // A file URL of a path gives the path back (`.` and `..` segments are
   // resolved, so only for paths without them).
-  if (!input.empty() && input.front() == '/'
-      && input.find('\0') == std::string_view::npos
-      && input.find("/.") == std::string_view::npos
-      && path_from_file_url(url) != input)
+  if (!input.empty() && input.front() == '/' && input.find('\0') == std::string_view::npos
+      && input.find("/.") == std::string_view::npos && path_from_file_url(url) != input)
     std::abort();
-  (void) path_from_file_url(input);
+  (void)path_from_file_url(input);
   return 0;
 }

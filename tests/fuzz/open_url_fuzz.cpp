@@ -24,24 +24,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Split the input: content | snippet.
   auto bar = input.find('|');
   auto content = input.substr(0, bar);
-  auto snippet = bar == std::string_view::npos ? std::string_view{}
-                                               : input.substr(bar + 1);
+  auto snippet = bar == std::string_view::npos ? std::string_view{} : input.substr(bar + 1);
   static const auto policy = std::get<qf::address_policy>(
     qf::address_policy::make({"10.0.0.0/8", "intranet.example"}));
-  (void) policy.check_url(input);
-  (void) policy.check("intranet.example", content);
-  (void) qf::classify_address(input);
-  (void) qf::parse_legacy_ipv4(input);
-  (void) qf::parse_url(input);
-  (void) qf::resolve_url("http://a/b/c/d;p?q", input);
-  (void) qf::resolve_url(content, snippet);
-  (void) qf::redact_url(input);
-  (void) qf::address_range::parse(input);
-  (void) ou::url_key(input);
+  (void)policy.check_url(input);
+  (void)policy.check("intranet.example", content);
+  (void)qf::classify_address(input);
+  (void)qf::parse_legacy_ipv4(input);
+  (void)qf::parse_url(input);
+  (void)qf::resolve_url("http://a/b/c/d;p?q", input);
+  (void)qf::resolve_url(content, snippet);
+  (void)qf::redact_url(input);
+  (void)qf::address_range::parse(input);
+  (void)ou::url_key(input);
   auto args = nlohmann::json::parse(input, nullptr, false);
   if (!args.is_discarded())
-    (void) ou::normalize_urls(args);
-  (void) ou::normalize_urls({{"urls", std::string{input}}});
+    (void)ou::normalize_urls(args);
+  (void)ou::normalize_urls({{"urls", std::string{input}}});
   if (auto span = ou::find_snippet(content, snippet)) {
     if (span->first > span->second || span->second > content.size())
       __builtin_trap();
@@ -59,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (ou::count_chars(window) > allowed + 30 && ou::count_chars(page) > 64)
     __builtin_trap();
   // Invalid UTF-8 straight in: an answer, never a crash.
-  (void) ou::window_text(content, snippet, 64);
+  (void)ou::window_text(content, snippet, 64);
   auto text = ou::format_sections({{"t", "u", "", std::string{content}, ""}},
                                   {{"u", std::string{snippet}}}, "", 1000)
                 .first;

@@ -43,17 +43,15 @@ struct collector : openai::stream_handler {
     log += "C" + std::to_string(x.index) + "|" + x.id + "|" + x.name + "|" + x.arguments;
   }
   void on_usage(const sdk::usage& x) override {
-    log += "U" + std::to_string(x.input_tokens) + "," + std::to_string(x.output_tokens)
-           + "," + std::to_string(x.reasoning_tokens) + ","
-           + std::to_string(x.cached_input_tokens);
+    log += "U" + std::to_string(x.input_tokens) + "," + std::to_string(x.output_tokens) + ","
+           + std::to_string(x.reasoning_tokens) + "," + std::to_string(x.cached_input_tokens);
   }
 };
 
 // Two decodings of the same bytes (fed in different pieces) must agree.
 void compare(const openai::stream_decoder& x, const collector& x_seen,
              const openai::stream_decoder& y, const collector& y_seen) {
-  if (x.current() != y.current() || x_seen.log != y_seen.log
-      || x.streamed() != y.streamed())
+  if (x.current() != y.current() || x_seen.log != y_seen.log || x.streamed() != y.streamed())
     std::abort();
   if (x.failure().has_value() != y.failure().has_value())
     std::abort();
@@ -61,12 +59,11 @@ void compare(const openai::stream_decoder& x, const collector& x_seen,
     std::abort();
   auto a = x.result();
   auto b = y.result();
-  if (a.text != b.text || a.reasoning != b.reasoning || a.finish != b.finish
-      || a.model != b.model || a.tool_calls.size() != b.tool_calls.size())
+  if (a.text != b.text || a.reasoning != b.reasoning || a.finish != b.finish || a.model != b.model
+      || a.tool_calls.size() != b.tool_calls.size())
     std::abort();
   for (size_t i = 0; i < a.tool_calls.size(); ++i)
-    if (a.tool_calls[i].id != b.tool_calls[i].id
-        || a.tool_calls[i].name != b.tool_calls[i].name
+    if (a.tool_calls[i].id != b.tool_calls[i].id || a.tool_calls[i].name != b.tool_calls[i].name
         || a.tool_calls[i].arguments != b.tool_calls[i].arguments)
       std::abort();
 }
@@ -74,8 +71,7 @@ void compare(const openai::stream_decoder& x, const collector& x_seen,
 void check(const openai::stream_decoder& dec, const collector& seen) {
   if (dec.current() == openai::stream_decoder::state::running)
     std::abort(); // finish() must always decide
-  if (dec.current() == openai::stream_decoder::state::failed
-      && !dec.failure().has_value())
+  if (dec.current() == openai::stream_decoder::state::failed && !dec.failure().has_value())
     std::abort();
   auto result = dec.result();
   // What streamed is exactly what was assembled.

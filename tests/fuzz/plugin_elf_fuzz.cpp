@@ -25,12 +25,14 @@ struct scratch_file {
 
   scratch_file() {
     const char* dir = std::getenv("TMPDIR");
-    path = std::string{dir != nullptr && *dir != '\0' ? dir : "/tmp"}
-           + "/quarry_fuzz_plugin_elf_" + std::to_string(::getpid()) + ".so";
+    path = std::string{dir != nullptr && *dir != '\0' ? dir : "/tmp"} + "/quarry_fuzz_plugin_elf_"
+           + std::to_string(::getpid()) + ".so";
   }
   scratch_file(const scratch_file&) = delete;
   scratch_file& operator=(const scratch_file&) = delete;
-  ~scratch_file() { std::remove(path.c_str()); }
+  ~scratch_file() {
+    std::remove(path.c_str());
+  }
 };
 
 const std::string& scratch_path() {

@@ -35,8 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto html = app::html_report(r);
   check(html.rfind("<!DOCTYPE html>", 0) == 0);
   const std::string end = "</body>\n</html>\n";
-  check(html.size() >= end.size()
-        && html.compare(html.size() - end.size(), end.size(), end) == 0);
+  check(html.size() >= end.size() && html.compare(html.size() - end.size(), end.size(), end) == 0);
   check(html.find("<li id=\"source-1\"") != std::string::npos);
   // A citation of the local source links into the page (Markdown drops
   // file:// links as unsafe), unless other Markdown syntax around it makes
@@ -47,8 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Markdown syntax).
     auto rest = r.body.substr(0, at) + r.body.substr(at + cite.size());
     auto plain = std::all_of(rest.begin(), rest.end(), [](char c) {
-      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-             || c == ' ' || c == '.' || c == ',';
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ' '
+             || c == '.' || c == ',';
     });
     if (plain && (r.body.empty() || r.body.front() != ' '))
       check(html.find("href=\"#source-1\"") != std::string::npos);

@@ -19,8 +19,8 @@ namespace {
 using hold_atom = caf::atom_constant<caf::atom("hold")>;
 using boom_atom = caf::atom_constant<caf::atom("boom")>;
 
-using holder_actor = caf::typed_actor<caf::replies_to<hold_atom>::with<bool>,
-                                      caf::reacts_to<boom_atom>>;
+using holder_actor
+  = caf::typed_actor<caf::replies_to<hold_atom>::with<bool>, caf::reacts_to<boom_atom>>;
 
 struct holder_state {
   std::vector<caf::typed_response_promise<bool>> pending;
@@ -60,10 +60,7 @@ TEST_CASE("an actor that dies of an exception fails its pending requests") {
   pending.receive([&](bool) { FAIL("the holder answered"); },
                   [&](caf::error& err) { failure = caf::to_string(err); });
   CHECK(failure.find("holder failed: a handler threw") != std::string::npos);
-  self->receive([&](const caf::down_msg& dm) {
-                  CHECK(dm.reason == caf::exit_reason::unhandled_exception);
-                },
-                caf::after(std::chrono::seconds{10}) >> [&] {
-                  FAIL("the holder did not end");
-                });
+  self->receive(
+    [&](const caf::down_msg& dm) { CHECK(dm.reason == caf::exit_reason::unhandled_exception); },
+    caf::after(std::chrono::seconds{10}) >> [&] { FAIL("the holder did not end"); });
 }

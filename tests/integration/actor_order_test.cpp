@@ -40,8 +40,7 @@ struct fake_call final : sdk::chat_call {
 
 // An LLM plugin that answers only when the test calls its sinks.
 struct fake_llm final : sdk::llm_provider {
-  std::vector<std::pair<std::shared_ptr<sdk::chat_sink>, std::shared_ptr<fake_call>>>
-    calls;
+  std::vector<std::pair<std::shared_ptr<sdk::chat_sink>, std::shared_ptr<fake_call>>> calls;
 
   sdk::model_info info() const override {
     return {"fake", 1000, true, false, ""};
@@ -79,8 +78,7 @@ struct fake_tool final : sdk::tool {
     return nlohmann::json::object();
   }
 
-  std::shared_ptr<sdk::tool_run> run(const nlohmann::json&,
-                                     sdk::tool_callback done) override {
+  std::shared_ptr<sdk::tool_run> run(const nlohmann::json&, sdk::tool_callback done) override {
     auto r = std::make_shared<fake_run>();
     runs.emplace_back(std::move(done), r);
     return r;
@@ -106,14 +104,12 @@ struct order_fixture : test_coordinator_fixture<order_config> {
 
   actors::line_sink_actor sink_into(const std::shared_ptr<lines>& out) {
     return actors::spawn_line_sink(
-      sys,
-      [out](const std::string& line, uint64_t seq) { out->got.emplace_back(seq, line); },
+      sys, [out](const std::string& line, uint64_t seq) { out->got.emplace_back(seq, line); },
       [out](uint64_t n) { out->ends.push_back(n); });
   }
 
   static actors::packet_msg packet(const std::string& content) {
-    return actors::make_packet({1, 0, std::nullopt},
-                               core::packets::message_delta(content));
+    return actors::make_packet({1, 0, std::nullopt}, core::packets::message_delta(content));
   }
 
   static sdk::chat_request hello() {
@@ -160,9 +156,8 @@ struct order_fixture : test_coordinator_fixture<order_config> {
   // run).
   template <class F>
   void next(F f) {
-    self->receive(f, caf::after(0s) >> [] {
-      CAF_FAIL("an expected message is missing");
-    });
+    self->receive(
+      f, caf::after(0s) >> [] { CAF_FAIL("an expected message is missing"); });
   }
 
   // Whether the scoped actor's mailbox is empty.
@@ -183,8 +178,7 @@ CAF_TEST_FIXTURE_SCOPE(actor_order_tests, order_fixture)
 
 // -- emitter ------------------------------------------------------------------
 
-QUARRY_CAF_TEST(emitter numbers packets in mailbox order and a late subscriber
-                misses nothing) {
+QUARRY_CAF_TEST(emitter numbers packets in mailbox order and a late subscriber misses nothing) {
   auto em = actors::spawn_emitter(sys, "s-1");
   auto early = std::make_shared<lines>();
   auto late = std::make_shared<lines>();
@@ -196,24 +190,19 @@ QUARRY_CAF_TEST(emitter numbers packets in mailbox order and a late subscriber
   expect((actors::subscribe_atom, actors::line_sink_actor, uint64_t),
          from(self).to(em).with(_, a, uint64_t{0}));
   expect((actors::packet_atom, actors::packet_msg), from(self).to(em));
-  expect((actors::packet_atom, std::string, uint64_t),
-         from(_).to(a).with(_, _, uint64_t{1}));
+  expect((actors::packet_atom, std::string, uint64_t), from(_).to(a).with(_, _, uint64_t{1}));
   expect((actors::packet_atom, actors::packet_msg), from(self).to(em));
-  expect((actors::packet_atom, std::string, uint64_t),
-         from(_).to(a).with(_, _, uint64_t{2}));
+  expect((actors::packet_atom, std::string, uint64_t), from(_).to(a).with(_, _, uint64_t{2}));
   // The late subscriber asks from 2 while packet 3 waits behind its
   // subscription: it gets 2 replayed, then 3 live, and nothing twice.
   self->send(em, actors::subscribe_atom::value, b, uint64_t{2});
   self->send(em, actors::packet_atom::value, packet("drei"));
   expect((actors::subscribe_atom, actors::line_sink_actor, uint64_t),
          from(self).to(em).with(_, b, uint64_t{2}));
-  expect((actors::packet_atom, std::string, uint64_t),
-         from(_).to(b).with(_, _, uint64_t{2}));
+  expect((actors::packet_atom, std::string, uint64_t), from(_).to(b).with(_, _, uint64_t{2}));
   expect((actors::packet_atom, actors::packet_msg), from(self).to(em));
-  expect((actors::packet_atom, std::string, uint64_t),
-         from(_).to(a).with(_, _, uint64_t{3}));
-  expect((actors::packet_atom, std::string, uint64_t),
-         from(_).to(b).with(_, _, uint64_t{3}));
+  expect((actors::packet_atom, std::string, uint64_t), from(_).to(a).with(_, _, uint64_t{3}));
+  expect((actors::packet_atom, std::string, uint64_t), from(_).to(b).with(_, _, uint64_t{3}));
   // Stop: the count goes to the requester and to every subscriber, after
   // the last packet.
   self->send(em, actors::stop_atom::value);
@@ -232,8 +221,7 @@ QUARRY_CAF_TEST(emitter numbers packets in mailbox order and a late subscriber
 
 // -- citation collector -------------------------------------------------------
 
-QUARRY_CAF_TEST(citation collector answers rounds and digests in the order
-                they were asked) {
+QUARRY_CAF_TEST(citation collector answers rounds and digests in the order they were asked) {
   auto coll = actors::spawn_citation_collector(sys);
   auto doc = [](const std::string& id) {
     sdk::document d;
@@ -288,8 +276,8 @@ QUARRY_CAF_TEST(citation collector answers rounds and digests in the order
 
 // -- LLM provider: cancel and stop races --------------------------------------
 
-QUARRY_CAF_TEST(llm provider a cancel that overtakes the answer fails the call
-                once and the late answer is dropped) {
+QUARRY_CAF_TEST(llm provider a cancel that overtakes the answer fails the call once and the late
+                  answer is dropped) {
   auto plugin = std::make_shared<fake_llm>();
   auto hdl = llm(plugin, 4);
   self->send(hdl, actors::chat_atom::value, actors::llm_call{1, hello()});
@@ -315,8 +303,8 @@ QUARRY_CAF_TEST(llm provider a cancel that overtakes the answer fails the call
   consume_messages();
 }
 
-QUARRY_CAF_TEST(llm provider an answer that overtakes the cancel is delivered
-                and the cancel does nothing) {
+QUARRY_CAF_TEST(
+  llm provider an answer that overtakes the cancel is delivered and the cancel does nothing) {
   auto plugin = std::make_shared<fake_llm>();
   auto hdl = llm(plugin, 4);
   self->send(hdl, actors::chat_atom::value, actors::llm_call{7, hello()});
@@ -340,8 +328,8 @@ QUARRY_CAF_TEST(llm provider an answer that overtakes the cancel is delivered
   consume_messages();
 }
 
-QUARRY_CAF_TEST(llm provider measures a stall on the actor system clock so
-                data that keeps coming holds it off in virtual time) {
+QUARRY_CAF_TEST(llm provider measures a stall on the actor system clock so data that keeps coming
+                  holds it off in virtual time) {
   auto plugin = std::make_shared<fake_llm>();
   actors::llm_actor_settings cfg;
   cfg.name = "fake";
@@ -356,9 +344,7 @@ QUARRY_CAF_TEST(llm provider measures a stall on the actor system clock so
   auto piece = [&](const char* text) {
     sink->on_text(text);
     consume_messages();
-    next([&](actors::delta_atom, actors::llm_delta& d) {
-      CAF_CHECK_EQUAL(d.text, text);
-    });
+    next([&](actors::delta_atom, actors::llm_delta& d) { CAF_CHECK_EQUAL(d.text, text); });
   };
   piece("Hal");
   // Data 50 s later: the check at one minute finds the call idle for 10 s
@@ -385,8 +371,8 @@ QUARRY_CAF_TEST(llm provider measures a stall on the actor system clock so
   consume_messages();
 }
 
-QUARRY_CAF_TEST(llm provider stop fails the running and the queued call and
-                drops what the plugin sends later) {
+QUARRY_CAF_TEST(
+  llm provider stop fails the running and the queued call and drops what the plugin sends later) {
   auto plugin = std::make_shared<fake_llm>();
   auto hdl = llm(plugin, 1);
   self->send(hdl, actors::chat_atom::value, actors::llm_call{1, hello()});
@@ -400,8 +386,8 @@ QUARRY_CAF_TEST(llm provider stop fails the running and the queued call and
   sink->on_text("zu spät");
   expect((actors::stop_atom), from(self).to(hdl));
   CAF_CHECK_GREATER_OR_EQUAL(call->cancels, 1); // cancel() may repeat
-  CAF_CHECK_EQUAL(plugin->calls.size(), 1u); // the queued call never started
-  consume_messages();                         // the late piece goes nowhere
+  CAF_CHECK_EQUAL(plugin->calls.size(), 1u);    // the queued call never started
+  consume_messages();                           // the late piece goes nowhere
   CAF_CHECK(next_error().code == sdk::errc::cancelled);
   CAF_CHECK(next_error().code == sdk::errc::cancelled);
   CAF_CHECK(nothing_more());
@@ -409,8 +395,8 @@ QUARRY_CAF_TEST(llm provider stop fails the running and the queued call and
 
 // -- tool provider: time limit in virtual time --------------------------------
 
-QUARRY_CAF_TEST(tool provider answers a run past its time limit with a timeout
-                starts the queued run and drops the late result) {
+QUARRY_CAF_TEST(tool provider answers a run past its time limit with a timeout starts the queued
+                  run and drops the late result) {
   auto plugin = std::make_shared<fake_tool>();
   actors::tool_actor_settings s;
   s.name = "slow_tool";
@@ -433,8 +419,7 @@ QUARRY_CAF_TEST(tool provider answers a run past its time limit with a timeout
     CAF_CHECK_EQUAL(r.id, 1u);
     CAF_REQUIRE(r.result.failure.has_value());
     CAF_CHECK(r.result.failure->code == sdk::errc::timeout);
-    CAF_CHECK(r.result.llm_text.find("did not finish within 30s")
-              != std::string::npos);
+    CAF_CHECK(r.result.llm_text.find("did not finish within 30s") != std::string::npos);
   });
   // The freed slot starts the second run.
   CAF_REQUIRE_EQUAL(plugin->runs.size(), 2u);
@@ -459,8 +444,8 @@ QUARRY_CAF_TEST(tool provider answers a run past its time limit with a timeout
 
 // -- research agent: hard time limit in virtual time --------------------------
 
-QUARRY_CAF_TEST(research agent past its hard time limit cancels its model call
-                and reports the failure once) {
+QUARRY_CAF_TEST(
+  research agent past its hard time limit cancels its model call and reports the failure once) {
   auto plugin = std::make_shared<fake_llm>();
   auto model = llm(plugin, 4);
   auto em = actors::spawn_emitter(sys, "virtual");
@@ -501,8 +486,8 @@ QUARRY_CAF_TEST(research agent past its hard time limit cancels its model call
 
 // -- session: deadline and stop in virtual time --------------------------------
 
-QUARRY_CAF_TEST(session the deadline cancels a planning call in flight and the
-                session ends without waiting) {
+QUARRY_CAF_TEST(
+  session the deadline cancels a planning call in flight and the session ends without waiting) {
   auto plugin = std::make_shared<fake_llm>();
   auto model = llm(plugin, 4);
   auto em = actors::spawn_emitter(sys, "virtual");
@@ -528,8 +513,7 @@ QUARRY_CAF_TEST(session the deadline cancels a planning call in flight and the
     CAF_CHECK(r.failure.find("the research read no source") != std::string::npos);
     CAF_CHECK(!r.interrupted);
     CAF_CHECK(r.sources.empty());
-    CAF_CHECK(std::find(r.notices.begin(), r.notices.end(),
-                        "the research deadline was reached")
+    CAF_CHECK(std::find(r.notices.begin(), r.notices.end(), "the research deadline was reached")
               != r.notices.end());
   });
   CAF_CHECK_EQUAL(plugin->calls.size(), 1u); // no further model call
@@ -539,8 +523,7 @@ QUARRY_CAF_TEST(session the deadline cancels a planning call in flight and the
   consume_messages();
 }
 
-QUARRY_CAF_TEST(session a stop during planning ends the session at once marked
-                as interrupted) {
+QUARRY_CAF_TEST(session a stop during planning ends the session at once marked as interrupted) {
   auto plugin = std::make_shared<fake_llm>();
   auto model = llm(plugin, 4);
   auto em = actors::spawn_emitter(sys, "virtual");

@@ -38,8 +38,8 @@ bool run_caf_test(const std::string& suite, const std::string& name);
 
 /// Defines a CAF test of the current CAF_SUITE and the doctest case
 /// "<suite>: <name>" that runs it.
-#define QUARRY_CAF_TEST(name)                                                  \
-  TEST_CASE(CAF_XSTR(CAF_SUITE) ": " #name) {                                  \
-    CHECK(::quarry::test::run_caf_test(CAF_XSTR(CAF_SUITE), #name));           \
-  }                                                                            \
+#define QUARRY_CAF_TEST(name)                                                                      \
+  TEST_CASE(CAF_XSTR(CAF_SUITE) ": " #name) {                                                      \
+    CHECK(::quarry::test::run_caf_test(CAF_XSTR(CAF_SUITE), #name));                               \
+  }                                                                                                \
   CAF_TEST(name)

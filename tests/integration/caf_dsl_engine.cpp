@@ -16,8 +16,8 @@ bool run_caf_test(const std::string& suite, const std::string& name) {
   if (!found)
     return false;
   auto run = [&](int verbosity) {
-    return caf::test::engine::run(false, "", verbosity, 0, "^" + suite + "$",
-                                  "", "^" + name + "$", "");
+    return caf::test::engine::run(false, "", verbosity, 0, "^" + suite + "$", "", "^" + name + "$",
+                                  "");
   };
   // No colours, errors only on the console, no log file. CAF's engine
   // prints a failed check only at its most verbose level, next to every

@@ -20,8 +20,7 @@ sdk::document doc(const std::string& id, const std::string& title) {
   return d;
 }
 
-actors::agent_result report(std::string text,
-                            std::vector<std::pair<int, sdk::document>> cited) {
+actors::agent_result report(std::string text, std::vector<std::pair<int, sdk::document>> cited) {
   actors::agent_result r;
   r.ok = true;
   r.report = std::move(text);
@@ -39,8 +38,7 @@ TEST_CASE("citation collector numbers documents across agents and rounds") {
   caf::scoped_actor self{rt.system()};
   auto collapse = [&](actors::collapse_request req) {
     actors::collapse_reply out;
-    self->request(collector, std::chrono::seconds{10}, actors::collapse_atom::value,
-                  std::move(req))
+    self->request(collector, std::chrono::seconds{10}, actors::collapse_atom::value, std::move(req))
       .receive([&](actors::collapse_reply& r) { out = std::move(r); },
                [&](const caf::error& e) { FAIL(caf::to_string(e)); });
     return out;

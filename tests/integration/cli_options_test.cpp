@@ -24,12 +24,10 @@ test::process_result quarry_run(const test::temp_dir& home, std::vector<std::str
 TEST_CASE("global options work after the subcommand without swallowing the question") {
   test::temp_dir home;
   for (auto args : std::vector<std::vector<std::string>>{
-         {"research", "--set", "research.max_cycles=2", "What is a heat pump?",
-          "--no-clarify"},
-         {"research", "--no-clarify", "--set", "research.max_cycles=2",
-          "--plugin-dir", QUARRY_PLUGIN_DIR, "What is a heat pump?"},
-         {"--set", "research.max_cycles=2", "research", "--no-clarify",
-          "What is a heat pump?"}}) {
+         {"research", "--set", "research.max_cycles=2", "What is a heat pump?", "--no-clarify"},
+         {"research", "--no-clarify", "--set", "research.max_cycles=2", "--plugin-dir",
+          QUARRY_PLUGIN_DIR, "What is a heat pump?"},
+         {"--set", "research.max_cycles=2", "research", "--no-clarify", "What is a heat pump?"}}) {
     auto res = quarry_run(home, args);
     CAPTURE(res.err);
     CHECK(res.exit_code == 0);
@@ -61,10 +59,9 @@ TEST_CASE("research --help lists the global options, exit codes and environment"
   test::temp_dir home;
   auto res = quarry_run(home, {"research", "--help"});
   CHECK(res.exit_code == 0);
-  for (const auto* text : {"--config FILE", "--set KEY=VALUE", "--plugin-dir DIR",
-                           "--log-level", "Exit codes:", "130", "143",
-                           "OPENAI_API_KEY", "OPENAI_BASE_URL", "BRAVE_API_KEY",
-                           "TAVILY_API_KEY", "--answer", "--answers"}) {
+  for (const auto* text : {"--config FILE", "--set KEY=VALUE", "--plugin-dir DIR", "--log-level",
+                           "Exit codes:", "130", "143", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                           "BRAVE_API_KEY", "TAVILY_API_KEY", "--answer", "--answers"}) {
     CAPTURE(text);
     CHECK(res.out.find(text) != std::string::npos);
   }

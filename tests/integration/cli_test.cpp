@@ -40,8 +40,7 @@ struct cli_fixture {
     return json;
   }
 
-  const nlohmann::json* row_for_file(const nlohmann::json& j,
-                                     const std::string& needle) {
+  const nlohmann::json* row_for_file(const nlohmann::json& j, const std::string& needle) {
     for (const auto& row : j["plugins"])
       if (row["file"].get<std::string>().find(needle) != std::string::npos)
         return &row;
@@ -110,7 +109,9 @@ TEST_CASE_FIXTURE(cli_fixture, "cli plugins prints a table") {
   CHECK(res.out.find("1.2.3") != std::string::npos);
 }
 
-TEST_CASE_FIXTURE(cli_fixture, "cli plugins shows a garbage file and a version-mismatched plugin with their errors") {
+TEST_CASE_FIXTURE(
+  cli_fixture,
+  "cli plugins shows a garbage file and a version-mismatched plugin with their errors") {
   test::temp_dir dir;
   dir.write("garbage.so", "#!/bin/sh\necho not a library\n");
   std::filesystem::copy_file(test_plugins("abi") + "/quarry_tp_abi.so",
@@ -126,16 +127,13 @@ TEST_CASE_FIXTURE(cli_fixture, "cli plugins shows a garbage file and a version-m
   CHECK((*garbage)["error"] == "not a shared object (no ELF header)");
   const auto* abi = row_for_file(j, "quarry_tp_abi.so");
   REQUIRE(abi != nullptr);
-  CHECK((*abi)["error"]
-        == "plugin ABI version 99, but this host supports plugin ABI version 3");
+  CHECK((*abi)["error"] == "plugin ABI version 99, but this host supports plugin ABI version 3");
   const auto* json = row_for_file(j, "quarry_tp_json.so");
   REQUIRE(json != nullptr);
-  CHECK((*json)["error"].get<std::string>().find("nlohmann::json 3.9")
-        != std::string::npos);
+  CHECK((*json)["error"].get<std::string>().find("nlohmann::json 3.9") != std::string::npos);
   // The table shows the same reasons.
   auto table = quarry({"plugins", "--plugin-dir", dir.path()});
-  CHECK(table.out.find("not a shared object (no ELF header)")
-        != std::string::npos);
+  CHECK(table.out.find("not a shared object (no ELF header)") != std::string::npos);
   CHECK(table.out.find("plugin ABI version 99") != std::string::npos);
 }
 
@@ -150,11 +148,10 @@ TEST_CASE_FIXTURE(cli_fixture, "cli plugins exits 1 when a configured plugin fai
   CHECK(res.exit_code == 1);
   // The refused file cannot say its name (its descriptor was not trusted),
   // so the configured name is reported as not found.
-  CHECK(res.err.find("configured plugin 'bad_abi' (tools.web_search, " + cfg
-                     + ":2)")
+  CHECK(res.err.find("configured plugin 'bad_abi' (tools.web_search, " + cfg + ":2)")
         != std::string::npos);
-  auto ok = quarry({"--config", cfg, "plugins", "--plugin-dir",
-                    test_plugins("good"), "--set", "tools.web_search.plugin=echo"});
+  auto ok = quarry({"--config", cfg, "plugins", "--plugin-dir", test_plugins("good"), "--set",
+                    "tools.web_search.plugin=echo"});
   CHECK(ok.exit_code == 0);
 }
 
@@ -170,25 +167,23 @@ TEST_CASE_FIXTURE(cli_fixture, "cli config check names file, line and key of an 
   CHECK(res.err.find("unknown key") != std::string::npos);
 }
 
-TEST_CASE_FIXTURE(cli_fixture, "cli config check accepts a valid file and checks the plugins it names") {
+TEST_CASE_FIXTURE(cli_fixture,
+                  "cli config check accepts a valid file and checks the plugins it names") {
   test::temp_dir dir;
   auto good = dir.write("good.yaml", "tools:\n"
                                      "  echo_tool:\n"
                                      "    plugin: echo\n"
                                      "    prefix: \"> \"\n");
-  auto ok = quarry({"--config", good, "--plugin-dir", test_plugins("good"),
-                    "config", "check"});
+  auto ok = quarry({"--config", good, "--plugin-dir", test_plugins("good"), "config", "check"});
   CHECK(ok.exit_code == 0);
   CHECK(ok.out.find("configuration OK") != std::string::npos);
   auto bad = dir.write("bad.yaml", "tools:\n"
                                    "  search:\n"
                                    "    plugin: throws\n");
-  auto res = quarry({"--config", bad, "--plugin-dir", test_plugins("throws"),
-                     "config", "check"});
+  auto res = quarry({"--config", bad, "--plugin-dir", test_plugins("throws"), "config", "check"});
   CHECK(res.exit_code == 2);
   CHECK(res.err.find(bad + ":2: tools.search: ") != std::string::npos);
-  CHECK(res.err.find("rejected its configuration: api_key is required")
-        != std::string::npos);
+  CHECK(res.err.find("rejected its configuration: api_key is required") != std::string::npos);
   auto missing = quarry({"--config", good, "config", "check"});
   CHECK(missing.exit_code == 2);
   CHECK(missing.err.find("no plugin named 'echo'") != std::string::npos);
@@ -212,7 +207,8 @@ TEST_CASE_FIXTURE(cli_fixture, "cli config show hides secrets") {
   CHECK(res.out.find("m1") != std::string::npos);
 }
 
-TEST_CASE_FIXTURE(cli_fixture, "cli reports a missing config file and bad --set values with exit 2") {
+TEST_CASE_FIXTURE(cli_fixture,
+                  "cli reports a missing config file and bad --set values with exit 2") {
   auto a = quarry({"--config", home.file("nope.yaml"), "plugins"});
   CHECK(a.exit_code == 2);
   CHECK(a.err.find("nope.yaml") != std::string::npos);
@@ -249,8 +245,7 @@ TEST_CASE_FIXTURE(cli_fixture, "cli logs JSON lines when log.format is json") {
                                       "  echo_tool:\n"
                                       "    plugin: echo\n"
                                       "    prefix: \"${QUARRY_TEST_UNSET_VARIABLE}\"\n");
-  auto res = quarry({"--config", cfg, "--plugin-dir", test_plugins("good"),
-                     "plugins"},
+  auto res = quarry({"--config", cfg, "--plugin-dir", test_plugins("good"), "plugins"},
                     {{"QUARRY_TEST_UNSET_VARIABLE", std::nullopt}});
   CHECK(res.exit_code == 0);
   // The unset variable gives a warning, written as one JSON object per line.
@@ -258,7 +253,6 @@ TEST_CASE_FIXTURE(cli_fixture, "cli logs JSON lines when log.format is json") {
   auto j = nlohmann::json::parse(first_line, nullptr, false);
   REQUIRE_FALSE(j.is_discarded());
   CHECK(j["level"] == "warn");
-  CHECK(j["msg"].get<std::string>().find("QUARRY_TEST_UNSET_VARIABLE")
-        != std::string::npos);
+  CHECK(j["msg"].get<std::string>().find("QUARRY_TEST_UNSET_VARIABLE") != std::string::npos);
   CHECK(j.contains("time"));
 }

@@ -100,27 +100,26 @@ struct cluster_fixture : test::research_fixture {
   }
 
   actors::agent_result run_runner(caf::scoped_actor& self, actors::llm_provider_actor here_llm,
-                                  actors::worker_directory_actor dir,
-                                  actors::emitter_actor em) {
+                                  actors::worker_directory_actor dir, actors::emitter_actor em) {
     actors::runner_setup where;
     where.directory = dir;
     where.spawn_timeout = 5s;
     actors::spawn_agent_runner(rt->system(), spec(), here_llm, here_tools, em, prompts,
                                caf::actor_cast<actors::agent_parent_actor>(self), where);
     actors::agent_result out;
-    self->receive(
-      [&](actors::agent_done_atom, actors::agent_result& r) { out = std::move(r); },
-      caf::after(60s) >> [&] { FAIL("the runner never answered"); });
+    self->receive([&](actors::agent_done_atom, actors::agent_result& r) { out = std::move(r); },
+                  caf::after(60s) >> [&] { FAIL("the runner never answered"); });
     return out;
   }
 
   static int64_t calls_of(caf::scoped_actor& self, const actors::llm_provider_actor& llm) {
     int64_t calls = -1;
     self->request(llm, 10s, actors::stats_atom::value)
-      .receive([&](const std::string& text) {
-                 calls = nlohmann::json::parse(text).value("calls_started", int64_t{-1});
-               },
-               [&](const caf::error&) {});
+      .receive(
+        [&](const std::string& text) {
+          calls = nlohmann::json::parse(text).value("calls_started", int64_t{-1});
+        },
+        [&](const caf::error&) {});
     return calls;
   }
 };
@@ -156,12 +155,11 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster actors: when the worker's agent host
                                    "runs again here") {
   test::fake_llm_server server;
   // The worker's model never answers.
-  REQUIRE_FALSE(server.script(nlohmann::json::array(
-    {{{"match", nlohmann::json::object()}, {"respond", {{"text", "never"}}},
-      {"stall_after_bytes", 0}}})));
-  auto w = start_worker("openai", {{"base_url", server.base_url_openai()},
-                                   {"api_key", "k"},
-                                   {"model", "m"}});
+  REQUIRE_FALSE(server.script(nlohmann::json::array({{{"match", nlohmann::json::object()},
+                                                      {"respond", {{"text", "never"}}},
+                                                      {"stall_after_bytes", 0}}})));
+  auto w = start_worker("openai",
+                        {{"base_url", server.base_url_openai()}, {"api_key", "k"}, {"model", "m"}});
   auto here_llm = llm("extractive", nlohmann::json::object());
   auto em = emitter();
   caf::scoped_actor self{rt->system()};
@@ -224,16 +222,15 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster actors: the agent host refuses what 
         == "an agent time limit is outside 1 ms to 24 h");
   {
     cluster::spawn_reply out;
-    self->request(w->host, 10s, cluster::spawn_agent_atom::value, cluster::protocol_version,
-                  spec(), cluster::agent_parent_actor{}, sink)
-      .receive([&](cluster::spawn_reply& rr) { out = std::move(rr); },
-               [&](const caf::error&) {});
+    self
+      ->request(w->host, 10s, cluster::spawn_agent_atom::value, cluster::protocol_version, spec(),
+                cluster::agent_parent_actor{}, sink)
+      .receive([&](cluster::spawn_reply& rr) { out = std::move(rr); }, [&](const caf::error&) {});
     CHECK(out.refusal == "the request names no parent or no packet sink");
   }
   cluster::worker_status st;
   self->request(w->host, 10s, cluster::worker_status_atom::value)
-    .receive([&](cluster::worker_status& x) { st = std::move(x); },
-             [&](const caf::error&) {});
+    .receive([&](cluster::worker_status& x) { st = std::move(x); }, [&](const caf::error&) {});
   CHECK(st.name == "worker-under-test");
   CHECK(st.capacity == 1);
   CHECK(st.running == 0);
@@ -298,9 +295,8 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster actors: what a lost attempt's agent 
     rules.push_back(r);
   }
   REQUIRE_FALSE(server.script(rules));
-  auto here_llm = llm("openai", {{"base_url", server.base_url_openai()},
-                                 {"api_key", "k"},
-                                 {"model", "m"}});
+  auto here_llm = llm("openai",
+                      {{"base_url", server.base_url_openai()}, {"api_key", "k"}, {"model", "m"}});
   auto em = emitter();
   caf::scoped_actor self{rt->system()};
   auto dir = directory(*port);

@@ -45,8 +45,8 @@ packets_by_placement(const std::vector<nlohmann::json>& packets) {
   std::map<std::string, std::vector<std::string>> out;
   for (const auto& p : packets) {
     auto obj = p["obj"];
-    for (const char* timing : {"elapsed_seconds", "duration_ms", "cost_usd",
-                               "pre_answer_processing_seconds"})
+    for (const char* timing :
+         {"elapsed_seconds", "duration_ms", "cost_usd", "pre_answer_processing_seconds"})
       obj.erase(timing);
     out[p["placement"].dump()].push_back(obj.dump());
   }
@@ -82,8 +82,7 @@ struct cluster_fixture {
 
   /// `quarry research --no-clarify --no-store ARGS` against `server`.
   process_result research(const fake_llm_server& server, std::vector<std::string> args) {
-    std::vector<std::string> all{"--log-level", "info", "research", "--no-clarify",
-                                 "--no-store"};
+    std::vector<std::string> all{"--log-level", "info", "research", "--no-clarify", "--no-store"};
     all.insert(all.end(), args.begin(), args.end());
     return quarry(std::move(all), llm_env(server));
   }
@@ -91,12 +90,10 @@ struct cluster_fixture {
   /// The same in the background.
   std::unique_ptr<child_process> start_research(const fake_llm_server& server,
                                                 std::vector<std::string> args) {
-    std::vector<std::string> all{"--log-level", "info", "research", "--no-clarify",
-                                 "--no-store"};
+    std::vector<std::string> all{"--log-level", "info", "research", "--no-clarify", "--no-store"};
     all.insert(all.end(), args.begin(), args.end());
     return std::make_unique<child_process>(argv(std::move(all)),
-                                           isolated_quarry_options(home.path(),
-                                                                   llm_env(server)));
+                                           isolated_quarry_options(home.path(), llm_env(server)));
   }
 
   /// Starts `quarry worker --listen 127.0.0.1:0` with its own home folder
@@ -182,8 +179,8 @@ struct cluster_fixture {
       openssl({"req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=" + name, "-keyout",
                dir + "/" + name + ".key", "-out", dir + "/" + name + ".csr"});
       openssl({"x509", "-req", "-days", "2", "-in", dir + "/" + name + ".csr", "-CA",
-               dir + "/" + by + ".pem", "-CAkey", dir + "/" + by + ".key",
-               "-CAcreateserial", "-out", dir + "/" + name + ".pem"});
+               dir + "/" + by + ".pem", "-CAkey", dir + "/" + by + ".key", "-CAcreateserial",
+               "-out", dir + "/" + name + ".pem"});
     };
     ca("cluster-ca");
     ca("other-ca");

@@ -98,9 +98,8 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: agents placed on two workers give t
   REQUIRE_FALSE(fresh.script(two_agent_script()));
   auto a = start_worker(fresh, "a");
   auto b = start_worker(fresh, "b");
-  auto remote = research(fresh, {"--json", "--out", home.file("remote.md"),
-                                  "--set", workers_setting({a->address, b->address}),
-                                  question});
+  auto remote = research(fresh, {"--json", "--out", home.file("remote.md"), "--set",
+                                 workers_setting({a->address, b->address}), question});
   CAPTURE(remote.err);
   REQUIRE(remote.exit_code == 0);
   // Each worker ran one of the two agents (the fewest outstanding first).
@@ -142,9 +141,9 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a worker killed with SIGKILL mid-ta
   REQUIRE_FALSE(server.script(rules));
   auto a = start_worker(server, "a");
   auto b = start_worker(server, "b");
-  auto session = start_research(server, {"--json", "--set",
-                                         workers_setting({a->address, b->address}),
-                                         "How do heat pumps cope with cold weather?"});
+  auto session = start_research(server,
+                                {"--json", "--set", workers_setting({a->address, b->address}),
+                                 "How do heat pumps cope with cold weather?"});
   REQUIRE(wait_for_requests(server, agent_marker, 1));
   // The agent is on worker a (first on a tie); kill it.
   REQUIRE(a->process->wait_for_err("worker: agent ", 10s));
@@ -181,21 +180,20 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a worker stopped with SIGSTOP is lo
   // stopped, taken as lost and resumed); the final report takes a while, so
   // the session still runs when the late answers come.
   auto rules = parallel_agents_script(1);
-  rules.insert(rules.begin(), json{{"match", {{"system_contains", agent_marker}, {"times", 1}}},
-                                   {"latency_ms", 4000},
-                                   {"respond", calls({{"internal_search",
-                                                       {{"queries", {"late answer"}}}}})}});
+  rules.insert(rules.begin(),
+               json{{"match", {{"system_contains", agent_marker}, {"times", 1}}},
+                    {"latency_ms", 4000},
+                    {"respond", calls({{"internal_search", {{"queries", {"late answer"}}}}})}});
   for (auto& r : rules)
     if (r["match"]["system_contains"] == final_marker)
       r["latency_ms"] = 5000;
   REQUIRE_FALSE(server.script(rules));
   auto a = start_worker(server, "a");
   auto b = start_worker(server, "b");
-  auto session = start_research(server, {"--json", "--set",
-                                         workers_setting({a->address, b->address}),
-                                         "--set", "cluster.heartbeat=200ms", "--set",
-                                         "cluster.heartbeat_timeout=1500ms",
-                                         "How do heat pumps cope with cold weather?"});
+  auto session = start_research(
+    server, {"--json", "--set", workers_setting({a->address, b->address}), "--set",
+             "cluster.heartbeat=200ms", "--set", "cluster.heartbeat_timeout=1500ms",
+             "How do heat pumps cope with cold weather?"});
   REQUIRE(wait_for_requests(server, agent_marker, 1));
   REQUIRE(a->process->wait_for_err("worker: agent ", 10s));
   a->process->signal(SIGSTOP);
@@ -243,8 +241,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a worker that lacks one of the sess
                                "How do heat pumps cope with cold weather?"});
   CAPTURE(res.err);
   REQUIRE(res.exit_code == 0);
-  CHECK(res.err.find("worker " + a->address + " lacks tool(s) web_search")
-        != std::string::npos);
+  CHECK(res.err.find("worker " + a->address + " lacks tool(s) web_search") != std::string::npos);
   CHECK(count_of(a->process->err(), "worker: agent ") == 0);
   CHECK(lines(res.out).back()["obj"]["type"] == "stop");
 }
@@ -272,8 +269,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: mutual TLS between a session and a 
   auto q = "How do heat pumps cope with cold weather?";
 
   auto good = research(server, concat({"--json", "--set", workers_setting({a->address})},
-                                      tls_settings(pki.client_cert, pki.client_key, pki.ca),
-                                      {q}));
+                                      tls_settings(pki.client_cert, pki.client_key, pki.ca), {q}));
   CAPTURE(good.err);
   REQUIRE(good.exit_code == 0);
   CHECK(good.err.find("runs on worker " + a->address) != std::string::npos);
@@ -289,10 +285,9 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: mutual TLS between a session and a 
   // A certificate of another CA (which this session trusts): the worker
   // refuses it, and the session refuses the worker's.
   REQUIRE_FALSE(server.script(parallel_agents_script(1)));
-  auto foreign = research(server,
-                          concat({"--json", "--set", workers_setting({a->address})},
-                                 tls_settings(pki.foreign_cert, pki.foreign_key, pki.foreign_ca),
-                                 {q}));
+  auto foreign = research(
+    server, concat({"--json", "--set", workers_setting({a->address})},
+                   tls_settings(pki.foreign_cert, pki.foreign_key, pki.foreign_ca), {q}));
   CAPTURE(foreign.err);
   REQUIRE(foreign.exit_code == 0);
   CHECK(foreign.err.find("worker " + a->address + " cannot be used") != std::string::npos);
@@ -305,12 +300,11 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: missing or mismatched certificates,
                                    "before anything starts") {
   auto pki = make_pki();
   auto missing = quarry(concat({"worker", "--listen", "127.0.0.1:0"},
-                               tls_settings(home.file("nope.pem"), pki.node_key, pki.ca),
-                               {}));
+                               tls_settings(home.file("nope.pem"), pki.node_key, pki.ca), {}));
   CHECK(missing.exit_code == 2);
   CHECK(missing.err.find("cluster.tls.cert: no such file") != std::string::npos);
-  auto half = quarry({"worker", "--listen", "127.0.0.1:0", "--set",
-                      "cluster.tls.cert=" + pki.node_cert});
+  auto half = quarry(
+    {"worker", "--listen", "127.0.0.1:0", "--set", "cluster.tls.cert=" + pki.node_cert});
   CHECK(half.exit_code == 2);
   CHECK(half.err.find("cluster.tls.key: mutual TLS needs") != std::string::npos);
   auto mismatched = quarry(concat({"worker", "--listen", "127.0.0.1:0"},
@@ -328,8 +322,8 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: missing or mismatched certificates,
   CHECK(dir.err.find("cluster.tls.ca: not a regular file") != std::string::npos);
   auto fifo = home.file("key.fifo");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  auto piped = quarry(concat({"worker", "--listen", "127.0.0.1:0"},
-                             tls_settings(pki.node_cert, fifo, pki.ca), {}));
+  auto piped = quarry(
+    concat({"worker", "--listen", "127.0.0.1:0"}, tls_settings(pki.node_cert, fifo, pki.ca), {}));
   CHECK(piped.exit_code == 2);
   CHECK(piped.err.find("cluster.tls.key: not a regular file") != std::string::npos);
   auto open = quarry({"worker", "--listen", "0.0.0.0:0"});
@@ -340,8 +334,8 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: missing or mismatched certificates,
   CHECK(no_listen.err.find("--listen HOST:PORT") != std::string::npos);
   auto bad_listen = quarry({"worker", "--listen", "nowhere"});
   CHECK(bad_listen.exit_code == 2);
-  auto bad_worker = quarry({"research", "--no-clarify", "--set",
-                            "cluster.workers=[127.0.0.1:0, nowhere]", "q?"});
+  auto bad_worker = quarry(
+    {"research", "--no-clarify", "--set", "cluster.workers=[127.0.0.1:0, nowhere]", "q?"});
   CHECK(bad_worker.exit_code == 2);
   CHECK(bad_worker.err.find("cluster.workers: not HOST:PORT") != std::string::npos);
 }
@@ -366,8 +360,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a foreign CAF program spawns an age
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
   auto connect = [&] {
-    auto host = sys.middleman().remote_actor<quarry::cluster::agent_host_actor>("127.0.0.1",
-                                                                                port);
+    auto host = sys.middleman().remote_actor<quarry::cluster::agent_host_actor>("127.0.0.1", port);
     REQUIRE_MESSAGE(host, sys.render(host.error()));
     return *host;
   };
@@ -388,10 +381,9 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a foreign CAF program spawns an age
   CHECK(std::find(s->tools.begin(), s->tools.end(), "internal_search") != s->tools.end());
 
   // The agent's packets and result come to this program.
-  using collector_actor
-    = caf::typed_actor<caf::reacts_to<quarry::cluster::packet_atom, quarry::cluster::packet_msg>,
-                       caf::reacts_to<quarry::cluster::agent_done_atom,
-                                      quarry::cluster::agent_result>>;
+  using collector_actor = caf::typed_actor<
+    caf::reacts_to<quarry::cluster::packet_atom, quarry::cluster::packet_msg>,
+    caf::reacts_to<quarry::cluster::agent_done_atom, quarry::cluster::agent_result>>;
   std::mutex mtx;
   std::vector<std::string> types;
   std::promise<quarry::cluster::agent_result> done;
@@ -412,10 +404,10 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a foreign CAF program spawns an age
   spec.tools = {"internal_search"};
   spec.current_datetime = "2026-11-26";
   quarry::cluster::spawn_reply reply;
-  self->request(host, 10s, quarry::cluster::spawn_agent_atom::value,
-                quarry::cluster::protocol_version, spec,
-                quarry::cluster::agent_parent_actor{collector},
-                quarry::cluster::packet_sink_actor{collector})
+  self
+    ->request(
+      host, 10s, quarry::cluster::spawn_agent_atom::value, quarry::cluster::protocol_version, spec,
+      quarry::cluster::agent_parent_actor{collector}, quarry::cluster::packet_sink_actor{collector})
     .receive([&](quarry::cluster::spawn_reply& r) { reply = std::move(r); },
              [&](const caf::error& e) { FAIL(sys.render(e)); });
   INFO(reply.refusal);
@@ -436,14 +428,16 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a foreign CAF program spawns an age
   // Refusals come with their reason.
   auto refused = [&](int32_t protocol, quarry::cluster::agent_spec x) {
     std::string why;
-    self->request(host, 10s, quarry::cluster::spawn_agent_atom::value, protocol, x,
-                  quarry::cluster::agent_parent_actor{collector},
-                  quarry::cluster::packet_sink_actor{collector})
-      .receive([&](quarry::cluster::spawn_reply& rr) {
-                 CHECK_FALSE(rr.agent);
-                 why = rr.refusal;
-               },
-               [&](const caf::error& e) { FAIL(sys.render(e)); });
+    self
+      ->request(host, 10s, quarry::cluster::spawn_agent_atom::value, protocol, x,
+                quarry::cluster::agent_parent_actor{collector},
+                quarry::cluster::packet_sink_actor{collector})
+      .receive(
+        [&](quarry::cluster::spawn_reply& rr) {
+          CHECK_FALSE(rr.agent);
+          why = rr.refusal;
+        },
+        [&](const caf::error& e) { FAIL(sys.render(e)); });
     return why;
   };
   CHECK(refused(99, spec).find("protocol 99") != std::string::npos);
@@ -465,20 +459,18 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a foreign CAF program spawns an age
   // The sender gets an error (not a reply): its own timeout, or CAF's
   // word that the message was not delivered.
   std::string big_error;
-  self->request(host, 3s, quarry::cluster::spawn_agent_atom::value,
-                quarry::cluster::protocol_version, big,
-                quarry::cluster::agent_parent_actor{collector},
-                quarry::cluster::packet_sink_actor{collector})
+  self
+    ->request(host, 3s, quarry::cluster::spawn_agent_atom::value, quarry::cluster::protocol_version,
+              big, quarry::cluster::agent_parent_actor{collector},
+              quarry::cluster::packet_sink_actor{collector})
     .receive([&](quarry::cluster::spawn_reply&) { FAIL("an oversized task was answered"); },
              [&](const caf::error& e) { big_error = sys.render(e); });
   MESSAGE("the sender of an oversized task got: " << big_error);
   CHECK_FALSE(big_error.empty());
-  CHECK(w->process->wait_for_err("dropped a message from another node: a task past 64 KiB",
-                                10s));
+  CHECK(w->process->wait_for_err("dropped a message from another node: a task past 64 KiB", 10s));
   // A message outside the interface is dropped with a log line.
   self->send(caf::actor_cast<caf::actor>(host), std::string{"rm -rf /"});
-  CHECK(w->process->wait_for_err("dropped a message outside the agent host's interface",
-                                10s));
+  CHECK(w->process->wait_for_err("dropped a message outside the agent host's interface", 10s));
   // Raw garbage on the worker's port.
   {
     auto garbage = test::run_process(
@@ -515,8 +507,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: examples/cluster_client, built out 
   REQUIRE(std::filesystem::exists(stage + "/include/quarry/cluster/messages.hpp"));
   // The node interfaces include CAF, the SDK, themselves and the standard
   // library, nothing else of Quarry.
-  for (const auto& entry :
-       std::filesystem::directory_iterator(stage + "/include/quarry/cluster")) {
+  for (const auto& entry : std::filesystem::directory_iterator(stage + "/include/quarry/cluster")) {
     std::istringstream in{test::read_file(entry.path().string())};
     for (std::string line; std::getline(in, line);) {
       if (line.rfind("#include \"", 0) != 0)
@@ -529,8 +520,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: examples/cluster_client, built out 
   }
   auto configure = run({QUARRY_CMAKE_COMMAND, "-S",
                         std::string{QUARRY_SOURCE_DIR} + "/examples/cluster_client", "-B", build,
-                        "-DCMAKE_PREFIX_PATH=" + stage,
-                        "-DCMAKE_CXX_COMPILER=" QUARRY_CXX_COMPILER,
+                        "-DCMAKE_PREFIX_PATH=" + stage, "-DCMAKE_CXX_COMPILER=" QUARRY_CXX_COMPILER,
                         "-DCMAKE_BUILD_TYPE=Release"});
   INFO(configure.out, configure.err);
   REQUIRE(configure.exit_code == 0);
@@ -542,10 +532,9 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: examples/cluster_client, built out 
 
   test::fake_llm_server server;
   REQUIRE_FALSE(server.script(parallel_agents_script(1)));
-  test::child_process serve{argv({"serve", "--listen", "127.0.0.1:0", "--set",
-                                  "cluster.listen=127.0.0.1:0"}),
-                            test::isolated_quarry_options(home.path() + "/serve",
-                                                          llm_env(server))};
+  test::child_process serve{
+    argv({"serve", "--listen", "127.0.0.1:0", "--set", "cluster.listen=127.0.0.1:0"}),
+    test::isolated_quarry_options(home.path() + "/serve", llm_env(server))};
   REQUIRE(serve.wait_for_err("research service for CAF programs on ", 90s));
   auto err = serve.err();
   auto at = err.find("research service for CAF programs on ") + 37;
@@ -559,7 +548,8 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: examples/cluster_client, built out 
   CHECK(research.err.find("session q") != std::string::npos);
   // The session is an ordinary stored one.
   auto id = research.err.substr(research.err.find("session q") + 8, 17);
-  auto shown = quarry({"--set", "store.path=" + home.path() + "/serve/.local/share/quarry/quarry.db",
+  auto shown = quarry({"--set",
+                       "store.path=" + home.path() + "/serve/.local/share/quarry/quarry.db",
                        "sessions", "show", id, "--json"});
   CHECK(shown.exit_code == 0);
   // A refused question comes back as an error, not a crash.
@@ -568,8 +558,8 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: examples/cluster_client, built out 
   CHECK(empty.err.find("the question is empty") != std::string::npos);
 
   auto w = start_worker(server, "w");
-  auto agent = run({client, "--worker", w->address, "--timeout", "120",
-                    "How do heat pumps defrost?"});
+  auto agent = run(
+    {client, "--worker", w->address, "--timeout", "120", "How do heat pumps defrost?"});
   INFO(agent.err);
   CHECK(agent.exit_code == 0);
   CHECK(agent.out.find("research_agent_start") != std::string::npos);
@@ -593,8 +583,8 @@ namespace {
 class service_client {
 public:
   explicit service_client(uint16_t port) : sys_(configure(cfg_)) {
-    auto svc = sys_.middleman().remote_actor<quarry::cluster::research_service_actor>(
-      "127.0.0.1", port);
+    auto svc = sys_.middleman().remote_actor<quarry::cluster::research_service_actor>("127.0.0.1",
+                                                                                      port);
     REQUIRE_MESSAGE(svc, sys_.render(svc.error()));
     svc_ = *svc;
   }
@@ -671,13 +661,11 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: quarry serve uses a worker that is 
   test::fake_llm_server server;
   REQUIRE_FALSE(server.script(parallel_agents_script(1)));
   auto w = start_worker(server, "w");
-  test::child_process serve{argv({"--log-level", "info", "serve", "--listen", "127.0.0.1:0",
-                                  "--set", "cluster.listen=127.0.0.1:0", "--set",
-                                  workers_setting({w->address}), "--set",
-                                  "cluster.heartbeat=200ms", "--set",
-                                  "cluster.heartbeat_timeout=1s"}),
-                            test::isolated_quarry_options(home.path() + "/serve",
-                                                          llm_env(server))};
+  test::child_process serve{
+    argv({"--log-level", "info", "serve", "--listen", "127.0.0.1:0", "--set",
+          "cluster.listen=127.0.0.1:0", "--set", workers_setting({w->address}), "--set",
+          "cluster.heartbeat=200ms", "--set", "cluster.heartbeat_timeout=1s"}),
+    test::isolated_quarry_options(home.path() + "/serve", llm_env(server))};
   auto port = service_port(serve);
 
   auto first = research_via_service(port, "How do heat pumps cope with cold weather?");
@@ -714,12 +702,11 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: a program that waits quietly for a 
   for (auto& r : rules)
     r["latency_ms"] = 1000;
   REQUIRE_FALSE(server.script(rules));
-  test::child_process serve{argv({"--log-level", "info", "serve", "--listen", "127.0.0.1:0",
-                                  "--set", "cluster.listen=127.0.0.1:0", "--set",
-                                  "cluster.heartbeat=200ms", "--set",
-                                  "cluster.heartbeat_timeout=1s"}),
-                            test::isolated_quarry_options(home.path() + "/serve",
-                                                          llm_env(server))};
+  test::child_process serve{
+    argv({"--log-level", "info", "serve", "--listen", "127.0.0.1:0", "--set",
+          "cluster.listen=127.0.0.1:0", "--set", "cluster.heartbeat=200ms", "--set",
+          "cluster.heartbeat_timeout=1s"}),
+    test::isolated_quarry_options(home.path() + "/serve", llm_env(server))};
   auto port = service_port(serve);
   auto t0 = std::chrono::steady_clock::now();
   auto result = research_via_service(port, "How do heat pumps cope with cold weather?");
@@ -738,8 +725,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: the research service refuses bad re
   REQUIRE_FALSE(server.script(parallel_agents_script(1)));
   test::child_process serve{argv({"--log-level", "info", "serve", "--listen", "127.0.0.1:0",
                                   "--set", "cluster.listen=127.0.0.1:0"}),
-                            test::isolated_quarry_options(home.path() + "/serve",
-                                                          llm_env(server))};
+                            test::isolated_quarry_options(home.path() + "/serve", llm_env(server))};
   auto port = service_port(serve);
   // One client (one connection) for every request: see service_client.
   service_client client{port};
@@ -766,8 +752,7 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: the research service refuses bad re
   auto dropped = client.research(req, 10s);
   CHECK(dropped.status == quarry::cluster::session_status::failed);
   CHECK(dropped.failure.rfind("start: ", 0) == 0);
-  CHECK(serve.wait_for_err("dropped a message from another node: a question past 64 KiB",
-                           10s));
+  CHECK(serve.wait_for_err("dropped a message from another node: a question past 64 KiB", 10s));
   // The service goes on, on the same connection.
   req.question = "How do heat pumps cope with cold weather?";
   auto good = client.research(req);

@@ -29,8 +29,7 @@ bool contains(const std::string& text, const std::string& needle) {
 
 size_t count(const std::string& text, const std::string& needle) {
   size_t n = 0;
-  for (auto at = text.find(needle); at != std::string::npos;
-       at = text.find(needle, at + 1))
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
     ++n;
   return n;
 }
@@ -60,8 +59,8 @@ struct files_fixture {
   }
 
   /// `quarry plugins --json` with `folder` first; the row of the echo copy.
-  std::pair<nlohmann::json, test::process_result>
-  echo_row(const std::string& folder, std::vector<std::string> extra = {}) {
+  std::pair<nlohmann::json, test::process_result> echo_row(const std::string& folder,
+                                                           std::vector<std::string> extra = {}) {
     std::vector<std::string> args{"plugins", "--json", "--plugin-dir", folder};
     args.insert(args.end(), extra.begin(), extra.end());
     auto res = quarry(args);
@@ -79,7 +78,9 @@ struct files_fixture {
 
 } // namespace
 
-TEST_CASE_FIXTURE(files_fixture, "a configuration that is not a regular file is refused at once with exit 2, however it is named") {
+TEST_CASE_FIXTURE(
+  files_fixture,
+  "a configuration that is not a regular file is refused at once with exit 2, however it is named") {
   auto fifo = dir.file("fifo.yaml");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   auto folder = dir.file("folder.yaml");
@@ -135,8 +136,9 @@ TEST_CASE_FIXTURE(files_fixture, "a configuration that is not a regular file is 
   auto res = quarry({"config", "show"});
   CHECK_FALSE(res.timed_out);
   CHECK(res.exit_code == 2);
-  CHECK(contains(res.err, default_file + ": cannot read the configuration file: it is a FIFO; "
-                                         "it must be a regular file (or a symbolic link to one)"));
+  CHECK(contains(res.err, default_file
+                            + ": cannot read the configuration file: it is a FIFO; "
+                              "it must be a regular file (or a symbolic link to one)"));
   fs::remove(default_file);
   fs::create_directory(default_file);
   CHECK(quarry({"config", "show"}).exit_code == 2);
@@ -148,17 +150,17 @@ TEST_CASE_FIXTURE(files_fixture, "a configuration that is not a regular file is 
   // A missing --config or QUARRY_CONFIG file is an error.
   auto missing = quarry({"--config", dir.file("missing.yaml"), "config", "show"});
   CHECK(missing.exit_code == 2);
-  CHECK(contains(missing.err, dir.file("missing.yaml")
-                                + ": cannot read the configuration file: no such file"));
+  CHECK(contains(missing.err,
+                 dir.file("missing.yaml") + ": cannot read the configuration file: no such file"));
   CHECK(quarry({"config", "show"}, {{"QUARRY_CONFIG", dir.file("missing.yaml")}}).exit_code == 2);
 }
 
-TEST_CASE_FIXTURE(files_fixture, "quarry llm chat --tools reads a regular file only, never waiting on a FIFO") {
+TEST_CASE_FIXTURE(files_fixture,
+                  "quarry llm chat --tools reads a regular file only, never waiting on a FIFO") {
   auto fifo = dir.file("tools.json");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  std::map<std::string, std::optional<std::string>> env{{"OPENAI_API_KEY", "k"},
-                                                        {"OPENAI_BASE_URL",
-                                                         "http://127.0.0.1:9/v1"}};
+  std::map<std::string, std::optional<std::string>> env{
+    {"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", "http://127.0.0.1:9/v1"}};
   for (const auto& [path, what] : std::vector<std::pair<std::string, std::string>>{
          {fifo, "is a FIFO"}, {dir.path(), "directory"}, {"/dev/zero", "is a character device"}}) {
     INFO(path);
@@ -178,16 +180,18 @@ TEST_CASE_FIXTURE(files_fixture, "a link to a regular configuration works, howev
   auto default_file = home.path() + "/.config/quarry/quarry.yaml";
   fs::create_directories(fs::path{default_file}.parent_path());
   fs::create_symlink(link, default_file);
-  for (const auto& res : {quarry({"--config", link, "config", "show"}),
-                          quarry({"config", "show"}, {{"QUARRY_CONFIG", link}}),
-                          quarry({"config", "show"})}) {
+  for (const auto& res :
+       {quarry({"--config", link, "config", "show"}),
+        quarry({"config", "show"}, {{"QUARRY_CONFIG", link}}), quarry({"config", "show"})}) {
     INFO(res.err);
     CHECK(res.exit_code == 0);
     CHECK(contains(res.out, "level: warn"));
   }
 }
 
-TEST_CASE_FIXTURE(files_fixture, "a configuration that holds a literal secret and that others may read gives one warning") {
+TEST_CASE_FIXTURE(
+  files_fixture,
+  "a configuration that holds a literal secret and that others may read gives one warning") {
   auto text = "llm:\n"
               "  providers:\n"
               "    x:\n"
@@ -199,9 +203,11 @@ TEST_CASE_FIXTURE(files_fixture, "a configuration that holds a literal secret an
   auto res = quarry({"--config", cfg, "config", "show"});
   CHECK(res.exit_code == 0);
   CHECK(count(res.err, "\n") == 1);
-  CHECK(res.err == "quarry: warning: " + cfg
-                     + " holds secrets (llm.providers.x.api_key) and is readable by other "
-                       "users (mode 0644); chmod 600 " + cfg + "\n");
+  CHECK(res.err
+        == "quarry: warning: " + cfg
+             + " holds secrets (llm.providers.x.api_key) and is readable by other "
+               "users (mode 0644); chmod 600 "
+             + cfg + "\n");
   CHECK_FALSE(contains(res.err, "sk-literal-key-123"));
   // The same file, 0600: no warning.
   REQUIRE(::chmod(cfg.c_str(), 0600) == 0);
@@ -223,11 +229,13 @@ TEST_CASE_FIXTURE(files_fixture, "a configuration that holds a literal secret an
   REQUIRE(::chmod(cfg.c_str(), 0640) == 0);
   auto check = quarry({"--config", cfg, "config", "check", "--offline"});
   CHECK(check.exit_code == 0);
-  CHECK(contains(check.out, "warning: " + cfg + " holds secrets (llm.providers.x.api_key) "
-                                                "and is readable by other users (mode 0640)"));
+  CHECK(contains(check.out, "warning: " + cfg
+                              + " holds secrets (llm.providers.x.api_key) "
+                                "and is readable by other users (mode 0640)"));
 }
 
-TEST_CASE_FIXTURE(files_fixture, "quarry plugins refuses plugins that others could change, and says why") {
+TEST_CASE_FIXTURE(files_fixture,
+                  "quarry plugins refuses plugins that others could change, and says why") {
   auto root = dir.path();
   // Safe: loads.
   echo_in(root + "/safe", 0755, 0755);
@@ -288,7 +296,9 @@ TEST_CASE_FIXTURE(files_fixture, "quarry plugins refuses plugins that others cou
   CHECK(contains(configured.err, "configured plugin 'echo' (tools.t, " + cfg + ":2) "));
 }
 
-TEST_CASE_FIXTURE(files_fixture, "plugins.allow_unsafe_permissions loads them with a warning, and quarry plugins shows it") {
+TEST_CASE_FIXTURE(
+  files_fixture,
+  "plugins.allow_unsafe_permissions loads them with a warning, and quarry plugins shows it") {
   auto folder = dir.path() + "/world";
   echo_in(folder, 0777, 0666);
   auto [row, res] = echo_row(folder, {"--set", "plugins.allow_unsafe_permissions=true"});
@@ -304,8 +314,8 @@ TEST_CASE_FIXTURE(files_fixture, "plugins.allow_unsafe_permissions loads them wi
   CHECK(contains(res.err, "quarry: warning: plugins.allow_unsafe_permissions is true: "
                           "plugin files that others could change are loaded"));
   // The table marks the file `unsafe`.
-  auto table = quarry({"plugins", "--plugin-dir", folder, "--set",
-                       "plugins.allow_unsafe_permissions=true"});
+  auto table = quarry(
+    {"plugins", "--plugin-dir", folder, "--set", "plugins.allow_unsafe_permissions=true"});
   CHECK(table.exit_code == 0);
   auto at = table.out.find("\necho ");
   REQUIRE(at != std::string::npos);

@@ -30,10 +30,13 @@ struct window_fixture {
 
   /// The server lists `model` with vLLM's `max_model_len`.
   void vllm_window(const std::string& model, int64_t window) {
-    auto body = nlohmann::json{
-      {"object", "list"},
-      {"data", {{{"id", model}, {"object", "model"}, {"owned_by", "vllm"},
-                 {"max_model_len", window}}}}}.dump();
+    auto body = nlohmann::json{{"object", "list"},
+                               {"data",
+                                {{{"id", model},
+                                  {"object", "model"},
+                                  {"owned_by", "vllm"},
+                                  {"max_model_len", window}}}}}
+                  .dump();
     server.server().route("GET", "/v1/models", [this, body](const test::request&) {
       ++listed;
       return test::response_plan::json(200, body);
@@ -61,17 +64,17 @@ struct window_fixture {
 nlohmann::json one_agent_rules() {
   auto rules = nlohmann::json::array();
   rules.push_back(rule(plan_marker, {{"text", "1. Defrost"}}));
-  rules.push_back({{"match", {{"system_contains", orchestrator_marker},
-                              {"message_contains", "\"tool\""}}},
-                   {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
-  rules.push_back(rule(orchestrator_marker,
-                       calls({{"research_agent", {{"task", "Explain defrost cycles."}}}})));
-  rules.push_back({{"match", {{"system_contains", agent_marker},
-                              {"message_contains", "\"document\""}}},
-                   {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
+  rules.push_back(
+    {{"match", {{"system_contains", orchestrator_marker}, {"message_contains", "\"tool\""}}},
+     {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"research_agent", {{"task", "Explain defrost cycles."}}}})));
+  rules.push_back(
+    {{"match", {{"system_contains", agent_marker}, {"message_contains", "\"document\""}}},
+     {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
   rules.push_back(rule(agent_marker, calls({{"internal_search", {{"queries", {"defrost"}}}}})));
-  rules.push_back(rule(agent_report_marker,
-                       {{"text", "Defrost cycles reverse the refrigerant flow [1]."}}));
+  rules.push_back(
+    rule(agent_report_marker, {{"text", "Defrost cycles reverse the refrigerant flow [1]."}}));
   rules.push_back(rule(final_marker, {{"text", "Defrosting reverses the cycle [1]."}}));
   return rules;
 }
@@ -164,7 +167,8 @@ TEST_CASE_FIXTURE(window_fixture, "context window: Ollama's num_ctx below the mi
   SUBCASE("no num_ctx, not loaded") {
     server.server().route("POST", "/api/show", [](const test::request&) {
       return test::response_plan::json(
-        200, R"({"parameters": "temperature 0.6", "model_info": {"general.architecture": "qwen3", "qwen3.context_length": 40960}})");
+        200,
+        R"({"parameters": "temperature 0.6", "model_info": {"general.architecture": "qwen3", "qwen3.context_length": 40960}})");
     });
     server.server().route("GET", "/api/ps", [](const test::request&) {
       return test::response_plan::json(200, R"({"models": []})");
@@ -182,13 +186,14 @@ TEST_CASE_FIXTURE(window_fixture, "context window: Ollama's num_ctx below the mi
 TEST_CASE_FIXTURE(window_fixture, "context window: quarry serve answers a research start "
                                   "with an error naming the window") {
   vllm_window("qwen2.5-32b", 32768);
-  test::serve::server_process srv{
-    home, {}, {{"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", server.base_url_openai()},
-               {"OPENAI_MODEL", "qwen2.5-32b"}}};
-  auto r = test::serve::call("POST", srv.url("/v1/research"),
-                             nlohmann::json{{"question", "How loud is a heat pump?"},
-                                            {"clarify", false}}
-                               .dump());
+  test::serve::server_process srv{home,
+                                  {},
+                                  {{"OPENAI_API_KEY", "k"},
+                                   {"OPENAI_BASE_URL", server.base_url_openai()},
+                                   {"OPENAI_MODEL", "qwen2.5-32b"}}};
+  auto r = test::serve::call(
+    "POST", srv.url("/v1/research"),
+    nlohmann::json{{"question", "How loud is a heat pump?"}, {"clarify", false}}.dump());
   CAPTURE(r.body);
   CHECK(r.status == 503);
   auto message = r.as_json()["error"]["message"].get<std::string>();

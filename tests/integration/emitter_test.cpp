@@ -40,13 +40,11 @@ TEST_CASE("emitter numbers packets, fans them out and replays them") {
   auto& sys = rt.system();
   auto em = actors::spawn_emitter(sys, "session-7");
   auto early = std::make_shared<collected>();
-  caf::anon_send(em, actors::subscribe_atom::value, collector(sys, early),
-                 uint64_t{0});
+  caf::anon_send(em, actors::subscribe_atom::value, collector(sys, early), uint64_t{0});
   caf::scoped_actor self{sys};
   for (int i = 0; i < 50; ++i)
     self->send(em, actors::packet_atom::value,
-               actors::make_packet({1, i % 3, i % 2 == 0 ? std::optional<int>{i}
-                                                         : std::nullopt},
+               actors::make_packet({1, i % 3, i % 2 == 0 ? std::optional<int>{i} : std::nullopt},
                                    core::packets::message_delta(std::to_string(i))));
   auto bad = actors::make_packet({0, 0, std::nullopt}, {});
   bad.obj = "not json";
@@ -56,8 +54,7 @@ TEST_CASE("emitter numbers packets, fans them out and replays them") {
   self->send(em, actors::subscribe_atom::value, collector(sys, late), uint64_t{45});
   uint64_t count = 0;
   self->request(em, std::chrono::seconds{10}, actors::stop_atom::value)
-    .receive([&](uint64_t n) { count = n; },
-             [&](const caf::error& e) { FAIL(caf::to_string(e)); });
+    .receive([&](uint64_t n) { count = n; }, [&](const caf::error& e) { FAIL(caf::to_string(e)); });
   CHECK(count == 51);
   auto f1 = early->ended.get_future();
   auto f2 = late->ended.get_future();

@@ -34,30 +34,25 @@ TEST_CASE("example plugin builds out of tree against the installed SDK and runs"
   auto build = tmp.file("example-build");
 
   // 1. Stage the SDK exactly as `cmake --install` would install it.
-  auto install = run({QUARRY_CMAKE_COMMAND, "--install", QUARRY_BINARY_DIR,
-                      "--prefix", stage, "--component", "sdk"});
+  auto install = run({QUARRY_CMAKE_COMMAND, "--install", QUARRY_BINARY_DIR, "--prefix", stage,
+                      "--component", "sdk"});
   INFO(install.out, install.err);
   REQUIRE(install.exit_code == 0);
   CHECK(std::filesystem::exists(stage + "/include/quarry/sdk/plugin.hpp"));
   // No CAF and no Boost in the installed headers.
-  for (const auto& entry :
-       std::filesystem::recursive_directory_iterator(stage + "/include")) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(stage + "/include")) {
     if (!entry.is_regular_file())
       continue;
     auto text = test::read_file(entry.path().string());
-    CHECK_MESSAGE(text.find("#include <caf/") == std::string::npos,
-                  entry.path().string());
-    CHECK_MESSAGE(text.find("#include <boost/") == std::string::npos,
-                  entry.path().string());
+    CHECK_MESSAGE(text.find("#include <caf/") == std::string::npos, entry.path().string());
+    CHECK_MESSAGE(text.find("#include <boost/") == std::string::npos, entry.path().string());
   }
 
   // 2. Configure and build the example with nothing but the staged prefix.
   auto configure = run({QUARRY_CMAKE_COMMAND, "-S",
-                        std::string{QUARRY_SOURCE_DIR}
-                          + "/examples/custom_search_plugin",
-                        "-B", build, "-DCMAKE_PREFIX_PATH=" + stage,
-                        "-DCMAKE_CXX_COMPILER=" QUARRY_CXX_COMPILER,
-                        "-DCMAKE_BUILD_TYPE=Release"});
+                        std::string{QUARRY_SOURCE_DIR} + "/examples/custom_search_plugin", "-B",
+                        build, "-DCMAKE_PREFIX_PATH=" + stage,
+                        "-DCMAKE_CXX_COMPILER=" QUARRY_CXX_COMPILER, "-DCMAKE_BUILD_TYPE=Release"});
   INFO(configure.out, configure.err);
   REQUIRE(configure.exit_code == 0);
   auto compile = run({QUARRY_CMAKE_COMMAND, "--build", build});
@@ -101,9 +96,7 @@ TEST_CASE("example plugin builds out of tree against the installed SDK and runs"
          {"title", "About " + q},
          {"content", "Snippet on " + q},
          {"publishedDate", "2024-05-01T00:00:00"}},
-        {{"url", "https://example.org/shared"},
-         {"title", "Shared"},
-         {"content", "in both"}}}}};
+        {{"url", "https://example.org/shared"}, {"title", "Shared"}, {"content", "in both"}}}}};
     return test::response_plan::json(200, body.dump());
   });
   // 4a. `config check` treats it as the web search it says it is: one search
@@ -141,23 +134,20 @@ TEST_CASE("example plugin builds out of tree against the installed SDK and runs"
   CHECK(std::get<std::string>(bad).find("'endpoint' must be an http or https URL")
         != std::string::npos);
   auto made = registry.make_tool("example_search",
-                                 {{"endpoint", server.url("/search")},
-                                  {"max_results", 5}});
+                                 {{"endpoint", server.url("/search")}, {"max_results", 5}});
   REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
   auto tool = std::get<std::shared_ptr<sdk::tool>>(made);
   CHECK(tool->name() == "custom_search");
   std::condition_variable cv;
   std::optional<sdk::tool_result> result;
-  tool->run({{"queries", {"caf actors", "boost dll"}}},
-            [&](sdk::tool_result r) {
-              std::lock_guard<std::mutex> guard{mtx};
-              result = std::move(r);
-              cv.notify_all();
-            });
+  tool->run({{"queries", {"caf actors", "boost dll"}}}, [&](sdk::tool_result r) {
+    std::lock_guard<std::mutex> guard{mtx};
+    result = std::move(r);
+    cv.notify_all();
+  });
   {
     std::unique_lock<std::mutex> guard{mtx};
-    REQUIRE(cv.wait_for(guard, std::chrono::seconds{20},
-                        [&] { return result.has_value(); }));
+    REQUIRE(cv.wait_for(guard, std::chrono::seconds{20}, [&] { return result.has_value(); }));
   }
   CHECK_FALSE(result->failure.has_value());
   // Two distinct pages plus the shared one, de-duplicated.

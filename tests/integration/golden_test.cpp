@@ -95,8 +95,8 @@ struct golden_fixture {
                   + (sub < 0 ? std::string{"-"} : std::to_string(sub)) + " " + type;
       // A delta holds one text field: its piece.
       std::string piece;
-      if (obj.size() == 1 && obj.begin().value().is_string()
-          && type.size() > 6 && type.compare(type.size() - 6, 6, "_delta") == 0)
+      if (obj.size() == 1 && obj.begin().value().is_string() && type.size() > 6
+          && type.compare(type.size() - 6, 6, "_delta") == 0)
         piece = nlohmann::json(obj.begin().key() + "=" + obj.begin().value().get<std::string>())
                   .dump();
       lines.push_back({{turn, tab, sub}, lines.size(), head, std::move(piece), obj.dump()});
@@ -135,11 +135,10 @@ struct golden_fixture {
   /// Runs `quarry research --json --out FILE args...` and returns its
   /// transcript.
   std::string transcript(std::vector<std::string> args,
-                         std::vector<std::pair<std::string, std::optional<std::string>>> env
-                         = {}) {
+                         std::vector<std::pair<std::string, std::optional<std::string>>> env = {}) {
     auto report = home.file("report.md");
-    std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR, "research",
-                                  "--json", "--out", report};
+    std::vector<std::string> argv{
+      QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR, "research", "--json", "--out", report};
     argv.insert(argv.end(), args.begin(), args.end());
     auto res = test::run_process(argv, test::isolated_quarry_options(home.path(), env));
     std::string text = "exit: " + std::to_string(res.exit_code) + "\n";
@@ -175,15 +174,14 @@ void check_golden(const std::string& name, const std::string& got) {
     if (!more_a && !more_b)
       break;
     if (la != lb || more_a != more_b) {
-      FAIL_CHECK("tests/golden/" << name << ".txt differs at line " << n << "\n  kept: "
-                                 << (more_a ? la : "(end)") << "\n  now:  "
-                                 << (more_b ? lb : "(end)"));
+      FAIL_CHECK("tests/golden/" << name << ".txt differs at line " << n
+                                 << "\n  kept: " << (more_a ? la : "(end)")
+                                 << "\n  now:  " << (more_b ? lb : "(end)"));
       return;
     }
   }
   FAIL_CHECK("tests/golden/" << name << ".txt differs (line ends)");
 }
-
 
 } // namespace
 
@@ -193,9 +191,9 @@ TEST_CASE_FIXTURE(golden_fixture, "golden: the orchestrator strategy offline") {
 
 TEST_CASE_FIXTURE(golden_fixture, "golden: the reflective strategy offline at medium depth, "
                                   "verified") {
-  check_golden("reflective_offline_medium",
-               transcript({heat_pump_question, "--strategy", "reflective", "--depth", "medium",
-                           "--verify"}));
+  check_golden(
+    "reflective_offline_medium",
+    transcript({heat_pump_question, "--strategy", "reflective", "--depth", "medium", "--verify"}));
 }
 
 TEST_CASE_FIXTURE(golden_fixture, "golden: the reflective strategy offline at light depth") {
@@ -205,9 +203,8 @@ TEST_CASE_FIXTURE(golden_fixture, "golden: the reflective strategy offline at li
 
 TEST_CASE_FIXTURE(golden_fixture, "golden: the reflective strategy's web_search and simple "
                                   "modes offline") {
-  check_golden("reflective_offline_web_search",
-               transcript({heat_pump_question, "--strategy", "reflective", "--mode",
-                           "web_search"}));
+  check_golden("reflective_offline_web_search", transcript({heat_pump_question, "--strategy",
+                                                            "reflective", "--mode", "web_search"}));
   check_golden("reflective_offline_simple",
                transcript({heat_pump_question, "--strategy", "reflective", "--mode", "simple"}));
 }
@@ -220,8 +217,7 @@ TEST_CASE_FIXTURE(golden_fixture, "golden: two parallel agents, a think call and
     r["respond"]["reasoning"] = "Thinking about the next step.";
   REQUIRE_FALSE(server.script(rules));
   check_golden("orchestrator_scripted_reasoning",
-               transcript({"How do heat pumps cope with cold weather?", "--no-clarify",
-                           "--verify"},
+               transcript({"How do heat pumps cope with cold weather?", "--no-clarify", "--verify"},
                           openai_at(server)));
 }
 
@@ -235,9 +231,9 @@ TEST_CASE_FIXTURE(golden_fixture, "golden: clarifying questions") {
 
 TEST_CASE_FIXTURE(golden_fixture, "golden: an orchestrator that calls no tool twice fails") {
   test::fake_llm_server server;
-  REQUIRE_FALSE(server.script(nlohmann::json::array(
-    {rule(plan_marker, {{"text", "1. One step"}}),
-     rule(orchestrator_marker, {{"text", "I would research this."}})})));
+  REQUIRE_FALSE(server.script(
+    nlohmann::json::array({rule(plan_marker, {{"text", "1. One step"}}),
+                           rule(orchestrator_marker, {{"text", "I would research this."}})})));
   check_golden("orchestrator_scripted_no_tool",
                transcript({"How do heat pumps cope with cold weather?", "--no-clarify"},
                           openai_at(server)));
@@ -250,7 +246,8 @@ TEST_CASE_FIXTURE(golden_fixture, "golden: a final report the model cannot write
   rules.push_back(rule(plan_marker, {{"text", "1. Defrost"}}));
   for (auto& r : one_agent_round())
     rules.push_back(r);
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   rules.push_back(rule(final_marker, {{"text", " "}}));
   REQUIRE_FALSE(server.script(rules));
   check_golden("orchestrator_scripted_fallback",
@@ -261,13 +258,12 @@ TEST_CASE_FIXTURE(golden_fixture, "golden: a final report the model cannot write
 TEST_CASE_FIXTURE(golden_fixture, "golden: the reflective strategy scripted at light depth, "
                                   "every answer with reasoning, a repair and a reflection") {
   auto call = [](const std::string& name, const nlohmann::json& args) {
-    return nlohmann::json{
-      {"tool_calls", {{{"name", name}, {"arguments", args.dump()}}}}};
+    return nlohmann::json{{"tool_calls", {{{"name", name}, {"arguments", args.dump()}}}}};
   };
   nlohmann::json steps = nlohmann::json::array();
   for (const char* t : {"Efficiency in the cold", "Defrost cycles"})
-    steps.push_back({{"title", t}, {"description", std::string{t} + " in detail."},
-                     {"needs_search", true}});
+    steps.push_back(
+      {{"title", t}, {"description", std::string{t} + " in detail."}, {"needs_search", true}});
   test::fake_llm_server server;
   auto rules = nlohmann::json::array(
     {rule("You are the coordinator of a research assistant",

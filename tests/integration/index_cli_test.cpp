@@ -31,12 +31,10 @@ struct index_cli_fixture {
   test::temp_dir work;
 
   index_cli_fixture() {
-    work.write("docs/plants.md",
-               "# Plants\n\n## Photosynthesis\n\nChlorophyll absorbs light and "
-               "photosynthesis makes glucose.\n");
-    work.write("docs/notes/rivers.txt",
-               "Rivers carry sediment to the sea; the Nile delta is "
-               "fertile.\n");
+    work.write("docs/plants.md", "# Plants\n\n## Photosynthesis\n\nChlorophyll absorbs light and "
+                                 "photosynthesis makes glucose.\n");
+    work.write("docs/notes/rivers.txt", "Rivers carry sediment to the sea; the Nile delta is "
+                                        "fertile.\n");
     work.write("docs/notes/volcano.html",
                "<html><head><title>Volcanoes</title></head><body><article>"
                "<h1>Volcanoes</h1><p>Basalt lava flows from shield volcanoes "
@@ -76,9 +74,9 @@ struct index_cli_fixture {
   // Runs internal_search on database `db` and returns the parsed --json.
   nlohmann::json search(const std::string& db, const std::string& query) {
     auto args = nlohmann::json{{"queries", {query}}}.dump();
-    auto res = quarry({"--set", "tools.internal_search.plugin=local_corpus",
-                       "--set", "tools.internal_search.db=" + db, "tool",
-                       "run", "internal_search", args, "--json"});
+    auto res = quarry({"--set", "tools.internal_search.plugin=local_corpus", "--set",
+                       "tools.internal_search.db=" + db, "tool", "run", "internal_search", args,
+                       "--json"});
     CAPTURE(res.err);
     REQUIRE(res.exit_code == 0);
     return nlohmann::json::parse(res.out);
@@ -105,14 +103,12 @@ struct index_cli_fixture {
 // Moves the file's modification time (coarse file system timestamps would
 // otherwise hide a quick rewrite).
 void shift_mtime(const std::string& path, int seconds) {
-  fs::last_write_time(path,
-                      fs::last_write_time(path) + std::chrono::seconds{seconds});
+  fs::last_write_time(path, fs::last_write_time(path) + std::chrono::seconds{seconds});
 }
 
 } // namespace
 
-TEST_CASE_FIXTURE(index_cli_fixture,
-                  "index builds, updates and serves internal_search") {
+TEST_CASE_FIXTURE(index_cli_fixture, "index builds, updates and serves internal_search") {
   auto db = work.file("out/corpus.db");
   auto first = index({work.file("docs"), "--db", db});
   CHECK(first["database"] == db);
@@ -131,10 +127,8 @@ TEST_CASE_FIXTURE(index_cli_fixture,
   CHECK(titles(db, "basalt lava") == "Volcanoes");
   auto found = search(db, "isobutane");
   REQUIRE(found["documents"].size() == 1);
-  CHECK(found["documents"][0]["url"]
-        == "file://" + path_of("docs/reports/geothermal.pdf"));
-  CHECK(found["llm_text"].get<std::string>().find("Binary cycle plants")
-        != std::string::npos);
+  CHECK(found["documents"][0]["url"] == "file://" + path_of("docs/reports/geothermal.pdf"));
+  CHECK(found["llm_text"].get<std::string>().find("Binary cycle plants") != std::string::npos);
   // Nothing changed.
   auto second = index({work.file("docs"), "--db", db});
   CHECK(second["added"] == 0);
@@ -173,16 +167,13 @@ TEST_CASE_FIXTURE(index_cli_fixture, "index reports unreadable files as notes") 
   auto j = nlohmann::json::parse(res.out);
   CHECK(j["added"] == 4);
   REQUIRE(j["notes"].size() == 1);
-  CHECK(j["notes"][0].get<std::string>().find("broken.pdf")
-        != std::string::npos);
-  CHECK(res.err.find("note: skipped " + path_of("docs/broken.pdf"))
-        != std::string::npos);
+  CHECK(j["notes"][0].get<std::string>().find("broken.pdf") != std::string::npos);
+  CHECK(res.err.find("note: skipped " + path_of("docs/broken.pdf")) != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(index_cli_fixture, "index refuses a missing path") {
   auto db = work.file("corpus.db");
-  auto res = quarry({"index", work.file("docs"), work.file("nope"), "--db",
-                     db});
+  auto res = quarry({"index", work.file("docs"), work.file("nope"), "--db", db});
   CHECK(res.exit_code == 2);
   CHECK(res.err.find("no such file or folder") != std::string::npos);
   CHECK(res.err.find(work.file("nope")) != std::string::npos);
@@ -190,8 +181,7 @@ TEST_CASE_FIXTURE(index_cli_fixture, "index refuses a missing path") {
   CHECK_FALSE(fs::exists(db));
 }
 
-TEST_CASE_FIXTURE(index_cli_fixture,
-                  "index leaves a database it does not own untouched") {
+TEST_CASE_FIXTURE(index_cli_fixture, "index leaves a database it does not own untouched") {
   SUBCASE("not SQLite") {
     std::string bytes = "name,value\nalpha,1\n" + std::string(5000, 'x');
     auto db = work.write("data.csv", bytes);
@@ -212,14 +202,12 @@ TEST_CASE_FIXTURE(index_cli_fixture,
     auto j = nlohmann::json::parse(res.out);
     CHECK(j["database"] == db);
     CHECK(j["error"]["class"] == "bad_request");
-    CHECK(j["error"]["message"].get<std::string>().find("corrupt")
-          != std::string::npos);
+    CHECK(j["error"]["message"].get<std::string>().find("corrupt") != std::string::npos);
     CHECK(test::read_file(db) == bytes);
   }
 }
 
-TEST_CASE_FIXTURE(index_cli_fixture,
-                  "index writes where internal_search reads by default") {
+TEST_CASE_FIXTURE(index_cli_fixture, "index writes where internal_search reads by default") {
   SUBCASE("the per-user data folder") {
     auto j = index({work.file("docs")});
     auto expected = home.file(".local/share/quarry/plugins/local_corpus/"
@@ -227,9 +215,8 @@ TEST_CASE_FIXTURE(index_cli_fixture,
     CHECK(j["database"] == expected);
     CHECK(fs::exists(expected));
     // The tool configured without a db finds the same index.
-    auto res = quarry({"--set", "tools.internal_search.plugin=local_corpus",
-                       "tool", "run", "internal_search",
-                       R"({"queries": ["isobutane"]})", "--json"});
+    auto res = quarry({"--set", "tools.internal_search.plugin=local_corpus", "tool", "run",
+                       "internal_search", R"({"queries": ["isobutane"]})", "--json"});
     CAPTURE(res.err);
     REQUIRE(res.exit_code == 0);
     auto found = nlohmann::json::parse(res.out)["documents"];
@@ -244,9 +231,8 @@ TEST_CASE_FIXTURE(index_cli_fixture,
   }
   SUBCASE("tools.internal_search.db") {
     auto db = work.file("configured/corpus.db");
-    auto j = index({work.file("docs")},
-                   {"--set", "tools.internal_search.plugin=local_corpus",
-                    "--set", "tools.internal_search.db=" + db});
+    auto j = index({work.file("docs")}, {"--set", "tools.internal_search.plugin=local_corpus",
+                                         "--set", "tools.internal_search.db=" + db});
     CHECK(j["database"] == db);
     CHECK(j["added"] == 4);
     CHECK(fs::exists(db));
@@ -256,26 +242,22 @@ TEST_CASE_FIXTURE(index_cli_fixture,
   SUBCASE("--db wins over the configuration") {
     auto db = work.file("explicit.db");
     auto j = index({work.file("docs"), "--db", db},
-                   {"--set", "tools.internal_search.plugin=local_corpus",
-                    "--set",
+                   {"--set", "tools.internal_search.plugin=local_corpus", "--set",
                     "tools.internal_search.db=" + work.file("configured.db")});
     CHECK(j["database"] == db);
     CHECK_FALSE(fs::exists(work.file("configured.db")));
   }
 }
 
-TEST_CASE_FIXTURE(index_cli_fixture,
-                  "index never follows a symbolic link out of the folder, so "
-                  "open_url cannot serve what it leads to") {
-  auto secret = work.write("private/secret.txt",
-                           "The ultraviolet password is hunter2, kept out of "
-                           "every corpus.\n");
+TEST_CASE_FIXTURE(index_cli_fixture, "index never follows a symbolic link out of the folder, so "
+                                     "open_url cannot serve what it leads to") {
+  auto secret = work.write("private/secret.txt", "The ultraviolet password is hunter2, kept out of "
+                                                 "every corpus.\n");
   fs::create_symlink(secret, work.file("docs/secret.txt"));
   fs::create_symlink("/etc/passwd", work.file("docs/passwd.txt"));
   fs::create_symlink(work.file("private"), work.file("docs/private"));
   // A link inside the folder is fine, and indexes its file once.
-  fs::create_symlink(work.file("docs/plants.md"),
-                     work.file("docs/notes/plants-link.md"));
+  fs::create_symlink(work.file("docs/plants.md"), work.file("docs/notes/plants-link.md"));
   auto db = work.file("corpus.db");
   auto res = quarry({"index", work.file("docs"), "--db", db, "--json"});
   CAPTURE(res.err);
@@ -284,17 +266,21 @@ TEST_CASE_FIXTURE(index_cli_fixture,
   CHECK(j["added"] == 4);
   CHECK(j["skipped"] == 3);
   CHECK(j["total_documents"] == 4);
-  auto outside = ", outside the folder being indexed (" + path_of("docs")
-                 + ")";
-  CHECK(res.err.find("note: skipped " + path_of("docs") + "/secret.txt: a "
-                     "symbolic link to " + path_of("private/secret.txt")
+  auto outside = ", outside the folder being indexed (" + path_of("docs") + ")";
+  CHECK(res.err.find("note: skipped " + path_of("docs")
+                     + "/secret.txt: a "
+                       "symbolic link to "
+                     + path_of("private/secret.txt") + outside)
+        != std::string::npos);
+  CHECK(res.err.find("note: skipped " + path_of("docs")
+                     + "/passwd.txt: a "
+                       "symbolic link to /etc/passwd"
                      + outside)
         != std::string::npos);
-  CHECK(res.err.find("note: skipped " + path_of("docs") + "/passwd.txt: a "
-                     "symbolic link to /etc/passwd" + outside)
-        != std::string::npos);
-  CHECK(res.err.find("note: skipped " + path_of("docs") + "/private: a "
-                     "symbolic link to " + path_of("private") + outside)
+  CHECK(res.err.find("note: skipped " + path_of("docs")
+                     + "/private: a "
+                       "symbolic link to "
+                     + path_of("private") + outside)
         != std::string::npos);
   CHECK(titles(db, "ultraviolet hunter2").empty());
   CHECK(titles(db, "root bash nologin").empty());
@@ -303,8 +289,8 @@ TEST_CASE_FIXTURE(index_cli_fixture,
   for (auto name : {"secret.txt", "passwd.txt"}) {
     auto url = "file://" + path_of("docs") + "/" + name;
     auto opened = quarry({"--set", "tools.open_url.plugin=open_url", "--set",
-                          "tools.open_url.corpus_db=" + db, "tool", "run",
-                          "open_url", R"({"urls": [")" + url + R"("]})"});
+                          "tools.open_url.corpus_db=" + db, "tool", "run", "open_url",
+                          R"({"urls": [")" + url + R"("]})"});
     CAPTURE(opened.out);
     CHECK(opened.exit_code == 1);
     CHECK(opened.out.find("hunter2") == std::string::npos);
@@ -312,17 +298,14 @@ TEST_CASE_FIXTURE(index_cli_fixture,
   }
   // The human summary counts the skipped files.
   auto human = quarry({"index", work.file("docs"), "--db", db});
-  CHECK(human.out.find("4 unchanged, 3 skipped (see the notes)\n")
-        != std::string::npos);
+  CHECK(human.out.find("4 unchanged, 3 skipped (see the notes)\n") != std::string::npos);
 }
 
-TEST_CASE_FIXTURE(index_cli_fixture,
-                  "index skips FIFOs, files over open_url's size caps and "
-                  "binary text files") {
+TEST_CASE_FIXTURE(index_cli_fixture, "index skips FIFOs, files over open_url's size caps and "
+                                     "binary text files") {
   // Nobody ever writes the FIFO: opening it would block the index forever.
   REQUIRE(::mkfifo(work.file("docs/pipe.txt").c_str(), 0600) == 0);
-  work.write("docs/big.html", "<html><body><p>" + std::string(3000, 'x')
-                                + "</p></body></html>");
+  work.write("docs/big.html", "<html><body><p>" + std::string(3000, 'x') + "</p></body></html>");
   std::string noise;
   uint32_t x = 99;
   for (int i = 0; i < 1024; ++i) {
@@ -332,8 +315,8 @@ TEST_CASE_FIXTURE(index_cli_fixture,
   work.write("docs/random.txt", noise);
   auto db = work.file("corpus.db");
   auto res = quarry({"--set", "tools.open_url.plugin=open_url", "--set",
-                     "tools.open_url.max_html_size=2KiB", "index",
-                     work.file("docs"), "--db", db, "--json"});
+                     "tools.open_url.max_html_size=2KiB", "index", work.file("docs"), "--db", db,
+                     "--json"});
   CAPTURE(res.err);
   REQUIRE(res.exit_code == 0);
   CHECK_FALSE(res.timed_out);
@@ -341,14 +324,13 @@ TEST_CASE_FIXTURE(index_cli_fixture,
   CHECK(j["added"] == 4);
   CHECK(j["skipped"] == 3);
   auto docs = path_of("docs");
-  CHECK(res.err.find("note: skipped " + docs
-                     + "/pipe.txt: is not a regular file (a FIFO)")
-        != std::string::npos);
-  CHECK(res.err.find("note: skipped " + docs + "/big.html: is too large: "
-                     "more than 2 KiB")
+  CHECK(res.err.find("note: skipped " + docs + "/pipe.txt: is not a regular file (a FIFO)")
         != std::string::npos);
   CHECK(res.err.find("note: skipped " + docs
-                     + "/random.txt: binary data, not text")
+                     + "/big.html: is too large: "
+                       "more than 2 KiB")
+        != std::string::npos);
+  CHECK(res.err.find("note: skipped " + docs + "/random.txt: binary data, not text")
         != std::string::npos);
   // Without the configured cap the page fits open_url's default.
   auto again = quarry({"index", work.file("docs"), "--db", db, "--json"});
@@ -358,16 +340,14 @@ TEST_CASE_FIXTURE(index_cli_fixture,
   CHECK(k["skipped"] == 2);
 }
 
-TEST_CASE_FIXTURE(index_cli_fixture,
-                  "two index runs started at once on a new database both "
-                  "succeed") {
+TEST_CASE_FIXTURE(index_cli_fixture, "two index runs started at once on a new database both "
+                                     "succeed") {
   // Rounds of two processes started together, each on a fresh database:
   // whichever loses the race waits for the other and then succeeds.
   for (int round = 0; round < 6; ++round) {
     CAPTURE(round);
     auto db = work.file("race/" + std::to_string(round) + "/corpus.db");
-    std::vector<std::string> argv{QUARRY_EXE, "index", work.file("docs"),
-                                  "--db", db, "--json"};
+    std::vector<std::string> argv{QUARRY_EXE, "index", work.file("docs"), "--db", db, "--json"};
     test::process_options opts;
     opts.env = {{"HOME", home.path()},
                 {"XDG_DATA_HOME", std::nullopt},
@@ -390,21 +370,18 @@ TEST_CASE_FIXTURE(index_cli_fixture,
   CHECK(titles(work.file("race/0/corpus.db"), "chlorophyll") == "Plants");
 }
 
-TEST_CASE_FIXTURE(index_cli_fixture,
-                  "SIGINT in the middle of an index run keeps what was "
-                  "committed, and the next run goes on from there") {
+TEST_CASE_FIXTURE(index_cli_fixture, "SIGINT in the middle of an index run keeps what was "
+                                     "committed, and the next run goes on from there") {
   // Enough files that indexing takes seconds: the signal lands mid-run.
   constexpr int files = 8000;
   std::string filler;
   for (int k = 0; k < 60; ++k)
     filler += "Sediment settles slowly where the current weakens. ";
   for (int i = 0; i < files; ++i)
-    work.write("big/f" + std::to_string(i) + ".md",
-               "# File " + std::to_string(i) + "\n\nMarker" + std::to_string(i)
-                 + " " + filler + "\n");
+    work.write("big/f" + std::to_string(i) + ".md", "# File " + std::to_string(i) + "\n\nMarker"
+                                                      + std::to_string(i) + " " + filler + "\n");
   auto db = work.file("big.db");
-  std::vector<std::string> argv{QUARRY_EXE, "index", work.file("big"), "--db",
-                                db, "--json"};
+  std::vector<std::string> argv{QUARRY_EXE, "index", work.file("big"), "--db", db, "--json"};
   test::process_options opts;
   opts.env = {{"HOME", home.path()},
               {"XDG_DATA_HOME", std::nullopt},
@@ -441,6 +418,5 @@ TEST_CASE_FIXTURE(index_cli_fixture,
   CHECK(j["added"].get<int>() > 0);
   CHECK(j["total_documents"] == files);
   CHECK(titles(db, "Marker0") == "File 0");
-  CHECK(titles(db, "Marker" + std::to_string(files - 1))
-        == "File " + std::to_string(files - 1));
+  CHECK(titles(db, "Marker" + std::to_string(files - 1)) == "File " + std::to_string(files - 1));
 }

@@ -57,17 +57,17 @@ TEST_CASE("the live view fits the terminal, survives a resize and leaves a summa
                                                    "coefficient of performance of air "
                                                    "source heat pumps in winter\n"
                                                    "2. How defrost cycles work"}})));
-  rules.push_back(slow({{"match", {{"system_contains", orchestrator_marker},
-                                   {"message_contains", "\"tool\""}}},
-                        {"respond", calls({{"generate_report", nlohmann::json::object()}})}}));
-  rules.push_back(slow(rule(orchestrator_marker,
-                            calls({{"research_agent",
-                                    {{"task", "Find out how much the efficiency of an air "
-                                              "source heat pump falls between 7 C and -15 C, "
-                                              "with numbers from field measurements"}}},
-                                   {"research_agent",
-                                    {{"task", "Explain defrost cycles and how manufacturers "
-                                              "shorten them"}}}}))));
+  rules.push_back(
+    slow({{"match", {{"system_contains", orchestrator_marker}, {"message_contains", "\"tool\""}}},
+          {"respond", calls({{"generate_report", nlohmann::json::object()}})}}));
+  rules.push_back(slow(
+    rule(orchestrator_marker, calls({{"research_agent",
+                                      {{"task", "Find out how much the efficiency of an air "
+                                                "source heat pump falls between 7 C and -15 C, "
+                                                "with numbers from field measurements"}}},
+                                     {"research_agent",
+                                      {{"task", "Explain defrost cycles and how manufacturers "
+                                                "shorten them"}}}}))));
   for (auto r : agent_rules())
     rules.push_back(slow(r));
   rules.push_back(slow(rule(final_marker, {{"text", "Efficiency falls in the cold [1]."}})));
@@ -78,9 +78,8 @@ TEST_CASE("the live view fits the terminal, survives a resize and leaves a summa
   std::string cmd = "env -u XDG_CONFIG_HOME -u XDG_DATA_HOME -u QUARRY_CONFIG"
                     " -u BRAVE_API_KEY -u TAVILY_API_KEY HOME="
                     + shell_quote(home.path()) + " OPENAI_API_KEY=k OPENAI_BASE_URL="
-                    + shell_quote(server.base_url_openai()) + " "
-                    + shell_quote(QUARRY_EXE) + " --plugin-dir "
-                    + shell_quote(QUARRY_PLUGIN_DIR)
+                    + shell_quote(server.base_url_openai()) + " " + shell_quote(QUARRY_EXE)
+                    + " --plugin-dir " + shell_quote(QUARRY_PLUGIN_DIR)
                     + " research --no-clarify 'Why do heat pumps lose efficiency in the "
                       "cold?' >/dev/null; echo EXIT=$?; sleep 60";
   auto started = t.tmux({"new-session", "-d", "-s", "q", "-x", "80", "-y", "40", cmd});

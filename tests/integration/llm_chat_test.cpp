@@ -20,23 +20,25 @@ struct chat_fixture {
 
   /// Runs `quarry llm chat --json` against provider `main` = `plugin` at the
   /// fake server, with extra --set overrides.
-  test::process_result chat(const std::string& plugin,
-                            std::vector<std::string> extra,
+  test::process_result chat(const std::string& plugin, std::vector<std::string> extra,
                             const std::string& message = "Hello there") {
-    auto base = plugin == "anthropic" ? server.base_url_anthropic()
-                                      : server.base_url_openai();
+    auto base = plugin == "anthropic" ? server.base_url_anthropic() : server.base_url_openai();
     std::vector<std::string> args{QUARRY_EXE,
-                                  "--set", "llm.providers.main.plugin=" + plugin,
-                                  "--set", "llm.providers.main.base_url=" + base,
-                                  "--set", "llm.providers.main.model=test-model",
-                                  "--set", "llm.providers.main.api_key=sk-test-secret-key",
-                                  "--set", "llm.providers.main.retry_base=50ms"};
+                                  "--set",
+                                  "llm.providers.main.plugin=" + plugin,
+                                  "--set",
+                                  "llm.providers.main.base_url=" + base,
+                                  "--set",
+                                  "llm.providers.main.model=test-model",
+                                  "--set",
+                                  "llm.providers.main.api_key=sk-test-secret-key",
+                                  "--set",
+                                  "llm.providers.main.retry_base=50ms"};
     args.insert(args.end(), extra.begin(), extra.end());
     args.insert(args.end(), {"llm", "chat", "--json", message});
     test::process_options opts;
-    opts.env = {{"HOME", home.path()},
-                {"XDG_CONFIG_HOME", std::nullopt},
-                {"QUARRY_CONFIG", std::nullopt}};
+    opts.env = {
+      {"HOME", home.path()}, {"XDG_CONFIG_HOME", std::nullopt}, {"QUARRY_CONFIG", std::nullopt}};
     opts.timeout = std::chrono::seconds{60};
     return test::run_process(args, opts);
   }
@@ -57,13 +59,13 @@ std::string fixture(const std::string& rel) {
 } // namespace
 
 TEST_CASE_FIXTURE(chat_fixture, "llm chat replays an OpenAI stream with parallel tool calls") {
-  REQUIRE_FALSE(server.replay_file(
-    fixture("llm/openai_chat/openai-python__tool_calls_parallel_two.sse")));
+  REQUIRE_FALSE(
+    server.replay_file(fixture("llm/openai_chat/openai-python__tool_calls_parallel_two.sse")));
   auto res = chat("openai", {});
   CHECK(res.exit_code == 0);
   auto j = parse(res);
-  auto expected = nlohmann::json::parse(test::read_file(
-    fixture("llm/openai_chat/EXPECTED_ASSEMBLED.derived.json")))
+  auto expected = nlohmann::json::parse(
+    test::read_file(fixture("llm/openai_chat/EXPECTED_ASSEMBLED.derived.json")))
     ["openai-python__tool_calls_parallel_two.sse"];
   const auto& want_calls = expected["choices"][0]["tool_calls"];
   REQUIRE(j["tool_calls"].size() == want_calls.size());
@@ -196,7 +198,9 @@ TEST_CASE_FIXTURE(chat_fixture, "llm chat reports a missing provider and bad opt
                                   {"OPENAI_API_KEY", std::nullopt},
                                   {"OPENAI_BASE_URL", std::nullopt},
                                   {"ANTHROPIC_API_KEY", std::nullopt}},
-                                 "", "", std::chrono::seconds{30}});
+                                 "",
+                                 "",
+                                 std::chrono::seconds{30}});
   CHECK(none.exit_code == 0);
   CHECK(none.err.find("using the offline extractive provider") != std::string::npos);
   auto bad = chat("openai", {"--set", "llm.providers.main.max_retries=-1"});
@@ -212,14 +216,12 @@ TEST_CASE_FIXTURE(chat_fixture, "llm chat reports a missing provider and bad opt
 }
 
 TEST_CASE_FIXTURE(chat_fixture, "llm chat answers offline with the extractive provider") {
-  std::vector<std::string> args{QUARRY_EXE, "--set",
-                                "llm.providers.offline.plugin=extractive",
-                                "llm", "chat", "--json",
-                                "What is the capital of France? And of Spain?"};
+  std::vector<std::string> args{
+    QUARRY_EXE, "--set",  "llm.providers.offline.plugin=extractive",     "llm",
+    "chat",     "--json", "What is the capital of France? And of Spain?"};
   test::process_options opts;
-  opts.env = {{"HOME", home.path()},
-              {"XDG_CONFIG_HOME", std::nullopt},
-              {"QUARRY_CONFIG", std::nullopt}};
+  opts.env = {
+    {"HOME", home.path()}, {"XDG_CONFIG_HOME", std::nullopt}, {"QUARRY_CONFIG", std::nullopt}};
   auto a = test::run_process(args, opts);
   auto b = test::run_process(args, opts);
   CHECK(a.exit_code == 0);
@@ -238,13 +240,11 @@ TEST_CASE_FIXTURE(chat_fixture, "llm chat streams the answer to stdout without -
   ])")));
   auto base = server.base_url_openai();
   test::process_options opts;
-  opts.env = {{"HOME", home.path()},
-              {"XDG_CONFIG_HOME", std::nullopt},
-              {"QUARRY_CONFIG", std::nullopt}};
-  auto res = test::run_process({QUARRY_EXE, "--set", "llm.providers.main.plugin=openai",
-                                "--set", "llm.providers.main.base_url=" + base,
-                                "--set", "llm.providers.main.model=m",
-                                "llm", "chat", "hi"},
+  opts.env = {
+    {"HOME", home.path()}, {"XDG_CONFIG_HOME", std::nullopt}, {"QUARRY_CONFIG", std::nullopt}};
+  auto res = test::run_process({QUARRY_EXE, "--set", "llm.providers.main.plugin=openai", "--set",
+                                "llm.providers.main.base_url=" + base, "--set",
+                                "llm.providers.main.model=m", "llm", "chat", "hi"},
                                opts);
   CHECK(res.exit_code == 0);
   // The text arrives through the delta messages, then a final newline.
@@ -261,8 +261,9 @@ TEST_CASE_FIXTURE(chat_fixture, "llm chat --json with the field cases: thinking 
   auto thought = chat("openai", {});
   CHECK(thought.exit_code == 0);
   auto j = parse(thought);
-  CHECK(j["text"] == "A typical air-source heat pump reaches a seasonal COP of about 3.2 in a "
-                     "mild climate.");
+  CHECK(j["text"]
+        == "A typical air-source heat pump reaches a seasonal COP of about 3.2 in a "
+           "mild climate.");
   CHECK(j["reasoning"].get<std::string>().find("SCOP is the yearly average") != std::string::npos);
   CHECK(thought.out.find("<think>") == std::string::npos);
 

@@ -41,8 +41,7 @@ struct actor_fixture {
     registry = std::make_unique<host::plugin_registry>(*services);
     registry->load_directories({QUARRY_PLUGIN_DIR});
     auto made = registry->make_llm("openai",
-                                   {{"base_url", server.base_url_openai()},
-                                    {"model", "m"}});
+                                   {{"base_url", server.base_url_openai()}, {"model", "m"}});
     REQUIRE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made));
     provider = std::get<std::shared_ptr<sdk::llm_provider>>(made);
     rt = std::make_unique<actors::runtime>(cfg);
@@ -56,8 +55,8 @@ struct actor_fixture {
   actors::llm_provider_actor spawn(nlohmann::json host_keys) {
     core::llm_limits limits;
     REQUIRE(core::read_limits(host_keys, limits).empty());
-    auto hdl = actors::spawn_llm_provider(
-      rt->system(), provider, actors::llm_actor_settings::of("main", limits));
+    auto hdl = actors::spawn_llm_provider(rt->system(), provider,
+                                          actors::llm_actor_settings::of("main", limits));
     rt->add_stoppable(hdl);
     return hdl;
   }
@@ -68,8 +67,7 @@ struct actor_fixture {
     return req;
   }
 
-  static nlohmann::json stats(caf::scoped_actor& self,
-                              const actors::llm_provider_actor& hdl) {
+  static nlohmann::json stats(caf::scoped_actor& self, const actors::llm_provider_actor& hdl) {
     nlohmann::json out;
     self->request(hdl, std::chrono::seconds{10}, actors::stats_atom::value)
       .receive([&](const std::string& s) { out = nlohmann::json::parse(s); },
@@ -103,9 +101,7 @@ TEST_CASE_FIXTURE(actor_fixture, "llm provider actor never runs more calls than 
                     CHECK(r.result.text == "slow answer");
                     ++replies;
                   },
-                  [&](const caf::error& e) {
-                    FAIL(actors::from_caf_error(e).message);
-                  });
+                  [&](const caf::error& e) { FAIL(actors::from_caf_error(e).message); });
     sample();
   }
   CHECK(max_active <= 2);
@@ -131,9 +127,7 @@ TEST_CASE_FIXTURE(actor_fixture, "llm provider actor halves its concurrency on 4
                     CHECK(r.attempts == 2);
                     done = true;
                   },
-                  [&](const caf::error& e) {
-                    FAIL(actors::from_caf_error(e).message);
-                  });
+                  [&](const caf::error& e) { FAIL(actors::from_caf_error(e).message); });
   auto s = stats(self, hdl);
   // 8 halved to 4, then one success creeps it up by 1/4 (floored).
   CHECK(s["concurrency_limit"] == 4);
@@ -166,15 +160,12 @@ actors::llm_reply await_reply(caf::scoped_actor& self) {
   while (!out)
     self->receive([&](actors::delta_atom, const actors::llm_delta&) {},
                   [&](const actors::llm_reply& r) { out = r; },
-                  [&](const caf::error& e) {
-                    FAIL(actors::from_caf_error(e).message);
-                  });
+                  [&](const caf::error& e) { FAIL(actors::from_caf_error(e).message); });
   return *out;
 }
 
 // Cancels call `id` and checks it ends with errc::cancelled.
-void cancel_queued(caf::scoped_actor& self,
-                   const actors::llm_provider_actor& hdl, uint64_t id) {
+void cancel_queued(caf::scoped_actor& self, const actors::llm_provider_actor& hdl, uint64_t id) {
   self->send(hdl, actors::cancel_atom::value, id);
   auto got = false;
   self->receive([&](const actors::llm_reply&) { FAIL("should not answer"); },
@@ -289,8 +280,9 @@ TEST_CASE_FIXTURE(actor_fixture, "llm provider actor answers describe within its
   caf::scoped_actor self{rt->system()};
   auto start = std::chrono::steady_clock::now();
   sdk::model_info info;
-  self->request(hdl, actors::llm_describe_timeout + std::chrono::seconds{5},
-                actors::describe_atom::value)
+  self
+    ->request(hdl, actors::llm_describe_timeout + std::chrono::seconds{5},
+              actors::describe_atom::value)
     .receive([&](sdk::model_info& x) { info = std::move(x); },
              [&](caf::error& err) { FAIL(caf::to_string(err)); });
   auto took = std::chrono::steady_clock::now() - start;
@@ -311,8 +303,7 @@ TEST_CASE_FIXTURE(actor_fixture, "llm provider actor answers describe within its
   bool got = false;
   for (int i = 0; i < 100 && !got; ++i) {
     self->request(hdl, std::chrono::seconds{2}, actors::describe_atom::value)
-      .receive([&](sdk::model_info& x) { got = x.context_window == 70000; },
-               [&](caf::error&) {});
+      .receive([&](sdk::model_info& x) { got = x.context_window == 70000; }, [&](caf::error&) {});
     if (!got)
       std::this_thread::sleep_for(std::chrono::milliseconds{10});
   }

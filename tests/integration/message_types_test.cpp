@@ -558,9 +558,9 @@ TEST_CASE_FIXTURE(message_fixture, "every registered message type round-trips "
   cases["quarry.tool_call"] = [&] {
     round_trip(actors::tool_call_msg{3, R"({"queries": ["Größe"]})"});
     // The requester's parse stays in its process: the text says the same.
-    actors::tool_call_msg with_parse{3, R"({"queries":["x"]})",
-                                     std::make_shared<const nlohmann::json>(
-                                       nlohmann::json{{"queries", {"x"}}})};
+    actors::tool_call_msg with_parse{
+      3, R"({"queries":["x"]})",
+      std::make_shared<const nlohmann::json>(nlohmann::json{{"queries", {"x"}}})};
     auto in = caf::make_message(with_parse);
     std::vector<char> buf;
     caf::binary_serializer sink{*sys, buf};
@@ -573,9 +573,7 @@ TEST_CASE_FIXTURE(message_fixture, "every registered message type round-trips "
     CHECK(back.arguments == with_parse.arguments);
     CHECK(back.parsed == nullptr);
   };
-  cases["quarry.tool_reply"] = [&] {
-    round_trip(actors::tool_reply{4, some_tool_result(), true});
-  };
+  cases["quarry.tool_reply"] = [&] { round_trip(actors::tool_reply{4, some_tool_result(), true}); };
   cases["quarry.tool_done_event"] = [&] {
     round_trip(actors::tool_done_event{12, some_tool_result()});
   };
@@ -596,8 +594,7 @@ TEST_CASE_FIXTURE(message_fixture, "every registered message type round-trips "
   cases["quarry.agent_result"] = [&] { round_trip(some_agent_result()); };
   cases["quarry.collapse_request"] = [&] {
     actors::collapse_request r;
-    r.reports = {{"Aufgabe eins", some_agent_result()},
-                 {"タスク二", some_agent_result()}};
+    r.reports = {{"Aufgabe eins", some_agent_result()}, {"タスク二", some_agent_result()}};
     r.reports[1].second.ok = false;
     round_trip(r);
   };
@@ -648,8 +645,8 @@ TEST_CASE_FIXTURE(message_fixture, "every registered message type round-trips "
     caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
   };
   cases["quarry.worker_status"] = [&] {
-    cluster::worker_status w{"127.0.0.1:8701", "0.1.0", 1, 8, 3,
-                             {"internal_search", "open_url"}, "main (openai)"};
+    cluster::worker_status w{"127.0.0.1:8701", "0.1.0", 1, 8, 3, {"internal_search", "open_url"},
+                             "main (openai)"};
     round_trip(w);
   };
   cases["quarry.spawn_reply"] = [&] {
@@ -682,32 +679,29 @@ TEST_CASE_FIXTURE(message_fixture, "a loaded message with an impossible value "
   SUBCASE("an enum past its last value") {
     // llm_delta: call id, kind, text, tool delta, usage.
     auto err = load_from_fields<actors::llm_delta>(
-      uint64_t{1}, uint8_t{200}, std::string{"x"}, int32_t{0}, std::string{},
-      std::string{}, std::string{}, int64_t{0}, int64_t{0}, int64_t{0},
-      int64_t{0});
+      uint64_t{1}, uint8_t{200}, std::string{"x"}, int32_t{0}, std::string{}, std::string{},
+      std::string{}, int64_t{0}, int64_t{0}, int64_t{0}, int64_t{0});
     CHECK(err == caf::sec::invalid_argument);
   }
   SUBCASE("a negative context window") {
-    auto err = load_from_fields<sdk::model_info>(std::string{"m"}, int64_t{-1}, true,
-                                                 false, std::string{"config"});
+    auto err = load_from_fields<sdk::model_info>(std::string{"m"}, int64_t{-1}, true, false,
+                                                 std::string{"config"});
     CHECK(err == caf::sec::invalid_argument);
   }
   SUBCASE("an error class of 0") {
-    auto err = load_from_fields<sdk::error>(uint8_t{0}, std::string{"m"},
-                                            int32_t{0}, false, int64_t{0},
-                                            false, false);
+    auto err = load_from_fields<sdk::error>(uint8_t{0}, std::string{"m"}, int32_t{0}, false,
+                                            int64_t{0}, false, false);
     CHECK(err == caf::sec::invalid_argument);
   }
   SUBCASE("a tool schema that is not JSON") {
-    auto err = load_from_fields<sdk::tool_definition>(
-      std::string{"t"}, std::string{"d"}, std::string{"{\"type\": "});
+    auto err = load_from_fields<sdk::tool_definition>(std::string{"t"}, std::string{"d"},
+                                                      std::string{"{\"type\": "});
     CHECK(err == caf::sec::invalid_argument);
   }
   SUBCASE("a tool schema nested too deeply") {
     auto deep = std::string(core::max_schema_depth + 1, '[')
                 + std::string(core::max_schema_depth + 1, ']');
-    auto err = load_from_fields<sdk::tool_definition>(std::string{"t"},
-                                                      std::string{"d"}, deep);
+    auto err = load_from_fields<sdk::tool_definition>(std::string{"t"}, std::string{"d"}, deep);
     CHECK(err == caf::sec::invalid_argument);
   }
   SUBCASE("an agent's task past its bound, or a negative time limit") {
@@ -739,9 +733,8 @@ TEST_CASE_FIXTURE(message_fixture, "a loaded message with an impossible value "
   }
   SUBCASE("the same fields with valid values load") {
     auto err = load_from_fields<actors::llm_delta>(
-      uint64_t{1}, uint8_t{1}, std::string{"x"}, int32_t{0}, std::string{},
-      std::string{}, std::string{}, int64_t{0}, int64_t{0}, int64_t{0},
-      int64_t{0});
+      uint64_t{1}, uint8_t{1}, std::string{"x"}, int32_t{0}, std::string{}, std::string{},
+      std::string{}, int64_t{0}, int64_t{0}, int64_t{0}, int64_t{0});
     CHECK(!err);
   }
 }
@@ -769,24 +762,20 @@ TEST_CASE("typed actors answer across nodes and a wrong interface is refused") {
   auto em_port = a.middleman().publish(em, 0, "127.0.0.1");
   REQUIRE_MESSAGE(em_port, a.render(em_port.error()));
   // A node that expects another interface on that port is refused.
-  auto wrong = b.middleman().remote_actor<actors::emitter_actor>("127.0.0.1",
-                                                                 *collector_port);
+  auto wrong = b.middleman().remote_actor<actors::emitter_actor>("127.0.0.1", *collector_port);
   REQUIRE_FALSE(wrong);
   CHECK(wrong.error() == caf::sec::unexpected_actor_messaging_interface);
-  auto remote_collector
-    = b.middleman().remote_actor<actors::citation_collector_actor>("127.0.0.1",
-                                                                   *collector_port);
+  auto remote_collector = b.middleman().remote_actor<actors::citation_collector_actor>(
+    "127.0.0.1", *collector_port);
   REQUIRE_MESSAGE(remote_collector, b.render(remote_collector.error()));
-  auto remote_em = b.middleman().remote_actor<actors::emitter_actor>("127.0.0.1",
-                                                                     *em_port);
+  auto remote_em = b.middleman().remote_actor<actors::emitter_actor>("127.0.0.1", *em_port);
   REQUIRE_MESSAGE(remote_em, b.render(remote_em.error()));
   caf::scoped_actor self{b};
   // A round of reports goes over and comes back renumbered.
   actors::collapse_request req;
   req.reports = {{"Aufgabe", some_agent_result()}};
   actors::collapse_reply reply;
-  self->request(*remote_collector, std::chrono::seconds{10}, actors::collapse_atom::value,
-                req)
+  self->request(*remote_collector, std::chrono::seconds{10}, actors::collapse_atom::value, req)
     .receive([&](actors::collapse_reply& r) { reply = std::move(r); },
              [&](const caf::error& err) { FAIL(b.render(err)); });
   REQUIRE(reply.texts.size() == 1);
@@ -811,8 +800,7 @@ TEST_CASE("typed actors answer across nodes and a wrong interface is refused") {
                                  core::packets::message_delta("Grüße, 世界")));
   uint64_t count = 0;
   self->request(*remote_em, std::chrono::seconds{10}, actors::stop_atom::value)
-    .receive([&](uint64_t n) { count = n; },
-             [&](const caf::error& err) { FAIL(b.render(err)); });
+    .receive([&](uint64_t n) { count = n; }, [&](const caf::error& err) { FAIL(b.render(err)); });
   CHECK(count == 1);
   auto done = ended.get_future();
   REQUIRE(done.wait_for(std::chrono::seconds{10}) == std::future_status::ready);

@@ -67,13 +67,14 @@ nlohmann::json one_agent_rules(nlohmann::json final_respond) {
   rules.push_back(rule(plan_marker, {{"text", "1. Defrost"}}));
   rules.push_back(rule(orchestrator_marker,
                        calls({{"research_agent", {{"task", "Explain defrost cycles."}}}}), 1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
-  rules.push_back({{"match", {{"system_contains", agent_marker},
-                              {"message_contains", "\"document\""}}},
-                   {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    {{"match", {{"system_contains", agent_marker}, {"message_contains", "\"document\""}}},
+     {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
   rules.push_back(rule(agent_marker, calls({{"internal_search", {{"queries", {"defrost"}}}}})));
-  rules.push_back(rule(agent_report_marker,
-                       {{"text", "Defrost cycles reverse the refrigerant flow [1]."}}));
+  rules.push_back(
+    rule(agent_report_marker, {{"text", "Defrost cycles reverse the refrigerant flow [1]."}}));
   rules.push_back(rule(final_marker, std::move(final_respond)));
   return rules;
 }
@@ -110,10 +111,12 @@ TEST_CASE_FIXTURE(model_fixture, "a model that writes its thinking inside <think
     if (type != "reasoning_delta")
       CHECK(text.find("SECRET-THOUGHT") == std::string::npos);
   }
-  CHECK(std::count_if(packets.begin(), packets.end(), [](const nlohmann::json& p) {
-          return p["obj"]["type"] == "reasoning_delta"
-                 && p.dump().find("SECRET-THOUGHT") != std::string::npos;
-        }) > 0);
+  CHECK(std::count_if(packets.begin(), packets.end(),
+                      [](const nlohmann::json& p) {
+                        return p["obj"]["type"] == "reasoning_delta"
+                               && p.dump().find("SECRET-THOUGHT") != std::string::npos;
+                      })
+        > 0);
   // Nor in what was stored, nor in the history sent back to the model.
   auto shown = quarry({"sessions", "list", "--json"}, "qwen3:8b");
   REQUIRE(shown.exit_code == 0);
@@ -157,8 +160,8 @@ TEST_CASE_FIXTURE(model_fixture, "a DeepSeek-style server that refuses tool-call
     size_t with = 0;
     for (const auto& r : server.requests())
       for (const auto& m : r.body["messages"])
-        if (m.contains("tool_calls") && m.value("reasoning_content", "")
-                                          == "Thinking before this step.")
+        if (m.contains("tool_calls")
+            && m.value("reasoning_content", "") == "Thinking before this step.")
           ++with;
     CHECK(with > 0);
   }
@@ -180,13 +183,13 @@ TEST_CASE_FIXTURE(model_fixture, "a DeepSeek-style server that refuses tool-call
 TEST_CASE_FIXTURE(model_fixture, "a final report cut by the output limit is continued, "
                                  "and one still cut is marked so") {
   SUBCASE("continued") {
-    auto rules = one_agent_rules({{"text", "Defrosting reverses the refrigerant cy"},
-                                  {"finish_reason", "length"}});
+    auto rules = one_agent_rules(
+      {{"text", "Defrosting reverses the refrigerant cy"}, {"finish_reason", "length"}});
     // The continuation: asked to go on where it stopped.
-    nlohmann::json continuation{
-      {"match", {{"system_contains", final_marker},
-                 {"last_user_contains", "cut off by the output token limit"}}},
-      {"respond", {{"text", "cle [1]. It melts the frost."}}}};
+    nlohmann::json continuation{{"match",
+                                 {{"system_contains", final_marker},
+                                  {"last_user_contains", "cut off by the output token limit"}}},
+                                {"respond", {{"text", "cle [1]. It melts the frost."}}}};
     rules.insert(rules.begin(), continuation);
     REQUIRE_FALSE(server.script(rules));
     auto res = research("gpt-4o");
@@ -206,8 +209,8 @@ TEST_CASE_FIXTURE(model_fixture, "a final report cut by the output limit is cont
     CHECK(finals[1].dump().find("Defrosting reverses the refrigerant cy") != std::string::npos);
   }
   SUBCASE("still cut after the continuations") {
-    auto rules = one_agent_rules({{"text", "Defrosting reverses the cy"},
-                                  {"finish_reason", "length"}});
+    auto rules = one_agent_rules(
+      {{"text", "Defrosting reverses the cy"}, {"finish_reason", "length"}});
     REQUIRE_FALSE(server.script(rules));
     auto res = research("gpt-4o", {"--set", "research.report_continuations=1"});
     CAPTURE(res.err);
@@ -248,7 +251,8 @@ TEST_CASE_FIXTURE(model_fixture, "a research that read no source fails with exit
   rules.push_back(rule(plan_marker, {{"text", "1. Defrost"}}));
   rules.push_back(rule(orchestrator_marker,
                        calls({{"research_agent", {{"task", "Explain defrost cycles."}}}}), 1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   // Every research agent's model call fails for good.
   rules.push_back({{"match", {{"system_contains", agent_marker}}},
                    {"error", {{"status", 400}, {"message", "the model refuses this"}}}});
@@ -268,11 +272,11 @@ TEST_CASE_FIXTURE(model_fixture, "an answer cut inside its tool call is asked ag
                                  "said plainly and with twice the room") {
   auto rules = one_agent_rules({{"text", "Defrosting reverses the cycle [1]."}});
   // The agent's first step is cut by the output limit inside its call.
-  nlohmann::json cut{{"match", {{"system_contains", agent_marker}, {"times", 1}}},
-                     {"respond",
-                      {{"tool_calls", {{{"name", "internal_search"},
-                                        {"arguments", "{\"queries\": [\"defr"}}}},
-                       {"finish_reason", "length"}}}};
+  nlohmann::json cut{
+    {"match", {{"system_contains", agent_marker}, {"times", 1}}},
+    {"respond",
+     {{"tool_calls", {{{"name", "internal_search"}, {"arguments", "{\"queries\": [\"defr"}}}},
+      {"finish_reason", "length"}}}};
   rules.insert(rules.begin(), cut);
   REQUIRE_FALSE(server.script(rules));
   auto res = research("gpt-4o");
@@ -293,7 +297,8 @@ TEST_CASE_FIXTURE(model_fixture, "an empty answer is retried, and the research g
   auto rules = one_agent_rules({{"text", "Defrosting reverses the cycle [1]."}});
   // The final report's first answer has no choice at all (the field case).
   nlohmann::json empty{{"match", {{"system_contains", final_marker}, {"times", 1}}},
-                       {"replay", QUARRY_FIXTURES_DIR "/../field-cases/empty-choices-stream/stream.sse"}};
+                       {"replay",
+                        QUARRY_FIXTURES_DIR "/../field-cases/empty-choices-stream/stream.sse"}};
   rules.insert(rules.begin(), empty);
   REQUIRE_FALSE(server.script(rules));
   auto res = research("gemini-2.5-flash");
@@ -374,6 +379,7 @@ TEST_CASE_FIXTURE(model_fixture, "Claude with extended thinking researches: sign
     rules.push_back(r);
   }
   REQUIRE_FALSE(server.script(rules));
+  // clang-format off
   auto cfg = home.write("quarry.yaml",
                         "llm:\n"
                         "  default: claude\n"
@@ -387,9 +393,9 @@ TEST_CASE_FIXTURE(model_fixture, "Claude with extended thinking researches: sign
                         "      thinking_budget: 2048\n"
                         "research:\n"
                         "  corpus: " QUARRY_SOURCE_DIR "/examples/corpus\n");
-  auto res = quarry({"--config", cfg, "research", "How does defrosting work?", "--no-clarify",
-                     "--json"},
-                    "unused");
+  // clang-format on
+  auto res = quarry(
+    {"--config", cfg, "research", "How does defrosting work?", "--no-clarify", "--json"}, "unused");
   CAPTURE(res.err);
   REQUIRE(res.exit_code == 0);
   CHECK(report_of(packets_of(res.out)).find("Defrosting reverses the cycle") != std::string::npos);
@@ -417,13 +423,13 @@ TEST_CASE_FIXTURE(model_fixture, "an agent step answered with text is reminded o
   // not be forced); its report is cut once.
   nlohmann::json chatty{{"match", {{"system_contains", agent_marker}, {"times", 1}}},
                         {"respond", {{"text", "I would search for defrost cycles."}}}};
-  nlohmann::json cut_report{{"match", {{"system_contains", agent_report_marker}, {"times", 1}}},
-                            {"respond", {{"text", "Defrost cycles reverse the refr"},
-                                         {"finish_reason", "length"}}}};
-  nlohmann::json rest_of_report{
-    {"match", {{"system_contains", agent_report_marker},
-               {"last_user_contains", "cut off by the output token limit"}}},
-    {"respond", {{"text", "igerant flow [1]."}}}};
+  nlohmann::json cut_report{
+    {"match", {{"system_contains", agent_report_marker}, {"times", 1}}},
+    {"respond", {{"text", "Defrost cycles reverse the refr"}, {"finish_reason", "length"}}}};
+  nlohmann::json rest_of_report{{"match",
+                                 {{"system_contains", agent_report_marker},
+                                  {"last_user_contains", "cut off by the output token limit"}}},
+                                {"respond", {{"text", "igerant flow [1]."}}}};
   rules.insert(rules.begin(), rest_of_report);
   rules.insert(rules.begin(), cut_report);
   rules.insert(rules.begin(), chatty);

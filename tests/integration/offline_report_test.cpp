@@ -215,13 +215,14 @@ TEST_CASE_FIXTURE(offline_fixture, "offline: a question the corpus does not answ
   }
   // A follow-up is measured by its own question: asking which sources talk
   // about noise, after research on heat pump noise, gets a real report.
-  auto first = quarry({"research", "--no-clarify", "How loud are heat pumps and where should "
-                                                     "the outdoor unit go?"});
+  auto first = quarry({"research", "--no-clarify",
+                       "How loud are heat pumps and where should "
+                       "the outdoor unit go?"});
   REQUIRE(first.exit_code == 0);
   std::smatch id;
   REQUIRE(std::regex_search(first.err, id, std::regex{R"(session (q[0-9a-f]+))"}));
-  auto follow = quarry({"research", "--no-clarify", "--follow-up", id[1],
-                        "Which of these sources talk about noise?"});
+  auto follow = quarry(
+    {"research", "--no-clarify", "--follow-up", id[1], "Which of these sources talk about noise?"});
   CAPTURE(follow.err);
   REQUIRE(follow.exit_code == 0);
   CHECK(follow.out.find("do not answer") == std::string::npos);
@@ -244,8 +245,9 @@ TEST_CASE_FIXTURE(offline_fixture, "offline: an empty corpus is an error that na
   // The same folder with a document in it works.
   home.write("empty corpus/heat.md", "# Heat pumps\n\nA heat pump moves heat from a cold place "
                                      "to a warm one, using electricity to drive a compressor.\n");
-  auto ok = quarry({"research", "--no-clarify", "--corpus", empty, "How does a heat pump move "
-                                                                     "heat?"});
+  auto ok = quarry({"research", "--no-clarify", "--corpus", empty,
+                    "How does a heat pump move "
+                    "heat?"});
   CAPTURE(ok.err);
   CHECK(ok.exit_code == 0);
   CHECK(ok.out.find("heat.md") != std::string::npos);

@@ -56,10 +56,9 @@ struct open_url_fixture {
     });
   }
 
-  test::process_result quarry(std::vector<std::string> args,
-                              bool allow_loopback = true) {
-    std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR,
-                                  "--set", "tools.open_url.plugin=open_url"};
+  test::process_result quarry(std::vector<std::string> args, bool allow_loopback = true) {
+    std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR, "--set",
+                                  "tools.open_url.plugin=open_url"};
     if (allow_loopback) {
       argv.push_back("--set");
       argv.push_back("tools.open_url.allow=[\"127.0.0.1\"]");
@@ -77,24 +76,21 @@ struct open_url_fixture {
 } // namespace
 
 TEST_CASE_FIXTURE(open_url_fixture, "tool run open_url reads a page and a PDF") {
-  auto res = quarry({"tool", "run", "open_url",
-                     "{\"urls\": [\"" + server.url("/article") + "\", \""
-                       + server.url("/paper.pdf") + "\"]}",
-                     "--json"});
+  auto res = quarry(
+    {"tool", "run", "open_url",
+     "{\"urls\": [\"" + server.url("/article") + "\", \"" + server.url("/paper.pdf") + "\"]}",
+     "--json"});
   CAPTURE(res.err);
   REQUIRE(res.exit_code == 0);
   auto j = nlohmann::json::parse(res.out);
   auto llm = nlohmann::json::parse(j["llm_text"].get<std::string>());
   REQUIRE(llm["results"].size() == 2);
   CHECK(llm["results"][0]["updated_at"] == "2024-03-01T08:00:00Z");
-  CHECK(llm["results"][0]["content"].get<std::string>().find(
-          "Jahresarbeitszahl")
+  CHECK(llm["results"][0]["content"].get<std::string>().find("Jahresarbeitszahl")
         != std::string::npos);
-  CHECK(llm["results"][0]["content"].get<std::string>().find("Impressum")
-        == std::string::npos);
+  CHECK(llm["results"][0]["content"].get<std::string>().find("Impressum") == std::string::npos);
   CHECK(llm["results"][1]["title"] == "Field study");
-  CHECK(llm["results"][1]["content"].get<std::string>().find(
-          "second page holds")
+  CHECK(llm["results"][1]["content"].get<std::string>().find("second page holds")
         != std::string::npos);
   REQUIRE(j["documents"].size() == 2);
   CHECK(j["documents"][0]["url"] == server.url("/article"));
@@ -104,14 +100,13 @@ TEST_CASE_FIXTURE(open_url_fixture, "tool run open_url reads a page and a PDF") 
 
 TEST_CASE_FIXTURE(open_url_fixture, "tool run open_url refuses internal "
                                     "addresses and exits 1") {
-  auto res = quarry({"tool", "run", "open_url",
-                     "{\"urls\": [\"" + server.url("/article") + "\"]}"},
+  auto res = quarry({"tool", "run", "open_url", "{\"urls\": [\"" + server.url("/article") + "\"]}"},
                     false);
   CHECK(res.exit_code == 1);
   CHECK(res.out.find("blocked by SSRF protection") != std::string::npos);
   CHECK(server.requests_served() == 0);
-  auto meta = quarry({"tool", "run", "open_url",
-                      R"({"urls": ["http://169.254.169.254/latest/meta-data/"]})"});
+  auto meta = quarry(
+    {"tool", "run", "open_url", R"({"urls": ["http://169.254.169.254/latest/meta-data/"]})"});
   CHECK(meta.exit_code == 1);
   CHECK(meta.out.find("cloud metadata") != std::string::npos);
 }
@@ -131,18 +126,17 @@ TEST_CASE_FIXTURE(open_url_fixture, "extract prints a page's text and its "
   CHECK(j["comments"].get<std::string>().find("Sehr hilfreicher Artikel") != std::string::npos);
   CHECK(j["text"].get<std::string>().find("Sehr hilfreicher") == std::string::npos);
   CHECK(j["lang"] == "de");
-  CHECK(j["text"].get<std::string>().find("W\xC3\xA4rmepumpe nutzt")
-        != std::string::npos);
+  CHECK(j["text"].get<std::string>().find("W\xC3\xA4rmepumpe nutzt") != std::string::npos);
   auto plain = quarry({"extract", server.url("/paper.pdf")});
   REQUIRE(plain.exit_code == 0);
-  CHECK(plain.out.find("seasonal performance factors above four")
-        != std::string::npos);
+  CHECK(plain.out.find("seasonal performance factors above four") != std::string::npos);
   CHECK(plain.out.find("second page holds") != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(open_url_fixture, "extract guesses the charset of a page and a file "
                                     "that name none (field case undeclared-gbk-page)") {
-  std::ifstream in{std::string{QUARRY_FIXTURES_DIR} + "/../field-cases/undeclared-gbk-page/page.html",
+  std::ifstream in{std::string{QUARRY_FIXTURES_DIR}
+                     + "/../field-cases/undeclared-gbk-page/page.html",
                    std::ios::binary};
   REQUIRE(in.good());
   std::string page{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
@@ -195,12 +189,12 @@ TEST_CASE_FIXTURE(open_url_fixture, "extract reads local files") {
   REQUIRE(pdf.exit_code == 0);
   auto pj = nlohmann::json::parse(pdf.out);
   CHECK(pj["title"] == "Storage");
-  CHECK(pj["text"].get<std::string>().find("heat storage tanks")
-        != std::string::npos);
+  CHECK(pj["text"].get<std::string>().find("heat storage tanks") != std::string::npos);
   auto md = quarry({"extract", home.file("notes.md")});
   REQUIRE(md.exit_code == 0);
-  CHECK(md.out == "# Notes\n\nPlain Markdown notes pass through as they are, "
-                  "without any change at all.\n");
+  CHECK(md.out
+        == "# Notes\n\nPlain Markdown notes pass through as they are, "
+           "without any change at all.\n");
 }
 
 TEST_CASE_FIXTURE(open_url_fixture, "extract rejects bad input with clear "
@@ -220,10 +214,9 @@ TEST_CASE_FIXTURE(open_url_fixture, "extract rejects bad input with clear "
   home.write("tiny.txt", "hi");
   auto tiny = quarry({"extract", home.file("tiny.txt")});
   CHECK(tiny.exit_code == 1);
-  CHECK(tiny.err.find("could not be parsed into readable text")
-        != std::string::npos);
-  auto badcfg = quarry({"--set", "tools.open_url.max_redirects=99", "extract",
-                        home.file("tiny.txt")});
+  CHECK(tiny.err.find("could not be parsed into readable text") != std::string::npos);
+  auto badcfg = quarry(
+    {"--set", "tools.open_url.max_redirects=99", "extract", home.file("tiny.txt")});
   CHECK(badcfg.exit_code == 2);
   CHECK(badcfg.err.find("max_redirects") != std::string::npos);
 }
@@ -249,21 +242,21 @@ TEST_CASE_FIXTURE(open_url_fixture, "extract names what a path is when it "
   CHECK(url.err.find("is not a regular file (a FIFO)") != std::string::npos);
   auto missing = quarry({"extract", home.file("absent.txt")});
   CHECK(missing.exit_code == 2);
-  CHECK(missing.err == "quarry: " + home.file("absent.txt")
-                         + ": no such file\n");
+  CHECK(missing.err == "quarry: " + home.file("absent.txt") + ": no such file\n");
 }
 
 TEST_CASE_FIXTURE(open_url_fixture, "extract obeys open_url's size caps for "
                                     "local files") {
-  auto page = "<html><head><title>Big</title></head><body><article><p>"
-              + std::string(3000, 'w') + "</p></article></body></html>";
+  auto page = "<html><head><title>Big</title></head><body><article><p>" + std::string(3000, 'w')
+              + "</p></article></body></html>";
   auto path = home.write("big.html", page);
-  auto capped = quarry({"--set", "tools.open_url.max_html_size=2KiB",
-                        "extract", path});
+  auto capped = quarry({"--set", "tools.open_url.max_html_size=2KiB", "extract", path});
   CHECK(capped.exit_code == 1);
-  CHECK(capped.err == "quarry: " + path + ": is too large: more than 2 KiB, "
-                      "the maximum size of HTML and text files (the open_url "
-                      "option max_html_size)\n");
+  CHECK(capped.err
+        == "quarry: " + path
+             + ": is too large: more than 2 KiB, "
+               "the maximum size of HTML and text files (the open_url "
+               "option max_html_size)\n");
   CHECK(capped.out.empty());
   CHECK(quarry({"extract", path}).exit_code == 0);
   // The default cap (20 MiB), on a sparse file that is never read.
@@ -285,15 +278,15 @@ TEST_CASE_FIXTURE(open_url_fixture, "extract refuses binary text files and "
   auto random = home.write("random.txt", noise);
   auto bin = quarry({"extract", random});
   CHECK(bin.exit_code == 1);
-  CHECK(bin.err == "quarry: cannot read " + random
-                     + ": the document is binary data, not text\n");
+  CHECK(bin.err == "quarry: cannot read " + random + ": the document is binary data, not text\n");
   CHECK(bin.out.empty());
-  auto md = home.write("dirty.md",
-                       "# Dirty\r\n\r\nA bell\x07, an escape\x1B[2J, a C1 "
-                       "control\xC2\x9B" "and a bad byte \xFF in notes that "
-                       "are long enough.\r\n");
+  auto md = home.write("dirty.md", "# Dirty\r\n\r\nA bell\x07, an escape\x1B[2J, a C1 "
+                                   "control\xC2\x9B"
+                                   "and a bad byte \xFF in notes that "
+                                   "are long enough.\r\n");
   auto res = quarry({"extract", md});
   CHECK(res.exit_code == 0);
-  CHECK(res.out == "# Dirty\n\nA bell, an escape[2J, a C1 controland a bad "
-                   "byte \xEF\xBF\xBD in notes that are long enough.\n");
+  CHECK(res.out
+        == "# Dirty\n\nA bell, an escape[2J, a C1 controland a bad "
+           "byte \xEF\xBF\xBD in notes that are long enough.\n");
 }

@@ -49,15 +49,15 @@ struct stats_fixture {
     REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
     core::tool_limits limits;
     REQUIRE(core::read_limits(keys, limits).empty());
-    auto hdl = actors::spawn_tool_provider(rt->system(),
-                                           std::get<std::shared_ptr<sdk::tool>>(made),
+    auto hdl = actors::spawn_tool_provider(rt->system(), std::get<std::shared_ptr<sdk::tool>>(made),
                                            actors::tool_actor_settings::of("echo_tool", limits));
     rt->add_stoppable(hdl);
     return hdl;
   }
 
   actors::llm_provider_actor spawn_llm(nlohmann::json keys) {
-    auto made = registry->make_llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}});
+    auto made = registry->make_llm("openai",
+                                   {{"base_url", server.base_url_openai()}, {"model", "m"}});
     REQUIRE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made));
     core::llm_limits limits;
     REQUIRE(core::read_limits(keys, limits).empty());
@@ -80,8 +80,9 @@ struct stats_fixture {
   static actors::tool_reply run(caf::scoped_actor& self, const actors::tool_provider_actor& hdl,
                                 std::string args) {
     actors::tool_reply out;
-    self->request(hdl, std::chrono::seconds{30}, actors::run_atom::value,
-                  actors::tool_call_msg{1, std::move(args)})
+    self
+      ->request(hdl, std::chrono::seconds{30}, actors::run_atom::value,
+                actors::tool_call_msg{1, std::move(args)})
       .receive([&](actors::tool_reply& r) { out = std::move(r); },
                [&](const caf::error& e) { FAIL(caf::to_string(e)); });
     return out;

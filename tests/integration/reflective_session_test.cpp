@@ -56,7 +56,8 @@ json plan_of(std::vector<std::string> titles) {
   json steps = json::array();
   for (const auto& t : titles)
     steps.push_back({{"title", t}, {"description", t + " in detail."}, {"needs_search", true}});
-  return call("write_plan", {{"title", "Cold weather"}, {"thought", "Scripted."}, {"steps", steps}});
+  return call("write_plan",
+              {{"title", "Cold weather"}, {"thought", "Scripted."}, {"steps", steps}});
 }
 
 json reflect(const std::string& decision, std::vector<std::string> changes = {}) {
@@ -68,7 +69,8 @@ json reflect(const std::string& decision, std::vector<std::string> changes = {})
 // The parts every scripted run shares: queries, the classic researcher's
 // observation, the synthesis.
 void common_rules(json& rules) {
-  rules.push_back(rule(queries_writer, call("search_queries", {{"queries", {"heat pump defrost"}}})));
+  rules.push_back(
+    rule(queries_writer, call("search_queries", {{"queries", {"heat pump defrost"}}})));
   rules.push_back(rule(observer, {{"text", "Defrost cycles remove frost from the coil [1]."}}));
   rules.push_back(rule(synthesizer, {{"text", "Heat pumps defrost their coils [1]."}}));
 }
@@ -94,19 +96,17 @@ struct reflective_fixture : test::research_fixture {
 
   /// The session with `tools` instead of the example corpus.
   outcome run_with(actors::session_spec spec, actors::llm_provider_actor llm,
-                   actors::tool_set tools,
-                   std::chrono::seconds wait = std::chrono::seconds{120}) {
+                   actors::tool_set tools, std::chrono::seconds wait = std::chrono::seconds{120}) {
     spec.strategy = actors::research_strategy::reflective;
     auto em = emitter(spec.session_id);
     caf::scoped_actor self{rt->system()};
     actors::session_models models{llm, llm, llm, llm, llm};
     actors::spawn_research_session(rt->system(), std::move(spec), models, std::move(tools), em,
-                                   prompts,
-                                   caf::actor_cast<actors::session_requester_actor>(self));
+                                   prompts, caf::actor_cast<actors::session_requester_actor>(self));
     outcome out;
-    self->receive(
-      [&](actors::session_done_atom, actors::session_result& r) { out.result = std::move(r); },
-      caf::after(wait) >> [&] { FAIL("the session never finished"); });
+    self->receive([&](actors::session_done_atom,
+                      actors::session_result& r) { out.result = std::move(r); },
+                  caf::after(wait) >> [&] { FAIL("the session never finished"); });
     drain(self, em);
     std::lock_guard<std::mutex> guard{mtx};
     for (const auto& p : packets)
@@ -203,7 +203,8 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: ADJUST keeps the two complete
   rules.push_back(rule(reflector, reflect("ADJUST", {"Costs"}), 1));
   rules.push_back(rule(reflector, reflect("CONTINUE")));
   // Medium depth: the ReAct agent researches each step.
-  json after_search{{"match", {{"system_contains", react_agent}, {"message_contains", "\"document\""}}},
+  json after_search{{"match",
+                     {{"system_contains", react_agent}, {"message_contains", "\"document\""}}},
                     {"respond", call("generate_report", json::object())}};
   rules.push_back(after_search);
   rules.push_back(rule(react_agent, call("internal_search", {{"queries", {"heat pump cold"}}})));
@@ -259,9 +260,9 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: a COMPLETE before the depth's
       titles.push_back("Step " + std::to_string(i + 1));
     rules.push_back(rule(planner, plan_of(titles)));
     rules.push_back(rule(reflector, reflect("COMPLETE")));
-    json after_search{
-      {"match", {{"system_contains", react_agent}, {"message_contains", "\"document\""}}},
-      {"respond", call("generate_report", json::object())}};
+    json after_search{{"match",
+                       {{"system_contains", react_agent}, {"message_contains", "\"document\""}}},
+                      {"respond", call("generate_report", json::object())}};
     rules.push_back(after_search);
     rules.push_back(rule(react_agent, call("internal_search", {{"queries", {"heat pump"}}})));
     rules.push_back(rule(agent_report, {{"text", "Heat pumps move heat [1]."}}));
@@ -315,13 +316,15 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: an unusable structured answer
   auto rules = json::array();
   rules.push_back(rule(coordinator, classify("moderate")));
   // The plan: broken JSON, then a usable repair.
-  rules.push_back(rule(planner, {{"tool_calls", {{{"name", "write_plan"}, {"arguments", "{\"steps\": ["}}}}}, 1));
+  rules.push_back(
+    rule(planner, {{"tool_calls", {{{"name", "write_plan"}, {"arguments", "{\"steps\": ["}}}}}, 1));
   rules.push_back(rule(planner, plan_of({"Efficiency", "Defrost"})));
   // The first step's queries: never usable (the step searches its title).
-  json unusable{{"match", {{"system_contains", queries_writer},
-                            {"message_contains", "Efficiency in detail"},
-                            {"times", 2}}},
-                 {"respond", {{"text", "I would search for things."}}}};
+  json unusable{{"match",
+                 {{"system_contains", queries_writer},
+                  {"message_contains", "Efficiency in detail"},
+                  {"times", 2}}},
+                {"respond", {{"text", "I would search for things."}}}};
   rules.push_back(unusable);
   rules.push_back(rule(reflector, reflect("CONTINUE")));
   common_rules(rules);
@@ -334,8 +337,7 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: an unusable structured answer
   bool repaired = false;
   for (const auto& r : server.requests())
     if (r.raw_body.find(planner) != std::string::npos
-        && r.raw_body.find("write_plan") != std::string::npos
-        && r.body["messages"].size() > 2)
+        && r.raw_body.find("write_plan") != std::string::npos && r.body["messages"].size() > 2)
       repaired = true;
   CHECK(repaired);
   CHECK(o.of_type("plan_step_end").size() == 2);
@@ -450,9 +452,11 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: the report is verified claim 
   rules.push_back(rule(coordinator, classify("moderate")));
   rules.push_back(rule(planner, plan_of({"Defrost"})));
   rules.push_back(rule(reflector, reflect("COMPLETE")));
-  rules.push_back(rule(queries_writer, call("search_queries", {{"queries", {"heat pump defrost"}}})));
+  rules.push_back(
+    rule(queries_writer, call("search_queries", {{"queries", {"heat pump defrost"}}})));
   rules.push_back(rule(observer, {{"text", "Defrost cycles remove frost from the coil [1]."}}));
-  rules.push_back(rule(synthesizer, {{"text", "Heat pumps are made of cheese and chocolate [1]."}}));
+  rules.push_back(
+    rule(synthesizer, {{"text", "Heat pumps are made of cheese and chocolate [1]."}}));
   REQUIRE_FALSE(server.script(rules));
   auto spec = reflective_spec();
   spec.verify = true;
@@ -479,10 +483,9 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: the structured calls work wit
   rules.push_back(rule(reflector, reflect("CONTINUE")));
   common_rules(rules);
   REQUIRE_FALSE(server.script(rules));
-  auto o = run(reflective_spec(),
-               llm("anthropic", {{"base_url", server.base_url_anthropic()},
-                                 {"model", "claude-test"},
-                                 {"api_key", "k"}}));
+  auto o = run(reflective_spec(), llm("anthropic", {{"base_url", server.base_url_anthropic()},
+                                                    {"model", "claude-test"},
+                                                    {"api_key", "k"}}));
   CAPTURE(o.result.failure);
   REQUIRE(o.result.status == actors::session_status::report);
   CHECK(o.of_type("question_classified").size() == 1);
@@ -504,16 +507,18 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: a synthesis cut by the output
   test::fake_llm_server server;
   auto rules = json::array();
   // The continuation first: asked to go on where the synthesis stopped.
-  rules.push_back({{"match", {{"system_contains", synthesizer},
-                              {"last_user_contains", "cut off by the output token limit"}}},
+  rules.push_back({{"match",
+                    {{"system_contains", synthesizer},
+                     {"last_user_contains", "cut off by the output token limit"}}},
                    {"respond", {{"text", "coils [1]. It melts the frost."}}}});
   rules.push_back(rule(coordinator, classify("moderate")));
   rules.push_back(rule(planner, plan_of({"Defrost"})));
   rules.push_back(rule(reflector, reflect("CONTINUE")));
-  rules.push_back(rule(queries_writer, call("search_queries", {{"queries", {"heat pump defrost"}}})));
+  rules.push_back(
+    rule(queries_writer, call("search_queries", {{"queries", {"heat pump defrost"}}})));
   rules.push_back(rule(observer, {{"text", "Defrost cycles remove frost from the coil [1]."}}));
-  rules.push_back(rule(synthesizer, {{"text", "Heat pumps defrost their "},
-                                     {"finish_reason", "length"}}));
+  rules.push_back(
+    rule(synthesizer, {{"text", "Heat pumps defrost their "}, {"finish_reason", "length"}}));
   REQUIRE_FALSE(server.script(rules));
   auto o = run_scripted(server, reflective_spec());
   CAPTURE(o.result.failure);
@@ -543,8 +548,7 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: the classic researcher's fail
   actors::tool_set tools;
   tools.tools["web_search"] = {hdl, tool->definition(), sdk::tool_kind::web_search};
   auto o = run_with(reflective_spec(),
-                    llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
-                    tools);
+                    llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}), tools);
   std::vector<json> failed;
   for (const auto& p : o.packets)
     if (p["type"] == "error" && p.value("code", "") == "tool_failed")
@@ -553,7 +557,8 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: the classic researcher's fail
   // The observation was asked for with the failure as the tool's answer.
   bool told = false;
   for (const auto& r : server.requests())
-    if (r.raw_body.find(observer) != std::string::npos && r.raw_body.find("\"role\":\"tool\"") != std::string::npos)
+    if (r.raw_body.find(observer) != std::string::npos
+        && r.raw_body.find("\"role\":\"tool\"") != std::string::npos)
       told = true;
   CHECK(told);
   // Nothing was read: the research fails as one that read no source.

@@ -16,13 +16,11 @@ struct agent_fixture : test::research_fixture {
   actors::agent_result run(actors::agent_spec spec, actors::llm_provider_actor llm,
                            actors::tool_set tools, actors::emitter_actor em) {
     caf::scoped_actor self{rt->system()};
-    actors::spawn_research_agent(rt->system(), std::move(spec), llm, std::move(tools),
-                                 em, prompts,
+    actors::spawn_research_agent(rt->system(), std::move(spec), llm, std::move(tools), em, prompts,
                                  caf::actor_cast<actors::agent_parent_actor>(self));
     actors::agent_result out;
-    self->receive(
-      [&](actors::agent_done_atom, actors::agent_result& r) { out = std::move(r); },
-      caf::after(std::chrono::seconds{60}) >> [&] { FAIL("agent never finished"); });
+    self->receive([&](actors::agent_done_atom, actors::agent_result& r) { out = std::move(r); },
+                  caf::after(std::chrono::seconds{60}) >> [&] { FAIL("agent never finished"); });
     drain(self, em);
     return out;
   }
@@ -39,8 +37,7 @@ TEST_CASE_FIXTURE(agent_fixture, "research agent searches the corpus and "
   spec.turn_index = 3;
   spec.tab_index = 1;
   spec.current_datetime = "Sunday November 22, 2026";
-  auto r = run(spec, llm("extractive", nlohmann::json::object()), corpus_tools(),
-               emitter());
+  auto r = run(spec, llm("extractive", nlohmann::json::object()), corpus_tools(), emitter());
   CAPTURE(r.failure);
   REQUIRE(r.ok);
   CHECK(r.call_id == "call_1");
@@ -86,8 +83,7 @@ TEST_CASE_FIXTURE(agent_fixture, "research agent reports a failing model as a "
   actors::agent_spec spec;
   spec.call_id = "call_9";
   spec.task = "anything";
-  auto r = run(spec,
-               llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
+  auto r = run(spec, llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
                corpus_tools(), emitter());
   CHECK_FALSE(r.ok);
   CHECK(r.call_id == "call_9");
@@ -108,13 +104,12 @@ TEST_CASE_FIXTURE(agent_fixture, "research agent treats tools by their kind, not
   auto echo = registry->make_tool("echo", nlohmann::json::object());
   REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(echo));
   auto echo_tool = std::get<std::shared_ptr<sdk::tool>>(echo);
-  auto reader = actors::spawn_tool_provider(
-    rt->system(), echo_tool, actors::tool_actor_settings::of("read_page", {}));
+  auto reader = actors::spawn_tool_provider(rt->system(), echo_tool,
+                                            actors::tool_actor_settings::of("read_page", {}));
   rt->add_stoppable(reader);
   actors::tool_set tools;
   tools.tools["company_search"] = search;
-  tools.tools["read_page"] = {reader, echo_tool->definition(),
-                              sdk::tool_kind::page_reader};
+  tools.tools["read_page"] = {reader, echo_tool->definition(), sdk::tool_kind::page_reader};
   // The URL the search finds first (the same run the agent makes: the tool
   // actor serves it from its cache).
   nlohmann::json query = {{"queries", {"defrost cycles"}}};
@@ -122,8 +117,9 @@ TEST_CASE_FIXTURE(agent_fixture, "research agent treats tools by their kind, not
   std::string snippet;
   {
     caf::scoped_actor self{rt->system()};
-    self->request(search.actor, std::chrono::seconds{30}, actors::run_atom::value,
-                  actors::tool_call_msg{1, query.dump()})
+    self
+      ->request(search.actor, std::chrono::seconds{30}, actors::run_atom::value,
+                actors::tool_call_msg{1, query.dump()})
       .receive(
         [&](const actors::tool_reply& r) {
           REQUIRE_FALSE(r.result.documents.empty());
@@ -147,8 +143,8 @@ TEST_CASE_FIXTURE(agent_fixture, "research agent treats tools by their kind, not
   actors::agent_spec spec;
   spec.call_id = "call_k";
   spec.task = "How do defrost cycles work?";
-  auto r = run(spec, llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
-               tools, emitter());
+  auto r = run(spec, llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}), tools,
+               emitter());
   CAPTURE(r.failure);
   REQUIRE(r.ok);
   // Search packets for the search, page packets for the reader.
@@ -173,8 +169,7 @@ TEST_CASE_FIXTURE(agent_fixture, "research agent treats tools by their kind, not
   INFO(system);
   CHECK(system.find("## company_search\n\nUse `company_search` to find sources")
         != std::string::npos);
-  CHECK(system.find("## read_page\n\nUse `read_page` to read whole pages")
-        != std::string::npos);
+  CHECK(system.find("## read_page\n\nUse `read_page` to read whole pages") != std::string::npos);
   CHECK(system.find("After a `company_search` you") != std::string::npos);
   CHECK(system.find("web_search") == std::string::npos);
   CHECK(system.find("open_url") == std::string::npos);
@@ -189,8 +184,8 @@ TEST_CASE_FIXTURE(agent_fixture, "research agent treats tools by their kind, not
       read_result = m.value("content", "");
   INFO(read_result);
   REQUIRE(read_result.find("_quarry=") != std::string::npos);
-  auto hints = nlohmann::json::parse(read_result.substr(read_result.find("_quarry=") + 8),
-                                     nullptr, false);
+  auto hints = nlohmann::json::parse(read_result.substr(read_result.find("_quarry=") + 8), nullptr,
+                                     false);
   REQUIRE(hints.is_object());
   CHECK(hints["snippets"].size() == 1);
   CHECK(hints["snippets"].contains(url));

@@ -30,9 +30,9 @@ namespace {
 struct research_fixture {
   test::temp_dir home;
 
-  test::process_result quarry(std::vector<std::string> args,
-                              std::vector<std::pair<std::string, std::optional<std::string>>>
-                                extra_env = {}) {
+  test::process_result
+  quarry(std::vector<std::string> args,
+         std::vector<std::pair<std::string, std::optional<std::string>>> extra_env = {}) {
     std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR};
     argv.insert(argv.end(), args.begin(), args.end());
     return test::run_process(argv, test::isolated_quarry_options(home.path(), extra_env));
@@ -150,26 +150,26 @@ TEST_CASE_FIXTURE(research_fixture, "research works offline over the example "
   CHECK(checked >= 5);
 }
 
-
 TEST_CASE_FIXTURE(research_fixture, "research --json streams packets from a "
                                     "real-format LLM server") {
   test::fake_llm_server server;
   auto rules = nlohmann::json::array();
   rules.push_back(rule("You are the planner", {{"text", "1. Cold weather\n2. Defrost"}}));
-  rules.push_back({{"match", {{"system_contains", "You are the orchestrator"},
-                              {"message_contains", "\"tool\""}}},
-                   {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
+  rules.push_back(
+    {{"match", {{"system_contains", "You are the orchestrator"}, {"message_contains", "\"tool\""}}},
+     {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
   rules.push_back(rule("You are the orchestrator",
                        calls({{"research_agent", {{"task", "Explain defrost cycles."}}}})));
-  rules.push_back({{"match", {{"system_contains", "careful, precise research agent"},
-                              {"message_contains", "\"document\""}}},
+  rules.push_back({{"match",
+                    {{"system_contains", "careful, precise research agent"},
+                     {"message_contains", "\"document\""}}},
                    {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
   rules.push_back(rule("careful, precise research agent",
                        calls({{"internal_search", {{"queries", {"defrost cycle"}}}}})));
-  rules.push_back(rule("finished its research",
-                       {{"text", "Defrost cycles reverse the refrigerant flow [1]."}}));
-  rules.push_back(rule("You write the final answer",
-                       {{"text", "Defrosting reverses the cycle [1]."}}));
+  rules.push_back(
+    rule("finished its research", {{"text", "Defrost cycles reverse the refrigerant flow [1]."}}));
+  rules.push_back(
+    rule("You write the final answer", {{"text", "Defrosting reverses the cycle [1]."}}));
   REQUIRE_FALSE(server.script(rules));
   auto res = quarry({"research", "How does defrosting work?", "--no-clarify", "--json"},
                     {{"OPENAI_API_KEY", "test-key"},
@@ -201,8 +201,8 @@ TEST_CASE_FIXTURE(research_fixture, "research --json streams packets from a "
 TEST_CASE_FIXTURE(research_fixture, "research exits 3 with the questions when "
                                     "clarification is needed") {
   test::fake_llm_server server;
-  REQUIRE_FALSE(server.script(nlohmann::json::array(
-    {rule("clarification step", {{"text", "1. Which climate zone?"}})})));
+  REQUIRE_FALSE(server.script(
+    nlohmann::json::array({rule("clarification step", {{"text", "1. Which climate zone?"}})})));
   auto res = quarry({"research", "heat pumps?"},
                     {{"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", server.base_url_openai()}});
   CHECK(res.exit_code == 3);
@@ -227,8 +227,8 @@ TEST_CASE_FIXTURE(research_fixture, "research with --answer or --answers skips "
        rule(final_marker, {{"text", "A report [1]."}})}))));
     std::vector<std::string> argv{"research", "heat pumps?"};
     argv.insert(argv.end(), args.begin(), args.end());
-    auto res = quarry(argv, {{"OPENAI_API_KEY", "k"},
-                             {"OPENAI_BASE_URL", server.base_url_openai()}});
+    auto res = quarry(argv,
+                      {{"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", server.base_url_openai()}});
     CAPTURE(res.err);
     CHECK(res.exit_code == 0);
     CHECK(res.out.find("# heat pumps?\n") == 0);
@@ -291,8 +291,8 @@ TEST_CASE_FIXTURE(research_fixture, "research --answers refuses FIFOs, devices a
   stdin_opts.env["OPENAI_API_KEY"] = "k";
   stdin_opts.env["OPENAI_BASE_URL"] = server.base_url_openai();
   stdin_opts.input = "Nordic climate\n";
-  auto from_stdin = test::run_process({QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR,
-                                       "research", "heat pumps?", "--answers", "-"},
+  auto from_stdin = test::run_process({QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR, "research",
+                                       "heat pumps?", "--answers", "-"},
                                       stdin_opts);
   CAPTURE(from_stdin.err);
   CHECK(from_stdin.exit_code == 0);
@@ -318,8 +318,7 @@ TEST_CASE_FIXTURE(research_fixture, "research rejects bad input before doing "
     {{"research", "q", "--out", home.file("absent/report.md")}, "cannot write"},
     {{"research", "q", "--html", home.path()}, "it is a folder"},
     {{"research", "q", "--out", home.file("dangling.md")}, "which does not exist"},
-    {{"--set", "research.max_parallel_agents=99", "research", "q"},
-     "research.max_parallel_agents"},
+    {{"--set", "research.max_parallel_agents=99", "research", "q"}, "research.max_parallel_agents"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.message);
@@ -334,8 +333,7 @@ TEST_CASE_FIXTURE(research_fixture, "research rejects bad input before doing "
     {"error": {"status": 401, "body": {"error": {"message": "invalid api key",
      "type": "invalid_request_error"}}}}])")));
   auto failed = quarry({"research", "q", "--no-clarify", "--out", home.file("keep.md")},
-                       {{"OPENAI_API_KEY", "k"},
-                        {"OPENAI_BASE_URL", server.base_url_openai()}});
+                       {{"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", server.base_url_openai()}});
   CHECK(failed.exit_code == 1);
   CHECK(failed.err.find("research failed") != std::string::npos);
   CHECK(slurp(home.file("keep.md")) == "existing report\n");
@@ -351,8 +349,7 @@ TEST_CASE_FIXTURE(research_fixture, "research writes --out and --html through "
   auto target = home.write("real/report.html", "old\n");
   auto link = home.file("link.html");
   REQUIRE(::symlink("real/report.html", link.c_str()) == 0);
-  auto res = quarry({"research", question, "--no-clarify", "--out", private_md,
-                     "--html", link});
+  auto res = quarry({"research", question, "--no-clarify", "--out", private_md, "--html", link});
   CAPTURE(res.err);
   REQUIRE(res.exit_code == 0);
   struct stat st {};
@@ -397,12 +394,14 @@ TEST_CASE_FIXTURE(research_fixture, "research sends a search backend only the "
     return test::response_plan::text(200, nlohmann::json{{"results", results}}.dump(),
                                      "application/json");
   });
+  // clang-format off
   auto cfg = home.write("quarry.yaml", "tools:\n"
                                        "  web_search:\n"
                                        "    plugin: searxng\n"
                                        "    base_url: " + search.url("") + "\n"
                                        "research:\n"
                                        "  max_parallel_agents: 1\n");
+  // clang-format on
   auto res = quarry({"--config", cfg, "research", "--no-clarify", "--json",
                      "Why does a heat pump's efficiency drop in cold weather, how "
                      "do defrost cycles work, and how do running costs compare "
@@ -452,12 +451,11 @@ struct scripted_run {
 // (the example corpus is the only tool).
 scripted_run run_scripted(research_fixture& fx, test::fake_llm_server& server,
                           std::vector<std::string> extra = {}) {
-  std::vector<std::string> args{"research", "How do heat pumps cope with cold weather?",
-                                "--json"};
+  std::vector<std::string> args{"research", "How do heat pumps cope with cold weather?", "--json"};
   args.insert(args.end(), extra.begin(), extra.end());
   scripted_run out;
-  out.res = fx.quarry(args, {{"OPENAI_API_KEY", "k"},
-                             {"OPENAI_BASE_URL", server.base_url_openai()}});
+  out.res = fx.quarry(args,
+                      {{"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", server.base_url_openai()}});
   std::istringstream in{out.res.out};
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line, nullptr, false);
@@ -502,9 +500,9 @@ TEST_CASE_FIXTURE(research_fixture, "research --json: a first orchestrator "
                                     "turn without tool calls is retried, then "
                                     "fails clearly") {
   test::fake_llm_server server;
-  REQUIRE_FALSE(server.script(nlohmann::json::array(
-    {rule(plan_marker, {{"text", "1. One step"}}),
-     rule(orchestrator_marker, {{"text", "I would research this."}})})));
+  REQUIRE_FALSE(server.script(
+    nlohmann::json::array({rule(plan_marker, {{"text", "1. One step"}}),
+                           rule(orchestrator_marker, {{"text", "I would research this."}})})));
   auto run = run_scripted(*this, server, {"--no-clarify"});
   CHECK(run.res.exit_code == 1);
   CHECK(run.res.err.find("failed to generate any research tasks") != std::string::npos);
@@ -520,13 +518,16 @@ TEST_CASE_FIXTURE(research_fixture, "research --json: an agent whose model "
   test::fake_llm_server server;
   auto rules = nlohmann::json::array();
   rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
-  rules.push_back(rule(orchestrator_marker,
-                       calls({{"research_agent", {{"task", "Research defrost."}}}}), 1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
-  rules.push_back({{"match", {{"system_contains", agent_marker}}},
-                   {"error", {{"status", 400},
-                              {"body", {{"error", {{"message", "agent model broke"},
-                                                   {"type", "invalid_request_error"}}}}}}}});
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"research_agent", {{"task", "Research defrost."}}}}), 1));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    {{"match", {{"system_contains", agent_marker}}},
+     {"error",
+      {{"status", 400},
+       {"body",
+        {{"error", {{"message", "agent model broke"}, {"type", "invalid_request_error"}}}}}}}});
   rules.push_back(rule(final_marker, {{"text", "Nothing could be researched."}}));
   REQUIRE_FALSE(server.script(rules));
   auto run = run_scripted(*this, server, {"--no-clarify"});
@@ -590,8 +591,8 @@ TEST_CASE_FIXTURE(research_fixture, "research --json: the deadline ends "
                                     "research and the report still comes") {
   test::fake_llm_server server;
   // A fast agent that reads the corpus, and a slow one the deadline stops.
-  nlohmann::json slow{{"match", {{"system_contains", agent_marker},
-                                 {"last_user_contains", "A slow task."}}},
+  nlohmann::json slow{{"match",
+                       {{"system_contains", agent_marker}, {"last_user_contains", "A slow task."}}},
                       {"respond", calls({{"generate_report", nlohmann::json::object()}})},
                       {"latency_ms", 120000}};
   auto rules = nlohmann::json::array(
@@ -606,8 +607,9 @@ TEST_CASE_FIXTURE(research_fixture, "research --json: the deadline ends "
   rules.push_back(rule(final_marker, {{"text", "Report from what was found."}}));
   REQUIRE_FALSE(server.script(rules));
   auto start = std::chrono::steady_clock::now();
-  auto run = run_scripted(*this, server, {"--no-clarify", "--deadline", "2s",
-                                          "--set", "research.final_report_timeout=10s"});
+  auto run = run_scripted(*this, server,
+                          {"--no-clarify", "--deadline", "2s", "--set",
+                           "research.final_report_timeout=10s"});
   auto took = std::chrono::steady_clock::now() - start;
   CAPTURE(run.res.err);
   REQUIRE(run.res.exit_code == 0);
@@ -624,7 +626,8 @@ TEST_CASE_FIXTURE(research_fixture, "research on a terminal asks the "
   auto rules = nlohmann::json::array();
   rules.push_back(rule(clarify_marker, {{"text", "1. Which climate zone?"}}, 1));
   rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   rules.push_back(rule(final_marker, {{"text", "A report for a cold climate."}}));
   REQUIRE_FALSE(server.script(researched(rules)));
   // `script` gives the command a terminal for stdin and stdout.
@@ -665,8 +668,8 @@ constexpr const char* judge_marker = "You check a research report against its so
 nlohmann::json verification_script(nlohmann::json judge) {
   auto rules = two_agent_script();
   rules.erase(rules.end() - 1);
-  rules.push_back(rule(final_marker,
-                       {{"text", "During defrost the unit delivers no heat or negative heat [1]. "
+  rules.push_back(
+    rule(final_marker, {{"text", "During defrost the unit delivers no heat or negative heat [1]. "
                                  "Outdoor units are made of cheese and chocolate [2]. Roof snow "
                                  "sliding onto an outdoor unit can damage it, so placement "
                                  "beneath eaves is avoided [1]."}}));
@@ -691,8 +694,8 @@ TEST_CASE_FIXTURE(research_fixture, "research --verify: supported, unsupported a
     {"id": 0, "verdict": "supported", "quote": "during defrost the unit delivers no heat or negative heat"},
     {"id": 1, "verdict": "unsupported", "quote": ""},
     {"id": 2, "verdict": "unsupported", "quote": ""}]})";
-  REQUIRE_FALSE(server.script(verification_script(rule(
-    judge_marker, {{"tool_calls", {{{"name", "judge_claims"}, {"arguments", verdicts}}}}}))));
+  REQUIRE_FALSE(server.script(verification_script(
+    rule(judge_marker, {{"tool_calls", {{{"name", "judge_claims"}, {"arguments", verdicts}}}}}))));
   auto out = home.file("report.md");
   auto run = run_scripted(*this, server, {"--no-clarify", "--verify", "--out", out});
   CAPTURE(run.res.err);
@@ -738,9 +741,9 @@ TEST_CASE_FIXTURE(research_fixture, "research --verify: a judge slower than the 
   REQUIRE_FALSE(server.script(verification_script(slow)));
   auto out = home.file("report.md");
   auto start = std::chrono::steady_clock::now();
-  auto run = run_scripted(*this, server, {"--no-clarify", "--verify", "--out", out,
-                                          "--deadline", "3s",
-                                          "--set", "research.final_report_timeout=10s"});
+  auto run = run_scripted(*this, server,
+                          {"--no-clarify", "--verify", "--out", out, "--deadline", "3s", "--set",
+                           "research.final_report_timeout=10s"});
   auto took = std::chrono::steady_clock::now() - start;
   CAPTURE(run.res.err);
   REQUIRE(run.res.exit_code == 0);

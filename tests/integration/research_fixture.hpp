@@ -35,8 +35,8 @@ struct research_fixture {
   std::unique_ptr<host::host_services> services;
   std::unique_ptr<host::plugin_registry> registry;
   std::unique_ptr<actors::runtime> rt;
-  std::shared_ptr<const core::prompt_library> prompts
-    = std::make_shared<core::prompt_library>(core::prompt_library::embedded());
+  std::shared_ptr<const core::prompt_library> prompts = std::make_shared<core::prompt_library>(
+    core::prompt_library::embedded());
   std::mutex mtx;
   std::vector<core::packet> packets;
   std::shared_ptr<std::promise<void>> drained;
@@ -68,9 +68,9 @@ struct research_fixture {
     REQUIRE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made));
     core::llm_limits limits;
     limits.max_retries = 0;
-    auto hdl = actors::spawn_llm_provider(
-      rt->system(), std::get<std::shared_ptr<sdk::llm_provider>>(made),
-      actors::llm_actor_settings::of("main", limits));
+    auto hdl = actors::spawn_llm_provider(rt->system(),
+                                          std::get<std::shared_ptr<sdk::llm_provider>>(made),
+                                          actors::llm_actor_settings::of("main", limits));
     rt->add_stoppable(hdl);
     return hdl;
   }
@@ -88,8 +88,8 @@ struct research_fixture {
     auto made = registry->make_tool("local_corpus", {{"db", db}});
     REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
     auto tool = std::get<std::shared_ptr<sdk::tool>>(made);
-    auto hdl = actors::spawn_tool_provider(
-      rt->system(), tool, actors::tool_actor_settings::of("internal_search", {}));
+    auto hdl = actors::spawn_tool_provider(rt->system(), tool,
+                                           actors::tool_actor_settings::of("internal_search", {}));
     rt->add_stoppable(hdl);
     actors::tool_set out;
     out.tools["internal_search"] = {hdl, tool->definition(),
@@ -117,8 +117,7 @@ struct research_fixture {
   void drain(caf::scoped_actor& self, const actors::emitter_actor& em) {
     self->request(em, std::chrono::seconds{10}, actors::stop_atom::value)
       .receive([](uint64_t) {}, [](const caf::error&) {});
-    REQUIRE(drained->get_future().wait_for(std::chrono::seconds{10})
-            == std::future_status::ready);
+    REQUIRE(drained->get_future().wait_for(std::chrono::seconds{10}) == std::future_status::ready);
   }
 
   /// The types of the collected packets, in order.

@@ -42,12 +42,11 @@ inline std::vector<nlohmann::json> agent_rules() {
     {"match", {{"system_contains", agent_marker}, {"message_contains", "\"document\""}}},
     {"respond", calls({{"generate_report", nlohmann::json::object()}})}};
   return {report_after_search,
-          rule(agent_marker, calls({{"internal_search",
-                                     {{"queries", {"heat pump defrost cold"}}}}})),
-          rule(agent_report_marker,
-               {{"text", "Heat pump efficiency falls as the outdoor air gets "
-                         "colder [1]. Defrost cycles remove frost from the "
-                         "outdoor coil [2]."}})};
+          rule(agent_marker,
+               calls({{"internal_search", {{"queries", {"heat pump defrost cold"}}}}})),
+          rule(agent_report_marker, {{"text", "Heat pump efficiency falls as the outdoor air gets "
+                                              "colder [1]. Defrost cycles remove frost from the "
+                                              "outdoor coil [2]."}})};
 }
 
 /// One research round for scripts that test something else: the
@@ -88,7 +87,8 @@ inline nlohmann::json parallel_agents_script(int agents) {
   for (int i = 0; i < agents; ++i)
     xs.emplace_back("research_agent", nlohmann::json{{"task", "Task " + std::to_string(i)}});
   rules.push_back(rule(orchestrator_marker, calls(xs), 1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   for (auto& r : agent_rules())
     rules.push_back(r);
   rules.push_back(rule(final_marker, {{"text", "Done [1]."}}));
@@ -99,19 +99,17 @@ inline size_t requests_with(const test::fake_llm_server& server, const char* mar
   size_t n = 0;
   for (const auto& r : server.requests())
     if (r.raw_body.find(marker) != std::string::npos
-        && r.body["messages"][0]["content"].get<std::string>().find(marker)
-             != std::string::npos)
+        && r.body["messages"][0]["content"].get<std::string>().find(marker) != std::string::npos)
       ++n;
   return n;
 }
 
 inline std::vector<nlohmann::json> requests_of(const test::fake_llm_server& server,
-                                        const char* marker) {
+                                               const char* marker) {
   std::vector<nlohmann::json> out;
   for (const auto& r : server.requests())
     if (r.body.is_object() && r.body.contains("messages")
-        && r.body["messages"][0]["content"].get<std::string>().find(marker)
-             != std::string::npos)
+        && r.body["messages"][0]["content"].get<std::string>().find(marker) != std::string::npos)
       out.push_back(r.body);
   return out;
 }
@@ -129,7 +127,8 @@ inline nlohmann::json two_agent_script(bool think_first = false) {
     rules.push_back(rule(orchestrator_marker,
                          calls({{"think_tool", {{"reasoning", "Both parts are covered now."}}}}),
                          1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   for (auto& r : agent_rules())
     rules.push_back(r);
   rules.push_back(rule(final_marker, {{"text", "Cold air lowers efficiency [1]. "

@@ -35,8 +35,8 @@ namespace {
 struct robust_fixture {
   test::temp_dir home;
 
-  test::process_options options(
-    std::vector<std::pair<std::string, std::optional<std::string>>> extra_env = {}) {
+  test::process_options
+  options(std::vector<std::pair<std::string, std::optional<std::string>>> extra_env = {}) {
     auto opts = test::isolated_quarry_options(home.path(), extra_env);
     opts.timeout = 120s;
     return opts;
@@ -48,9 +48,9 @@ struct robust_fixture {
     return out;
   }
 
-  test::process_result quarry(
-    std::vector<std::string> args,
-    std::vector<std::pair<std::string, std::optional<std::string>>> extra_env = {}) {
+  test::process_result
+  quarry(std::vector<std::string> args,
+         std::vector<std::pair<std::string, std::optional<std::string>>> extra_env = {}) {
     return test::run_process(argv(std::move(args)), options(std::move(extra_env)));
   }
 };
@@ -62,17 +62,15 @@ bool mentions(const std::string& haystack, const std::string& needle) {
 } // namespace
 
 TEST_CASE_FIXTURE(robust_fixture, "llm chat reports every error class and exits 1") {
-  for (int i = static_cast<int>(sdk::errc_first); i <= static_cast<int>(sdk::errc_last);
-       ++i) {
+  for (int i = static_cast<int>(sdk::errc_first); i <= static_cast<int>(sdk::errc_last); ++i) {
     auto code = static_cast<sdk::errc>(i);
     std::string name = sdk::to_string(code);
     CAPTURE(name);
     for (bool json : {false, true}) {
-      std::vector<std::string> args{"--plugin-dir",
-                                    std::string{QUARRY_TEST_PLUGIN_DIR} + "/good",
-                                    "--set", "llm.providers.t.plugin=echo_llm",
-                                    "--set", "llm.providers.t.max_retries=0",
-                                    "llm", "chat"};
+      std::vector<std::string> args{"--plugin-dir", std::string{QUARRY_TEST_PLUGIN_DIR} + "/good",
+                                    "--set",        "llm.providers.t.plugin=echo_llm",
+                                    "--set",        "llm.providers.t.max_retries=0",
+                                    "llm",          "chat"};
       if (json)
         args.push_back("--json");
       args.push_back("fail:" + name);
@@ -98,23 +96,20 @@ TEST_CASE_FIXTURE(robust_fixture, "an HTTP 429 that runs out of retries fails cl
     {"error": {"status": 429, "message": "slow down"}}
   ])")));
   SUBCASE("llm chat") {
-    auto res = quarry({"--set", "llm.providers.main.plugin=openai",
-                       "--set", "llm.providers.main.base_url=" + server.base_url_openai(),
-                       "--set", "llm.providers.main.api_key=sk-test",
-                       "--set", "llm.providers.main.model=m",
-                       "--set", "llm.providers.main.max_retries=0",
-                       "llm", "chat", "hello"});
+    auto res = quarry({"--set", "llm.providers.main.plugin=openai", "--set",
+                       "llm.providers.main.base_url=" + server.base_url_openai(), "--set",
+                       "llm.providers.main.api_key=sk-test", "--set", "llm.providers.main.model=m",
+                       "--set", "llm.providers.main.max_retries=0", "llm", "chat", "hello"});
     CAPTURE(res.err);
     CHECK(res.exit_code == 1);
     CHECK(mentions(res.err, "rate_limited"));
   }
   SUBCASE("research") {
-    auto res = quarry({"--set", "llm.providers.main.plugin=openai",
-                       "--set", "llm.providers.main.base_url=" + server.base_url_openai(),
-                       "--set", "llm.providers.main.api_key=sk-test",
-                       "--set", "llm.providers.main.model=m",
-                       "--set", "llm.providers.main.max_retries=0",
-                       "research", "--no-clarify", "Why do heat pumps defrost?"});
+    auto res = quarry({"--set", "llm.providers.main.plugin=openai", "--set",
+                       "llm.providers.main.base_url=" + server.base_url_openai(), "--set",
+                       "llm.providers.main.api_key=sk-test", "--set", "llm.providers.main.model=m",
+                       "--set", "llm.providers.main.max_retries=0", "research", "--no-clarify",
+                       "Why do heat pumps defrost?"});
     CAPTURE(res.err);
     CHECK(res.exit_code == 1);
     CHECK(mentions(res.err, "research failed"));
@@ -136,11 +131,10 @@ TEST_CASE_FIXTURE(robust_fixture, "a byte that is not UTF-8 in a streamed answer
   sse += "data: [DONE]\n\n";
   REQUIRE_FALSE(server.replay(sse, "text/event-stream"));
   auto res = test::run_process(
-    argv({"--set", "llm.providers.main.plugin=openai",
-          "--set", "llm.providers.main.base_url=" + server.base_url_openai(),
-          "--set", "llm.providers.main.api_key=sk-test",
-          "--set", "llm.providers.main.model=m",
-          "llm", "chat", "--json", "hello"}),
+    argv({"--set", "llm.providers.main.plugin=openai", "--set",
+          "llm.providers.main.base_url=" + server.base_url_openai(), "--set",
+          "llm.providers.main.api_key=sk-test", "--set", "llm.providers.main.model=m", "llm",
+          "chat", "--json", "hello"}),
     [&] {
       auto o = options();
       o.timeout = 30s;
@@ -174,9 +168,8 @@ TEST_CASE_FIXTURE(robust_fixture, "commands without a session stop promptly on "
   auto url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/page";
   for (int sig : {SIGINT, SIGTERM}) {
     CAPTURE(sig);
-    test::child_process child{argv({"extract", url, "--set",
-                                    "tools.open_url.plugin=open_url", "--set",
-                                    "tools.open_url.allow=[\"127.0.0.1\"]"}),
+    test::child_process child{argv({"extract", url, "--set", "tools.open_url.plugin=open_url",
+                                    "--set", "tools.open_url.allow=[\"127.0.0.1\"]"}),
                               options()};
     REQUIRE(child.wait_until_blocked(sig, 30s));
     // Then give it time to reach the FIFO.
@@ -195,8 +188,8 @@ TEST_CASE_FIXTURE(robust_fixture, "interrupted research says so, exits 130 or 14
                                   "leaves an existing report alone") {
   test::fake_llm_server server;
   // Planning never answers in time.
-  REQUIRE_FALSE(server.script(nlohmann::json::array(
-    {{{"respond", {{"text", "1. A step"}}}, {"latency_ms", 120000}}})));
+  REQUIRE_FALSE(server.script(
+    nlohmann::json::array({{{"respond", {{"text", "1. A step"}}}, {"latency_ms", 120000}}})));
   auto out = home.write("report.md", "an earlier report\n");
   for (int sig : {SIGINT, SIGTERM}) {
     CAPTURE(sig);
@@ -218,8 +211,8 @@ TEST_CASE_FIXTURE(robust_fixture, "interrupted research says so, exits 130 or 14
 
 TEST_CASE_FIXTURE(robust_fixture, "a second signal ends research at once") {
   test::fake_llm_server server;
-  REQUIRE_FALSE(server.script(nlohmann::json::array(
-    {{{"respond", {{"text", "1. A step"}}}, {"latency_ms", 120000}}})));
+  REQUIRE_FALSE(server.script(
+    nlohmann::json::array({{{"respond", {{"text", "1. A step"}}}, {"latency_ms", 120000}}})));
   test::child_process child{
     argv({"--set", "research.final_report_timeout=10m", "research", "--no-clarify",
           "How do heat pumps defrost?"}),
@@ -269,14 +262,13 @@ TEST_CASE_FIXTURE(robust_fixture, "llm chat, tool run and extract stop on a sign
                                   "with 130 or 143") {
   SUBCASE("llm chat against a model that never answers") {
     test::fake_llm_server server;
-    REQUIRE_FALSE(server.script(nlohmann::json::array(
-      {{{"respond", {{"text", "late"}}}, {"latency_ms", 120000}}})));
-    test::child_process child{
-      argv({"--set", "llm.providers.main.plugin=openai",
-            "--set", "llm.providers.main.base_url=" + server.base_url_openai(),
-            "--set", "llm.providers.main.api_key=sk-test",
-            "--set", "llm.providers.main.model=m", "llm", "chat", "hello"}),
-      options()};
+    REQUIRE_FALSE(server.script(
+      nlohmann::json::array({{{"respond", {{"text", "late"}}}, {"latency_ms", 120000}}})));
+    test::child_process child{argv({"--set", "llm.providers.main.plugin=openai", "--set",
+                                    "llm.providers.main.base_url=" + server.base_url_openai(),
+                                    "--set", "llm.providers.main.api_key=sk-test", "--set",
+                                    "llm.providers.main.model=m", "llm", "chat", "hello"}),
+                              options()};
     REQUIRE(server.wait_for_requests(1, 30s));
     child.signal(SIGINT);
     auto res = child.wait(10s);
@@ -287,9 +279,9 @@ TEST_CASE_FIXTURE(robust_fixture, "llm chat, tool run and extract stop on a sign
   }
   SUBCASE("tool run of a tool that never finishes") {
     test::child_process child{
-      argv({"--plugin-dir", std::string{QUARRY_TEST_PLUGIN_DIR} + "/good",
-            "--set", "tools.echo.plugin=echo", "--set", "tools.echo.timeout=10m",
-            "tool", "run", "echo", R"({"text": "hang"})"}),
+      argv({"--plugin-dir", std::string{QUARRY_TEST_PLUGIN_DIR} + "/good", "--set",
+            "tools.echo.plugin=echo", "--set", "tools.echo.timeout=10m", "tool", "run", "echo",
+            R"({"text": "hang"})"}),
       options()};
     REQUIRE(child.wait_until_blocked(SIGTERM, 30s));
     std::this_thread::sleep_for(500ms);
@@ -301,12 +293,11 @@ TEST_CASE_FIXTURE(robust_fixture, "llm chat, tool run and extract stop on a sign
   }
   SUBCASE("extract of a page that never arrives") {
     test::http_server web;
-    web.route("GET", "/slow", [](const test::request&) {
-      return test::response_plan{200}.stall();
-    });
+    web.route("GET", "/slow",
+              [](const test::request&) { return test::response_plan{200}.stall(); });
     test::child_process child{
-      argv({"--set", "tools.open_url.plugin=open_url",
-            "--set", "tools.open_url.allow=[\"127.0.0.1\"]", "extract", web.url("/slow")}),
+      argv({"--set", "tools.open_url.plugin=open_url", "--set",
+            "tools.open_url.allow=[\"127.0.0.1\"]", "extract", web.url("/slow")}),
       options()};
     auto until = std::chrono::steady_clock::now() + 20s;
     while (web.requests_served() == 0 && std::chrono::steady_clock::now() < until)
@@ -322,8 +313,8 @@ TEST_CASE_FIXTURE(robust_fixture, "llm chat, tool run and extract stop on a sign
 TEST_CASE_FIXTURE(robust_fixture, "JSON nested 60,000 deep is refused, never a crash") {
   std::string deep = std::string(60000, '[') + std::string(60000, ']');
   SUBCASE("tool run arguments") {
-    auto res = quarry({"--plugin-dir", std::string{QUARRY_TEST_PLUGIN_DIR} + "/good",
-                       "--set", "tools.echo.plugin=echo", "tool", "run", "echo",
+    auto res = quarry({"--plugin-dir", std::string{QUARRY_TEST_PLUGIN_DIR} + "/good", "--set",
+                       "tools.echo.plugin=echo", "tool", "run", "echo",
                        "{\"text\": " + deep + "}"});
     CAPTURE(res.err);
     CHECK(res.exit_code == 2);
@@ -332,19 +323,20 @@ TEST_CASE_FIXTURE(robust_fixture, "JSON nested 60,000 deep is refused, never a c
   SUBCASE("tool-call arguments streamed by a model") {
     test::fake_llm_server server;
     auto args = nlohmann::json("{\"q\": " + deep + "}").dump();
-    std::string sse =
-      "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\","
-      "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":"
-      "[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":"
-      "{\"name\":\"search\",\"arguments\":" + args + "}}]},\"finish_reason\":null}]}\n\n"
-      "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\","
-      "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
-      "data: [DONE]\n\n";
+    std::string sse
+      = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\","
+        "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":"
+        "[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":"
+        "{\"name\":\"search\",\"arguments\":"
+        + args
+        + "}}]},\"finish_reason\":null}]}\n\n"
+          "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\","
+          "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
+          "data: [DONE]\n\n";
     REQUIRE_FALSE(server.replay(sse, "text/event-stream"));
-    auto res = quarry({"--set", "llm.providers.main.plugin=openai",
-                       "--set", "llm.providers.main.base_url=" + server.base_url_openai(),
-                       "--set", "llm.providers.main.api_key=sk-test",
-                       "--set", "llm.providers.main.model=m",
+    auto res = quarry({"--set", "llm.providers.main.plugin=openai", "--set",
+                       "llm.providers.main.base_url=" + server.base_url_openai(), "--set",
+                       "llm.providers.main.api_key=sk-test", "--set", "llm.providers.main.model=m",
                        "llm", "chat", "--json", "hello"});
     CAPTURE(res.err);
     CAPTURE(res.out.substr(0, 300));

@@ -24,8 +24,7 @@ namespace {
 
 // An actor that appends "tick" to a file on a timer and, when told to stop,
 // writes "stopped" and quits.
-using ticker_actor
-  = actors::stoppable_actor::extend<caf::reacts_to<caf::tick_atom>>;
+using ticker_actor = actors::stoppable_actor::extend<caf::reacts_to<caf::tick_atom>>;
 
 ticker_actor::behavior_type ticker(ticker_actor::pointer self, std::string path) {
   auto out = std::make_shared<std::ofstream>(path);
@@ -34,8 +33,7 @@ ticker_actor::behavior_type ticker(ticker_actor::pointer self, std::string path)
   return {
     [=](caf::tick_atom) {
       *out << "tick" << std::endl;
-      self->delayed_send(self, std::chrono::milliseconds{10},
-                         caf::tick_atom::value);
+      self->delayed_send(self, std::chrono::milliseconds{10}, caf::tick_atom::value);
     },
     [=](actors::stop_atom) {
       *out << "stopped" << std::endl;

@@ -70,8 +70,8 @@ inline size_t collect_header(char* data, size_t size, size_t n, void* out) {
 // One HTTP request with libcurl; `timeout` bounds the whole transfer (an
 // event stream is read until the server closes it).
 inline reply call(const std::string& method, const std::string& url, const std::string& body = {},
-           std::vector<std::string> headers = {},
-           std::chrono::milliseconds timeout = std::chrono::seconds{60}) {
+                  std::vector<std::string> headers = {},
+                  std::chrono::milliseconds timeout = std::chrono::seconds{60}) {
   reply out;
   auto* h = curl_easy_init();
   REQUIRE(h != nullptr);

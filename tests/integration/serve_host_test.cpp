@@ -106,8 +106,7 @@ TEST_CASE("serve: host check: without a token a rebound name, a foreign page or 
   check_forbidden(call("POST", srv.url("/v1/research"), R"({"question": "steal my keys"})",
                        {rebound}),
                   "attacker.example");
-  check_forbidden(call("DELETE", srv.url("/v1/research/" + id), {}, {rebound}),
-                  "attacker.example");
+  check_forbidden(call("DELETE", srv.url("/v1/research/" + id), {}, {rebound}), "attacker.example");
   // The right name with another port, or without one (port 80), is another
   // server.
   check_forbidden(call("GET", srv.url("/v1/research"), {}, {"Host: 127.0.0.1:1"}), "Host");
@@ -123,25 +122,23 @@ TEST_CASE("serve: host check: without a token a rebound name, a foreign page or 
   CHECK(old.rfind("HTTP/1.", 0) == 0);
   CHECK(old.substr(8, 5) == " 403 ");
   CHECK(old.find("\"forbidden\"") != std::string::npos);
-  CHECK(raw_exchange(port, "GET /v1/research HTTP/1.1\r\nConnection: close\r\n\r\n")
-          .substr(8, 5)
+  CHECK(raw_exchange(port, "GET /v1/research HTTP/1.1\r\nConnection: close\r\n\r\n").substr(8, 5)
         == " 400 ");
 
   // Requests that change state from a foreign page (cross-site), with the
   // right Host: refused, nothing changes.
   const auto before = sessions_listed(srv);
-  for (const auto& origin : std::vector<std::string>{"https://attacker.example", "null",
-                                                     "http://localhost:3001",
-                                                     "https://localhost:" + port}) {
+  for (const auto& origin :
+       std::vector<std::string>{"https://attacker.example", "null", "http://localhost:3001",
+                                "https://localhost:" + port}) {
     CAPTURE(origin);
     check_forbidden(call("DELETE", srv.url("/v1/research/" + id), {}, {"Origin: " + origin}),
                     "Origin");
     check_forbidden(call("POST", srv.url("/v1/research"), R"({"question": "q"})",
                          {"Origin: " + origin}),
                     "server.allowed_origins");
-    check_forbidden(call("POST", srv.url("/v1/research/" + id + "/resume"), {},
-                         {"Origin: " + origin}),
-                    "Origin");
+    check_forbidden(
+      call("POST", srv.url("/v1/research/" + id + "/resume"), {}, {"Origin: " + origin}), "Origin");
   }
   CHECK(sessions_listed(srv) == before);
   CHECK(state_of(srv, id) == "completed");
@@ -159,13 +156,12 @@ TEST_CASE("serve: host check: without a token a rebound name, a foreign page or 
   CHECK(second.status == 202);
   auto second_id = second.as_json()["id"].get<std::string>();
   call("GET", srv.url("/v1/research/" + second_id + "/events"), {}, {}, std::chrono::seconds{90});
-  CHECK(call("DELETE", srv.url("/v1/research/" + second_id), {},
-             {"Origin: http://localhost:3000"})
+  CHECK(call("DELETE", srv.url("/v1/research/" + second_id), {}, {"Origin: http://localhost:3000"})
           .status
         == 204);
-  CHECK(call("DELETE", srv.url("/v1/research/" + id), {}, {"Origin: http://127.0.0.1:" + port})
-          .status
-        == 204);
+  CHECK(
+    call("DELETE", srv.url("/v1/research/" + id), {}, {"Origin: http://127.0.0.1:" + port}).status
+    == 204);
   CHECK(sessions_listed(srv) == before - 1);
 }
 
@@ -186,7 +182,8 @@ TEST_CASE("serve: host check: entries that are not hosts or origins are refused 
 
 TEST_CASE("serve: host check: with a token neither Host nor Origin is checked") {
   test::temp_dir home;
-  server_process srv{home, {"--set", "server.auth_token=${QUARRY_TEST_TOKEN}"},
+  server_process srv{home,
+                     {"--set", "server.auth_token=${QUARRY_TEST_TOKEN}"},
                      {{"QUARRY_TEST_TOKEN", "s3cret-token-for-tests"}}};
   const std::string bearer = "Authorization: Bearer s3cret-token-for-tests";
   // A rebound page has no token: the API stays closed to it.

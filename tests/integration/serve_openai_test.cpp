@@ -138,8 +138,9 @@ TEST_CASE("serve openai: the models are listed and a completion answers with the
   auto list = models.as_json();
   CHECK(list["object"] == "list");
   REQUIRE(list["data"].size() == 2);
-  CHECK(list["data"][0] == json{{"id", "quarry-research"}, {"object", "model"}, {"created", 0},
-                                {"owned_by", "quarry"}});
+  CHECK(list["data"][0]
+        == json{
+          {"id", "quarry-research"}, {"object", "model"}, {"created", 0}, {"owned_by", "quarry"}});
   CHECK(list["data"][1]["id"] == "quarry-research-fast");
   CHECK(call("GET", srv.url("/v1/models/quarry-research")).as_json()["id"] == "quarry-research");
   expect_error(call("GET", srv.url("/v1/models/gpt-4")), 404, "invalid_request_error",
@@ -169,7 +170,8 @@ TEST_CASE("serve openai: the models are listed and a completion answers with the
   auto u = c["usage"];
   CHECK(u["prompt_tokens"].get<int64_t>() > 0);
   CHECK(u["completion_tokens"].get<int64_t>() > 0);
-  CHECK(u["total_tokens"] == u["prompt_tokens"].get<int64_t>() + u["completion_tokens"].get<int64_t>());
+  CHECK(u["total_tokens"]
+        == u["prompt_tokens"].get<int64_t>() + u["completion_tokens"].get<int64_t>());
 
   // The completion is the stored session's report with its sources.
   auto report = stored_report(srv, id);
@@ -258,9 +260,9 @@ TEST_CASE("serve openai: earlier messages are the conversation the question "
   // The orchestrator would send two agents every cycle and never report.
   auto rules = json::array();
   rules.push_back(rule(plan_marker, {{"text", "1. Efficiency"}}));
-  rules.push_back(rule(orchestrator_marker,
-                       calls({{"research_agent", {{"task", "Why efficiency falls."}}},
-                              {"research_agent", {{"task", "How defrost works."}}}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"research_agent", {{"task", "Why efficiency falls."}}},
+                                     {"research_agent", {{"task", "How defrost works."}}}})));
   for (auto& r : agent_rules())
     rules.push_back(r);
   rules.push_back(rule(final_marker, {{"text", "Cold air lowers efficiency [1]."}}));
@@ -328,8 +330,8 @@ TEST_CASE("serve openai: bad bodies get OpenAI errors with a 4xx status and "
                "model");
   expect_error(with({{"messages", "hello"}}), 400, "invalid_request_error", "invalid_type",
                "messages", "messages");
-  expect_error(with({{"messages", json::array()}}), 400, "invalid_request_error",
-               "invalid_type", "non-empty", "messages");
+  expect_error(with({{"messages", json::array()}}), 400, "invalid_request_error", "invalid_type",
+               "non-empty", "messages");
   expect_error(with({{"messages", json::array({{{"role", "system"}, {"content", "x"}}})}}), 400,
                "invalid_request_error", "invalid_value", "no user message", "messages");
   expect_error(with({{"messages", json::array({{{"role", "user"}, {"content", "   "}}})}}), 400,
@@ -337,8 +339,8 @@ TEST_CASE("serve openai: bad bodies get OpenAI errors with a 4xx status and "
   expect_error(with({{"messages", json::array({{{"role", "user"}, {"content", 7}}})}}), 400,
                "invalid_request_error", "invalid_type", "messages[0].content",
                "messages[0].content");
-  expect_error(with({{"messages", json::array({{{"role", "user"}, {"content", nullptr}}})}}),
-               400, "invalid_request_error", "invalid_type", "messages[0].content");
+  expect_error(with({{"messages", json::array({{{"role", "user"}, {"content", nullptr}}})}}), 400,
+               "invalid_request_error", "invalid_type", "messages[0].content");
   expect_error(with({{"messages", json::array({{{"role", "user"}}})}}), 400,
                "invalid_request_error", "missing_required_parameter", "messages[0].content");
   expect_error(with({{"messages", json::array({{{"role", "wizard"}, {"content", "x"}}})}}), 400,
@@ -346,18 +348,18 @@ TEST_CASE("serve openai: bad bodies get OpenAI errors with a 4xx status and "
   expect_error(with({{"messages", json::array({"just text"})}}), 400, "invalid_request_error",
                "invalid_type", "messages[0]");
   expect_error(
-    with({{"messages", json::array({{{"role", "user"},
-                                     {"content", json::array({{{"type", "image_url"},
-                                                               {"image_url", "x"}}})}}})}}),
-    400, "invalid_request_error", "invalid_value", "only text parts",
-    "messages[0].content[0]");
-  expect_error(with({{"messages", json::array({{{"role", "user"},
-                                                {"content", std::string(20'001, 'x')}}})}}),
-               400, "invalid_request_error", "invalid_value", "20000");
-  expect_error(with({{"stream", "yes"}}), 400, "invalid_request_error", "invalid_type",
-               "stream", "stream");
-  expect_error(with({{"stream_options", {{"include_usage", 1}}}}), 400,
-               "invalid_request_error", "invalid_type", "include_usage");
+    with(
+      {{"messages",
+        json::array({{{"role", "user"},
+                      {"content", json::array({{{"type", "image_url"}, {"image_url", "x"}}})}}})}}),
+    400, "invalid_request_error", "invalid_value", "only text parts", "messages[0].content[0]");
+  expect_error(
+    with({{"messages", json::array({{{"role", "user"}, {"content", std::string(20'001, 'x')}}})}}),
+    400, "invalid_request_error", "invalid_value", "20000");
+  expect_error(with({{"stream", "yes"}}), 400, "invalid_request_error", "invalid_type", "stream",
+               "stream");
+  expect_error(with({{"stream_options", {{"include_usage", 1}}}}), 400, "invalid_request_error",
+               "invalid_type", "include_usage");
   expect_error(call("POST", srv.url("/v1/chat/completions"), "model=x",
                     {"Content-Type: application/x-www-form-urlencoded"}),
                415, "invalid_request_error", "unsupported_media_type", "JSON");
@@ -438,15 +440,15 @@ TEST_CASE("serve openai: a report the output limit cut ends with finish_reason l
   test::fake_llm_server llm;
   auto rules = scripted_research();
   rules.erase(rules.end() - 1);
-  rules.push_back(rule(final_marker,
-                       {{"text", "Cold air lowers efficiency [1] and the unit must defr"},
+  rules.push_back(
+    rule(final_marker, {{"text", "Cold air lowers efficiency [1] and the unit must defr"},
                         {"finish_reason", "length"}}));
   REQUIRE_FALSE(llm.script(rules));
   server_process srv{home, {"--set", "research.report_continuations=0"}, llm_env(llm)};
-  auto r = call("POST", srv.url("/v1/chat/completions"),
-                completion_body("How does cold air change efficiency?", false, "quarry-research")
-                  .dump(),
-                {}, std::chrono::seconds{120});
+  auto r = call(
+    "POST", srv.url("/v1/chat/completions"),
+    completion_body("How does cold air change efficiency?", false, "quarry-research").dump(), {},
+    std::chrono::seconds{120});
   CAPTURE(r.body.substr(0, 600));
   REQUIRE(r.status == 200);
   auto c = r.as_json();
@@ -458,11 +460,10 @@ TEST_CASE("serve openai: a report the output limit cut ends with finish_reason l
   CHECK(stored_report(srv, id)["truncated"] == true);
   // A whole report is not truncated.
   REQUIRE_FALSE(llm.script(scripted_research()));
-  auto whole = call("POST", srv.url("/v1/chat/completions"),
-                    completion_body("How does cold air change efficiency?", false,
-                                    "quarry-research")
-                      .dump(),
-                    {}, std::chrono::seconds{120});
+  auto whole = call(
+    "POST", srv.url("/v1/chat/completions"),
+    completion_body("How does cold air change efficiency?", false, "quarry-research").dump(), {},
+    std::chrono::seconds{120});
   REQUIRE(whole.status == 200);
   auto w = whole.as_json();
   CHECK(w["choices"][0]["finish_reason"] == "stop");

@@ -27,7 +27,6 @@ using nlohmann::json;
 
 namespace {
 
-
 std::string start(const server_process& srv, const json& body) {
   auto r = call("POST", srv.url("/v1/research"), body.dump());
   CAPTURE(r.body);
@@ -49,7 +48,6 @@ std::vector<sse_event> events(const server_process& srv, const std::string& id,
   CHECK(r.header("content-type").find("text/event-stream") == 0);
   return parse_sse(r.body);
 }
-
 
 } // namespace
 
@@ -117,7 +115,8 @@ TEST_CASE("serve: a research over the API streams every packet, then its state, 
   auto page = call("GET", srv.url("/v1/research?limit=1")).as_json();
   REQUIRE(page["sessions"].size() == 1);
   REQUIRE(page["next"].is_string());
-  auto page2 = call("GET", srv.url("/v1/research?limit=1&before=" + page["next"].get<std::string>()))
+  auto page2 = call("GET",
+                    srv.url("/v1/research?limit=1&before=" + page["next"].get<std::string>()))
                  .as_json();
   REQUIRE(page2["sessions"].size() == 1);
   CHECK(page2["sessions"][0]["id"] == id);
@@ -152,31 +151,33 @@ TEST_CASE("serve: every bad request gets a JSON error with a 4xx status") {
     CHECK(j["error"]["code"] == code);
     CHECK(j["error"]["message"].get<std::string>().find(words) != std::string::npos);
   };
-  auto post = [&](const std::string& body) {
-    return call("POST", srv.url("/v1/research"), body);
-  };
+  auto post = [&](const std::string& body) { return call("POST", srv.url("/v1/research"), body); };
   expect(post("{not json"), 400, "bad_request", "not JSON");
   expect(post("[1,2]"), 400, "bad_request", "object");
   expect(post(R"({"question": 7})"), 400, "bad_request", "question");
   expect(post(R"({"question": "   "})"), 400, "bad_request", "non-empty");
   expect(post(R"({})"), 400, "bad_request", "question: missing");
-  expect(post(R"({"question": "q", "colour": "red"})"), 400, "bad_request", "unknown field 'colour'");
+  expect(post(R"({"question": "q", "colour": "red"})"), 400, "bad_request",
+         "unknown field 'colour'");
   expect(post(R"({"question": "q", "max_agents": 0})"), 400, "bad_request", "max_agents");
   expect(post(R"({"question": "q", "max_agents": "3"})"), 400, "bad_request", "max_agents");
   expect(post(R"({"question": "q", "deadline": "soon"})"), 400, "bad_request", "deadline");
   expect(post(R"({"question": "q", "deadline": "48h"})"), 400, "bad_request", "at most");
   expect(post(R"({"question": "q", "strategy": "magic"})"), 400, "bad_request", "strategy");
-  expect(post(R"({"question": "q", "strategy": 1})"), 400, "bad_request", "strategy: must be a string");
+  expect(post(R"({"question": "q", "strategy": 1})"), 400, "bad_request",
+         "strategy: must be a string");
   expect(post(R"({"question": "q", "mode": "quick"})"), 400, "bad_request", "mode: not simple");
   expect(post(R"({"question": "q", "depth": "deep"})"), 400, "bad_request", "depth: not auto");
   expect(post(R"({"question": "q", "verify": "yes"})"), 400, "bad_request", "verify");
-  expect(post(R"({"question": "q", "corpus": "/etc"})"), 400, "bad_request", "unknown field 'corpus'");
+  expect(post(R"({"question": "q", "corpus": "/etc"})"), 400, "bad_request",
+         "unknown field 'corpus'");
   expect(post(R"({"question": "q", "answers": "yes"})"), 400, "bad_request", "answers");
   expect(post("{\"question\": \"" + std::string(3000, 'x') + "\"}"), 413, "too_large", "");
   auto form = call("POST", srv.url("/v1/research"), "question=q",
                    {"Content-Type: application/x-www-form-urlencoded"});
   CHECK(form.status == 415);
-  expect(call("GET", srv.url("/v1/research/q0123456789abcdef")), 404, "not_found", "q0123456789abcdef");
+  expect(call("GET", srv.url("/v1/research/q0123456789abcdef")), 404, "not_found",
+         "q0123456789abcdef");
   expect(call("GET", srv.url("/v1/research/not-an-id")), 404, "not_found", "");
   expect(call("GET", srv.url("/v1/research/q0123456789abcdef/events")), 404, "not_found", "");
   expect(call("GET", srv.url("/v1/research/q0123456789abcdef/report")), 404, "not_found", "");
@@ -195,8 +196,8 @@ TEST_CASE("serve: every bad request gets a JSON error with a 4xx status") {
   // A cursor this list never gave out is a bad request, not an empty page.
   for (const char* cursor : {"garbage", "c1795590000000.qnothex", "c.q0123456789abcdef",
                              "c99999999999999999999.q0123456789abcdef"})
-    expect(call("GET", srv.url(std::string{"/v1/research?before="} + cursor)), 400,
-           "bad_request", "before");
+    expect(call("GET", srv.url(std::string{"/v1/research?before="} + cursor)), 400, "bad_request",
+           "before");
   // A finished session refuses what only a running or waiting one allows.
   auto id = start(srv, {{"question", "How loud is a heat pump?"}, {"clarify", false}});
   events(srv, id);
@@ -249,8 +250,7 @@ TEST_CASE("serve: clarifying questions are answered over the API and the same "
   events(srv, child);
   auto c = call("GET", srv.url("/v1/research/" + child)).as_json();
   CHECK(c["parent_id"] == id);
-  CHECK(call("GET", srv.url("/v1/research/" + id)).as_json()["follow_ups"]
-        == json::array({child}));
+  CHECK(call("GET", srv.url("/v1/research/" + id)).as_json()["follow_ups"] == json::array({child}));
 }
 
 TEST_CASE("serve: cancel stops a running research, limits answer 429, and a "
@@ -261,8 +261,8 @@ TEST_CASE("serve: cancel stops a running research, limits answer 429, and a "
   server_process srv{home,
                      {"--set", "server.max_running_sessions=1", "--set", "server.heartbeat=100ms"},
                      llm_env(llm)};
-  auto id = start(srv, {{"question", "How do heat pumps cope with cold weather?"},
-                        {"clarify", false}});
+  auto id = start(srv,
+                  {{"question", "How do heat pumps cope with cold weather?"}, {"clarify", false}});
   wait_until([&] { return requests_with(llm, agent_marker) > 0; }, "an agent's request");
   auto busy = call("POST", srv.url("/v1/research"), R"({"question": "another"})");
   CHECK(busy.status == 429);
@@ -316,8 +316,8 @@ TEST_CASE("serve: SIGTERM ends the streams, keeps running sessions as "
   std::string id;
   {
     server_process srv{home, {}, llm_env(llm)};
-    id = start(srv, {{"question", "How do heat pumps cope with cold weather?"},
-                     {"clarify", false}});
+    id = start(srv,
+               {{"question", "How do heat pumps cope with cold weather?"}, {"clarify", false}});
     wait_until([&] { return requests_with(llm, agent_marker) > 0; }, "an agent's request");
     std::vector<sse_event> live;
     std::thread reader{[&] { live = events(srv, id); }};
@@ -358,8 +358,8 @@ TEST_CASE("serve: another address than loopback needs a token, which every API "
           "request must then carry") {
   test::temp_dir home;
   {
-    std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR, "serve",
-                                  "--listen", "0.0.0.0:0"};
+    std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR,
+                                  "serve",    "--listen",     "0.0.0.0:0"};
     auto r = test::run_process(argv, test::isolated_quarry_options(home.path()));
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("auth_token") != std::string::npos);
@@ -381,14 +381,15 @@ TEST_CASE("serve: another address than loopback needs a token, which every API "
       std::ofstream out{file};
       out << "my notes";
     }
-    auto bad = test::run_process({QUARRY_EXE, "--set", "store.path=" + file, "serve",
-                                  "--listen", "127.0.0.1:0"},
+    auto bad = test::run_process({QUARRY_EXE, "--set", "store.path=" + file, "serve", "--listen",
+                                  "127.0.0.1:0"},
                                  test::isolated_quarry_options(home.path()));
     CHECK(bad.exit_code == 1);
     CHECK(bad.err.find(file) != std::string::npos);
     CHECK(test::read_file(file) == "my notes");
   }
-  server_process srv{home, {"--set", "server.auth_token=${QUARRY_TEST_TOKEN}"},
+  server_process srv{home,
+                     {"--set", "server.auth_token=${QUARRY_TEST_TOKEN}"},
                      {{"QUARRY_TEST_TOKEN", "s3cret-token-for-tests"}}};
   auto none = call("GET", srv.url("/v1/research"));
   CHECK(none.status == 401);
@@ -413,8 +414,12 @@ TEST_CASE("serve: a session that quarry research runs on the same store is "
   REQUIRE_FALSE(llm.script(hanging_at(two_agent_script(), agent_marker)));
   auto env = llm_env(llm);
   server_process srv{home, {}, env};
-  std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR, "research",
-                                "--no-clarify", "--json",
+  std::vector<std::string> argv{QUARRY_EXE,
+                                "--plugin-dir",
+                                QUARRY_PLUGIN_DIR,
+                                "research",
+                                "--no-clarify",
+                                "--json",
                                 "How do heat pumps cope with cold weather?"};
   test::child_process cli{argv, test::isolated_quarry_options(home.path(), env)};
   REQUIRE(cli.wait_for_err("quarry: session q", std::chrono::seconds{60}));

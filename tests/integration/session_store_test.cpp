@@ -36,9 +36,9 @@ struct store_fixture {
     return out;
   }
 
-  test::process_result quarry(std::vector<std::string> args,
-                              std::vector<std::pair<std::string, std::optional<std::string>>>
-                                env = {}) {
+  test::process_result
+  quarry(std::vector<std::string> args,
+         std::vector<std::pair<std::string, std::optional<std::string>>> env = {}) {
     return test::run_process(argv(std::move(args)),
                              test::isolated_quarry_options(home.path(), env));
   }
@@ -203,8 +203,7 @@ TEST_CASE_FIXTURE(store_fixture, "sessions: a follow-up gives the models the ear
   // The follow-up researches too (its orchestrator sends agents again).
   REQUIRE_FALSE(server.script(two_agent_script()));
   auto before = server.requests().size();
-  auto second = quarry({"research", "--no-clarify", "--follow-up", parent,
-                        "And what about noise?"},
+  auto second = quarry({"research", "--no-clarify", "--follow-up", parent, "And what about noise?"},
                        llm_env(server));
   CAPTURE(second.err);
   REQUIRE(second.exit_code == 0);
@@ -234,14 +233,13 @@ static void kill_and_resume(store_fixture& fx, const char* phase_marker,
   auto env = llm_env(server);
   std::string id;
   {
-    test::child_process child{fx.argv({"research", "--no-clarify", "--json",
-                                       "How do heat pumps cope with cold weather?"}),
-                              test::isolated_quarry_options(fx.home.path(), env)};
+    test::child_process child{
+      fx.argv({"research", "--no-clarify", "--json", "How do heat pumps cope with cold weather?"}),
+      test::isolated_quarry_options(fx.home.path(), env)};
     REQUIRE(child.wait_for_err("quarry: session q", std::chrono::seconds{60}));
     // The request of the phase arrives and hangs.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{60};
-    while (requests_with(server, phase_marker) == 0
-           && std::chrono::steady_clock::now() < deadline)
+    while (requests_with(server, phase_marker) == 0 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds{10});
     REQUIRE(requests_with(server, phase_marker) > 0);
     id = session_in(child.err());

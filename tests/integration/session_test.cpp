@@ -27,20 +27,17 @@ struct session_fixture : test::research_fixture {
     caf::scoped_actor self{rt->system()};
     actors::session_models models{llm, llm, llm, llm, llm};
     actors::spawn_research_session(rt->system(), std::move(spec), models, std::move(tools), em,
-                          prompts,
-                          caf::actor_cast<actors::session_requester_actor>(self));
+                                   prompts, caf::actor_cast<actors::session_requester_actor>(self));
     actors::session_result out;
-    self->receive(
-      [&](actors::session_done_atom, actors::session_result& r) { out = std::move(r); },
-      caf::after(wait) >> [&] { FAIL("the session never finished"); });
+    self->receive([&](actors::session_done_atom, actors::session_result& r) { out = std::move(r); },
+                  caf::after(wait) >> [&] { FAIL("the session never finished"); });
     drain(self, em);
     return out;
   }
 
   /// Runs `spec` with the OpenAI plugin pointed at `server` and
   /// internal_search over the example corpus.
-  actors::session_result run_scripted(test::fake_llm_server& server,
-                                      actors::session_spec spec);
+  actors::session_result run_scripted(test::fake_llm_server& server, actors::session_spec spec);
 
   actors::session_result run_scripted(test::fake_llm_server& server);
 };
@@ -97,9 +94,8 @@ actors::session_spec scripted_spec() {
   return spec;
 }
 
-actors::session_result
-session_fixture::run_scripted(test::fake_llm_server& server,
-                              actors::session_spec spec) {
+actors::session_result session_fixture::run_scripted(test::fake_llm_server& server,
+                                                     actors::session_spec spec) {
   return run(std::move(spec),
              llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}),
              corpus_tools());
@@ -122,7 +118,8 @@ TEST_CASE_FIXTURE(session_fixture, "session shows and runs only the capped plan"
   test::fake_llm_server server;
   auto rules = nlohmann::json::array();
   rules.push_back(rule(plan_marker, {{"text", "1. Cold air\n2. Defrost\n3. Noise\n4. Prices"}}));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   rules.push_back(rule(final_marker, {{"text", "Nothing was researched."}}));
   REQUIRE_FALSE(server.script(rules));
   auto spec = scripted_spec();
@@ -158,14 +155,16 @@ TEST_CASE_FIXTURE(session_fixture, "session runs the full flow: two parallel "
   test::fake_llm_server server;
   auto rules = nlohmann::json::array();
   rules.push_back(rule(plan_marker, {{"text", "1. Efficiency in the cold\n2. Defrost"}}));
-  rules.push_back(rule(orchestrator_marker,
-                       calls({{"research_agent", {{"task", "Explain why efficiency falls in the cold."}}},
-                              {"research_agent", {{"task", "Explain how defrost cycles work."}}}}),
-                       1));
+  rules.push_back(
+    rule(orchestrator_marker,
+         calls({{"research_agent", {{"task", "Explain why efficiency falls in the cold."}}},
+                {"research_agent", {{"task", "Explain how defrost cycles work."}}}}),
+         1));
   rules.push_back(rule(orchestrator_marker,
                        calls({{"think_tool", {{"reasoning", "Both reports cover the plan."}}}}),
                        1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   for (auto& r : agent_rules())
     rules.push_back(r);
   rules.push_back(rule(final_marker, {{"text", "Cold air lowers efficiency [1]. "
@@ -235,13 +234,16 @@ TEST_CASE_FIXTURE(session_fixture, "session survives an agent whose model "
   test::fake_llm_server server;
   auto rules = nlohmann::json::array();
   rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
-  rules.push_back(rule(orchestrator_marker,
-                       calls({{"research_agent", {{"task", "Research defrost."}}}}), 1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
-  rules.push_back({{"match", {{"system_contains", agent_marker}}},
-                   {"error", {{"status", 400},
-                              {"body", {{"error", {{"message", "agent model broke"},
-                                                   {"type", "invalid_request_error"}}}}}}}});
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"research_agent", {{"task", "Research defrost."}}}}), 1));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    {{"match", {{"system_contains", agent_marker}}},
+     {"error",
+      {{"status", 400},
+       {"body",
+        {{"error", {{"message", "agent model broke"}, {"type", "invalid_request_error"}}}}}}}});
   rules.push_back(rule(final_marker, {{"text", "Nothing could be researched."}}));
   REQUIRE_FALSE(server.script(rules));
   auto r = run_scripted(server);
@@ -268,8 +270,8 @@ TEST_CASE_FIXTURE(session_fixture, "session writes the report after 7 "
   test::fake_llm_server server;
   auto rules = nlohmann::json::array();
   rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
-  rules.push_back(rule(orchestrator_marker,
-                       calls({{"think_tool", {{"reasoning", "Still thinking."}}}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"think_tool", {{"reasoning", "Still thinking."}}}})));
   rules.push_back(rule(final_marker, {{"text", "A report without sources."}}));
   REQUIRE_FALSE(server.script(rules));
   auto r = run_scripted(server);
@@ -332,7 +334,8 @@ TEST_CASE_FIXTURE(session_fixture, "session starts no waiting agent once the "
                               {"research_agent", {{"task", "A waiting task."}}},
                               {"research_agent", {{"task", "Another waiting task."}}}}),
                        1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   auto slow = rule(agent_marker, calls({{"generate_report", nlohmann::json::object()}}));
   slow["latency_ms"] = 120000;
   rules.push_back(slow);
@@ -366,9 +369,10 @@ TEST_CASE_FIXTURE(session_fixture, "session ends research at the deadline and "
                        calls({{"research_agent", {{"task", "A slow task."}}},
                               {"research_agent", {{"task", "Explain defrost cycles."}}}}),
                        1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
-  nlohmann::json slow{{"match", {{"system_contains", agent_marker},
-                                 {"last_user_contains", "A slow task."}}},
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  nlohmann::json slow{{"match",
+                       {{"system_contains", agent_marker}, {"last_user_contains", "A slow task."}}},
                       {"respond", calls({{"generate_report", nlohmann::json::object()}})},
                       {"latency_ms", 120000}};
   rules.push_back(slow);
@@ -387,8 +391,7 @@ TEST_CASE_FIXTURE(session_fixture, "session ends research at the deadline and "
   // Bounded by the deadline plus the report's budget, far below the agent's
   // 120 s model call.
   CHECK(took < std::chrono::seconds{2 + 10 + 20});
-  CHECK(std::find(r.notices.begin(), r.notices.end(),
-                  "the research deadline was reached")
+  CHECK(std::find(r.notices.begin(), r.notices.end(), "the research deadline was reached")
         != r.notices.end());
   CHECK(count(types(), "notice") >= 1);
 }
@@ -399,7 +402,8 @@ TEST_CASE_FIXTURE(session_fixture, "session asks clarifying questions only "
   auto rules = nlohmann::json::array();
   rules.push_back(rule(clarify_marker, {{"text", "1. Which country do you mean?"}}));
   rules.push_back(rule(plan_marker, {{"text", "1. One step"}}));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   rules.push_back(rule(final_marker, {{"text", "Short report."}}));
   REQUIRE_FALSE(server.script(rules));
   auto model = llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}});
@@ -428,7 +432,8 @@ TEST_CASE_FIXTURE(session_fixture, "session answers a think call and a "
                          {{{"name", "think_tool"}, {"arguments", {{"reasoning", "Plan it."}}}},
                           {{"name", "research_agent"}, {"arguments", nlohmann::json::object()}}}}},
                        1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   rules.push_back(rule(final_marker, {{"text", "Short."}}));
   REQUIRE_FALSE(server.script(rules));
   auto r = run_scripted(server);
@@ -450,11 +455,12 @@ TEST_CASE_FIXTURE(session_fixture, "session gives later agents a digest of "
   test::fake_llm_server server;
   auto rules = nlohmann::json::array();
   rules.push_back(rule(plan_marker, {{"text", "1. Cold\n2. Defrost"}}));
-  rules.push_back(rule(orchestrator_marker,
-                       calls({{"research_agent", {{"task", "Research the cold."}}}}), 1));
-  rules.push_back(rule(orchestrator_marker,
-                       calls({{"research_agent", {{"task", "Research defrosting."}}}}), 1));
-  rules.push_back(rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"research_agent", {{"task", "Research the cold."}}}}), 1));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"research_agent", {{"task", "Research defrosting."}}}}), 1));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
   for (auto& x : agent_rules())
     rules.push_back(x);
   rules.push_back(rule(final_marker, {{"text", "Done [1]."}}));
@@ -487,7 +493,8 @@ TEST_CASE_FIXTURE(session_fixture, "session gives later agents a digest of "
   REQUIRE(saw_second);
   CHECK(first_system.find("Earlier research agents already found") == std::string::npos);
   CHECK(second_system.find("Earlier research agents already found") != std::string::npos);
-  CHECK(second_system.find("- Research the cold.: Heat pump efficiency falls") != std::string::npos);
+  CHECK(second_system.find("- Research the cold.: Heat pump efficiency falls")
+        != std::string::npos);
   CHECK(second_system.find("[1]") == std::string::npos); // markers stripped
   // The packets show the task alone.
   std::lock_guard<std::mutex> guard{mtx};
@@ -502,8 +509,8 @@ namespace {
 // the fake server has received `n` requests; returns the result and how long
 // the session took after the stop.
 std::pair<actors::session_result, std::chrono::steady_clock::duration>
-run_and_stop(session_fixture& f, test::fake_llm_server& server,
-             actors::session_spec spec, size_t n) {
+run_and_stop(session_fixture& f, test::fake_llm_server& server, actors::session_spec spec,
+             size_t n) {
   auto em = f.emitter(spec.session_id);
   caf::scoped_actor self{f.rt->system()};
   auto llm = f.llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}});
@@ -515,9 +522,9 @@ run_and_stop(session_fixture& f, test::fake_llm_server& server,
   auto stopped = std::chrono::steady_clock::now();
   self->send(session, actors::stop_atom::value);
   actors::session_result out;
-  self->receive(
-    [&](actors::session_done_atom, actors::session_result& r) { out = std::move(r); },
-    caf::after(std::chrono::seconds{60}) >> [&] { FAIL("the session never finished"); });
+  self->receive([&](actors::session_done_atom, actors::session_result& r) { out = std::move(r); },
+                caf::after(std::chrono::seconds{60}) >>
+                  [&] { FAIL("the session never finished"); });
   auto took = std::chrono::steady_clock::now() - stopped;
   f.drain(self, em);
   return {std::move(out), took};
@@ -567,8 +574,8 @@ TEST_CASE_FIXTURE(session_fixture, "a stop while agents run starts nothing new a
   test::fake_llm_server server;
   auto rules = nlohmann::json::array();
   rules.push_back(rule(plan_marker, {{"text", "1. One step\n2. Another"}}));
-  rules.push_back(rule(orchestrator_marker,
-                       calls({{"research_agent", {{"task", "A slow task."}}}})));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"research_agent", {{"task", "A slow task."}}}})));
   auto slow = rule(agent_marker, calls({{"generate_report", nlohmann::json::object()}}));
   slow["latency_ms"] = 120000;
   rules.push_back(slow);

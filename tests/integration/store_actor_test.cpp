@@ -131,7 +131,8 @@ TEST_CASE("store actor writes the packets, checkpoints, reports and states of "
     self->send(ems[0], actors::packet_atom::value,
                actors::make_packet({2, 1, 0}, core::packets::intermediate_report_start()));
     self->send(ems[0], actors::packet_atom::value,
-               actors::make_packet({2, 1, 0}, core::packets::intermediate_report_delta("Found [1].")));
+               actors::make_packet({2, 1, 0},
+                                   core::packets::intermediate_report_delta("Found [1].")));
     self->send(ems[0], actors::packet_atom::value,
                actors::make_packet({2, 1, 0}, core::packets::section_end()));
     for (auto& em : ems)
@@ -308,8 +309,7 @@ TEST_CASE("store actor: a session that stopped being saved ends as interrupted w
   auto& vfs = test::faulty_vfs::get();
   vfs.disarm();
   auto db = open_store(path, vfs.name());
-  const std::vector<std::string> ids{"q00000000000000b1", "q00000000000000b2",
-                                     "q00000000000000b3"};
+  const std::vector<std::string> ids{"q00000000000000b1", "q00000000000000b2", "q00000000000000b3"};
   store::batch b;
   for (const auto& id : ids)
     b.new_sessions.push_back(new_session(id));
@@ -333,8 +333,7 @@ TEST_CASE("store actor: a session that stopped being saved ends as interrupted w
         for (int i = 0; i < 5; ++i)
           self->send(em, actors::packet_atom::value,
                      actors::make_packet({1, 0, std::nullopt},
-                                         core::packets::message_delta(text
-                                                                      + std::to_string(i))));
+                                         core::packets::message_delta(text + std::to_string(i))));
       for (auto& em : ems)
         settle(self, em, st);
     };

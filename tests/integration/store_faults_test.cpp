@@ -160,8 +160,7 @@ TEST_CASE("store faults: a store with corrupted pages is an error everywhere, ne
         if (r.status != 200) {
           CHECK((r.status == 500 || r.status == 503));
           auto j = r.as_json();
-          CHECK(j["error"]["message"].get<std::string>().find("corrupt")
-                != std::string::npos);
+          CHECK(j["error"]["message"].get<std::string>().find("corrupt") != std::string::npos);
           ++api_errors;
         }
       }
@@ -239,20 +238,22 @@ TEST_CASE("store faults: a store on a read-only file system is read as it is, an
   test::temp_dir mount_point;
   const std::string q = std::string{QUARRY_EXE} + " --plugin-dir " + QUARRY_PLUGIN_DIR
                         + " --set store.path=" + mount_point.path() + "/quarry.db";
-  const std::string script =
-    "mount -t tmpfs -o size=32m tmpfs \"$1\" || exit 77\n" + q
-    + " research --no-clarify 'How loud is a heat pump?' >/dev/null 2>&1 || exit 78\n"
-      "mount -o remount,ro \"$1\" || exit 77\n"
-      "echo '== list'; "
-    + q + " sessions list --json 2>&1; echo \"rc=$?\"\n"
-          "echo '== show'; "
-    + q + " sessions show \"$(" + q
-    + " sessions list --json | sed -n 's/.*\"id\": \"\\(q[0-9a-f]*\\)\".*/\\1/p')\" 2>&1; "
-      "echo \"rc=$?\"\n"
-      "echo '== serve'; "
-    + q + " serve --listen 127.0.0.1:0 2>&1; echo \"rc=$?\"\n"
-          "echo '== research'; "
-    + q + " research --no-clarify 'q' 2>&1; echo \"rc=$?\"\n";
+  const std::string script
+    = "mount -t tmpfs -o size=32m tmpfs \"$1\" || exit 77\n" + q
+      + " research --no-clarify 'How loud is a heat pump?' >/dev/null 2>&1 || exit 78\n"
+        "mount -o remount,ro \"$1\" || exit 77\n"
+        "echo '== list'; "
+      + q
+      + " sessions list --json 2>&1; echo \"rc=$?\"\n"
+        "echo '== show'; "
+      + q + " sessions show \"$(" + q
+      + " sessions list --json | sed -n 's/.*\"id\": \"\\(q[0-9a-f]*\\)\".*/\\1/p')\" 2>&1; "
+        "echo \"rc=$?\"\n"
+        "echo '== serve'; "
+      + q
+      + " serve --listen 127.0.0.1:0 2>&1; echo \"rc=$?\"\n"
+        "echo '== research'; "
+      + q + " research --no-clarify 'q' 2>&1; echo \"rc=$?\"\n";
   std::vector<std::string> argv{"unshare", "--mount", "--propagation", "private"};
   if (::geteuid() != 0) {
     argv.emplace_back("--user");
@@ -266,10 +267,9 @@ TEST_CASE("store faults: a store on a read-only file system is read as it is, an
   auto r = test::run_process(argv, test::isolated_quarry_options(home.path()));
   // Without a mount namespace (unshare(1) from util-linux, root or user
   // namespaces) the test cannot run: that is a failure, not a pass.
-  REQUIRE_MESSAGE(!(r.exit_code == 77 || r.exit_code == 127
-                    || r.err.find("unshare") != std::string::npos),
-                  "this test needs a private mount namespace with a tmpfs (unshare --mount): "
-                    << r.err);
+  REQUIRE_MESSAGE(
+    !(r.exit_code == 77 || r.exit_code == 127 || r.err.find("unshare") != std::string::npos),
+    "this test needs a private mount namespace with a tmpfs (unshare --mount): " << r.err);
   INFO(r.out);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);

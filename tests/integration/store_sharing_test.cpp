@@ -152,8 +152,7 @@ struct shared_home {
     CHECK(deleted_database_files("self").empty());
     std::vector<std::string> databases;
     std::error_code ec;
-    for (fs::recursive_directory_iterator it{data(), ec}, end; !ec && it != end;
-         it.increment(ec))
+    for (fs::recursive_directory_iterator it{data(), ec}, end; !ec && it != end; it.increment(ec))
       if (it->path().extension() == ".db")
         databases.push_back(it->path().string());
     CHECK_FALSE(databases.empty());
@@ -164,15 +163,15 @@ struct shared_home {
     }
     for (const auto& [id, state] : told) {
       INFO("session " << id);
-      auto rows = query(store(), "SELECT last_seq || ' ' || state FROM sessions WHERE id = '"
-                                   + id + "'");
+      auto rows = query(store(),
+                        "SELECT last_seq || ' ' || state FROM sessions WHERE id = '" + id + "'");
       REQUIRE(rows.size() == 1);
       auto space = rows[0].find(' ');
       auto last = std::stoll(rows[0].substr(0, space));
       CHECK(rows[0].substr(space + 1) == state);
       CHECK(last > 0);
-      auto seqs = query(store(), "SELECT seq FROM packets WHERE session_id = '" + id
-                                   + "' ORDER BY seq");
+      auto seqs = query(store(),
+                        "SELECT seq FROM packets WHERE session_id = '" + id + "' ORDER BY seq");
       std::vector<std::string> expected;
       for (long long seq = 1; seq <= last; ++seq)
         expected.push_back(std::to_string(seq));
@@ -276,14 +275,13 @@ TEST_CASE("store sharing: serve and quarry index on one corpus index") {
                                     + "\n\nBuffer tanks and heat pumps, round "
                                     + std::to_string(round) + ".\n");
     h.home.write("docs/note" + std::to_string(round) + ".md",
-                 "# Note\n\nA heat pump is loud at night, note " + std::to_string(round)
-                   + ".\n");
+                 "# Note\n\nA heat pump is loud at night, note " + std::to_string(round) + ".\n");
     auto id = post_research(srv, questions[round % 4]);
     auto indexed = h.quarry({"index", docs, "--db", index});
     INFO(indexed.err);
     CHECK(indexed.exit_code == 0);
-    auto cli = h.quarry({"--set", "research.corpus=" + docs, "research", "--no-clarify",
-                         questions[(round + 1) % 4]});
+    auto cli = h.quarry(
+      {"--set", "research.corpus=" + docs, "research", "--no-clarify", questions[(round + 1) % 4]});
     h.research_done(cli);
     h.told[id] = wait_done(srv, id);
     h.check({srv.proc->pid()}, round);
@@ -361,4 +359,3 @@ TEST_CASE("store sharing: a session another process runs is neither removed nor 
   }
   h.check({}, rounds());
 }
-

@@ -32,17 +32,19 @@ namespace {
 // (U+009B, U+009D as UTF-8), and a BEL. `tag` names where it came from.
 std::string hostile(const std::string& tag) {
   return "\x1b]0;pwned-" + tag + "\x07" + "\x1b]52;c;cHduZWQt" + tag + "\x1b\\"
-         + "\x1b]52;c;cHduZWQ=\x07" + "\x1b[2J\x1b[H" + "\xC2\x9B" "31m" + "\xC2\x9D"
-         + "0;pwned-c1-" + tag + "\xC2\x9C" + "\x07";
+         + "\x1b]52;c;cHduZWQ=\x07" + "\x1b[2J\x1b[H"
+         + "\xC2\x9B"
+           "31m"
+         + "\xC2\x9D" + "0;pwned-c1-" + tag + "\xC2\x9C" + "\x07";
 }
 
 const std::string tmux_title = "quarry-escape-test";
 
 // `quarry args...` as a shell command with the environment of
 // isolated_quarry_options(home, env) (`env -u NAME NAME=value ...`).
-std::string quarry_command(
-  const std::string& home, const std::vector<std::string>& args,
-  const std::vector<std::pair<std::string, std::optional<std::string>>>& env = {}) {
+std::string
+quarry_command(const std::string& home, const std::vector<std::string>& args,
+               const std::vector<std::pair<std::string, std::optional<std::string>>>& env = {}) {
   std::string unset;
   std::string set;
   for (const auto& [name, value] : test::isolated_quarry_options(home, env).env) {
@@ -91,8 +93,7 @@ struct tmux_window {
     // OSC 52 from a program would become a tmux paste buffer.
     CHECK(tmux({"set-option", "-g", "set-clipboard", "on"}).exit_code == 0);
     CHECK(tmux({"select-pane", "-t", "q", "-T", tmux_title}).exit_code == 0);
-    REQUIRE(tmux({"pipe-pane", "-t", "q", "-o", "cat >> " + shell_quote(raw_log)}).exit_code
-            == 0);
+    REQUIRE(tmux({"pipe-pane", "-t", "q", "-o", "cat >> " + shell_quote(raw_log)}).exit_code == 0);
     REQUIRE(title() == tmux_title);
     // The file the commands wait for.
     REQUIRE(std::ofstream{go}.good());
@@ -145,8 +146,7 @@ void check_terminal_untouched(tmux_window& t, const std::string& screen) {
   // None of the sequences, nor what was inside them, reached the pane.
   for (std::string bad : {std::string{"\x1b]"}, std::string{"\x1b[2J"}, std::string{"\x1b\\"},
                           std::string{"\x07"}, std::string{"\xC2\x9B"}, std::string{"\xC2\x9C"},
-                          std::string{"\xC2\x9D"}, std::string{"pwned"},
-                          std::string{"cHduZWQ"}}) {
+                          std::string{"\xC2\x9D"}, std::string{"pwned"}, std::string{"cHduZWQ"}}) {
     CAPTURE(bad);
     CHECK(raw.find(bad) == std::string::npos);
   }
@@ -165,22 +165,22 @@ TEST_CASE("terminal escapes: a model's escape sequences never reach the terminal
   auto rules = nlohmann::json::array();
   rules.push_back(slow(rule(plan_marker, {{"text", "1. Measure the cold" + hostile("plan")
                                                      + "\n2. Explain defrost cycles"}})));
-  rules.push_back(slow({{"match", {{"system_contains", orchestrator_marker},
-                                   {"message_contains", "\"tool\""}}},
-                        {"respond", calls({{"generate_report", nlohmann::json::object()}})}}));
+  rules.push_back(
+    slow({{"match", {{"system_contains", orchestrator_marker}, {"message_contains", "\"tool\""}}},
+          {"respond", calls({{"generate_report", nlohmann::json::object()}})}}));
   auto task = "Find cold-weather numbers" + hostile("task");
   rules.push_back(slow(rule(orchestrator_marker, calls({{"research_agent", {{"task", task}}}}))));
-  rules.push_back(slow({{"match", {{"system_contains", agent_marker},
-                                   {"message_contains", "\"document\""}}},
-                        {"respond", calls({{"generate_report", nlohmann::json::object()}})}}));
-  rules.push_back(slow(rule(agent_marker,
-                            calls({{"internal_search",
-                                    {{"queries", {"heat pump cold" + hostile("query")}}}}}))));
-  rules.push_back(slow(rule(agent_report_marker,
-                            {{"text", "Efficiency falls in the cold [1]." + hostile("agent")}})));
-  rules.push_back(slow(rule(final_marker, {{"text", "Efficiency falls in the cold [1]."
-                                                      + hostile("report")
-                                                      + " Defrosting costs energy [1]."}})));
+  rules.push_back(
+    slow({{"match", {{"system_contains", agent_marker}, {"message_contains", "\"document\""}}},
+          {"respond", calls({{"generate_report", nlohmann::json::object()}})}}));
+  rules.push_back(
+    slow(rule(agent_marker,
+              calls({{"internal_search", {{"queries", {"heat pump cold" + hostile("query")}}}}}))));
+  rules.push_back(slow(
+    rule(agent_report_marker, {{"text", "Efficiency falls in the cold [1]." + hostile("agent")}})));
+  rules.push_back(
+    slow(rule(final_marker, {{"text", "Efficiency falls in the cold [1]." + hostile("report")
+                                        + " Defrosting costs energy [1]."}})));
   REQUIRE_FALSE(server.script(rules));
 
   test::temp_dir home;
@@ -211,14 +211,16 @@ TEST_CASE("terminal escapes: a model's escape sequences never reach the terminal
   CHECK(file.find(hostile("report") + " Defrosting costs energy") != std::string::npos);
 
   // --json keeps it too, as JSON escapes (the 8-bit forms as UTF-8).
-  auto json_run = test::run_process(
-    {QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR, "research", "--no-clarify", "--json",
-     "--no-store", "Why do heat pumps lose efficiency in the cold?"},
-    test::isolated_quarry_options(home.path(), env));
+  auto json_run = test::run_process({QUARRY_EXE, "--plugin-dir", QUARRY_PLUGIN_DIR, "research",
+                                     "--no-clarify", "--json", "--no-store",
+                                     "Why do heat pumps lose efficiency in the cold?"},
+                                    test::isolated_quarry_options(home.path(), env));
   CAPTURE(json_run.err);
   REQUIRE(json_run.exit_code == 0);
   CHECK(json_run.out.find("\\u001b]0;pwned-plan\\u0007") != std::string::npos);
-  CHECK(json_run.out.find("\\u001b[2J\\u001b[H\xC2\x9B" "31m\xC2\x9D" "0;pwned-c1-report")
+  CHECK(json_run.out.find("\\u001b[2J\\u001b[H\xC2\x9B"
+                          "31m\xC2\x9D"
+                          "0;pwned-c1-report")
         != std::string::npos);
 }
 
@@ -227,9 +229,9 @@ TEST_CASE("terminal escapes: a question sent over HTTP is shown clean by quarry 
   test::temp_dir home;
   test::serve::server_process srv{home, {}};
   auto question = "How loud is a heat pump" + hostile("question") + " at night?";
-  auto posted = test::serve::call("POST", srv.url("/v1/research"),
-                                  nlohmann::json{{"question", question}, {"clarify", false}}
-                                    .dump());
+  auto posted = test::serve::call(
+    "POST", srv.url("/v1/research"),
+    nlohmann::json{{"question", question}, {"clarify", false}}.dump());
   CAPTURE(posted.body);
   REQUIRE(posted.status == 202);
   auto id = posted.as_json()["id"].get<std::string>();
@@ -274,8 +276,7 @@ TEST_CASE("terminal escapes: a question sent over HTTP is shown clean by quarry 
   CHECK(shown["question"] == question);
   CHECK(quarry({"sessions", "show", id, "--json"}).find(escaped) != std::string::npos);
   // The report into a pipe is data: byte for byte.
-  CHECK(quarry({"sessions", "show", id, "--md"}).find("# " + question)
-        != std::string::npos);
+  CHECK(quarry({"sessions", "show", id, "--md"}).find("# " + question) != std::string::npos);
 }
 
 TEST_CASE("terminal escapes: a streamed answer split inside its sequences, and a server's "
@@ -284,14 +285,15 @@ TEST_CASE("terminal escapes: a streamed answer split inside its sequences, and a
   // One word per streamed delta, and spaces inside the sequences: each
   // sequence arrives in several deltas, as a hostile model can send it.
   auto split = "Heat pumps \x1b]0;pwned title of the window\x07 lose \x1b]52;c;cHduZWQt "
-               "Y2xpcA==\x1b\\ efficiency \xC2\x9D" "0;pwned c1 title\xC2\x9C in the "
+               "Y2xpcA==\x1b\\ efficiency \xC2\x9D"
+               "0;pwned c1 title\xC2\x9C in the "
                "\x1b]2;pwned again\x1b\\ cold.";
   auto rules = nlohmann::json::array();
   rules.push_back({{"match", {{"message_contains", "stream"}}},
                    {"respond", {{"text", split}, {"chunk_words", 1}}}});
   nlohmann::json failure{{"error", {{"message", "overloaded" + hostile("error") + " retry"}}}};
-  rules.push_back({{"match", {{"message_contains", "fail"}}},
-                   {"error", {{"status", 400}, {"body", failure}}}});
+  rules.push_back(
+    {{"match", {{"message_contains", "fail"}}}, {"error", {{"status", 400}, {"body", failure}}}});
   REQUIRE_FALSE(server.script(rules));
 
   test::temp_dir home;

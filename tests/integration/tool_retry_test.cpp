@@ -100,8 +100,8 @@ struct retry_fixture {
     cfg.runtime.data_dir = tmp.path();
     services = std::make_unique<host::host_services>(cfg);
     registry = std::make_unique<host::plugin_registry>(*services);
-    REQUIRE_FALSE(registry->load_file(std::string{QUARRY_PLUGIN_DIR} + "/quarry_searxng.so")
-                    .has_value());
+    REQUIRE_FALSE(
+      registry->load_file(std::string{QUARRY_PLUGIN_DIR} + "/quarry_searxng.so").has_value());
     rt = std::make_unique<actors::runtime>(cfg);
   }
 
@@ -118,26 +118,24 @@ struct retry_fixture {
     keys["cache_ttl"] = 0;
     core::tool_limits limits;
     REQUIRE(core::read_limits(keys, limits).empty());
-    auto hdl = actors::spawn_tool_provider(
-      rt->system(), std::get<std::shared_ptr<sdk::tool>>(made),
-      actors::tool_actor_settings::of("web_search", limits));
+    auto hdl = actors::spawn_tool_provider(rt->system(), std::get<std::shared_ptr<sdk::tool>>(made),
+                                           actors::tool_actor_settings::of("web_search", limits));
     rt->add_stoppable(hdl);
     return hdl;
   }
 
-  static actors::tool_reply run(caf::scoped_actor& self,
-                                const actors::tool_provider_actor& hdl,
+  static actors::tool_reply run(caf::scoped_actor& self, const actors::tool_provider_actor& hdl,
                                 std::string args) {
     actors::tool_reply out;
-    self->request(hdl, std::chrono::seconds{60}, actors::run_atom::value,
-                  actors::tool_call_msg{1, std::move(args)})
+    self
+      ->request(hdl, std::chrono::seconds{60}, actors::run_atom::value,
+                actors::tool_call_msg{1, std::move(args)})
       .receive([&](actors::tool_reply& r) { out = std::move(r); },
                [&](const caf::error& e) { FAIL(caf::to_string(e)); });
     return out;
   }
 
-  static nlohmann::json stats(caf::scoped_actor& self,
-                              const actors::tool_provider_actor& hdl) {
+  static nlohmann::json stats(caf::scoped_actor& self, const actors::tool_provider_actor& hdl) {
     nlohmann::json out;
     self->request(hdl, std::chrono::seconds{10}, actors::stats_atom::value)
       .receive([&](std::string& s) { out = nlohmann::json::parse(s); },
@@ -174,8 +172,7 @@ TEST_CASE_FIXTURE(retry_fixture, "tool retries: the field case's 429 forever is 
   CHECK(r.result.llm_text.rfind("All web search queries failed.", 0) == 0);
   CHECK(r.result.llm_text.find("Rate limit exceeded for this client.") != std::string::npos);
   CHECK(r.result.llm_text.find('<') == std::string::npos);
-  CHECK(r.result.llm_text.find("(The web_search call was tried 3 times.)")
-        != std::string::npos);
+  CHECK(r.result.llm_text.find("(The web_search call was tried 3 times.)") != std::string::npos);
   auto s = stats(self, hdl);
   CHECK(s["retries"] == 2);
   CHECK(s["runs"] == 3);
@@ -251,8 +248,7 @@ TEST_CASE_FIXTURE(retry_fixture, "tool retries: a wait past the run's time limit
 TEST_CASE_FIXTURE(retry_fixture, "tool retries: non-retryable failures are not "
                                  "retried") {
   searxng.answer = [&](size_t) {
-    return response_plan::text(403, "<!doctype html><title>403 Forbidden</title>",
-                               "text/html");
+    return response_plan::text(403, "<!doctype html><title>403 Forbidden</title>", "text/html");
   };
   auto hdl = spawn({{"max_retries", 3}, {"retry_base", "10ms"}});
   caf::scoped_actor self{rt->system()};
@@ -306,17 +302,24 @@ TEST_CASE_FIXTURE(retry_fixture, "tool retries: quarry tool run shows the field 
   searxng.answer = [&](size_t) { return response_plan::text(429, page, "text/html"); };
   test::temp_dir home;
   std::vector<std::string> argv{QUARRY_EXE,
-                                "--plugin-dir", QUARRY_PLUGIN_DIR,
-                                "--set", "tools.web_search.plugin=searxng",
-                                "--set", "tools.web_search.base_url=" + searxng.server.url(""),
-                                "--set", "tools.web_search.limits.max_retries=1",
-                                "--set", "tools.web_search.limits.retry_base=10ms",
-                                "tool", "run", "web_search",
-                                R"({"queries": ["heat pump"]})", "--json"};
+                                "--plugin-dir",
+                                QUARRY_PLUGIN_DIR,
+                                "--set",
+                                "tools.web_search.plugin=searxng",
+                                "--set",
+                                "tools.web_search.base_url=" + searxng.server.url(""),
+                                "--set",
+                                "tools.web_search.limits.max_retries=1",
+                                "--set",
+                                "tools.web_search.limits.retry_base=10ms",
+                                "tool",
+                                "run",
+                                "web_search",
+                                R"({"queries": ["heat pump"]})",
+                                "--json"};
   test::process_options opts;
-  opts.env = {{"HOME", home.path()},
-              {"XDG_CONFIG_HOME", std::nullopt},
-              {"QUARRY_CONFIG", std::nullopt}};
+  opts.env = {
+    {"HOME", home.path()}, {"XDG_CONFIG_HOME", std::nullopt}, {"QUARRY_CONFIG", std::nullopt}};
   auto res = test::run_process(argv, opts);
   CAPTURE(res.out);
   CAPTURE(res.err);

@@ -22,15 +22,17 @@ struct tool_cli_fixture {
   test::temp_dir home;
 
   test::process_result quarry(std::vector<std::string> args) {
-    std::vector<std::string> argv{QUARRY_EXE, "--plugin-dir",
+    std::vector<std::string> argv{QUARRY_EXE,
+                                  "--plugin-dir",
                                   std::string{QUARRY_TEST_PLUGIN_DIR} + "/good",
-                                  "--set", "tools.echo_tool.plugin=echo",
-                                  "--set", "tools.echo_tool.prefix=\"> \""};
+                                  "--set",
+                                  "tools.echo_tool.plugin=echo",
+                                  "--set",
+                                  "tools.echo_tool.prefix=\"> \""};
     argv.insert(argv.end(), args.begin(), args.end());
     test::process_options opts;
-    opts.env = {{"HOME", home.path()},
-                {"XDG_CONFIG_HOME", std::nullopt},
-                {"QUARRY_CONFIG", std::nullopt}};
+    opts.env = {
+      {"HOME", home.path()}, {"XDG_CONFIG_HOME", std::nullopt}, {"QUARRY_CONFIG", std::nullopt}};
     return test::run_process(argv, opts);
   }
 };
@@ -82,8 +84,8 @@ TEST_CASE_FIXTURE(tool_cli_fixture, "tool run exits 1 when the tool fails and 2 
   auto unknown = quarry({"tool", "run", "web_search", "{}"});
   CHECK(unknown.exit_code == 2);
   CHECK(unknown.err.find("no tool named 'web_search'") != std::string::npos);
-  auto bad_setting = quarry({"--set", "tools.echo_tool.timeout=soon", "tool",
-                             "run", "echo_tool", "{}"});
+  auto bad_setting = quarry(
+    {"--set", "tools.echo_tool.timeout=soon", "tool", "run", "echo_tool", "{}"});
   CHECK(bad_setting.exit_code == 2);
   CHECK(bad_setting.err.find("timeout") != std::string::npos);
 }
@@ -115,19 +117,18 @@ struct tool_actor_fixture {
     REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
     core::tool_limits limits;
     REQUIRE(core::read_limits(keys, limits).empty());
-    auto hdl = actors::spawn_tool_provider(
-      rt->system(), std::get<std::shared_ptr<sdk::tool>>(made),
-      actors::tool_actor_settings::of("echo", limits));
+    auto hdl = actors::spawn_tool_provider(rt->system(), std::get<std::shared_ptr<sdk::tool>>(made),
+                                           actors::tool_actor_settings::of("echo", limits));
     rt->add_stoppable(hdl);
     return hdl;
   }
 
-  static actors::tool_reply run(caf::scoped_actor& self,
-                                const actors::tool_provider_actor& hdl,
+  static actors::tool_reply run(caf::scoped_actor& self, const actors::tool_provider_actor& hdl,
                                 std::string args) {
     actors::tool_reply out;
-    self->request(hdl, std::chrono::seconds{30}, actors::run_atom::value,
-                  actors::tool_call_msg{1, std::move(args)})
+    self
+      ->request(hdl, std::chrono::seconds{30}, actors::run_atom::value,
+                actors::tool_call_msg{1, std::move(args)})
       .receive([&](actors::tool_reply& r) { out = std::move(r); },
                [&](const caf::error& e) { FAIL(caf::to_string(e)); });
     return out;
@@ -196,7 +197,8 @@ TEST_CASE_FIXTURE(tool_actor_fixture, "tool provider actor bounds a run's time a
   CHECK(ok.result.llm_text == "after (run 1)");
 }
 
-TEST_CASE_FIXTURE(tool_actor_fixture, "tool provider actor runs at most max_concurrency at once, in order") {
+TEST_CASE_FIXTURE(tool_actor_fixture,
+                  "tool provider actor runs at most max_concurrency at once, in order") {
   auto hdl = spawn({{"max_concurrency", 1}, {"timeout", "100ms"}, {"cache_ttl", 0}});
   caf::scoped_actor self{rt->system()};
   // The first run hangs until its time limit; the second waits for its slot

@@ -150,8 +150,8 @@ TEST_CASE_FIXTURE(verifier_fixture, "verifier: a model's verdicts count; an unus
 TEST_CASE_FIXTURE(verifier_fixture, "verifier: what the budget does not reach is unverified, "
                                     "and the report still comes") {
   test::fake_llm_server server;
-  REQUIRE_FALSE(server.script(nlohmann::json::array(
-    {{{"respond", {{"text", "late"}}}, {"latency_ms", 20000}}})));
+  REQUIRE_FALSE(server.script(
+    nlohmann::json::array({{{"respond", {{"text", "late"}}}, {"latency_ms", 20000}}})));
   auto o = verify(llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}), 500ms);
   REQUIRE(o.claims.size() == 4);
   for (size_t i = 0; i < 4; ++i)

@@ -201,10 +201,18 @@ struct worker_port_fixture : cluster_fixture {
   /// `--set` values), limited to a 2.5 GB address space where the build
   /// allows it (AddressSanitizer reserves more than that).
   std::unique_ptr<test::cluster::worker> start_limited_worker(std::vector<std::string> settings) {
-    std::vector<std::string> args{"/bin/sh",     "-c",       "ulimit -v 2500000 && exec \"$@\"",
-                                  "sh",          QUARRY_EXE, "--plugin-dir",
-                                  QUARRY_PLUGIN_DIR, "--log-level", "info",
-                                  "worker",      "--listen", "127.0.0.1:0"};
+    std::vector<std::string> args{"/bin/sh",
+                                  "-c",
+                                  "ulimit -v 2500000 && exec \"$@\"",
+                                  "sh",
+                                  QUARRY_EXE,
+                                  "--plugin-dir",
+                                  QUARRY_PLUGIN_DIR,
+                                  "--log-level",
+                                  "info",
+                                  "worker",
+                                  "--listen",
+                                  "127.0.0.1:0"};
 #if defined(QUARRY_TESTS_UNDER_ASAN)
     args[2] = "exec \"$@\"";
 #endif
@@ -259,8 +267,7 @@ TEST_CASE_FIXTURE(worker_port_fixture, "worker port: a 4 GiB length before the h
   send_all(fd, basp_header(client_handshake, 0xFFFFFFFF, basp_version));
   CHECK(closed_within(fd, 30s));
   ::close(fd);
-  CHECK(w->process->wait_for_err("announced a 4294967295-byte message before the handshake",
-                                 10s));
+  CHECK(w->process->wait_for_err("announced a 4294967295-byte message before the handshake", 10s));
   CHECK(running(*w->process));
   // The same after a valid handshake header of another kind, and a message
   // that is no handshake at all.
@@ -333,8 +340,8 @@ TEST_CASE_FIXTURE(worker_port_fixture, "worker port: over mutual TLS, connection
                                        "handshake timeout") {
   auto pki = make_pki();
   auto tls = tls_settings(pki.node_cert, pki.node_key, pki.ca);
-  auto w = start_limited_worker({"cluster.handshake_timeout=1s", "cluster.heartbeat_timeout=10m",
-                                 tls[1], tls[3], tls[5]});
+  auto w = start_limited_worker(
+    {"cluster.handshake_timeout=1s", "cluster.heartbeat_timeout=10m", tls[1], tls[3], tls[5]});
   // Silent, half a ClientHello, and plaintext BASP (which is no TLS).
   std::vector<int> fds;
   for (int i = 0; i < 20; ++i)
@@ -371,10 +378,10 @@ TEST_CASE_FIXTURE(worker_port_fixture, "worker port: over mutual TLS, connection
   // A session with a certificate of the cluster still places its agent there.
   auto agents_before = count_of(w->process->err(), "worker: agent ");
   REQUIRE_FALSE(server.script(parallel_agents_script(1)));
-  auto res = research(server, test::cluster::concat(
-                                {"--json", "--set", workers_setting({w->address})},
-                                tls_settings(pki.client_cert, pki.client_key, pki.ca),
-                                {"How do heat pumps cope with cold weather?"}));
+  auto res = research(server,
+                      test::cluster::concat({"--json", "--set", workers_setting({w->address})},
+                                            tls_settings(pki.client_cert, pki.client_key, pki.ca),
+                                            {"How do heat pumps cope with cold weather?"}));
   CAPTURE(res.err);
   REQUIRE(res.exit_code == 0);
   CHECK(res.err.find("runs on worker " + w->address) != std::string::npos);
@@ -383,8 +390,7 @@ TEST_CASE_FIXTURE(worker_port_fixture, "worker port: over mutual TLS, connection
 
 TEST_CASE_FIXTURE(worker_port_fixture, "worker port: garbage after a valid handshake does not "
                                        "stop the worker") {
-  auto w = start_limited_worker({"cluster.max_message_size=1MiB",
-                                 "cluster.heartbeat_timeout=10m"});
+  auto w = start_limited_worker({"cluster.max_message_size=1MiB", "cluster.heartbeat_timeout=10m"});
   // A valid client handshake is accepted: afterwards a message larger than
   // the bound before the handshake (64 KiB) but within
   // cluster.max_message_size is read (and its garbage dropped), and the

@@ -15,8 +15,7 @@ namespace quarry::test_plugins {
 /// Answers with its arguments and one document; `prefix` comes from config.
 class echo_tool final : public sdk::tool {
 public:
-  echo_tool(sdk::host_context& host, std::string prefix)
-    : host_(host), prefix_(std::move(prefix)) {
+  echo_tool(sdk::host_context& host, std::string prefix) : host_(host), prefix_(std::move(prefix)) {
     // nop
   }
 
@@ -29,9 +28,8 @@ public:
   }
 
   nlohmann::json parameters() const override {
-    return {{"type", "object"},
-            {"properties", {{"text", {{"type", "string"}}}}},
-            {"required", {"text"}}};
+    return {
+      {"type", "object"}, {"properties", {{"text", {{"type", "string"}}}}}, {"required", {"text"}}};
   }
 
   std::shared_ptr<sdk::tool_run> run(const nlohmann::json& arguments,
@@ -104,14 +102,12 @@ public:
 
   std::shared_ptr<sdk::chat_call> chat(sdk::chat_request request,
                                        std::shared_ptr<sdk::chat_sink> sink) override {
-    auto text = request.messages.empty() ? std::string{}
-                                         : request.messages.back().content;
+    auto text = request.messages.empty() ? std::string{} : request.messages.back().content;
     // "fail:<class>" fails the call with that error class, e.g.
     // "fail:rate_limited", for tests of every class end to end.
     if (text.rfind("fail:", 0) == 0) {
       auto name = text.substr(5);
-      for (int i = static_cast<int>(sdk::errc_first);
-           i <= static_cast<int>(sdk::errc_last); ++i) {
+      for (int i = static_cast<int>(sdk::errc_first); i <= static_cast<int>(sdk::errc_last); ++i) {
         auto code = static_cast<sdk::errc>(i);
         if (name == sdk::to_string(code)) {
           auto err = sdk::make_error(code, "echo_llm failed as asked with " + name);
@@ -147,14 +143,13 @@ private:
   sdk::host_context& host_;
 };
 
-std::unique_ptr<sdk::plugin_object> make(sdk::host_context& host,
-                                         const nlohmann::json& config) {
+std::unique_ptr<sdk::plugin_object> make(sdk::host_context& host, const nlohmann::json& config) {
 #if defined(QUARRY_TEST_VARIANT_FACTORY_THROWS)
-  (void) host;
-  (void) config;
+  (void)host;
+  (void)config;
   throw std::runtime_error("api_key is required");
 #elif defined(QUARRY_TEST_KIND_LLM)
-  (void) config;
+  (void)config;
   return std::make_unique<echo_llm>(host);
 #else
   if (config.contains("fail"))
@@ -198,7 +193,7 @@ const bool marker_written = [] {
 #endif
 
 #define QUARRY_TEST_STR2(x) #x
-#define QUARRY_TEST_STR(x) QUARRY_TEST_STR2(x)
+#define QUARRY_TEST_STR(x)  QUARRY_TEST_STR2(x)
 
 #if defined(QUARRY_TEST_VARIANT_NO_ENTRY)
 
@@ -218,8 +213,8 @@ extern "C" QUARRY_SDK_API const void* quarry_plugin_v4() {
 
 // Refers to a symbol that nothing defines: RTLD_NOW must refuse the file.
 extern "C" int quarry_symbol_nobody_defines(int);
-QUARRY_PLUGIN(QUARRY_TEST_PLUGIN_NAME, QUARRY_TEST_KIND, "1.0.0",
-              "Needs a missing symbol", &quarry::test_plugins::make)
+QUARRY_PLUGIN(QUARRY_TEST_PLUGIN_NAME, QUARRY_TEST_KIND, "1.0.0", "Needs a missing symbol",
+              &quarry::test_plugins::make)
 extern "C" QUARRY_SDK_API int quarry_use_missing() {
   return quarry_symbol_nobody_defines(1);
 }
@@ -243,24 +238,22 @@ extern "C" QUARRY_SDK_API int quarry_use_missing() {
 #    define QUARRY_TEST_KIND_VALUE QUARRY_TEST_KIND
 #  endif
 QUARRY_PLUGIN_DEFINE_ABI_MARK()
-extern "C" QUARRY_SDK_API const ::quarry::sdk::plugin_descriptor*
-quarry_plugin_v3() {
-  static const ::quarry::sdk::plugin_descriptor descriptor{
-    QUARRY_TEST_ABI,
-    QUARRY_TEST_SDK,
-    QUARRY_TEST_STDLIB,
-    QUARRY_TEST_JSON,
-    QUARRY_TEST_STR(QUARRY_TEST_PLUGIN_NAME),
-    QUARRY_TEST_KIND_VALUE,
-    "1.0.0",
-    "A plugin with a wrong descriptor",
-    &quarry::test_plugins::make};
+extern "C" QUARRY_SDK_API const ::quarry::sdk::plugin_descriptor* quarry_plugin_v3() {
+  static const ::quarry::sdk::plugin_descriptor descriptor{QUARRY_TEST_ABI,
+                                                           QUARRY_TEST_SDK,
+                                                           QUARRY_TEST_STDLIB,
+                                                           QUARRY_TEST_JSON,
+                                                           QUARRY_TEST_STR(QUARRY_TEST_PLUGIN_NAME),
+                                                           QUARRY_TEST_KIND_VALUE,
+                                                           "1.0.0",
+                                                           "A plugin with a wrong descriptor",
+                                                           &quarry::test_plugins::make};
   return &descriptor;
 }
 
 #else
 
-QUARRY_PLUGIN(QUARRY_TEST_PLUGIN_NAME, QUARRY_TEST_KIND, "1.2.3",
-              "Echoes its input (test plugin)", &quarry::test_plugins::make)
+QUARRY_PLUGIN(QUARRY_TEST_PLUGIN_NAME, QUARRY_TEST_KIND, "1.2.3", "Echoes its input (test plugin)",
+              &quarry::test_plugins::make)
 
 #endif

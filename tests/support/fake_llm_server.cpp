@@ -26,8 +26,7 @@ constexpr milliseconds reset_grace{50};
 const char* event_stream_type = "text/event-stream; charset=utf-8";
 
 sdk::error script_error(std::string message) {
-  return sdk::make_error(sdk::errc::bad_request,
-                         "fake_llm_server: " + std::move(message));
+  return sdk::make_error(sdk::errc::bad_request, "fake_llm_server: " + std::move(message));
 }
 
 bool ends_with(std::string_view x, std::string_view suffix) {
@@ -59,8 +58,7 @@ std::vector<std::string> split_words(const std::string& text, size_t n) {
     if (!is_space(text[i]) && (i == 0 || is_space(text[i - 1])))
       starts.push_back(i);
   size_t begin = 0;
-  for (size_t k = std::max<size_t>(n, 1); k < starts.size();
-       k += std::max<size_t>(n, 1)) {
+  for (size_t k = std::max<size_t>(n, 1); k < starts.size(); k += std::max<size_t>(n, 1)) {
     auto cut = starts[k];
     while (cut > begin && is_space(text[cut - 1]))
       --cut;
@@ -81,8 +79,7 @@ std::vector<std::string> split_bytes(const std::string& text, size_t n) {
   size_t i = 0;
   while (i < text.size()) {
     auto end = std::min(i + n, text.size());
-    while (end < text.size()
-           && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+    while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
       ++end;
     result.push_back(text.substr(i, end - i));
     i = end;
@@ -246,8 +243,7 @@ request_info inspect(const llm_request& req) {
     }
   }
   auto choice = body.find("tool_choice");
-  result.tool_choice
-    = normalize_tool_choice(choice == body.end() ? json{} : *choice);
+  result.tool_choice = normalize_tool_choice(choice == body.end() ? json{} : *choice);
   return result;
 }
 
@@ -319,8 +315,7 @@ struct fault_spec {
 // Reads typed fields of one JSON object, remembering the first error.
 class reader {
 public:
-  reader(const json& obj, std::string where)
-    : obj_(obj), where_(std::move(where)) {
+  reader(const json& obj, std::string where) : obj_(obj), where_(std::move(where)) {
     if (!obj_.is_object())
       fail("must be an object");
   }
@@ -381,8 +376,7 @@ public:
       if (x->is_number_integer() && x->get<int64_t>() >= min_value)
         out = static_cast<Int>(x->get<int64_t>());
       else
-        fail(std::string{"`"} + key + "` must be an integer >= "
-             + std::to_string(min_value));
+        fail(std::string{"`"} + key + "` must be an integer >= " + std::to_string(min_value));
     }
   }
 
@@ -484,16 +478,13 @@ struct fake_llm_server::rule {
   fault_spec faults;
 
   bool matches(const llm_request& req, const request_info& info) const {
-    auto contains = [](const std::string& haystack,
-                       const std::optional<std::string>& needle) {
+    auto contains = [](const std::string& haystack, const std::optional<std::string>& needle) {
       return !needle || haystack.find(*needle) != std::string::npos;
     };
     if (!protocol.empty() && protocol != req.protocol)
       return false;
-    if (!contains(info.last_user, last_user_contains)
-        || !contains(info.system, system_contains)
-        || !contains(info.all, message_contains)
-        || !contains(req.target, path_contains))
+    if (!contains(info.last_user, last_user_contains) || !contains(info.system, system_contains)
+        || !contains(info.all, message_contains) || !contains(req.target, path_contains))
       return false;
     if (model && *model != info.model)
       return false;
@@ -502,12 +493,9 @@ struct fake_llm_server::rule {
     if (tool_turn_without_reasoning
         && *tool_turn_without_reasoning != info.tool_turn_without_reasoning)
       return false;
-    if (tool
-        && std::find(info.tools.begin(), info.tools.end(), *tool)
-             == info.tools.end())
+    if (tool && std::find(info.tools.begin(), info.tools.end(), *tool) == info.tools.end())
       return false;
-    if (tool_choice
-        && normalize_tool_choice(json(*tool_choice)) != info.tool_choice)
+    if (tool_choice && normalize_tool_choice(json(*tool_choice)) != info.tool_choice)
       return false;
     return true;
   }
@@ -518,14 +506,13 @@ struct fake_llm_server::rule {
 namespace {
 
 // Maps a finish reason of either vocabulary to the one of `protocol`.
-std::string finish_reason_for(const std::string& protocol,
-                              const std::string& given, bool has_tools) {
+std::string finish_reason_for(const std::string& protocol, const std::string& given,
+                              bool has_tools) {
   // OpenAI's name and Anthropic's of the same reason.
-  static const std::pair<const char*, const char*> names[]
-    = {{"stop", "end_turn"},
-       {"tool_calls", "tool_use"},
-       {"length", "max_tokens"},
-       {"content_filter", "refusal"}};
+  static const std::pair<const char*, const char*> names[] = {{"stop", "end_turn"},
+                                                              {"tool_calls", "tool_use"},
+                                                              {"length", "max_tokens"},
+                                                              {"content_filter", "refusal"}};
   bool openai = protocol == "openai";
   auto own = [openai](const std::pair<const char*, const char*>& name) {
     return std::string{openai ? name.first : name.second};
@@ -565,8 +552,7 @@ usage_numbers usage_for(const respond_spec& spec, const request_info& info) {
   auto produced = spec.text.size() + spec.reasoning.size();
   for (const auto& x : spec.tool_calls)
     produced += x.name.size() + x.arguments.size();
-  result.output
-    = spec.output_tokens.value_or(static_cast<int64_t>(produced / 4) + 1);
+  result.output = spec.output_tokens.value_or(static_cast<int64_t>(produced / 4) + 1);
   return result;
 }
 
@@ -578,16 +564,14 @@ std::string sse_event(const char* type, const ojson& x) {
   return std::string{"event: "} + type + "\ndata: " + dump(x) + "\n\n";
 }
 
-rendered render_openai(const respond_spec& spec,
-                       const request_info& info, uint64_t number) {
+rendered render_openai(const respond_spec& spec, const request_info& info, uint64_t number) {
   rendered result;
   auto id = "chatcmpl-fake-" + std::to_string(number);
   auto model = spec.model.empty() ? info.model : spec.model;
   auto stream = spec.stream.value_or(info.stream);
   auto with_usage = spec.include_usage.value_or(info.include_usage);
   auto usage = usage_for(spec, info);
-  auto finish
-    = finish_reason_for("openai", spec.finish_reason, !spec.tool_calls.empty());
+  auto finish = finish_reason_for("openai", spec.finish_reason, !spec.tool_calls.empty());
   auto usage_json = [&] {
     ojson x = ojson::object();
     x["prompt_tokens"] = usage.input;
@@ -597,9 +581,7 @@ rendered render_openai(const respond_spec& spec,
   };
   auto call_id = [&](size_t i) {
     const auto& given = spec.tool_calls[i].id;
-    return given.empty() ? "call_fake_" + std::to_string(number) + "_"
-                             + std::to_string(i)
-                         : given;
+    return given.empty() ? "call_fake_" + std::to_string(number) + "_" + std::to_string(i) : given;
   };
   if (!stream) {
     ojson msg = ojson::object();
@@ -725,20 +707,16 @@ rendered render_openai(const respond_spec& spec,
   return result;
 }
 
-rendered render_anthropic(const respond_spec& spec,
-                          const request_info& info, uint64_t number) {
+rendered render_anthropic(const respond_spec& spec, const request_info& info, uint64_t number) {
   rendered result;
   auto id = "msg_fake_" + std::to_string(number);
   auto model = spec.model.empty() ? info.model : spec.model;
   auto stream = spec.stream.value_or(info.stream);
   auto usage = usage_for(spec, info);
-  auto stop = finish_reason_for("anthropic", spec.finish_reason,
-                                !spec.tool_calls.empty());
+  auto stop = finish_reason_for("anthropic", spec.finish_reason, !spec.tool_calls.empty());
   auto call_id = [&](size_t i) {
     const auto& given = spec.tool_calls[i].id;
-    return given.empty() ? "toolu_fake_" + std::to_string(number) + "_"
-                             + std::to_string(i)
-                         : given;
+    return given.empty() ? "toolu_fake_" + std::to_string(number) + "_" + std::to_string(i) : given;
   };
   const char* signature = "fake-signature";
   if (!stream) {
@@ -811,8 +789,7 @@ rendered render_anthropic(const respond_spec& spec,
     x["content_block"] = std::move(block);
     result.pieces.push_back(sse_event("content_block_start", x));
   };
-  auto block_delta = [&](const char* type, const char* field,
-                         std::string value) {
+  auto block_delta = [&](const char* type, const char* field, std::string value) {
     ojson delta = ojson::object();
     delta["type"] = type;
     delta[field] = std::move(value);
@@ -874,8 +851,7 @@ rendered render_anthropic(const respond_spec& spec,
     x["usage"] = std::move(usage_json);
     result.pieces.push_back(sse_event("message_delta", x));
   }
-  result.pieces.emplace_back(
-    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+  result.pieces.emplace_back("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
   result.has_terminal = true;
   result.malformed = "event: content_block_delta\n"
                      "data: {\"type\":\"content_block_delta\",\"index\":\n\n";
@@ -911,9 +887,8 @@ std::string default_error_type(const std::string& protocol, int status) {
 }
 
 // Renders an error body in the shape of `protocol`.
-std::string error_body(const std::string& protocol, int status,
-                       std::string type, std::string message, std::string code,
-                       uint64_t number) {
+std::string error_body(const std::string& protocol, int status, std::string type,
+                       std::string message, std::string code, uint64_t number) {
   if (type.empty())
     type = default_error_type(protocol, status);
   if (message.empty())
@@ -939,8 +914,7 @@ std::string error_body(const std::string& protocol, int status,
   return dump(body, 2) + "\n";
 }
 
-rendered render_error(const error_spec& spec, const std::string& protocol,
-                      uint64_t number) {
+rendered render_error(const error_spec& spec, const std::string& protocol, uint64_t number) {
   rendered result;
   result.status = spec.status;
   result.content_type = spec.content_type;
@@ -949,8 +923,8 @@ rendered render_error(const error_spec& spec, const std::string& protocol,
   if (spec.body)
     result.pieces.push_back(*spec.body);
   else
-    result.pieces.push_back(error_body(protocol, spec.status, spec.type,
-                                       spec.message, spec.code, number));
+    result.pieces.push_back(
+      error_body(protocol, spec.status, spec.type, spec.message, spec.code, number));
   return result;
 }
 
@@ -972,8 +946,7 @@ rendered render_replay(const replay_spec& spec) {
 // Applies stream faults (truncation, malformed events) to the events, then
 // turns the result into a plan with latency, delays, stalls and resets.
 response_plan make_plan(rendered x, const fault_spec& faults) {
-  if (faults.keep_events >= 0
-      && static_cast<size_t>(faults.keep_events) < x.pieces.size()) {
+  if (faults.keep_events >= 0 && static_cast<size_t>(faults.keep_events) < x.pieces.size()) {
     x.pieces.resize(static_cast<size_t>(faults.keep_events));
     x.has_terminal = false;
   }
@@ -982,10 +955,8 @@ response_plan make_plan(rendered x, const fault_spec& faults) {
     x.has_terminal = false;
   }
   if (faults.malformed_at >= 0 && !x.malformed.empty()) {
-    auto at = std::min(static_cast<size_t>(faults.malformed_at),
-                       x.pieces.size());
-    x.pieces.insert(x.pieces.begin() + static_cast<ptrdiff_t>(at),
-                    x.malformed);
+    auto at = std::min(static_cast<size_t>(faults.malformed_at), x.pieces.size());
+    x.pieces.insert(x.pieces.begin() + static_cast<ptrdiff_t>(at), x.malformed);
   }
   response_plan plan{x.status};
   if (!x.content_type.empty())
@@ -1048,9 +1019,9 @@ fake_llm_server::~fake_llm_server() {
   stop();
 }
 
-std::optional<sdk::error>
-fake_llm_server::parse_rules(const json& rules, const std::string& base_dir,
-                             std::vector<rule_ptr>& out) {
+std::optional<sdk::error> fake_llm_server::parse_rules(const json& rules,
+                                                       const std::string& base_dir,
+                                                       std::vector<rule_ptr>& out) {
   const json* list = &rules;
   if (rules.is_object()) {
     reader top{rules, "script"};
@@ -1068,20 +1039,19 @@ fake_llm_server::parse_rules(const json& rules, const std::string& base_dir,
     const auto& src = (*list)[n];
     auto where = "rule " + std::to_string(n);
     reader in{src, where};
-    in.only({"match", "respond", "error", "replay", "times", "comment", "name",
-             "latency_ms", "chunk_delay_ms", "stall_after_bytes",
-             "reset_after_bytes", "malformed_chunk", "truncate"});
+    in.only({"match", "respond", "error", "replay", "times", "comment", "name", "latency_ms",
+             "chunk_delay_ms", "stall_after_bytes", "reset_after_bytes", "malformed_chunk",
+             "truncate"});
     auto result = std::make_shared<rule>();
     read_faults(in, result->faults);
     in.integer("times", result->times);
     if (auto m = in.get("match")) {
       reader match{*m, where + " match"};
-      match.only({"protocol", "last_user_contains", "system_contains",
-                  "message_contains", "path_contains", "model", "has_tools",
-                  "tool", "tool_choice", "tool_turn_without_reasoning", "times"});
+      match.only({"protocol", "last_user_contains", "system_contains", "message_contains",
+                  "path_contains", "model", "has_tools", "tool", "tool_choice",
+                  "tool_turn_without_reasoning", "times"});
       match.str("protocol", result->protocol);
-      if (result->protocol != "" && result->protocol != "openai"
-          && result->protocol != "anthropic")
+      if (result->protocol != "" && result->protocol != "openai" && result->protocol != "anthropic")
         match.fail("`protocol` must be openai or anthropic");
       match.str("last_user_contains", result->last_user_contains);
       match.str("system_contains", result->system_contains);
@@ -1096,8 +1066,7 @@ fake_llm_server::parse_rules(const json& rules, const std::string& base_dir,
       if (match.error)
         return script_error(*match.error);
     }
-    auto answers = static_cast<int>(in.has("respond"))
-                   + static_cast<int>(in.has("error"))
+    auto answers = static_cast<int>(in.has("respond")) + static_cast<int>(in.has("error"))
                    + static_cast<int>(in.has("replay"));
     if (answers != 1)
       in.fail("needs exactly one of `respond`, `error` and `replay`");
@@ -1107,11 +1076,10 @@ fake_llm_server::parse_rules(const json& rules, const std::string& base_dir,
       result->what = rule::kind::respond;
       auto& spec = result->respond;
       reader resp{*r, where + " respond"};
-      resp.only({"text", "reasoning", "tool_calls", "finish_reason", "usage",
-                 "chunk_words", "args_chunk_chars", "model", "reasoning_field",
-                 "include_usage", "stream", "headers", "latency_ms",
-                 "chunk_delay_ms", "stall_after_bytes", "reset_after_bytes",
-                 "malformed_chunk", "truncate"});
+      resp.only({"text", "reasoning", "tool_calls", "finish_reason", "usage", "chunk_words",
+                 "args_chunk_chars", "model", "reasoning_field", "include_usage", "stream",
+                 "headers", "latency_ms", "chunk_delay_ms", "stall_after_bytes",
+                 "reset_after_bytes", "malformed_chunk", "truncate"});
       read_faults(resp, result->faults);
       resp.str("text", spec.text);
       resp.str("reasoning", spec.reasoning);
@@ -1136,8 +1104,7 @@ fake_llm_server::parse_rules(const json& rules, const std::string& base_dir,
           resp.fail("`tool_calls` must be an array");
         else
           for (size_t k = 0; k < calls->size(); ++k) {
-            reader call{(*calls)[k],
-                        where + " tool call " + std::to_string(k)};
+            reader call{(*calls)[k], where + " tool call " + std::to_string(k)};
             call.only({"name", "arguments", "id"});
             tool_call_spec x;
             call.str("name", x.name);
@@ -1159,8 +1126,7 @@ fake_llm_server::parse_rules(const json& rules, const std::string& base_dir,
       result->what = rule::kind::error;
       auto& spec = result->error;
       reader err{*e, where + " error"};
-      err.only({"status", "body", "headers", "type", "message", "code",
-                "content_type"});
+      err.only({"status", "body", "headers", "type", "message", "code", "content_type"});
       err.integer("status", spec.status, 100);
       err.headers("headers", spec.headers);
       err.str("type", spec.type);
@@ -1168,8 +1134,7 @@ fake_llm_server::parse_rules(const json& rules, const std::string& base_dir,
       err.str("code", spec.code);
       err.str("content_type", spec.content_type);
       if (auto body = err.get("body"))
-        spec.body = body->is_string() ? body->get<std::string>()
-                                      : dump(*body, 2) + "\n";
+        spec.body = body->is_string() ? body->get<std::string>() : dump(*body, 2) + "\n";
       if (err.error)
         return script_error(*err.error);
     } else if (auto r = in.get("replay")) {
@@ -1181,8 +1146,7 @@ fake_llm_server::parse_rules(const json& rules, const std::string& base_dir,
         file = r->get<std::string>();
       } else {
         reader rep{*r, where + " replay"};
-        rep.only({"file", "bytes", "content_type", "status", "headers",
-                  "chunk_bytes"});
+        rep.only({"file", "bytes", "content_type", "status", "headers", "chunk_bytes"});
         rep.str("file", file);
         rep.str("bytes", bytes);
         rep.str("content_type", spec.content_type);
@@ -1213,8 +1177,7 @@ fake_llm_server::parse_rules(const json& rules, const std::string& base_dir,
   return std::nullopt;
 }
 
-std::optional<sdk::error> fake_llm_server::script(const json& rules,
-                                                  const std::string& base_dir) {
+std::optional<sdk::error> fake_llm_server::script(const json& rules, const std::string& base_dir) {
   std::vector<rule_ptr> parsed;
   if (auto err = parse_rules(rules, base_dir, parsed))
     return err;
@@ -1223,8 +1186,7 @@ std::optional<sdk::error> fake_llm_server::script(const json& rules,
   return std::nullopt;
 }
 
-std::optional<sdk::error>
-fake_llm_server::script_file(const std::string& path) {
+std::optional<sdk::error> fake_llm_server::script_file(const std::string& path) {
   auto text = read_whole_file(path);
   if (!text)
     return script_error("cannot read script `" + path + "`");
@@ -1232,8 +1194,7 @@ fake_llm_server::script_file(const std::string& path) {
   if (doc.is_discarded())
     return script_error("script `" + path + "` is not valid JSON");
   auto slash = path.rfind('/');
-  auto dir = slash == std::string::npos ? std::string{}
-                                        : path.substr(0, slash);
+  auto dir = slash == std::string::npos ? std::string{} : path.substr(0, slash);
   if (slash == 0)
     dir = "/";
   return script(doc, dir);
@@ -1250,8 +1211,7 @@ std::optional<sdk::error> fake_llm_server::add_rule(const json& rule_json,
 }
 
 std::optional<sdk::error> fake_llm_server::replay(const std::string& path_or_bytes,
-                                                  std::string content_type,
-                                                  replay_options opts) {
+                                                  std::string content_type, replay_options opts) {
   if (path_or_bytes.find('\n') == std::string::npos)
     return replay_file(path_or_bytes, std::move(content_type), std::move(opts));
   if (content_type.empty())
@@ -1327,19 +1287,16 @@ void fake_llm_server::clear_requests() {
   request_count_ = 0;
 }
 
-bool fake_llm_server::wait_for_requests(size_t n,
-                                        std::chrono::milliseconds timeout) const {
+bool fake_llm_server::wait_for_requests(size_t n, std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> guard{mtx_};
-  return cv_.wait_for(guard, timeout,
-                      [this, n] { return request_count_ >= n; });
+  return cv_.wait_for(guard, timeout, [this, n] { return request_count_ >= n; });
 }
 
 size_t fake_llm_server::rules_left() const {
   std::lock_guard<std::mutex> guard{mtx_};
-  return static_cast<size_t>(
-    std::count_if(rules_.begin(), rules_.end(), [](const rule_ptr& x) {
-      return x->times < 0 || x->used < x->times;
-    }));
+  return static_cast<size_t>(std::count_if(rules_.begin(), rules_.end(), [](const rule_ptr& x) {
+    return x->times < 0 || x->used < x->times;
+  }));
 }
 
 uint16_t fake_llm_server::port() const noexcept {
@@ -1444,37 +1401,32 @@ response_plan fake_llm_server::answer(const request& req) {
   }
   cv_.notify_all();
   auto fail = [&](int status, std::string message) {
-    auto text = error_body(rec.protocol, status, "fake_llm_server_error",
-                           std::move(message), "no_matching_rule", number);
-    return response_plan::json(status, std::move(text))
-      .header("x-should-retry", "false");
+    auto text = error_body(rec.protocol, status, "fake_llm_server_error", std::move(message),
+                           "no_matching_rule", number);
+    return response_plan::json(status, std::move(text)).header("x-should-retry", "false");
   };
   if (rec.protocol.empty())
-    return fail(404, "fake_llm_server: no endpoint at " + req.method + " "
-                       + req.target);
+    return fail(404, "fake_llm_server: no endpoint at " + req.method + " " + req.target);
   if (rec.method != "POST")
-    return fail(405, "fake_llm_server: " + req.method + " " + req.target
-                       + " is not allowed (use POST)");
+    return fail(405,
+                "fake_llm_server: " + req.method + " " + req.target + " is not allowed (use POST)");
   if (!chosen) {
-    std::string message = "fake_llm_server: no rule matches request #"
-                          + std::to_string(number) + ": POST " + req.target
-                          + " (protocol " + rec.protocol + ", model \""
-                          + info.model + "\", last user message \""
-                          + shorten(info.last_user, 200) + "\")";
+    std::string message = "fake_llm_server: no rule matches request #" + std::to_string(number)
+                          + ": POST " + req.target + " (protocol " + rec.protocol + ", model \""
+                          + info.model + "\", last user message \"" + shorten(info.last_user, 200)
+                          + "\")";
     return fail(500, std::move(message));
   }
   switch (chosen->what) {
     case rule::kind::error:
-      return make_plan(render_error(chosen->error, rec.protocol, number),
-                       chosen->faults);
+      return make_plan(render_error(chosen->error, rec.protocol, number), chosen->faults);
     case rule::kind::replay:
       return make_plan(render_replay(chosen->replay), chosen->faults);
     case rule::kind::respond:
       break;
   }
-  auto x = rec.protocol == "openai"
-             ? render_openai(chosen->respond, info, number)
-             : render_anthropic(chosen->respond, info, number);
+  auto x = rec.protocol == "openai" ? render_openai(chosen->respond, info, number)
+                                    : render_anthropic(chosen->respond, info, number);
   x.headers = chosen->respond.headers;
   return make_plan(std::move(x), chosen->faults);
 }

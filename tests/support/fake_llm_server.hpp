@@ -88,28 +88,24 @@ public:
   /// Replaces the script with `rules`: a JSON array of rules, or an object
   /// with a `rules` array. Relative replay paths resolve against `base_dir`
   /// (the current directory if empty). On error, keeps the old script.
-  std::optional<sdk::error> script(const nlohmann::json& rules,
-                                   const std::string& base_dir = "");
+  std::optional<sdk::error> script(const nlohmann::json& rules, const std::string& base_dir = "");
 
   /// Replaces the script with the one in the JSON file `path`; relative
   /// replay paths resolve against the file's folder.
   std::optional<sdk::error> script_file(const std::string& path);
 
   /// Appends one rule to the script.
-  std::optional<sdk::error> add_rule(const nlohmann::json& rule,
-                                     const std::string& base_dir = "");
+  std::optional<sdk::error> add_rule(const nlohmann::json& rule, const std::string& base_dir = "");
 
   /// Appends a rule that answers any request with `path_or_bytes` byte for
   /// byte: the contents of the file of that name if the argument has no
   /// newline, else the bytes themselves. An empty `content_type` is derived
   /// from the file name (`.sse`: event stream, `.json`: JSON).
-  std::optional<sdk::error> replay(const std::string& path_or_bytes,
-                                   std::string content_type = "",
+  std::optional<sdk::error> replay(const std::string& path_or_bytes, std::string content_type = "",
                                    replay_options opts = {});
 
   /// Appends a rule that answers any request with the bytes of `path`.
-  std::optional<sdk::error> replay_file(const std::string& path,
-                                        std::string content_type = "",
+  std::optional<sdk::error> replay_file(const std::string& path, std::string content_type = "",
                                         replay_options opts = {});
 
   /// Appends a rule that answers any request with `bytes`.
@@ -177,8 +173,7 @@ private:
 
   response_plan answer(const request& req);
 
-  std::optional<sdk::error> parse_rules(const nlohmann::json& rules,
-                                        const std::string& base_dir,
+  std::optional<sdk::error> parse_rules(const nlohmann::json& rules, const std::string& base_dir,
                                         std::vector<std::shared_ptr<rule>>& out);
 
   mutable std::mutex mtx_;

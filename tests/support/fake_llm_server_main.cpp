@@ -37,9 +37,7 @@ int main(int argc, char** argv) {
     if (arg == "--port") {
       // The underlying test server only binds ephemeral ports.
       if (std::strcmp(value(), "0") != 0) {
-        std::fprintf(stderr,
-                     "%s: only --port 0 (an ephemeral port) is supported\n",
-                     argv[0]);
+        std::fprintf(stderr, "%s: only --port 0 (an ephemeral port) is supported\n", argv[0]);
         return 2;
       }
     } else if (arg == "--script") {

@@ -148,8 +148,7 @@ int x_device_characteristics(sqlite3_file* f) {
   return real_methods(f)->xDeviceCharacteristics(cast(f)->real());
 }
 
-int x_shm_map(sqlite3_file* f, int region, int size, int extend,
-              void volatile** out) {
+int x_shm_map(sqlite3_file* f, int region, int size, int extend, void volatile** out) {
   return real_methods(f)->xShmMap(cast(f)->real(), region, size, extend, out);
 }
 
@@ -167,19 +166,31 @@ int x_shm_unmap(sqlite3_file* f, int delete_flag) {
 
 // Version 2: WAL needs the shared-memory methods. xFetch/xUnfetch (memory
 // mapping) are left out: every read goes through xRead.
-const sqlite3_io_methods faulty_methods = {
-  2,         x_close,     x_read,          x_write,
-  x_truncate, x_sync,     x_file_size,     x_lock,
-  x_unlock,  x_check_reserved_lock, x_file_control, x_sector_size,
-  x_device_characteristics, x_shm_map, x_shm_lock, x_shm_barrier,
-  x_shm_unmap, nullptr, nullptr};
+const sqlite3_io_methods faulty_methods = {2,
+                                           x_close,
+                                           x_read,
+                                           x_write,
+                                           x_truncate,
+                                           x_sync,
+                                           x_file_size,
+                                           x_lock,
+                                           x_unlock,
+                                           x_check_reserved_lock,
+                                           x_file_control,
+                                           x_sector_size,
+                                           x_device_characteristics,
+                                           x_shm_map,
+                                           x_shm_lock,
+                                           x_shm_barrier,
+                                           x_shm_unmap,
+                                           nullptr,
+                                           nullptr};
 
 sqlite3_vfs* real_vfs(sqlite3_vfs* vfs) {
   return static_cast<state*>(vfs->pAppData)->real;
 }
 
-int x_open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags,
-           int* out_flags) {
+int x_open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, int* out_flags) {
   auto* st = static_cast<state*>(vfs->pAppData);
   auto* ff = cast(file);
   ff->owner = st;

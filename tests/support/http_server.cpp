@@ -63,8 +63,7 @@ std::string url_decode(std::string_view x) {
   return sdk::percent_decode(spaced);
 }
 
-std::vector<std::pair<std::string, std::string>>
-parse_query(std::string_view x) {
+std::vector<std::pair<std::string, std::string>> parse_query(std::string_view x) {
   std::vector<std::pair<std::string, std::string>> result;
   while (!x.empty()) {
     auto amp = x.find('&');
@@ -76,8 +75,7 @@ parse_query(std::string_view x) {
     if (eq == std::string_view::npos)
       result.emplace_back(url_decode(part), std::string{});
     else
-      result.emplace_back(url_decode(part.substr(0, eq)),
-                          url_decode(part.substr(eq + 1)));
+      result.emplace_back(url_decode(part.substr(0, eq)), url_decode(part.substr(eq + 1)));
   }
   return result;
 }
@@ -151,8 +149,7 @@ bool body_allowed(int status) {
 
 void append_hex(std::string& out, uint64_t value) {
   char buf[32];
-  auto n = std::snprintf(buf, sizeof(buf), "%llx",
-                         static_cast<unsigned long long>(value));
+  auto n = std::snprintf(buf, sizeof(buf), "%llx", static_cast<unsigned long long>(value));
   out.append(buf, static_cast<size_t>(n));
 }
 
@@ -188,8 +185,7 @@ response_plan::response_plan(int status_code) : status(status_code) {
   // nop
 }
 
-response_plan response_plan::text(int status, std::string body,
-                                  std::string content_type) {
+response_plan response_plan::text(int status, std::string body, std::string content_type) {
   response_plan result{status};
   result.header("Content-Type", std::move(content_type));
   result.send(std::move(body));
@@ -261,8 +257,7 @@ response_plan& response_plan::reset() {
   return *this;
 }
 
-response_plan& response_plan::generate(uint64_t total, size_t chunk_size,
-                                       char fill) {
+response_plan& response_plan::generate(uint64_t total, size_t chunk_size, char fill) {
   auto x = step_of(step_kind::generate);
   x.total = total;
   x.chunk_size = chunk_size == 0 ? 64 * 1024 : chunk_size;
@@ -341,8 +336,7 @@ struct http_server::impl {
   std::atomic<int64_t> final_cpu_ns{-1};
 
   impl() {
-    listen_fd
-      = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (listen_fd < 0)
       throw std::runtime_error("http_server: socket() failed");
     int one = 1;
@@ -408,8 +402,7 @@ struct http_server::impl {
         auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait).count();
         timeout = static_cast<int>(std::clamp<int64_t>(ms, 0, 60000));
       }
-      auto n = ::epoll_wait(epoll_fd, events.data(),
-                            static_cast<int>(events.size()), timeout);
+      auto n = ::epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), timeout);
       if (n < 0 && errno != EINTR)
         break;
       for (int i = 0; i < n; ++i) {
@@ -437,8 +430,7 @@ struct http_server::impl {
 
   void accept_all() {
     for (;;) {
-      auto fd
-        = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      auto fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0)
         return;
       int one = 1;
@@ -502,8 +494,8 @@ struct http_server::impl {
       close_conn(conn);
       return;
     }
-    if (conn.busy && !conn.waiting_timer && !conn.stalled
-        && !conn.close_after_flush && conn.pending() < high_water / 2)
+    if (conn.busy && !conn.waiting_timer && !conn.stalled && !conn.close_after_flush
+        && conn.pending() < high_water / 2)
       advance(conn);
   }
 
@@ -526,8 +518,7 @@ struct http_server::impl {
   // connection.
   bool flush(connection& conn) {
     while (conn.pending() > 0) {
-      auto n = ::send(conn.fd, conn.out.data() + conn.out_off, conn.pending(),
-                      MSG_NOSIGNAL);
+      auto n = ::send(conn.fd, conn.out.data() + conn.out_off, conn.pending(), MSG_NOSIGNAL);
       if (n > 0) {
         conn.out_off += static_cast<size_t>(n);
         continue;
@@ -549,8 +540,7 @@ struct http_server::impl {
     auto want_out = conn.pending() > 0;
     if (want_out != conn.watching_out) {
       conn.watching_out = want_out;
-      watch(conn.fd, conn.id, EPOLLIN | EPOLLRDHUP | (want_out ? EPOLLOUT : 0u),
-            EPOLL_CTL_MOD);
+      watch(conn.fd, conn.id, EPOLLIN | EPOLLRDHUP | (want_out ? EPOLLOUT : 0u), EPOLL_CTL_MOD);
     }
     return true;
   }
@@ -590,8 +580,7 @@ struct http_server::impl {
       if (auto cl = req.header("Content-Length")) {
         char* end = nullptr;
         auto value = std::strtoull(cl->c_str(), &end, 10);
-        if (cl->empty() || end == nullptr || *end != '\0'
-            || value > max_body_size)
+        if (cl->empty() || end == nullptr || *end != '\0' || value > max_body_size)
           return refuse(conn, value > max_body_size ? 413 : 400);
         body_len = static_cast<size_t>(value);
       }
@@ -612,11 +601,9 @@ struct http_server::impl {
       req.index_on_connection = conn.requests++;
       auto connection_hdr = req.header("Connection");
       if (req.version == "HTTP/1.0")
-        conn.keep_alive
-          = connection_hdr && iequals(*connection_hdr, "keep-alive");
+        conn.keep_alive = connection_hdr && iequals(*connection_hdr, "keep-alive");
       else
-        conn.keep_alive
-          = !(connection_hdr && iequals(*connection_hdr, "close"));
+        conn.keep_alive = !(connection_hdr && iequals(*connection_hdr, "close"));
       conn.head_request = req.method == "HEAD";
       auto plan = dispatch(req);
       ++served;
@@ -640,8 +627,7 @@ struct http_server::impl {
     req.method = std::string{line.substr(0, sp1)};
     req.target = std::string{line.substr(sp1 + 1, sp2 - sp1 - 1)};
     req.version = std::string{line.substr(sp2 + 1)};
-    if (req.method.empty() || req.target.empty()
-        || req.version.compare(0, 5, "HTTP/") != 0)
+    if (req.method.empty() || req.target.empty() || req.version.compare(0, 5, "HTTP/") != 0)
       return false;
     auto q = req.target.find('?');
     req.path = req.target.substr(0, q);
@@ -652,17 +638,14 @@ struct http_server::impl {
         req.query_string.resize(hash);
       req.query = parse_query(req.query_string);
     }
-    auto rest = line_end == std::string_view::npos ? std::string_view{}
-                                                   : head.substr(line_end + 2);
+    auto rest = line_end == std::string_view::npos ? std::string_view{} : head.substr(line_end + 2);
     while (!rest.empty()) {
       auto end = rest.find("\r\n");
       auto field = rest.substr(0, end);
-      rest = end == std::string_view::npos ? std::string_view{}
-                                           : rest.substr(end + 2);
+      rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 2);
       if (field.empty())
         continue;
-      if ((field.front() == ' ' || field.front() == '\t')
-          && !req.headers.empty()) {
+      if ((field.front() == ' ' || field.front() == '\t') && !req.headers.empty()) {
         auto& value = req.headers.back().second;
         value += ' ';
         value += trim(field);
@@ -695,8 +678,7 @@ struct http_server::impl {
     try {
       return (*fn)(req);
     } catch (const std::exception& ex) {
-      return response_plan::text(500, std::string{"handler failed: "}
-                                        + ex.what() + "\n");
+      return response_plan::text(500, std::string{"handler failed: "} + ex.what() + "\n");
     } catch (...) {
       return response_plan::text(500, "handler failed\n");
     }
@@ -706,8 +688,7 @@ struct http_server::impl {
     conn.keep_alive = false;
     conn.head_request = false;
     auto id = conn.id;
-    begin(conn, response_plan::text(status,
-                                    std::string{reason_phrase(status)} + "\n"));
+    begin(conn, response_plan::text(status, std::string{reason_phrase(status)} + "\n"));
     return find(id) != nullptr;
   }
 
@@ -945,8 +926,7 @@ std::chrono::nanoseconds http_server::loop_cpu_time() const {
     return std::chrono::nanoseconds{0};
   timespec ts{};
   clock_gettime(cid, &ts);
-  return std::chrono::nanoseconds{static_cast<int64_t>(ts.tv_sec) * 1000000000
-                                  + ts.tv_nsec};
+  return std::chrono::nanoseconds{static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec};
 }
 
 } // namespace quarry::test

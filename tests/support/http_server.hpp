@@ -107,8 +107,7 @@ public:
   explicit response_plan(int status);
 
   /// Returns a plan answering `status` with `body` of type `content_type`.
-  static response_plan text(int status, std::string body,
-                            std::string content_type = "text/plain");
+  static response_plan text(int status, std::string body, std::string content_type = "text/plain");
 
   /// Returns a plan answering `status` with a JSON body.
   static response_plan json(int status, std::string body);
@@ -141,8 +140,7 @@ public:
   response_plan& reset();
 
   /// Appends a `generate` step.
-  response_plan& generate(uint64_t total, size_t chunk_size = 64 * 1024,
-                          char fill = 'x');
+  response_plan& generate(uint64_t total, size_t chunk_size = 64 * 1024, char fill = 'x');
 
   /// Appends a `raw` step.
   response_plan& raw(std::string bytes);

@@ -24,14 +24,12 @@ int main() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   http_server server;
   // GET /: a greeting.
-  server.route("GET", "/", [](const request&) {
-    return response_plan::text(200, "quarry test server\n");
-  });
+  server.route("GET", "/",
+               [](const request&) { return response_plan::text(200, "quarry test server\n"); });
   // Any method on /echo: the request body, with its content type.
   server.route("*", "/echo", [](const request& req) {
-    return response_plan::text(
-      200, req.body,
-      req.header("Content-Type").value_or("application/octet-stream"));
+    return response_plan::text(200, req.body,
+                               req.header("Content-Type").value_or("application/octet-stream"));
   });
   // GET /bytes?n=N&chunk=K: N bytes generated lazily (chunked).
   server.route("GET", "/bytes", [](const request& req) {

@@ -66,9 +66,8 @@ std::string page_content(std::string_view text) {
   bool first = true;
   for (;;) {
     auto end = text.find('\n', start);
-    auto line = text.substr(start, end == std::string_view::npos
-                                     ? std::string_view::npos
-                                     : end - start);
+    auto line = text.substr(start,
+                            end == std::string_view::npos ? std::string_view::npos : end - start);
     if (!first)
       result += "T*\n";
     first = false;
@@ -84,8 +83,7 @@ std::string page_content(std::string_view text) {
 
 } // namespace
 
-std::string make_pdf(const std::vector<std::string>& pages,
-                     const std::string& title) {
+std::string make_pdf(const std::vector<std::string>& pages, const std::string& title) {
   pdf_spec spec;
   spec.pages = pages;
   spec.title = title;
@@ -106,8 +104,8 @@ std::string make_pdf_document(const pdf_spec& spec) {
       kids += ' ';
     kids += std::to_string(5 + 2 * i) + " 0 R";
   }
-  objects.push_back("<< /Type /Pages /Kids [" + kids + "] /Count "
-                    + std::to_string(pages.size()) + " >>");
+  objects.push_back("<< /Type /Pages /Kids [" + kids + "] /Count " + std::to_string(pages.size())
+                    + " >>");
   objects.push_back("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica "
                     "/Encoding /WinAnsiEncoding >>");
   std::string info = "<< /Producer (Quarry test PDF writer)";
@@ -124,8 +122,8 @@ std::string make_pdf_document(const pdf_spec& spec) {
                       "/Resources << /Font << /F1 3 0 R >> >> /Contents "
                       + std::to_string(6 + 2 * i) + " 0 R >>");
     auto content = page_content(pages[i]);
-    objects.push_back("<< /Length " + std::to_string(content.size())
-                      + " >>\nstream\n" + content + "endstream");
+    objects.push_back("<< /Length " + std::to_string(content.size()) + " >>\nstream\n" + content
+                      + "endstream");
   }
   std::string out = "%PDF-1.4\n%\xE2\xE3\xCF\xD3\n";
   std::vector<size_t> offsets;
@@ -141,15 +139,14 @@ std::string make_pdf_document(const pdf_spec& spec) {
     std::snprintf(buf, sizeof(buf), "%010zu 00000 n \n", offset);
     out += buf;
   }
-  out += "trailer\n<< /Size " + std::to_string(objects.size() + 1)
-         + " /Root 1 0 R /Info 4 0 R";
+  out += "trailer\n<< /Size " + std::to_string(objects.size() + 1) + " /Root 1 0 R /Info 4 0 R";
   if (spec.password_protected) {
     // /O and /U that no password produces: the empty password fails.
     std::string o(64, 'A');
     std::string u(64, 'B');
-    out += " /Encrypt << /Filter /Standard /V 1 /R 2 /Length 40 /P -44 /O <"
-           + o + "> /U <" + u + "> >> /ID [<00112233445566778899AABBCCDDEEFF>"
-           " <00112233445566778899AABBCCDDEEFF>]";
+    out += " /Encrypt << /Filter /Standard /V 1 /R 2 /Length 40 /P -44 /O <" + o + "> /U <" + u
+           + "> >> /ID [<00112233445566778899AABBCCDDEEFF>"
+             " <00112233445566778899AABBCCDDEEFF>]";
   }
   out += " >>\nstartxref\n" + std::to_string(xref) + "\n%%EOF\n";
   return out;

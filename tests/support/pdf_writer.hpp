@@ -28,8 +28,7 @@ struct pdf_spec {
 /// Returns the bytes of a PDF with one page per element of `pages` (at least
 /// one page: an empty list gives one blank page) and, when `title` is not
 /// empty, a Title entry in the document information dictionary.
-std::string make_pdf(const std::vector<std::string>& pages,
-                     const std::string& title = {});
+std::string make_pdf(const std::vector<std::string>& pages, const std::string& title = {});
 
 /// Returns the bytes of a PDF as described by `spec`.
 std::string make_pdf_document(const pdf_spec& spec);

@@ -27,8 +27,7 @@ namespace {
 // (the test runner may have blocked signals; the child starts clean), goes
 // to `opts.cwd`, applies `opts.env` and runs `argv`. Exits with 126 when the
 // folder is missing, 127 when the program cannot run.
-[[noreturn]] void exec_child(const std::vector<std::string>& argv,
-                             const process_options& opts) {
+[[noreturn]] void exec_child(const std::vector<std::string>& argv, const process_options& opts) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -50,8 +49,7 @@ namespace {
 
 } // namespace
 
-process_result run_process(const std::vector<std::string>& argv,
-                           const process_options& opts) {
+process_result run_process(const std::vector<std::string>& argv, const process_options& opts) {
   if (argv.empty())
     throw std::invalid_argument("run_process: empty argv");
   int in_pipe[2];
@@ -61,8 +59,7 @@ process_result run_process(const std::vector<std::string>& argv,
   // early (it refused its input) makes send() fail with EPIPE instead of
   // killing the test process with SIGPIPE.
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in_pipe) != 0
-      || pipe2(out_pipe, O_CLOEXEC) != 0
-      || pipe2(err_pipe, O_CLOEXEC) != 0)
+      || pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string{"pipe: "} + std::strerror(errno));
   auto pid = fork();
   if (pid < 0)
@@ -112,8 +109,8 @@ process_result run_process(const std::vector<std::string>& argv,
       if (fds[i].revents == 0)
         continue;
       if (fds[i].fd == in_fd) {
-        auto w = send(in_fd, opts.input.data() + written,
-                      opts.input.size() - written, MSG_NOSIGNAL);
+        auto w = send(in_fd, opts.input.data() + written, opts.input.size() - written,
+                      MSG_NOSIGNAL);
         if (w > 0)
           written += static_cast<size_t>(w);
         if (w < 0 || written == opts.input.size()) {
@@ -125,8 +122,7 @@ process_result run_process(const std::vector<std::string>& argv,
       char buf[65536];
       auto r = read(fds[i].fd, buf, sizeof(buf));
       if (r > 0) {
-        (fds[i].fd == out_fd ? result.out : result.err)
-          .append(buf, static_cast<size_t>(r));
+        (fds[i].fd == out_fd ? result.out : result.err).append(buf, static_cast<size_t>(r));
       } else if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
         if (fds[i].fd == out_fd) {
           close(out_fd);
@@ -167,8 +163,7 @@ temp_dir::~temp_dir() {
   fs::remove_all(path_, ec);
 }
 
-std::string temp_dir::write(const std::string& name,
-                            const std::string& content) const {
+std::string temp_dir::write(const std::string& name, const std::string& content) const {
   auto path = fs::path{path_} / name;
   fs::create_directories(path.parent_path());
   std::ofstream out{path, std::ios::binary};
@@ -176,8 +171,7 @@ std::string temp_dir::write(const std::string& name,
   return path.string();
 }
 
-child_process::child_process(const std::vector<std::string>& argv,
-                             const process_options& opts) {
+child_process::child_process(const std::vector<std::string>& argv, const process_options& opts) {
   if (argv.empty())
     throw std::invalid_argument("child_process: empty argv");
   auto in_path = dir_.write("stdin", opts.input);
@@ -245,8 +239,7 @@ process_result child_process::wait(std::chrono::milliseconds timeout) {
   return result_;
 }
 
-bool child_process::wait_for_err(const std::string& needle,
-                                 std::chrono::milliseconds timeout) {
+bool child_process::wait_for_err(const std::string& needle, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (err().find(needle) != std::string::npos)
@@ -265,7 +258,7 @@ bool child_process::wait_for_err(const std::string& needle,
 }
 
 std::optional<std::string> child_process::wait_for_err_line(const std::string& needle,
-                                                          std::chrono::milliseconds timeout) {
+                                                            std::chrono::milliseconds timeout) {
   auto whole_line = [&]() -> std::optional<std::string> {
     auto text = err();
     auto at = text.find(needle);
@@ -322,21 +315,18 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-std::map<std::string, std::optional<std::string>>
-isolated_quarry_env(const std::string& home) {
+std::map<std::string, std::optional<std::string>> isolated_quarry_env(const std::string& home) {
   std::map<std::string, std::optional<std::string>> env{{"HOME", home}};
-  for (auto name : {"XDG_CONFIG_HOME", "XDG_DATA_HOME", "QUARRY_CONFIG",
-                    "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL",
-                    "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
-                    "BRAVE_API_KEY", "TAVILY_API_KEY"})
+  for (auto name : {"XDG_CONFIG_HOME", "XDG_DATA_HOME", "QUARRY_CONFIG", "OPENAI_API_KEY",
+                    "OPENAI_BASE_URL", "OPENAI_MODEL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+                    "ANTHROPIC_MODEL", "BRAVE_API_KEY", "TAVILY_API_KEY"})
     env[name] = std::nullopt;
   return env;
 }
 
 process_options isolated_quarry_options(
   const std::string& home,
-  const std::vector<std::pair<std::string, std::optional<std::string>>>&
-    extra_env) {
+  const std::vector<std::pair<std::string, std::optional<std::string>>>& extra_env) {
   process_options opts;
   opts.env = isolated_quarry_env(home);
   for (const auto& [name, value] : extra_env)

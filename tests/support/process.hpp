@@ -38,19 +38,16 @@ struct process_options {
 /// The environment changes that run `quarry` as a new user would, whatever
 /// the caller's environment holds: HOME is `home`; the user's configuration,
 /// data folder and every provider and search key variable are unset.
-std::map<std::string, std::optional<std::string>>
-isolated_quarry_env(const std::string& home);
+std::map<std::string, std::optional<std::string>> isolated_quarry_env(const std::string& home);
 
 /// Options of a `quarry` run: the environment of isolated_quarry_env(home)
 /// with `extra_env` applied in order (nothing unsets a variable).
 process_options isolated_quarry_options(
   const std::string& home,
-  const std::vector<std::pair<std::string, std::optional<std::string>>>&
-    extra_env = {});
+  const std::vector<std::pair<std::string, std::optional<std::string>>>& extra_env = {});
 
 /// Runs `argv[0]` with `argv` and waits for it.
-process_result run_process(const std::vector<std::string>& argv,
-                           const process_options& opts = {});
+process_result run_process(const std::vector<std::string>& argv, const process_options& opts = {});
 
 /// A temporary directory, removed with its contents on destruction.
 class temp_dir {

@@ -19,8 +19,7 @@ namespace quarry::test {
 /// tool gives no call handle or no result within `timeout`, and checks that
 /// the result came exactly once.
 inline sdk::tool_result run_tool(sdk::tool& tool, const nlohmann::json& args,
-                                 std::chrono::seconds timeout
-                                 = std::chrono::seconds{60}) {
+                                 std::chrono::seconds timeout = std::chrono::seconds{60}) {
   auto promise = std::make_shared<std::promise<sdk::tool_result>>();
   auto future = promise->get_future();
   auto calls = std::make_shared<std::atomic<int>>(0);

@@ -16,8 +16,7 @@ namespace quarry::test {
 /// store's error otherwise).
 template <class T>
 T read_ok(store::result<T> r) {
-  REQUIRE_MESSAGE(static_cast<bool>(r),
-                  (r ? std::string{} : r.error().message));
+  REQUIRE_MESSAGE(static_cast<bool>(r), (r ? std::string{} : r.error().message));
   return std::move(*r);
 }
 

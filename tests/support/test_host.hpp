@@ -54,8 +54,7 @@ class test_host final : public sdk::host_context {
 public:
   /// `http` configures the HTTP client (e.g. a short stall timeout), and the
   /// pool has `threads` threads and room for `queue` waiting jobs.
-  explicit test_host(const core::http_settings& http = {}, int threads = 1,
-                     int queue = 16)
+  explicit test_host(const core::http_settings& http = {}, int threads = 1, int queue = 16)
     : http_(http), pool_(threads, queue) {
     // nop
   }
@@ -99,8 +98,7 @@ public:
   /// Queues a job and waits up to `timeout` for it to run: with one pool
   /// thread, every job queued before it has run by then. False when the pool
   /// refused the job or it did not run in time.
-  bool run_through_pool(std::chrono::milliseconds timeout
-                        = std::chrono::seconds{10}) {
+  bool run_through_pool(std::chrono::milliseconds timeout = std::chrono::seconds{10}) {
     struct flag {
       std::mutex mtx;
       std::condition_variable cv;

@@ -123,10 +123,8 @@ TEST_CASE("charset pages are read by the fetcher's document reader") {
   CHECK_FALSE(p.failure);
   CHECK(p.text.find(text) != std::string::npos);
   std::string ru = "Москва — столица России, крупнейший город страны и Европы.";
-  auto plain = fetch::read_document(encode(ru, "CP1251"),
-                                    "text/plain; charset=windows-1251",
-                                    "https://example.ru/a.txt",
-                                    std::chrono::milliseconds{0});
+  auto plain = fetch::read_document(encode(ru, "CP1251"), "text/plain; charset=windows-1251",
+                                    "https://example.ru/a.txt", std::chrono::milliseconds{0});
   CHECK_FALSE(plain.failure);
   CHECK(plain.text == ru);
 }
@@ -135,7 +133,10 @@ TEST_CASE("charset invalid sequences become U+FFFD and unknown charsets fall bac
   const std::string fffd{sdk::utf8_replacement};
   // Shift_JIS: a lead byte followed by a byte that cannot trail it, and a
   // lead byte cut off at the end.
-  auto sjis = extract::decode_document("a\x82" "\x20" "b\x82", "text/html; charset=shift_jis");
+  auto sjis = extract::decode_document("a\x82"
+                                       "\x20"
+                                       "b\x82",
+                                       "text/html; charset=shift_jis");
   CHECK(sjis.text == "a" + fffd + " b" + fffd);
   // GBK: 0xFF is never a byte of GB18030.
   CHECK(extract::decode_to_utf8("x\xFFy", "text/plain; charset=gbk") == "x" + fffd + "y");
@@ -172,19 +173,43 @@ TEST_CASE("charset invalid sequences become U+FFFD and unknown charsets fall bac
 TEST_CASE("charset every supported encoding has a working converter") {
   // One label of each encoding, and the name decode_document reports.
   const std::pair<const char*, const char*> encodings[] = {
-    {"unicode-1-1-utf-8", "UTF-8"}, {"utf-16", "UTF-16LE"}, {"unicodefffe", "UTF-16BE"},
-    {"us-ascii", "windows-1252"}, {"cp1250", "windows-1250"}, {"x-cp1251", "windows-1251"},
-    {"windows-1253", "windows-1253"}, {"latin5", "windows-1254"}, {"windows-1255", "windows-1255"},
-    {"windows-1256", "windows-1256"}, {"windows-1257", "windows-1257"},
-    {"windows-1258", "windows-1258"}, {"tis-620", "windows-874"}, {"l2", "ISO-8859-2"},
-    {"latin3", "ISO-8859-3"}, {"latin4", "ISO-8859-4"}, {"cyrillic", "ISO-8859-5"},
-    {"arabic", "ISO-8859-6"}, {"greek", "ISO-8859-7"}, {"iso-8859-8-i", "ISO-8859-8"},
-    {"latin6", "ISO-8859-10"}, {"iso-8859-13", "ISO-8859-13"}, {"iso-8859-14", "ISO-8859-14"},
-    {"latin9", "ISO-8859-15"}, {"iso-8859-16", "ISO-8859-16"}, {"koi", "KOI8-R"},
-    {"koi8-ru", "KOI8-U"}, {"866", "IBM866"}, {"mac", "macintosh"},
-    {"x-mac-ukrainian", "x-mac-cyrillic"}, {"windows-31j", "Shift_JIS"},
-    {"x-euc-jp", "EUC-JP"}, {"csiso2022jp", "ISO-2022-JP"}, {"chinese", "GBK"},
-    {"gb18030", "gb18030"}, {"cn-big5", "Big5"}, {"korean", "EUC-KR"},
+    {"unicode-1-1-utf-8", "UTF-8"},
+    {"utf-16", "UTF-16LE"},
+    {"unicodefffe", "UTF-16BE"},
+    {"us-ascii", "windows-1252"},
+    {"cp1250", "windows-1250"},
+    {"x-cp1251", "windows-1251"},
+    {"windows-1253", "windows-1253"},
+    {"latin5", "windows-1254"},
+    {"windows-1255", "windows-1255"},
+    {"windows-1256", "windows-1256"},
+    {"windows-1257", "windows-1257"},
+    {"windows-1258", "windows-1258"},
+    {"tis-620", "windows-874"},
+    {"l2", "ISO-8859-2"},
+    {"latin3", "ISO-8859-3"},
+    {"latin4", "ISO-8859-4"},
+    {"cyrillic", "ISO-8859-5"},
+    {"arabic", "ISO-8859-6"},
+    {"greek", "ISO-8859-7"},
+    {"iso-8859-8-i", "ISO-8859-8"},
+    {"latin6", "ISO-8859-10"},
+    {"iso-8859-13", "ISO-8859-13"},
+    {"iso-8859-14", "ISO-8859-14"},
+    {"latin9", "ISO-8859-15"},
+    {"iso-8859-16", "ISO-8859-16"},
+    {"koi", "KOI8-R"},
+    {"koi8-ru", "KOI8-U"},
+    {"866", "IBM866"},
+    {"mac", "macintosh"},
+    {"x-mac-ukrainian", "x-mac-cyrillic"},
+    {"windows-31j", "Shift_JIS"},
+    {"x-euc-jp", "EUC-JP"},
+    {"csiso2022jp", "ISO-2022-JP"},
+    {"chinese", "GBK"},
+    {"gb18030", "gb18030"},
+    {"cn-big5", "Big5"},
+    {"korean", "EUC-KR"},
   };
   for (const auto& [label, name] : encodings) {
     std::string l = label;

@@ -90,8 +90,8 @@ TEST_CASE("checkpoint: another version, a missing field or a wrong type is refus
   auto v = j;
   v["version"] = 2;
   CHECK(refusal(v).find("version 2") != std::string::npos);
-  for (const char* key : {"plan", "cycle", "orchestration", "citations", "phase",
-                          "elapsed_ms", "retried_empty"}) {
+  for (const char* key :
+       {"plan", "cycle", "orchestration", "citations", "phase", "elapsed_ms", "retried_empty"}) {
     CAPTURE(key);
     auto missing = j;
     missing.erase(key);

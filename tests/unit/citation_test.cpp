@@ -27,8 +27,7 @@ citation_mapping test_mapping() {
   citation_mapping result;
   for (int i = 1; i <= 5; ++i) {
     auto n = std::to_string(i);
-    result.insert(i, document_ref{"doc_" + n,
-                                  i == 3 ? "" : "https://example.com/doc" + n,
+    result.insert(i, document_ref{"doc_" + n, i == 3 ? "" : "https://example.com/doc" + n,
                                   "Document " + n});
   }
   return result;
@@ -52,8 +51,7 @@ void append(run_result& r, citation_chunk chunk) {
   r.unknown.insert(r.unknown.end(), chunk.unknown.begin(), chunk.unknown.end());
 }
 
-run_result feed(citation_processor& p, const std::vector<std::string>& tokens,
-                bool finish = true) {
+run_result feed(citation_processor& p, const std::vector<std::string>& tokens, bool finish = true) {
   run_result r;
   for (const auto& token : tokens)
     append(r, p.process(token));
@@ -173,10 +171,9 @@ TEST_CASE("citation scenario 3: double, unicode and full-width brackets") {
   CHECK(run_text(hyperlink, "A [【1]】 b") == "A " + link1 + " b");
   CHECK(run_text(hyperlink, "A 【1] b") == "A " + link1 + " b");
   // "[[1, 2]]": only the inner list matches; the outer brackets stay.
-  CHECK(run_text(hyperlink, "see [[1, 2]] x")
-        == "see [ " + link1 + " " + link2 + "] x");
-  for (auto input : {"See [[2]] x", "A 【3】 b", "A ［4］ b", "A 【【5】】 b",
-                     "A [【1]】 b", "see [[1, 2]] x"}) {
+  CHECK(run_text(hyperlink, "see [[1, 2]] x") == "see [ " + link1 + " " + link2 + "] x");
+  for (auto input : {"See [[2]] x", "A 【3】 b", "A ［4］ b", "A 【【5】】 b", "A [【1]】 b",
+                     "see [[1, 2]] x"}) {
     citation_processor p{keep};
     p.update_mapping(test_mapping());
     auto r = feed(p, {input});
@@ -187,9 +184,8 @@ TEST_CASE("citation scenario 3: double, unicode and full-width brackets") {
 }
 
 TEST_CASE("citation grammar: what is not a marker passes through") {
-  for (auto input : {"x [1 ,2] y", "x [ 1] y", "x [1,  2] y", "x [-1] y",
-                     "x [1.5] y", "x [abc] y", "x [] y", "x [[]] y",
-                     "x [1,] y", "x [,1] y", "x 【 1】 y", "x [1 y"}) {
+  for (auto input : {"x [1 ,2] y", "x [ 1] y", "x [1,  2] y", "x [-1] y", "x [1.5] y", "x [abc] y",
+                     "x [] y", "x [[]] y", "x [1,] y", "x [,1] y", "x 【 1】 y", "x [1 y"}) {
     for (auto mode : {hyperlink, keep, remove_mode}) {
       citation_processor p{mode};
       p.update_mapping(test_mapping());
@@ -270,8 +266,7 @@ TEST_CASE("citation scenario 5: one citation_info per document") {
   auto second = feed(p, {" again [", "1", "] and [1]."});
   CHECK(second.text == " again " + link1 + " and " + link1 + ".");
   CHECK(second.events.empty());
-  CHECK(p.cited_document_ids()
-        == std::vector<std::string>{"doc_3", "doc_1", "doc_2"});
+  CHECK(p.cited_document_ids() == std::vector<std::string>{"doc_3", "doc_1", "doc_2"});
   CHECK(p.cited_documents().at(1).link == "https://example.com/doc1");
   // The same document under another number: still a hyperlink, no event.
   auto doc1 = *test_mapping().find(1);
@@ -288,8 +283,8 @@ TEST_CASE("citation scenario 6: code blocks and fences") {
   SUBCASE("markers inside a code block are left alone") {
     citation_processor p;
     p.update_mapping(test_mapping());
-    auto r = feed(p, {"Here's code:\n```\n", "def example():\n    print('[1]')\n",
-                      "```\n", "End."});
+    auto r = feed(p,
+                  {"Here's code:\n```\n", "def example():\n    print('[1]')\n", "```\n", "End."});
     CHECK(r.events.empty());
     CHECK(p.seen_citations().empty());
     CHECK(r.text.find("```plaintext") != std::string::npos);
@@ -364,11 +359,11 @@ TEST_CASE("citation scenario 8: no catastrophic backtracking") {
   CHECK_FALSE(ends_with_partial_citation("[1, 2]"));
   CHECK_FALSE(ends_with_partial_citation("ends with a number 5"));
   CHECK_FALSE(ends_with_partial_citation("[1]"));
-  for (auto x : {"text [", "text [[", "text [1", "text [1,", "text [1, ",
-                 "text ［", "［［12", "【", "[[1,"})
+  for (auto x :
+       {"text [", "text [[", "text [1", "text [1,", "text [1, ", "text ［", "［［12", "【", "[[1,"})
     CHECK_MESSAGE(ends_with_partial_citation(x), x);
-  for (auto x : {"", "text", "text [1,  ", "text [1 ,", "text [ 1", "text ]",
-                 "text [a", "text [1, 2 "})
+  for (auto x :
+       {"", "text", "text [1,  ", "text [1 ,", "text [ 1", "text ]", "text [a", "text [1, 2 "})
     CHECK_MESSAGE(!ends_with_partial_citation(x), x);
   // Python's `$` matches before a final newline.
   CHECK(ends_with_partial_citation("text [1\n"));
@@ -389,10 +384,8 @@ TEST_CASE("citation scenario 9: collapse_citations") {
     CHECK(r.mapping.find(2)->document_id == "doc_60");
   }
   SUBCASE("b: existing documents keep their numbers") {
-    auto r = collapse_citations("Refs: [30], [31], [32].",
-                                {{1, doc("doc_a")}, {2, doc("doc_b")}},
-                                {{30, doc("doc_a")}, {31, doc("doc_c")},
-                                 {32, doc("doc_b")}});
+    auto r = collapse_citations("Refs: [30], [31], [32].", {{1, doc("doc_a")}, {2, doc("doc_b")}},
+                                {{30, doc("doc_a")}, {31, doc("doc_c")}, {32, doc("doc_b")}});
     CHECK(r.text == "Refs: [1], [3], [2].");
     CHECK(r.mapping.size() == 3);
     CHECK(r.mapping.find(3)->document_id == "doc_c");
@@ -407,14 +400,12 @@ TEST_CASE("citation scenario 9: collapse_citations") {
           == "See [[1]] for info.");
   }
   SUBCASE("e: one document under two numbers") {
-    auto r = collapse_citations("[50] and [60]", {},
-                                {{50, doc("same")}, {60, doc("same")}});
+    auto r = collapse_citations("[50] and [60]", {}, {{50, doc("same")}, {60, doc("same")}});
     CHECK(r.text == "[1] and [1]");
     CHECK(r.mapping.size() == 1);
   }
   SUBCASE("f: non-contiguous existing numbers") {
-    auto r = collapse_citations("[99]", {{5, doc("a")}, {10, doc("b")}},
-                                {{99, doc("c")}});
+    auto r = collapse_citations("[99]", {{5, doc("a")}, {10, doc("b")}}, {{99, doc("c")}});
     CHECK(r.text == "[11]");
     CHECK(r.mapping.numbers() == ints({5, 10, 11}));
   }
@@ -425,43 +416,35 @@ TEST_CASE("citation scenario 9: collapse_citations") {
     auto r = collapse_citations("[25] and [99]", {}, {{25, doc("d")}});
     CHECK(r.text == "[1] and ");
     CHECK(r.removed == ints({99}));
-    CHECK(collapse_citations("[25] and [99].", {}, {{25, doc("d")}}).text
-          == "[1] and.");
+    CHECK(collapse_citations("[25] and [99].", {}, {{25, doc("d")}}).text == "[1] and.");
   }
   SUBCASE("h: the order of the new mapping decides") {
     auto r = collapse_citations("[300] [100] [200]", {},
-                                {{300, doc("a")}, {100, doc("b")},
-                                 {200, doc("c")}});
+                                {{300, doc("a")}, {100, doc("b")}, {200, doc("c")}});
     CHECK(r.text == "[1] [2] [3]");
-    CHECK(r.renumbered
-          == std::vector<std::pair<int, int>>{{300, 1}, {100, 2}, {200, 3}});
+    CHECK(r.renumbered == std::vector<std::pair<int, int>>{{300, 1}, {100, 2}, {200, 3}});
   }
 }
 
 TEST_CASE("citation collapse: worked example of the specification") {
   citation_mapping existing{{1, doc("d2")}, {2, doc("x")}};
   citation_mapping fresh{{3, doc("d3")}, {1, doc("d1")}, {2, doc("d2")}};
-  auto r = collapse_citations("A [3] B [1, 2] C [[3]] D [7] E [1,3]",
-                              existing, fresh);
+  auto r = collapse_citations("A [3] B [1, 2] C [[3]] D [7] E [1,3]", existing, fresh);
   // Onyx: "... D [7] E [4, 3]"; the unknown [7] is removed here (quirk 10).
   CHECK(r.text == "A [3] B [4, 1] C [[3]] D E [4, 3]");
   CHECK(r.mapping
-        == citation_mapping{{1, doc("d2")}, {2, doc("x")}, {3, doc("d3")},
-                            {4, doc("d1")}});
+        == citation_mapping{{1, doc("d2")}, {2, doc("x")}, {3, doc("d3")}, {4, doc("d1")}});
   CHECK(r.removed == ints({7}));
 }
 
 TEST_CASE("citation collapse: Onyx's test case") {
-  citation_mapping existing{{1, doc("wiki_python")},
-                            {2, doc("docs_typing")},
-                            {3, doc("blog")}};
+  citation_mapping existing{{1, doc("wiki_python")}, {2, doc("docs_typing")}, {3, doc("blog")}};
   citation_mapping fresh{{100, doc("wiki_python")},
                          {101, doc("new_tutorial")},
                          {102, doc("docs_typing")},
                          {103, doc("another_new")}};
-  auto r = collapse_citations(
-    "According to [100] and [101], also see [102] and [103].", existing,
-    fresh);
+  auto r = collapse_citations("According to [100] and [101], also see [102] and [103].", existing,
+                              fresh);
   CHECK(r.text == "According to [1] and [4], also see [2] and [5].");
   CHECK(r.mapping.size() == 5);
   CHECK(r.mapping.find(4)->document_id == "new_tutorial");
@@ -474,21 +457,18 @@ TEST_CASE("citation collapse: edge cases") {
   CHECK(collapse_citations("", {}, {}).text.empty());
   CHECK(collapse_citations("", {{1, doc("a")}}, fresh).mapping.size() == 2);
   CHECK(collapse_citations("no markers", {}, {}).text == "no markers");
-  CHECK(collapse_citations("[50][60]", {}, {{50, doc("a")}, {60, doc("b")}}).text
-        == "[1][2]");
+  CHECK(collapse_citations("[50][60]", {}, {{50, doc("a")}, {60, doc("b")}}).text == "[1][2]");
   CHECK(collapse_citations("x 【25】 y", {}, fresh).text == "x 【1】 y");
   CHECK(collapse_citations("x ［25］ y", {}, fresh).text == "x ［1］ y");
   CHECK(collapse_citations("x 【【25】】 y", {}, fresh).text == "x 【【1】】 y");
   // Deviation 9: mixed double brackets are renumbered (Onyx leaves them).
   CHECK(collapse_citations("x [【25]】 y", {}, fresh).text == "x [【1]】 y");
   // Replacements never chain: old 1 -> 4 and old 4 -> 5.
-  auto r = collapse_citations("[1] [4]",
-                              {{1, doc("x")}, {2, doc("y")}, {3, doc("z")}},
+  auto r = collapse_citations("[1] [4]", {{1, doc("x")}, {2, doc("y")}, {3, doc("z")}},
                               {{1, doc("d1")}, {4, doc("d4")}});
   CHECK(r.text == "[4] [5]");
   // Non-markers stay as they are.
-  CHECK(collapse_citations("[1 ,2] [ 25] [a]", {}, fresh).text
-        == "[1 ,2] [ 25] [a]");
+  CHECK(collapse_citations("[1 ,2] [ 25] [a]", {}, fresh).text == "[1 ,2] [ 25] [a]");
   // Existing entries never change.
   auto e = collapse_citations("[25]", {{7, doc("d")}}, {{25, doc("other")}});
   CHECK(e.mapping.find(7)->document_id == "d");
@@ -497,8 +477,7 @@ TEST_CASE("citation collapse: edge cases") {
 TEST_CASE("citation collapse: unknown numbers cannot collide") {
   // The agent knew only its own [1]; "[2]" is a stray marker. Kept as is it
   // would now cite global document 2 (doc b). It is removed instead.
-  auto r = collapse_citations("c [1], stray [2]. Both [1, 2].",
-                              {{1, doc("a")}, {2, doc("b")}},
+  auto r = collapse_citations("c [1], stray [2]. Both [1, 2].", {{1, doc("a")}, {2, doc("b")}},
                               {{1, doc("c")}});
   CHECK(r.text == "c [3], stray. Both [3].");
   CHECK(r.removed == ints({2}));
@@ -508,8 +487,7 @@ TEST_CASE("citation collapse: unknown numbers cannot collide") {
 }
 
 TEST_CASE("citation collapse: fenced code is left alone") {
-  auto r = collapse_citations("```\na[1] = b[99]\n```\nSee [1].",
-                              {{1, doc("x")}}, {{1, doc("d")}});
+  auto r = collapse_citations("```\na[1] = b[99]\n```\nSee [1].", {{1, doc("x")}}, {{1, doc("d")}});
   CHECK(r.text == "```\na[1] = b[99]\n```\nSee [2].");
   CHECK(r.removed.empty());
 }
@@ -517,8 +495,7 @@ TEST_CASE("citation collapse: fenced code is left alone") {
 // -- order extraction -------------------------------------------------------------
 
 TEST_CASE("citation extract_citation_order") {
-  CHECK(extract_citation_order(
-          "A [3] B [1, 2] C [[3]] D [2 , 5] E 【7】 F [8 ,9] G [10,   11]")
+  CHECK(extract_citation_order("A [3] B [1, 2] C [[3]] D [2 , 5] E 【7】 F [8 ,9] G [10,   11]")
         == ints({3, 1, 2, 5, 7, 8, 9, 10, 11}));
   CHECK(extract_citation_order("x [[2]](https://a) y [[1]](https://b) "
                                "[[2]](https://a)")
@@ -540,8 +517,7 @@ TEST_CASE("citation quirk 9 fixed: leading space at a segment start") {
   CHECK(run(hyperlink, {"[1]", " start"}).text == link1 + " start");
   CHECK(run(hyperlink, {"A", "[1]", "[2]"}).text == "A " + link1 + link2);
   CHECK(run(hyperlink, {"A[1]", "[99]", "[2]"}).text == "A " + link1 + link2);
-  CHECK(run(hyperlink, {"A[1]", " ", "[2]"}).text
-        == "A " + link1 + " " + link2);
+  CHECK(run(hyperlink, {"A[1]", " ", "[2]"}).text == "A " + link1 + " " + link2);
 }
 
 // -- split invariance -------------------------------------------------------------
@@ -564,9 +540,8 @@ TEST_CASE("citation random token splits give the same result as one token") {
   };
   std::mt19937 rng{20261122};
   // Plus random texts made of the pieces that matter.
-  const std::vector<std::string> pieces = {"[", "]", "1", "2", "99", ",", " ",
-                                           "`", "```", "\n", "x", ".", "【",
-                                           "】", "［", "］", "\t", "文"};
+  const std::vector<std::string> pieces = {"[",  "]", "1", "2",  "99", ",",  " ",  "`",  "```",
+                                           "\n", "x", ".", "【", "】", "［", "］", "\t", "文"};
   std::uniform_int_distribution<std::size_t> pick{0, pieces.size() - 1};
   for (int i = 0; i < 30; ++i) {
     std::string text;
@@ -595,8 +570,7 @@ TEST_CASE("citation random token splits give the same result as one token") {
         citation_processor p{mode};
         p.update_mapping(test_mapping());
         auto split = feed(p, tokens);
-        INFO("mode " << to_string(mode) << ", input: " << input
-                     << ", round " << round);
+        INFO("mode " << to_string(mode) << ", input: " << input << ", round " << round);
         CHECK(split.text == whole.text);
         CHECK(split.unknown == whole.unknown);
         REQUIRE(split.events.size() == whole.events.size());
@@ -615,13 +589,12 @@ TEST_CASE("citation random token splits give the same result as one token") {
 // -- long inputs ------------------------------------------------------------------
 
 TEST_CASE("citation one megabyte token by token") {
-  const std::string paragraph =
-    "Paragraph with a citation [1] and a list [2, 3] and an unknown [99] and "
-    "code:\n```\nkeep [4]\n```\nDone [[5]].\n";
-  const std::string expected_paragraph =
-    "Paragraph with a citation " + link1 + " and a list " + link2 + " "
-    + link3 + " and an unknown and code:\n```plaintext\nkeep [4]\n```\nDone "
-    + link5 + ".\n";
+  const std::string paragraph
+    = "Paragraph with a citation [1] and a list [2, 3] and an unknown [99] and "
+      "code:\n```\nkeep [4]\n```\nDone [[5]].\n";
+  const std::string expected_paragraph
+    = "Paragraph with a citation " + link1 + " and a list " + link2 + " " + link3
+      + " and an unknown and code:\n```plaintext\nkeep [4]\n```\nDone " + link5 + ".\n";
   std::string input;
   std::string expected;
   while (input.size() < (1u << 20)) {

@@ -23,8 +23,8 @@ TEST_CASE("cluster: node addresses are HOST:PORT, IPv6 in brackets") {
   auto c = core::parse_node_address("worker-3.example:65535");
   REQUIRE(c);
   CHECK(c->host == "worker-3.example");
-  for (const char* bad : {"", ":80", "host", "host:", "host:65536", "host:-1", "host:8x",
-                          "::1:80", "[::1:80", "[]:80", "a b:80", "a/b:80"}) {
+  for (const char* bad : {"", ":80", "host", "host:", "host:65536", "host:-1", "host:8x", "::1:80",
+                          "[::1:80", "[]:80", "a b:80", "a/b:80"}) {
     CAPTURE(bad);
     CHECK_FALSE(core::parse_node_address(bad));
   }
@@ -78,8 +78,7 @@ TEST_CASE("cluster: workers that are down, full, excluded, incompatible or lack 
   ws[2].compatible = false;
   CHECK(core::choose_worker(ws, needed) == 4u);
   CHECK_FALSE(core::choose_worker(ws, needed, {4}));
-  CHECK(core::missing_tools({"internal_search"}, needed)
-        == std::vector<std::string>{"open_url"});
+  CHECK(core::missing_tools({"internal_search"}, needed) == std::vector<std::string>{"open_url"});
   // No worker at all: the agent runs on the session's node.
   CHECK_FALSE(core::choose_worker({}, needed));
 }

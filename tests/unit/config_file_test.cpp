@@ -29,8 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 
 config_getenv_fn stub_env(std::map<std::string, std::string> env) {
-  return [env = std::move(env)](const std::string& name)
-           -> std::optional<std::string> {
+  return [env = std::move(env)](const std::string& name) -> std::optional<std::string> {
     if (auto i = env.find(name); i != env.end())
       return i->second;
     return std::nullopt;
@@ -49,8 +48,7 @@ file_error refused(const std::string& path, size_t cap = 1024) {
 
 /// Every shape that is not a regular file, by name, made in `dir`; the
 /// message read_regular_file gives for each.
-std::map<std::string, std::pair<std::string, std::string>>
-make_shapes(const test::temp_dir& dir) {
+std::map<std::string, std::pair<std::string, std::string>> make_shapes(const test::temp_dir& dir) {
   std::map<std::string, std::pair<std::string, std::string>> out;
   auto fifo = dir.file("fifo.yaml");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
@@ -242,8 +240,10 @@ TEST_CASE("config: a file that holds secrets and that others may read gives one 
   auto [open_path, open_cfg] = load("open.yaml", provider("api_key: sk-literal-123"), 0644);
   REQUIRE(open_cfg.warnings.size() == 1);
   CHECK(open_cfg.warnings[0]
-        == open_path + " holds secrets (llm.providers.x.api_key) and is readable "
-                       "by other users (mode 0644); chmod 600 " + open_path);
+        == open_path
+             + " holds secrets (llm.providers.x.api_key) and is readable "
+               "by other users (mode 0644); chmod 600 "
+             + open_path);
   CHECK(open_cfg.literal_secrets == std::vector<std::string>{"llm.providers.x.api_key"});
   // Readable by the group only: a warning too.
   CHECK(load("group.yaml", provider("api_key: sk-literal-123"), 0640).second.warnings.size() == 1);
@@ -253,8 +253,8 @@ TEST_CASE("config: a file that holds secrets and that others may read gives one 
   CHECK(load("env.yaml", provider("api_key: ${KEY}"), 0644).second.warnings.empty());
   CHECK(load("env2.yaml", provider("api_key: \"${KEY:-}\""), 0644).second.warnings.empty());
   // A default written in the file is a secret in the file.
-  CHECK(load("default.yaml", provider("api_key: ${KEY:-sk-fallback}"), 0644)
-          .second.warnings.size() == 1);
+  CHECK(load("default.yaml", provider("api_key: ${KEY:-sk-fallback}"), 0644).second.warnings.size()
+        == 1);
   // A value given with --set is not in the file.
   CHECK(load("set.yaml", provider("organization: o"), 0644, {"llm.providers.x.api_key=sk-set"})
           .second.warnings.empty());
@@ -268,8 +268,9 @@ TEST_CASE("config: a file that holds secrets and that others may read gives one 
     "    client_secret: s3\n    password: p\n",
     0604);
   REQUIRE(deep.warnings.size() == 1);
-  CHECK(contains(deep.warnings[0],
-                 "holds secrets (http.proxy, server.auth_token, tools.t.headers.x_auth_token and 2 more)"));
+  CHECK(contains(
+    deep.warnings[0],
+    "holds secrets (http.proxy, server.auth_token, tools.t.headers.x_auth_token and 2 more)"));
   CHECK(contains(deep.warnings[0], "(mode 0604)"));
   CHECK(load("proxy.yaml", "http:\n  proxy: http://proxy:3128\n", 0644).second.warnings.empty());
   // Nothing secret at all: none.

@@ -28,16 +28,14 @@ namespace fs = std::filesystem;
 using env_map = std::map<std::string, std::string>;
 
 config_getenv_fn stub_env(env_map env) {
-  return [env = std::move(env)](const std::string& name)
-           -> std::optional<std::string> {
+  return [env = std::move(env)](const std::string& name) -> std::optional<std::string> {
     if (auto i = env.find(name); i != env.end())
       return i->second;
     return std::nullopt;
   };
 }
 
-load_result load_text(std::string_view yaml,
-                      std::vector<std::string> overrides = {},
+load_result load_text(std::string_view yaml, std::vector<std::string> overrides = {},
                       env_map env = {}) {
   load_options opts;
   opts.overrides = std::move(overrides);
@@ -76,8 +74,7 @@ bool contains(std::string_view haystack, std::string_view needle) {
 class temp_dir {
 public:
   temp_dir() {
-    auto pattern = (fs::temp_directory_path() / "quarry-config-XXXXXX")
-                     .string();
+    auto pattern = (fs::temp_directory_path() / "quarry-config-XXXXXX").string();
     std::vector<char> buf(pattern.begin(), pattern.end());
     buf.push_back('\0');
     REQUIRE(mkdtemp(buf.data()) != nullptr);
@@ -110,8 +107,7 @@ private:
 };
 
 std::string read_source_file(const std::string& relative) {
-  std::ifstream in{std::string{QUARRY_SOURCE_DIR} + "/" + relative,
-                   std::ios::binary};
+  std::ifstream in{std::string{QUARRY_SOURCE_DIR} + "/" + relative, std::ios::binary};
   REQUIRE(in.good());
   std::stringstream buf;
   buf << in.rdbuf();
@@ -231,8 +227,8 @@ TEST_CASE("config sizes parse and format") {
   CHECK(format_size(2'000'000) == "2MB");
   CHECK(format_size(1'000'001) == "1000001");
   CHECK(format_size(0) == "0");
-  for (int64_t x : {int64_t{0}, int64_t{1}, int64_t{1024}, int64_t{1000},
-                    int64_t{1536}, int64_t{3} << 40, int64_t{123456789}})
+  for (int64_t x : {int64_t{0}, int64_t{1}, int64_t{1024}, int64_t{1000}, int64_t{1536},
+                    int64_t{3} << 40, int64_t{123456789}})
     CHECK(parse_size(format_size(x)) == x);
 }
 
@@ -263,13 +259,11 @@ TEST_CASE("config schema bindings match the declared types") {
         CHECK(std::holds_alternative<std::vector<std::string>>(value));
         break;
       case config_type::string_map:
-        CHECK(std::holds_alternative<std::map<std::string, std::string>>(
-          value));
+        CHECK(std::holds_alternative<std::map<std::string, std::string>>(value));
         break;
       case config_type::instances:
         CHECK((std::holds_alternative<std::map<std::string, llm_instance>>(value)
-               || std::holds_alternative<std::map<std::string, tool_instance>>(
-                 value)));
+               || std::holds_alternative<std::map<std::string, tool_instance>>(value)));
         break;
     }
     // Store and load round-trip through the binding.
@@ -285,8 +279,7 @@ TEST_CASE("config schema bindings match the declared types") {
   CHECK_FALSE(is_config_section("tools"));
   CHECK_FALSE(is_config_section("htt"));
   CHECK(default_as_yaml(*find_config_key("http.connect_timeout")) == "10s");
-  CHECK(default_as_yaml(*find_config_key("http.max_response_bytes"))
-        == "64MiB");
+  CHECK(default_as_yaml(*find_config_key("http.max_response_bytes")) == "64MiB");
   CHECK(default_as_yaml(*find_config_key("http.proxy")) == "\"\"");
   CHECK(default_as_yaml(*find_config_key("plugins.dirs")) == "[]");
   CHECK(default_as_yaml(*find_config_key("tools")) == "{}");
@@ -377,9 +370,9 @@ TEST_CASE("config full file") {
   CHECK(main.config["org"].is_string());
   CHECK(v.llm.providers.at("fast").plugin == "anthropic");
   CHECK(v.llm.providers.at("fast").line == 42);
-  CHECK(v.llm.roles
-        == std::map<std::string, std::string>{{"orchestrator", "main"},
-                                              {"research_agent", "fast"}});
+  CHECK(
+    v.llm.roles
+    == std::map<std::string, std::string>{{"orchestrator", "main"}, {"research_agent", "fast"}});
   REQUIRE(v.tools.size() == 2);
   CHECK(v.tools.at("web_search").plugin == "brave");
   CHECK(v.tools.at("web_search").config["max_results"] == 10);
@@ -412,14 +405,13 @@ TEST_CASE("config empty files are valid") {
 }
 
 TEST_CASE("config booleans accept yes/no and on/off") {
-  for (auto [text, value] :
-       std::vector<std::pair<std::string, bool>>{{"true", true},
-                                                 {"False", false},
-                                                 {"yes", true},
-                                                 {"NO", false},
-                                                 {"on", true},
-                                                 {"off", false},
-                                                 {"\"true\"", true}}) {
+  for (auto [text, value] : std::vector<std::pair<std::string, bool>>{{"true", true},
+                                                                      {"False", false},
+                                                                      {"yes", true},
+                                                                      {"NO", false},
+                                                                      {"on", true},
+                                                                      {"off", false},
+                                                                      {"\"true\"", true}}) {
     INFO(text);
     auto res = load_text("http:\n  verify_tls: " + text + "\n");
     CHECK(ok(res).values.http.verify_tls == value);
@@ -435,13 +427,10 @@ TEST_CASE("config llm.default may stay empty with one provider") {
 // -- errors -------------------------------------------------------------------
 
 TEST_CASE("config error rendering") {
-  CHECK(config_error{"a.yaml", 3, "http.proxy", "bad"}.to_string()
-        == "a.yaml:3: http.proxy: bad");
-  CHECK(config_error{"a.yaml", 0, "http.proxy", "bad"}.to_string()
-        == "a.yaml: http.proxy: bad");
+  CHECK(config_error{"a.yaml", 3, "http.proxy", "bad"}.to_string() == "a.yaml:3: http.proxy: bad");
+  CHECK(config_error{"a.yaml", 0, "http.proxy", "bad"}.to_string() == "a.yaml: http.proxy: bad");
   CHECK(config_error{"a.yaml", 2, "", "bad"}.to_string() == "a.yaml:2: bad");
-  CHECK(config_error{"--set", 0, "log.level", "bad"}.to_string()
-        == "--set: log.level: bad");
+  CHECK(config_error{"--set", 0, "log.level", "bad"}.to_string() == "--set: log.level: bad");
 }
 
 TEST_CASE("config unknown key at the top level") {
@@ -451,8 +440,7 @@ TEST_CASE("config unknown key at the top level") {
   CHECK(err.key == "htpp");
   CHECK(contains(err.message, "unknown key"));
   CHECK(contains(err.message, "did you mean `http`?"));
-  CHECK(err.to_string()
-        == "test.yaml:3: htpp: unknown key; did you mean `http`?");
+  CHECK(err.to_string() == "test.yaml:3: htpp: unknown key; did you mean `http`?");
 }
 
 TEST_CASE("config unknown nested key") {
@@ -462,8 +450,7 @@ TEST_CASE("config unknown nested key") {
   REQUIRE(res.errors.size() == 2);
   CHECK(res.errors[0].line == 4);
   CHECK(res.errors[0].key == "http.conect_timeout");
-  CHECK(contains(res.errors[0].message,
-                 "did you mean `http.connect_timeout`?"));
+  CHECK(contains(res.errors[0].message, "did you mean `http.connect_timeout`?"));
   CHECK(res.errors[1].line == 7);
   CHECK(res.errors[1].key == "log.colour");
   CHECK(res.errors[1].message == "unknown key");
@@ -490,8 +477,7 @@ TEST_CASE("config wrong types") {
   REQUIRE(res.errors.size() == 8);
   CHECK(res.errors[0].to_string()
         == "test.yaml:2: runtime.blocking_threads: expected int, got \"many\"");
-  CHECK(res.errors[1].to_string()
-        == "test.yaml:3: runtime.data_dir: expected string, got list");
+  CHECK(res.errors[1].to_string() == "test.yaml:3: runtime.data_dir: expected string, got list");
   CHECK(res.errors[2].line == 5);
   CHECK(res.errors[2].key == "http.verify_tls");
   CHECK(contains(res.errors[2].message, "expected bool"));
@@ -506,8 +492,7 @@ TEST_CASE("config wrong types") {
   CHECK(contains(res.errors[5].message, "expected map of strings, got list"));
   CHECK(res.errors[6].line == 11);
   CHECK(res.errors[6].key == "tools");
-  CHECK(res.errors[7].to_string()
-        == "test.yaml:12: log: expected map (a section), got string");
+  CHECK(res.errors[7].to_string() == "test.yaml:12: log: expected map (a section), got string");
 }
 
 TEST_CASE("config list items must be strings") {
@@ -551,8 +536,7 @@ TEST_CASE("config bad enum value") {
 }
 
 TEST_CASE("config bad duration") {
-  auto err = single_error(
-    load_text("http:\n  connect_timeout: 10 parsecs\n"));
+  auto err = single_error(load_text("http:\n  connect_timeout: 10 parsecs\n"));
   CHECK(err.line == 2);
   CHECK(err.key == "http.connect_timeout");
   CHECK(contains(err.message, "expected duration"));
@@ -649,8 +633,7 @@ TEST_CASE("config default and roles must name configured providers") {
                                      "    a: {plugin: openai}\n"
                                      "    b: {plugin: anthropic}\n"));
   CHECK(err3.key == "llm.default");
-  CHECK(err3.message
-        == "must name one of the configured providers (a, b)");
+  CHECK(err3.message == "must name one of the configured providers (a, b)");
   auto res = load_text("llm:\n"
                        "  providers:\n"
                        "    a: {plugin: openai}\n"
@@ -687,10 +670,7 @@ TEST_CASE("config malformed substitution") {
 // -- substitution -------------------------------------------------------------
 
 TEST_CASE("config environment substitution") {
-  env_map env{{"AGENT", "bot"},
-              {"THREADS", "6"},
-              {"EMPTY", ""},
-              {"KEY", "sk-from-env"}};
+  env_map env{{"AGENT", "bot"}, {"THREADS", "6"}, {"EMPTY", ""}, {"KEY", "sk-from-env"}};
   auto res = load_text("runtime:\n"
                        "  blocking_threads: ${THREADS}\n"
                        "  data_dir: ${DATA:-/tmp/q}\n"
@@ -730,15 +710,12 @@ TEST_CASE("config environment substitution") {
 TEST_CASE("config overrides") {
   auto res = load_text("log:\n  level: info\nllm:\n  providers:\n"
                        "    main:\n      plugin: openai\n      model: a\n",
-                       {"log.level=debug", "plugins.dirs=[a, b]",
-                        "http.connect_timeout = 2s",
-                        "llm.providers.main.model=gpt-4o",
-                        "llm.providers.fast.plugin=anthropic",
-                        "llm.providers.fast.api_key=${KEY}",
-                        "llm.default=main", "http.user_agent=Quarry: test",
+                       {"log.level=debug", "plugins.dirs=[a, b]", "http.connect_timeout = 2s",
+                        "llm.providers.main.model=gpt-4o", "llm.providers.fast.plugin=anthropic",
+                        "llm.providers.fast.api_key=${KEY}", "llm.default=main",
+                        "http.user_agent=Quarry: test",
                         "runtime.data_dir=", "llm.roles={orchestrator: fast}",
-                        "tools.web_search.plugin=brave",
-                        "tools.web_search.count=5"},
+                        "tools.web_search.plugin=brave", "tools.web_search.count=5"},
                        {{"KEY", "sk-override"}});
   const auto& v = ok(res).values;
   CHECK(v.log.level == "debug");
@@ -769,24 +746,20 @@ TEST_CASE("config overrides") {
 }
 
 TEST_CASE("config override errors") {
-  auto res = load_text("", {"log.levle=debug", "log.level=loud",
-                            "http.max_redirects=[1, 2", "no-equals-sign",
-                            "=value", "http..proxy=x",
-                            "http.connect_timeout=fast"});
+  auto res = load_text("",
+                       {"log.levle=debug", "log.level=loud", "http.max_redirects=[1, 2",
+                        "no-equals-sign", "=value", "http..proxy=x", "http.connect_timeout=fast"});
   INFO(all_errors(res));
   REQUIRE(res.errors.size() == 7);
   // Syntax errors come first (while reading), validation errors after.
   CHECK(res.errors[0].to_string()
         == "--set: http.max_redirects: invalid YAML value: end of sequence "
            "flow not found");
-  CHECK(res.errors[1].to_string()
-        == "--set: malformed override #4: expected key.path=value");
-  CHECK(res.errors[2].to_string()
-        == "--set: malformed override #5: the key is empty");
+  CHECK(res.errors[1].to_string() == "--set: malformed override #4: expected key.path=value");
+  CHECK(res.errors[2].to_string() == "--set: malformed override #5: the key is empty");
   CHECK(res.errors[3].to_string()
         == "--set: http..proxy: malformed override #6: empty key segment");
-  CHECK(res.errors[4].to_string()
-        == "--set: log.levle: unknown key; did you mean `log.level`?");
+  CHECK(res.errors[4].to_string() == "--set: log.levle: unknown key; did you mean `log.level`?");
   CHECK(res.errors[5].to_string()
         == "--set: log.level: must be one of trace|debug|info|warn|error|off, "
            "got \"loud\"");
@@ -825,8 +798,7 @@ TEST_CASE("config secrets are redacted in render_yaml") {
   CHECK(red["http"]["proxy"] == "***");
   CHECK(red["llm"]["providers"]["main"]["model"] == "gpt-4o");
   // The effective tree keeps the real values for the program.
-  CHECK(cfg.effective["llm"]["providers"]["main"]["api_key"]
-        == "sk-main-secret");
+  CHECK(cfg.effective["llm"]["providers"]["main"]["api_key"] == "sk-main-secret");
 }
 
 TEST_CASE("config render_yaml round-trips") {
@@ -869,8 +841,9 @@ TEST_CASE("config render_yaml quotes and escapes through the YAML emitter") {
   // A file may write any character with YAML's escapes; the rendered file
   // must load again (Quarry's loader refuses raw control characters) and
   // give the same values.
-  const std::string odd = std::string{"tab\there \x7f del \x01 one, \"quote\" 'single' "}
-                          + "\\ back: slash # hash \xC2\x85 next-line \xE2\x80\xA8 sep \xE6\x97\xA5";
+  const std::string odd
+    = std::string{"tab\there \x7f del \x01 one, \"quote\" 'single' "}
+      + "\\ back: slash # hash \xC2\x85 next-line \xE2\x80\xA8 sep \xE6\x97\xA5";
   auto res = load_text("tools:\n  t:\n    plugin: p\n"
                        "    v: \"tab\\there \\x7f del \\x01 one, \\\"quote\\\" 'single' "
                        "\\\\ back: slash # hash \\x85 next-line \\u2028 sep \\u65E5\"\n"
@@ -894,10 +867,9 @@ TEST_CASE("config secrets never appear in errors or warnings") {
   // A wrong-typed secret schema key.
   results.push_back(load_text("http:\n  proxy: {user: " + secret + "}\n"));
   // A malformed reference inside a secret.
-  results.push_back(load_text("tools:\n  t:\n    plugin: p\n    api_key: \""
-                              + secret + "${\"\n"));
-  results.push_back(load_text("tools:\n  t:\n    plugin: p\n    api_key: "
-                              + secret + "${bad name}\n"));
+  results.push_back(load_text("tools:\n  t:\n    plugin: p\n    api_key: \"" + secret + "${\"\n"));
+  results.push_back(
+    load_text("tools:\n  t:\n    plugin: p\n    api_key: " + secret + "${bad name}\n"));
   // An unknown key holding a secret.
   results.push_back(load_text("htpp:\n  proxy: " + secret + "\n"));
   // Overrides with a secret and a wrong separator or a bad value.
@@ -931,8 +903,7 @@ TEST_CASE("config file lookup order") {
   auto explicit_file = tmp.write("explicit.yaml", "log: {level: error}\n");
   auto env_file = tmp.write("env.yaml", "log: {level: warn}\n");
   auto xdg_file = tmp.write("xdg/quarry/quarry.yaml", "log: {level: debug}\n");
-  auto home_file = tmp.write("home/.config/quarry/quarry.yaml",
-                             "log: {level: trace}\n");
+  auto home_file = tmp.write("home/.config/quarry/quarry.yaml", "log: {level: trace}\n");
   auto xdg = (tmp.path() / "xdg").string();
   auto home = (tmp.path() / "home").string();
   auto load = [](std::optional<std::string> file, env_map env) {
@@ -941,9 +912,7 @@ TEST_CASE("config file lookup order") {
     opts.getenv = stub_env(std::move(env));
     return load_config(opts);
   };
-  env_map all{{"QUARRY_CONFIG", env_file},
-              {"XDG_CONFIG_HOME", xdg},
-              {"HOME", home}};
+  env_map all{{"QUARRY_CONFIG", env_file}, {"XDG_CONFIG_HOME", xdg}, {"HOME", home}};
   // --config wins.
   auto r1 = load(explicit_file, all);
   CHECK(ok(r1).source == explicit_file);
@@ -961,8 +930,7 @@ TEST_CASE("config file lookup order") {
   CHECK(ok(r4).source == home_file);
   CHECK(ok(r4).values.log.level == "trace");
   // Then the embedded defaults.
-  auto r5 = load(std::nullopt, {{"XDG_CONFIG_HOME", xdg + "/nothing"},
-                                {"HOME", home}});
+  auto r5 = load(std::nullopt, {{"XDG_CONFIG_HOME", xdg + "/nothing"}, {"HOME", home}});
   CHECK(ok(r5).source == "embedded defaults");
   CHECK(ok(r5).values.log.level == "info");
   auto r6 = load(std::nullopt, {});
@@ -1004,19 +972,17 @@ TEST_CASE("config missing files") {
 
 TEST_CASE("config hostile input is rejected cleanly") {
   // Self-referencing and exponential aliases.
-  auto e1 = single_error(
-    load_text("tools:\n  t: &a\n    plugin: p\n    x: [*a]\n"));
+  auto e1 = single_error(load_text("tools:\n  t: &a\n    plugin: p\n    x: [*a]\n"));
   CHECK(e1.to_string()
         == "test.yaml:4: tools.t.x[0]: an alias refers to a node that "
            "contains it");
   std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
   for (char c = 'b'; c <= 'j'; ++c)
-    bomb += std::string{c} + ": &" + c + " [*" + static_cast<char>(c - 1)
-            + ", *" + static_cast<char>(c - 1) + ", *"
-            + static_cast<char>(c - 1) + ", *" + static_cast<char>(c - 1)
-            + ", *" + static_cast<char>(c - 1) + ", *"
-            + static_cast<char>(c - 1) + ", *" + static_cast<char>(c - 1)
-            + ", *" + static_cast<char>(c - 1) + "]\n";
+    bomb += std::string{c} + ": &" + c + " [*" + static_cast<char>(c - 1) + ", *"
+            + static_cast<char>(c - 1) + ", *" + static_cast<char>(c - 1) + ", *"
+            + static_cast<char>(c - 1) + ", *" + static_cast<char>(c - 1) + ", *"
+            + static_cast<char>(c - 1) + ", *" + static_cast<char>(c - 1) + ", *"
+            + static_cast<char>(c - 1) + "]\n";
   auto e2 = single_error(load_text(bomb));
   CHECK(contains(e2.message, "too many values"));
   // Deep nesting.
@@ -1039,8 +1005,7 @@ TEST_CASE("config hostile input is rejected cleanly") {
 
 TEST_CASE("config quarry.yaml equals the embedded defaults") {
   auto text = read_source_file("config/quarry.yaml");
-  auto res = load_config_text(text, "config/quarry.yaml",
-                              load_options{{}, {}, stub_env({})});
+  auto res = load_config_text(text, "config/quarry.yaml", load_options{{}, {}, stub_env({})});
   const auto& cfg = ok(res);
   CHECK(cfg.warnings.empty());
   CHECK(cfg.effective == to_json(settings{}));
@@ -1169,8 +1134,7 @@ TEST_CASE("environment defaults: OPENAI_BASE_URL without a key uses openai witho
   CHECK(p.config["model"] == "llama3.2");
   CHECK_FALSE(p.config.contains("api_key"));
   REQUIRE(cfg.environment_defaults.size() == 1);
-  CHECK(cfg.environment_defaults[0].description.find("no key is sent")
-        != std::string::npos);
+  CHECK(cfg.environment_defaults[0].description.find("no key is sent") != std::string::npos);
 }
 
 TEST_CASE("environment defaults: Anthropic, Tavily, the extractive fallback, and empty variables") {
@@ -1214,8 +1178,7 @@ std::optional<std::vector<std::string>> test_plugin_keys(const std::string& plug
   return std::nullopt;
 }
 
-std::vector<config_error> check_yaml(std::string_view yaml,
-                                     std::vector<std::string> overrides = {},
+std::vector<config_error> check_yaml(std::string_view yaml, std::vector<std::string> overrides = {},
                                      std::vector<config_error>* warnings = nullptr,
                                      settings* checked = nullptr) {
   auto res = load_text(yaml, std::move(overrides));
@@ -1246,36 +1209,43 @@ TEST_CASE("instance checks report every bad limit of an older file at its line, 
                            "      max_concurrency: -3\n" // 7
                            "      stall_timeout: 0s\n"   // 8
                            "      retries: 0\n"          // 9
-                           "      context_windw: 1000\n"  // 10
-                           "      prices: {input: -1}\n"  // 11
-                           "tools:\n"                     // 12
-                           "  web_search:\n"              // 13
-                           "    plugin: brave\n"          // 14
-                           "    timeout: banana\n"        // 15
-                           "    max_reslts: 5\n"          // 16
-                           "    cache_entries: 1.5\n");   // 17
+                           "      context_windw: 1000\n" // 10
+                           "      prices: {input: -1}\n" // 11
+                           "tools:\n"                    // 12
+                           "  web_search:\n"             // 13
+                           "    plugin: brave\n"         // 14
+                           "    timeout: banana\n"       // 15
+                           "    max_reslts: 5\n"         // 16
+                           "    cache_entries: 1.5\n");  // 17
   auto text = joined(errors);
   INFO(text);
   CHECK(errors.size() == 9);
   CHECK(text.find("test.yaml:6: llm.providers.main.max_retries: must be an integer "
-                  "from 0 to 100, got -5\n") != std::string::npos);
+                  "from 0 to 100, got -5\n")
+        != std::string::npos);
   CHECK(text.find("test.yaml:7: llm.providers.main.max_concurrency: must be an "
-                  "integer from 1 to 10000, got -3\n") != std::string::npos);
+                  "integer from 1 to 10000, got -3\n")
+        != std::string::npos);
   CHECK(text.find("test.yaml:8: llm.providers.main.stall_timeout: must be longer "
-                  "than 0, got \"0s\"\n") != std::string::npos);
+                  "than 0, got \"0s\"\n")
+        != std::string::npos);
   CHECK(text.find("test.yaml:9: llm.providers.main.retries: unknown key; did you "
                   "mean `llm.providers.main.limits.max_retries`?\n")
         != std::string::npos);
   // context_window is an option of the plugin (the model's window).
   CHECK(text.find("test.yaml:10: llm.providers.main.context_windw: unknown key; did "
-                  "you mean `llm.providers.main.context_window`?\n") != std::string::npos);
+                  "you mean `llm.providers.main.context_window`?\n")
+        != std::string::npos);
   CHECK(text.find("test.yaml:11: llm.providers.main.prices: ") != std::string::npos);
   CHECK(text.find("test.yaml:15: tools.web_search.timeout: expected a duration such "
-                  "as 30s or 500ms, got \"banana\"\n") != std::string::npos);
+                  "as 30s or 500ms, got \"banana\"\n")
+        != std::string::npos);
   CHECK(text.find("test.yaml:16: tools.web_search.max_reslts: unknown key; did you "
-                  "mean `tools.web_search.max_results`?\n") != std::string::npos);
+                  "mean `tools.web_search.max_results`?\n")
+        != std::string::npos);
   CHECK(text.find("test.yaml:17: tools.web_search.cache_entries: expected an "
-                  "integer") != std::string::npos);
+                  "integer")
+        != std::string::npos);
   // In the order of the file.
   for (size_t i = 1; i < errors.size(); ++i)
     CHECK(errors[i - 1].line <= errors[i].line);
@@ -1305,8 +1275,7 @@ TEST_CASE("instance checks accept good values and leave unknown plugins' keys to
 }
 
 TEST_CASE("instance checks name --set for overridden keys") {
-  auto errors = check_yaml("", {"llm.providers.main.plugin=openai",
-                                "llm.providers.main.model=m",
+  auto errors = check_yaml("", {"llm.providers.main.plugin=openai", "llm.providers.main.model=m",
                                 "llm.providers.main.max_retries=-1"});
   REQUIRE(errors.size() == 1);
   CHECK(errors[0].to_string()
@@ -1377,25 +1346,25 @@ TEST_CASE("config limits are read from `limits:`, typed, apart from the plugin's
 }
 
 TEST_CASE("config limits: every bad value and unknown key at its line, with did-you-mean") {
-  auto res = load_text("llm:\n"                             // 1
-                       "  providers:\n"                     // 2
-                       "    main:\n"                        // 3
-                       "      plugin: openai\n"             // 4
-                       "      limits:\n"                    // 5
-                       "        max_retries: -5\n"          // 6
-                       "        retries: 2\n"               // 7
-                       "        stall_timeout: 0s\n"        // 8
-                       "        prices: {input: -1}\n"      // 9
-                       "tools:\n"                           // 10
-                       "  web_search:\n"                    // 11
-                       "    plugin: brave\n"                // 12
-                       "    limits:\n"                      // 13
-                       "      timeout: banana\n"            // 14
-                       "      cache_entries: 1.5\n"         // 15
-                       "      model: m\n"                   // 16
-                       "  open_url:\n"                      // 17
-                       "    plugin: open_url\n"             // 18
-                       "    limits: 5\n",                   // 19
+  auto res = load_text("llm:\n"                        // 1
+                       "  providers:\n"                // 2
+                       "    main:\n"                   // 3
+                       "      plugin: openai\n"        // 4
+                       "      limits:\n"               // 5
+                       "        max_retries: -5\n"     // 6
+                       "        retries: 2\n"          // 7
+                       "        stall_timeout: 0s\n"   // 8
+                       "        prices: {input: -1}\n" // 9
+                       "tools:\n"                      // 10
+                       "  web_search:\n"               // 11
+                       "    plugin: brave\n"           // 12
+                       "    limits:\n"                 // 13
+                       "      timeout: banana\n"       // 14
+                       "      cache_entries: 1.5\n"    // 15
+                       "      model: m\n"              // 16
+                       "  open_url:\n"                 // 17
+                       "    plugin: open_url\n"        // 18
+                       "    limits: 5\n",              // 19
                        {"llm.providers.main.limits.max_concurrency=0"});
   auto text = all_errors(res);
   INFO(text);
@@ -1431,11 +1400,12 @@ TEST_CASE("read_limits: the one reader of limits, for the loader and the actors"
   CHECK(bad({{"max_concurrency", 0}}).find("max_concurrency: must be") == 0);
   CHECK(bad({{"stall_timeout", "soon"}}).find("stall_timeout: expected a duration") == 0);
   CHECK(bad({{"prices", {{"input", -1}}}}).find("prices: ") == 0);
-  CHECK(bad({{"max_retrys", 1}})
-        == "max_retrys: unknown key; did you mean `limits.max_retries`?");
+  CHECK(bad({{"max_retrys", 1}}) == "max_retrys: unknown key; did you mean `limits.max_retries`?");
   CHECK(bad(5).find(": expected a map") == 0);
   llm_limits good;
-  CHECK(read_limits({{"max_concurrency", 3}, {"total_timeout", "2m"}, {"retry_base", 0.25},
+  CHECK(read_limits({{"max_concurrency", 3},
+                     {"total_timeout", "2m"},
+                     {"retry_base", 0.25},
                      {"prices", {{"gpt-4o", {{"input", 2.5}, {"output", 10}}}}}},
                     good)
           .empty());
@@ -1463,7 +1433,8 @@ TEST_CASE("read_limits: the one reader of limits, for the loader and the actors"
   CHECK_FALSE(is_limit_key(instance_kind::llm, "timeout"));
 }
 
-TEST_CASE("instance checks: an older file's limits beside the options keep working, with a warning saying what to write") {
+TEST_CASE(
+  "instance checks: an older file's limits beside the options keep working, with a warning saying what to write") {
   std::vector<config_error> warnings;
   settings checked;
   auto errors = check_yaml("llm:\n"                 // 1

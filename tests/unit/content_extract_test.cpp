@@ -79,8 +79,7 @@ TEST_CASE("content_extract keeps the article over all readability pages") {
   mean /= static_cast<double>(scores.size());
   std::sort(scores.begin(), scores.end());
   auto median = (scores[64] + scores[65]) / 2;
-  MESSAGE("readability pages: mean token F1 " << mean << ", median "
-                                              << median);
+  MESSAGE("readability pages: mean token F1 " << mean << ", median " << median);
   // Measured: mean 0.968, median 1.000.
   CHECK(mean >= 0.95);
   CHECK(median >= 0.99);
@@ -101,16 +100,13 @@ TEST_CASE("content_extract reads titles and bylines of the readability pages") {
       auto got = norm(x.byline);
       ++bylines;
       if (!got.empty()
-          && (want.find(got) != std::string::npos
-              || got.find(want) != std::string::npos))
+          && (want.find(got) != std::string::npos || got.find(want) != std::string::npos))
         ++bylines_ok;
     }
   }
   auto title_rate = static_cast<double>(titles_ok) / static_cast<double>(titles);
-  auto byline_rate = static_cast<double>(bylines_ok)
-                     / static_cast<double>(bylines);
-  MESSAGE("titles " << titles_ok << "/" << titles << ", bylines "
-                    << bylines_ok << "/" << bylines);
+  auto byline_rate = static_cast<double>(bylines_ok) / static_cast<double>(bylines);
+  MESSAGE("titles " << titles_ok << "/" << titles << ", bylines " << bylines_ok << "/" << bylines);
   // Measured: titles 124/130 (0.954), bylines 60/76 (0.789).
   CHECK(title_rate >= 0.92);
   CHECK(byline_rate >= 0.76);
@@ -118,8 +114,7 @@ TEST_CASE("content_extract reads titles and bylines of the readability pages") {
 
 TEST_CASE("content_extract reads go-trafilatura JSON-LD metadata") {
   auto base = fs::path{QUARRY_FIXTURES_DIR} / "html" / "go-trafilatura";
-  auto expected = nlohmann::json::parse(
-    slurp(base / "simple_json_metadata_expected.json"));
+  auto expected = nlohmann::json::parse(slurp(base / "simple_json_metadata_expected.json"));
   size_t checks = 0, ok = 0;
   for (auto& [file, fields] : expected.items()) {
     auto x = ce::extract_html(slurp(base / file));
@@ -133,8 +128,7 @@ TEST_CASE("content_extract reads go-trafilatura JSON-LD metadata") {
       if (norm(got) == norm(want))
         ++ok;
       else
-        MESSAGE(file << " " << std::string{key} << ": got '" << got << "' want '" << want
-                     << "'");
+        MESSAGE(file << " " << std::string{key} << ": got '" << got << "' want '" << want << "'");
     };
     check("Title", x.title);
     check("Author", x.byline);
@@ -178,8 +172,7 @@ TEST_CASE("content_extract metadata from JSON-LD, Open Graph and meta tags") {
   CHECK(y.byline == "Jane Roe");
   CHECK(y.canonical_url == "https://example.com/a");
   CHECK(y.lang.empty());
-  auto z = ce::extract_html(
-    "<title>A Much Longer Article Title Here | Some Site</title>");
+  auto z = ce::extract_html("<title>A Much Longer Article Title Here | Some Site</title>");
   CHECK(z.title == "A Much Longer Article Title Here");
 }
 
@@ -217,25 +210,26 @@ TEST_CASE("content_extract drops navigation, ads, comments and cookie banners") 
                      "enough to be scored, with commas, and more words.</p>"
                      "</div><article class=\"post\"><h1>Headline</h1>"
                      "<h2>Section one</h2><p>"
-                     + para + para + "</p><ul><li>first item</li><li>second "
-                     "item</li></ul><table><tr><th>Name</th><th>Value</th>"
-                     "</tr><tr><td>alpha</td><td>1</td></tr></table><p>" + para + para
-                     + para + "</p>"
-                     "<pre><code>int main() {\n  return 0;\n}</code></pre><p>"
-                     + para + "See <a href=\"/x\">the link text</a> here.</p>"
-                     "</article><div class=\"comments\"><p>Great post, "
-                     "I loved it, thanks, really a lot of words here.</p>"
-                     "</div><div class=\"ad-banner sponsor\">Buy things, "
-                     "cheap things, now, today, everything.</div>"
-                     "<footer>Copyright 2024 Example Corp, all rights.</footer>"
-                     "</body></html>";
+                     + para + para
+                     + "</p><ul><li>first item</li><li>second "
+                       "item</li></ul><table><tr><th>Name</th><th>Value</th>"
+                       "</tr><tr><td>alpha</td><td>1</td></tr></table><p>"
+                     + para + para + para
+                     + "</p>"
+                       "<pre><code>int main() {\n  return 0;\n}</code></pre><p>"
+                     + para
+                     + "See <a href=\"/x\">the link text</a> here.</p>"
+                       "</article><div class=\"comments\"><p>Great post, "
+                       "I loved it, thanks, really a lot of words here.</p>"
+                       "</div><div class=\"ad-banner sponsor\">Buy things, "
+                       "cheap things, now, today, everything.</div>"
+                       "<footer>Copyright 2024 Example Corp, all rights.</footer>"
+                       "</body></html>";
   auto x = ce::extract_html(html);
   CHECK(x.text.find("## Section one") != std::string::npos);
   CHECK(x.text.find("- first item\n- second item") != std::string::npos);
-  CHECK(x.text.find("| Name | Value |\n| --- | --- |\n| alpha | 1 |")
-        != std::string::npos);
-  CHECK(x.text.find("```\nint main() {\n  return 0;\n}\n```")
-        != std::string::npos);
+  CHECK(x.text.find("| Name | Value |\n| --- | --- |\n| alpha | 1 |") != std::string::npos);
+  CHECK(x.text.find("```\nint main() {\n  return 0;\n}\n```") != std::string::npos);
   CHECK(x.text.find("See the link text here.") != std::string::npos);
   CHECK(x.text.find("cookies") == std::string::npos);
   CHECK(x.text.find("Home") == std::string::npos);
@@ -260,47 +254,40 @@ TEST_CASE("content_extract survives degenerate input") {
 
 TEST_CASE("content_extract decodes charsets to UTF-8") {
   // UTF-8 passes through; invalid bytes become U+FFFD.
-  CHECK(ce::decode_to_utf8("caf\xC3\xA9", "text/html; charset=utf-8")
-        == "caf\xC3\xA9");
-  CHECK(ce::decode_to_utf8("a\xFF" "b\xC3", "") == "a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
+  CHECK(ce::decode_to_utf8("caf\xC3\xA9", "text/html; charset=utf-8") == "caf\xC3\xA9");
+  CHECK(ce::decode_to_utf8("a\xFF"
+                           "b\xC3",
+                           "")
+        == "a\xEF\xBF\xBD"
+           "b\xEF\xBF\xBD");
   CHECK(ce::decode_to_utf8("\xED\xA0\x80", "") // an encoded surrogate
         == "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
   CHECK(ce::decode_to_utf8("\xC0\xAF", "") == "\xEF\xBF\xBD\xEF\xBF\xBD");
   // Latin-1 and windows-1252 from the header.
-  CHECK(ce::decode_to_utf8("caf\xE9", "text/html; charset=ISO-8859-1")
-        == "caf\xC3\xA9");
+  CHECK(ce::decode_to_utf8("caf\xE9", "text/html; charset=ISO-8859-1") == "caf\xC3\xA9");
   CHECK(ce::decode_to_utf8("\x93quoted\x94 \x80", "text/html;charset=\"windows-1252\"")
         == "\xE2\x80\x9Cquoted\xE2\x80\x9D \xE2\x82\xAC");
-  CHECK(ce::decode_to_utf8("caf\xE9", "text/plain; charset=latin1")
-        == "caf\xC3\xA9");
+  CHECK(ce::decode_to_utf8("caf\xE9", "text/plain; charset=latin1") == "caf\xC3\xA9");
   // From the meta tags when the header has no charset.
-  CHECK(ce::decode_to_utf8("<meta charset=\"iso-8859-1\"><p>\xE9</p>",
-                           "text/html")
+  CHECK(ce::decode_to_utf8("<meta charset=\"iso-8859-1\"><p>\xE9</p>", "text/html")
         == "<meta charset=\"iso-8859-1\"><p>\xC3\xA9</p>");
   CHECK(ce::decode_to_utf8("<META HTTP-EQUIV=\"Content-Type\" "
                            "CONTENT=\"text/html; charset=windows-1252\">\x85",
                            "")
-        .find("\xE2\x80\xA6") != std::string::npos);
+          .find("\xE2\x80\xA6")
+        != std::string::npos);
   // The header wins over the meta tag; a BOM wins over both.
-  CHECK(ce::decode_to_utf8("<meta charset=latin1>\xC3\xA9",
-                           "text/html; charset=utf-8")
+  CHECK(ce::decode_to_utf8("<meta charset=latin1>\xC3\xA9", "text/html; charset=utf-8")
         == "<meta charset=latin1>\xC3\xA9");
-  CHECK(ce::decode_to_utf8("\xEF\xBB\xBFx\xC3\xA9", "text/html; charset=latin1")
-        == "x\xC3\xA9");
+  CHECK(ce::decode_to_utf8("\xEF\xBB\xBFx\xC3\xA9", "text/html; charset=latin1") == "x\xC3\xA9");
   // UTF-16 with BOM, both byte orders, including a surrogate pair.
-  CHECK(ce::decode_to_utf8(std::string("\xFF\xFEh\0\xE9\0", 6), "")
-        == "h\xC3\xA9");
-  CHECK(ce::decode_to_utf8(std::string("\xFE\xFF\0h\0\xE9", 6), "")
-        == "h\xC3\xA9");
-  CHECK(ce::decode_to_utf8(std::string("\xFF\xFE\x3D\xD8\x00\xDE", 6), "")
-        == "\xF0\x9F\x98\x80");
+  CHECK(ce::decode_to_utf8(std::string("\xFF\xFEh\0\xE9\0", 6), "") == "h\xC3\xA9");
+  CHECK(ce::decode_to_utf8(std::string("\xFE\xFF\0h\0\xE9", 6), "") == "h\xC3\xA9");
+  CHECK(ce::decode_to_utf8(std::string("\xFF\xFE\x3D\xD8\x00\xDE", 6), "") == "\xF0\x9F\x98\x80");
   // UTF-16 from the header without a BOM.
-  CHECK(ce::decode_to_utf8(std::string("h\0i\0", 4),
-                           "text/plain; charset=utf-16le")
-        == "hi");
+  CHECK(ce::decode_to_utf8(std::string("h\0i\0", 4), "text/plain; charset=utf-16le") == "hi");
   // Unknown charsets fall back to (repaired) UTF-8.
-  CHECK(ce::decode_to_utf8("ok\xC3\xA9", "text/html; charset=x-unknown")
-        == "ok\xC3\xA9");
+  CHECK(ce::decode_to_utf8("ok\xC3\xA9", "text/html; charset=x-unknown") == "ok\xC3\xA9");
 }
 
 TEST_CASE("content_extract sniffs content kinds") {

@@ -65,15 +65,13 @@ const language_case cases[] = {
    "# Насосы\n\nТепловые насосы работают эффективно даже в холодных домах, "
    "если они хорошо утеплены и если радиаторы достаточно большие.",
    "насос радиатор"},
-  {"zh", "zh.md",
-   "# 热泵\n\n热泵在寒冷天气中的效率会下降，但是现代的压缩机可以弥补这个问题。",
+  {"zh", "zh.md", "# 热泵\n\n热泵在寒冷天气中的效率会下降，但是现代的压缩机可以弥补这个问题。",
    "寒冷天气"},
   {"ja", "ja.md",
    "# ヒートポンプ\n\nヒートポンプは寒い地域でも効率よく暖房できます。"
    "冬の電気代は灯油より安いことが多いです。",
    "暖房"},
-  {"ko", "ko.md",
-   "# 히트펌프\n\n히트펌프는 추운 날씨에도 난방을 효율적으로 할 수 있습니다.",
+  {"ko", "ko.md", "# 히트펌프\n\n히트펌프는 추운 날씨에도 난방을 효율적으로 할 수 있습니다.",
    "난방"},
 };
 
@@ -220,8 +218,7 @@ TEST_CASE("corpus_language: a changed document leaves no word of its old "
   // the old words must be gone from the index, not point at the new text.
   tmp.write("docs/de.md", "# Jardins\n\nLes jardins sont grands et les "
                           "arbres sont vieux, mais les voisins restent.");
-  auto later = std::filesystem::last_write_time(tmp.file("docs/de.md"))
-               + std::chrono::seconds{5};
+  auto later = std::filesystem::last_write_time(tmp.file("docs/de.md")) + std::chrono::seconds{5};
   std::filesystem::last_write_time(tmp.file("docs/de.md"), later);
   auto r = index->update({tmp.file("docs")});
   REQUIRE_FALSE(r.failure.has_value());
@@ -243,17 +240,19 @@ TEST_CASE("corpus_language: hostile text and queries reach the tokenizer "
   // characters without punctuation, lone combining marks, a word that
   // mixes scripts.
   tmp.write("docs/bytes.txt", "Kettle \xff\xfe\xc3 boils \xe2\x82 water.");
-  tmp.write("docs/long.md", "# Long\n\n" + std::string(100000, 'q')
-                              + " ends here.\n\n" + cjk_run + "\n");
+  tmp.write("docs/long.md",
+            "# Long\n\n" + std::string(100000, 'q') + " ends here.\n\n" + cjk_run + "\n");
   tmp.write("docs/marks.md", "# Marks\n\n\xcc\x81\xcc\x81 e\xcc\x81t\xc3\xa9 "
-                             "abc\xe7\x83\xad\xe6\xb3\xb5" "def mixed.\n");
+                             "abc\xe7\x83\xad\xe6\xb3\xb5"
+                             "def mixed.\n");
   auto index = open_index(tmp.file("corpus.db"));
   auto r = index->update({tmp.file("docs")});
   REQUIRE_FALSE(r.failure.has_value());
   CHECK(r.added == 3);
   const std::vector<std::string> queries{
-    "\xff\xfe \xc3", std::string(5000, 'q'), cjk_run.substr(0, 30000),
-    "\xcc\x81", "abc\xe7\x83\xad", "\"\xe7\x83\xad\xe6\xb3\xb5 def\"",
+    "\xff\xfe \xc3",          std::string(5000, 'q'),
+    cjk_run.substr(0, 30000), "\xcc\x81",
+    "abc\xe7\x83\xad",        "\"\xe7\x83\xad\xe6\xb3\xb5 def\"",
     std::string(200, '\xe7'), "热"};
   for (const auto& q : queries) {
     CAPTURE(q.size());
@@ -292,7 +291,8 @@ TEST_CASE("corpus_language: tokens recorded while reading index the same "
     all_text += std::string{c.text} + "\n";
   }
   std::string odd = "# Odd\n\nKettle \xff\xfe\xc3 boils \xe2\x82 water. "
-                    "abc\xe7\x83\xad\xe6\xb3\xb5" "def e\xcc\x81t\xc3\xa9.\n\n"
+                    "abc\xe7\x83\xad\xe6\xb3\xb5"
+                    "def e\xcc\x81t\xc3\xa9.\n\n"
                     "## Empty heading next\n\n##\n\nText under it.\n";
   tmp.write("docs/odd.md", odd);
   all_text += odd;
@@ -334,8 +334,7 @@ TEST_CASE("corpus_language: tokens recorded while reading index the same "
   // Changed (the German file rewritten in French), then removed: both
   // indexes delete with the tokens the text was indexed with.
   tmp.write("docs/de.md", "# Jardins\n\nLes jardins sont grands.");
-  auto later = std::filesystem::last_write_time(tmp.file("docs/de.md"))
-               + std::chrono::seconds{5};
+  auto later = std::filesystem::last_write_time(tmp.file("docs/de.md")) + std::chrono::seconds{5};
   std::filesystem::last_write_time(tmp.file("docs/de.md"), later);
   REQUIRE_FALSE(recorded->update({tmp.file("docs")}).failure.has_value());
   REQUIRE_FALSE(inserted->update({tmp.file("docs")}, direct).failure.has_value());

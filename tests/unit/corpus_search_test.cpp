@@ -53,8 +53,7 @@ std::vector<std::string> titles(const search_result& r) {
 } // namespace
 
 TEST_CASE("corpus_search parses phrases and path filters") {
-  auto q = parse_search_query(
-    R"(solar "heat pump" path:notes/ site:x.org "one")");
+  auto q = parse_search_query(R"(solar "heat pump" path:notes/ site:x.org "one")");
   CHECK(q.words == std::vector<std::string>{"solar", "one"});
   REQUIRE(q.phrases.size() == 1);
   CHECK(q.phrases[0] == std::vector<std::string>{"heat", "pump"});
@@ -62,8 +61,7 @@ TEST_CASE("corpus_search parses phrases and path filters") {
   // Not filters: inside a word, or another prefix.
   auto plain = parse_search_query("xpath:a heading:roots");
   CHECK(plain.paths.empty());
-  CHECK(plain.words
-        == std::vector<std::string>{"xpath", "a", "heading", "roots"});
+  CHECK(plain.words == std::vector<std::string>{"xpath", "a", "heading", "roots"});
   // An unbalanced quote runs to the end.
   auto open = parse_search_query("tidal \"neap spring");
   CHECK(open.words == std::vector<std::string>{"tidal"});
@@ -111,8 +109,7 @@ TEST_CASE("corpus_search passages know where they lie in the source") {
                      "Second para.\n\n## Part\n\nThird.\n";
   auto ps = split_passages(text, 2000);
   REQUIRE(ps.size() == 2);
-  CHECK(text.substr(ps[0].offset, ps[0].length)
-        == "First para.  \nsame para\n\n\nSecond para.");
+  CHECK(text.substr(ps[0].offset, ps[0].length) == "First para.  \nsame para\n\n\nSecond para.");
   CHECK(text.substr(ps[1].offset, ps[1].length) == "Third.");
   std::string words;
   for (int i = 0; i < 800; ++i)
@@ -148,14 +145,12 @@ TEST_CASE("corpus_search finds exact phrases") {
   REQUIRE_FALSE(phrase.failure.has_value());
   CHECK(titles(phrase) == std::vector<std::string>{"Alpha"});
   // A phrase must match; other words only rank.
-  CHECK(titles(index->search("den \"red fox\"", 5))
-        == std::vector<std::string>{"Alpha"});
+  CHECK(titles(index->search("den \"red fox\"", 5)) == std::vector<std::string>{"Alpha"});
   CHECK(index->search("\"fox red\"", 5).hits.empty());
   // Stemmed like the index: "jumping fence" matches "jumps over the fence"?
   // No: a phrase is consecutive words.
   CHECK(index->search("\"jumps fence\"", 5).hits.empty());
-  CHECK(titles(index->search("\"jumping over\"", 5))
-        == std::vector<std::string>{"Alpha"});
+  CHECK(titles(index->search("\"jumping over\"", 5)) == std::vector<std::string>{"Alpha"});
 }
 
 TEST_CASE("corpus_search filters by path") {
@@ -166,11 +161,9 @@ TEST_CASE("corpus_search filters by path") {
   auto index = open_index(tmp.file("corpus.db"));
   REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
   CHECK(index->search("solar", 5).hits.size() == 3);
-  CHECK(titles(index->search("solar path:notes/", 5))
-        == std::vector<std::string>{"Notes"});
+  CHECK(titles(index->search("solar path:notes/", 5)) == std::vector<std::string>{"Notes"});
   CHECK(index->search("solar path:papers/", 5).hits.size() == 2);
-  CHECK(titles(index->search("solar path:papers/ path:old", 5))
-        == std::vector<std::string>{"Old"});
+  CHECK(titles(index->search("solar path:papers/ path:old", 5)) == std::vector<std::string>{"Old"});
   CHECK(index->search("solar site:nowhere", 5).hits.empty());
   // A filter alone matches nothing (no words).
   CHECK(index->search("path:notes/", 5).hits.empty());
@@ -187,12 +180,11 @@ TEST_CASE("corpus_search returns document dates and says where they come "
     times[0].tv_nsec = times[1].tv_nsec = 0;
     REQUIRE(utimensat(AT_FDCWD, md.c_str(), times, 0) == 0);
   }
-  tmp.write("docs/page.html",
-            "<html><head><title>Page</title>"
-            "<meta property=\"article:published_time\" "
-            "content=\"2021-03-04T10:00:00Z\"></head><body><article>"
-            "<p>Zebra stripes confuse flies, a study of many zebras "
-            "found.</p></article></body></html>");
+  tmp.write("docs/page.html", "<html><head><title>Page</title>"
+                              "<meta property=\"article:published_time\" "
+                              "content=\"2021-03-04T10:00:00Z\"></head><body><article>"
+                              "<p>Zebra stripes confuse flies, a study of many zebras "
+                              "found.</p></article></body></html>");
   test::pdf_spec spec;
   spec.pages = {"Zebra population survey."};
   spec.title = "Survey";
@@ -242,9 +234,7 @@ TEST_CASE("corpus_search ranks exactly although it ranks rare words first") {
   REQUIRE(one.hits.size() == 1);
   CHECK(one.hits[0].title == "Marsupial marsupial");
   auto all = index->search("quokka marsupial", 10);
-  CHECK(titles(all)
-        == std::vector<std::string>{"Marsupial marsupial", "Animals",
-                                    "Other"});
+  CHECK(titles(all) == std::vector<std::string>{"Marsupial marsupial", "Animals", "Other"});
   // More documents wanted than the rare word has: the others fill in.
   tmp.write("docs/z.md", "# Zed\n\nA wombat and a marsupial.\n");
   REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
@@ -262,7 +252,8 @@ TEST_CASE("corpus_search ranks a document whose title holds the query first") {
                  "included, the figure is lower than a test point. ";
   tmp.write("docs/spf.md", "# Seasonal Performance: SCOP and SPF\n\n"
                            "Seasonal performance is the heat over a year "
-                           "divided by the electricity. " + long_body + "\n");
+                           "divided by the electricity. "
+                             + long_body + "\n");
   tmp.write("docs/cold.md", "# Cold Climates\n\nSeasonal performance, "
                             "and seasonal performance again.\n");
   tmp.write("docs/title-only.md", "# Quokka Habitats\n\nSmall animals live "
@@ -313,8 +304,9 @@ TEST_CASE("corpus_search: hostile titles are indexed and removed without a "
   // A 200 KB Markdown title with bad bytes and a CJK run, a text file whose
   // first line is bad bytes, and a title that is one 100 KB word.
   test::temp_dir tmp;
-  std::string huge = "# Zephyr \xff\xfe " + std::string(200000, 'z') + " \xe7\x83\xad\xe6\xb3\xb5"
-                     "\xe7\x83\xad\xe6\xb3\xb5\n\nBody text of the zephyr file.\n";
+  std::string huge = "# Zephyr \xff\xfe " + std::string(200000, 'z')
+                     + " \xe7\x83\xad\xe6\xb3\xb5"
+                       "\xe7\x83\xad\xe6\xb3\xb5\n\nBody text of the zephyr file.\n";
   tmp.write("docs/huge.md", huge);
   tmp.write("docs/bytes.txt", "\xc3\x28 \xa0\xa1 QUIRT\n\nBody of the quirt file.\n");
   tmp.write("docs/word.md", "# " + std::string(100000, 'w') + "\n\nBody of the word file.\n");
@@ -354,8 +346,8 @@ TEST_CASE("corpus_search picks the same passages without FTS5's sorter as "
     weights.push_back(1.0 / (i + 1));
   std::discrete_distribution<int> zipf{weights.begin(), weights.end()};
   for (int f = 0; f < 120; ++f) {
-    std::string text = "# " + vocab[static_cast<size_t>(zipf(rng))] + " notes "
-                       + std::to_string(f) + "\n\n";
+    std::string text = "# " + vocab[static_cast<size_t>(zipf(rng))] + " notes " + std::to_string(f)
+                       + "\n\n";
     auto sections = 1 + rng() % 4;
     for (size_t s = 0; s < sections; ++s) {
       text += "## " + vocab[static_cast<size_t>(zipf(rng))] + "\n\n";
@@ -432,8 +424,7 @@ TEST_CASE("corpus_search updates report progress and let others write while "
   test::temp_dir tmp;
   for (int i = 0; i < 5; ++i)
     tmp.write("docs/f" + std::to_string(i) + ".md",
-              "# File " + std::to_string(i) + "\n\nPelican number "
-                + std::to_string(i) + ".\n");
+              "# File " + std::to_string(i) + "\n\nPelican number " + std::to_string(i) + ".\n");
   auto path = tmp.file("corpus.db");
   auto index = open_index(path);
   // A first batch of files in the index, so a write is pending mid-update.

@@ -11,9 +11,8 @@ namespace ce = quarry::extract;
 
 namespace {
 
-const std::string para =
-  "<p>The council approved the new bridge on Tuesday, after a debate that "
-  "lasted most of the evening, and work is due to start in the spring.</p>";
+const std::string para = "<p>The council approved the new bridge on Tuesday, after a debate that "
+                         "lasted most of the evening, and work is due to start in the spring.</p>";
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -22,26 +21,25 @@ bool has(const std::string& text, const std::string& part) {
 } // namespace
 
 TEST_CASE("extract_boilerplate drops boxes inside the article container") {
-  auto html =
-    "<html><head><meta name=\"author\" content=\"Jane Roe\"></head><body>"
-    "<div id=\"onetrust-consent-sdk\"><p>We and our partners use cookies to "
-    "personalise content, please accept them.</p></div>"
-    "<article class=\"story\"><h1>Bridge approved</h1>"
-    "<div class=\"byline\">By Jane Roe</div>"
-    "<div class=\"share-bar\"><a href=\"#\">Facebook</a> <a href=\"#\">X</a>"
-    "</div>"
-    + para + para
-    + "<figure><img src=\"a.jpg\"><figcaption>The old bridge."
-      "<span class=\"image-credit\">Photo: Agency Name</span></figcaption>"
-      "</figure>"
-    + para
-    + "<div class=\"newsletter-signup\"><p>Get our daily briefing in your "
-      "inbox every morning, sign up now.</p></div>"
-      "<div class=\"related-articles\"><h3>More news</h3><ul>"
-      "<li><a href=\"/1\">Tunnel plan delayed again</a></li>"
-      "<li><a href=\"/2\">Ferry fares to rise</a></li></ul></div>"
-      "<p>Advertisement</p>"
-    + para + "</article></body></html>";
+  auto html = "<html><head><meta name=\"author\" content=\"Jane Roe\"></head><body>"
+              "<div id=\"onetrust-consent-sdk\"><p>We and our partners use cookies to "
+              "personalise content, please accept them.</p></div>"
+              "<article class=\"story\"><h1>Bridge approved</h1>"
+              "<div class=\"byline\">By Jane Roe</div>"
+              "<div class=\"share-bar\"><a href=\"#\">Facebook</a> <a href=\"#\">X</a>"
+              "</div>"
+              + para + para
+              + "<figure><img src=\"a.jpg\"><figcaption>The old bridge."
+                "<span class=\"image-credit\">Photo: Agency Name</span></figcaption>"
+                "</figure>"
+              + para
+              + "<div class=\"newsletter-signup\"><p>Get our daily briefing in your "
+                "inbox every morning, sign up now.</p></div>"
+                "<div class=\"related-articles\"><h3>More news</h3><ul>"
+                "<li><a href=\"/1\">Tunnel plan delayed again</a></li>"
+                "<li><a href=\"/2\">Ferry fares to rise</a></li></ul></div>"
+                "<p>Advertisement</p>"
+              + para + "</article></body></html>";
   auto x = ce::extract_html(html);
   CHECK(has(x.text, "The council approved the new bridge"));
   CHECK(has(x.text, "The old bridge."));
@@ -76,8 +74,7 @@ TEST_CASE("extract_boilerplate keeps comments apart") {
 }
 
 TEST_CASE("extract_boilerplate: a page without comments has none") {
-  auto x = ce::extract_html("<html><body><article>" + para + para
-                            + "</article></body></html>");
+  auto x = ce::extract_html("<html><body><article>" + para + para + "</article></body></html>");
   CHECK(x.comments.empty());
 }
 
@@ -96,12 +93,12 @@ TEST_CASE("extract_boilerplate does not drop prose under a misleading name") {
 }
 
 TEST_CASE("extract_boilerplate drops hidden elements and navigation") {
-  auto x = ce::extract_html(
-    "<html><body><article><nav><a href=\"/\">Home</a> <a href=\"/a\">World"
-    "</a></nav>" + para + "<div style=\"display: none\">secret text</div>"
-    + para + "<div aria-hidden=\"true\">Share this</div>"
-    + "<div role=\"navigation\"><a href=\"/p\">Previous story</a></div>"
-    + para + "</article></body></html>");
+  auto x = ce::extract_html("<html><body><article><nav><a href=\"/\">Home</a> <a href=\"/a\">World"
+                            "</a></nav>"
+                            + para + "<div style=\"display: none\">secret text</div>" + para
+                            + "<div aria-hidden=\"true\">Share this</div>"
+                            + "<div role=\"navigation\"><a href=\"/p\">Previous story</a></div>"
+                            + para + "</article></body></html>");
   CHECK(has(x.text, "The council approved"));
   CHECK_FALSE(has(x.text, "Home"));
   CHECK_FALSE(has(x.text, "secret text"));
@@ -111,30 +108,28 @@ TEST_CASE("extract_boilerplate drops hidden elements and navigation") {
 
 TEST_CASE("extract_boilerplate: a no-break space at the edge of a link "
           "still parts the words") {
-  auto x = ce::extract_html(
-    "<html><body><article>" + para + para
-    + "<p>In the examples above, my&nbsp;<a href=\"/dress\">favourite "
-      "dress</a>&nbsp;combines lace and a simple cut.</p>"
-    + para + "</article></body></html>");
+  auto x = ce::extract_html("<html><body><article>" + para + para
+                            + "<p>In the examples above, my&nbsp;<a href=\"/dress\">favourite "
+                              "dress</a>&nbsp;combines lace and a simple cut.</p>"
+                            + para + "</article></body></html>");
   CHECK(has(x.text, "my favourite dress combines lace"));
 }
 
 TEST_CASE("extract_boilerplate keeps a list of the article that has some "
           "links, drops one made of links") {
-  auto x = ce::extract_html(
-    "<html><body><article>" + para + para
-    + "<h4>My favourite spots by the water:</h4><ul>"
-      "<li>The <a href=\"/k\">Elbe canteen by the old harbour</a> in "
-      "Geesthacht</li>"
-      "<li>The jetties on the Dove Elbe</li>"
-      "<li>The dog beach at Stein (with a snack at <a href=\"/t\">Tatort "
-      "Hawaii</a> or a sunset at <a href=\"/m\">El Meson Playa</a>)</li>"
-      "<li>The Falkenstein shore</li></ul>"
-    + para
-    + "<ul><li><a href=\"/1\">Tunnel plan delayed again</a></li>"
-      "<li><a href=\"/2\">Ferry fares to rise</a></li>"
-      "<li><a href=\"/3\">New cycle lanes opened</a></li></ul>"
-    + para + "</article></body></html>");
+  auto x = ce::extract_html("<html><body><article>" + para + para
+                            + "<h4>My favourite spots by the water:</h4><ul>"
+                              "<li>The <a href=\"/k\">Elbe canteen by the old harbour</a> in "
+                              "Geesthacht</li>"
+                              "<li>The jetties on the Dove Elbe</li>"
+                              "<li>The dog beach at Stein (with a snack at <a href=\"/t\">Tatort "
+                              "Hawaii</a> or a sunset at <a href=\"/m\">El Meson Playa</a>)</li>"
+                              "<li>The Falkenstein shore</li></ul>"
+                            + para
+                            + "<ul><li><a href=\"/1\">Tunnel plan delayed again</a></li>"
+                              "<li><a href=\"/2\">Ferry fares to rise</a></li>"
+                              "<li><a href=\"/3\">New cycle lanes opened</a></li></ul>"
+                            + para + "</article></body></html>");
   CHECK(has(x.text, "The jetties on the Dove Elbe"));
   CHECK(has(x.text, "The dog beach at Stein"));
   CHECK_FALSE(has(x.text, "Tunnel plan"));
@@ -143,15 +138,14 @@ TEST_CASE("extract_boilerplate keeps a list of the article that has some "
 
 TEST_CASE("extract_boilerplate drops the label of a box of links it "
           "cleaned away, keeps a caption") {
-  auto x = ce::extract_html(
-    "<html><body><article>" + para + para
-    + "<div class=\"box\"><div class=\"box-head\">Further reading</div>"
-      "<div class=\"box-body\"><a href=\"https://example.org/x\">Personal "
-      "leadership at work</a></div></div>"
-    + para
-    + "<div class=\"thumb\"><div class=\"caption\">Harbour at dawn"
-      "<div class=\"zoom\"><a href=\"/big.jpg\"></a></div></div></div>"
-    + para + "</article></body></html>");
+  auto x = ce::extract_html("<html><body><article>" + para + para
+                            + "<div class=\"box\"><div class=\"box-head\">Further reading</div>"
+                              "<div class=\"box-body\"><a href=\"https://example.org/x\">Personal "
+                              "leadership at work</a></div></div>"
+                            + para
+                            + "<div class=\"thumb\"><div class=\"caption\">Harbour at dawn"
+                              "<div class=\"zoom\"><a href=\"/big.jpg\"></a></div></div></div>"
+                            + para + "</article></body></html>");
   CHECK(has(x.text, "The council approved"));
   CHECK_FALSE(has(x.text, "Further reading"));
   CHECK_FALSE(has(x.text, "Personal leadership"));
@@ -160,14 +154,13 @@ TEST_CASE("extract_boilerplate drops the label of a box of links it "
 
 TEST_CASE("extract_boilerplate drops the teasers of the next and previous "
           "posts") {
-  auto x = ce::extract_html(
-    "<html><body><div id=\"story\">" + para + para + para
-    + "</div><div id=\"next-post-thumbnails\"><div class=\"nextstory\">"
-      "<h2><a href=\"/n\">Choir sings with two famous guests</a></h2>"
-      "<p>The choir is still doing its thing, and now it has asked two "
-      "famous musicians to play along with everyone.</p>"
-      "<h3><a href=\"/n\">Read the rest</a></h3></div></div>"
-      "</body></html>");
+  auto x = ce::extract_html("<html><body><div id=\"story\">" + para + para + para
+                            + "</div><div id=\"next-post-thumbnails\"><div class=\"nextstory\">"
+                              "<h2><a href=\"/n\">Choir sings with two famous guests</a></h2>"
+                              "<p>The choir is still doing its thing, and now it has asked two "
+                              "famous musicians to play along with everyone.</p>"
+                              "<h3><a href=\"/n\">Read the rest</a></h3></div></div>"
+                              "</body></html>");
   CHECK(has(x.text, "The council approved"));
   CHECK_FALSE(has(x.text, "famous guests"));
   CHECK_FALSE(has(x.text, "play along"));
@@ -176,9 +169,8 @@ TEST_CASE("extract_boilerplate drops the teasers of the next and previous "
 TEST_CASE("extract_boilerplate keeps an article built of Elementor widgets, "
           "drops their share buttons") {
   auto widget = [](const std::string& kind, const std::string& inner) {
-    return "<div class=\"elementor-element elementor-widget elementor-widget-"
-           + kind + "\"><div class=\"elementor-widget-container\">" + inner
-           + "</div></div>";
+    return "<div class=\"elementor-element elementor-widget elementor-widget-" + kind
+           + "\"><div class=\"elementor-widget-container\">" + inner + "</div></div>";
   };
   std::string article;
   for (int i = 0; i < 5; ++i)
@@ -189,12 +181,11 @@ TEST_CASE("extract_boilerplate keeps an article built of Elementor widgets, "
                                            "date of completion.</p>");
   article += widget("share-buttons", "<a href=\"/s\">Share on Facebook and "
                                      "with all your friends today</a>");
-  auto x = ce::extract_html(
-    "<html><body><div class=\"elementor-section\">" + article
-    + "</div><div class=\"sidebar\"><h3>Latest posts</h3><ul>"
-      "<li><a href=\"/1\">Summer sale: the seven best deals</a></li>"
-      "<li><a href=\"/2\">The loveliest maxi dresses</a></li></ul></div>"
-      "</body></html>");
+  auto x = ce::extract_html("<html><body><div class=\"elementor-section\">" + article
+                            + "</div><div class=\"sidebar\"><h3>Latest posts</h3><ul>"
+                              "<li><a href=\"/1\">Summer sale: the seven best deals</a></li>"
+                              "<li><a href=\"/2\">The loveliest maxi dresses</a></li></ul></div>"
+                              "</body></html>");
   CHECK(has(x.text, "The council approved"));
   CHECK(has(x.text, "Section 4 of the report"));
   CHECK_FALSE(has(x.text, "Share on Facebook"));
@@ -212,8 +203,7 @@ TEST_CASE("extract_boilerplate drops image credits, a date or time alone, commen
       "<div class=\"img__cont\"><div class=\"img__cont__copy\">The old bridge in 1950."
       "</div><div class=\"img__cont__author\">Photograph by <span>Jane Roe, "
       "City Archive</span></div></div>"
-    + para + "<p>Foto: dpa</p><p>August 5, 2019 at 1:46 pm</p><p>26.10.2010</p>"
-    + para
+    + para + "<p>Foto: dpa</p><p>August 5, 2019 at 1:46 pm</p><p>26.10.2010</p>" + para
     + "<p>Credit cards: what the council pays with</p>"
       "<p>The vote was 3:2 in favour.</p>"
       "<p>Imagery: satellites showed the river.</p>"
@@ -260,9 +250,12 @@ TEST_CASE("extract_boilerplate keeps the post of a platform that calls every box
     "<html><body><div class=\"main section\" id=\"main\">"
     "<div class=\"widget Blog\" id=\"Blog1\"><div class=\"post hentry\">"
     "<h3 class=\"post-title entry-title\">A song</h3>"
-    "<div class=\"post-body entry-content\">" + lines + "</div></div></div></div>"
-    "<div class=\"sidebar section\"><div class=\"widget Label\" id=\"Label1\">"
-    "<h2>Labels</h2><ul>" + labels + "</ul></div></div></body></html>");
+    "<div class=\"post-body entry-content\">"
+    + lines
+    + "</div></div></div></div>"
+      "<div class=\"sidebar section\"><div class=\"widget Label\" id=\"Label1\">"
+      "<h2>Labels</h2><ul>"
+    + labels + "</ul></div></div></body></html>");
   CAPTURE(x.text);
   CHECK(has(x.text, "Line 0 of the song"));
   CHECK(has(x.text, "Line 11 of the song"));

@@ -14,8 +14,7 @@ namespace sdk = quarry::sdk;
 
 namespace {
 
-std::string nested_page(size_t depth, const std::string& tag = "div",
-                        bool closed = false) {
+std::string nested_page(size_t depth, const std::string& tag = "div", bool closed = false) {
   std::string html = "<!DOCTYPE html><html><head><title>Deep page</title></head><body>";
   html.reserve(depth * (tag.size() * 2 + 5) + 200);
   for (size_t i = 0; i < depth; ++i)
@@ -139,16 +138,16 @@ TEST_CASE("scripts and style sheets are emptied before parsing, as the parser re
   CHECK(svg.find("end") != std::string::npos);
   CHECK(svg.find("after svg") != std::string::npos);
   // JSON-LD keeps its text (the metadata is read from it).
-  auto x = ce::extract_html(
-    "<html><head><script type=\"application/ld+json\">{\"@type\": "
-    "\"NewsArticle\", \"headline\": \"A headline from JSON-LD\"}</script>"
-    "<script>var x = '</scr' + 'ipt>';</script><style>h1{}</style></head>"
-    "<body><p>Body text of the page.</p></body></html>");
+  auto x = ce::extract_html("<html><head><script type=\"application/ld+json\">{\"@type\": "
+                            "\"NewsArticle\", \"headline\": \"A headline from JSON-LD\"}</script>"
+                            "<script>var x = '</scr' + 'ipt>';</script><style>h1{}</style></head>"
+                            "<body><p>Body text of the page.</p></body></html>");
   CHECK(x.title == "A headline from JSON-LD");
   CHECK(x.page_type == "NewsArticle");
 }
 
-TEST_CASE("attributes that extraction does not read are dropped before parsing, as the parser reads them") {
+TEST_CASE(
+  "attributes that extraction does not read are dropped before parsing, as the parser reads them") {
   // Quoted values with `>` and quotes inside, unquoted values, a value
   // ending in `/`, and attributes that stay (hidden, style, aria-hidden).
   auto text = ce::html_to_text(

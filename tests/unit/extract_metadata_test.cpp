@@ -71,8 +71,8 @@ TEST_CASE("extract_metadata follows JSON-LD references and CDATA") {
 
 TEST_CASE("extract_metadata splits author lists") {
   auto by = [](const std::string& author) {
-    return ce::extract_html("<html><head><meta name=\"author\" content=\""
-                            + author + "\"></head><body></body></html>")
+    return ce::extract_html("<html><head><meta name=\"author\" content=\"" + author
+                            + "\"></head><body></body></html>")
       .byline;
   };
   CHECK(by("By Ann Lee, Bo Chan and Cy Diaz") == "Ann Lee; Bo Chan; Cy Diaz");
@@ -83,22 +83,19 @@ TEST_CASE("extract_metadata splits author lists") {
 
 TEST_CASE("extract_metadata of fixture pages matches their gold values") {
   // readability's expected-metadata.json and go-trafilatura's assertions.
-  auto nz = ce::extract_html(
-    slurp(fixtures() / "readability" / "wikipedia-2" / "source.html"));
+  auto nz = ce::extract_html(slurp(fixtures() / "readability" / "wikipedia-2" / "source.html"));
   CHECK(nz.title == "New Zealand");
   CHECK(nz.byline == "Contributors to Wikimedia projects");
   CHECK(nz.site_name == "Wikimedia Foundation, Inc.");
   CHECK(nz.published == "2001-10-29T01:59:14Z");
   CHECK(nz.lang == "en");
 
-  auto gitlab = ce::extract_html(
-    slurp(fixtures() / "readability" / "gitlab-blog" / "source.html"));
+  auto gitlab = ce::extract_html(slurp(fixtures() / "readability" / "gitlab-blog" / "source.html"));
   CHECK(gitlab.site_name == "GitLab");
   CHECK(gitlab.published.rfind("2024-06-25", 0) == 0);
 
   auto base = fixtures() / "go-trafilatura" / "simple";
-  CHECK(ce::extract_html(slurp(base / "json-metadata-2-c.html")).byline
-        == "Deborah O'Donoghue");
+  CHECK(ce::extract_html(slurp(base / "json-metadata-2-c.html")).byline == "Deborah O'Donoghue");
   CHECK(ce::extract_html(slurp(base / "json-metadata-2-b.html")).byline
         == "Amir Vera; Seán Federico O'Murchú; Tara Subramaniam; Adam Renton; "
            "CNN");

@@ -46,9 +46,8 @@ std::string fixture(const std::string& name) {
 }
 
 // Posts `body` as JSON to `url`, with a generous guard against hangs.
-http_response post(curl_http_client& client, const std::string& url,
-                   const json& body, sdk::http_headers headers = {},
-                   std::chrono::milliseconds stall_timeout = 30s,
+http_response post(curl_http_client& client, const std::string& url, const json& body,
+                   sdk::http_headers headers = {}, std::chrono::milliseconds stall_timeout = 30s,
                    std::chrono::milliseconds total_timeout = 30s) {
   sdk::http_request req;
   req.method = "POST";
@@ -63,12 +62,10 @@ http_response post(curl_http_client& client, const std::string& url,
 
 // An OpenAI request asking for a stream with usage.
 json openai_body(const std::string& user, json extra = json::object()) {
-  json body = {{"model", "gpt-test"},
-               {"stream", true},
-               {"stream_options", {{"include_usage", true}}}};
+  json body = {
+    {"model", "gpt-test"}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
   body["messages"] = json::array(
-    {{{"role", "system"}, {"content", "You are terse."}},
-     {{"role", "user"}, {"content", user}}});
+    {{{"role", "system"}, {"content", "You are terse."}}, {{"role", "user"}, {"content", user}}});
   for (auto& [key, value] : extra.items())
     body[key] = value;
   return body;
@@ -80,8 +77,7 @@ json anthropic_body(const std::string& user, json extra = json::object()) {
                {"max_tokens", 1024},
                {"stream", true},
                {"system", "You are careful."}};
-  body["messages"]
-    = json::array({{{"role", "user"}, {"content", user}}});
+  body["messages"] = json::array({{{"role", "user"}, {"content", user}}});
   for (auto& [key, value] : extra.items())
     body[key] = value;
   return body;
@@ -157,8 +153,8 @@ openai_stream assemble_openai(const std::string& bytes) {
       const auto& delta = choice.at("delta");
       if (delta.contains("role") && result.first_role.empty())
         result.first_role = delta["role"].get<std::string>();
-      if (auto i = delta.find("content"); i != delta.end() && i->is_string()
-                                          && !i->get<std::string>().empty()) {
+      if (auto i = delta.find("content");
+          i != delta.end() && i->is_string() && !i->get<std::string>().empty()) {
         result.content_pieces.push_back(i->get<std::string>());
         result.content += i->get<std::string>();
       }
@@ -275,8 +271,7 @@ TEST_CASE("fake_llm_server streams scripted text in the OpenAI format") {
                  "usage": {"input_tokens": 12, "output_tokens": 5}}}
   ])")));
   curl_http_client client{http_settings{}};
-  auto res = post(client, srv.base_url_openai() + "/chat/completions",
-                  openai_body("hello"));
+  auto res = post(client, srv.base_url_openai() + "/chat/completions", openai_body("hello"));
   REQUIRE_FALSE(res.failure);
   CHECK(res.status == 200);
   CHECK(content_type(res) == "text/event-stream; charset=utf-8");
@@ -284,8 +279,7 @@ TEST_CASE("fake_llm_server streams scripted text in the OpenAI format") {
   CHECK(s.invalid == 0);
   CHECK(s.first_role == "assistant");
   CHECK(s.content == "The quick brown fox jumps");
-  CHECK(s.content_pieces
-        == std::vector<std::string>{"The quick", " brown fox", " jumps"});
+  CHECK(s.content_pieces == std::vector<std::string>{"The quick", " brown fox", " jumps"});
   CHECK(s.finish_reason == "stop");
   CHECK(s.model == "gpt-test");
   CHECK(s.id == "chatcmpl-fake-1");
@@ -294,10 +288,7 @@ TEST_CASE("fake_llm_server streams scripted text in the OpenAI format") {
   // the usage chunk with "choices": [] and the totals.
   CHECK(s.chunks == 6);
   CHECK(s.null_usage_chunks == 5);
-  CHECK(s.usage
-        == json{{"prompt_tokens", 12},
-                {"completion_tokens", 5},
-                {"total_tokens", 17}});
+  CHECK(s.usage == json{{"prompt_tokens", 12}, {"completion_tokens", 5}, {"total_tokens", 17}});
   CHECK(s.done);
   CHECK_FALSE(s.data_after_done);
   // Exact framing of the tail.
@@ -339,8 +330,7 @@ TEST_CASE("fake_llm_server streams OpenAI tool calls in pieces") {
       "args_chunk_chars": 5}}
   ])")));
   curl_http_client client{http_settings{}};
-  auto res = post(client, srv.base_url_openai() + "/chat/completions",
-                  openai_body("search"));
+  auto res = post(client, srv.base_url_openai() + "/chat/completions", openai_body("search"));
   REQUIRE_FALSE(res.failure);
   auto s = assemble_openai(res.body);
   CHECK(s.invalid == 0);
@@ -350,8 +340,7 @@ TEST_CASE("fake_llm_server streams OpenAI tool calls in pieces") {
   CHECK(s.calls[0].id == "call_given");
   CHECK(s.calls[0].type == "function");
   CHECK(s.calls[0].name == "web_search");
-  CHECK(json::parse(s.calls[0].arguments)
-        == json{{"query", "ünïcode fox"}, {"n", 3}});
+  CHECK(json::parse(s.calls[0].arguments) == json{{"query", "ünïcode fox"}, {"n", 3}});
   CHECK(s.calls[0].pieces > 3);
   CHECK(s.calls[1].id == "call_fake_1_1");
   CHECK(s.calls[1].name == "open_url");
@@ -371,8 +360,7 @@ TEST_CASE("fake_llm_server streams the Anthropic event sequence") {
                  "args_chunk_chars": 4}}
   ])")));
   curl_http_client client{http_settings{}};
-  auto res = post(client, srv.base_url_anthropic() + "/v1/messages",
-                  anthropic_body("weather?"),
+  auto res = post(client, srv.base_url_anthropic() + "/v1/messages", anthropic_body("weather?"),
                   {{"x-api-key", "k"}, {"anthropic-version", "2023-06-01"}});
   REQUIRE_FALSE(res.failure);
   CHECK(res.status == 200);
@@ -429,8 +417,8 @@ TEST_CASE("fake_llm_server maps finish reasons of either vocabulary to the reque
                                         {"other", "other", "other"}}) {
     CAPTURE(r.given);
     fake_llm_server srv;
-    REQUIRE_FALSE(srv.script(json::array(
-      {{{"respond", {{"text", "t"}, {"finish_reason", r.given}}}}})));
+    REQUIRE_FALSE(
+      srv.script(json::array({{{"respond", {{"text", "t"}, {"finish_reason", r.given}}}}})));
     curl_http_client client{http_settings{}};
     auto body = openai_body("x");
     body["stream"] = false;
@@ -503,21 +491,18 @@ TEST_CASE("fake_llm_server tries rules in order and honours times") {
   CHECK(ask(openai_body("alpha one")) == "first alpha");
   CHECK(ask(openai_body("alpha two")) == "alpha");
   CHECK(ask(openai_body("alpha three")) == "alpha");
-  CHECK(ask(openai_body("beta", {{"tools", tools}, {"tool_choice", "required"}}))
-        == "must search");
+  CHECK(ask(openai_body("beta", {{"tools", tools}, {"tool_choice", "required"}})) == "must search");
   CHECK(ask(openai_body("beta", {{"tools", tools}})) == "tools");
   CHECK(ask(openai_body("beta", {{"model", "gpt-other"}})) == "other model");
   CHECK(ask(openai_body("beta")) == "fallback");
   // For Anthropic, the system prompt is the top-level `system`.
-  auto res = post(client, srv.base_url_anthropic() + "/v1/messages",
-                  anthropic_body("beta"));
+  auto res = post(client, srv.base_url_anthropic() + "/v1/messages", anthropic_body("beta"));
   REQUIRE_FALSE(res.failure);
   CHECK(assemble_anthropic(res.body).blocks[0].text == "anthropic");
   // The last rule is used up after its second answer.
   CHECK(ask(openai_body("beta")) == "fallback");
   CHECK(srv.rules_left() == 5);
-  res = post(client, srv.base_url_openai() + "/chat/completions",
-             openai_body("gamma"));
+  res = post(client, srv.base_url_openai() + "/chat/completions", openai_body("gamma"));
   REQUIRE_FALSE(res.failure);
   CHECK(res.status == 500);
   auto doc = json::parse(res.body);
@@ -570,8 +555,7 @@ TEST_CASE("fake_llm_server matches tool_choice across both protocols") {
   CHECK(openai({{"tool_choice", json::parse(R"({"type": "function",
           "function": {"name": "get_weather"}})")}})
         == "forced");
-  CHECK(anthropic({{"tool_choice", {{"type", "tool"}, {"name", "get_weather"}}}})
-        == "forced");
+  CHECK(anthropic({{"tool_choice", {{"type", "tool"}, {"name", "get_weather"}}}}) == "forced");
   CHECK(openai(json::object()) == "unset");
   CHECK(anthropic(json::object()) == "unset");
   CHECK(openai({{"tool_choice", "auto"}}) == "auto");
@@ -591,16 +575,14 @@ TEST_CASE("fake_llm_server accepts any path ending in /chat/completions") {
                   openai_body("x"));
   REQUIRE_FALSE(res.failure);
   CHECK(assemble_openai(res.body).content == "azure");
-  res = post(client, srv.url("/api/v1beta/openai/chat/completions"),
-             openai_body("x"));
+  res = post(client, srv.url("/api/v1beta/openai/chat/completions"), openai_body("x"));
   REQUIRE_FALSE(res.failure);
   CHECK(assemble_openai(res.body).content == "plain");
   auto first = srv.request_at(0);
   REQUIRE(first);
   CHECK(first->protocol == "openai");
   CHECK(first->path == "/openai/deployments/gpt/chat/completions");
-  CHECK(first->target
-        == "/openai/deployments/gpt/chat/completions?api-version=2024-02-01");
+  CHECK(first->target == "/openai/deployments/gpt/chat/completions?api-version=2024-02-01");
   // Other paths are 404s, recorded without a protocol.
   res = post(client, srv.url("/v1/embeddings"), json::object());
   CHECK(res.status == 404);
@@ -640,8 +622,7 @@ TEST_CASE("fake_llm_server returns scripted errors with headers") {
   res = post(client, url, openai_body("x"));
   CHECK(res.status == 400);
   CHECK(res.body == "not json");
-  res = post(client, srv.base_url_anthropic() + "/v1/messages",
-             anthropic_body("x"));
+  res = post(client, srv.base_url_anthropic() + "/v1/messages", anthropic_body("x"));
   CHECK(res.status == 529);
   CHECK(sdk::find_header(res.headers, "x-should-retry") == "true");
   doc = json::parse(res.body);
@@ -656,20 +637,17 @@ TEST_CASE("fake_llm_server rejects invalid scripts and keeps the old one") {
   auto err = srv.script(json::parse(R"([{"respond": {"txt": "typo"}}])"));
   REQUIRE(err);
   CHECK(err->message.find("unknown key `txt`") != std::string::npos);
-  err = srv.script(json::parse(
-    R"([{"respond": {"text": "a"}, "error": {"status": 500}}])"));
+  err = srv.script(json::parse(R"([{"respond": {"text": "a"}, "error": {"status": 500}}])"));
   REQUIRE(err);
   CHECK(err->message.find("exactly one") != std::string::npos);
-  err = srv.script(json::parse(
-    R"([{"match": {"protocol": "gemini"}, "respond": {}}])"));
+  err = srv.script(json::parse(R"([{"match": {"protocol": "gemini"}, "respond": {}}])"));
   REQUIRE(err);
   err = srv.script(json::parse(R"([{"replay": "no/such/file.sse"}])"));
   REQUIRE(err);
   CHECK(err->message.find("no/such/file.sse") != std::string::npos);
   CHECK(srv.script_file("no/such/script.json"));
   curl_http_client client{http_settings{}};
-  auto res = post(client, srv.base_url_openai() + "/chat/completions",
-                  openai_body("x"));
+  auto res = post(client, srv.base_url_openai() + "/chat/completions", openai_body("x"));
   CHECK(assemble_openai(res.body).content == "kept");
 }
 
@@ -703,8 +681,7 @@ TEST_CASE("fake_llm_server stalls after the scripted number of bytes") {
     {"stall_after_bytes": 100, "respond": {"text": "one two three four five"}}
   ])")));
   curl_http_client client{http_settings{}};
-  auto res = post(client, srv.base_url_openai() + "/chat/completions",
-                  openai_body("x"), {}, 300ms);
+  auto res = post(client, srv.base_url_openai() + "/chat/completions", openai_body("x"), {}, 300ms);
   REQUIRE(res.failure);
   CHECK(res.failure->code == errc::stall);
   CHECK(res.status == 200);
@@ -718,8 +695,7 @@ TEST_CASE("fake_llm_server resets the connection after the scripted bytes") {
     {"reset_after_bytes": 150, "respond": {"text": "one two three four"}}
   ])")));
   curl_http_client client{http_settings{}};
-  auto res = post(client, srv.base_url_anthropic() + "/v1/messages",
-                  anthropic_body("x"));
+  auto res = post(client, srv.base_url_anthropic() + "/v1/messages", anthropic_body("x"));
   REQUIRE(res.failure);
   CHECK(res.failure->code == errc::network);
   CHECK(res.body.size() <= 150);
@@ -752,8 +728,7 @@ TEST_CASE("fake_llm_server truncates streams") {
   CHECK(s.content == "a b");
   CHECK(s.finish_reason.empty());
   CHECK_FALSE(s.done);
-  res = post(client, srv.base_url_anthropic() + "/v1/messages",
-             anthropic_body("x"));
+  res = post(client, srv.base_url_anthropic() + "/v1/messages", anthropic_body("x"));
   REQUIRE_FALSE(res.failure);
   auto a = assemble_anthropic(res.body);
   REQUIRE_FALSE(a.types.empty());
@@ -770,16 +745,14 @@ TEST_CASE("fake_llm_server inserts a malformed event") {
      "respond": {"text": "x y"}}
   ])")));
   curl_http_client client{http_settings{}};
-  auto res = post(client, srv.base_url_openai() + "/chat/completions",
-                  openai_body("x"));
+  auto res = post(client, srv.base_url_openai() + "/chat/completions", openai_body("x"));
   REQUIRE_FALSE(res.failure);
   auto s = assemble_openai(res.body);
   CHECK(s.invalid == 1);
   CHECK(s.invalid_index == 1);
   CHECK(s.content == "x y");
   CHECK(s.done);
-  res = post(client, srv.base_url_anthropic() + "/v1/messages",
-             anthropic_body("x"));
+  res = post(client, srv.base_url_anthropic() + "/v1/messages", anthropic_body("x"));
   REQUIRE_FALSE(res.failure);
   auto a = assemble_anthropic(res.body);
   CHECK(a.invalid == 1);
@@ -798,15 +771,13 @@ TEST_CASE("fake_llm_server replays fixtures byte for byte") {
   SUBCASE("in one piece") {
     fake_llm_server srv;
     REQUIRE_FALSE(srv.replay(path));
-    auto res = post(client, srv.base_url_openai() + "/chat/completions",
-                    openai_body("x"));
+    auto res = post(client, srv.base_url_openai() + "/chat/completions", openai_body("x"));
     REQUIRE_FALSE(res.failure);
     CHECK(res.status == 200);
     CHECK(content_type(res) == "text/event-stream; charset=utf-8");
     CHECK(res.body == expected);
     // The replay rule answers any number of requests.
-    res = post(client, srv.base_url_openai() + "/chat/completions",
-               openai_body("x"));
+    res = post(client, srv.base_url_openai() + "/chat/completions", openai_body("x"));
     CHECK(res.body == expected);
   }
   SUBCASE("in small delayed pieces") {
@@ -816,20 +787,17 @@ TEST_CASE("fake_llm_server replays fixtures byte for byte") {
     opts.chunk_delay = 1ms;
     opts.times = 1;
     REQUIRE_FALSE(srv.replay(path, "text/event-stream", opts));
-    auto res = post(client, srv.base_url_openai() + "/chat/completions",
-                    openai_body("x"));
+    auto res = post(client, srv.base_url_openai() + "/chat/completions", openai_body("x"));
     REQUIRE_FALSE(res.failure);
     CHECK(content_type(res) == "text/event-stream");
     CHECK(res.body == expected);
-    res = post(client, srv.base_url_openai() + "/chat/completions",
-               openai_body("x"));
+    res = post(client, srv.base_url_openai() + "/chat/completions", openai_body("x"));
     CHECK(res.status == 500);
   }
   SUBCASE("raw bytes") {
     fake_llm_server srv;
     REQUIRE_FALSE(srv.replay("data: {\"bogus\":1}\n\ndata: [DONE]\n\n"));
-    auto res = post(client, srv.base_url_openai() + "/chat/completions",
-                    openai_body("x"));
+    auto res = post(client, srv.base_url_openai() + "/chat/completions", openai_body("x"));
     CHECK(res.body == "data: {\"bogus\":1}\n\ndata: [DONE]\n\n");
   }
 }
@@ -851,13 +819,11 @@ TEST_CASE("fake_llm_server replays fixtures named in a script file") {
   fake_llm_server srv;
   REQUIRE_FALSE(srv.script_file(script));
   curl_http_client client{http_settings{}};
-  auto res = post(client, srv.base_url_anthropic() + "/v1/messages",
-                  anthropic_body("x"));
+  auto res = post(client, srv.base_url_anthropic() + "/v1/messages", anthropic_body("x"));
   REQUIRE_FALSE(res.failure);
   CHECK(res.body == expected);
   CHECK(assemble_anthropic(res.body).stop_reason == "tool_use");
-  res = post(client, srv.base_url_openai() + "/chat/completions",
-             openai_body("x"));
+  res = post(client, srv.base_url_openai() + "/chat/completions", openai_body("x"));
   CHECK(res.status == 201);
   CHECK(res.body == "{\"ok\":true}");
   CHECK(sdk::find_header(res.headers, "x-test") == "yes");
@@ -870,11 +836,9 @@ TEST_CASE("fake_llm_server records requests") {
   REQUIRE_FALSE(srv.add_rule(json::parse(R"({"respond": {"text": "ok"}})")));
   curl_http_client client{http_settings{}};
   auto res = post(client, srv.base_url_openai() + "/chat/completions",
-                  openai_body("first question"),
-                  {{"Authorization", "Bearer sk-test"}});
+                  openai_body("first question"), {{"Authorization", "Bearer sk-test"}});
   REQUIRE_FALSE(res.failure);
-  res = post(client, srv.base_url_anthropic() + "/v1/messages",
-             anthropic_body("second question"),
+  res = post(client, srv.base_url_anthropic() + "/v1/messages", anthropic_body("second question"),
              {{"x-api-key", "ak-test"}, {"anthropic-version", "2023-06-01"}});
   REQUIRE_FALSE(res.failure);
   CHECK(srv.wait_for_requests(2, 10s));
@@ -899,8 +863,7 @@ TEST_CASE("fake_llm_server records requests") {
   CHECK_FALSE(srv.request_at(0));
   // Without recording, requests are only counted.
   srv.record_requests(false);
-  res = post(client, srv.base_url_openai() + "/chat/completions",
-             openai_body("third question"));
+  res = post(client, srv.base_url_openai() + "/chat/completions", openai_body("third question"));
   CHECK(res.status == 200);
   CHECK(srv.request_count() == 1);
   CHECK(srv.requests().empty());
@@ -928,8 +891,7 @@ public:
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-    auto rc = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(),
-                            environ);
+    auto rc = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     ::close(fds[1]);
     out_ = fds[0];
@@ -993,8 +955,7 @@ TEST_CASE("fake_llm_server runs standalone with a script"
   REQUIRE_FALSE(res.failure);
   CHECK(assemble_openai(res.body).content == "from the file");
   // The control endpoints replace the script and list the requests.
-  res = post(client, base + "/_fake/script",
-             json::parse(R"([{"respond": {"text": "replaced"}}])"));
+  res = post(client, base + "/_fake/script", json::parse(R"([{"respond": {"text": "replaced"}}])"));
   CHECK(res.status == 200);
   res = post(client, base + "/_fake/script", json::parse(R"([{"bad": 1}])"));
   CHECK(res.status == 400);

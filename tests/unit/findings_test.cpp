@@ -25,11 +25,10 @@ TEST_CASE("findings digest: markers removed, one line per task, cut to a share")
   core::citation_mapping global;
   global.insert(1, core::document_ref{"a", "https://a.example/", "A"});
   CHECK(core::findings_digest({}, global).empty());
-  auto one = core::findings_digest({{"Research the cold.", "Efficiency falls [1].\nDefrost helps."}},
-                                   global);
+  auto one = core::findings_digest(
+    {{"Research the cold.", "Efficiency falls [1].\nDefrost helps."}}, global);
   CHECK(one.rfind("Earlier research agents already found the following", 0) == 0);
-  CHECK(one.find("\n- Research the cold.: Efficiency falls. Defrost helps.")
-        != std::string::npos);
+  CHECK(one.find("\n- Research the cold.: Efficiency falls. Defrost helps.") != std::string::npos);
   CHECK(one.find("[1]") == std::string::npos);
   // Twelve long reports share the budget: each is cut at a word, with "...".
   std::vector<std::pair<std::string, std::string>> many;
@@ -43,8 +42,8 @@ TEST_CASE("findings digest: markers removed, one line per task, cut to a share")
   for (size_t pos = 0; (pos = digest.find("\n- ", pos)) != std::string::npos; ++pos) {
     ++lines;
     auto end = digest.find('\n', pos + 1);
-    auto line = digest.substr(pos + 1, end == std::string::npos ? std::string::npos
-                                                                : end - pos - 1);
+    auto line = digest.substr(pos + 1,
+                              end == std::string::npos ? std::string::npos : end - pos - 1);
     CHECK(line.size() <= 2 + std::string{"Task 11: "}.size() + 200 + 4);
     CHECK(line.substr(line.size() - 4) == " ...");
   }
@@ -57,24 +56,21 @@ TEST_CASE("renumber documents: each result gets its document's number") {
                                {{"document", 2}, {"title", "y"}}}}}
                 .dump();
   auto out = core::renumber_documents(text, {doc("a"), doc("b")},
-                                      [](const sdk::document& d) {
-                                        return d.id == "a" ? 7 : 9;
-                                      });
+                                      [](const sdk::document& d) { return d.id == "a" ? 7 : 9; });
   auto j = nlohmann::json::parse(out);
   CHECK(j["results"][0]["document"] == 7);
   CHECK(j["results"][1]["document"] == 9);
   CHECK(j["results"][0]["title"] == "x");
   // Fewer documents than results: the rest keep their numbers.
-  auto partial = nlohmann::json::parse(core::renumber_documents(
-    text, {doc("a")}, [](const sdk::document&) { return 5; }));
+  auto partial = nlohmann::json::parse(
+    core::renumber_documents(text, {doc("a")}, [](const sdk::document&) { return 5; }));
   CHECK(partial["results"][0]["document"] == 5);
   CHECK(partial["results"][1]["document"] == 2);
   // Anything else is returned as it is, deep nesting included.
   auto number = [](const sdk::document&) { return 1; };
   CHECK(core::renumber_documents("not json", {doc("a")}, number) == "not json");
   CHECK(core::renumber_documents("[1, 2]", {doc("a")}, number) == "[1, 2]");
-  CHECK(core::renumber_documents(R"({"results": 3})", {doc("a")}, number)
-        == R"({"results": 3})");
+  CHECK(core::renumber_documents(R"({"results": 3})", {doc("a")}, number) == R"({"results": 3})");
   auto deep = std::string(100000, '[') + std::string(100000, ']');
   CHECK(core::renumber_documents(deep, {doc("a")}, number) == deep);
 }

@@ -57,8 +57,7 @@ std::vector<std::string> texts(const std::vector<chat_message>& xs) {
   return out;
 }
 
-std::vector<chat_message> ok(
-  const std::variant<std::vector<chat_message>, std::string>& x) {
+std::vector<chat_message> ok(const std::variant<std::vector<chat_message>, std::string>& x) {
   if (auto* err = std::get_if<std::string>(&x))
     FAIL(*err);
   return std::get<std::vector<chat_message>>(x);
@@ -72,14 +71,13 @@ TEST_CASE("history orders system, older turns, custom, context, last user, "
   in.system = msg(role::system, "sys");
   in.custom = msg(role::user, "custom");
   in.context = {msg(role::user, "file")};
-  in.history = {msg(role::user, "u1"), msg(role::assistant, "a1"),
-                msg(role::user, "u2"), call({"c1"}), result("c1")};
+  in.history = {msg(role::user, "u1"), msg(role::assistant, "a1"), msg(role::user, "u2"),
+                call({"c1"}), result("c1")};
   in.reminder = core::make_reminder("remember");
   in.available_tokens = 100;
   auto out = ok(core::build_history(in, one));
   CHECK(texts(out)
-        == std::vector<std::string>{"sys", "u1", "a1", "custom", "file", "u2",
-                                    "call:c1", "tool:c1",
+        == std::vector<std::string>{"sys", "u1", "a1", "custom", "file", "u2", "call:c1", "tool:c1",
                                     "<system-reminder>\nremember\n</system-reminder>"});
   CHECK(out.back().author == role::user);
 }
@@ -87,15 +85,13 @@ TEST_CASE("history orders system, older turns, custom, context, last user, "
 TEST_CASE("history drops the oldest messages first when the budget is short") {
   core::history_input in;
   in.system = msg(role::system, "sys");
-  in.history = {msg(role::user, "u1"), msg(role::assistant, "a1"),
-                msg(role::user, "u2"), msg(role::assistant, "a2"),
-                msg(role::user, "u3")};
+  in.history = {msg(role::user, "u1"), msg(role::assistant, "a1"), msg(role::user, "u2"),
+                msg(role::assistant, "a2"), msg(role::user, "u3")};
   in.available_tokens = 4; // system + u3 + two older messages
   auto out = ok(core::build_history(in, one));
   CHECK(texts(out) == std::vector<std::string>{"sys", "u2", "a2", "u3"});
   in.available_tokens = 2;
-  CHECK(texts(ok(core::build_history(in, one)))
-        == std::vector<std::string>{"sys", "u3"});
+  CHECK(texts(ok(core::build_history(in, one))) == std::vector<std::string>{"sys", "u3"});
   in.available_tokens = 1;
   auto err = core::build_history(in, one);
   REQUIRE(std::holds_alternative<std::string>(err));
@@ -109,12 +105,17 @@ TEST_CASE("history drops the oldest messages first when the budget is short") {
 TEST_CASE("history keeps the tail after the last user message whole") {
   core::history_input in;
   in.system = msg(role::system, "sys");
-  in.history = {msg(role::user, "old"), msg(role::user, "task"), call({"a", "b"}),
-                result("a"), result("b"), call({"c"}), result("c")};
+  in.history = {msg(role::user, "old"),
+                msg(role::user, "task"),
+                call({"a", "b"}),
+                result("a"),
+                result("b"),
+                call({"c"}),
+                result("c")};
   in.available_tokens = 7;
-  CHECK(texts(ok(core::build_history(in, one)))
-        == std::vector<std::string>{"sys", "task", "call:a", "tool:a", "tool:b",
-                                    "call:c", "tool:c"});
+  CHECK(
+    texts(ok(core::build_history(in, one)))
+    == std::vector<std::string>{"sys", "task", "call:a", "tool:a", "tool:b", "call:c", "tool:c"});
   in.available_tokens = 6;
   CHECK(std::holds_alternative<std::string>(core::build_history(in, one)));
 }
@@ -122,9 +123,8 @@ TEST_CASE("history keeps the tail after the last user message whole") {
 TEST_CASE("history keeps only the last n user turns when asked") {
   core::history_input in;
   in.system = msg(role::system, "sys");
-  in.history = {msg(role::user, "u1"), msg(role::assistant, "a1"),
-                msg(role::user, "u2"), msg(role::assistant, "a2"),
-                msg(role::user, "u3")};
+  in.history = {msg(role::user, "u1"), msg(role::assistant, "a1"), msg(role::user, "u2"),
+                msg(role::assistant, "a2"), msg(role::user, "u3")};
   in.available_tokens = 100;
   in.last_n_user_messages = 2;
   CHECK(texts(ok(core::build_history(in, one)))
@@ -134,22 +134,20 @@ TEST_CASE("history keeps only the last n user turns when asked") {
 }
 
 TEST_CASE("history pairs every tool call with exactly one result") {
-  auto out = core::pair_tool_results(
-    {msg(role::user, "task"), result("ghost"), call({"a", "b"}), result("b"),
-     result("b", "again"), msg(role::user, "next"), call({"c"})});
-  CHECK(texts(out)
-        == std::vector<std::string>{"task", "call:a", "tool:b", "tool:a", "next",
-                                    "call:c", "tool:c"});
+  auto out = core::pair_tool_results({msg(role::user, "task"), result("ghost"), call({"a", "b"}),
+                                      result("b"), result("b", "again"), msg(role::user, "next"),
+                                      call({"c"})});
+  CHECK(
+    texts(out)
+    == std::vector<std::string>{"task", "call:a", "tool:b", "tool:a", "next", "call:c", "tool:c"});
   CHECK(out[3].content == core::missing_tool_result_text);
   CHECK(out[2].content == "found");
   // Cutting the older part never leaves a result without its call.
   core::history_input in;
   in.system = msg(role::system, "sys");
-  in.history = {msg(role::user, "u1"), call({"x"}), result("x"),
-                msg(role::user, "u2")};
+  in.history = {msg(role::user, "u1"), call({"x"}), result("x"), msg(role::user, "u2")};
   in.available_tokens = 3; // sys, u2 and one older message: the result
-  CHECK(texts(ok(core::build_history(in, one)))
-        == std::vector<std::string>{"sys", "u2"});
+  CHECK(texts(ok(core::build_history(in, one))) == std::vector<std::string>{"sys", "u2"});
 }
 
 TEST_CASE("history estimates tokens from text and tool calls") {
@@ -187,8 +185,7 @@ TEST_CASE("think stream keeps the whole text, last character included") {
   CHECK(ts.reasoning() == streamed);
   REQUIRE(ts.call());
   CHECK(ts.call()->id == "call_1");
-  CHECK(ts.call()->arguments
-        == "{\"reasoning\": \"Hello world.\\nNext line \\\"q\\\"\"}");
+  CHECK(ts.call()->arguments == "{\"reasoning\": \"Hello world.\\nNext line \\\"q\\\"\"}");
 }
 
 TEST_CASE("think stream streams early and decodes every escape") {
@@ -274,9 +271,8 @@ TEST_CASE("tool arguments are parsed robustly") {
 TEST_CASE("history appends a tool round: the calls, then one result each") {
   std::vector<chat_message> h{msg(role::user, "task")};
   auto c = call({"a", "b"});
-  core::append_tool_round(h, c.tool_calls, [](const sdk::tool_call& x) {
-    return "result of " + x.id;
-  });
+  core::append_tool_round(h, c.tool_calls,
+                          [](const sdk::tool_call& x) { return "result of " + x.id; });
   CHECK(texts(h) == std::vector<std::string>{"task", "call:a", "tool:a", "tool:b"});
   CHECK(h[2].content == "result of a");
   CHECK(h[3].tool_name == "web_search");

@@ -78,8 +78,7 @@ public:
 
   bool wait_data() {
     std::unique_lock<std::mutex> guard{mtx_};
-    return cv_.wait_for(guard, hang_guard,
-                        [this] { return !chunks.empty() || completes > 0; });
+    return cv_.wait_for(guard, hang_guard, [this] { return !chunks.empty() || completes > 0; });
   }
 
   int complete_count() {
@@ -122,8 +121,7 @@ sdk::http_request get(std::string url) {
 }
 
 // Runs `req` and waits for its completion.
-std::shared_ptr<recording_sink> run(curl_http_client& client,
-                                    sdk::http_request req) {
+std::shared_ptr<recording_sink> run(curl_http_client& client, sdk::http_request req) {
   auto sink = std::make_shared<recording_sink>();
   client.start(std::move(req), sink);
   REQUIRE(sink->wait_complete());
@@ -145,8 +143,7 @@ uint16_t closed_port() {
 
 size_t thread_count() {
   size_t result = 0;
-  for ([[maybe_unused]] const auto& entry :
-       std::filesystem::directory_iterator{"/proc/self/task"})
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator{"/proc/self/task"})
     ++result;
   return result;
 }
@@ -247,17 +244,13 @@ TEST_CASE("http_client POST sends the body") {
   CHECK_FALSE(result.failure);
   CHECK(result.status == 201);
   CHECK(result.body == "POST:" + req.body);
-  CHECK(sdk::find_header(result.headers, "X-Content-Type")
-        == "application/json");
+  CHECK(sdk::find_header(result.headers, "X-Content-Type") == "application/json");
 }
 
 TEST_CASE("http_client delivers 204 and HEAD responses without a body") {
   http_server server;
-  server.route("GET", "/nothing",
-               [](const request&) { return response_plan{204}; });
-  server.route("*", "/page", [](const request&) {
-    return response_plan::text(200, "0123456789");
-  });
+  server.route("GET", "/nothing", [](const request&) { return response_plan{204}; });
+  server.route("*", "/page", [](const request&) { return response_plan::text(200, "0123456789"); });
   curl_http_client client{http_settings{}};
   auto sink = run(client, get(server.url("/nothing")));
   CHECK_FALSE(sink->failure);
@@ -280,13 +273,8 @@ TEST_CASE("http_client delivers 204 and HEAD responses without a body") {
 TEST_CASE("http_client streams chunks as separate on_data calls") {
   http_server server;
   server.route("GET", "/stream", [](const request&) {
-    return response_plan{200}
-      .chunked()
-      .send("alpha")
-      .delay(30ms)
-      .send("beta")
-      .delay(30ms)
-      .send("gamma");
+    return response_plan{200}.chunked().send("alpha").delay(30ms).send("beta").delay(30ms).send(
+      "gamma");
   });
   curl_http_client client{http_settings{}};
   auto sink = run(client, get(server.url("/stream")));
@@ -303,9 +291,8 @@ TEST_CASE("http_client streams chunks as separate on_data calls") {
 
 TEST_CASE("http_client fails a stalled stream with errc::stall") {
   http_server server;
-  server.route("GET", "/stall", [](const request&) {
-    return response_plan{200}.chunked().send("first").stall();
-  });
+  server.route("GET", "/stall",
+               [](const request&) { return response_plan{200}.chunked().send("first").stall(); });
   curl_http_client client{http_settings{}};
   auto req = get(server.url("/stall"));
   req.stall_timeout = 200ms;
@@ -319,8 +306,7 @@ TEST_CASE("http_client fails a stalled stream with errc::stall") {
 
 TEST_CASE("http_client applies the stall timeout of the settings") {
   http_server server;
-  server.route("GET", "/silent",
-               [](const request&) { return response_plan{200}.stall(); });
+  server.route("GET", "/silent", [](const request&) { return response_plan{200}.stall(); });
   http_settings settings;
   settings.stall_timeout = 150ms;
   curl_http_client client{settings};
@@ -354,12 +340,10 @@ TEST_CASE("http_client's total timeout covers all redirect hops") {
   http_server server;
   for (int i = 0; i < 5; ++i) {
     server.route("GET", "/hop" + std::to_string(i), [i](const request&) {
-      return response_plan::redirect(302, "/hop" + std::to_string(i + 1))
-        .delay(120ms);
+      return response_plan::redirect(302, "/hop" + std::to_string(i + 1)).delay(120ms);
     });
   }
-  server.route("GET", "/hop5",
-               [](const request&) { return response_plan::text(200, "end"); });
+  server.route("GET", "/hop5", [](const request&) { return response_plan::text(200, "end"); });
   curl_http_client client{http_settings{}};
   auto req = get(server.url("/hop0"));
   req.total_timeout = 400ms;
@@ -384,8 +368,7 @@ TEST_CASE("http_client reports a refused connection as errc::network") {
   CHECK(sink->failure->code == errc::network);
   CHECK(sink->failure->retryable());
   auto& msg = sink->failure->message;
-  CHECK(msg.find("127.0.0.1:" + std::to_string(port) + "/x")
-        != std::string::npos);
+  CHECK(msg.find("127.0.0.1:" + std::to_string(port) + "/x") != std::string::npos);
   CHECK(msg.find("SECRET") == std::string::npos);
   CHECK(sink->responses == 0);
 }
@@ -397,8 +380,7 @@ TEST_CASE("http_client reports a connect timeout as errc::timeout") {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr))
-          == 0);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
   REQUIRE(::listen(listener, 0) == 0);
   socklen_t len = sizeof(addr);
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -410,8 +392,7 @@ TEST_CASE("http_client reports a connect timeout as errc::timeout") {
   }
   std::this_thread::sleep_for(50ms);
   curl_http_client client{http_settings{}};
-  auto req
-    = get("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/slow");
+  auto req = get("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/slow");
   req.connect_timeout = 200ms;
   req.total_timeout = 20s;
   req.stall_timeout = 20s;
@@ -421,8 +402,7 @@ TEST_CASE("http_client reports a connect timeout as errc::timeout") {
   ::close(listener);
   REQUIRE(sink->failure);
   CHECK(sink->failure->code == errc::timeout);
-  CHECK(sink->failure->message.find("no connection within 200 ms")
-        != std::string::npos);
+  CHECK(sink->failure->message.find("no connection within 200 ms") != std::string::npos);
 }
 
 TEST_CASE("http_client maps resets and truncated bodies to errc::network") {
@@ -431,13 +411,9 @@ TEST_CASE("http_client maps resets and truncated bodies to errc::network") {
     return response_plan{200}.chunked().send("part").delay(20ms).reset();
   });
   server.route("GET", "/short", [](const request&) {
-    return response_plan{200}
-      .header("Content-Length", "100")
-      .send("only a few bytes")
-      .close();
+    return response_plan{200}.header("Content-Length", "100").send("only a few bytes").close();
   });
-  server.route("GET", "/nothing",
-               [](const request&) { return response_plan{200}.close(); });
+  server.route("GET", "/nothing", [](const request&) { return response_plan{200}.close(); });
   curl_http_client client{http_settings{}};
   for (auto path : {"/reset", "/short", "/nothing"}) {
     CAPTURE(path);
@@ -471,8 +447,7 @@ TEST_CASE("http_client says what is wrong with a malformed URL, without its secr
   auto sink = run(client, get("http://user:hunter22@exa mple.com/?key=hunter22"));
   REQUIRE(sink->failure);
   CHECK(sink->failure->code == errc::bad_request);
-  CHECK(sink->failure->message
-        == "GET (an invalid URL): the URL contains a space (at byte 24)");
+  CHECK(sink->failure->message == "GET (an invalid URL): the URL contains a space (at byte 24)");
   auto port = run(client, get("https://example.com:123456/"));
   REQUIRE(port->failure);
   CHECK(port->failure->code == errc::bad_request);
@@ -484,9 +459,8 @@ TEST_CASE("http_client says what is wrong with a malformed URL, without its secr
 
 TEST_CASE("http_client caps the response size") {
   http_server server;
-  server.route("GET", "/declared", [](const request&) {
-    return response_plan::text(200, std::string(10000, 'd'));
-  });
+  server.route("GET", "/declared",
+               [](const request&) { return response_plan::text(200, std::string(10000, 'd')); });
   server.route("GET", "/undeclared", [](const request&) {
     return response_plan{200}.chunked().generate(10000, 100, 'u');
   });
@@ -515,12 +489,10 @@ TEST_CASE("http_client follows redirects through the hook") {
   server.route("GET", "/a/start", [&server](const request&) {
     return response_plan::redirect(302, server.url("/a/second")).send("moved");
   });
-  server.route("GET", "/a/second", [](const request&) {
-    return response_plan::redirect(301, "/b/third?x=1");
-  });
-  server.route("GET", "/b/third", [](const request&) {
-    return response_plan::redirect(307, "fourth");
-  });
+  server.route("GET", "/a/second",
+               [](const request&) { return response_plan::redirect(301, "/b/third?x=1"); });
+  server.route("GET", "/b/third",
+               [](const request&) { return response_plan::redirect(307, "fourth"); });
   server.route("GET", "/b/fourth", [](const request& req) {
     return response_plan::text(200, "arrived " + req.target);
   });
@@ -555,9 +527,8 @@ TEST_CASE("http_client follows redirects through the hook") {
 TEST_CASE("http_client fails a redirect the hook refuses with its error") {
   http_server server;
   std::atomic<int> target_hits{0};
-  server.route("GET", "/from", [](const request&) {
-    return response_plan::redirect(302, "/forbidden");
-  });
+  server.route("GET", "/from",
+               [](const request&) { return response_plan::redirect(302, "/forbidden"); });
   server.route("GET", "/forbidden", [&target_hits](const request&) {
     ++target_hits;
     return response_plan::text(200, "secret");
@@ -580,9 +551,8 @@ TEST_CASE("http_client fails a redirect the hook refuses with its error") {
 
 TEST_CASE("http_client enforces the redirect limit") {
   http_server server;
-  server.route("GET", "/loop", [](const request&) {
-    return response_plan::redirect(302, "/loop");
-  });
+  server.route("GET", "/loop",
+               [](const request&) { return response_plan::redirect(302, "/loop"); });
   curl_http_client client{http_settings{}};
   auto req = get(server.url("/loop"));
   req.max_redirects = 3;
@@ -600,12 +570,10 @@ TEST_CASE("http_client enforces the redirect limit") {
 
 TEST_CASE("http_client refuses redirects to other schemes") {
   http_server server;
-  server.route("GET", "/ftp", [](const request&) {
-    return response_plan::redirect(302, "ftp://127.0.0.1/file");
-  });
-  server.route("GET", "/file", [](const request&) {
-    return response_plan::redirect(301, "file:///etc/passwd");
-  });
+  server.route("GET", "/ftp",
+               [](const request&) { return response_plan::redirect(302, "ftp://127.0.0.1/file"); });
+  server.route("GET", "/file",
+               [](const request&) { return response_plan::redirect(301, "file:///etc/passwd"); });
   curl_http_client client{http_settings{}};
   for (auto path : {"/ftp", "/file"}) {
     CAPTURE(path);
@@ -617,12 +585,10 @@ TEST_CASE("http_client refuses redirects to other schemes") {
 
 TEST_CASE("http_client switches POST to GET on 303 and keeps it on 307") {
   http_server server;
-  server.route("POST", "/submit303", [](const request&) {
-    return response_plan::redirect(303, "/result");
-  });
-  server.route("POST", "/submit307", [](const request&) {
-    return response_plan::redirect(307, "/result");
-  });
+  server.route("POST", "/submit303",
+               [](const request&) { return response_plan::redirect(303, "/result"); });
+  server.route("POST", "/submit307",
+               [](const request&) { return response_plan::redirect(307, "/result"); });
   server.route("*", "/result", [](const request& req) {
     return response_plan::text(200, req.method + " " + req.body);
   });
@@ -639,17 +605,14 @@ TEST_CASE("http_client drops credentials on cross-origin redirects") {
   http_server first;
   http_server second;
   auto auth_of = [](const request& req) {
-    return response_plan::text(200,
-                               req.header("Authorization").value_or("none"));
+    return response_plan::text(200, req.header("Authorization").value_or("none"));
   };
   second.route("GET", "/land", auth_of);
   first.route("GET", "/land", auth_of);
   first.route("GET", "/away", [&second](const request&) {
     return response_plan::redirect(302, second.url("/land"));
   });
-  first.route("GET", "/stay", [](const request&) {
-    return response_plan::redirect(302, "/land");
-  });
+  first.route("GET", "/stay", [](const request&) { return response_plan::redirect(302, "/land"); });
   curl_http_client client{http_settings{}};
   auto req = get(first.url("/away"));
   req.headers.emplace_back("Authorization", "Bearer k");
@@ -662,8 +625,7 @@ TEST_CASE("http_client drops credentials on cross-origin redirects") {
 
 TEST_CASE("http_client's connect hook sees the address and can refuse it") {
   http_server server;
-  server.route("GET", "/x",
-               [](const request&) { return response_plan::text(200, "x"); });
+  server.route("GET", "/x", [](const request&) { return response_plan::text(200, "x"); });
   curl_http_client client{http_settings{}};
   std::vector<std::pair<std::string, uint16_t>> seen;
   auto req = get(server.url("/x"));
@@ -687,18 +649,15 @@ TEST_CASE("http_client's connect hook sees the address and can refuse it") {
   CHECK(server.connections_accepted() == 1);
   CHECK(server.requests_served() == 1);
   // An accepting hook lets the request through.
-  req.on_connect
-    = [](std::string_view, uint16_t) { return std::optional<sdk::error>{}; };
+  req.on_connect = [](std::string_view, uint16_t) { return std::optional<sdk::error>{}; };
   CHECK(fetch(client, req).body == "x");
 }
 
 TEST_CASE("http_client cancels a request mid-stream exactly once") {
   http_server server;
-  server.route("GET", "/endless", [](const request&) {
-    return response_plan{200}.chunked().send("head").stall();
-  });
-  server.route("GET", "/ping",
-               [](const request&) { return response_plan::text(200, "pong"); });
+  server.route("GET", "/endless",
+               [](const request&) { return response_plan{200}.chunked().send("head").stall(); });
+  server.route("GET", "/ping", [](const request&) { return response_plan::text(200, "pong"); });
   curl_http_client client{http_settings{}};
   auto sink = std::make_shared<recording_sink>();
   auto call = client.start(get(server.url("/endless")), sink);
@@ -716,8 +675,7 @@ TEST_CASE("http_client cancels a request mid-stream exactly once") {
 
 TEST_CASE("http_client ignores cancel after completion") {
   http_server server;
-  server.route("GET", "/ping",
-               [](const request&) { return response_plan::text(200, "pong"); });
+  server.route("GET", "/ping", [](const request&) { return response_plan::text(200, "pong"); });
   curl_http_client client{http_settings{}};
   auto sink = std::make_shared<recording_sink>();
   auto call = client.start(get(server.url("/ping")), sink);
@@ -762,8 +720,8 @@ TEST_CASE("http_client runs 500 concurrent requests on few threads") {
   http_server server;
   server.route("GET", "/item", [](const request& req) {
     auto i = req.param_int("i", -1);
-    return response_plan{200}.delay(100ms).send("item-" + std::to_string(i)
-                                                + "-" + std::string(200, 'p'));
+    return response_plan{200}.delay(100ms).send("item-" + std::to_string(i) + "-"
+                                                + std::string(200, 'p'));
   });
   http_settings settings;
   settings.max_connections = 600;
@@ -786,8 +744,7 @@ TEST_CASE("http_client runs 500 concurrent requests on few threads") {
     REQUIRE(sinks[i]->wait_complete());
     CHECK_FALSE(sinks[i]->failure);
     CHECK(sinks[i]->complete_count() == 1);
-    CHECK(sinks[i]->body
-          == "item-" + std::to_string(i) + "-" + std::string(200, 'p'));
+    CHECK(sinks[i]->body == "item-" + std::to_string(i) + "-" + std::string(200, 'p'));
   }
   CHECK(max_threads < 20);
   // The requests really ran side by side.
@@ -813,15 +770,13 @@ TEST_CASE("http_client reuses keep-alive connections") {
   CHECK(client.stats().easy_handles_created == 1);
   std::lock_guard<std::mutex> guard{mtx};
   REQUIRE(connections.size() == 10);
-  CHECK(std::count(connections.begin(), connections.end(), connections[0])
-        == 10);
+  CHECK(std::count(connections.begin(), connections.end(), connections[0]) == 10);
 }
 
 TEST_CASE("http_client shutdown cancels requests in flight") {
   http_server server;
-  server.route("GET", "/hang", [](const request&) {
-    return response_plan{200}.chunked().send("x").stall();
-  });
+  server.route("GET", "/hang",
+               [](const request&) { return response_plan{200}.chunked().send("x").stall(); });
   curl_http_client client{http_settings{}};
   std::vector<std::shared_ptr<recording_sink>> sinks;
   for (int i = 0; i < 20; ++i) {
@@ -853,9 +808,7 @@ TEST_CASE("http_server answers unknown paths with 404") {
   auto result = fetch(client, get(server.url("/nowhere")));
   CHECK_FALSE(result.failure);
   CHECK(result.status == 404);
-  server.fallback([](const request& req) {
-    return response_plan::text(410, "gone " + req.path);
-  });
+  server.fallback([](const request& req) { return response_plan::text(410, "gone " + req.path); });
   result = fetch(client, get(server.url("/nowhere")));
   CHECK(result.status == 410);
   CHECK(result.body == "gone /nowhere");
@@ -866,10 +819,9 @@ TEST_CASE("http_server serves pipelined requests and honours close") {
   server.route("GET", "/n", [](const request& req) {
     return response_plan::text(200, "n=" + req.param("v").value_or("?"));
   });
-  auto reply
-    = raw_exchange(server.port(), "GET /n?v=1 HTTP/1.1\r\nHost: x\r\n\r\n"
-                                  "GET /n?v=2 HTTP/1.1\r\nHost: x\r\n"
-                                  "Connection: close\r\n\r\n");
+  auto reply = raw_exchange(server.port(), "GET /n?v=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+                                           "GET /n?v=2 HTTP/1.1\r\nHost: x\r\n"
+                                           "Connection: close\r\n\r\n");
   CHECK(count_of(reply, "HTTP/1.1 200 OK\r\n") == 2);
   CHECK(reply.find("n=1") < reply.find("n=2"));
   CHECK(reply.find("n=2") != std::string::npos);
@@ -923,7 +875,6 @@ TEST_CASE("http_server keeps streaming to several slow readers") {
     REQUIRE(sinks[i]->wait_complete());
     CHECK_FALSE(sinks[i]->failure);
     CHECK(sinks[i]->body.size() == size);
-    CHECK(sinks[i]->body.find_first_not_of(static_cast<char>('a' + i))
-          == std::string::npos);
+    CHECK(sinks[i]->body.find_first_not_of(static_cast<char>('a' + i)) == std::string::npos);
   }
 }

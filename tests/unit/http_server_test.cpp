@@ -112,8 +112,7 @@ reply curl_fetch(const curl_request& r) {
     curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
   if (r.body) {
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, r.body->data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
-                     static_cast<curl_off_t>(r.body->size()));
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body->size()));
   }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_to_string);
@@ -135,8 +134,7 @@ reply curl_fetch(const curl_request& r) {
   return out;
 }
 
-reply curl_get(uint16_t port, const std::string& path,
-               std::vector<std::string> headers = {}) {
+reply curl_get(uint16_t port, const std::string& path, std::vector<std::string> headers = {}) {
   curl_request r;
   r.url = "http://127.0.0.1:" + std::to_string(port) + path;
   r.headers = std::move(headers);
@@ -329,9 +327,7 @@ TEST_CASE("http server: the router answers 404 and 405 with Allow, and fills par
   r.add("GET", "/assets/{file*}", [](http::request& req, auto res) {
     res->respond(http::json_response(200, {{"file", req.param("file")}}));
   });
-  r.add("GET", "/boom", [](http::request&, auto) -> void {
-    throw std::runtime_error("kaput");
-  });
+  r.add("GET", "/boom", [](http::request&, auto) -> void { throw std::runtime_error("kaput"); });
   auto srv = start(test_options(), r.as_handler());
   auto port = srv->port();
 
@@ -399,8 +395,8 @@ TEST_CASE("http server: requests carry decoded paths, queries and headers") {
 TEST_CASE("http server: bad paths are answered 400") {
   auto srv = start(test_options(), echo);
   for (const char* target :
-       {"/a/../etc/passwd", "/a/%2e%2e/b", "/..", "/./x", "/a%00b", "/%C3%28", "/%zz",
-        "/a%", "http://example.com/", "/x?q=%ff", "/x?q=%00", "/a\\..\\b"}) {
+       {"/a/../etc/passwd", "/a/%2e%2e/b", "/..", "/./x", "/a%00b", "/%C3%28", "/%zz", "/a%",
+        "http://example.com/", "/x?q=%ff", "/x?q=%00", "/a\\..\\b"}) {
     CAPTURE(target);
     raw_client c{srv->port()};
     REQUIRE(c.send(std::string{"GET "} + target + " HTTP/1.1\r\nHost: x\r\n\r\n"));
@@ -413,10 +409,10 @@ TEST_CASE("http server: bad paths are answered 400") {
 
 TEST_CASE("http server: a malformed request is answered 400 and closed") {
   auto srv = start(test_options(), echo);
-  for (const char* bytes : {"GARBAGE\r\n\r\n", "GET / HTTP/9.9\r\n\r\n",
-                            "GET / HTTP/1.1\r\nBad Header\r\n\r\n",
-                            "GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n",
-                            "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"}) {
+  for (const char* bytes :
+       {"GARBAGE\r\n\r\n", "GET / HTTP/9.9\r\n\r\n", "GET / HTTP/1.1\r\nBad Header\r\n\r\n",
+        "GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"}) {
     CAPTURE(bytes);
     raw_client c{srv->port()};
     REQUIRE(c.send(bytes));
@@ -660,8 +656,8 @@ reply raw_request(uint16_t port, const std::string& head) {
 // CR LF).
 reply ask(uint16_t port, std::string_view method, const std::string& fields,
           std::string_view path = "/x") {
-  return raw_request(port, std::string{method} + " " + std::string{path} + " HTTP/1.1\r\n"
-                             + fields + "Content-Length: 0\r\n\r\n");
+  return raw_request(port, std::string{method} + " " + std::string{path} + " HTTP/1.1\r\n" + fields
+                             + "Content-Length: 0\r\n\r\n");
 }
 
 std::string error_code_of(const reply& r) {
@@ -698,12 +694,10 @@ TEST_CASE("http server: host check: without a token only Hosts naming the server
   // Every path and method, the page and the probes included.
   for (auto path : {"/", "/healthz", "/metrics", "/v1/research", "/v1/chat/completions"})
     CHECK(ask(port, "GET", "Host: attacker.example:" + p + "\r\n", path).status == 403);
-  CHECK(ask(port, "DELETE", "Host: attacker.example:" + p + "\r\n", "/v1/research/q1")
-          .status
+  CHECK(ask(port, "DELETE", "Host: attacker.example:" + p + "\r\n", "/v1/research/q1").status
         == 403);
   CHECK(ask(port, "GET", "Host: attacker.example\r\n").status == 403);
-  CHECK(ask(port, "GET", "Host: 127.0.0.1:" + std::to_string(port == 65535 ? 1 : port + 1)
-                           + "\r\n")
+  CHECK(ask(port, "GET", "Host: 127.0.0.1:" + std::to_string(port == 65535 ? 1 : port + 1) + "\r\n")
           .status
         == 403);
   // Without a port a Host means port 80 (not this server's).
@@ -716,8 +710,7 @@ TEST_CASE("http server: host check: without a token only Hosts naming the server
   auto old = raw_request(port, "GET /x HTTP/1.0\r\n\r\n");
   CHECK(old.status == 403);
   CHECK(error_code_of(old) == "forbidden");
-  CHECK(raw_request(port, "GET /x HTTP/1.0\r\nHost: localhost:" + p + "\r\n\r\n").status
-        == 200);
+  CHECK(raw_request(port, "GET /x HTTP/1.0\r\nHost: localhost:" + p + "\r\n\r\n").status == 200);
   // HTTP/1.1 without Host stays a framing error.
   CHECK(raw_request(port, "GET /x HTTP/1.1\r\n\r\n").status == 400);
 
@@ -733,8 +726,8 @@ TEST_CASE("http server: host check: without a token only Hosts naming the server
   REQUIRE(second);
   CHECK(second->status == 200);
   raw_client b{port};
-  REQUIRE(b.send("POST /x HTTP/1.1\r\nHost: evil.example:" + p
-                 + "\r\nContent-Length: 5\r\n\r\nhello"));
+  REQUIRE(
+    b.send("POST /x HTTP/1.1\r\nHost: evil.example:" + p + "\r\nContent-Length: 5\r\n\r\nhello"));
   auto refused = b.read_response();
   REQUIRE(refused);
   CHECK(refused->status == 403);
@@ -760,31 +753,28 @@ TEST_CASE("http server: host check: further Hosts come from allowed_hosts") {
   CHECK(ask(port, "GET", "Host: localhost:" + p + "\r\n").status == 200);
   CHECK(ask(port, "GET", "Host: other.lan:" + p + "\r\n").status == 403);
   // ... and their pages may post.
-  CHECK(ask(port, "POST", "Host: localhost:" + p + "\r\nOrigin: http://quarry.lan:" + p + "\r\n")
-          .status
-        == 200);
-  CHECK(ask(port, "POST", "Host: localhost:" + p + "\r\nOrigin: http://plain\r\n").status
-        == 200);
+  CHECK(
+    ask(port, "POST", "Host: localhost:" + p + "\r\nOrigin: http://quarry.lan:" + p + "\r\n").status
+    == 200);
+  CHECK(ask(port, "POST", "Host: localhost:" + p + "\r\nOrigin: http://plain\r\n").status == 200);
 
-  for (std::string bad : {"", "a b", "http://quarry.lan", "quarry.lan/x", "quarry.lan:99999",
-                          "::1", "user@host"}) {
+  for (std::string bad :
+       {"", "a b", "http://quarry.lan", "quarry.lan/x", "quarry.lan:99999", "::1", "user@host"}) {
     CAPTURE(bad);
     auto o = host_check_options();
     o.allowed_hosts = {bad};
     auto refused = http::server::start(o, echo);
     REQUIRE(std::holds_alternative<sdk::error>(refused));
-    CHECK(std::get<sdk::error>(refused).message.find("server.allowed_hosts: '" + bad + "'")
-          == 0);
+    CHECK(std::get<sdk::error>(refused).message.find("server.allowed_hosts: '" + bad + "'") == 0);
   }
-  for (std::string bad : {"localhost:3000", "http://x/path", "null", "ftp://x", "http://",
-                          "http://u@x"}) {
+  for (std::string bad :
+       {"localhost:3000", "http://x/path", "null", "ftp://x", "http://", "http://u@x"}) {
     CAPTURE(bad);
     auto o = host_check_options();
     o.allowed_origins = {bad};
     auto refused = http::server::start(o, echo);
     REQUIRE(std::holds_alternative<sdk::error>(refused));
-    CHECK(std::get<sdk::error>(refused).message.find("server.allowed_origins: '" + bad + "'")
-          == 0);
+    CHECK(std::get<sdk::error>(refused).message.find("server.allowed_origins: '" + bad + "'") == 0);
   }
 }
 
@@ -800,19 +790,18 @@ TEST_CASE("http server: host check: requests that change state need an allowed O
     CAPTURE(method);
     // No Origin: a client that is not a browser.
     CHECK(ask(port, method, host).status == 200);
-    for (const auto& ok : {"http://127.0.0.1:" + p, "http://localhost:" + p, "http://[::1]:" + p,
-                           std::string{"http://localhost:3000"},
-                           std::string{"https://quarry.example"},
-                           std::string{"https://quarry.example:443"},
-                           std::string{"http://127.0.0.1:5173"}}) {
+    for (const auto& ok :
+         {"http://127.0.0.1:" + p, "http://localhost:" + p, "http://[::1]:" + p,
+          std::string{"http://localhost:3000"}, std::string{"https://quarry.example"},
+          std::string{"https://quarry.example:443"}, std::string{"http://127.0.0.1:5173"}}) {
       CAPTURE(ok);
       CHECK(ask(port, method, host + "Origin: " + ok + "\r\n").status == 200);
     }
-    for (const auto& bad : {std::string{"http://evil.example"}, std::string{"null"},
-                            "https://127.0.0.1:" + p, "http://127.0.0.1:" + p + "0",
-                            std::string{"http://localhost"}, std::string{"http://quarry.example"},
-                            std::string{"http://localhost:3001"}, std::string{""},
-                            std::string{"garbage"}}) {
+    for (const auto& bad :
+         {std::string{"http://evil.example"}, std::string{"null"}, "https://127.0.0.1:" + p,
+          "http://127.0.0.1:" + p + "0", std::string{"http://localhost"},
+          std::string{"http://quarry.example"}, std::string{"http://localhost:3001"},
+          std::string{""}, std::string{"garbage"}}) {
       CAPTURE(bad);
       auto r = ask(port, method, host + "Origin: " + bad + "\r\n");
       CHECK(r.status == 403);
@@ -835,8 +824,7 @@ TEST_CASE("http server: host check: requests that change state need an allowed O
   CHECK(curl_fetch(head).status == 200);
   CHECK(ask(port, "OPTIONS", host + "Origin: http://evil.example\r\n").status == 200);
   // A right Origin does not make up for a wrong Host.
-  CHECK(ask(port, "POST", "Host: evil.example:" + p + "\r\nOrigin: http://127.0.0.1:" + p
-                            + "\r\n")
+  CHECK(ask(port, "POST", "Host: evil.example:" + p + "\r\nOrigin: http://127.0.0.1:" + p + "\r\n")
           .status
         == 403);
 }
@@ -857,13 +845,12 @@ TEST_CASE("http server: host check: with a token neither Host nor Origin is chec
         == 401);
   CHECK(ask(port, "GET", "Host: attacker.example\r\n", "/healthz").status == 200);
   CHECK(ask(port, "GET", "Host: quarry.example.com\r\n" + bearer, "/v1/research").status == 200);
-  CHECK(ask(port, "POST", "Host: quarry.example.com\r\nOrigin: https://quarry.example.com\r\n"
-                            + bearer,
+  CHECK(ask(port, "POST",
+            "Host: quarry.example.com\r\nOrigin: https://quarry.example.com\r\n" + bearer,
             "/v1/research")
           .status
         == 200);
-  CHECK(ask(port, "POST", "Host: 127.0.0.1:" + p + "\r\nOrigin: null\r\n" + bearer).status
-        == 200);
+  CHECK(ask(port, "POST", "Host: 127.0.0.1:" + p + "\r\nOrigin: null\r\n" + bearer).status == 200);
 }
 
 TEST_CASE("http server: keep-alive serves several requests on one connection") {
@@ -1131,8 +1118,7 @@ TEST_CASE("http server: stop ends open streams and answers waiting requests") {
   CHECK(srv->stopping());
   for (auto* c : {&a, &b}) {
     CHECK(c->read_until_closed());
-    CHECK(c->data().find("event: end\ndata: {\"state\":\"interrupted\"}\n\n")
-          != std::string::npos);
+    CHECK(c->data().find("event: end\ndata: {\"state\":\"interrupted\"}\n\n") != std::string::npos);
   }
   auto r = w.read_response();
   REQUIRE(r);
@@ -1144,7 +1130,7 @@ TEST_CASE("http server: stop ends open streams and answers waiting requests") {
   // Answers and streams that outlive the stop do nothing.
   {
     std::lock_guard<std::mutex> guard{mtx};
-    (void) waiting->respond(http::json_response(200, {})); // dropped
+    (void)waiting->respond(http::json_response(200, {})); // dropped
     CHECK_FALSE(streams[0]->send("1", "packet", "x"));
     CHECK(streams[0]->closed());
   }
@@ -1286,8 +1272,8 @@ TEST_CASE("http server: 200 parallel clients are all answered") {
 namespace {
 
 // The second request of every smuggling attempt.
-constexpr std::string_view smuggled_request =
-  "GET /smuggled HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+constexpr std::string_view smuggled_request
+  = "GET /smuggled HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
 
 // A server that counts the requests for /smuggled and otherwise answers with
 // what it saw: method, path, body, and the names of the header fields.
@@ -1296,17 +1282,14 @@ struct framing_server {
   std::unique_ptr<http::server> srv;
 
   framing_server() {
-    srv = start(test_options(), [this](http::request req,
-                                       std::shared_ptr<http::responder> res) {
+    srv = start(test_options(), [this](http::request req, std::shared_ptr<http::responder> res) {
       if (req.path == "/smuggled")
         ++smuggled;
       nlohmann::json names = nlohmann::json::array();
       for (const auto& [name, value] : req.headers)
         names.push_back(name);
-      res->respond(http::json_response(200, {{"method", req.method},
-                                             {"path", req.path},
-                                             {"body", req.body},
-                                             {"headers", names}}));
+      res->respond(http::json_response(
+        200, {{"method", req.method}, {"path", req.path}, {"body", req.body}, {"headers", names}}));
     });
   }
 
@@ -1330,10 +1313,10 @@ TEST_CASE("http server: framing: a Transfer-Encoding not ending in chunked is 40
   // RFC 9112 section 6.3: the body length cannot be known. Beast read such a
   // head as one without a body and ran the bytes after it as a request.
   framing_server s;
-  for (const char* coding : {"gzip", "identity", "chunked, identity", "chunked, gzip",
-                             "xchunked", "chunked-x", ""})
-    s.check_refused(std::string{"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "}
-                    + coding + "\r\n\r\n");
+  for (const char* coding :
+       {"gzip", "identity", "chunked, identity", "chunked, gzip", "xchunked", "chunked-x", ""})
+    s.check_refused(std::string{"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "} + coding
+                    + "\r\n\r\n");
   // The codings of all Transfer-Encoding fields form one list.
   s.check_refused("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
                   "Transfer-Encoding: gzip\r\n\r\n");
@@ -1345,10 +1328,11 @@ TEST_CASE("http server: framing: unknown transfer codings are 400 and closed") {
   framing_server s;
   const std::string body = "5\r\nhello\r\n0\r\n\r\n";
   for (const char* coding : {"gzip, chunked", "foo, chunked", "chunked;ext=1"})
-    s.check_refused(std::string{"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "}
-                    + coding + "\r\n\r\n" + body);
+    s.check_refused(std::string{"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "} + coding
+                    + "\r\n\r\n" + body);
   s.check_refused("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n"
-                  "Transfer-Encoding: chunked\r\n\r\n" + body);
+                  "Transfer-Encoding: chunked\r\n\r\n"
+                  + body);
 }
 
 TEST_CASE("http server: framing: chunked applied more than once is 400 and closed") {
@@ -1379,12 +1363,11 @@ TEST_CASE("http server: framing: differing or invalid Content-Length values are 
   framing_server s;
   for (const char* fields :
        {"Content-Length: 5\r\nContent-Length: 6", "Content-Length: 5, 6",
-        "Content-Length: 0\r\nContent-Length: 0, 1", "Content-Length: +5",
-        "Content-Length: -1", "Content-Length: 1 0", "Content-Length: 0x5",
-        "Content-Length: 5a", "Content-Length: ", "Content-Length: 5,",
-        "Content-Length: 18446744073709551616", "Content-Length: 99999999999999999999999"})
-    s.check_refused(std::string{"POST /upload HTTP/1.1\r\nHost: x\r\n"} + fields
-                    + "\r\n\r\nhello");
+        "Content-Length: 0\r\nContent-Length: 0, 1", "Content-Length: +5", "Content-Length: -1",
+        "Content-Length: 1 0", "Content-Length: 0x5", "Content-Length: 5a",
+        "Content-Length: ", "Content-Length: 5,", "Content-Length: 18446744073709551616",
+        "Content-Length: 99999999999999999999999"})
+    s.check_refused(std::string{"POST /upload HTTP/1.1\r\nHost: x\r\n"} + fields + "\r\n\r\nhello");
 }
 
 TEST_CASE("http server: framing: obsolete line folding is 400 and closed") {

@@ -69,8 +69,7 @@ TEST_CASE("llm_json round-trips results and errors") {
 }
 
 TEST_CASE("llm_json parses every errc name and rejects unknown ones") {
-  for (int i = static_cast<int>(sdk::errc_first);
-       i <= static_cast<int>(sdk::errc_last); ++i) {
+  for (int i = static_cast<int>(sdk::errc_first); i <= static_cast<int>(sdk::errc_last); ++i) {
     auto code = static_cast<sdk::errc>(i);
     CHECK(core::parse_errc(sdk::to_string(code)) == code);
   }
@@ -95,9 +94,9 @@ TEST_CASE("llm_json reads tool definitions in both formats") {
         == std::string{"expected a JSON array of tool definitions"});
   CHECK(core::parse_tool_definitions(nlohmann::json::parse(R"([{"x": 1}])"), bad)
         == std::string{"tool 0: missing \"name\""});
-  CHECK(core::parse_tool_definitions(
-          nlohmann::json::parse(R"([{"name": "a", "parameters": 3}])"), bad)
-        == std::string{"tool 0: \"parameters\" must be a JSON schema object"});
+  CHECK(
+    core::parse_tool_definitions(nlohmann::json::parse(R"([{"name": "a", "parameters": 3}])"), bad)
+    == std::string{"tool 0: \"parameters\" must be a JSON schema object"});
 }
 
 TEST_CASE("llm_json: errors honour the server's retry hint but never retry quota") {

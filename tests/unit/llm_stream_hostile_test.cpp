@@ -63,7 +63,8 @@ std::string openai_stream(const std::vector<std::string>& pieces) {
   for (const auto& p : pieces)
     out += "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\","
            "\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{"
-           "\"content\":\"" + p + "\"},\"finish_reason\":null}]}\n\n";
+           "\"content\":\""
+           + p + "\"},\"finish_reason\":null}]}\n\n";
   out += "data: {\"id\":\"chatcmpl-1\",\"model\":\"gpt-4o\",\"choices\":[{"
          "\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
          "data: [DONE]\n\n";
@@ -72,18 +73,18 @@ std::string openai_stream(const std::vector<std::string>& pieces) {
 
 // An Anthropic stream in the recorded format with text pieces given raw.
 std::string anthropic_stream(const std::vector<std::string>& pieces) {
-  std::string out =
-    "event: message_start\n"
-    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\","
-    "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude\","
-    "\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
-    "event: content_block_start\n"
-    "data: {\"type\":\"content_block_start\",\"index\":0,"
-    "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n";
+  std::string out = "event: message_start\n"
+                    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\","
+                    "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude\","
+                    "\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
+                    "event: content_block_start\n"
+                    "data: {\"type\":\"content_block_start\",\"index\":0,"
+                    "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n";
   for (const auto& p : pieces)
     out += "event: content_block_delta\n"
            "data: {\"type\":\"content_block_delta\",\"index\":0,"
-           "\"delta\":{\"type\":\"text_delta\",\"text\":\"" + p + "\"}}\n\n";
+           "\"delta\":{\"type\":\"text_delta\",\"text\":\""
+           + p + "\"}}\n\n";
   out += "event: content_block_stop\n"
          "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
          "event: message_delta\n"
@@ -105,7 +106,9 @@ std::string nested_arguments(size_t depth) {
 TEST_CASE("openai decoder repairs bytes that are not UTF-8 inside deltas") {
   // 0xFF, a truncated three-byte sequence (E2 82 before the closing quote),
   // and an encoded surrogate, each inside a delta; fed whole and byte by byte.
-  auto body = openai_stream({"a\xFF" "b", "euro \xE2\x82", "\xED\xA0\x80z"});
+  auto body = openai_stream({"a\xFF"
+                             "b",
+                             "euro \xE2\x82", "\xED\xA0\x80z"});
   for (size_t piece : {body.size(), size_t{1}}) {
     CAPTURE(piece);
     openai::stream_decoder dec;
@@ -113,8 +116,7 @@ TEST_CASE("openai decoder repairs bytes that are not UTF-8 inside deltas") {
     for (size_t i = 0; i < body.size(); i += piece)
       dec.feed(std::string_view{body}.substr(i, piece), out);
     REQUIRE(dec.current() == openai::stream_decoder::state::done);
-    auto expected = "a" + fffd + "b" + "euro " + fffd + fffd + fffd + fffd + fffd
-                    + "z";
+    auto expected = "a" + fffd + "b" + "euro " + fffd + fffd + fffd + fffd + fffd + "z";
     CHECK(out.text == expected);
     auto result = dec.result();
     CHECK(result.text == expected);
@@ -126,12 +128,12 @@ TEST_CASE("openai decoder repairs bytes that are not UTF-8 inside deltas") {
 }
 
 TEST_CASE("openai decoder repairs invalid UTF-8 in tool-call arguments and errors") {
-  std::string body =
-    "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
-    "\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"q\\\":\\\"x\xC3\"}}]}}]}\n\n"
-    "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
-    "\"function\":{\"arguments\":\"\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n"
-    "data: [DONE]\n\n";
+  std::string body
+    = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
+      "\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"q\\\":\\\"x\xC3\"}}]}}]}\n\n"
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
+      "\"function\":{\"arguments\":\"\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n"
+      "data: [DONE]\n\n";
   openai::stream_decoder dec;
   openai_collector out;
   REQUIRE(dec.feed(body, out) == openai::stream_decoder::state::done);
@@ -155,7 +157,9 @@ TEST_CASE("openai decoder repairs invalid UTF-8 in tool-call arguments and error
 }
 
 TEST_CASE("anthropic decoder repairs bytes that are not UTF-8 inside deltas") {
-  auto body = anthropic_stream({"a\xFF" "b", "euro \xE2\x82", "ok"});
+  auto body = anthropic_stream({"a\xFF"
+                                "b",
+                                "euro \xE2\x82", "ok"});
   for (size_t piece : {body.size(), size_t{1}}) {
     CAPTURE(piece);
     anth::stream_decoder dec;
@@ -185,7 +189,8 @@ TEST_CASE("stream decoders reject chunks nested 60,000 deep without crashing") {
     openai_collector out;
     std::string body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{"
                        "\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"f\","
-                       "\"arguments\":" + deep + "}}]}}]}\n\n";
+                       "\"arguments\":"
+                       + deep + "}}]}}]}\n\n";
     dec.feed(body, out);
     REQUIRE(dec.current() == openai::stream_decoder::state::failed);
     CHECK(dec.failure()->code == sdk::errc::invalid_response);
@@ -197,8 +202,10 @@ TEST_CASE("stream decoders reject chunks nested 60,000 deep without crashing") {
     openai_collector out;
     std::string body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{"
                        "\"index\":0,\"id\":\"c\",\"function\":{\"name\":\"f\","
-                       "\"arguments\":\"" + deep + "\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n"
-                       "data: [DONE]\n\n";
+                       "\"arguments\":\""
+                       + deep
+                       + "\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n"
+                         "data: [DONE]\n\n";
     REQUIRE(dec.feed(body, out) == openai::stream_decoder::state::done);
     CHECK(dec.result().tool_calls.at(0).arguments == deep);
   }
@@ -215,12 +222,12 @@ TEST_CASE("stream decoders reject chunks nested 60,000 deep without crashing") {
     anthropic_collector out;
     std::string body = "event: content_block_delta\n"
                        "data: {\"type\":\"content_block_delta\",\"index\":0,"
-                       "\"delta\":" + deep + "}\n\n";
+                       "\"delta\":"
+                       + deep + "}\n\n";
     dec.feed(body, out);
     REQUIRE(dec.assembler().state() == anth::stream_state::failed);
     CHECK(dec.assembler().failure()->code == sdk::errc::invalid_response);
-    CHECK(dec.assembler().failure()->message.find("nested deeper than")
-          != std::string::npos);
+    CHECK(dec.assembler().failure()->message.find("nested deeper than") != std::string::npos);
   }
 }
 
@@ -240,8 +247,7 @@ TEST_CASE("openai decoder tells a body that is not an event stream from a "
   }
   SUBCASE("a stream cut before its end") {
     openai::stream_decoder dec;
-    dec.feed("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n",
-             out);
+    dec.feed("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n", out);
     REQUIRE(dec.finish(out) == openai::stream_decoder::state::failed);
     CHECK(dec.failure()->code == sdk::errc::network);
   }
@@ -266,27 +272,26 @@ TEST_CASE("openai decoder ends a stream at finish reason plus usage without "
 }
 
 TEST_CASE("anthropic: a message_start for another message fails the stream") {
-  std::string start1 =
-    "event: message_start\n"
-    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":"
-    "\"claude\",\"content\":[],\"usage\":{\"input_tokens\":5}}}\n\n";
-  std::string tool_part =
-    "event: content_block_start\n"
-    "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":"
-    "{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"search\",\"input\":{}}}\n\n"
-    "event: content_block_delta\n"
-    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":"
-    "{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"q\\\": \\\"heat pu\"}}\n\n";
-  std::string rest =
-    "event: content_block_delta\n"
-    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":"
-    "{\"type\":\"input_json_delta\",\"partial_json\":\"mps\\\"}\"}}\n\n"
-    "event: content_block_stop\n"
-    "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
-    "event: message_delta\n"
-    "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"}}\n\n"
-    "event: message_stop\n"
-    "data: {\"type\":\"message_stop\"}\n\n";
+  std::string start1 = "event: message_start\n"
+                       "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":"
+                       "\"claude\",\"content\":[],\"usage\":{\"input_tokens\":5}}}\n\n";
+  std::string tool_part
+    = "event: content_block_start\n"
+      "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":"
+      "{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"search\",\"input\":{}}}\n\n"
+      "event: content_block_delta\n"
+      "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":"
+      "{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"q\\\": \\\"heat pu\"}}\n\n";
+  std::string rest
+    = "event: content_block_delta\n"
+      "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":"
+      "{\"type\":\"input_json_delta\",\"partial_json\":\"mps\\\"}\"}}\n\n"
+      "event: content_block_stop\n"
+      "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+      "event: message_delta\n"
+      "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"}}\n\n"
+      "event: message_stop\n"
+      "data: {\"type\":\"message_stop\"}\n\n";
   SUBCASE("a different message") {
     auto start2 = start1;
     start2.replace(start2.find("msg_1"), 5, "msg_2");

@@ -69,20 +69,17 @@ std::unique_ptr<corpus_index> open_ok(const std::string& path) {
 
 // Writes the three documents of the sample corpus (and files to skip).
 void write_corpus(const test::temp_dir& dir) {
-  dir.write("docs/plants.md",
-            "# Plants\n\nIntro about gardens and soil.\n\n"
-            "## Photosynthesis\n\nChlorophyll absorbs light; photosynthesis "
-            "turns carbon dioxide and water into glucose.\n\n"
-            "## Roots\n\nRoots take up water and minerals.\n");
-  dir.write("docs/sub/rivers.txt",
-            "Rivers carry sediment to the sea. The delta of the Nile is "
-            "fertile.\n\nFloods renew the soil every year.\n");
-  dir.write("docs/sub/page.html",
-            "<html><head><title>Volcano &amp; Magma</title>"
-            "<style>p { color: red; }</style></head><body>"
-            "<script>var lava = 1;</script>"
-            "<h2>Eruptions</h2><p>Basalt lava flows from shield "
-            "volcanoes.</p><!-- comment obsidian --></body></html>");
+  dir.write("docs/plants.md", "# Plants\n\nIntro about gardens and soil.\n\n"
+                              "## Photosynthesis\n\nChlorophyll absorbs light; photosynthesis "
+                              "turns carbon dioxide and water into glucose.\n\n"
+                              "## Roots\n\nRoots take up water and minerals.\n");
+  dir.write("docs/sub/rivers.txt", "Rivers carry sediment to the sea. The delta of the Nile is "
+                                   "fertile.\n\nFloods renew the soil every year.\n");
+  dir.write("docs/sub/page.html", "<html><head><title>Volcano &amp; Magma</title>"
+                                  "<style>p { color: red; }</style></head><body>"
+                                  "<script>var lava = 1;</script>"
+                                  "<h2>Eruptions</h2><p>Basalt lava flows from shield "
+                                  "volcanoes.</p><!-- comment obsidian --></body></html>");
   dir.write("docs/paper.pdf", "%PDF-1.4 not really");
   dir.write("docs/image.png", "\x89PNG");
   dir.write("docs/.hidden/secret.md", "# Secret\n\nquasar\n");
@@ -91,8 +88,8 @@ void write_corpus(const test::temp_dir& dir) {
 } // namespace
 
 TEST_CASE("local_corpus splits passages on headings and paragraphs") {
-  auto text = "# Title\n\nFirst para.\n\nSecond para.\n\n## Part two\n\n"
-              + filler("alpha", 250) + "\n\n" + filler("beta", 300) + "\n";
+  auto text = "# Title\n\nFirst para.\n\nSecond para.\n\n## Part two\n\n" + filler("alpha", 250)
+              + "\n\n" + filler("beta", 300) + "\n";
   auto ps = split_passages(text, 2000);
   REQUIRE(ps.size() == 3);
   CHECK(ps[0].heading == "Title");
@@ -134,8 +131,7 @@ TEST_CASE("local_corpus cuts an overlong paragraph at whitespace") {
 
 TEST_CASE("local_corpus sanitises queries into quoted terms") {
   CHECK(sanitize_fts_query("heat pumps") == R"("heat" OR "pumps")");
-  CHECK(sanitize_fts_query(R"(NEAR("a" b) * -c (( ")")
-        == R"("NEAR" OR "a" OR "b" OR "c")");
+  CHECK(sanitize_fts_query(R"(NEAR("a" b) * -c (( ")") == R"("NEAR" OR "a" OR "b" OR "c")");
   CHECK(sanitize_fts_query("title:foo^ AND bar") == R"("title" OR "foo" OR "AND" OR "bar")");
   CHECK(sanitize_fts_query("").empty());
   CHECK(sanitize_fts_query("  \"\" * - ( ) : ^ ").empty());
@@ -202,9 +198,8 @@ TEST_CASE("local_corpus file URLs round-trip and refuse anything else") {
   CHECK(path_from_file_url("file://localhost/etc/hosts") == "/etc/hosts");
   CHECK(path_from_file_url("file:///a/../etc/hosts") == "/etc/hosts");
   CHECK(path_from_file_url("file:///a?x#y") == "/a");
-  for (auto bad : {"file://other.host/etc/hosts", "file:///a%2", "file:///a%zz",
-                   "file:///a%00b", "http://example.com/a", "/etc/hosts",
-                   "file:/etc/hosts", "file:///a b", ""}) {
+  for (auto bad : {"file://other.host/etc/hosts", "file:///a%2", "file:///a%zz", "file:///a%00b",
+                   "http://example.com/a", "/etc/hosts", "file:/etc/hosts", "file:///a b", ""}) {
     CAPTURE(bad);
     CHECK(path_from_file_url(bad).empty());
   }
@@ -316,8 +311,7 @@ TEST_CASE("local_corpus updates incrementally") {
     CHECK(r.added == 1);
     CHECK(r.removed == 0);
     REQUIRE(r.notes.size() == 1);
-    CHECK(r.notes[0] == "skipped " + png
-                          + ": not a Markdown, text, HTML or PDF file");
+    CHECK(r.notes[0] == "skipped " + png + ": not a Markdown, text, HTML or PDF file");
     CHECK(index->search("zeppelin", 5).hits.size() == 1);
   }
   SUBCASE("an update of another folder removes nothing") {
@@ -348,11 +342,26 @@ TEST_CASE("local_corpus hostile queries never error") {
   write_corpus(tmp);
   auto index = open_ok(tmp.file("corpus.db"));
   index->update({tmp.file("docs")});
-  const std::vector<std::string> queries{
-    "\"", "\"unbalanced", "NEAR(roots water)", "roots NEAR water", "*",
-    "water*", "(((", ")", "-", "-water", "", "   ", "AND", "OR NOT",
-    "heading:roots", "^roots", "{heading body}: water", "'; DROP TABLE x; --",
-    "\xFF\xFE broken utf8 \xC3", std::string(5000, '(')};
+  const std::vector<std::string> queries{"\"",
+                                         "\"unbalanced",
+                                         "NEAR(roots water)",
+                                         "roots NEAR water",
+                                         "*",
+                                         "water*",
+                                         "(((",
+                                         ")",
+                                         "-",
+                                         "-water",
+                                         "",
+                                         "   ",
+                                         "AND",
+                                         "OR NOT",
+                                         "heading:roots",
+                                         "^roots",
+                                         "{heading body}: water",
+                                         "'; DROP TABLE x; --",
+                                         "\xFF\xFE broken utf8 \xC3",
+                                         std::string(5000, '(')};
   for (const auto& q : queries) {
     CAPTURE(q);
     auto r = index->search(q, 10);
@@ -373,8 +382,7 @@ TEST_CASE("local_corpus refuses a file that is not its database") {
     auto opened = corpus_index::open(path);
     REQUIRE(opened.failure.has_value());
     CHECK(opened.index == nullptr);
-    CHECK(opened.failure->message.find("not a SQLite database")
-          != std::string::npos);
+    CHECK(opened.failure->message.find("not a SQLite database") != std::string::npos);
     CHECK(opened.failure->message.find(path) != std::string::npos);
     CHECK(slurp(path) == bytes);
     CHECK_FALSE(fs::exists(path + "-wal"));
@@ -392,15 +400,14 @@ TEST_CASE("local_corpus refuses a file that is not its database") {
     auto path = tmp.file("other.db");
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1);",
-                         nullptr, nullptr, nullptr)
-            == SQLITE_OK);
+    REQUIRE(
+      sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr)
+      == SQLITE_OK);
     sqlite3_close(db);
     auto bytes = slurp(path);
     auto opened = corpus_index::open(path);
     REQUIRE(opened.failure.has_value());
-    CHECK(opened.failure->message.find("another application")
-          != std::string::npos);
+    CHECK(opened.failure->message.find("another application") != std::string::npos);
     CHECK(slurp(path) == bytes);
   }
   SUBCASE("a newer schema") {
@@ -408,14 +415,11 @@ TEST_CASE("local_corpus refuses a file that is not its database") {
     open_ok(path).reset();
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr,
-                         nullptr)
-            == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
     auto opened = corpus_index::open(path);
     REQUIRE(opened.failure.has_value());
-    CHECK(opened.failure->message.find("schema version 99")
-          != std::string::npos);
+    CHECK(opened.failure->message.find("schema version 99") != std::string::npos);
   }
   SUBCASE("an empty file is set up") {
     auto path = tmp.write("empty.db", "");
@@ -433,8 +437,9 @@ namespace {
 std::string sentences(const std::string& word, int n) {
   std::string result = "<p>";
   for (int i = 0; i < n; ++i)
-    result += word + " is described here with enough words, commas, and "
-                     "detail. ";
+    result += word
+              + " is described here with enough words, commas, and "
+                "detail. ";
   return result + "</p>";
 }
 
@@ -463,16 +468,16 @@ TEST_CASE("local_corpus indexes PDF files") {
   CHECK(hits[0].path == fs::weakly_canonical(tmp.file("docs/geo.pdf")).string());
   auto doc = index->get_document(hits[0].document_id);
   REQUIRE(doc.has_value());
-  CHECK(doc->text == "Geothermal energy\nHeat from the crust drives turbines."
-                     "\n\nBinary cycle plants use isobutane.");
+  CHECK(doc->text
+        == "Geothermal energy\nHeat from the crust drives turbines."
+           "\n\nBinary cycle plants use isobutane.");
   // No Title metadata: the file name.
   auto tidal = index->search("lagoons", 5).hits;
   REQUIRE(tidal.size() == 1);
   CHECK(tidal[0].title == "untitled");
   CHECK(index->search("lost", 5).hits.empty());
   SUBCASE("a changed PDF is indexed again") {
-    tmp.write("docs/geo.pdf", test::make_pdf({"Fumaroles vent steam."},
-                                             "Geothermal Primer 2"));
+    tmp.write("docs/geo.pdf", test::make_pdf({"Fumaroles vent steam."}, "Geothermal Primer 2"));
     shift_mtime(tmp.file("docs/geo.pdf"), 30);
     auto again = index->update({tmp.file("docs")});
     CHECK(again.updated == 1);
@@ -509,18 +514,16 @@ TEST_CASE("local_corpus indexes the main content of HTML pages") {
   // Documentation-like: the scored main content keeps the first block only,
   // a quarter of the text (lists, definitions, code and a table are
   // dropped), so the whole page is indexed.
-  auto reference =
-    "<html><head><title>Reference</title></head><body><div><div><div>"
-    + sentences("alpha", 4) + "</div></div></div><ul><li>"
-    + sentences("bravo", 2) + "</li><li>" + sentences("charlie", 2)
-    + "</li></ul><ol><li>" + sentences("delta", 2) + "</li><li>"
-    + sentences("kappa", 2)
-    + "</li></ol><dl><dt>echo</dt><dd>foxtrot golf hotel india juliet "
-      "kilo lima mike november oscar papa</dd><dt>quebec</dt><dd>romeo "
-      "sierra tango uniform victor whiskey xray yankee zulu</dd></dl><pre>"
-      "widget_open widget_close widget_open widget_close widget_resize "
-      "widget_move</pre><table><tr><td>lumen</td><td>candela</td></tr><tr>"
-      "<td>lux</td><td>nit</td></tr></table></body></html>";
+  auto reference = "<html><head><title>Reference</title></head><body><div><div><div>"
+                   + sentences("alpha", 4) + "</div></div></div><ul><li>" + sentences("bravo", 2)
+                   + "</li><li>" + sentences("charlie", 2) + "</li></ul><ol><li>"
+                   + sentences("delta", 2) + "</li><li>" + sentences("kappa", 2)
+                   + "</li></ol><dl><dt>echo</dt><dd>foxtrot golf hotel india juliet "
+                     "kilo lima mike november oscar papa</dd><dt>quebec</dt><dd>romeo "
+                     "sierra tango uniform victor whiskey xray yankee zulu</dd></dl><pre>"
+                     "widget_open widget_close widget_open widget_close widget_resize "
+                     "widget_move</pre><table><tr><td>lumen</td><td>candela</td></tr><tr>"
+                     "<td>lux</td><td>nit</td></tr></table></body></html>";
   tmp.write("site/reference.htm", reference);
   {
     // The premise: main-content extraction alone would lose most of it.
@@ -531,10 +534,9 @@ TEST_CASE("local_corpus indexes the main content of HTML pages") {
     CHECK(main.size() * 3 < extract::html_to_text(reference).size());
   }
   // windows-1252 with a meta charset: decoded to UTF-8.
-  tmp.write("site/latin.html",
-            "<html><head><meta charset=\"windows-1252\">"
-            "<title>Caf\xE9</title></head><body><p>Cr\xE8me br\xFBl\xE9"
-            "e is served cold \x96 with caramel.</p></body></html>");
+  tmp.write("site/latin.html", "<html><head><meta charset=\"windows-1252\">"
+                               "<title>Caf\xE9</title></head><body><p>Cr\xE8me br\xFBl\xE9"
+                               "e is served cold \x96 with caramel.</p></body></html>");
   auto index = open_ok(tmp.file("corpus.db"));
   auto r = index->update({tmp.file("site")});
   REQUIRE_FALSE(r.failure.has_value());
@@ -555,8 +557,10 @@ TEST_CASE("local_corpus indexes the main content of HTML pages") {
   auto latin = index->search("creme brulee", 5).hits;
   REQUIRE(latin.size() == 1);
   CHECK(latin[0].title == "Caf\xC3\xA9");
-  CHECK(latin[0].text == "Cr\xC3\xA8me br\xC3\xBBl\xC3\xA9" "e is served "
-                         "cold \xE2\x80\x93 with caramel.");
+  CHECK(latin[0].text
+        == "Cr\xC3\xA8me br\xC3\xBBl\xC3\xA9"
+           "e is served "
+           "cold \xE2\x80\x93 with caramel.");
 }
 
 TEST_CASE("local_corpus never leaves the folder being indexed") {
@@ -590,9 +594,7 @@ TEST_CASE("local_corpus never leaves the folder being indexed") {
   auto notes = join_notes(r.notes);
   CAPTURE(notes);
   auto has_note = [&](const std::string& text) {
-    return std::any_of(r.notes.begin(), r.notes.end(), [&](const auto& n) {
-      return n == text;
-    });
+    return std::any_of(r.notes.begin(), r.notes.end(), [&](const auto& n) { return n == text; });
   };
   CHECK(has_note("skipped " + docs + "/secret.txt: a symbolic link to "
                  + fs::canonical(tmp.file("outside/secret.txt")).string()
@@ -600,9 +602,10 @@ TEST_CASE("local_corpus never leaves the folder being indexed") {
   CHECK(has_note("skipped " + docs + "/folder: a symbolic link to "
                  + fs::canonical(tmp.file("outside/folder")).string()
                  + ", outside the folder being indexed (" + docs + ")"));
-  CHECK(has_note("skipped " + docs + "/passwd.txt: a symbolic link to "
-                 "/etc/passwd, outside the folder being indexed (" + docs
-                 + ")"));
+  CHECK(has_note("skipped " + docs
+                 + "/passwd.txt: a symbolic link to "
+                   "/etc/passwd, outside the folder being indexed ("
+                 + docs + ")"));
   CHECK(has_note("skipped " + docs + "/broken.md: a broken symbolic link"));
   CHECK(index->search("ultraviolet", 5).hits.empty());
   CHECK(index->search("root", 5).hits.empty());
@@ -615,8 +618,7 @@ TEST_CASE("local_corpus never leaves the folder being indexed") {
   // A link to a file inside the folder that the walk does not reach itself
   // (a hidden folder) indexes that file under its own path.
   tmp.write("docs/.drafts/draft.md", "# Draft\n\nquasar\n");
-  fs::create_symlink(tmp.file("docs/.drafts/draft.md"),
-                     tmp.file("docs/draft.md"));
+  fs::create_symlink(tmp.file("docs/.drafts/draft.md"), tmp.file("docs/draft.md"));
   r = index->update({tmp.file("docs")});
   CHECK(r.added == 1);
   CHECK(index->find_document(docs + "/.drafts/draft.md").has_value());
@@ -627,8 +629,7 @@ TEST_CASE("local_corpus skips FIFOs, files over the caps and binary text") {
   auto docs = fs::canonical(tmp.path()).string() + "/docs";
   tmp.write("docs/ok.md", "# Fine\n\nzeppelin\n");
   REQUIRE(::mkfifo(tmp.file("docs/pipe.md").c_str(), 0600) == 0);
-  tmp.write("docs/big.html", "<html><body><p>" + std::string(2000, 'x')
-                               + "</p></body></html>");
+  tmp.write("docs/big.html", "<html><body><p>" + std::string(2000, 'x') + "</p></body></html>");
   tmp.write("docs/big.pdf", "%PDF-1.4\n" + std::string(3000, 'x'));
   std::string noise;
   uint32_t x = 7;
@@ -637,9 +638,8 @@ TEST_CASE("local_corpus skips FIFOs, files over the caps and binary text") {
     noise += static_cast<char>((x >> 16) & 0xFF);
   }
   tmp.write("docs/random.txt", noise);
-  tmp.write("docs/controls.txt",
-            "Dirty\x07 text with \xFF bad bytes,\r\nan escape\x1B[2J and "
-            "\xC2\x9B C1 controls about a zeppelin.\n");
+  tmp.write("docs/controls.txt", "Dirty\x07 text with \xFF bad bytes,\r\nan escape\x1B[2J and "
+                                 "\xC2\x9B C1 controls about a zeppelin.\n");
   update_options caps;
   caps.max_html_bytes = 1000;
   caps.max_pdf_bytes = 2000;
@@ -651,23 +651,23 @@ TEST_CASE("local_corpus skips FIFOs, files over the caps and binary text") {
   CHECK(r.added == 2);
   CHECK(r.skipped == 4);
   auto has_note = [&](const std::string& text) {
-    return std::any_of(r.notes.begin(), r.notes.end(), [&](const auto& n) {
-      return n == text;
-    });
+    return std::any_of(r.notes.begin(), r.notes.end(), [&](const auto& n) { return n == text; });
   };
+  CHECK(has_note("skipped " + docs + "/pipe.md: is not a regular file (a FIFO)"));
   CHECK(has_note("skipped " + docs
-                 + "/pipe.md: is not a regular file (a FIFO)"));
-  CHECK(has_note("skipped " + docs + "/big.html: is too large: more than "
-                 "1000 bytes, the maximum size of HTML and text files (the "
-                 "open_url option max_html_size)"));
-  CHECK(has_note("skipped " + docs + "/big.pdf: is too large: more than "
-                 "2000 bytes, the maximum size of PDF files (the open_url "
-                 "option max_pdf_size)"));
+                 + "/big.html: is too large: more than "
+                   "1000 bytes, the maximum size of HTML and text files (the "
+                   "open_url option max_html_size)"));
+  CHECK(has_note("skipped " + docs
+                 + "/big.pdf: is too large: more than "
+                   "2000 bytes, the maximum size of PDF files (the open_url "
+                   "option max_pdf_size)"));
   CHECK(has_note("skipped " + docs + "/random.txt: binary data, not text"));
   auto doc = index->find_document(docs + "/controls.txt");
   REQUIRE(doc.has_value());
-  CHECK(doc->text == "Dirty text with \xEF\xBF\xBD bad bytes,\nan escape[2J "
-                     "and  C1 controls about a zeppelin.\n");
+  CHECK(doc->text
+        == "Dirty text with \xEF\xBF\xBD bad bytes,\nan escape[2J "
+           "and  C1 controls about a zeppelin.\n");
   // A file indexed before it grew over the cap is removed.
   tmp.write("docs/ok.md", "# Fine\n\n" + std::string(1500, 'z'));
   shift_mtime(tmp.file("docs/ok.md"), 30);
@@ -679,8 +679,7 @@ TEST_CASE("local_corpus skips FIFOs, files over the caps and binary text") {
   r = index->update({tmp.file("docs/pipe.md")}, caps);
   CHECK(r.skipped == 1);
   REQUIRE(r.notes.size() == 1);
-  CHECK(r.notes[0] == "skipped " + docs
-                        + "/pipe.md: is not a regular file (a FIFO)");
+  CHECK(r.notes[0] == "skipped " + docs + "/pipe.md: is not a regular file (a FIFO)");
 }
 
 TEST_CASE("local_corpus: connections that create a new database at once all "

@@ -23,16 +23,14 @@ namespace fs = std::filesystem;
 namespace {
 
 // The error of reading `path`, or a failed check when it was read.
-sdk::error read_error(const std::string& path,
-                      const fetch::local_file_limits& limits = {}) {
+sdk::error read_error(const std::string& path, const fetch::local_file_limits& limits = {}) {
   auto read = fetch::read_local_file(path, limits);
   auto* err = std::get_if<sdk::error>(&read);
   REQUIRE_MESSAGE(err != nullptr, path << " was read");
   return *err;
 }
 
-std::string read_ok(const std::string& path,
-                    const fetch::local_file_limits& limits = {}) {
+std::string read_ok(const std::string& path, const fetch::local_file_limits& limits = {}) {
   auto read = fetch::read_local_file(path, limits);
   if (auto* err = std::get_if<sdk::error>(&read))
     FAIL(path << ": " << err->message);
@@ -90,8 +88,7 @@ TEST_CASE("local files obey the size caps of fetched pages") {
   fetch::local_file_limits limits;
   limits.max_html_bytes = 100;
   limits.max_pdf_bytes = 200;
-  CHECK(read_ok(tmp.write("exact.html", std::string(100, 'a')), limits).size()
-        == 100);
+  CHECK(read_ok(tmp.write("exact.html", std::string(100, 'a')), limits).size() == 100);
   auto e = read_error(tmp.write("over.html", std::string(101, 'a')), limits);
   CHECK(e.code == sdk::errc::too_large);
   CHECK(e.message.find("is too large: more than 100 bytes") == 0);
@@ -99,10 +96,8 @@ TEST_CASE("local files obey the size caps of fetched pages") {
   // A PDF gets the PDF cap, by its first bytes or by its name.
   auto pdf = "%PDF-1.4\n" + std::string(150, 'x');
   CHECK(read_ok(tmp.write("doc.bin", pdf), limits) == pdf);
-  CHECK(read_ok(tmp.write("doc.pdf", std::string(150, 'x')), limits).size()
-        == 150);
-  e = read_error(tmp.write("big.pdf", "%PDF-1.4\n" + std::string(300, 'x')),
-                 limits);
+  CHECK(read_ok(tmp.write("doc.pdf", std::string(150, 'x')), limits).size() == 150);
+  e = read_error(tmp.write("big.pdf", "%PDF-1.4\n" + std::string(300, 'x')), limits);
   CHECK(e.code == sdk::errc::too_large);
   CHECK(e.message.find("max_pdf_size") != std::string::npos);
   // The defaults are open_url's.
@@ -112,8 +107,7 @@ TEST_CASE("local files obey the size caps of fetched pages") {
   auto sparse = tmp.file("huge.html");
   {
     tmp.write("huge.html", "<html>");
-    fs::resize_file(sparse, static_cast<uintmax_t>(
-                              fetch::default_max_html_bytes + 1));
+    fs::resize_file(sparse, static_cast<uintmax_t>(fetch::default_max_html_bytes + 1));
   }
   CHECK(read_error(sparse).code == sdk::errc::too_large);
   fetch::fetch_options configured;
@@ -138,22 +132,24 @@ TEST_CASE("local files: binary data labelled as text is detected, text is "
           "cleaned") {
   CHECK(extract::looks_binary(noise(4096)));
   CHECK(extract::looks_binary(std::string{"text\0with a NUL", 15}));
-  CHECK(extract::looks_binary("a\x01" "b\x02" "c\x03"));
+  CHECK(extract::looks_binary("a\x01"
+                              "b\x02"
+                              "c\x03"));
   CHECK_FALSE(extract::looks_binary("a stray bell\x07, \x1B[1mcolour\x1B[0m"));
   CHECK_FALSE(extract::looks_binary("Plain text,\ttabs,\r\nlines and \f."));
-  CHECK_FALSE(extract::looks_binary("\xEF\xBB\xBF" "caf\xC3\xA9"));
+  CHECK_FALSE(extract::looks_binary("\xEF\xBB\xBF"
+                                    "caf\xC3\xA9"));
   // UTF-16 is text once decoded.
   std::string utf16{"\xFF\xFEh\0i\0 \0t\0h\0e\0r\0e\0", 18};
   CHECK(extract::looks_binary(utf16));
   CHECK_FALSE(extract::looks_binary(extract::decode_to_utf8(utf16, {})));
   // Cleaning: invalid UTF-8 repaired, CR LF and CR become LF, controls go.
-  CHECK(extract::clean_text("a\r\nb\rc\n\td\x1B[31mred\x07\x7F")
-        == "a\nb\nc\n\td[31mred");
+  CHECK(extract::clean_text("a\r\nb\rc\n\td\x1B[31mred\x07\x7F") == "a\nb\nc\n\td[31mred");
   CHECK(extract::clean_text("bad \xFF byte") == "bad \xEF\xBF\xBD byte");
-  CHECK(extract::clean_text("c1 \xC2\x9B" "2J and \xC2\xA0 nbsp")
+  CHECK(extract::clean_text("c1 \xC2\x9B"
+                            "2J and \xC2\xA0 nbsp")
         == "c1 2J and \xC2\xA0 nbsp");
-  CHECK(extract::clean_text("# Notes\n\nUnchanged text.\n")
-        == "# Notes\n\nUnchanged text.\n");
+  CHECK(extract::clean_text("# Notes\n\nUnchanged text.\n") == "# Notes\n\nUnchanged text.\n");
   // The reader of open_url and `quarry extract` refuses binary text files
   // and cleans the others.
   auto bin = fetch::read_document(noise(4096), "text/plain", "/x/random.txt",
@@ -165,6 +161,7 @@ TEST_CASE("local files: binary data labelled as text is detected, text is "
     "as readable text.\r\n",
     "text/plain", "/x/notes.txt", std::chrono::milliseconds{1000});
   REQUIRE_FALSE(text.failure.has_value());
-  CHECK(text.text == "A text file with a bell and an escape[2J, long enough "
-                     "to count as readable text.\n");
+  CHECK(text.text
+        == "A text file with a bell and an escape[2J, long enough "
+           "to count as readable text.\n");
 }

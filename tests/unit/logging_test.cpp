@@ -26,8 +26,7 @@ TEST_CASE("logging ignores secrets too short to mask safely") {
 
 TEST_CASE("logging masks whole values only, not pieces of longer words") {
   std::vector<std::string> secrets{"password1"};
-  CHECK(sdk::mask_secrets("password12345 password1", secrets)
-        == "password12345 ***");
+  CHECK(sdk::mask_secrets("password12345 password1", secrets) == "password12345 ***");
   CHECK(sdk::mask_secrets("xpassword1 password1.", secrets) == "xpassword1 ***.");
 }
 

@@ -26,11 +26,10 @@ T* unwrap(std::variant<T*, sdk::error> x) {
 
 TEST_CASE("metrics: counters and gauges render HELP, TYPE and samples exactly") {
   core::metrics_registry reg;
-  auto* calls = unwrap(reg.add_counter("quarry_llm_calls_total", "LLM calls made.",
-                                       {"provider"}));
+  auto* calls = unwrap(reg.add_counter("quarry_llm_calls_total", "LLM calls made.", {"provider"}));
   auto* streams = unwrap(reg.add_gauge("quarry_event_streams", "Open event streams."));
-  auto* tokens = unwrap(reg.add_counter("quarry_llm_tokens_total", "Tokens.",
-                                        {"provider", "direction"}));
+  auto* tokens = unwrap(
+    reg.add_counter("quarry_llm_tokens_total", "Tokens.", {"provider", "direction"}));
   calls->with({"openai"}).inc();
   calls->with({"openai"}).inc(2);
   calls->with({"anthropic"}).inc();
@@ -67,8 +66,7 @@ TEST_CASE("metrics: a family without labels shows 0 before its first use") {
 
 TEST_CASE("metrics: label values and help text are escaped") {
   core::metrics_registry reg;
-  auto* f = unwrap(reg.add_counter("x_total", "Help with \\ and\nnewline and \"quotes\".",
-                                   {"v"}));
+  auto* f = unwrap(reg.add_counter("x_total", "Help with \\ and\nnewline and \"quotes\".", {"v"}));
   f->with({"a\\b\"c\nd"}).inc();
   CHECK(reg.render()
         == "# HELP x_total Help with \\\\ and\\nnewline and \"quotes\".\n"
@@ -92,8 +90,8 @@ TEST_CASE("metrics: missing label values are empty, extra ones dropped") {
 
 TEST_CASE("metrics: histograms render cumulative buckets, +Inf, sum and count") {
   core::metrics_registry reg;
-  auto* h = unwrap(reg.add_histogram("quarry_llm_call_seconds", "LLM call latency.",
-                                     {"provider"}, {0.25, 0.5, 2.5}));
+  auto* h = unwrap(reg.add_histogram("quarry_llm_call_seconds", "LLM call latency.", {"provider"},
+                                     {0.25, 0.5, 2.5}));
   auto& o = h->with({"openai"});
   o.observe(0.125);
   o.observe(0.25); // le is inclusive
@@ -109,8 +107,8 @@ TEST_CASE("metrics: histograms render cumulative buckets, +Inf, sum and count") 
            "quarry_llm_call_seconds_sum{provider=\"openai\"} 101.375\n"
            "quarry_llm_call_seconds_count{provider=\"openai\"} 4\n");
   core::metrics_registry plain;
-  auto* p = unwrap(plain.add_histogram("t_seconds", "T.", {},
-                                       {1, std::numeric_limits<double>::infinity()}));
+  auto* p = unwrap(
+    plain.add_histogram("t_seconds", "T.", {}, {1, std::numeric_limits<double>::infinity()}));
   p->with().observe(3);
   CHECK(plain.render()
         == "# HELP t_seconds T.\n# TYPE t_seconds histogram\n"
@@ -129,8 +127,7 @@ TEST_CASE("metrics: invalid names and conflicting families are errors") {
   CHECK(std::holds_alternative<sdk::error>(reg.add_counter("ok", "x", {"a", "a"})));
   CHECK(std::holds_alternative<sdk::error>(reg.add_histogram("h", "x", {"le"}, {1})));
   CHECK(std::holds_alternative<sdk::error>(reg.add_histogram("h", "x", {}, {2, 1})));
-  CHECK(std::holds_alternative<sdk::error>(
-    reg.add_histogram("h", "x", {}, {std::nan("")})));
+  CHECK(std::holds_alternative<sdk::error>(reg.add_histogram("h", "x", {}, {std::nan("")})));
   auto* a = unwrap(reg.add_counter("same_total", "x", {"k"}));
   CHECK(unwrap(reg.add_counter("same_total", "x", {"k"})) == a);
   auto other = reg.add_gauge("same_total", "x", {"k"});
@@ -165,7 +162,7 @@ TEST_CASE("metrics: concurrent updates from many threads are exact") {
         g->with().inc();
         h->with({"x"}).observe(t % 3);
         if (i % 1000 == 0)
-          (void) reg.render(); // rendering while others write
+          (void)reg.render(); // rendering while others write
       }
     });
   }

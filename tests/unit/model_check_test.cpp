@@ -133,8 +133,7 @@ TEST_CASE("context window check: an unknown window does not block and says what 
     CHECK(has(notes(v), "unknown (ollama: the model sets no num_ctx ...)"));
   }
   SUBCASE("the known one of two decides") {
-    auto v = app::check_context_windows(
-      research, {model("a", 0, ""), model("b", 65536, "config")});
+    auto v = app::check_context_windows(research, {model("a", 0, ""), model("b", 65536, "config")});
     CHECK(v.refusal.empty());
     CHECK(v.context_tokens == 65536);
     CHECK(v.notes.size() == 2);
@@ -148,8 +147,8 @@ TEST_CASE("context window check: the extractive provider is exempt") {
   CHECK(v.notes.empty());
   CHECK(v.context_tokens == 128000);
   research.context_tokens = 2000; // nothing to check it against
-  CHECK(app::check_context_windows(research, {model("offline", 0, "", "extractive")})
-          .refusal.empty());
+  CHECK(
+    app::check_context_windows(research, {model("offline", 0, "", "extractive")}).refusal.empty());
 }
 
 TEST_CASE("context window check: the provider of a role") {

@@ -9,10 +9,9 @@ using quarry::core::reasoning_model_by_name;
 
 TEST_CASE("reasoning models by name: the well-known families, through gateways") {
   for (auto name : {"o1", "o1-mini", "o3", "o3-mini", "o4-mini", "gpt-5", "gpt-5-mini",
-                    "deepseek-reasoner", "deepseek-r1:14b", "DeepSeek-R1-Distill-Qwen-32B",
-                    "qwq", "qwq:32b", "qwen3:8b", "Qwen/Qwen3-235B-A22B-Thinking-2507",
-                    "gemini-2.5-pro", "openai/o3-mini", "deepseek/deepseek-r1",
-                    "phi-4-reasoning", "magistral-small"})
+                    "deepseek-reasoner", "deepseek-r1:14b", "DeepSeek-R1-Distill-Qwen-32B", "qwq",
+                    "qwq:32b", "qwen3:8b", "Qwen/Qwen3-235B-A22B-Thinking-2507", "gemini-2.5-pro",
+                    "openai/o3-mini", "deepseek/deepseek-r1", "phi-4-reasoning", "magistral-small"})
     CHECK_MESSAGE(reasoning_model_by_name(name), name);
   for (auto name : {"gpt-4o", "gpt-4.1-mini", "llama3.2", "deepseek-chat", "qwen2.5:7b",
                     "Qwen/Qwen3-235B-A22B-Instruct-2507", "qwen3-coder:30b", "claude-sonnet-4-5",

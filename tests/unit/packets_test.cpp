@@ -36,10 +36,10 @@ TEST_CASE("packets encode the envelope and decode it back") {
 
 TEST_CASE("a packet encoded from its object's text is byte for byte the one encode() "
           "makes of the parsed object") {
-  std::vector<json> objs{packets::reasoning_delta("thinking \"hard\"\n\u00e9 \xe2\x82\xac"),
-                         packets::stop(), packets::usage("plan", {}, 0.125),
-                         packets::error("x\ty", "tool_failed"),
-                         json{{"type", "odd"}, {"n", -3}, {"f", 1e-7}, {"a", json::array({1, "b"})}}};
+  std::vector<json> objs{
+    packets::reasoning_delta("thinking \"hard\"\n\u00e9 \xe2\x82\xac"), packets::stop(),
+    packets::usage("plan", {}, 0.125), packets::error("x\ty", "tool_failed"),
+    json{{"type", "odd"}, {"n", -3}, {"f", 1e-7}, {"a", json::array({1, "b"})}}};
   for (const auto& where : {placement{0, 0, std::nullopt}, placement{7, 2, 3}}) {
     for (const auto& obj : objs) {
       packet p;
@@ -65,7 +65,8 @@ TEST_CASE("a packet encoded from its object's text is byte for byte the one enco
   REQUIRE(nested);
   CHECK(nested->find(deep) != std::string::npos);
   CHECK_FALSE(encode(1, "s", placement{}, deep.substr(0, deep.size() - 2) + "}"));
-  std::string big = "{\"type\":\"message_delta\",\"content\":\"" + std::string(3 << 20, 'x') + "\"}";
+  std::string big = "{\"type\":\"message_delta\",\"content\":\"" + std::string(3 << 20, 'x')
+                    + "\"}";
   auto large = encode(2, "s", placement{}, big);
   REQUIRE(large);
   CHECK(large->size() > big.size());
@@ -75,8 +76,9 @@ TEST_CASE("a packet encoded from its object's text is byte for byte the one enco
 }
 
 TEST_CASE("packets reject malformed lines with a reason") {
-  for (auto bad : {"", "[]", "{\"seq\": -1, \"placement\": {\"turn_index\": 0}, "
-                             "\"obj\": {\"type\": \"stop\"}}",
+  for (auto bad : {"", "[]",
+                   "{\"seq\": -1, \"placement\": {\"turn_index\": 0}, "
+                   "\"obj\": {\"type\": \"stop\"}}",
                    "{\"seq\": 1, \"obj\": {\"type\": \"stop\"}}",
                    "{\"seq\": 1, \"placement\": {\"turn_index\": \"0\"}, "
                    "\"obj\": {\"type\": \"stop\"}}",
@@ -117,13 +119,13 @@ TEST_CASE("packets carry Onyx's field names") {
   CHECK(packets::intermediate_report_delta("r")["content"] == "r");
   CHECK(packets::intermediate_report_cited_docs(docs)["cited_docs"][0]["blurb"] == "snippet");
   CHECK(packets::message_start(nullptr, std::nullopt)
-        == json{{"type", "message_start"}, {"final_documents", nullptr},
+        == json{{"type", "message_start"},
+                {"final_documents", nullptr},
                 {"pre_answer_processing_seconds", nullptr}});
   CHECK(packets::message_start(&docs, 1.5)["final_documents"].size() == 1);
   CHECK(packets::message_delta("t")["content"] == "t");
-  CHECK(packets::citation_info(3, "d") == json{{"type", "citation_info"},
-                                               {"citation_number", 3},
-                                               {"document_id", "d"}});
+  CHECK(packets::citation_info(3, "d")
+        == json{{"type", "citation_info"}, {"citation_number", 3}, {"document_id", "d"}});
   CHECK(packets::stop("user_cancelled")["stop_reason"] == "user_cancelled");
   CHECK(packets::heartbeat()["type"] == "chat_heartbeat");
   sdk::usage u;
@@ -132,12 +134,11 @@ TEST_CASE("packets carry Onyx's field names") {
   auto us = packets::usage("orchestrator", u, 0.25);
   CHECK(us["input_tokens"] == 10);
   CHECK(us["cost_usd"] == 0.25);
-  for (const auto& obj : {packets::section_end(), packets::reasoning_start(),
-                          packets::reasoning_done(), packets::open_url_start(),
-                          packets::deep_research_plan_start(),
-                          packets::intermediate_report_start(),
-                          packets::error("boom"), packets::clarification("q?"),
-                          packets::notice("n"), us})
+  for (const auto& obj :
+       {packets::section_end(), packets::reasoning_start(), packets::reasoning_done(),
+        packets::open_url_start(), packets::deep_research_plan_start(),
+        packets::intermediate_report_start(), packets::error("boom"), packets::clarification("q?"),
+        packets::notice("n"), us})
     CHECK(is_known_packet_type(obj["type"].get<std::string>()));
   CHECK_FALSE(is_known_packet_type("image_generation_start"));
   sdk::document internal = d;

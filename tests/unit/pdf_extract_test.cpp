@@ -32,16 +32,15 @@ TEST_CASE("pdf extracts the text of one page") {
   check_ok(x);
   CHECK(x.pages == 1);
   CHECK(x.pages_read == 1);
-  CHECK(x.text
-        == "Hello PDF world.\nSecond line (with parens) and a back\\slash.");
+  CHECK(x.text == "Hello PDF world.\nSecond line (with parens) and a back\\slash.");
   CHECK(x.title.empty());
   CHECK(x.author.empty());
   CHECK(x.published.empty());
 }
 
 TEST_CASE("pdf joins pages with a blank line") {
-  auto bytes = test::make_pdf({"Page one alpha.", "Page two beta.\nMore beta.",
-                               "Page three gamma."});
+  auto bytes = test::make_pdf(
+    {"Page one alpha.", "Page two beta.\nMore beta.", "Page three gamma."});
   auto x = extract_pdf(bytes, std::chrono::milliseconds{0});
   check_ok(x);
   CHECK(x.pages == 3);
@@ -79,12 +78,15 @@ TEST_CASE("pdf reads the title, author and creation date") {
   SUBCASE("all fields; the date converted to UTC") {
     test::pdf_spec spec;
     spec.pages = {"body"};
-    spec.title = "\xC3\x9C" "bersicht \xE2\x80\x93 Q1"; // Übersicht – Q1
+    spec.title = "\xC3\x9C"
+                 "bersicht \xE2\x80\x93 Q1"; // Übersicht – Q1
     spec.author = "Ada Lovelace";
     spec.creation_date = "D:20240501140000+02'00'";
     auto x = extract_pdf(test::make_pdf_document(spec));
     check_ok(x);
-    CHECK(x.title == "\xC3\x9C" "bersicht \xE2\x80\x93 Q1");
+    CHECK(x.title
+          == "\xC3\x9C"
+             "bersicht \xE2\x80\x93 Q1");
     CHECK(x.author == "Ada Lovelace");
     CHECK(x.published == "2024-05-01T12:00:00Z");
   }
@@ -107,8 +109,7 @@ TEST_CASE("pdf checks the time limit before every page, the first too") {
     CHECK(x.text == "one\n\ntwo\n\nthree");
   }
   SUBCASE("a far deadline reads everything") {
-    auto x = extract_pdf_until(bytes, std::chrono::steady_clock::now()
-                                        + std::chrono::hours{1});
+    auto x = extract_pdf_until(bytes, std::chrono::steady_clock::now() + std::chrono::hours{1});
     check_ok(x);
     CHECK(x.pages_read == 3);
   }
@@ -135,15 +136,13 @@ TEST_CASE("pdf reports unreadable input as a failure") {
     check_failed(extract_pdf("<html><body>hello</body></html>"), "not a PDF");
   }
   SUBCASE("a PDF header followed by garbage") {
-    check_failed(extract_pdf("%PDF-1.4\n" + std::string(3000, '\x7F')),
-                 "damaged");
+    check_failed(extract_pdf("%PDF-1.4\n" + std::string(3000, '\x7F')), "damaged");
   }
   SUBCASE("password-protected") {
     test::pdf_spec spec;
     spec.pages = {"secret"};
     spec.password_protected = true;
-    check_failed(extract_pdf(test::make_pdf_document(spec)),
-                 "password-protected");
+    check_failed(extract_pdf(test::make_pdf_document(spec)), "password-protected");
   }
   SUBCASE("truncated after the header") {
     check_failed(extract_pdf(good.substr(0, 40)), "damaged");
@@ -169,8 +168,7 @@ TEST_CASE("pdf extraction runs concurrently") {
   for (int i = 0; i < 4; ++i) {
     std::vector<std::string> pages;
     for (int p = 0; p < 5; ++p)
-      pages.push_back("doc " + std::to_string(i) + " page "
-                      + std::to_string(p));
+      pages.push_back("doc " + std::to_string(i) + " page " + std::to_string(p));
     docs.push_back(test::make_pdf(pages));
   }
   std::vector<std::string> texts(docs.size());
@@ -192,7 +190,7 @@ TEST_CASE("pdf extraction runs concurrently") {
     CHECK_FALSE(failed[i]);
     auto prefix = "doc " + std::to_string(i) + " page ";
     CHECK(texts[i]
-          == prefix + "0\n\n" + prefix + "1\n\n" + prefix + "2\n\n" + prefix
-               + "3\n\n" + prefix + "4");
+          == prefix + "0\n\n" + prefix + "1\n\n" + prefix + "2\n\n" + prefix + "3\n\n" + prefix
+               + "4");
   }
 }

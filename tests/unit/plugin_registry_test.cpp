@@ -102,8 +102,7 @@ struct recording_sink : sdk::chat_sink {
   }
   bool wait() {
     std::unique_lock<std::mutex> guard{mtx};
-    return cv.wait_for(guard, std::chrono::seconds{10},
-                       [this] { return result || failure; });
+    return cv.wait_for(guard, std::chrono::seconds{10}, [this] { return result || failure; });
   }
 };
 
@@ -142,7 +141,8 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry creates working tools") {
   CHECK(got->documents[0].url == "https://example.org/echo");
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "plugin_registry creates LLM providers that use the host pool") {
+TEST_CASE_FIXTURE(registry_fixture,
+                  "plugin_registry creates LLM providers that use the host pool") {
   registry->load_directories({plugin_dir("good")});
   auto res = registry->make_llm("echo_llm", nlohmann::json::object());
   REQUIRE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(res));
@@ -158,7 +158,8 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry creates LLM providers that 
   CHECK(sink->deltas == std::vector<std::string>{"one ", "two ", "three"});
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "plugin objects keep their library loaded after the registry is gone") {
+TEST_CASE_FIXTURE(registry_fixture,
+                  "plugin objects keep their library loaded after the registry is gone") {
   registry->load_directories({plugin_dir("good")});
   auto res = registry->make_tool("echo", {{"prefix", "pinned:"}});
   REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(res));
@@ -182,20 +183,24 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a file that is not 
   CHECK_FALSE(registry->plugins()[0].ok);
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a truncated ELF file with the loader's reason") {
-  auto path = tmp.write("plugins/truncated.so", std::string{"\x7f" "ELF\x02\x01\x01", 7}
-                                                   + std::string(20, '\0'));
+TEST_CASE_FIXTURE(registry_fixture,
+                  "plugin_registry refuses a truncated ELF file with the loader's reason") {
+  auto path = tmp.write("plugins/truncated.so", std::string{"\x7f"
+                                                            "ELF\x02\x01\x01",
+                                                            7}
+                                                  + std::string(20, '\0'));
   auto err = registry->load_file(path);
   REQUIRE(err.has_value());
   CHECK(err->rfind(path + ": cannot load: ", 0) == 0);
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a library without entry point") {
-  CHECK(error_of("no_entry")
-        == "no entry symbol quarry_plugin_v3 (not a Quarry plugin)");
+  CHECK(error_of("no_entry") == "no entry symbol quarry_plugin_v3 (not a Quarry plugin)");
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "plugin_registry checks a file before loading it: no static constructor of a refused file runs") {
+TEST_CASE_FIXTURE(
+  registry_fixture,
+  "plugin_registry checks a file before loading it: no static constructor of a refused file runs") {
   marker_env marker{tmp.file("marker")};
   SUBCASE("the control: loading runs the static constructor") {
     registry->load_directories({plugin_dir("marker")});
@@ -203,23 +208,22 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry checks a file before loadin
     CHECK(marker.written());
   }
   SUBCASE("no entry symbol") {
-    CHECK(error_of("no_entry")
-          == "no entry symbol quarry_plugin_v3 (not a Quarry plugin)");
+    CHECK(error_of("no_entry") == "no entry symbol quarry_plugin_v3 (not a Quarry plugin)");
     CHECK_FALSE(marker.written());
   }
   SUBCASE("built with JSON_DIAGNOSTICS=1") {
     auto err = error_of("json_diag");
     CHECK(err
           == "built with nlohmann::json namespace json_abi_diag_v"
-             + std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "_"
-             + std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "_"
-             + std::to_string(NLOHMANN_JSON_VERSION_PATCH)
-             + " (JSON_DIAGNOSTICS=1), but this host uses nlohmann::json "
-               "namespace json_abi_v"
-             + std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "_"
-             + std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "_"
-             + std::to_string(NLOHMANN_JSON_VERSION_PATCH)
-             + " (the layout of nlohmann::json differs)");
+               + std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "_"
+               + std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "_"
+               + std::to_string(NLOHMANN_JSON_VERSION_PATCH)
+               + " (JSON_DIAGNOSTICS=1), but this host uses nlohmann::json "
+                 "namespace json_abi_v"
+               + std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "_"
+               + std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "_"
+               + std::to_string(NLOHMANN_JSON_VERSION_PATCH)
+               + " (the layout of nlohmann::json differs)");
     CHECK_FALSE(marker.written());
   }
   SUBCASE("built with _GLIBCXX_DEBUG") {
@@ -237,7 +241,8 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry checks a file before loadin
   }
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "plugin_registry loads a stripped plugin (the check reads the dynamic symbols)") {
+TEST_CASE_FIXTURE(registry_fixture,
+                  "plugin_registry loads a stripped plugin (the check reads the dynamic symbols)") {
   registry->load_directories({plugin_dir("stripped")});
   REQUIRE(registry->plugins().size() == 1);
   CHECK(registry->plugins()[0].error == "");
@@ -246,19 +251,19 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry loads a stripped plugin (th
   REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(res));
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a plugin without the ABI mark or with a foreign one, naming the fact") {
+TEST_CASE_FIXTURE(
+  registry_fixture,
+  "plugin_registry refuses a plugin without the ABI mark or with a foreign one, naming the fact") {
   // A copy of a good plugin with its mark's name changed in place (same
   // length, so the file stays well-formed): the host reads the new name.
-  auto bytes = test::read_file(std::string{QUARRY_TEST_PLUGIN_DIR}
-                               + "/good/quarry_tp_echo.so");
+  auto bytes = test::read_file(std::string{QUARRY_TEST_PLUGIN_DIR} + "/good/quarry_tp_echo.so");
   std::string mark = sdk::abi_mark;
   auto at = bytes.find(mark);
   REQUIRE(at != std::string::npos);
   auto patched = [&](std::string replacement) {
     REQUIRE(replacement.size() == mark.size());
     auto copy = bytes;
-    for (auto pos = copy.find(mark); pos != std::string::npos;
-         pos = copy.find(mark, pos + 1))
+    for (auto pos = copy.find(mark); pos != std::string::npos; pos = copy.find(mark, pos + 1))
       copy.replace(pos, mark.size(), replacement);
     return tmp.write("patched/echo.so", copy);
   };
@@ -285,8 +290,7 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a plugin without th
     REQUIRE(err.has_value());
     std::replace(ours.begin(), ours.end(), '_', '.');
     std::replace(theirs.begin(), theirs.end(), '_', '.');
-    CHECK(err->find("built against SDK " + theirs + ", but this host has SDK "
-                    + ours
+    CHECK(err->find("built against SDK " + theirs + ", but this host has SDK " + ours
                     + " (major versions must match; 0.x minor versions too)")
           != std::string::npos);
   }
@@ -313,18 +317,18 @@ TEST_CASE("check_abi_mark allows an older minor SDK version from 1.0 on, nothing
         == "built against SDK 1.4, but this host has SDK 1.3 (major versions "
            "must match; 0.x minor versions too)");
   CHECK(host::check_abi_mark(mark("2_0", "json_abi_v3_11_2", "0"), host).has_value());
-  CHECK(host::check_abi_mark(mark("0_2", "json_abi_v3_11_2", "0"),
-                             mark("0_3", "json_abi_v3_11_2", "0"))
-          .has_value());
+  CHECK(
+    host::check_abi_mark(mark("0_2", "json_abi_v3_11_2", "0"), mark("0_3", "json_abi_v3_11_2", "0"))
+      .has_value());
   CHECK(host::check_abi_mark(mark("1_2", "json_abi_ldvcmp_v3_11_2", "0"), host)
         == "built with nlohmann::json namespace json_abi_ldvcmp_v3_11_2 "
            "(JSON_USE_LEGACY_DISCARDED_VALUE_COMPARISON=1), but this host uses "
            "nlohmann::json namespace json_abi_v3_11_2 (the layout of "
            "nlohmann::json differs)");
-  CHECK(host::check_abi_mark(mark("1_3", "json_abi_v3_11_2", "0"),
-                             mark("1_3", "json_abi_v3_11_2", "1"))
-        == "built without the standard library's debug mode (_GLIBCXX_DEBUG), "
-           "but this host uses it (the layout of every container differs)");
+  CHECK(
+    host::check_abi_mark(mark("1_3", "json_abi_v3_11_2", "0"), mark("1_3", "json_abi_v3_11_2", "1"))
+    == "built without the standard library's debug mode (_GLIBCXX_DEBUG), "
+       "but this host uses it (the layout of every container differs)");
   CHECK(host::check_abi_mark("quarry_abi_vX", host)->find("is not one this host can read")
         != std::string::npos);
   // Names from a file reach messages only as identifier characters.
@@ -335,11 +339,11 @@ TEST_CASE("check_abi_mark allows an older minor SDK version from 1.0 on, nothing
   CHECK(why->find("json??31m") != std::string::npos);
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses malformed ELF files without loading them") {
+TEST_CASE_FIXTURE(registry_fixture,
+                  "plugin_registry refuses malformed ELF files without loading them") {
   // A valid ELF identification followed by section tables that point
   // anywhere: every offset is checked against the file's size.
-  auto bytes = test::read_file(std::string{QUARRY_TEST_PLUGIN_DIR}
-                               + "/good/quarry_tp_echo.so");
+  auto bytes = test::read_file(std::string{QUARRY_TEST_PLUGIN_DIR} + "/good/quarry_tp_echo.so");
   REQUIRE(bytes.size() > 64);
   auto write_u64 = [](std::string& x, size_t at, uint64_t v) {
     std::memcpy(&x[at], &v, sizeof(v));
@@ -354,8 +358,7 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses malformed ELF files
           != std::string::npos);
   }
   SUBCASE("cut in the middle") {
-    auto err = registry->load_file(
-      tmp.write("bad/cut.so", bytes.substr(0, bytes.size() / 2)));
+    auto err = registry->load_file(tmp.write("bad/cut.so", bytes.substr(0, bytes.size() / 2)));
     REQUIRE(err.has_value());
     CHECK(err->find("cannot load: malformed ELF file") != std::string::npos);
   }
@@ -369,7 +372,8 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses malformed ELF files
   }
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "plugin_registry names the ABI of a plugin built for another one") {
+TEST_CASE_FIXTURE(registry_fixture,
+                  "plugin_registry names the ABI of a plugin built for another one") {
   CHECK(error_of("entry_next")
         == "built for another plugin ABI (exports quarry_plugin_v4, this host "
            "needs quarry_plugin_v3)");
@@ -378,11 +382,11 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry names the ABI of a plugin b
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses unresolved symbols at load time") {
   auto err = error_of("unresolved");
   CHECK(err.find("cannot load: ") == 0);
-  CHECK(err.find("undefined symbol: quarry_symbol_nobody_defines")
-        != std::string::npos);
+  CHECK(err.find("undefined symbol: quarry_symbol_nobody_defines") != std::string::npos);
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses version mismatches naming both versions") {
+TEST_CASE_FIXTURE(registry_fixture,
+                  "plugin_registry refuses version mismatches naming both versions") {
   SUBCASE("ABI") {
     CHECK(error_of("abi")
           == "plugin ABI version 99, but this host supports plugin ABI "
@@ -419,8 +423,7 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a duplicate plugin 
   const auto& second = registry->plugins()[1];
   CHECK(first.ok);
   CHECK_FALSE(second.ok);
-  CHECK(second.error == "duplicate plugin name 'echo' (already loaded from "
-                          + first.file + ")");
+  CHECK(second.error == "duplicate plugin name 'echo' (already loaded from " + first.file + ")");
   CHECK(registry->find("echo")->file == first.file);
 }
 
@@ -430,9 +433,10 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry reports a factory that thro
   auto res = registry->make_tool("throws", nlohmann::json::object(), "search");
   REQUIRE(std::holds_alternative<std::string>(res));
   auto err = std::get<std::string>(res);
-  CHECK(err == "plugin 'throws' (" + registry->find("throws")->file
-                 + ") for 'search' rejected its configuration: api_key is "
-                   "required");
+  CHECK(err
+        == "plugin 'throws' (" + registry->find("throws")->file
+             + ") for 'search' rejected its configuration: api_key is "
+               "required");
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry checks the kind and the name asked for") {
@@ -451,10 +455,10 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry checks the kind and the nam
         != std::string::npos);
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "plugin_registry skips missing folders and ignores non-.so files") {
+TEST_CASE_FIXTURE(registry_fixture,
+                  "plugin_registry skips missing folders and ignores non-.so files") {
   tmp.write("plugins/readme.txt", "not a plugin");
-  auto problems = registry->load_directories(
-    {tmp.file("does-not-exist"), tmp.file("plugins")});
+  auto problems = registry->load_directories({tmp.file("does-not-exist"), tmp.file("plugins")});
   CHECK(problems.empty());
   CHECK(registry->plugins().empty());
 }
@@ -492,14 +496,15 @@ TEST_CASE("bounded_pool refuses work beyond its capacity and runs the rest") {
   CHECK_FALSE(pool.submit([&] { ++ran; }));
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "every in-tree plugin declares exactly the keys its factory accepts") {
+TEST_CASE_FIXTURE(registry_fixture,
+                  "every in-tree plugin declares exactly the keys its factory accepts") {
   registry->load_directories({QUARRY_PLUGIN_DIR});
   // Test plugins declare nothing: the host then leaves the keys to them.
   registry->load_directories({plugin_dir("good")});
   REQUIRE(registry->find("echo") != nullptr);
   CHECK_FALSE(registry->find("echo")->keys.has_value());
-  for (auto name : {"openai", "anthropic", "extractive", "brave", "tavily",
-                    "searxng", "exa", "serper", "open_url", "local_corpus"}) {
+  for (auto name : {"openai", "anthropic", "extractive", "brave", "tavily", "searxng", "exa",
+                    "serper", "open_url", "local_corpus"}) {
     CAPTURE(name);
     const auto* info = registry->find(name);
     REQUIRE(info != nullptr);
@@ -522,12 +527,13 @@ TEST_CASE_FIXTURE(registry_fixture, "every in-tree plugin declares exactly the k
       CHECK(err.find("unknown") == std::string::npos);
     }
     // An undeclared key is refused by the factory, too.
-    CHECK(make({{"not_a_key_of_any_plugin", 1}}).find("unknown")
-          != std::string::npos);
+    CHECK(make({{"not_a_key_of_any_plugin", 1}}).find("unknown") != std::string::npos);
   }
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "in-tree tool plugins declare what they are; plugins know nothing of Quarry's limits") {
+TEST_CASE_FIXTURE(
+  registry_fixture,
+  "in-tree tool plugins declare what they are; plugins know nothing of Quarry's limits") {
   registry->load_directories({QUARRY_PLUGIN_DIR});
   registry->load_directories({plugin_dir("good")});
   for (auto name : {"brave", "tavily", "searxng", "exa", "serper"}) {
@@ -590,7 +596,8 @@ std::string folder(const std::string& dir, mode_t mode) {
 
 } // namespace
 
-TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses plugins that others could change, saying why") {
+TEST_CASE_FIXTURE(registry_fixture,
+                  "plugin_registry refuses plugins that others could change, saying why") {
   auto root = folder(tmp.path() + "/p", 0755);
   auto load = [&](const std::string& file) {
     host::plugin_registry reg{*services};
@@ -613,9 +620,12 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses plugins that others
     char expected[16];
     std::snprintf(expected, sizeof(expected), "(mode %04o)", static_cast<unsigned>(mode));
     CHECK(info.unsafe == "the file is writable by every user " + std::string{expected});
-    CHECK(info.error.rfind(info.unsafe + "; a plugin must be changeable by no one but "
-                           "root and the user running Quarry "
-                           "(plugins.allow_unsafe_permissions loads it anyway)", 0) == 0);
+    CHECK(info.error.rfind(info.unsafe
+                             + "; a plugin must be changeable by no one but "
+                               "root and the user running Quarry "
+                               "(plugins.allow_unsafe_permissions loads it anyway)",
+                           0)
+          == 0);
     REQUIRE(err.has_value());
     CHECK(err->rfind(dir + "/quarry_tp_echo.so: the file is writable", 0) == 0);
   }
@@ -667,7 +677,8 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses plugins that others
   }
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "plugin_registry loads unsafe plugins only when allowed, and says so") {
+TEST_CASE_FIXTURE(registry_fixture,
+                  "plugin_registry loads unsafe plugins only when allowed, and says so") {
   auto dir = folder(tmp.path() + "/world", 0777);
   auto file = echo_copy(dir, 0666);
   registry->allow_unsafe_permissions(true);
@@ -684,7 +695,9 @@ TEST_CASE_FIXTURE(registry_fixture, "plugin_registry loads unsafe plugins only w
   CHECK(*err == dir + "/fifo.so: is a FIFO");
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "plugin_registry lists *.so entries that are not regular files, without blocking") {
+TEST_CASE_FIXTURE(
+  registry_fixture,
+  "plugin_registry lists *.so entries that are not regular files, without blocking") {
   auto dir = folder(tmp.path() + "/odd", 0755);
   REQUIRE(::mkfifo((dir + "/a_fifo.so").c_str(), 0600) == 0);
   fs::create_symlink(dir + "/nothing", dir + "/b_dangling.so");

@@ -62,8 +62,8 @@ TEST_CASE("retry: retryable classes are retried until max_retries, then say how 
   manual_clock clk;
   retry_policy p{retry_settings{2, 100ms, 1s}, clk, fraction(1)};
   auto deadline = clk.now() + 10min;
-  for (auto code : {errc::rate_limited, errc::overloaded, errc::server_error,
-                    errc::timeout, errc::stall, errc::network}) {
+  for (auto code : {errc::rate_limited, errc::overloaded, errc::server_error, errc::timeout,
+                    errc::stall, errc::network}) {
     CAPTURE(quarry::sdk::to_string(code));
     auto d1 = p.after_failure(make_error(code, "x"), 1, false, deadline);
     CHECK(d1.retry);
@@ -88,8 +88,8 @@ TEST_CASE("retry: quota, cancellation and permanent classes are never retried") 
   auto d = p.after_failure(quota, 1, false, deadline);
   CHECK_FALSE(d.retry);
   CHECK(d.failure.message == "You exceeded your current quota"); // no note
-  for (auto code : {errc::auth, errc::bad_request, errc::not_found,
-                    errc::context_too_long, errc::cancelled}) {
+  for (auto code :
+       {errc::auth, errc::bad_request, errc::not_found, errc::context_too_long, errc::cancelled}) {
     CAPTURE(quarry::sdk::to_string(code));
     CHECK_FALSE(p.after_failure(make_error(code, "no"), 1, false, deadline).retry);
   }
@@ -111,8 +111,7 @@ TEST_CASE("retry: nothing is retried once part of the answer streamed") {
   CHECK(d.failure.message
         == "connection reset (not retried: part of the answer had already streamed)");
   // A stall after the first pieces is not retried either.
-  auto s = p.after_failure(make_error(errc::stall, "no data for 60s"), 1, true,
-                           clk.now() + 10min);
+  auto s = p.after_failure(make_error(errc::stall, "no data for 60s"), 1, true, clk.now() + 10min);
   CHECK_FALSE(s.retry);
 }
 

@@ -20,8 +20,7 @@ namespace {
 std::string ok(const std::variant<std::string, core::prompt_error>& x) {
   if (auto* err = std::get_if<core::prompt_error>(&x))
     FAIL_CHECK(err->message);
-  return std::holds_alternative<std::string>(x) ? std::get<std::string>(x)
-                                                 : std::string{};
+  return std::holds_alternative<std::string>(x) ? std::get<std::string>(x) : std::string{};
 }
 
 // Values for every variable any template uses.
@@ -58,24 +57,20 @@ TEST_CASE("prompts: every template uses exactly its documented variables") {
     {"internal_search_clarification_guidance", {}},
     {"research_plan", {"current_datetime", "max_plan_steps"}},
     {"research_plan_reminder", {"max_plan_steps"}},
-    {"orchestrator", {"current_datetime", "current_cycle_count", "max_cycles",
-                      "internal_search_research_task_guidance",
-                      "max_parallel_agents", "research_plan"}},
-    {"orchestrator_reasoning", {"current_datetime", "current_cycle_count",
-                                "max_cycles",
-                                "internal_search_research_task_guidance",
-                                "max_parallel_agents", "research_plan"}},
+    {"orchestrator",
+     {"current_datetime", "current_cycle_count", "max_cycles",
+      "internal_search_research_task_guidance", "max_parallel_agents", "research_plan"}},
+    {"orchestrator_reasoning",
+     {"current_datetime", "current_cycle_count", "max_cycles",
+      "internal_search_research_task_guidance", "max_parallel_agents", "research_plan"}},
     {"internal_search_research_task_guidance", {}},
     {"first_cycle_reminder", {}},
-    {"research_agent", {"available_tools", "current_datetime",
-                        "current_cycle_count", "max_cycles",
-                        "internal_search_tool_guidance",
-                        "web_search_tool_guidance", "open_url_tool_guidance"}},
-    {"research_agent_reasoning", {"available_tools", "current_datetime",
-                                  "current_cycle_count", "max_cycles",
-                                  "internal_search_tool_guidance",
-                                  "web_search_tool_guidance",
-                                  "open_url_tool_guidance"}},
+    {"research_agent",
+     {"available_tools", "current_datetime", "current_cycle_count", "max_cycles",
+      "internal_search_tool_guidance", "web_search_tool_guidance", "open_url_tool_guidance"}},
+    {"research_agent_reasoning",
+     {"available_tools", "current_datetime", "current_cycle_count", "max_cycles",
+      "internal_search_tool_guidance", "web_search_tool_guidance", "open_url_tool_guidance"}},
     // The guidance names the tools as the session configured them.
     {"internal_search_tool_guidance", {"internal_search_tool"}},
     {"web_search_tool_guidance", {"web_search_tool"}},
@@ -132,14 +127,12 @@ TEST_CASE("prompts: a missing variable is an error naming it") {
 }
 
 TEST_CASE("prompts: rendering replaces placeholders only") {
-  auto r = core::render_template(
-    "A {x} and {\"json\": 1} and {Upper} and {y}{x} {", {{"x", "{y}"}, {"y", "2"}},
-    "t");
+  auto r = core::render_template("A {x} and {\"json\": 1} and {Upper} and {y}{x} {",
+                                 {{"x", "{y}"}, {"y", "2"}}, "t");
   REQUIRE(std::holds_alternative<std::string>(r));
   // Values are not re-scanned; other braces stay.
   CHECK(std::get<std::string>(r) == "A {y} and {\"json\": 1} and {Upper} and 2{y} {");
-  CHECK(core::template_variables("{a}{b}{a} {c d} {e}") ==
-        std::vector<std::string>{"a", "b", "e"});
+  CHECK(core::template_variables("{a}{b}{a} {c d} {e}") == std::vector<std::string>{"a", "b", "e"});
 }
 
 TEST_CASE("prompts: tool guidance appears only for configured tools") {
@@ -186,14 +179,11 @@ TEST_CASE("prompts: overrides replace built-in templates from a folder") {
   tmp.write("bad/orchestrator.md", "Cycle {current_cycle_count}, user {user_name}\n");
   auto bad = lib.load_overrides(tmp.file("bad"));
   REQUIRE(std::holds_alternative<core::prompt_error>(bad));
-  CHECK(std::get<core::prompt_error>(bad).message.find("{user_name}")
-        != std::string::npos);
+  CHECK(std::get<core::prompt_error>(bad).message.find("{user_name}") != std::string::npos);
   CHECK(*lib.find("orchestrator") == before);
   tmp.write("unknown/not_a_prompt.md", "x\n");
-  CHECK(std::holds_alternative<core::prompt_error>(
-    lib.load_overrides(tmp.file("unknown"))));
-  CHECK(std::holds_alternative<core::prompt_error>(
-    lib.load_overrides(tmp.file("absent"))));
+  CHECK(std::holds_alternative<core::prompt_error>(lib.load_overrides(tmp.file("unknown"))));
+  CHECK(std::holds_alternative<core::prompt_error>(lib.load_overrides(tmp.file("absent"))));
 }
 
 TEST_CASE("prompts: the date reads like Onyx's") {

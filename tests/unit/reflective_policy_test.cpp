@@ -34,7 +34,8 @@ plan_step pending_step(std::string id, std::string title) {
 json steps_json(int n) {
   json steps = json::array();
   for (int i = 1; i <= n; ++i)
-    steps.push_back({{"title", "Step " + std::to_string(i)}, {"description", "Find " + std::to_string(i)}});
+    steps.push_back(
+      {{"title", "Step " + std::to_string(i)}, {"description", "Find " + std::to_string(i)}});
   return steps;
 }
 
@@ -104,14 +105,14 @@ TEST_CASE("reflective: structured output is the one call to the named tool") {
 }
 
 TEST_CASE("reflective: the coordinator's classification") {
-  auto ok = read_classification({{"complexity", "Complex"},
-                                 {"follow_up_type", "complex_follow_up"},
-                                 {"is_ambiguous", true},
-                                 {"clarifying_questions", {"Which region?", "", "Which year?",
-                                                           "Which model?", "Budget?"}},
-                                 {"recommended_depth", "extended"},
-                                 {"reasoning", "many parts"}},
-                                3);
+  auto ok = read_classification(
+    {{"complexity", "Complex"},
+     {"follow_up_type", "complex_follow_up"},
+     {"is_ambiguous", true},
+     {"clarifying_questions", {"Which region?", "", "Which year?", "Which model?", "Budget?"}},
+     {"recommended_depth", "extended"},
+     {"reasoning", "many parts"}},
+    3);
   REQUIRE(std::holds_alternative<classification>(ok));
   auto c = std::get<classification>(ok);
   CHECK(c.complexity == complexity::complex);
@@ -138,9 +139,9 @@ TEST_CASE("reflective: the coordinator's classification") {
 }
 
 TEST_CASE("reflective: search queries are trimmed, unique and bounded") {
-  auto q = read_queries({{"queries", {" heat pump COP ", "Heat pump cop", "", "defrost", 7,
-                                      "cold climate", "fourth"}}},
-                        3);
+  auto q = read_queries(
+    {{"queries", {" heat pump COP ", "Heat pump cop", "", "defrost", 7, "cold climate", "fourth"}}},
+    3);
   REQUIRE(std::holds_alternative<std::vector<std::string>>(q));
   CHECK(std::get<std::vector<std::string>>(q)
         == std::vector<std::string>{"heat pump COP", "defrost", "cold climate"});
@@ -381,8 +382,8 @@ TEST_CASE("reflective requests: what each role reads") {
   CHECK(planner.find("installation costs") != std::string::npos);
   CHECK(planner.find("Write 2 to 5 new steps.") != std::string::npos);
   CHECK(planner.find("bg results") != std::string::npos);
-  auto first = planner_input("Q?", "", nullptr, nullptr, room_for(nullptr, profile_for(depth::light)),
-                             depth::light);
+  auto first = planner_input("Q?", "", nullptr, nullptr,
+                             room_for(nullptr, profile_for(depth::light)), depth::light);
   CHECK(first.find("Write 1 to 3 steps.") != std::string::npos);
   CHECK(step_range(profile_for(depth::extended)) == "5 to 10");
 

@@ -39,7 +39,7 @@ mode_t mode_of(const std::string& path) {
 size_t entries_in(const std::string& dir) {
   size_t n = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    (void) e;
+    (void)e;
     ++n;
   }
   return n;
@@ -154,7 +154,7 @@ TEST_CASE("report files: a reader that goes away is an error, not the end of the
   std::thread closer{[&] {
     // Read a little, then leave with the writer still writing.
     char buf[16];
-    (void) ::read(rfd, buf, sizeof(buf));
+    (void)::read(rfd, buf, sizeof(buf));
     ::close(rfd);
   }};
   auto err = app::write_output_file(fifo, std::string(1 << 20, 'x'));
@@ -187,11 +187,12 @@ TEST_CASE("report files: a failed write names the path and the reason") {
 TEST_CASE("report HTML: local citations link to the sources list, which shows the path") {
   app::report_parts r;
   r.question = "Heat pumps <in> the cold?";
-  r.body = "Cold air lowers efficiency [[1]](file:///docs/heat%20pumps/cold.md). "
-           "The grid matters [[2]](https://example.com/grid?a=1&b=2). "
-           "An unknown one [[9]](). Brackets before one [[[[1]](file:///docs/heat%20pumps/cold.md). "
-           "A broken one [[4]](x[[1]](file:///docs/heat%20pumps/cold.md). "
-           "Parentheses [[2]](https://en.wikipedia.org/wiki/Heat_pump_(disambiguation)).";
+  r.body
+    = "Cold air lowers efficiency [[1]](file:///docs/heat%20pumps/cold.md). "
+      "The grid matters [[2]](https://example.com/grid?a=1&b=2). "
+      "An unknown one [[9]](). Brackets before one [[[[1]](file:///docs/heat%20pumps/cold.md). "
+      "A broken one [[4]](x[[1]](file:///docs/heat%20pumps/cold.md). "
+      "Parentheses [[2]](https://en.wikipedia.org/wiki/Heat_pump_(disambiguation)).";
   r.sources = {{1, "Cold climates", "file:///docs/heat%20pumps/cold.md"},
                {2, "Grid", "https://example.com/grid?a=1&b=2"}};
   auto html = app::html_report(r);
@@ -230,12 +231,14 @@ TEST_CASE("report files: a partial report says so under its title") {
 TEST_CASE("report printed: cleaned of escape sequences on a terminal, as it is elsewhere") {
   app::report_parts r;
   r.question = "Q\x1b]0;pwned\x07";
-  r.body = "Found\x1b[2J \xC2\x9B" "31mit [[1]](https://a.example/).\n\tindented \xE6\xB7\xB1";
+  r.body = "Found\x1b[2J \xC2\x9B"
+           "31mit [[1]](https://a.example/).\n\tindented \xE6\xB7\xB1";
   r.sources = {{1, "A\x1b]52;c;eA==\x1b\\", "https://a.example/"}};
   auto md = app::markdown_report(r);
   auto shown = app::printed_report(md, true);
-  CHECK(shown == "# Q\n\nFound it [[1]](https://a.example/).\n\tindented \xE6\xB7\xB1\n\n"
-                 "## Sources\n\n1. A <https://a.example/>\n");
+  CHECK(shown
+        == "# Q\n\nFound it [[1]](https://a.example/).\n\tindented \xE6\xB7\xB1\n\n"
+           "## Sources\n\n1. A <https://a.example/>\n");
   // Into a pipe or a file it is data: byte for byte.
   CHECK(app::printed_report(md, false) == md);
 }
@@ -255,7 +258,7 @@ TEST_CASE("report files: a database of Quarry, its WAL, a link or a hard link to
     CHECK(why->find("Quarry's database") != std::string::npos);
   };
   refused(store);
-  refused(store + "-wal");     // not there now: refused by its name
+  refused(store + "-wal"); // not there now: refused by its name
   refused(store + "-journal");
   refused(corpus);
   refused(dir.file("data/corpora/../quarry.db"));

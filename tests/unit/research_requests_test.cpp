@@ -137,8 +137,7 @@ TEST_CASE("research requests: an orchestrator cycle, with and without native rea
   in.reasoning_model = true;
   in.reminder = "Call a tool.";
   auto reasoning = request_of(core::orchestrator_request(in));
-  CHECK(tool_names(reasoning)
-        == std::vector<std::string>{"research_agent", "generate_report"});
+  CHECK(tool_names(reasoning) == std::vector<std::string>{"research_agent", "generate_report"});
   REQUIRE(reasoning.messages.size() == 5);
   CHECK(reasoning.messages.back().author == role::user);
   CHECK(reasoning.messages.back().content == core::make_reminder("Call a tool.").content);
@@ -166,8 +165,7 @@ TEST_CASE("research requests: the orchestrator's reminders") {
 }
 
 TEST_CASE("research requests: the final report gets the rounds and the reminder, no tools") {
-  std::vector<sdk::chat_message> rounds{tool_round_call("c1"),
-                                        tool_round_result("c1", "finding")};
+  std::vector<sdk::chat_message> rounds{tool_round_call("c1"), tool_round_result("c1", "finding")};
   auto req = request_of(
     core::final_report_request("FINAL", "Q", "1. One", rounds, "PLAN", 128000, 20000));
   CHECK(req.research.question == "Q");
@@ -185,7 +183,8 @@ TEST_CASE("research requests: the final report gets the rounds and the reminder,
     core::final_report_request("FINAL", "Q", "1. One", rounds, "PLAN", 20000, 20000)));
 }
 
-TEST_CASE("research requests: a research step offers the agent's tools, its own report and think tools") {
+TEST_CASE(
+  "research requests: a research step offers the agent's tools, its own report and think tools") {
   core::research_step_input in;
   in.system = "AGENT";
   in.task = "the task";
@@ -197,8 +196,7 @@ TEST_CASE("research requests: a research step offers the agent's tools, its own 
   in.tools = {search};
   in.max_tokens = 1000;
   auto req = request_of(core::research_step_request(in));
-  CHECK(tool_names(req)
-        == std::vector<std::string>{"web_search", "generate_report", "think_tool"});
+  CHECK(tool_names(req) == std::vector<std::string>{"web_search", "generate_report", "think_tool"});
   CHECK(req.tools[1].description == core::generate_report_tool(true).description);
   CHECK(req.tools[2].description == core::think_tool(true).description);
   CHECK(req.choice == tool_choice::required);
@@ -264,8 +262,7 @@ TEST_CASE("research requests: answers to tool calls") {
   CHECK(core::orchestrator_tool_answer(other, true)
         == "There is no tool named 'web_search'. Use research_agent, think_tool "
            "or generate_report.");
-  CHECK(core::orchestrator_tool_answer(other, false)
-        == "There is no tool named 'web_search'.");
+  CHECK(core::orchestrator_tool_answer(other, false) == "There is no tool named 'web_search'.");
   CHECK(core::agent_failed_text("it ran out of time")
         == "The research agent failed (it ran out of time). Try another approach "
            "or carry on without this task.");
@@ -351,7 +348,8 @@ TEST_CASE("research requests: the orchestrator's system prompt") {
   CHECK(core::orchestrator_system(lib, p) == "R 2/8 1. a");
 }
 
-TEST_CASE("research requests: a research agent's system prompt and the findings of earlier agents") {
+TEST_CASE(
+  "research requests: a research agent's system prompt and the findings of earlier agents") {
   core::prompt_library lib;
   lib.set("research_agent", "N tools={available_tools} {current_cycle_count}/{max_cycles} "
                             "[{internal_search_tool_guidance}|{web_search_tool_guidance}|"
@@ -418,8 +416,7 @@ TEST_CASE("research requests: the guidance and the reminder name the tools as co
 
 TEST_CASE("research requests: a tool that ran out of time and a call that failed") {
   auto r = core::tool_timeout_result("web_search", std::chrono::seconds{120});
-  CHECK(r.llm_text
-        == "The web_search tool did not finish within 2m; continue without its result.");
+  CHECK(r.llm_text == "The web_search tool did not finish within 2m; continue without its result.");
   REQUIRE(r.failure);
   CHECK(r.failure->code == sdk::errc::timeout);
   CHECK(r.failure->message == r.llm_text);
@@ -440,7 +437,8 @@ TEST_CASE("research requests: an agent's step calls sorted by what they ask for"
   CHECK(split.work[0].id == "1");
   CHECK(split.work[1].id == "3");
   CHECK(split.work[2].id == "4");
-  auto report = core::split_agent_calls({{"1", "web_search", "{}"}, {"2", "generate_report", "{}"}});
+  auto report = core::split_agent_calls(
+    {{"1", "web_search", "{}"}, {"2", "generate_report", "{}"}});
   CHECK(report.report);
   CHECK(report.work.size() == 1);
   auto none = core::split_agent_calls({});

@@ -58,7 +58,10 @@ TEST_CASE("research_view fits text to a width in code points") {
   CHECK(columns(research_view::fit("ééééééééééééééé", 8)) == 8);
   CHECK(research_view::fit("ééééééééééééééé", 8) == "ééééé...");
   CHECK(research_view::fit("a\nb\tc\x1b[2J", 20) == "a b c");
-  CHECK(research_view::fit("\x1b]0;title\x07\xC2\x9B" "2Jshort", 10) == "short");
+  CHECK(research_view::fit("\x1b]0;title\x07\xC2\x9B"
+                           "2Jshort",
+                           10)
+        == "short");
   CHECK(research_view::fit("anything", 0).empty());
 }
 
@@ -113,10 +116,9 @@ TEST_CASE("research_view prints log lines above its frame and clears it at the e
 
 TEST_CASE("research_view counts model calls, tokens and cost for the summary") {
   app::research_view view{stderr, false};
-  view.on_packet(make("usage", {{"input_tokens", 1000}, {"output_tokens", 500},
-                                {"cost_usd", 0.25}}));
-  view.on_packet(make("usage", {{"input_tokens", 100}, {"output_tokens", 50},
-                                {"cost_usd", 0.0}}));
+  view.on_packet(
+    make("usage", {{"input_tokens", 1000}, {"output_tokens", 500}, {"cost_usd", 0.25}}));
+  view.on_packet(make("usage", {{"input_tokens", 100}, {"output_tokens", 50}, {"cost_usd", 0.0}}));
   view.on_packet(make("search_tool_documents_delta",
                       {{"documents", {{{"document_id", "a"}}, {{"document_id", "b"}}}}}));
   auto t = view.totals();
@@ -124,8 +126,9 @@ TEST_CASE("research_view counts model calls, tokens and cost for the summary") {
   CHECK(t.tokens == 1650);
   CHECK(t.sources == 2);
   auto line = app::summary_line(std::chrono::milliseconds{83400}, t, {"r.md", "r.html"});
-  CHECK(line == "quarry: done in 83.4 s, 2 model calls, 1.6k tokens, $0.2500, "
-                "2 sources; wrote r.md, r.html");
+  CHECK(line
+        == "quarry: done in 83.4 s, 2 model calls, 1.6k tokens, $0.2500, "
+           "2 sources; wrote r.md, r.html");
 }
 
 TEST_CASE("research_view shows the reflective plan as a checklist that follows the steps") {
@@ -139,8 +142,9 @@ TEST_CASE("research_view shows the reflective plan as a checklist that follows t
                        {"status", statuses[i]}});
     return make("reflective_plan", {{"plan", {{"iteration", iteration}, {"steps", steps}}}});
   };
-  view.on_packet(make("question_classified",
-                      {{"complexity", "moderate"}, {"depth", "medium"}, {"mode", "deep_research"}}));
+  view.on_packet(
+    make("question_classified",
+         {{"complexity", "moderate"}, {"depth", "medium"}, {"mode", "deep_research"}}));
   view.on_packet(plan({"pending", "pending", "pending"}, 1));
   view.on_packet(make("plan_step_start", {{"step_id", "s1.1"}, {"title", "Step 1"}}));
   view.on_packet(plan({"in_progress", "pending", "pending"}, 1));
@@ -161,8 +165,8 @@ TEST_CASE("research_view shows the reflective plan as a checklist that follows t
   CHECK(lines[1] == "  [x] s1.1 Step 1");
   CHECK(lines[2] == "  [-] s1.2 Step 2");
   CHECK(view.plan() == "[x] s1.1 Step 1\n[-] s1.2 Step 2\n[x] s1.3 Step 3");
-  view.on_packet(make("verification_summary", {{"claims", 4}, {"supported", 3},
-                                               {"unsupported", 1}, {"unverified", 0}}));
+  view.on_packet(make("verification_summary",
+                      {{"claims", 4}, {"supported", 3}, {"unsupported", 1}, {"unverified", 0}}));
   view.finish();
   auto text = out.text();
   // The plan is printed once per iteration, with its statuses then.
@@ -178,8 +182,10 @@ TEST_CASE("research_view shows the reflective plan as a checklist that follows t
 
 TEST_CASE("research_view prints no escape sequence from a model, live or not") {
   // OSC 0 (window title), OSC 52 (clipboard), ESC[2J, 8-bit CSI, BEL.
-  const std::string evil = "\x1b]0;pwned\x07\x1b]52;c;cHduZWQ=\x1b\\\x1b[2J\xC2\x9B" "31m"
-                           "\x07\xC2\x9D" "2;t\xC2\x9C";
+  const std::string evil = "\x1b]0;pwned\x07\x1b]52;c;cHduZWQ=\x1b\\\x1b[2J\xC2\x9B"
+                           "31m"
+                           "\x07\xC2\x9D"
+                           "2;t\xC2\x9C";
   auto feed = [&](app::research_view& view) {
     view.on_packet(make("deep_research_plan_delta", {{"content", "1. Step" + evil + "\n"}}));
     view.on_packet(make("section_end"));
@@ -191,8 +197,8 @@ TEST_CASE("research_view prints no escape sequence from a model, live or not") {
     view.print_above("log" + evil);
   };
   auto injected = [](const std::string& text) {
-    for (std::string bad : {"\x1b]", "\x1b[2J", "\x07", "\xC2\x9B", "\xC2\x9D", "\xC2\x9C",
-                            "pwned", "cHduZWQ"})
+    for (std::string bad :
+         {"\x1b]", "\x1b[2J", "\x07", "\xC2\x9B", "\xC2\x9D", "\xC2\x9C", "pwned", "cHduZWQ"})
       if (text.find(bad) != std::string::npos)
         return true;
     return false;

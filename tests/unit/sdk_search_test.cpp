@@ -45,9 +45,8 @@ public:
     }
   };
 
-  std::shared_ptr<sdk::http_call>
-  start(sdk::http_request request,
-        std::shared_ptr<sdk::http_response_sink> sink) override {
+  std::shared_ptr<sdk::http_call> start(sdk::http_request request,
+                                        std::shared_ptr<sdk::http_response_sink> sink) override {
     requests.push_back(request);
     auto call = std::make_shared<held_call>();
     auto it = answers.find(request.url);
@@ -155,8 +154,8 @@ private:
 
 TEST_CASE("sdk buffered_response_sink collects a response in pieces") {
   scripted_client client;
-  client.answers["https://a.test/"] = {200, {{"Content-Type", "text/plain"}},
-                                       {"hel", "lo"}, {}, false};
+  client.answers["https://a.test/"] = {
+    200, {{"Content-Type", "text/plain"}}, {"hel", "lo"}, {}, false};
   auto out = fetch(client, "https://a.test/", 100);
   CHECK(out.calls == 1);
   CHECK_FALSE(out.failure.has_value());
@@ -180,9 +179,11 @@ TEST_CASE("sdk buffered_response_sink stops a body larger than its buffer") {
 
 TEST_CASE("sdk buffered_response_sink maps error statuses and keeps the body") {
   scripted_client client;
-  client.answers["https://a.test/"]
-    = {429, {{"Retry-After", "3"}, {"x-should-retry", "true"}},
-       {R"({"error": {"message": "Slow\ndown  now"}})"}, {}, false};
+  client.answers["https://a.test/"] = {429,
+                                       {{"Retry-After", "3"}, {"x-should-retry", "true"}},
+                                       {R"({"error": {"message": "Slow\ndown  now"}})"},
+                                       {},
+                                       false};
   client.answers["https://b.test/"] = {401, {}, {"<html>no</html>"}, {}, false};
   auto out = fetch(client, "https://a.test/", 1000);
   REQUIRE(out.failure.has_value());
@@ -201,8 +202,8 @@ TEST_CASE("sdk buffered_response_sink maps error statuses and keeps the body") {
 
 TEST_CASE("sdk buffered_response_sink passes transport failures on") {
   scripted_client client;
-  client.answers["https://a.test/"]
-    = {200, {}, {"par"}, sdk::make_error(sdk::errc::network, "reset"), false};
+  client.answers["https://a.test/"] = {
+    200, {}, {"par"}, sdk::make_error(sdk::errc::network, "reset"), false};
   auto out = fetch(client, "https://a.test/", 1000);
   REQUIRE(out.failure.has_value());
   CHECK(out.failure->code == sdk::errc::network);
@@ -214,16 +215,14 @@ TEST_CASE("sdk http_error_message reads common error shapes, bounded") {
   CHECK(sdk::http_error_message(R"({"error": "No query"})") == "No query");
   CHECK(sdk::http_error_message(R"({"message": "x"})") == "x");
   CHECK(sdk::http_error_message(std::string(1000, 'x')).size() == 200);
-  CHECK(sdk::http_error_message(R"({"message": ")" + std::string(1000, 'y')
-                                + "\"}")
-          .size()
-        == 300);
+  CHECK(sdk::http_error_message(R"({"message": ")" + std::string(1000, 'y') + "\"}").size() == 300);
   // Invalid UTF-8 is repaired, never passed on.
   CHECK(sdk::is_valid_utf8(sdk::http_error_message("\xff\xfe oops")));
   // Escape sequences go whole (the message may reach a terminal); line
   // breaks and tabs are spaces.
   CHECK(sdk::http_error_message("{\"error\": {\"message\": \"bad\\u001b]0;pwned\\u0007 "
-                                "key\\u001b[2J\\n\\tnow\xC2\x9B" "31m!\"}}")
+                                "key\\u001b[2J\\n\\tnow\xC2\x9B"
+                                "31m!\"}}")
         == "bad key now!");
 }
 
@@ -252,24 +251,23 @@ TEST_CASE("sdk query_strings and distinct_queries: the strings, normalised, firs
         out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     return out;
   };
-  CHECK(sdk::distinct_queries({"a b", "ab", " ", "c", "AB", "d"}, upper)
-        == v{"AB", "C", "D"});
+  CHECK(sdk::distinct_queries({"a b", "ab", " ", "c", "AB", "d"}, upper) == v{"AB", "C", "D"});
   CHECK(sdk::distinct_queries({"a", "a", "b", "c"}, upper, 2) == v{"A", "B"});
   CHECK(sdk::distinct_queries({}, upper).empty());
 }
 
 TEST_CASE("sdk run_search runs every query, keeps failures apart and classifies statuses") {
   scripted_client client;
-  client.answers["https://s.test/?q=a"]
-    = {200, {}, {hits({{"A1", "u1"}, {"A2", "u2"}, {"A3", "u3"}})}, {}, false};
+  client.answers["https://s.test/?q=a"] = {
+    200, {}, {hits({{"A1", "u1"}, {"A2", "u2"}, {"A3", "u3"}})}, {}, false};
   client.answers["https://s.test/?q=b"] = {503, {}, {R"({"message":"busy"})"}, {}, false};
   client.answers["https://s.test/?q=c"] = {200, {}, {"not json"}, {}, false};
   sdk::search_options options;
   options.max_results = 2;
   options.timeout = std::chrono::seconds{7};
   std::optional<sdk::search_batch> got;
-  sdk::run_search(client, std::make_shared<test_backend>(), {"a", "b", "c"},
-                  options, [&](sdk::search_batch b) { got = std::move(b); });
+  sdk::run_search(client, std::make_shared<test_backend>(), {"a", "b", "c"}, options,
+                  [&](sdk::search_batch b) { got = std::move(b); });
   REQUIRE(got.has_value());
   CHECK_FALSE(got->cancelled);
   REQUIRE(got->outcomes.size() == 3);
@@ -290,10 +288,8 @@ TEST_CASE("sdk run_search cancels the requests still running and says so") {
   client.answers["https://s.test/?q=a"] = {200, {}, {hits({{"A", "u"}})}, {}, false};
   client.answers["https://s.test/?q=b"].hold = true;
   std::optional<sdk::search_batch> got;
-  auto run = sdk::run_search(client, std::make_shared<test_backend>(),
-                             {"a", "b"}, {}, [&](sdk::search_batch b) {
-                               got = std::move(b);
-                             });
+  auto run = sdk::run_search(client, std::make_shared<test_backend>(), {"a", "b"}, {},
+                             [&](sdk::search_batch b) { got = std::move(b); });
   CHECK_FALSE(got.has_value());
   run->cancel();
   REQUIRE(got.has_value());
@@ -302,18 +298,18 @@ TEST_CASE("sdk run_search cancels the requests still running and says so") {
   REQUIRE(got->outcomes[1].failure.has_value());
   CHECK(got->outcomes[1].failure->code == sdk::errc::cancelled);
   run->cancel(); // again: nothing happens
-  auto empty = sdk::run_search(client, std::make_shared<test_backend>(), {},
-                               {}, [&](sdk::search_batch b) { got = std::move(b); });
+  auto empty = sdk::run_search(client, std::make_shared<test_backend>(), {}, {},
+                               [&](sdk::search_batch b) { got = std::move(b); });
   CHECK(got->outcomes.empty());
   CHECK_FALSE(got->cancelled);
 }
 
 TEST_CASE("sdk search_tool interleaves, de-duplicates and numbers the results") {
   scripted_client client;
-  client.answers["https://s.test/?q=a"]
-    = {200, {}, {hits({{"A1", "u1"}, {"S", "shared"}})}, {}, false};
-  client.answers["https://s.test/?q=b"]
-    = {200, {}, {hits({{"B1", "v1"}, {"S", "shared"}})}, {}, false};
+  client.answers["https://s.test/?q=a"] = {
+    200, {}, {hits({{"A1", "u1"}, {"S", "shared"}})}, {}, false};
+  client.answers["https://s.test/?q=b"] = {
+    200, {}, {hits({{"B1", "v1"}, {"S", "shared"}})}, {}, false};
   http_only_host host{client};
   sdk::search_tool_info info;
   info.name = "my_search";
@@ -341,14 +337,14 @@ TEST_CASE("sdk search_tool explains missing queries and total failure") {
   info.name = "my_search";
   sdk::search_tool tool{host, std::make_shared<test_backend>(), info};
   std::optional<sdk::tool_result> got;
-  auto handle = tool.run({{"queries", {" "}}},
-                         [&](sdk::tool_result r) { got = std::move(r); });
+  auto handle = tool.run({{"queries", {" "}}}, [&](sdk::tool_result r) { got = std::move(r); });
   // Every run gives a handle the caller may cancel, a finished one too.
   REQUIRE(handle != nullptr);
   handle->cancel();
   REQUIRE(got.has_value());
-  CHECK(got->llm_text == "No queries were given. Call my_search with "
-                         "{\"queries\": [\"...\"]}.");
+  CHECK(got->llm_text
+        == "No queries were given. Call my_search with "
+           "{\"queries\": [\"...\"]}.");
   CHECK(got->failure->code == sdk::errc::bad_request);
   got.reset();
   tool.run({{"queries", {"nowhere"}}}, [&](sdk::tool_result r) { got = std::move(r); });

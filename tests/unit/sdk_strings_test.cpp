@@ -69,7 +69,7 @@ TEST_CASE("sdk strings: UTF-8 decoding and appending code points") {
     CHECK(c.length == 1);
   }
   std::string out;
-  sdk::append_utf8(out, 0xD800); // a surrogate
+  sdk::append_utf8(out, 0xD800);   // a surrogate
   sdk::append_utf8(out, 0x110000); // beyond Unicode
   CHECK(out == "\xEF\xBF\xBD\xEF\xBF\xBD");
 }

@@ -59,7 +59,10 @@ TEST_CASE("terminal controls: text, emoji, CJK, line feeds and tabs stay") {
   for (std::string x :
        {"", "plain text", "line one\nline two\n", "a\tb\t\tc", "caf\xC3\xA9 na\xC3\xAFve",
         "\xE6\xB7\xB1\xE5\xBA\xA6\xE7\xA0\x94\xE7\xA9\xB6", "\xF0\x9F\x94\xA5 \xF0\x9F\x91\x8D",
-        "\xEF\xBF\xBD already replaced", "no\xC2\xA0" "break space", "[1] (x) {y} ~ ^ _ \\"}) {
+        "\xEF\xBF\xBD already replaced",
+        "no\xC2\xA0"
+        "break space",
+        "[1] (x) {y} ~ ^ _ \\"}) {
     CAPTURE(x);
     CHECK(strip(x) == x);
   }
@@ -97,8 +100,7 @@ TEST_CASE("terminal controls: OSC strings end at BEL or ST, 7-bit and 8-bit") {
   CHECK(strip("a" + esc + "]2;pwned" + st + "b") == "ab");
   CHECK(strip(esc + "]52;c;cm0gLXJmIH4=" + bel + "text") == "text");
   CHECK(strip(esc + "]52;c;cm0gLXJmIH4=" + st + "text") == "text");
-  CHECK(strip(esc + "]8;;https://evil.example/" + st + "link" + esc + "]8;;" + st)
-        == "link");
+  CHECK(strip(esc + "]8;;https://evil.example/" + st + "link" + esc + "]8;;" + st) == "link");
   // A UTF-8 title is part of the string.
   CHECK(strip(esc + "]0;\xE6\xA0\x87\xE9\xA2\x98 \xF0\x9F\x99\x82" + bel + "x") == "x");
   // A line feed inside does not end it (ECMA-48 allows 0x08-0x0D there).
@@ -110,8 +112,7 @@ TEST_CASE("terminal controls: OSC strings end at BEL or ST, 7-bit and 8-bit") {
 }
 
 TEST_CASE("terminal controls: DCS, SOS, PM and APC strings end at ST only") {
-  for (auto intro : {std::string{"P"}, std::string{"X"}, std::string{"^"},
-                     std::string{"_"}}) {
+  for (auto intro : {std::string{"P"}, std::string{"X"}, std::string{"^"}, std::string{"_"}}) {
     CAPTURE(intro);
     CHECK(strip("a" + esc + intro + "payload 1;2" + st + "b") == "ab");
     // BEL does not end them; the BEL inside goes with them.
@@ -127,16 +128,20 @@ TEST_CASE("terminal controls: DCS, SOS, PM and APC strings end at ST only") {
 }
 
 TEST_CASE("terminal controls: two-byte and other escape sequences") {
-  for (std::string seq : {"7", "8", "c", "M", "D", "E", "=", ">", "(B", ")0", "#8", "%G",
-                          " F", "\\"}) {
+  for (std::string seq :
+       {"7", "8", "c", "M", "D", "E", "=", ">", "(B", ")0", "#8", "%G", " F", "\\"}) {
     CAPTURE(seq);
     CHECK(strip("a" + esc + seq + "b") == "ab");
   }
   // ESC before something that cannot follow it goes alone.
   CHECK(strip("a" + esc + "\nb") == "a\nb");
   CHECK(strip("a" + esc + esc + "[2Jb") == "ab");
-  CHECK(strip("a" + esc + "\xC3\xA9" + "b") == "a\xC3\xA9" "b");
-  CHECK(strip("a" + esc + "\x9B" + "2Jb") == "a\xEF\xBF\xBD" "2Jb");
+  CHECK(strip("a" + esc + "\xC3\xA9" + "b")
+        == "a\xC3\xA9"
+           "b");
+  CHECK(strip("a" + esc + "\x9B" + "2Jb")
+        == "a\xEF\xBF\xBD"
+           "2Jb");
 }
 
 TEST_CASE("terminal controls: other C1 controls go, raw 8-bit bytes are not UTF-8") {
@@ -151,8 +156,15 @@ TEST_CASE("terminal controls: other C1 controls go, raw 8-bit bytes are not UTF-
   CHECK(strip("stray" + c1(0x9C) + "st") == "strayst");
   // Raw bytes 0x9B and 0x9D are not UTF-8: each becomes U+FFFD, so no
   // terminal in an 8-bit mode sees a CSI or an OSC either.
-  CHECK(strip("a\x9B" "2Jb") == "a\xEF\xBF\xBD" "2Jb");
-  CHECK(strip("a\x9D" "0;t\x07" "b") == "a\xEF\xBF\xBD" "0;tb");
+  CHECK(strip("a\x9B"
+              "2Jb")
+        == "a\xEF\xBF\xBD"
+           "2Jb");
+  CHECK(strip("a\x9D"
+              "0;t\x07"
+              "b")
+        == "a\xEF\xBF\xBD"
+           "0;tb");
 }
 
 TEST_CASE("terminal controls: an unterminated sequence loses only its introducer") {
@@ -172,8 +184,14 @@ TEST_CASE("terminal controls: an unterminated sequence loses only its introducer
   // A string cut by ESC, CAN, SUB or a C1 control goes whole, as a terminal
   // ends it there; what cut it is handled on its own.
   CHECK(strip("a" + esc + "]0;t" + esc + "[2Jb") == "ab");
-  CHECK(strip("a" + esc + "]0;t\x18" "b") == "ab");
-  CHECK(strip("a" + esc + "]0;t\x1A" "b") == "ab");
+  CHECK(strip("a" + esc
+              + "]0;t\x18"
+                "b")
+        == "ab");
+  CHECK(strip("a" + esc
+              + "]0;t\x1A"
+                "b")
+        == "ab");
   CHECK(strip("a" + esc + "]0;t" + c1(0x85) + "b") == "ab");
   CHECK(strip("a" + esc + "Pq" + c1(0x9B) + "2Jb") == "ab");
 }
@@ -203,11 +221,10 @@ TEST_CASE("terminal controls: huge hostile inputs take linear time") {
     return out;
   };
   auto near_limit = std::string(sdk::max_terminal_sequence - 10, 'a');
-  for (auto unit :
-       {esc, esc + "]", esc + "[", esc + "P", c1(0x9D), c1(0x9B), esc + "[1;", esc + " ",
-        esc + "]" + near_limit, esc + "]" + near_limit + esc, c1(0x9D) + near_limit + bel,
-        esc + "]0;t" + bel, std::string{"\xC2"}, std::string{"\xFF"}, std::string{"\x7F"},
-        std::string{"\xE6\xB7\xB1"}}) {
+  for (auto unit : {esc, esc + "]", esc + "[", esc + "P", c1(0x9D), c1(0x9B), esc + "[1;",
+                    esc + " ", esc + "]" + near_limit, esc + "]" + near_limit + esc,
+                    c1(0x9D) + near_limit + bel, esc + "]0;t" + bel, std::string{"\xC2"},
+                    std::string{"\xFF"}, std::string{"\x7F"}, std::string{"\xE6\xB7\xB1"}}) {
     auto input = repeat(unit);
     auto started = std::chrono::steady_clock::now();
     auto out = strip_terminal_controls(input);
@@ -222,12 +239,24 @@ TEST_CASE("terminal controls: huge hostile inputs take linear time") {
 
 TEST_CASE("terminal controls: invalid UTF-8 becomes U+FFFD, one per byte") {
   const std::string r = "\xEF\xBF\xBD";
-  CHECK(strip("a\xFF" "b") == "a" + r + "b");
-  CHECK(strip("a\xE2\x82" "b") == "a" + r + r + "b");           // truncated
-  CHECK(strip("a\xC0\x9B" "b") == "a" + r + r + "b");           // overlong ESC-ish
-  CHECK(strip("a\xC1\x9B" "b") == "a" + r + r + "b");           // overlong CSI
-  CHECK(strip("a\xED\xA0\x80" "b") == "a" + r + r + r + "b");   // surrogate
-  CHECK(strip("a\xF4\x90\x80\x80" "b") == "a" + r + r + r + r + "b"); // above U+10FFFF
+  CHECK(strip("a\xFF"
+              "b")
+        == "a" + r + "b");
+  CHECK(strip("a\xE2\x82"
+              "b")
+        == "a" + r + r + "b"); // truncated
+  CHECK(strip("a\xC0\x9B"
+              "b")
+        == "a" + r + r + "b"); // overlong ESC-ish
+  CHECK(strip("a\xC1\x9B"
+              "b")
+        == "a" + r + r + "b"); // overlong CSI
+  CHECK(strip("a\xED\xA0\x80"
+              "b")
+        == "a" + r + r + r + "b"); // surrogate
+  CHECK(strip("a\xF4\x90\x80\x80"
+              "b")
+        == "a" + r + r + r + r + "b"); // above U+10FFFF
   CHECK(strip("\x80\xBF") == r + r);
 }
 
@@ -271,10 +300,13 @@ std::string filtered(const std::string& x, const std::vector<size_t>& cuts) {
 TEST_CASE("terminal controls: a stream cut anywhere is cleaned as the whole text") {
   // Every sequence kind, split at every byte.
   const std::vector<std::string> samples{
-    "a\x1b]0;pwned\x07" "b",
+    "a\x1b]0;pwned\x07"
+    "b",
     "a\x1b]52;c;ZXZpbA==\x1b\\b",
     "x\x1b[2J\x1b[1;31mred\x1b[0m",
-    "\xc2\x9b" "2J after \xc2\x9d" "0;t\xc2\x9c end",
+    "\xc2\x9b"
+    "2J after \xc2\x9d"
+    "0;t\xc2\x9c end",
     "\x1bP dcs \x1b\\ ok \x1b_ apc \x1b\\",
     "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 \x1b(B",
     "\x1b]0;cut by esc\x1b[31mrest",

@@ -45,7 +45,9 @@ TEST_CASE("sdk UTF-8 repair replaces each invalid byte and keeps valid text") {
   CHECK_FALSE(sdk::is_valid_utf8("\xED\xA0\x80"));     // surrogate
   CHECK_FALSE(sdk::is_valid_utf8("\xF4\x90\x80\x80")); // above U+10FFFF
   CHECK_FALSE(sdk::is_valid_utf8("\xE2\x82"));         // truncated
-  CHECK(sdk::repair_utf8("a\xFF" "b") == "a" + fffd + "b");
+  CHECK(sdk::repair_utf8("a\xFF"
+                         "b")
+        == "a" + fffd + "b");
   CHECK(sdk::repair_utf8("x\xE2\x82") == "x" + fffd + fffd);
   CHECK(sdk::repair_utf8("\xC0\xAF") == fffd + fffd);
   CHECK(sdk::repair_utf8("caf\xC3\xA9") == "caf\xC3\xA9");
@@ -85,8 +87,7 @@ TEST_CASE("sdk parse_json bounds the depth and repairs UTF-8") {
   auto repaired = sdk::parse_json("{\"q\":\"a\xFF\"}");
   REQUIRE(repaired.is_object());
   CHECK(repaired["q"] == "a" + fffd);
-  CHECK(sdk::parse_json("{\"q\":\"a\xFF\"}", &why, sdk::json_limits{256, false})
-          .is_discarded());
+  CHECK(sdk::parse_json("{\"q\":\"a\xFF\"}", &why, sdk::json_limits{256, false}).is_discarded());
   CHECK(sdk::is_valid_utf8(why));
   // Syntax errors come with a reason.
   CHECK(sdk::parse_json("{not json", &why).is_discarded());
@@ -100,10 +101,10 @@ TEST_CASE("sdk parse_json bounds the depth and repairs UTF-8") {
 }
 
 TEST_CASE("tool arguments nested 60,000 deep give a clear message") {
-  for (const auto& text : {"{\"a\":" + nested(60000) + "}", nested_object(60000),
-                           nested(60000, '{', '}'),
-                           // double-encoded: a JSON string holding the object
-                           json("{\"a\":" + nested(60000) + "}").dump()}) {
+  for (const auto& text :
+       {"{\"a\":" + nested(60000) + "}", nested_object(60000), nested(60000, '{', '}'),
+        // double-encoded: a JSON string holding the object
+        json("{\"a\":" + nested(60000) + "}").dump()}) {
     auto parsed = core::parse_tool_arguments(text);
     auto* message = std::get_if<std::string>(&parsed);
     REQUIRE(message != nullptr);
@@ -125,7 +126,8 @@ TEST_CASE("tool arguments nested 60,000 deep give a clear message") {
 
 TEST_CASE("llm_json reads wrongly typed members without throwing and bounds "
           "tool schemas") {
-  auto j = json::parse(R"({"role": 5, "content": {"x": 1}, "tool_calls": [1, {"id": 2, "name": "f"}],
+  auto j = json::parse(
+    R"({"role": 5, "content": {"x": 1}, "tool_calls": [1, {"id": 2, "name": "f"}],
                           "tool_call_id": null})");
   sdk::chat_message m;
   CHECK_NOTHROW(m = j.get<sdk::chat_message>());

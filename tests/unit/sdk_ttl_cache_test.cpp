@@ -54,7 +54,7 @@ TEST_CASE("sdk ttl_cache is safe to use from several threads") {
       for (int i = 0; i < 2000; ++i) {
         auto key = std::to_string((i * 7 + t) % 100);
         cache.put(key, i);
-        (void) cache.get(key);
+        (void)cache.get(key);
       }
     });
   for (auto& th : threads)

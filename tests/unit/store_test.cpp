@@ -32,8 +32,7 @@ using test::read_ok;
 
 namespace {
 
-std::unique_ptr<store::store> open_ok(const std::string& path,
-                                      const open_options& opts = {}) {
+std::unique_ptr<store::store> open_ok(const std::string& path, const open_options& opts = {}) {
   auto opened = store::store::open(path, opts);
   if (auto* err = std::get_if<sdk::error>(&opened))
     FAIL("open failed: " << err->message);
@@ -63,8 +62,7 @@ void check_without_path(const std::string& message, const std::string& path) {
   CHECK_MESSAGE(message.find(path) == std::string::npos, message);
 }
 
-session_row make_session(const std::string& id, const std::string& question,
-                         int64_t created_at = 0,
+session_row make_session(const std::string& id, const std::string& question, int64_t created_at = 0,
                          const std::string& parent = "") {
   session_row row;
   row.id = id;
@@ -95,8 +93,7 @@ batch::packet_write packet(const std::string& session, uint64_t seq,
 // connection of its own: what "the database holds".
 std::string dump_db(const std::string& path) {
   sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr)
-          == SQLITE_OK);
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
   std::vector<std::string> tables;
   {
     sqlite3_stmt* st = nullptr;
@@ -107,8 +104,7 @@ std::string dump_db(const std::string& path) {
                                -1, &st, nullptr)
             == SQLITE_OK);
     while (sqlite3_step(st) == SQLITE_ROW)
-      tables.emplace_back(
-        reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+      tables.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
     sqlite3_finalize(st);
   }
   std::string out;
@@ -147,8 +143,7 @@ void raw_exec(const std::string& path, const std::string& sql) {
 
 int64_t raw_int(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr)
-          == SQLITE_OK);
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
   sqlite3_stmt* st = nullptr;
   REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
   REQUIRE(sqlite3_step(st) == SQLITE_ROW);
@@ -160,11 +155,9 @@ int64_t raw_int(const std::string& path, const std::string& sql) {
 
 std::string integrity(const std::string& path) {
   sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr)
-          == SQLITE_OK);
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
   sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, nullptr)
-          == SQLITE_OK);
+  REQUIRE(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, nullptr) == SQLITE_OK);
   std::string result;
   while (sqlite3_step(st) == SQLITE_ROW)
     result += reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
@@ -209,9 +202,8 @@ TEST_CASE("store: session ids have one form") {
 }
 
 TEST_CASE("store: state names round trip") {
-  for (auto s : {session_state::pending, session_state::running,
-                 session_state::clarification, session_state::completed,
-                 session_state::failed, session_state::cancelled,
+  for (auto s : {session_state::pending, session_state::running, session_state::clarification,
+                 session_state::completed, session_state::failed, session_state::cancelled,
                  session_state::interrupted})
     CHECK(session_state_from(to_string(s)) == s);
   CHECK_FALSE(session_state_from("done").has_value());
@@ -425,8 +417,7 @@ TEST_CASE("store: old checkpoints are dropped, the latest kept") {
     write_ok(*db, c);
   }
   CHECK(read_ok(db->latest_checkpoint(id))->number == 60);
-  CHECK(raw_int(db->path(), "SELECT count(*) FROM checkpoints")
-        == kept_checkpoints);
+  CHECK(raw_int(db->path(), "SELECT count(*) FROM checkpoints") == kept_checkpoints);
 }
 
 TEST_CASE("store: lists page newest first with a cursor") {
@@ -435,8 +426,7 @@ TEST_CASE("store: lists page newest first with a cursor") {
   batch b;
   // 25 sessions; created_at repeats, so the id decides within a time.
   for (unsigned i = 0; i < 25; ++i)
-    b.new_sessions.push_back(make_session(sid(i), "question " + std::to_string(i),
-                                          1000 + i / 3));
+    b.new_sessions.push_back(make_session(sid(i), "question " + std::to_string(i), 1000 + i / 3));
   write_ok(*db, b);
   std::vector<std::string> all;
   session_filter f;
@@ -481,10 +471,11 @@ TEST_CASE("store: a cursor that is not one gives an empty page") {
   for (unsigned i = 0; i < 3; ++i)
     b.new_sessions.push_back(make_session(sid(i), "q", 1000 + i));
   write_ok(*db, b);
-  for (std::string garbage : std::vector<std::string>{"x", "c", "c.", "c1.", "c1.x", "cabc.q0000000000000001",
-        "c99999999999999999999999.q0000000000000001", "c1.q000000000000000G",
-        "c1' OR 1=1 --.q0000000000000001", "c1.q0000000000000001 OR 1=1",
-        std::string(10000, 'c'), std::string{"c1\0.q0000000000000001", 21}}) {
+  for (std::string garbage : std::vector<std::string>{
+         "x", "c", "c.", "c1.", "c1.x", "cabc.q0000000000000001",
+         "c99999999999999999999999.q0000000000000001", "c1.q000000000000000G",
+         "c1' OR 1=1 --.q0000000000000001", "c1.q0000000000000001 OR 1=1", std::string(10000, 'c'),
+         std::string{"c1\0.q0000000000000001", 21}}) {
     session_filter f;
     f.before = garbage;
     CHECK(read_ok(db->list_sessions(f)).sessions.empty());
@@ -492,8 +483,7 @@ TEST_CASE("store: a cursor that is not one gives an empty page") {
   // A well-formed cursor of an unknown session still pages by its time.
   session_filter f;
   f.before = "c1002.q0000000000000000";
-  CHECK(ids_of(read_ok(db->list_sessions(f)).sessions)
-        == std::vector<std::string>{sid(1), sid(0)});
+  CHECK(ids_of(read_ok(db->list_sessions(f)).sessions) == std::vector<std::string>{sid(1), sid(0)});
   CHECK(raw_int(db->path(), "SELECT count(*) FROM sessions") == 3);
 }
 
@@ -509,8 +499,7 @@ TEST_CASE("store: search and state filter") {
   b.states.push_back({sid(2), session_state::completed, ""});
   b.states.push_back({sid(3), session_state::failed, "no luck"});
   write_ok(*db, b);
-  auto search = [&](const std::string& words,
-                    std::optional<session_state> state = std::nullopt) {
+  auto search = [&](const std::string& words, std::optional<session_state> state = std::nullopt) {
     session_filter f;
     f.search = words;
     f.state = state;
@@ -533,8 +522,8 @@ TEST_CASE("store: search and state filter") {
   CHECK(search("\"quoted\"") == ids{sid(5)});
   CHECK(search("NEAR(x)") == ids{sid(5)});
   CHECK(search("AND") == ids{sid(5)});
-  CHECK(search("photosynthesis OR nile") .empty());
-  CHECK(search("nile NOT plants") .empty());
+  CHECK(search("photosynthesis OR nile").empty());
+  CHECK(search("nile NOT plants").empty());
   CHECK(search("'); DROP TABLE sessions; --").empty());
   CHECK(search("*").empty());
   CHECK(search("\"").empty());
@@ -674,8 +663,7 @@ TEST_CASE("store: a seq gap or a repeated seq refuses the whole batch") {
     auto err = db->write(bad);
     REQUIRE(err);
     CHECK(err->code == sdk::errc::bad_request);
-    CHECK_MESSAGE(err->message.find(expect) != std::string::npos,
-                  err->message);
+    CHECK_MESSAGE(err->message.find(expect) != std::string::npos, err->message);
     check_without_path(err->message, db->path());
     CHECK(dump_db(db->path()) == before);
   };
@@ -903,18 +891,14 @@ TEST_CASE("store: an empty file becomes a store") {
   // So does a SQLite database without any table (and no application id).
   auto blank = dir.file("blank.db");
   raw_exec(blank, "PRAGMA user_version=0");
-  {
-    auto db = open_ok(blank);
-  }
+  { auto db = open_ok(blank); }
   CHECK(raw_int(blank, "PRAGMA user_version") == schema_version);
 }
 
 TEST_CASE("store: a newer schema is refused and left untouched") {
   test::temp_dir dir;
   auto path = dir.file("s.db");
-  {
-    auto db = open_ok(path);
-  }
+  { auto db = open_ok(path); }
   raw_exec(path, "PRAGMA user_version=7");
   auto bytes = test::read_file(path);
   auto err = open_fails(path);
@@ -933,8 +917,9 @@ TEST_CASE("store: a newer schema is refused and left untouched") {
 
 TEST_CASE("store: a file that is not SQLite is refused and left untouched") {
   test::temp_dir dir;
-  for (std::string content : std::vector<std::string>{std::string{"hello, this is a text file\n"}, std::string(5000, 'x'),
-        std::string{"SQLite format 2\0garbage", 23}, std::string{"\0\0\0", 3}}) {
+  for (std::string content : std::vector<std::string>{
+         std::string{"hello, this is a text file\n"}, std::string(5000, 'x'),
+         std::string{"SQLite format 2\0garbage", 23}, std::string{"\0\0\0", 3}}) {
     auto path = dir.write("not.db", content);
     auto err = open_fails(path);
     CHECK(err.code == sdk::errc::bad_request);
@@ -946,8 +931,7 @@ TEST_CASE("store: a file that is not SQLite is refused and left untouched") {
   }
   // A folder is not a store either.
   fs::create_directories(dir.file("folder.db"));
-  CHECK(open_fails(dir.file("folder.db")).message.find("not a regular file")
-        != std::string::npos);
+  CHECK(open_fails(dir.file("folder.db")).message.find("not a regular file") != std::string::npos);
   CHECK(open_fails("").code == sdk::errc::bad_request);
 }
 
@@ -975,8 +959,8 @@ TEST_CASE("store: a SQLite database of another application is refused and left u
   }
   SUBCASE("Quarry's corpus index") {
     auto path = dir.file("corpus.db");
-    raw_exec(path, "CREATE TABLE documents(id); PRAGMA application_id="
-                     + std::to_string(0x51525259) + ";");
+    raw_exec(path, "CREATE TABLE documents(id); PRAGMA application_id=" + std::to_string(0x51525259)
+                     + ";");
     auto bytes = test::read_file(path);
     auto err = open_fails(path);
     CHECK(err.message.find("another application") != std::string::npos);
@@ -1071,8 +1055,7 @@ TEST_CASE("store: a full disk refuses the batch and damages nothing") {
     REQUIRE(err);
     CHECK(vfs.faults() > 0);
     CHECK(err->code == sdk::errc::too_large);
-    CHECK_MESSAGE(err->message.find("the disk is full") != std::string::npos,
-                  err->message);
+    CHECK_MESSAGE(err->message.find("the disk is full") != std::string::npos, err->message);
     check_without_path(err->message, path);
     // Still full: the next batch fails the same way.
     batch small;
@@ -1170,8 +1153,7 @@ TEST_CASE("store: an I/O error while committing rolls back the batch") {
       REQUIRE(err);
       CHECK(vfs.faults() == 1);
       CHECK(err->code == sdk::errc::internal);
-      CHECK_MESSAGE(err->message.find("I/O error") != std::string::npos,
-                    err->message);
+      CHECK_MESSAGE(err->message.find("I/O error") != std::string::npos, err->message);
       check_without_path(err->message, path);
       CHECK(read_ok(db->session(id))->last_seq == 1);
       CHECK(dump_db(path) == committed);
@@ -1229,9 +1211,9 @@ TEST_CASE("store: an I/O error during a WAL checkpoint loses nothing") {
     // Over 1000 pages (4 MiB): SQLite checkpoints after the commit.
     for (int i = 0; i < 3; ++i) {
       batch big;
-      big.documents.push_back({id, {"d" + std::to_string(i), "u", "t",
-                                    std::string(2'000'000, static_cast<char>('a' + i)),
-                                    "", 1, "web"}});
+      big.documents.push_back({id,
+                               {"d" + std::to_string(i), "u", "t",
+                                std::string(2'000'000, static_cast<char>('a' + i)), "", 1, "web"}});
       auto err = db->write(big);
       if (!err) {
         ++stored;
@@ -1298,9 +1280,7 @@ TEST_CASE("store: two connections on one file write alternately") {
 TEST_CASE("store: two connections writing at once both succeed") {
   test::temp_dir dir;
   auto path = dir.file("s.db");
-  {
-    auto db = open_ok(path);
-  }
+  { auto db = open_ok(path); }
   constexpr uint64_t batches = 150;
   std::vector<std::string> errors[2];
   std::string ids[2] = {make_session_id(), make_session_id()};
@@ -1453,8 +1433,7 @@ TEST_CASE("store: random search texts and cursors are data") {
     std::string text;
     auto n = rng() % 24;
     for (size_t i = 0; i < n; ++i)
-      text += round % 2 == 0 ? alphabet[rng() % alphabet.size()]
-                             : static_cast<char>(rng() % 256);
+      text += round % 2 == 0 ? alphabet[rng() % alphabet.size()] : static_cast<char>(rng() % 256);
     session_filter f;
     f.search = text;
     f.limit = 1 + static_cast<int>(rng() % 30);
@@ -1483,8 +1462,7 @@ TEST_CASE("store: a write that waits too long for another writer is busy") {
   // Another connection holds the write lock throughout.
   sqlite3* other = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &other) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr)
-          == SQLITE_OK);
+  REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
   batch p;
   p.packets.push_back(packet(id, 1));
   auto err = db->write(p);

@@ -32,11 +32,9 @@ TEST_CASE("tool argument schema: types, required keys, items and enums") {
                                              json::parse(R"({"queries": [], "limit": 2.5})"));
   REQUIRE(fraction);
   CHECK(fraction->find("'limit' must be integer") == 0);
-  auto huge = core::check_tool_arguments(schema,
-                                         json::parse(R"({"queries": [], "limit": 1e300})"));
+  auto huge = core::check_tool_arguments(schema, json::parse(R"({"queries": [], "limit": 1e300})"));
   CHECK(huge);
-  auto mode = core::check_tool_arguments(schema,
-                                         json::parse(R"({"queries": [], "mode": "slow"})"));
+  auto mode = core::check_tool_arguments(schema, json::parse(R"({"queries": [], "mode": "slow"})"));
   REQUIRE(mode);
   CHECK(mode->find("'mode' must be one of") == 0);
   // A schema this checker does not understand accepts everything.

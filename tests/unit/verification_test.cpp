@@ -29,17 +29,18 @@ std::map<int, indexed_document> library() {
 } // namespace
 
 TEST_CASE("verification 1: claims are the cited sentences and the uncited facts") {
-  std::string report = "# Heat pumps in the cold\n\n"
-                       "## Efficiency\n\n"
-                       "Heat pumps lose efficiency in cold air [1]. At -15 C a unit still "
-                       "reaches a COP of about 2. [1] Is that enough?\n"
-                       "This is why people like them.\n\n"
-                       "- Defrost runs the unit backwards [[2]](https://b.example/defrost).\n"
-                       "- e.g. a short note.\n\n"
-                       "| Model | COP |\n|---|---|\n| Mitsubishi Zuba at -15 C reaches 2.1 [1] | 2.1 |\n\n"
-                       "```\nCode with a claim [9].\n```\n\n"
-                       "> Quoted question from Alice Smith in 2024 about heat pumps?\n\n"
-                       "## Sources\n\n[1] Cold climate heat pumps. https://a.example/cold\n";
+  std::string report
+    = "# Heat pumps in the cold\n\n"
+      "## Efficiency\n\n"
+      "Heat pumps lose efficiency in cold air [1]. At -15 C a unit still "
+      "reaches a COP of about 2. [1] Is that enough?\n"
+      "This is why people like them.\n\n"
+      "- Defrost runs the unit backwards [[2]](https://b.example/defrost).\n"
+      "- e.g. a short note.\n\n"
+      "| Model | COP |\n|---|---|\n| Mitsubishi Zuba at -15 C reaches 2.1 [1] | 2.1 |\n\n"
+      "```\nCode with a claim [9].\n```\n\n"
+      "> Quoted question from Alice Smith in 2024 about heat pumps?\n\n"
+      "## Sources\n\n[1] Cold climate heat pumps. https://a.example/cold\n";
   auto claims = split_claims(report);
   REQUIRE(claims.size() == 4);
   CHECK(claims[0].text == "Heat pumps lose efficiency in cold air.");
@@ -141,7 +142,8 @@ TEST_CASE("verification 5: typographic minus signs, dashes and spaces part words
           "their ASCII forms do") {
   namespace lex = quarry::lexical;
   // U+2212 minus, U+2013 en dash, U+00A0 no-break space, U+202F narrow one.
-  CHECK(lex::tokenize("rated down to \u221225\u00A0\u00B0C") == lex::tokenize("rated down to -25 \u00B0C"));
+  CHECK(lex::tokenize("rated down to \u221225\u00A0\u00B0C")
+        == lex::tokenize("rated down to -25 \u00B0C"));
   CHECK(lex::tokenize("2\u20133 minutes") == std::vector<std::string>{"2", "3", "minut"});
   CHECK(lex::tokenize("10\u202Fkm") == std::vector<std::string>{"10", "km"});
   // Other non-ASCII letters stay inside their words.

@@ -21,7 +21,7 @@ std::string read_source(const std::string& name) {
   return out.str();
 }
 
-const char* page_files[] = {"index.html", "style.css", "app.js", "api.js",
+const char* page_files[] = {"index.html", "style.css",   "app.js",     "api.js",
                             "packets.js", "markdown.js", "favicon.svg"};
 
 } // namespace
@@ -91,10 +91,10 @@ TEST_CASE("web assets: unknown paths find nothing") {
 }
 
 TEST_CASE("web assets: no path traversal") {
-  for (const char* p : {"/../CMakeLists.txt", "/../../CMakeLists.txt", "/./app.js",
-                        "/%2e%2e/CMakeLists.txt", "/%2E%2E/CMakeLists.txt", "/..%2fCMakeLists.txt",
-                        "/%2e%2e%2fapp.js", "/..\\CMakeLists.txt", "/../app/web/app.js",
-                        "/app.js/../index.html", "/x/../app.js", "/%2fapp.js"}) {
+  for (const char* p :
+       {"/../CMakeLists.txt", "/../../CMakeLists.txt", "/./app.js", "/%2e%2e/CMakeLists.txt",
+        "/%2E%2E/CMakeLists.txt", "/..%2fCMakeLists.txt", "/%2e%2e%2fapp.js", "/..\\CMakeLists.txt",
+        "/../app/web/app.js", "/app.js/../index.html", "/x/../app.js", "/%2fapp.js"}) {
     CAPTURE(p);
     CHECK(find_asset(p) == nullptr);
   }

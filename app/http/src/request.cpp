@@ -150,15 +150,12 @@ std::variant<parsed_target, std::string> parse_target(std::string_view target) {
     if (!pair.empty()) {
       auto eq = pair.find('=');
       auto raw_name = pair.substr(0, eq);
-      auto raw_value = eq == std::string_view::npos ? std::string_view{}
-                                                    : pair.substr(eq + 1);
-      if (!percent_decode(raw_name, true, name)
-          || !percent_decode(raw_value, true, value))
+      auto raw_value = eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+      if (!percent_decode(raw_name, true, name) || !percent_decode(raw_value, true, value))
         return std::string{"the query has an invalid percent escape"};
       if (!valid_utf8(name) || !valid_utf8(value))
         return std::string{"the query is not valid UTF-8"};
-      if (name.find('\0') != std::string::npos
-          || value.find('\0') != std::string::npos)
+      if (name.find('\0') != std::string::npos || value.find('\0') != std::string::npos)
         return std::string{"the query contains NUL"};
       result.query.emplace(name, value); // the first value wins
     }
@@ -255,8 +252,7 @@ bool valid_host(std::string_view value) noexcept {
       port = value.substr(colon + 1);
     for (size_t i = 0; i < host.size(); ++i) {
       if (host[i] == '%') {
-        if (i + 2 >= host.size() || hex_value(host[i + 1]) < 0
-            || hex_value(host[i + 2]) < 0)
+        if (i + 2 >= host.size() || hex_value(host[i + 1]) < 0 || hex_value(host[i + 2]) < 0)
           return false;
         i += 2;
       } else if (!is_host_char(host[i])) {
@@ -468,8 +464,7 @@ std::optional<std::string_view> request::header(std::string_view name) const {
   return std::nullopt;
 }
 
-std::optional<std::string_view>
-request::query_param(std::string_view name) const {
+std::optional<std::string_view> request::query_param(std::string_view name) const {
   auto i = query.find(std::string{name});
   if (i == query.end())
     return std::nullopt;

@@ -108,8 +108,8 @@ void router::handle(request req, std::shared_ptr<responder> res) const {
       allow += m;
     }
     auto err = json_error(405, "method_not_allowed",
-                          "method " + req.method + " is not allowed on "
-                            + req.path + " (allowed: " + allow + ")");
+                          "method " + req.method + " is not allowed on " + req.path
+                            + " (allowed: " + allow + ")");
     err.headers.emplace_back("Allow", allow);
     res->respond(std::move(err));
     return;
@@ -126,9 +126,8 @@ void router::handle(request req, std::shared_ptr<responder> res) const {
 }
 
 handler router::as_handler() const {
-  return [this](request req, std::shared_ptr<responder> res) {
-    handle(std::move(req), std::move(res));
-  };
+  return
+    [this](request req, std::shared_ptr<responder> res) { handle(std::move(req), std::move(res)); };
 }
 
 } // namespace quarry::http

@@ -105,8 +105,7 @@ void append_lines(std::string& out, std::string_view prefix, std::string_view te
   }
 }
 
-std::string event_frame(std::string_view id, std::string_view event,
-                        std::string_view data) {
+std::string event_frame(std::string_view id, std::string_view event, std::string_view data) {
   std::string out;
   out.reserve(data.size() + id.size() + event.size() + 24);
   if (!id.empty()) {
@@ -306,10 +305,8 @@ public:
       keep_alive_ = false;
       auto res = json_error(429, "busy",
                             "too many connections (server.max_connections is "
-                              + std::to_string(core_->opts.max_connections)
-                              + "); try again later");
-      res.headers.emplace_back("Retry-After",
-                               std::to_string(core_->opts.retry_after_seconds));
+                              + std::to_string(core_->opts.max_connections) + "); try again later");
+      res.headers.emplace_back("Retry-After", std::to_string(core_->opts.retry_after_seconds));
       send_response(std::move(res), serial_);
       return;
     }
@@ -334,8 +331,7 @@ public:
         stop_timer_.async_wait([self = shared_from_this(), serial](error_code ec) {
           if (ec || self->phase_ != phase::handling || self->serial_ != serial)
             return;
-          self->send_response(json_error(503, "unavailable", "the server is stopping"),
-                              serial);
+          self->send_response(json_error(503, "unavailable", "the server is stopping"), serial);
         });
         break;
       }
@@ -400,8 +396,7 @@ public:
   // -- called from any thread ---------------------------------------------
 
   void post_response(response res, uint64_t serial) {
-    core_->post(executor(), [self = shared_from_this(), res = std::move(res),
-                             serial]() mutable {
+    core_->post(executor(), [self = shared_from_this(), res = std::move(res), serial]() mutable {
       self->send_response(std::move(res), serial);
     });
   }
@@ -420,8 +415,7 @@ public:
                             "too many event streams (server.max_event_streams is "
                               + std::to_string(core_->opts.max_event_streams)
                               + "); try again later");
-      res.headers.emplace_back("Retry-After",
-                               std::to_string(core_->opts.retry_after_seconds));
+      res.headers.emplace_back("Retry-After", std::to_string(core_->opts.retry_after_seconds));
       post_response(std::move(res), serial);
       return nullptr;
     }
@@ -437,8 +431,7 @@ public:
                            "Connection: close\r\n";
         for (const auto& [name, value] : extra) {
           if (!valid_field(name, value) || reserved_field(name)
-              || detail::iequals(name, "Content-Type")
-              || detail::iequals(name, "Cache-Control"))
+              || detail::iequals(name, "Content-Type") || detail::iequals(name, "Cache-Control"))
             continue;
           head += name + ": " + value + "\r\n";
         }
@@ -455,8 +448,7 @@ public:
     if (!counted)
       core_->open_streams.fetch_sub(1);
     else
-      core_->post(executor(),
-                  [self, serial, kick] { self->on_events_started(serial, kick); });
+      core_->post(executor(), [self, serial, kick] { self->on_events_started(serial, kick); });
     return std::make_shared<event_stream>(self);
   }
 
@@ -571,17 +563,16 @@ private:
     }
     phase_ = phase::waiting;
     arm_read_timer(core_->opts.idle_timeout);
-    socket_.async_wait(tcp::socket::wait_read,
-                       [self = shared_from_this()](error_code ec) {
-                         if (self->phase_ != phase::waiting)
-                           return;
-                         self->cancel_read_timer();
-                         if (ec) {
-                           self->close_now();
-                           return;
-                         }
-                         self->read_head(self->core_->opts.header_timeout);
-                       });
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
+      if (self->phase_ != phase::waiting)
+        return;
+      self->cancel_read_timer();
+      if (ec) {
+        self->close_now();
+        return;
+      }
+      self->read_head(self->core_->opts.header_timeout);
+    });
   }
 
   void read_head(std::chrono::milliseconds timeout) {
@@ -589,8 +580,8 @@ private:
     ++serial_;
     cors_fields_.clear();
     parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(
-      std::min<size_t>(core_->opts.max_header_bytes, UINT32_MAX)));
+    parser_->header_limit(
+      static_cast<std::uint32_t>(std::min<size_t>(core_->opts.max_header_bytes, UINT32_MAX)));
     parser_->body_limit(static_cast<std::uint64_t>(core_->opts.max_body_bytes));
     raw_head_.clear();
     arm_read_timer(timeout);
@@ -658,8 +649,7 @@ private:
     }
     head_fields_.clear();
     for (const auto& field : req)
-      head_fields_.emplace_back(std::string{field.name_string().data(),
-                                            field.name_string().size()},
+      head_fields_.emplace_back(std::string{field.name_string().data(), field.name_string().size()},
                                 std::string{field.value().data(), field.value().size()});
     const auto content_length = parser_->content_length();
     const bool body_expected = parser_->chunked() || (content_length && *content_length > 0);
@@ -695,8 +685,8 @@ private:
         return std::string_view{i->value().data(), i->value().size()};
       };
       const auto m = req.method();
-      const bool changes_state =
-        m != bhttp::verb::get && m != bhttp::verb::head && m != bhttp::verb::options;
+      const bool changes_state = m != bhttp::verb::get && m != bhttp::verb::head
+                                 && m != bhttp::verb::options;
       if (auto why = core_->refusal(field(bhttp::field::host), field(bhttp::field::origin),
                                     changes_state)) {
         refuse(json_error(403, "forbidden", *why));
@@ -726,8 +716,7 @@ private:
       refuse(std::move(res));
       return;
     }
-    if (!core_->opts.auth_token.empty()
-        && !is_public(core_->opts.public_paths, parsed_.path)) {
+    if (!core_->opts.auth_token.empty() && !is_public(core_->opts.public_paths, parsed_.path)) {
       std::string_view given;
       bool present = false;
       if (auto auth = req.find(bhttp::field::authorization); auth != req.end()) {
@@ -760,16 +749,14 @@ private:
       return;
     }
     if (version_ >= 11) {
-      if (auto expect = req.find(bhttp::field::expect); expect != req.end()
-          && detail::iequals({expect->value().data(), expect->value().size()},
-                             "100-continue"))
+      if (auto expect = req.find(bhttp::field::expect);
+          expect != req.end()
+          && detail::iequals({expect->value().data(), expect->value().size()}, "100-continue"))
         queue_bytes("HTTP/1.1 100 Continue\r\n\r\n");
     }
     arm_read_timer(core_->opts.header_timeout);
     bhttp::async_read(socket_, buffer_, *parser_,
-                      [self = shared_from_this()](error_code ec, size_t) {
-                        self->on_body(ec);
-                      });
+                      [self = shared_from_this()](error_code ec, size_t) { self->on_body(ec); });
   }
 
   // Why the head just read must be answered 400 and the connection closed,
@@ -800,13 +787,11 @@ private:
   }
 
   void on_read_error(error_code ec, bool in_body) {
-    if (ec == bhttp::error::header_limit
-        || (ec == bhttp::error::buffer_overflow && !in_body)) {
+    if (ec == bhttp::error::header_limit || (ec == bhttp::error::buffer_overflow && !in_body)) {
       keep_alive_ = false;
       send_response(json_error(431, "too_large",
                                "the request head is larger than "
-                                 + std::to_string(core_->opts.max_header_bytes)
-                                 + " bytes"),
+                                 + std::to_string(core_->opts.max_header_bytes) + " bytes"),
                     serial_);
       return;
     }
@@ -825,8 +810,7 @@ private:
       return;
     }
     keep_alive_ = false;
-    send_response(json_error(400, "bad_request", "malformed request: " + ec.message()),
-                  serial_);
+    send_response(json_error(400, "bad_request", "malformed request: " + ec.message()), serial_);
   }
 
   void on_body(error_code ec) {
@@ -883,8 +867,7 @@ private:
     const bool no_body = head_request_ || res.status == 204 || res.status == 304;
     std::string out;
     out.reserve(256 + (no_body ? 0 : res.body.size()));
-    out += "HTTP/1.1 " + std::to_string(res.status) + " " + reason_phrase(res.status)
-           + "\r\n";
+    out += "HTTP/1.1 " + std::to_string(res.status) + " " + reason_phrase(res.status) + "\r\n";
     if (!res.content_type.empty() && !has_line_break(res.content_type))
       out += "Content-Type: " + res.content_type + "\r\n";
     for (const auto& [name, value] : res.headers) {
@@ -954,9 +937,7 @@ private:
         self->close_now();
     });
     net::async_write(socket_, buffers,
-                     [self = shared_from_this()](error_code ec, size_t) {
-                       self->on_write(ec);
-                     });
+                     [self = shared_from_this()](error_code ec, size_t) { self->on_write(ec); });
   }
 
   void on_write(error_code ec) {
@@ -1177,12 +1158,10 @@ event_stream::~event_stream() {
   conn_->end_events({}, {}, false);
 }
 
-bool event_stream::send(std::string_view id, std::string_view event,
-                        std::string_view data) {
+bool event_stream::send(std::string_view id, std::string_view event, std::string_view data) {
   if (has_line_break(id) || has_line_break(event))
     return false;
-  return conn_->enqueue_event(event_frame(id, event, data))
-         == connection::enqueue_result::queued;
+  return conn_->enqueue_event(event_frame(id, event, data)) == connection::enqueue_result::queued;
 }
 
 bool event_stream::comment(std::string_view text) {
@@ -1215,8 +1194,7 @@ responder::responder(std::shared_ptr<connection> conn)
 
 responder::~responder() {
   if (!used_.exchange(true))
-    conn_->post_response(json_error(500, "internal",
-                                    "the request was dropped without an answer"),
+    conn_->post_response(json_error(500, "internal", "the request was dropped without an answer"),
                          serial_);
 }
 
@@ -1268,8 +1246,8 @@ server_stats server::stats() const {
   return out;
 }
 
-std::variant<std::unique_ptr<server>, sdk::error>
-server::start(server_options options, handler fn) {
+std::variant<std::unique_ptr<server>, sdk::error> server::start(server_options options,
+                                                                handler fn) {
   auto fail = [](sdk::errc code, std::string message) {
     sdk::error err;
     err.code = code;
@@ -1279,8 +1257,8 @@ server::start(server_options options, handler fn) {
   using ms = std::chrono::milliseconds;
   if (options.io_threads == 0 || options.io_threads > 256)
     return fail(sdk::errc::bad_request, "server.io_threads must be 1 to 256");
-  if (options.heartbeat <= ms{0} || options.header_timeout <= ms{0}
-      || options.idle_timeout <= ms{0} || options.stop_timeout <= ms{0})
+  if (options.heartbeat <= ms{0} || options.header_timeout <= ms{0} || options.idle_timeout <= ms{0}
+      || options.stop_timeout <= ms{0})
     return fail(sdk::errc::bad_request,
                 "server timeouts and the heartbeat must be longer than zero");
   if (options.max_connections == 0 || options.max_header_bytes < 256
@@ -1328,12 +1306,10 @@ server::start(server_options options, handler fn) {
 
   error_code ec;
   tcp::resolver resolver{core->ioc};
-  auto results = resolver.resolve(opts.host, std::to_string(opts.port),
-                                  tcp::resolver::passive, ec);
+  auto results = resolver.resolve(opts.host, std::to_string(opts.port), tcp::resolver::passive, ec);
   if (ec || results.empty())
-    return fail(sdk::errc::not_found, "cannot listen on " + wanted
-                                        + ": cannot resolve host '" + opts.host
-                                        + "': " + (ec ? ec.message() : "no address"));
+    return fail(sdk::errc::not_found, "cannot listen on " + wanted + ": cannot resolve host '"
+                                        + opts.host + "': " + (ec ? ec.message() : "no address"));
   // Prefer IPv4 (e.g. for `localhost`).
   tcp::endpoint endpoint = results.begin()->endpoint();
   for (const auto& entry : results) {
@@ -1345,11 +1321,10 @@ server::start(server_options options, handler fn) {
   if (opts.auth_token.empty()) {
     for (const auto& entry : results) {
       if (!entry.endpoint().address().is_loopback())
-        return fail(sdk::errc::refused,
-                    "refusing to listen on " + endpoint_text(entry.endpoint())
-                      + " without server.auth_token: an address other than "
-                        "loopback needs a bearer token (set server.auth_token, "
-                        "or listen on 127.0.0.1)");
+        return fail(sdk::errc::refused, "refusing to listen on " + endpoint_text(entry.endpoint())
+                                          + " without server.auth_token: an address other than "
+                                            "loopback needs a bearer token (set server.auth_token, "
+                                            "or listen on 127.0.0.1)");
     }
   }
   auto bind_error = [&](const char* what, error_code e) {
@@ -1358,8 +1333,8 @@ server::start(server_options options, handler fn) {
       code = sdk::errc::busy;
     else if (e == net::error::access_denied || e == net::error::no_permission)
       code = sdk::errc::refused;
-    return fail(code, "cannot listen on " + endpoint_text(endpoint) + ": " + what
-                        + ": " + e.message());
+    return fail(code,
+                "cannot listen on " + endpoint_text(endpoint) + ": " + what + ": " + e.message());
   };
   core->acceptor.open(endpoint.protocol(), ec);
   if (ec)
@@ -1384,8 +1359,7 @@ server::start(server_options options, handler fn) {
         core->hosts.push_back(std::move(*at));
       }
     };
-    add(opts.host.find(':') != std::string::npos ? "[" + opts.host + "]" : opts.host,
-        std::nullopt);
+    add(opts.host.find(':') != std::string::npos ? "[" + opts.host + "]" : opts.host, std::nullopt);
     auto bound = local.address().to_string();
     add(local.address().is_v6() ? "[" + bound + "]" : bound, std::nullopt);
     add("localhost", std::nullopt);

@@ -121,8 +121,7 @@ DROP TABLE IF EXISTS documents;
 // at once to avoid a deadlock), so busy failures are retried until
 // busy_wait_ms has passed.
 bool enable_wal(sqlite3* db) {
-  auto until = std::chrono::steady_clock::now()
-               + std::chrono::milliseconds{busy_wait_ms};
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds{busy_wait_ms};
   for (;;) {
     std::string mode;
     auto rc = sqlite3_exec(
@@ -145,8 +144,7 @@ bool enable_wal(sqlite3* db) {
 
 // -- opening ------------------------------------------------------------------
 
-corpus_index::corpus_index(token, sqlite3* db, std::string path)
-  : db_(db), path_(std::move(path)) {
+corpus_index::corpus_index(token, sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {
   // nop
 }
 
@@ -158,8 +156,7 @@ corpus_index::~corpus_index() {
 open_result corpus_index::open(const std::string& path) {
   open_result result;
   auto fail = [&](sdk::errc code, std::string msg) {
-    result.failure = sdk::make_error(code, "corpus database '" + path
-                                             + "': " + std::move(msg));
+    result.failure = sdk::make_error(code, "corpus database '" + path + "': " + std::move(msg));
     return std::move(result);
   };
   if (path.empty())
@@ -177,15 +174,13 @@ open_result corpus_index::open(const std::string& path) {
   // The header is checked through the connection's own file handle, never
   // with a descriptor of ours: closing one would drop the locks of this
   // process's other connections to the index (quarry/sqlite/open.hpp).
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
-              | (exists ? 0 : SQLITE_OPEN_CREATE);
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (exists ? 0 : SQLITE_OPEN_CREATE);
   auto opened = sqlite::open_database(path, flags);
   if (opened.rc != SQLITE_OK)
     return fail(sdk::errc::internal, "cannot open: " + opened.message);
   if (opened.kind == sqlite::file_kind::other)
-    return fail(sdk::errc::bad_request,
-                "not a SQLite database (left untouched; choose another "
-                "file with tools.internal_search.db)");
+    return fail(sdk::errc::bad_request, "not a SQLite database (left untouched; choose another "
+                                        "file with tools.internal_search.db)");
   sqlite3* db = opened.db;
   auto close_fail = [&](sdk::errc code, std::string msg) {
     sqlite3_close_v2(db);
@@ -198,8 +193,7 @@ open_result corpus_index::open(const std::string& path) {
   auto* languages = register_tokenizer(db);
   if (languages == nullptr)
     return close_fail(sdk::errc::internal,
-                      std::string{"cannot set up full-text search: "}
-                        + sqlite3_errmsg(db));
+                      std::string{"cannot set up full-text search: "} + sqlite3_errmsg(db));
   std::optional<int64_t> app;
   std::optional<int64_t> version;
   std::optional<int64_t> tables;
@@ -226,12 +220,11 @@ open_result corpus_index::open(const std::string& path) {
   };
   auto unreadable = [&] {
     if (locked)
-      return close_fail(sdk::errc::busy,
-                        "still locked by another process after waiting "
-                          + std::to_string(busy_wait_ms / 1000) + " s");
-    return close_fail(sdk::errc::bad_request,
-                      "unreadable or corrupt SQLite database (left "
-                      "untouched): " + why);
+      return close_fail(sdk::errc::busy, "still locked by another process after waiting "
+                                           + std::to_string(busy_wait_ms / 1000) + " s");
+    return close_fail(sdk::errc::bad_request, "unreadable or corrupt SQLite database (left "
+                                              "untouched): "
+                                                + why);
   };
   if (!read_header(false))
     return unreadable();
@@ -245,8 +238,7 @@ open_result corpus_index::open(const std::string& path) {
       if (locked)
         return unreadable();
       return close_fail(sdk::errc::internal,
-                        std::string{"cannot create the schema: "}
-                          + sqlite3_errmsg(db));
+                        std::string{"cannot create the schema: "} + sqlite3_errmsg(db));
     }
     if (!read_header(true)) {
       exec(db, "ROLLBACK");
@@ -303,17 +295,14 @@ open_result corpus_index::open(const std::string& path) {
       return unreadable();
   }
   if (*app != application_id) {
-    return close_fail(sdk::errc::bad_request,
-                      "a SQLite database of another application (left "
-                      "untouched)");
+    return close_fail(sdk::errc::bad_request, "a SQLite database of another application (left "
+                                              "untouched)");
   } else if (*version != schema_version) {
-    return close_fail(sdk::errc::bad_request,
-                      "schema version " + std::to_string(*version)
-                        + ", this build reads version "
-                        + std::to_string(schema_version));
+    return close_fail(sdk::errc::bad_request, "schema version " + std::to_string(*version)
+                                                + ", this build reads version "
+                                                + std::to_string(schema_version));
   } else if (!enable_wal(db)) {
-    return close_fail(sdk::errc::internal,
-                      std::string{"cannot enable WAL: "} + sqlite3_errmsg(db));
+    return close_fail(sdk::errc::internal, std::string{"cannot enable WAL: "} + sqlite3_errmsg(db));
   }
   // WAL with synchronous=NORMAL: a commit does not wait for the disk (a
   // power cut may lose the last commits of an update, never the database).
@@ -326,8 +315,7 @@ open_result corpus_index::open(const std::string& path) {
   if (!state->init(db)) {
     state.reset();
     return close_fail(sdk::errc::internal,
-                      std::string{"cannot set up full-text search: "}
-                        + sqlite3_errmsg(db));
+                      std::string{"cannot set up full-text search: "} + sqlite3_errmsg(db));
   }
   result.index = std::make_unique<corpus_index>(token{}, db, path);
   result.index->state_ = std::move(state);
@@ -357,8 +345,7 @@ std::optional<stored_document> corpus_index::get_document(int64_t id) {
   return result;
 }
 
-std::optional<stored_document>
-corpus_index::find_document(const std::string& path) {
+std::optional<stored_document> corpus_index::find_document(const std::string& path) {
   int64_t id = 0;
   {
     std::lock_guard<std::mutex> guard{mtx_};

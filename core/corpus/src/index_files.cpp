@@ -41,8 +41,7 @@ size_t visible_chars(std::string_view text) {
   size_t n = 0;
   for (auto ch : text) {
     auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')
-        || (c >= 'A' && c <= 'Z'))
+    if (c >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
       ++n;
   }
   return n;
@@ -67,8 +66,7 @@ file_type type_of(const fs::path& p) {
 }
 
 // Extracts the title and text of one file.
-document_content document_text(const std::string& path, file_type type,
-                               std::string bytes) {
+document_content document_text(const std::string& path, file_type type, std::string bytes) {
   document_content result;
   switch (type) {
     case file_type::html: {
@@ -102,11 +100,9 @@ document_content document_text(const std::string& path, file_type type,
       }
       if (pdf.pages_read < pdf.pages)
         result.note = "indexed " + std::to_string(pdf.pages_read) + " of "
-                      + std::to_string(pdf.pages) + " pages of " + path
-                      + " (time limit reached)";
+                      + std::to_string(pdf.pages) + " pages of " + path + " (time limit reached)";
       else if (pdf.text.empty())
-        result.note = "no text in " + path
-                      + " (a scanned PDF without a text layer?)";
+        result.note = "no text in " + path + " (a scanned PDF without a text layer?)";
       result.title = std::move(pdf.title);
       result.published = std::move(pdf.published);
       result.text = std::move(pdf.text);

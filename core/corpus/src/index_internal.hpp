@@ -64,8 +64,7 @@ struct document_content {
 };
 
 /// Extracts the title and text of one file.
-document_content document_text(const std::string& path, file_type type,
-                               std::string bytes);
+document_content document_text(const std::string& path, file_type type, std::string bytes);
 
 /// The day of an ISO 8601 date as found in a page or PDF (`2024-05-01`,
 /// `2024-05-01T12:00:00Z`): "YYYY-MM-DD", or empty when `text` does not start
@@ -102,8 +101,7 @@ struct top_passages {
   // better, and the lower id of equal scores.
   std::vector<std::pair<double, int64_t>> heap;
 
-  static bool better(const std::pair<double, int64_t>& a,
-                     const std::pair<double, int64_t>& b) {
+  static bool better(const std::pair<double, int64_t>& a, const std::pair<double, int64_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   }
 

@@ -35,9 +35,8 @@ namespace {
 // Each phrase adds less than w * (k1 + 1), the bound that search() prunes
 // with. Returns false when the positions cannot be read.
 template <class Weight>
-bool passage_score(const Fts5ExtensionApi* api, Fts5Context* fts,
-                   const rank_lengths& lengths, int n, Weight weight,
-                   double& score) {
+bool passage_score(const Fts5ExtensionApi* api, Fts5Context* fts, const rank_lengths& lengths,
+                   int n, Weight weight, double& score) {
   auto rowid = api->xRowid(fts);
   auto average = lengths.average;
   auto length = average;
@@ -66,13 +65,12 @@ bool passage_score(const Fts5ExtensionApi* api, Fts5Context* fts,
 
 // `quarry_rank(w0, w1, ...)`, FTS5's rank: the negated passage_score (lower
 // is better, as FTS5's rank) with one weight per phrase.
-void quarry_rank(const Fts5ExtensionApi* api, Fts5Context* fts,
-                 sqlite3_context* ctx, int n, sqlite3_value** args) {
+void quarry_rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int n,
+                 sqlite3_value** args) {
   const auto* rc = static_cast<const rank_context*>(api->xUserData(fts));
   double score = 0;
-  if (!passage_score(api, fts, rc->lengths, n,
-                     [&](int p) { return sqlite3_value_double(args[p]); },
-                     score)) {
+  if (!passage_score(
+        api, fts, rc->lengths, n, [&](int p) { return sqlite3_value_double(args[p]); }, score)) {
     sqlite3_result_error(ctx, "quarry_rank: cannot read positions", -1);
     return;
   }
@@ -84,8 +82,8 @@ void quarry_rank(const Fts5ExtensionApi* api, Fts5Context* fts,
 // that a query `WHERE fts MATCH ... AND quarry_collect(fts)` yields no
 // rows. The best passages are chosen without FTS5's sorter, which costs
 // more per row than the score.
-void quarry_collect(const Fts5ExtensionApi* api, Fts5Context* fts,
-                    sqlite3_context* ctx, int, sqlite3_value**) {
+void quarry_collect(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int,
+                    sqlite3_value**) {
   auto* rc = static_cast<rank_context*>(api->xUserData(fts));
   auto* top = rc->top;
   if (top == nullptr) {
@@ -93,9 +91,9 @@ void quarry_collect(const Fts5ExtensionApi* api, Fts5Context* fts,
     return;
   }
   double score = 0;
-  if (!passage_score(api, fts, rc->lengths, static_cast<int>(top->weights.size()),
-                     [&](int p) { return top->weights[static_cast<size_t>(p)]; },
-                     score)) {
+  if (!passage_score(
+        api, fts, rc->lengths, static_cast<int>(top->weights.size()),
+        [&](int p) { return top->weights[static_cast<size_t>(p)]; }, score)) {
     sqlite3_result_error(ctx, "quarry_collect: cannot read positions", -1);
     return;
   }
@@ -117,11 +115,8 @@ bool corpus_index::search_state::init(sqlite3* db) {
     tokenizer = nullptr;
     return false;
   }
-  return api->xCreateFunction(api, "quarry_rank", &ranking, &quarry_rank,
-                              nullptr)
-           == SQLITE_OK
-         && api->xCreateFunction(api, "quarry_collect", &ranking,
-                                 &quarry_collect, nullptr)
+  return api->xCreateFunction(api, "quarry_rank", &ranking, &quarry_rank, nullptr) == SQLITE_OK
+         && api->xCreateFunction(api, "quarry_collect", &ranking, &quarry_collect, nullptr)
               == SQLITE_OK;
 }
 
@@ -129,15 +124,14 @@ bool corpus_index::search_state::init(sqlite3* db) {
 // most 64).
 std::vector<std::string> corpus_index::search_state::tokens(std::string_view text) {
   std::vector<std::string> out;
-  auto add = [](void* ctx, int flags, const char* token, int n, int,
-                int) -> int {
+  auto add = [](void* ctx, int flags, const char* token, int n, int, int) -> int {
     auto* v = static_cast<std::vector<std::string>*>(ctx);
     if ((flags & FTS5_TOKEN_COLOCATED) == 0 && v->size() < 64 && n > 0)
       v->emplace_back(token, static_cast<size_t>(n));
     return SQLITE_OK;
   };
-  module.xTokenize(tokenizer, &out, FTS5_TOKENIZE_QUERY, text.data(),
-                   static_cast<int>(text.size()), add);
+  module.xTokenize(tokenizer, &out, FTS5_TOKENIZE_QUERY, text.data(), static_cast<int>(text.size()),
+                   add);
   return out;
 }
 
@@ -162,8 +156,7 @@ void corpus_index::search_state::check(sqlite3* db) {
   if (languages->query_languages.empty())
     languages->query_languages.push_back("en");
   // English first: its stem is the one whose frequency counts.
-  std::stable_partition(languages->query_languages.begin(),
-                        languages->query_languages.end(),
+  std::stable_partition(languages->query_languages.begin(), languages->query_languages.end(),
                         [](const std::string& l) { return l == "en"; });
 }
 

@@ -129,8 +129,7 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     double rest = 0;
     for (const auto& u : optional)
       rest += u.idf * (bm25_k1 + 1);
-    while (essential < optional.size()
-           && (essential == 0 || rest >= optional[0].idf * 1.5)) {
+    while (essential < optional.size() && (essential == 0 || rest >= optional[0].idf * 1.5)) {
       rest -= optional[essential].idf * (bm25_k1 + 1);
       ++essential;
     }
@@ -210,8 +209,7 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     rank.bind(7, weights);
     for (size_t i = 0; i < 4; ++i)
       rank.bind(static_cast<int>(3 + i),
-                i < parsed.paths.size() ? std::string_view{parsed.paths[i]}
-                                        : std::string_view{""});
+                i < parsed.paths.size() ? std::string_view{parsed.paths[i]} : std::string_view{""});
     int rc = SQLITE_ROW;
     size_t rows = 0;
     while ((rc = rank.step()) == SQLITE_ROW) {
@@ -223,8 +221,7 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     return std::optional<size_t>{rows};
   };
   // Units [from, to) OR'ed (or AND'ed, for required phrases).
-  auto group = [&](const std::vector<unit>& units, size_t from, size_t to,
-                   const char* op) {
+  auto group = [&](const std::vector<unit>& units, size_t from, size_t to, const char* op) {
     std::string out;
     for (size_t i = from; i < to; ++i)
       out += (i == from ? "" : op) + units[i].match;
@@ -264,8 +261,7 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
   // whatever their passages hold: their best passages, in `title_best`
   // (document, passage, score). Any other document's bonus is at most
   // `title_rest`.
-  std::vector<std::pair<int64_t, double>> title_docs(title_bonus.begin(),
-                                                     title_bonus.end());
+  std::vector<std::pair<int64_t, double>> title_docs(title_bonus.begin(), title_bonus.end());
   std::stable_sort(title_docs.begin(), title_docs.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   double title_rest = title_docs.size() > limit ? title_docs[limit].second : 0;
@@ -297,13 +293,11 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     weights += all_weights + ")";
     auto match = required.empty()
                    ? any
-                   : "(" + group(required, 0, required.size(), " AND ")
-                       + ") AND (" + any + ")";
+                   : "(" + group(required, 0, required.size(), " AND ") + ") AND (" + any + ")";
     for (const auto& [doc, bonus] : title_docs) {
       range.reset();
       range.bind(1, doc);
-      if (range.step() != SQLITE_ROW
-          || sqlite3_column_type(range.get(), 0) == SQLITE_NULL)
+      if (range.step() != SQLITE_ROW || sqlite3_column_type(range.get(), 0) == SQLITE_NULL)
         continue; // no passages
       auto lo = range.int_at(0);
       auto hi = range.int_at(1);
@@ -334,8 +328,7 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     ranked.clear();
     std::optional<size_t> rows;
     if (!required.empty())
-      rows = run(group(required, 0, required.size(), " AND "),
-                 required.size());
+      rows = run(group(required, 0, required.size(), " AND "), required.size());
     else if (essential >= optional.size())
       rows = run({}, 0);
     else
@@ -350,9 +343,7 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     // Best first; the best passage of each document counts, plus the
     // document's title bonus.
     std::stable_sort(ranked.begin(), ranked.end(),
-                     [](const auto& a, const auto& b) {
-                       return a.second < b.second;
-                     });
+                     [](const auto& a, const auto& b) { return a.second < b.second; });
     if (ranked.size() > depth)
       ranked.resize(depth);
     candidates = title_best;
@@ -394,14 +385,11 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
         continue;
       ++from_ranked;
       auto bonus = title_bonus.find(doc);
-      candidates.push_back(
-        {doc, id, -score + (bonus == title_bonus.end() ? 0.0 : bonus->second)});
+      candidates.push_back({doc, id, -score + (bonus == title_bonus.end() ? 0.0 : bonus->second)});
       kth_known = false;
     }
     std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const candidate& a, const candidate& b) {
-                       return a.score > b.score;
-                     });
+                     [](const candidate& a, const candidate& b) { return a.score > b.score; });
     if (candidates.size() > limit)
       candidates.resize(limit);
     if (from_ranked < limit && truncated && depth < max_depth) {
@@ -422,8 +410,7 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
       break;
     // Not sure yet: the next unit becomes essential, and only its rows
     // without an essential unit (the others are ranked already) are added.
-    auto next = optional[essential].match + " NOT ("
-                + group(optional, 0, essential, " OR ") + ")";
+    auto next = optional[essential].match + " NOT (" + group(optional, 0, essential, " OR ") + ")";
     auto rows = run(next, essential + 1);
     if (!rows)
       return fail();
@@ -457,8 +444,7 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     // Only the passage's bytes of the document's text are read.
     sqlite3_blob* blob = nullptr;
     if (start >= 0 && length >= 0
-        && sqlite3_blob_open(db_, "main", "documents", "body",
-                             hit.document_id, 0, &blob)
+        && sqlite3_blob_open(db_, "main", "documents", "body", hit.document_id, 0, &blob)
              == SQLITE_OK
         && start + length <= sqlite3_blob_bytes(blob)) {
       hit.text.resize(static_cast<size_t>(length));

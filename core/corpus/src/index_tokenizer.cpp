@@ -25,8 +25,7 @@ fts5_api* fts5_of(sqlite3* db) {
   sqlite3_stmt* st = nullptr;
   if (sqlite3_prepare_v2(db, "SELECT fts5(?1)", -1, &st, nullptr) != SQLITE_OK)
     return nullptr;
-  sqlite3_bind_pointer(st, 1, static_cast<void*>(&api), "fts5_api_ptr",
-                       nullptr);
+  sqlite3_bind_pointer(st, 1, static_cast<void*>(&api), "fts5_api_ptr", nullptr);
   sqlite3_step(st);
   sqlite3_finalize(st);
   return api;
@@ -53,8 +52,7 @@ language_context::language_context() = default;
 language_context::~language_context() = default;
 
 // The stem of `word` in `language`, without diacritics.
-const std::string& language_context::stem(const std::string& language,
-                                          std::string_view word) {
+const std::string& language_context::stem(const std::string& language, std::string_view word) {
   if (last == nullptr || last_language != language) {
     auto& s = stemmers[language];
     if (!s)
@@ -70,9 +68,8 @@ const std::string& language_context::stem(const std::string& language,
   if (!s.stems[slot].empty() && s.words[slot] == word)
     return s.stems[slot];
   auto out = s.impl.stem(word);
-  bool ascii = std::all_of(out.begin(), out.end(), [](char c) {
-    return static_cast<unsigned char>(c) < 0x80;
-  });
+  bool ascii = std::all_of(out.begin(), out.end(),
+                           [](char c) { return static_cast<unsigned char>(c) < 0x80; });
   if (!ascii)
     out = strip_diacritics(out);
   if (out.empty()) // never cached as empty (an empty slot)
@@ -87,9 +84,8 @@ const std::string& language_context::stem(const std::string& language,
 // words of Chinese, Japanese and Korean text).
 std::string stem_language(const std::string& language) {
   const auto& known = stemmed_languages();
-  return std::find(known.begin(), known.end(), language) != known.end()
-           ? language
-           : std::string{"en"};
+  return std::find(known.begin(), known.end(), language) != known.end() ? language
+                                                                        : std::string{"en"};
 }
 
 // -- the tokenizer ------------------------------------------------------------
@@ -113,19 +109,16 @@ int emit_word(token_pass& p, std::string_view word, int start, int end) {
   auto& languages = *t.languages;
   if (!p.query) {
     const auto& stem = languages.stem(languages.document_language, word);
-    return p.emit(p.ctx, 0, stem.data(), static_cast<int>(stem.size()), start,
-                  end);
+    return p.emit(p.ctx, 0, stem.data(), static_cast<int>(stem.size()), start, end);
   }
   t.variants.clear();
   for (const auto& language : languages.query_languages) {
     const auto& stem = languages.stem(language, word);
-    if (std::find(t.variants.begin(), t.variants.end(), stem)
-        == t.variants.end())
+    if (std::find(t.variants.begin(), t.variants.end(), stem) == t.variants.end())
       t.variants.push_back(stem);
   }
   for (size_t i = 0; i < t.variants.size(); ++i) {
-    auto rc = p.emit(p.ctx, i == 0 ? 0 : FTS5_TOKEN_COLOCATED,
-                     t.variants[i].data(),
+    auto rc = p.emit(p.ctx, i == 0 ? 0 : FTS5_TOKEN_COLOCATED, t.variants[i].data(),
                      static_cast<int>(t.variants[i].size()), start, end);
     if (rc != SQLITE_OK)
       return rc;
@@ -133,15 +126,13 @@ int emit_word(token_pass& p, std::string_view word, int start, int end) {
   return SQLITE_OK;
 }
 
-int on_token(void* pass, int flags, const char* token, int n, int start,
-             int end) {
+int on_token(void* pass, int flags, const char* token, int n, int start, int end) {
   auto& p = *static_cast<token_pass*>(pass);
   if ((flags & FTS5_TOKEN_COLOCATED) != 0 || n <= 0)
     return SQLITE_OK;
   std::string_view word{token, static_cast<size_t>(n)};
-  bool ascii = std::all_of(word.begin(), word.end(), [](char c) {
-    return static_cast<unsigned char>(c) < 0x80;
-  });
+  bool ascii = std::all_of(word.begin(), word.end(),
+                           [](char c) { return static_cast<unsigned char>(c) < 0x80; });
   if (ascii)
     return emit_word(p, word, start, end);
   // Split the token into runs of CJK characters (indexed as pairs) and of
@@ -162,14 +153,13 @@ int on_token(void* pass, int flags, const char* token, int n, int start,
     if (!cjk) {
       rc = emit_word(p, word.substr(run, i - run), start, end);
     } else if (starts.size() == 1) {
-      rc = p.emit(p.ctx, 0, word.data() + run, static_cast<int>(i - run),
-                  start + p.offset, end + p.offset);
+      rc = p.emit(p.ctx, 0, word.data() + run, static_cast<int>(i - run), start + p.offset,
+                  end + p.offset);
     } else {
       for (size_t k = 0; k + 1 < starts.size() && rc == SQLITE_OK; ++k) {
         auto to = k + 2 < starts.size() ? starts[k + 2] : i;
-        rc = p.emit(p.ctx, 0, word.data() + starts[k],
-                    static_cast<int>(to - starts[k]), start + p.offset,
-                    end + p.offset);
+        rc = p.emit(p.ctx, 0, word.data() + starts[k], static_cast<int>(to - starts[k]),
+                    start + p.offset, end + p.offset);
       }
     }
     if (rc != SQLITE_OK)
@@ -183,9 +173,7 @@ int tokenizer_create(void* user, const char**, int, Fts5Tokenizer** out) {
   auto t = std::make_unique<quarry_tokenizer>();
   t->languages = ctx->second;
   void* base_user = nullptr;
-  if (ctx->first->xFindTokenizer(ctx->first, "unicode61", &base_user,
-                                 &t->base_module)
-      != SQLITE_OK)
+  if (ctx->first->xFindTokenizer(ctx->first, "unicode61", &base_user, &t->base_module) != SQLITE_OK)
     return SQLITE_ERROR;
   const char* args[] = {"remove_diacritics", "0"};
   if (t->base_module.xCreate(base_user, args, 2, &t->base) != SQLITE_OK)
@@ -209,8 +197,8 @@ bool ascii_alnum(unsigned char c) {
 // characters, other ASCII is a separator), lower-casing ASCII words itself
 // (most words of most text, at a fraction of unicode61's cost) and giving
 // unicode61 only the runs with non-ASCII characters.
-int tokenizer_run(Fts5Tokenizer* tok, void* ctx, int flags, const char* text,
-                  int n, int (*emit)(void*, int, const char*, int, int, int)) {
+int tokenizer_run(Fts5Tokenizer* tok, void* ctx, int flags, const char* text, int n,
+                  int (*emit)(void*, int, const char*, int, int, int)) {
   auto* t = reinterpret_cast<quarry_tokenizer*>(tok);
   if ((flags & FTS5_TOKENIZE_DOCUMENT) != 0 && n >= 0) {
     auto& languages = *t->languages;
@@ -222,8 +210,8 @@ int tokenizer_run(Fts5Tokenizer* tok, void* ctx, int flags, const char* text,
       const auto& recording = *rec.recording;
       for (auto k = rec.first; k < rec.last; ++k) {
         const auto& x = recording.tokens[k];
-        auto rc = emit(ctx, x.flags, recording.bytes.data() + x.at,
-                       static_cast<int>(x.size), x.start, x.end);
+        auto rc = emit(ctx, x.flags, recording.bytes.data() + x.at, static_cast<int>(x.size),
+                       x.start, x.end);
         if (rc != SQLITE_OK)
           return rc;
       }
@@ -252,15 +240,13 @@ int tokenizer_run(Fts5Tokenizer* tok, void* ctx, int flags, const char* text,
     if (ascii && i - start <= static_cast<int>(sizeof(lower))) {
       for (int k = start; k < i; ++k) {
         auto b = static_cast<unsigned char>(text[k]);
-        lower[k - start] = static_cast<char>(b >= 'A' && b <= 'Z' ? b | 0x20
-                                                                  : b);
+        lower[k - start] = static_cast<char>(b >= 'A' && b <= 'Z' ? b | 0x20 : b);
       }
       pass.offset = 0;
       rc = on_token(&pass, 0, lower, i - start, start, i);
     } else {
       pass.offset = start;
-      rc = t->base_module.xTokenize(t->base, &pass, flags, text + start,
-                                    i - start, &on_token);
+      rc = t->base_module.xTokenize(t->base, &pass, flags, text + start, i - start, &on_token);
     }
     if (rc != SQLITE_OK)
       return rc;
@@ -285,13 +271,10 @@ bool token_recorder::init(sqlite3* db) {
   auto* api = fts5_of(db);
   void* base_user = nullptr;
   if (api == nullptr
-      || api->xFindTokenizer(api, "unicode61", &base_user,
-                             &tokenizer_.base_module)
-           != SQLITE_OK)
+      || api->xFindTokenizer(api, "unicode61", &base_user, &tokenizer_.base_module) != SQLITE_OK)
     return false;
   const char* args[] = {"remove_diacritics", "0"};
-  if (tokenizer_.base_module.xCreate(base_user, args, 2, &tokenizer_.base)
-      != SQLITE_OK) {
+  if (tokenizer_.base_module.xCreate(base_user, args, 2, &tokenizer_.base) != SQLITE_OK) {
     tokenizer_.base = nullptr;
     return false;
   }
@@ -301,16 +284,14 @@ bool token_recorder::init(sqlite3* db) {
 
 // Records the tokens of every passage of `text`, stemmed in `language`.
 void token_recorder::record(const std::string& language, std::string_view text,
-                            const std::vector<passage>& passages,
-                            token_recording& out) {
+                            const std::vector<passage>& passages, token_recording& out) {
   if (tokenizer_.base == nullptr)
     return;
   languages_.document_language = language;
-  auto add = [](void* ctx, int flags, const char* token, int n, int start,
-                int end) -> int {
+  auto add = [](void* ctx, int flags, const char* token, int n, int start, int end) -> int {
     auto* r = static_cast<token_recording*>(ctx);
-    r->tokens.push_back({static_cast<uint32_t>(r->bytes.size()),
-                         static_cast<uint32_t>(n), start, end, flags});
+    r->tokens.push_back(
+      {static_cast<uint32_t>(r->bytes.size()), static_cast<uint32_t>(n), start, end, flags});
     r->bytes.append(token, static_cast<size_t>(n));
     return SQLITE_OK;
   };
@@ -322,8 +303,8 @@ void token_recorder::record(const std::string& language, std::string_view text,
                   static_cast<int>(p.heading.size()), add);
     b[1] = static_cast<uint32_t>(out.tokens.size());
     auto body = text.substr(p.offset, p.length);
-    tokenizer_run(tok, &out, FTS5_TOKENIZE_DOCUMENT, body.data(),
-                  static_cast<int>(body.size()), add);
+    tokenizer_run(tok, &out, FTS5_TOKENIZE_DOCUMENT, body.data(), static_cast<int>(body.size()),
+                  add);
     b[2] = static_cast<uint32_t>(out.tokens.size());
     out.bounds.push_back(b);
   }
@@ -339,12 +320,11 @@ language_context* register_tokenizer(sqlite3* db) {
   auto user = std::make_unique<user_data>(api, new language_context);
   auto* languages = user->second;
   fts5_tokenizer module{&tokenizer_create, &tokenizer_delete, &tokenizer_run};
-  auto rc = api->xCreateTokenizer(
-    api, "quarry", user.get(), &module, [](void* p) {
-      auto* u = static_cast<user_data*>(p);
-      delete u->second;
-      delete u;
-    });
+  auto rc = api->xCreateTokenizer(api, "quarry", user.get(), &module, [](void* p) {
+    auto* u = static_cast<user_data*>(p);
+    delete u->second;
+    delete u;
+  });
   if (rc != SQLITE_OK) {
     delete user->second;
     return nullptr;

@@ -112,14 +112,12 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
       return;
     // Over the cap: not read at all (the reader checks again when it reads).
     bool pdf = type == file_type::pdf;
-    if (static_cast<int64_t>(size)
-        > (pdf ? limits.max_pdf_bytes : limits.max_html_bytes)) {
+    if (static_cast<int64_t>(size) > (pdf ? limits.max_pdf_bytes : limits.max_html_bytes)) {
       skip(p.string(), fetch::too_large_error(limits, pdf).message);
       return;
     }
-    found[p.string()] = file_stat{
-      static_cast<int64_t>(mtime.time_since_epoch().count()),
-      static_cast<int64_t>(size), type};
+    found[p.string()] = file_stat{static_cast<int64_t>(mtime.time_since_epoch().count()),
+                                  static_cast<int64_t>(size), type};
   };
   // A symbolic link met by the walk of `root`: followed only to a file
   // inside the root, which is then recorded under its own path (so it is
@@ -136,21 +134,18 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
       return;
     }
     auto status = fs::status(target, ec);
-    interesting = interesting || type_of(target) != file_type::none
-                  || fs::is_directory(status);
+    interesting = interesting || type_of(target) != file_type::none || fs::is_directory(status);
     if (!under(target.string(), root.string())) {
       if (interesting)
         skip(link.string(), "a symbolic link to " + target.string()
-                              + ", outside the folder being indexed ("
-                              + root.string() + ")");
+                              + ", outside the folder being indexed (" + root.string() + ")");
       return;
     }
     if (fs::is_regular_file(status))
       consider(target);
     else if (!fs::is_directory(status) && interesting)
       skip(link.string(),
-           "a symbolic link to a file that "
-             + fetch::describe_file_type(status.type()));
+           "a symbolic link to a file that " + fetch::describe_file_type(status.type()));
   };
   for (const auto& raw : paths) {
     if (raw.empty()) {
@@ -173,8 +168,7 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
     if (fs::is_regular_file(root_status)) {
       scanned.push_back(root.string());
       if (type_of(root) == file_type::none)
-        result.notes.push_back("skipped " + raw
-                               + ": not a Markdown, text, HTML or PDF file");
+        result.notes.push_back("skipped " + raw + ": not a Markdown, text, HTML or PDF file");
       else
         consider(root);
       continue;
@@ -185,8 +179,7 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
       continue;
     }
     scanned.push_back(root.string());
-    fs::recursive_directory_iterator it{
-      root, fs::directory_options::skip_permission_denied, ec};
+    fs::recursive_directory_iterator it{root, fs::directory_options::skip_permission_denied, ec};
     if (ec) {
       result.notes.push_back("cannot read " + raw + ": " + ec.message());
       continue;
@@ -208,8 +201,7 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
         consider_link(entry.path(), root);
       else if (fs::is_regular_file(status))
         consider(entry.path());
-      else if (!fs::is_directory(status)
-               && type_of(entry.path()) != file_type::none)
+      else if (!fs::is_directory(status) && type_of(entry.path()) != file_type::none)
         // FIFOs, sockets and devices are never opened.
         skip(entry.path().string(), fetch::describe_file_type(status.type()));
     }
@@ -225,8 +217,7 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
     }
     int rc = SQLITE_ROW;
     while ((rc = st.step()) == SQLITE_ROW)
-      known[st.text_at(1)] = existing_doc{st.int_at(0), st.int_at(2),
-                                          st.int_at(3), st.text_at(4)};
+      known[st.text_at(1)] = existing_doc{st.int_at(0), st.int_at(2), st.int_at(3), st.text_at(4)};
     if (rc != SQLITE_DONE) {
       result.failure = db_error(db_, "cannot read the index");
       return result;
@@ -256,8 +247,7 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
     out.path = &path;
     out.info = &info;
     auto old = known.find(path);
-    if (old != known.end() && old->second.mtime == info.mtime
-        && old->second.size == info.size) {
+    if (old != known.end() && old->second.mtime == info.mtime && old->second.size == info.size) {
       out.state = file_outcome::unchanged;
       return out;
     }
@@ -340,14 +330,12 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
       std::unique_lock<std::mutex> lock{queue_mtx};
       queue_cv.wait(lock, [&] {
         return stop_reading || queue.empty()
-               || (queue.size() < max_ahead_files
-                   && queued_bytes < max_ahead_bytes);
+               || (queue.size() < max_ahead_files && queued_bytes < max_ahead_bytes);
       });
       if (stop_reading)
         return;
       queued_bytes += out.write.text.size() + out.write.tokens.bytes.size()
-                      + out.write.tokens.tokens.size()
-                          * sizeof(token_recording::token);
+                      + out.write.tokens.tokens.size() * sizeof(token_recording::token);
       queue.push_back(std::move(out));
       if (queue.size() == 1)
         queue_cv.notify_all();
@@ -454,9 +442,7 @@ update_result corpus_index::update(const std::vector<std::string>& paths,
       // (A structured binding cannot be captured in C++17: name it.)
       const auto& file = path;
       bool in_scope = std::any_of(scanned.begin(), scanned.end(),
-                                  [&file](const auto& root) {
-                                    return under(file, root);
-                                  });
+                                  [&file](const auto& root) { return under(file, root); });
       std::error_code ec;
       if (!in_scope || fs::exists(path, ec))
         continue; // outside this update, or still there but not indexed

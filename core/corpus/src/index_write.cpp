@@ -20,8 +20,7 @@ using detail::query_int;
 using detail::statement;
 using detail::stem_language;
 
-bool corpus_index::write_batch(std::vector<pending_write>& batch,
-                               update_result& result) {
+bool corpus_index::write_batch(std::vector<pending_write>& batch, update_result& result) {
   auto fail = [&](const std::string& what) {
     result.failure = db_error(db_, what);
     exec(db_, "ROLLBACK");
@@ -55,10 +54,9 @@ bool corpus_index::write_batch(std::vector<pending_write>& batch,
                                 "length, heading) VALUES (?1, ?2, ?3, ?4)"};
   statement index_passage{db_, "INSERT INTO passages_fts(rowid, heading, "
                                "body) VALUES (?1, ?2, ?3)"};
-  if (!find.ok() || !touch.ok() || !insert_doc.ok() || !update_doc.ok()
-      || !old_body.ok() || !old_passages.ok() || !unindex.ok()
-      || !drop_passages.ok() || !drop_doc.ok() || !insert_passage.ok()
-      || !index_passage.ok() || !unindex_title.ok() || !index_title.ok())
+  if (!find.ok() || !touch.ok() || !insert_doc.ok() || !update_doc.ok() || !old_body.ok()
+      || !old_passages.ok() || !unindex.ok() || !drop_passages.ok() || !drop_doc.ok()
+      || !insert_passage.ok() || !index_passage.ok() || !unindex_title.ok() || !index_title.ok())
     return fail("cannot prepare the update");
   bool ok = true;
   size_t passages_changed = 0;

@@ -27,77 +27,69 @@ struct language_info {
 };
 
 const std::array<language_info, 8> languages{{
-  {"en",
-   "a about above after again against all am an and any are as at be "
-   "because been before being below between both but by can could did do "
-   "does doing down during each few for from further had has have having he "
-   "her here hers herself him himself his how i if in into is it its itself "
-   "just me more most my myself no nor not now of off on once only or other "
-   "our ours ourselves out over own same she should so some such than that "
-   "the their theirs them themselves then there these they this those "
-   "through to too under until up very was we were what when where which "
-   "while who whom why will with would you your yours yourself yourselves"},
-  {"de",
-   "aber alle allem allen aller alles als also am an ander andere anderem "
-   "anderen anderer anderes auch auf aus bei bin bis bist da damit dann das "
-   "dass dasselbe dazu dein deine dem den denn der des desselben dessen "
-   "dich die dies diese dieselbe diesem diesen dieser dieses dir doch dort "
-   "du durch ein eine einem einen einer eines einig einige er es etwas euch "
-   "euer für gegen gewesen hab habe haben hat hatte hatten hier hin hinter "
-   "ich ihm ihn ihnen ihr ihre ihrem ihren ihrer im in indem ins ist jede "
-   "jedem jeden jeder jedes jene jenem jenen jener jenes jetzt kann kein "
-   "keine können könnte machen man manche mein meine mich mir mit muss "
-   "musste nach nicht nichts noch nun nur ob oder ohne sehr sein seine "
-   "seinem seinen seiner sich sie sind so solche soll sollte sondern sonst "
-   "über um und uns unser unter viel vom von vor während war waren warum "
-   "was weil welche welchem welchen welcher welches wenn werde werden wie "
-   "wieder will wir wird wo wollen würde würden zu zum zur zwar zwischen"},
-  {"fr",
-   "ai aie alors au aux avec avait avez avoir c ce ceci cela celle ces cet "
-   "cette comme d dans de des donc du elle elles en encore est et été être "
-   "eu il ils j je l la le les leur leurs lui m ma mais me même mes moi mon "
-   "n ne ni nos notre nous on ont ou où par pas peu peut plus pour pourquoi "
-   "qu quand que quel quelle quelles quels qui s sa sans se sera ses si son "
-   "sont sous sur t ta te tes toi ton tous tout toute toutes très tu un une "
-   "vos votre vous y"},
-  {"es",
-   "a al algo algunas algunos ante antes como con contra cual cuando de del "
-   "desde donde durante e el ella ellas ellos en entre era es esa esas ese "
-   "eso esos esta está están estas este esto estos fue fueron ha había han "
-   "hasta hay la las le les lo los más me mi mis mucho muy nada ni no nos "
-   "nosotros o otra otras otro otros para pero poco por porque qué que "
-   "quien se sea ser si sí sin sobre son su sus también tanto te tiene "
-   "tienen todo todos tu tus un una uno unos y ya yo"},
-  {"it",
-   "a ad al alla alle allo ai agli anche avere aveva c che chi ci come con "
-   "contro cui da dal dalla dalle dai degli dei del della delle dello di e "
-   "è ed era erano essere gli ha hanno i il in io la le lei lo loro lui ma "
-   "mi mia mio molto ne negli nei nel nella nelle no noi non o per perché "
-   "più poi quale quali quando quella quelle quello questa queste questo "
-   "se sei si sia siamo sono su sua sue sui sul sulla suo suoi tra tu tutti "
-   "tutto un una uno vi voi"},
-  {"nl",
-   "aan al alles als altijd andere ben bij daar dan dat de der deze die dit "
-   "doch doen door dus een eens en er ge geen geweest haar had heb hebben "
-   "heeft hem het hier hij hoe hun iemand iets ik in is ja je kan kon kunnen "
-   "maar me meer men met mij mijn moet na naar niet niets nog nu of om omdat "
-   "ons ook op over reeds te tegen toch toen tot u uit uw van veel voor want "
-   "waren was wat we wel werd wezen wie wij wil worden wordt zal ze zei "
-   "zelf zich zij zijn zo zonder zou"},
-  {"pt",
-   "a à ao aos as às até com como da das de dela dele deles depois do dos e "
-   "é ela elas ele eles em entre era eram essa essas esse esses esta está "
-   "estão estas este estes eu foi foram há isso isto já la lhe lhes mais "
-   "mas me mesmo meu minha muito na não nas nem no nos nós num numa o os ou "
-   "para pela pelas pelo pelos por porque quais qual quando que quem se "
-   "sem ser seu seus sua suas também te tem têm ter tu um uma umas uns você"},
-  {"ru",
-   "а без более бы был была были было быть в вам вас весь во вот все всего "
-   "всех вы где да даже для до его ее ей ему если есть еще же за здесь и из "
-   "или им их к как ко когда кто ли либо мне может мы на над нам нас не него "
-   "нее нет ни них но ну о об один он она они оно от очень по под после при "
-   "с со так также такой там те тем то того тоже той только том ты у уже "
-   "хотя чего чей чем что чтобы чье чья эта эти это я"},
+  {"en", "a about above after again against all am an and any are as at be "
+         "because been before being below between both but by can could did do "
+         "does doing down during each few for from further had has have having he "
+         "her here hers herself him himself his how i if in into is it its itself "
+         "just me more most my myself no nor not now of off on once only or other "
+         "our ours ourselves out over own same she should so some such than that "
+         "the their theirs them themselves then there these they this those "
+         "through to too under until up very was we were what when where which "
+         "while who whom why will with would you your yours yourself yourselves"},
+  {"de", "aber alle allem allen aller alles als also am an ander andere anderem "
+         "anderen anderer anderes auch auf aus bei bin bis bist da damit dann das "
+         "dass dasselbe dazu dein deine dem den denn der des desselben dessen "
+         "dich die dies diese dieselbe diesem diesen dieser dieses dir doch dort "
+         "du durch ein eine einem einen einer eines einig einige er es etwas euch "
+         "euer für gegen gewesen hab habe haben hat hatte hatten hier hin hinter "
+         "ich ihm ihn ihnen ihr ihre ihrem ihren ihrer im in indem ins ist jede "
+         "jedem jeden jeder jedes jene jenem jenen jener jenes jetzt kann kein "
+         "keine können könnte machen man manche mein meine mich mir mit muss "
+         "musste nach nicht nichts noch nun nur ob oder ohne sehr sein seine "
+         "seinem seinen seiner sich sie sind so solche soll sollte sondern sonst "
+         "über um und uns unser unter viel vom von vor während war waren warum "
+         "was weil welche welchem welchen welcher welches wenn werde werden wie "
+         "wieder will wir wird wo wollen würde würden zu zum zur zwar zwischen"},
+  {"fr", "ai aie alors au aux avec avait avez avoir c ce ceci cela celle ces cet "
+         "cette comme d dans de des donc du elle elles en encore est et été être "
+         "eu il ils j je l la le les leur leurs lui m ma mais me même mes moi mon "
+         "n ne ni nos notre nous on ont ou où par pas peu peut plus pour pourquoi "
+         "qu quand que quel quelle quelles quels qui s sa sans se sera ses si son "
+         "sont sous sur t ta te tes toi ton tous tout toute toutes très tu un une "
+         "vos votre vous y"},
+  {"es", "a al algo algunas algunos ante antes como con contra cual cuando de del "
+         "desde donde durante e el ella ellas ellos en entre era es esa esas ese "
+         "eso esos esta está están estas este esto estos fue fueron ha había han "
+         "hasta hay la las le les lo los más me mi mis mucho muy nada ni no nos "
+         "nosotros o otra otras otro otros para pero poco por porque qué que "
+         "quien se sea ser si sí sin sobre son su sus también tanto te tiene "
+         "tienen todo todos tu tus un una uno unos y ya yo"},
+  {"it", "a ad al alla alle allo ai agli anche avere aveva c che chi ci come con "
+         "contro cui da dal dalla dalle dai degli dei del della delle dello di e "
+         "è ed era erano essere gli ha hanno i il in io la le lei lo loro lui ma "
+         "mi mia mio molto ne negli nei nel nella nelle no noi non o per perché "
+         "più poi quale quali quando quella quelle quello questa queste questo "
+         "se sei si sia siamo sono su sua sue sui sul sulla suo suoi tra tu tutti "
+         "tutto un una uno vi voi"},
+  {"nl", "aan al alles als altijd andere ben bij daar dan dat de der deze die dit "
+         "doch doen door dus een eens en er ge geen geweest haar had heb hebben "
+         "heeft hem het hier hij hoe hun iemand iets ik in is ja je kan kon kunnen "
+         "maar me meer men met mij mijn moet na naar niet niets nog nu of om omdat "
+         "ons ook op over reeds te tegen toch toen tot u uit uw van veel voor want "
+         "waren was wat we wel werd wezen wie wij wil worden wordt zal ze zei "
+         "zelf zich zij zijn zo zonder zou"},
+  {"pt", "a à ao aos as às até com como da das de dela dele deles depois do dos e "
+         "é ela elas ele eles em entre era eram essa essas esse esses esta está "
+         "estão estas este estes eu foi foram há isso isto já la lhe lhes mais "
+         "mas me mesmo meu minha muito na não nas nem no nos nós num numa o os ou "
+         "para pela pelas pelo pelos por porque quais qual quando que quem se "
+         "sem ser seu seus sua suas também te tem têm ter tu um uma umas uns você"},
+  {"ru", "а без более бы был была были было быть в вам вас весь во вот все всего "
+         "всех вы где да даже для до его ее ей ему если есть еще же за здесь и из "
+         "или им их к как ко когда кто ли либо мне может мы на над нам нас не него "
+         "нее нет ни них но ну о об один он она они оно от очень по под после при "
+         "с со так также такой там те тем то того тоже той только том ты у уже "
+         "хотя чего чей чем что чтобы чье чья эта эти это я"},
 }};
 
 // The stop words of all languages, each with the set of languages (bit k
@@ -164,24 +156,21 @@ char32_t lower(char32_t c) {
 
 // The base letters of U+00E0-U+00FF (lower case Latin-1), "" where the
 // letter has none.
-const char* latin1_base[32] = {
-  "a", "a", "a", "a", "a", "a", "ae", "c", "e", "e", "e", "e", "i", "i", "i",
-  "i", "d", "n", "o", "o", "o", "o", "o", "",  "o", "u", "u", "u", "u", "y",
-  "th", "y"};
+const char* latin1_base[32] = {"a", "a", "a", "a", "a", "a", "ae", "c", "e",  "e", "e",
+                               "e", "i", "i", "i", "i", "d", "n",  "o", "o",  "o", "o",
+                               "o", "",  "o", "u", "u", "u", "u",  "y", "th", "y"};
 
 // The base letter of a Latin Extended-A letter (U+0100-U+017F, either case).
 const char* latin_a_base(char32_t c) {
   static const char* bases[128] = {
-    "a", "a", "a", "a", "a", "a", "c", "c", "c", "c", "c", "c", "c", "c",
-    "d", "d", "d", "d", "e", "e", "e", "e", "e", "e", "e", "e", "e", "e",
-    "g", "g", "g", "g", "g", "g", "g", "g", "h", "h", "h", "h", "i", "i",
-    "i", "i", "i", "i", "i", "i", "i", "i", "ij", "ij", "j", "j", "k", "k",
-    "k", "l", "l", "l", "l", "l", "l", "l", "l", "l", "l", "n", "n", "n",
-    "n", "n", "n", "n", "n", "n", "o", "o", "o", "o", "o", "o", "oe", "oe",
-    "r", "r", "r", "r", "r", "r", "s", "s", "s", "s", "s", "s", "s", "s",
-    "t", "t", "t", "t", "t", "t", "u", "u", "u", "u", "u", "u", "u", "u",
-    "u", "u", "u", "u", "w", "w", "y", "y", "y", "z", "z", "z", "z", "z",
-    "z", "s"};
+    "a", "a", "a",  "a",  "a", "a", "c", "c", "c", "c", "c", "c", "c", "c", "d", "d",
+    "d", "d", "e",  "e",  "e", "e", "e", "e", "e", "e", "e", "e", "g", "g", "g", "g",
+    "g", "g", "g",  "g",  "h", "h", "h", "h", "i", "i", "i", "i", "i", "i", "i", "i",
+    "i", "i", "ij", "ij", "j", "j", "k", "k", "k", "l", "l", "l", "l", "l", "l", "l",
+    "l", "l", "l",  "n",  "n", "n", "n", "n", "n", "n", "n", "n", "o", "o", "o", "o",
+    "o", "o", "oe", "oe", "r", "r", "r", "r", "r", "r", "s", "s", "s", "s", "s", "s",
+    "s", "s", "t",  "t",  "t", "t", "t", "t", "u", "u", "u", "u", "u", "u", "u", "u",
+    "u", "u", "u",  "u",  "w", "w", "y", "y", "y", "z", "z", "z", "z", "z", "z", "s"};
   return bases[c - 0x100];
 }
 
@@ -250,11 +239,11 @@ std::string strip_diacritics(std::string_view word) {
 }
 
 bool is_cjk(char32_t c) {
-  return (c >= 0x3040 && c <= 0x30FF)     // hiragana, katakana
-         || (c >= 0x3400 && c <= 0x4DBF)  // CJK extension A
-         || (c >= 0x4E00 && c <= 0x9FFF)  // CJK unified ideographs
-         || (c >= 0xAC00 && c <= 0xD7AF)  // Hangul syllables
-         || (c >= 0xF900 && c <= 0xFAFF)  // compatibility ideographs
+  return (c >= 0x3040 && c <= 0x30FF)    // hiragana, katakana
+         || (c >= 0x3400 && c <= 0x4DBF) // CJK extension A
+         || (c >= 0x4E00 && c <= 0x9FFF) // CJK unified ideographs
+         || (c >= 0xAC00 && c <= 0xD7AF) // Hangul syllables
+         || (c >= 0xF900 && c <= 0xFAFF) // compatibility ideographs
          || (c >= 0x20000 && c <= 0x2FA1F);
 }
 

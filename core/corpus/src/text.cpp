@@ -62,9 +62,8 @@ std::vector<block> to_blocks(std::string_view text) {
     auto raw = text.substr(para_start, para_end - para_start);
     auto t = sdk::trim(raw);
     if (!t.empty())
-      result.push_back({false, std::string{t},
-                        para_start
-                          + static_cast<size_t>(t.data() - raw.data())});
+      result.push_back(
+        {false, std::string{t}, para_start + static_cast<size_t>(t.data() - raw.data())});
   };
   size_t pos = 0;
   while (pos <= text.size()) {
@@ -92,8 +91,7 @@ std::vector<block> to_blocks(std::string_view text) {
 }
 
 bool word_byte(unsigned char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')
-         || (c >= 'A' && c <= 'Z') || c >= 0x80;
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80;
 }
 
 char lower_ascii(char c) {
@@ -113,8 +111,7 @@ std::vector<passage> split_passages(std::string_view text, size_t max_chars) {
   size_t buf_end = 0;
   auto flush = [&] {
     if (!buf.empty())
-      result.push_back(
-        {heading, std::move(buf), buf_start, buf_end - buf_start});
+      result.push_back({heading, std::move(buf), buf_start, buf_end - buf_start});
     buf.clear();
   };
   // Appends a piece of source text (trimmed) that starts at `offset`.
@@ -161,8 +158,8 @@ std::string sanitize_fts_query(std::string_view query, size_t max_terms) {
   size_t i = 0;
   while (i < query.size() && terms < max_terms) {
     auto c = static_cast<unsigned char>(query[i]);
-    bool word = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')
-                || (c >= 'A' && c <= 'Z') || c >= 0x80;
+    bool word = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+                || c >= 0x80;
     if (!word) {
       ++i;
       continue;
@@ -170,8 +167,8 @@ std::string sanitize_fts_query(std::string_view query, size_t max_terms) {
     auto start = i;
     while (i < query.size()) {
       auto d = static_cast<unsigned char>(query[i]);
-      if (!((d >= '0' && d <= '9') || (d >= 'a' && d <= 'z')
-            || (d >= 'A' && d <= 'Z') || d >= 0x80))
+      if (!((d >= '0' && d <= '9') || (d >= 'a' && d <= 'z') || (d >= 'A' && d <= 'Z')
+            || d >= 0x80))
         break;
       ++i;
     }
@@ -231,16 +228,14 @@ search_query parse_search_query(std::string_view query, size_t max_terms) {
     }
     auto start = i;
     auto word = read_word();
-    if (i < query.size() && query[i] == ':'
-        && (word == "path" || word == "site")
+    if (i < query.size() && query[i] == ':' && (word == "path" || word == "site")
         && (start == 0 || sdk::is_ascii_space(query[start - 1]))) {
       // A filter: the text up to the next whitespace.
       auto from = ++i;
       while (i < query.size() && !sdk::is_ascii_space(query[i]))
         ++i;
       auto value = query.substr(from, i - from);
-      if (!value.empty() && value.size() <= max_path_bytes
-          && result.paths.size() < max_paths)
+      if (!value.empty() && value.size() <= max_path_bytes && result.paths.size() < max_paths)
         result.paths.emplace_back(value);
       continue;
     }
@@ -250,8 +245,7 @@ search_query parse_search_query(std::string_view query, size_t max_terms) {
   return result;
 }
 
-std::string make_snippet(std::string_view text,
-                         const std::vector<std::string>& terms,
+std::string make_snippet(std::string_view text, const std::vector<std::string>& terms,
                          size_t max_words) {
   // Word start and end offsets, at most a bounded number of them.
   constexpr size_t max_scan = 4096;
@@ -326,15 +320,13 @@ std::string text_title(std::string_view text) {
   if (start == std::string_view::npos)
     return {};
   auto end = text.find('\n', start);
-  auto line = sdk::trim(text.substr(start, end == std::string_view::npos
-                                              ? std::string_view::npos
-                                              : end - start));
+  auto line = sdk::trim(
+    text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
   // A blank line (or the end) follows.
   if (end != std::string_view::npos) {
     auto next = text.find('\n', end + 1);
-    auto after = sdk::trim(text.substr(end + 1, next == std::string_view::npos
-                                                  ? std::string_view::npos
-                                                  : next - end - 1));
+    auto after = sdk::trim(text.substr(
+      end + 1, next == std::string_view::npos ? std::string_view::npos : next - end - 1));
     if (!after.empty())
       return {};
   }
@@ -362,8 +354,8 @@ std::string text_title(std::string_view text) {
     return title;
   // In capitals: title case, small words in lower case but the first and
   // the one after a colon.
-  static const char* small[] = {"a", "an", "and", "as", "at", "by", "for", "in",
-                                "of", "on", "or", "the", "to", "with"};
+  static const char* small[] = {"a",  "an", "and", "as", "at",  "by", "for",
+                                "in", "of", "on",  "or", "the", "to", "with"};
   std::string out;
   bool first = true;
   for (size_t i = 0; i < title.size();) {

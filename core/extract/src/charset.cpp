@@ -38,8 +38,7 @@ struct encoding {
 };
 
 constexpr encoding encodings[] = {
-  {"UTF-8", "UTF-8",
-   "utf-8 utf8 unicode-1-1-utf-8 unicode11utf8 unicode20utf8 x-unicode20utf8"},
+  {"UTF-8", "UTF-8", "utf-8 utf8 unicode-1-1-utf-8 unicode11utf8 unicode20utf8 x-unicode20utf8"},
   {"UTF-16LE", "UTF-16LE", "utf-16 utf-16le"},
   {"UTF-16BE", "UTF-16BE", "utf-16be unicodefffe"},
   // Browsers decode ISO-8859-1 and US-ASCII as windows-1252.
@@ -63,21 +62,18 @@ constexpr encoding encodings[] = {
   {"ISO-8859-5", "ISO-8859-5", "iso-8859-5 iso8859-5 iso_8859-5 cyrillic"},
   {"ISO-8859-6", "ISO-8859-6", "iso-8859-6 iso8859-6 iso_8859-6 arabic"},
   {"ISO-8859-7", "ISO-8859-7", "iso-8859-7 iso8859-7 iso_8859-7 greek"},
-  {"ISO-8859-8", "ISO-8859-8",
-   "iso-8859-8 iso8859-8 iso_8859-8 iso-8859-8-i hebrew"},
+  {"ISO-8859-8", "ISO-8859-8", "iso-8859-8 iso8859-8 iso_8859-8 iso-8859-8-i hebrew"},
   {"ISO-8859-10", "ISO-8859-10", "iso-8859-10 iso8859-10 latin6 l6"},
   {"ISO-8859-13", "ISO-8859-13", "iso-8859-13 iso8859-13"},
   {"ISO-8859-14", "ISO-8859-14", "iso-8859-14 iso8859-14"},
-  {"ISO-8859-15", "ISO-8859-15",
-   "iso-8859-15 iso8859-15 iso_8859-15 latin9 l9"},
+  {"ISO-8859-15", "ISO-8859-15", "iso-8859-15 iso8859-15 iso_8859-15 latin9 l9"},
   {"ISO-8859-16", "ISO-8859-16", "iso-8859-16"},
   {"KOI8-R", "KOI8-R", "koi8-r koi8_r koi8 koi cskoi8r"},
   {"KOI8-U", "KOI8-U", "koi8-u koi8-ru"},
   {"IBM866", "CP866", "ibm866 cp866 866 csibm866"},
   {"macintosh", "MACINTOSH", "macintosh mac x-mac-roman csmacintosh"},
   {"x-mac-cyrillic", "MAC-CYRILLIC", "x-mac-cyrillic x-mac-ukrainian"},
-  {"Shift_JIS", "CP932",
-   "shift_jis shift-jis sjis x-sjis ms_kanji ms932 windows-31j csshiftjis"},
+  {"Shift_JIS", "CP932", "shift_jis shift-jis sjis x-sjis ms_kanji ms932 windows-31j csshiftjis"},
   {"EUC-JP", "EUC-JP", "euc-jp x-euc-jp cseucpkdfmtjapanese"},
   {"ISO-2022-JP", "ISO-2022-JP", "iso-2022-jp csiso2022jp"},
   {"GBK", "GB18030",
@@ -108,8 +104,7 @@ const encoding* find_label(std::string_view label) noexcept {
 // convert becomes U+FFFD and decoding resumes `unit` bytes later (2 for
 // UTF-16, 1 otherwise); a sequence cut off at the end becomes one U+FFFD.
 // Linear in the input. Nothing when the converter is missing.
-std::optional<std::string> convert(std::string_view in, const char* from,
-                                   size_t unit) {
+std::optional<std::string> convert(std::string_view in, const char* from, size_t unit) {
   auto cd = iconv_open("UTF-8", from);
   if (cd == reinterpret_cast<iconv_t>(-1))
     return std::nullopt;
@@ -154,14 +149,12 @@ std::string charset_param(std::string_view text) {
   if (pos >= low.size() || low[pos] != '=')
     return {};
   ++pos;
-  while (pos < low.size()
-         && (low[pos] == ' ' || low[pos] == '"' || low[pos] == '\''))
+  while (pos < low.size() && (low[pos] == ' ' || low[pos] == '"' || low[pos] == '\''))
     ++pos;
   auto end = pos;
   while (end < low.size() && end - pos < max_label
-         && (std::isalnum(static_cast<unsigned char>(low[end]))
-             || low[end] == '-' || low[end] == '_' || low[end] == ':'
-             || low[end] == '.'))
+         && (std::isalnum(static_cast<unsigned char>(low[end])) || low[end] == '-'
+             || low[end] == '_' || low[end] == ':' || low[end] == '.'))
     ++end;
   return low.substr(pos, end - pos);
 }
@@ -193,7 +186,7 @@ bool looks_utf8(std::string_view bytes) noexcept {
   if (bad == bytes.size())
     return true;
   auto lead = static_cast<unsigned char>(bytes[bad]);
-  size_t need = lead >= 0xF0 && lead <= 0xF4 ? 4
+  size_t need = lead >= 0xF0 && lead <= 0xF4   ? 4
                 : lead >= 0xE0 && lead <= 0xEF ? 3
                 : lead >= 0xC2 && lead <= 0xDF ? 2
                                                : 0;
@@ -216,8 +209,7 @@ double junk_share(std::string_view text) noexcept {
     i += c.length > 0 ? c.length : 1;
     ++chars;
     auto cp = c.code_point;
-    if (cp == 0xFFFD || (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\f'
-                         && cp != '\r')
+    if (cp == 0xFFFD || (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\f' && cp != '\r')
         || (cp >= 0x7F && cp <= 0x9F))
       ++junk;
   }
@@ -226,8 +218,7 @@ double junk_share(std::string_view text) noexcept {
 
 // `bytes` decoded in `enc`, if it fits them (at most max_guess_junk junk),
 // with a note naming the guess and `why`.
-std::optional<decoded_text> try_guess(std::string_view bytes,
-                                      const encoding* enc,
+std::optional<decoded_text> try_guess(std::string_view bytes, const encoding* enc,
                                       std::string_view why) {
   if (enc == nullptr || enc->name == "UTF-8")
     return std::nullopt; // UTF-8 was tried first
@@ -236,8 +227,7 @@ std::optional<decoded_text> try_guess(std::string_view bytes,
   if (!text || junk_share(*text) > max_guess_junk)
     return std::nullopt;
   return decoded_text{std::move(*text), std::string{enc->name},
-                      "encoding guessed: " + std::string{enc->name} + " ("
-                        + std::string{why} + ")",
+                      "encoding guessed: " + std::string{enc->name} + " (" + std::string{why} + ")",
                       true};
 }
 
@@ -247,20 +237,17 @@ constexpr size_t max_detected_label = 64;
 // Decodes bytes that no BOM, header or <meta> labels and that are not UTF-8:
 // the detector's guess, else windows-1252 (the browsers' fallback), else
 // UTF-8 with U+FFFD.
-decoded_text decode_unlabelled(std::string_view bytes,
-                               const charset_detector& detect) {
+decoded_text decode_unlabelled(std::string_view bytes, const charset_detector& detect) {
   auto said = detect(bytes);
   if (said.size() > max_detected_label)
     said.clear();
-  if (auto x = try_guess(bytes, find_label(sdk::to_lower(sdk::trim(said))),
-                         "no charset label"))
+  if (auto x = try_guess(bytes, find_label(sdk::to_lower(sdk::trim(said))), "no charset label"))
     return std::move(*x);
   if (auto x = try_guess(bytes, find_label("windows-1252"),
-                         said.empty()
-                           ? "no charset label; detection was unsure, read "
-                             "as browsers do"
-                           : "no charset label; the detected encoding did not "
-                             "fit, read as browsers do"))
+                         said.empty() ? "no charset label; detection was unsure, read "
+                                        "as browsers do"
+                                      : "no charset label; the detected encoding did not "
+                                        "fit, read as browsers do"))
     return std::move(*x);
   return as_utf8(bytes, "no charset label, and no encoding fits the bytes: "
                         "read as UTF-8");
@@ -268,8 +255,7 @@ decoded_text decode_unlabelled(std::string_view bytes,
 
 } // namespace
 
-decoded_text decode_document(std::string_view bytes,
-                             std::string_view content_type_header,
+decoded_text decode_document(std::string_view bytes, std::string_view content_type_header,
                              const charset_detector& detect) {
   if (sdk::starts_with(bytes, "\xEF\xBB\xBF"))
     return as_utf8(bytes.substr(3));
@@ -300,33 +286,29 @@ decoded_text decode_document(std::string_view bytes,
     return decode_unlabelled(bytes, detect);
   if (found == nullptr)
     return as_utf8(bytes, label.empty() ? std::string{}
-                                        : "unknown charset \"" + label
-                                            + "\": read as UTF-8");
+                                        : "unknown charset \"" + label + "\": read as UTF-8");
   if (found->name == "UTF-8")
     return as_utf8(bytes);
   auto unit = sdk::starts_with(found->name, "UTF-16") ? size_t{2} : size_t{1};
   auto text = convert(bytes, found->iconv, unit);
   if (!text)
-    return as_utf8(bytes, "charset " + std::string{found->name}
-                            + " is not available: read as UTF-8");
+    return as_utf8(bytes,
+                   "charset " + std::string{found->name} + " is not available: read as UTF-8");
   return {std::move(*text), std::string{found->name}, {}, false};
 }
 
-std::string decode_to_utf8(std::string_view bytes,
-                           std::string_view content_type_header) {
+std::string decode_to_utf8(std::string_view bytes, std::string_view content_type_header) {
   return decode_document(bytes, content_type_header).text;
 }
 
-content_kind sniff(std::string_view content_type,
-                   std::string_view first_bytes) {
+content_kind sniff(std::string_view content_type, std::string_view first_bytes) {
   // Skip a BOM and leading whitespace for the byte checks.
   auto b = first_bytes;
   if (starts_with(b, "\xEF\xBB\xBF"))
     b.remove_prefix(3);
   if (starts_with(b, "%PDF-"))
     return content_kind::pdf;
-  while (!b.empty()
-         && std::isspace(static_cast<unsigned char>(b.front())))
+  while (!b.empty() && std::isspace(static_cast<unsigned char>(b.front())))
     b.remove_prefix(1);
   auto head = sdk::to_lower(b.substr(0, 512));
   if (starts_with(head, "<!doctype html") || starts_with(head, "<html")
@@ -343,8 +325,8 @@ content_kind sniff(std::string_view content_type,
       || (type.size() > 5 && type.compare(type.size() - 5, 5, "+json") == 0))
     return content_kind::json;
   bool looks_json = !head.empty() && (head.front() == '{' || head.front() == '[');
-  if (type.empty() || type == "application/octet-stream"
-      || type == "text/plain" || type == "binary/octet-stream") {
+  if (type.empty() || type == "application/octet-stream" || type == "text/plain"
+      || type == "binary/octet-stream") {
     if (looks_json)
       return content_kind::json;
     if (starts_with(head, "<") && head.find("<p") != std::string::npos
@@ -353,8 +335,7 @@ content_kind sniff(std::string_view content_type,
     if (type == "text/plain")
       return content_kind::text;
     // Plain text when the first bytes have no control characters.
-    return b.empty() || looks_binary(b) ? content_kind::other
-                                        : content_kind::text;
+    return b.empty() || looks_binary(b) ? content_kind::other : content_kind::text;
   }
   if (starts_with(type, "text/"))
     return content_kind::text;
@@ -371,8 +352,7 @@ bool looks_binary(std::string_view first_bytes) noexcept {
     auto u = static_cast<unsigned char>(c);
     if (u == 0)
       return true;
-    if (u < 0x20 && u != '\t' && u != '\n' && u != '\v' && u != '\f'
-        && u != '\r' && u != 0x1B)
+    if (u < 0x20 && u != '\t' && u != '\n' && u != '\v' && u != '\f' && u != '\r' && u != 0x1B)
       ++controls;
   }
   return controls > 2 + b.size() / 32;
@@ -390,8 +370,7 @@ std::string clean_text(std::string_view text) {
       if (i + 1 < n && repaired[i + 1] == '\n')
         ++i;
       out += '\n';
-    } else if (u == 0xC2 && i + 1 < n
-               && static_cast<unsigned char>(repaired[i + 1]) <= 0x9F) {
+    } else if (u == 0xC2 && i + 1 < n && static_cast<unsigned char>(repaired[i + 1]) <= 0x9F) {
       // A C1 control character (U+0080 to U+009F): terminals act on some
       // of them (U+009B starts an escape sequence).
       ++i;

@@ -16,9 +16,9 @@ namespace {
 
 // uchardet's names that the decoder knows under another label.
 constexpr std::pair<std::string_view, std::string_view> aliases[] = {
-  {"uhc", "euc-kr"},               // windows-949, which EUC-KR is read as
+  {"uhc", "euc-kr"}, // windows-949, which EUC-KR is read as
   {"mac-cyrillic", "x-mac-cyrillic"},
-  {"ascii", "windows-1252"},       // only for bytes that are not UTF-8
+  {"ascii", "windows-1252"}, // only for bytes that are not UTF-8
 };
 
 // Longest name uchardet gives that is taken.

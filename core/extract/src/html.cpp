@@ -37,10 +37,8 @@ extraction run_extraction(std::string_view html, std::string_view url) {
   if (!d.body)
     return x;
   x.comments = render_comments(set_aside_boilerplate(d.body));
-  const flags attempts[] = {{true, true, true},
-                            {false, true, true},
-                            {false, false, true},
-                            {false, false, false}};
+  const flags attempts[] = {
+    {true, true, true}, {false, true, true}, {false, false, true}, {false, false, false}};
   std::string best;
   for (auto& f : attempts) {
     reset(d.body);
@@ -50,8 +48,7 @@ extraction run_extraction(std::string_view html, std::string_view url) {
     if (best.size() >= 500)
       break;
   }
-  x.text = drop_boilerplate_lines(
-    strip_title_heading(std::move(best), x.title), x.byline);
+  x.text = drop_boilerplate_lines(strip_title_heading(std::move(best), x.title), x.byline);
   return x;
 }
 
@@ -63,18 +60,16 @@ extraction extract_html(std::string_view html, std::string_view url) {
   return detail::run_extraction(html, url);
 }
 
-std::variant<extraction, sdk::error>
-try_extract_html(std::string_view html, std::string_view url,
-                 const extract_options& opts) {
+std::variant<extraction, sdk::error> try_extract_html(std::string_view html, std::string_view url,
+                                                      const extract_options& opts) {
   detail::budget b{opts};
   detail::budget_scope scope{&b};
   try {
     b.check();
     return detail::run_extraction(html, url);
   } catch (const detail::stopped& x) {
-    return sdk::make_error(x.code, x.code == sdk::errc::timeout
-                                     ? "reading the page took too long"
-                                     : "reading the page was cancelled");
+    return sdk::make_error(x.code, x.code == sdk::errc::timeout ? "reading the page took too long"
+                                                                : "reading the page was cancelled");
   }
 }
 

@@ -24,30 +24,54 @@ namespace {
 enum class boiler_kind { none, comments, boilerplate, short_boilerplate };
 
 // Substrings of an id or class token that name boilerplate.
-const std::initializer_list<std::string_view> boiler_parts = {
-  "cookie", "consent", "gdpr", "onetrust", "didomi", "cmp-banner",
-  "share", "sharing", "social", "addthis", "sociable", "newsletter",
-  "subscribe", "subscription", "signup", "sign-up", "mailchimp", "optin",
-  "opt-in", "related", "recommend", "more-stories", "more-articles",
-  "read-next", "readnext", "also-read", "next-post", "nextpost",
-  "next-story", "nextstory", "prev-post", "previous-post", "outbrain",
-  "taboola", "trending",
-  "most-read", "mostread", "most-popular", "breadcrumb", "skip-link",
-  "skiplink", "pagination", "navbar", "navbox", "navigation", "menu", "toolbar",
-  "sidebar", "widget", "advert", "adslot", "ad-slot", "ad-container",
-  "ad-wrapper", "adsbygoogle", "sponsor", "promo", "paywall", "author-bio", "author-box",
-  "about-author", "author-info", "authorbox", "follow-us", "followus", "print-only", "tagcloud",
-  "tag-cloud", "tag-list", "taglist",
-  "post-tags", "entry-tags", "article-tags", "disclaimer-banner", "footer",
-  "masthead", "site-header", "global-header", "banner"};
+const std::initializer_list<std::string_view> boiler_parts = {"cookie",        "consent",
+                                                              "gdpr",          "onetrust",
+                                                              "didomi",        "cmp-banner",
+                                                              "share",         "sharing",
+                                                              "social",        "addthis",
+                                                              "sociable",      "newsletter",
+                                                              "subscribe",     "subscription",
+                                                              "signup",        "sign-up",
+                                                              "mailchimp",     "optin",
+                                                              "opt-in",        "related",
+                                                              "recommend",     "more-stories",
+                                                              "more-articles", "read-next",
+                                                              "readnext",      "also-read",
+                                                              "next-post",     "nextpost",
+                                                              "next-story",    "nextstory",
+                                                              "prev-post",     "previous-post",
+                                                              "outbrain",      "taboola",
+                                                              "trending",      "most-read",
+                                                              "mostread",      "most-popular",
+                                                              "breadcrumb",    "skip-link",
+                                                              "skiplink",      "pagination",
+                                                              "navbar",        "navbox",
+                                                              "navigation",    "menu",
+                                                              "toolbar",       "sidebar",
+                                                              "widget",        "advert",
+                                                              "adslot",        "ad-slot",
+                                                              "ad-container",  "ad-wrapper",
+                                                              "adsbygoogle",   "sponsor",
+                                                              "promo",         "paywall",
+                                                              "author-bio",    "author-box",
+                                                              "about-author",  "author-info",
+                                                              "authorbox",     "follow-us",
+                                                              "followus",      "print-only",
+                                                              "tagcloud",      "tag-cloud",
+                                                              "tag-list",      "taglist",
+                                                              "post-tags",     "entry-tags",
+                                                              "article-tags",  "disclaimer-banner",
+                                                              "footer",        "masthead",
+                                                              "site-header",   "global-header",
+                                                              "banner"};
 
 // Substrings that name small blocks: boilerplate only when short.
 const std::initializer_list<std::string_view> short_boiler_parts = {
-  "byline", "dateline", "credit", "copyright", "post-meta", "entry-meta",
-  "article-meta", "authorinfo", "author-name", "authorname", "screen-reader", "sr-only",
-  "visually-hidden",
-  "visuallyhidden", "caption-meta", "timestamp", "published-date",
-  "publish-date", "pubdate", "reading-time", "read-time"};
+  "byline",        "dateline",       "credit",          "copyright",      "post-meta",
+  "entry-meta",    "article-meta",   "authorinfo",      "author-name",    "authorname",
+  "screen-reader", "sr-only",        "visually-hidden", "visuallyhidden", "caption-meta",
+  "timestamp",     "published-date", "publish-date",    "pubdate",        "reading-time",
+  "read-time"};
 
 boiler_kind classify_token(std::string_view t) {
   // Elementor, a page builder, wraps every block of an article in an
@@ -60,14 +84,12 @@ boiler_kind classify_token(std::string_view t) {
     return boiler_kind::none;
   // A comment section: "comments", "comment-list", "commentlist",
   // "article-comments", "disqus_thread"; not "commentary" (opinion pieces).
-  if ((starts_with(t, "comment") && !starts_with(t, "commentar"))
-      || ends_with(t, "comments") || ends_with(t, "comment")
-      || t.find("disqus") != std::string_view::npos)
+  if ((starts_with(t, "comment") && !starts_with(t, "commentar")) || ends_with(t, "comments")
+      || ends_with(t, "comment") || t.find("disqus") != std::string_view::npos)
     return boiler_kind::comments;
   if (t == "nav" || t == "ad" || t == "ads" || t == "tags" || t == "share"
-      || starts_with(t, "login") || starts_with(t, "signin")
-      || starts_with(t, "popup") || starts_with(t, "modal-")
-      || starts_with(t, "dialog") || ends_with(t, "dialog")
+      || starts_with(t, "login") || starts_with(t, "signin") || starts_with(t, "popup")
+      || starts_with(t, "modal-") || starts_with(t, "dialog") || ends_with(t, "dialog")
       || starts_with(t, "ad-") || starts_with(t, "ads-") || ends_with(t, "-ad")
       || ends_with(t, "-ads") || starts_with(t, "nav-") || ends_with(t, "-nav"))
     return boiler_kind::boilerplate;
@@ -143,10 +165,9 @@ boiler_kind classify(const node* n, token_kinds& cache) {
       || n->attr("itemprop") == "comment")
     return boiler_kind::comments;
   auto role = n->attr("role");
-  if (role == "navigation" || role == "menu" || role == "menubar"
-      || role == "complementary" || role == "contentinfo" || role == "banner"
-      || role == "dialog" || role == "alertdialog" || role == "search"
-      || role == "toolbar")
+  if (role == "navigation" || role == "menu" || role == "menubar" || role == "complementary"
+      || role == "contentinfo" || role == "banner" || role == "dialog" || role == "alertdialog"
+      || role == "search" || role == "toolbar")
     return boiler_kind::boilerplate;
   if (n->id_class.size() <= 1)
     return boiler_kind::none;
@@ -161,10 +182,8 @@ void trim_comment_section(node* n) {
   for (auto* c : n->children) {
     if (c->text_node || c->removed)
       continue;
-    if (c->tag == GUMBO_TAG_FORM || c->tag == GUMBO_TAG_BUTTON
-        || c->tag == GUMBO_TAG_TEXTAREA || is_hidden(c)
-        || (c->id_class.find("reply") != std::string::npos
-            && text_len(c) < 30)) {
+    if (c->tag == GUMBO_TAG_FORM || c->tag == GUMBO_TAG_BUTTON || c->tag == GUMBO_TAG_TEXTAREA
+        || is_hidden(c) || (c->id_class.find("reply") != std::string::npos && text_len(c) < 30)) {
       c->removed = true;
       continue;
     }
@@ -271,8 +290,7 @@ private:
     c->removed = true;
     // Comments are a block of some length; a small inline note with such a
     // name is boilerplate only.
-    if (kind == boiler_kind::comments && len >= 30 && is_block(c->tag)
-        && link_density(c) < 0.5)
+    if (kind == boiler_kind::comments && len >= 30 && is_block(c->tag) && link_density(c) < 0.5)
       comments.push_back(c);
     return true;
   }

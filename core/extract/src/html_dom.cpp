@@ -44,8 +44,7 @@ std::string dom::raw_text(const GumboNode* root) {
     if (n->type == GUMBO_NODE_TEXT || n->type == GUMBO_NODE_CDATA
         || n->type == GUMBO_NODE_WHITESPACE) {
       out += n->v.text.text;
-    } else if (n->type == GUMBO_NODE_ELEMENT
-               || n->type == GUMBO_NODE_TEMPLATE) {
+    } else if (n->type == GUMBO_NODE_ELEMENT || n->type == GUMBO_NODE_TEMPLATE) {
       auto& kids = n->v.element.children;
       for (unsigned i = kids.length; i > 0; --i)
         stack.push_back(static_cast<const GumboNode*>(kids.data[i - 1]));
@@ -73,8 +72,7 @@ node* dom::build(const GumboNode* g, node* parent, int depth) {
   if (g->type == GUMBO_NODE_DOCUMENT) {
     n->tag = GUMBO_TAG_UNKNOWN;
     kids = &g->v.document.children;
-  } else if (g->type == GUMBO_NODE_ELEMENT
-             || g->type == GUMBO_NODE_TEMPLATE) {
+  } else if (g->type == GUMBO_NODE_ELEMENT || g->type == GUMBO_NODE_TEMPLATE) {
     auto& el = g->v.element;
     n->tag = el.tag;
     if (el.attributes.length > 0) {
@@ -126,8 +124,7 @@ node* dom::build(const GumboNode* g, node* parent, int depth) {
   }
   if (kids->length == 0)
     return n;
-  auto** list = static_cast<node**>(
-    arena_.allocate(sizeof(node*) * kids->length, alignof(node*)));
+  auto** list = static_cast<node**>(arena_.allocate(sizeof(node*) * kids->length, alignof(node*)));
   n->children.first = list;
   for (unsigned i = 0; i < kids->length; ++i) {
     auto* c = static_cast<const GumboNode*>(kids->data[i]);

@@ -141,8 +141,7 @@ bool is_hidden(const node* n) {
   if (raw.empty())
     return false;
   auto style = sdk::to_lower(raw);
-  style.erase(std::remove_if(style.begin(), style.end(), sdk::is_ascii_space),
-              style.end());
+  style.erase(std::remove_if(style.begin(), style.end(), sdk::is_ascii_space), style.end());
   return style.find("display:none") != std::string::npos
          || style.find("visibility:hidden") != std::string::npos;
 }

@@ -202,8 +202,8 @@ struct node {
   mutable signed char unlikely = -1;
   mutable bool weighted = false;
   mutable double weight = 0;
-  std::string_view text;     // text nodes only
-  std::string_view id_class; // lower-cased "id class", empty when neither
+  std::string_view text;              // text nodes only
+  std::string_view id_class;          // lower-cased "id class", empty when neither
   const GumboVector* attrs = nullptr; // names lower-cased by the parser
   node_list children;
   node* parent = nullptr;
@@ -383,7 +383,6 @@ std::string strip_title_heading(std::string text, const std::string& title);
 
 /// Drops, outside code blocks, the lines of `text` that are the byline again
 /// and lines that are boilerplate by their words (html_lines.cpp).
-std::string drop_boilerplate_lines(const std::string& text,
-                                   const std::string& byline);
+std::string drop_boilerplate_lines(const std::string& text, const std::string& byline);
 
 } // namespace quarry::extract::detail

@@ -52,17 +52,52 @@ std::string line_key(std::string_view line) {
 // buttons and teaser lists, mostly English with the ad label in a few other
 // languages (compared on line_key).
 const std::initializer_list<std::string_view> boilerplate_lines = {
-  "advertisement", "advertising", "anzeige", "publicité", "publicidad",
-  "pubblicità", "reklama", "share", "share this", "share this article",
-  "share this story", "share on facebook", "share on twitter", "tweet",
-  "email", "print", "read more", "continue reading", "related",
-  "related articles", "related stories", "related posts", "you may also like",
-  "recommended", "more stories", "most popular", "most read", "sign up",
-  "subscribe", "follow us", "comments", "leave a comment", "leave a reply",
-  "write a comment", "post a comment", "add a comment", "kommentar schreiben",
-  "kommentare schreiben", "kommentieren",
-  "skip to content", "skip to main content", "back to top", "image",
-  "photo", "getty images", "story continues below advertisement"};
+  "advertisement",
+  "advertising",
+  "anzeige",
+  "publicité",
+  "publicidad",
+  "pubblicità",
+  "reklama",
+  "share",
+  "share this",
+  "share this article",
+  "share this story",
+  "share on facebook",
+  "share on twitter",
+  "tweet",
+  "email",
+  "print",
+  "read more",
+  "continue reading",
+  "related",
+  "related articles",
+  "related stories",
+  "related posts",
+  "you may also like",
+  "recommended",
+  "more stories",
+  "most popular",
+  "most read",
+  "sign up",
+  "subscribe",
+  "follow us",
+  "comments",
+  "leave a comment",
+  "leave a reply",
+  "write a comment",
+  "post a comment",
+  "add a comment",
+  "kommentar schreiben",
+  "kommentare schreiben",
+  "kommentieren",
+  "skip to content",
+  "skip to main content",
+  "back to top",
+  "image",
+  "photo",
+  "getty images",
+  "story continues below advertisement"};
 
 // The words of `key` (a line_key).
 std::vector<std::string_view> key_words(std::string_view key) {
@@ -75,9 +110,7 @@ std::vector<std::string_view> key_words(std::string_view key) {
 }
 
 bool all_digits(std::string_view w) {
-  return !w.empty() && std::all_of(w.begin(), w.end(), [](char c) {
-    return c >= '0' && c <= '9';
-  });
+  return !w.empty() && std::all_of(w.begin(), w.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 // An image credit: "Photograph by Jane Roe", "(Credit: Jane Roe / Agency)",
@@ -88,11 +121,11 @@ bool credit_line(std::string_view line) {
   while (!text.empty() && std::string_view{"([*_> "}.find(text.front()) != std::string_view::npos)
     text.remove_prefix(1);
   static const std::initializer_list<std::string_view> nouns = {
-    "photograph", "photographs", "photo", "photos", "image", "images", "picture",
-    "pictures", "illustration", "illustrations", "credit", "credits", "image credit",
-    "image credits", "photo credit", "photo credits", "foto", "fotos", "bild",
-    "bilder", "bildquelle", "crédit photo", "crédits photo", "crédit", "crédits",
-    "imagen", "imagem"};
+    "photograph",   "photographs",   "photo",        "photos",        "image",         "images",
+    "picture",      "pictures",      "illustration", "illustrations", "credit",        "credits",
+    "image credit", "image credits", "photo credit", "photo credits", "foto",          "fotos",
+    "bild",         "bilder",        "bildquelle",   "crédit photo",  "crédits photo", "crédit",
+    "crédits",      "imagen",        "imagem"};
   for (auto noun : nouns) {
     if (!starts_with(text, noun))
       continue;
@@ -116,19 +149,22 @@ bool credit_line(std::string_view line) {
 // at 1:46 pm", "26.10.2010", "Mi, 3. März 2021".
 bool date_line(std::string_view line, std::string_view key) {
   static const std::initializer_list<std::string_view> months = {
-    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-    "january", "february", "march", "april", "may", "june", "july", "august",
-    "september", "october", "november", "december", "januar", "februar", "märz",
-    "mai", "juni", "juli", "oktober", "dezember", "janvier", "février", "mars",
-    "avril", "juin", "juillet", "août", "septembre", "octobre", "novembre",
-    "décembre", "enero", "febrero", "marzo", "abril", "mayo", "junio", "julio",
-    "agosto", "septiembre", "octubre", "noviembre", "diciembre"};
+    "jan",      "feb",      "mar",        "apr",      "jun",       "jul",      "aug",
+    "sep",      "sept",     "oct",        "nov",      "dec",       "january",  "february",
+    "march",    "april",    "may",        "june",     "july",      "august",   "september",
+    "october",  "november", "december",   "januar",   "februar",   "märz",     "mai",
+    "juni",     "juli",     "oktober",    "dezember", "janvier",   "février",  "mars",
+    "avril",    "juin",     "juillet",    "août",     "septembre", "octobre",  "novembre",
+    "décembre", "enero",    "febrero",    "marzo",    "abril",     "mayo",     "junio",
+    "julio",    "agosto",   "septiembre", "octubre",  "noviembre", "diciembre"};
   // The other words a date or a time may hold: days, "at", "um", "Uhr".
   static const std::initializer_list<std::string_view> words = {
-    "am", "pm", "at", "um", "uhr", "on", "the", "of", "de", "del", "le", "el", "à", "h",
-    "mon", "tue", "wed", "thu", "fri", "sat", "sun", "monday", "tuesday", "wednesday",
-    "thursday", "friday", "saturday", "sunday", "mo", "di", "mi", "do", "fr", "sa", "so",
-    "montag", "dienstag", "mittwoch", "donnerstag", "freitag", "samstag", "sonntag"};
+    "am",     "pm",       "at",        "um",         "uhr",     "on",       "the",
+    "of",     "de",       "del",       "le",         "el",      "à",        "h",
+    "mon",    "tue",      "wed",       "thu",        "fri",     "sat",      "sun",
+    "monday", "tuesday",  "wednesday", "thursday",   "friday",  "saturday", "sunday",
+    "mo",     "di",       "mi",        "do",         "fr",      "sa",       "so",
+    "montag", "dienstag", "mittwoch",  "donnerstag", "freitag", "samstag",  "sonntag"};
   if (key.empty() || key.size() > 40)
     return false;
   bool number = false;
@@ -163,8 +199,8 @@ bool date_line(std::string_view line, std::string_view key) {
 // A count of comments: "Comments: 0", "3 Kommentare", "Kommentare insgesamt: 0".
 bool comment_count_line(std::string_view key) {
   static const std::initializer_list<std::string_view> nouns = {
-    "comment", "comments", "kommentar", "kommentare", "commentaire", "commentaires",
-    "comentario", "comentarios", "commento", "commenti", "reactie", "reacties"};
+    "comment",    "comments",    "kommentar", "kommentare", "commentaire", "commentaires",
+    "comentario", "comentarios", "commento",  "commenti",   "reactie",     "reacties"};
   static const std::initializer_list<std::string_view> others = {
     "insgesamt", "total", "no", "keine", "aucun", "one", "zero"};
   auto words = key_words(key);
@@ -212,8 +248,7 @@ bool details_line(std::string_view line) {
 // ("By Jane Roe" when the byline is "Jane Roe") and lines that are
 // boilerplate by their words: labels, image credits, a date or time alone,
 // a count of comments, a line of an entry's details.
-std::string drop_boilerplate_lines(const std::string& text,
-                                   const std::string& byline) {
+std::string drop_boilerplate_lines(const std::string& text, const std::string& byline) {
   std::vector<std::string_view> lines;
   size_t pos = 0;
   while (pos <= text.size()) {
@@ -243,8 +278,7 @@ std::string drop_boilerplate_lines(const std::string& text,
                            || (digits > 0 && digits != std::string_view::npos
                                && lines[i].compare(digits, 2, ". ") == 0));
       drop = (!by.empty() && (key == by || key == "by " + by))
-             || std::find(boilerplate_lines.begin(), boilerplate_lines.end(),
-                          key)
+             || std::find(boilerplate_lines.begin(), boilerplate_lines.end(), key)
                   != boilerplate_lines.end()
              || credit_line(lines[i])
              || (!structure && (date_line(lines[i], key) || comment_count_line(key)));
@@ -259,8 +293,7 @@ std::string drop_boilerplate_lines(const std::string& text,
     // Dropping a line must not leave three line breaks in a row.
     if (lines[i].empty() && dropped
         && (out.empty()
-            || (out.size() >= 2 && out[out.size() - 1] == '\n'
-                && out[out.size() - 2] == '\n')))
+            || (out.size() >= 2 && out[out.size() - 1] == '\n' && out[out.size() - 2] == '\n')))
       continue;
     dropped = false;
     out.append(lines[i]);

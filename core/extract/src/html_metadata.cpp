@@ -74,10 +74,8 @@ std::string json_text(const nlohmann::json& j) {
 }
 
 bool is_article_type(const std::string& l) {
-  return l.find("article") != std::string::npos
-         || l.find("posting") != std::string::npos || l == "report"
-         || l == "review" || l == "recipe" || l == "creativework"
-         || l == "blog";
+  return l.find("article") != std::string::npos || l.find("posting") != std::string::npos
+         || l == "report" || l == "review" || l == "recipe" || l == "creativework" || l == "blog";
 }
 
 struct ld_meta {
@@ -100,8 +98,8 @@ void index_ld(const nlohmann::json& j, ld_meta& m, int depth) {
   }
   if (!j.is_object())
     return;
-  if (auto id = j.find("@id"); id != j.end() && id->is_string()
-      && (j.contains("name") || j.contains("givenName")))
+  if (auto id = j.find("@id");
+      id != j.end() && id->is_string() && (j.contains("name") || j.contains("givenName")))
     m.ids.emplace(id->get<std::string>(), &j);
   for (auto& [key, value] : j.items())
     if (value.is_object() || value.is_array())
@@ -174,33 +172,30 @@ void scan_ld(const nlohmann::json& j, ld_meta& m, int depth, bool strict) {
   auto read = [&] {
     auto label = type_label(j.contains("@type") ? j["@type"] : nlohmann::json{});
     auto type = sdk::to_lower(label);
-    if ((type == "website" || type == "organization"
-         || type == "newsmediaorganization")
+    if ((type == "website" || type == "organization" || type == "newsmediaorganization")
         && m.publisher.empty())
       m.publisher = json_text(j);
     bool article = is_article_type(type);
     if (strict && !article)
       return;
-    if (!strict && (type == "website" || type == "organization"
-                    || type == "person" || type == "imageobject"
-                    || type == "breadcrumblist"))
+    if (!strict
+        && (type == "website" || type == "organization" || type == "person" || type == "imageobject"
+            || type == "breadcrumblist"))
       return;
     if (article && m.type.empty())
       m.type = label;
     if (m.title.empty() && article) {
-      auto headline = j.contains("headline") ? json_text(j["headline"])
-                                             : std::string{};
+      auto headline = j.contains("headline") ? json_text(j["headline"]) : std::string{};
       auto name = j.contains("name") ? json_text(j["name"]) : std::string{};
       auto in_title = [&](const std::string& x) {
         return !x.empty()
-               && sdk::to_lower(m.page_title).find(sdk::to_lower(x))
-                    != std::string::npos;
+               && sdk::to_lower(m.page_title).find(sdk::to_lower(x)) != std::string::npos;
       };
       // Both given and different: the name when the page's <title> repeats
       // it and shares few words with the headline.
-      if (headline.empty() || (!name.empty() && name != headline
-                               && in_title(name) && !in_title(headline)
-                               && shared_words(headline, m.page_title) < 0.5))
+      if (headline.empty()
+          || (!name.empty() && name != headline && in_title(name) && !in_title(headline)
+              && shared_words(headline, m.page_title) < 0.5))
         m.title = name;
       else
         m.title = headline;
@@ -234,8 +229,7 @@ std::string resolve_link(std::string_view base, std::string_view ref) {
   if (r.empty())
     return r;
   if (!base.empty())
-    if (auto resolved = fetch::resolve_url(base, r);
-        auto* u = std::get_if<fetch::url>(&resolved))
+    if (auto resolved = fetch::resolve_url(base, r); auto* u = std::get_if<fetch::url>(&resolved))
       return u->text;
   auto alone = fetch::parse_url(r);
   auto* u = std::get_if<fetch::url>(&alone);
@@ -278,8 +272,7 @@ void collect_meta(const node* n, std::unordered_map<std::string, std::string>& m
       value = fold(n->attr("content"));
     if (!value.empty()) {
       auto itemprop = sdk::to_lower(n->attr("itemprop"));
-      if (itemprop == "datepublished" || itemprop == "datemodified"
-          || itemprop == "datecreated")
+      if (itemprop == "datepublished" || itemprop == "datemodified" || itemprop == "datecreated")
         m.emplace(itemprop, value);
       if (n->tag == GUMBO_TAG_TIME && !n->attr("datetime").empty()) {
         if (n->has_attr("pubdate"))
@@ -345,8 +338,7 @@ std::string dom_byline(const node* n, int depth) {
   if (n->text_node || depth > 200 || is_skipped_tag(n->tag))
     return {};
   auto itemprop = sdk::to_lower(n->attr("itemprop"));
-  if (n->attr("rel") == "author"
-      || itemprop.find("author") != std::string::npos
+  if (n->attr("rel") == "author" || itemprop.find("author") != std::string::npos
       || n->id_class.find("byline") != std::string::npos) {
     auto text = inner_text(n);
     if (!text.empty() && text.size() < 100)
@@ -370,8 +362,7 @@ std::string split_authors(const std::string& byline) {
   if (text.empty() || text.size() > 200)
     return text;
   auto lower = sdk::to_lower(text);
-  for (std::string_view prefix : {"by ", "par ", "von ", "por ", "di ",
-                                  "door ", "av "})
+  for (std::string_view prefix : {"by ", "par ", "von ", "por ", "di ", "door ", "av "})
     if (lower.rfind(prefix, 0) == 0) {
       text.erase(0, prefix.size());
       lower.erase(0, prefix.size());
@@ -403,10 +394,9 @@ std::string split_authors(const std::string& byline) {
     return text;
   // Not names: an initial or a date.
   for (auto& p : parts)
-    if (p.size() <= 2 || p.back() == '.'
-        || std::any_of(p.begin(), p.end(), [](char c) {
-             return std::isdigit(static_cast<unsigned char>(c)) != 0;
-           }))
+    if (p.size() <= 2 || p.back() == '.' || std::any_of(p.begin(), p.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c)) != 0;
+        }))
       return text;
   std::string out;
   for (auto& p : parts) {
@@ -427,14 +417,12 @@ void fill_metadata(const dom& d, extraction& x, std::string_view url) {
     // Some pages wrap the JSON in a CDATA section.
     std::string_view body = text;
     auto open = body.find("<![CDATA[");
-    if (open != std::string_view::npos
-        && body.find_first_not_of(" \t\r\n/") == open) {
+    if (open != std::string_view::npos && body.find_first_not_of(" \t\r\n/") == open) {
       body.remove_prefix(open + 9);
       if (auto close = body.rfind("]]>"); close != std::string_view::npos)
         body = body.substr(0, close);
       // "//]]>": the comment marks before the end of the section.
-      while (!body.empty()
-             && (sdk::is_ascii_space(body.back()) || body.back() == '/'))
+      while (!body.empty() && (sdk::is_ascii_space(body.back()) || body.back() == '/'))
         body.remove_suffix(1);
     }
     auto j = sdk::parse_json(body);
@@ -454,10 +442,8 @@ void fill_metadata(const dom& d, extraction& x, std::string_view url) {
     collect_meta(d.root, meta, canonical);
   x.title = ld.title;
   if (x.title.empty())
-    x.title = first_of(meta, {"og:title", "twitter:title", "dc:title",
-                              "dcterm:title", "dc.title", "title",
-                              "sailthru.title", "parsely-title",
-                              "weibo:article:title"});
+    x.title = first_of(meta, {"og:title", "twitter:title", "dc:title", "dcterm:title", "dc.title",
+                              "title", "sailthru.title", "parsely-title", "weibo:article:title"});
   if (x.title.empty()) {
     x.title = clean_title(d.title);
     if (x.title.empty() && d.body)
@@ -465,10 +451,8 @@ void fill_metadata(const dom& d, extraction& x, std::string_view url) {
   }
   x.byline = ld.author;
   if (x.byline.empty())
-    x.byline = first_of(meta, {"author", "article:author", "dc:creator",
-                               "dc.creator", "dcterm:creator",
-                               "parsely-author", "sailthru.author",
-                               "byl"});
+    x.byline = first_of(meta, {"author", "article:author", "dc:creator", "dc.creator",
+                               "dcterm:creator", "parsely-author", "sailthru.author", "byl"});
   if (x.byline.rfind("http", 0) == 0)
     x.byline.clear();
   if (x.byline.empty() && d.body)
@@ -476,21 +460,16 @@ void fill_metadata(const dom& d, extraction& x, std::string_view url) {
   x.byline = split_authors(x.byline);
   x.published = ld.published;
   if (x.published.empty())
-    x.published = first_of(meta, {"article:published_time",
-                                  "article:published", "datepublished",
-                                  "date", "dc.date", "dc.date.issued",
-                                  "dcterm:created", "dcterms.created",
-                                  "dcterms.date", "pubdate",
-                                  "parsely-pub-date", "publish-date",
-                                  "og:published_time", "sailthru.date",
-                                  "time:pubdate", "time:first"});
+    x.published = first_of(meta,
+                           {"article:published_time", "article:published", "datepublished", "date",
+                            "dc.date", "dc.date.issued", "dcterm:created", "dcterms.created",
+                            "dcterms.date", "pubdate", "parsely-pub-date", "publish-date",
+                            "og:published_time", "sailthru.date", "time:pubdate", "time:first"});
   x.modified = ld.modified;
   if (x.modified.empty())
-    x.modified = first_of(meta, {"article:modified_time", "article:modified",
-                                 "og:updated_time", "datemodified",
-                                 "dc.date.modified", "dcterms.modified",
-                                 "last-modified", "lastmod",
-                                 "time:modified"});
+    x.modified = first_of(meta, {"article:modified_time", "article:modified", "og:updated_time",
+                                 "datemodified", "dc.date.modified", "dcterms.modified",
+                                 "last-modified", "lastmod", "time:modified"});
   x.site_name = first_of(meta, {"og:site_name"});
   if (x.site_name.empty())
     x.site_name = ld.publisher;
@@ -501,14 +480,12 @@ void fill_metadata(const dom& d, extraction& x, std::string_view url) {
   if (d.html)
     x.lang = fold(d.html->attr("lang"));
   if (x.lang.empty())
-    x.lang = first_of(meta, {"og:locale", "content-language", "language",
-                             "dc.language"});
+    x.lang = first_of(meta, {"og:locale", "content-language", "language", "dc.language"});
   if (canonical.empty())
     canonical = first_of(meta, {"og:url"});
   x.canonical_url = resolve_link(url, canonical);
-  x.excerpt = first_of(meta, {"og:description", "description",
-                              "twitter:description", "dc:description",
-                              "dc.description"});
+  x.excerpt = first_of(meta, {"og:description", "description", "twitter:description",
+                              "dc:description", "dc.description"});
 }
 
 } // namespace quarry::extract::detail

@@ -18,8 +18,7 @@ namespace {
 
 // -- unlikely candidates and class weights ------------------------------------
 
-bool contains_any(std::string_view hay,
-                  std::initializer_list<std::string_view> needles) {
+bool contains_any(std::string_view hay, std::initializer_list<std::string_view> needles) {
   for (auto n : needles)
     if (hay.find(n) != std::string::npos)
       return true;
@@ -27,37 +26,35 @@ bool contains_any(std::string_view hay,
 }
 
 const std::initializer_list<std::string_view> unlikely_words = {
-  "-ad-", "ai2html", "banner", "breadcrumb", "combx", "comment", "community",
-  "cover-wrap", "disqus", "extra", "footer", "gdpr", "header", "legends",
-  "menu", "related", "remark", "replies", "rss", "shoutbox", "sidebar",
-  "skyscraper", "social", "sponsor", "supplemental", "ad-break", "agegate",
-  "pagination", "pager", "popup", "yom-remote", "cookie", "consent",
-  "newsletter", "subscribe", "promo", "share"};
+  "-ad-",       "ai2html", "banner",     "breadcrumb",   "combx",    "comment",    "community",
+  "cover-wrap", "disqus",  "extra",      "footer",       "gdpr",     "header",     "legends",
+  "menu",       "related", "remark",     "replies",      "rss",      "shoutbox",   "sidebar",
+  "skyscraper", "social",  "sponsor",    "supplemental", "ad-break", "agegate",    "pagination",
+  "pager",      "popup",   "yom-remote", "cookie",       "consent",  "newsletter", "subscribe",
+  "promo",      "share"};
 const std::initializer_list<std::string_view> maybe_words = {
   "and", "article", "body", "column", "content", "main", "shadow"};
 const std::initializer_list<std::string_view> positive_words = {
-  "article", "body", "content", "entry", "hentry", "h-entry", "main", "page",
-  "pagination", "post", "text", "blog", "story"};
+  "article", "body",       "content", "entry", "hentry", "h-entry", "main",
+  "page",    "pagination", "post",    "text",  "blog",   "story"};
 const std::initializer_list<std::string_view> negative_words = {
-  "-ad-", "hidden", "^hid$", " hid ", "banner", "combx", "comment", "com-",
-  "contact", "foot", "footer", "footnote", "gdpr", "masthead", "media",
-  "meta", "outbrain", "promo", "related", "scroll", "share", "shoutbox",
-  "sidebar", "skyscraper", "sponsor", "shopping", "tags", "widget", "nav",
-  "social", "cookie", "popup", "ad-", "advert", "newsletter", "subscribe"};
+  "-ad-",     "hidden",   "^hid$",      " hid ",    "banner", "combx",    "comment", "com-",
+  "contact",  "foot",     "footer",     "footnote", "gdpr",   "masthead", "media",   "meta",
+  "outbrain", "promo",    "related",    "scroll",   "share",  "shoutbox", "sidebar", "skyscraper",
+  "sponsor",  "shopping", "tags",       "widget",   "nav",    "social",   "cookie",  "popup",
+  "ad-",      "advert",   "newsletter", "subscribe"};
 
 bool compute_unlikely(const node* n) {
   if (n->id_class.size() <= 1)
     return false;
-  if (n->tag == GUMBO_TAG_BODY || n->tag == GUMBO_TAG_A
-      || n->tag == GUMBO_TAG_ARTICLE || n->tag == GUMBO_TAG_MAIN)
+  if (n->tag == GUMBO_TAG_BODY || n->tag == GUMBO_TAG_A || n->tag == GUMBO_TAG_ARTICLE
+      || n->tag == GUMBO_TAG_MAIN)
     return false;
   auto role = n->attr("role");
-  if (role == "menu" || role == "menubar" || role == "complementary"
-      || role == "navigation" || role == "alert" || role == "alertdialog"
-      || role == "dialog")
+  if (role == "menu" || role == "menubar" || role == "complementary" || role == "navigation"
+      || role == "alert" || role == "alertdialog" || role == "dialog")
     return true;
-  return contains_any(n->id_class, unlikely_words)
-         && !contains_any(n->id_class, maybe_words);
+  return contains_any(n->id_class, unlikely_words) && !contains_any(n->id_class, maybe_words);
 }
 
 bool is_unlikely(const node* n) {
@@ -149,10 +146,8 @@ public:
       auto text = measure_text(el);
       if (text.len < 25)
         continue;
-      double s = 1 + static_cast<double>(text.commas)
-                 + static_cast<double>(text.xef / 2)
-                 + std::min(std::floor(static_cast<double>(text.len) / 100),
-                            3.0);
+      double s = 1 + static_cast<double>(text.commas) + static_cast<double>(text.xef / 2)
+                 + std::min(std::floor(static_cast<double>(text.len) / 100), 3.0);
       auto* anc = el->parent;
       for (int level = 0; anc && level < 5; ++level, anc = anc->parent) {
         if (anc->tag == GUMBO_TAG_UNKNOWN || anc->text_node || !anc->parent)
@@ -171,8 +166,7 @@ public:
       c->score *= 1 - link_density(c);
       best.push_back(c);
     }
-    std::sort(best.begin(), best.end(),
-              [](node* a, node* b) { return a->score > b->score; });
+    std::sort(best.begin(), best.end(), [](node* a, node* b) { return a->score > b->score; });
     if (best.size() > 5)
       best.resize(5);
     if (best.empty() || best.front()->tag == GUMBO_TAG_BODY)
@@ -184,8 +178,7 @@ public:
       if (best[i]->score / top->score >= 0.75)
         alternatives.push_back(best[i]);
     if (alternatives.size() >= 3) {
-      for (auto* p = top->parent; p && p->tag != GUMBO_TAG_BODY;
-           p = p->parent) {
+      for (auto* p = top->parent; p && p->tag != GUMBO_TAG_BODY; p = p->parent) {
         int shared = 0;
         for (auto* alt : alternatives)
           for (auto* q = alt; q; q = q->parent)
@@ -204,8 +197,7 @@ public:
     // Climb while the parent scores better than the last node.
     auto last = top->score;
     auto threshold = last / 3;
-    for (auto* p = top->parent; p && p->tag != GUMBO_TAG_BODY;
-         p = p->parent) {
+    for (auto* p = top->parent; p && p->tag != GUMBO_TAG_BODY; p = p->parent) {
       if (!p->scored)
         continue;
       if (p->score < threshold)
@@ -217,8 +209,7 @@ public:
       last = p->score;
     }
     // A lone child: the parent wraps it.
-    while (top->parent && top->parent->tag != GUMBO_TAG_BODY
-           && visible_children(top->parent) == 1)
+    while (top->parent && top->parent->tag != GUMBO_TAG_BODY && visible_children(top->parent) == 1)
       top = top->parent;
     // The page marks its article body (schema.org microdata) inside the
     // chosen element, which has more than twice its text: the marked
@@ -273,8 +264,7 @@ public:
         else if (text.size() < 80 && !text.empty() && ld == 0
                  && text.find(". ") != std::string::npos)
           out.push_back(s);
-        else if (text.size() < 80 && !text.empty() && ld == 0
-                 && text.back() == '.')
+        else if (text.size() < 80 && !text.empty() && ld == 0 && text.back() == '.')
           out.push_back(s);
       }
     }
@@ -304,20 +294,17 @@ public:
       }
       // A data table is content as a whole: its cells are not cleaned
       // (their lists of links are part of it).
-      if (c->tag == GUMBO_TAG_TABLE && is_data_table(c)
-          && link_density(c) < 0.5)
+      if (c->tag == GUMBO_TAG_TABLE && is_data_table(c) && link_density(c) < 0.5)
         continue;
       if (flags_.clean_conditionally) {
-        if (c->tag == GUMBO_TAG_H1 || c->tag == GUMBO_TAG_H2
-            || c->tag == GUMBO_TAG_H3) {
+        if (c->tag == GUMBO_TAG_H1 || c->tag == GUMBO_TAG_H2 || c->tag == GUMBO_TAG_H3) {
           if (class_weight(c) < 0 || link_density(c) > 0.33) {
             c->removed = true;
             continue;
           }
         }
-        if (c->tag == GUMBO_TAG_TABLE || c->tag == GUMBO_TAG_UL
-            || c->tag == GUMBO_TAG_OL || c->tag == GUMBO_TAG_DIV
-            || c->tag == GUMBO_TAG_SECTION || c->tag == GUMBO_TAG_HEADER
+        if (c->tag == GUMBO_TAG_TABLE || c->tag == GUMBO_TAG_UL || c->tag == GUMBO_TAG_OL
+            || c->tag == GUMBO_TAG_DIV || c->tag == GUMBO_TAG_SECTION || c->tag == GUMBO_TAG_HEADER
             || c->tag == GUMBO_TAG_FIGURE) {
           clean(c);
           if (clean_conditionally(c))
@@ -458,9 +445,8 @@ private:
     auto img = static_cast<double>(count_tag(n, GUMBO_TAG_IMG));
     auto li = static_cast<double>(count_tag(n, GUMBO_TAG_LI)) - 100;
     auto input = static_cast<double>(count_tag(n, GUMBO_TAG_INPUT));
-    auto headings = static_cast<double>(
-      count_tag(n, GUMBO_TAG_H1) + count_tag(n, GUMBO_TAG_H2)
-      + count_tag(n, GUMBO_TAG_H3) + count_tag(n, GUMBO_TAG_H4));
+    auto headings = static_cast<double>(count_tag(n, GUMBO_TAG_H1) + count_tag(n, GUMBO_TAG_H2)
+                                        + count_tag(n, GUMBO_TAG_H3) + count_tag(n, GUMBO_TAG_H4));
     auto len = static_cast<double>(text.len);
     auto ld = link_density(n);
     bool is_list = n->tag == GUMBO_TAG_UL || n->tag == GUMBO_TAG_OL;
@@ -472,8 +458,7 @@ private:
       return true;
     if (input > std::floor(p / 3))
       return true;
-    if (!is_list && headings / std::max(1.0, p) > 0.9 && len < 25
-        && img == 0)
+    if (!is_list && headings / std::max(1.0, p) > 0.9 && len < 25 && img == 0)
       return true;
     if (!is_list && len < 25 && (img == 0 || img > 2) && ld > 0)
       return true;
@@ -482,9 +467,7 @@ private:
     // over a removed banner link).
     if (!is_list && len < 25 && img == 0
         && std::any_of(n->children.begin(), n->children.end(),
-                       [](const node* k) {
-                         return k->removed && !k->text_node && holds_link(k);
-                       }))
+                       [](const node* k) { return k->removed && !k->text_node && holds_link(k); }))
       return true;
     if (weight < 25 && ld > (is_list ? 0.5 : 0.2))
       return true;

@@ -181,15 +181,13 @@ private:
       auto cls = sdk::to_lower(n->attr("class"));
       for (std::string_view prefix : {"language-", "lang-"}) {
         auto pos = cls.find(prefix);
-        if (pos == std::string::npos
-            || (pos > 0 && !sdk::is_ascii_space(cls[pos - 1])))
+        if (pos == std::string::npos || (pos > 0 && !sdk::is_ascii_space(cls[pos - 1])))
           continue;
         pos += prefix.size();
         auto end = pos;
         while (end < cls.size()
-               && (std::isalnum(static_cast<unsigned char>(cls[end]))
-                   || cls[end] == '+' || cls[end] == '-' || cls[end] == '#'
-                   || cls[end] == '_'))
+               && (std::isalnum(static_cast<unsigned char>(cls[end])) || cls[end] == '+'
+                   || cls[end] == '-' || cls[end] == '#' || cls[end] == '_'))
           ++end;
         return cls.substr(pos, end - pos);
       }
@@ -216,8 +214,9 @@ private:
     std::string code;
     std::swap(code, out);
     out = std::move(saved);
-    while (!code.empty() && (code.back() == '\n' || code.back() == ' '
-                             || code.back() == '\t' || code.back() == '\r'))
+    while (
+      !code.empty()
+      && (code.back() == '\n' || code.back() == ' ' || code.back() == '\t' || code.back() == '\r'))
       code.pop_back();
     while (!code.empty() && code.front() == '\n')
       code.erase(0, 1);
@@ -261,8 +260,7 @@ private:
         continue;
       if (c->tag == GUMBO_TAG_TR)
         rows.push_back(c);
-      else if (c->tag == GUMBO_TAG_THEAD || c->tag == GUMBO_TAG_TBODY
-               || c->tag == GUMBO_TAG_TFOOT)
+      else if (c->tag == GUMBO_TAG_THEAD || c->tag == GUMBO_TAG_TBODY || c->tag == GUMBO_TAG_TFOOT)
         table_rows(c, rows);
     }
   }
@@ -336,8 +334,8 @@ private:
   }
 
   void paragraph_break(GumboTag t) {
-    if (t == GUMBO_TAG_DIV || t == GUMBO_TAG_DT || t == GUMBO_TAG_DD
-        || t == GUMBO_TAG_FIGCAPTION || t == GUMBO_TAG_SUMMARY)
+    if (t == GUMBO_TAG_DIV || t == GUMBO_TAG_DT || t == GUMBO_TAG_DD || t == GUMBO_TAG_FIGCAPTION
+        || t == GUMBO_TAG_SUMMARY)
       newline();
     else
       blank();
@@ -372,8 +370,8 @@ private:
         pending_space_ = true;
       return;
     }
-    if ((lead || pending_space_) && !at_line_start_ && !out.empty()
-        && out.back() != ' ' && out.back() != '\n')
+    if ((lead || pending_space_) && !at_line_start_ && !out.empty() && out.back() != ' '
+        && out.back() != '\n')
       out += ' ';
     out += folded;
     at_line_start_ = false;

@@ -37,32 +37,29 @@ bool one_of(std::string_view name, std::initializer_list<std::string_view> names
 
 // Elements without content.
 bool is_void(std::string_view name) {
-  return one_of(name, {"area", "base", "br", "col", "embed", "hr", "img",
-                       "input", "keygen", "link", "meta", "param", "source",
-                       "track", "wbr", "basefont", "bgsound", "frame",
-                       "image", "menuitem"});
+  return one_of(name, {"area",  "base",     "br",      "col",   "embed", "hr",      "img",
+                       "input", "keygen",   "link",    "meta",  "param", "source",  "track",
+                       "wbr",   "basefont", "bgsound", "frame", "image", "menuitem"});
 }
 
 // Elements whose end tag is optional and that the parser closes by itself
 // when a sibling starts: they do not nest, so they do not count.
 bool closes_itself(std::string_view name) {
-  return one_of(name, {"p", "li", "dt", "dd", "tr", "td", "th", "option",
-                       "optgroup", "thead", "tbody", "tfoot", "colgroup",
-                       "caption", "rb", "rt", "rp", "rtc", "html", "head",
-                       "body"});
+  return one_of(name, {"p",      "li",       "dt",    "dd",    "tr",    "td",       "th",
+                       "option", "optgroup", "thead", "tbody", "tfoot", "colgroup", "caption",
+                       "rb",     "rt",       "rp",    "rtc",   "html",  "head",     "body"});
 }
 
 // Elements whose content is text up to their end tag.
 bool is_raw_text(std::string_view name) {
-  return one_of(name, {"script", "style", "textarea", "title", "xmp",
-                       "iframe", "noembed", "noframes"});
+  return one_of(name,
+                {"script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes"});
 }
 
 // Elements a start tag of the same name closes (the parser does not nest
 // them), and headings, which close an open heading.
 bool closes_same(std::string_view name) {
-  return one_of(name, {"a", "nobr", "button", "form", "h1", "h2", "h3", "h4",
-                       "h5", "h6"});
+  return one_of(name, {"a", "nobr", "button", "form", "h1", "h2", "h3", "h4", "h5", "h6"});
 }
 
 bool is_heading(std::string_view name) {
@@ -82,8 +79,7 @@ size_t find_end_tag(std::string_view html, size_t from, std::string_view name) {
     if (!same)
       continue;
     auto after = at + name.size();
-    if (after == html.size() || is_blank(html[after]) || html[after] == '/'
-        || html[after] == '>')
+    if (after == html.size() || is_blank(html[after]) || html[after] == '/' || html[after] == '>')
       return pos;
   }
   return std::string_view::npos;
@@ -184,8 +180,7 @@ bool mentions_ld_json(std::string_view attrs) {
 // with `/>`. Calls `each(name_begin, name_end, end)` for every attribute
 // (`end`: after its value, if any).
 template <typename Each>
-std::pair<size_t, bool> skip_attributes(std::string_view html, size_t i,
-                                        Each&& each) {
+std::pair<size_t, bool> skip_attributes(std::string_view html, size_t i, Each&& each) {
   auto n = html.size();
   bool self_closing = false;
   while (i < n) {
@@ -205,8 +200,7 @@ std::pair<size_t, bool> skip_attributes(std::string_view html, size_t i,
     // An attribute name (a leading `=` belongs to it).
     auto name_begin = i;
     ++i;
-    while (i < n && !is_blank(html[i]) && html[i] != '/' && html[i] != '>'
-           && html[i] != '=')
+    while (i < n && !is_blank(html[i]) && html[i] != '/' && html[i] != '>' && html[i] != '=')
       ++i;
     auto name_end = i;
     auto j = i;
@@ -249,10 +243,10 @@ bool only_blanks_between_tags(std::string_view html, size_t from, size_t to) {
 // foreign content, <annotation-xml encoding>); the pre-scan drops others.
 bool kept_attribute(std::string_view name) {
   static constexpr std::string_view kept[] = {
-    "aria-hidden", "charset", "class", "color", "colspan", "content",
-    "datetime", "encoding", "face", "hidden", "href", "http-equiv", "id",
-    "itemprop", "itemtype", "lang", "name", "property", "pubdate", "rel",
-    "role", "size", "style", "type", "xlink:href", "xml:lang"};
+    "aria-hidden", "charset", "class",  "color",      "colspan",    "content", "datetime",
+    "encoding",    "face",    "hidden", "href",       "http-equiv", "id",      "itemprop",
+    "itemtype",    "lang",    "name",   "property",   "pubdate",    "rel",     "role",
+    "size",        "style",   "type",   "xlink:href", "xml:lang"};
   if (name.size() > 11)
     return false;
   char lower[11];
@@ -265,8 +259,8 @@ bool kept_attribute(std::string_view name) {
   return false;
 }
 
-std::optional<std::string> prescan_html(std::string_view html,
-                                        size_t max_depth, bool for_extraction) {
+std::optional<std::string> prescan_html(std::string_view html, size_t max_depth,
+                                        bool for_extraction) {
   std::string out;
   bool changed = false;
   size_t copied = 0;
@@ -285,7 +279,7 @@ std::optional<std::string> prescan_html(std::string_view html,
   auto drop = [&](size_t from, size_t to) { cut(from, to, true); };
   std::vector<std::string> stack;
   std::unordered_map<std::string, size_t> open; // name -> count on the stack
-  size_t excess = 0; // dropped start tags not yet matched by an end tag
+  size_t excess = 0;                            // dropped start tags not yet matched by an end tag
   auto pop_to = [&](const std::string& name) {
     while (!stack.empty()) {
       auto top = std::move(stack.back());
@@ -321,10 +315,9 @@ std::optional<std::string> prescan_html(std::string_view html,
         // alone separate it from the tags around it, so no text is joined,
         // and only where the parser ends it at the same `-->`: not `<!-->`,
         // `<!--->` or one closed by `--!>`).
-        if (for_extraction && end != std::string_view::npos
-            && html[lt + 4] != '>' && html.compare(lt + 4, 2, "->") != 0
-            && html.substr(lt + 4, end + 3 - (lt + 4)).find("--!>")
-                 == std::string_view::npos
+        if (for_extraction && end != std::string_view::npos && html[lt + 4] != '>'
+            && html.compare(lt + 4, 2, "->") != 0
+            && html.substr(lt + 4, end + 3 - (lt + 4)).find("--!>") == std::string_view::npos
             && only_blanks_between_tags(html, lt, i))
           cut(lt, i, false);
       } else {
@@ -359,8 +352,7 @@ std::optional<std::string> prescan_html(std::string_view html,
     // the tag is known to stay.
     unread.clear();
     auto note_attribute = [&](size_t name_begin, size_t name_end, size_t end) {
-      if (for_extraction && !closing && name_begin > 0
-          && is_blank(html[name_begin - 1])
+      if (for_extraction && !closing && name_begin > 0 && is_blank(html[name_begin - 1])
           && !kept_attribute(html.substr(name_begin, name_end - name_begin)))
         unread.emplace_back(name_begin - 1, end);
     };
@@ -386,8 +378,7 @@ std::optional<std::string> prescan_html(std::string_view html,
       break; // the rest of the document is text
     if (is_raw_text(name)) {
       drop_unread();
-      auto end = name == "script" ? find_script_end(html, after)
-                                  : find_end_tag(html, after, name);
+      auto end = name == "script" ? find_script_end(html, after) : find_end_tag(html, after, name);
       // The text of a script (but JSON-LD) or a style sheet is never read:
       // it goes, unless the element is in SVG or MathML (where it is
       // markup) or has no end tag. Nor a <style> in a <select>, where the
@@ -425,8 +416,7 @@ std::optional<std::string> prescan_html(std::string_view html,
   return out;
 }
 
-std::optional<std::string> limit_html_nesting(std::string_view html,
-                                              size_t max_depth) {
+std::optional<std::string> limit_html_nesting(std::string_view html, size_t max_depth) {
   return prescan_html(html, max_depth, false);
 }
 

@@ -26,8 +26,7 @@ void silent(const std::string&, void*) {
 
 void silence_poppler() {
   static std::once_flag flag;
-  std::call_once(flag, [] { poppler::set_debug_error_function(&silent,
-                                                              nullptr); });
+  std::call_once(flag, [] { poppler::set_debug_error_function(&silent, nullptr); });
 }
 
 // PDF strings are converted from UTF-16 that may hold lone surrogates:
@@ -86,22 +85,20 @@ std::string iso8601_utc(time_t t) {
 
 pdf_extraction failed(std::string msg) {
   pdf_extraction result;
-  result.failure = sdk::make_error(sdk::errc::invalid_response,
-                                   std::move(msg));
+  result.failure = sdk::make_error(sdk::errc::invalid_response, std::move(msg));
   return result;
 }
 
-pdf_extraction
-extract(std::string_view bytes,
-        std::optional<std::chrono::steady_clock::time_point> deadline) {
+pdf_extraction extract(std::string_view bytes,
+                       std::optional<std::chrono::steady_clock::time_point> deadline) {
   if (bytes.empty())
     return failed("not a PDF: the document is empty");
   if (bytes.size() > static_cast<size_t>(INT_MAX))
     return failed("PDF too large to read (more than 2 GiB)");
   silence_poppler();
   // load_from_raw_data does not copy: `bytes` outlives the document.
-  std::unique_ptr<poppler::document> doc{poppler::document::load_from_raw_data(
-    bytes.data(), static_cast<int>(bytes.size()))};
+  std::unique_ptr<poppler::document> doc{
+    poppler::document::load_from_raw_data(bytes.data(), static_cast<int>(bytes.size()))};
   if (doc == nullptr) {
     if (bytes.substr(0, 5) != "%PDF-")
       return failed("not a PDF (no %PDF- header)");
@@ -131,8 +128,8 @@ extract(std::string_view bytes,
       continue;
     // Reading order without the physical layout's column padding: shorter
     // and cleaner text for indexes and LLMs.
-    auto text = clean_page(utf8(page->text(
-      poppler::rectf{}, poppler::page::non_raw_non_physical_layout)));
+    auto text = clean_page(
+      utf8(page->text(poppler::rectf{}, poppler::page::non_raw_non_physical_layout)));
     if (text.empty())
       continue;
     if (!result.text.empty())
@@ -144,8 +141,7 @@ extract(std::string_view bytes,
 
 } // namespace
 
-pdf_extraction extract_pdf(std::string_view bytes,
-                           std::chrono::milliseconds time_limit) {
+pdf_extraction extract_pdf(std::string_view bytes, std::chrono::milliseconds time_limit) {
   // The clock starts before loading: the limit covers the whole call.
   std::optional<std::chrono::steady_clock::time_point> deadline;
   if (time_limit.count() > 0)
@@ -153,9 +149,8 @@ pdf_extraction extract_pdf(std::string_view bytes,
   return extract_pdf_until(bytes, deadline);
 }
 
-pdf_extraction
-extract_pdf_until(std::string_view bytes,
-                  std::optional<std::chrono::steady_clock::time_point> deadline) {
+pdf_extraction extract_pdf_until(std::string_view bytes,
+                                 std::optional<std::chrono::steady_clock::time_point> deadline) {
   try {
     return extract(bytes, deadline);
   } catch (const std::exception& ex) {

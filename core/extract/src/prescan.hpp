@@ -13,8 +13,8 @@ namespace quarry::extract {
 /// <style> outside SVG, MathML and <select>, and the attributes of start
 /// tags that are not kept_attribute() (the parser would tokenize them
 /// character by character). Returns an empty optional when nothing changed.
-std::optional<std::string> prescan_html(std::string_view html,
-                                        size_t max_depth, bool for_extraction);
+std::optional<std::string> prescan_html(std::string_view html, size_t max_depth,
+                                        bool for_extraction);
 
 /// Whether extraction reads the attribute (or the parser needs it to build
 /// the tree): the attributes that prescan_html keeps. A name that extraction

@@ -60,8 +60,7 @@ address_class classify_v4(const uint8_t* a) {
   if (b0 == 10 || (b0 == 172 && (b1 & 0xf0) == 16) || (b0 == 192 && b1 == 168))
     return address_class::private_network;
   if (b0 == 169 && b1 == 254)
-    return a[2] == 169 && a[3] == 254 ? address_class::cloud_metadata
-                                      : address_class::link_local;
+    return a[2] == 169 && a[3] == 254 ? address_class::cloud_metadata : address_class::link_local;
   if (b0 == 100 && (b1 & 0xc0) == 64)
     return address_class::shared_cgnat;
   if (b0 >= 224 && b0 <= 239)
@@ -106,10 +105,8 @@ address_class classify_bytes(const bytes16& a) {
     return address_class::private_network; // deprecated site-local fec0::/10
   if ((a[0] & 0xfe) == 0xfc) {
     // fd00:ec2::254 is the AWS metadata service over IPv6.
-    static constexpr bytes16 aws{0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0,
-                                 0,    0,    0,    0,    0, 0, 0x02, 0x54};
-    return a == aws ? address_class::cloud_metadata
-                    : address_class::unique_local;
+    static constexpr bytes16 aws{0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54};
+    return a == aws ? address_class::cloud_metadata : address_class::unique_local;
   }
   if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0x0d && a[3] == 0xb8)
     return address_class::documentation;
@@ -126,8 +123,7 @@ bool in_range(const bytes16& prefix, int bits, const bytes16& ip) {
   if (rest == 0)
     return true;
   auto mask = static_cast<uint8_t>(0xff << (8 - rest));
-  return (prefix[static_cast<size_t>(full)] & mask)
-         == (ip[static_cast<size_t>(full)] & mask);
+  return (prefix[static_cast<size_t>(full)] & mask) == (ip[static_cast<size_t>(full)] & mask);
 }
 
 sdk::error refused(std::string message) {
@@ -245,23 +241,19 @@ address_policy::make(const std::vector<std::string>& allow) {
     }
     bool host_like = true;
     for (auto c : entry)
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-'
-            || c == '.'))
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.'))
         host_like = false;
     if (!host_like || entry.find('/') != std::string::npos)
-      return "allow list entry '" + entry
-             + "' is neither an address, a CIDR range nor a host name";
+      return "allow list entry '" + entry + "' is neither an address, a CIDR range nor a host name";
     out.hosts_.push_back(sdk::to_lower(entry));
   }
   return out;
 }
 
-std::optional<sdk::error> address_policy::check(std::string_view host,
-                                                std::string_view ip) const {
+std::optional<sdk::error> address_policy::check(std::string_view host, std::string_view ip) const {
   auto bytes = parse_ip(ip);
   if (!bytes)
-    return refused("blocked by SSRF protection (not a numeric address: "
-                   + std::string{ip} + ")");
+    return refused("blocked by SSRF protection (not a numeric address: " + std::string{ip} + ")");
   auto cls = classify_bytes(*bytes);
   if (cls == address_class::none)
     return std::nullopt;
@@ -277,15 +269,13 @@ std::optional<sdk::error> address_policy::check(std::string_view host,
                  + std::string{to_string(cls)} + ")");
 }
 
-std::optional<sdk::error>
-address_policy::check_url(std::string_view url) const {
+std::optional<sdk::error> address_policy::check_url(std::string_view url) const {
   auto parsed = parse_url(url);
   if (auto* err = std::get_if<std::string>(&parsed))
     return refused(*err);
   const auto* parts = &std::get<fetch::url>(parsed);
   if (parts->scheme != "http" && parts->scheme != "https")
-    return refused("only http and https URLs can be opened (not "
-                   + parts->scheme + ":)");
+    return refused("only http and https URLs can be opened (not " + parts->scheme + ":)");
   // Numeric hosts, in every spelling the resolver accepts.
   std::optional<std::string> ip;
   if (parse_ip(parts->host))
@@ -304,9 +294,8 @@ std::optional<std::string> parse_legacy_ipv4(std::string_view host) {
   size_t pos = 0;
   while (true) {
     auto dot = host.find('.', pos);
-    auto part = parse_part(host.substr(pos, dot == std::string_view::npos
-                                              ? std::string_view::npos
-                                              : dot - pos));
+    auto part = parse_part(
+      host.substr(pos, dot == std::string_view::npos ? std::string_view::npos : dot - pos));
     if (!part)
       return std::nullopt;
     parts.push_back(*part);
@@ -337,9 +326,8 @@ std::optional<std::string> parse_legacy_ipv4(std::string_view host) {
           return std::nullopt;
       value = parts[0] << 24 | parts[1] << 16 | parts[2] << 8 | parts[3];
   }
-  return std::to_string(value >> 24 & 0xff) + "." + std::to_string(value >> 16 & 0xff)
-         + "." + std::to_string(value >> 8 & 0xff) + "."
-         + std::to_string(value & 0xff);
+  return std::to_string(value >> 24 & 0xff) + "." + std::to_string(value >> 16 & 0xff) + "."
+         + std::to_string(value >> 8 & 0xff) + "." + std::to_string(value & 0xff);
 }
 
 } // namespace quarry::fetch

@@ -38,8 +38,7 @@ std::string seconds_text(std::chrono::milliseconds x) {
 
 std::optional<std::chrono::milliseconds> duration_value(const nlohmann::json& x) {
   if (x.is_number() && x.get<double>() > 0 && x.get<double>() < 86400.0 * 365)
-    return std::chrono::milliseconds{
-      static_cast<int64_t>(x.get<double>() * 1000.0 + 0.5)};
+    return std::chrono::milliseconds{static_cast<int64_t>(x.get<double>() * 1000.0 + 0.5)};
   if (x.is_string()) {
     auto ms = sdk::parse_duration_hint(x.get<std::string>());
     if (ms && *ms > 0)
@@ -100,17 +99,15 @@ std::string status_reason(int status, const sdk::http_headers& headers) {
   if (status >= 400 && cloudflare_signals(headers))
     return "the page is behind a Cloudflare bot challenge that the fetcher "
            "cannot solve (HTTP "
-           + std::to_string(status)
-           + "); try another URL with the same information";
+           + std::to_string(status) + "); try another URL with the same information";
   if (status == 403)
     return "upstream returned HTTP 403 \xE2\x80\x94 the page likely requires "
            "authentication or blocks automated access";
   return "upstream returned HTTP " + std::to_string(status);
 }
 
-const char* pdf_types[] = {"application/pdf", "application/x-pdf",
-                           "application/acrobat", "application/vnd.pdf",
-                           "text/pdf", "text/x-pdf"};
+const char* pdf_types[] = {"application/pdf",     "application/x-pdf", "application/acrobat",
+                           "application/vnd.pdf", "text/pdf",          "text/x-pdf"};
 
 std::string media_type(std::string_view content_type) {
   return sdk::to_lower(sdk::trim(content_type.substr(0, content_type.find(';'))));
@@ -142,8 +139,7 @@ std::string host_of(std::string_view x) {
 class fetch_sink final : public sdk::http_response_sink {
 public:
   fetch_sink(fetched init, fetch_options options, fetch_callback done)
-    : result_(std::move(init)), options_(std::move(options)),
-      done_(std::move(done)) {
+    : result_(std::move(init)), options_(std::move(options)), done_(std::move(done)) {
     // nop
   }
 
@@ -223,8 +219,7 @@ private:
         return "no data received for " + seconds_text(options_.stall_timeout)
                + " while fetching the URL";
       case sdk::errc::too_many_redirects:
-        return "too many redirects (more than "
-               + std::to_string(options_.max_redirects) + ")";
+        return "too many redirects (more than " + std::to_string(options_.max_redirects) + ")";
       case sdk::errc::too_large:
         return too_large_reason(is_pdf(content_type_, result_.final_url, {}));
       case sdk::errc::cancelled:
@@ -235,8 +230,7 @@ private:
   }
 
   void fail(sdk::errc code, std::string reason) {
-    result_.failure = sdk::make_error(code, result_.url + ": " + reason,
-                                      result_.status);
+    result_.failure = sdk::make_error(code, result_.url + ": " + reason, result_.status);
     result_.reason = std::move(reason);
   }
 
@@ -249,19 +243,20 @@ private:
 } // namespace
 
 const std::vector<std::string>& fetch_option_keys() {
-  static const std::vector<std::string> keys{
-    "allow",        "connect_timeout", "stall_timeout", "call_timeout",
-    "max_redirects", "max_html_size",  "max_pdf_size",  "user_agent"};
+  static const std::vector<std::string> keys{"allow",        "connect_timeout", "stall_timeout",
+                                             "call_timeout", "max_redirects",   "max_html_size",
+                                             "max_pdf_size", "user_agent"};
   return keys;
 }
 
-std::variant<fetch_options, std::string>
-parse_fetch_options(const nlohmann::json& config) {
+std::variant<fetch_options, std::string> parse_fetch_options(const nlohmann::json& config) {
   fetch_options out;
+  // clang-format off
   out.user_agent = "Mozilla/5.0 (compatible; Quarry/"
                    QUARRY_SDK_STRINGIFY(QUARRY_SDK_VERSION_MAJOR) "."
                    QUARRY_SDK_STRINGIFY(QUARRY_SDK_VERSION_MINOR)
                    "; research agent reading a page a user asked about)";
+  // clang-format on
   if (config.is_null())
     return out;
   if (!config.is_object())
@@ -289,14 +284,12 @@ parse_fetch_options(const nlohmann::json& config) {
     if (auto i = config.find(key); i != config.end()) {
       auto value = duration_value(*i);
       if (!value)
-        return std::string{"'"} + key
-               + "' must be a positive duration (seconds, or e.g. \"5s\")";
+        return std::string{"'"} + key + "' must be a positive duration (seconds, or e.g. \"5s\")";
       *dst = *value;
     }
   }
   if (auto i = config.find("max_redirects"); i != config.end()) {
-    if (!i->is_number_integer() || i->get<int64_t>() < 0
-        || i->get<int64_t>() > 20)
+    if (!i->is_number_integer() || i->get<int64_t>() < 0 || i->get<int64_t>() > 20)
       return std::string{"'max_redirects' must be an integer from 0 to 20"};
     out.max_redirects = i->get<int>();
   }
@@ -305,8 +298,7 @@ parse_fetch_options(const nlohmann::json& config) {
     if (auto i = config.find(key); i != config.end()) {
       auto value = size_value(*i);
       if (!value)
-        return std::string{"'"} + key
-               + "' must be a positive size (bytes, or e.g. \"20MiB\")";
+        return std::string{"'"} + key + "' must be a positive size (bytes, or e.g. \"20MiB\")";
       *dst = *value;
     }
   }
@@ -318,12 +310,10 @@ parse_fetch_options(const nlohmann::json& config) {
   return out;
 }
 
-bool is_pdf(std::string_view content_type, std::string_view url,
-            std::string_view first_bytes) {
+bool is_pdf(std::string_view content_type, std::string_view url, std::string_view first_bytes) {
   if (trimmed_starts_with(first_bytes, "%PDF-"))
     return true;
-  if (!first_bytes.empty()
-      && extract::sniff("", first_bytes) == extract::content_kind::html)
+  if (!first_bytes.empty() && extract::sniff("", first_bytes) == extract::content_kind::html)
     return false;
   auto type = media_type(content_type);
   for (auto x : pdf_types)
@@ -334,18 +324,15 @@ bool is_pdf(std::string_view content_type, std::string_view url,
 }
 
 std::shared_ptr<sdk::http_call>
-start_fetch(sdk::http_client& http, std::string url,
-            std::shared_ptr<const address_policy> policy,
-            const fetch_options& options,
-            std::chrono::steady_clock::time_point deadline,
+start_fetch(sdk::http_client& http, std::string url, std::shared_ptr<const address_policy> policy,
+            const fetch_options& options, std::chrono::steady_clock::time_point deadline,
             fetch_callback done) {
   fetched init;
   init.url = url;
   init.final_url = url;
   if (auto err = policy->check_url(url)) {
-    init.reason = sdk::starts_with(err->message, "blocked by SSRF")
-                    ? err->message
-                    : "refused: " + err->message;
+    init.reason = sdk::starts_with(err->message, "blocked by SSRF") ? err->message
+                                                                    : "refused: " + err->message;
     init.failure = std::move(err);
     done(std::move(init));
     return nullptr;
@@ -357,8 +344,7 @@ start_fetch(sdk::http_client& http, std::string url,
     done(std::move(init));
     return nullptr;
   }
-  auto sink = std::make_shared<fetch_sink>(std::move(init), options,
-                                           std::move(done));
+  auto sink = std::make_shared<fetch_sink>(std::move(init), options, std::move(done));
   sink->current_host = host_of(url);
   sdk::http_request req;
   req.method = "GET";
@@ -369,19 +355,16 @@ start_fetch(sdk::http_client& http, std::string url,
                  {"Accept-Language", "en;q=0.9, *;q=0.5"}};
   req.connect_timeout = options.connect_timeout;
   req.stall_timeout = options.stall_timeout;
-  req.total_timeout = std::max(std::chrono::milliseconds{1},
-                               std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 deadline - now));
-  req.max_response_bytes = std::max(options.max_html_bytes,
-                                     options.max_pdf_bytes)
-                           + 1;
+  req.total_timeout = std::max(
+    std::chrono::milliseconds{1},
+    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));
+  req.max_response_bytes = std::max(options.max_html_bytes, options.max_pdf_bytes) + 1;
   req.follow_redirects = true;
   req.max_redirects = options.max_redirects;
   // Both hooks run on the I/O thread, one transfer at a time: the sink's
   // current host needs no lock.
   std::weak_ptr<fetch_sink> weak = sink;
-  req.on_redirect = [policy, weak](const sdk::redirect_hop& hop)
-    -> std::optional<sdk::error> {
+  req.on_redirect = [policy, weak](const sdk::redirect_hop& hop) -> std::optional<sdk::error> {
     if (auto err = policy->check_url(hop.to))
       return err;
     if (auto s = weak.lock()) {
@@ -390,8 +373,7 @@ start_fetch(sdk::http_client& http, std::string url,
     }
     return std::nullopt;
   };
-  req.on_connect = [policy, weak](std::string_view ip,
-                                  uint16_t) -> std::optional<sdk::error> {
+  req.on_connect = [policy, weak](std::string_view ip, uint16_t) -> std::optional<sdk::error> {
     std::string host;
     if (auto s = weak.lock())
       host = s->current_host;
@@ -421,8 +403,7 @@ double replacement_share(std::string_view text) noexcept {
     if (c.code_point == 0xFFFD)
       ++replaced;
   }
-  return chars == 0 ? 0.0
-                    : static_cast<double>(replaced) / static_cast<double>(chars);
+  return chars == 0 ? 0.0 : static_cast<double>(replaced) / static_cast<double>(chars);
 }
 
 namespace {
@@ -435,11 +416,10 @@ bool fail_if_unreadable(page& out, double share) {
   // Rounded up, so that the number shown is above the limit too.
   auto percent = std::to_string(static_cast<int>(std::ceil(share * 100)));
   auto how = "read as " + (out.charset.empty() ? std::string{"UTF-8"} : out.charset)
-             + (out.charset_note.empty() ? std::string{}
-                                         : " (" + out.charset_note + ")");
+             + (out.charset_note.empty() ? std::string{} : " (" + out.charset_note + ")");
   out.reason = "the page decodes to unreadable text: " + percent
-               + "% of its characters are replacement characters (U+FFFD), "
-                 + how + "; its encoding is wrong or it is not text";
+               + "% of its characters are replacement characters (U+FFFD), " + how
+               + "; its encoding is wrong or it is not text";
   out.failure = sdk::make_error(sdk::errc::invalid_response, out.reason);
   out.text.clear();
   out.title.clear();
@@ -449,9 +429,8 @@ bool fail_if_unreadable(page& out, double share) {
 
 } // namespace
 
-page read_document(std::string_view bytes, std::string_view content_type,
-                   std::string_view url, std::chrono::milliseconds pdf_time,
-                   const extract::charset_detector& detect) {
+page read_document(std::string_view bytes, std::string_view content_type, std::string_view url,
+                   std::chrono::milliseconds pdf_time, const extract::charset_detector& detect) {
   page out;
   out.url = std::string{url};
   out.final_url = out.url;
@@ -472,8 +451,8 @@ page read_document(std::string_view bytes, std::string_view content_type,
     out.text = std::move(pdf.text);
     if (pdf.pages_read < pdf.pages)
       out.text += "\n\n[...the PDF has " + std::to_string(pdf.pages)
-                  + " pages; the time limit allowed reading "
-                  + std::to_string(pdf.pages_read) + "]";
+                  + " pages; the time limit allowed reading " + std::to_string(pdf.pages_read)
+                  + "]";
   } else {
     auto kind = extract::sniff(content_type, head);
     out.kind = kind;
@@ -519,8 +498,7 @@ page read_document(std::string_view bytes, std::string_view content_type,
         out.charset_note = std::move(decoded.note);
         const auto& text = decoded.text;
         if (extract::looks_binary(text)) {
-          out.failure = sdk::make_error(sdk::errc::invalid_response,
-                                        "binary data, not text");
+          out.failure = sdk::make_error(sdk::errc::invalid_response, "binary data, not text");
           out.reason = "the document is binary data, not text";
           return out;
         }
@@ -548,8 +526,7 @@ page read_document(std::string_view bytes, std::string_view content_type,
   auto trimmed = sdk::trim(out.text);
   if ((out.title.empty() && trimmed.empty()) || trimmed.size() < 50
       || sdk::to_lower(trimmed) == "loading...") {
-    out.failure = sdk::make_error(sdk::errc::invalid_response,
-                                  "too little readable text");
+    out.failure = sdk::make_error(sdk::errc::invalid_response, "too little readable text");
     out.reason = "response could not be parsed into readable text";
   }
   return out;
@@ -566,8 +543,7 @@ page read_fetched(const fetched& response, std::chrono::milliseconds pdf_time,
     return out;
   }
   auto type = sdk::find_header(response.headers, "content-type").value_or("");
-  auto out = read_document(response.body, type, response.final_url, pdf_time,
-                           detect);
+  auto out = read_document(response.body, type, response.final_url, pdf_time, detect);
   out.url = response.url;
   out.final_url = response.final_url;
   return out;

@@ -64,12 +64,10 @@ sdk::error system_error(int err) {
     case EPERM:
       return sdk::make_error(sdk::errc::refused, "permission denied");
     case ELOOP:
-      return sdk::make_error(sdk::errc::refused,
-                             describe_file_type(fs::file_type::symlink));
+      return sdk::make_error(sdk::errc::refused, describe_file_type(fs::file_type::symlink));
     default:
       return sdk::make_error(sdk::errc::internal,
-                             std::string{"cannot read the file: "}
-                               + std::strerror(err));
+                             std::string{"cannot read the file: "} + std::strerror(err));
   }
 }
 
@@ -152,22 +150,20 @@ std::string describe_file_type(fs::file_type type) {
 
 sdk::error too_large_error(const local_file_limits& limits, bool pdf) {
   auto cap = pdf ? limits.max_pdf_bytes : limits.max_html_bytes;
-  return sdk::make_error(
-    sdk::errc::too_large,
-    "is too large: more than " + size_text(cap) + ", the maximum size of "
-      + (pdf ? "PDF files (the open_url option max_pdf_size)"
-             : "HTML and text files (the open_url option max_html_size)"));
+  return sdk::make_error(sdk::errc::too_large,
+                         "is too large: more than " + size_text(cap) + ", the maximum size of "
+                           + (pdf ? "PDF files (the open_url option max_pdf_size)"
+                                  : "HTML and text files (the open_url option max_html_size)"));
 }
 
-std::variant<std::string, sdk::error>
-read_local_file(const std::string& path, const local_file_limits& limits) {
+std::variant<std::string, sdk::error> read_local_file(const std::string& path,
+                                                      const local_file_limits& limits) {
   if (path.empty())
     return sdk::make_error(sdk::errc::not_found, "no such file");
   // Refuse what is not a regular file before opening it: opening a FIFO
   // waits for a writer, and opening some devices has side effects.
   struct stat st {};
-  auto checked = limits.follow_symlinks ? ::stat(path.c_str(), &st)
-                                        : ::lstat(path.c_str(), &st);
+  auto checked = limits.follow_symlinks ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st);
   if (checked != 0)
     return system_error(errno);
   if (!S_ISREG(st.st_mode))
@@ -189,16 +185,14 @@ read_local_file(const std::string& path, const local_file_limits& limits) {
     ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
   // The first bytes decide which cap applies; never read more than the
   // smaller cap plus one byte for them.
-  auto smaller = std::max<int64_t>(
-    0, std::min(limits.max_html_bytes, limits.max_pdf_bytes));
+  auto smaller = std::max<int64_t>(0, std::min(limits.max_html_bytes, limits.max_pdf_bytes));
   auto head_want = std::min(head_bytes, static_cast<size_t>(smaller) + 1);
   std::string bytes;
   if (auto err = read_some(fd.get(), bytes, head_want))
     return system_error(err);
   bool at_end = bytes.size() < head_want;
   auto pdf = is_pdf({}, path, bytes);
-  auto cap = std::max<int64_t>(0, pdf ? limits.max_pdf_bytes
-                                      : limits.max_html_bytes);
+  auto cap = std::max<int64_t>(0, pdf ? limits.max_pdf_bytes : limits.max_html_bytes);
   auto too_large = [&] { return too_large_error(limits, pdf); };
   if (st.st_size > cap)
     return too_large();

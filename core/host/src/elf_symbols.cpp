@@ -32,13 +32,12 @@ constexpr uint16_t native_machine = EM_S390;
 
 static_assert(sizeof(void*) == 8, "the reader expects 64-bit ELF files");
 
-constexpr unsigned char native_data
-  = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB;
+constexpr unsigned char native_data = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB
+                                                                                : ELFDATA2MSB;
 
 class reader {
 public:
-  explicit reader(const std::string& path)
-    : in_(path, std::ios::binary | std::ios::ate) {
+  explicit reader(const std::string& path) : in_(path, std::ios::binary | std::ios::ate) {
     if (in_)
       size_ = static_cast<uint64_t>(in_.tellg());
   }
@@ -73,30 +72,25 @@ private:
 
 } // namespace
 
-std::variant<std::vector<std::string>, std::string>
-read_exported_symbols(const std::string& path) {
+std::variant<std::vector<std::string>, std::string> read_exported_symbols(const std::string& path) {
   reader in{path};
   if (!in.is_open())
     return std::string{"cannot open the file"};
   Elf64_Ehdr eh;
   unsigned char ident[EI_NIDENT] = {};
-  if (!in.read(0, ident, sizeof(ident))
-      || std::memcmp(ident, ELFMAG, SELFMAG) != 0)
+  if (!in.read(0, ident, sizeof(ident)) || std::memcmp(ident, ELFMAG, SELFMAG) != 0)
     return std::string{"not a shared object (no ELF header)"};
   if (ident[EI_CLASS] != ELFCLASS64 || ident[EI_DATA] != native_data)
     return std::string{"built for another machine ("}
            + (ident[EI_CLASS] == ELFCLASS32 ? "32-bit" : "not 64-bit")
-           + (ident[EI_DATA] != native_data ? ", other byte order" : "")
-           + " ELF file)";
+           + (ident[EI_DATA] != native_data ? ", other byte order" : "") + " ELF file)";
   if (!in.read(0, &eh, sizeof(eh)))
     return std::string{"truncated ELF header"};
   if (eh.e_machine != native_machine)
-    return "built for another machine (ELF machine "
-           + std::to_string(eh.e_machine) + ", this host is "
-           + std::to_string(native_machine) + ")";
+    return "built for another machine (ELF machine " + std::to_string(eh.e_machine)
+           + ", this host is " + std::to_string(native_machine) + ")";
   if (eh.e_type != ET_DYN)
-    return std::string{"not a shared library (ELF type "}
-           + std::to_string(eh.e_type) + ")";
+    return std::string{"not a shared library (ELF type "} + std::to_string(eh.e_type) + ")";
   if (eh.e_shnum == 0 || eh.e_shentsize != sizeof(Elf64_Shdr))
     return std::string{"malformed ELF file (no usable section table)"};
   auto table_bytes = static_cast<uint64_t>(eh.e_shnum) * sizeof(Elf64_Shdr);
@@ -138,8 +132,8 @@ read_exported_symbols(const std::string& path) {
     auto bind = ELF64_ST_BIND(sym.st_info);
     auto visibility = ELF64_ST_VISIBILITY(sym.st_other);
     // Defined, global or weak, and visible from outside.
-    if (sym.st_shndx == SHN_UNDEF || (bind != STB_GLOBAL && bind != STB_WEAK
-                                      && bind != STB_GNU_UNIQUE)
+    if (sym.st_shndx == SHN_UNDEF
+        || (bind != STB_GLOBAL && bind != STB_WEAK && bind != STB_GNU_UNIQUE)
         || (visibility != STV_DEFAULT && visibility != STV_PROTECTED))
       continue;
     if (sym.st_name >= names.size())

@@ -23,7 +23,6 @@ namespace quarry::host {
 /// (gone after `strip`), takes the names from whichever string table comes
 /// last in the file (`.shstrtab` in GCC's output, so names at small offsets
 /// come out wrong) and trusts the sizes and offsets the file declares.
-std::variant<std::vector<std::string>, std::string>
-read_exported_symbols(const std::string& path);
+std::variant<std::vector<std::string>, std::string> read_exported_symbols(const std::string& path);
 
 } // namespace quarry::host

@@ -56,8 +56,7 @@ void init_curl_once() {
 using sdk::iequals;
 
 bool is_redirect_status(int status) {
-  return status == 301 || status == 302 || status == 303 || status == 307
-         || status == 308;
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
 using sdk::make_error;
@@ -65,15 +64,13 @@ using sdk::make_error;
 // Headers that carry credentials: dropped when a redirect leaves the origin.
 bool is_sensitive_header(std::string_view name) {
   static constexpr std::string_view exact[] = {
-    "authorization", "proxy-authorization", "cookie", "x-api-key",
-    "api-key",       "x-goog-api-key",
+    "authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-goog-api-key",
   };
   for (auto x : exact)
     if (iequals(name, x))
       return true;
   auto lowered = sdk::to_lower(name);
-  return lowered.find("token") != std::string::npos
-         || lowered.find("secret") != std::string::npos
+  return lowered.find("token") != std::string::npos || lowered.find("secret") != std::string::npos
          || lowered.find("auth") != std::string::npos;
 }
 
@@ -107,12 +104,10 @@ public:
   explicit impl(const core::http_settings& defaults) : defaults_(defaults) {
     init_curl_once();
     multi_ = curl_multi_init();
-    curl_multi_setopt(
-      multi_, CURLMOPT_MAXCONNECTS,
-      static_cast<long>(std::max(1, defaults_.max_connections)));
-    curl_multi_setopt(
-      multi_, CURLMOPT_MAX_HOST_CONNECTIONS,
-      static_cast<long>(std::max(0, defaults_.max_host_connections)));
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS,
+                      static_cast<long>(std::max(1, defaults_.max_connections)));
+    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS,
+                      static_cast<long>(std::max(0, defaults_.max_host_connections)));
   }
 
   ~impl() {
@@ -127,9 +122,8 @@ public:
     io_thread_id_ = thread_.get_id();
   }
 
-  std::shared_ptr<sdk::http_call>
-  start(sdk::http_request request,
-        std::shared_ptr<sdk::http_response_sink> sink);
+  std::shared_ptr<sdk::http_call> start(sdk::http_request request,
+                                        std::shared_ptr<sdk::http_response_sink> sink);
 
   void cancel(uint64_t id) {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -170,8 +164,7 @@ public:
     if (exited_) {
       result.io_thread_cpu = std::chrono::nanoseconds{final_cpu_ns_};
     } else if (cpu_clock_valid_) {
-      result.io_thread_cpu
-        = std::chrono::nanoseconds{thread_cpu_ns(cpu_clock_)};
+      result.io_thread_cpu = std::chrono::nanoseconds{thread_cpu_ns(cpu_clock_)};
     }
     return result;
   }
@@ -225,8 +218,7 @@ private:
   // An http_call that posts a cancel command.
   class call_handle : public sdk::http_call {
   public:
-    call_handle(std::weak_ptr<impl> owner, uint64_t id)
-      : owner_(std::move(owner)), id_(id) {
+    call_handle(std::weak_ptr<impl> owner, uint64_t id) : owner_(std::move(owner)), id_(id) {
       // nop
     }
 
@@ -269,15 +261,13 @@ private:
 
   static size_t on_header(char* buf, size_t size, size_t n, void* ud);
   static size_t on_write(char* buf, size_t size, size_t n, void* ud);
-  static curl_socket_t on_open_socket(void* ud, curlsocktype purpose,
-                                      curl_sockaddr* addr);
-  static int on_prereq(void* ud, char* primary_ip, char* local_ip,
-                       int primary_port, int local_port);
-  static int on_progress(void* ud, curl_off_t dltotal, curl_off_t dlnow,
-                         curl_off_t ultotal, curl_off_t ulnow);
+  static curl_socket_t on_open_socket(void* ud, curlsocktype purpose, curl_sockaddr* addr);
+  static int on_prereq(void* ud, char* primary_ip, char* local_ip, int primary_port,
+                       int local_port);
+  static int on_progress(void* ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                         curl_off_t ulnow);
 
-  static std::optional<sdk::error>
-  check_connect(transfer& t, std::string_view ip, uint16_t port);
+  static std::optional<sdk::error> check_connect(transfer& t, std::string_view ip, uint16_t port);
 
   core::http_settings defaults_;
   CURLM* multi_ = nullptr;
@@ -321,20 +311,15 @@ curl_http_client::impl::start(sdk::http_request request,
   auto job = std::make_unique<transfer>();
   job->owner = this;
   job->id = id;
-  job->connect_timeout = request.connect_timeout.count() > 0
-                           ? request.connect_timeout
-                           : defaults_.connect_timeout;
-  job->total_timeout = request.total_timeout.count() > 0
-                         ? request.total_timeout
-                         : defaults_.total_timeout;
-  job->stall_timeout = request.stall_timeout.count() > 0
-                         ? request.stall_timeout
-                         : defaults_.stall_timeout;
-  job->max_bytes = request.max_response_bytes > 0
-                     ? request.max_response_bytes
-                     : defaults_.max_response_bytes;
-  job->max_redirects = request.max_redirects >= 0 ? request.max_redirects
-                                                  : defaults_.max_redirects;
+  job->connect_timeout = request.connect_timeout.count() > 0 ? request.connect_timeout
+                                                             : defaults_.connect_timeout;
+  job->total_timeout = request.total_timeout.count() > 0 ? request.total_timeout
+                                                         : defaults_.total_timeout;
+  job->stall_timeout = request.stall_timeout.count() > 0 ? request.stall_timeout
+                                                         : defaults_.stall_timeout;
+  job->max_bytes = request.max_response_bytes > 0 ? request.max_response_bytes
+                                                  : defaults_.max_response_bytes;
+  job->max_redirects = request.max_redirects >= 0 ? request.max_redirects : defaults_.max_redirects;
   if (request.method.empty())
     request.method = "GET";
   for (auto& c : request.method)
@@ -352,8 +337,8 @@ curl_http_client::impl::start(sdk::http_request request,
       return call;
     }
   }
-  sink->on_complete(make_error(
-    sdk::errc::cancelled, job->describe() + ": the HTTP client is shut down"));
+  sink->on_complete(
+    make_error(sdk::errc::cancelled, job->describe() + ": the HTTP client is shut down"));
   return call;
 }
 
@@ -377,15 +362,13 @@ void curl_http_client::impl::run() {
         if (stopping) {
           auto& t = *cmd.job;
           transfers_.emplace(t.id, std::move(cmd.job));
-          finish(t, make_error(sdk::errc::cancelled,
-                               t.describe() + ": the HTTP client shut down"));
+          finish(t, make_error(sdk::errc::cancelled, t.describe() + ": the HTTP client shut down"));
         } else {
           add_transfer(std::move(cmd.job));
         }
       } else if (auto i = transfers_.find(cmd.id); i != transfers_.end()) {
         auto& t = *i->second;
-        finish(t,
-               make_error(sdk::errc::cancelled, t.describe() + ": cancelled"));
+        finish(t, make_error(sdk::errc::cancelled, t.describe() + ": cancelled"));
       }
     }
     cmds.clear();
@@ -436,8 +419,7 @@ void curl_http_client::impl::run() {
     if (i == transfers_.end())
       continue;
     auto& t = *i->second;
-    finish(t, make_error(sdk::errc::cancelled,
-                         t.describe() + ": the HTTP client shut down"));
+    finish(t, make_error(sdk::errc::cancelled, t.describe() + ": the HTTP client shut down"));
   }
   for (auto* easy : free_handles_)
     curl_easy_cleanup(easy);
@@ -458,8 +440,7 @@ void curl_http_client::impl::add_transfer(std::unique_ptr<transfer> job) {
   auto scheme = sdk::to_lower(t.url.substr(0, 8));
   auto* err = std::get_if<std::string>(&parsed);
   if (err != nullptr
-      && (sdk::starts_with(scheme, "http://")
-          || sdk::starts_with(scheme, "https://"))) {
+      && (sdk::starts_with(scheme, "http://") || sdk::starts_with(scheme, "https://"))) {
     // A malformed HTTP URL, as libcurl would class it, with the reason.
     finish(t, make_error(sdk::errc::bad_request, t.describe() + ": " + *err));
     return;
@@ -468,8 +449,7 @@ void curl_http_client::impl::add_transfer(std::unique_ptr<transfer> job) {
       || (std::get<fetch::url>(parsed).scheme != "http"
           && std::get<fetch::url>(parsed).scheme != "https")) {
     finish(t,
-           make_error(sdk::errc::refused,
-                      t.describe() + ": only http and https URLs are allowed"));
+           make_error(sdk::errc::refused, t.describe() + ": only http and https URLs are allowed"));
     return;
   }
   if (auto err = begin_hop(t))
@@ -489,12 +469,10 @@ std::optional<sdk::error> curl_http_client::impl::begin_hop(transfer& t) {
   if (t.easy == nullptr)
     t.easy = acquire_easy();
   if (t.easy == nullptr)
-    return make_error(sdk::errc::internal,
-                      t.describe() + ": cannot create a curl handle");
+    return make_error(sdk::errc::internal, t.describe() + ": cannot create a curl handle");
   configure(t);
   if (curl_multi_add_handle(multi_, t.easy) != CURLM_OK)
-    return make_error(sdk::errc::internal,
-                      t.describe() + ": cannot add the transfer");
+    return make_error(sdk::errc::internal, t.describe() + ": cannot add the transfer");
   arm_timer(t);
   return std::nullopt;
 }
@@ -522,14 +500,11 @@ void curl_http_client::impl::configure(transfer& t) {
   curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, &impl::on_prereq);
   curl_easy_setopt(e, CURLOPT_PREREQDATA, &t);
   // Connect timeout, bounded by what is left of the total timeout.
-  auto left
-    = std::chrono::duration_cast<milliseconds>(t.deadline - clock_type::now());
+  auto left = std::chrono::duration_cast<milliseconds>(t.deadline - clock_type::now());
   auto connect = std::min(t.connect_timeout, std::max(left, milliseconds{1}));
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(connect.count()));
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect.count()));
   if (t.max_bytes > 0)
-    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE,
-                     static_cast<curl_off_t>(t.max_bytes));
+    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(t.max_bytes));
   // Settings: proxy (an empty string disables environment proxies), TLS,
   // user agent, content encodings.
   curl_easy_setopt(e, CURLOPT_PROXY, defaults_.proxy.c_str());
@@ -558,8 +533,7 @@ void curl_http_client::impl::configure(transfer& t) {
     else
       curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method.c_str());
     if (has_body || method == "POST" || method == "PUT" || method == "PATCH") {
-      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
-                       static_cast<curl_off_t>(req.body.size()));
+      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
       curl_easy_setopt(e, CURLOPT_POSTFIELDS, req.body.data());
     }
     if (req.body.size() > large_upload) {
@@ -600,18 +574,15 @@ bool curl_http_client::impl::deliver_response(transfer& t) {
   try {
     ok = t.sink->on_response(t.status, t.headers);
   } catch (...) {
-    t.abort = make_error(sdk::errc::internal,
-                         t.describe() + ": the response sink threw");
+    t.abort = make_error(sdk::errc::internal, t.describe() + ": the response sink threw");
     return false;
   }
   if (!ok)
-    t.abort = make_error(sdk::errc::cancelled,
-                         t.describe() + ": aborted by the response sink");
+    t.abort = make_error(sdk::errc::cancelled, t.describe() + ": aborted by the response sink");
   return ok;
 }
 
-size_t curl_http_client::impl::on_header(char* buf, size_t size, size_t n,
-                                         void* ud) {
+size_t curl_http_client::impl::on_header(char* buf, size_t size, size_t n, void* ud) {
   auto& t = *static_cast<transfer*>(ud);
   auto len = size * n;
   t.last_activity = clock_type::now();
@@ -624,8 +595,7 @@ size_t curl_http_client::impl::on_header(char* buf, size_t size, size_t n,
     auto sp = line.find(' ');
     if (sp != std::string_view::npos) {
       auto code = 0;
-      for (auto i = sp + 1; i < line.size() && line[i] >= '0' && line[i] <= '9';
-           ++i)
+      for (auto i = sp + 1; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i)
         code = code * 10 + (line[i] - '0');
       t.status = code;
     }
@@ -660,16 +630,14 @@ size_t curl_http_client::impl::on_header(char* buf, size_t size, size_t n,
   return len;
 }
 
-size_t curl_http_client::impl::on_write(char* buf, size_t size, size_t n,
-                                        void* ud) {
+size_t curl_http_client::impl::on_write(char* buf, size_t size, size_t n, void* ud) {
   auto& t = *static_cast<transfer*>(ud);
   auto len = size * n;
   t.last_activity = clock_type::now();
   t.received += static_cast<int64_t>(len);
   if (t.max_bytes > 0 && t.received > t.max_bytes) {
-    t.abort = make_error(sdk::errc::too_large,
-                         t.describe() + ": the response exceeds "
-                           + std::to_string(t.max_bytes) + " bytes");
+    t.abort = make_error(sdk::errc::too_large, t.describe() + ": the response exceeds "
+                                                 + std::to_string(t.max_bytes) + " bytes");
     return 0;
   }
   if (t.redirecting)
@@ -684,33 +652,28 @@ size_t curl_http_client::impl::on_write(char* buf, size_t size, size_t n,
   try {
     ok = t.sink->on_data(std::string_view{buf, len});
   } catch (...) {
-    t.abort = make_error(sdk::errc::internal,
-                         t.describe() + ": the response sink threw");
+    t.abort = make_error(sdk::errc::internal, t.describe() + ": the response sink threw");
     return 0;
   }
   if (!ok) {
-    t.abort = make_error(sdk::errc::cancelled,
-                         t.describe() + ": aborted by the response sink");
+    t.abort = make_error(sdk::errc::cancelled, t.describe() + ": aborted by the response sink");
     return 0;
   }
   return len;
 }
 
-std::optional<sdk::error>
-curl_http_client::impl::check_connect(transfer& t, std::string_view ip,
-                                      uint16_t port) {
+std::optional<sdk::error> curl_http_client::impl::check_connect(transfer& t, std::string_view ip,
+                                                                uint16_t port) {
   if (!t.req.on_connect)
     return std::nullopt;
   try {
     return t.req.on_connect(ip, port);
   } catch (...) {
-    return make_error(sdk::errc::internal,
-                      t.describe() + ": the connect hook threw");
+    return make_error(sdk::errc::internal, t.describe() + ": the connect hook threw");
   }
 }
 
-curl_socket_t curl_http_client::impl::on_open_socket(void* ud,
-                                                     curlsocktype purpose,
+curl_socket_t curl_http_client::impl::on_open_socket(void* ud, curlsocktype purpose,
                                                      curl_sockaddr* addr) {
   auto& t = *static_cast<transfer*>(ud);
   if (t.abort)
@@ -734,8 +697,7 @@ curl_socket_t curl_http_client::impl::on_open_socket(void* ud,
       return CURL_SOCKET_BAD;
     }
   }
-  auto fd
-    = ::socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+  auto fd = ::socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
   if (fd >= 0) {
     t.opened_socket = true;
     ++t.owner->connections_opened_;
@@ -743,14 +705,12 @@ curl_socket_t curl_http_client::impl::on_open_socket(void* ud,
   return fd;
 }
 
-int curl_http_client::impl::on_prereq(void* ud, char* primary_ip, char*,
-                                      int primary_port, int) {
+int curl_http_client::impl::on_prereq(void* ud, char* primary_ip, char*, int primary_port, int) {
   auto& t = *static_cast<transfer*>(ud);
   // A reused connection was vetted when it was opened, but possibly by
   // another request's hook: check it again.
   if (!t.opened_socket && t.req.on_connect && primary_ip != nullptr) {
-    if (auto err
-        = check_connect(t, primary_ip, static_cast<uint16_t>(primary_port))) {
+    if (auto err = check_connect(t, primary_ip, static_cast<uint16_t>(primary_port))) {
       t.abort = std::move(err);
       return CURL_PREREQFUNC_ABORT;
     }
@@ -760,8 +720,8 @@ int curl_http_client::impl::on_prereq(void* ud, char* primary_ip, char*,
   return CURL_PREREQFUNC_OK;
 }
 
-int curl_http_client::impl::on_progress(void* ud, curl_off_t, curl_off_t,
-                                        curl_off_t, curl_off_t ulnow) {
+int curl_http_client::impl::on_progress(void* ud, curl_off_t, curl_off_t, curl_off_t,
+                                        curl_off_t ulnow) {
   auto& t = *static_cast<transfer*>(ud);
   if (ulnow != t.uploaded) {
     t.uploaded = ulnow;
@@ -802,21 +762,20 @@ void curl_http_client::impl::follow_redirect(transfer& t) {
   char* location = nullptr;
   curl_easy_getinfo(t.easy, CURLINFO_REDIRECT_URL, &location);
   if (location == nullptr || *location == '\0') {
-    finish(t, make_error(sdk::errc::invalid_response,
-                         t.describe() + ": unusable redirect location"));
+    finish(t,
+           make_error(sdk::errc::invalid_response, t.describe() + ": unusable redirect location"));
     return;
   }
   std::string target = location;
   if (!fetch::is_http_url(target)) {
-    finish(t, make_error(sdk::errc::refused,
-                         t.describe() + ": redirect to a non-HTTP URL ("
-                           + fetch::redact_url(target) + ")"));
+    finish(t, make_error(sdk::errc::refused, t.describe() + ": redirect to a non-HTTP URL ("
+                                               + fetch::redact_url(target) + ")"));
     return;
   }
   if (t.hops + 1 > t.max_redirects) {
-    finish(t, make_error(sdk::errc::too_many_redirects,
-                         t.describe() + ": more than "
-                           + std::to_string(t.max_redirects) + " redirects"));
+    finish(t, make_error(sdk::errc::too_many_redirects, t.describe() + ": more than "
+                                                          + std::to_string(t.max_redirects)
+                                                          + " redirects"));
     return;
   }
   sdk::redirect_hop hop;
@@ -829,8 +788,7 @@ void curl_http_client::impl::follow_redirect(transfer& t) {
     try {
       err = t.req.on_redirect(hop);
     } catch (...) {
-      err = make_error(sdk::errc::internal,
-                       t.describe() + ": the redirect hook threw");
+      err = make_error(sdk::errc::internal, t.describe() + ": the redirect hook threw");
     }
     if (err) {
       finish(t, std::move(*err));
@@ -840,9 +798,8 @@ void curl_http_client::impl::follow_redirect(transfer& t) {
   ++t.hops;
   ++redirects_;
   // 301/302 turn POST into GET, 303 turns everything but HEAD into GET.
-  auto to_get
-    = (t.status == 303 && t.req.method != "HEAD")
-      || ((t.status == 301 || t.status == 302) && t.req.method == "POST");
+  auto to_get = (t.status == 303 && t.req.method != "HEAD")
+                || ((t.status == 301 || t.status == 302) && t.req.method == "POST");
   auto& hs = t.req.headers;
   if (to_get) {
     t.req.method = "GET";
@@ -855,9 +812,8 @@ void curl_http_client::impl::follow_redirect(transfer& t) {
              hs.end());
   }
   if (origin_of(t.url) != origin_of(target))
-    hs.erase(std::remove_if(
-               hs.begin(), hs.end(),
-               [](const auto& x) { return is_sensitive_header(x.first); }),
+    hs.erase(std::remove_if(hs.begin(), hs.end(),
+                            [](const auto& x) { return is_sensitive_header(x.first); }),
              hs.end());
   curl_multi_remove_handle(multi_, t.easy);
   curl_easy_reset(t.easy);
@@ -867,8 +823,7 @@ void curl_http_client::impl::follow_redirect(transfer& t) {
     finish(t, std::move(*err));
 }
 
-void curl_http_client::impl::finish(transfer& t,
-                                    std::optional<sdk::error> failure) {
+void curl_http_client::impl::finish(transfer& t, std::optional<sdk::error> failure) {
   if (t.easy != nullptr) {
     curl_multi_remove_handle(multi_, t.easy);
     release_easy(t.easy);
@@ -925,18 +880,15 @@ void curl_http_client::impl::check_timers() {
     t.timer_armed = false;
     if (now >= t.deadline) {
       finish(t,
-             make_error(sdk::errc::timeout,
-                        t.describe() + ": no complete response within "
-                          + std::to_string(t.total_timeout.count()) + " ms"));
+             make_error(sdk::errc::timeout, t.describe() + ": no complete response within "
+                                              + std::to_string(t.total_timeout.count()) + " ms"));
       continue;
     }
-    if (t.stall_timeout.count() > 0
-        && now - t.last_activity >= t.stall_timeout) {
+    if (t.stall_timeout.count() > 0 && now - t.last_activity >= t.stall_timeout) {
       if (t.request_sent) {
         finish(t,
-               make_error(sdk::errc::stall,
-                          t.describe() + ": no data received for "
-                            + std::to_string(t.stall_timeout.count()) + " ms"));
+               make_error(sdk::errc::stall, t.describe() + ": no data received for "
+                                              + std::to_string(t.stall_timeout.count()) + " ms"));
         continue;
       }
       // Still connecting (the connect timeout covers that): look again later.
@@ -1048,8 +1000,8 @@ sdk::error curl_http_client::impl::classify(transfer& t, CURLcode rc) const {
   }
   std::string detail = t.errbuf[0] != '\0' ? t.errbuf : curl_easy_strerror(rc);
   if (code == sdk::errc::timeout && !t.request_sent)
-    detail = "no connection within " + std::to_string(t.connect_timeout.count())
-             + " ms (" + detail + ")";
+    detail = "no connection within " + std::to_string(t.connect_timeout.count()) + " ms (" + detail
+             + ")";
   else if (code == sdk::errc::too_large)
     detail = "the response exceeds " + std::to_string(t.max_bytes) + " bytes";
   return make_error(code, t.describe() + ": " + detail);
@@ -1067,8 +1019,7 @@ curl_http_client::~curl_http_client() {
 }
 
 std::shared_ptr<sdk::http_call>
-curl_http_client::start(sdk::http_request request,
-                        std::shared_ptr<sdk::http_response_sink> sink) {
+curl_http_client::start(sdk::http_request request, std::shared_ptr<sdk::http_response_sink> sink) {
   return impl_->start(std::move(request), std::move(sink));
 }
 

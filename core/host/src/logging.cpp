@@ -57,16 +57,13 @@ const char* level_name(spdlog::level::level_enum x) {
 
 std::string timestamp(spdlog::log_clock::time_point tp) {
   auto secs = std::chrono::system_clock::to_time_t(tp);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-              tp.time_since_epoch())
-              .count()
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(tp.time_since_epoch()).count()
             % 1000;
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char buf[96];
-  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-                tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
   return buf;
 }
 
@@ -93,14 +90,12 @@ protected:
       // The command's own messages look the same: "quarry: ...".
       line = "quarry: ";
       if (msg.level != spdlog::level::info)
-        line += std::string{msg.level == spdlog::level::warn ? "warning"
-                                                             : level_name(msg.level)}
+        line += std::string{msg.level == spdlog::level::warn ? "warning" : level_name(msg.level)}
                 + ": ";
       line += text;
     } else if (style_ == style::json) {
-      nlohmann::json obj{{"time", timestamp(msg.time)},
-                         {"level", level_name(msg.level)},
-                         {"msg", text}};
+      nlohmann::json obj{
+        {"time", timestamp(msg.time)}, {"level", level_name(msg.level)}, {"msg", text}};
       line = obj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } else {
       line = timestamp(msg.time) + " " + level_name(msg.level) + " " + text;

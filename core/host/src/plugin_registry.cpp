@@ -42,8 +42,7 @@ struct plugin_registry::loaded {
 namespace {
 
 std::string version_pair(uint32_t encoded) {
-  return std::to_string(encoded / 10000) + "." +
-         std::to_string((encoded / 100) % 100);
+  return std::to_string(encoded / 10000) + "." + std::to_string((encoded / 100) % 100);
 }
 
 bool valid_name(const char* name) {
@@ -51,8 +50,7 @@ bool valid_name(const char* name) {
     return false;
   for (const auto* p = name; *p != '\0'; ++p) {
     auto c = *p;
-    auto ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'
-              || c == '-';
+    auto ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
     if (!ok)
       return false;
   }
@@ -70,8 +68,7 @@ struct abi_facts {
 
 // Whether `c` may appear in a C identifier (all an ABI mark consists of).
 bool identifier_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-         || (c >= '0' && c <= '9') || c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
 // A symbol name from a file, fit for a message: at most 200 characters,
@@ -98,9 +95,7 @@ std::optional<abi_facts> parse_abi_mark(std::string_view mark) {
   if (sdk == std::string_view::npos || json == std::string_view::npos
       || stdlib == std::string_view::npos || debug == std::string_view::npos)
     return std::nullopt;
-  auto part = [&](size_t from, size_t to) {
-    return std::string{mark.substr(from, to - from)};
-  };
+  auto part = [&](size_t from, size_t to) { return std::string{mark.substr(from, to - from)}; };
   abi_facts x;
   x.abi = part(prefix.size(), sdk);
   x.sdk = part(sdk + 5, json);
@@ -139,8 +134,7 @@ std::optional<std::pair<int, int>> parse_major_minor(const std::string& x) {
     return !part.empty() && part.size() <= 4
            && part.find_first_not_of("0123456789") == std::string::npos;
   };
-  if (dot == std::string::npos || !digits(x.substr(0, dot))
-      || !digits(x.substr(dot + 1)))
+  if (dot == std::string::npos || !digits(x.substr(0, dot)) || !digits(x.substr(dot + 1)))
     return std::nullopt;
   return std::make_pair(std::stoi(x.substr(0, dot)), std::stoi(x.substr(dot + 1)));
 }
@@ -157,38 +151,33 @@ bool compatible_sdk(const std::string& theirs, const std::string& ours) {
 
 } // namespace
 
-std::optional<std::string> check_abi_mark(std::string_view theirs,
-                                          std::string_view host_mark) {
+std::optional<std::string> check_abi_mark(std::string_view theirs, std::string_view host_mark) {
   if (theirs == host_mark)
     return std::nullopt;
   auto ours = parse_abi_mark(host_mark);
   auto x = parse_abi_mark(theirs);
   if (!ours || !x)
     return "its ABI mark " + printable_symbol(theirs)
-           + " is not one this host can read (this host's is "
-           + printable_symbol(host_mark) + ")";
+           + " is not one this host can read (this host's is " + printable_symbol(host_mark) + ")";
   if (x->abi != ours->abi)
-    return "plugin ABI version " + x->abi
-           + ", but this host supports plugin ABI version " + ours->abi;
+    return "plugin ABI version " + x->abi + ", but this host supports plugin ABI version "
+           + ours->abi;
   if (!compatible_sdk(x->sdk, ours->sdk))
-    return "built against SDK " + x->sdk + ", but this host has SDK "
-           + ours->sdk
+    return "built against SDK " + x->sdk + ", but this host has SDK " + ours->sdk
            + " (major versions must match; 0.x minor versions too)";
   if (x->json != ours->json)
     return "built with " + describe_json(x->json) + ", but this host uses "
-           + describe_json(ours->json)
-           + " (the layout of nlohmann::json differs)";
+           + describe_json(ours->json) + " (the layout of nlohmann::json differs)";
   if (x->stdlib != ours->stdlib)
-    return "built with the standard library " + describe_stdlib(x->stdlib)
-           + ", but this host uses " + describe_stdlib(ours->stdlib);
+    return "built with the standard library " + describe_stdlib(x->stdlib) + ", but this host uses "
+           + describe_stdlib(ours->stdlib);
   if (x->debug != ours->debug)
-    return x->debug == "1"
-             ? "built with the standard library's debug mode "
-               "(_GLIBCXX_DEBUG), but this host is not (the layout of "
-               "every container differs)"
-             : "built without the standard library's debug mode "
-               "(_GLIBCXX_DEBUG), but this host uses it (the layout of "
-               "every container differs)";
+    return x->debug == "1" ? "built with the standard library's debug mode "
+                             "(_GLIBCXX_DEBUG), but this host is not (the layout of "
+                             "every container differs)"
+                           : "built without the standard library's debug mode "
+                             "(_GLIBCXX_DEBUG), but this host uses it (the layout of "
+                             "every container differs)";
   return std::nullopt; // only an older minor SDK version
 }
 
@@ -222,8 +211,7 @@ std::optional<std::pair<std::string, gid_t>> user_entry(uid_t uid) {
 }
 
 // The group's name and members, if the system knows the group.
-std::optional<std::pair<std::string, std::vector<std::string>>>
-group_entry(gid_t gid) {
+std::optional<std::pair<std::string, std::vector<std::string>>> group_entry(gid_t gid) {
   std::vector<char> buf(64 * 1024);
   for (;;) {
     struct group gr {};
@@ -258,8 +246,7 @@ bool private_group(gid_t gid, uid_t owner) {
 
 std::string describe_user(uid_t uid) {
   auto user = user_entry(uid);
-  return user ? user->first + " (uid " + std::to_string(uid) + ")"
-              : "uid " + std::to_string(uid);
+  return user ? user->first + " (uid " + std::to_string(uid) + ")" : "uid " + std::to_string(uid);
 }
 
 std::string describe_group(gid_t gid) {
@@ -272,17 +259,15 @@ std::string describe_group(gid_t gid) {
 // (`what` names it), or nothing. `above`: a folder above the folders that
 // hold the plugin, where the sticky bit makes write access of others
 // harmless (they may add entries, but not rename or remove ours).
-std::optional<std::string> unsafe_status(const struct ::stat& st,
-                                         const std::string& what, bool above) {
+std::optional<std::string> unsafe_status(const struct ::stat& st, const std::string& what,
+                                         bool above) {
   if (!trusted_owner(st.st_uid))
     return what + " is owned by " + describe_user(st.st_uid)
            + ", not by root or the user running Quarry";
   auto sticky = above && S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
   if ((st.st_mode & S_IWOTH) != 0 && !sticky)
-    return what + " is writable by every user (mode " + core::mode_text(st.st_mode)
-           + ")";
-  if ((st.st_mode & S_IWGRP) != 0 && !sticky
-      && !private_group(st.st_gid, st.st_uid))
+    return what + " is writable by every user (mode " + core::mode_text(st.st_mode) + ")";
+  if ((st.st_mode & S_IWGRP) != 0 && !sticky && !private_group(st.st_gid, st.st_uid))
     return what + " is writable by " + describe_group(st.st_gid) + " (mode "
            + core::mode_text(st.st_mode) + ")";
   return std::nullopt;
@@ -291,8 +276,7 @@ std::optional<std::string> unsafe_status(const struct ::stat& st,
 // The resolved path of `path` (absolute, no symbolic links), or nothing
 // with errno set.
 std::optional<std::string> resolved_path(const std::string& path) {
-  std::unique_ptr<char, decltype(&std::free)> real{
-    ::realpath(path.c_str(), nullptr), &std::free};
+  std::unique_ptr<char, decltype(&std::free)> real{::realpath(path.c_str(), nullptr), &std::free};
   if (!real)
     return std::nullopt;
   return std::string{real.get()};
@@ -337,13 +321,11 @@ std::optional<std::string> check_exports(const std::string& path) {
     for (const auto& sym : symbols)
       if (sym.size() <= entry_prefix.size() + 3
           && sym.compare(0, entry_prefix.size(), entry_prefix) == 0
-          && sym.find_first_not_of("0123456789", entry_prefix.size())
-               == std::string::npos
+          && sym.find_first_not_of("0123456789", entry_prefix.size()) == std::string::npos
           && sym.size() > entry_prefix.size())
         return "built for another plugin ABI (exports " + sym
                + ", this host needs " QUARRY_PLUGIN_ENTRY_NAME ")";
-    return std::string{"no entry symbol " QUARRY_PLUGIN_ENTRY_NAME
-                       " (not a Quarry plugin)"};
+    return std::string{"no entry symbol " QUARRY_PLUGIN_ENTRY_NAME " (not a Quarry plugin)"};
   }
   for (const auto& sym : symbols)
     if (sym.rfind(QUARRY_PLUGIN_ABI_MARK_PREFIX, 0) == 0)
@@ -363,8 +345,8 @@ std::string clip(std::string msg) {
 
 // Holds a plugin object together with what it needs alive: the library and
 // the host context. The control block is allocated here, in the host.
-std::shared_ptr<sdk::plugin_object>
-pin(std::unique_ptr<sdk::plugin_object> obj, std::shared_ptr<void> owner) {
+std::shared_ptr<sdk::plugin_object> pin(std::unique_ptr<sdk::plugin_object> obj,
+                                        std::shared_ptr<void> owner) {
   struct holder {
     std::shared_ptr<void> owner; // destroyed after obj
     std::unique_ptr<sdk::plugin_object> obj;
@@ -382,21 +364,17 @@ std::optional<std::string> check_descriptor(const sdk::plugin_descriptor& x) {
            + std::to_string(QUARRY_PLUGIN_ABI_VERSION);
   auto plugin_major = x.sdk_version / 10000;
   auto plugin_minor = (x.sdk_version / 100) % 100;
-  if (plugin_major != QUARRY_SDK_VERSION_MAJOR
-      || plugin_minor > QUARRY_SDK_VERSION_MINOR
-      || (QUARRY_SDK_VERSION_MAJOR == 0
-          && plugin_minor != QUARRY_SDK_VERSION_MINOR))
-    return "built against SDK " + sdk::version_string(x.sdk_version)
-           + ", but this host has SDK " + sdk::version_string(sdk::sdk_version)
+  if (plugin_major != QUARRY_SDK_VERSION_MAJOR || plugin_minor > QUARRY_SDK_VERSION_MINOR
+      || (QUARRY_SDK_VERSION_MAJOR == 0 && plugin_minor != QUARRY_SDK_VERSION_MINOR))
+    return "built against SDK " + sdk::version_string(x.sdk_version) + ", but this host has SDK "
+           + sdk::version_string(sdk::sdk_version)
            + " (major versions must match; 0.x minor versions too)";
   if (x.stdlib_abi == nullptr || std::strcmp(x.stdlib_abi, sdk::stdlib_abi_tag) != 0)
-    return std::string{"built with standard library '"}
-           + (x.stdlib_abi ? x.stdlib_abi : "(none)")
+    return std::string{"built with standard library '"} + (x.stdlib_abi ? x.stdlib_abi : "(none)")
            + "', but this host uses '" + sdk::stdlib_abi_tag + "'";
   if (x.json_version / 100 != sdk::json_version / 100)
     return "built against nlohmann::json " + version_pair(x.json_version)
-           + ", but this host uses nlohmann::json "
-           + version_pair(sdk::json_version);
+           + ", but this host uses nlohmann::json " + version_pair(sdk::json_version);
   if (!valid_name(x.name))
     return "invalid plugin name (use 1-64 characters a-z, 0-9, _ and -)";
   if (x.kind != sdk::plugin_kind::llm && x.kind != sdk::plugin_kind::tool)
@@ -406,8 +384,7 @@ std::optional<std::string> check_descriptor(const sdk::plugin_descriptor& x) {
   return std::nullopt;
 }
 
-plugin_registry::plugin_registry(host_services& services)
-  : services_(services) {
+plugin_registry::plugin_registry(host_services& services) : services_(services) {
   // nop
 }
 
@@ -415,16 +392,14 @@ plugin_registry::~plugin_registry() {
   // Libraries stay mapped while objects created from them live (see pin).
 }
 
-std::vector<std::string>
-plugin_registry::load_directories(const std::vector<std::string>& dirs) {
+std::vector<std::string> plugin_registry::load_directories(const std::vector<std::string>& dirs) {
   std::vector<std::string> problems;
   for (const auto& dir : dirs) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
       continue;
     std::vector<std::string> files;
-    for (fs::directory_iterator it{dir, ec}, end; !ec && it != end;
-         it.increment(ec)) {
+    for (fs::directory_iterator it{dir, ec}, end; !ec && it != end; it.increment(ec)) {
       // Every *.so entry: one that is not a regular file (a FIFO, a
       // dangling link) is listed as refused, saying what it is.
       const auto& path = it->path();
@@ -455,9 +430,8 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
   // hang the host); what was opened is what is checked and loaded.
   auto opened = core::open_regular_file(path);
   if (auto* err = std::get_if<core::file_error>(&opened))
-    return fail(err->what == core::file_error::kind::unreadable
-                  ? "cannot open: " + err->message
-                  : err->message);
+    return fail(err->what == core::file_error::kind::unreadable ? "cannot open: " + err->message
+                                                                : err->message);
   const auto& file = std::get<core::opened_file>(opened).status();
   // Loaded by its resolved path: every folder on it is checked below, and
   // the path must still name the file that was opened. (Loading through
@@ -468,8 +442,8 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
   struct ::stat real_status {};
   if (!real)
     return fail(std::string{"cannot resolve its path: "} + std::strerror(errno));
-  if (::stat(real->c_str(), &real_status) != 0
-      || real_status.st_dev != file.st_dev || real_status.st_ino != file.st_ino)
+  if (::stat(real->c_str(), &real_status) != 0 || real_status.st_dev != file.st_dev
+      || real_status.st_ino != file.st_ino)
     return fail("the file changed while it was being loaded");
   // Only root and the user running Quarry may be able to change the code:
   // the file, the folder it is named in and the folder it really is in,
@@ -489,9 +463,10 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
   if (unsafe) {
     info.unsafe = clip(*unsafe);
     if (!allow_unsafe_)
-      return fail(*unsafe + "; a plugin must be changeable by no one but root "
-                  "and the user running Quarry "
-                  "(plugins.allow_unsafe_permissions loads it anyway)");
+      return fail(*unsafe
+                  + "; a plugin must be changeable by no one but root "
+                    "and the user running Quarry "
+                    "(plugins.allow_unsafe_permissions loads it anyway)");
   }
   // Before dlopen runs any code of the file (static constructors included):
   // it must be a shared library of this machine that exports the entry
@@ -505,8 +480,7 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
   // RTLD_NODELETE: a library is never unmapped while the process runs, so
   // code of a plugin stays valid even for work queued after its last object
   // (e.g. a pool job) or during shutdown.
-  auto mode = static_cast<boost::dll::load_mode::type>(RTLD_NOW | RTLD_LOCAL
-                                                       | RTLD_NODELETE);
+  auto mode = static_cast<boost::dll::load_mode::type>(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   entry->lib.load(fs::path{*real}, mode, ec);
   if (ec || !entry->lib.is_loaded()) {
     const char* why = dlerror();
@@ -519,8 +493,7 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
     return fail("cannot load: " + msg);
   }
   if (!entry->lib.has(QUARRY_PLUGIN_ENTRY_NAME))
-    return fail("no entry symbol " QUARRY_PLUGIN_ENTRY_NAME
-                " (not a Quarry plugin)");
+    return fail("no entry symbol " QUARRY_PLUGIN_ENTRY_NAME " (not a Quarry plugin)");
   auto& fn = entry->lib.get<sdk::plugin_entry>(QUARRY_PLUGIN_ENTRY_NAME);
   const sdk::plugin_descriptor* desc = nullptr;
   try {
@@ -550,8 +523,8 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
   info.version = desc->version ? desc->version : "";
   info.description = desc->description ? desc->description : "";
   if (auto* prev = find(info.name))
-    return fail("duplicate plugin name '" + info.name + "' (already loaded from "
-                + prev->file + ")");
+    return fail("duplicate plugin name '" + info.name + "' (already loaded from " + prev->file
+                + ")");
   if (entry->lib.has(QUARRY_PLUGIN_KEYS_NAME)) {
     // Optional: the keys the plugin accepts. A malformed list is ignored (the
     // factory still checks the keys), never trusted beyond sane bounds.
@@ -598,10 +571,9 @@ const plugin_info* plugin_registry::find(std::string_view name) const {
 }
 
 std::variant<std::shared_ptr<sdk::plugin_object>, std::string>
-plugin_registry::make(std::string_view plugin, sdk::plugin_kind kind,
-                      const nlohmann::json& config, std::string_view instance) {
-  auto what = instance.empty() ? std::string{}
-                               : " for '" + std::string{instance} + "'";
+plugin_registry::make(std::string_view plugin, sdk::plugin_kind kind, const nlohmann::json& config,
+                      std::string_view instance) {
+  auto what = instance.empty() ? std::string{} : " for '" + std::string{instance} + "'";
   std::shared_ptr<loaded> entry;
   for (const auto& lib : libs_)
     if (plugin == lib->descriptor->name)
@@ -615,8 +587,8 @@ plugin_registry::make(std::string_view plugin, sdk::plugin_kind kind,
   }
   if (entry->descriptor->kind != kind)
     return "plugin '" + std::string{plugin} + "'" + what + " is a "
-           + sdk::to_string(entry->descriptor->kind) + " plugin, not a "
-           + sdk::to_string(kind) + " plugin";
+           + sdk::to_string(entry->descriptor->kind) + " plugin, not a " + sdk::to_string(kind)
+           + " plugin";
   if (!entry->context)
     entry->context = services_.make_context(entry->descriptor->name);
   std::unique_ptr<sdk::plugin_object> obj;
@@ -630,14 +602,13 @@ plugin_registry::make(std::string_view plugin, sdk::plugin_kind kind,
            + " failed with an unknown exception";
   }
   if (!obj)
-    return "plugin '" + std::string{plugin} + "' (" + entry->file + ")" + what
-           + " created nothing";
+    return "plugin '" + std::string{plugin} + "' (" + entry->file + ")" + what + " created nothing";
   return pin(std::move(obj), entry);
 }
 
-make_result<sdk::llm_provider>
-plugin_registry::make_llm(std::string_view plugin, const nlohmann::json& config,
-                          std::string_view instance) {
+make_result<sdk::llm_provider> plugin_registry::make_llm(std::string_view plugin,
+                                                         const nlohmann::json& config,
+                                                         std::string_view instance) {
   auto res = make(plugin, sdk::plugin_kind::llm, config, instance);
   if (auto* err = std::get_if<std::string>(&res))
     return *err;
@@ -649,9 +620,9 @@ plugin_registry::make_llm(std::string_view plugin, const nlohmann::json& config,
   return std::shared_ptr<sdk::llm_provider>{obj, typed};
 }
 
-make_result<sdk::tool>
-plugin_registry::make_tool(std::string_view plugin, const nlohmann::json& config,
-                           std::string_view instance) {
+make_result<sdk::tool> plugin_registry::make_tool(std::string_view plugin,
+                                                  const nlohmann::json& config,
+                                                  std::string_view instance) {
   auto res = make(plugin, sdk::plugin_kind::tool, config, instance);
   if (auto* err = std::get_if<std::string>(&res))
     return *err;

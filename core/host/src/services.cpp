@@ -166,10 +166,8 @@ private:
 
 host_services::host_services(const core::settings& cfg)
   : http_(std::make_unique<curl_http_client>(cfg.http)),
-    pool_(std::make_unique<bounded_pool>(cfg.runtime.blocking_threads,
-                                         cfg.runtime.blocking_queue)),
-    data_dir_(cfg.runtime.data_dir.empty() ? default_data_dir()
-                                           : cfg.runtime.data_dir) {
+    pool_(std::make_unique<bounded_pool>(cfg.runtime.blocking_threads, cfg.runtime.blocking_queue)),
+    data_dir_(cfg.runtime.data_dir.empty() ? default_data_dir() : cfg.runtime.data_dir) {
   // nop
 }
 
@@ -181,10 +179,8 @@ sdk::http_client& host_services::http() noexcept {
   return *http_;
 }
 
-std::shared_ptr<sdk::host_context>
-host_services::make_context(const std::string& plugin_name) {
-  auto dir = (std::filesystem::path{data_dir_} / "plugins" / plugin_name)
-               .string();
+std::shared_ptr<sdk::host_context> host_services::make_context(const std::string& plugin_name) {
+  auto dir = (std::filesystem::path{data_dir_} / "plugins" / plugin_name).string();
   return std::make_shared<context_impl>(*this, plugin_name, std::move(dir));
 }
 

@@ -6,8 +6,7 @@
 
 namespace quarry::sqlite {
 
-opened_database open_database(const std::string& path, int flags,
-                              const char* vfs) {
+opened_database open_database(const std::string& path, int flags, const char* vfs) {
   opened_database out;
   sqlite3* db = nullptr;
   out.rc = sqlite3_open_v2(path.c_str(), &db, flags, vfs);
@@ -19,8 +18,7 @@ opened_database open_database(const std::string& path, int flags,
   // The pager opened the file when the connection was made; reading its
   // header through that handle takes no lock and reads no journal.
   sqlite3_file* file = nullptr;
-  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file)
-        != SQLITE_OK
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK
       || file == nullptr || file->pMethods == nullptr) {
     // Not opened yet (SQLite opens lazily in some builds): nothing to read
     // it with but SQLite, which checks the header itself on the first read.

@@ -15,8 +15,8 @@ sqlite3_stmt* statement_cache::get(const std::string& sql, int& rc) {
     return i->second;
   }
   sqlite3_stmt* stmt = nullptr;
-  rc = sqlite3_prepare_v3(db_, sql.c_str(), static_cast<int>(sql.size()),
-                          SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  rc = sqlite3_prepare_v3(db_, sql.c_str(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
+                          &stmt, nullptr);
   if (rc != SQLITE_OK || stmt == nullptr) {
     sqlite3_finalize(stmt);
     if (rc == SQLITE_OK)

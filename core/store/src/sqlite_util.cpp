@@ -11,8 +11,7 @@ int exec_retrying(sqlite3* db, const char* sql, int wait_ms) {
                + std::chrono::milliseconds{wait_ms > 0 ? wait_ms : 0};
   for (;;) {
     auto rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
-    if (rc == SQLITE_OK || !is_busy(rc)
-        || std::chrono::steady_clock::now() >= until)
+    if (rc == SQLITE_OK || !is_busy(rc) || std::chrono::steady_clock::now() >= until)
       return rc;
     std::this_thread::sleep_for(std::chrono::milliseconds{10});
   }

@@ -181,15 +181,13 @@ constexpr const char* session_columns
     "finished_at, last_seq";
 
 constexpr std::array<session_state, 7> all_states{
-  session_state::pending,   session_state::running,
-  session_state::clarification, session_state::completed,
-  session_state::failed,    session_state::cancelled,
+  session_state::pending,    session_state::running, session_state::clarification,
+  session_state::completed,  session_state::failed,  session_state::cancelled,
   session_state::interrupted};
 
 int64_t now_ms() {
   using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch())
-    .count();
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
 bool is_terminal(session_state s) {
@@ -230,24 +228,19 @@ session_row read_session(const statement& st) {
 std::string describe_session(const std::string& id) {
   if (is_session_id(id))
     return "session " + id;
-  return "a session id that is not one (" + std::to_string(id.size())
-         + " bytes)";
+  return "a session id that is not one (" + std::to_string(id.size()) + " bytes)";
 }
 
 // Writes everything of `b` inside the caller's transaction; the first
 // failure stops it (the caller rolls back).
-std::optional<sdk::error> write_batch(detail::statement_cache& cache,
-                                      const batch& b) {
+std::optional<sdk::error> write_batch(detail::statement_cache& cache, const batch& b) {
   sqlite3* db = cache.db();
   auto now = now_ms();
   auto refuse = [&](const std::string& msg) {
     return sdk::make_error(sdk::errc::bad_request,
-                           "research store: " + msg
-                             + "; nothing of the batch was written");
+                           "research store: " + msg + "; nothing of the batch was written");
   };
-  auto failed = [&](const std::string& what, int rc) {
-    return db_error(what, rc, db);
-  };
+  auto failed = [&](const std::string& what, int rc) { return db_error(what, rc, db); };
   // The last seq of every session the batch touched (as written so far).
   std::map<std::string, int64_t> last;
   // Finds a session: SQLITE_ROW (with its last seq), SQLITE_DONE (unknown)
@@ -266,8 +259,7 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache,
     }
     return rc;
   };
-  auto require = [&](const std::string& id,
-                     const std::string& what) -> std::optional<sdk::error> {
+  auto require = [&](const std::string& id, const std::string& what) -> std::optional<sdk::error> {
     int64_t seq = 0;
     auto rc = lookup(id, seq);
     if (rc == SQLITE_ROW)
@@ -280,13 +272,11 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache,
   std::set<std::string> touched;
 
   for (const auto& s : b.new_sessions) {
-    auto options = dump_json(s.options.is_null() ? nlohmann::json::object()
-                                                 : s.options);
+    auto options = dump_json(s.options.is_null() ? nlohmann::json::object() : s.options);
     auto created = s.created_at != 0 ? s.created_at : now;
-    statement st{cache,
-                 "INSERT INTO sessions(id, parent_id, question, options, "
-                 "state, error, created_at, updated_at, finished_at, last_seq) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)"};
+    statement st{cache, "INSERT INTO sessions(id, parent_id, question, options, "
+                        "state, error, created_at, updated_at, finished_at, last_seq) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)"};
     st.bind(1, s.id);
     if (s.parent_id.empty())
       st.bind_null(2);
@@ -316,15 +306,13 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache,
     int64_t prev = 0;
     auto rc = lookup(id, prev);
     if (rc == SQLITE_DONE)
-      return refuse("packet " + std::to_string(seq) + " of unknown session "
-                    + id);
+      return refuse("packet " + std::to_string(seq) + " of unknown session " + id);
     if (rc != SQLITE_ROW)
       return failed("cannot read session " + id, rc);
     auto expected = static_cast<uint64_t>(prev) + 1;
     if (seq != expected || seq > static_cast<uint64_t>(INT64_MAX))
-      return refuse("session " + id + ": packet seq " + std::to_string(seq)
-                    + " after seq " + std::to_string(prev) + " (expected "
-                    + std::to_string(expected) + ")");
+      return refuse("session " + id + ": packet seq " + std::to_string(seq) + " after seq "
+                    + std::to_string(prev) + " (expected " + std::to_string(expected) + ")");
     auto type = x.type.empty() ? detail::packet_type(x.packet.line) : x.type;
     statement st{cache, "INSERT INTO packets(session_id, seq, type, line) "
                         "VALUES (?1, ?2, ?3, ?4)"};
@@ -334,12 +322,9 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache,
     st.bind(4, x.packet.line);
     rc = st.step();
     if (rc == SQLITE_CONSTRAINT_PRIMARYKEY)
-      return refuse("session " + id + ": packet seq " + std::to_string(seq)
-                    + " is stored already");
+      return refuse("session " + id + ": packet seq " + std::to_string(seq) + " is stored already");
     if (rc != SQLITE_DONE)
-      return failed("cannot add packet " + std::to_string(seq)
-                      + " of session " + id,
-                    rc);
+      return failed("cannot add packet " + std::to_string(seq) + " of session " + id, rc);
     last[id] = static_cast<int64_t>(seq);
     touched.insert(id);
   }
@@ -351,8 +336,7 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache,
       return err;
     if (d.document_id.empty())
       return refuse("session " + id + ": a document without an id");
-    auto sha = detail::is_sha256_hex(d.sha256) ? d.sha256
-                                               : detail::sha256_hex(d.text);
+    auto sha = detail::is_sha256_hex(d.sha256) ? d.sha256 : detail::sha256_hex(d.text);
     // A document read again keeps the longer text (the page after its
     // snippet); fields it lacked are filled in.
     statement st{cache, R"sql(
@@ -399,8 +383,7 @@ ON CONFLICT(session_id, document_id) DO UPDATE SET
     if (auto err = require(id, "a report"))
       return err;
     if (r.kind != "intermediate" && r.kind != "final")
-      return refuse("session " + id
-                    + ": a report kind must be 'intermediate' or 'final'");
+      return refuse("session " + id + ": a report kind must be 'intermediate' or 'final'");
     statement st{cache, "INSERT INTO reports(session_id, kind, tab, turn, "
                         "text, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
     st.bind(1, id);
@@ -420,10 +403,9 @@ ON CONFLICT(session_id, document_id) DO UPDATE SET
     const auto& u = x.usage;
     if (auto err = require(id, "usage"))
       return err;
-    statement st{cache,
-                 "INSERT INTO usage(session_id, role, provider, model, "
-                 "input_tokens, output_tokens, cost) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"};
+    statement st{cache, "INSERT INTO usage(session_id, role, provider, model, "
+                        "input_tokens, output_tokens, cost) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"};
     st.bind(1, id);
     st.bind(2, u.role);
     st.bind(3, u.provider);
@@ -448,10 +430,8 @@ ON CONFLICT(session_id, document_id) DO UPDATE SET
     if (rc != SQLITE_ROW)
       return failed("cannot read session " + id, rc);
     if (c.last_seq > static_cast<uint64_t>(last_seq))
-      return refuse("session " + id + ": checkpoint "
-                    + std::to_string(c.number) + " is at seq "
-                    + std::to_string(c.last_seq)
-                    + ", beyond the last packet (seq "
+      return refuse("session " + id + ": checkpoint " + std::to_string(c.number) + " is at seq "
+                    + std::to_string(c.last_seq) + ", beyond the last packet (seq "
                     + std::to_string(last_seq) + ")");
     {
       statement st{cache, "SELECT max(number) FROM checkpoints "
@@ -461,10 +441,8 @@ ON CONFLICT(session_id, document_id) DO UPDATE SET
       if (rc != SQLITE_ROW)
         return failed("cannot read the checkpoints of session " + id, rc);
       if (!st.null_at(0) && c.number <= st.int_at(0))
-        return refuse("session " + id + ": checkpoint "
-                      + std::to_string(c.number)
-                      + " does not follow checkpoint "
-                      + std::to_string(st.int_at(0)));
+        return refuse("session " + id + ": checkpoint " + std::to_string(c.number)
+                      + " does not follow checkpoint " + std::to_string(st.int_at(0)));
     }
     // The citations first: the checkpoint numbers them.
     for (const auto& cite : x.citations) {
@@ -494,8 +472,7 @@ ON CONFLICT(session_id, document_id) DO UPDATE SET
         st.bind(2, cite.document_id);
         rc = st.step();
         if (rc == SQLITE_ROW)
-          return refuse("session " + id + ": a document numbered ["
-                        + std::to_string(st.int_at(0))
+          return refuse("session " + id + ": a document numbered [" + std::to_string(st.int_at(0))
                         + "] cannot become [" + number + "]");
         if (rc != SQLITE_DONE)
           return failed("cannot read the citations of session " + id, rc);
@@ -507,9 +484,7 @@ ON CONFLICT(session_id, document_id) DO UPDATE SET
       st.bind(3, cite.document_id);
       rc = st.step();
       if (rc != SQLITE_DONE)
-        return failed("cannot store citation [" + number + "] of session "
-                        + id,
-                      rc);
+        return failed("cannot store citation [" + number + "] of session " + id, rc);
     }
     auto state = dump_json(c.state);
     {
@@ -522,8 +497,7 @@ ON CONFLICT(session_id, document_id) DO UPDATE SET
       st.bind(5, c.created_at != 0 ? c.created_at : now);
       rc = st.step();
       if (rc != SQLITE_DONE)
-        return failed("cannot store checkpoint " + std::to_string(c.number)
-                        + " of session " + id,
+        return failed("cannot store checkpoint " + std::to_string(c.number) + " of session " + id,
                       rc);
     }
     {
@@ -571,9 +545,8 @@ ON CONFLICT(session_id, document_id) DO UPDATE SET
     if (auto err = require(id, "an options change"))
       return err;
     if (!x.options.is_object())
-      return sdk::make_error(sdk::errc::bad_request,
-                             "research store: the options of session " + id
-                               + " are not a JSON object");
+      return sdk::make_error(sdk::errc::bad_request, "research store: the options of session " + id
+                                                       + " are not a JSON object");
     // Bound without a copy: the text must outlive the step.
     auto text = dump_json(x.options);
     statement opt{cache, "UPDATE sessions SET options = ?2 WHERE id = ?1"};
@@ -663,8 +636,8 @@ bool batch::empty() const noexcept {
 }
 
 size_t batch::size() const noexcept {
-  size_t n = new_sessions.size() + packets.size() + documents.size()
-             + reports.size() + usage.size() + states.size() + options.size();
+  size_t n = new_sessions.size() + packets.size() + documents.size() + reports.size() + usage.size()
+             + states.size() + options.size();
   for (const auto& c : checkpoints)
     n += 1 + c.citations.size();
   return n;
@@ -673,8 +646,7 @@ size_t batch::size() const noexcept {
 // -- the store ----------------------------------------------------------------
 
 struct store::statements : detail::statement_cache {
-  statements(sqlite3* db, int busy_wait_ms)
-    : detail::statement_cache(db), wait_ms(busy_wait_ms) {
+  statements(sqlite3* db, int busy_wait_ms) : detail::statement_cache(db), wait_ms(busy_wait_ms) {
     // nop
   }
 
@@ -683,7 +655,9 @@ struct store::statements : detail::statement_cache {
 };
 
 store::store(sqlite3* db, std::string path, bool read_only)
-  : db_(db), path_(std::move(path)), read_only_(read_only),
+  : db_(db),
+    path_(std::move(path)),
+    read_only_(read_only),
     stmts_(std::make_unique<statements>(db, open_options{}.busy_wait_ms)) {
   // nop
 }
@@ -697,8 +671,8 @@ const std::string& store::path() const noexcept {
   return path_;
 }
 
-std::variant<std::unique_ptr<store>, sdk::error>
-store::open(const std::string& path, const open_options& opts) {
+std::variant<std::unique_ptr<store>, sdk::error> store::open(const std::string& path,
+                                                             const open_options& opts) {
   auto fail = [&](sdk::errc code, const std::string& msg) {
     return sdk::make_error(code, "research store: " + msg);
   };
@@ -718,9 +692,8 @@ store::open(const std::string& path, const open_options& opts) {
     if (!parent.empty()) {
       fs::create_directories(parent, ec);
       if (ec)
-        return fail(sdk::errc::internal, "cannot create the folder '"
-                                           + parent.string()
-                                           + "': " + ec.message());
+        return fail(sdk::errc::internal,
+                    "cannot create the folder '" + parent.string() + "': " + ec.message());
     }
   }
   int wait_ms = std::max(0, opts.busy_wait_ms);
@@ -733,18 +706,15 @@ store::open(const std::string& path, const open_options& opts) {
   // The header is checked through the connection's own file handle, never
   // with a descriptor of ours: closing one would drop the locks of this
   // process's other connections to the file (quarry/sqlite/open.hpp).
-  auto opened = sqlite::open_database(
-    file_name, flags, opts.vfs.empty() ? nullptr : opts.vfs.c_str());
+  auto opened = sqlite::open_database(file_name, flags,
+                                      opts.vfs.empty() ? nullptr : opts.vfs.c_str());
   if (opened.rc != SQLITE_OK) {
-    std::string what = opts.vfs.empty()
-                         ? "cannot open"
-                         : "cannot open (VFS '" + opts.vfs + "')";
+    std::string what = opts.vfs.empty() ? "cannot open" : "cannot open (VFS '" + opts.vfs + "')";
     auto err = db_error(what, opened.rc, nullptr);
     return err;
   }
   if (opened.kind == sqlite::file_kind::other)
-    return fail(sdk::errc::bad_request,
-                "not a SQLite database (left untouched)");
+    return fail(sdk::errc::bad_request, "not a SQLite database (left untouched)");
   sqlite3* db = opened.db;
   int rc = SQLITE_OK;
   // Closes the connection on every early return.
@@ -753,10 +723,9 @@ store::open(const std::string& path, const open_options& opts) {
   sqlite3_busy_timeout(db, wait_ms);
   if (!opts.read_only && sqlite3_db_readonly(db, "main") == 1) {
     auto why = why_read_only(path);
-    return fail(sdk::errc::refused,
-                "read-only ("
-                  + (why.empty() ? std::string{"no write permission"} : why)
-                  + "): it cannot be written");
+    return fail(sdk::errc::refused, "read-only ("
+                                      + (why.empty() ? std::string{"no write permission"} : why)
+                                      + "): it cannot be written");
   }
   // The application id, schema version and number of schema objects, read
   // in one snapshot.
@@ -790,20 +759,17 @@ store::open(const std::string& path, const open_options& opts) {
     one("PRAGMA user_version", h.version);
     one("SELECT count(*) FROM sqlite_master", h.objects);
     if (!in_transaction)
-      sqlite3_exec(db, result == SQLITE_OK ? "COMMIT" : "ROLLBACK", nullptr,
-                   nullptr, nullptr);
+      sqlite3_exec(db, result == SQLITE_OK ? "COMMIT" : "ROLLBACK", nullptr, nullptr, nullptr);
     return result;
   };
   auto unreadable = [&](int rc) -> sdk::error {
     if (detail::is_busy(rc))
-      return fail(sdk::errc::busy,
-                  "still locked by another process after waiting "
-                    + std::to_string(wait_ms) + " ms");
+      return fail(sdk::errc::busy, "still locked by another process after waiting "
+                                     + std::to_string(wait_ms) + " ms");
     if ((rc & 0xFF) == SQLITE_NOTADB || (rc & 0xFF) == SQLITE_CORRUPT)
-      return fail(sdk::errc::bad_request,
-                  std::string{"unreadable or corrupt SQLite database (left "
-                              "untouched): "}
-                    + sqlite3_errmsg(db));
+      return fail(sdk::errc::bad_request, std::string{"unreadable or corrupt SQLite database (left "
+                                                      "untouched): "}
+                                            + sqlite3_errmsg(db));
     // SQLite opens a store in WAL mode with its `-wal` and `-shm` files,
     // which it creates beside the store: where it cannot, the store is
     // read-only, and that is what the user needs to hear.
@@ -811,10 +777,9 @@ store::open(const std::string& path, const open_options& opts) {
       if (auto why = why_read_only(path); !why.empty())
         return fail(sdk::errc::refused,
                     "read-only (" + why + ")"
-                      + (opts.read_only
-                           ? std::string{": SQLite cannot create the -shm file it "
-                                         "needs beside the store to read it"}
-                           : std::string{": it cannot be written"}));
+                      + (opts.read_only ? std::string{": SQLite cannot create the -shm file it "
+                                                      "needs beside the store to read it"}
+                                        : std::string{": it cannot be written"}));
     }
     return db_error("cannot read the database header", rc, db);
   };
@@ -822,14 +787,12 @@ store::open(const std::string& path, const open_options& opts) {
   auto check = [&](const header& h) -> std::optional<sdk::error> {
     bool empty = h.app == 0 && h.objects == 0;
     if (h.app != application_id && !empty)
-      return fail(sdk::errc::bad_request,
-                  "a SQLite database of another application, not a Quarry "
-                  "research store (left untouched)");
+      return fail(sdk::errc::bad_request, "a SQLite database of another application, not a Quarry "
+                                          "research store (left untouched)");
     if (h.version > schema_version)
       return fail(sdk::errc::bad_request,
-                  "was written by a newer Quarry (schema "
-                    + std::to_string(h.version) + ", this build reads up to "
-                    + std::to_string(schema_version) + ")");
+                  "was written by a newer Quarry (schema " + std::to_string(h.version)
+                    + ", this build reads up to " + std::to_string(schema_version) + ")");
     return std::nullopt;
   };
   header h;
@@ -857,12 +820,11 @@ store::open(const std::string& path, const open_options& opts) {
     return *err;
   if (opts.read_only) {
     if (h.version < schema_version)
-      return fail(sdk::errc::refused,
-                  "schema " + std::to_string(h.version)
-                    + " needs a migration to schema "
-                    + std::to_string(schema_version)
-                    + ", which a read-only open does not do (open it once "
-                      "for writing)");
+      return fail(sdk::errc::refused, "schema " + std::to_string(h.version)
+                                        + " needs a migration to schema "
+                                        + std::to_string(schema_version)
+                                        + ", which a read-only open does not do (open it once "
+                                          "for writing)");
     sqlite3_exec(db, "PRAGMA query_only=ON", nullptr, nullptr, nullptr);
     guard.release();
     std::unique_ptr<store> result{new store(db, path, true)};
@@ -872,8 +834,7 @@ store::open(const std::string& path, const open_options& opts) {
   // WAL: readers never wait for the writer, a commit is one append.
   {
     std::string mode;
-    auto until = std::chrono::steady_clock::now()
-                 + std::chrono::milliseconds{wait_ms};
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds{wait_ms};
     for (;;) {
       rc = sqlite3_exec(
         db, "PRAGMA journal_mode=WAL",
@@ -885,17 +846,15 @@ store::open(const std::string& path, const open_options& opts) {
         &mode, nullptr);
       // Two connections switching at once: SQLite fails one at once rather
       // than wait (a deadlock otherwise); retry.
-      if (rc == SQLITE_OK || !detail::is_busy(rc)
-          || std::chrono::steady_clock::now() >= until)
+      if (rc == SQLITE_OK || !detail::is_busy(rc) || std::chrono::steady_clock::now() >= until)
         break;
       sqlite3_sleep(10);
     }
     if (rc != SQLITE_OK)
       return db_error("cannot switch to WAL", rc, db);
     if (mode != "wal")
-      return fail(sdk::errc::internal,
-                  "cannot switch to WAL (journal mode '" + mode
-                    + "'; is the file on a network file system?)");
+      return fail(sdk::errc::internal, "cannot switch to WAL (journal mode '" + mode
+                                         + "'; is the file on a network file system?)");
   }
   // Migrations, one transaction each. Another process may migrate at the
   // same time: the header is read again under the write lock.
@@ -904,9 +863,7 @@ store::open(const std::string& path, const open_options& opts) {
       continue;
     rc = detail::exec_retrying(db, "BEGIN IMMEDIATE", wait_ms);
     if (rc != SQLITE_OK)
-      return detail::is_busy(rc)
-               ? unreadable(rc)
-               : db_error("cannot migrate the schema", rc, db);
+      return detail::is_busy(rc) ? unreadable(rc) : db_error("cannot migrate the schema", rc, db);
     rc = read_header(h, true);
     if (rc != SQLITE_OK) {
       sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -928,9 +885,7 @@ store::open(const std::string& path, const open_options& opts) {
     if (rc == SQLITE_OK)
       rc = sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) {
-      auto err = db_error(
-                          "cannot migrate the schema to version "
-                            + std::to_string(step.version),
+      auto err = db_error("cannot migrate the schema to version " + std::to_string(step.version),
                           rc, db);
       if (sqlite3_get_autocommit(db) == 0)
         sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -957,12 +912,10 @@ store::open(const std::string& path, const open_options& opts) {
 
 std::optional<sdk::error> store::write(const batch& b) {
   auto refuse = [&](std::string msg) {
-    return sdk::make_error(sdk::errc::bad_request,
-                           "research store: " + std::move(msg));
+    return sdk::make_error(sdk::errc::bad_request, "research store: " + std::move(msg));
   };
   if (read_only_)
-    return sdk::make_error(sdk::errc::refused,
-                           "research store: opened read-only, cannot write");
+    return sdk::make_error(sdk::errc::refused, "research store: opened read-only, cannot write");
   if (b.empty())
     return std::nullopt;
   // Ids first: nothing that is not a session id reaches a query.
@@ -975,8 +928,7 @@ std::optional<sdk::error> store::write(const batch& b) {
     if (auto err = check_id(s.id))
       return err;
     if (!s.parent_id.empty() && !is_session_id(s.parent_id))
-      return refuse("session " + s.id + ": the parent is "
-                    + describe_session(s.parent_id));
+      return refuse("session " + s.id + ": the parent is " + describe_session(s.parent_id));
   }
   for (const auto& x : b.packets)
     if (auto err = check_id(x.session_id))
@@ -1022,8 +974,7 @@ std::optional<sdk::error> store::write(const batch& b) {
 
 std::variant<bool, sdk::error> store::remove(const std::string& id) {
   if (read_only_)
-    return sdk::make_error(sdk::errc::refused,
-                           "research store: opened read-only, cannot remove");
+    return sdk::make_error(sdk::errc::refused, "research store: opened read-only, cannot remove");
   if (!is_session_id(id))
     return false;
   auto rc = detail::exec_retrying(db_, "BEGIN IMMEDIATE", stmts_->wait_ms);
@@ -1050,11 +1001,9 @@ std::variant<bool, sdk::error> store::remove(const std::string& id) {
   return changes > 0;
 }
 
-std::variant<std::vector<std::string>, sdk::error>
-store::mark_interrupted(const std::string& why) {
+std::variant<std::vector<std::string>, sdk::error> store::mark_interrupted(const std::string& why) {
   if (read_only_)
-    return sdk::make_error(sdk::errc::refused,
-                           "research store: opened read-only, cannot write");
+    return sdk::make_error(sdk::errc::refused, "research store: opened read-only, cannot write");
   auto rc = detail::exec_retrying(db_, "BEGIN IMMEDIATE", stmts_->wait_ms);
   if (rc != SQLITE_OK)
     return db_error("cannot start a transaction", rc, db_);
@@ -1066,9 +1015,8 @@ store::mark_interrupted(const std::string& why) {
       ids.push_back(st.text_at(0));
   }
   if (rc == SQLITE_DONE) {
-    statement st{*stmts_,
-                 "UPDATE sessions SET state = 'interrupted', error = ?1, "
-                 "updated_at = ?2 WHERE state IN ('running', 'pending')"};
+    statement st{*stmts_, "UPDATE sessions SET state = 'interrupted', error = ?1, "
+                          "updated_at = ?2 WHERE state IN ('running', 'pending')"};
     st.bind(1, why);
     st.bind(2, now_ms());
     rc = st.step();
@@ -1104,8 +1052,7 @@ struct read_what {
 // Every row of `st` through `row`, then the error if the statement did not
 // run to its end (a corrupt page, an I/O error, a lock held too long).
 template <class F>
-std::optional<sdk::error> each_row(statement& st, sqlite3* db, read_what what,
-                                   F&& row) {
+std::optional<sdk::error> each_row(statement& st, sqlite3* db, read_what what, F&& row) {
   int rc;
   while ((rc = st.step()) == SQLITE_ROW)
     row();
@@ -1116,8 +1063,7 @@ std::optional<sdk::error> each_row(statement& st, sqlite3* db, read_what what,
 
 // The one row of `st`, if any, through `row`; an error otherwise.
 template <class F>
-std::optional<sdk::error> at_most_one(statement& st, sqlite3* db,
-                                      read_what what, F&& row) {
+std::optional<sdk::error> at_most_one(statement& st, sqlite3* db, read_what what, F&& row) {
   auto rc = st.step();
   if (rc == SQLITE_ROW) {
     row();
@@ -1134,8 +1080,7 @@ result<std::optional<session_row>> store::session(const std::string& id) {
   std::optional<session_row> out;
   if (!is_session_id(id))
     return out;
-  statement st{*stmts_, std::string{"SELECT "} + session_columns
-                          + " FROM sessions WHERE id = ?1"};
+  statement st{*stmts_, std::string{"SELECT "} + session_columns + " FROM sessions WHERE id = ?1"};
   st.bind(1, id);
   if (auto err = at_most_one(st, db_, {"cannot read session ", id},
                              [&] { out = read_session(st); }))
@@ -1159,8 +1104,7 @@ result<session_page> store::list_sessions(const session_filter& f) {
       return page; // no words: nothing can hold them
   }
   // Only fixed fragments make the SQL; values are bound.
-  std::string sql = std::string{"SELECT "} + session_columns
-                    + " FROM sessions WHERE 1";
+  std::string sql = std::string{"SELECT "} + session_columns + " FROM sessions WHERE 1";
   if (before)
     sql += " AND (created_at < ?1 OR (created_at = ?1 AND id < ?2))";
   if (f.state)
@@ -1195,8 +1139,8 @@ result<session_page> store::list_sessions(const session_filter& f) {
   return page;
 }
 
-result<std::vector<packet_row>>
-store::packets(const std::string& id, uint64_t from_seq, size_t limit) {
+result<std::vector<packet_row>> store::packets(const std::string& id, uint64_t from_seq,
+                                               size_t limit) {
   std::vector<packet_row> out;
   if (!is_session_id(id) || limit == 0)
     return out;
@@ -1222,10 +1166,9 @@ result<std::vector<document_row>> store::documents(const std::string& id) {
   std::vector<document_row> out;
   if (!is_session_id(id))
     return out;
-  statement st{*stmts_,
-               "SELECT document_id, url, title, text, sha256, fetched_at, "
-               "source_type FROM documents WHERE session_id = ?1 "
-               "ORDER BY fetched_at, document_id"};
+  statement st{*stmts_, "SELECT document_id, url, title, text, sha256, fetched_at, "
+                        "source_type FROM documents WHERE session_id = ?1 "
+                        "ORDER BY fetched_at, document_id"};
   st.bind(1, id);
   if (auto err = each_row(st, db_, {"cannot read the documents of session ", id}, [&] {
         document_row row;
@@ -1263,11 +1206,10 @@ result<std::vector<source_row>> store::sources(const std::string& id) {
   std::vector<source_row> out;
   if (!is_session_id(id))
     return out;
-  statement st{*stmts_,
-               "SELECT c.number, c.document_id, coalesce(d.title, ''), "
-               "coalesce(d.url, '') FROM citations AS c LEFT JOIN documents "
-               "AS d ON d.session_id = c.session_id AND d.document_id = "
-               "c.document_id WHERE c.session_id = ?1 ORDER BY c.number"};
+  statement st{*stmts_, "SELECT c.number, c.document_id, coalesce(d.title, ''), "
+                        "coalesce(d.url, '') FROM citations AS c LEFT JOIN documents "
+                        "AS d ON d.session_id = c.session_id AND d.document_id = "
+                        "c.document_id WHERE c.session_id = ?1 ORDER BY c.number"};
   st.bind(1, id);
   if (auto err = each_row(st, db_, {"cannot read the sources of session ", id}, [&] {
         source_row row;
@@ -1322,8 +1264,7 @@ result<std::optional<report_row>> store::final_report(const std::string& id) {
   return out;
 }
 
-result<std::optional<checkpoint_row>>
-store::latest_checkpoint(const std::string& id) {
+result<std::optional<checkpoint_row>> store::latest_checkpoint(const std::string& id) {
   std::optional<checkpoint_row> out;
   if (!is_session_id(id))
     return out;
@@ -1381,8 +1322,7 @@ result<std::vector<session_row>> store::children(const std::string& id) {
   return out;
 }
 
-result<std::vector<std::pair<session_state, int64_t>>>
-store::count_by_state() {
+result<std::vector<std::pair<session_state, int64_t>>> store::count_by_state() {
   std::vector<std::pair<session_state, int64_t>> out;
   for (auto s : all_states)
     out.emplace_back(s, 0);
@@ -1390,8 +1330,7 @@ store::count_by_state() {
   if (auto err = each_row(st, db_, {"cannot count the sessions"}, [&] {
         // A state of a later version counts as failed, as read_session()
         // shows it.
-        auto s = session_state_from(st.text_at(0))
-                   .value_or(session_state::failed);
+        auto s = session_state_from(st.text_at(0)).value_or(session_state::failed);
         for (auto& entry : out)
           if (entry.first == s)
             entry.second += st.int_at(1);

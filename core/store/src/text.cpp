@@ -59,11 +59,10 @@ bool word_char(int32_t cp) {
   if (cp < 0)
     return false;
   if (cp < 0x80)
-    return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z')
-           || (cp >= 'A' && cp <= 'Z');
+    return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z');
   if (cp <= 0xBF) // C1 controls, Latin-1 punctuation; a few letters, digits
-    return cp == 0xAA || cp == 0xB2 || cp == 0xB3 || cp == 0xB5 || cp == 0xB9
-           || cp == 0xBA || (cp >= 0xBC && cp <= 0xBE);
+    return cp == 0xAA || cp == 0xB2 || cp == 0xB3 || cp == 0xB5 || cp == 0xB9 || cp == 0xBA
+           || (cp >= 0xBC && cp <= 0xBE);
   if (cp == 0xD7 || cp == 0xF7)
     return false;
   struct range {
@@ -71,19 +70,18 @@ bool word_char(int32_t cp) {
     int32_t last;
   };
   static constexpr range separators[] = {
-    {0x2000, 0x206F},   // general punctuation, spaces, joiners
-    {0x20A0, 0x20CF},   // currency
-    {0x2190, 0x2BFF},   // arrows, mathematical and technical symbols, boxes
-    {0x2E00, 0x2E7F},   // supplemental punctuation
-    {0x3000, 0x3003},   // ideographic space and punctuation
-    {0x3008, 0x301F},   // CJK brackets
-    {0xFE00, 0xFE0F},   // variation selectors
-    {0xFE30, 0xFE6F},   // CJK compatibility and small forms
-    {0xFF01, 0xFF0F},   // full-width punctuation
-    {0xFF1A, 0xFF20},   {0xFF3B, 0xFF40}, {0xFF5B, 0xFF65},
-    {0xFFF0, 0xFFFF},   // specials
-    {0x1F000, 0x1FAFF}, // emoji, pictographs
-    {0xE0000, 0xE007F}, // tags
+    {0x2000, 0x206F}, // general punctuation, spaces, joiners
+    {0x20A0, 0x20CF}, // currency
+    {0x2190, 0x2BFF}, // arrows, mathematical and technical symbols, boxes
+    {0x2E00, 0x2E7F}, // supplemental punctuation
+    {0x3000, 0x3003}, // ideographic space and punctuation
+    {0x3008, 0x301F}, // CJK brackets
+    {0xFE00, 0xFE0F}, // variation selectors
+    {0xFE30, 0xFE6F}, // CJK compatibility and small forms
+    {0xFF01, 0xFF0F}, // full-width punctuation
+    {0xFF1A, 0xFF20},   {0xFF3B, 0xFF40}, {0xFF5B, 0xFF65}, {0xFFF0, 0xFFFF}, // specials
+    {0x1F000, 0x1FAFF},                                                       // emoji, pictographs
+    {0xE0000, 0xE007F},                                                       // tags
   };
   for (const auto& r : separators)
     if (cp >= r.first && cp <= r.last)
@@ -154,8 +152,7 @@ public:
     --depth_;
     return true;
   }
-  bool parse_error(std::size_t, const std::string&,
-                   const nlohmann::detail::exception&) override {
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
     return false;
   }
 
@@ -171,9 +168,7 @@ private:
 std::string sha256_hex(std::string_view bytes) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr)
-        != 1
-      || len != 32)
+  if (EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr) != 1 || len != 32)
     return {};
   std::string out;
   out.reserve(64);
@@ -196,8 +191,7 @@ bool is_sha256_hex(std::string_view x) {
 std::string packet_type(std::string_view line) {
   type_finder finder;
   // Stops at the type (or at anything that is not a packet).
-  nlohmann::json::sax_parse(line, &finder, nlohmann::json::input_format_t::json,
-                            false);
+  nlohmann::json::sax_parse(line, &finder, nlohmann::json::input_format_t::json, false);
   return std::move(finder.type);
 }
 

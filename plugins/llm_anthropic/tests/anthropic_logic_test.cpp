@@ -68,8 +68,7 @@ oracle compute_oracle(const std::string& sse) {
     } else if (type == "content_block_start") {
       if (data["content_block"]["type"] == "tool_use") {
         tool_at[data["index"].get<int64_t>()] = result.calls.size();
-        result.calls.push_back({data["content_block"]["id"],
-                                data["content_block"]["name"], ""});
+        result.calls.push_back({data["content_block"]["id"], data["content_block"]["name"], ""});
       }
     } else if (type == "content_block_delta") {
       auto& delta = data["delta"];
@@ -80,17 +79,14 @@ oracle compute_oracle(const std::string& sse) {
       else if (delta["type"] == "input_json_delta") {
         auto i = tool_at.find(data["index"].get<int64_t>());
         if (i != tool_at.end())
-          result.calls[i->second].arguments
-            += delta["partial_json"].get<std::string>();
+          result.calls[i->second].arguments += delta["partial_json"].get<std::string>();
       }
     } else if (type == "message_delta") {
       if (data["delta"]["stop_reason"].is_string())
         result.stop_reason = data["delta"]["stop_reason"];
       if (data.contains("usage")) {
-        result.input_tokens = data["usage"].value("input_tokens",
-                                                  result.input_tokens);
-        result.output_tokens = data["usage"].value("output_tokens",
-                                                   result.output_tokens);
+        result.input_tokens = data["usage"].value("input_tokens", result.input_tokens);
+        result.output_tokens = data["usage"].value("output_tokens", result.output_tokens);
       }
     } else if (type == "message_stop") {
       result.saw_stop = true;
@@ -161,32 +157,24 @@ const stream_case stream_cases[] = {
   {"extracted/tools__TestSyncRunTools__771c64ff-a0af-4cd9-8080-a5a539da7cb9"
    "__1_200.sse",
    sdk::finish_reason::stop, 0, 770, 27},
-  {"sdk_fixtures/fable-fallback__stream-a-refusal.sse",
-   sdk::finish_reason::content_filter, 0, 28, 106},
-  {"sdk_fixtures/fable-fallback__stream-a-toolrefusal.sse",
-   sdk::finish_reason::content_filter, 0, 28, 106},
-  {"sdk_fixtures/fable-fallback__stream-b-fallback.sse",
-   sdk::finish_reason::stop, 0, 31, 547},
-  {"sdk_fixtures/fixtures__basic_response.sse", sdk::finish_reason::stop, 0, 11,
-   6},
-  {"sdk_fixtures/fixtures__compaction_response.sse", sdk::finish_reason::stop,
-   0, 30, 8},
-  {"sdk_fixtures/fixtures__fallback_credit_response.sse",
-   sdk::finish_reason::stop, 0, 25, 8},
-  {"sdk_fixtures/fixtures__fallback_response.sse", sdk::finish_reason::stop, 0,
-   25, 8},
-  {"sdk_fixtures/fixtures__incomplete_partial_json_response.sse",
-   sdk::finish_reason::length, 1, 450, 124},
-  {"sdk_fixtures/fixtures__refusal_response.sse",
-   sdk::finish_reason::content_filter, 0, 20, 0},
-  {"sdk_fixtures/fixtures__tool_use_response.sse",
-   sdk::finish_reason::tool_calls, 1, 377, 65},
+  {"sdk_fixtures/fable-fallback__stream-a-refusal.sse", sdk::finish_reason::content_filter, 0, 28,
+   106},
+  {"sdk_fixtures/fable-fallback__stream-a-toolrefusal.sse", sdk::finish_reason::content_filter, 0,
+   28, 106},
+  {"sdk_fixtures/fable-fallback__stream-b-fallback.sse", sdk::finish_reason::stop, 0, 31, 547},
+  {"sdk_fixtures/fixtures__basic_response.sse", sdk::finish_reason::stop, 0, 11, 6},
+  {"sdk_fixtures/fixtures__compaction_response.sse", sdk::finish_reason::stop, 0, 30, 8},
+  {"sdk_fixtures/fixtures__fallback_credit_response.sse", sdk::finish_reason::stop, 0, 25, 8},
+  {"sdk_fixtures/fixtures__fallback_response.sse", sdk::finish_reason::stop, 0, 25, 8},
+  {"sdk_fixtures/fixtures__incomplete_partial_json_response.sse", sdk::finish_reason::length, 1,
+   450, 124},
+  {"sdk_fixtures/fixtures__refusal_response.sse", sdk::finish_reason::content_filter, 0, 20, 0},
+  {"sdk_fixtures/fixtures__tool_use_response.sse", sdk::finish_reason::tool_calls, 1, 377, 65},
 };
 
 // Feeds `bytes` in pieces of 1, 2, ... `max_piece` bytes (cycling).
-anth::stream_state feed_in_pieces(anth::stream_decoder& dec,
-                                  const std::string& bytes, size_t max_piece,
-                                  anth::stream_listener& out) {
+anth::stream_state feed_in_pieces(anth::stream_decoder& dec, const std::string& bytes,
+                                  size_t max_piece, anth::stream_listener& out) {
   size_t pos = 0;
   size_t piece = 1;
   auto state = anth::stream_state::running;
@@ -388,9 +376,7 @@ TEST_CASE("anthropic: mid-stream error types map to error classes") {
                         "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
                         "\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
                         "event: error\ndata: ";
-    bytes += json{{"type", "error"},
-                  {"error", {{"type", r.type}, {"message", r.message}}}}
-               .dump();
+    bytes += json{{"type", "error"}, {"error", {{"type", r.type}, {"message", r.message}}}}.dump();
     bytes += "  \n\n";
     anth::stream_decoder dec;
     recording_listener rec;
@@ -424,8 +410,7 @@ TEST_CASE("anthropic: a stream without message_stop ended early") {
 
 TEST_CASE("anthropic: tool indices, empty inputs, unknown and malformed events") {
   auto ev = [](const json& data) {
-    return "event: " + data["type"].get<std::string>() + "\ndata: " + data.dump()
-           + "\n\n";
+    return "event: " + data["type"].get<std::string>() + "\ndata: " + data.dump() + "\n\n";
   };
   std::string bytes;
   bytes += ev({{"type", "message_start"},
@@ -498,8 +483,7 @@ TEST_CASE("anthropic: stop reasons map to finish reasons") {
   CHECK(anth::to_finish_reason("tool_use") == sdk::finish_reason::tool_calls);
   CHECK(anth::to_finish_reason("max_tokens") == sdk::finish_reason::length);
   CHECK(anth::to_finish_reason("refusal") == sdk::finish_reason::content_filter);
-  CHECK(anth::to_finish_reason("model_context_window_exceeded")
-        == sdk::finish_reason::length);
+  CHECK(anth::to_finish_reason("model_context_window_exceeded") == sdk::finish_reason::length);
   CHECK(anth::to_finish_reason("pause_turn") == sdk::finish_reason::other);
   CHECK(anth::to_finish_reason("whatever") == sdk::finish_reason::other);
   // No reason sent is never `stop`.
@@ -508,7 +492,7 @@ TEST_CASE("anthropic: stop reasons map to finish reasons") {
 
 TEST_CASE("anthropic: a non-streamed message assembles like a stream") {
   auto body = json::parse(anthropic_fixture("extracted/tools__TestSyncRunTools__e075a6c2-"
-                                       "de4d-4125-9709-f0e178058190__0_200.json"));
+                                            "de4d-4125-9709-f0e178058190__0_200.json"));
   anth::stream_assembler asm_;
   recording_listener rec;
   REQUIRE(asm_.on_message(body, rec) == anth::stream_state::done);
@@ -530,8 +514,7 @@ TEST_CASE("anthropic: a non-streamed message assembles like a stream") {
 // -- errors ---------------------------------------------------------------------
 
 TEST_CASE("anthropic: recorded HTTP error exchanges are classified") {
-  for (const char* file :
-       quarry::test::recorded_error_exchanges) {
+  for (const char* file : quarry::test::recorded_error_exchanges) {
     CAPTURE(file);
     auto exchanges = json::parse(anthropic_fixture(file));
     size_t errors = 0;
@@ -552,8 +535,7 @@ TEST_CASE("anthropic: recorded HTTP error exchanges are classified") {
         CHECK(err.retryable());
         CHECK_FALSE(err.retry_after_ms);
         CHECK(err.message.find("rate_limit_error") != std::string::npos);
-        CHECK(err.message.find("(request " + resp["body"]["request_id"].get<std::string>()
-                               + ")")
+        CHECK(err.message.find("(request " + resp["body"]["request_id"].get<std::string>() + ")")
               != std::string::npos);
       } else {
         CHECK(status == 400);
@@ -569,14 +551,12 @@ TEST_CASE("anthropic: recorded HTTP error exchanges are classified") {
 
 TEST_CASE("anthropic: HTTP errors by status, body and headers") {
   auto body = [](const char* type, const char* message) {
-    return json{{"type", "error"},
-                {"error", {{"type", type}, {"message", message}}},
-                {"request_id", "req_1"}}
+    return json{
+      {"type", "error"}, {"error", {{"type", type}, {"message", message}}}, {"request_id", "req_1"}}
       .dump();
   };
   SUBCASE("529 overloaded") {
-    auto err = anth::classify_http_error(529, {},
-                                         body("overloaded_error", "Overloaded"));
+    auto err = anth::classify_http_error(529, {}, body("overloaded_error", "Overloaded"));
     CHECK(err.code == sdk::errc::overloaded);
     CHECK(err.retryable());
     CHECK(err.http_status == 529);
@@ -588,9 +568,7 @@ TEST_CASE("anthropic: HTTP errors by status, body and headers") {
     CHECK(err.retry_after_ms == std::optional<int64_t>{7000});
   }
   SUBCASE("429 with retry-after-ms") {
-    auto err = anth::classify_http_error(429,
-                                         {{"retry-after-ms", "1500"},
-                                          {"retry-after", "2"}},
+    auto err = anth::classify_http_error(429, {{"retry-after-ms", "1500"}, {"retry-after", "2"}},
                                          body("rate_limit_error", "slow"));
     CHECK(err.retry_after_ms == std::optional<int64_t>{1500});
   }
@@ -806,15 +784,13 @@ TEST_CASE("anthropic: request bodies: system, alternation, tool results, options
     req.temperature = 0.25;
     req.max_tokens = 300;
     req.model = "claude-other";
-    for (auto [choice, name] :
-         {std::pair{sdk::tool_choice::automatic, "auto"},
-          std::pair{sdk::tool_choice::required, "any"},
-          std::pair{sdk::tool_choice::none, "none"}}) {
+    for (auto [choice, name] : {std::pair{sdk::tool_choice::automatic, "auto"},
+                                std::pair{sdk::tool_choice::required, "any"},
+                                std::pair{sdk::tool_choice::none, "none"}}) {
       req.choice = choice;
       auto b = anth::build_request_body(cfg, req, warnings);
       CHECK(b["tool_choice"] == json{{"type", name}});
-      CHECK(b["tools"]
-            == json::parse(R"([{"name": "search", "description": "Searches.",
+      CHECK(b["tools"] == json::parse(R"([{"name": "search", "description": "Searches.",
                   "input_schema": {"type": "object", "properties": {}}}])"));
       CHECK(b["temperature"] == 0.25);
       CHECK(b["max_tokens"] == 300);
@@ -830,10 +806,8 @@ TEST_CASE("anthropic: request bodies: system, alternation, tool results, options
     // has no thinking blocks, which turns thinking off (see
     // anthropic_thinking_test.cpp).
     req.messages.resize(4);
-    auto c = anth::parse_config({{"api_key", "k"},
-                                 {"model", "m"},
-                                 {"thinking_budget", 4000},
-                                 {"temperature", 0.7}});
+    auto c = anth::parse_config(
+      {{"api_key", "k"}, {"model", "m"}, {"thinking_budget", 4000}, {"temperature", 0.7}});
     req.max_tokens = 1000;
     auto b = anth::build_request_body(c, req, warnings);
     CHECK(b["thinking"] == json{{"type", "enabled"}, {"budget_tokens", 4000}});

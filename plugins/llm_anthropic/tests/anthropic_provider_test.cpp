@@ -112,8 +112,7 @@ public:
   // Waits until the text streamed so far is `expected`.
   bool wait_for_text(const std::string& expected) {
     std::unique_lock<std::mutex> guard{mtx_};
-    return cv_.wait_for(guard, hang_guard,
-                        [&] { return text_ == expected; });
+    return cv_.wait_for(guard, hang_guard, [&] { return text_ == expected; });
   }
 
   // Called once, without the lock, after the first text delta.
@@ -148,9 +147,8 @@ struct fake_api {
   }
 
   json config(json extra = json::object()) const {
-    json result = {{"base_url", server.url("")},
-                   {"api_key", "sk-ant-test-secret"},
-                   {"model", "claude-test"}};
+    json result = {
+      {"base_url", server.url("")}, {"api_key", "sk-ant-test-secret"}, {"model", "claude-test"}};
     result.update(extra);
     return result;
   }
@@ -189,8 +187,7 @@ sdk::chat_request simple_request(std::string question = "Hi?") {
 }
 
 // Runs one chat with configuration `cfg` and returns the finished sink.
-std::shared_ptr<recording_sink> run_chat(json cfg,
-                                         sdk::chat_request req = simple_request()) {
+std::shared_ptr<recording_sink> run_chat(json cfg, sdk::chat_request req = simple_request()) {
   test_host host;
   anth::provider prov{host, anth::parse_config(cfg)};
   auto sink = std::make_shared<recording_sink>();
@@ -283,15 +280,13 @@ TEST_CASE("anthropic: provider replays every recorded stream over HTTP") {
       CAPTURE(pieces);
       api.plan = [&] { return pieces ? sse_pieces(bytes) : sse_whole(bytes); };
       auto sink = run_chat(api.config());
-      REQUIRE_MESSAGE(sink->result_, (sink->failure_ ? to_string(*sink->failure_)
-                                                      : std::string{"no result"}));
+      REQUIRE_MESSAGE(sink->result_,
+                      (sink->failure_ ? to_string(*sink->failure_) : std::string{"no result"}));
       check_same(*sink->result_, want, *sink);
     }
   }
   // Spot checks against the fixtures themselves.
-  api.plan = [&] {
-    return sse_pieces(anthropic_fixture(stream_fixtures[2]));
-  };
+  api.plan = [&] { return sse_pieces(anthropic_fixture(stream_fixtures[2])); };
   auto sink = run_chat(api.config());
   REQUIRE(sink->result_);
   REQUIRE(sink->result_->tool_calls.size() == 1);
@@ -306,8 +301,7 @@ TEST_CASE("anthropic: provider replays every recorded stream over HTTP") {
 TEST_CASE("anthropic: provider classifies recorded HTTP errors") {
   fake_api api;
   size_t errors = 0;
-  for (const char* file :
-       quarry::test::recorded_error_exchanges) {
+  for (const char* file : quarry::test::recorded_error_exchanges) {
     CAPTURE(file);
     for (const auto& x : json::parse(anthropic_fixture(file))) {
       const auto& resp = x["response"];
@@ -365,9 +359,8 @@ TEST_CASE("anthropic: provider maps 529, 429 with Retry-After, and 401") {
   }
   SUBCASE("401 never leaks the key") {
     api.plan = [] {
-      return response_plan::json(
-        401, R"({"type":"error","error":{"type":"authentication_error",)"
-             R"("message":"invalid x-api-key sk-ant-test-secret"}})");
+      return response_plan::json(401, R"({"type":"error","error":{"type":"authentication_error",)"
+                                      R"("message":"invalid x-api-key sk-ant-test-secret"}})");
     };
     auto sink = run_chat(api.config());
     REQUIRE(sink->failure_);
@@ -431,7 +424,7 @@ TEST_CASE("anthropic: provider fails a truncated stream") {
 TEST_CASE("anthropic: provider accepts a non-streamed JSON answer") {
   fake_api api;
   auto body = anthropic_fixture("extracted/tools__TestSyncRunTools__a8ac789b-f856-48cd-9ff3-"
-                           "d5f36799e432__1_200.json");
+                                "d5f36799e432__1_200.json");
   api.plan = [&] { return response_plan::json(200, body); };
   auto sink = run_chat(api.config());
   REQUIRE(sink->result_);
@@ -459,8 +452,8 @@ TEST_CASE("anthropic: provider sends the documented request") {
   };
   add(sdk::role::system, "You research.");
   add(sdk::role::user, "Weather in SF?");
-  add(sdk::role::assistant, "")->tool_calls.push_back({"toolu_1", "get_weather",
-                                                        "{\"location\":\"SF\"}"});
+  add(sdk::role::assistant, "")
+    ->tool_calls.push_back({"toolu_1", "get_weather", "{\"location\":\"SF\"}"});
   add(sdk::role::assistant, "")->tool_calls.push_back({"toolu_2", "broken", "{oops"});
   add(sdk::role::tool, "68F")->tool_call_id = "toolu_1";
   add(sdk::role::tool, "n/a")->tool_call_id = "toolu_2";
@@ -616,8 +609,7 @@ TEST_CASE("anthropic: the built module loads through the plugin registry") {
   cfg.runtime.data_dir = std::string{QUARRY_BINARY_DIR} + "/anthropic_test_data";
   quarry::host::host_services services{cfg};
   quarry::host::plugin_registry registry{services};
-  auto failure = registry.load_file(std::string{QUARRY_PLUGIN_DIR}
-                                    + "/quarry_anthropic.so");
+  auto failure = registry.load_file(std::string{QUARRY_PLUGIN_DIR} + "/quarry_anthropic.so");
   REQUIRE_MESSAGE(!failure, *failure);
   const auto* info = registry.find("anthropic");
   REQUIRE(info != nullptr);
@@ -629,8 +621,7 @@ TEST_CASE("anthropic: the built module loads through the plugin registry") {
   REQUIRE(std::holds_alternative<std::string>(bad));
   CHECK(std::get<std::string>(bad).find("max_tokns") != std::string::npos);
 
-  auto made = registry.make_llm("anthropic", api.config({{"context_window", 100000}}),
-                                "claude");
+  auto made = registry.make_llm("anthropic", api.config({{"context_window", 100000}}), "claude");
   REQUIRE_MESSAGE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made),
                   std::get<std::string>(made));
   auto prov = std::get<std::shared_ptr<sdk::llm_provider>>(made);
@@ -726,8 +717,7 @@ struct thinking_policy_api {
           if (known == signed_texts.end() || known->second != block.value("thinking", ""))
             return at + ": Invalid `signature` in `thinking` block";
         } else if (block["type"] == "redacted_thinking") {
-          if (std::find(redacted_issued.begin(), redacted_issued.end(),
-                        block.value("data", ""))
+          if (std::find(redacted_issued.begin(), redacted_issued.end(), block.value("data", ""))
               == redacted_issued.end())
             return at + ": Invalid `data` in `redacted_thinking` block";
         }
@@ -803,8 +793,7 @@ sdk::chat_request research_step() {
 
 // Appends the assistant turn of `res` (as the host keeps it) and a tool
 // result for each of its calls.
-void continue_with(sdk::chat_request& req, const sdk::chat_result& res,
-                   bool keep_state = true) {
+void continue_with(sdk::chat_request& req, const sdk::chat_result& res, bool keep_state = true) {
   sdk::chat_message a;
   a.author = sdk::role::assistant;
   a.content = res.text;
@@ -830,8 +819,8 @@ TEST_CASE("anthropic: a recorded-shape thinking stream round-trips its blocks ov
   auto cfg = api.config({{"thinking_budget", 2048}});
   auto req = research_step();
   auto [first, warnings1] = run_logged(cfg, req);
-  REQUIRE_MESSAGE(first->result_, (first->failure_ ? to_string(*first->failure_)
-                                                   : std::string{"no result"}));
+  REQUIRE_MESSAGE(first->result_,
+                  (first->failure_ ? to_string(*first->failure_) : std::string{"no result"}));
   CHECK(warnings1.empty());
   const auto& res = *first->result_;
   CHECK(first->reasoning_ == quarry::test::thinking_tool_stream_thinking);
@@ -868,7 +857,8 @@ TEST_CASE("anthropic: a recorded-shape thinking stream round-trips its blocks ov
                       {"input", {{"location", "Paris"}}}});
   CHECK(turn["content"] == expected);
   // The signed text went back byte for byte.
-  CHECK(api.requests[1].body.find(R"("signature":"EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds=")")
+  CHECK(api.requests[1].body.find(
+          R"("signature":"EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds=")")
         != std::string::npos);
 }
 
@@ -890,16 +880,16 @@ TEST_CASE("anthropic: a two-step research conversation passes the thinking polic
   };
   auto req = research_step();
   auto [first, w1] = run_logged(api.config(), req);
-  REQUIRE_MESSAGE(first->result_, (first->failure_ ? to_string(*first->failure_)
-                                                   : std::string{"no result"}));
+  REQUIRE_MESSAGE(first->result_,
+                  (first->failure_ ? to_string(*first->failure_) : std::string{"no result"}));
   CHECK(w1.empty());
   REQUIRE(first->result_->tool_calls.size() == 1);
 
   SUBCASE("with the reasoning state kept, every step thinks") {
     continue_with(req, *first->result_);
     auto [second, w2] = run_logged(api.config(), req);
-    REQUIRE_MESSAGE(second->result_, (second->failure_ ? to_string(*second->failure_)
-                                                       : std::string{"no result"}));
+    REQUIRE_MESSAGE(second->result_,
+                    (second->failure_ ? to_string(*second->failure_) : std::string{"no result"}));
     CHECK(w2.empty());
     continue_with(req, *second->result_);
     api.next_stop = "end_turn";
@@ -908,8 +898,8 @@ TEST_CASE("anthropic: a two-step research conversation passes the thinking polic
                           {{"type", "text"}, {"text", "It is 18C and sunny in Paris."}}});
     };
     auto [third, w3] = run_logged(api.config(), req);
-    REQUIRE_MESSAGE(third->result_, (third->failure_ ? to_string(*third->failure_)
-                                                     : std::string{"no result"}));
+    REQUIRE_MESSAGE(third->result_,
+                    (third->failure_ ? to_string(*third->failure_) : std::string{"no result"}));
     CHECK(third->result_->text == "It is 18C and sunny in Paris.");
     CHECK(third->result_->finish == sdk::finish_reason::stop);
     CHECK(w3.empty());
@@ -921,7 +911,8 @@ TEST_CASE("anthropic: a two-step research conversation passes the thinking polic
     // The third request carries both earlier turns with their blocks first.
     const auto& messages = api.bodies[2]["messages"];
     CHECK(messages[1]["content"][0]["signature"] == "sig-1");
-    CHECK(messages[1]["content"][1] == json({{"type", "redacted_thinking"}, {"data", "ENCRYPTED-1"}}));
+    CHECK(messages[1]["content"][1]
+          == json({{"type", "redacted_thinking"}, {"data", "ENCRYPTED-1"}}));
     CHECK(messages[1]["content"][2]["type"] == "tool_use");
     CHECK(messages[3]["content"][0]["signature"] == "sig-2");
     CHECK(messages[3]["content"][1]["type"] == "tool_use");
@@ -929,8 +920,8 @@ TEST_CASE("anthropic: a two-step research conversation passes the thinking polic
   SUBCASE("without the state, the step runs without thinking instead of failing") {
     continue_with(req, *first->result_, false);
     auto [second, w2] = run_logged(api.config(), req);
-    REQUIRE_MESSAGE(second->result_, (second->failure_ ? to_string(*second->failure_)
-                                                       : std::string{"no result"}));
+    REQUIRE_MESSAGE(second->result_,
+                    (second->failure_ ? to_string(*second->failure_) : std::string{"no result"}));
     REQUIRE(w2.size() == 1);
     CHECK(w2[0].find("without extended thinking") != std::string::npos);
     std::lock_guard<std::mutex> guard{api.mtx};
@@ -966,11 +957,11 @@ TEST_CASE("anthropic: a two-step research conversation passes the thinking polic
       std::lock_guard<std::mutex> guard{api.mtx};
       CHECK(api.check(body).find("must start with a thinking block") != std::string::npos);
     }
-    auto err = anth::classify_http_error(400, {}, json{{"type", "error"},
-                                                       {"error",
-                                                        {{"type", "invalid_request_error"},
-                                                         {"message", api.check(body)}}}}
-                                                    .dump());
+    auto err = anth::classify_http_error(
+      400, {},
+      json{{"type", "error"},
+           {"error", {{"type", "invalid_request_error"}, {"message", api.check(body)}}}}
+        .dump());
     CHECK(err.code == sdk::errc::bad_request);
     CHECK_FALSE(err.retryable());
   }
@@ -989,28 +980,24 @@ TEST_CASE("anthropic: finish reasons and empty answers over HTTP") {
     CHECK(sink->result_->text == "Partial");
   }
   SUBCASE("a thinking-only answer is empty, streamed") {
-    api.plan = [&] {
-      return sse_pieces(quarry::test::messages_stream(thinking_only, "end_turn"));
-    };
+    api.plan = [&] { return sse_pieces(quarry::test::messages_stream(thinking_only, "end_turn")); };
     auto sink = run_chat(api.config({{"thinking_budget", 2048}}));
     REQUIRE(sink->failure_);
     CHECK(sink->failure_->code == sdk::errc::empty_response);
     CHECK(sink->failure_->retryable());
-    CHECK(sink->failure_->message.find("the model returned an empty answer")
-          != std::string::npos);
+    CHECK(sink->failure_->message.find("the model returned an empty answer") != std::string::npos);
     CHECK(sink->reasoning_ == "Let me think.");
     CHECK(sink->streamed_); // the thinking went out before the verdict
   }
   SUBCASE("a thinking-only answer is empty, as JSON") {
     api.plan = [&] {
-      return response_plan::json(
-        200, quarry::test::messages_body(thinking_only, "end_turn").dump());
+      return response_plan::json(200,
+                                 quarry::test::messages_body(thinking_only, "end_turn").dump());
     };
     auto sink = run_chat(api.config({{"thinking_budget", 2048}}));
     REQUIRE(sink->failure_);
     CHECK(sink->failure_->code == sdk::errc::empty_response);
-    CHECK(sink->failure_->message.find("the model returned an empty answer")
-          != std::string::npos);
+    CHECK(sink->failure_->message.find("the model returned an empty answer") != std::string::npos);
   }
   SUBCASE("thinking cut by max_tokens is a result the host judges") {
     api.plan = [&] {

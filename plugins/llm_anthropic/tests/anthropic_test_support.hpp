@@ -17,8 +17,7 @@ namespace quarry::test {
 /// The bytes of a recorded Anthropic Messages fixture, `rel` below the
 /// fixtures' `llm/anthropic_messages/` folder; fails the test when missing.
 inline std::string anthropic_fixture(const std::string& rel) {
-  std::ifstream in{std::string{QUARRY_FIXTURES_DIR} + "/llm/anthropic_messages/"
-                     + rel,
+  std::ifstream in{std::string{QUARRY_FIXTURES_DIR} + "/llm/anthropic_messages/" + rel,
                    std::ios::binary};
   REQUIRE_MESSAGE(in.good(), "missing fixture " << rel);
   std::ostringstream out;
@@ -29,8 +28,7 @@ inline std::string anthropic_fixture(const std::string& rel) {
 /// The bytes of a field case, `rel` below `../shared/field-cases/` (beside
 /// the fixtures); fails the test when missing.
 inline std::string field_case(const std::string& rel) {
-  std::ifstream in{std::string{QUARRY_FIXTURES_DIR} + "/../field-cases/" + rel,
-                   std::ios::binary};
+  std::ifstream in{std::string{QUARRY_FIXTURES_DIR} + "/../field-cases/" + rel, std::ios::binary};
   REQUIRE_MESSAGE(in.good(), "missing field case " << rel);
   std::ostringstream out;
   out << in.rdbuf();
@@ -40,8 +38,7 @@ inline std::string field_case(const std::string& rel) {
 /// One server-sent event in the wire shape of the Messages API:
 /// `event: <type>`, `data: <compact JSON>`, a blank line.
 inline std::string sse_event(const nlohmann::json& data) {
-  return "event: " + data.at("type").get<std::string>() + "\ndata: " + data.dump()
-         + "\n\n";
+  return "event: " + data.at("type").get<std::string>() + "\ndata: " + data.dump() + "\n\n";
 }
 
 /// Streams a complete assistant message the way the Messages API does:
@@ -55,8 +52,7 @@ inline std::string sse_event(const nlohmann::json& data) {
 /// `redacted_thinking` block comes whole in its start; `text` as
 /// `text_delta` pieces; `tool_use` as `input_json_delta` pieces of its
 /// serialised `input`.
-inline std::string messages_stream(const nlohmann::json& content,
-                                   const nlohmann::json& stop_reason,
+inline std::string messages_stream(const nlohmann::json& content, const nlohmann::json& stop_reason,
                                    const std::string& id = "msg_01Test") {
   using nlohmann::json;
   auto pieces = [](const std::string& x, size_t n) {
@@ -84,18 +80,17 @@ inline std::string messages_stream(const nlohmann::json& content,
       out += sse_event({{"type", "content_block_delta"}, {"index", index}, {"delta", d}});
     };
     if (type == "thinking") {
-      out += sse_event({{"type", "content_block_start"},
-                        {"index", index},
-                        {"content_block",
-                         {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}}});
+      out += sse_event(
+        {{"type", "content_block_start"},
+         {"index", index},
+         {"content_block", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}}});
       for (const auto& piece : pieces(block.at("thinking").get<std::string>(), 7))
         delta({{"type", "thinking_delta"}, {"thinking", piece}});
       if (block.contains("signature"))
         delta({{"type", "signature_delta"}, {"signature", block.at("signature")}});
     } else if (type == "redacted_thinking") {
-      out += sse_event({{"type", "content_block_start"},
-                        {"index", index},
-                        {"content_block", block}});
+      out += sse_event(
+        {{"type", "content_block_start"}, {"index", index}, {"content_block", block}});
     } else if (type == "text") {
       out += sse_event({{"type", "content_block_start"},
                         {"index", index},
@@ -105,9 +100,8 @@ inline std::string messages_stream(const nlohmann::json& content,
     } else if (type == "tool_use") {
       auto head = block;
       head["input"] = json::object();
-      out += sse_event({{"type", "content_block_start"},
-                        {"index", index},
-                        {"content_block", head}});
+      out += sse_event(
+        {{"type", "content_block_start"}, {"index", index}, {"content_block", head}});
       delta({{"type", "input_json_delta"}, {"partial_json", ""}});
       for (const auto& piece : pieces(block.at("input").dump(), 6))
         delta({{"type", "input_json_delta"}, {"partial_json", piece}});
@@ -125,14 +119,10 @@ inline std::string messages_stream(const nlohmann::json& content,
 /// The same message as a non-streamed (`stream: false`) response body.
 inline nlohmann::json messages_body(const nlohmann::json& content,
                                     const nlohmann::json& stop_reason) {
-  return {{"id", "msg_01Test"},
-          {"type", "message"},
-          {"role", "assistant"},
-          {"model", "claude-sonnet-4-5-20250929"},
-          {"content", content},
-          {"stop_reason", stop_reason},
-          {"stop_sequence", nullptr},
-          {"usage", {{"input_tokens", 472}, {"output_tokens", 89}}}};
+  return {{"id", "msg_01Test"},       {"type", "message"},
+          {"role", "assistant"},      {"model", "claude-sonnet-4-5-20250929"},
+          {"content", content},       {"stop_reason", stop_reason},
+          {"stop_sequence", nullptr}, {"usage", {{"input_tokens", 472}, {"output_tokens", 89}}}};
 }
 
 /// A response in the exact shape of a recorded Messages stream with

@@ -121,9 +121,8 @@ TEST_CASE("anthropic thinking: a recorded-shape stream yields its signed blocks 
 
 TEST_CASE("anthropic thinking: the recorded refusal stream keeps its signature") {
   null_listener out;
-  auto dec = decode(quarry::test::anthropic_fixture(
-                      "sdk_fixtures/fable-fallback__stream-a-refusal.sse"),
-                    out);
+  auto dec = decode(
+    quarry::test::anthropic_fixture("sdk_fixtures/fable-fallback__stream-a-refusal.sse"), out);
   REQUIRE(dec.assembler().state() == anth::stream_state::done);
   auto res = dec.assembler().result();
   auto state = json::parse(res.reasoning_state);
@@ -134,25 +133,19 @@ TEST_CASE("anthropic thinking: the recorded refusal stream keeps its signature")
         == "c3ludGhldGljLXNpZ25hdHVyZS1maXh0dXJlLWEtbm90LWEtcmVhbC1zaWduYXR1cmU=");
   // Streams without thinking keep no state.
   null_listener plain;
-  auto dec2 = decode(quarry::test::anthropic_fixture(
-                       "sdk_fixtures/fixtures__tool_use_response.sse"),
-                     plain);
+  auto dec2 = decode(
+    quarry::test::anthropic_fixture("sdk_fixtures/fixtures__tool_use_response.sse"), plain);
   CHECK(dec2.assembler().result().reasoning_state.empty());
 }
 
 TEST_CASE("anthropic thinking: interleaved blocks remember the tool calls before them") {
-  json content = {{{"type", "thinking"}, {"thinking", "First."}, {"signature", "s1"}},
-                  {{"type", "text"}, {"text", "Looking."}},
-                  {{"type", "tool_use"},
-                   {"id", "toolu_a"},
-                   {"name", "search"},
-                   {"input", {{"q", "a"}}}},
-                  {{"type", "thinking"}, {"thinking", "Second."}, {"signature", "s2"}},
-                  {{"type", "redacted_thinking"}, {"data", "r3"}},
-                  {{"type", "tool_use"},
-                   {"id", "toolu_b"},
-                   {"name", "search"},
-                   {"input", {{"q", "b"}}}}};
+  json content = {
+    {{"type", "thinking"}, {"thinking", "First."}, {"signature", "s1"}},
+    {{"type", "text"}, {"text", "Looking."}},
+    {{"type", "tool_use"}, {"id", "toolu_a"}, {"name", "search"}, {"input", {{"q", "a"}}}},
+    {{"type", "thinking"}, {"thinking", "Second."}, {"signature", "s2"}},
+    {{"type", "redacted_thinking"}, {"data", "r3"}},
+    {{"type", "tool_use"}, {"id", "toolu_b"}, {"name", "search"}, {"input", {{"q", "b"}}}}};
   null_listener out;
   auto dec = decode(messages_stream(content, "tool_use"), out);
   REQUIRE(dec.assembler().state() == anth::stream_state::done);
@@ -185,8 +178,7 @@ TEST_CASE("anthropic thinking: a non-streamed answer records the same state") {
   content.push_back(tool_use_block);
   anth::stream_assembler a;
   null_listener out;
-  REQUIRE(a.on_message(messages_body(content, "tool_use"), out)
-          == anth::stream_state::done);
+  REQUIRE(a.on_message(messages_body(content, "tool_use"), out) == anth::stream_state::done);
   auto res = a.result();
   CHECK(res.reasoning == quarry::test::thinking_tool_stream_thinking);
   CHECK(json::parse(res.reasoning_state) == quarry::test::thinking_tool_stream_blocks());
@@ -210,15 +202,13 @@ TEST_CASE("anthropic thinking: no state without a signature or beyond the size b
                     {{"type", "text"}, {"text", "Answer."}}};
     anth::stream_assembler a;
     null_listener out;
-    REQUIRE(a.on_message(messages_body(content, "end_turn"), out)
-            == anth::stream_state::done);
+    REQUIRE(a.on_message(messages_body(content, "end_turn"), out) == anth::stream_state::done);
     CHECK(a.result().reasoning.size() == 2 * big.size());
     CHECK(a.result().reasoning_state.empty());
     // One of them alone fits.
     content.erase(1);
     anth::stream_assembler b;
-    REQUIRE(b.on_message(messages_body(content, "end_turn"), out)
-            == anth::stream_state::done);
+    REQUIRE(b.on_message(messages_body(content, "end_turn"), out) == anth::stream_state::done);
     CHECK_FALSE(b.result().reasoning_state.empty());
   }
 }
@@ -315,9 +305,9 @@ TEST_CASE("anthropic thinking: tool-use turns send their blocks back first") {
 
 TEST_CASE("anthropic thinking: a tool turn without its blocks turns thinking off") {
   const std::string unusable[] = {
-    "",                                              // never recorded
-    "garbage",                                       // not JSON
-    R"([{"type":"thinking","thinking":"x"}])",       // no signature
+    "",                                                                        // never recorded
+    "garbage",                                                                 // not JSON
+    R"([{"type":"thinking","thinking":"x"}])",                                 // no signature
     R"([{"type":"thinking","thinking":"x","signature":"s","after_tools":1}])", // after the last call
   };
   for (const auto& state : unusable) {
@@ -347,7 +337,8 @@ TEST_CASE("anthropic thinking: a tool turn without its blocks turns thinking off
     CHECK(warnings.empty());
   }
   SUBCASE("merged assistant messages keep blocks only at the start") {
-    auto state = json::array({{{"type", "thinking"}, {"thinking", "P"}, {"signature", "s"}}}).dump();
+    auto state = json::array({{{"type", "thinking"}, {"thinking", "P"}, {"signature", "s"}}})
+                   .dump();
     auto req = tool_turn_request(state);
     auto second = message(sdk::role::assistant, "");
     second.reasoning_state = state;
@@ -379,8 +370,8 @@ TEST_CASE("anthropic thinking: budgets and max_tokens make a valid request") {
   // max_tokens must exceed budget_tokens; below budget + 1024 the budget is
   // added on top (the caller's answer room stays).
   const row rows[] = {
-    {2048, 1024, 3072},  {2048, 2048, 4096}, {2048, 3071, 5119},
-    {2048, 3072, 3072},  {2048, 8192, 8192}, {16000, 0, 24192}, // default 8192
+    {2048, 1024, 3072}, {2048, 2048, 4096}, {2048, 3071, 5119},
+    {2048, 3072, 3072}, {2048, 8192, 8192}, {16000, 0, 24192}, // default 8192
     {1024, 1, 1025},
   };
   for (const auto& r : rows) {
@@ -408,8 +399,7 @@ TEST_CASE("anthropic thinking: an absent stop reason is unknown, never stop") {
   REQUIRE(a.on_message(body, out) == anth::stream_state::done);
   CHECK(a.result().finish == sdk::finish_reason::unknown);
   anth::stream_assembler b;
-  REQUIRE(b.on_message(messages_body(content, "pause_turn"), out)
-          == anth::stream_state::done);
+  REQUIRE(b.on_message(messages_body(content, "pause_turn"), out) == anth::stream_state::done);
   CHECK(b.result().finish == sdk::finish_reason::other);
 }
 
@@ -451,8 +441,7 @@ TEST_CASE("anthropic thinking: empty answers fail alike streamed and not") {
       REQUIRE(x->state() == anth::stream_state::failed);
       CHECK(x->failure()->code == sdk::errc::empty_response);
       CHECK(x->failure()->retryable());
-      CHECK(x->failure()->message.find("the model returned an empty answer")
-            != std::string::npos);
+      CHECK(x->failure()->message.find("the model returned an empty answer") != std::string::npos);
       CHECK(x->failure()->message.find(r.says) != std::string::npos);
     }
   }
@@ -472,11 +461,14 @@ TEST_CASE("anthropic thinking: a proven cause wins over the wrapper and is not r
   const row rows[] = {
     {529, body("overloaded_error", "prompt is too long: 210000 tokens > 200000 maximum"),
      sdk::errc::context_too_long},
-    {500, body("api_error", "input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000"),
+    {500,
+     body("api_error",
+          "input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000"),
      sdk::errc::context_too_long},
-    {400, body("invalid_request_error",
-               "Your credit balance is too low to access the Anthropic API. Please go "
-               "to Plans & Billing to upgrade or purchase credits."),
+    {400,
+     body("invalid_request_error",
+          "Your credit balance is too low to access the Anthropic API. Please go "
+          "to Plans & Billing to upgrade or purchase credits."),
      sdk::errc::quota},
     {429, body("rate_limit_error", "Your credit balance is too low"), sdk::errc::quota},
     {503, body("api_error", "model not found: claude-nope"), sdk::errc::not_found},
@@ -486,14 +478,16 @@ TEST_CASE("anthropic thinking: a proven cause wins over the wrapper and is not r
     // A gateway's envelope (LiteLLM / OpenRouter shape).
     {502, quarry::test::field_case("gateway-context-overflow/body.json"),
      sdk::errc::context_too_long},
-    {500, R"({"error":{"message":"Provider returned error","code":500,)"
-          R"("metadata":{"raw":"{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",)"
-          R"(\"message\":\"prompt is too long: 250000 tokens\"}}"}}})",
+    {500,
+     R"({"error":{"message":"Provider returned error","code":500,)"
+     R"("metadata":{"raw":"{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",)"
+     R"(\"message\":\"prompt is too long: 250000 tokens\"}}"}}})",
      sdk::errc::context_too_long},
     // Nothing proven: the wrapper's class stands.
     {529, body("overloaded_error", "Overloaded"), sdk::errc::overloaded},
     {500, body("api_error", "Internal server error"), sdk::errc::server_error},
-    {429, body("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
+    {429,
+     body("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
      sdk::errc::rate_limited},
   };
   for (const auto& r : rows) {
@@ -513,8 +507,7 @@ TEST_CASE("anthropic thinking: a proven cause wins over the wrapper and is not r
     REQUIRE(a.on_message(json::parse(envelope), out) == anth::stream_state::failed);
     CHECK(a.failure()->code == sdk::errc::context_too_long);
     CHECK_FALSE(a.failure()->retryable());
-    CHECK(a.failure()->message.find("maximum context length is 32768 tokens")
-          != std::string::npos);
+    CHECK(a.failure()->message.find("maximum context length is 32768 tokens") != std::string::npos);
     anth::stream_decoder dec;
     REQUIRE(dec.feed("data: " + json::parse(envelope).dump() + "\n\n", out)
             == anth::stream_state::failed);

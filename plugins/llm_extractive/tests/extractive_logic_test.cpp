@@ -61,8 +61,7 @@ sdk::chat_message msg(sdk::role author, std::string content) {
   return result;
 }
 
-sdk::chat_message tool_msg(const std::string& id, const std::string& name,
-                           std::string content) {
+sdk::chat_message tool_msg(const std::string& id, const std::string& name, std::string content) {
   auto result = msg(sdk::role::tool, std::move(content));
   result.tool_call_id = id;
   result.tool_name = name;
@@ -196,13 +195,11 @@ TEST_CASE("extractive splits sentences") {
   auto xs = split_sentences("# Heading\nHeat pumps, e.g. air-source ones, cost 3.5 "
                             "units [12]. They work! Do they? yes they do.\n\n"
                             "- a list item\nA wrapped\nline. [...truncated]");
-  std::vector<std::string> expected{"Heading",
-                                    "Heat pumps, e.g. air-source ones, cost 3.5 units.",
-                                    "They work!",
-                                    "Do they?",
-                                    "yes they do.",
-                                    "a list item",
-                                    "A wrapped line."};
+  std::vector<std::string> expected{
+    "Heading",        "Heat pumps, e.g. air-source ones, cost 3.5 units.",
+    "They work!",     "Do they?",
+    "yes they do.",   "a list item",
+    "A wrapped line."};
   CHECK(xs == expected);
   CHECK(split_sentences("").empty());
   CHECK(split_sentences("   \n\n ").empty());
@@ -213,18 +210,18 @@ TEST_CASE("extractive tokenizes without stop words, with the English Snowball st
         == std::vector<std::string>{"heat", "pump", "norway", "citi"});
   CHECK(tokenize("sized") == tokenize("sizing"));
   CHECK(tokenize("controlled") == tokenize("control"));
-  CHECK(tokenize("what is it") .empty());
+  CHECK(tokenize("what is it").empty());
   CHECK(count_words("  one two\nthree ") == 3);
   CHECK(estimate_tokens("one two three") == 4);
   CHECK(estimate_tokens("") == 0);
 }
 
 TEST_CASE("extractive BM25 ranks matching, shorter and rarer matches higher") {
-  std::vector<std::vector<std::string>> docs{
-    {"heat", "pump", "cost"},
-    {"heat", "pump", "cost", "money", "price", "euro", "gas", "electricity"},
-    {"ice", "lake"},
-    {"heat", "pump"}};
+  std::vector<std::vector<std::string>> docs{{"heat", "pump", "cost"},
+                                             {"heat", "pump", "cost", "money", "price", "euro",
+                                              "gas", "electricity"},
+                                             {"ice", "lake"},
+                                             {"heat", "pump"}};
   auto scores = bm25_scores(docs, {"cost", "pump"});
   CHECK(scores[0] > scores[1]); // same terms, shorter
   CHECK(scores[2] == 0.0);
@@ -250,22 +247,25 @@ TEST_CASE("extractive splits a question into sub-questions") {
   REQUIRE(one.size() == 3);
   CHECK(one[0] == "What are the causes, effects and remedies of inflation?");
   CHECK(one[1] == "Key facts and figures (regarding: causes, effects and remedies of inflation)");
-  CHECK(one[2] == "Practical examples and experience (regarding: causes, effects and "
-                  "remedies of inflation)");
+  CHECK(one[2]
+        == "Practical examples and experience (regarding: causes, effects and "
+           "remedies of inflation)");
   // Coordinated questions split where the second question begins, and a
   // third step gathers the facts of both.
   auto two = split_question("Why does a heat pump's efficiency drop in cold weather, and what "
                             "do manufacturers do about it?");
   REQUIRE(two.size() == 3);
   CHECK(two[0] == "Why does a heat pump's efficiency drop in cold weather?");
-  CHECK(two[1] == "What do manufacturers do about it? (regarding: heat pump's efficiency drop "
-                  "in cold weather)");
+  CHECK(two[1]
+        == "What do manufacturers do about it? (regarding: heat pump's efficiency drop "
+           "in cold weather)");
   CHECK(two[2].find("Key facts and figures (regarding: ") == 0);
   // "the running costs and emissions": nouns, not two questions.
   auto nouns = split_question("How do the running costs and emissions of a heat pump compare "
                               "with a gas boiler?");
-  CHECK(nouns[0] == "How do the running costs and emissions of a heat pump compare with a gas "
-                    "boiler?");
+  CHECK(nouns[0]
+        == "How do the running costs and emissions of a heat pump compare with a gas "
+           "boiler?");
   // "X and is Y" is not a second question either.
   CHECK(split_question("Which pumps are quiet and are cheap?")[0]
         == "Which pumps are quiet and are cheap?");
@@ -296,11 +296,13 @@ TEST_CASE("extractive parses tool results and merges documents by number") {
   CHECK(parse_tool_result(R"({"results": 5})").empty());
   CHECK(parse_tool_result(R"("{\"results\": [{\"document\": 1}]}")").size() == 1);
   std::vector<sdk::chat_message> history{
-    tool_msg("a", "web_search", R"({"results": [{"document": 1, "title": "A",)"
-                                R"( "url": "u1", "content": "snippet"}]})"),
-    tool_msg("b", "open_url", R"({"results": [{"document": 1, "title": "A",)"
-                              R"( "content": "full page"}, {"document": 4, "title": "D",)"
-                              R"( "content": "d"}]})")};
+    tool_msg("a", "web_search",
+             R"({"results": [{"document": 1, "title": "A",)"
+             R"( "url": "u1", "content": "snippet"}]})"),
+    tool_msg("b", "open_url",
+             R"({"results": [{"document": 1, "title": "A",)"
+             R"( "content": "full page"}, {"document": 4, "title": "D",)"
+             R"( "content": "d"}]})")};
   auto merged = collect_documents(history);
   REQUIRE(merged.size() == 2);
   CHECK(merged[0].url == "u1");
@@ -318,8 +320,7 @@ TEST_CASE("extractive reports the best sentences with their documents' markers")
   for (const auto& doc : docs)
     numbers[doc.url] = doc.number;
   check_citations(report, numbers);
-  CHECK(report.find("8,000 and 15,000 euros in most European countries [7].")
-        != std::string::npos);
+  CHECK(report.find("8,000 and 15,000 euros in most European countries [7].") != std::string::npos);
   CHECK(markers_of(report).size() == 3);
   CHECK(compose_report("anything", {}, 3) == "No sources were found for this task.");
   // A very long sentence is cut after 60 words, with an ellipsis.
@@ -436,8 +437,7 @@ std::string run_agent(const std::string& task, run_log& log) {
     auto req = request("research", tools);
     req.research.task = task;
     req.messages = history;
-    req.messages.insert(req.messages.begin(),
-                        msg(sdk::role::system, "You are a research agent."));
+    req.messages.insert(req.messages.begin(), msg(sdk::role::system, "You are a research agent."));
     req.choice = sdk::tool_choice::required;
     auto res = respond(req, {});
     append(log, res);
@@ -450,8 +450,7 @@ std::string run_agent(const std::string& task, run_log& log) {
   auto args = nlohmann::json::parse(first.tool_calls[0].arguments);
   CHECK(args == nlohmann::json{{"queries", {task}}});
   history.push_back(calls_msg(first.tool_calls));
-  history.push_back(tool_msg(first.tool_calls[0].id, "web_search",
-                             search_result(task, numbers)));
+  history.push_back(tool_msg(first.tool_calls[0].id, "web_search", search_result(task, numbers)));
   // 2: a refined search when the best results share words the task lacks
   // (the task's words, then those), else none.
   auto refined = step();
@@ -466,8 +465,8 @@ std::string run_agent(const std::string& task, run_log& log) {
       if (word != "regarding")
         CHECK(refined_query.find(word) != std::string::npos);
     history.push_back(calls_msg(refined.tool_calls));
-    history.push_back(tool_msg(refined.tool_calls[0].id, "web_search",
-                               search_result(refined_query, numbers)));
+    history.push_back(
+      tool_msg(refined.tool_calls[0].id, "web_search", search_result(refined_query, numbers)));
     ++log.refined;
   } else {
     // Asked again, the agent would make the same choice: drop it.
@@ -495,8 +494,7 @@ std::string run_agent(const std::string& task, run_log& log) {
   req.research.task = task;
   req.messages = {msg(sdk::role::system, "Write the report.")};
   req.messages.insert(req.messages.end(), history.begin(), history.end());
-  req.messages.push_back(msg(sdk::role::user, "Please write a comprehensive report on: "
-                                                + task));
+  req.messages.push_back(msg(sdk::role::user, "Please write a comprehensive report on: " + task));
   auto report = respond(req, {});
   CHECK(report.tool_calls.empty());
   check_citations(report.text, numbers);
@@ -526,8 +524,8 @@ run_log run_research(int max_parallel) {
   context.max_parallel_agents = 3;
   // Orchestrator cycles.
   std::vector<sdk::chat_message> history{msg(sdk::role::user, question)};
-  auto system = msg(sdk::role::system, "You are the orchestrator.\n\n# Research Plan\n"
-                                         + plan.text);
+  auto system = msg(sdk::role::system,
+                    "You are the orchestrator.\n\n# Research Plan\n" + plan.text);
   for (int cycle = 0; cycle < 8; ++cycle) {
     auto req = request("orchestrate", {"research_agent", "think_tool", "generate_report"});
     req.choice = sdk::tool_choice::required;
@@ -553,8 +551,8 @@ run_log run_research(int max_parallel) {
   req.research.max_parallel_agents = 0;
   req.messages = {msg(sdk::role::system, "Write the final report.")};
   req.messages.insert(req.messages.end(), history.begin(), history.end());
-  req.messages.push_back(msg(sdk::role::user, "<system-reminder>\nThe plan was:\n```\n"
-                                                + plan.text + "\n```\n</system-reminder>"));
+  req.messages.push_back(msg(sdk::role::user, "<system-reminder>\nThe plan was:\n```\n" + plan.text
+                                                + "\n```\n</system-reminder>"));
   auto final_report = respond(req, opts);
   CHECK(final_report.tool_calls.empty());
   log.final_report = final_report.text;
@@ -578,9 +576,9 @@ TEST_CASE("extractive drives a whole deep research run deterministically") {
   CHECK(log.text.find("call_4 generate_report {}") != std::string::npos);
   // The cost agent cites the cost document with the number its search gave.
   auto cost = log.numbers[2].at("https://example.org/costs");
-  CHECK(log.reports[2].find("15,000 euros in most European countries ["
-                            + std::to_string(cost) + "].")
-        != std::string::npos);
+  CHECK(
+    log.reports[2].find("15,000 euros in most European countries [" + std::to_string(cost) + "].")
+    != std::string::npos);
   // The final report: intro, note, one section per step, markers kept.
   const auto& report = log.final_report;
   CHECK(report.find("This report answers the question \"" + question + "\"") == 0);
@@ -611,8 +609,7 @@ TEST_CASE("extractive drives a whole deep research run deterministically") {
 }
 
 TEST_CASE("extractive agents prefer internal search and fall back to the web") {
-  auto req = request("research", {"internal_search", "web_search", "open_url",
-                                  "generate_report"});
+  auto req = request("research", {"internal_search", "web_search", "open_url", "generate_report"});
   req.messages = {msg(sdk::role::user, "Costs of heat pumps in Europe")};
   auto first = respond(req, {});
   REQUIRE(first.tool_calls.size() == 1);
@@ -649,8 +646,8 @@ TEST_CASE("extractive agents find searches and page readers by their parameters,
           "whatever they are called") {
   sdk::chat_request req;
   req.role_tag = "research";
-  req.tools = {tool("notes", "text"), tool("company_docs", "queries"),
-               tool("read_page", "urls"), tool("generate_report")};
+  req.tools = {tool("notes", "text"), tool("company_docs", "queries"), tool("read_page", "urls"),
+               tool("generate_report")};
   req.messages = {msg(sdk::role::user, "Costs of heat pumps in Europe")};
   auto first = respond(req, {});
   REQUIRE(first.tool_calls.size() == 1);
@@ -701,13 +698,17 @@ size_t count_of(const std::string& text, const std::string& needle) {
 TEST_CASE("extractive reports quote a question with its answer and leave out what cannot stand "
           "alone") {
   std::vector<source_doc> docs{
-    {1, "Heat pump questions", "file:///faq.txt",
+    {1,
+     "Heat pump questions",
+     "file:///faq.txt",
      {"FREQUENTLY ASKED QUESTIONS ABOUT HEAT PUMPS\n\n"
       "Q: Why does efficiency fall when it is cold outside?\n"
       "A: Because the compressor must lift heat across a larger temperature difference, "
       "which takes more work for each unit of heat.\n\n"
       "Q: Does cold weather make a heat pump defrost?\n"}},
-    {2, "Cold climates", "file:///cold.md",
+    {2,
+     "Cold climates",
+     "file:///cold.md",
      {"Manufacturers address cold weather and falling efficiency in several ways:\n\n"
       "- Variable-speed compressors keep capacity up when the outdoor temperature falls in "
       "cold weather; see the document on compressors.\n\n"
@@ -796,8 +797,7 @@ TEST_CASE("extractive final report says so when the sources do not answer the qu
   CHECK(far.find("Extractive report") != std::string::npos);
   // The measure itself.
   auto cover = lexical::question_coverage("Why do heat pumps lose efficiency?",
-                                               {"Heat pumps lose efficiency in the cold.",
-                                                "Pumps."});
+                                          {"Heat pumps lose efficiency in the cold.", "Pumps."});
   CHECK(cover.terms == 4);
   CHECK(cover.found == 4);
   CHECK(cover.best_passage == 4);
@@ -808,7 +808,7 @@ TEST_CASE("extractive final report says so when the sources do not answer the qu
   // Words that frame a question about documents are not key words, and a
   // follow-up is measured by its own question, not the conversation before.
   auto framed = lexical::question_coverage("Which of these sources talk about noise?",
-                                                {"Outdoor units make noise at night."});
+                                           {"Outdoor units make noise at night."});
   CHECK(framed.terms == 1);
   CHECK(framed.answered);
   auto follow_up = std::string{"Earlier research in this conversation.\nQuestion: penguins "
@@ -861,8 +861,7 @@ TEST_CASE("extractive agents follow the references of the passages that speak to
   auto read = respond(req, {});
   REQUIRE(read.tool_calls.size() == 1);
   CHECK(read.tool_calls[0].name == "open_url");
-  CHECK(read.tool_calls[0].arguments
-        == R"({"urls":["file:///backup.md","file:///buffer.md"]})");
+  CHECK(read.tool_calls[0].arguments == R"({"urls":["file:///backup.md","file:///buffer.md"]})");
   add(read.tool_calls[0],
       R"({"results": [{"document": 2, "title": "Buffer Tanks", "url": "file:///buffer.md",)"
       R"( "content": "A buffer tank stores water for a heat pump that cycles in a house."}]})");
@@ -877,14 +876,20 @@ TEST_CASE("extractive reports quote every document read that answers the task") 
   // read whole with a weaker but relevant sentence is quoted too, the
   // snippet of a document not read, as weak, is not.
   std::vector<source_doc> docs{
-    {1, "Cold weather", "file:///cold.md",
+    {1,
+     "Cold weather",
+     "file:///cold.md",
      {"Heat pump efficiency drops in cold weather as the lift grows. Heat pump efficiency "
       "in cold weather depends on the compressor. Cold weather lowers heat pump efficiency "
       "through defrost. Heat pump efficiency in very cold weather falls further."}}};
-  docs.push_back({2, "Refrigerants", "file:///co2.md",
+  docs.push_back({2,
+                  "Refrigerants",
+                  "file:///co2.md",
                   {"CO2 units keep their output in cold weather at high water temperatures."},
                   true});
-  docs.push_back({3, "Noise", "file:///noise.md",
+  docs.push_back({3,
+                  "Noise",
+                  "file:///noise.md",
                   {"Outdoor units should stand away from windows in cold places."}});
   auto report = compose_report("Why does heat pump efficiency drop in cold weather?", docs, 3);
   CHECK(report.find("[2]") != std::string::npos);
@@ -910,8 +915,7 @@ TEST_CASE("extractive agents take words for the same change as one") {
   CHECK(respond(req, {}).tool_calls[0].arguments
         == R"({"queries":["Why do running costs rise? increase grow"]})");
   req.messages = {msg(sdk::role::user, "How are heat pumps sized?")};
-  CHECK(respond(req, {}).tool_calls[0].arguments
-        == R"({"queries":["How are heat pumps sized?"]})");
+  CHECK(respond(req, {}).tool_calls[0].arguments == R"({"queries":["How are heat pumps sized?"]})");
 }
 
 TEST_CASE("extractive agents follow every document a plural reference names, from any "
@@ -925,13 +929,14 @@ TEST_CASE("extractive agents follow every document a plural reference names, fro
   };
   auto first = respond(req, {});
   REQUIRE(first.tool_calls.size() == 1);
-  add(first.tool_calls[0],
-      R"({"results": [{"document": 1, "title": "Manufacturers and Cold Weather", "url": "file:///cold.md",)"
-      R"( "content": "Manufacturers design heat pumps for cold weather."},)"
-      R"( {"document": 2, "title": "Inverters", "url": "file:///inverters.md",)"
-      R"( "content": "What manufacturers do."},)"
-      R"( {"document": 3, "title": "Refrigerant Comparison", "url": "file:///compare.html",)"
-      R"( "content": "Refrigerants compared."}]})");
+  add(
+    first.tool_calls[0],
+    R"({"results": [{"document": 1, "title": "Manufacturers and Cold Weather", "url": "file:///cold.md",)"
+    R"( "content": "Manufacturers design heat pumps for cold weather."},)"
+    R"( {"document": 2, "title": "Inverters", "url": "file:///inverters.md",)"
+    R"( "content": "What manufacturers do."},)"
+    R"( {"document": 3, "title": "Refrigerant Comparison", "url": "file:///compare.html",)"
+    R"( "content": "Refrigerants compared."}]})");
   auto next = respond(req, {});
   REQUIRE(next.tool_calls.size() == 1);
   if (next.tool_calls[0].name == "internal_search") {
@@ -943,14 +948,15 @@ TEST_CASE("extractive agents follow every document a plural reference names, fro
   // The reference is in the second paragraph of a section of a document
   // that is not the one speaking to the task best, and that paragraph holds
   // none of the task's words: its heading does.
-  add(next.tool_calls[0],
-      R"({"results": [{"document": 1, "title": "Manufacturers and Cold Weather", "url": "file:///cold.md",)"
-      R"( "content": "Manufacturers design heat pumps for cold weather. In cold weather)"
-      R"( manufacturers fit larger coils."},)"
-      R"( {"document": 2, "title": "Inverters", "url": "file:///inverters.md",)"
-      R"( "content": "## What manufacturers do about cold weather\n\nSeveral things.\n\n)"
-      R"(- Propane units reach high water temperatures; see the documents on refrigerants.)"
-      R"(\n\n## Penguins\n\nPenguins swim; see the documents on penguins."}]})");
+  add(
+    next.tool_calls[0],
+    R"({"results": [{"document": 1, "title": "Manufacturers and Cold Weather", "url": "file:///cold.md",)"
+    R"( "content": "Manufacturers design heat pumps for cold weather. In cold weather)"
+    R"( manufacturers fit larger coils."},)"
+    R"( {"document": 2, "title": "Inverters", "url": "file:///inverters.md",)"
+    R"( "content": "## What manufacturers do about cold weather\n\nSeveral things.\n\n)"
+    R"(- Propane units reach high water temperatures; see the documents on refrigerants.)"
+    R"(\n\n## Penguins\n\nPenguins swim; see the documents on penguins."}]})");
   // One document found so far is named, but "the documents" name several:
   // the reference is searched for all the same.
   auto lead = respond(req, {});

@@ -139,8 +139,7 @@ std::shared_ptr<recording_sink> run(provider& llm, sdk::chat_request req) {
 TEST_CASE("extractive configuration accepts its keys, refuses others (Quarry's limits too)") {
   // The limits go to the provider actor, never to the plugin.
   CHECK_THROWS_AS(parse_config({{"max_concurrency", 8}}), std::invalid_argument);
-  CHECK_THROWS_AS(parse_config({{"prices", nlohmann::json::object()}}),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(parse_config({{"prices", nlohmann::json::object()}}), std::invalid_argument);
   auto cfg = parse_config({{"max_parallel", 2},
                            {"ttft_ms", 150},
                            {"tokens_per_second", 40.5},
@@ -180,10 +179,11 @@ TEST_CASE("extractive streams word-sized deltas, then usage, then done") {
   auto sink = run(llm, plan_request());
   REQUIRE(sink->result.has_value());
   const auto& res = *sink->result;
-  CHECK(res.text == "1. How do heat pumps work?\n"
-                    "2. How well do they perform in cold climates? (regarding: heat pumps "
-                    "work)\n"
-                    "3. What do they cost? (regarding: heat pumps work)");
+  CHECK(res.text
+        == "1. How do heat pumps work?\n"
+           "2. How well do they perform in cold climates? (regarding: heat pumps "
+           "work)\n"
+           "3. What do they cost? (regarding: heat pumps work)");
   CHECK(sink->joined() == res.text);
   CHECK(sink->texts.front() == "1. ");
   CHECK(sink->texts[1] == "How ");
@@ -387,8 +387,7 @@ TEST_CASE("extractive plugin loads through the registry and chats") {
   CHECK(info->version == "0.1.0");
   auto bad = registry.make_llm("extractive", {{"ttft", 5}}, "offline");
   REQUIRE(std::holds_alternative<std::string>(bad));
-  CHECK(std::get<std::string>(bad).find("unknown configuration key 'ttft'")
-        != std::string::npos);
+  CHECK(std::get<std::string>(bad).find("unknown configuration key 'ttft'") != std::string::npos);
   auto made = registry.make_llm("extractive", {{"max_parallel", 1}});
   REQUIRE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made));
   auto llm = std::get<std::shared_ptr<sdk::llm_provider>>(made);

@@ -60,8 +60,7 @@ struct models_env {
   quarry::test::test_host host;
   std::atomic<int> models_hits{0};
 
-  std::unique_ptr<openai::provider> make(const std::string& model,
-                                         json extra = json::object()) {
+  std::unique_ptr<openai::provider> make(const std::string& model, json extra = json::object()) {
     json cfg{{"model", model}, {"base_url", server.url("/v1")}};
     for (auto& [k, v] : extra.items())
       cfg[k] = v;
@@ -151,8 +150,7 @@ TEST_CASE_FIXTURE(models_env, "context window: LM Studio's REST API, loaded or n
     });
     auto info = describe(*make("qwen3-8b"));
     CHECK(info.context_window == 131072);
-    CHECK(info.context_window_source.rfind("lm studio /api/v0/models max_context_length", 0)
-          == 0);
+    CHECK(info.context_window_source.rfind("lm studio /api/v0/models max_context_length", 0) == 0);
   }
   CHECK(rest_hits == 1);
   CHECK(models_hits == 1);
@@ -174,8 +172,10 @@ TEST_CASE_FIXTURE(models_env, "context window: Ollama's num_ctx, its loaded mode
   const std::string model_info = R"("model_info": {"general.architecture": "qwen3",
     "qwen3.context_length": 40960, "qwen3.embedding_length": 4096})";
   SUBCASE("num_ctx in the Modelfile's parameters") {
-    show(R"({"modelfile": "FROM qwen3", "parameters": "repeat_penalty 1\nstop \"<|im_start|>\"\nnum_ctx                        65536\ntemperature 0.6",
-             "details": {"family": "qwen3"}, )" + model_info + "}");
+    show(
+      R"({"modelfile": "FROM qwen3", "parameters": "repeat_penalty 1\nstop \"<|im_start|>\"\nnum_ctx                        65536\ntemperature 0.6",
+             "details": {"family": "qwen3"}, )"
+      + model_info + "}");
     auto info = describe(*make("qwen3:8b"));
     CHECK(info.context_window == 65536);
     CHECK(info.context_window_source == "ollama /api/show num_ctx");
@@ -196,9 +196,8 @@ TEST_CASE_FIXTURE(models_env, "context window: Ollama's num_ctx, its loaded mode
   }
   SUBCASE("no num_ctx, not loaded: unknown, naming Ollama's default and the remedy") {
     show(R"({"parameters": "temperature 0.6", )" + model_info + "}");
-    server.route("GET", "/api/ps", [](const request&) {
-      return response_plan::json(200, R"({"models": []})");
-    });
+    server.route("GET", "/api/ps",
+                 [](const request&) { return response_plan::json(200, R"({"models": []})"); });
     auto info = describe(*make("qwen3:8b"));
     CHECK(info.context_window == 0);
     CHECK(info.context_window_source.find("default context") != std::string::npos);
@@ -283,22 +282,21 @@ TEST_CASE_FIXTURE(models_env, "context window: a hostile server leaves it unknow
   }
   SUBCASE("nested far too deep") {
     unknown_after(response_plan::json(200, std::string(200000, '[') + std::string(200000, ']')));
-    unknown_after(response_plan::json(
-      200, R"({"data": [{"id": "qwen3:8b", "max_model_len": 32768, "x": )"
-             + std::string(100, '[') + std::string(100, ']') + "}]}"));
+    unknown_after(
+      response_plan::json(200, R"({"data": [{"id": "qwen3:8b", "max_model_len": 32768, "x": )"
+                                 + std::string(100, '[') + std::string(100, ']') + "}]}"));
   }
   SUBCASE("windows of the wrong type or out of range") {
     for (const char* value : {R"("32768")", "-5", "0", "1e300", "32768.5", "true", "null",
                               R"({"a": 1})", "[32768]", "100000000000"})
       unknown_after(response_plan::json(
         200, std::string{R"({"data": [{"id": "qwen3:8b", "max_model_len": )"} + value
-               + R"(, "context_length": )" + value + R"(, "context_window": )" + value
-               + "}]}"));
+               + R"(, "context_length": )" + value + R"(, "context_window": )" + value + "}]}"));
   }
   SUBCASE("the wrong shapes everywhere, Ollama's endpoints too") {
-    for (const char* body : {"[]", R"({"data": {"id": "qwen3:8b"}})",
-                             R"({"data": [1, "x", null]})", "not json at all",
-                             R"({"data": [{"id": 5, "owned_by": ["library"]}]})"})
+    for (const char* body :
+         {"[]", R"({"data": {"id": "qwen3:8b"}})", R"({"data": [1, "x", null]})", "not json at all",
+          R"({"data": [{"id": 5, "owned_by": ["library"]}]})"})
       unknown_after(response_plan::json(200, body));
     // Ollama by owner, then /api/show and /api/ps with the wrong types.
     http_server ollama;

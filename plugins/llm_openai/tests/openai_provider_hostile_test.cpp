@@ -102,8 +102,7 @@ TEST_CASE("openai: a stream with finish reason and usage but no [DONE] is "
   // from the stream itself.
   quarry::test::test_host host{stall_after(std::chrono::hours{1})};
   auto rec = run(host, server);
-  REQUIRE_MESSAGE(rec->result.has_value(),
-                  (rec->failure ? rec->failure->message : std::string{}));
+  REQUIRE_MESSAGE(rec->result.has_value(), (rec->failure ? rec->failure->message : std::string{}));
   CHECK(rec->result->text == "Hi there");
   CHECK(rec->result->finish == sdk::finish_reason::stop);
   CHECK(rec->result->usage.output_tokens == 2);
@@ -121,8 +120,7 @@ TEST_CASE("openai: a stream with a finish reason that then stalls is accepted "
   });
   quarry::test::test_host host{stall_after(300ms)};
   auto rec = run(host, server);
-  REQUIRE_MESSAGE(rec->result.has_value(),
-                  (rec->failure ? rec->failure->message : std::string{}));
+  REQUIRE_MESSAGE(rec->result.has_value(), (rec->failure ? rec->failure->message : std::string{}));
   CHECK(rec->result->text == "Hi there");
   CHECK(rec->result->finish == sdk::finish_reason::stop);
   SUBCASE("without a finish reason the stall is still an error") {
@@ -145,8 +143,8 @@ TEST_CASE("openai: bytes that are not UTF-8 in a streamed delta arrive as U+FFFD
   server.route("POST", "/v1/chat/completions", [](const request&) {
     return response_plan::text(
       200,
-      "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf\xFF\"}}]}\n\n"
-        + finish_chunk + usage_chunk + "data: [DONE]\n\n",
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf\xFF\"}}]}\n\n" + finish_chunk
+        + usage_chunk + "data: [DONE]\n\n",
       "text/event-stream");
   });
   quarry::test::test_host host;

@@ -87,8 +87,7 @@ struct fixture_env {
   test_host host;
 
   std::unique_ptr<openai::provider> make(json extra = json::object()) {
-    json cfg{{"model", "gpt-4o"}, {"api_key", "sk-test-secret"},
-             {"base_url", server.url("/v1")}};
+    json cfg{{"model", "gpt-4o"}, {"api_key", "sk-test-secret"}, {"base_url", server.url("/v1")}};
     for (auto& [k, v] : extra.items())
       cfg[k] = v;
     return std::make_unique<openai::provider>(host, openai::parse_config(cfg));
@@ -140,8 +139,7 @@ TEST_CASE_FIXTURE(fixture_env, "openai replays every recorded stream, whole and 
         return split_stream(body, piece);
       });
       auto rec = run(*llm);
-      REQUIRE_MESSAGE(rec->result.has_value(),
-                      (rec->failure ? sdk::to_string(*rec->failure) : ""));
+      REQUIRE_MESSAGE(rec->result.has_value(), (rec->failure ? sdk::to_string(*rec->failure) : ""));
       const auto& res = *rec->result;
       CHECK(rec->finals == 1);
       std::string text;
@@ -187,9 +185,8 @@ TEST_CASE_FIXTURE(fixture_env,
     auto body = read_file(entry.path().string());
     auto status = name.find("__429_") != std::string::npos ? 429 : 400;
     REQUIRE((status == 429 || name.find("__400_") != std::string::npos));
-    server.route("POST", "/v1/chat/completions", [&](const request&) {
-      return response_plan::json(status, body);
-    });
+    server.route("POST", "/v1/chat/completions",
+                 [&](const request&) { return response_plan::json(status, body); });
     auto llm = make();
     auto rec = run(*llm);
     REQUIRE(rec->failure.has_value());
@@ -214,7 +211,8 @@ TEST_CASE_FIXTURE(fixture_env, "openai maps HTTP errors with headers") {
   SUBCASE("insufficient_quota") {
     server.route("POST", "/v1/chat/completions", [](const request&) {
       return response_plan::json(
-        429, R"({"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}})");
+        429,
+        R"({"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}})");
     });
     auto rec = run(*make());
     REQUIRE(rec->failure.has_value());
@@ -223,9 +221,10 @@ TEST_CASE_FIXTURE(fixture_env, "openai maps HTTP errors with headers") {
   }
   SUBCASE("rate limit with Retry-After") {
     server.route("POST", "/v1/chat/completions", [](const request&) {
-      return response_plan::json(
-               429, R"({"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}})")
-        .header("Retry-After", "7");
+      return response_plan::
+        json(429,
+             R"({"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}})")
+          .header("Retry-After", "7");
     });
     auto rec = run(*make());
     REQUIRE(rec->failure.has_value());
@@ -235,7 +234,8 @@ TEST_CASE_FIXTURE(fixture_env, "openai maps HTTP errors with headers") {
   SUBCASE("401 without leaking the key") {
     server.route("POST", "/v1/chat/completions", [](const request&) {
       return response_plan::json(
-        401, R"({"error":{"message":"Incorrect API key provided: sk-test-secret.","type":"invalid_request_error","code":"invalid_api_key"}})");
+        401,
+        R"({"error":{"message":"Incorrect API key provided: sk-test-secret.","type":"invalid_request_error","code":"invalid_api_key"}})");
     });
     auto rec = run(*make());
     REQUIRE(rec->failure.has_value());
@@ -246,7 +246,8 @@ TEST_CASE_FIXTURE(fixture_env, "openai maps HTTP errors with headers") {
   SUBCASE("Google RESOURCE_EXHAUSTED") {
     server.route("POST", "/v1/chat/completions", [](const request&) {
       return response_plan::json(
-        429, R"({"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"34.4s"}]}})");
+        429,
+        R"({"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"34.4s"}]}})");
     });
     auto rec = run(*make());
     REQUIRE(rec->failure.has_value());
@@ -257,7 +258,8 @@ TEST_CASE_FIXTURE(fixture_env, "openai maps HTTP errors with headers") {
     server.route("POST", "/v1/chat/completions", [](const request& r) {
       if (r.body.find("missing-model") != std::string::npos)
         return response_plan::json(
-          404, R"({"error":{"message":"The model `missing-model` does not exist","type":"invalid_request_error","code":"model_not_found"}})");
+          404,
+          R"({"error":{"message":"The model `missing-model` does not exist","type":"invalid_request_error","code":"model_not_found"}})");
       return response_plan::text(503, "upstream unavailable");
     });
     auto llm = make();
@@ -318,8 +320,9 @@ TEST_CASE_FIXTURE(fixture_env, "openai sends the expected request") {
     auto req = simple_request();
     req.max_tokens = 4000;
     req.temperature = 0.25;
-    req.tools.push_back({"web_search", "Search the web", json::parse(
-      R"({"type":"object","properties":{"q":{"type":"string"}},"required":["q"]})")});
+    req.tools.push_back(
+      {"web_search", "Search the web",
+       json::parse(R"({"type":"object","properties":{"q":{"type":"string"}},"required":["q"]})")});
     req.choice = sdk::tool_choice::automatic;
     auto rec = run(*llm, req);
     REQUIRE(rec->result.has_value());
@@ -333,7 +336,8 @@ TEST_CASE_FIXTURE(fixture_env, "openai sends the expected request") {
   }
   SUBCASE("Azure: api-key header and api-version") {
     route("/openai/deployments/dep1/chat/completions");
-    auto llm = make({{"azure", true}, {"api_version", "2024-10-21"},
+    auto llm = make({{"azure", true},
+                     {"api_version", "2024-10-21"},
                      {"base_url", server.url("/openai/deployments/dep1")}});
     auto rec = run(*llm);
     REQUIRE(rec->result.has_value());
@@ -354,7 +358,7 @@ TEST_CASE_FIXTURE(fixture_env, "openai sends the expected request") {
 
 TEST_CASE_FIXTURE(fixture_env, "openai cancel mid-stream reports cancelled exactly once") {
   auto body = read_file(fixture_path("llm/openai_chat/openai-python__text_basic.sse"));
-  auto cut = body.find("\n\n", body.find("\"content\":\"I") ) + 2;
+  auto cut = body.find("\n\n", body.find("\"content\":\"I")) + 2;
   server.route("POST", "/v1/chat/completions", [&](const request&) {
     response_plan plan{200};
     plan.header("Content-Type", "text/event-stream");
@@ -417,9 +421,8 @@ TEST_CASE_FIXTURE(fixture_env, "openai reports errors inside a 200 stream and tr
   SUBCASE("truncated stream") {
     auto body = read_file(fixture_path("llm/openai_chat/openai-python__text_basic.sse"));
     auto cut = body.find("\n\n", body.size() / 2) + 2;
-    server.route("POST", "/v1/chat/completions", [&](const request&) {
-      return split_stream(body.substr(0, cut), 13);
-    });
+    server.route("POST", "/v1/chat/completions",
+                 [&](const request&) { return split_stream(body.substr(0, cut), 13); });
     auto rec = run(*llm);
     REQUIRE(rec->failure.has_value());
     CHECK(rec->failure->code == errc::network);
@@ -430,7 +433,8 @@ TEST_CASE_FIXTURE(fixture_env, "openai reports errors inside a 200 stream and tr
   SUBCASE("a server that ignores stream:true") {
     server.route("POST", "/v1/chat/completions", [](const request&) {
       return response_plan::json(
-        200, R"({"id":"x","model":"llama3","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":7}})");
+        200,
+        R"({"id":"x","model":"llama3","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":7}})");
     });
     auto rec = run(*llm);
     REQUIRE(rec->result.has_value());
@@ -473,17 +477,15 @@ TEST_CASE("openai module loads through the plugin registry and streams") {
   REQUIRE(info != nullptr);
   CHECK(info->ok);
   CHECK(info->kind == sdk::plugin_kind::llm);
-  CHECK(std::get<std::string>(registry.make_llm("openai", {{"model", "m"}, {"typo", 1}}))
-          .find("typo") != std::string::npos);
+  CHECK(
+    std::get<std::string>(registry.make_llm("openai", {{"model", "m"}, {"typo", 1}})).find("typo")
+    != std::string::npos);
   http_server server;
-  auto body = read_file(
-    fixture_path("llm/openai_chat/openai-python__tool_calls_parallel_two.sse"));
-  server.route("POST", "/v1/chat/completions", [&](const request&) {
-    return response_plan::text(200, body, "text/event-stream");
-  });
-  auto made = registry.make_llm("openai", {{"model", "gpt-4o"},
-                                           {"base_url", server.url("/v1")},
-                                           {"context_window", 128000}});
+  auto body = read_file(fixture_path("llm/openai_chat/openai-python__tool_calls_parallel_two.sse"));
+  server.route("POST", "/v1/chat/completions",
+               [&](const request&) { return response_plan::text(200, body, "text/event-stream"); });
+  auto made = registry.make_llm(
+    "openai", {{"model", "gpt-4o"}, {"base_url", server.url("/v1")}, {"context_window", 128000}});
   REQUIRE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made));
   auto llm = std::get<std::shared_ptr<sdk::llm_provider>>(made);
   CHECK(llm->info().model == "gpt-4o");
@@ -501,12 +503,10 @@ TEST_CASE("openai module loads through the plugin registry and streams") {
   services.shutdown();
 }
 
-TEST_CASE_FIXTURE(fixture_env,
-                  "openai cancel racing with completion ends each call exactly once") {
+TEST_CASE_FIXTURE(fixture_env, "openai cancel racing with completion ends each call exactly once") {
   auto body = read_file(fixture_path("llm/openai_chat/openai-python__text_basic.sse"));
-  server.route("POST", "/v1/chat/completions", [&](const request&) {
-    return split_stream(body, 97);
-  });
+  server.route("POST", "/v1/chat/completions",
+               [&](const request&) { return split_stream(body, 97); });
   auto llm = make();
   int done = 0;
   int cancelled = 0;

@@ -62,15 +62,14 @@ std::string content_stream(const std::vector<std::string>& pieces,
   std::string out;
   for (const auto& p : pieces)
     out += "data: "
-           + json{{"model", model},
-                  {"choices", {{{"index", 0}, {"delta", {{"content", p}}}}}}}
+           + json{{"model", model}, {"choices", {{{"index", 0}, {"delta", {{"content", p}}}}}}}
                .dump()
            + "\n\n";
   if (!finish.empty())
     out += "data: "
            + json{{"model", model},
-                  {"choices", {{{"index", 0}, {"delta", json::object()},
-                                {"finish_reason", finish}}}}}
+                  {"choices",
+                   {{{"index", 0}, {"delta", json::object()}, {"finish_reason", finish}}}}}
                .dump()
            + "\n\n";
   out += "data: {\"choices\": [], \"usage\": {\"prompt_tokens\": 5, "
@@ -285,9 +284,9 @@ TEST_CASE_FIXTURE(env, "reasoning tags: named tags, turned off, and a template t
 
   CHECK_THROWS_WITH_AS(openai::parse_config(json{{"model", "m"}, {"reasoning_tags", "yes"}}),
                        doctest::Contains("reasoning_tags"), std::invalid_argument);
-  CHECK_THROWS_AS(openai::parse_config(
-                    json{{"model", "m"}, {"reasoning_tags", json::array({{"<a b>", "x"}})}}),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(
+    openai::parse_config(json{{"model", "m"}, {"reasoning_tags", json::array({{"<a b>", "x"}})}}),
+    std::invalid_argument);
 }
 
 TEST_CASE_FIXTURE(env, "field case empty-choices-stream: one empty_response error, "
@@ -313,8 +312,8 @@ TEST_CASE_FIXTURE(env, "field case empty-choices-stream: one empty_response erro
 
   // A choice with empty content and a stop, a thought and nothing after it,
   // and white space only: empty all the same.
-  for (auto pieces : std::vector<std::vector<std::string>>{
-         {""}, {"<think>only a thought</think>"}, {"  \n "}}) {
+  for (auto pieces :
+       std::vector<std::vector<std::string>>{{""}, {"<think>only a thought</think>"}, {"  \n "}}) {
     serve([pieces] { return sse(content_stream(pieces)); });
     auto rec = run(*llm);
     REQUIRE(rec->failure);
@@ -390,13 +389,15 @@ TEST_CASE_FIXTURE(env, "field case gateway-context-overflow: the cause in the me
   };
   std::vector<shape> shapes{
     // LiteLLM's proxy: a 500 around the upstream's context error.
-    {500, R"({"error":{"message":"litellm.ContextWindowExceededError: litellm.BadRequestError: )"
-          R"(This model's maximum context length is 8192 tokens.","type":null,"param":null,)"
-          R"("code":"500"}})",
+    {500,
+     R"({"error":{"message":"litellm.ContextWindowExceededError: litellm.BadRequestError: )"
+     R"(This model's maximum context length is 8192 tokens.","type":null,"param":null,)"
+     R"("code":"500"}})",
      errc::context_too_long},
     // OpenRouter: credits, inside a 200 with a relayed 402.
-    {200, R"({"error":{"message":"Insufficient credits. Add more using https://openrouter.ai",)"
-          R"("code":402}})",
+    {200,
+     R"({"error":{"message":"Insufficient credits. Add more using https://openrouter.ai",)"
+     R"("code":402}})",
      errc::quota},
     // A gateway's 502 around a model that does not exist.
     {502, R"({"error":{"message":"Upstream: The model `qwen9` does not exist","code":502}})",

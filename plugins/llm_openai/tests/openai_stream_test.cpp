@@ -104,8 +104,9 @@ TEST_CASE("openai decoder assembles the gemini chunk without tool-call index") {
     REQUIRE(out.result.tool_calls.size() == 1);
     CHECK(out.result.tool_calls[0].id == "call_297140");
     CHECK(out.result.tool_calls[0].name == "read");
-    CHECK(out.result.tool_calls[0].arguments
-          == R"({"offset":1,"limit":100,"path":"/app/skills/agent-runtime/stage-design/SKILL.md"})");
+    CHECK(
+      out.result.tool_calls[0].arguments
+      == R"({"offset":1,"limit":100,"path":"/app/skills/agent-runtime/stage-design/SKILL.md"})");
     CHECK(out.result.finish == sdk::finish_reason::tool_calls);
     CHECK(out.result.model == "gemini-3.8-flash");
     REQUIRE(out.seen.calls.size() == 1);
@@ -117,11 +118,11 @@ TEST_CASE("openai decoder assembles the gemini chunk without tool-call index") {
 
 TEST_CASE("openai decoder tolerates tool-call quirks of compatible servers") {
   SUBCASE("missing index: a new id starts a new call, no id continues the last") {
-    auto out = decode(sse({
-      R"({"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{\"x\""}}]}}]})",
-      R"({"choices":[{"delta":{"tool_calls":[{"function":{"arguments":":1}"}}]}}]})",
-      R"({"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"g","arguments":"{}"}}]}}]})",
-      R"({"choices":[{"delta":{},"finish_reason":"tool_calls"}]})"}));
+    auto out = decode(sse(
+      {R"({"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{\"x\""}}]}}]})",
+       R"({"choices":[{"delta":{"tool_calls":[{"function":{"arguments":":1}"}}]}}]})",
+       R"({"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"g","arguments":"{}"}}]}}]})",
+       R"({"choices":[{"delta":{},"finish_reason":"tool_calls"}]})"}));
     REQUIRE(out.result.tool_calls.size() == 2);
     CHECK(out.result.tool_calls[0].arguments == R"({"x":1})");
     CHECK(out.result.tool_calls[0].name == "f");
@@ -133,14 +134,14 @@ TEST_CASE("openai decoder tolerates tool-call quirks of compatible servers") {
     CHECK(out.seen.calls[2].index == 1);
   }
   SUBCASE("repeated empty names do not overwrite, indices from 1 are normalised") {
-    auto out = decode(sse({
-      R"({"choices":[{"delta":{"tool_calls":[{"index":1,"id":"c1","type":"function","function":{"name":"web_search","arguments":""}}]}}]})",
-      R"({"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"name":"","arguments":"{\"q\":"}}]}}]})",
-      R"({"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"name":"","arguments":"\"a\"}"}}]}}]})",
-      R"({"choices":[{"delta":{"tool_calls":[{"index":2,"id":"c2","function":{"name":"open_url","arguments":"{\"url\":\"u\"}"}}]}}]})",
-      R"({"choices":[{"delta":{},"finish_reason":"tool_calls"}]})",
-      // An empty piece after the finish reason.
-      R"({"choices":[{"delta":{"tool_calls":[{"index":2,"function":{"arguments":""}}]}}]})"}));
+    auto out = decode(sse(
+      {R"({"choices":[{"delta":{"tool_calls":[{"index":1,"id":"c1","type":"function","function":{"name":"web_search","arguments":""}}]}}]})",
+       R"({"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"name":"","arguments":"{\"q\":"}}]}}]})",
+       R"({"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"name":"","arguments":"\"a\"}"}}]}}]})",
+       R"({"choices":[{"delta":{"tool_calls":[{"index":2,"id":"c2","function":{"name":"open_url","arguments":"{\"url\":\"u\"}"}}]}}]})",
+       R"({"choices":[{"delta":{},"finish_reason":"tool_calls"}]})",
+       // An empty piece after the finish reason.
+       R"({"choices":[{"delta":{"tool_calls":[{"index":2,"function":{"arguments":""}}]}}]})"}));
     REQUIRE(out.state == openai::stream_decoder::state::done);
     REQUIRE(out.result.tool_calls.size() == 2);
     CHECK(out.result.tool_calls[0].name == "web_search");
@@ -154,29 +155,29 @@ TEST_CASE("openai decoder tolerates tool-call quirks of compatible servers") {
     CHECK(out.seen.calls[3].index == 1);
   }
   SUBCASE("a server reusing index 0 with new ids gets separate calls") {
-    auto out = decode(sse({
-      R"({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]}}]})",
-      R"({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"g","arguments":"{\"k\":2}"}}]}}]})",
-      R"({"choices":[{"delta":{},"finish_reason":"stop"}]})"}));
+    auto out = decode(sse(
+      {R"({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]}}]})",
+       R"({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"g","arguments":"{\"k\":2}"}}]}}]})",
+       R"({"choices":[{"delta":{},"finish_reason":"stop"}]})"}));
     REQUIRE(out.result.tool_calls.size() == 2);
     CHECK(out.result.tool_calls[1].name == "g");
     CHECK(out.result.tool_calls[1].arguments == R"({"k":2})");
     CHECK(out.result.finish == sdk::finish_reason::tool_calls);
   }
   SUBCASE("arguments sent as a JSON object and a call without id") {
-    auto out = decode(sse({
-      R"({"choices":[{"delta":{"tool_calls":[{"function":{"name":"f","arguments":{"a":[1,2]}}}]}}]})",
-      R"({"choices":[{"delta":{},"finish_reason":"tool_calls"}]})"}));
+    auto out = decode(sse(
+      {R"({"choices":[{"delta":{"tool_calls":[{"function":{"name":"f","arguments":{"a":[1,2]}}}]}}]})",
+       R"({"choices":[{"delta":{},"finish_reason":"tool_calls"}]})"}));
     REQUIRE(out.result.tool_calls.size() == 1);
     CHECK(out.result.tool_calls[0].id == "call_1");
     CHECK(out.result.tool_calls[0].arguments == R"({"a":[1,2]})");
   }
   SUBCASE("metadata-only elements create no call") {
-    auto out = decode(sse({
-      R"({"choices":[{"delta":{"tool_calls":[{"extra_content":{"google":{}}}]}}]})",
-      R"({"choices":[{"delta":{"tool_calls":[{"id":"k","function":{"name":"f","arguments":"{}"}}]}}]})",
-      R"({"choices":[{"delta":{"tool_calls":[{"extra_content":{"google":{}}}]}}]})",
-      R"({"choices":[{"delta":{},"finish_reason":"stop"}]})"}));
+    auto out = decode(sse(
+      {R"({"choices":[{"delta":{"tool_calls":[{"extra_content":{"google":{}}}]}}]})",
+       R"({"choices":[{"delta":{"tool_calls":[{"id":"k","function":{"name":"f","arguments":"{}"}}]}}]})",
+       R"({"choices":[{"delta":{"tool_calls":[{"extra_content":{"google":{}}}]}}]})",
+       R"({"choices":[{"delta":{},"finish_reason":"stop"}]})"}));
     REQUIRE(out.result.tool_calls.size() == 1);
     CHECK(out.result.tool_calls[0].arguments == "{}");
     REQUIRE(out.seen.calls.size() == 1);
@@ -184,21 +185,21 @@ TEST_CASE("openai decoder tolerates tool-call quirks of compatible servers") {
     CHECK(out.result.finish == sdk::finish_reason::tool_calls);
   }
   SUBCASE("a call without arguments gets {}") {
-    auto out = decode(sse({
-      R"({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"z","function":{"name":"now"}}]}}]})",
-      R"({"choices":[{"delta":{},"finish_reason":"tool_calls"}]})"}));
+    auto out = decode(sse(
+      {R"({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"z","function":{"name":"now"}}]}}]})",
+       R"({"choices":[{"delta":{},"finish_reason":"tool_calls"}]})"}));
     REQUIRE(out.result.tool_calls.size() == 1);
     CHECK(out.result.tool_calls[0].arguments == "{}");
   }
 }
 
 TEST_CASE("openai decoder reads reasoning from reasoning_content or reasoning") {
-  auto out = decode(sse({
-    R"({"model":"m","choices":[{"delta":{"role":"assistant","reasoning_content":"think "}}]})",
-    R"({"choices":[{"delta":{"reasoning":"more"}}]})",
-    R"({"choices":[{"delta":{"content":"answer"},"logprobs":null}],"obfuscation":"xyz","service_tier":"default"})",
-    R"({"choices":[{"delta":{},"finish_reason":"stop"}]})",
-    R"({"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":20,"completion_tokens_details":{"reasoning_tokens":5},"prompt_tokens_details":{"cached_tokens":3}}})"}));
+  auto out = decode(sse(
+    {R"({"model":"m","choices":[{"delta":{"role":"assistant","reasoning_content":"think "}}]})",
+     R"({"choices":[{"delta":{"reasoning":"more"}}]})",
+     R"({"choices":[{"delta":{"content":"answer"},"logprobs":null}],"obfuscation":"xyz","service_tier":"default"})",
+     R"({"choices":[{"delta":{},"finish_reason":"stop"}]})",
+     R"({"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":20,"completion_tokens_details":{"reasoning_tokens":5},"prompt_tokens_details":{"cached_tokens":3}}})"}));
   REQUIRE(out.state == openai::stream_decoder::state::done);
   CHECK(out.result.reasoning == "think more");
   CHECK(out.seen.reasoning == "think more");
@@ -212,10 +213,10 @@ TEST_CASE("openai decoder reads reasoning from reasoning_content or reasoning") 
 }
 
 TEST_CASE("openai decoder uses choice 0 only") {
-  auto out = decode(sse({
-    R"({"choices":[{"index":1,"delta":{"content":"B"}},{"index":0,"delta":{"content":"A"}}]})",
-    R"({"choices":[{"index":2,"delta":{"content":"C"},"finish_reason":"length"}]})",
-    R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})"}));
+  auto out = decode(
+    sse({R"({"choices":[{"index":1,"delta":{"content":"B"}},{"index":0,"delta":{"content":"A"}}]})",
+         R"({"choices":[{"index":2,"delta":{"content":"C"},"finish_reason":"length"}]})",
+         R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})"}));
   CHECK(out.result.text == "A");
   CHECK(out.result.finish == sdk::finish_reason::stop);
 }
@@ -235,8 +236,8 @@ TEST_CASE("openai decoder fails on malformed chunks and early ends") {
     CHECK(out.failure->message.find("stream ended early") != std::string::npos);
   }
   SUBCASE("a finish reason without [DONE] is enough") {
-    auto out = decode(sse({R"({"choices":[{"delta":{"content":"a"},"finish_reason":"length"}]})"},
-                          false));
+    auto out = decode(
+      sse({R"({"choices":[{"delta":{"content":"a"},"finish_reason":"length"}]})"}, false));
     REQUIRE(out.state == openai::stream_decoder::state::done);
     CHECK(out.result.finish == sdk::finish_reason::length);
   }
@@ -264,13 +265,15 @@ TEST_CASE("openai decoder classifies errors inside a 200 stream") {
     CHECK_FALSE(out.streamed);
   }
   SUBCASE("OpenRouter-style error chunk with choices") {
-    auto out = decode(sse({R"({"error":{"code":429,"message":"Rate limited. Please try again in 2s."},"choices":[{"delta":{"content":""},"finish_reason":"error"}]})"}));
+    auto out = decode(sse(
+      {R"({"error":{"code":429,"message":"Rate limited. Please try again in 2s."},"choices":[{"delta":{"content":""},"finish_reason":"error"}]})"}));
     REQUIRE(out.failure.has_value());
     CHECK(out.failure->code == errc::rate_limited);
     CHECK(out.failure->retry_after_ms == 2000);
   }
   SUBCASE("plain data error") {
-    auto out = decode(sse({R"({"error":{"message":"The server had an error","type":"server_error"}})"}));
+    auto out = decode(
+      sse({R"({"error":{"message":"The server had an error","type":"server_error"}})"}));
     REQUIRE(out.failure.has_value());
     CHECK(out.failure->code == errc::server_error);
     CHECK(out.failure->message.find("The server had an error") != std::string::npos);
@@ -294,16 +297,14 @@ TEST_CASE("openai error classification of the recorded error bodies") {
   std::vector<expectation> cases{
     {"issue-chatbot-ui-102__400_context_length_exceeded__raw_body.json", 400,
      errc::context_too_long, std::nullopt},
-    {"issue-climb-13__429_request_too_large_tpm.json", 429, errc::rate_limited,
+    {"issue-climb-13__429_request_too_large_tpm.json", 429, errc::rate_limited, std::nullopt},
+    {"issue-crewAI-examples-121__400_context_length_exceeded.json", 400, errc::context_too_long,
      std::nullopt},
-    {"issue-crewAI-examples-121__400_context_length_exceeded.json", 400,
-     errc::context_too_long, std::nullopt},
-    {"issue-deepwiki-open-144__400_context_length_exceeded_128k.json", 400,
-     errc::context_too_long, std::nullopt},
-    {"issue-gpt-newspaper-10__429_rate_limit_tokens_try_again.json", 429,
-     errc::rate_limited, 26604},
-    {"issue-gpt-pilot-17__429_rate_limit_tokens_2023_format.json", 429,
-     errc::rate_limited, 6},
+    {"issue-deepwiki-open-144__400_context_length_exceeded_128k.json", 400, errc::context_too_long,
+     std::nullopt},
+    {"issue-gpt-newspaper-10__429_rate_limit_tokens_try_again.json", 429, errc::rate_limited,
+     26604},
+    {"issue-gpt-pilot-17__429_rate_limit_tokens_2023_format.json", 429, errc::rate_limited, 6},
   };
   for (const auto& c : cases) {
     CAPTURE(c.file);
@@ -320,35 +321,70 @@ TEST_CASE("openai error classification of other shapes") {
   SUBCASE("insufficient_quota is never retried") {
     auto err = openai::classify_error(
       429, {{"x-should-retry", "true"}},
-      std::string_view{R"({"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}})"});
+      std::string_view{
+        R"({"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}})"});
     CHECK(err.code == errc::quota);
     CHECK_FALSE(err.retryable());
   }
   SUBCASE("Retry-After and retry-after-ms headers win over the message") {
-    auto body = std::string_view{R"({"error":{"message":"Please try again in 6ms.","type":"requests","code":"rate_limit_exceeded"}})"};
+    auto body = std::string_view{
+      R"({"error":{"message":"Please try again in 6ms.","type":"requests","code":"rate_limit_exceeded"}})"};
     CHECK(openai::classify_error(429, {{"Retry-After", "3"}}, body).retry_after_ms == 3000);
     CHECK(openai::classify_error(429, {{"retry-after-ms", "250"}}, body).retry_after_ms == 250);
     CHECK(openai::classify_error(429, {}, body).retry_after_ms == 6);
   }
   SUBCASE("Google RESOURCE_EXHAUSTED with RetryInfo") {
-    auto body = std::string_view{R"([{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure"},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"34.4s"}]}}])"};
+    auto body = std::string_view{
+      R"([{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure"},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"34.4s"}]}}])"};
     auto err = openai::classify_error(429, {}, body);
     CHECK(err.code == errc::rate_limited);
     CHECK(err.retry_after_ms == 34400);
     CHECK(err.message.find("Resource has been exhausted") != std::string::npos);
   }
   SUBCASE("statuses") {
-    CHECK(openai::classify_error(401, {}, std::string_view{R"({"error":{"message":"Incorrect API key","type":"invalid_request_error","code":"invalid_api_key"}})"}).code == errc::auth);
+    CHECK(
+      openai::classify_error(
+        401, {},
+        std::string_view{
+          R"({"error":{"message":"Incorrect API key","type":"invalid_request_error","code":"invalid_api_key"}})"})
+        .code
+      == errc::auth);
     CHECK(openai::classify_error(403, {}, std::string_view{"forbidden"}).code == errc::auth);
-    CHECK(openai::classify_error(404, {}, std::string_view{R"({"error":{"message":"The model `x` does not exist","type":"invalid_request_error","code":"model_not_found"}})"}).code == errc::not_found);
-    CHECK(openai::classify_error(400, {}, std::string_view{R"({"error":{"message":"The model `x` does not exist","code":"model_not_found"}})"}).code == errc::not_found);
-    CHECK(openai::classify_error(500, {}, std::string_view{R"({"error":{"message":"oops","type":"server_error"}})"}).code == errc::server_error);
+    CHECK(
+      openai::classify_error(
+        404, {},
+        std::string_view{
+          R"({"error":{"message":"The model `x` does not exist","type":"invalid_request_error","code":"model_not_found"}})"})
+        .code
+      == errc::not_found);
+    CHECK(openai::classify_error(
+            400, {},
+            std::string_view{
+              R"({"error":{"message":"The model `x` does not exist","code":"model_not_found"}})"})
+            .code
+          == errc::not_found);
+    CHECK(openai::classify_error(
+            500, {}, std::string_view{R"({"error":{"message":"oops","type":"server_error"}})"})
+            .code
+          == errc::server_error);
     CHECK(openai::classify_error(502, {}, std::string_view{"<html>Bad Gateway</html>"}).code
           == errc::server_error);
     CHECK(openai::classify_error(503, {}, std::string_view{"{}"}).code == errc::overloaded);
     CHECK(openai::classify_error(529, {}, std::string_view{""}).code == errc::overloaded);
-    CHECK(openai::classify_error(400, {}, std::string_view{R"({"error":{"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","code":400}})"}).code == errc::context_too_long);
-    CHECK(openai::classify_error(400, {}, std::string_view{R"({"error":{"message":"Unsupported parameter: 'max_tokens'","code":"unsupported_parameter"}})"}).code == errc::bad_request);
+    CHECK(
+      openai::classify_error(
+        400, {},
+        std::string_view{
+          R"({"error":{"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","code":400}})"})
+        .code
+      == errc::context_too_long);
+    CHECK(
+      openai::classify_error(
+        400, {},
+        std::string_view{
+          R"({"error":{"message":"Unsupported parameter: 'max_tokens'","code":"unsupported_parameter"}})"})
+        .code
+      == errc::bad_request);
   }
   SUBCASE("x-should-retry") {
     auto err = openai::classify_error(500, {{"x-should-retry", "false"}}, std::string_view{"{}"});
@@ -383,10 +419,8 @@ TEST_CASE("openai configuration validation") {
                   std::invalid_argument);
   CHECK_THROWS_AS(openai::parse_config({{"model", "m"}, {"prices", {{"input", 1.0}}}}),
                   std::invalid_argument);
-  CHECK_THROWS_AS(openai::parse_config({{"model", "m"}, {"modle", "x"}}),
-                  std::invalid_argument);
-  CHECK_THROWS_AS(openai::parse_config({{"model", "m"}, {"azure", "yes"}}),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(openai::parse_config({{"model", "m"}, {"modle", "x"}}), std::invalid_argument);
+  CHECK_THROWS_AS(openai::parse_config({{"model", "m"}, {"azure", "yes"}}), std::invalid_argument);
   CHECK_THROWS_AS(openai::parse_config({{"model", "m"}, {"max_tokens", -1}}),
                   std::invalid_argument);
   CHECK_THROWS_AS(openai::parse_config({{"model", "m"}, {"base_url", "ftp://x"}}),
@@ -416,8 +450,8 @@ TEST_CASE("openai request bodies") {
   result_msg.content = "sunny";
   req.messages.push_back(result_msg);
   SUBCASE("plain model without tools") {
-    auto cfg = openai::parse_config({{"model", "gpt-4o"}, {"temperature", 0.5},
-                                     {"max_tokens", 100}});
+    auto cfg = openai::parse_config(
+      {{"model", "gpt-4o"}, {"temperature", 0.5}, {"max_tokens", 100}});
     auto body = openai::request_body(cfg, req);
     CHECK(body["model"] == "gpt-4o");
     CHECK_FALSE(body.contains("tools"));
@@ -433,8 +467,10 @@ TEST_CASE("openai request bodies") {
     CHECK(msgs[0] == json{{"role", "system"}, {"content", "be brief"}});
     CHECK(msgs[2]["role"] == "assistant");
     CHECK(msgs[2]["content"].is_null());
-    CHECK(msgs[2]["tool_calls"]
-          == json::parse(R"([{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}])"));
+    CHECK(
+      msgs[2]["tool_calls"]
+      == json::parse(
+        R"([{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}])"));
     CHECK(msgs[3] == json{{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}});
   }
   SUBCASE("tools and tool_choice") {
@@ -451,9 +487,8 @@ TEST_CASE("openai request bodies") {
     CHECK_FALSE(openai::request_body(off, req).contains("tools"));
   }
   SUBCASE("reasoning models") {
-    auto cfg = openai::parse_config({{"model", "o3"}, {"reasoning", true},
-                                     {"reasoning_effort", "low"},
-                                     {"temperature", 0.2}});
+    auto cfg = openai::parse_config(
+      {{"model", "o3"}, {"reasoning", true}, {"reasoning_effort", "low"}, {"temperature", 0.2}});
     req.max_tokens = 5000;
     req.temperature = 0.7;
     auto body = openai::request_body(cfg, req);
@@ -469,8 +504,8 @@ TEST_CASE("openai request bodies") {
     CHECK(body["model"] == "o4-mini");
   }
   SUBCASE("URLs and headers") {
-    auto cfg = openai::parse_config({{"model", "m"}, {"api_key", "sk-1"},
-                                     {"organization", "org-1"}, {"project", "p-1"}});
+    auto cfg = openai::parse_config(
+      {{"model", "m"}, {"api_key", "sk-1"}, {"organization", "org-1"}, {"project", "p-1"}});
     auto http = openai::build_request(cfg, req);
     CHECK(http.method == "POST");
     CHECK(http.url == "https://api.openai.com/v1/chat/completions");
@@ -479,7 +514,9 @@ TEST_CASE("openai request bodies") {
     CHECK(sdk::find_header(http.headers, "OpenAI-Project") == "p-1");
     CHECK(json::parse(http.body) == openai::request_body(cfg, req));
     auto azure = openai::parse_config(
-      {{"model", "gpt-4o"}, {"api_key", "az"}, {"azure", true},
+      {{"model", "gpt-4o"},
+       {"api_key", "az"},
+       {"azure", true},
        {"api_version", "2024-10-21"},
        {"base_url", "https://r.openai.azure.com/openai/deployments/d1"}});
     auto ahttp = openai::build_request(azure, req);
@@ -488,10 +525,10 @@ TEST_CASE("openai request bodies") {
              "?api-version=2024-10-21");
     CHECK(sdk::find_header(ahttp.headers, "api-key") == "az");
     CHECK_FALSE(sdk::find_header(ahttp.headers, "authorization").has_value());
-    auto local = openai::parse_config({{"model", "llama3"},
-                                       {"base_url", "http://127.0.0.1:8080/v1"}});
-    CHECK_FALSE(sdk::find_header(openai::build_request(local, req).headers,
-                                 "authorization").has_value());
+    auto local = openai::parse_config(
+      {{"model", "llama3"}, {"base_url", "http://127.0.0.1:8080/v1"}});
+    CHECK_FALSE(
+      sdk::find_header(openai::build_request(local, req).headers, "authorization").has_value());
   }
   CHECK(openai::redact("key sk-abc123 and sk-abc123", "sk-abc123") == "key *** and ***");
   // A short key garbled the provider's own words ("invalid_api_***ey").
@@ -504,10 +541,15 @@ TEST_CASE("openai request text is the request body as dump_json writes it, byte 
   std::string controls;
   for (int c = 0; c < 0x20; ++c)
     controls += static_cast<char>(c);
-  const std::vector<std::string> texts{
-    "", "plain", "quote \" backslash \\ slash / tab\t", controls, "del \x7f",
-    "caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x98\x80", "bad \xff\xfe byte", "cut \xe2\x80",
-    std::string(70000, 'x') + "\n"};
+  const std::vector<std::string> texts{"",
+                                       "plain",
+                                       "quote \" backslash \\ slash / tab\t",
+                                       controls,
+                                       "del \x7f",
+                                       "caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x98\x80",
+                                       "bad \xff\xfe byte",
+                                       "cut \xe2\x80",
+                                       std::string(70000, 'x') + "\n"};
   for (const auto& text : texts) {
     sdk::chat_request req;
     req.messages.push_back({sdk::role::system, text, {}, {}, {}, {}, {}});
@@ -552,25 +594,25 @@ TEST_CASE("openai request text is the request body as dump_json writes it, byte 
 
 TEST_CASE("openai decoder reads every recording and unusual chunk shapes alike in any pieces") {
   std::vector<std::string> streams;
-  for (const auto& entry : std::filesystem::directory_iterator{
-         std::string{QUARRY_FIXTURES_DIR} + "/llm/openai_chat"})
+  for (const auto& entry :
+       std::filesystem::directory_iterator{std::string{QUARRY_FIXTURES_DIR} + "/llm/openai_chat"})
     if (entry.path().extension() == ".sse")
       streams.push_back(fixture("llm/openai_chat/" + entry.path().filename().string()));
   REQUIRE(streams.size() >= 12);
   // Unusual shapes: duplicate keys, `message` instead of `delta`, several
   // choices with index 0, non-integer indices, arguments as a JSON value, a
   // byte-order mark, nulls and wrong types, trailing garbage.
-  streams.push_back(sse({
-    R"({"choices":[{"index":0,"delta":{"content":"a","content":"b"}}]})",
-    R"({"choices":[{"index":0,"message":{"content":"whole"}}]})",
-    R"({"choices":[{"delta":{"content":"x"}},{"index":0,"delta":{"content":"y"}}]})",
-    R"({"choices":[{"index":0.0,"delta":{"content":"f"}}]})",
-    R"({"choices":[{"index":"0","delta":{"content":"s\u00e9\ud83d\ude00"}}]})",
-    R"({"choices":[{"index":0,"delta":{"tool_calls":[1,{"id":"q","function":{"name":"n","arguments":{"k":1}}}]}}]})",
-    R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":-1,"function":{"arguments":"{}"}}]}}]})",
-    "\xEF\xBB\xBF{\"choices\":[{\"delta\":{\"content\":\"bom\"}}]}",
-    R"({"choices":[{"index":0,"delta":{"content":null,"refusal":7,"reasoning":"r"},"finish_reason":null}],"usage":null,"error":null})",
-    R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]} trailing)"}));
+  streams.push_back(sse(
+    {R"({"choices":[{"index":0,"delta":{"content":"a","content":"b"}}]})",
+     R"({"choices":[{"index":0,"message":{"content":"whole"}}]})",
+     R"({"choices":[{"delta":{"content":"x"}},{"index":0,"delta":{"content":"y"}}]})",
+     R"({"choices":[{"index":0.0,"delta":{"content":"f"}}]})",
+     R"({"choices":[{"index":"0","delta":{"content":"s\u00e9\ud83d\ude00"}}]})",
+     R"({"choices":[{"index":0,"delta":{"tool_calls":[1,{"id":"q","function":{"name":"n","arguments":{"k":1}}}]}}]})",
+     R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":-1,"function":{"arguments":"{}"}}]}}]})",
+     "\xEF\xBB\xBF{\"choices\":[{\"delta\":{\"content\":\"bom\"}}]}",
+     R"({"choices":[{"index":0,"delta":{"content":null,"refusal":7,"reasoning":"r"},"finish_reason":null}],"usage":null,"error":null})",
+     R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]} trailing)"}));
   for (const auto& bytes : streams) {
     // Byte by byte and whole: the same callbacks and the same result.
     auto bytewise = decode(bytes, 1);
@@ -593,7 +635,9 @@ TEST_CASE("openai decoder reads every recording and unusual chunk shapes alike i
   auto last = decode(streams.back());
   CHECK(last.state == openai::stream_decoder::state::failed);
   CHECK(last.failure->code == errc::invalid_response);
-  CHECK(last.result.text == "bwholexyfs\xc3\xa9\xf0\x9f\x98\x80" "bom");
+  CHECK(last.result.text
+        == "bwholexyfs\xc3\xa9\xf0\x9f\x98\x80"
+           "bom");
   CHECK(last.result.reasoning == "r");
   REQUIRE(last.result.tool_calls.size() == 1);
   CHECK(last.result.tool_calls[0].arguments == R"({"k":1}{})");

@@ -33,10 +33,9 @@ using test::run_tool;
 namespace {
 
 void write_docs(const test::temp_dir& tmp) {
-  tmp.write("docs/heat.md",
-            "# Heat pumps\n\nA heat pump moves heat with a refrigerant "
-            "cycle.\n\n## Efficiency\n\nThe coefficient of performance is "
-            "often above three.\n");
+  tmp.write("docs/heat.md", "# Heat pumps\n\nA heat pump moves heat with a refrigerant "
+                            "cycle.\n\n## Efficiency\n\nThe coefficient of performance is "
+                            "often above three.\n");
   tmp.write("docs/solar.txt", "Solar panels turn sunlight into "
                               "electricity.\n");
 }
@@ -59,19 +58,15 @@ TEST_CASE("local_corpus config") {
   CHECK(cfg.max_results == 3);
   CHECK_THROWS_AS(parse_config({{"dbb", "x"}}, "/d"), std::invalid_argument);
   CHECK_THROWS_AS(parse_config({{"db", 1}}, "/d"), std::invalid_argument);
-  CHECK_THROWS_AS(parse_config({{"max_results", 0}}, "/d"),
-                  std::invalid_argument);
-  CHECK_THROWS_AS(parse_config({{"max_results", "5"}}, "/d"),
-                  std::invalid_argument);
-  CHECK_THROWS_AS(parse_config(nlohmann::json::object(), ""),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(parse_config({{"max_results", 0}}, "/d"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_config({{"max_results", "5"}}, "/d"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_config(nlohmann::json::object(), ""), std::invalid_argument);
 }
 
 TEST_CASE("local_corpus normalises queries") {
   using v = std::vector<std::string>;
   CHECK(normalize_queries({{"queries", "  heat\tpumps \x01"}}) == v{"heat pumps"});
-  CHECK(normalize_queries({{"queries", {"a  b", "a b", "", " ", "c"}}})
-        == v{"a b", "c"});
+  CHECK(normalize_queries({{"queries", {"a  b", "a b", "", " ", "c"}}}) == v{"a b", "c"});
   CHECK_FALSE(normalize_queries({{"query", "x"}}).has_value());
   // 500 queries from a model: the first ten are searched.
   auto many = nlohmann::json::array();
@@ -97,16 +92,14 @@ TEST_CASE("local_corpus internal_search tool through the plugin registry") {
   cfg.runtime.data_dir = tmp.file("data");
   host::host_services services{cfg};
   host::plugin_registry registry{services};
-  auto err = registry.load_file(std::string{QUARRY_PLUGIN_DIR}
-                                + "/quarry_local_corpus.so");
+  auto err = registry.load_file(std::string{QUARRY_PLUGIN_DIR} + "/quarry_local_corpus.so");
   REQUIRE_FALSE(err.has_value());
   const auto* info = registry.find("local_corpus");
   REQUIRE(info != nullptr);
   CHECK(info->kind == sdk::plugin_kind::tool);
   auto bad = registry.make_tool("local_corpus", {{"dbfile", "x"}});
   REQUIRE(std::holds_alternative<std::string>(bad));
-  CHECK(std::get<std::string>(bad).find("unknown configuration key 'dbfile'")
-        != std::string::npos);
+  CHECK(std::get<std::string>(bad).find("unknown configuration key 'dbfile'") != std::string::npos);
   auto made = registry.make_tool("local_corpus", {{"db", db}});
   REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
   auto tool = std::get<std::shared_ptr<sdk::tool>>(made);
@@ -116,15 +109,13 @@ TEST_CASE("local_corpus internal_search tool through the plugin registry") {
   CHECK(params["required"] == nlohmann::json{"queries"});
   CHECK(params["properties"]["queries"]["type"] == "array");
   SUBCASE("finds the right passage") {
-    auto r = run_tool(*tool, {{"queries", {"coefficient of performance",
-                                           "sunlight electricity"}}});
+    auto r = run_tool(*tool, {{"queries", {"coefficient of performance", "sunlight electricity"}}});
     REQUIRE_FALSE(r.failure.has_value());
     auto j = nlohmann::json::parse(r.llm_text);
     REQUIRE(j["results"].size() == 2);
     CHECK(j["results"][0]["document"] == 1);
     CHECK(j["results"][0]["title"] == "Heat pumps");
-    CHECK(j["results"][0]["content"]
-          == "The coefficient of performance is often above three.");
+    CHECK(j["results"][0]["content"] == "The coefficient of performance is often above three.");
     auto heat = fs::weakly_canonical(tmp.file("docs/heat.md")).string();
     CHECK(j["results"][0]["url"] == "file://" + heat);
     CHECK(j["results"][1]["document"] == 2);
@@ -138,8 +129,7 @@ TEST_CASE("local_corpus internal_search tool through the plugin registry") {
     CHECK(r.documents[1].title == "solar");
   }
   SUBCASE("hostile queries give results or none, never errors") {
-    auto r = run_tool(*tool, {{"queries", {"\"", "NEAR(", "*", "(((", "-",
-                                           "heat*", ""}}});
+    auto r = run_tool(*tool, {{"queries", {"\"", "NEAR(", "*", "(((", "-", "heat*", ""}}});
     REQUIRE_FALSE(r.failure.has_value());
     auto j = nlohmann::json::parse(r.llm_text);
     REQUIRE(j["results"].size() == 1);
@@ -196,9 +186,7 @@ TEST_CASE("local_corpus caps the results at max_results") {
   CHECK(j["results"].size() == 5);
   CHECK(r.documents.size() == 5);
   test::test_host host;
-  internal_search_tool tool{host, parse_config({{"db", tmp.file("c.db")},
-                                                {"max_results", 3}},
-                                               "")};
+  internal_search_tool tool{host, parse_config({{"db", tmp.file("c.db")}, {"max_results", 3}}, "")};
   auto out = run_tool(tool, {{"queries", "common"}});
   CHECK(nlohmann::json::parse(out.llm_text)["results"].size() == 3);
 }

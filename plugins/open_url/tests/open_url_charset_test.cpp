@@ -66,19 +66,16 @@ std::string gbk_field_page() {
 }
 
 // A page of `paragraphs` under `title`, without any charset label.
-std::string page_html(const std::string& title,
-                      const std::vector<std::string>& paragraphs) {
+std::string page_html(const std::string& title, const std::vector<std::string>& paragraphs) {
   std::string html = "<!DOCTYPE html><html><head><title>" + title
-                     + "</title></head><body><nav>menu</nav><article><h1>"
-                     + title + "</h1>";
+                     + "</title></head><body><nav>menu</nav><article><h1>" + title + "</h1>";
   for (const auto& p : paragraphs)
     html += "<p>" + p + "</p>\n";
   return html + "</article><footer>footer</footer></body></html>";
 }
 
 std::unique_ptr<open_url_tool> make_tool(test::test_host& host) {
-  return std::make_unique<open_url_tool>(
-    host, parse_config({{"allow", {"127.0.0.1"}}}, ""));
+  return std::make_unique<open_url_tool>(host, parse_config({{"allow", {"127.0.0.1"}}}, ""));
 }
 
 json results_of(const sdk::tool_result& r) {
@@ -109,17 +106,16 @@ TEST_CASE("open_url field case: an undeclared GBK page is read as Chinese, "
   REQUIRE_FALSE(sdk::is_valid_utf8(bytes));
   REQUIRE(bytes.find("charset") == std::string::npos);
   test::http_server server;
-  server.route("GET", "/heat-pumps", [&](const test::request&) {
-    return response_plan::text(200, bytes, "text/html");
-  });
+  server.route("GET", "/heat-pumps",
+               [&](const test::request&) { return response_plan::text(200, bytes, "text/html"); });
   // The plugin as research loads it: from disk.
   test::temp_dir tmp;
   core::settings cfg;
   cfg.runtime.data_dir = tmp.file("data");
   host::host_services services{cfg};
   host::plugin_registry registry{services};
-  REQUIRE_FALSE(registry.load_file(std::string{QUARRY_PLUGIN_DIR} + "/quarry_open_url.so")
-                  .has_value());
+  REQUIRE_FALSE(
+    registry.load_file(std::string{QUARRY_PLUGIN_DIR} + "/quarry_open_url.so").has_value());
   auto made = registry.make_tool("open_url", {{"allow", {"127.0.0.1"}}});
   REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
   auto tool = std::get<std::shared_ptr<sdk::tool>>(made);
@@ -137,8 +133,7 @@ TEST_CASE("open_url field case: an undeclared GBK page is read as Chinese, "
   // The document keeps the note with the text.
   REQUIRE(r.documents.size() == 1);
   CHECK(r.documents[0].title == "空气源热泵的低温性能");
-  CHECK(r.documents[0].content.rfind("[encoding guessed: gb18030 (no charset label)]\n\n", 0)
-        == 0);
+  CHECK(r.documents[0].content.rfind("[encoding guessed: gb18030 (no charset label)]\n\n", 0) == 0);
   CHECK(r.documents[0].content.find("除霜也是影响冬季效率的重要因素") != std::string::npos);
   CHECK_FALSE(has_replacement(r.documents[0].content));
   services.shutdown();
@@ -152,11 +147,11 @@ TEST_CASE("open_url: the GBK page under a wrong UTF-8 label is a read failure, "
     return response_plan::text(200, bytes, "text/html; charset=utf-8");
   });
   server.route("GET", "/good", [](const test::request&) {
-    return response_plan::text(
-      200,
-      page_html("Heat pumps", {"Air source heat pumps lose capacity in deep "
-                               "cold, so northern units carry backup heaters."}),
-      "text/html; charset=utf-8");
+    return response_plan::text(200,
+                               page_html("Heat pumps",
+                                         {"Air source heat pumps lose capacity in deep "
+                                          "cold, so northern units carry backup heaters."}),
+                               "text/html; charset=utf-8");
   });
   test::test_host host;
   auto tool = make_tool(host);
@@ -165,11 +160,9 @@ TEST_CASE("open_url: the GBK page under a wrong UTF-8 label is a read failure, "
   CHECK(r.failure->code == sdk::errc::invalid_response);
   CHECK(r.documents.empty());
   CAPTURE(r.llm_text);
-  CHECK(r.llm_text.find("Failed to fetch content from URLs " + server.url("/mislabelled"))
-        == 0);
+  CHECK(r.llm_text.find("Failed to fetch content from URLs " + server.url("/mislabelled")) == 0);
   CHECK(r.llm_text.find("the page decodes to unreadable text") != std::string::npos);
-  CHECK(r.llm_text.find("replacement characters (U+FFFD), read as UTF-8")
-        != std::string::npos);
+  CHECK(r.llm_text.find("replacement characters (U+FFFD), read as UTF-8") != std::string::npos);
   CHECK_FALSE(has_replacement(r.llm_text));
   // Beside a good page, it is listed as failed and the good one is read.
   auto mixed = run_tool(*tool, {{"urls", {server.url("/mislabelled"), server.url("/good")}}});
@@ -190,12 +183,14 @@ TEST_CASE("open_url guesses Shift-JIS and windows-1251 pages without labels") {
     std::vector<std::string> paragraphs;
   };
   const std::vector<page_case> cases{
-    {"SHIFT_JIS", "encoding guessed: Shift_JIS (no charset label)",
+    {"SHIFT_JIS",
+     "encoding guessed: Shift_JIS (no charset label)",
      "東京の天気予報",
      {"明日の東京は晴れのち曇り、最高気温は二十五度の予想です。",
       "夕方からは所により雨が降るでしょう。お出かけの際は傘をお持ちください。",
       "週末は高気圧に覆われて、全国的に穏やかな天気が続く見込みです。"}},
-    {"CP1251", "encoding guessed: windows-1251 (no charset label)",
+    {"CP1251",
+     "encoding guessed: windows-1251 (no charset label)",
      "Погода в Москве",
      {"Завтра в Москве ожидается облачная погода, температура воздуха днём "
       "составит около пятнадцати градусов.",
@@ -205,8 +200,7 @@ TEST_CASE("open_url guesses Shift-JIS and windows-1251 pages without labels") {
   test::http_server server;
   std::map<std::string, std::string> bodies;
   for (const auto& c : cases)
-    bodies[std::string{"/"} + c.encoder] = encode(page_html(c.title, c.paragraphs),
-                                                  c.encoder);
+    bodies[std::string{"/"} + c.encoder] = encode(page_html(c.title, c.paragraphs), c.encoder);
   for (const auto& [path, body] : bodies) {
     REQUIRE_FALSE(sdk::is_valid_utf8(body));
     server.route("GET", path, [body = body](const test::request&) {
@@ -242,12 +236,10 @@ TEST_CASE("open_url reads an unlabelled Latin page as windows-1252 and a UTF-8 "
                         {"This page is UTF-8 and says so nowhere; it reads "
                          "as UTF-8 all the same: \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E."});
   test::http_server server;
-  server.route("GET", "/latin", [&](const test::request&) {
-    return response_plan::text(200, latin, "text/html");
-  });
-  server.route("GET", "/utf8", [&](const test::request&) {
-    return response_plan::text(200, utf8, "text/html");
-  });
+  server.route("GET", "/latin",
+               [&](const test::request&) { return response_plan::text(200, latin, "text/html"); });
+  server.route("GET", "/utf8",
+               [&](const test::request&) { return response_plan::text(200, utf8, "text/html"); });
   test::test_host host;
   auto tool = make_tool(host);
   auto r = run_tool(*tool, {{"urls", {server.url("/latin")}}});
@@ -276,9 +268,8 @@ TEST_CASE("open_url: random bytes are a read failure, labelled or not") {
   server.route("GET", "/high", [&](const test::request&) {
     return response_plan::text(200, high, "text/html; charset=utf-8");
   });
-  server.route("GET", "/any", [&](const test::request&) {
-    return response_plan::text(200, any, "text/html");
-  });
+  server.route("GET", "/any",
+               [&](const test::request&) { return response_plan::text(200, any, "text/html"); });
   test::test_host host;
   auto tool = make_tool(host);
   for (auto path : {"/high", "/any"}) {
@@ -338,8 +329,7 @@ TEST_CASE("decoder: a guess is taken only when it fits, windows-1252 is the "
           == 0);
   }
   // An answer too long to be a name is no answer.
-  CHECK(extract::decode_document(latin, "", says(std::string(500, 'a'))).note
-        == unsure.note);
+  CHECK(extract::decode_document(latin, "", says(std::string(500, 'a'))).note == unsure.note);
   // Nothing fits: UTF-8 with U+FFFD, and the note says so.
   auto noise = random_bytes(2048, 0, 3);
   auto none = extract::decode_document(noise, "", says("windows-1252"));
@@ -348,8 +338,7 @@ TEST_CASE("decoder: a guess is taken only when it fits, windows-1252 is the "
   CHECK(none.note == "no charset label, and no encoding fits the bytes: read as UTF-8");
   // Labels, BOMs and UTF-8 never ask the detector.
   calls = 0;
-  CHECK(extract::decode_document(latin, "text/html; charset=iso-8859-1", says("gbk"))
-          .charset
+  CHECK(extract::decode_document(latin, "text/html; charset=iso-8859-1", says("gbk")).charset
         == "windows-1252");
   CHECK(extract::decode_document("<meta charset=koi8-r>" + latin, "", says("gbk")).charset
         == "KOI8-R");

@@ -157,7 +157,8 @@ TEST_CASE("open_url refuses hostile URLs with clear reasons") {
   }
   // Userinfo and IDN names are URLs; names are checked on their addresses.
   CHECK_FALSE(policy.check_url("https://user:secret@example.com/"));
-  CHECK_FALSE(policy.check_url("https://b\xC3\xBC" "cher.example/"));
+  CHECK_FALSE(policy.check_url("https://b\xC3\xBC"
+                               "cher.example/"));
   CHECK(policy.check_url("http://user:secret@[::1]:8080/"));
   // Duplicates differ only in case, dot segments, an empty path or the
   // fragment; credentials never reach the key.
@@ -167,8 +168,8 @@ TEST_CASE("open_url refuses hostile URLs with clear reasons") {
   CHECK(url_key("https://Example.com?q#f") == "https://example.com?q");
   CHECK(url_key("https://u:pw@example.com:8443/x") == "https://example.com:8443/x");
   CHECK(url_key("corpus:12#part") == "corpus:12");
-  auto list = normalize_urls({{"urls", {"https://Example.com/a#x", "https://example.com/a",
-                                        "https://example.com/./a"}}});
+  auto list = normalize_urls(
+    {{"urls", {"https://Example.com/a#x", "https://example.com/a", "https://example.com/./a"}}});
   REQUIRE(list);
   CHECK(list->urls == std::vector<std::string>{"https://Example.com/a#x"});
 }
@@ -191,21 +192,19 @@ TEST_CASE("open_url allow-lists addresses, ranges and host names") {
   CHECK(policy.check_url("http://169.254.169.254/"));
   for (auto bad : {"", "10.0.0.0/33", "not a host!", "1.2.3.4/x", "a/b"}) {
     CAPTURE(bad);
-    CHECK(std::holds_alternative<std::string>(
-      fetch::address_policy::make({bad})));
+    CHECK(std::holds_alternative<std::string>(fetch::address_policy::make({bad})));
   }
 }
 
 TEST_CASE("open_url parses its fetch options") {
-  auto ok = fetch::parse_fetch_options(
-    {{"allow", {"127.0.0.1"}},
-     {"connect_timeout", 2},
-     {"stall_timeout", "500ms"},
-     {"call_timeout", "1m30s"},
-     {"max_redirects", 3},
-     {"max_html_size", "1MiB"},
-     {"max_pdf_size", 4096},
-     {"something_else", true}});
+  auto ok = fetch::parse_fetch_options({{"allow", {"127.0.0.1"}},
+                                        {"connect_timeout", 2},
+                                        {"stall_timeout", "500ms"},
+                                        {"call_timeout", "1m30s"},
+                                        {"max_redirects", 3},
+                                        {"max_html_size", "1MiB"},
+                                        {"max_pdf_size", 4096},
+                                        {"something_else", true}});
   REQUIRE(std::holds_alternative<fetch::fetch_options>(ok));
   const auto& o = std::get<fetch::fetch_options>(ok);
   CHECK(o.allow == std::vector<std::string>{"127.0.0.1"});
@@ -223,13 +222,11 @@ TEST_CASE("open_url parses its fetch options") {
   CHECK(defaults.max_redirects == 10);
   CHECK(defaults.max_html_bytes == 20 * 1024 * 1024);
   CHECK(defaults.max_pdf_bytes == 50 * 1024 * 1024);
-  for (auto bad : {nlohmann::json{{"allow", "127.0.0.1"}},
-                   nlohmann::json{{"allow", {"bad entry!"}}},
-                   nlohmann::json{{"connect_timeout", -1}},
-                   nlohmann::json{{"stall_timeout", "soon"}},
-                   nlohmann::json{{"max_redirects", 99}},
-                   nlohmann::json{{"max_html_size", "12 parsecs"}},
-                   nlohmann::json{{"user_agent", ""}}}) {
+  for (auto bad :
+       {nlohmann::json{{"allow", "127.0.0.1"}}, nlohmann::json{{"allow", {"bad entry!"}}},
+        nlohmann::json{{"connect_timeout", -1}}, nlohmann::json{{"stall_timeout", "soon"}},
+        nlohmann::json{{"max_redirects", 99}}, nlohmann::json{{"max_html_size", "12 parsecs"}},
+        nlohmann::json{{"user_agent", ""}}}) {
     CAPTURE(bad.dump());
     auto r = fetch::parse_fetch_options(bad);
     REQUIRE(std::holds_alternative<std::string>(r));
@@ -242,11 +239,9 @@ TEST_CASE("open_url detects PDFs by type, path and bytes") {
   CHECK(fetch::is_pdf("application/x-pdf; q=1", "https://a/b", ""));
   CHECK(fetch::is_pdf("text/html", "https://a/b", "  \n%PDF-1.4\n"));
   CHECK(fetch::is_pdf("", "https://a/paper.PDF?x=1", ""));
-  CHECK_FALSE(fetch::is_pdf("", "https://a/paper.pdf",
-                            "<!DOCTYPE html><html><body>landing"));
+  CHECK_FALSE(fetch::is_pdf("", "https://a/paper.pdf", "<!DOCTYPE html><html><body>landing"));
   CHECK_FALSE(fetch::is_pdf("text/html", "https://a/b", "<html>"));
-  CHECK(fetch::last_path_segment("https://a/dir/My%20Paper.pdf?x=1")
-        == "My Paper.pdf");
+  CHECK(fetch::last_path_segment("https://a/dir/My%20Paper.pdf?x=1") == "My Paper.pdf");
 }
 
 TEST_CASE("open_url normalises the urls argument") {
@@ -259,14 +254,10 @@ TEST_CASE("open_url normalises the urls argument") {
   REQUIRE(str_array);
   CHECK(str_array->urls.size() == 2);
   auto dups = normalize_urls(json{{"urls",
-                                   {"https://A.example/x", "", "   ",
-                                    "https://a.example/x#frag",
-                                    "https://a.example/x", "https://a.example/X",
-                                    42, nullptr}}});
+                                   {"https://A.example/x", "", "   ", "https://a.example/x#frag",
+                                    "https://a.example/x", "https://a.example/X", 42, nullptr}}});
   REQUIRE(dups);
-  CHECK(dups->urls
-        == std::vector<std::string>{"https://A.example/x",
-                                    "https://a.example/X", "42"});
+  CHECK(dups->urls == std::vector<std::string>{"https://A.example/x", "https://a.example/X", "42"});
   json many = json::array();
   for (int i = 0; i < 13; ++i)
     many.push_back("https://e.example/" + std::to_string(i));
@@ -364,8 +355,7 @@ TEST_CASE("open_url matches snippets across punctuation, case and quotes") {
         == "The \xE2\x80\x9CQuick\xE2\x80\x9D brown fox\xE2\x80\x94jumped");
   auto apos = find_snippet(content, "lazy dog\xE2\x80\x99s");
   REQUIRE(apos);
-  CHECK(content.substr(apos->first, apos->second - apos->first)
-        == "lazy dog's");
+  CHECK(content.substr(apos->first, apos->second - apos->first) == "lazy dog's");
   CHECK_FALSE(find_snippet(content, "   ...   "));
   CHECK_FALSE(find_snippet("", "x"));
 }
@@ -399,8 +389,8 @@ TEST_CASE("open_url keeps to the character budget") {
   auto json2 = nlohmann::json::parse(text2);
   CHECK(json2["results"][2]["content"].get<std::string>() == std::string(224, 'c'));
   CHECK_FALSE(json2.contains("failed"));
-  auto [text3, _] = format_sections(secs, {{"https://x", "upstream returned HTTP 404"}},
-                                    "a note", 150000, 5);
+  auto [text3, _] = format_sections(secs, {{"https://x", "upstream returned HTTP 404"}}, "a note",
+                                    150000, 5);
   auto json3 = nlohmann::json::parse(text3);
   CHECK(json3["results"][0]["document"] == 5);
   CHECK(json3["failed"][0]["reason"] == "upstream returned HTTP 404");
@@ -418,8 +408,7 @@ TEST_CASE("open_url keeps to the character budget") {
 }
 
 TEST_CASE("open_url words its failure message like Onyx") {
-  CHECK(failure_message({}, {})
-        == "Failed to fetch content from the requested resources.");
+  CHECK(failure_message({}, {}) == "Failed to fetch content from the requested resources.");
   CHECK(failure_message({}, {{"https://b", "upstream returned HTTP 404"},
                              {"https://a", ""},
                              {"https://b", "second reason"}})
@@ -430,11 +419,9 @@ TEST_CASE("open_url words its failure message like Onyx") {
         == "Failed to fetch content from documents corpus:2, corpus:9 and "
            "URLs https://a (network error while fetching the URL)");
   // Spec 19.13: a blank URL entry is left out.
-  CHECK(failure_message({"doc-1", "doc-2"}, {{"", "x"},
-                                             {"https://x.com/",
-                                              "upstream returned HTTP 500"}})
+  CHECK(failure_message({"doc-1", "doc-2"},
+                        {{"", "x"}, {"https://x.com/", "upstream returned HTTP 500"}})
         == "Failed to fetch content from documents doc-1, doc-2 and URLs "
            "https://x.com/ (upstream returned HTTP 500)");
-  CHECK(missing_urls_message().find("{\"urls\": [\"https://example.com\"]}")
-        != std::string::npos);
+  CHECK(missing_urls_message().find("{\"urls\": [\"https://example.com\"]}") != std::string::npos);
 }

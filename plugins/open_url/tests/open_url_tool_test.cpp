@@ -30,8 +30,7 @@ using test::run_tool;
 
 namespace {
 
-std::unique_ptr<open_url_tool> make_tool(test::test_host& host,
-                                         json config = json::object()) {
+std::unique_ptr<open_url_tool> make_tool(test::test_host& host, json config = json::object()) {
   if (!config.contains("allow"))
     config["allow"] = {"127.0.0.1"};
   return std::make_unique<open_url_tool>(host, parse_config(config, ""));
@@ -60,8 +59,7 @@ json results_of(const sdk::tool_result& r) {
 TEST_CASE("open_url refuses every SSRF attempt") {
   test::http_server server;
   server.fallback([](const test::request&) {
-    return response_plan::text(200, article_html("Secret", "internal data"),
-                               "text/html");
+    return response_plan::text(200, article_html("Secret", "internal data"), "text/html");
   });
   test::test_host host;
   // No allow-list at all: the test server itself is internal.
@@ -91,8 +89,7 @@ TEST_CASE("open_url refuses every SSRF attempt") {
     REQUIRE(r.failure);
     CHECK(r.documents.empty());
     CHECK(r.llm_text.find("Failed to fetch content from URLs " + url) == 0);
-    auto blocked = r.llm_text.find("blocked by SSRF protection")
-                   != std::string::npos;
+    auto blocked = r.llm_text.find("blocked by SSRF protection") != std::string::npos;
     auto scheme = r.llm_text.find("only http and https") != std::string::npos
                   || r.llm_text.find("file URLs can only open documents of the "
                                      "local corpus")
@@ -108,8 +105,7 @@ TEST_CASE("open_url refuses a redirect from an allowed server to a refused "
   test::http_server server;
   auto port = std::to_string(server.port());
   server.route("GET", "/page", [](const test::request&) {
-    return response_plan::text(200, article_html("Page", "reachable"),
-                               "text/html");
+    return response_plan::text(200, article_html("Page", "reachable"), "text/html");
   });
   server.route("GET", "/to-loopback", [port](const test::request&) {
     return response_plan::redirect(302, "http://127.0.0.2:" + port + "/page");
@@ -128,8 +124,7 @@ TEST_CASE("open_url refuses a redirect from an allowed server to a refused "
   });
   test::test_host host;
   auto tool = make_tool(host); // allows 127.0.0.1 only
-  for (auto path : {"/to-loopback", "/to-metadata", "/to-decimal", "/to-file",
-                    "/to-private"}) {
+  for (auto path : {"/to-loopback", "/to-metadata", "/to-decimal", "/to-file", "/to-private"}) {
     CAPTURE(path);
     auto r = run_tool(*tool, {{"urls", {server.url(path)}}});
     REQUIRE(r.failure);
@@ -137,9 +132,8 @@ TEST_CASE("open_url refuses a redirect from an allowed server to a refused "
     CHECK(r.llm_text.find("reachable") == std::string::npos);
   }
   // The allowed page itself is readable, also through an allowed redirect.
-  server.route("GET", "/to-page", [](const test::request&) {
-    return response_plan::redirect(302, "/page");
-  });
+  server.route("GET", "/to-page",
+               [](const test::request&) { return response_plan::redirect(302, "/page"); });
   auto ok = run_tool(*tool, {{"urls", {server.url("/to-page")}}});
   REQUIRE_FALSE(ok.failure);
   CHECK(ok.llm_text.find("reachable") != std::string::npos);
@@ -149,8 +143,8 @@ TEST_CASE("open_url reads a page, keeps the article and drops the rest") {
   test::http_server server;
   server.route("GET", "/article", [](const test::request& req) {
     CHECK(req.header("user-agent").value_or("").find("Quarry") != std::string::npos);
-    return response_plan::text(200, article_html("Heat pumps explained",
-                                                 "A heat pump is a machine."),
+    return response_plan::text(200,
+                               article_html("Heat pumps explained", "A heat pump is a machine."),
                                "text/html; charset=utf-8");
   });
   test::test_host host;
@@ -179,8 +173,7 @@ TEST_CASE("open_url follows redirects up to the limit") {
     auto n = req.param_int("n", 0);
     if (n > 0)
       return response_plan::redirect(302, "/hop?n=" + std::to_string(n - 1));
-    return response_plan::text(200, article_html("Landed", "after the hops"),
-                               "text/html");
+    return response_plan::text(200, article_html("Landed", "after the hops"), "text/html");
   });
   test::test_host host;
   auto tool = make_tool(host);
@@ -190,8 +183,7 @@ TEST_CASE("open_url follows redirects up to the limit") {
   auto eleven = run_tool(*tool, {{"urls", {server.url("/hop?n=11")}}});
   REQUIRE(eleven.failure);
   CHECK(eleven.failure->code == sdk::errc::too_many_redirects);
-  CHECK(eleven.llm_text.find("too many redirects (more than 10)")
-        != std::string::npos);
+  CHECK(eleven.llm_text.find("too many redirects (more than 10)") != std::string::npos);
 }
 
 TEST_CASE("open_url caps HTML and PDF sizes") {
@@ -221,12 +213,10 @@ TEST_CASE("open_url caps HTML and PDF sizes") {
   }
   auto p = run_tool(*tool, {{"urls", {server.url("/doc.pdf")}}});
   REQUIRE(p.failure);
-  CHECK(p.llm_text.find("PDF response exceeded the configured maximum size")
-        != std::string::npos);
+  CHECK(p.llm_text.find("PDF response exceeded the configured maximum size") != std::string::npos);
   // The same PDF fits when the limit allows it (and the HTML limit does not
   // apply to PDFs).
-  auto roomy = make_tool(host, {{"max_html_size", "4KiB"},
-                                {"max_pdf_size", "1MiB"}});
+  auto roomy = make_tool(host, {{"max_html_size", "4KiB"}, {"max_pdf_size", "1MiB"}});
   auto ok = run_tool(*roomy, {{"urls", {server.url("/doc.pdf")}}});
   REQUIRE_FALSE(ok.failure);
   CHECK(results_of(ok)["results"][0]["title"] == "Big PDF");
@@ -236,7 +226,8 @@ TEST_CASE("open_url caps HTML and PDF sizes") {
 TEST_CASE("open_url gives up on slow servers") {
   test::http_server server;
   server.route("GET", "/stall", [](const test::request&) {
-    return response_plan{200}.header("Content-Type", "text/html")
+    return response_plan{200}
+      .header("Content-Type", "text/html")
       .header("Content-Length", "5000")
       .send("<html><body><p>first bytes")
       .stall();
@@ -248,19 +239,16 @@ TEST_CASE("open_url gives up on slow servers") {
       .send(article_html("Slow", "late"));
   });
   test::test_host host;
-  auto tool = make_tool(host, {{"stall_timeout", "300ms"},
-                               {"call_timeout", "1500ms"}});
+  auto tool = make_tool(host, {{"stall_timeout", "300ms"}, {"call_timeout", "1500ms"}});
   auto stalled = run_tool(*tool, {{"urls", {server.url("/stall")}}});
   REQUIRE(stalled.failure);
-  CHECK(stalled.llm_text.find("no data received for 300 ms")
-        != std::string::npos);
+  CHECK(stalled.llm_text.find("no data received for 300 ms") != std::string::npos);
   // Nothing at all for 30 s: the stall limit fires first...
   auto quiet = run_tool(*tool, {{"urls", {server.url("/slow")}}});
   REQUIRE(quiet.failure);
   CHECK(quiet.failure->code == sdk::errc::stall);
   // ... and with a generous stall limit, the call's own time limit does.
-  auto patient = make_tool(host, {{"stall_timeout", "20s"},
-                                  {"call_timeout", "800ms"}});
+  auto patient = make_tool(host, {{"stall_timeout", "20s"}, {"call_timeout", "800ms"}});
   auto slow = run_tool(*patient, {{"urls", {server.url("/slow")}}});
   REQUIRE(slow.failure);
   CHECK(slow.failure->code == sdk::errc::timeout);
@@ -272,9 +260,8 @@ TEST_CASE("open_url reads wrong and missing content types by the bytes") {
   auto pdf = test::make_pdf({"Quarterly figures of the heat pump market in "
                              "Europe rose by a third."},
                             "Market report");
-  server.route("GET", "/pdf-as-html", [pdf](const test::request&) {
-    return response_plan::text(200, pdf, "text/html");
-  });
+  server.route("GET", "/pdf-as-html",
+               [pdf](const test::request&) { return response_plan::text(200, pdf, "text/html"); });
   server.route("GET", "/download", [pdf](const test::request&) {
     return response_plan::text(200, pdf, "application/octet-stream");
   });
@@ -286,8 +273,7 @@ TEST_CASE("open_url reads wrong and missing content types by the bytes") {
     return response_plan{200}.send(article_html("Untyped", "no header"));
   });
   server.route("GET", "/image.png", [](const test::request&) {
-    return response_plan::text(200, std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16),
-                               "image/png");
+    return response_plan::text(200, std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16), "image/png");
   });
   server.route("GET", "/notes.txt", [](const test::request&) {
     return response_plan::text(200, "Plain notes about heat pumps: the "
@@ -307,21 +293,18 @@ TEST_CASE("open_url reads wrong and missing content types by the bytes") {
     REQUIRE_FALSE(r.failure);
     return results_of(r)["results"][0];
   };
-  CHECK(read("/pdf-as-html")["content"].get<std::string>().find(
-          "rose by a third")
+  CHECK(read("/pdf-as-html")["content"].get<std::string>().find("rose by a third")
         != std::string::npos);
   CHECK(read("/download")["title"] == "Market report");
   CHECK(read("/html-as-binary")["content"].get<std::string>().find("still a page")
         != std::string::npos);
   CHECK(read("/no-type")["title"] == "Untyped");
-  CHECK(read("/notes.txt")["content"].get<std::string>().find("coefficient")
-        != std::string::npos);
+  CHECK(read("/notes.txt")["content"].get<std::string>().find("coefficient") != std::string::npos);
   CHECK(read("/data.json")["content"].get<std::string>().find("\"units\": 1200")
         != std::string::npos);
   auto png = run_tool(*tool, {{"urls", {server.url("/image.png")}}});
   REQUIRE(png.failure);
-  CHECK(png.llm_text.find("not a web page, PDF or text (image/png)")
-        != std::string::npos);
+  CHECK(png.llm_text.find("not a web page, PDF or text (image/png)") != std::string::npos);
 }
 
 TEST_CASE("open_url decodes charsets to UTF-8") {
@@ -332,8 +315,7 @@ TEST_CASE("open_url decodes charsets to UTF-8") {
     return response_plan::text(200, latin, "text/html; charset=ISO-8859-1");
   });
   auto with_meta = latin;
-  with_meta.replace(with_meta.find("<head>"), 6,
-                    "<head><meta charset=\"windows-1252\">");
+  with_meta.replace(with_meta.find("<head>"), 6, "<head><meta charset=\"windows-1252\">");
   server.route("GET", "/meta", [with_meta](const test::request&) {
     return response_plan::text(200, with_meta, "text/html");
   });
@@ -345,33 +327,31 @@ TEST_CASE("open_url decodes charsets to UTF-8") {
     REQUIRE_FALSE(r.failure);
     auto doc = results_of(r)["results"][0];
     CHECK(doc["title"] == "Caf\xC3\xA9");
-    CHECK(doc["content"].get<std::string>().find(
-            "Un caf\xC3\xA9 cr\xC3\xA8me co\xC3\xBBte deux euros.")
-          != std::string::npos);
+    CHECK(
+      doc["content"].get<std::string>().find("Un caf\xC3\xA9 cr\xC3\xA8me co\xC3\xBBte deux euros.")
+      != std::string::npos);
   }
 }
 
 TEST_CASE("open_url reports upstream statuses and thin pages like Onyx") {
   test::http_server server;
-  server.route("GET", "/missing", [](const test::request&) {
-    return response_plan::text(404, "not here");
-  });
-  server.route("GET", "/private", [](const test::request&) {
-    return response_plan::text(403, "forbidden");
-  });
+  server.route("GET", "/missing",
+               [](const test::request&) { return response_plan::text(404, "not here"); });
+  server.route("GET", "/private",
+               [](const test::request&) { return response_plan::text(403, "forbidden"); });
   server.route("GET", "/challenge", [](const test::request&) {
     return response_plan::text(503, "<html>Just a moment...</html>", "text/html")
       .header("cf-ray", "8a1b2c3d4e5f-FRA")
       .header("Server", "cloudflare");
   });
   server.route("GET", "/loading", [](const test::request&) {
-    return response_plan::text(200, "<html><head><title></title></head><body>"
-                                    "<div id=app>Loading...</div></body></html>",
+    return response_plan::text(200,
+                               "<html><head><title></title></head><body>"
+                               "<div id=app>Loading...</div></body></html>",
                                "text/html");
   });
   server.route("GET", "/ok", [](const test::request&) {
-    return response_plan::text(200, article_html("Fine", "a fine page"),
-                               "text/html");
+    return response_plan::text(200, article_html("Fine", "a fine page"), "text/html");
   });
   test::test_host host;
   auto tool = make_tool(host);
@@ -382,16 +362,14 @@ TEST_CASE("open_url reports upstream statuses and thin pages like Onyx") {
   CHECK(r.llm_text.find("Failed to fetch content from URLs ") == 0);
   CHECK(r.llm_text.find(server.url("/missing") + " (upstream returned HTTP 404)")
         != std::string::npos);
-  CHECK(r.llm_text.find(server.url("/private")
-                        + " (upstream returned HTTP 403 \xE2\x80\x94")
+  CHECK(r.llm_text.find(server.url("/private") + " (upstream returned HTTP 403 \xE2\x80\x94")
         != std::string::npos);
   CHECK(r.llm_text.find("Cloudflare bot challenge") != std::string::npos);
-  CHECK(r.llm_text.find(server.url("/loading")
-                        + " (response could not be parsed into readable text)")
-        != std::string::npos);
+  CHECK(
+    r.llm_text.find(server.url("/loading") + " (response could not be parsed into readable text)")
+    != std::string::npos);
   // With one page readable, the answer is that page plus the failures.
-  auto mixed = run_tool(*tool, {{"urls", {server.url("/missing"),
-                                          server.url("/ok")}}});
+  auto mixed = run_tool(*tool, {{"urls", {server.url("/missing"), server.url("/ok")}}});
   REQUIRE_FALSE(mixed.failure);
   auto j = results_of(mixed);
   REQUIRE(j["results"].size() == 1);
@@ -406,9 +384,8 @@ TEST_CASE("open_url windows long pages on the search snippet") {
   std::string body;
   for (int i = 0; i < 4000; ++i)
     body += "Sentence number " + std::to_string(i) + " of the long report. ";
-  server.route("GET", "/long.txt", [body](const test::request&) {
-    return response_plan::text(200, body);
-  });
+  server.route("GET", "/long.txt",
+               [body](const test::request&) { return response_plan::text(200, body); });
   test::test_host host;
   auto tool = make_tool(host);
   auto url = server.url("/long.txt");
@@ -437,8 +414,7 @@ TEST_CASE("open_url opens at most 10 URLs, each once") {
   std::atomic<int> hits{0};
   server.fallback([&hits](const test::request& req) {
     ++hits;
-    return response_plan::text(200, article_html("Page " + req.path,
-                                                 "content of " + req.path),
+    return response_plan::text(200, article_html("Page " + req.path, "content of " + req.path),
                                "text/html");
   });
   test::test_host host;
@@ -499,10 +475,9 @@ TEST_CASE("open_url opens documents of the local corpus by id") {
   CHECK(by_url.documents[0].id == "corpus:1");
   CHECK(by_url.documents[0].content.find("compressor") != std::string::npos);
   tmp.write("docs/secret.txt", "not indexed, must stay closed to open_url\n");
-  for (auto closed : {std::string{"file://"} + tmp.file("docs/secret.txt"),
-                      std::string{"file:///etc/passwd"},
-                      std::string{"file://localhost/etc/passwd"},
-                      file_url + "%2"}) {
+  for (auto closed :
+       {std::string{"file://"} + tmp.file("docs/secret.txt"), std::string{"file:///etc/passwd"},
+        std::string{"file://localhost/etc/passwd"}, file_url + "%2"}) {
     CAPTURE(closed);
     auto refused = run_tool(*tool, {{"urls", {closed}}});
     REQUIRE(refused.failure);
@@ -520,19 +495,16 @@ TEST_CASE("open_url opens documents of the local corpus by id") {
 
 TEST_CASE("open_url cancels a running call once") {
   test::http_server server;
-  server.route("GET", "/stall", [](const test::request&) {
-    return response_plan{200}.stall();
-  });
+  server.route("GET", "/stall", [](const test::request&) { return response_plan{200}.stall(); });
   test::test_host host;
   auto tool = make_tool(host);
   std::promise<sdk::tool_result> promise;
   auto future = promise.get_future();
   std::atomic<int> calls{0};
-  auto handle = tool->run({{"urls", {server.url("/stall")}}},
-                          [&](sdk::tool_result r) {
-                            if (calls++ == 0)
-                              promise.set_value(std::move(r));
-                          });
+  auto handle = tool->run({{"urls", {server.url("/stall")}}}, [&](sdk::tool_result r) {
+    if (calls++ == 0)
+      promise.set_value(std::move(r));
+  });
   REQUIRE(handle);
   handle->cancel();
   handle->cancel();
@@ -547,8 +519,7 @@ TEST_CASE("open_url cancels a running call once") {
 TEST_CASE("open_url config is validated") {
   CHECK_THROWS_AS(parse_config({{"unknown_key", 1}}, ""), std::invalid_argument);
   CHECK_THROWS_AS(parse_config({{"max_urls", 0}}, ""), std::invalid_argument);
-  CHECK_THROWS_AS(parse_config({{"allow", {"not valid!"}}}, ""),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(parse_config({{"allow", {"not valid!"}}}, ""), std::invalid_argument);
   CHECK_THROWS_AS(parse_config({{"corpus_db", 3}}, ""), std::invalid_argument);
   CHECK_THROWS_AS(parse_config(json::array(), ""), std::invalid_argument);
   // Quarry's limits never reach the plugin: refused like any unknown key.
@@ -565,8 +536,7 @@ TEST_CASE("open_url plugin loads from disk") {
   cfg.runtime.data_dir = tmp.file("data");
   host::host_services services{cfg};
   host::plugin_registry registry{services};
-  auto err = registry.load_file(std::string{QUARRY_PLUGIN_DIR}
-                                + "/quarry_open_url.so");
+  auto err = registry.load_file(std::string{QUARRY_PLUGIN_DIR} + "/quarry_open_url.so");
   REQUIRE_FALSE(err.has_value());
   const auto* info = registry.find("open_url");
   REQUIRE(info != nullptr);
@@ -582,8 +552,7 @@ TEST_CASE("open_url plugin loads from disk") {
   CHECK(tool->parameters()["required"] == nlohmann::json{"urls"});
   test::http_server server;
   server.route("GET", "/a", [](const test::request&) {
-    return response_plan::text(200, article_html("Loaded", "from the module"),
-                               "text/html");
+    return response_plan::text(200, article_html("Loaded", "from the module"), "text/html");
   });
   auto r = run_tool(*tool, {{"urls", {server.url("/a")}}});
   REQUIRE_FALSE(r.failure);
@@ -596,8 +565,7 @@ TEST_CASE("open_url does not fetch a page it read recently again") {
   std::atomic<int> hits{0};
   server.route("GET", "/page", [&hits](const test::request&) {
     ++hits;
-    return response_plan::text(200, article_html("Once", "fetched a single time"),
-                               "text/html");
+    return response_plan::text(200, article_html("Once", "fetched a single time"), "text/html");
   });
   server.route("GET", "/missing", [&hits](const test::request&) {
     ++hits;

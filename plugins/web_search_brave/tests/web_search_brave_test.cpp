@@ -32,9 +32,7 @@ struct brave_env : test::search_env {
 
   std::unique_ptr<sdk::tool> make(json extra = json::object()) {
     return brave::make_tool(
-      host, test::with_keys({{"api_key", "BSA-secret-key"},
-                             {"base_url", server.url("")}},
-                            extra));
+      host, test::with_keys({{"api_key", "BSA-secret-key"}, {"base_url", server.url("")}}, extra));
   }
 };
 
@@ -43,8 +41,7 @@ std::string body_of(std::vector<std::pair<std::string, std::string>> xs) {
   json results = json::array();
   for (auto& [t, u] : xs)
     results.push_back({{"title", t}, {"url", u}, {"description", "about " + t}});
-  return json{{"type", "search"}, {"web", {{"type", "search"}, {"results", results}}}}
-    .dump();
+  return json{{"type", "search"}, {"web", {{"type", "search"}, {"results", results}}}}.dump();
 }
 
 } // namespace
@@ -57,7 +54,9 @@ TEST_CASE("brave parses the real web search response") {
   CHECK(first.title == "\"Hello, World!\" program - Wikipedia");
   CHECK(first.url == "https://en.wikipedia.org/wiki/%22Hello,_World!%22_program");
   CHECK(first.snippet.rfind("A \"Hello, World!\" program is usually a simple "
-                            "computer program", 0) == 0);
+                            "computer program",
+                            0)
+        == 0);
   CHECK(first.snippet.find("<strong>") == std::string::npos);
   CHECK(first.snippet.find("&quot;") == std::string::npos);
   CHECK(first.snippet.find("language's basic syntax.") != std::string::npos);
@@ -72,8 +71,7 @@ TEST_CASE("brave parses the real web search response") {
 }
 
 TEST_CASE("brave parser rejects broken bodies and accepts empty ones") {
-  CHECK(brave::parse_response("<html>502</html>").failure->code
-        == sdk::errc::invalid_response);
+  CHECK(brave::parse_response("<html>502</html>").failure->code == sdk::errc::invalid_response);
   CHECK(brave::parse_response("[1,2]").failure->code == sdk::errc::invalid_response);
   CHECK(brave::parse_response("").failure.has_value());
   auto empty = brave::parse_response(R"({"type":"search","query":{"original":"x"}})");
@@ -92,12 +90,10 @@ TEST_CASE("brave parser rejects broken bodies and accepts empty ones") {
 
 TEST_CASE("brave validates its configuration") {
   CHECK_THROWS_AS(brave::parse_config(json::object()), std::invalid_argument);
-  CHECK_THROWS_AS(brave::parse_config({{"api_key", "k"}, {"count", 5}}),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(brave::parse_config({{"api_key", "k"}, {"count", 5}}), std::invalid_argument);
   CHECK_THROWS_AS(brave::parse_config({{"api_key", "k"}, {"safesearch", "high"}}),
                   std::invalid_argument);
-  auto cfg = brave::parse_config({{"api_key", "k"}, {"country", "US"},
-                                  {"freshness", "pw"}});
+  auto cfg = brave::parse_config({{"api_key", "k"}, {"country", "US"}, {"freshness", "pw"}});
   CHECK(cfg.common.base_url == "https://api.search.brave.com");
   CHECK(cfg.common.max_results == 10);
   CHECK(cfg.country == "US");
@@ -154,13 +150,12 @@ TEST_CASE("brave runs queries in parallel, interleaves and tolerates failures") 
   env.serve([&](const request& req) {
     auto q = req.param("q").value_or("");
     if (q == "alpha")
-      return response_plan::json(200, body_of({{"A1", "https://a/1"},
-                                               {"A2", "https://a/2?x=1#f"},
-                                               {"A3", "https://a/3"}}));
+      return response_plan::json(
+        200, body_of({{"A1", "https://a/1"}, {"A2", "https://a/2?x=1#f"}, {"A3", "https://a/3"}}));
     if (q == "beta")
-      return response_plan::json(200, body_of({{"B1", "https://b/1"},
-                                               {"A1", "https://a/1?utm_source=z"},
-                                               {"B3", "https://b/3"}}));
+      return response_plan::json(
+        200, body_of(
+               {{"B1", "https://b/1"}, {"A1", "https://a/1?utm_source=z"}, {"B3", "https://b/3"}}));
     return response_plan::json(500, R"({"error":{"detail":"boom"}})");
   });
   auto tool = env.make();
@@ -196,9 +191,10 @@ TEST_CASE("brave reports error statuses and broken bodies to the LLM") {
   };
   std::vector<row> rows{
     {401, R"({"type":"ErrorResponse","error":{"detail":"Unauthorized"}})", sdk::errc::auth},
-    {422, R"({"type":"ErrorResponse","error":{"id":"1","status":422,)"
-          R"("code":"SUBSCRIPTION_TOKEN_INVALID","detail":"The provided subscription )"
-          R"(token is invalid.","meta":{"component":"authentication"}}})",
+    {422,
+     R"({"type":"ErrorResponse","error":{"id":"1","status":422,)"
+     R"("code":"SUBSCRIPTION_TOKEN_INVALID","detail":"The provided subscription )"
+     R"(token is invalid.","meta":{"component":"authentication"}}})",
      sdk::errc::auth},
     {429, R"({"type":"ErrorResponse","error":{"code":"RATE_LIMITED","detail":"Too many"}})",
      sdk::errc::rate_limited},
@@ -304,8 +300,9 @@ TEST_CASE("brave module loads through the plugin registry and searches") {
   REQUIRE(info != nullptr);
   CHECK(info->ok);
   CHECK(info->kind == sdk::plugin_kind::tool);
-  CHECK(std::get<std::string>(registry.make_tool("brave", {{"api_key", "k"}, {"typo", 1}}))
-          .find("typo") != std::string::npos);
+  CHECK(
+    std::get<std::string>(registry.make_tool("brave", {{"api_key", "k"}, {"typo", 1}})).find("typo")
+    != std::string::npos);
   http_server server;
   auto body = brave_fixture();
   std::atomic<int> hits{0};
@@ -367,21 +364,22 @@ TEST_CASE("brave: an HTML error page from its edge becomes short text, and key "
   std::string cdn_page
     = "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>"
       "Access denied | api.search.brave.com used Cloudflare to restrict access"
-      "</title><style>" + std::string(5000, 'x') + "</style><script>"
-      "window._cf_chl_opt={cvId:'3'};</script></head><body><div id=\"cf-wrapper\">"
-      "<h1 data-translate=\"block_headline\">Sorry, you have been blocked</h1>"
-      "<h2>You are unable to access brave.com</h2><p>This website is using a "
-      "security service to protect itself from online attacks.</p>"
-      "<span class=\"cf-footer-item\">Cloudflare Ray ID: <strong>8a1b2c3d4e5f"
-      "</strong></span></div></body></html>";
+      "</title><style>"
+      + std::string(5000, 'x')
+      + "</style><script>"
+        "window._cf_chl_opt={cvId:'3'};</script></head><body><div id=\"cf-wrapper\">"
+        "<h1 data-translate=\"block_headline\">Sorry, you have been blocked</h1>"
+        "<h2>You are unable to access brave.com</h2><p>This website is using a "
+        "security service to protect itself from online attacks.</p>"
+        "<span class=\"cf-footer-item\">Cloudflare Ray ID: <strong>8a1b2c3d4e5f"
+        "</strong></span></div></body></html>";
   brave_env env;
   int status = 403;
   env.serve([&](const request&) {
     if (status == 403)
       return response_plan::text(403, cdn_page, "text/html; charset=UTF-8");
-    return response_plan::json(
-      402, R"({"type":"ErrorResponse","error":{"code":"CREDIT_EXHAUSTED",)"
-           R"("detail":"No credit left.","status":402}})");
+    return response_plan::json(402, R"({"type":"ErrorResponse","error":{"code":"CREDIT_EXHAUSTED",)"
+                                    R"("detail":"No credit left.","status":402}})");
   });
   auto tool = env.make();
   auto blocked = run_tool(*tool, {{"queries", {"q"}}});

@@ -82,8 +82,7 @@ TEST_CASE("web_search_common error text is bounded and clean, whatever the page"
   check_clean(hostile, max_error_text);
   CHECK(hostile.find("Ti") != std::string::npos);
   CHECK(hostile.find("owned") == std::string::npos);
-  check_clean(html_error_text("<title>never ends " + std::string(100000, 'x')),
-              max_error_text);
+  check_clean(html_error_text("<title>never ends " + std::string(100000, 'x')), max_error_text);
   // Text that only looks like markup stays text, bounded.
   auto angles = html_error_text(std::string(200000, '<'));
   CHECK(angles.size() <= max_error_text);
@@ -94,12 +93,10 @@ TEST_CASE("web_search_common error text is bounded and clean, whatever the page"
 }
 
 TEST_CASE("web_search_common error text: JSON messages, HTML pages and plain bodies") {
-  CHECK(error_text({}, R"({"detail":{"error":"Rate limit exceeded"}})")
-        == "Rate limit exceeded");
+  CHECK(error_text({}, R"({"detail":{"error":"Rate limit exceeded"}})") == "Rate limit exceeded");
   // A JSON body with a wrong content type stays a JSON message.
   CHECK(error_text({{"Content-Type", "text/html"}}, R"({"message":"nope"})") == "nope");
-  CHECK(error_text({{"Content-Type", "text/html"}},
-                   "<html><title>Just a moment...</title></html>")
+  CHECK(error_text({{"Content-Type", "text/html"}}, "<html><title>Just a moment...</title></html>")
         == "Just a moment...");
   CHECK(error_text({}, "Too Many Requests\n") == "Too Many Requests");
   auto plain = error_text({}, std::string(5000, 'y'));
@@ -107,13 +104,11 @@ TEST_CASE("web_search_common error text: JSON messages, HTML pages and plain bod
 }
 
 TEST_CASE("web_search_common explains refusals with the remedy") {
-  const error_advice advice{"Example Search", "Check api_key.", "Buy credits.",
-                            "Slow down."};
-  auto err = classify_answer(
-    429, {{"Content-Type", "text/html"}, {"Retry-After", "12"}},
-    "<html><head><title>429 Too Many Requests</title></head><body><h1>Too "
-    "Many Requests</h1></body></html>",
-    nullptr, &advice);
+  const error_advice advice{"Example Search", "Check api_key.", "Buy credits.", "Slow down."};
+  auto err = classify_answer(429, {{"Content-Type", "text/html"}, {"Retry-After", "12"}},
+                             "<html><head><title>429 Too Many Requests</title></head><body><h1>Too "
+                             "Many Requests</h1></body></html>",
+                             nullptr, &advice);
   CHECK(err.code == sdk::errc::rate_limited);
   CHECK(err.http_status == 429);
   CHECK(err.retry_after_ms == std::optional<int64_t>{12000});
@@ -133,17 +128,15 @@ TEST_CASE("web_search_common explains refusals with the remedy") {
   // The backend's own codes change the class before the explanation.
   auto refined = classify_answer(
     400, {}, "Not enough credits",
-    [](sdk::error& e, int, std::string_view) { e.code = sdk::errc::quota; },
-    &advice);
+    [](sdk::error& e, int, std::string_view) { e.code = sdk::errc::quota; }, &advice);
   CHECK(refined.code == sdk::errc::quota);
   CHECK(refined.message.find("Buy credits.") != std::string::npos);
   // Other classes: what the service answered, without a remedy.
-  auto server = classify_answer(503, {}, "<html><title>Service Unavailable</title></html>",
-                                nullptr, &advice);
+  auto server = classify_answer(503, {}, "<html><title>Service Unavailable</title></html>", nullptr,
+                                &advice);
   CHECK(server.code == sdk::errc::overloaded);
   CHECK(server.message == "Example Search answered HTTP 503: Service Unavailable");
   // Without advice: the service has no name and no remedy.
   auto bare = classify_answer(429, {}, "", nullptr, nullptr);
-  CHECK(bare.message
-        == "the search service refused the request: too many requests (HTTP 429).");
+  CHECK(bare.message == "the search service refused the request: too many requests (HTTP 429).");
 }

@@ -30,8 +30,7 @@ inline std::string search_fixture(const std::string& name) {
 }
 
 /// `base` with the keys of `extra` added or replaced.
-inline nlohmann::json with_keys(nlohmann::json base,
-                                const nlohmann::json& extra) {
+inline nlohmann::json with_keys(nlohmann::json base, const nlohmann::json& extra) {
   for (const auto& [key, value] : extra.items())
     base[key] = value;
   return base;
@@ -93,7 +92,6 @@ public:
     std::lock_guard<std::mutex> guard{mtx_};
     return seen_;
   }
-
 };
 
 /// An error answer of a search API and the class it must get.
@@ -107,11 +105,10 @@ struct error_row {
 /// of `tool` fails with the row's class, that the LLM text starts with "All
 /// web search queries failed." and does not name `secret` (unless empty);
 /// `more` sees each failed result for a backend's own checks.
-inline void check_error_rows(
-  search_env& env, sdk::tool& tool, const std::vector<error_row>& rows,
-  const std::string& secret,
-  const std::function<void(const error_row&, const sdk::tool_result&)>& more
-  = {}) {
+inline void
+check_error_rows(search_env& env, sdk::tool& tool, const std::vector<error_row>& rows,
+                 const std::string& secret,
+                 const std::function<void(const error_row&, const sdk::tool_result&)>& more = {}) {
   for (const auto& r : rows) {
     CAPTURE(r.status);
     env.answer(r.status, r.body);
@@ -146,8 +143,7 @@ struct module_fixture {
   }
 
   /// Creates a tool of the loaded plugin named `plugin`.
-  std::shared_ptr<sdk::tool> tool(const std::string& plugin,
-                                  const nlohmann::json& config) {
+  std::shared_ptr<sdk::tool> tool(const std::string& plugin, const nlohmann::json& config) {
     auto made = registry->make_tool(plugin, config);
     REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
     return std::get<std::shared_ptr<sdk::tool>>(made);

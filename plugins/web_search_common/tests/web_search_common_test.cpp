@@ -55,8 +55,7 @@ TEST_CASE("web_search_common normalises queries as Onyx does (spec 19.12)") {
   // Whitespace runs fold; newlines are removed, not turned into spaces.
   CHECK(normalize_queries("a    b\nc") == v{"a bc"});
   // Duplicates (after normalisation) are dropped, first one kept.
-  CHECK(normalize_queries(json::array({"x y", " x  y ", "z", "x y"}))
-        == v{"x y", "z"});
+  CHECK(normalize_queries(json::array({"x y", " x  y ", "z", "x y"})) == v{"x y", "z"});
   CHECK(normalize_queries(json::array({true})) == v{"True"});
 }
 
@@ -86,17 +85,15 @@ TEST_CASE("web_search_common interleaves round-robin without duplicates") {
   std::vector<std::vector<search_result>> lists{
     {res("A1", "https://a/1"), res("A2", "https://a/2"), res("A3", "https://a/3")},
     {res("B1", "https://b/1"), res("A1", "https://a/1"), res("B3", "https://b/3")}};
-  CHECK(titles(interleave(lists))
-        == std::vector<std::string>{"A1", "B1", "A2", "A3", "B3"});
+  CHECK(titles(interleave(lists)) == std::vector<std::string>{"A1", "B1", "A2", "A3", "B3"});
   // The same title with another URL is a different result.
-  std::vector<std::vector<search_result>> same_title{
-    {res("T", "https://a/1")}, {res("T", "https://a/2")}};
+  std::vector<std::vector<search_result>> same_title{{res("T", "https://a/1")},
+                                                     {res("T", "https://a/2")}};
   CHECK(interleave(same_title).size() == 2);
   // Uneven lists: the longer one continues alone.
   std::vector<std::vector<search_result>> uneven{
     {res("A1", "u1")}, {res("B1", "v1"), res("B2", "v2"), res("B3", "v3")}};
-  CHECK(titles(interleave(uneven))
-        == std::vector<std::string>{"A1", "B1", "B2", "B3"});
+  CHECK(titles(interleave(uneven)) == std::vector<std::string>{"A1", "B1", "B2", "B3"});
   CHECK(interleave({}).empty());
   CHECK(interleave({{}, {}}).empty());
 }
@@ -142,7 +139,9 @@ TEST_CASE("web_search_common cleans snippets of tags and entities") {
         == "A \"Hello, World!\" program is usually simple. A language's syntax");
   CHECK(clean_text("x &amp;lt; y") == "x &lt; y");
   CHECK(clean_text("1 &lt; 2 &gt; 0") == "1 < 2 > 0");
-  CHECK(clean_text("caf&#233; &#x20AC;5&nbsp;now") == "caf\xc3\xa9 \xe2\x82\xac" "5 now");
+  CHECK(clean_text("caf&#233; &#x20AC;5&nbsp;now")
+        == "caf\xc3\xa9 \xe2\x82\xac"
+           "5 now");
   CHECK(clean_text("a < b and c > d") == "a < b and c > d");
   CHECK(clean_text("AT&T &bogus; &") == "AT&T &bogus; &");
   CHECK(clean_text("  many \n\t spaces  ") == "many spaces");
@@ -160,8 +159,8 @@ TEST_CASE("web_search_common url_encode keeps unreserved characters only") {
 TEST_CASE("web_search_common make_result drops empty and cleans fields") {
   CHECK_FALSE(make_result("", "https://a", "  ", std::nullopt).has_value());
   CHECK_FALSE(make_result("t", "", "s", std::nullopt).has_value());
-  auto r = make_result("<b>T</b> &amp; U", "https://a/?utm_source=z#x",
-                       "", std::string{"2024-01-02"});
+  auto r = make_result("<b>T</b> &amp; U", "https://a/?utm_source=z#x", "",
+                       std::string{"2024-01-02"});
   REQUIRE(r.has_value());
   CHECK(r->title == "T & U");
   CHECK(r->url == "https://a/");
@@ -213,8 +212,8 @@ TEST_CASE("web_search_common renders Onyx's LLM-facing JSON") {
 }
 
 TEST_CASE("web_search_common LLM-facing failure messages") {
-  auto msg = all_failed_message({{"q1", "rate_limited (HTTP 429): slow"},
-                                 {"q2", "network: refused"}});
+  auto msg = all_failed_message(
+    {{"q1", "rate_limited (HTTP 429): slow"}, {"q2", "network: refused"}});
   CHECK(msg
         == "All web search queries failed. Query failures:\n"
            "{\n"
@@ -261,20 +260,18 @@ TEST_CASE("web_search_common extracts error messages from bodies") {
 }
 
 TEST_CASE("web_search_common validates the common configuration") {
-  auto cfg = parse_common_config({{"api_key", "k"}, {"base_url", "http://h:1/"},
-                                  {"max_results", 5}, {"timeout", 2.5}},
-                                 "p", "https://real", true, {});
+  auto cfg = parse_common_config(
+    {{"api_key", "k"}, {"base_url", "http://h:1/"}, {"max_results", 5}, {"timeout", 2.5}}, "p",
+    "https://real", true, {});
   CHECK(cfg.api_key == "k");
   CHECK(cfg.base_url == "http://h:1");
   CHECK(cfg.max_results == 5);
   CHECK(cfg.timeout == std::chrono::milliseconds{2500});
   auto dflt = parse_common_config({{"api_key", "k"}}, "p", "https://real", true, {});
   CHECK(dflt.base_url == "https://real");
-  CHECK(parse_common_config({{"extra", 1}}, "p", "https://r", false, {"extra"})
-          .api_key.empty());
+  CHECK(parse_common_config({{"extra", 1}}, "p", "https://r", false, {"extra"}).api_key.empty());
   auto bad = [](json config) {
-    CHECK_THROWS_AS(parse_common_config(config, "p", "https://r", true, {}),
-                    std::invalid_argument);
+    CHECK_THROWS_AS(parse_common_config(config, "p", "https://r", true, {}), std::invalid_argument);
   };
   bad(json::object());
   bad({{"api_key", ""}});
@@ -293,8 +290,7 @@ TEST_CASE("web_search_common validates the common configuration") {
   bad({{"api_key", "k"}, {"base_url", "ftp://x"}});
   bad(json::array());
   try {
-    parse_common_config({{"api_key", "k"}, {"tyop", 1}}, "brave", "https://r",
-                        true, {});
+    parse_common_config({{"api_key", "k"}, {"tyop", 1}}, "brave", "https://r", true, {});
   } catch (const std::invalid_argument& e) {
     CHECK(std::string{e.what()}.find("tyop") != std::string::npos);
     CHECK(std::string{e.what()}.find("brave") != std::string::npos);
@@ -304,9 +300,9 @@ TEST_CASE("web_search_common validates the common configuration") {
 TEST_CASE("web_search_common backend settings: own string options, allowed values") {
   std::string country;
   std::string depth;
-  auto common = parse_backend_config(
-    json{{"api_key", "k"}, {"country", "de"}}, "demo", "https://x.test/", true,
-    {{"country", &country}, {"depth", &depth, "basic"}});
+  auto common = parse_backend_config(json{{"api_key", "k"}, {"country", "de"}}, "demo",
+                                     "https://x.test/", true,
+                                     {{"country", &country}, {"depth", &depth, "basic"}});
   CHECK(common.api_key == "k");
   CHECK(common.base_url == "https://x.test");
   CHECK(country == "de");
@@ -316,21 +312,16 @@ TEST_CASE("web_search_common backend settings: own string options, allowed value
   parse_backend_config(json{}, "demo", "https://x.test", false,
                        {{"country", &country}, {"depth", &depth, "basic"}});
   CHECK(country.empty());
-  CHECK_THROWS_WITH_AS(parse_backend_config(json{{"api_key", "k"}, {"country", 1}},
-                                            "demo", "https://x.test", true,
-                                            {{"country", &country}}),
+  CHECK_THROWS_WITH_AS(parse_backend_config(json{{"api_key", "k"}, {"country", 1}}, "demo",
+                                            "https://x.test", true, {{"country", &country}}),
                        "demo: 'country' must be a string", std::invalid_argument);
-  CHECK_THROWS_WITH_AS(parse_backend_config(json{{"api_key", "k"}, {"county", "de"}},
-                                            "demo", "https://x.test", true,
-                                            {{"country", &country}}),
-                       "demo: unknown configuration key 'county'",
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_backend_config(json{{"api_key", "k"}, {"county", "de"}}, "demo",
+                                            "https://x.test", true, {{"country", &country}}),
+                       "demo: unknown configuration key 'county'", std::invalid_argument);
   CHECK_NOTHROW(require_one_of("", {"a", "b"}, true, "bad"));
   CHECK_NOTHROW(require_one_of("b", {"a", "b"}, false, "bad"));
-  CHECK_THROWS_WITH_AS(require_one_of("", {"a", "b"}, false, "bad"), "bad",
-                       std::invalid_argument);
-  CHECK_THROWS_WITH_AS(require_one_of("c", {"a", "b"}, true, "bad"), "bad",
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(require_one_of("", {"a", "b"}, false, "bad"), "bad", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(require_one_of("c", {"a", "b"}, true, "bad"), "bad", std::invalid_argument);
 }
 
 TEST_CASE("web_search_common request builders: query parameters and JSON POST") {

@@ -45,15 +45,13 @@ TEST_CASE("exa parses the official search response example") {
 
 TEST_CASE("exa sends the exact request and reports errors") {
   CHECK_THROWS_AS(exa::parse_config(json::object()), std::invalid_argument);
-  CHECK_THROWS_AS(exa::parse_config({{"api_key", "k"}, {"type", "magic"}}),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(exa::parse_config({{"api_key", "k"}, {"type", "magic"}}), std::invalid_argument);
   CHECK(exa::parse_config({{"api_key", "k"}}).common.base_url == "https://api.exa.ai");
   test::search_env env;
   env.answer(200, exa_fixture());
   env.serve_answer("POST", "/search");
-  auto tool = exa::make_tool(env.host, {{"api_key", "exa-secret"},
-                                        {"base_url", env.server.url("")},
-                                        {"max_results", 4}});
+  auto tool = exa::make_tool(
+    env.host, {{"api_key", "exa-secret"}, {"base_url", env.server.url("")}, {"max_results", 4}});
   auto result = run_tool(*tool, {{"queries", {"llm overview"}}});
   REQUIRE_FALSE(result.failure.has_value());
   {
@@ -67,8 +65,7 @@ TEST_CASE("exa sends the exact request and reports errors") {
           == json{{"query", "llm overview"},
                   {"type", "auto"},
                   {"numResults", 4},
-                  {"contents",
-                   {{"highlights", {{"numSentences", 2}, {"highlightsPerUrl", 1}}}}}});
+                  {"contents", {{"highlights", {{"numSentences", 2}, {"highlightsPerUrl", 1}}}}}});
   }
   auto llm = json::parse(result.llm_text);
   REQUIRE(llm["results"].size() == 1);
@@ -82,8 +79,7 @@ TEST_CASE("exa sends the exact request and reports errors") {
      {500, "boom", sdk::errc::server_error},
      {402, R"({"error":"Insufficient credits"})", sdk::errc::quota},
      {200, "not json at all", sdk::errc::invalid_response}},
-    "exa-secret",
-    [](const test::error_row& r, const sdk::tool_result& failed) {
+    "exa-secret", [](const test::error_row& r, const sdk::tool_result& failed) {
       CAPTURE(failed.failure->message);
       if (r.status == 401)
         CHECK(failed.failure->message
@@ -92,8 +88,7 @@ TEST_CASE("exa sends the exact request and reports errors") {
                  "api_key in this tool's settings (tools.NAME.api_key): an Exa "
                  "key, sent as x-api-key.");
       if (r.status == 402)
-        CHECK(failed.failure->message.find("billing in Exa's dashboard")
-              != std::string::npos);
+        CHECK(failed.failure->message.find("billing in Exa's dashboard") != std::string::npos);
     });
 }
 
@@ -101,9 +96,7 @@ TEST_CASE("exa module loads through the plugin registry and searches") {
   test::module_fixture module{"quarry_exa.so"};
   http_server server;
   auto body = exa_fixture();
-  server.route("POST", "/search", [&](const request&) {
-    return response_plan::json(200, body);
-  });
+  server.route("POST", "/search", [&](const request&) { return response_plan::json(200, body); });
   auto tool = module.tool("exa", {{"api_key", "k"}, {"base_url", server.url("")}});
   auto result = run_tool(*tool, {{"queries", "llm"}});
   REQUIRE_FALSE(result.failure.has_value());

@@ -32,9 +32,8 @@ TEST_CASE("searxng field case: the limiter's 429 page becomes a short readable "
   REQUIRE(page.find("<title>429 Too Many Requests</title>") != std::string::npos);
   test::module_fixture module{"quarry_searxng.so"};
   test::search_env env;
-  env.serve("GET", "/search", [&](const request&) {
-    return response_plan::text(429, page, "text/html");
-  });
+  env.serve("GET", "/search",
+            [&](const request&) { return response_plan::text(429, page, "text/html"); });
   auto tool = module.tool("searxng", {{"base_url", env.server.url("")}});
   auto result = run_tool(*tool, {{"queries", {"heat pump", "cold climate"}}});
   REQUIRE(result.failure.has_value());
@@ -81,17 +80,15 @@ TEST_CASE("searxng: a 503 HTML page and a 403 get their own short explanations")
   env.serve("GET", "/search", [&](const request&) {
     if (status == 503)
       return response_plan::text(
-        503,
-        "<html><head><title>503 Service Temporarily Unavailable</title></head>"
-        "<body><center><h1>503 Service Temporarily Unavailable</h1></center>"
-        "<hr><center>nginx</center></body></html>",
-        "text/html")
+               503,
+               "<html><head><title>503 Service Temporarily Unavailable</title></head>"
+               "<body><center><h1>503 Service Temporarily Unavailable</h1></center>"
+               "<hr><center>nginx</center></body></html>",
+               "text/html")
         .header("Retry-After", "Wed, 21 Oct 2037 07:28:00 GMT");
-    return response_plan::text(403, "<!doctype html><title>403 Forbidden</title>",
-                               "text/html");
+    return response_plan::text(403, "<!doctype html><title>403 Forbidden</title>", "text/html");
   });
-  auto tool = plugins::web_search_searxng::make_tool(
-    env.host, {{"base_url", env.server.url("")}});
+  auto tool = plugins::web_search_searxng::make_tool(env.host, {{"base_url", env.server.url("")}});
   auto overloaded = run_tool(*tool, {{"queries", {"x"}}});
   REQUIRE(overloaded.failure.has_value());
   CHECK(overloaded.failure->code == sdk::errc::overloaded);

@@ -60,9 +60,8 @@ TEST_CASE("searxng sends the exact request and reports errors") {
   test::search_env env;
   env.answer(200, searxng_body);
   env.serve_answer("GET", "/search");
-  auto tool = searxng::make_tool(env.host, {{"base_url", env.server.url("/")},
-                                            {"language", "en"},
-                                            {"categories", "general"}});
+  auto tool = searxng::make_tool(
+    env.host, {{"base_url", env.server.url("/")}, {"language", "en"}, {"categories", "general"}});
   auto result = run_tool(*tool, {{"queries", {"hello world"}}});
   REQUIRE_FALSE(result.failure.has_value());
   {
@@ -81,26 +80,23 @@ TEST_CASE("searxng sends the exact request and reports errors") {
   REQUIRE(llm["results"].size() == 2);
   CHECK(llm["results"][1]["updated_at"] == "2024-11-02T00:00:00");
   // SearXNG has no key: nothing secret to look for.
-  test::check_error_rows(
-    env, *tool,
-    {{403, "Forbidden", sdk::errc::auth},
-     {400, R"({"error":"No query"})", sdk::errc::bad_request},
-     {429, "Too Many Requests", sdk::errc::rate_limited},
-     {500, R"({"error":"search error"})", sdk::errc::server_error},
-     {200, "<html>results</html>", sdk::errc::invalid_response}},
-    "",
-    [](const test::error_row& r, const sdk::tool_result& failed) {
-      if (r.status == 403)
-        CHECK(failed.llm_text.find("format=json") != std::string::npos);
-    });
+  test::check_error_rows(env, *tool,
+                         {{403, "Forbidden", sdk::errc::auth},
+                          {400, R"({"error":"No query"})", sdk::errc::bad_request},
+                          {429, "Too Many Requests", sdk::errc::rate_limited},
+                          {500, R"({"error":"search error"})", sdk::errc::server_error},
+                          {200, "<html>results</html>", sdk::errc::invalid_response}},
+                         "", [](const test::error_row& r, const sdk::tool_result& failed) {
+                           if (r.status == 403)
+                             CHECK(failed.llm_text.find("format=json") != std::string::npos);
+                         });
 }
 
 TEST_CASE("searxng module loads through the plugin registry and searches") {
   test::module_fixture module{"quarry_searxng.so"};
   http_server server;
-  server.route("GET", "/search", [&](const request&) {
-    return response_plan::json(200, searxng_body);
-  });
+  server.route("GET", "/search",
+               [&](const request&) { return response_plan::json(200, searxng_body); });
   auto tool = module.tool("searxng", {{"base_url", server.url("")}, {"api_key", "t"}});
   CHECK(tool->name() == "web_search");
   auto result = run_tool(*tool, {{"queries", "hello"}});

@@ -41,17 +41,14 @@ TEST_CASE("serper parses the real search response") {
 
 TEST_CASE("serper sends the exact request and reports errors") {
   CHECK_THROWS_AS(serper::parse_config(json::object()), std::invalid_argument);
-  CHECK_THROWS_AS(serper::parse_config({{"api_key", "k"}, {"num", 3}}),
-                  std::invalid_argument);
-  CHECK(serper::parse_config({{"api_key", "k"}}).common.base_url
-        == "https://google.serper.dev");
+  CHECK_THROWS_AS(serper::parse_config({{"api_key", "k"}, {"num", 3}}), std::invalid_argument);
+  CHECK(serper::parse_config({{"api_key", "k"}}).common.base_url == "https://google.serper.dev");
   test::search_env env;
   env.answer(200, serper_fixture());
   env.serve_answer("POST", "/search");
-  auto tool = serper::make_tool(env.host, {{"api_key", "serper-secret"},
-                                           {"base_url", env.server.url("")},
-                                           {"gl", "us"},
-                                           {"hl", "en"}});
+  auto tool = serper::make_tool(
+    env.host,
+    {{"api_key", "serper-secret"}, {"base_url", env.server.url("")}, {"gl", "us"}, {"hl", "en"}});
   auto result = run_tool(*tool, {{"queries", {"Apple Inc."}}});
   REQUIRE_FALSE(result.failure.has_value());
   {
@@ -75,8 +72,7 @@ TEST_CASE("serper sends the exact request and reports errors") {
      {400, R"({"message":"Not enough credits","statusCode":400})", sdk::errc::quota},
      {500, "boom", sdk::errc::server_error},
      {200, "<html>", sdk::errc::invalid_response}},
-    "serper-secret",
-    [](const test::error_row& r, const sdk::tool_result& failed) {
+    "serper-secret", [](const test::error_row& r, const sdk::tool_result& failed) {
       CAPTURE(failed.failure->message);
       if (r.status == 401) {
         CHECK(failed.llm_text.find("Unauthorized.") != std::string::npos);
@@ -98,9 +94,7 @@ TEST_CASE("serper module loads through the plugin registry and searches") {
   test::module_fixture module{"quarry_serper.so"};
   http_server server;
   auto body = serper_fixture();
-  server.route("POST", "/search", [&](const request&) {
-    return response_plan::json(200, body);
-  });
+  server.route("POST", "/search", [&](const request&) { return response_plan::json(200, body); });
   auto tool = module.tool("serper", {{"api_key", "k"}, {"base_url", server.url("")}});
   auto result = run_tool(*tool, {{"queries", "apple"}});
   REQUIRE_FALSE(result.failure.has_value());

@@ -33,9 +33,7 @@ struct tavily_env : test::search_env {
 
   std::unique_ptr<sdk::tool> make(json extra = json::object()) {
     return tavily::make_tool(
-      host, test::with_keys({{"api_key", "tvly-secret"},
-                             {"base_url", server.url("/")}},
-                            extra));
+      host, test::with_keys({{"api_key", "tvly-secret"}, {"base_url", server.url("/")}}, extra));
   }
 };
 
@@ -74,8 +72,7 @@ TEST_CASE("tavily parses the real search responses") {
 
 TEST_CASE("tavily parser rejects broken bodies") {
   CHECK(tavily::parse_response("not json").failure->code == sdk::errc::invalid_response);
-  CHECK(tavily::parse_response(R"({"query":"x"})").failure->code
-        == sdk::errc::invalid_response);
+  CHECK(tavily::parse_response(R"({"query":"x"})").failure->code == sdk::errc::invalid_response);
   auto empty = tavily::parse_response(R"({"query":"x","results":[]})");
   CHECK_FALSE(empty.failure.has_value());
   CHECK(empty.results.empty());
@@ -171,9 +168,8 @@ TEST_CASE("tavily reports error statuses and broken bodies to the LLM") {
   for (const auto& r : rows) {
     CAPTURE(r.status);
     tavily_env env;
-    env.serve([&](const request&) {
-      return response_plan::text(r.status, r.body, "application/json");
-    });
+    env.serve(
+      [&](const request&) { return response_plan::text(r.status, r.body, "application/json"); });
     auto tool = env.make();
     auto result = run_tool(*tool, {{"queries", {"only"}}});
     REQUIRE(result.failure.has_value());
@@ -212,11 +208,11 @@ TEST_CASE("tavily module loads through the plugin registry and searches") {
 TEST_CASE("tavily: an HTML gateway page becomes short text; key and plan "
           "errors name the setting and the plan") {
   // A load balancer's page in front of the API, in Latin-1 with entities.
-  std::string gateway
-    = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
-      "<center><h1>502 Bad Gateway</h1></center>\r\n<p>The upstream server "
-      "did not answer &ndash; r\xE9" "essayez plus tard.</p>\r\n<hr><center>"
-      "awselb/2.0</center>\r\n</body>\r\n</html>\r\n";
+  std::string gateway = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+                        "<center><h1>502 Bad Gateway</h1></center>\r\n<p>The upstream server "
+                        "did not answer &ndash; r\xE9"
+                        "essayez plus tard.</p>\r\n<hr><center>"
+                        "awselb/2.0</center>\r\n</body>\r\n</html>\r\n";
   tavily_env env;
   int status = 502;
   env.serve([&](const request&) {
@@ -237,7 +233,8 @@ TEST_CASE("tavily: an HTML gateway page becomes short text; key and plan "
   CHECK(bad_gateway.failure->message
         == "all web search queries failed: Tavily answered HTTP 502: 502 Bad "
            "Gateway: The upstream server did not answer \xE2\x80\x93 "
-           "r\xEF\xBF\xBD" "essayez plus tard. awselb/2.0");
+           "r\xEF\xBF\xBD"
+           "essayez plus tard. awselb/2.0");
   CHECK(bad_gateway.llm_text.find('<') == std::string::npos);
   CHECK(bad_gateway.llm_text.find("\r") == std::string::npos);
   status = 401;

@@ -33,17 +33,16 @@ inline std::string exception_message(const std::exception_ptr& ep) {
 /// `exit_reason::unhandled_exception` (monitors and links are told).
 template <class Self, class F>
 void on_exception_fail_pending(Self* self, const char* actor_name, F fail_pending) {
-  self->set_exception_handler(
-    [actor_name, fail_pending](std::exception_ptr& ep) -> caf::error {
-      auto what = exception_message(ep);
-      spdlog::error("{} failed: {}", actor_name, what);
-      try {
-        fail_pending(what);
-      } catch (...) {
-        spdlog::error("{}: failing its pending requests failed too", actor_name);
-      }
-      return caf::exit_reason::unhandled_exception;
-    });
+  self->set_exception_handler([actor_name, fail_pending](std::exception_ptr& ep) -> caf::error {
+    auto what = exception_message(ep);
+    spdlog::error("{} failed: {}", actor_name, what);
+    try {
+      fail_pending(what);
+    } catch (...) {
+      spdlog::error("{}: failing its pending requests failed too", actor_name);
+    }
+    return caf::exit_reason::unhandled_exception;
+  });
 }
 
 } // namespace quarry::actors::detail

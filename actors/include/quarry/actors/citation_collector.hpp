@@ -55,14 +55,14 @@ typename Inspector::result_type inspect(Inspector& f, collapse_request& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, collapse_reply& x) {
-  return f(caf::meta::type_name("quarry.collapse_reply"), x.texts, x.global,
-           x.documents, x.findings);
+  return f(caf::meta::type_name("quarry.collapse_reply"), x.texts, x.global, x.documents,
+           x.findings);
 }
 
 /// The collector's interface.
-using citation_collector_actor = caf::typed_actor<
-  caf::replies_to<collapse_atom, collapse_request>::with<collapse_reply>,
-  caf::replies_to<digest_atom>::with<std::string>>;
+using citation_collector_actor
+  = caf::typed_actor<caf::replies_to<collapse_atom, collapse_request>::with<collapse_reply>,
+                     caf::replies_to<digest_atom>::with<std::string>>;
 
 /// What a collector starts from: nothing for a new session, a checkpoint's
 /// numbering, documents and findings for a resumed one.

@@ -86,8 +86,8 @@ using worker_watcher_actor
 ///   running and outstanding agents;
 /// - `(stop_atom)`: quits.
 using worker_directory_actor = caf::typed_actor<
-  caf::replies_to<place_atom, std::vector<std::string>, std::vector<std::string>>::with<
-    cluster::agent_host_actor, std::string>,
+  caf::replies_to<place_atom, std::vector<std::string>,
+                  std::vector<std::string>>::with<cluster::agent_host_actor, std::string>,
   caf::reacts_to<release_atom, std::string>,
   caf::reacts_to<watch_atom, std::string, worker_watcher_actor>,
   caf::reacts_to<unwatch_atom, std::string, worker_watcher_actor>,
@@ -107,8 +107,7 @@ struct directory_setup {
 /// Spawns the directory. It connects to every worker at once and again
 /// (with backoff) whenever one is lost or could not be reached, so a worker
 /// started later or restarted is used without restarting this node.
-worker_directory_actor spawn_worker_directory(caf::actor_system& sys,
-                                              directory_setup setup);
+worker_directory_actor spawn_worker_directory(caf::actor_system& sys, directory_setup setup);
 
 /// What a runner needs besides what a local agent needs.
 struct runner_setup {
@@ -127,10 +126,9 @@ struct runner_setup {
 /// by an `agent_superseded` packet at the agent's placement, and late
 /// packets of a lost attempt are dropped. Behaves toward its parent as a
 /// local agent does (report_now, stop, exit).
-research_agent_actor spawn_agent_runner(caf::actor_system& sys, agent_spec spec,
-                                        llm_provider_actor llm, tool_set tools,
-                                        packet_sink_actor emitter,
-                                        std::shared_ptr<const core::prompt_library> prompts,
-                                        agent_parent_actor parent, runner_setup setup);
+research_agent_actor
+spawn_agent_runner(caf::actor_system& sys, agent_spec spec, llm_provider_actor llm, tool_set tools,
+                   packet_sink_actor emitter, std::shared_ptr<const core::prompt_library> prompts,
+                   agent_parent_actor parent, runner_setup setup);
 
 } // namespace quarry::actors

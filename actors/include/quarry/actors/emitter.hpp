@@ -59,8 +59,7 @@ using cluster::line_sink_actor;
 /// - `(stop_atom)`: replies with the last seq emitted; the emitter then
 ///   quits. Subscribers are told with `(stop_atom, uint64_t last_seq)`.
 using emitter_actor = caf::typed_actor<
-  caf::reacts_to<packet_atom, packet_msg>,
-  caf::reacts_to<checkpoint_atom, checkpoint_ptr>,
+  caf::reacts_to<packet_atom, packet_msg>, caf::reacts_to<checkpoint_atom, checkpoint_ptr>,
   caf::reacts_to<subscribe_atom, line_sink_actor, uint64_t>,
   caf::replies_to<flush_atom>::with<uint64_t>,
   caf::replies_to<stop_atom>::with<uint64_t>>::extend_with<store_listener_actor>;
@@ -83,7 +82,7 @@ emitter_actor spawn_emitter(caf::actor_system& sys, std::string session_id,
 /// `on_end(count)` when the emitter stops. Both run in the actor, one at a
 /// time.
 line_sink_actor spawn_line_sink(caf::actor_system& sys,
-                           std::function<void(const std::string&, uint64_t)> on_line,
-                           std::function<void(uint64_t)> on_end = {});
+                                std::function<void(const std::string&, uint64_t)> on_line,
+                                std::function<void(uint64_t)> on_end = {});
 
 } // namespace quarry::actors

@@ -75,8 +75,8 @@ typename Inspector::result_type inspect(Inspector& f, error& x) {
       return quarry::actors::detail::invalid_value();
     return caf::none;
   });
-  return f(caf::meta::type_name("quarry.error"), code, x.message, x.http_status,
-           retry_after, hint, check);
+  return f(caf::meta::type_name("quarry.error"), code, x.message, x.http_status, retry_after, hint,
+           check);
 }
 
 template <class Inspector>
@@ -87,15 +87,14 @@ typename Inspector::result_type inspect(Inspector& f, tool_call& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_message& x) {
   auto author = quarry::actors::detail::enum_field<role::tool>(x.author);
-  return f(caf::meta::type_name("quarry.chat_message"), author, x.content,
-           x.reasoning, x.reasoning_state, x.tool_calls, x.tool_call_id, x.tool_name);
+  return f(caf::meta::type_name("quarry.chat_message"), author, x.content, x.reasoning,
+           x.reasoning_state, x.tool_calls, x.tool_call_id, x.tool_name);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tool_definition& x) {
   quarry::actors::detail::json_field parameters{x.parameters};
-  return f(caf::meta::type_name("quarry.tool_definition"), x.name,
-           x.description, parameters);
+  return f(caf::meta::type_name("quarry.tool_definition"), x.name, x.description, parameters);
 }
 
 template <class Inspector>
@@ -116,31 +115,28 @@ typename Inspector::result_type inspect(Inspector& f, claim_evidence& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, research_context& x) {
-  return f(caf::meta::type_name("quarry.research_context"), x.question, x.follow_up,
-           x.task, x.plan, x.max_parallel_agents, x.min_steps, x.max_steps,
-           x.new_sources, x.findings, x.claims);
+  return f(caf::meta::type_name("quarry.research_context"), x.question, x.follow_up, x.task, x.plan,
+           x.max_parallel_agents, x.min_steps, x.max_steps, x.new_sources, x.findings, x.claims);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_request& x) {
   auto choice = quarry::actors::detail::enum_field<tool_choice::none>(x.choice);
   auto temperature = quarry::actors::detail::opt(x.temperature);
-  return f(caf::meta::type_name("quarry.chat_request"), x.messages, x.tools,
-           choice, x.max_tokens, temperature, x.reasoning_effort, x.role_tag,
-           x.model, x.research);
+  return f(caf::meta::type_name("quarry.chat_request"), x.messages, x.tools, choice, x.max_tokens,
+           temperature, x.reasoning_effort, x.role_tag, x.model, x.research);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tool_call_delta& x) {
-  return f(caf::meta::type_name("quarry.tool_call_delta"), x.index, x.id, x.name,
-           x.arguments);
+  return f(caf::meta::type_name("quarry.tool_call_delta"), x.index, x.id, x.name, x.arguments);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_result& x) {
   auto finish = quarry::actors::detail::enum_field<finish_reason::unknown>(x.finish);
-  return f(caf::meta::type_name("quarry.chat_result"), x.text, x.reasoning,
-           x.reasoning_state, x.tool_calls, finish, x.usage, x.model);
+  return f(caf::meta::type_name("quarry.chat_result"), x.text, x.reasoning, x.reasoning_state,
+           x.tool_calls, finish, x.usage, x.model);
 }
 
 // document: quarry/cluster/wire.hpp
@@ -153,15 +149,14 @@ typename Inspector::result_type inspect(Inspector& f, model_info& x) {
       return quarry::actors::detail::invalid_value();
     return caf::none;
   });
-  return f(caf::meta::type_name("quarry.model_info"), x.model, x.context_window,
-           x.supports_tools, x.supports_reasoning, x.context_window_source, check);
+  return f(caf::meta::type_name("quarry.model_info"), x.model, x.context_window, x.supports_tools,
+           x.supports_reasoning, x.context_window_source, check);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tool_result& x) {
   auto failure = quarry::actors::detail::opt(x.failure);
-  return f(caf::meta::type_name("quarry.tool_result"), x.llm_text, x.documents,
-           failure);
+  return f(caf::meta::type_name("quarry.tool_result"), x.llm_text, x.documents, failure);
 }
 
 } // namespace quarry::sdk
@@ -170,8 +165,7 @@ namespace quarry::core {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, document_ref& x) {
-  return f(caf::meta::type_name("quarry.document_ref"), x.document_id, x.link,
-           x.title);
+  return f(caf::meta::type_name("quarry.document_ref"), x.document_id, x.link, x.title);
 }
 
 /// A mapping travels as its entries in order; loading rebuilds it (a number

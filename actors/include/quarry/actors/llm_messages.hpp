@@ -76,8 +76,7 @@ struct llm_reply {
 /// What a requester of a chat call receives while the call runs: the
 /// provider sends `(delta_atom, llm_delta)` to the actor that sent the
 /// `chat_atom` request, so every requester implements this interface.
-using llm_listener_actor
-  = caf::typed_actor<caf::reacts_to<delta_atom, llm_delta>>;
+using llm_listener_actor = caf::typed_actor<caf::reacts_to<delta_atom, llm_delta>>;
 
 /// The interface of an LLM provider actor.
 /// - `(chat_atom, llm_call)` -> `llm_reply`: a call; deltas go to the sender.
@@ -89,8 +88,7 @@ using llm_listener_actor
 ///   unknown).
 /// - `(stop_atom)`: fails every call (cancelled) and quits.
 using llm_provider_actor = caf::typed_actor<
-  caf::replies_to<chat_atom, llm_call>::with<llm_reply>,
-  caf::reacts_to<cancel_atom, uint64_t>,
+  caf::replies_to<chat_atom, llm_call>::with<llm_reply>, caf::reacts_to<cancel_atom, uint64_t>,
   caf::replies_to<stats_atom>::with<std::string>,
   caf::replies_to<describe_atom>::with<sdk::model_info>, caf::reacts_to<stop_atom>>;
 
@@ -117,14 +115,13 @@ typename Inspector::result_type inspect(Inspector& f, llm_call& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, llm_delta& x) {
   auto kind = detail::enum_field<delta_kind::usage>(x.kind);
-  return f(caf::meta::type_name("quarry.llm_delta"), x.call_id, kind, x.text,
-           x.tool, x.counts);
+  return f(caf::meta::type_name("quarry.llm_delta"), x.call_id, kind, x.text, x.tool, x.counts);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, llm_reply& x) {
-  return f(caf::meta::type_name("quarry.llm_reply"), x.call_id, x.result,
-           x.provider, x.attempts, x.cost_usd);
+  return f(caf::meta::type_name("quarry.llm_reply"), x.call_id, x.result, x.provider, x.attempts,
+           x.cost_usd);
 }
 
 } // namespace quarry::actors

@@ -90,18 +90,16 @@ struct llm_sink_event {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, llm_sink_event& x) {
   auto kind = detail::enum_field<llm_sink_event::failed>(x.kind);
-  return f(caf::meta::type_name("quarry.llm_sink_event"), x.call, x.generation,
-           kind, x.piece, x.tool_piece, x.counts, x.result, x.failure, x.streamed);
+  return f(caf::meta::type_name("quarry.llm_sink_event"), x.call, x.generation, kind, x.piece,
+           x.tool_piece, x.counts, x.result, x.failure, x.streamed);
 }
 
 /// The provider's whole interface: the public one and its own timers and
 /// plugin events (sent only by the actor itself and its plugin's sink).
 using llm_provider_full_actor = llm_provider_actor::extend<
-  caf::reacts_to<llm_sink_atom, llm_sink_event>,
-  caf::reacts_to<llm_stall_atom, uint64_t, uint64_t>,
-  caf::reacts_to<llm_deadline_atom, uint64_t>,
-  caf::reacts_to<llm_retry_atom, uint64_t>, caf::reacts_to<llm_rate_atom>,
-  caf::reacts_to<llm_described_atom, sdk::model_info>,
+  caf::reacts_to<llm_sink_atom, llm_sink_event>, caf::reacts_to<llm_stall_atom, uint64_t, uint64_t>,
+  caf::reacts_to<llm_deadline_atom, uint64_t>, caf::reacts_to<llm_retry_atom, uint64_t>,
+  caf::reacts_to<llm_rate_atom>, caf::reacts_to<llm_described_atom, sdk::model_info>,
   caf::reacts_to<llm_describe_timeout_atom>>;
 
 /// Spawns a provider actor for `provider`. Deltas of a call go to the actor

@@ -73,24 +73,23 @@ using cluster::agent_parent_actor;
 /// `(stop_atom)` (it cancels its model call and quits without a result), and
 /// the deltas of its LLM calls. Converts to the `remote_agent_actor` that
 /// another node sees.
-using research_agent_actor
-  = cluster::remote_agent_actor::extend_with<llm_listener_actor>;
+using research_agent_actor = cluster::remote_agent_actor::extend_with<llm_listener_actor>;
 
 /// The agent's hard time limit expired.
 using agent_timeout_atom = caf::atom_constant<caf::atom("agenttime")>;
 
 /// The agent's whole interface: the public one and its own timer and step
 /// trigger (`caf::tick_atom`).
-using research_agent_full_actor = research_agent_actor::extend<
-  caf::reacts_to<caf::tick_atom>, caf::reacts_to<agent_timeout_atom>>;
+using research_agent_full_actor = research_agent_actor::extend<caf::reacts_to<caf::tick_atom>,
+                                                               caf::reacts_to<agent_timeout_atom>>;
 
 /// Spawns an agent that starts at once, sends its packets to `packets` and
 /// `(agent_done_atom, agent_result)` to `parent` exactly once, then quits
 /// (unless it is stopped, which sends no result).
-research_agent_actor
-spawn_research_agent(caf::actor_system& sys, agent_spec spec,
-                     llm_provider_actor llm, tool_set tools, packet_sink_actor packets,
-                     std::shared_ptr<const core::prompt_library> prompts,
-                     agent_parent_actor parent);
+research_agent_actor spawn_research_agent(caf::actor_system& sys, agent_spec spec,
+                                          llm_provider_actor llm, tool_set tools,
+                                          packet_sink_actor packets,
+                                          std::shared_ptr<const core::prompt_library> prompts,
+                                          agent_parent_actor parent);
 
 } // namespace quarry::actors

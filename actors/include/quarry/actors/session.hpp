@@ -164,16 +164,15 @@ using cluster::session_result;
 
 /// What a session's requester receives: `(session_done_atom,
 /// session_result)`, once.
-using session_requester_actor
-  = caf::typed_actor<caf::reacts_to<session_done_atom, session_result>>;
+using session_requester_actor = caf::typed_actor<caf::reacts_to<session_done_atom, session_result>>;
 
 /// The interface of a session: `(stop_atom)` from its requester (the
 /// process stops: its last packet says `interrupted`), `(stop_atom,
 /// reason)` (e.g. `user_cancelled`, which its last packet then says), the
 /// deltas of its LLM calls, and its agents' results.
-using session_actor
-  = caf::typed_actor<caf::reacts_to<stop_atom>, caf::reacts_to<stop_atom, std::string>>::
-    extend_with<llm_listener_actor, agent_parent_actor>;
+using session_actor = caf::typed_actor<
+  caf::reacts_to<stop_atom>,
+  caf::reacts_to<stop_atom, std::string>>::extend_with<llm_listener_actor, agent_parent_actor>;
 
 /// Research is near its deadline: agents are told to report.
 using deadline_soon_atom = caf::atom_constant<caf::atom("dlsoon")>;
@@ -188,8 +187,8 @@ using final_timeout_atom = caf::atom_constant<caf::atom("finaltime")>;
 /// start trigger (`caf::tick_atom`).
 using session_full_actor = session_actor::extend<
   caf::reacts_to<caf::tick_atom>, caf::reacts_to<deadline_soon_atom>,
-  caf::reacts_to<deadline_now_atom>, caf::reacts_to<final_timeout_atom>>::
-  extend_with<verification_listener_actor>;
+  caf::reacts_to<deadline_now_atom>,
+  caf::reacts_to<final_timeout_atom>>::extend_with<verification_listener_actor>;
 
 /// Spawns a session of `spec.strategy` that starts at once and sends
 /// `(session_done_atom, session_result)` to `requester` exactly once, then
@@ -201,8 +200,7 @@ using session_full_actor = session_actor::extend<
 /// queries, plans and reflections, `research` researches, `report`
 /// synthesizes or answers directly.
 session_actor spawn_research_session(caf::actor_system& sys, session_spec spec,
-                                     session_models models, tool_set tools,
-                                     emitter_actor emitter,
+                                     session_models models, tool_set tools, emitter_actor emitter,
                                      std::shared_ptr<const core::prompt_library> prompts,
                                      session_requester_actor requester);
 

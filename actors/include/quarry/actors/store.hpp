@@ -92,18 +92,17 @@ using store_listener_actor
 /// - `(watch_atom, session, listener)`: who hears of the session's failures.
 /// - `(flush_atom) -> string`: everything before it is written (or failed).
 /// - `(stop_atom)`: writes what is pending and quits.
-using store_actor = caf::typed_actor<
-  caf::reacts_to<packet_atom, std::string, uint64_t, std::string, std::string>,
-  caf::reacts_to<checkpoint_atom, std::string, uint64_t, checkpoint_ptr>,
-  caf::reacts_to<state_atom, std::string, std::string, std::string>,
-  caf::reacts_to<state_atom, std::string, std::string, std::string, std::string>,
-  caf::reacts_to<report_atom, std::string, std::string>,
-  caf::replies_to<create_atom, std::string, std::string, std::string,
-                  std::string>::with<std::string>,
-  caf::replies_to<remove_atom, std::string>::with<std::string>,
-  caf::reacts_to<watch_atom, std::string, store_listener_actor>,
-  caf::replies_to<flush_atom>::with<std::string>,
-  caf::reacts_to<stop_atom>>;
+using store_actor
+  = caf::typed_actor<caf::reacts_to<packet_atom, std::string, uint64_t, std::string, std::string>,
+                     caf::reacts_to<checkpoint_atom, std::string, uint64_t, checkpoint_ptr>,
+                     caf::reacts_to<state_atom, std::string, std::string, std::string>,
+                     caf::reacts_to<state_atom, std::string, std::string, std::string, std::string>,
+                     caf::reacts_to<report_atom, std::string, std::string>,
+                     caf::replies_to<create_atom, std::string, std::string, std::string,
+                                     std::string>::with<std::string>,
+                     caf::replies_to<remove_atom, std::string>::with<std::string>,
+                     caf::reacts_to<watch_atom, std::string, store_listener_actor>,
+                     caf::replies_to<flush_atom>::with<std::string>, caf::reacts_to<stop_atom>>;
 
 /// How the store actor batches.
 struct store_actor_settings {

@@ -69,8 +69,7 @@ struct tool_reply {
 /// - `(stop_atom)`: answers every run "shutting down" and quits.
 using tool_provider_actor
   = caf::typed_actor<caf::replies_to<run_atom, tool_call_msg>::with<tool_reply>,
-                     caf::replies_to<stats_atom>::with<std::string>,
-                     caf::reacts_to<stop_atom>>;
+                     caf::replies_to<stats_atom>::with<std::string>, caf::reacts_to<stop_atom>>;
 
 /// A run's plugin callback: `(tool_done_atom, tool_done_event)`.
 using tool_done_atom = caf::atom_constant<caf::atom("tooldone")>;
@@ -91,8 +90,7 @@ struct tool_done_event {
 /// The tool provider's whole interface: the public one and its own timers
 /// and plugin callbacks.
 using tool_provider_full_actor = tool_provider_actor::extend<
-  caf::reacts_to<tool_done_atom, tool_done_event>,
-  caf::reacts_to<tool_timeout_atom, uint64_t>,
+  caf::reacts_to<tool_done_atom, tool_done_event>, caf::reacts_to<tool_timeout_atom, uint64_t>,
   caf::reacts_to<tool_retry_atom, uint64_t>>;
 
 /// What the tool provider actor applies: the tool's name and its limits, as
@@ -133,8 +131,7 @@ struct tool_actor_settings : core::tool_limits {
 /// `retries` counts the attempts made again. The histogram holds the
 /// durations of the plugin runs that ended (not cache hits; from the first
 /// attempt, retries included), on the actor system's clock.
-tool_provider_actor spawn_tool_provider(caf::actor_system& sys,
-                                        std::shared_ptr<sdk::tool> tool,
+tool_provider_actor spawn_tool_provider(caf::actor_system& sys, std::shared_ptr<sdk::tool> tool,
                                         tool_actor_settings settings);
 
 template <class Inspector>

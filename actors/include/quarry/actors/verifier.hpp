@@ -50,8 +50,7 @@ struct verifier_spec {
 
 /// The verifier's interface: the judge's deltas (ignored) and `stop_atom`
 /// (ends at once: what is not judged is unverified).
-using verifier_actor
-  = llm_listener_actor::extend<caf::reacts_to<stop_atom>>;
+using verifier_actor = llm_listener_actor::extend<caf::reacts_to<stop_atom>>;
 
 /// Spawns a verifier that starts at once and tells `listener` each claim's
 /// verdict and, last, the verified report. With a `judge`, the claims go to
@@ -60,8 +59,7 @@ using verifier_actor
 /// so); without one, the lexical judge decides. A claim that is not
 /// supported is re-cited to another read document that supports it, where
 /// there is one.
-verifier_actor spawn_verifier(caf::actor_system& sys, verifier_spec spec,
-                              llm_provider_actor judge,
+verifier_actor spawn_verifier(caf::actor_system& sys, verifier_spec spec, llm_provider_actor judge,
                               verification_listener_actor listener);
 
 } // namespace quarry::actors

@@ -69,9 +69,8 @@ struct packet_msg {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, packet_msg& x) {
-  return f(caf::meta::type_name("quarry.packet"), x.turn_index, x.tab_index,
-           x.sub_turn_index, x.type, x.obj,
-           wire::bounded(x.type, 64, "a packet type past 64 bytes"),
+  return f(caf::meta::type_name("quarry.packet"), x.turn_index, x.tab_index, x.sub_turn_index,
+           x.type, x.obj, wire::bounded(x.type, 64, "a packet type past 64 bytes"),
            wire::bounded(x.obj, max_packet_bytes, "a packet past 4 MiB"));
 }
 
@@ -83,9 +82,8 @@ using packet_sink_actor = caf::typed_actor<caf::reacts_to<packet_atom, packet_ms
 /// - `(packet_atom, line, seq)`: one encoded packet (a JSON line), in order.
 /// - `(stop_atom, last_seq)`: the session's packets ended; `last_seq` was
 ///   the last.
-using line_sink_actor
-  = caf::typed_actor<caf::reacts_to<packet_atom, std::string, uint64_t>,
-                     caf::reacts_to<stop_atom, uint64_t>>;
+using line_sink_actor = caf::typed_actor<caf::reacts_to<packet_atom, std::string, uint64_t>,
+                                         caf::reacts_to<stop_atom, uint64_t>>;
 
 // -- research agents --------------------------------------------------------
 
@@ -127,11 +125,10 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, agent_spec& x) {
   wire::millis_field force{x.force_report_after};
   wire::millis_field hard{x.hard_timeout};
-  return f(caf::meta::type_name("quarry.agent_spec"), x.call_id, x.task, x.context,
-           x.turn_index, x.tab_index, x.max_cycles, x.reasoning_model, force, hard,
-           x.context_tokens, x.step_max_tokens, x.report_max_tokens,
-           x.report_continuations, x.current_datetime, x.tools,
-           wire::bounded(x.call_id, 1024, "a call id past 1 KiB"),
+  return f(caf::meta::type_name("quarry.agent_spec"), x.call_id, x.task, x.context, x.turn_index,
+           x.tab_index, x.max_cycles, x.reasoning_model, force, hard, x.context_tokens,
+           x.step_max_tokens, x.report_max_tokens, x.report_continuations, x.current_datetime,
+           x.tools, wire::bounded(x.call_id, 1024, "a call id past 1 KiB"),
            wire::bounded(x.task, max_task_bytes, "a task past 64 KiB"),
            wire::bounded(x.context, max_context_bytes, "an agent context past 4 MiB"),
            wire::bounded(x.current_datetime, 256, "a date past 256 bytes"),
@@ -155,15 +152,13 @@ struct agent_result {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, agent_result& x) {
-  return f(caf::meta::type_name("quarry.agent_result"), x.call_id, x.tab_index,
-           x.ok, x.report, x.cited, x.failure,
-           wire::bounded(x.report, max_report_bytes, "a report past 4 MiB"),
+  return f(caf::meta::type_name("quarry.agent_result"), x.call_id, x.tab_index, x.ok, x.report,
+           x.cited, x.failure, wire::bounded(x.report, max_report_bytes, "a report past 4 MiB"),
            wire::bounded_list(x.cited, max_cited, "more than 4096 cited documents"));
 }
 
 /// What an agent's parent receives: `(agent_done_atom, agent_result)`, once.
-using agent_parent_actor
-  = caf::typed_actor<caf::reacts_to<agent_done_atom, agent_result>>;
+using agent_parent_actor = caf::typed_actor<caf::reacts_to<agent_done_atom, agent_result>>;
 
 /// A research agent as its parent on another node sees it: `(report_now_atom)`
 /// makes it write its report now; `(stop_atom)` ends it at once, without a
@@ -188,9 +183,8 @@ struct worker_status {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_status& x) {
-  return f(caf::meta::type_name("quarry.worker_status"), x.name, x.version,
-           x.protocol, x.capacity, x.running, x.tools, x.model,
-           wire::bounded_list(x.tools, 1024, "more than 1024 tools"));
+  return f(caf::meta::type_name("quarry.worker_status"), x.name, x.version, x.protocol, x.capacity,
+           x.running, x.tools, x.model, wire::bounded_list(x.tools, 1024, "more than 1024 tools"));
 }
 
 /// An agent host's answer to a spawn: the agent, or why it was refused.
@@ -214,10 +208,10 @@ typename Inspector::result_type inspect(Inspector& f, spawn_reply& x) {
 ///   worker is full, lacks one of `spec.tools`, or the spec is out of
 ///   bounds.
 /// - `(worker_status_atom) -> worker_status`.
-using agent_host_actor = caf::typed_actor<
-  caf::replies_to<spawn_agent_atom, int32_t, agent_spec, agent_parent_actor,
-                  packet_sink_actor>::with<spawn_reply>,
-  caf::replies_to<worker_status_atom>::with<worker_status>>;
+using agent_host_actor
+  = caf::typed_actor<caf::replies_to<spawn_agent_atom, int32_t, agent_spec, agent_parent_actor,
+                                     packet_sink_actor>::with<spawn_reply>,
+                     caf::replies_to<worker_status_atom>::with<worker_status>>;
 
 // -- research sessions ------------------------------------------------------
 
@@ -241,8 +235,7 @@ struct report_source {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, report_source& x) {
-  return f(caf::meta::type_name("quarry.report_source"), x.number, x.document_id,
-           x.title, x.url);
+  return f(caf::meta::type_name("quarry.report_source"), x.number, x.document_id, x.title, x.url);
 }
 
 /// What a session produced.
@@ -270,9 +263,8 @@ struct session_result {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_result& x) {
   auto status = wire::enum_field<session_status::failed>(x.status);
-  return f(caf::meta::type_name("quarry.session_result"), status, x.report,
-           x.plan, x.questions, x.sources, x.failure, x.notices, x.interrupted,
-           x.truncated);
+  return f(caf::meta::type_name("quarry.session_result"), status, x.report, x.plan, x.questions,
+           x.sources, x.failure, x.notices, x.interrupted, x.truncated);
 }
 
 /// A research a program asks a session node for.
@@ -286,8 +278,7 @@ struct research_request {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, research_request& x) {
-  return f(caf::meta::type_name("quarry.research_request"), x.question,
-           x.max_agents, x.deadline_ms,
+  return f(caf::meta::type_name("quarry.research_request"), x.question, x.max_agents, x.deadline_ms,
            wire::bounded(x.question, max_question_bytes, "a question past 64 KiB"));
 }
 

@@ -66,8 +66,7 @@ inline void set_app_identifier(caf::actor_system_config& cfg) {
 inline void set_heartbeat(caf::actor_system_config& cfg) {
   auto current = caf::get_if<caf::timespan>(&cfg.content, "middleman.heartbeat-interval");
   if (!current || current->count() <= 0)
-    cfg.set("middleman.heartbeat-interval",
-            caf::timespan{std::chrono::seconds{1}});
+    cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::seconds{1}});
 }
 
 /// Adds the types of these interfaces to `cfg`, sets the application

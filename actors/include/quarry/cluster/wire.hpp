@@ -145,8 +145,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, document& x) {
   auto published = quarry::cluster::wire::opt(x.published);
   auto kind = quarry::cluster::wire::enum_field<source_kind::other>(x.kind);
-  return f(caf::meta::type_name("quarry.document"), x.id, x.url, x.title,
-           x.snippet, x.content, published, kind);
+  return f(caf::meta::type_name("quarry.document"), x.id, x.url, x.title, x.snippet, x.content,
+           published, kind);
 }
 
 } // namespace quarry::sdk

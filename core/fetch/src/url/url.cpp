@@ -47,16 +47,14 @@ std::optional<std::string> check_text(std::string_view text) {
   if (text.empty())
     return "the URL is empty";
   if (text.size() > max_url_bytes)
-    return "the URL is longer than " + std::to_string(max_url_bytes)
-           + " bytes";
+    return "the URL is longer than " + std::to_string(max_url_bytes) + " bytes";
   if (auto bad = sdk::first_invalid_utf8(text); bad != text.size())
     return "the URL is not valid UTF-8 (at byte " + std::to_string(bad) + ")";
   for (size_t i = 0; i < text.size(); ++i) {
     auto c = static_cast<unsigned char>(text[i]);
     if (c <= 0x20 || c == 0x7F)
-      return std::string{"the URL contains "}
-             + (c == ' ' ? "a space" : "a control character") + " (at byte "
-             + std::to_string(i) + ")";
+      return std::string{"the URL contains "} + (c == ' ' ? "a space" : "a control character")
+             + " (at byte " + std::to_string(i) + ")";
   }
   return std::nullopt;
 }
@@ -64,17 +62,14 @@ std::optional<std::string> check_text(std::string_view text) {
 // The scheme of an absolute URL or reference (RFC 3986: a letter, then
 // letters, digits, `+`, `-` and `.`, before the first `:`), or empty.
 std::string_view scheme_of(std::string_view x) noexcept {
-  auto alpha = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-  };
+  auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
   if (x.empty() || !alpha(x.front()))
     return {};
   for (size_t i = 1; i < x.size(); ++i) {
     auto c = x[i];
     if (c == ':')
       return x.substr(0, i);
-    if (!alpha(c) && !(c >= '0' && c <= '9') && c != '+' && c != '-'
-        && c != '.')
+    if (!alpha(c) && !(c >= '0' && c <= '9') && c != '+' && c != '-' && c != '.')
       return {};
   }
   return {};
@@ -122,8 +117,8 @@ url_result parse_checked(std::string_view text) {
     return "not an absolute URL (no // after " + lower_scheme + ":)";
   auto authority = rest.substr(2);
   if (lower_scheme != "file"
-      && (authority.empty() || authority.front() == '/'
-          || authority.front() == '?' || authority.front() == '#'))
+      && (authority.empty() || authority.front() == '/' || authority.front() == '?'
+          || authority.front() == '#'))
     return std::string{"the URL has no host"};
   curlu_ptr handle{curl_url()};
   if (!handle)
@@ -187,8 +182,7 @@ url_result resolve_url(std::string_view base, std::string_view ref) {
   curlu_ptr handle{curl_url()};
   if (!handle)
     return std::string{"out of memory"};
-  auto rc = curl_url_set(handle.get(), CURLUPART_URL, b.text.c_str(),
-                         CURLU_NON_SUPPORT_SCHEME);
+  auto rc = curl_url_set(handle.get(), CURLUPART_URL, b.text.c_str(), CURLU_NON_SUPPORT_SCHEME);
   if (rc == CURLUE_OK)
     rc = curl_url_set(handle.get(), CURLUPART_URL, std::string{ref}.c_str(),
                       CURLU_NON_SUPPORT_SCHEME);

@@ -33,8 +33,8 @@ public:
     std::chrono::milliseconds wait{0};
   };
 
-  call_queue(int max_concurrency, double requests_per_minute,
-             double tokens_per_minute, const clock& clk);
+  call_queue(int max_concurrency, double requests_per_minute, double tokens_per_minute,
+             const clock& clk);
 
   /// Adds a new call at the end.
   void push_back(uint64_t key, int64_t tokens);

@@ -64,8 +64,7 @@ nlohmann::json to_json(const research_checkpoint& x);
 /// or mistyped fields, negative counters, a citation number below 1 or used
 /// twice, a document cited twice, and a mapping that names a document the
 /// checkpoint does not hold.
-std::variant<research_checkpoint, std::string>
-checkpoint_from_json(const nlohmann::json& j);
+std::variant<research_checkpoint, std::string> checkpoint_from_json(const nlohmann::json& j);
 
 /// The time a resumed session gets: what was left of `deadline` at the
 /// checkpoint, but at least a tenth of it (and at least a minute, if the

@@ -84,8 +84,7 @@ struct document_ref {
 
   /// Compares all fields.
   friend bool operator==(const document_ref& x, const document_ref& y) {
-    return x.document_id == y.document_id && x.link == y.link
-           && x.title == y.title;
+    return x.document_id == y.document_id && x.link == y.link && x.title == y.title;
   }
 
   /// Compares all fields.
@@ -162,14 +161,12 @@ public:
   }
 
   /// Compares entries including their order.
-  friend bool operator==(const citation_mapping& x,
-                         const citation_mapping& y) {
+  friend bool operator==(const citation_mapping& x, const citation_mapping& y) {
     return x.entries_ == y.entries_;
   }
 
   /// Compares entries including their order.
-  friend bool operator!=(const citation_mapping& x,
-                         const citation_mapping& y) {
+  friend bool operator!=(const citation_mapping& x, const citation_mapping& y) {
     return !(x == y);
   }
 
@@ -203,8 +200,7 @@ struct citation_info {
 
   /// Compares all fields.
   friend bool operator==(const citation_info& x, const citation_info& y) {
-    return x.citation_number == y.citation_number
-           && x.document_id == y.document_id;
+    return x.citation_number == y.citation_number && x.document_id == y.document_id;
   }
 };
 
@@ -350,8 +346,7 @@ struct collapse_result {
 /// kept and lists are re-joined with ", ". Unlike Onyx, numbers missing from
 /// `new_citations` are removed (a marker left empty disappears, with the
 /// spacing rule of remove mode), and fenced code is left alone.
-collapse_result collapse_citations(std::string_view text,
-                                   const citation_mapping& existing,
+collapse_result collapse_citations(std::string_view text, const citation_mapping& existing,
                                    const citation_mapping& new_citations);
 
 /// Returns the citation numbers of `text` in order of first appearance (for

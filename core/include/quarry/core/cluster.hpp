@@ -98,7 +98,6 @@ struct agent_request_view {
 
 /// Returns why a worker refuses to run an agent with these fields, or an
 /// empty string if it accepts them.
-std::string refuse_agent_request(const agent_request_view& x,
-                                 const agent_bounds& bounds = {});
+std::string refuse_agent_request(const agent_request_view& x, const agent_bounds& bounds = {});
 
 } // namespace quarry::core

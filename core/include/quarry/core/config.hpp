@@ -45,8 +45,7 @@ struct config_error {
 };
 
 /// Looks up an environment variable.
-using config_getenv_fn
-  = std::function<std::optional<std::string>(const std::string&)>;
+using config_getenv_fn = std::function<std::optional<std::string>(const std::string&)>;
 
 /// What to load.
 struct load_options {
@@ -137,8 +136,7 @@ std::optional<std::string> find_config_file(const load_options& options);
 /// Returns the candidate closest to `name` (edit distance with adjacent
 /// transpositions, case-insensitive), or an empty string if none is close
 /// enough to be a likely typo. Used for "did you mean" hints.
-std::string closest_name(std::string_view name,
-                         const std::vector<std::string>& candidates);
+std::string closest_name(std::string_view name, const std::vector<std::string>& candidates);
 
 /// Returns whether a key inside a plugin instance holds a secret: `api_key`,
 /// or a name ending with `_key`, `token`, `password` or `secret`

@@ -56,13 +56,11 @@ struct limit_problem {
 /// (unknown keys with a "did you mean" hint naming `prefix.KEY`, where
 /// `prefix` is e.g. `llm.providers.main.limits`). Null values keep the
 /// default. A `limits` that is not a map is one problem with an empty key.
-std::vector<limit_problem> read_limits(const nlohmann::json& limits,
-                                       llm_limits& out,
+std::vector<limit_problem> read_limits(const nlohmann::json& limits, llm_limits& out,
                                        const std::string& prefix = "limits");
 
 /// Reads a tool's `limits:` map; see the overload for providers.
-std::vector<limit_problem> read_limits(const nlohmann::json& limits,
-                                       tool_limits& out,
+std::vector<limit_problem> read_limits(const nlohmann::json& limits, tool_limits& out,
                                        const std::string& prefix = "limits");
 
 /// Returns the `limits:` map of a provider as it appears in the effective

@@ -46,9 +46,8 @@ const char* to_string(config_type x) noexcept;
 
 /// A typed configuration value. `integer` and `size` keys use `int64_t`.
 using config_value
-  = std::variant<int64_t, bool, std::string, std::chrono::milliseconds,
-                 std::vector<std::string>, std::map<std::string, std::string>,
-                 std::map<std::string, llm_instance>,
+  = std::variant<int64_t, bool, std::string, std::chrono::milliseconds, std::vector<std::string>,
+                 std::map<std::string, std::string>, std::map<std::string, llm_instance>,
                  std::map<std::string, tool_instance>>;
 
 /// Connects a key to its field in @ref settings.

@@ -76,8 +76,7 @@ private:
 /// One research agent's time, counted from its construction.
 class agent_deadline {
 public:
-  explicit agent_deadline(agent_time_limits limits = {},
-                          const clock& clk = real_clock());
+  explicit agent_deadline(agent_time_limits limits = {}, const clock& clk = real_clock());
 
   /// Whether the agent must stop researching and write its report.
   bool must_report() const noexcept;

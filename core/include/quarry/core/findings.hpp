@@ -24,9 +24,8 @@ inline constexpr size_t findings_digest_budget = 2400;
 /// report on one line and cut at a word to its share of
 /// @ref findings_digest_budget (at least 200 characters). Empty without
 /// findings.
-std::string findings_digest(
-  const std::vector<std::pair<std::string, std::string>>& findings,
-  const citation_mapping& global);
+std::string findings_digest(const std::vector<std::pair<std::string, std::string>>& findings,
+                            const citation_mapping& global);
 
 /// Rewrites the `document` numbers of a tool's LLM-facing JSON
 /// (`{"results": [{"document": n, ...}]}`): result i is documents[i]; its
@@ -35,8 +34,7 @@ std::string findings_digest(
 /// unchanged.
 std::string renumber_documents(const std::string& llm_text,
                                const std::vector<sdk::document>& documents,
-                               const std::function<int(const sdk::document&)>&
-                                 number_of);
+                               const std::function<int(const sdk::document&)>& number_of);
 
 /// Where the step after the first `max_steps` numbered steps of `plan`
 /// begins (a line whose first non-blank character is a digit), or npos when

@@ -55,14 +55,12 @@ struct history_input {
 /// message when `last_n_user_messages` is set, or the last user message and
 /// what follows it do not fit.
 std::variant<std::vector<sdk::chat_message>, std::string>
-build_history(const history_input& input,
-              const token_counter& count = estimate_tokens);
+build_history(const history_input& input, const token_counter& count = estimate_tokens);
 
 /// Drops tool results whose call is not in an earlier assistant message and
 /// adds a synthetic result right after the assistant message's other
 /// results for each call that has none.
-std::vector<sdk::chat_message>
-pair_tool_results(std::vector<sdk::chat_message> messages);
+std::vector<sdk::chat_message> pair_tool_results(std::vector<sdk::chat_message> messages);
 
 /// The reasoning of the assistant turn that made a round of tool calls,
 /// kept in the history because some providers need it back (DeepSeek's
@@ -79,8 +77,7 @@ struct turn_reasoning {
 /// `result_of(call)`.
 void append_tool_round(std::vector<sdk::chat_message>& history,
                        const std::vector<sdk::tool_call>& calls,
-                       const std::function<std::string(const sdk::tool_call&)>&
-                         result_of,
+                       const std::function<std::string(const sdk::tool_call&)>& result_of,
                        turn_reasoning reasoning = {});
 
 /// The text of a synthetic result for a tool call that was not run.

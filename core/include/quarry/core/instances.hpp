@@ -29,14 +29,12 @@ namespace quarry::core {
 /// Updates `values`, `effective` (so `config show` prints the additions) and
 /// `environment_defaults`. Empty variables count as unset. `getenv` empty
 /// means the process environment.
-void apply_environment_defaults(loaded_config& cfg,
-                                const config_getenv_fn& getenv = {});
+void apply_environment_defaults(loaded_config& cfg, const config_getenv_fn& getenv = {});
 
 /// Returns the options the plugin named by the argument declares
 /// (`QUARRY_PLUGIN_KEYS`), or nothing when that is not known (the plugin does
 /// not say, or is not loaded): then only the plugin itself checks its options.
-using plugin_keys_fn
-  = std::function<std::optional<std::vector<std::string>>(const std::string&)>;
+using plugin_keys_fn = std::function<std::optional<std::vector<std::string>>(const std::string&)>;
 
 /// Checks the options of every instance of `llm.providers` and `tools` (their
 /// `limits:` were checked when the file was loaded) and returns every problem
@@ -51,9 +49,7 @@ using plugin_keys_fn
 ///   too).
 ///
 /// Never shows the value of a secret.
-std::vector<config_error> check_instances(settings& cfg,
-                                          const plugin_keys_fn& plugin_keys = {},
-                                          std::vector<config_error>* warnings
-                                          = nullptr);
+std::vector<config_error> check_instances(settings& cfg, const plugin_keys_fn& plugin_keys = {},
+                                          std::vector<config_error>* warnings = nullptr);
 
 } // namespace quarry::core

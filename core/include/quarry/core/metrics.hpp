@@ -151,7 +151,7 @@ public:
       return *overflow_;
     }
     auto [j, added] = children_.emplace(std::move(key), make_child());
-    (void) added;
+    (void)added;
     return *j->second;
   }
 
@@ -198,8 +198,8 @@ protected:
 /// A family of histograms with the same buckets.
 class histogram_family : public detail::metric_family<metric_histogram> {
 public:
-  histogram_family(std::string name, std::string help,
-                   std::vector<std::string> label_names, std::vector<double> bounds);
+  histogram_family(std::string name, std::string help, std::vector<std::string> label_names,
+                   std::vector<double> bounds);
 
   const std::vector<double>& bounds() const noexcept {
     return *bounds_;
@@ -222,20 +222,18 @@ public:
   /// same type and label names). Errors: an invalid metric or label name
   /// (`[a-zA-Z_:][a-zA-Z0-9_:]*`, labels without `:` and not starting with
   /// `__`), a label named twice, a name taken by a different family.
-  std::variant<counter_family*, sdk::error>
-  add_counter(std::string name, std::string help,
-              std::vector<std::string> label_names = {});
+  std::variant<counter_family*, sdk::error> add_counter(std::string name, std::string help,
+                                                        std::vector<std::string> label_names = {});
 
   /// Adds a gauge family; as add_counter.
-  std::variant<gauge_family*, sdk::error>
-  add_gauge(std::string name, std::string help,
-            std::vector<std::string> label_names = {});
+  std::variant<gauge_family*, sdk::error> add_gauge(std::string name, std::string help,
+                                                    std::vector<std::string> label_names = {});
 
   /// Adds a histogram family with the given upper bounds (finite, strictly
   /// increasing; +Inf is added). `le` cannot be a label name.
-  std::variant<histogram_family*, sdk::error>
-  add_histogram(std::string name, std::string help,
-                std::vector<std::string> label_names, std::vector<double> bounds);
+  std::variant<histogram_family*, sdk::error> add_histogram(std::string name, std::string help,
+                                                            std::vector<std::string> label_names,
+                                                            std::vector<double> bounds);
 
   /// Every family in the text format 0.0.4 (`# HELP`, `# TYPE`, samples).
   /// A family without labels shows its one child (0 until used).
@@ -261,7 +259,6 @@ std::string escape_label_value(std::string_view value);
 std::string escape_metric_help(std::string_view help);
 
 /// The content type of render()'s text.
-inline constexpr std::string_view metrics_content_type =
-  "text/plain; version=0.0.4; charset=utf-8";
+inline constexpr std::string_view metrics_content_type = "text/plain; version=0.0.4; charset=utf-8";
 
 } // namespace quarry::core

@@ -53,8 +53,8 @@ std::string encode(const packet& x);
 /// envelope, so a packet's object is serialised once. Returns nothing when
 /// `obj_json` is not a JSON object (its grammar and UTF-8 are checked without
 /// building it).
-std::optional<std::string> encode(uint64_t seq, std::string_view session,
-                                  const placement& where, std::string_view obj_json);
+std::optional<std::string> encode(uint64_t seq, std::string_view session, const placement& where,
+                                  std::string_view obj_json);
 
 /// Decodes one line written by encode(); a message on malformed input.
 std::variant<packet, std::string> decode(std::string_view line);
@@ -107,8 +107,7 @@ nlohmann::json intermediate_report_cited_docs(const std::vector<sdk::document>& 
 /// Clarifying questions; the session ends waiting for the user's answer.
 nlohmann::json clarification(const std::string& questions);
 /// Tokens and cost of one LLM call (`role`: orchestrator, research_agent, ...).
-nlohmann::json usage(const std::string& role, const sdk::usage& tokens,
-                     double cost_usd);
+nlohmann::json usage(const std::string& role, const sdk::usage& tokens, double cost_usd);
 /// A note for the user that is not part of the answer (degradations,
 /// deadlines, skipped calls).
 nlohmann::json notice(const std::string& text);
@@ -130,8 +129,7 @@ nlohmann::json resumed(int64_t checkpoint, uint64_t superseded_after);
 /// this node) was given up (`reason`): every packet at this placement
 /// (turn, tab) before this one belongs to it, and a view drops what they
 /// showed; the agent starts again after it, on another node.
-nlohmann::json agent_superseded(int attempt, const std::string& worker,
-                                const std::string& reason);
+nlohmann::json agent_superseded(int attempt, const std::string& worker, const std::string& reason);
 
 } // namespace packets
 

@@ -25,9 +25,9 @@ struct prompt_error {
 /// replaced by `vars[name]`; all other characters, other braces included,
 /// are copied. A placeholder without a value is an error naming it and
 /// `template_name`. Values are inserted as they are (never re-scanned).
-std::variant<std::string, prompt_error>
-render_template(std::string_view text, const prompt_vars& vars,
-                std::string_view template_name = {});
+std::variant<std::string, prompt_error> render_template(std::string_view text,
+                                                        const prompt_vars& vars,
+                                                        std::string_view template_name = {});
 
 /// Returns the placeholder names of `text` in order of first appearance.
 std::vector<std::string> template_variables(std::string_view text);
@@ -55,8 +55,8 @@ public:
   const std::string* find(std::string_view name) const;
 
   /// Renders the template `name` (see render_template).
-  std::variant<std::string, prompt_error>
-  render(std::string_view name, const prompt_vars& vars) const;
+  std::variant<std::string, prompt_error> render(std::string_view name,
+                                                 const prompt_vars& vars) const;
 
   /// All template names, sorted.
   std::vector<std::string> names() const;

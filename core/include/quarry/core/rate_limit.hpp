@@ -29,8 +29,7 @@ inline constexpr std::chrono::milliseconds longest_rate_wait{365LL * 24 * 3600 *
 /// it runs at last instead of waiting for ever.
 class rate_limiter {
 public:
-  rate_limiter(double requests_per_minute, double tokens_per_minute,
-               const clock& clk);
+  rate_limiter(double requests_per_minute, double tokens_per_minute, const clock& clk);
 
   /// How long a call of `tokens` estimated tokens must wait before the
   /// buckets hold what it takes (zero: it may start now). Rounded up to

@@ -123,7 +123,7 @@ sdk::tool_definition classify_tool(int max_clarifying_questions);
 /// `max_clarifying_questions` are dropped; an ambiguous question without any
 /// clarifying question is not ambiguous.
 std::variant<classification, invalid_output> read_classification(const nlohmann::json& args,
-                                                                  int max_clarifying_questions);
+                                                                 int max_clarifying_questions);
 
 /// `search_queries`: the background investigator's and classic researcher's
 /// tool: 1 to `max` queries.

@@ -49,8 +49,7 @@ std::string coordinator_input(const std::string& question,
 /// replan the completed steps with their observations, the reflector's
 /// reasoning and suggested changes, and how many new steps fit.
 std::string planner_input(const std::string& question, const std::string& background,
-                          const plan* current, const reflection* feedback, plan_room room,
-                          depth d);
+                          const plan* current, const reflection* feedback, plan_room room, depth d);
 
 /// The research context of the coordinator's call: the question and
 /// whether it follows a conversation (a follow-up).

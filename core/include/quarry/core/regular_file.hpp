@@ -80,8 +80,8 @@ struct regular_file_text {
 
 /// Reads the regular file at `path` (see @ref open_regular_file), at most
 /// `max_bytes` bytes: a larger file is refused with `file_error::too_large`.
-std::variant<regular_file_text, file_error>
-read_regular_file(const std::string& path, size_t max_bytes);
+std::variant<regular_file_text, file_error> read_regular_file(const std::string& path,
+                                                              size_t max_bytes);
 
 /// The permission bits of `mode` as a message shows them: four octal digits
 /// ("0644", "1777").

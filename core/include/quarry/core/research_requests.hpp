@@ -51,8 +51,7 @@ inline constexpr int64_t orchestrator_reserve_tokens = 1000;
 
 /// Clarification: the system prompt and the question, generate_plan offered
 /// ("no questions"), tool choice auto. Research context: the question.
-sdk::chat_request clarification_request(std::string system,
-                                        const std::string& question);
+sdk::chat_request clarification_request(std::string system, const std::string& question);
 
 /// The research plan: system prompt, question and reminder, no tools.
 /// Research context: the question.
@@ -117,12 +116,10 @@ inline constexpr const char* orchestrator_retry_reminder
 /// rounds, the reminder (wrapped by make_reminder), no tools, within the
 /// context less its output. Research context: the question and the steps of
 /// `plan` (the plan step's text; the reminder states it too).
-request_or_error final_report_request(std::string system,
-                                      const std::string& question,
-                                      const std::string& plan,
-                                      const std::vector<sdk::chat_message>& history,
-                                      const std::string& reminder,
-                                      int64_t context_tokens, int64_t max_tokens);
+request_or_error
+final_report_request(std::string system, const std::string& question, const std::string& plan,
+                     const std::vector<sdk::chat_message>& history, const std::string& reminder,
+                     int64_t context_tokens, int64_t max_tokens);
 
 /// What a research agent's step is built from.
 struct research_step_input {
@@ -151,8 +148,8 @@ request_or_error research_step_request(const research_step_input& in);
 /// less its output. Research context: the task.
 request_or_error agent_report_request(std::string system, const std::string& task,
                                       const std::vector<sdk::chat_message>& history,
-                                      std::string reminder,
-                                      int64_t context_tokens, int64_t max_tokens);
+                                      std::string reminder, int64_t context_tokens,
+                                      int64_t max_tokens);
 
 /// Asks the model to go on with a text the output limit cut: `req` (the
 /// request that began it, its research context too) with the text so far
@@ -197,8 +194,7 @@ std::string guidance_text(const prompt_library& lib, std::string_view name, bool
 
 /// The clarification step's system prompt; the internal-search guidance
 /// only with internal search.
-std::string clarification_system(const prompt_library& lib,
-                                 const std::string& current_datetime,
+std::string clarification_system(const prompt_library& lib, const std::string& current_datetime,
                                  bool internal_search);
 
 /// What an orchestrator's system prompt states.
@@ -285,13 +281,11 @@ std::string orchestrator_tool_answer(const sdk::tool_call& call, bool alone);
 std::string agent_failed_text(const std::string& why);
 
 /// The answer to an agent's call of a tool it does not have.
-std::string unknown_tool_text(const std::string& name,
-                              const std::vector<std::string>& available);
+std::string unknown_tool_text(const std::string& name, const std::vector<std::string>& available);
 
 /// The result of a tool run that did not finish within `limit`
 /// (errc::timeout; the text tells the model to carry on without it).
-sdk::tool_result tool_timeout_result(const std::string& tool,
-                                     std::chrono::milliseconds limit);
+sdk::tool_result tool_timeout_result(const std::string& tool, std::chrono::milliseconds limit);
 
 /// The answer to a tool call that could not be made at all (`why`: the
 /// reason the tool's actor gave).
@@ -301,15 +295,13 @@ std::string tool_call_failed_text(const std::string& tool, const std::string& wh
 /// model cannot write one: a visible note naming `why` (it is not a written
 /// report), then a section per finding; or a sentence saying nothing was
 /// found and `why`.
-std::string findings_report(
-  const std::vector<std::pair<std::string, std::string>>& findings,
-  const std::string& why);
+std::string findings_report(const std::vector<std::pair<std::string, std::string>>& findings,
+                            const std::string& why);
 
 /// The documents an intermediate `report` cites, in first-cited order, by
 /// agent-local number: the citation markers of the keep-markers processor
 /// (code spans skipped) that name a number of `documents`.
 std::vector<std::pair<int, sdk::document>>
-cited_documents(const std::string& report,
-                const std::map<int, sdk::document>& documents);
+cited_documents(const std::string& report, const std::map<int, sdk::document>& documents);
 
 } // namespace quarry::core

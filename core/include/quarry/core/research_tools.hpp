@@ -27,7 +27,6 @@ sdk::tool_definition think_tool(bool for_agent);
 std::string join_tool_names(const std::vector<std::string>& names);
 
 /// The tool result of a think_tool call.
-inline constexpr const char* think_acknowledgement
-  = "Acknowledged, please continue.";
+inline constexpr const char* think_acknowledgement = "Acknowledged, please continue.";
 
 } // namespace quarry::core

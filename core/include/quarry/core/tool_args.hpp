@@ -22,8 +22,7 @@ inline constexpr size_t max_argument_depth = 128;
 /// that is not an object gives a message the model can act on, and so do
 /// arguments nested deeper than @ref max_argument_depth (never parsed, so
 /// hostile input cannot exhaust the stack).
-std::variant<nlohmann::json, std::string>
-parse_tool_arguments(std::string_view text);
+std::variant<nlohmann::json, std::string> parse_tool_arguments(std::string_view text);
 
 /// Checks parsed arguments against a tool's JSON schema (the subset tools
 /// declare: `type` of object, array, string, integer, number, boolean;

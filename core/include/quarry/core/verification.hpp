@@ -101,8 +101,7 @@ struct indexed_document {
 
 /// Splits and tokenizes `doc` (stage 3's preparation, once per document).
 /// Passages hold about `words` words; at most `max_passages`.
-indexed_document index_document(source_text doc, size_t words = 80,
-                                size_t max_passages = 4000);
+indexed_document index_document(source_text doc, size_t words = 80, size_t max_passages = 4000);
 
 /// The documents a claim cites: the numbers with stored text, and those
 /// without any (unknown numbers included).

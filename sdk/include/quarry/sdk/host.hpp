@@ -43,8 +43,7 @@ inline bool iequals(std::string_view x, std::string_view y) noexcept {
 }
 
 /// Returns the value of the first header named `name` (case-insensitive).
-inline std::optional<std::string> find_header(const http_headers& xs,
-                                              std::string_view name) {
+inline std::optional<std::string> find_header(const http_headers& xs, std::string_view name) {
   for (const auto& [key, value] : xs)
     if (iequals(key, name))
       return value;
@@ -90,8 +89,7 @@ struct http_request {
   /// Called on the I/O thread with the numeric address (`1.2.3.4` or `::1`)
   /// and port of every connection about to be opened, after name resolution.
   /// Returning an error refuses the connection and fails the request.
-  std::function<std::optional<error>(std::string_view ip, uint16_t port)>
-    on_connect;
+  std::function<std::optional<error>(std::string_view ip, uint16_t port)> on_connect;
 };
 
 /// Receives the response of one HTTP request. All calls happen on the host's

@@ -42,8 +42,7 @@ struct http_response {
 /// sequences and control characters go (@ref strip_terminal_controls: the
 /// message may reach a terminal), line breaks and tabs become spaces, runs of
 /// spaces fold to one and the ends are trimmed.
-inline std::string http_error_message(std::string_view body,
-                                      size_t max_size = 300) {
+inline std::string http_error_message(std::string_view body, size_t max_size = 300) {
   std::string msg;
   auto j = parse_json(body);
   auto str = [](const nlohmann::json& x) -> std::string {
@@ -91,10 +90,8 @@ inline std::string http_error_message(std::string_view body,
 /// error's text: the class from the status (classify_http_status), the wait
 /// the server asks for (`retry-after-ms`, `Retry-After`) and its retry hint
 /// (`x-should-retry`). Plugins refine the class with what the body says.
-inline error http_status_error(int status, const http_headers& headers,
-                               std::string message) {
-  auto err = make_error(classify_http_status(status), std::move(message),
-                        status);
+inline error http_status_error(int status, const http_headers& headers, std::string message) {
+  auto err = make_error(classify_http_status(status), std::move(message), status);
   err.retry_after_ms = retry_after_ms(headers);
   err.retry_hint = should_retry_header(headers);
   return err;
@@ -111,8 +108,7 @@ inline error http_status_error(int status, const http_headers& headers,
 class buffered_response_sink final : public http_response_sink {
 public:
   /// Receives the outcome.
-  using callback
-    = std::function<void(http_response response, std::optional<error> failure)>;
+  using callback = std::function<void(http_response response, std::optional<error> failure)>;
 
   buffered_response_sink(int64_t max_body_bytes, callback done)
     : max_body_bytes_(max_body_bytes), done_(std::move(done)) {
@@ -126,8 +122,7 @@ public:
   }
 
   bool on_data(std::string_view bytes) override {
-    if (static_cast<int64_t>(response_.body.size() + bytes.size())
-        > max_body_bytes_) {
+    if (static_cast<int64_t>(response_.body.size() + bytes.size()) > max_body_bytes_) {
       too_large_ = true;
       return false;
     }
@@ -140,9 +135,8 @@ public:
     if (!done)
       return;
     if (too_large_)
-      failure = make_error(errc::too_large,
-                           "the response is larger than "
-                             + std::to_string(max_body_bytes_) + " bytes");
+      failure = make_error(errc::too_large, "the response is larger than "
+                                              + std::to_string(max_body_bytes_) + " bytes");
     else if (!failure && !response_.ok())
       failure = http_status_error(response_.status, response_.headers,
                                   http_error_message(response_.body));
@@ -159,15 +153,13 @@ private:
 /// Starts `request` and collects its response (see buffered_response_sink).
 /// The host's own size limit is set to `max_body_bytes` too, unless the
 /// request has a smaller one. Returns the handle that cancels the request.
-inline std::shared_ptr<http_call>
-fetch_buffered(http_client& client, http_request request,
-               int64_t max_body_bytes, buffered_response_sink::callback done) {
-  if (request.max_response_bytes == 0
-      || request.max_response_bytes > max_body_bytes)
+inline std::shared_ptr<http_call> fetch_buffered(http_client& client, http_request request,
+                                                 int64_t max_body_bytes,
+                                                 buffered_response_sink::callback done) {
+  if (request.max_response_bytes == 0 || request.max_response_bytes > max_body_bytes)
     request.max_response_bytes = max_body_bytes;
   return client.start(std::move(request),
-                      std::make_shared<buffered_response_sink>(max_body_bytes,
-                                                               std::move(done)));
+                      std::make_shared<buffered_response_sink>(max_body_bytes, std::move(done)));
 }
 
 } // namespace quarry::sdk

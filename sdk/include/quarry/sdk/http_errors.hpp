@@ -155,12 +155,12 @@ inline std::optional<errc> cause_in_message(std::string_view message) {
         return true;
     return false;
   };
-  if (any({"maximum context length", "context_length_exceeded", "context window",
-           "context length", "exceeds the available context size",
-           "exceed_context_size", "exceeds the maximum number of tokens",
-           "prompt is too long", "too many tokens in the prompt",
-           "input is too long", "prompt too long", "reduce the length of the messages",
-           "maximum prompt length", "requested tokens exceed"}))
+  if (any({"maximum context length", "context_length_exceeded", "context window", "context length",
+           "exceeds the available context size", "exceed_context_size",
+           "exceeds the maximum number of tokens", "prompt is too long",
+           "too many tokens in the prompt", "input is too long", "prompt too long",
+           "reduce the length of the messages", "maximum prompt length",
+           "requested tokens exceed"}))
     return errc::context_too_long;
   if (any({"insufficient_quota", "exceeded your current quota", "insufficient credits",
            "insufficient balance", "credit balance is too low", "billing_hard_limit",

@@ -37,8 +37,7 @@ struct json_limits {
 /// brackets outside strings only (the text need not be valid JSON). Stops
 /// early and returns `stop_above + 1` once that depth is exceeded. Linear,
 /// no allocation.
-inline size_t json_nesting_depth(std::string_view text,
-                                 size_t stop_above = SIZE_MAX - 1) noexcept {
+inline size_t json_nesting_depth(std::string_view text, size_t stop_above = SIZE_MAX - 1) noexcept {
   size_t depth = 0;
   size_t deepest = 0;
   bool in_string = false;
@@ -106,8 +105,7 @@ inline nlohmann::json parse_json(std::string_view text, std::string* error = nul
     return nlohmann::json(nlohmann::json::value_t::discarded);
   };
   if (json_nesting_depth(text, limits.max_depth) > limits.max_depth)
-    return fail("JSON nested deeper than " + std::to_string(limits.max_depth)
-                + " levels");
+    return fail("JSON nested deeper than " + std::to_string(limits.max_depth) + " levels");
   std::string repaired;
   if (limits.repair_utf8 && !is_valid_utf8(text)) {
     repaired = repair_utf8(text);

@@ -62,9 +62,8 @@ public:
   /// Starts a streaming chat call and returns at once. Results arrive through
   /// `sink`, which the provider keeps alive until it called `on_done` or
   /// `on_error`.
-  virtual std::shared_ptr<chat_call> chat(chat_request request,
-                                          std::shared_ptr<chat_sink> sink)
-    = 0;
+  virtual std::shared_ptr<chat_call>
+  chat(chat_request request, std::shared_ptr<chat_sink> sink) = 0;
 
   /// Finds the model's facts, asking the server where it says them (e.g. the
   /// context window the server actually serves), and calls `done` with them

@@ -33,8 +33,8 @@ inline const char* to_string(plugin_kind x) noexcept {
 /// kind `llm`, a @ref tool for kind `tool`) from the instance's configuration.
 /// May throw `std::exception` to reject the configuration; the host reports
 /// the message together with the plugin's file.
-using plugin_factory = std::unique_ptr<plugin_object> (*)(
-  host_context& host, const nlohmann::json& config);
+using plugin_factory = std::unique_ptr<plugin_object> (*)(host_context& host,
+                                                          const nlohmann::json& config);
 
 /// Describes a plugin. The layout is part of the ABI: fields are only ever
 /// appended, and every change bumps QUARRY_PLUGIN_ABI_VERSION.
@@ -91,6 +91,7 @@ using plugin_keys_entry = const char* const*();
 /// Implementation detail of QUARRY_SDK_CAT.
 #define QUARRY_SDK_CAT_IMPL(a, b) a##b
 
+// clang-format off
 #if defined(NLOHMANN_JSON_NAMESPACE_CONCAT) && defined(NLOHMANN_JSON_ABI_TAGS)
 /// nlohmann::json's inline namespace, e.g. `json_abi_v3_11_2` or, with
 /// JSON_DIAGNOSTICS=1, `json_abi_diag_v3_11_2`.
@@ -234,3 +235,4 @@ using tool_kind_entry = uint32_t();
   extern "C" QUARRY_SDK_API uint32_t quarry_tool_kind_v1() {                   \
     return static_cast<uint32_t>(tool_kind_value);                             \
   }
+// clang-format on

@@ -188,8 +188,9 @@ private:
     size_t best_len = 0;
     for (const auto& tag : tags_) {
       auto pos = find_tag(text_total_, tag.close);
-      if (pos < best && find_tag(std::string_view{text_total_}.substr(0, pos), tag.open)
-                          == std::string_view::npos) {
+      if (pos < best
+          && find_tag(std::string_view{text_total_}.substr(0, pos), tag.open)
+               == std::string_view::npos) {
         best = pos;
         best_len = tag.close.size();
       }

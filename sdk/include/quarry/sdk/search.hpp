@@ -60,8 +60,7 @@ public:
 
   /// Classifies an error response (status outside 2xx). The default is
   /// http_status_error with http_error_message(body).
-  virtual error classify(int status, const http_headers& headers,
-                         std::string_view body) const {
+  virtual error classify(int status, const http_headers& headers, std::string_view body) const {
     return http_status_error(status, headers, http_error_message(body));
   }
 };
@@ -107,9 +106,8 @@ inline std::vector<std::string> query_strings(const nlohmann::json& value) {
 /// Each of `raw` through `normalise` (a string to a string), keeping the
 /// first of each distinct non-empty result, at most `max_queries`.
 template <class Normalise>
-std::vector<std::string>
-distinct_queries(const std::vector<std::string>& raw, Normalise normalise,
-                 size_t max_queries = SIZE_MAX) {
+std::vector<std::string> distinct_queries(const std::vector<std::string>& raw, Normalise normalise,
+                                          size_t max_queries = SIZE_MAX) {
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (const auto& x : raw) {
@@ -128,22 +126,19 @@ inline constexpr size_t max_search_queries = 10;
 
 /// Reads the `queries` argument (see query_strings); each is trimmed, empty
 /// ones and repeats are dropped, and at most `max_queries` are kept.
-inline std::vector<std::string>
-search_queries(const nlohmann::json& arguments,
-               size_t max_queries = max_search_queries) {
+inline std::vector<std::string> search_queries(const nlohmann::json& arguments,
+                                               size_t max_queries = max_search_queries) {
   if (!arguments.is_object() || !arguments.contains("queries"))
     return {};
   return distinct_queries(
-    query_strings(arguments["queries"]),
-    [](const std::string& q) { return std::string{trim(q)}; },
+    query_strings(arguments["queries"]), [](const std::string& q) { return std::string{trim(q)}; },
     max_queries);
 }
 
 /// Round-robin interleave: result 0 of every list, then result 1, ...,
 /// skipping (title, url) pairs already taken, until `limit` results.
 inline std::vector<search_result>
-interleave_results(const std::vector<std::vector<search_result>>& lists,
-                   size_t limit) {
+interleave_results(const std::vector<std::vector<search_result>>& lists, size_t limit) {
   std::vector<search_result> out;
   std::set<std::pair<std::string, std::string>> seen;
   for (size_t rank = 0; out.size() < limit; ++rank) {
@@ -188,8 +183,7 @@ inline std::string search_results_json(const std::vector<search_result>& results
 }
 
 /// Converts results to documents (id = url, kind web) for the host.
-inline std::vector<document>
-search_documents(const std::vector<search_result>& results) {
+inline std::vector<document> search_documents(const std::vector<search_result>& results) {
   std::vector<document> out;
   out.reserve(results.size());
   for (const auto& r : results) {
@@ -208,15 +202,15 @@ search_documents(const std::vector<search_result>& results) {
 namespace detail {
 
 /// The state of one batch, shared by the sinks of its queries.
-class search_run final : public tool_run,
-                         public std::enable_shared_from_this<search_run> {
+class search_run final : public tool_run, public std::enable_shared_from_this<search_run> {
 public:
   using callback = std::function<void(search_batch)>;
 
-  search_run(std::vector<std::string> queries, size_t max_results,
-             callback done)
-    : max_results_(max_results), done_(std::move(done)),
-      pending_(queries.size()), answered_(queries.size(), false) {
+  search_run(std::vector<std::string> queries, size_t max_results, callback done)
+    : max_results_(max_results),
+      done_(std::move(done)),
+      pending_(queries.size()),
+      answered_(queries.size(), false) {
     batch_.outcomes.resize(queries.size());
     for (size_t i = 0; i < queries.size(); ++i)
       batch_.outcomes[i].query = std::move(queries[i]);
@@ -259,8 +253,7 @@ public:
   }
 
   /// Records the outcome of query `index`; the last one finishes the batch.
-  void complete(size_t index, std::vector<search_result> results,
-                std::optional<error> failure) {
+  void complete(size_t index, std::vector<search_result> results, std::optional<error> failure) {
     callback done;
     search_batch batch;
     {
@@ -320,20 +313,15 @@ run_search(http_client& client, std::shared_ptr<const search_backend> backend,
     done(search_batch{});
     return std::make_shared<detail::finished_search>();
   }
-  auto run = std::make_shared<detail::search_run>(queries, options.max_results,
-                                                  std::move(done));
+  auto run = std::make_shared<detail::search_run>(queries, options.max_results, std::move(done));
   for (size_t i = 0; i < count; ++i) {
     auto req = backend->make_request(queries[i]);
     if (req.total_timeout.count() == 0)
       req.total_timeout = options.timeout;
-    auto on_answer = [run, backend, i](http_response response,
-                                       std::optional<error> failure) {
+    auto on_answer = [run, backend, i](http_response response, std::optional<error> failure) {
       // An error status (the whole body arrived): the backend classifies.
-      if (failure && failure->http_status != 0
-          && failure->http_status == response.status) {
-        run->complete(i, {}, backend->classify(response.status,
-                                               response.headers,
-                                               response.body));
+      if (failure && failure->http_status != 0 && failure->http_status == response.status) {
+        run->complete(i, {}, backend->classify(response.status, response.headers, response.body));
         return;
       }
       if (failure) {
@@ -343,8 +331,8 @@ run_search(http_client& client, std::shared_ptr<const search_backend> backend,
       auto page = backend->parse(response.body);
       run->complete(i, std::move(page.results), std::move(page.failure));
     };
-    run->add_call(fetch_buffered(client, std::move(req),
-                                 options.max_body_bytes, std::move(on_answer)));
+    run->add_call(
+      fetch_buffered(client, std::move(req), options.max_body_bytes, std::move(on_answer)));
   }
   return run;
 }
@@ -391,8 +379,7 @@ public:
             {"required", {"queries"}}};
   }
 
-  std::shared_ptr<tool_run> run(const nlohmann::json& arguments,
-                                tool_callback done) override {
+  std::shared_ptr<tool_run> run(const nlohmann::json& arguments, tool_callback done) override {
     auto queries = search_queries(arguments);
     if (queries.empty()) {
       tool_result result;
@@ -403,8 +390,7 @@ public:
       return std::make_shared<detail::finished_search>();
     }
     auto limit = info_.max_total_results;
-    return run_search(host_.http(), backend_, std::move(queries),
-                      info_.options,
+    return run_search(host_.http(), backend_, std::move(queries), info_.options,
                       [done = std::move(done), limit](search_batch batch) {
                         done(assemble(std::move(batch), limit));
                       });

@@ -20,8 +20,8 @@ namespace detail {
 
 inline bool is_secret_char(char c) noexcept {
   auto u = static_cast<unsigned char>(c);
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-         || c == '_' || c == '-' || u >= 0x80;
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'
+         || c == '-' || u >= 0x80;
 }
 
 } // namespace detail
@@ -50,8 +50,7 @@ inline std::string mask_secret(std::string text, std::string_view secret) {
 }
 
 /// Applies @ref mask_secret for each of `secrets`.
-inline std::string mask_secrets(std::string text,
-                                const std::vector<std::string>& secrets) {
+inline std::string mask_secrets(std::string text, const std::vector<std::string>& secrets) {
   for (const auto& secret : secrets)
     text = mask_secret(std::move(text), secret);
   return text;

@@ -68,8 +68,7 @@ constexpr bool starts_with(std::string_view x, std::string_view prefix) noexcept
 
 /// Whether `x` ends with `suffix`.
 constexpr bool ends_with(std::string_view x, std::string_view suffix) noexcept {
-  return x.size() >= suffix.size()
-         && x.substr(x.size() - suffix.size()) == suffix;
+  return x.size() >= suffix.size() && x.substr(x.size() - suffix.size()) == suffix;
 }
 
 /// Whether `x` contains `part`.
@@ -86,8 +85,8 @@ inline std::string url_encode(std::string_view x) {
   out.reserve(x.size());
   for (char c : x) {
     auto u = static_cast<unsigned char>(c);
-    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9')
-        || u == '-' || u == '.' || u == '_' || u == '~') {
+    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || u == '-'
+        || u == '.' || u == '_' || u == '~') {
       out += c;
     } else {
       out += '%';
@@ -137,8 +136,7 @@ inline std::string percent_decode(std::string_view x) {
 inline std::optional<std::string> percent_decode_strict(std::string_view x) {
   for (size_t i = 0; i < x.size(); ++i)
     if (x[i] == '%'
-        && (i + 2 >= x.size() || hex_digit_value(x[i + 1]) < 0
-            || hex_digit_value(x[i + 2]) < 0))
+        && (i + 2 >= x.size() || hex_digit_value(x[i + 1]) < 0 || hex_digit_value(x[i + 2]) < 0))
       return std::nullopt;
   return percent_decode(x);
 }
@@ -182,8 +180,7 @@ inline constexpr size_t terminal_more = std::string_view::npos - 1;
 /// What a scan answers when it reaches the end of `text`: npos when `text`
 /// is all there is or the sequence reached `limit`, @ref terminal_more when
 /// more text may follow.
-constexpr size_t terminal_ran_out(std::string_view text, size_t limit,
-                                  bool final) noexcept {
+constexpr size_t terminal_ran_out(std::string_view text, size_t limit, bool final) noexcept {
   return !final && limit > text.size() ? terminal_more : std::string_view::npos;
 }
 
@@ -226,8 +223,8 @@ inline size_t escape_end(std::string_view text, size_t from, size_t limit,
 /// terminator: ST (`ESC \` or U+009C) or, for an OSC (`osc`), BEL as xterm
 /// takes it. It is cut at (and without) ESC followed by anything but `\`,
 /// CAN, SUB or another C1 control, which end a string in a terminal too.
-inline size_t control_string_end(std::string_view text, size_t from, size_t limit,
-                                 bool osc, bool final = true) noexcept {
+inline size_t control_string_end(std::string_view text, size_t from, size_t limit, bool osc,
+                                 bool final = true) noexcept {
   for (auto i = from; i < text.size() && i < limit; ++i) {
     auto u = static_cast<unsigned char>(text[i]);
     if (u == 0x07 && osc)
@@ -299,8 +296,7 @@ inline bool utf8_cut_short(std::string_view text, size_t pos) noexcept {
 /// UTF-8 character that the end of `text` cuts short (at most
 /// @ref max_terminal_sequence bytes), which the caller keeps for the next
 /// piece.
-inline size_t clean_terminal_text(std::string_view text, std::string& out,
-                                  bool final) {
+inline size_t clean_terminal_text(std::string_view text, std::string& out, bool final) {
   constexpr auto npos = std::string_view::npos;
   out.reserve(out.size() + text.size());
   size_t i = 0;

@@ -132,9 +132,7 @@ inline std::string_view utf8_prefix(std::string_view text, size_t max_bytes) noe
     return text;
   auto end = max_bytes;
   // Step back over continuation bytes, at most three.
-  for (int k = 0; k < 3 && end > 0
-                  && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80;
-       ++k)
+  for (int k = 0; k < 3 && end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80; ++k)
     --end;
   return text.substr(0, end);
 }

@@ -104,9 +104,7 @@ public:
 
   /// Starts a run with the arguments the LLM produced and returns at once.
   /// `done` is called exactly once.
-  virtual std::shared_ptr<tool_run> run(const nlohmann::json& arguments,
-                                        tool_callback done)
-    = 0;
+  virtual std::shared_ptr<tool_run> run(const nlohmann::json& arguments, tool_callback done) = 0;
 };
 
 } // namespace quarry::sdk

@@ -28,7 +28,8 @@ public:
   /// Keeps entries for `ttl`, at most `max_entries` of them (at least 1),
   /// timed by `now` (by default `std::chrono::steady_clock::now`).
   ttl_cache(clock_type::duration ttl, size_t max_entries, now_function now = nullptr)
-    : ttl_(ttl), max_entries_(max_entries > 0 ? max_entries : 1),
+    : ttl_(ttl),
+      max_entries_(max_entries > 0 ? max_entries : 1),
       now_(now ? std::move(now) : now_function{&clock_type::now}) {
     // nop
   }

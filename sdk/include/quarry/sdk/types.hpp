@@ -247,9 +247,7 @@ struct tool_definition {
   nlohmann::json to_openai() const {
     return {{"type", "function"},
             {"function",
-             {{"name", name},
-              {"description", description},
-              {"parameters", parameters}}}};
+             {{"name", name}, {"description", description}, {"parameters", parameters}}}};
   }
 };
 

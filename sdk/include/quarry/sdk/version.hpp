@@ -40,35 +40,31 @@
 namespace quarry::sdk {
 
 /// Encodes a version triple as `major * 10000 + minor * 100 + patch`.
-constexpr uint32_t encode_version(uint32_t major, uint32_t minor,
-                                  uint32_t patch) noexcept {
+constexpr uint32_t encode_version(uint32_t major, uint32_t minor, uint32_t patch) noexcept {
   return major * 10000 + minor * 100 + patch;
 }
 
 /// Renders an encoded version as `major.minor.patch`.
 inline std::string version_string(uint32_t encoded) {
-  return std::to_string(encoded / 10000) + "."
-         + std::to_string((encoded / 100) % 100) + "."
+  return std::to_string(encoded / 10000) + "." + std::to_string((encoded / 100) % 100) + "."
          + std::to_string(encoded % 100);
 }
 
 /// The SDK version this translation unit is compiled against.
-constexpr uint32_t sdk_version = encode_version(
-  QUARRY_SDK_VERSION_MAJOR, QUARRY_SDK_VERSION_MINOR, QUARRY_SDK_VERSION_PATCH);
+constexpr uint32_t sdk_version = encode_version(QUARRY_SDK_VERSION_MAJOR, QUARRY_SDK_VERSION_MINOR,
+                                                QUARRY_SDK_VERSION_PATCH);
 
 /// The nlohmann::json version this translation unit is compiled against.
 /// Host and plugin pass `nlohmann::json` objects to each other, so the major
 /// and minor versions must match exactly.
 constexpr uint32_t json_version = encode_version(
-  NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
-  NLOHMANN_JSON_VERSION_PATCH);
+  NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH);
 
 /// Describes the C++ standard library and its ABI, e.g.
 /// `libstdc++ cxx11-abi=1`. Host and plugin exchange `std::string`,
 /// `std::vector` and `std::function`, so this must match exactly.
 #if defined(_LIBCPP_VERSION)
-constexpr const char* stdlib_abi_tag = "libc++ abi="
-  QUARRY_SDK_STRINGIFY(_LIBCPP_ABI_VERSION);
+constexpr const char* stdlib_abi_tag = "libc++ abi=" QUARRY_SDK_STRINGIFY(_LIBCPP_ABI_VERSION);
 #elif defined(__GLIBCXX__)
 #  if _GLIBCXX_USE_CXX11_ABI
 constexpr const char* stdlib_abi_tag = "libstdc++ cxx11-abi=1";

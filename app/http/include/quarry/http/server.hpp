@@ -96,8 +96,8 @@ struct server_options {
   std::string auth_token;
   /// Paths that need no token: exact paths, or prefixes ending in `*`
   /// (e.g. `/assets/*`).
-  std::vector<std::string> public_paths = {"/healthz", "/", "/index.html",
-                                           "/favicon.ico", "/assets/*"};
+  std::vector<std::string> public_paths = {"/healthz", "/", "/index.html", "/favicon.ico",
+                                           "/assets/*"};
   /// Origins (e.g. `http://localhost:3000`) that get CORS headers; empty:
   /// no CORS headers at all. They may also send requests that change state
   /// (see `check_host`).
@@ -294,8 +294,8 @@ public:
   /// Errors name the address and the reason (address in use, cannot
   /// resolve, permission denied), or the entry of `allowed_hosts` or
   /// `allowed_origins` that is not a host or an origin.
-  static std::variant<std::unique_ptr<server>, sdk::error>
-  start(server_options options, handler fn);
+  static std::variant<std::unique_ptr<server>, sdk::error> start(server_options options,
+                                                                 handler fn);
 
   /// Stops (see stop()).
   ~server();

@@ -209,8 +209,7 @@ public:
   /// lost. The title comes from the page's metadata or <title>. PDF text comes from
   /// extract::extract_pdf (60 s per file); a PDF that cannot be read is
   /// skipped with a note and tried again by the next update.
-  update_result update(const std::vector<std::string>& paths,
-                       const update_options& options = {});
+  update_result update(const std::vector<std::string>& paths, const update_options& options = {});
 
   /// Ranks passages by BM25 against the words of `query` (any text: FTS5
   /// syntax is neutralised; see parse_search_query) and returns the best

@@ -30,14 +30,12 @@ struct passage {
 /// boundaries. A heading always starts a new passage; paragraphs are joined
 /// until adding the next one would exceed `max_chars`; a paragraph longer than
 /// `max_chars` is cut at whitespace (or at a UTF-8 character boundary).
-std::vector<passage> split_passages(std::string_view text,
-                                    size_t max_chars = 2000);
+std::vector<passage> split_passages(std::string_view text, size_t max_chars = 2000);
 
 /// Turns arbitrary user or LLM text into a safe FTS5 MATCH expression: every
 /// word becomes a quoted string, joined with OR. Returns an empty string when
 /// the text has no words (the caller must then not run the query).
-std::string sanitize_fts_query(std::string_view query,
-                               size_t max_terms = 32);
+std::string sanitize_fts_query(std::string_view query, size_t max_terms = 32);
 
 /// A search query taken apart: plain words, phrases in double quotes and
 /// path filters (`path:sub/dir` or `site:example.org`: the file path must
@@ -59,8 +57,7 @@ search_query parse_search_query(std::string_view query, size_t max_terms = 32);
 /// A short excerpt of `text` (about `max_words` words) around the first
 /// word that matches a word of `terms` (case-insensitively, by a common
 /// prefix, so inflections count), with "..." where text was cut.
-std::string make_snippet(std::string_view text,
-                         const std::vector<std::string>& terms,
+std::string make_snippet(std::string_view text, const std::vector<std::string>& terms,
                          size_t max_words = 40);
 
 /// Returns the first Markdown heading (`# Title`) of `text`, or empty.

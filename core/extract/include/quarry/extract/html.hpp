@@ -71,9 +71,8 @@ extraction extract_html(std::string_view html, std::string_view url = {});
 /// Same as @ref extract_html, but stops early when `opts.deadline` passes
 /// (errc::timeout) or `opts.cancelled` says so (errc::cancelled). The
 /// deadline is checked before parsing and regularly during the work.
-std::variant<extraction, sdk::error>
-try_extract_html(std::string_view html, std::string_view url,
-                 const extract_options& opts);
+std::variant<extraction, sdk::error> try_extract_html(std::string_view html, std::string_view url,
+                                                      const extract_options& opts);
 
 /// Renders the whole <body> of a page as Markdown-like text without any
 /// content scoring (scripts, styles and hidden elements are skipped).
@@ -137,13 +136,11 @@ inline constexpr double max_guess_junk = 0.005;
 /// When neither fits (random bytes), they are read as UTF-8 (U+FFFD for
 /// each invalid sequence) and `note` says so. Without `detect`, unlabelled
 /// bytes are read as UTF-8.
-decoded_text decode_document(std::string_view bytes,
-                             std::string_view content_type_header,
+decoded_text decode_document(std::string_view bytes, std::string_view content_type_header,
                              const charset_detector& detect = {});
 
 /// The text of @ref decode_document.
-std::string decode_to_utf8(std::string_view bytes,
-                           std::string_view content_type_header);
+std::string decode_to_utf8(std::string_view bytes, std::string_view content_type_header);
 
 /// The broad kind of a fetched document.
 enum class content_kind { html, pdf, text, json, other };

@@ -40,15 +40,13 @@ struct pdf_extraction {
 /// call from several threads at once. Failures have class
 /// `errc::invalid_response`.
 pdf_extraction extract_pdf(std::string_view bytes,
-                           std::chrono::milliseconds time_limit
-                           = std::chrono::milliseconds{0});
+                           std::chrono::milliseconds time_limit = std::chrono::milliseconds{0});
 
 /// Like @ref extract_pdf with an absolute deadline (none: no limit). Before
 /// each page, extraction stops once `steady_clock::now() >= *deadline`: a
 /// deadline already past when the call starts reads no page at all (but
 /// still reports `pages` and the metadata).
-pdf_extraction
-extract_pdf_until(std::string_view bytes,
-                  std::optional<std::chrono::steady_clock::time_point> deadline);
+pdf_extraction extract_pdf_until(std::string_view bytes,
+                                 std::optional<std::chrono::steady_clock::time_point> deadline);
 
 } // namespace quarry::extract

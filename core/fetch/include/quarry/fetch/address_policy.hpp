@@ -63,13 +63,11 @@ public:
   /// (`127.0.0.1`, `10.0.0.0/8`, `::1`) and exact host names
   /// (`intranet.example.com`, case-insensitive). Returns a message for an
   /// entry that is neither.
-  static std::variant<address_policy, std::string>
-  make(const std::vector<std::string>& allow);
+  static std::variant<address_policy, std::string> make(const std::vector<std::string>& allow);
 
   /// Returns an error (errc::refused) when a connection to `ip` for a URL
   /// whose host is `host` must not be opened; nothing when it may.
-  std::optional<sdk::error> check(std::string_view host,
-                                  std::string_view ip) const;
+  std::optional<sdk::error> check(std::string_view host, std::string_view ip) const;
 
   /// Checks a URL before any connection: scheme http or https, a host, and a
   /// host that is not a numeric address of a refused class (also written as

@@ -54,8 +54,7 @@ const std::vector<std::string>& fetch_option_keys();
 /// `500ms`), `max_redirects` (0-20), `max_html_size`, `max_pdf_size` (bytes
 /// as a number, or strings such as `20MiB`, `512KiB`) and `user_agent`.
 /// Other keys are ignored. Returns a message naming the key on bad input.
-std::variant<fetch_options, std::string>
-parse_fetch_options(const nlohmann::json& config);
+std::variant<fetch_options, std::string> parse_fetch_options(const nlohmann::json& config);
 
 /// What came back from the network for one URL.
 struct fetched {
@@ -80,10 +79,9 @@ using fetch_callback = std::function<void(fetched)>;
 /// `deadline` bounds the whole exchange. Returns the call (to cancel it), or
 /// nothing when `done` was already called (refused before any connection).
 std::shared_ptr<sdk::http_call>
-start_fetch(sdk::http_client& http, std::string url,
-            std::shared_ptr<const address_policy> policy,
-            const fetch_options& options,
-            std::chrono::steady_clock::time_point deadline, fetch_callback done);
+start_fetch(sdk::http_client& http, std::string url, std::shared_ptr<const address_policy> policy,
+            const fetch_options& options, std::chrono::steady_clock::time_point deadline,
+            fetch_callback done);
 
 /// A document read as text.
 struct page {
@@ -123,8 +121,7 @@ struct page {
 /// Returns whether a document is a PDF: a PDF media type, a URL path ending
 /// in `.pdf`, or `%PDF-` at the start of the bytes (after whitespace). Bytes
 /// that are clearly HTML win over a URL ending in `.pdf`.
-bool is_pdf(std::string_view content_type, std::string_view url,
-            std::string_view first_bytes);
+bool is_pdf(std::string_view content_type, std::string_view url, std::string_view first_bytes);
 
 /// Reads a document's bytes as text: PDF with poppler and HTML with
 /// main-content extraction after charset decoding (each at most `pdf_time`
@@ -138,8 +135,8 @@ bool is_pdf(std::string_view content_type, std::string_view url,
 /// `max_replacement_share` U+FFFD is a failure (errc::invalid_response), not
 /// a page. `detect` guesses the charset of HTML and text that name none
 /// (see extract::decode_document); without it they are read as UTF-8.
-page read_document(std::string_view bytes, std::string_view content_type,
-                   std::string_view url, std::chrono::milliseconds pdf_time,
+page read_document(std::string_view bytes, std::string_view content_type, std::string_view url,
+                   std::chrono::milliseconds pdf_time,
                    const extract::charset_detector& detect = {});
 
 /// Reads a fetched response (a failure passes through); see read_document.

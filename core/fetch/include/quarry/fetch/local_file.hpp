@@ -53,7 +53,7 @@ sdk::error too_large_error(const local_file_limits& limits, bool pdf);
 /// errc::not_found ("no such file"), errc::bad_request (the type, see
 /// @ref describe_file_type), errc::too_large, errc::refused ("permission
 /// denied", "is a symbolic link") or errc::internal (any other system error).
-std::variant<std::string, sdk::error>
-read_local_file(const std::string& path, const local_file_limits& limits);
+std::variant<std::string, sdk::error> read_local_file(const std::string& path,
+                                                      const local_file_limits& limits);
 
 } // namespace quarry::fetch

@@ -54,9 +54,8 @@ public:
 
   /// Starts a request. After shutdown(), completes the sink with
   /// errc::cancelled on the calling thread.
-  std::shared_ptr<sdk::http_call>
-  start(sdk::http_request request,
-        std::shared_ptr<sdk::http_response_sink> sink) override;
+  std::shared_ptr<sdk::http_call> start(sdk::http_request request,
+                                        std::shared_ptr<sdk::http_response_sink> sink) override;
 
   /// Fails every pending request with errc::cancelled and joins the I/O
   /// thread. Idempotent.

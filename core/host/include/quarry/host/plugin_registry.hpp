@@ -122,21 +122,19 @@ public:
 
   /// Creates an LLM provider from the plugin named `plugin`. `instance` names
   /// the configured instance in error messages.
-  make_result<sdk::llm_provider> make_llm(std::string_view plugin,
-                                          const nlohmann::json& config,
+  make_result<sdk::llm_provider> make_llm(std::string_view plugin, const nlohmann::json& config,
                                           std::string_view instance = {});
 
   /// Creates a tool from the plugin named `plugin`.
-  make_result<sdk::tool> make_tool(std::string_view plugin,
-                                   const nlohmann::json& config,
+  make_result<sdk::tool> make_tool(std::string_view plugin, const nlohmann::json& config,
                                    std::string_view instance = {});
 
 private:
   struct loaded;
 
   std::variant<std::shared_ptr<sdk::plugin_object>, std::string>
-  make(std::string_view plugin, sdk::plugin_kind kind,
-       const nlohmann::json& config, std::string_view instance);
+  make(std::string_view plugin, sdk::plugin_kind kind, const nlohmann::json& config,
+       std::string_view instance);
 
   host_services& services_;
   bool allow_unsafe_ = false;
@@ -149,9 +147,8 @@ private:
 /// mode must be equal; the SDK's major version too, and its minor version
 /// must be equal for 0.x and no newer than the host's from 1.0 on. Returns
 /// the first fact that differs, both sides named, or nothing.
-std::optional<std::string>
-check_abi_mark(std::string_view theirs,
-               std::string_view host_mark = sdk::abi_mark);
+std::optional<std::string> check_abi_mark(std::string_view theirs,
+                                          std::string_view host_mark = sdk::abi_mark);
 
 /// Why others than root and the user running Quarry could change the folder
 /// `dir` (an absolute path without symbolic links) or a folder above it

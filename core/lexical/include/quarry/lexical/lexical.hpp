@@ -28,20 +28,17 @@ using sdk::is_ascii_space;
 /// English stop words (lower case).
 inline const std::set<std::string, std::less<>>& stop_words() {
   static const std::set<std::string, std::less<>> words{
-    "a",     "about", "above", "after", "again", "all",   "also",  "am",
-    "an",    "and",   "any",   "are",   "as",    "at",    "be",    "been",
-    "being", "between", "both", "but",  "by",    "can",   "could", "did",
-    "do",    "does",  "doing", "for",   "from",  "had",   "has",   "have",
-    "having", "he",   "her",   "here",  "hers",  "him",   "his",   "how",
-    "i",     "if",    "in",    "into",  "is",    "it",    "its",   "itself",
-    "just",  "me",    "more",  "most",  "my",    "no",    "nor",   "not",
-    "of",    "on",    "once",  "only",  "or",    "other", "our",   "out",
-    "over",  "own",   "same",  "she",   "should", "so",   "some",  "such",
-    "than",  "that",  "the",   "their", "them",  "then",  "there", "these",
-    "they",  "this",  "those", "through", "to",  "too",   "under", "until",
-    "up",    "very",  "was",   "we",    "were",  "what",  "when",  "where",
-    "which", "while", "who",   "whom",  "why",   "will",  "with",  "would",
-    "you",   "your",  "yours", "s",     "t"};
+    "a",    "about", "above",  "after",   "again", "all",   "also",  "am",      "an",     "and",
+    "any",  "are",   "as",     "at",      "be",    "been",  "being", "between", "both",   "but",
+    "by",   "can",   "could",  "did",     "do",    "does",  "doing", "for",     "from",   "had",
+    "has",  "have",  "having", "he",      "her",   "here",  "hers",  "him",     "his",    "how",
+    "i",    "if",    "in",     "into",    "is",    "it",    "its",   "itself",  "just",   "me",
+    "more", "most",  "my",     "no",      "nor",   "not",   "of",    "on",      "once",   "only",
+    "or",   "other", "our",    "out",     "over",  "own",   "same",  "she",     "should", "so",
+    "some", "such",  "than",   "that",    "the",   "their", "them",  "then",    "there",  "these",
+    "they", "this",  "those",  "through", "to",    "too",   "under", "until",   "up",     "very",
+    "was",  "we",    "were",   "what",    "when",  "where", "which", "while",   "who",    "whom",
+    "why",  "will",  "with",   "would",   "you",   "your",  "yours", "s",       "t"};
   return words;
 }
 
@@ -240,10 +237,10 @@ inline std::string_view asked_question(std::string_view text) {
 inline bool is_framing_word(std::string_view token) {
   static const auto stems = [] {
     std::set<std::string, std::less<>> out;
-    for (const char* w :
-         {"document", "source", "text", "file", "article", "paper", "report", "corpus",
-          "collection", "say", "says", "said", "talk", "mention", "discuss", "describe",
-          "explain", "tell", "write", "written", "information", "know", "find", "list"})
+    for (const char* w : {"document", "source",  "text",        "file",     "article", "paper",
+                          "report",   "corpus",  "collection",  "say",      "says",    "said",
+                          "talk",     "mention", "discuss",     "describe", "explain", "tell",
+                          "write",    "written", "information", "know",     "find",    "list"})
       out.insert(stem(w));
     return out;
   }();

@@ -56,7 +56,6 @@ struct opened_database {
 /// read past the header, or written it, and no hot journal was rolled back
 /// into it. The header check is also what keeps a file of another kind
 /// (someone's notes given as `store.path`) untouched.
-opened_database open_database(const std::string& path, int flags,
-                              const char* vfs = nullptr);
+opened_database open_database(const std::string& path, int flags, const char* vfs = nullptr);
 
 } // namespace quarry::sqlite

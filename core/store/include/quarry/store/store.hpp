@@ -346,8 +346,8 @@ public:
   /// Quarry store, a newer schema, read-only, I/O error, full disk) without
   /// the path. Any number of connections, in this process and in others,
   /// may use one file at once: the file is only ever opened through SQLite.
-  static std::variant<std::unique_ptr<store>, sdk::error>
-  open(const std::string& path, const open_options& opts = {});
+  static std::variant<std::unique_ptr<store>, sdk::error> open(const std::string& path,
+                                                               const open_options& opts = {});
 
   ~store();
   store(const store&) = delete;
@@ -372,8 +372,7 @@ public:
   result<std::optional<session_row>> session(const std::string& id);
   result<session_page> list_sessions(const session_filter& f);
   /// Packets with seq >= from_seq, at most `limit`, in order.
-  result<std::vector<packet_row>> packets(const std::string& id,
-                                          uint64_t from_seq = 1,
+  result<std::vector<packet_row>> packets(const std::string& id, uint64_t from_seq = 1,
                                           size_t limit = SIZE_MAX);
   result<std::vector<document_row>> documents(const std::string& id);
   result<std::vector<citation_row>> citations(const std::string& id);
@@ -382,8 +381,7 @@ public:
   result<std::vector<report_row>> reports(const std::string& id);
   /// The final report, if one was written.
   result<std::optional<report_row>> final_report(const std::string& id);
-  result<std::optional<checkpoint_row>> latest_checkpoint(
-    const std::string& id);
+  result<std::optional<checkpoint_row>> latest_checkpoint(const std::string& id);
   /// Usage of session `id`, or of all sessions when `id` is empty.
   result<usage_total> usage(const std::string& id);
   /// The follow-ups of a session, oldest first.
@@ -399,8 +397,7 @@ public:
   /// Marks every `running` or `pending` session `interrupted` (a process
   /// that died left them so); returns their ids. Called when a process that
   /// runs sessions starts.
-  std::variant<std::vector<std::string>, sdk::error> mark_interrupted(
-    const std::string& why);
+  std::variant<std::vector<std::string>, sdk::error> mark_interrupted(const std::string& why);
 
   /// The database file. Error messages of the store never name it (they
   /// reach HTTP clients); a command line adds it where it helps.

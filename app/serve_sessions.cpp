@@ -57,6 +57,8 @@ struct manager_state {
   std::unique_ptr<store::store> reader;
   std::map<std::string, running_session> running;
   std::map<caf::actor_addr, std::string> by_run;
+  // Who waits for a running session to settle (settled_atom).
+  std::map<std::string, std::vector<caf::typed_response_promise<bool>>> settling;
   bool stopping = false;
   static inline const char* name = "quarry.session_manager";
 };
@@ -149,6 +151,11 @@ void finished(manager_ptr self, const std::string& id) {
   st.by_run.erase(it->second.run.address());
   self->demonitor(it->second.run.address());
   st.running.erase(it);
+  if (auto waiting = st.settling.find(id); waiting != st.settling.end()) {
+    for (auto& rp : waiting->second)
+      rp.deliver(true);
+    st.settling.erase(waiting);
+  }
   quit_if_stopped(self);
 }
 
@@ -345,6 +352,13 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       self->request(it->second.run, caf::infinite, actors::subscribe_atom::value, sink, from)
         .then([](uint64_t) {}, [](caf::error&) {});
       return it->second.first_seq;
+    },
+    [=](settled_atom, const std::string& id) -> caf::result<bool> {
+      if (self->state.running.count(id) == 0)
+        return false;
+      auto rp = self->make_response_promise<bool>();
+      self->state.settling[id].push_back(rp);
+      return rp;
     },
     [=](running_atom) -> int64_t { return static_cast<int64_t>(researching(self->state)); },
     [=](actors::stop_atom) {
@@ -563,10 +577,17 @@ follower_impl(follower_ptr self, session_manager_actor manager, sdk::blocking_po
       send_line(self, seq, line);
     },
     [=](actors::stop_atom, uint64_t) {
-      auto& st = self->state;
-      st.live_ended = true;
-      if (st.replayed && !st.ended)
-        end_with_state(self);
+      // The end goes out once the manager let the run go (its outcome
+      // stored, its lock released): a client that acts on the end event
+      // (answers the questions, resumes) finds the session settled.
+      auto live_end = [=] {
+        auto& st = self->state;
+        st.live_ended = true;
+        if (st.replayed && !st.ended)
+          end_with_state(self);
+      };
+      self->request(self->state.manager, caf::infinite, settled_atom::value, self->state.id)
+        .then([=](bool) { live_end(); }, [=](caf::error&) { live_end(); });
     },
     [=](replay_atom, const std::string& joined, bool done) {
       auto& st = self->state;

@@ -41,6 +41,7 @@ using answer_atom = caf::atom_constant<caf::atom("answer")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using actors::remove_atom;
 using running_atom = caf::atom_constant<caf::atom("running")>;
+using settled_atom = caf::atom_constant<caf::atom("settled")>;
 
 /// The session manager. Commands answer JSON text: `{"id", "state"}`, or
 /// `{"error": {"status", "code", "message"}}` with the HTTP status to answer.
@@ -52,6 +53,10 @@ using running_atom = caf::atom_constant<caf::atom("running")>;
 ///   to the live packets of a session running here, from max(from_seq,
 ///   first live seq), and answers that first live seq; 0 when the session
 ///   does not run here (all its packets are in the store).
+/// - `(settled_atom, id) -> bool`: answered once session `id` does not run
+///   here (at once if it does not): its outcome is stored and its lock is
+///   released, so that a client told the run ended can act on it (answer
+///   its questions, resume it, remove it). True if it was running.
 /// - `(running_atom) -> int64_t`: sessions running now.
 /// - `(stop_atom)`: every running session stops (the findings so far become
 ///   its report; it is stored as interrupted), then the manager quits.
@@ -63,6 +68,7 @@ using session_manager_actor = caf::typed_actor<
   caf::replies_to<remove_atom, std::string>::with<std::string>,
   caf::replies_to<actors::subscribe_atom, std::string, actors::line_sink_actor,
                   uint64_t>::with<uint64_t>,
+  caf::replies_to<settled_atom, std::string>::with<bool>,
   caf::replies_to<running_atom>::with<int64_t>, caf::reacts_to<actors::stop_atom>>;
 
 /// Settings of the manager.

@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     for (uint64_t seq = 1; seq <= packets;) {
       batch b;
       for (size_t i = 0; i < per_batch && seq <= packets; ++i, ++seq)
-        b.packets.push_back({id, {seq, lines[seq - 1]}, {}});
+        b.packets.push_back({id, {seq, lines[seq - 1]}});
       if (auto err = db.write(b)) {
         std::fprintf(stderr, "write: %s\n", err->message.c_str());
         return 1;

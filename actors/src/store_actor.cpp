@@ -276,8 +276,7 @@ store_full_actor::behavior_type store_impl(store_ptr self, std::shared_ptr<store
       if (!accepts(self, session))
         return;
       note_packet(self, session, type, line);
-      self->state.pending.packets.push_back(
-        {std::move(session), {seq, std::move(line)}, std::move(type)});
+      self->state.pending.packets.push_back({std::move(session), {seq, std::move(line)}});
       schedule(self);
     },
     [=](checkpoint_atom, std::string& session, uint64_t last_seq, checkpoint_ptr& taken) {

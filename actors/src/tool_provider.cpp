@@ -225,8 +225,21 @@ tool_impl(tool_actor_ptr self, std::shared_ptr<sdk::tool> tool, tool_actor_setti
     self->state.monitored.erase(dm.source);
     cancel_runs_of(self, dm.source);
   });
-  if (self->state.cfg.cache_ttl.count() > 0 && self->state.cfg.cache_entries > 0)
-    // On the actor system's clock, as the runs' timers and retries.
+  // One cache per call: a tool that caches what it fetched itself (per query,
+  // per page) takes the limits; the others' whole calls are cached here, on
+  // the actor system's clock, as the runs' timers and retries.
+  bool own_cache = false;
+  try {
+    own_cache = self->state.tool->own_cache(self->state.cfg.cache_ttl,
+                                            self->state.cfg.cache_entries);
+  } catch (const std::exception& e) {
+    spdlog::warn("tool {}: its own cache could not be set up ({}); calls are cached by the host",
+                 self->state.cfg.name, e.what());
+  } catch (...) {
+    spdlog::warn("tool {}: its own cache could not be set up; calls are cached by the host",
+                 self->state.cfg.name);
+  }
+  if (!own_cache && self->state.cfg.cache_ttl.count() > 0 && self->state.cfg.cache_entries > 0)
     self->state.cache = std::make_unique<sdk::ttl_cache<sdk::tool_result>>(
       self->state.cfg.cache_ttl, self->state.cfg.cache_entries,
       [time = &self->state.time] { return time->now(); });

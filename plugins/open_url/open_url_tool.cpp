@@ -112,9 +112,15 @@ struct open_url_tool::state {
   std::mutex mtx;
   std::unique_ptr<corpus::corpus_index> index;
 
-  // Pages read in the last 10 minutes, by url_key: a URL any agent already
-  // read is not fetched again. Failures are not kept.
-  sdk::ttl_cache<fetch::page> pages{std::chrono::minutes{10}, 128};
+  // Pages read recently, by url_key: a URL any agent already read is not
+  // fetched again. Failures are not kept. 10 minutes and 128 pages until
+  // the host gives its limits (own_cache), on the host's clock.
+  sdk::ttl_cache<fetch::page> pages;
+
+  explicit state(sdk::host_context& host)
+    : pages(std::chrono::minutes{10}, 128, [&host] { return host.steady_now(); }) {
+    // nop
+  }
 
   // Guesses the charset of pages that name none (uchardet).
   extract::charset_detector detect = extract::make_charset_detector();
@@ -319,7 +325,7 @@ fetch::page failed_page(const std::string& url, sdk::errc code, std::string reas
 } // namespace
 
 open_url_tool::open_url_tool(sdk::host_context& host, tool_config config)
-  : host_(host), state_(std::make_shared<state>()) {
+  : host_(host), state_(std::make_shared<state>(host)) {
   auto policy = fetch::address_policy::make(config.fetch.allow);
   if (auto* err = std::get_if<std::string>(&policy))
     throw std::invalid_argument("open_url: " + *err);
@@ -330,6 +336,11 @@ open_url_tool::open_url_tool(sdk::host_context& host, tool_config config)
 
 open_url_tool::~open_url_tool() {
   // nop
+}
+
+bool open_url_tool::own_cache(std::chrono::milliseconds ttl, size_t max_entries) {
+  state_->pages.limit(ttl, max_entries);
+  return true;
 }
 
 std::string open_url_tool::name() const {

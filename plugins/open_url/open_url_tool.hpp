@@ -52,6 +52,10 @@ public:
   std::shared_ptr<sdk::tool_run> run(const nlohmann::json& arguments,
                                      sdk::tool_callback done) override;
 
+  /// Takes the host's cache limits for the pages read: this tool's calls
+  /// pass that one cache, not the host's too.
+  bool own_cache(std::chrono::milliseconds ttl, size_t max_entries) override;
+
   /// Shared with calls still running.
   struct state;
 

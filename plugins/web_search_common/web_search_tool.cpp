@@ -26,7 +26,10 @@ public:
 } // namespace
 
 struct search_tool::query_cache : sdk::ttl_cache<std::vector<search_result>> {
-  query_cache() : ttl_cache(std::chrono::minutes{10}, 256) {
+  /// 10 minutes and 256 queries (the host's defaults for a tool's calls)
+  /// until the host gives its limits, on the host's clock.
+  explicit query_cache(sdk::host_context& host)
+    : ttl_cache(std::chrono::minutes{10}, 256, [&host] { return host.steady_now(); }) {
     // nop
   }
 };
@@ -110,8 +113,13 @@ search_tool::search_tool(sdk::host_context& host, std::shared_ptr<const backend>
   : host_(host),
     impl_(std::move(impl)),
     cfg_(std::move(cfg)),
-    cache_(std::make_shared<query_cache>()) {
+    cache_(std::make_shared<query_cache>(host)) {
   // nop
+}
+
+bool search_tool::own_cache(std::chrono::milliseconds ttl, size_t max_entries) {
+  cache_->limit(ttl, max_entries);
+  return true;
 }
 
 std::string search_tool::name() const {

@@ -35,9 +35,14 @@ public:
   std::shared_ptr<sdk::tool_run> run(const nlohmann::json& arguments,
                                      sdk::tool_callback done) override;
 
+  /// Takes the host's cache limits for the query cache: this tool's calls
+  /// pass that one cache, not the host's too.
+  bool own_cache(std::chrono::milliseconds ttl, size_t max_entries) override;
+
   /// Results of recent queries, shared by all runs of this tool (all agents
-  /// of all sessions): a query that ran in the last 10 minutes is answered
-  /// without a request. Failures are not kept.
+  /// of all sessions): a query that ran within the cache's time (10 minutes
+  /// unless the host says otherwise) is answered without a request.
+  /// Failures are not kept.
   struct query_cache;
 
 private:

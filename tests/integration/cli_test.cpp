@@ -53,7 +53,7 @@ struct cli_fixture {
 TEST_CASE_FIXTURE(cli_fixture, "cli prints its version") {
   auto res = quarry({"--version"});
   CHECK(res.exit_code == 0);
-  CHECK(res.out.rfind("quarry 0.2.0 (plugin SDK 0.2.0, plugin ABI 3", 0) == 0);
+  CHECK(res.out.rfind("quarry 0.2.0 (plugin SDK 0.2.0, plugin ABI 4", 0) == 0);
 }
 
 TEST_CASE_FIXTURE(cli_fixture, "cli without a command prints help and exits 2") {
@@ -127,7 +127,7 @@ TEST_CASE_FIXTURE(
   CHECK((*garbage)["error"] == "not a shared object (no ELF header)");
   const auto* abi = row_for_file(j, "quarry_tp_abi.so");
   REQUIRE(abi != nullptr);
-  CHECK((*abi)["error"] == "plugin ABI version 99, but this host supports plugin ABI version 3");
+  CHECK((*abi)["error"] == "plugin ABI version 99, but this host supports plugin ABI version 4");
   const auto* json = row_for_file(j, "quarry_tp_json.so");
   REQUIRE(json != nullptr);
   CHECK((*json)["error"].get<std::string>().find("nlohmann::json 3.9") != std::string::npos);

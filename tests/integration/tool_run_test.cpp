@@ -112,8 +112,9 @@ struct tool_actor_fixture {
     services->shutdown();
   }
 
-  actors::tool_provider_actor spawn(nlohmann::json keys) {
-    auto made = registry->make_tool("echo", nlohmann::json::object());
+  actors::tool_provider_actor spawn(nlohmann::json keys,
+                                    nlohmann::json config = nlohmann::json::object()) {
+    auto made = registry->make_tool("echo", config);
     REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
     core::tool_limits limits;
     REQUIRE(core::read_limits(keys, limits).empty());
@@ -154,6 +155,27 @@ TEST_CASE_FIXTURE(tool_actor_fixture, "tool provider actor reuses the result of 
   auto e = run(self, off, R"({"text": "same"})");
   CHECK_FALSE(e.cached);
   CHECK(d.result.llm_text != e.result.llm_text);
+}
+
+TEST_CASE_FIXTURE(tool_actor_fixture,
+                  "tool provider actor leaves the caching to a tool that caches itself, with the "
+                  "limits the user set") {
+  caf::scoped_actor self{rt->system()};
+  auto own = spawn({{"cache_ttl", "5m"}, {"cache_entries", 7}}, {{"own_cache", true}});
+  auto a = run(self, own, R"({"text": "same"})");
+  auto b = run(self, own, R"({"text": "same"})");
+  // The tool was given the limits, and the provider kept nothing: both
+  // calls ran (a call passes one cache, the tool's).
+  CHECK(a.result.llm_text == "same (run 1) own_cache=300000ms/7");
+  CHECK(b.result.llm_text == "same (run 2) own_cache=300000ms/7");
+  CHECK_FALSE(b.cached);
+  // Caching turned off reaches the tool too.
+  auto off = spawn({{"cache_ttl", 0}}, {{"own_cache", true}});
+  CHECK(run(self, off, R"({"text": "x"})").result.llm_text == "x (run 1) own_cache=0ms/256");
+  // A tool that does not cache itself is cached by the provider.
+  auto host_cached = spawn({{"cache_ttl", "5m"}});
+  CHECK_FALSE(run(self, host_cached, R"({"text": "same"})").cached);
+  CHECK(run(self, host_cached, R"({"text": "same"})").cached);
 }
 
 TEST_CASE_FIXTURE(tool_actor_fixture,

@@ -15,8 +15,18 @@ namespace quarry::test_plugins {
 /// Answers with its arguments and one document; `prefix` comes from config.
 class echo_tool final : public sdk::tool {
 public:
-  echo_tool(sdk::host_context& host, std::string prefix) : host_(host), prefix_(std::move(prefix)) {
+  echo_tool(sdk::host_context& host, std::string prefix, bool own_cache = false)
+    : host_(host), prefix_(std::move(prefix)), own_cache_(own_cache) {
     // nop
+  }
+
+  /// With `own_cache: true` in its configuration, the tool says it caches
+  /// itself (it does not) and shows the limits it was given in its answers.
+  bool own_cache(std::chrono::milliseconds ttl, size_t max_entries) override {
+    if (!own_cache_)
+      return false;
+    limits_ = " own_cache=" + std::to_string(ttl.count()) + "ms/" + std::to_string(max_entries);
+    return true;
   }
 
   std::string name() const override {
@@ -48,7 +58,7 @@ public:
     }
     ++runs_;
     sdk::tool_result result;
-    result.llm_text = prefix_ + text + " (run " + std::to_string(runs_) + ")";
+    result.llm_text = prefix_ + text + " (run " + std::to_string(runs_) + ")" + limits_;
     // What the host added for page readers, so that tests can see it.
     if (auto hints = arguments.find("_quarry"); hints != arguments.end())
       result.llm_text += " _quarry=" + hints->dump();
@@ -86,6 +96,8 @@ private:
 
   sdk::host_context& host_;
   std::string prefix_;
+  bool own_cache_ = false;
+  std::string limits_;
   int runs_ = 0;
 };
 
@@ -154,7 +166,8 @@ std::unique_ptr<sdk::plugin_object> make(sdk::host_context& host, const nlohmann
 #else
   if (config.contains("fail"))
     throw std::invalid_argument("'fail' is set");
-  return std::make_unique<echo_tool>(host, config.value("prefix", std::string{}));
+  return std::make_unique<echo_tool>(host, config.value("prefix", std::string{}),
+                                     config.value("own_cache", false));
 #endif
 }
 
@@ -204,8 +217,8 @@ extern "C" QUARRY_SDK_API int quarry_not_a_plugin() {
 
 #elif defined(QUARRY_TEST_VARIANT_ENTRY_NEXT)
 
-// A plugin built for a future plugin ABI: only the v4 entry point exists.
-extern "C" QUARRY_SDK_API const void* quarry_plugin_v4() {
+// A plugin built for a future plugin ABI: only the v5 entry point exists.
+extern "C" QUARRY_SDK_API const void* quarry_plugin_v5() {
   return nullptr;
 }
 
@@ -238,7 +251,7 @@ extern "C" QUARRY_SDK_API int quarry_use_missing() {
 #    define QUARRY_TEST_KIND_VALUE QUARRY_TEST_KIND
 #  endif
 QUARRY_PLUGIN_DEFINE_ABI_MARK()
-extern "C" QUARRY_SDK_API const ::quarry::sdk::plugin_descriptor* quarry_plugin_v3() {
+extern "C" QUARRY_SDK_API const ::quarry::sdk::plugin_descriptor* quarry_plugin_v4() {
   static const ::quarry::sdk::plugin_descriptor descriptor{QUARRY_TEST_ABI,
                                                            QUARRY_TEST_SDK,
                                                            QUARRY_TEST_STDLIB,

@@ -8,7 +8,9 @@
 #include "quarry/host/services.hpp"
 #include "quarry/sdk/host.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -86,6 +88,17 @@ public:
     return std::chrono::system_clock::now();
   }
 
+  /// The steady clock, moved forward by what advance_steady added.
+  std::chrono::steady_clock::time_point steady_now() const override {
+    return std::chrono::steady_clock::now() + std::chrono::nanoseconds{steady_offset_.load()};
+  }
+
+  /// Moves steady_now forward by `d`: a plugin's timed caches expire
+  /// without the test waiting.
+  void advance_steady(std::chrono::nanoseconds d) {
+    steady_offset_ += d.count();
+  }
+
   std::string data_dir() const override {
     return {};
   }
@@ -125,6 +138,7 @@ private:
   host::bounded_pool pool_;
   recording_logger log_;
   no_secrets secrets_;
+  std::atomic<int64_t> steady_offset_{0};
 };
 
 } // namespace quarry::test

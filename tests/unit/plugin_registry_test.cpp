@@ -195,7 +195,7 @@ TEST_CASE_FIXTURE(registry_fixture,
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses a library without entry point") {
-  CHECK(error_of("no_entry") == "no entry symbol quarry_plugin_v3 (not a Quarry plugin)");
+  CHECK(error_of("no_entry") == "no entry symbol quarry_plugin_v4 (not a Quarry plugin)");
 }
 
 TEST_CASE_FIXTURE(
@@ -208,7 +208,7 @@ TEST_CASE_FIXTURE(
     CHECK(marker.written());
   }
   SUBCASE("no entry symbol") {
-    CHECK(error_of("no_entry") == "no entry symbol quarry_plugin_v3 (not a Quarry plugin)");
+    CHECK(error_of("no_entry") == "no entry symbol quarry_plugin_v4 (not a Quarry plugin)");
     CHECK_FALSE(marker.written());
   }
   SUBCASE("built with JSON_DIAGNOSTICS=1") {
@@ -375,8 +375,8 @@ TEST_CASE_FIXTURE(registry_fixture,
 TEST_CASE_FIXTURE(registry_fixture,
                   "plugin_registry names the ABI of a plugin built for another one") {
   CHECK(error_of("entry_next")
-        == "built for another plugin ABI (exports quarry_plugin_v4, this host "
-           "needs quarry_plugin_v3)");
+        == "built for another plugin ABI (exports quarry_plugin_v5, this host "
+           "needs quarry_plugin_v4)");
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "plugin_registry refuses unresolved symbols at load time") {
@@ -390,7 +390,7 @@ TEST_CASE_FIXTURE(registry_fixture,
   SUBCASE("ABI") {
     CHECK(error_of("abi")
           == "plugin ABI version 99, but this host supports plugin ABI "
-             "version 3");
+             "version 4");
   }
   SUBCASE("SDK") {
     CHECK(error_of("sdk")

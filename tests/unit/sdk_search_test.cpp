@@ -142,6 +142,9 @@ public:
   std::chrono::system_clock::time_point now() const override {
     return {};
   }
+  std::chrono::steady_clock::time_point steady_now() const override {
+    return {};
+  }
   std::string data_dir() const override {
     return {};
   }

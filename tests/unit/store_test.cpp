@@ -86,7 +86,7 @@ std::string packet_line(const std::string& session, uint64_t seq,
 
 batch::packet_write packet(const std::string& session, uint64_t seq,
                            const std::string& type = "message_delta") {
-  return {session, {seq, packet_line(session, seq, type)}, {}};
+  return {session, {seq, packet_line(session, seq, type)}};
 }
 
 // Every row of every table (not the search index), read through a
@@ -281,7 +281,8 @@ TEST_CASE("store: every row kind round trips") {
   CHECK(read_ok(db->packets(id, 2, 1))[0].seq == 2);
   CHECK(read_ok(db->packets(id, 4)).empty());
   CHECK(read_ok(db->packets(id, 1, 0)).empty());
-  CHECK(raw_int(path, "SELECT count(*) FROM packets WHERE type = 'plan'") == 1);
+  // The three packets of one batch are one row.
+  CHECK(raw_int(path, "SELECT count(*) FROM packet_runs") == 1);
 
   auto docs = read_ok(db->documents(id));
   REQUIRE(docs.size() == 1);
@@ -596,14 +597,15 @@ TEST_CASE("store: remove cascades and keeps follow-ups") {
   auto rows = [&](const char* table) {
     return raw_int(path, std::string{"SELECT count(*) FROM "} + table);
   };
-  for (auto t : {"packets", "documents", "citations", "reports", "usage", "checkpoints"})
-    CHECK(rows(t) == (std::string{t} == "packets" ? 4 : 2));
+  // Each session's two packets of the batch are one run.
+  for (auto t : {"packet_runs", "documents", "citations", "reports", "usage", "checkpoints"})
+    CHECK(rows(t) == 2);
   auto removed = db->remove(id);
   REQUIRE(std::holds_alternative<bool>(removed));
   CHECK(std::get<bool>(removed));
   CHECK_FALSE(read_ok(db->session(id)));
-  for (auto t : {"packets", "documents", "citations", "reports", "usage", "checkpoints"})
-    CHECK(rows(t) == (std::string{t} == "packets" ? 2 : 1));
+  for (auto t : {"packet_runs", "documents", "citations", "reports", "usage", "checkpoints"})
+    CHECK(rows(t) == 1);
   auto c = read_ok(db->session(child));
   REQUIRE(c);
   CHECK(c->parent_id.empty());
@@ -904,7 +906,8 @@ TEST_CASE("store: a newer schema is refused and left untouched") {
   auto err = open_fails(path);
   CHECK(err.code == sdk::errc::bad_request);
   CHECK_MESSAGE(err.message.find("was written by a newer Quarry (schema 7, "
-                                 "this build reads up to 1)")
+                                 "this build reads up to "
+                                 + std::to_string(schema_version) + ")")
                   != std::string::npos,
                 err.message);
   check_without_path(err.message, path);
@@ -1330,10 +1333,10 @@ TEST_CASE("store: hostile text is stored safely") {
     row.error = bad_utf8;
     row.options = {{"note", bad_utf8}, {"n", 1}};
     b.new_sessions.push_back(row);
-    b.packets.push_back({id, {1, nul}, {}});
-    b.packets.push_back({id, {2, bad_utf8}, {}});
-    b.packets.push_back({id, {3, huge}, {}});
-    b.packets.push_back({id, {4, ""}, {}});
+    b.packets.push_back({id, {1, nul}});
+    b.packets.push_back({id, {2, bad_utf8}});
+    b.packets.push_back({id, {3, huge}});
+    b.packets.push_back({id, {4, ""}});
     b.documents.push_back({id, {nul, bad_utf8, nul, huge, "", 1, bad_utf8}});
     b.reports.push_back({id, {"final", 0, 0, huge, 1}});
     b.usage.push_back({id, {nul, bad_utf8, "m", 1, 1, std::nan("")}});
@@ -1559,4 +1562,205 @@ TEST_CASE("store: a file that is not SQLite, with a journal beside it, is refuse
   CHECK(test::read_file(path) == content);
   CHECK(test::read_file(path + "-journal") == journal);
   CHECK_FALSE(fs::exists(path + "-wal"));
+}
+
+TEST_CASE("store: a batch stores each session's packets as one run, read back one by one") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto db = open_ok(path);
+  auto a = make_session_id();
+  auto b = make_session_id();
+  auto c = make_session_id();
+  {
+    batch w;
+    w.new_sessions = {make_session(a, "a"), make_session(b, "b"), make_session(c, "c")};
+    write_ok(*db, w);
+  }
+  // Interleaved as many running sessions' emitters send them.
+  batch w;
+  for (uint64_t seq = 1; seq <= 5; ++seq) {
+    w.packets.push_back(packet(a, seq));
+    w.packets.push_back(packet(b, seq, "reasoning_delta"));
+  }
+  // A line holding newlines (no packet Quarry encodes does) is a run of its
+  // own and reads back whole, and the session's next packet starts a new run.
+  w.packets.push_back({c, {1, "first\nsecond\n"}});
+  w.packets.push_back(packet(c, 2));
+  w.packets.push_back({c, {3, ""}});
+  w.packets.push_back(packet(c, 4));
+  write_ok(*db, w);
+  CHECK(raw_int(path, "SELECT count(*) FROM packet_runs WHERE session_id = '" + a + "'") == 1);
+  CHECK(raw_int(path, "SELECT count(*) FROM packet_runs WHERE session_id = '" + b + "'") == 1);
+  CHECK(raw_int(path, "SELECT count(*) FROM packet_runs WHERE session_id = '" + c + "'") == 2);
+  // A second batch adds a run.
+  batch more;
+  more.packets.push_back(packet(a, 6));
+  more.packets.push_back(packet(a, 7));
+  write_ok(*db, more);
+  CHECK(raw_int(path, "SELECT count(*) FROM packet_runs WHERE session_id = '" + a + "'") == 2);
+
+  auto expect = [&](const std::string& id, uint64_t from, size_t limit, uint64_t first,
+                    uint64_t last) {
+    INFO(id << " from " << from << " limit " << limit);
+    auto got = read_ok(db->packets(id, from, limit));
+    REQUIRE(got.size() == (last >= first ? last - first + 1 : 0));
+    for (size_t i = 0; i < got.size(); ++i) {
+      auto seq = first + i;
+      CHECK(got[i].seq == seq);
+      const auto& sent = id == a && seq > 5 ? more.packets[seq - 6].packet
+                         : id == a          ? w.packets[2 * (seq - 1)].packet
+                         : id == b          ? w.packets[2 * (seq - 1) + 1].packet
+                                            : w.packets[10 + seq - 1].packet;
+      CHECK(got[i].line == sent.line);
+    }
+  };
+  expect(a, 1, SIZE_MAX, 1, 7);
+  expect(a, 3, SIZE_MAX, 3, 7); // from the middle of a run
+  expect(a, 2, 3, 2, 4);        // a limit inside a run
+  expect(a, 5, 2, 5, 6);        // a limit across two runs
+  expect(a, 7, SIZE_MAX, 7, 7);
+  expect(a, 8, SIZE_MAX, 1, 0);
+  expect(b, 1, SIZE_MAX, 1, 5);
+  expect(b, 4, 1, 4, 4);
+  expect(c, 1, SIZE_MAX, 1, 4);
+  expect(c, 2, SIZE_MAX, 2, 4);
+  expect(c, 3, 1, 3, 3);
+}
+
+TEST_CASE("store: a session's runs are cut at 64 KiB") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto db = open_ok(path);
+  auto id = make_session_id();
+  batch w;
+  w.new_sessions = {make_session(id, "q")};
+  std::string text(10'000, 'x');
+  for (uint64_t seq = 1; seq <= 20; ++seq)
+    w.packets.push_back({id, {seq, packet_line(id, seq, "message_delta", text)}});
+  // A line larger than a run is a run of its own.
+  w.packets.push_back({id, {21, std::string(100'000, 'y')}});
+  w.packets.push_back(packet(id, 22));
+  write_ok(*db, w);
+  CHECK(raw_int(path, "SELECT max(length(lines)) FROM packet_runs WHERE first_seq < 21")
+        <= 64 * 1024);
+  CHECK(raw_int(path, "SELECT count(*) FROM packet_runs") >= 5);
+  auto got = read_ok(db->packets(id));
+  REQUIRE(got.size() == 22);
+  for (uint64_t i = 0; i < 22; ++i) {
+    CHECK(got[i].seq == i + 1);
+    CHECK(got[i].line == w.packets[i].packet.line);
+  }
+}
+
+TEST_CASE("store: damaged runs of packets are an error, not a guess") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto id = make_session_id();
+  {
+    auto db = open_ok(path);
+    batch w;
+    w.new_sessions = {make_session(id, "q")};
+    for (uint64_t seq = 1; seq <= 3; ++seq)
+      w.packets.push_back(packet(id, seq));
+    write_ok(*db, w);
+  }
+  // Fewer lines than the run says.
+  raw_exec(path, "UPDATE packet_runs SET lines = 'one line only'");
+  {
+    auto db = open_ok(path);
+    auto read = db->packets(id);
+    REQUIRE_FALSE(static_cast<bool>(read));
+    CHECK(read.error().message.find("damaged (the run of seq 1 to 3 holds fewer lines)")
+          != std::string::npos);
+    check_without_path(read.error().message, path);
+    // What comes before the damage is read.
+    auto first = read_ok(db->packets(id, 1, 1));
+    REQUIRE(first.size() == 1);
+    CHECK(first[0].line == "one line only");
+  }
+  // A gap between runs (a run lost), and runs that overlap.
+  {
+    auto db = open_ok(path);
+    batch w;
+    w.packets.push_back(packet(id, 4));
+    write_ok(*db, w);
+    batch more;
+    more.packets.push_back(packet(id, 5));
+    write_ok(*db, more);
+  }
+  // More lines than the run says.
+  raw_exec(path, "UPDATE packet_runs SET lines = 'a\nb\nc\nd' WHERE first_seq = 1");
+  {
+    auto read = open_ok(path)->packets(id);
+    REQUIRE_FALSE(static_cast<bool>(read));
+    CHECK(read.error().message.find("holds more lines") != std::string::npos);
+  }
+  raw_exec(path, "UPDATE packet_runs SET lines = 'a\nb\nc'");
+  REQUIRE(read_ok(open_ok(path)->packets(id)).size() == 5);
+  raw_exec(path, "DELETE FROM packet_runs WHERE first_seq = 4");
+  {
+    auto db = open_ok(path);
+    auto read = db->packets(id, 2);
+    REQUIRE_FALSE(static_cast<bool>(read));
+    CHECK(read.error().message.find("does not follow") != std::string::npos);
+    CHECK(read_ok(db->packets(id, 5)).size() == 1);
+  }
+  raw_exec(path, "UPDATE packet_runs SET first_seq = 3 WHERE first_seq = 5");
+  {
+    auto db = open_ok(path);
+    auto read = db->packets(id);
+    REQUIRE_FALSE(static_cast<bool>(read));
+    CHECK(read.error().message.find("does not follow") != std::string::npos);
+  }
+  // A run whose seqs are reversed cannot be written (CHECK constraint) nor read.
+  raw_exec(path, "PRAGMA ignore_check_constraints=ON; "
+                 "UPDATE packet_runs SET first_seq = 9 WHERE first_seq = 1");
+  {
+    auto db = open_ok(path);
+    auto read = db->packets(id);
+    REQUIRE_FALSE(static_cast<bool>(read));
+    CHECK(read.error().message.find("is not a range of seqs") != std::string::npos);
+  }
+}
+
+TEST_CASE("store: a schema 1 store is migrated, its packets kept") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto id = make_session_id();
+  std::vector<std::string> lines;
+  {
+    auto db = open_ok(path);
+    batch w;
+    w.new_sessions = {make_session(id, "q")};
+    write_ok(*db, w);
+  }
+  // The packets table as schema 1 had it, filled, and the version put back.
+  std::string sql = "CREATE TABLE packets(session_id TEXT NOT NULL REFERENCES sessions(id) ON "
+                    "DELETE CASCADE, seq INTEGER NOT NULL, type TEXT NOT NULL, line TEXT NOT "
+                    "NULL, PRIMARY KEY(session_id, seq)) WITHOUT ROWID; "
+                    "DROP TABLE packet_runs; ";
+  for (uint64_t seq = 1; seq <= 4; ++seq) {
+    lines.push_back(packet_line(id, seq));
+    sql += "INSERT INTO packets VALUES ('" + id + "', " + std::to_string(seq)
+           + ", 'message_delta', '" + lines.back() + "'); ";
+  }
+  sql += "UPDATE sessions SET last_seq = 4; PRAGMA user_version=1;";
+  raw_exec(path, sql);
+  REQUIRE(raw_int(path, "PRAGMA user_version") == 1);
+  // A read-only open does not migrate.
+  open_options ro;
+  ro.read_only = true;
+  CHECK(open_fails(path, ro).message.find("needs a migration") != std::string::npos);
+  auto db = open_ok(path);
+  CHECK(raw_int(path, "PRAGMA user_version") == schema_version);
+  CHECK(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'packets'") == 0);
+  auto got = read_ok(db->packets(id));
+  REQUIRE(got.size() == 4);
+  for (size_t i = 0; i < 4; ++i)
+    CHECK(got[i].line == lines[i]);
+  // Writing goes on after the migrated packets.
+  batch w;
+  w.packets.push_back(packet(id, 5));
+  write_ok(*db, w);
+  CHECK(read_ok(db->packets(id, 5)).size() == 1);
 }

@@ -3,6 +3,7 @@
 #include "quarry/host/services.hpp"
 
 #include "quarry/host/http_client.hpp"
+#include "quarry/core/clock.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -146,6 +147,10 @@ public:
 
   std::chrono::system_clock::time_point now() const override {
     return std::chrono::system_clock::now();
+  }
+
+  std::chrono::steady_clock::time_point steady_now() const override {
+    return core::real_clock().now();
   }
 
   std::string data_dir() const override {

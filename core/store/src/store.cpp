@@ -169,8 +169,30 @@ CREATE TABLE checkpoints(
   PRIMARY KEY(session_id, number));
 )sql";
 
+// Version 2: packets are stored in runs, one row per session and batch (the
+// lines of consecutive packets joined by newlines), appended in the order
+// they are written. Version 1 kept a row per packet clustered by (session,
+// seq): a batch of many running sessions' packets dirtied a page per session
+// and wrote it to the WAL whole, and each row paid a foreign-key check and a
+// B-tree insert of its line (bench/README.md, `quarry_bench_store_actor`).
+// A run holds whole lines; a line holding a newline is a run of its own.
+constexpr const char* schema_v2 = R"sql(
+CREATE TABLE packet_runs(
+  num INTEGER PRIMARY KEY,
+  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  first_seq INTEGER NOT NULL,
+  last_seq INTEGER NOT NULL,
+  lines TEXT NOT NULL,
+  CHECK(first_seq >= 1 AND last_seq >= first_seq));
+CREATE UNIQUE INDEX packet_runs_by_session ON packet_runs(session_id, last_seq);
+INSERT INTO packet_runs(session_id, first_seq, last_seq, lines)
+  SELECT session_id, seq, seq, line FROM packets ORDER BY session_id, seq;
+DROP TABLE packets;
+)sql";
+
 constexpr migration migrations[] = {
   {1, schema_v1},
+  {2, schema_v2},
 };
 
 static_assert(sizeof(migrations) / sizeof(migrations[0]) == schema_version,
@@ -300,7 +322,26 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache, const batc
     last[s.id] = 0;
   }
 
-  for (const auto& x : b.packets) {
+  // Packets: each must follow its session's last seq; consecutive packets
+  // of a session become one run (one row), cut at `max_run_bytes`.
+  struct run {
+    const std::string* session;
+    uint64_t first;
+    uint64_t last;
+    // The packets of the run: b.packets[begin], and the next ones of the
+    // same session in `next` order.
+    size_t begin;
+    size_t end;
+    size_t bytes;
+  };
+  constexpr size_t max_run_bytes = 64 * 1024;
+  std::vector<run> runs;
+  // For each packet of a run, the index of the run's next packet.
+  std::vector<size_t> next(b.packets.size(), SIZE_MAX);
+  // The run each session's next packet may join.
+  std::map<std::string_view, size_t> open_runs;
+  for (size_t i = 0; i < b.packets.size(); ++i) {
+    const auto& x = b.packets[i];
     const auto& id = x.session_id;
     auto seq = x.packet.seq;
     int64_t prev = 0;
@@ -313,19 +354,54 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache, const batc
     if (seq != expected || seq > static_cast<uint64_t>(INT64_MAX))
       return refuse("session " + id + ": packet seq " + std::to_string(seq) + " after seq "
                     + std::to_string(prev) + " (expected " + std::to_string(expected) + ")");
-    auto type = x.type.empty() ? detail::packet_type(x.packet.line) : x.type;
-    statement st{cache, "INSERT INTO packets(session_id, seq, type, line) "
+    last[id] = static_cast<int64_t>(seq);
+    const auto& line = x.packet.line;
+    // A line holding a newline could not be told from two: it is a run of
+    // its own, read whole.
+    bool alone = line.find('\n') != std::string::npos;
+    auto open = alone ? open_runs.end() : open_runs.find(id);
+    if (open != open_runs.end() && runs[open->second].bytes + 1 + line.size() <= max_run_bytes) {
+      auto& r = runs[open->second];
+      next[r.end] = i;
+      r.end = i;
+      r.last = seq;
+      r.bytes += 1 + line.size();
+      continue;
+    }
+    runs.push_back({&id, seq, seq, i, i, line.size()});
+    if (alone)
+      open_runs.erase(id);
+    else
+      open_runs[id] = runs.size() - 1;
+  }
+  std::string joined;
+  for (const auto& r : runs) {
+    const auto& id = *r.session;
+    statement st{cache, "INSERT INTO packet_runs(session_id, first_seq, last_seq, lines) "
                         "VALUES (?1, ?2, ?3, ?4)"};
     st.bind(1, id);
-    st.bind(2, static_cast<int64_t>(seq));
-    st.bind(3, type);
-    st.bind(4, x.packet.line);
-    rc = st.step();
-    if (rc == SQLITE_CONSTRAINT_PRIMARYKEY)
-      return refuse("session " + id + ": packet seq " + std::to_string(seq) + " is stored already");
+    st.bind(2, static_cast<int64_t>(r.first));
+    st.bind(3, static_cast<int64_t>(r.last));
+    if (r.begin == r.end) {
+      st.bind(4, b.packets[r.begin].packet.line);
+    } else {
+      joined.clear();
+      joined.reserve(r.bytes);
+      for (auto i = r.begin;; i = next[i]) {
+        joined += b.packets[i].packet.line;
+        if (i == r.end)
+          break;
+        joined += '\n';
+      }
+      st.bind(4, joined);
+    }
+    auto rc = st.step();
+    auto seqs = std::to_string(r.first)
+                + (r.last != r.first ? "-" + std::to_string(r.last) : std::string{});
+    if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
+      return refuse("session " + id + ": packet seq " + seqs + " is stored already");
     if (rc != SQLITE_DONE)
-      return failed("cannot add packet " + std::to_string(seq) + " of session " + id, rc);
-    last[id] = static_cast<int64_t>(seq);
+      return failed("cannot add packets " + seqs + " of session " + id, rc);
     touched.insert(id);
   }
 
@@ -1147,18 +1223,58 @@ result<std::vector<packet_row>> store::packets(const std::string& id, uint64_t f
   constexpr auto max_int = static_cast<uint64_t>(INT64_MAX);
   if (from_seq > max_int)
     return out;
-  statement st{*stmts_, "SELECT seq, line FROM packets WHERE session_id = ?1 "
-                        "AND seq >= ?2 ORDER BY seq LIMIT ?3"};
+  // The runs holding from_seq and after, each split into its lines. They
+  // must follow each other without a gap or an overlap: anything else is
+  // damage, reported rather than read around.
+  statement st{*stmts_, "SELECT first_seq, last_seq, lines FROM packet_runs "
+                        "WHERE session_id = ?1 AND last_seq >= ?2 ORDER BY last_seq"};
   st.bind(1, id);
   st.bind(2, static_cast<int64_t>(from_seq));
-  st.bind(3, static_cast<int64_t>(std::min<uint64_t>(limit, max_int)));
-  if (auto err = each_row(st, db_, {"cannot read the packets of session ", id}, [&] {
-        packet_row row;
-        row.seq = static_cast<uint64_t>(st.int_at(0));
-        row.line = st.text_at(1);
-        out.push_back(std::move(row));
-      }))
-    return *err;
+  auto damaged = [&](int64_t first, int64_t last, const char* what) {
+    return sdk::make_error(sdk::errc::internal, "research store: the packets of session " + id
+                                                  + " are damaged (the run of seq "
+                                                  + std::to_string(first) + " to "
+                                                  + std::to_string(last) + " " + what + ")");
+  };
+  auto expected = std::max<uint64_t>(from_seq, 1);
+  bool first_run = true;
+  int rc = SQLITE_DONE;
+  while (out.size() < limit && (rc = st.step()) == SQLITE_ROW) {
+    auto first = st.int_at(0);
+    auto last = st.int_at(1);
+    if (first < 1 || last < first)
+      return damaged(first, last, "is not a range of seqs");
+    auto ufirst = static_cast<uint64_t>(first);
+    if (first_run ? ufirst > expected : ufirst != expected)
+      return damaged(first, last, "does not follow the one before");
+    first_run = false;
+    expected = static_cast<uint64_t>(last) + 1;
+    auto lines = st.view_at(2);
+    if (first == last) {
+      if (static_cast<uint64_t>(first) >= from_seq)
+        out.push_back({static_cast<uint64_t>(first), std::string{lines}});
+      continue;
+    }
+    // `at` is where the line of `seq` starts; past the end once the last
+    // line was read.
+    size_t at = 0;
+    auto seq = ufirst;
+    auto ulast = static_cast<uint64_t>(last);
+    for (; seq <= ulast && out.size() < limit; ++seq) {
+      if (at > lines.size())
+        return damaged(first, last, "holds fewer lines");
+      auto end = lines.find('\n', at);
+      if (end == std::string_view::npos)
+        end = lines.size();
+      if (seq >= from_seq)
+        out.push_back({seq, std::string{lines.substr(at, end - at)}});
+      at = end + 1;
+    }
+    if (seq > ulast && at <= lines.size())
+      return damaged(first, last, "holds more lines");
+  }
+  if (out.size() < limit && rc != SQLITE_DONE)
+    return db_error("cannot read the packets of session " + id, rc, db_);
   return out;
 }
 

@@ -2,7 +2,6 @@
 
 #include "text.hpp"
 
-#include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 
 #include <charconv>
@@ -89,80 +88,6 @@ bool word_char(int32_t cp) {
   return true;
 }
 
-// Finds `obj.type` of a packet line without building the JSON value.
-class type_finder : public nlohmann::json_sax<nlohmann::json> {
-public:
-  std::string type;
-
-  bool null() override {
-    return true;
-  }
-  bool boolean(bool) override {
-    return true;
-  }
-  bool number_integer(number_integer_t) override {
-    return true;
-  }
-  bool number_unsigned(number_unsigned_t) override {
-    return true;
-  }
-  bool number_float(number_float_t, const string_t&) override {
-    return true;
-  }
-  bool string(string_t& s) override {
-    if (depth_ == 2 && in_obj_ && key2_ == "type") {
-      if (s.size() <= 64)
-        type = s;
-      return false; // found: stop reading
-    }
-    return true;
-  }
-  bool binary(binary_t&) override {
-    return true;
-  }
-  bool start_object(std::size_t) override {
-    ++depth_;
-    if (depth_ == 2)
-      in_obj_ = key1_ == "obj";
-    return true;
-  }
-  bool key(string_t& k) override {
-    if (depth_ == 1)
-      key1_ = k;
-    else if (depth_ == 2)
-      key2_ = k;
-    return true;
-  }
-  bool end_object() override {
-    if (depth_ == 2) {
-      if (in_obj_)
-        return false; // obj without a type: stop
-      in_obj_ = false;
-    }
-    --depth_;
-    return true;
-  }
-  bool start_array(std::size_t) override {
-    ++depth_;
-    if (depth_ == 1)
-      return false; // not an object
-    return true;
-  }
-  bool end_array() override {
-    --depth_;
-    return true;
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-    return false;
-  }
-
-private:
-  int depth_ = 0;
-  bool in_obj_ = false;
-  std::string key1_;
-  std::string key2_;
-};
-
 } // namespace
 
 std::string sha256_hex(std::string_view bytes) {
@@ -186,13 +111,6 @@ bool is_sha256_hex(std::string_view x) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
       return false;
   return true;
-}
-
-std::string packet_type(std::string_view line) {
-  type_finder finder;
-  // Stops at the type (or at anything that is not a packet).
-  nlohmann::json::sax_parse(line, &finder, nlohmann::json::input_format_t::json, false);
-  return std::move(finder.type);
 }
 
 std::string fts_query(std::string_view search, size_t max_words) {

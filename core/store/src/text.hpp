@@ -15,10 +15,6 @@ std::string sha256_hex(std::string_view bytes);
 /// Whether `x` has the form of a SHA-256 in hex (64 lower-case hex digits).
 bool is_sha256_hex(std::string_view x);
 
-/// The `type` of a packet line (`{"obj":{"type":...},...}`), or empty when
-/// the line has none (not JSON, no object, a type of over 64 bytes).
-std::string packet_type(std::string_view line);
-
 /// An FTS5 query that finds questions holding every word of `search` (at
 /// most `max_words`) as a word beginning: each word quoted (`"word"*`), so
 /// that no character of the user's text is query syntax. Empty when the text

@@ -167,6 +167,35 @@ TEST_CASE("open_url reads a page, keeps the article and drops the rest") {
   CHECK(r.documents[0].kind == sdk::source_kind::web);
 }
 
+TEST_CASE("open_url keeps the pages it read under the host's limits and clock") {
+  test::http_server server;
+  std::atomic<int> hits{0};
+  server.route("GET", "/article", [&hits](const test::request&) {
+    ++hits;
+    return response_plan::text(200, article_html("Cached", "A page read once."),
+                               "text/html; charset=utf-8");
+  });
+  test::test_host host;
+  auto tool = make_tool(host);
+  CHECK(tool->own_cache(std::chrono::minutes{1}, 8));
+  auto url = server.url("/article");
+  REQUIRE_FALSE(run_tool(*tool, {{"urls", {url}}}).failure);
+  auto again = run_tool(*tool, {{"urls", {url}}});
+  REQUIRE_FALSE(again.failure);
+  CHECK(hits.load() == 1);
+  REQUIRE(again.documents.size() == 1);
+  CHECK(again.documents[0].content.find("A page read once.") != std::string::npos);
+  // Past the minute on the host's clock, the page is fetched again.
+  host.advance_steady(std::chrono::seconds{61});
+  REQUIRE_FALSE(run_tool(*tool, {{"urls", {url}}}).failure);
+  CHECK(hits.load() == 2);
+  // Caching off: every call fetches.
+  CHECK(tool->own_cache(std::chrono::milliseconds{0}, 8));
+  run_tool(*tool, {{"urls", {url}}});
+  run_tool(*tool, {{"urls", {url}}});
+  CHECK(hits.load() == 4);
+}
+
 TEST_CASE("open_url follows redirects up to the limit") {
   test::http_server server;
   server.fallback([](const test::request& req) {

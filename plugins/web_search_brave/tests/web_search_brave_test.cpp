@@ -357,6 +357,37 @@ TEST_CASE("brave answers a query that already ran from the tool's cache") {
   CHECK(env.requests().size() == 5);
 }
 
+TEST_CASE("brave's query cache takes the host's limits and its clock") {
+  brave_env env;
+  env.serve([&](const request& req) {
+    auto q = req.param("q").value_or("");
+    return response_plan::json(200, body_of({{q + " page", "https://x/" + q}}));
+  });
+  auto tool = env.make();
+  // The host's limits: a minute, two queries.
+  CHECK(tool->own_cache(std::chrono::minutes{1}, 2));
+  REQUIRE_FALSE(run_tool(*tool, {{"queries", {"alpha"}}}).failure);
+  REQUIRE_FALSE(run_tool(*tool, {{"queries", {"alpha"}}}).failure);
+  CHECK(env.requests().size() == 1);
+  // Past the minute on the host's clock, the query goes out again.
+  env.host.advance_steady(std::chrono::seconds{61});
+  REQUIRE_FALSE(run_tool(*tool, {{"queries", {"alpha"}}}).failure);
+  CHECK(env.requests().size() == 2);
+  // At most two queries are kept: a third drops the oldest.
+  run_tool(*tool, {{"queries", {"beta"}}});
+  run_tool(*tool, {{"queries", {"gamma"}}});
+  CHECK(env.requests().size() == 4);
+  run_tool(*tool, {{"queries", {"gamma", "beta"}}});
+  CHECK(env.requests().size() == 4);
+  run_tool(*tool, {{"queries", {"alpha"}}});
+  CHECK(env.requests().size() == 5);
+  // A ttl of 0 keeps nothing.
+  CHECK(tool->own_cache(std::chrono::milliseconds{0}, 256));
+  run_tool(*tool, {{"queries", {"alpha"}}});
+  run_tool(*tool, {{"queries", {"alpha"}}});
+  CHECK(env.requests().size() == 7);
+}
+
 TEST_CASE("brave: an HTML error page from its edge becomes short text, and key "
           "and quota errors say which setting to check") {
   // The shape of a CDN's page in front of an API: a title, a heading, a

@@ -201,8 +201,15 @@ public:
   /// Secrets from the host.
   virtual const secret_store& secrets() const = 0;
 
-  /// The current time (tests may substitute a clock).
+  /// The current time of day (tests may substitute a clock). For dates and
+  /// timestamps; to time intervals (a cache's entries, a budget), use
+  /// steady_now.
   virtual std::chrono::system_clock::time_point now() const = 0;
+
+  /// The host's monotonic clock: the one its own timers, retries and caches
+  /// read, which never goes back (tests may substitute a clock that moves
+  /// only when told). Plugin ABI 4.
+  virtual std::chrono::steady_clock::time_point steady_now() const = 0;
 
   /// A folder the plugin may use for persistent data (created by the host).
   virtual std::string data_dir() const = 0;

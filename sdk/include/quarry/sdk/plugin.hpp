@@ -170,7 +170,7 @@ constexpr const char* abi_mark = QUARRY_SDK_STRINGIFY(QUARRY_PLUGIN_ABI_MARK);
                       plugin_description, plugin_factory_fn)                   \
   QUARRY_PLUGIN_DEFINE_ABI_MARK()                                              \
   extern "C" QUARRY_SDK_API const ::quarry::sdk::plugin_descriptor*            \
-  quarry_plugin_v3() {                                                         \
+  quarry_plugin_v4() {                                                         \
     static const ::quarry::sdk::plugin_descriptor descriptor{                  \
       QUARRY_PLUGIN_ABI_VERSION,                                               \
       ::quarry::sdk::sdk_version,                                              \

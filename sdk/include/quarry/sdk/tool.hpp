@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -100,6 +102,21 @@ public:
   /// Returns the definition in OpenAI function format.
   tool_definition definition() const {
     return {name(), description(), parameters()};
+  }
+
+  /// Offers the tool the user's limits for caching its results
+  /// (`tools.NAME.limits.cache_ttl` and `cache_entries`; a `ttl` of 0 means
+  /// nothing is cached). A tool that keeps a cache of its own, finer than
+  /// whole calls and shared by all of them (a search per query, a page
+  /// reader per page), applies the limits to it and returns true: the host
+  /// then does not cache the tool's calls, so that a call passes one cache.
+  /// The default returns false: the host caches whole calls (the same
+  /// arguments get the same result). Called by the host before the tool's
+  /// first run. Plugin ABI 4.
+  virtual bool own_cache(std::chrono::milliseconds ttl, size_t max_entries) {
+    (void)ttl;
+    (void)max_entries;
+    return false;
   }
 
   /// Starts a run with the arguments the LLM produced and returns at once.

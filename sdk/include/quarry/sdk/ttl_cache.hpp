@@ -34,10 +34,22 @@ public:
     // nop
   }
 
+  /// Changes the limits and drops every entry: entries are kept for `ttl`,
+  /// at most `max_entries` of them; a `ttl` of zero or less or no entries
+  /// keeps nothing (every get misses, every put is dropped).
+  void limit(clock_type::duration ttl, size_t max_entries) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    ttl_ = ttl;
+    max_entries_ = max_entries;
+    entries_.clear();
+  }
+
   /// Returns a copy of the value of `key` if it is there and fresh; drops it
   /// if it expired.
   std::optional<Value> get(const std::string& key) {
     std::lock_guard<std::mutex> guard{mtx_};
+    if (!keeps())
+      return std::nullopt;
     auto i = entries_.find(key);
     if (i == entries_.end())
       return std::nullopt;
@@ -51,6 +63,8 @@ public:
   /// Stores `value` under `key` (replacing and refreshing an existing one).
   void put(const std::string& key, Value value) {
     std::lock_guard<std::mutex> guard{mtx_};
+    if (!keeps())
+      return;
     if (entries_.size() >= max_entries_ && entries_.count(key) == 0) {
       auto oldest = entries_.begin();
       for (auto i = entries_.begin(); i != entries_.end(); ++i)
@@ -68,6 +82,10 @@ public:
   }
 
 private:
+  bool keeps() const {
+    return ttl_.count() > 0 && max_entries_ > 0;
+  }
+
   clock_type::duration ttl_;
   size_t max_entries_;
   now_function now_;

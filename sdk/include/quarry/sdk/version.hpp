@@ -24,9 +24,9 @@
 
 /// Version of the binary interface between host and plugin. Bumped whenever
 /// the layout of @ref quarry::sdk::plugin_descriptor or any SDK interface
-/// changes (3: chat_request carries a research_context). The entry point
-/// symbol carries it in its name, too.
-#define QUARRY_PLUGIN_ABI_VERSION 3
+/// changes (3: chat_request carries a research_context; 4: host_context has
+/// steady_now). The entry point symbol carries it in its name, too.
+#define QUARRY_PLUGIN_ABI_VERSION 4
 
 /// Turns the expansion of a macro argument into a string literal.
 #define QUARRY_SDK_STRINGIFY(x) QUARRY_SDK_STRINGIFY_IMPL(x)
@@ -35,7 +35,7 @@
 #define QUARRY_SDK_STRINGIFY_IMPL(x) #x
 
 /// Name of the one symbol every plugin exports.
-#define QUARRY_PLUGIN_ENTRY_NAME "quarry_plugin_v3"
+#define QUARRY_PLUGIN_ENTRY_NAME "quarry_plugin_v4"
 
 namespace quarry::sdk {
 

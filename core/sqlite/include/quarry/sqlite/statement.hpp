@@ -157,6 +157,16 @@ public:
     return std::string{static_cast<const char*>(p), static_cast<size_t>(n)};
   }
 
+  /// All bytes of a text column without copying them: valid until the next
+  /// step, reset or destruction of the statement.
+  std::string_view view_at(int i) const {
+    const auto* p = sqlite3_column_blob(stmt_, i);
+    auto n = sqlite3_column_bytes(stmt_, i);
+    if (p == nullptr || n <= 0)
+      return {};
+    return {static_cast<const char*>(p), static_cast<size_t>(n)};
+  }
+
 private:
   void note(int rc) {
     if (rc != SQLITE_OK && rc_ == SQLITE_OK)

@@ -28,7 +28,7 @@ namespace quarry::store {
 /// The schema version this build writes (`PRAGMA user_version`). A database
 /// of a newer version is refused; an older one is migrated step by step,
 /// each step in one transaction.
-inline constexpr int schema_version = 1;
+inline constexpr int schema_version = 2;
 
 /// `PRAGMA application_id` of a Quarry research store ("QRST").
 inline constexpr int application_id = 0x51525354;
@@ -171,13 +171,11 @@ struct batch {
   struct packet_write {
     std::string session_id;
     packet_row packet;
-    /// The packet's `obj.type` when the writer knows it; empty: read from
-    /// the line.
-    std::string type;
   };
   /// Packets, in seq order per session. Each seq must be the session's last
   /// seq + 1, else the whole batch is refused (errc::bad_request) and
-  /// nothing is written.
+  /// nothing is written. A session's packets of one batch are stored as one
+  /// row (a run of lines, up to 64 KiB); store::packets reads them one by one.
   std::vector<packet_write> packets;
   struct document_write {
     std::string session_id;

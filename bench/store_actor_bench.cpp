@@ -1,5 +1,5 @@
 // Benchmark of the store actor (actors/store.hpp): packets sent as the
-// emitters send them, `(packet_atom, session, seq, line)`, written by the one
+// emitters send them, `(packet_atom, session, seq, line, turn, tab, fact)`, written by the one
 // store actor in batches (20 ms or 512 writes, one transaction each) to a
 // fresh research store. Measures the append rate through the actor (mailbox,
 // batching, SQLite), where quarry_bench_store measures the library alone.
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
         auto s = i % static_cast<size_t>(sessions);
         self->send(st, actors::packet_atom::value, ids[s],
                    static_cast<uint64_t>(i / static_cast<size_t>(sessions) + 1),
-                   std::string{"message_delta"}, std::move(lines[i]));
+                   std::move(lines[i]), int32_t{1}, int32_t{0}, actors::packet_fact{});
       }
       std::string flushed;
       self->request(st, std::chrono::minutes{5}, actors::flush_atom::value)

@@ -16,6 +16,31 @@ packet_msg make_packet(const core::placement& where, const nlohmann::json& obj) 
   if (auto t = obj.find("type"); t != obj.end() && t->is_string())
     out.type = t->get<std::string>();
   out.obj = obj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // What the store keeps besides the line, from the object at hand.
+  using kind = cluster::packet_fact::kind;
+  auto& fact = out.fact;
+  const auto& type = out.type;
+  if (type == "usage") {
+    auto num = [&](const char* key) -> int64_t {
+      auto i = obj.find(key);
+      return i != obj.end() && i->is_number_integer() ? i->get<int64_t>() : 0;
+    };
+    fact.what = kind::usage;
+    if (auto r = obj.find("role"); r != obj.end() && r->is_string())
+      fact.role = r->get<std::string>();
+    fact.input_tokens = num("input_tokens");
+    fact.output_tokens = num("output_tokens");
+    if (auto c = obj.find("cost_usd"); c != obj.end() && c->is_number())
+      fact.cost_usd = c->get<double>();
+  } else if (type == "intermediate_report_start") {
+    fact.what = kind::report_start;
+  } else if (type == "intermediate_report_delta") {
+    fact.what = kind::report_text;
+    if (auto c = obj.find("content"); c != obj.end() && c->is_string())
+      fact.text = c->get<std::string>();
+  } else if (type == "section_end" || type == "intermediate_report_cited_docs") {
+    fact.what = kind::report_end;
+  }
   return out;
 }
 
@@ -48,16 +73,16 @@ void stamp(emitter_ptr self, const packet_msg& msg, bool to_store) {
   // The object's text as its maker serialised it (checked, not parsed):
   // encoded once, shared by the store and every subscriber.
   auto line = core::encode(seq, st.session, where, msg.obj);
-  auto type = msg.type;
+  auto fact = msg.fact;
   if (!line) {
     line = core::encode(seq, st.session, where,
                         core::packets::error("malformed packet dropped", "internal").dump());
-    type = "error";
+    fact = {};
   }
   st.lines.push_back(std::move(*line));
   if (to_store && st.options.store && !st.store_failed)
-    self->send(st.options.store, packet_atom::value, st.session, seq, std::move(type),
-               st.lines.back());
+    self->send(st.options.store, packet_atom::value, st.session, seq, st.lines.back(),
+               msg.turn_index, msg.tab_index, std::move(fact));
   for (const auto& sub : st.subscribers)
     caf::anon_send(sub, packet_atom::value, st.lines.back(), seq);
 }

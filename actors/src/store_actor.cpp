@@ -4,7 +4,6 @@
 #include "quarry/actors/store.hpp"
 
 #include "quarry/core/checkpoint.hpp"
-#include "quarry/core/packets.hpp"
 #include "quarry/store/store.hpp"
 
 #include <caf/all.hpp>
@@ -209,62 +208,49 @@ bool accepts_state(store_ptr self, const std::string& session, const std::string
   return false;
 }
 
-// Packets that are also rows: a usage packet is a usage row; the deltas of
-// an agent's intermediate report, once it ends, are a report row.
-void note_packet(store_ptr self, const std::string& session, const std::string& type_given,
-                 const std::string& line) {
-  // The type the emitter passed decides without reading the line (an empty
-  // one: the line is read).
-  const auto& t = type_given;
-  if (!t.empty() && t != "usage" && t != "section_end" && t.rfind("intermediate_report_", 0) != 0)
-    return;
-  auto p = core::decode(line);
-  auto* pk = std::get_if<core::packet>(&p);
-  if (pk == nullptr)
-    return;
-  auto type = pk->type();
-  const auto& o = pk->obj;
+// Packets that are also rows, by what their makers said of them (the line
+// is never read): a usage packet is a usage row; the pieces of an agent's
+// intermediate report, once it ends, are a report row.
+void note_packet(store_ptr self, const std::string& session, int32_t turn, int32_t tab,
+                 packet_fact& fact) {
+  using kind = packet_fact::kind;
   auto& st = self->state;
-  auto key = std::make_tuple(session, pk->where.turn_index, pk->where.tab_index);
-  if (type == "intermediate_report_start") {
-    st.streaming[key].clear();
-    return;
-  }
-  if (type == "intermediate_report_delta") {
-    auto i = st.streaming.find(key);
-    auto t = o.find("content");
-    if (i != st.streaming.end() && t != o.end() && t->is_string())
-      i->second += t->get<std::string>();
-    return;
-  }
-  if (type == "section_end" || type == "intermediate_report_cited_docs") {
-    auto i = st.streaming.find(key);
-    if (i == st.streaming.end())
+  switch (fact.what) {
+    case kind::none:
       return;
-    store::report_row r;
-    r.kind = "intermediate";
-    r.turn = pk->where.turn_index;
-    r.tab = pk->where.tab_index;
-    r.text = std::move(i->second);
-    r.created_at = now_ms();
-    st.streaming.erase(i);
-    st.pending.reports.push_back({session, std::move(r)});
-    return;
+    case kind::usage: {
+      store::usage_row u;
+      u.role = std::move(fact.role);
+      u.input_tokens = fact.input_tokens;
+      u.output_tokens = fact.output_tokens;
+      u.cost = fact.cost_usd;
+      st.pending.usage.push_back({session, std::move(u)});
+      return;
+    }
+    case kind::report_start:
+      st.streaming[std::make_tuple(session, turn, tab)].clear();
+      return;
+    case kind::report_text: {
+      auto i = st.streaming.find(std::make_tuple(session, turn, tab));
+      if (i != st.streaming.end())
+        i->second += fact.text;
+      return;
+    }
+    case kind::report_end: {
+      auto i = st.streaming.find(std::make_tuple(session, turn, tab));
+      if (i == st.streaming.end())
+        return;
+      store::report_row r;
+      r.kind = "intermediate";
+      r.turn = turn;
+      r.tab = tab;
+      r.text = std::move(i->second);
+      r.created_at = now_ms();
+      st.streaming.erase(i);
+      st.pending.reports.push_back({session, std::move(r)});
+      return;
+    }
   }
-  if (type != "usage")
-    return;
-  auto num = [&](const char* key) -> int64_t {
-    auto i = o.find(key);
-    return i != o.end() && i->is_number_integer() ? i->get<int64_t>() : 0;
-  };
-  store::usage_row u;
-  if (auto r = o.find("role"); r != o.end() && r->is_string())
-    u.role = r->get<std::string>();
-  u.input_tokens = num("input_tokens");
-  u.output_tokens = num("output_tokens");
-  if (auto c = o.find("cost_usd"); c != o.end() && c->is_number())
-    u.cost = c->get<double>();
-  self->state.pending.usage.push_back({session, std::move(u)});
 }
 
 store_full_actor::behavior_type store_impl(store_ptr self, std::shared_ptr<store::store> db,
@@ -272,10 +258,11 @@ store_full_actor::behavior_type store_impl(store_ptr self, std::shared_ptr<store
   self->state.db = std::move(db);
   self->state.settings = settings;
   return {
-    [=](packet_atom, std::string& session, uint64_t seq, std::string& type, std::string& line) {
+    [=](packet_atom, std::string& session, uint64_t seq, std::string& line, int32_t turn,
+        int32_t tab, packet_fact& fact) {
       if (!accepts(self, session))
         return;
-      note_packet(self, session, type, line);
+      note_packet(self, session, turn, tab, fact);
       self->state.pending.packets.push_back({std::move(session), {seq, std::move(line)}});
       schedule(self);
     },

@@ -14,6 +14,7 @@
 #include "quarry/actors/session.hpp"
 #include "quarry/actors/tool_provider.hpp"
 #include "quarry/cluster/register.hpp"
+#include "quarry/core/packets.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -171,6 +172,7 @@ void same(const actors::llm_sink_event& x, const actors::llm_sink_event& y);
 void same(const actors::tool_call_msg& x, const actors::tool_call_msg& y);
 void same(const actors::tool_reply& x, const actors::tool_reply& y);
 void same(const actors::tool_done_event& x, const actors::tool_done_event& y);
+void same(const actors::packet_fact& x, const actors::packet_fact& y);
 void same(const actors::packet_msg& x, const actors::packet_msg& y);
 void same(const actors::agent_result& x, const actors::agent_result& y);
 void same(const actors::collapse_request& x, const actors::collapse_request& y);
@@ -349,11 +351,22 @@ void same(const actors::tool_done_event& x, const actors::tool_done_event& y) {
   same(x.result, y.result);
 }
 
+void same(const actors::packet_fact& x, const actors::packet_fact& y) {
+  CHECK(x.what == y.what);
+  CHECK(x.role == y.role);
+  CHECK(x.input_tokens == y.input_tokens);
+  CHECK(x.output_tokens == y.output_tokens);
+  CHECK(x.cost_usd == y.cost_usd);
+  CHECK(x.text == y.text);
+}
+
 void same(const actors::packet_msg& x, const actors::packet_msg& y) {
   CHECK(x.turn_index == y.turn_index);
   CHECK(x.tab_index == y.tab_index);
   CHECK(x.sub_turn_index == y.sub_turn_index);
+  CHECK(x.type == y.type);
   CHECK(x.obj == y.obj);
+  same(x.fact, y.fact);
 }
 
 void same(const actors::agent_result& x, const actors::agent_result& y) {
@@ -577,6 +590,20 @@ TEST_CASE_FIXTURE(message_fixture, "every registered message type round-trips "
     p.sub_turn_index = 1;
     p.obj = R"({"type": "message_delta", "content": "Grüße"})";
     round_trip(p);
+    // What the store keeps of a report's piece travels with it.
+    auto piece = actors::make_packet({2, 1, 0}, core::packets::intermediate_report_delta("Grüße"));
+    CHECK(piece.fact.what == actors::packet_fact::kind::report_text);
+    CHECK(piece.fact.text == "Grüße");
+    round_trip(piece);
+  };
+  cases["quarry.packet_fact"] = [&] {
+    actors::packet_fact f;
+    f.what = actors::packet_fact::kind::usage;
+    f.role = "research";
+    f.input_tokens = 1200;
+    f.output_tokens = 34;
+    f.cost_usd = 0.0125;
+    round_trip(f);
   };
   cases["quarry.line_sink_actor"] = [&] {
     auto sink = actors::spawn_line_sink(
@@ -713,6 +740,14 @@ TEST_CASE_FIXTURE(message_fixture, "a loaded message with an impossible value "
     REQUIRE(!sink2(negative));
     caf::binary_deserializer source2{*sys, buf};
     CHECK(source2(out) == caf::sec::invalid_argument);
+  }
+  SUBCASE("a packet fact of a kind no node writes") {
+    std::vector<char> buf;
+    caf::binary_serializer sink{*sys, buf};
+    REQUIRE(!sink(uint8_t{5}, std::string{}, int64_t{0}, int64_t{0}, 0.0, std::string{}));
+    actors::packet_fact out;
+    caf::binary_deserializer source{*sys, buf};
+    CHECK(source(out) == caf::sec::invalid_argument);
   }
   SUBCASE("a packet past its bound") {
     actors::packet_msg p;

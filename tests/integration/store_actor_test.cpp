@@ -10,6 +10,7 @@
 #include "quarry/actors/runtime.hpp"
 #include "quarry/actors/store.hpp"
 #include "quarry/core/checkpoint.hpp"
+#include "quarry/core/packets.hpp"
 #include "quarry/store/store.hpp"
 
 #include "support/faulty_vfs.hpp"
@@ -177,6 +178,71 @@ TEST_CASE("store actor writes the packets, checkpoints, reports and states of "
   CHECK(read_ok(check->session("q0000000000000002"))->last_seq == 301);
   CHECK(read_ok(check->packets("q0000000000000002")).back().line.find("again")
         != std::string::npos);
+}
+
+TEST_CASE("store actor: usage and reports come from what the packets' makers said, never "
+          "from reading a line") {
+  test::temp_dir dir;
+  auto path = dir.path() + "/quarry.db";
+  auto db = open_store(path);
+  store::batch b;
+  b.new_sessions = {new_session("q0000000000000003")};
+  REQUIRE_FALSE(db->write(b));
+  core::settings cfg;
+  cfg.runtime.scheduler_threads = 2;
+  std::string id = "q0000000000000003";
+  {
+    actors::runtime rt{cfg};
+    auto& sys = rt.system();
+    auto st = actors::spawn_store(sys, db);
+    caf::scoped_actor self{sys};
+    auto send = [&](uint64_t seq, std::string line, actors::packet_fact fact) {
+      self->send(st, actors::packet_atom::value, id, seq, std::move(line), int32_t{1}, int32_t{2},
+                 std::move(fact));
+    };
+    // A line that reads as a usage packet, but nobody said so: no usage row.
+    send(1,
+         core::encode(1, id, {1, 2, std::nullopt},
+                      R"({"type":"usage","role":"x",)"
+                      R"("input_tokens":99,"output_tokens":1})")
+           .value(),
+         {});
+    // A usage fact with a line that is not even JSON: a usage row.
+    actors::packet_fact used;
+    used.what = actors::packet_fact::kind::usage;
+    used.role = "research";
+    used.input_tokens = 1000;
+    used.output_tokens = 20;
+    used.cost_usd = 0.5;
+    send(2, "not JSON", used);
+    // A report told in pieces; the lines say nothing of it.
+    actors::packet_fact start;
+    start.what = actors::packet_fact::kind::report_start;
+    send(3, "{}", start);
+    for (const char* piece : {"Heat pumps ", "work [1]."}) {
+      actors::packet_fact text;
+      text.what = actors::packet_fact::kind::report_text;
+      text.text = piece;
+      send(4 + (piece[0] == 'w'), "{}", text);
+    }
+    actors::packet_fact end;
+    end.what = actors::packet_fact::kind::report_end;
+    send(6, "{}", end);
+    CHECK(flush(self, st).empty());
+  }
+  auto check = open_store(path);
+  auto used = read_ok(check->usage(id));
+  CHECK(used.calls == 1);
+  CHECK(used.input_tokens == 1000);
+  CHECK(used.output_tokens == 20);
+  CHECK(used.cost == doctest::Approx(0.5));
+  auto reports = read_ok(check->reports(id));
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].kind == "intermediate");
+  CHECK(reports[0].text == "Heat pumps work [1].");
+  CHECK(reports[0].turn == 1);
+  CHECK(reports[0].tab == 2);
+  CHECK(read_ok(check->packets(id)).size() == 6);
 }
 
 TEST_CASE("store actor: checkpoints that repeat a document store it once, keep its "

@@ -28,6 +28,7 @@ namespace quarry::actors {
 using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
 
 /// A packet before the emitter stamps it: placement and `obj` as JSON text.
+using cluster::packet_fact;
 using cluster::packet_msg;
 
 /// Where an agent sends its packets: `(packet_atom, packet_msg)`; the

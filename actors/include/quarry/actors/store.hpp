@@ -6,6 +6,7 @@
 #pragma once
 
 #include "quarry/actors/atoms.hpp"
+#include "quarry/cluster/messages.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
@@ -33,6 +34,8 @@ namespace quarry::actors {
 
 /// A checkpoint of a session's strategy (see core/checkpoint.hpp).
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpt")>;
+
+using cluster::packet_fact;
 
 /// A checkpoint as the session took it, shared with the emitter and the
 /// store without being encoded on the way: it is encoded once, by the store.
@@ -74,9 +77,11 @@ using store_listener_actor
   = caf::typed_actor<caf::reacts_to<store_failed_atom, std::string, std::string>>;
 
 /// The store actor's interface.
-/// - `(packet_atom, session, seq, type, line)`: a stamped packet and its
-///   `obj.type` (emitters send them in seq order; an empty type is read
-///   from the line).
+/// - `(packet_atom, session, seq, line, turn_index, tab_index, fact)`: a
+///   stamped packet with its placement and what its maker said the store
+///   keeps of it besides the line (a usage row, a piece of an intermediate
+///   report; cluster::packet_fact). Emitters send them in seq order; the
+///   store never reads a line.
 /// - `(checkpoint_atom, session, last_seq, checkpoint)`: a checkpoint; its
 ///   citations and documents are written in the same transaction.
 /// - `(state_atom, session, state, error)`: a state change
@@ -92,17 +97,17 @@ using store_listener_actor
 /// - `(watch_atom, session, listener)`: who hears of the session's failures.
 /// - `(flush_atom) -> string`: everything before it is written (or failed).
 /// - `(stop_atom)`: writes what is pending and quits.
-using store_actor
-  = caf::typed_actor<caf::reacts_to<packet_atom, std::string, uint64_t, std::string, std::string>,
-                     caf::reacts_to<checkpoint_atom, std::string, uint64_t, checkpoint_ptr>,
-                     caf::reacts_to<state_atom, std::string, std::string, std::string>,
-                     caf::reacts_to<state_atom, std::string, std::string, std::string, std::string>,
-                     caf::reacts_to<report_atom, std::string, std::string>,
-                     caf::replies_to<create_atom, std::string, std::string, std::string,
-                                     std::string>::with<std::string>,
-                     caf::replies_to<remove_atom, std::string>::with<std::string>,
-                     caf::reacts_to<watch_atom, std::string, store_listener_actor>,
-                     caf::replies_to<flush_atom>::with<std::string>, caf::reacts_to<stop_atom>>;
+using store_actor = caf::typed_actor<
+  caf::reacts_to<packet_atom, std::string, uint64_t, std::string, int32_t, int32_t, packet_fact>,
+  caf::reacts_to<checkpoint_atom, std::string, uint64_t, checkpoint_ptr>,
+  caf::reacts_to<state_atom, std::string, std::string, std::string>,
+  caf::reacts_to<state_atom, std::string, std::string, std::string, std::string>,
+  caf::reacts_to<report_atom, std::string, std::string>,
+  caf::replies_to<create_atom, std::string, std::string, std::string,
+                  std::string>::with<std::string>,
+  caf::replies_to<remove_atom, std::string>::with<std::string>,
+  caf::reacts_to<watch_atom, std::string, store_listener_actor>,
+  caf::replies_to<flush_atom>::with<std::string>, caf::reacts_to<stop_atom>>;
 
 /// How the store actor batches.
 struct store_actor_settings {

@@ -55,6 +55,41 @@ inline constexpr size_t max_question_bytes = 64 * 1024;
 
 // -- packets ----------------------------------------------------------------
 
+/// What the research store keeps of a packet besides its line, typed as the
+/// packet's maker knows it, so that the store never reads the line: a model
+/// call's usage, or a piece of an agent's intermediate report (its start, a
+/// piece of text, its end).
+struct packet_fact {
+  enum class kind : uint8_t {
+    /// Nothing beyond the line.
+    none,
+    /// A `usage` packet: `role`, the token counts and the cost.
+    usage,
+    /// An `intermediate_report_start`: a report begins at the placement.
+    report_start,
+    /// An `intermediate_report_delta`: `text` continues it.
+    report_text,
+    /// A `section_end` or `intermediate_report_cited_docs`: it is complete.
+    report_end,
+  };
+  kind what = kind::none;
+  std::string role;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  /// US dollars.
+  double cost_usd = 0;
+  std::string text;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, packet_fact& x) {
+  auto what = wire::enum_field<packet_fact::kind::report_end>(x.what);
+  return f(caf::meta::type_name("quarry.packet_fact"), what, x.role, x.input_tokens,
+           x.output_tokens, x.cost_usd, x.text,
+           wire::bounded(x.role, 64, "a usage role past 64 bytes"),
+           wire::bounded(x.text, max_packet_bytes, "a packet past 4 MiB"));
+}
+
 /// A packet before an emitter stamps it: placement and `obj` as JSON text.
 struct packet_msg {
   int32_t turn_index = 0;
@@ -65,12 +100,14 @@ struct packet_msg {
   /// without reading `obj` again.
   std::string type;
   std::string obj;
+  /// What the store keeps of it besides the line.
+  packet_fact fact;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, packet_msg& x) {
   return f(caf::meta::type_name("quarry.packet"), x.turn_index, x.tab_index, x.sub_turn_index,
-           x.type, x.obj, wire::bounded(x.type, 64, "a packet type past 64 bytes"),
+           x.type, x.obj, x.fact, wire::bounded(x.type, 64, "a packet type past 64 bytes"),
            wire::bounded(x.obj, max_packet_bytes, "a packet past 4 MiB"));
 }
 

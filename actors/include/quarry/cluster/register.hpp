@@ -24,6 +24,7 @@ namespace quarry::cluster {
 template <class Registrar>
 void announce_types(Registrar& r) {
   r.template add<packet_msg>("quarry.packet");
+  r.template add<packet_fact>("quarry.packet_fact");
   r.template add<line_sink_actor>("quarry.line_sink_actor");
   r.template add<packet_sink_actor>("quarry.packet_sink_actor");
   r.template add<agent_spec>("quarry.agent_spec");

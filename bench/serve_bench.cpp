@@ -595,6 +595,8 @@ int run_researches(const common_options& o, int count, int in_flight) {
 
   size_t failed = 0;
   size_t completed = 0;
+  // The end states of the researches that did not complete, with counts.
+  std::map<std::string, size_t> other_states;
   size_t searches = 0;
   std::vector<double> ratio;
   std::vector<double> ttfe_ms;
@@ -610,6 +612,8 @@ int run_researches(const common_options& o, int count, int in_flight) {
     }
     if (s.end_state == "completed")
       ++completed;
+    else
+      ++other_states[s.end_state.empty() ? "(none)" : s.end_state];
     if (s.out_of_order)
       ++failed;
     searches += s.searches;
@@ -624,6 +628,15 @@ int run_researches(const common_options& o, int count, int in_flight) {
               count, in_flight <= 0 ? "all" : std::to_string(in_flight).c_str(), o.latency_ms,
               o.critical_calls(), bound);
   std::printf("  completed %zu, failed %zu%s\n", completed, failed, ok ? "" : " (TIMED OUT)");
+  for (const auto& [state, n] : other_states)
+    std::printf("  ended %s: %zu\n", state.c_str(), n);
+  if (!other_states.empty()) {
+    // What the server said meanwhile (warnings and errors), its last 4 KiB.
+    auto said = srv.proc->err();
+    if (said.size() > 4096)
+      said.erase(0, said.size() - 4096);
+    std::fprintf(stderr, "quarry serve said:\n%s\n", said.c_str());
+  }
   std::printf("  wall time of the whole run: %.2f s; %.1f researches/s\n", wall,
               static_cast<double>(completed) / wall);
   if (!ratio.empty())

@@ -41,10 +41,10 @@ constexpr size_t max_free_handles = 4096;
 constexpr auto trim_period = std::chrono::seconds{5};
 
 // Receive buffer of each transfer: libcurl's default (CURL_MAX_WRITE_SIZE,
-// 16 KiB). Each running transfer holds one from its connect on; 64 KiB
-// buffers were most of the heap a running research owned (bench/README.md,
-// "memory per running research"), and model streams arrive in far smaller
-// reads.
+// 16 KiB). Each running transfer holds one from its connect on; at 64 KiB
+// they were half the heap a running research owned (bench/README.md, "memory
+// per running research"; mostly pages never touched, so the resident size
+// hardly changed), and model streams arrive in far smaller reads.
 constexpr long receive_buffer_size = 16 * 1024;
 
 // Request bodies above this size count upload progress as activity for the

@@ -30,7 +30,7 @@ namespace quarry::cluster {
 /// The version of these interfaces. Nodes of different versions refuse each
 /// other (CAF compares the interfaces' type names when connecting; the
 /// agent host also checks the number a session sends).
-inline constexpr int32_t protocol_version = 2;
+inline constexpr int32_t protocol_version = 3;
 
 /// The application identifier of Quarry nodes (CAF's
 /// `middleman.app-identifiers`): a CAF program of another application fails

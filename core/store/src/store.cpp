@@ -322,26 +322,8 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache, const batc
     last[s.id] = 0;
   }
 
-  // Packets: each must follow its session's last seq; consecutive packets
-  // of a session become one run (one row), cut at `max_run_bytes`.
-  struct run {
-    const std::string* session;
-    uint64_t first;
-    uint64_t last;
-    // The packets of the run: b.packets[begin], and the next ones of the
-    // same session in `next` order.
-    size_t begin;
-    size_t end;
-    size_t bytes;
-  };
-  constexpr size_t max_run_bytes = 64 * 1024;
-  std::vector<run> runs;
-  // For each packet of a run, the index of the run's next packet.
-  std::vector<size_t> next(b.packets.size(), SIZE_MAX);
-  // The run each session's next packet may join.
-  std::map<std::string_view, size_t> open_runs;
-  for (size_t i = 0; i < b.packets.size(); ++i) {
-    const auto& x = b.packets[i];
+  // Packets: each must follow its session's last seq.
+  for (const auto& x : b.packets) {
     const auto& id = x.session_id;
     auto seq = x.packet.seq;
     int64_t prev = 0;
@@ -355,54 +337,63 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache, const batc
       return refuse("session " + id + ": packet seq " + std::to_string(seq) + " after seq "
                     + std::to_string(prev) + " (expected " + std::to_string(expected) + ")");
     last[id] = static_cast<int64_t>(seq);
-    const auto& line = x.packet.line;
-    // A line holding a newline could not be told from two: it is a run of
-    // its own, read whole.
-    bool alone = line.find('\n') != std::string::npos;
-    auto open = alone ? open_runs.end() : open_runs.find(id);
-    if (open != open_runs.end() && runs[open->second].bytes + 1 + line.size() <= max_run_bytes) {
-      auto& r = runs[open->second];
-      next[r.end] = i;
-      r.end = i;
-      r.last = seq;
-      r.bytes += 1 + line.size();
-      continue;
-    }
-    runs.push_back({&id, seq, seq, i, i, line.size()});
-    if (alone)
-      open_runs.erase(id);
-    else
-      open_runs[id] = runs.size() - 1;
   }
+  // Each session's packets of the batch, in seq order, become runs (a row
+  // each) of up to `max_run_bytes`; a line holding a newline could not be
+  // told from two, so it is a run of its own, read whole.
+  constexpr size_t max_run_bytes = 64 * 1024;
+  std::vector<size_t> order(b.packets.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return b.packets[x].session_id < b.packets[y].session_id;
+  });
   std::string joined;
-  for (const auto& r : runs) {
-    const auto& id = *r.session;
+  for (size_t at = 0; at < order.size();) {
+    const auto& head = b.packets[order[at]];
+    const auto& id = head.session_id;
+    // The run: order[at, end).
+    auto end = at + 1;
+    auto bytes = head.packet.line.size();
+    if (head.packet.line.find('\n') == std::string::npos) {
+      while (end < order.size()) {
+        const auto& x = b.packets[order[end]];
+        if (x.session_id != id || x.packet.line.find('\n') != std::string::npos
+            || bytes + 1 + x.packet.line.size() > max_run_bytes)
+          break;
+        bytes += 1 + x.packet.line.size();
+        ++end;
+      }
+    }
+    auto first = head.packet.seq;
+    auto last_of_run = b.packets[order[end - 1]].packet.seq;
     statement st{cache, "INSERT INTO packet_runs(session_id, first_seq, last_seq, lines) "
                         "VALUES (?1, ?2, ?3, ?4)"};
     st.bind(1, id);
-    st.bind(2, static_cast<int64_t>(r.first));
-    st.bind(3, static_cast<int64_t>(r.last));
-    if (r.begin == r.end) {
-      st.bind(4, b.packets[r.begin].packet.line);
+    st.bind(2, static_cast<int64_t>(first));
+    st.bind(3, static_cast<int64_t>(last_of_run));
+    if (end == at + 1) {
+      st.bind(4, head.packet.line);
     } else {
       joined.clear();
-      joined.reserve(r.bytes);
-      for (auto i = r.begin;; i = next[i]) {
-        joined += b.packets[i].packet.line;
-        if (i == r.end)
-          break;
-        joined += '\n';
+      joined.reserve(bytes);
+      for (auto i = at; i < end; ++i) {
+        if (i > at)
+          joined += '\n';
+        joined += b.packets[order[i]].packet.line;
       }
       st.bind(4, joined);
     }
     auto rc = st.step();
-    auto seqs = std::to_string(r.first)
-                + (r.last != r.first ? "-" + std::to_string(r.last) : std::string{});
-    if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
-      return refuse("session " + id + ": packet seq " + seqs + " is stored already");
-    if (rc != SQLITE_DONE)
+    if (rc != SQLITE_DONE) {
+      auto seqs = std::to_string(first)
+                  + (last_of_run != first ? "-" + std::to_string(last_of_run) : std::string{});
+      if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
+        return refuse("session " + id + ": packet seq " + seqs + " is stored already");
       return failed("cannot add packets " + seqs + " of session " + id, rc);
+    }
     touched.insert(id);
+    at = end;
   }
 
   for (const auto& x : b.documents) {

@@ -28,6 +28,9 @@ struct run_state {
   std::optional<std::string> stop_before_start;
   bool cancelled = false;
   bool ending = false;
+  // The emitter was told to stop: a sink subscribed now would never hear
+  // its end, and every packet is stored by then.
+  bool emitter_stopping = false;
   static inline const char* name = "quarry.research_run";
 };
 
@@ -57,6 +60,7 @@ void end_run(run_ptr self, actors::session_result r) {
   auto em = st.emitter;
   auto shared = std::make_shared<run_outcome>(std::move(out));
   auto stop_emitter = [=] {
+    self->state.emitter_stopping = true;
     self->request(em, std::chrono::seconds{30}, actors::stop_atom::value)
       .then(
         [=](uint64_t last) {
@@ -105,6 +109,10 @@ void end_run(run_ptr self, actors::session_result r) {
 void not_created(run_ptr self, std::string why) {
   auto& st = self->state;
   self->send(st.owner, run_started_atom::value, st.setup.id, why);
+  // Sinks that came early hear that nothing follows.
+  for (auto& [sink, from] : st.early_sinks)
+    self->send(sink, actors::stop_atom::value, st.setup.first_seq - 1);
+  st.early_sinks.clear();
   run_outcome out;
   out.id = st.setup.id;
   out.ran = false;
@@ -200,6 +208,10 @@ run_full_actor::behavior_type run_impl(run_ptr self, research_engine* engine, ru
     },
     [=](actors::subscribe_atom, actors::line_sink_actor& sink, uint64_t from) -> uint64_t {
       auto& st = self->state;
+      // A subscription sent before the stop reaches the emitter before it;
+      // after it, the sink is told to read the store instead.
+      if (st.emitter_stopping)
+        return 0;
       if (st.emitter)
         self->send(st.emitter, actors::subscribe_atom::value, std::move(sink), from);
       else

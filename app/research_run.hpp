@@ -87,7 +87,8 @@ using run_owner_actor = caf::typed_actor<caf::reacts_to<run_started_atom, std::s
 /// interrupted), `(stop_atom, reason)` with the reason (`user_cancelled`:
 /// stored as cancelled); `(subscribe_atom, sink, from)` attaches a sink to
 /// the live packets from seq `from` and returns the run's first seq (those
-/// before it are in the store).
+/// before it are in the store), or 0 once the run is ending (its packets and
+/// outcome are stored; the emitter stops, so the sink would hear nothing).
 using research_run_actor = caf::typed_actor<
   caf::reacts_to<actors::stop_atom>, caf::reacts_to<actors::stop_atom, std::string>,
   caf::replies_to<actors::subscribe_atom, actors::line_sink_actor, uint64_t>::with<uint64_t>>;

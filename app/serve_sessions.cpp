@@ -348,10 +348,9 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       auto it = self->state.running.find(id);
       if (it == self->state.running.end())
         return uint64_t{0};
-      // Packets before the run's first seq are in the store.
-      self->request(it->second.run, caf::infinite, actors::subscribe_atom::value, sink, from)
-        .then([](uint64_t) {}, [](caf::error&) {});
-      return it->second.first_seq;
+      // The run answers: its first seq (packets before it are in the
+      // store), or 0 once it is ending; a run already gone answers an error.
+      return self->delegate(it->second.run, actors::subscribe_atom::value, std::move(sink), from);
     },
     [=](settled_atom, const std::string& id) -> caf::result<bool> {
       if (self->state.running.count(id) == 0)
@@ -419,6 +418,19 @@ struct follower_state {
   bool ended = false;
   std::vector<std::pair<uint64_t, std::string>> held;
   static inline const char* name = "quarry.session_follower";
+
+  follower_state() = default;
+  follower_state(const follower_state&) = delete;
+  follower_state& operator=(const follower_state&) = delete;
+
+  /// A follower that nothing refers to any more (a subscription lost with
+  /// an actor that died) is collected: its client still gets an end.
+  ~follower_state() {
+    if (follower && !ended) {
+      spdlog::warn("session {}: its event stream lost its source; it ends as unknown", id);
+      follower->end("unknown");
+    }
+  }
 };
 
 using follower_ptr = follower_actor::stateful_pointer<follower_state>;
@@ -458,8 +470,19 @@ void replay_done(follower_ptr self) {
     end_with_state(self);
 }
 
-// Reads the session's state and ends with it.
+void read_state_and_end(follower_ptr self);
+
+// Ends with the session's state once the manager let its run go (its
+// outcome stored, its lock released): a client that acts on the end event
+// (answers the questions, resumes) finds the session settled.
 void end_with_state(follower_ptr self) {
+  auto& st = self->state;
+  self->request(st.manager, caf::infinite, settled_atom::value, st.id)
+    .then([=](bool) { read_state_and_end(self); }, [=](caf::error&) { read_state_and_end(self); });
+}
+
+// Reads the session's state and ends with it.
+void read_state_and_end(follower_ptr self) {
   auto& st = self->state;
   auto hdl = caf::actor_cast<caf::actor>(self);
   auto id = st.id;
@@ -555,7 +578,7 @@ follower_impl(follower_ptr self, session_manager_actor manager, sdk::blocking_po
       [=](uint64_t first_live) {
         auto& st = self->state;
         if (first_live == 0) {
-          // Not running here: everything is stored.
+          // Not running here, or its run is ending: everything is stored.
           st.live_ended = true;
           replay_from_store(self, st.next, 0);
         } else if (st.next < first_live) {
@@ -566,7 +589,13 @@ follower_impl(follower_ptr self, session_manager_actor manager, sdk::blocking_po
           replay_done(self);
         }
       },
-      [=](caf::error&) { self->quit(); });
+      [=](caf::error&) {
+        // The run ended between the manager's look and its answer: the
+        // packets and the outcome are stored; the stream ends as stored.
+        auto& st = self->state;
+        st.live_ended = true;
+        replay_from_store(self, st.next, 0);
+      });
   return {
     [=](actors::packet_atom, const std::string& line, uint64_t seq) {
       auto& st = self->state;
@@ -577,17 +606,10 @@ follower_impl(follower_ptr self, session_manager_actor manager, sdk::blocking_po
       send_line(self, seq, line);
     },
     [=](actors::stop_atom, uint64_t) {
-      // The end goes out once the manager let the run go (its outcome
-      // stored, its lock released): a client that acts on the end event
-      // (answers the questions, resumes) finds the session settled.
-      auto live_end = [=] {
-        auto& st = self->state;
-        st.live_ended = true;
-        if (st.replayed && !st.ended)
-          end_with_state(self);
-      };
-      self->request(self->state.manager, caf::infinite, settled_atom::value, self->state.id)
-        .then([=](bool) { live_end(); }, [=](caf::error&) { live_end(); });
+      auto& st = self->state;
+      st.live_ended = true;
+      if (st.replayed && !st.ended)
+        end_with_state(self);
     },
     [=](replay_atom, const std::string& joined, bool done) {
       auto& st = self->state;

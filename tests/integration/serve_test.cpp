@@ -16,6 +16,7 @@
 #include <atomic>
 #include <fstream>
 #include <csignal>
+#include <mutex>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -251,6 +252,56 @@ TEST_CASE("serve: clarifying questions are answered over the API and the same "
   auto c = call("GET", srv.url("/v1/research/" + child)).as_json();
   CHECK(c["parent_id"] == id);
   CHECK(call("GET", srv.url("/v1/research/" + id)).as_json()["follow_ups"] == json::array({child}));
+}
+
+// A stream opened while its run ends (the emitter stopping, the manager not
+// yet told) once subscribed to a stopped emitter and waited for packets that
+// never came. Many short runs, each followed at once by its stream, open
+// streams all through that window.
+TEST_CASE("serve: an event stream opened at any moment of a short run ends with the "
+          "run's state") {
+  test::temp_dir home;
+  test::fake_llm_server llm;
+  REQUIRE_FALSE(
+    llm.script(json::array({rule(clarify_marker, {{"text", "1. Which climate zone?"}})})));
+  server_process srv{home, {}, llm_env(llm)};
+  constexpr int threads = 6;
+  constexpr int per_thread = 8;
+  std::vector<std::string> problems;
+  std::mutex mtx;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (int i = 0; i < per_thread; ++i) {
+        auto r = call("POST", srv.url("/v1/research"), R"({"question": "heat pumps?"})");
+        std::string problem;
+        if (r.status != 202) {
+          problem = "start: " + std::to_string(r.status) + " " + r.body;
+        } else {
+          auto id = json::parse(r.body)["id"].get<std::string>();
+          auto ev = call("GET", srv.url("/v1/research/" + id + "/events"), {}, {},
+                         std::chrono::seconds{30});
+          auto evs = parse_sse(ev.body);
+          if (ev.status != 200 || evs.empty() || evs.back().event != "end")
+            problem = id + ": " + std::to_string(ev.status) + ", " + std::to_string(evs.size())
+                      + " events, no end event";
+          else if (json::parse(evs.back().data)["state"] != "clarification")
+            problem = id + ": ended as " + evs.back().data;
+          else if (evs.size() < 3)
+            problem = id + ": " + std::to_string(evs.size()) + " events before the end";
+        }
+        if (!problem.empty()) {
+          std::lock_guard<std::mutex> guard{mtx};
+          problems.push_back(problem);
+        }
+      }
+    });
+  for (auto& t : pool)
+    t.join();
+  CAPTURE(problems.size());
+  for (const auto& p : problems)
+    MESSAGE(p);
+  CHECK(problems.empty());
 }
 
 TEST_CASE("serve: cancel stops a running research, limits answer 429, and a "

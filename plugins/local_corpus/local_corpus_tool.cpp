@@ -37,8 +37,9 @@ std::string fold_query(const std::string& raw) {
   return result;
 }
 
+// Indented by 2, as the web searches and open_url write what the model reads.
 std::string dump(const nlohmann::json& x) {
-  return x.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return x.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 } // namespace

@@ -1,8 +1,11 @@
 // libFuzzer target: arbitrary bytes through the SDK's UTF-8 repair and
-// bounded JSON parser, core::parse_tool_arguments and the from_json forms of
-// the LLM types, and arguments checked against a schema. Checks: repaired text is valid UTF-8, valid text is left
-// alone, parsed values respect the depth limit and serialise, nothing throws.
+// bounded JSON parser, core::is_json (which must agree with nlohmann's
+// accept()), core::parse_tool_arguments and the from_json forms of the LLM
+// types, and arguments checked against a schema. Checks: repaired text is
+// valid UTF-8, valid text is left alone, parsed values respect the depth
+// limit and serialise, nothing throws.
 
+#include "quarry/core/json_check.hpp"
 #include "quarry/core/llm_json.hpp"
 #include "quarry/core/tool_args.hpp"
 #include "quarry/sdk/json.hpp"
@@ -82,5 +85,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     check(!std::get<std::string>(args).empty());
   }
+  // The byte-once validator agrees with the parser, deep nesting aside.
+  if (sdk::json_nesting_depth(bytes) <= 32)
+    check(core::is_json(bytes, 32) == nlohmann::json::accept(bytes.begin(), bytes.end()));
+  else
+    check(!core::is_json(bytes, 32));
   return 0;
 }

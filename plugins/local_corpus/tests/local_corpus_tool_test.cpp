@@ -138,7 +138,7 @@ TEST_CASE("local_corpus internal_search tool through the plugin registry") {
   SUBCASE("no match") {
     auto r = run_tool(*tool, {{"queries", {"zeppelin"}}});
     REQUIRE_FALSE(r.failure.has_value());
-    CHECK(r.llm_text == R"({"results":[]})");
+    CHECK(r.llm_text == "{\n  \"results\": []\n}");
     CHECK(r.documents.empty());
   }
   SUBCASE("bad arguments") {
@@ -156,7 +156,7 @@ TEST_CASE("local_corpus internal_search tool through the plugin registry") {
     auto t = std::get<std::shared_ptr<sdk::tool>>(dflt);
     auto r = run_tool(*t, {{"queries", {"heat"}}});
     REQUIRE_FALSE(r.failure.has_value());
-    CHECK(r.llm_text == R"({"results":[]})");
+    CHECK(r.llm_text == "{\n  \"results\": []\n}");
     CHECK(fs::exists(tmp.file("data/plugins/local_corpus/corpus.db")));
   }
   SUBCASE("a foreign file as database") {

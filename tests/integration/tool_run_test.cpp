@@ -176,6 +176,17 @@ TEST_CASE_FIXTURE(tool_actor_fixture,
   auto host_cached = spawn({{"cache_ttl", "5m"}});
   CHECK_FALSE(run(self, host_cached, R"({"text": "same"})").cached);
   CHECK(run(self, host_cached, R"({"text": "same"})").cached);
+  // A tool that throws when asked (an exception or anything else) is
+  // cached by the provider, and runs as ever.
+  for (std::string mode : {"throw", "throw_int"}) {
+    CAPTURE(mode);
+    auto thrown = spawn({{"cache_ttl", "5m"}}, {{"own_cache", mode}});
+    auto first = run(self, thrown, R"({"text": "same"})");
+    CHECK(first.result.llm_text == "same (run 1)");
+    CHECK_FALSE(first.cached);
+    CHECK(run(self, thrown, R"({"text": "same"})").cached);
+    CHECK(run(self, thrown, R"({"text": "other"})").result.llm_text == "other (run 2)");
+  }
 }
 
 TEST_CASE_FIXTURE(tool_actor_fixture,

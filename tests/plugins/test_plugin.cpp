@@ -15,15 +15,21 @@ namespace quarry::test_plugins {
 /// Answers with its arguments and one document; `prefix` comes from config.
 class echo_tool final : public sdk::tool {
 public:
-  echo_tool(sdk::host_context& host, std::string prefix, bool own_cache = false)
-    : host_(host), prefix_(std::move(prefix)), own_cache_(own_cache) {
+  echo_tool(sdk::host_context& host, std::string prefix, std::string own_cache = {})
+    : host_(host), prefix_(std::move(prefix)), own_cache_(std::move(own_cache)) {
     // nop
   }
 
   /// With `own_cache: true` in its configuration, the tool says it caches
-  /// itself (it does not) and shows the limits it was given in its answers.
+  /// itself (it does not) and shows the limits it was given in its answers;
+  /// with `own_cache: "throw"` (`"throw_int"`), asking throws an exception
+  /// (an int).
   bool own_cache(std::chrono::milliseconds ttl, size_t max_entries) override {
-    if (!own_cache_)
+    if (own_cache_ == "throw")
+      throw std::runtime_error("no cache today");
+    if (own_cache_ == "throw_int")
+      throw 42;
+    if (own_cache_ != "true")
       return false;
     limits_ = " own_cache=" + std::to_string(ttl.count()) + "ms/" + std::to_string(max_entries);
     return true;
@@ -96,7 +102,7 @@ private:
 
   sdk::host_context& host_;
   std::string prefix_;
-  bool own_cache_ = false;
+  std::string own_cache_;
   std::string limits_;
   int runs_ = 0;
 };
@@ -166,8 +172,11 @@ std::unique_ptr<sdk::plugin_object> make(sdk::host_context& host, const nlohmann
 #else
   if (config.contains("fail"))
     throw std::invalid_argument("'fail' is set");
+  std::string own_cache;
+  if (auto it = config.find("own_cache"); it != config.end())
+    own_cache = it->is_boolean() ? (it->get<bool>() ? "true" : "") : it->get<std::string>();
   return std::make_unique<echo_tool>(host, config.value("prefix", std::string{}),
-                                     config.value("own_cache", false));
+                                     std::move(own_cache));
 #endif
 }
 

@@ -451,8 +451,16 @@ public:
       }
       stream->end("", "[DONE]");
     });
-    if (!queued)
+    if (!queued) {
+      // Never a stream that looks whole without its finish: the client
+      // hears why it ends here.
+      stream->send(
+        "", "",
+        error_json(429, "busy",
+                   "the server is busy; the research is stored as session " + meta.session)
+          .dump(-1, ' ', false, json::error_handler_t::replace));
       stream->end("", "[DONE]");
+    }
   }
 
   void on_gone(std::function<void()> gone) override {

@@ -399,10 +399,25 @@ using gone_atom = caf::atom_constant<caf::atom("gone")>;
 /// `(poll_atom)`: the session runs in another process (a `quarry research`
 /// on the same store): read what it stored since, again.
 using poll_atom = caf::atom_constant<caf::atom("storepoll")>;
+/// `(retry_atom, from, until, attempt)`: the store read of a replay, again;
+/// `(retry_atom, attempt)`: the read of the state, again (the blocking pool
+/// refused the job: its queue was full).
+using retry_atom = caf::atom_constant<caf::atom("poolretry")>;
 
 using follower_actor = actors::line_sink_actor::extend<
   caf::reacts_to<replay_atom, std::string, bool>, caf::reacts_to<end_atom, std::string>,
-  caf::reacts_to<gone_atom>, caf::reacts_to<poll_atom>, caf::reacts_to<caf::tick_atom>>;
+  caf::reacts_to<gone_atom>, caf::reacts_to<poll_atom>, caf::reacts_to<caf::tick_atom>,
+  caf::reacts_to<retry_atom, uint64_t, uint64_t, int32_t>, caf::reacts_to<retry_atom, int32_t>>;
+
+/// A store read the blocking pool refused (its queue full, as when
+/// thousands of streams end at once) is tried again after 10 ms, doubling
+/// to 1 s, for about a minute; a stream never skips stored packets or ends
+/// as unknown because the pool was busy for a moment.
+constexpr int32_t max_pool_retries = 64;
+
+caf::timespan pool_retry_delay(int32_t attempt) {
+  return std::chrono::milliseconds{10} * (1 << std::min(attempt, 7));
+}
 
 struct follower_state {
   std::shared_ptr<session_follower> follower;
@@ -470,7 +485,7 @@ void replay_done(follower_ptr self) {
     end_with_state(self);
 }
 
-void read_state_and_end(follower_ptr self);
+void read_state_and_end(follower_ptr self, int32_t attempt = 0);
 
 // Ends with the session's state once the manager let its run go (its
 // outcome stored, its lock released): a client that acts on the end event
@@ -482,7 +497,7 @@ void end_with_state(follower_ptr self) {
 }
 
 // Reads the session's state and ends with it.
-void read_state_and_end(follower_ptr self) {
+void read_state_and_end(follower_ptr self, int32_t attempt) {
   auto& st = self->state;
   auto hdl = caf::actor_cast<caf::actor>(self);
   auto id = st.id;
@@ -505,51 +520,69 @@ void read_state_and_end(follower_ptr self) {
       }
       caf::anon_send(hdl, end_atom::value, state);
     });
-  if (!queued)
+  if (queued)
+    return;
+  if (attempt >= max_pool_retries) {
+    spdlog::error("session {}: its state could not be read: the blocking pool stayed busy", st.id);
     caf::anon_send(hdl, end_atom::value, std::string{"unknown"});
+    return;
+  }
+  self->delayed_send(self, pool_retry_delay(attempt), retry_atom::value, attempt + 1);
 }
 
 // Reads stored packets from `from` to `until` (0: to the end) in pages, and
 // sends them to the follower actor.
-void replay_from_store(follower_ptr self, uint64_t from, uint64_t until) {
+void replay_from_store(follower_ptr self, uint64_t from, uint64_t until, int32_t attempt = 0) {
   auto& st = self->state;
   auto hdl = caf::actor_cast<caf::actor>(self);
   auto id = st.id;
-  bool queued = with_reader(*st.pool, st.store_file,
-                            [hdl, id, from, until](store::store* db, const std::string&) {
-                              uint64_t next = from;
-                              constexpr size_t page = 1024;
-                              while (db != nullptr) {
-                                auto read = db->packets(id, next, page);
-                                if (!read) {
-                                  // Said in the log; the stream ends as "error", never as if every
-                                  // packet had been sent.
-                                  spdlog::error("session {}: {}", id, read.error().message);
-                                  caf::anon_send(hdl, end_atom::value, std::string{"error"});
-                                  return;
-                                }
-                                auto& rows = *read;
-                                std::string joined;
-                                bool done = rows.size() < page;
-                                for (const auto& r : rows) {
-                                  if (until != 0 && r.seq > until) {
-                                    done = true;
-                                    break;
-                                  }
-                                  joined += r.line;
-                                  joined += '\n';
-                                  next = r.seq + 1;
-                                }
-                                if (until != 0 && next > until)
-                                  done = true;
-                                caf::anon_send(hdl, replay_atom::value, std::move(joined), done);
-                                if (done)
-                                  return;
-                              }
-                              caf::anon_send(hdl, replay_atom::value, std::string{}, true);
-                            });
-  if (!queued)
-    caf::anon_send(hdl, replay_atom::value, std::string{}, true);
+  bool queued = with_reader(
+    *st.pool, st.store_file, [hdl, id, from, until](store::store* db, const std::string& error) {
+      if (db == nullptr) {
+        // Never as if there were no stored packets.
+        spdlog::error("session {}: the store cannot be read: {}", id, error);
+        caf::anon_send(hdl, end_atom::value, std::string{"error"});
+        return;
+      }
+      uint64_t next = from;
+      constexpr size_t page = 1024;
+      while (true) {
+        auto read = db->packets(id, next, page);
+        if (!read) {
+          // Said in the log; the stream ends as "error", never as if every
+          // packet had been sent.
+          spdlog::error("session {}: {}", id, read.error().message);
+          caf::anon_send(hdl, end_atom::value, std::string{"error"});
+          return;
+        }
+        auto& rows = *read;
+        std::string joined;
+        bool done = rows.size() < page;
+        for (const auto& r : rows) {
+          if (until != 0 && r.seq > until) {
+            done = true;
+            break;
+          }
+          joined += r.line;
+          joined += '\n';
+          next = r.seq + 1;
+        }
+        if (until != 0 && next > until)
+          done = true;
+        caf::anon_send(hdl, replay_atom::value, std::move(joined), done);
+        if (done)
+          return;
+      }
+    });
+  if (queued)
+    return;
+  if (attempt >= max_pool_retries) {
+    spdlog::error("session {}: its stored packets could not be read: the blocking pool stayed busy",
+                  st.id);
+    caf::anon_send(hdl, end_atom::value, std::string{"error"});
+    return;
+  }
+  self->delayed_send(self, pool_retry_delay(attempt), retry_atom::value, from, until, attempt + 1);
 }
 
 follower_actor::behavior_type
@@ -648,6 +681,14 @@ follower_impl(follower_ptr self, session_manager_actor manager, sdk::blocking_po
       self->quit();
     },
     [=](gone_atom) { client_gone(self); },
+    [=](retry_atom, uint64_t from, uint64_t until, int32_t attempt) {
+      if (!self->state.ended)
+        replay_from_store(self, from, until, attempt);
+    },
+    [=](retry_atom, int32_t attempt) {
+      if (!self->state.ended)
+        read_state_and_end(self, attempt);
+    },
   };
 }
 

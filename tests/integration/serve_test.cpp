@@ -304,6 +304,52 @@ TEST_CASE("serve: an event stream opened at any moment of a short run ends with 
   CHECK(problems.empty());
 }
 
+// The blocking pool reads the store for event streams; with its queue full
+// a replay once went out empty (the stored packets skipped) and an end as
+// "unknown". Now the read is tried again until the pool takes it.
+TEST_CASE("serve: event streams replayed while the blocking pool is full get every packet and "
+          "the state") {
+  test::temp_dir home;
+  test::fake_llm_server llm;
+  REQUIRE_FALSE(llm.script(two_agent_script()));
+  server_process srv{home,
+                     {"--set", "runtime.blocking_threads=1", "--set", "runtime.blocking_queue=1"},
+                     llm_env(llm)};
+  auto id = start(srv,
+                  {{"question", "How do heat pumps cope with cold weather?"}, {"clarify", false}});
+  auto first = events(srv, id);
+  REQUIRE(first.size() > 5);
+  REQUIRE(json::parse(first.back().data)["state"] == "completed");
+  constexpr int readers = 12;
+  std::vector<std::vector<sse_event>> got(readers);
+  std::vector<int> status(readers, 0);
+  std::vector<std::thread> pool;
+  for (int i = 0; i < readers; ++i)
+    pool.emplace_back([&, i] {
+      // A request the server is too busy to begin is answered 429 with
+      // Retry-After (and tried again, as clients do); a stream it begins is
+      // whole.
+      for (int attempt = 0; attempt < 100; ++attempt) {
+        auto r = call("GET", srv.url("/v1/research/" + id + "/events"), {}, {},
+                      std::chrono::seconds{60});
+        status[i] = r.status;
+        got[i] = parse_sse(r.body);
+        if (r.status != 429 || r.header("retry-after").empty())
+          break;
+        std::this_thread::sleep_for(std::chrono::milliseconds{20});
+      }
+    });
+  for (auto& t : pool)
+    t.join();
+  for (int i = 0; i < readers; ++i) {
+    CAPTURE(i);
+    CHECK(status[i] == 200);
+    REQUIRE(got[i].size() == first.size());
+    for (size_t k = 0; k < first.size(); ++k)
+      CHECK(got[i][k].data == first[k].data);
+  }
+}
+
 TEST_CASE("serve: cancel stops a running research, limits answer 429, and a "
           "running session cannot be removed") {
   test::temp_dir home;

@@ -324,7 +324,8 @@ public:
   void only(std::initializer_list<const char*> allowed) {
     if (!obj_.is_object())
       return;
-    for (const auto& [key, value] : obj_.items()) {
+    for (const auto& item : obj_.items()) {
+      const auto& key = item.key();
       auto known = std::any_of(allowed.begin(), allowed.end(),
                                [&key](const char* x) { return key == x; });
       if (!known)

@@ -283,7 +283,9 @@ QUARRY_CAF_TEST(llm provider a cancel that overtakes the answer fails the call o
   self->send(hdl, actors::chat_atom::value, actors::llm_call{1, hello()});
   expect((actors::chat_atom, actors::llm_call), from(self).to(hdl));
   CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
-  auto [sink, call] = plugin->calls[0];
+  auto sink_call = plugin->calls[0];
+  auto& sink = sink_call.first;
+  auto& call = sink_call.second;
   sink->on_text("Hal");
   self->send(hdl, actors::cancel_atom::value, uint64_t{1});
   sdk::chat_result done;
@@ -310,7 +312,9 @@ QUARRY_CAF_TEST(
   self->send(hdl, actors::chat_atom::value, actors::llm_call{7, hello()});
   expect((actors::chat_atom, actors::llm_call), from(self).to(hdl));
   CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
-  auto [sink, call] = plugin->calls[0];
+  auto sink_call = plugin->calls[0];
+  auto& sink = sink_call.first;
+  auto& call = sink_call.second;
   sdk::chat_result done;
   done.text = "Hallo zurück";
   sink->on_done(done);
@@ -340,7 +344,9 @@ QUARRY_CAF_TEST(llm provider measures a stall on the actor system clock so data 
   self->send(hdl, actors::chat_atom::value, actors::llm_call{3, hello()});
   consume_messages();
   CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
-  auto [sink, call] = plugin->calls[0];
+  auto sink_call = plugin->calls[0];
+  auto& sink = sink_call.first;
+  auto& call = sink_call.second;
   auto piece = [&](const char* text) {
     sink->on_text(text);
     consume_messages();
@@ -381,7 +387,9 @@ QUARRY_CAF_TEST(
   expect((actors::chat_atom, actors::llm_call), from(self).to(hdl));
   // One slot: the second call waits.
   CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
-  auto [sink, call] = plugin->calls[0];
+  auto sink_call = plugin->calls[0];
+  auto& sink = sink_call.first;
+  auto& call = sink_call.second;
   self->send(hdl, actors::stop_atom::value);
   sink->on_text("zu spät");
   expect((actors::stop_atom), from(self).to(hdl));

@@ -114,7 +114,9 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: agents placed on two workers give t
   // Agents run at once, so only the order within each placement is fixed.
   auto rg = packets_by_placement(rp);
   auto lg = packets_by_placement(lp);
-  for (const auto& [where, objs] : lg) {
+  for (const auto& where_objs : lg) {
+    const auto& where = where_objs.first;
+    const auto& objs = where_objs.second;
     CAPTURE(where);
     auto other = rg.find(where);
     REQUIRE(other != rg.end());

@@ -100,8 +100,11 @@ TEST_CASE_FIXTURE(
   };
   auto default_file = home.path() + "/.config/quarry/quarry.yaml";
   fs::create_directories(fs::path{default_file}.parent_path());
-  for (const auto& [shape, x] : shapes) {
-    const auto& [path, what] = x;
+  for (const auto& shape_x : shapes) {
+    const auto& shape = shape_x.first;
+    const auto& x = shape_x.second;
+    const auto& path = x.first;
+    const auto& what = x.second;
     for (const std::string way : {"--config", "QUARRY_CONFIG", "default"}) {
       INFO(shape << " named by " << way);
       test::process_result res;
@@ -161,8 +164,10 @@ TEST_CASE_FIXTURE(files_fixture,
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   std::map<std::string, std::optional<std::string>> env{
     {"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", "http://127.0.0.1:9/v1"}};
-  for (const auto& [path, what] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& path_what : std::vector<std::pair<std::string, std::string>>{
          {fifo, "is a FIFO"}, {dir.path(), "directory"}, {"/dev/zero", "is a character device"}}) {
+    const auto& path = path_what.first;
+    const auto& what = path_what.second;
     INFO(path);
     auto res = quarry({"llm", "chat", "--tools", path, "hi"}, env);
     CHECK_FALSE(res.timed_out);

@@ -688,7 +688,9 @@ TEST_CASE_FIXTURE(message_fixture, "every registered message type round-trips "
     CHECK(cfg.value_factories_by_name.count(name) == 1);
     CHECK(cfg.value_factories_by_name.count("std::vector<" + name + ">") == 1);
   }
-  for (const auto& [name, fn] : cases) {
+  for (const auto& name_fn : cases) {
+    const auto& name = name_fn.first;
+    const auto& fn = name_fn.second;
     CAPTURE(name);
     fn();
   }

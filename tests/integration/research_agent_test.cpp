@@ -44,7 +44,9 @@ TEST_CASE_FIXTURE(agent_fixture, "research agent searches the corpus and "
   CHECK(r.tab_index == 1);
   CHECK(r.report.find('[') != std::string::npos);
   REQUIRE_FALSE(r.cited.empty());
-  for (const auto& [n, doc] : r.cited) {
+  for (const auto& n_doc : r.cited) {
+    const auto& n = n_doc.first;
+    const auto& doc = n_doc.second;
     CAPTURE(n);
     CHECK(r.report.find("[" + std::to_string(n)) != std::string::npos);
     CHECK(doc.id.rfind("corpus:", 0) == 0);

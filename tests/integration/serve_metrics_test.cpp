@@ -210,7 +210,9 @@ double check_histogram(const exposition& e, const std::string& name, const std::
       buckets[s.labels.at(label)].emplace_back(le, s.value);
     }
   double total = 0;
-  for (const auto& [child, list] : buckets) {
+  for (const auto& child_list : buckets) {
+    const auto& child = child_list.first;
+    const auto& list = child_list.second;
     CAPTURE(child);
     REQUIRE_FALSE(list.empty());
     for (size_t i = 1; i < list.size(); ++i) {
@@ -304,7 +306,9 @@ TEST_CASE("serve metrics: after one offline research every family is there and "
   auto scraped = call("GET", srv.url("/metrics"));
   REQUIRE(scraped.status == 200);
   auto m = parse(scraped.body);
-  for (const auto& [name, type] : families) {
+  for (const auto& name_type : families) {
+    const auto& name = name_type.first;
+    const auto& type = name_type.second;
     CAPTURE(name);
     CHECK(m.help.count(name) == 1);
     CHECK(m.type[name] == type);

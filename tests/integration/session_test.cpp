@@ -562,7 +562,9 @@ TEST_CASE_FIXTURE(session_fixture, "a stop during planning ends the session at o
   auto slow = rule(plan_marker, {{"text", "1. One step"}});
   slow["latency_ms"] = 120000;
   REQUIRE_FALSE(server.script(nlohmann::json::array({slow})));
-  auto [r, took] = run_and_stop(*this, server, scripted_spec(), 1);
+  auto r_took = run_and_stop(*this, server, scripted_spec(), 1);
+  auto& r = r_took.first;
+  auto& took = r_took.second;
   CHECK(r.status == actors::session_status::failed);
   CHECK(r.interrupted);
   CHECK(took < std::chrono::seconds{20});
@@ -582,7 +584,9 @@ TEST_CASE_FIXTURE(session_fixture, "a stop while agents run starts nothing new a
   rules.push_back(rule(final_marker, {{"text", "A report nobody asked for."}}));
   REQUIRE_FALSE(server.script(rules));
   // Plan, orchestrator, the agent's first step.
-  auto [r, took] = run_and_stop(*this, server, scripted_spec(), 3);
+  auto r_took = run_and_stop(*this, server, scripted_spec(), 3);
+  auto& r = r_took.first;
+  auto& took = r_took.second;
   CAPTURE(r.failure);
   CHECK(r.interrupted);
   CHECK(took < std::chrono::seconds{20});

@@ -161,7 +161,9 @@ struct shared_home {
       INFO(db);
       CHECK(result == std::vector<std::string>{"ok"});
     }
-    for (const auto& [id, state] : told) {
+    for (const auto& id_state : told) {
+      const auto& id = id_state.first;
+      const auto& state = id_state.second;
       INFO("session " << id);
       auto rows = query(store(),
                         "SELECT last_seq || ' ' || state FROM sessions WHERE id = '" + id + "'");

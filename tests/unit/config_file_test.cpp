@@ -99,7 +99,9 @@ TEST_CASE("read_regular_file reads a regular file or a link to one, with its sta
 
 TEST_CASE("read_regular_file says what a path is when it is not a regular file, without blocking") {
   test::temp_dir dir;
-  for (const auto& [shape, x] : make_shapes(dir)) {
+  for (const auto& shape_x : make_shapes(dir)) {
+    const auto& shape = shape_x.first;
+    const auto& x = shape_x.second;
     if (shape == "oversized")
       continue;
     INFO(shape);
@@ -137,8 +139,11 @@ TEST_CASE("config: one rule for --config, $QUARRY_CONFIG and the default locatio
   auto shapes = make_shapes(dir);
   auto default_file = home.path() + "/.config/quarry/quarry.yaml";
   fs::create_directories(fs::path{default_file}.parent_path());
-  for (const auto& [shape, x] : shapes) {
-    const auto& [path, what] = x;
+  for (const auto& shape_x : shapes) {
+    const auto& shape = shape_x.first;
+    const auto& x = shape_x.second;
+    const auto& path = x.first;
+    const auto& what = x.second;
     for (const std::string way : {"--config", "QUARRY_CONFIG", "default"}) {
       INFO(shape << " named by " << way);
       load_options opts;

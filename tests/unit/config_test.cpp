@@ -405,13 +405,15 @@ TEST_CASE("config empty files are valid") {
 }
 
 TEST_CASE("config booleans accept yes/no and on/off") {
-  for (auto [text, value] : std::vector<std::pair<std::string, bool>>{{"true", true},
-                                                                      {"False", false},
-                                                                      {"yes", true},
-                                                                      {"NO", false},
-                                                                      {"on", true},
-                                                                      {"off", false},
-                                                                      {"\"true\"", true}}) {
+  for (auto text_value : std::vector<std::pair<std::string, bool>>{{"true", true},
+                                                                   {"False", false},
+                                                                   {"yes", true},
+                                                                   {"NO", false},
+                                                                   {"on", true},
+                                                                   {"off", false},
+                                                                   {"\"true\"", true}}) {
+    auto text = text_value.first;
+    auto value = text_value.second;
     INFO(text);
     auto res = load_text("http:\n  verify_tls: " + text + "\n");
     CHECK(ok(res).values.http.verify_tls == value);

@@ -116,7 +116,9 @@ TEST_CASE("content_extract reads go-trafilatura JSON-LD metadata") {
   auto base = fs::path{QUARRY_FIXTURES_DIR} / "html" / "go-trafilatura";
   auto expected = nlohmann::json::parse(slurp(base / "simple_json_metadata_expected.json"));
   size_t checks = 0, ok = 0;
-  for (auto& [file, fields] : expected.items()) {
+  for (auto& file_fields : expected.items()) {
+    const auto& file = file_fields.key();
+    auto& fields = file_fields.value();
     auto x = ce::extract_html(slurp(base / file));
     auto check = [&](const char* key, const std::string& got) {
       if (!fields.contains(key) || !fields[key].is_string())

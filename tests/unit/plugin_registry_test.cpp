@@ -550,19 +550,23 @@ TEST_CASE_FIXTURE(
   // The limits go to the actors, never to a plugin: a plugin that got one
   // would refuse it like any key it does not know.
   using json = nlohmann::json;
-  for (const auto& [name, config] :
+  for (const auto& name_config :
        {std::pair{"openai", json{{"model", "m"}, {"max_retries", 2}}},
         std::pair{"anthropic", json{{"model", "m"}, {"api_key", "k"}, {"max_retries", 2}}},
         std::pair{"extractive", json{{"max_retries", 2}}}}) {
+    const auto& name = name_config.first;
+    const auto& config = name_config.second;
     CAPTURE(name);
     auto made = registry->make_llm(name, config);
     REQUIRE(std::holds_alternative<std::string>(made));
     CHECK(std::get<std::string>(made).find("max_retries") != std::string::npos);
   }
-  for (const auto& [name, config] :
+  for (const auto& name_config :
        {std::pair{"brave", json{{"api_key", "k"}, {"max_concurrency", 2}}},
         std::pair{"open_url", json{{"max_concurrency", 2}}},
         std::pair{"local_corpus", json{{"db", "x.db"}, {"max_concurrency", 2}}}}) {
+    const auto& name = name_config.first;
+    const auto& config = name_config.second;
     CAPTURE(name);
     auto made = registry->make_tool(name, config);
     REQUIRE(std::holds_alternative<std::string>(made));

@@ -98,7 +98,9 @@ TEST_CASE("prompts: every template uses exactly its documented variables") {
   for (const auto& [n, _] : expected)
     want_names.insert(n);
   CHECK(names == want_names);
-  for (const auto& [name, vars] : expected) {
+  for (const auto& name_vars : expected) {
+    const auto& name = name_vars.first;
+    const auto& vars = name_vars.second;
     CAPTURE(name);
     const auto* text = lib.find(name);
     REQUIRE(text != nullptr);

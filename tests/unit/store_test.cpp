@@ -32,23 +32,24 @@ using test::read_ok;
 
 namespace {
 
-std::unique_ptr<store::store> open_ok(const std::string& path, const open_options& opts = {}) {
-  auto opened = store::store::open(path, opts);
+std::unique_ptr<quarry::store::store> open_ok(const std::string& path,
+                                              const open_options& opts = {}) {
+  auto opened = quarry::store::store::open(path, opts);
   if (auto* err = std::get_if<sdk::error>(&opened))
     FAIL("open failed: " << err->message);
-  auto result = std::move(std::get<std::unique_ptr<store::store>>(opened));
+  auto result = std::move(std::get<std::unique_ptr<quarry::store::store>>(opened));
   REQUIRE(result != nullptr);
   return result;
 }
 
 sdk::error open_fails(const std::string& path, const open_options& opts = {}) {
-  auto opened = store::store::open(path, opts);
-  if (std::holds_alternative<std::unique_ptr<store::store>>(opened))
+  auto opened = quarry::store::store::open(path, opts);
+  if (std::holds_alternative<std::unique_ptr<quarry::store::store>>(opened))
     FAIL("open of " << path << " succeeded, expected an error");
   return std::get<sdk::error>(opened);
 }
 
-void write_ok(store::store& db, const batch& b) {
+void write_ok(quarry::store::store& db, const batch& b) {
   auto err = db.write(b);
   if (err)
     FAIL("write failed: " << err->message);
@@ -1288,12 +1289,12 @@ TEST_CASE("store: two connections writing at once both succeed") {
   std::vector<std::string> errors[2];
   std::string ids[2] = {make_session_id(), make_session_id()};
   auto run = [&](int k) {
-    auto opened = store::store::open(path);
+    auto opened = quarry::store::store::open(path);
     if (auto* err = std::get_if<sdk::error>(&opened)) {
       errors[k].push_back(err->message);
       return;
     }
-    auto& db = *std::get<std::unique_ptr<store::store>>(opened);
+    auto& db = *std::get<std::unique_ptr<quarry::store::store>>(opened);
     batch b;
     b.new_sessions.push_back(make_session(ids[k], "thread"));
     if (auto err = db.write(b))
@@ -1402,12 +1403,12 @@ TEST_CASE("store: several connections create one database at once") {
   std::vector<std::thread> threads;
   for (int k = 0; k < n; ++k)
     threads.emplace_back([&, k] {
-      auto opened = store::store::open(path);
+      auto opened = quarry::store::store::open(path);
       if (auto* err = std::get_if<sdk::error>(&opened)) {
         errors[k].push_back(err->message);
         return;
       }
-      auto& db = *std::get<std::unique_ptr<store::store>>(opened);
+      auto& db = *std::get<std::unique_ptr<quarry::store::store>>(opened);
       batch b;
       b.new_sessions.push_back(make_session(make_session_id(), "q"));
       if (auto err = db.write(b))

@@ -818,7 +818,9 @@ TEST_CASE("anthropic: a recorded-shape thinking stream round-trips its blocks ov
   api.plan = [] { return sse_pieces(quarry::test::thinking_tool_stream); };
   auto cfg = api.config({{"thinking_budget", 2048}});
   auto req = research_step();
-  auto [first, warnings1] = run_logged(cfg, req);
+  auto first_warnings1 = run_logged(cfg, req);
+  auto& first = first_warnings1.first;
+  auto& warnings1 = first_warnings1.second;
   REQUIRE_MESSAGE(first->result_,
                   (first->failure_ ? to_string(*first->failure_) : std::string{"no result"}));
   CHECK(warnings1.empty());
@@ -841,7 +843,9 @@ TEST_CASE("anthropic: a recorded-shape thinking stream round-trips its blocks ov
     return sse_whole(anthropic_fixture("sdk_fixtures/fixtures__basic_response.sse"));
   };
   continue_with(req, res);
-  auto [second, warnings2] = run_logged(cfg, req);
+  auto second_warnings2 = run_logged(cfg, req);
+  auto& second = second_warnings2.first;
+  auto& warnings2 = second_warnings2.second;
   REQUIRE(second->result_);
   CHECK(warnings2.empty());
   std::lock_guard<std::mutex> guard{api.mtx};
@@ -879,7 +883,9 @@ TEST_CASE("anthropic: a two-step research conversation passes the thinking polic
     return content;
   };
   auto req = research_step();
-  auto [first, w1] = run_logged(api.config(), req);
+  auto first_w1 = run_logged(api.config(), req);
+  auto& first = first_w1.first;
+  auto& w1 = first_w1.second;
   REQUIRE_MESSAGE(first->result_,
                   (first->failure_ ? to_string(*first->failure_) : std::string{"no result"}));
   CHECK(w1.empty());
@@ -887,7 +893,9 @@ TEST_CASE("anthropic: a two-step research conversation passes the thinking polic
 
   SUBCASE("with the reasoning state kept, every step thinks") {
     continue_with(req, *first->result_);
-    auto [second, w2] = run_logged(api.config(), req);
+    auto second_w2 = run_logged(api.config(), req);
+    auto& second = second_w2.first;
+    auto& w2 = second_w2.second;
     REQUIRE_MESSAGE(second->result_,
                     (second->failure_ ? to_string(*second->failure_) : std::string{"no result"}));
     CHECK(w2.empty());
@@ -897,7 +905,9 @@ TEST_CASE("anthropic: a two-step research conversation passes the thinking polic
       return json::array({{{"type", "thinking"}, {"thinking", "Done."}},
                           {{"type", "text"}, {"text", "It is 18C and sunny in Paris."}}});
     };
-    auto [third, w3] = run_logged(api.config(), req);
+    auto third_w3 = run_logged(api.config(), req);
+    auto& third = third_w3.first;
+    auto& w3 = third_w3.second;
     REQUIRE_MESSAGE(third->result_,
                     (third->failure_ ? to_string(*third->failure_) : std::string{"no result"}));
     CHECK(third->result_->text == "It is 18C and sunny in Paris.");
@@ -919,7 +929,9 @@ TEST_CASE("anthropic: a two-step research conversation passes the thinking polic
   }
   SUBCASE("without the state, the step runs without thinking instead of failing") {
     continue_with(req, *first->result_, false);
-    auto [second, w2] = run_logged(api.config(), req);
+    auto second_w2 = run_logged(api.config(), req);
+    auto& second = second_w2.first;
+    auto& w2 = second_w2.second;
     REQUIRE_MESSAGE(second->result_,
                     (second->failure_ ? to_string(*second->failure_) : std::string{"no result"}));
     REQUIRE(w2.size() == 1);
@@ -935,7 +947,8 @@ TEST_CASE("anthropic: a two-step research conversation passes the thinking polic
     state[0]["thinking"] = "Step 1: I need the weather!"; // changed text, same signature
     res.reasoning_state = state.dump();
     continue_with(req, res);
-    auto [second, w2] = run_logged(api.config(), req);
+    auto second_w2 = run_logged(api.config(), req);
+    auto& second = second_w2.first;
     REQUIRE(second->failure_);
     CHECK(second->failure_->code == sdk::errc::bad_request);
     CHECK(second->failure_->http_status == 400);

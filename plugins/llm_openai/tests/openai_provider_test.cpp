@@ -43,8 +43,6 @@ using quarry::test::request;
 using quarry::test::response_plan;
 using sdk::errc;
 
-constexpr auto hang_guard = 30s;
-
 std::string fixture_path(const std::string& rel) {
   return std::string{QUARRY_FIXTURES_DIR} + "/" + rel;
 }

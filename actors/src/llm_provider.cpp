@@ -148,6 +148,10 @@ struct provider_state {
   std::optional<core::call_queue> queue;
   std::optional<core::retry_policy> retry;
   bool rate_tick_pending = false;
+  // The watch timer (arm_watch): when the pending one fires (if any), and
+  // its generation (an earlier one set since makes it stale).
+  std::optional<core::clock::time_point> watch_due;
+  uint64_t watch_generation = 0;
   // Counters.
   uint64_t started = 0;
   uint64_t succeeded = 0;
@@ -257,6 +261,69 @@ void cancel_calls(provider_actor_ptr self, Predicate pred, const char* why) {
   }
 }
 
+void on_attempt_failed(provider_actor_ptr self, call_state& call, sdk::error err, bool streamed);
+
+// The calls' limits (each call's deadline, the silence of each running
+// attempt) share one timer, set for the first of them that is due and
+// again after it fired. Two timers per call woke the actor clock's thread
+// for each of them; one per provider wakes it once per due limit.
+void arm_watch(provider_actor_ptr self) {
+  auto& st = self->state;
+  if (st.calls.empty())
+    return;
+  auto now = st.time.now();
+  auto due = core::clock::time_point::max();
+  for (const auto& entry : st.calls) {
+    const auto& call = entry.second;
+    due = std::min(due, call.deadline);
+    if (call.running)
+      due = std::min(due, now + call.stall.remaining());
+  }
+  if (st.watch_due && *st.watch_due <= due)
+    return;
+  st.watch_due = due;
+  auto wait = std::max<caf::timespan>(std::chrono::duration_cast<caf::timespan>(due - now),
+                                      std::chrono::milliseconds{1});
+  self->delayed_send(self, wait, llm_watch_atom::value, ++st.watch_generation);
+}
+
+// The watch timer fired: calls past their deadline fail, attempts silent
+// for stall_timeout fail (and may be retried); then the next limit.
+void watch(provider_actor_ptr self) {
+  auto& st = self->state;
+  st.watch_due.reset();
+  auto now = st.time.now();
+  std::vector<uint64_t> late;
+  std::vector<uint64_t> stalled;
+  for (const auto& entry : st.calls) {
+    const auto& call = entry.second;
+    if (now >= call.deadline)
+      late.push_back(entry.first);
+    else if (call.running && call.stall.stalled())
+      stalled.push_back(entry.first);
+  }
+  for (auto key : late) {
+    auto i = st.calls.find(key);
+    if (i == st.calls.end())
+      continue;
+    if (i->second.handle)
+      i->second.handle->cancel();
+    fail_call(self, i->second,
+              sdk::make_error(sdk::errc::timeout, "no complete answer within "
+                                                    + core::format_duration(st.cfg.total_timeout)));
+  }
+  for (auto key : stalled) {
+    auto i = st.calls.find(key);
+    if (i == st.calls.end() || !i->second.running || !i->second.stall.stalled())
+      continue;
+    auto& call = i->second;
+    if (call.handle)
+      call.handle->cancel();
+    on_attempt_failed(self, call, call.stall.failure(), false);
+  }
+  arm_watch(self);
+}
+
 void start_attempt(provider_actor_ptr self, call_state& call) {
   auto& st = self->state;
   ++call.attempts;
@@ -266,7 +333,7 @@ void start_attempt(provider_actor_ptr self, call_state& call) {
   call.stall = core::stall_watch{st.cfg.stall_timeout, st.time};
   auto sink = std::make_shared<actor_sink>(llm_provider_full_actor{self}, call.key,
                                            call.generation);
-  self->delayed_send(self, st.cfg.stall_timeout, llm_stall_atom::value, call.key, call.generation);
+  arm_watch(self);
   try {
     call.handle = st.provider->chat(call.request, std::move(sink));
   } catch (const std::exception& ex) {
@@ -390,7 +457,7 @@ llm_provider_full_actor::behavior_type provider_impl(provider_actor_ptr self,
       call.received = s.time.now();
       if (requester && s.monitored.insert(requester.address()).second)
         self->monitor(requester);
-      self->delayed_send(self, s.cfg.total_timeout, llm_deadline_atom::value, key);
+      arm_watch(self);
       s.queue->push_back(key, call.estimated_tokens);
       try_start(self);
       return rp;
@@ -483,31 +550,10 @@ llm_provider_full_actor::behavior_type provider_impl(provider_actor_ptr self,
           break;
       }
     },
-    [=](llm_stall_atom, uint64_t key, uint64_t generation) {
-      auto& s = self->state;
-      auto i = s.calls.find(key);
-      if (i == s.calls.end() || i->second.generation != generation || !i->second.running)
-        return;
-      auto& call = i->second;
-      if (!call.stall.stalled()) {
-        self->delayed_send(self, call.stall.remaining(), llm_stall_atom::value, key, generation);
-        return;
-      }
-      if (call.handle)
-        call.handle->cancel();
-      on_attempt_failed(self, call, call.stall.failure(), false);
-    },
-    [=](llm_deadline_atom, uint64_t key) {
-      auto& s = self->state;
-      auto i = s.calls.find(key);
-      if (i == s.calls.end())
-        return;
-      if (i->second.handle)
-        i->second.handle->cancel();
-      fail_call(
-        self, i->second,
-        sdk::make_error(sdk::errc::timeout,
-                        "no complete answer within " + core::format_duration(s.cfg.total_timeout)));
+    [=](llm_watch_atom, uint64_t generation) {
+      // An earlier timer set since makes this one stale.
+      if (generation == self->state.watch_generation)
+        watch(self);
     },
     [=](llm_retry_atom, uint64_t key) {
       auto& s = self->state;

@@ -154,10 +154,10 @@ struct order_fixture : test_coordinator_fixture<order_config> {
   // Handles the next message in the scoped actor's mailbox with `f`; fails
   // the test if there is none (nothing is pending once the coordinator has
   // run).
-  template <class F>
-  void next(F f) {
+  template <class... Fs>
+  void next(Fs... fs) {
     self->receive(
-      f, caf::after(0s) >> [] { CAF_FAIL("an expected message is missing"); });
+      fs..., caf::after(0s) >> [] { CAF_FAIL("an expected message is missing"); });
   }
 
   // Whether the scoped actor's mailbox is empty.
@@ -373,6 +373,76 @@ QUARRY_CAF_TEST(llm provider measures a stall on the actor system clock so data 
   CAF_CHECK(err.code == sdk::errc::stall);
   CAF_CHECK(err.message.find("no data for 1m") != std::string::npos);
   CAF_CHECK(nothing_more());
+  anon_send(hdl, actors::stop_atom::value);
+  consume_messages();
+}
+
+QUARRY_CAF_TEST(llm provider fails each call at its own deadline in virtual time while data keeps
+                  its attempt from stalling) {
+  auto plugin = std::make_shared<fake_llm>();
+  actors::llm_actor_settings cfg;
+  cfg.name = "fake";
+  cfg.max_retries = 0;
+  cfg.max_concurrency = 2;
+  cfg.stall_timeout = std::chrono::minutes{1};
+  cfg.total_timeout = std::chrono::minutes{5};
+  auto hdl = actors::spawn_llm_provider(sys, plugin, cfg);
+  // The pieces that came (skipped) and the errors (kept).
+  std::vector<sdk::error> errors;
+  auto drain = [&] {
+    while (!nothing_more())
+      next([&](actors::delta_atom, actors::llm_delta&) {},
+           [&](caf::error& err) { errors.push_back(actors::from_caf_error(err)); });
+  };
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{1, hello()});
+  consume_messages();
+  // The second call comes two minutes later (its deadline is its own);
+  // pieces at 0:50 and 1:40 keep the first from stalling meanwhile.
+  for (int i = 0; i < 2; ++i) {
+    advance_time(50s);
+    consume_messages();
+    plugin->calls[0].first->on_text("a");
+    consume_messages();
+    drain();
+  }
+  advance_time(20s);
+  consume_messages();
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{2, hello()});
+  consume_messages();
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 2u);
+  auto first = plugin->calls[0];
+  auto second = plugin->calls[1];
+  // Data every 50 s keeps both attempts from stalling: 2:00 to 6:10.
+  for (int i = 0; i < 5; ++i) {
+    first.first->on_text("a");
+    second.first->on_text("b");
+    consume_messages();
+    drain();
+    advance_time(50s);
+    consume_messages();
+  }
+  drain();
+  // The first failed at its deadline (5:00), the second goes on.
+  CAF_CHECK_GREATER_OR_EQUAL(first.second->cancels, 1);
+  CAF_CHECK_EQUAL(second.second->cancels, 0);
+  CAF_REQUIRE_EQUAL(errors.size(), 1u);
+  CAF_CHECK(errors[0].code == sdk::errc::timeout);
+  CAF_CHECK(errors[0].message.find("no complete answer within 5m") != std::string::npos);
+  // The second's deadline: 7:00.
+  second.first->on_text("c");
+  consume_messages();
+  drain();
+  advance_time(45s);
+  consume_messages();
+  drain();
+  CAF_CHECK_EQUAL(second.second->cancels, 0);
+  CAF_CHECK_EQUAL(errors.size(), 1u);
+  advance_time(5s);
+  consume_messages();
+  drain();
+  CAF_CHECK_GREATER_OR_EQUAL(second.second->cancels, 1);
+  CAF_REQUIRE_EQUAL(errors.size(), 2u);
+  CAF_CHECK(errors[1].code == sdk::errc::timeout);
   anon_send(hdl, actors::stop_atom::value);
   consume_messages();
 }

@@ -42,11 +42,10 @@ struct llm_actor_settings : core::llm_limits {
 /// A plugin's sink callback, posted to the provider actor.
 using llm_sink_atom = caf::atom_constant<caf::atom("sinkev")>;
 
-/// Checks an attempt for a stall: `(llm_stall_atom, call key, attempt)`.
-using llm_stall_atom = caf::atom_constant<caf::atom("stallchk")>;
-
-/// A call's total time is up: `(llm_deadline_atom, call key)`.
-using llm_deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+/// The one timer of the provider's calls: `(llm_watch_atom, generation)`
+/// fires when the first deadline or stall of its calls is due; the calls
+/// past their limits fail and the timer is set for the next.
+using llm_watch_atom = caf::atom_constant<caf::atom("llmwatch")>;
 
 /// A call's backoff is over: `(llm_retry_atom, call key)`.
 using llm_retry_atom = caf::atom_constant<caf::atom("retry")>;
@@ -97,10 +96,9 @@ typename Inspector::result_type inspect(Inspector& f, llm_sink_event& x) {
 /// The provider's whole interface: the public one and its own timers and
 /// plugin events (sent only by the actor itself and its plugin's sink).
 using llm_provider_full_actor = llm_provider_actor::extend<
-  caf::reacts_to<llm_sink_atom, llm_sink_event>, caf::reacts_to<llm_stall_atom, uint64_t, uint64_t>,
-  caf::reacts_to<llm_deadline_atom, uint64_t>, caf::reacts_to<llm_retry_atom, uint64_t>,
-  caf::reacts_to<llm_rate_atom>, caf::reacts_to<llm_described_atom, sdk::model_info>,
-  caf::reacts_to<llm_describe_timeout_atom>>;
+  caf::reacts_to<llm_sink_atom, llm_sink_event>, caf::reacts_to<llm_watch_atom, uint64_t>,
+  caf::reacts_to<llm_retry_atom, uint64_t>, caf::reacts_to<llm_rate_atom>,
+  caf::reacts_to<llm_described_atom, sdk::model_info>, caf::reacts_to<llm_describe_timeout_atom>>;
 
 /// Spawns a provider actor for `provider`. Deltas of a call go to the actor
 /// that sent the `chat_atom` request, as `(delta_atom, llm_delta)`: the

@@ -266,24 +266,17 @@ void on_attempt_failed(provider_actor_ptr self, call_state& call, sdk::error err
 // The calls' limits (each call's deadline, the silence of each running
 // attempt) share one timer, set for the first of them that is due and
 // again after it fired. Two timers per call woke the actor clock's thread
-// for each of them; one per provider wakes it once per due limit.
-void arm_watch(provider_actor_ptr self) {
+// for each of them; one per provider wakes it once per due limit. Setting
+// it looks at the one limit that is new (`due`), not at every call: with
+// a thousand calls in flight a scan per call start cost more than the
+// timers did.
+void arm_watch(provider_actor_ptr self, core::clock::time_point due) {
   auto& st = self->state;
-  if (st.calls.empty())
-    return;
-  auto now = st.time.now();
-  auto due = core::clock::time_point::max();
-  for (const auto& entry : st.calls) {
-    const auto& call = entry.second;
-    due = std::min(due, call.deadline);
-    if (call.running)
-      due = std::min(due, now + call.stall.remaining());
-  }
   if (st.watch_due && *st.watch_due <= due)
     return;
   st.watch_due = due;
-  auto wait = std::max<caf::timespan>(std::chrono::duration_cast<caf::timespan>(due - now),
-                                      std::chrono::milliseconds{1});
+  auto wait = std::max<caf::timespan>(
+    std::chrono::duration_cast<caf::timespan>(due - st.time.now()), std::chrono::milliseconds{1});
   self->delayed_send(self, wait, llm_watch_atom::value, ++st.watch_generation);
 }
 
@@ -321,7 +314,18 @@ void watch(provider_actor_ptr self) {
       call.handle->cancel();
     on_attempt_failed(self, call, call.stall.failure(), false);
   }
-  arm_watch(self);
+  // The next limit of the calls that are left.
+  if (st.calls.empty())
+    return;
+  now = st.time.now();
+  auto due = core::clock::time_point::max();
+  for (const auto& entry : st.calls) {
+    const auto& call = entry.second;
+    due = std::min(due, call.deadline);
+    if (call.running)
+      due = std::min(due, now + call.stall.remaining());
+  }
+  arm_watch(self, due);
 }
 
 void start_attempt(provider_actor_ptr self, call_state& call) {
@@ -333,7 +337,7 @@ void start_attempt(provider_actor_ptr self, call_state& call) {
   call.stall = core::stall_watch{st.cfg.stall_timeout, st.time};
   auto sink = std::make_shared<actor_sink>(llm_provider_full_actor{self}, call.key,
                                            call.generation);
-  arm_watch(self);
+  arm_watch(self, st.time.now() + st.cfg.stall_timeout);
   try {
     call.handle = st.provider->chat(call.request, std::move(sink));
   } catch (const std::exception& ex) {
@@ -457,7 +461,7 @@ llm_provider_full_actor::behavior_type provider_impl(provider_actor_ptr self,
       call.received = s.time.now();
       if (requester && s.monitored.insert(requester.address()).second)
         self->monitor(requester);
-      arm_watch(self);
+      arm_watch(self, call.deadline);
       s.queue->push_back(key, call.estimated_tokens);
       try_start(self);
       return rp;

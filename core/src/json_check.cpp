@@ -195,8 +195,10 @@ bool is_json(std::string_view t, size_t max_depth) {
     }
     // After a value: the end, a comma, or the close of its container.
     space();
+    // The parser takes a NUL byte where a token may begin as the end of
+    // its input (for C strings): what follows the value's NUL is not read.
     if (open.empty())
-      return i == n;
+      return i == n || t[i] == '\0';
     if (i >= n)
       return false;
     if (t[i] == ',') {

@@ -227,11 +227,25 @@ TEST_CASE("json check: agrees with the parser on valid text and on every kind of
     CAPTURE(number);
     CHECK(core::is_json(number, 256) == nlohmann::json::accept(number));
   }
+  // What the fuzz target found: a number, then NUL bytes.
+  auto nuls = "9" + std::string(30, '\0');
+  CHECK(core::is_json(nuls, 256) == nlohmann::json::accept(nuls));
+  CHECK(core::is_json(nuls, 256));
+  for (const auto& x :
+       {std::string(1, '\0'), " " + std::string(1, '\0'), "[1" + std::string(1, '\0') + "]",
+        "{\"a\":1}" + std::string(1, '\0') + "junk"}) {
+    CAPTURE(x);
+    CHECK(core::is_json(x, 256) == nlohmann::json::accept(x));
+  }
   CHECK_FALSE(core::is_json("[[[[1]]]]", 3));
   CHECK(core::is_json("[[[1]]]", 3));
   // Every cut and every one-byte change of the valid texts: the validator
   // says what the parser says.
-  const std::string bytes{"\"\\{}[],:0123456789.eE+-tfnu aZ\x01\x7F\x80\xBF\xC3\xED\xF0\xFF"};
+  // A NUL byte too: the parser takes it as the end of its input where a
+  // token may begin.
+  const std::string bytes
+    = std::string{"\"\\{}[],:0123456789.eE+-tfnu aZ\x01\x7F\x80\xBF\xC3\xED\xF0\xFF"}
+      + std::string(1, '\0');
   size_t checked = 0;
   for (const auto& text : valid) {
     for (size_t cut = 0; cut < text.size(); ++cut) {

@@ -487,6 +487,17 @@ void replay_done(follower_ptr self) {
 
 void read_state_and_end(follower_ptr self, int32_t attempt = 0);
 
+// After max_pool_retries refusals of the blocking pool: said in the log, and
+// the stream ends with `state`. Else false: the read is to be tried again.
+bool pool_gave_up(follower_ptr self, int32_t attempt, const char* what, const char* state) {
+  if (attempt < max_pool_retries)
+    return false;
+  spdlog::error("session {}: {} could not be read: the blocking pool stayed busy", self->state.id,
+                what);
+  caf::anon_send(caf::actor_cast<caf::actor>(self), end_atom::value, std::string{state});
+  return true;
+}
+
 // Ends with the session's state once the manager let its run go (its
 // outcome stored, its lock released): a client that acts on the end event
 // (answers the questions, resumes) finds the session settled.
@@ -520,14 +531,8 @@ void read_state_and_end(follower_ptr self, int32_t attempt) {
       }
       caf::anon_send(hdl, end_atom::value, state);
     });
-  if (queued)
-    return;
-  if (attempt >= max_pool_retries) {
-    spdlog::error("session {}: its state could not be read: the blocking pool stayed busy", st.id);
-    caf::anon_send(hdl, end_atom::value, std::string{"unknown"});
-    return;
-  }
-  self->delayed_send(self, pool_retry_delay(attempt), retry_atom::value, attempt + 1);
+  if (!queued && !pool_gave_up(self, attempt, "its state", "unknown"))
+    self->delayed_send(self, pool_retry_delay(attempt), retry_atom::value, attempt + 1);
 }
 
 // Reads stored packets from `from` to `until` (0: to the end) in pages, and
@@ -574,15 +579,9 @@ void replay_from_store(follower_ptr self, uint64_t from, uint64_t until, int32_t
           return;
       }
     });
-  if (queued)
-    return;
-  if (attempt >= max_pool_retries) {
-    spdlog::error("session {}: its stored packets could not be read: the blocking pool stayed busy",
-                  st.id);
-    caf::anon_send(hdl, end_atom::value, std::string{"error"});
-    return;
-  }
-  self->delayed_send(self, pool_retry_delay(attempt), retry_atom::value, from, until, attempt + 1);
+  if (!queued && !pool_gave_up(self, attempt, "its stored packets", "error"))
+    self->delayed_send(self, pool_retry_delay(attempt), retry_atom::value, from, until,
+                       attempt + 1);
 }
 
 follower_actor::behavior_type

@@ -117,20 +117,10 @@ public:
   // past the object, or npos if stopped.
   template <class F>
   size_t members(size_t open, F&& member) const {
-    auto i = skip_space(open + 1);
-    if (text_[i] == '}')
-      return i + 1;
-    while (true) {
-      auto key_end = string_end(i);
-      auto key = text_.substr(i, key_end - i);
-      auto end = member(key, skip_space(skip_space(key_end) + 1));
-      if (end == std::string::npos)
-        return end;
-      i = skip_space(end);
-      if (text_[i] == '}')
-        return i + 1;
-      i = skip_space(i + 1);
-    }
+    return items(open, '}', [&](size_t key) {
+      auto key_end = string_end(key);
+      return member(text_.substr(key, key_end - key), skip_space(skip_space(key_end) + 1));
+    });
   }
 
   // For each element of the array at `open`: `element(begin)` returns one
@@ -138,21 +128,28 @@ public:
   // stopped.
   template <class F>
   size_t elements(size_t open, F&& element) const {
+    return items(open, ']', element);
+  }
+
+private:
+  // The comma-separated items of the container at `open` up to `close`:
+  // `item(begin)` returns one past the item, or npos to stop.
+  template <class F>
+  size_t items(size_t open, char close, F&& item) const {
     auto i = skip_space(open + 1);
-    if (text_[i] == ']')
+    if (text_[i] == close)
       return i + 1;
     while (true) {
-      auto end = element(i);
+      auto end = item(i);
       if (end == std::string::npos)
         return end;
       i = skip_space(end);
-      if (text_[i] == ']')
+      if (text_[i] == close)
         return i + 1;
       i = skip_space(i + 1);
     }
   }
 
-private:
   std::string_view text_;
 };
 

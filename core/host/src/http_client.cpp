@@ -10,11 +10,15 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <future>
@@ -50,6 +54,9 @@ constexpr long receive_buffer_size = 16 * 1024;
 // Request bodies above this size count upload progress as activity for the
 // stall timer.
 constexpr size_t large_upload = 64 * 1024;
+
+// Socket events taken from the kernel per wait.
+constexpr int max_events = 256;
 
 std::once_flag curl_init_flag;
 
@@ -112,6 +119,28 @@ public:
                       static_cast<long>(std::max(1, defaults_.max_connections)));
     curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS,
                       static_cast<long>(std::max(0, defaults_.max_host_connections)));
+    // libcurl tells which sockets to watch and when to call it back; the I/O
+    // thread waits on them with epoll and hands only the ready ones over, so
+    // a wake-up costs the transfers that have work, not all of them.
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &impl::on_socket);
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &impl::on_curl_timer);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd_ < 0) {
+      setup_error_ = std::string{"cannot create an epoll instance: "} + std::strerror(errno);
+      return;
+    }
+    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0) {
+      setup_error_ = std::string{"cannot create an eventfd: "} + std::strerror(errno);
+      return;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = wake_fd_;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0)
+      setup_error_ = std::string{"cannot watch the wake-up eventfd: "} + std::strerror(errno);
   }
 
   ~impl() {
@@ -119,9 +148,15 @@ public:
     // started.
     if (multi_ != nullptr)
       curl_multi_cleanup(multi_);
+    if (wake_fd_ >= 0)
+      ::close(wake_fd_);
+    if (epoll_fd_ >= 0)
+      ::close(epoll_fd_);
   }
 
   void launch() {
+    if (!setup_error_.empty())
+      return; // start() fails every request with the reason.
     thread_ = std::thread([self = shared_from_this()] { self->run(); });
     io_thread_id_ = thread_.get_id();
   }
@@ -143,7 +178,7 @@ public:
       std::lock_guard<std::mutex> guard{mtx_};
       if (!stopped_) {
         stopped_ = true;
-        curl_multi_wakeup(multi_);
+        wake();
       }
     }
     std::lock_guard<std::mutex> guard{join_mtx_};
@@ -241,12 +276,22 @@ private:
     auto was_empty = queue_.empty();
     queue_.push_back(std::move(cmd));
     if (was_empty && std::this_thread::get_id() != io_thread_id_)
-      curl_multi_wakeup(multi_);
+      wake();
+  }
+
+  // Interrupts the I/O thread's wait.
+  void wake() {
+    if (wake_fd_ < 0)
+      return;
+    uint64_t one = 1;
+    // EAGAIN: the counter is full, so a wake-up is pending anyway.
+    [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
   }
 
   // -- I/O thread -------------------------------------------------------------
 
   void run();
+  void collect_done();
   void add_transfer(std::unique_ptr<transfer> job);
   std::optional<sdk::error> begin_hop(transfer& t);
   void configure(transfer& t);
@@ -273,8 +318,16 @@ private:
 
   static std::optional<sdk::error> check_connect(transfer& t, std::string_view ip, uint16_t port);
 
+  static int on_socket(CURL* easy, curl_socket_t fd, int what, void* userp, void* socketp);
+  static int on_curl_timer(CURLM* multi, long timeout_ms, void* userp);
+
   core::http_settings defaults_;
   CURLM* multi_ = nullptr;
+  // The I/O thread's wait: sockets libcurl asked for, plus wake_fd_.
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  // Why the poller could not be set up (every request then fails with it).
+  std::string setup_error_;
   std::thread thread_;
   std::thread::id io_thread_id_;
   std::mutex join_mtx_;
@@ -299,6 +352,10 @@ private:
   // Owned by the I/O thread.
   std::unordered_map<uint64_t, std::unique_ptr<transfer>> transfers_;
   std::set<std::pair<time_point, uint64_t>> timers_;
+  // When libcurl wants to be called for its own timeouts, if at all.
+  bool curl_timer_set_ = false;
+  time_point curl_due_;
+  std::vector<std::pair<uint64_t, CURLcode>> done_;
   std::vector<CURL*> free_handles_;
   // Smallest size of the free list since the last trim.
   size_t free_low_water_ = 0;
@@ -331,6 +388,10 @@ curl_http_client::impl::start(sdk::http_request request,
   job->url = request.url;
   job->req = std::move(request);
   job->sink = sink;
+  if (!setup_error_.empty()) {
+    sink->on_complete(make_error(sdk::errc::internal, job->describe() + ": " + setup_error_));
+    return call;
+  }
   {
     std::unique_lock<std::mutex> guard{mtx_};
     if (!stopped_) {
@@ -353,8 +414,9 @@ void curl_http_client::impl::run() {
     cpu_clock_valid_ = pthread_getcpuclockid(pthread_self(), &cpu_clock_) == 0;
   }
   std::vector<command> cmds;
-  std::vector<std::pair<uint64_t, CURLcode>> done;
+  epoll_event events[max_events];
   auto stopping = false;
+  int running = 0;
   for (;;) {
     {
       std::lock_guard<std::mutex> guard{mtx_};
@@ -378,40 +440,48 @@ void curl_http_client::impl::run() {
     cmds.clear();
     if (stopping)
       break;
-    int running = 0;
-    curl_multi_perform(multi_, &running);
-    // Collect all messages before handling any: removing a handle scans
-    // the multi handle's message list.
-    int left = 0;
-    while (auto* msg = curl_multi_info_read(multi_, &left)) {
-      if (msg->msg != CURLMSG_DONE)
-        continue;
-      transfer* t = nullptr;
-      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
-      if (t != nullptr)
-        done.emplace_back(t->id, msg->data.result);
+    // libcurl's own timeouts (connects, new handles, its retries), then ours.
+    if (curl_timer_set_ && clock_type::now() >= curl_due_) {
+      curl_timer_set_ = false;
+      curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+      collect_done();
     }
-    for (auto [id, rc] : done)
-      if (auto i = transfers_.find(id); i != transfers_.end())
-        on_done(*i->second, rc);
-    done.clear();
+    auto now = clock_type::now();
     check_timers();
-    trim_free_handles(clock_type::now());
+    trim_free_handles(now);
     // Sleep until a socket is ready, a command arrives, curl's own timeout
     // or our nearest deadline.
-    int wait_ms = 1000;
-    if (!timers_.empty()) {
-      auto delta = timers_.begin()->first - clock_type::now();
-      auto ms = std::chrono::ceil<milliseconds>(delta).count();
-      wait_ms = static_cast<int>(std::clamp<int64_t>(ms, 0, 1000));
-    }
+    auto due = now + milliseconds{1000};
+    if (!timers_.empty())
+      due = std::min(due, timers_.begin()->first);
+    if (curl_timer_set_)
+      due = std::min(due, curl_due_);
+    auto wait_ms = static_cast<int>(
+      std::clamp<int64_t>(std::chrono::ceil<milliseconds>(due - now).count(), 0, 1000));
     {
       std::lock_guard<std::mutex> guard{mtx_};
-      if (!queue_.empty())
+      if (!queue_.empty() || stopped_)
         wait_ms = 0;
     }
-    if (wait_ms > 0)
-      curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr);
+    auto n = epoll_wait(epoll_fd_, events, max_events, wait_ms);
+    for (int i = 0; i < n; ++i) {
+      auto fd = events[i].data.fd;
+      if (fd == wake_fd_) {
+        uint64_t count = 0;
+        [[maybe_unused]] auto got = ::read(wake_fd_, &count, sizeof(count));
+        continue;
+      }
+      auto flags = 0;
+      if ((events[i].events & EPOLLIN) != 0)
+        flags |= CURL_CSELECT_IN;
+      if ((events[i].events & EPOLLOUT) != 0)
+        flags |= CURL_CSELECT_OUT;
+      if ((events[i].events & (EPOLLERR | EPOLLHUP)) != 0)
+        flags |= CURL_CSELECT_ERR;
+      curl_multi_socket_action(multi_, fd, flags, &running);
+    }
+    if (n > 0)
+      collect_done();
   }
   // Shutting down: fail everything still running.
   std::vector<uint64_t> ids;
@@ -434,6 +504,63 @@ void curl_http_client::impl::run() {
   multi_ = nullptr;
   exited_ = true;
   final_cpu_ns_ = thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+void curl_http_client::impl::collect_done() {
+  // Collect all messages before handling any: removing a handle scans the
+  // multi handle's message list.
+  int left = 0;
+  while (auto* msg = curl_multi_info_read(multi_, &left)) {
+    if (msg->msg != CURLMSG_DONE)
+      continue;
+    transfer* t = nullptr;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
+    if (t != nullptr)
+      done_.emplace_back(t->id, msg->data.result);
+  }
+  for (auto [id, rc] : done_)
+    if (auto i = transfers_.find(id); i != transfers_.end())
+      on_done(*i->second, rc);
+  done_.clear();
+}
+
+int curl_http_client::impl::on_socket(CURL*, curl_socket_t fd, int what, void* userp,
+                                      void* socketp) {
+  auto& self = *static_cast<impl*>(userp);
+  if (what == CURL_POLL_REMOVE) {
+    // Fails harmlessly when libcurl already closed the socket (the kernel
+    // then dropped it from the set).
+    epoll_ctl(self.epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    return 0;
+  }
+  epoll_event ev{};
+  ev.events = ((what & CURL_POLL_IN) != 0 ? EPOLLIN : 0u)
+              | ((what & CURL_POLL_OUT) != 0 ? EPOLLOUT : 0u);
+  ev.data.fd = fd;
+  // socketp marks sockets already in the set. A closed socket leaves the set
+  // with its last descriptor, so a number reused by a new socket may need an
+  // add where a change was expected, and the other way round.
+  auto op = socketp != nullptr ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+  if (epoll_ctl(self.epoll_fd_, op, fd, &ev) != 0) {
+    if (errno == ENOENT)
+      epoll_ctl(self.epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    else if (errno == EEXIST)
+      epoll_ctl(self.epoll_fd_, EPOLL_CTL_MOD, fd, &ev);
+  }
+  if (socketp == nullptr)
+    curl_multi_assign(self.multi_, fd, &self);
+  return 0;
+}
+
+int curl_http_client::impl::on_curl_timer(CURLM*, long timeout_ms, void* userp) {
+  auto& self = *static_cast<impl*>(userp);
+  if (timeout_ms < 0) {
+    self.curl_timer_set_ = false;
+  } else {
+    self.curl_timer_set_ = true;
+    self.curl_due_ = clock_type::now() + milliseconds{timeout_ms};
+  }
+  return 0;
 }
 
 void curl_http_client::impl::add_transfer(std::unique_ptr<transfer> job) {

@@ -1,8 +1,10 @@
 // Packet construction and JSON encoding.
 
 #include "quarry/core/packets.hpp"
+#include "quarry/core/json_check.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace quarry::core {
 
@@ -74,7 +76,10 @@ std::string encode(const packet& x) {
 std::optional<std::string> encode(uint64_t seq, std::string_view session, const placement& where,
                                   std::string_view obj_json) {
   auto first = obj_json.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos || obj_json[first] != '{' || !json::accept(obj_json))
+  // Checked, not parsed: one pass that agrees with nlohmann's parser (which
+  // sets no depth limit either).
+  if (first == std::string_view::npos || obj_json[first] != '{'
+      || !is_json(obj_json, std::numeric_limits<size_t>::max()))
     return std::nullopt;
   // The keys in encode()'s order (nlohmann's objects are sorted by key).
   auto session_json = json(std::string{session})

@@ -52,7 +52,7 @@ std::string encode(const packet& x);
 /// encode() gives for the parsed object, built by joining the text with the
 /// envelope, so a packet's object is serialised once. Returns nothing when
 /// `obj_json` is not a JSON object (its grammar and UTF-8 are checked without
-/// building it).
+/// building it, by core::is_json, at any depth).
 std::optional<std::string> encode(uint64_t seq, std::string_view session, const placement& where,
                                   std::string_view obj_json);
 

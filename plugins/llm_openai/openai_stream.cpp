@@ -148,6 +148,432 @@ std::optional<sdk::errc> classify_google_status(std::string_view x) {
   return std::nullopt;
 }
 
+// -- the common chunk, read without a tree -----------------------------------
+
+// The members of a chunk the decoder uses, read in one pass without building
+// a tree (nlohmann's parser, tree or SAX, cost about 4 us per chunk of a few
+// hundred bytes, most of the decoder's time): `model`, and for each element
+// of `choices` its `index`, `finish_reason` and the text fields of its
+// `delta` and `message` objects. A member given twice counts with its last
+// value, as in the tree.
+//
+// The reader is strict: it accepts only text nlohmann's parser accepts and
+// reads it the same way. Whatever it does not handle itself (an `error` that
+// is not null, a `usage` or `tool_calls` container, an index that is not a
+// plain integer, nesting past the limit, anything malformed) makes read()
+// return false, and the chunk is decoded from its tree instead, which is the
+// reference (a unit test and the `openai` fuzz target compare the two).
+// The text must be valid UTF-8 (on_event repairs it first).
+struct fast_chunk {
+  struct texts {
+    bool is_object = false;
+    std::string content, refusal, reasoning_content, reasoning;
+  };
+  struct choice {
+    bool is_object = false;
+    std::optional<int64_t> index;
+    std::string finish_reason;
+    texts delta, message;
+  };
+  std::string model;
+  std::vector<choice> choices;
+
+  bool read(std::string_view text);
+};
+
+class fast_chunk_reader {
+public:
+  fast_chunk_reader(fast_chunk& out, std::string_view text)
+    : out_(out), p_(text.data()), end_(text.data() + text.size()) {
+    // nop
+  }
+
+  bool read() {
+    skip_space();
+    if (p_ == end_ || *p_ != '{' || !chunk())
+      return false;
+    skip_space();
+    return p_ == end_;
+  }
+
+private:
+  // The containers whose members the decoder reads.
+  enum class container : uint8_t { chunk, choice, texts };
+
+  void skip_space() {
+    while (p_ != end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r'))
+      ++p_;
+  }
+
+  bool take(char c) {
+    skip_space();
+    if (p_ == end_ || *p_ != c)
+      return false;
+    ++p_;
+    return true;
+  }
+
+  // Four hex digits of a \u escape.
+  bool hex4(uint32_t& x) {
+    if (end_ - p_ < 4)
+      return false;
+    x = 0;
+    for (int i = 0; i < 4; ++i) {
+      auto c = *p_++;
+      x <<= 4;
+      if (c >= '0' && c <= '9')
+        x |= static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        x |= static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        x |= static_cast<uint32_t>(c - 'A' + 10);
+      else
+        return false;
+    }
+    return true;
+  }
+
+  // A string at p_ (its opening quote); its value goes to `out` if given.
+  bool string(std::string* out) {
+    if (p_ == end_ || *p_ != '"')
+      return false;
+    ++p_;
+    if (out != nullptr)
+      out->clear();
+    for (;;) {
+      auto run = p_;
+      while (p_ != end_ && *p_ != '"' && *p_ != '\\' && static_cast<unsigned char>(*p_) >= 0x20)
+        ++p_;
+      if (out != nullptr)
+        out->append(run, p_);
+      if (p_ == end_ || static_cast<unsigned char>(*p_) < 0x20)
+        return false;
+      if (*p_++ == '"')
+        return true;
+      if (p_ == end_)
+        return false;
+      char c = *p_++;
+      char plain = 0;
+      switch (c) {
+        case '"':
+        case '\\':
+        case '/':
+          plain = c;
+          break;
+        case 'b':
+          plain = '\b';
+          break;
+        case 'f':
+          plain = '\f';
+          break;
+        case 'n':
+          plain = '\n';
+          break;
+        case 'r':
+          plain = '\r';
+          break;
+        case 't':
+          plain = '\t';
+          break;
+        case 'u': {
+          uint32_t cp = 0;
+          if (!hex4(cp))
+            return false;
+          if (cp >= 0xDC00 && cp <= 0xDFFF)
+            return false; // a low surrogate first
+          if (cp >= 0xD800 && cp <= 0xDBFF) {
+            uint32_t low = 0;
+            if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u')
+              return false;
+            p_ += 2;
+            if (!hex4(low) || low < 0xDC00 || low > 0xDFFF)
+              return false;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          }
+          if (out != nullptr)
+            append_utf8(*out, cp);
+          continue;
+        }
+        default:
+          return false;
+      }
+      if (out != nullptr)
+        out->push_back(plain);
+    }
+  }
+
+  static void append_utf8(std::string& out, uint32_t cp) {
+    if (cp < 0x80) {
+      out.push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+  }
+
+  static bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+  }
+
+  // A number at p_ (JSON's grammar). `integer`, if given, receives its value
+  // when it is an integer of at most 18 digits; false otherwise (the tree
+  // reads the rest).
+  bool number(std::optional<int64_t>* integer) {
+    auto negative = p_ != end_ && *p_ == '-';
+    if (negative)
+      ++p_;
+    if (p_ == end_ || !is_digit(*p_))
+      return false;
+    auto digits = p_;
+    if (*p_ == '0')
+      ++p_;
+    else
+      while (p_ != end_ && is_digit(*p_))
+        ++p_;
+    auto n = p_ - digits;
+    auto plain = true;
+    if (p_ != end_ && *p_ == '.') {
+      plain = false;
+      ++p_;
+      if (p_ == end_ || !is_digit(*p_))
+        return false;
+      while (p_ != end_ && is_digit(*p_))
+        ++p_;
+    }
+    if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
+      plain = false;
+      ++p_;
+      if (p_ != end_ && (*p_ == '+' || *p_ == '-'))
+        ++p_;
+      if (p_ == end_ || !is_digit(*p_))
+        return false;
+      while (p_ != end_ && is_digit(*p_))
+        ++p_;
+    }
+    if (integer == nullptr)
+      return true;
+    if (!plain || n > 18)
+      return false;
+    int64_t v = 0;
+    for (auto q = digits; q != digits + n; ++q)
+      v = v * 10 + (*q - '0');
+    *integer = negative ? -v : v;
+    return true;
+  }
+
+  bool literal(std::string_view word) {
+    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view{p_, word.size()} != word)
+      return false;
+    p_ += word.size();
+    return true;
+  }
+
+  // Any value, read for its grammar only.
+  bool skip_value() {
+    skip_space();
+    if (p_ == end_)
+      return false;
+    switch (*p_) {
+      case '"':
+        return string(nullptr);
+      case '{':
+        return members(nullptr);
+      case '[':
+        return elements(false);
+      case 't':
+        return literal("true");
+      case 'f':
+        return literal("false");
+      case 'n':
+        return literal("null");
+      default:
+        return number(nullptr);
+    }
+  }
+
+  // A value whose text is kept if it is a string (else `out` stays empty).
+  bool text_value(std::string& out) {
+    out.clear();
+    skip_space();
+    if (p_ != end_ && *p_ == '"')
+      return string(&out);
+    return skip_value();
+  }
+
+  bool is_null_value() {
+    skip_space();
+    return literal("null");
+  }
+
+  // The members of an object at p_ ('{'); `kind` says which are read.
+  bool members(const container* kind) {
+    ++p_;
+    if (++depth_ > sdk::default_max_json_depth)
+      return false;
+    skip_space();
+    if (p_ != end_ && *p_ == '}') {
+      ++p_;
+      --depth_;
+      return true;
+    }
+    for (;;) {
+      skip_space();
+      if (!string(&key_) || !take(':'))
+        return false;
+      if (!(kind == nullptr ? skip_value() : member(*kind)))
+        return false;
+      skip_space();
+      if (p_ == end_)
+        return false;
+      if (*p_ == '}') {
+        ++p_;
+        --depth_;
+        return true;
+      }
+      if (*p_++ != ',')
+        return false;
+    }
+  }
+
+  // One member's value, after its key (key_).
+  bool member(container kind) {
+    switch (kind) {
+      case container::chunk:
+        if (key_ == "model")
+          return text_value(out_.model);
+        if (key_ == "choices")
+          return choices();
+        if (key_ == "error" || key_ == "usage") {
+          // null is read here; anything else by the tree (a `usage` that is
+          // a string or number would be ignored there too: rare either way).
+          return is_null_value();
+        }
+        return skip_value();
+      case container::choice: {
+        auto& c = out_.choices.back();
+        if (key_ == "index") {
+          c.index.reset();
+          skip_space();
+          if (p_ != end_ && (*p_ == '-' || is_digit(*p_)))
+            return number(&c.index);
+          return skip_value(); // not a number: no index, as in the tree
+        }
+        if (key_ == "finish_reason")
+          return text_value(c.finish_reason);
+        if (key_ == "delta")
+          return texts_value(c.delta);
+        if (key_ == "message")
+          return texts_value(c.message);
+        return skip_value();
+      }
+      case container::texts: {
+        auto& t = *texts_;
+        if (key_ == "content")
+          return text_value(t.content);
+        if (key_ == "refusal")
+          return text_value(t.refusal);
+        if (key_ == "reasoning_content")
+          return text_value(t.reasoning_content);
+        if (key_ == "reasoning")
+          return text_value(t.reasoning);
+        if (key_ == "tool_calls") {
+          skip_space();
+          if (p_ != end_ && (*p_ == '[' || *p_ == '{'))
+            return false; // tool calls are decoded from the tree
+        }
+        return skip_value();
+      }
+    }
+    return false;
+  }
+
+  bool texts_value(fast_chunk::texts& t) {
+    t = {};
+    skip_space();
+    if (p_ == end_ || *p_ != '{')
+      return skip_value();
+    t.is_object = true;
+    auto* outer = texts_;
+    texts_ = &t;
+    auto kind = container::texts;
+    auto ok = members(&kind);
+    texts_ = outer;
+    return ok;
+  }
+
+  bool choices() {
+    out_.choices.clear();
+    skip_space();
+    if (p_ == end_ || *p_ != '[')
+      return skip_value(); // not an array: no choices, as in the tree
+    return elements(true);
+  }
+
+  // The elements of an array at p_ ('['); as choices if `as_choices`.
+  bool elements(bool as_choices) {
+    ++p_;
+    if (++depth_ > sdk::default_max_json_depth)
+      return false;
+    skip_space();
+    if (p_ != end_ && *p_ == ']') {
+      ++p_;
+      --depth_;
+      return true;
+    }
+    for (;;) {
+      skip_space();
+      if (as_choices) {
+        out_.choices.emplace_back();
+        if (p_ != end_ && *p_ == '{') {
+          out_.choices.back().is_object = true;
+          auto kind = container::choice;
+          if (!members(&kind))
+            return false;
+        } else if (!skip_value()) {
+          return false;
+        }
+      } else if (!skip_value()) {
+        return false;
+      }
+      skip_space();
+      if (p_ == end_)
+        return false;
+      if (*p_ == ']') {
+        ++p_;
+        --depth_;
+        return true;
+      }
+      if (*p_++ != ',')
+        return false;
+    }
+  }
+
+  bool chunk() {
+    auto kind = container::chunk;
+    return members(&kind);
+  }
+
+  fast_chunk& out_;
+  const char* p_;
+  const char* end_;
+  size_t depth_ = 0;
+  std::string key_;
+  fast_chunk::texts* texts_ = nullptr;
+};
+
+bool fast_chunk::read(std::string_view text) {
+  return fast_chunk_reader{*this, text}.read();
+}
+
 } // namespace
 
 // -- tool_call_accumulator ----------------------------------------------------
@@ -552,6 +978,16 @@ void stream_decoder::apply_delta(std::string_view content, std::string_view refu
   }
 }
 
+bool stream_decoder::on_finish_reason(std::string_view reason) {
+  // Gemini's and OpenRouter's servers end a failed generation with `error`:
+  // the answer is broken, whatever arrived before.
+  if (sdk::to_lower(reason) == "error")
+    return fail(sdk::make_error(sdk::errc::server_error,
+                                "the model server ended the answer with finish reason \"error\""));
+  finish_ = std::string{reason};
+  return true;
+}
+
 void stream_decoder::apply_usage(const json& u, stream_handler& handler) {
   sdk::usage counts;
   counts.input_tokens = int_member(u, "prompt_tokens").value_or(0);
@@ -566,6 +1002,27 @@ void stream_decoder::apply_usage(const json& u, stream_handler& handler) {
 }
 
 bool stream_decoder::on_chunk(std::string_view data, stream_handler& handler) {
+  // Most chunks carry a piece of text, a finish reason or nothing: read
+  // without a tree. The others take the tree below, which is the reference.
+  fast_chunk fast;
+  if (!trees_only_ && fast.read(data)) {
+    if (model_.empty())
+      model_ = std::move(fast.model);
+    for (const auto& choice : fast.choices) {
+      if (!choice.is_object || (choice.index && *choice.index != 0))
+        continue;
+      choice_seen_ = true;
+      const auto* t = choice.delta.is_object     ? &choice.delta
+                      : choice.message.is_object ? &choice.message
+                                                 : nullptr;
+      if (t != nullptr)
+        apply_delta(t->content, t->refusal,
+                    t->reasoning_content.empty() ? t->reasoning : t->reasoning_content, handler);
+      if (!choice.finish_reason.empty() && !on_finish_reason(choice.finish_reason))
+        return false;
+    }
+    return true;
+  }
   std::string why;
   auto chunk = sdk::parse_json(data, &why);
   if (chunk.is_discarded() || !chunk.is_object()) {
@@ -604,15 +1061,9 @@ bool stream_decoder::on_chunk(std::string_view data, stream_handler& handler) {
           }
         }
       }
-      if (auto reason = string_member(choice, "finish_reason"); !reason.empty()) {
-        // Gemini's and OpenRouter's servers end a failed generation with
-        // `error`: the answer is broken, whatever arrived before.
-        if (sdk::to_lower(reason) == "error")
-          return fail(sdk::make_error(sdk::errc::server_error,
-                                      "the model server ended the answer with finish "
-                                      "reason \"error\""));
-        finish_ = std::string{reason};
-      }
+      if (auto reason = string_member(choice, "finish_reason"); !reason.empty())
+        if (!on_finish_reason(reason))
+          return false;
     }
   }
   if (auto u = member(chunk, "usage"); u != nullptr && u->is_object())

@@ -207,6 +207,14 @@ public:
   /// false once the decoder stops.
   bool on_event(const sdk::sse_event& ev, stream_handler& handler);
 
+  /// Reads every chunk into a JSON tree (`true`) instead of reading the
+  /// common ones (text, reasoning, finish reason) with a SAX parser first.
+  /// Both give the same callbacks and result; the tree is the reference the
+  /// tests and the fuzzer compare the quicker reader with.
+  void read_chunks_as_trees(bool on) noexcept {
+    trees_only_ = on;
+  }
+
 private:
   bool on_chunk(std::string_view data, stream_handler& handler);
 
@@ -214,6 +222,8 @@ private:
                    stream_handler& handler);
 
   void apply_usage(const nlohmann::json& u, stream_handler& handler);
+  // Keeps a choice's finish reason; false (failed) for "error".
+  bool on_finish_reason(std::string_view reason);
 
   /// Delivers what the splitter produced.
   void emit(const sdk::reasoning_tag_splitter::output& out, stream_handler& handler);
@@ -237,6 +247,7 @@ private:
   bool streamed_ = false;
   bool refused_ = false;
   bool choice_seen_ = false;
+  bool trees_only_ = false;
   bool text_ended_ = false;
   sdk::reasoning_tag_splitter splitter_;
   std::string text_;

@@ -1,6 +1,7 @@
 // libFuzzer target of the `openai` plugin's stream decoder: feeds arbitrary
 // bytes as an SSE body (split at a size taken from the input), as a single
-// chunk and as an error body, and checks the decoder's invariants.
+// chunk and as an error body, and checks the decoder's invariants and that
+// its SAX chunk reader agrees with reading every chunk into a tree.
 
 #include "openai_stream.hpp"
 
@@ -110,6 +111,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     whole.feed(input, whole_seen);
     whole.finish(whole_seen);
     compare(dec, seen, whole, whole_seen);
+    // Every chunk read into a tree (the reference of the SAX reader).
+    collector tree_seen;
+    openai::stream_decoder tree;
+    tree.read_chunks_as_trees(true);
+    tree.feed(input, tree_seen);
+    tree.finish(tree_seen);
+    compare(dec, seen, tree, tree_seen);
   }
   {
     // The same bytes as the payload of one event (the chunk parser alone).
@@ -120,9 +128,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     dec.on_event(ev, seen);
     dec.finish(seen);
     check(dec, seen);
-    // Decoding is deterministic.
+    // The SAX reader and the tree agree.
     collector again_seen;
     openai::stream_decoder again;
+    again.read_chunks_as_trees(true);
     again.on_event(ev, again_seen);
     again.finish(again_seen);
     compare(dec, seen, again, again_seen);

@@ -13,6 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -313,4 +316,124 @@ TEST_CASE("anthropic: a message_start for another message fails the stream") {
     CHECK(result.tool_calls[0].arguments == "{\"q\": \"heat pumps\"}");
     CHECK(result.finish == sdk::finish_reason::tool_calls);
   }
+}
+
+namespace {
+
+// Every callback of an OpenAI decoding in order, with the end state.
+struct openai_log : openai::stream_handler {
+  std::string log;
+  void on_text(std::string_view x) override {
+    log += "T[";
+    log += x;
+    log += "]";
+  }
+  void on_reasoning(std::string_view x) override {
+    log += "R[";
+    log += x;
+    log += "]";
+  }
+  void on_tool_call(const sdk::tool_call_delta& x) override {
+    log += "C[" + std::to_string(x.index) + "|" + x.id + "|" + x.name + "|" + x.arguments + "]";
+  }
+  void on_usage(const sdk::usage& x) override {
+    log += "U[" + std::to_string(x.input_tokens) + "," + std::to_string(x.output_tokens) + ","
+           + std::to_string(x.reasoning_tokens) + "," + std::to_string(x.cached_input_tokens) + "]";
+  }
+};
+
+// Decodes `body` (an SSE body) and describes everything that came out.
+std::string decode_openai(std::string_view body, bool trees_only) {
+  openai_log seen;
+  openai::stream_decoder dec;
+  dec.read_chunks_as_trees(trees_only);
+  dec.feed(body, seen);
+  dec.finish(seen);
+  auto r = dec.result();
+  std::string out = seen.log;
+  out += "|state " + std::to_string(static_cast<int>(dec.current()));
+  if (dec.failure())
+    out += "|failure " + std::to_string(static_cast<int>(dec.failure()->code)) + " "
+           + dec.failure()->message;
+  out += "|text " + r.text + "|reasoning " + r.reasoning + "|model " + r.model + "|finish "
+         + std::to_string(static_cast<int>(r.finish)) + "|choice "
+         + std::to_string(dec.choice_seen()) + "|streamed " + std::to_string(dec.streamed());
+  for (const auto& c : r.tool_calls)
+    out += "|call " + c.id + " " + c.name + " " + c.arguments;
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("openai decoder: the SAX chunk reader gives what reading each chunk into a tree "
+          "gives") {
+  // Odd chunks, each followed by a normal end: members given twice (the last
+  // one counts), values of other types, `message` instead of `delta`,
+  // indices of every number type, elements that are not objects, errors
+  // that are null or not, nesting, and things the tree must decode.
+  const std::vector<std::string> chunks = {
+    R"({"model":"m","choices":[{"index":0,"delta":{"content":"a"}}]})",
+    R"({"model":"m","model":"n","choices":[{"delta":{"content":"a","content":"b"}}]})",
+    R"({"model":7,"choices":[{"delta":{"content":null,"refusal":"no"}}]})",
+    R"({"choices":[{"delta":"x","message":{"content":"from message"}}]})",
+    R"({"choices":[{"delta":{"content":"d"},"message":{"content":"m"}}]})",
+    R"({"choices":[{"message":{"content":"m"},"delta":{"content":"d"},"delta":null}]})",
+    R"({"choices":[{"index":1,"delta":{"content":"other"}},{"index":0,"delta":{"content":"mine"}}]})",
+    R"({"choices":[{"index":0.0,"delta":{"content":"a"}},{"index":-0.5,"delta":{"content":"b"}}]})",
+    R"({"choices":[{"index":18446744073709551615,"delta":{"content":"big"}}]})",
+    R"({"choices":[{"index":1e300,"delta":{"content":"huge"}}]})",
+    R"({"choices":[{"index":"0","delta":{"content":"string index"}}]})",
+    R"({"choices":[{"index":0,"index":2,"delta":{"content":"last index"}}]})",
+    R"({"choices":[1,"x",null,[{"delta":{"content":"nested"}}],{"delta":{"content":"ok"}}]})",
+    R"({"choices":{"0":{"delta":{"content":"object"}}}})",
+    R"({"choices":[{"delta":{"content":"first"}}],"choices":[{"delta":{"content":"second"}}]})",
+    R"({"choices":[{"delta":{"reasoning_content":"rc","reasoning":"r","content":"c"}}]})",
+    R"({"choices":[{"delta":{"reasoning":"r only"}}]})",
+    R"({"choices":[{"delta":{"reasoning_content":"","reasoning":"r"}}]})",
+    R"({"choices":[{"delta":{"content":{"text":"obj"},"extra":[[[{"content":"deep"}]]]}}]})",
+    R"({"choices":[{"delta":{},"finish_reason":"stop"}]})",
+    R"({"choices":[{"delta":{},"finish_reason":"stop","finish_reason":null}]})",
+    R"({"choices":[{"delta":{},"finish_reason":"ERROR"}]})",
+    R"({"choices":[{"delta":{},"finish_reason":"length"}],"usage":null})",
+    R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}})",
+    R"({"error":null,"choices":[{"delta":{"content":"fine"}}]})",
+    R"({"error":false,"choices":[{"delta":{"content":"no"}}]})",
+    R"({"error":{"message":"boom","type":"server_error"}})",
+    R"({"error":{"message":"boom"},"error":null,"choices":[{"delta":{"content":"x"}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":"{}"}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":"not an array","content":"t"}}]})",
+    R"({"choices":[{"delta":{"content":"\u00e9\ud83d\ude00\n\"q\""}}]})",
+    R"({"choices":[{"delta":{"content":"<think>hm</think>answer"}}]})",
+    R"([{"choices":[]}])",
+    R"("text")",
+    R"({"choices":[{"delta":{"content":"cut")",
+    R"({"choices":[]} trailing)",
+    R"({"a":)" + std::string(300, '[') + std::string(300, ']') + "}",
+    R"({"a":)" + std::string(255, '[') + std::string(255, ']')
+      + R"(,"choices":[{"delta":{"content":"deep ok"}}]})",
+  };
+  const std::string end = "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+                          "data: [DONE]\n\n";
+  for (const auto& chunk : chunks) {
+    CAPTURE(chunk);
+    auto body = "data: " + chunk + "\n\n" + end;
+    auto fast = decode_openai(body, false);
+    auto tree = decode_openai(body, true);
+    CHECK(fast == tree);
+  }
+  // The recorded streams, whole.
+  auto dir = std::filesystem::path{QUARRY_FIXTURES_DIR} / "llm" / "openai_chat";
+  size_t streams = 0;
+  for (const auto& entry : std::filesystem::directory_iterator{dir}) {
+    if (entry.path().extension() != ".sse")
+      continue;
+    std::ifstream in{entry.path(), std::ios::binary};
+    std::string body{std::istreambuf_iterator<char>{in}, {}};
+    CAPTURE(entry.path().filename().string());
+    auto fast = decode_openai(body, false);
+    CHECK(fast == decode_openai(body, true));
+    CHECK(fast.find("|state 1") != std::string::npos); // done
+    ++streams;
+  }
+  CHECK(streams >= 12);
 }

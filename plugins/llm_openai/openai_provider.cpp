@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
@@ -514,6 +516,23 @@ void append_json_string(std::string& out, std::string_view text) {
   out += '"';
   size_t plain = 0;
   for (size_t i = 0; i < text.size(); ++i) {
+    // Eight bytes at a time while none needs an escape: none below 0x20,
+    // no quote, no backslash (the usual bit tricks, on bytes < 0x80 only;
+    // a word with a high bit goes byte by byte).
+    while (text.size() - i >= 8) {
+      uint64_t w;
+      std::memcpy(&w, text.data() + i, 8);
+      constexpr uint64_t ones = 0x0101010101010101ULL;
+      constexpr uint64_t high = 0x8080808080808080ULL;
+      auto below_space = w - ones * 0x20;
+      auto quote = (w ^ (ones * '"')) - ones;
+      auto backslash = (w ^ (ones * '\\')) - ones;
+      if (((below_space | quote | backslash | w) & high) != 0)
+        break;
+      i += 8;
+    }
+    if (i == text.size())
+      break;
     auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x20 && c != '"' && c != '\\')
       continue;

@@ -67,6 +67,23 @@ TEST_CASE("sdk UTF-8 repair replaces each invalid byte and keeps valid text") {
   CHECK(core::sanitize_utf8(std::string("a\0\xFF", 3)) == "a" + fffd);
 }
 
+TEST_CASE("sdk UTF-8 check finds the first invalid byte wherever it lies in the words it reads "
+          "at once") {
+  // The check reads ASCII eight bytes at a time: a sequence, valid or not,
+  // at every place of those words, after runs of every length.
+  for (std::string seq : {"\xC3\xA9", "\xF0\x9F\x98\x80", "\xFF", "\xC0\xAF", "\xE2\x82"})
+    for (size_t before = 0; before < 20; ++before)
+      for (size_t after : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{13}}) {
+        auto text = std::string(before, 'a') + seq + std::string(after, 'b');
+        CAPTURE(text);
+        auto valid = seq == "\xC3\xA9" || seq == "\xF0\x9F\x98\x80";
+        CHECK(sdk::first_invalid_utf8(text) == (valid ? text.size() : before));
+        CHECK(sdk::is_valid_utf8(text) == valid);
+      }
+  CHECK(sdk::first_invalid_utf8(std::string(64, 'x')) == 64);
+  CHECK(sdk::first_invalid_utf8("") == 0);
+}
+
 TEST_CASE("sdk parse_json bounds the depth and repairs UTF-8") {
   CHECK(sdk::json_nesting_depth("{\"a\":[1,{\"b\":2}]}") == 3);
   CHECK(sdk::json_nesting_depth("\"[[[[\"") == 0);         // brackets in a string

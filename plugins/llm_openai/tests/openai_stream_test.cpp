@@ -541,15 +541,20 @@ TEST_CASE("openai request text is the request body as dump_json writes it, byte 
   std::string controls;
   for (int c = 0; c < 0x20; ++c)
     controls += static_cast<char>(c);
-  const std::vector<std::string> texts{"",
-                                       "plain",
-                                       "quote \" backslash \\ slash / tab\t",
-                                       controls,
-                                       "del \x7f",
-                                       "caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x98\x80",
-                                       "bad \xff\xfe byte",
-                                       "cut \xe2\x80",
-                                       std::string(70000, 'x') + "\n"};
+  std::vector<std::string> texts{"",
+                                 "plain",
+                                 "quote \" backslash \\ slash / tab\t",
+                                 controls,
+                                 "del \x7f",
+                                 "caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x98\x80",
+                                 "bad \xff\xfe byte",
+                                 "cut \xe2\x80",
+                                 std::string(70000, 'x') + "\n"};
+  // One byte that needs an escape (or is next to those that do) at every
+  // place of the eight-byte words the writer reads at once.
+  for (std::string special : {"\"", "\\", "\n", "\x01", "\x1f", " ", "!", "\x7f", "\xc3\xa9"})
+    for (size_t at = 0; at < 18; ++at)
+      texts.push_back(std::string(at, 'a') + special + std::string(17 - at, 'b'));
   for (const auto& text : texts) {
     sdk::chat_request req;
     req.messages.push_back({sdk::role::system, text, {}, {}, {}, {}, {}});

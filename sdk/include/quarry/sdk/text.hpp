@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -52,7 +53,17 @@ inline size_t utf8_sequence_length(std::string_view text, size_t pos) noexcept {
 inline size_t first_invalid_utf8(std::string_view text) noexcept {
   size_t i = 0;
   while (i < text.size()) {
-    // ASCII runs are the common case.
+    // ASCII runs are the common case: eight bytes at a time while none has
+    // its high bit set.
+    while (text.size() - i >= 8) {
+      uint64_t word;
+      std::memcpy(&word, text.data() + i, 8);
+      if ((word & 0x8080808080808080ULL) != 0)
+        break;
+      i += 8;
+    }
+    if (i == text.size())
+      break;
     if (static_cast<unsigned char>(text[i]) < 0x80) {
       ++i;
       continue;

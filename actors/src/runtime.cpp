@@ -166,6 +166,14 @@ struct quarry_system_config : caf::actor_system_config, net::connection_rules_ho
     if (threads <= 0)
       threads = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
     set("scheduler.max-threads", threads);
+    // An idle worker goes from its short spin (CAF's aggressive phase: 100
+    // polls) straight to waiting on its condition variable, skipping CAF's
+    // moderate phase of 500 polls 50 us apart: those sleeps cost about 250
+    // ms of CPU per research when one research runs alone (5x the rest of
+    // its work), and 40 % of the CPU with 100 at a time, for no measurable
+    // gain in latency or throughput (bench/README.md, "Socket API, one-pass
+    // chunks, idle workers").
+    set("work-stealing.moderate-poll-attempts", size_t{0});
     // Quarry logs through spdlog; CAF's own printing stays quiet.
     set("logger.verbosity", caf::atom("quiet"));
     register_message_types(*this);

@@ -1,7 +1,9 @@
 // Benchmark of the `openai` plugin's stream decoder on the real recorded
 // Chat Completions streams (the fixtures' llm/openai_chat/*.sse): the time to
 // decode each whole stream, per stream and per event, fed in the small pieces
-// a model's stream arrives in. Prints a Markdown table.
+// a model's stream arrives in, with the decoder's one-pass chunk reader and
+// with every chunk read into a JSON tree (read_chunks_as_trees). Prints a
+// Markdown table.
 
 #include "openai_counting_handler.hpp"
 #include "openai_stream.hpp"
@@ -53,8 +55,9 @@ std::vector<recording> load(const std::string& dir) {
 }
 
 // Decodes `rec` once in pieces of `piece` bytes; returns the bytes delivered.
-size_t decode(const recording& rec, size_t piece) {
+size_t decode(const recording& rec, size_t piece, bool trees) {
   openai::stream_decoder dec;
+  dec.read_chunks_as_trees(trees);
   counting_handler handler;
   std::string_view all{rec.bytes};
   for (size_t i = 0; i < all.size(); i += piece)
@@ -65,12 +68,13 @@ size_t decode(const recording& rec, size_t piece) {
 }
 
 // Best time of `repeat` rounds of `loops` decodes, per decode, in seconds.
-double time_of(const recording& rec, size_t piece, int loops, int repeat, size_t& sink) {
+double time_of(const recording& rec, size_t piece, int loops, int repeat, bool trees,
+               size_t& sink) {
   double best = 1e300;
   for (int r = 0; r < repeat; ++r) {
     auto start = clock_type::now();
     for (int i = 0; i < loops; ++i)
-      sink += decode(rec, piece);
+      sink += decode(rec, piece, trees);
     auto s = std::chrono::duration<double>(clock_type::now() - start).count();
     best = std::min(best, s / loops);
   }
@@ -107,23 +111,28 @@ int main(int argc, char** argv) {
   std::printf("%zu recordings from %s, fed in %zu-byte pieces, best of %d "
               "rounds of %d decodes\n\n",
               recordings.size(), dir.c_str(), piece, repeat, loops);
-  std::printf("| recording | bytes | events | us per stream | us per event |\n"
-              "|---|---:|---:|---:|---:|\n");
+  std::printf("| recording | bytes | events | us per stream | us per event | us per stream, "
+              "trees | us per event, trees |\n"
+              "|---|---:|---:|---:|---:|---:|---:|\n");
   size_t sink = 0;
   double total = 0;
+  double total_trees = 0;
   size_t total_events = 0;
   size_t total_bytes = 0;
   for (const auto& rec : recordings) {
-    auto s = time_of(rec, piece, loops, repeat, sink);
+    auto s = time_of(rec, piece, loops, repeat, false, sink);
+    auto t = time_of(rec, piece, loops, repeat, true, sink);
     total += s;
+    total_trees += t;
     total_events += rec.events;
     total_bytes += rec.bytes.size();
-    std::printf("| %s | %zu | %zu | %.1f | %.2f |\n", rec.name.c_str(), rec.bytes.size(),
-                rec.events, s * 1e6,
-                s * 1e6 / static_cast<double>(std::max<size_t>(rec.events, 1)));
+    auto events = static_cast<double>(std::max<size_t>(rec.events, 1));
+    std::printf("| %s | %zu | %zu | %.1f | %.2f | %.1f | %.2f |\n", rec.name.c_str(),
+                rec.bytes.size(), rec.events, s * 1e6, s * 1e6 / events, t * 1e6, t * 1e6 / events);
   }
-  std::printf("| all | %zu | %zu | %.1f | %.2f |\n\n", total_bytes, total_events, total * 1e6,
-              total * 1e6 / static_cast<double>(total_events));
+  auto events = static_cast<double>(total_events);
+  std::printf("| all | %zu | %zu | %.1f | %.2f | %.1f | %.2f |\n\n", total_bytes, total_events,
+              total * 1e6, total * 1e6 / events, total_trees * 1e6, total_trees * 1e6 / events);
   std::printf("(checksum %zu)\n", sink);
   return 0;
 }

@@ -35,6 +35,7 @@
 // checkpoint (`quarry research`), then `quarry sessions resume ID --json`:
 // the time until its first new packet on stdout, and until it exits.
 
+#include "quarry/host/curl_epoll.hpp"
 #include "support/fake_llm_server.hpp"
 #include "support/process.hpp"
 
@@ -402,14 +403,8 @@ public:
           std::chrono::ceil<std::chrono::milliseconds>(due_ - now).count(), 0, 50));
       auto n = epoll_wait(epoll_, events, 256, wait_ms);
       for (int i = 0; i < n; ++i) {
-        auto flags = 0;
-        if ((events[i].events & EPOLLIN) != 0)
-          flags |= CURL_CSELECT_IN;
-        if ((events[i].events & EPOLLOUT) != 0)
-          flags |= CURL_CSELECT_OUT;
-        if ((events[i].events & (EPOLLERR | EPOLLHUP)) != 0)
-          flags |= CURL_CSELECT_ERR;
-        curl_multi_socket_action(multi_, events[i].data.fd, flags, &running);
+        curl_multi_socket_action(multi_, events[i].data.fd,
+                                 quarry::host::curl_select_flags(events[i].events), &running);
       }
       collect(tick);
     }
@@ -432,18 +427,7 @@ private:
 
   static int on_socket(CURL*, curl_socket_t fd, int what, void* user, void* known) {
     auto& self = *static_cast<client*>(user);
-    if (what == CURL_POLL_REMOVE) {
-      epoll_ctl(self.epoll_, EPOLL_CTL_DEL, fd, nullptr);
-      return 0;
-    }
-    epoll_event ev{};
-    ev.events = ((what & CURL_POLL_IN) != 0 ? EPOLLIN : 0u)
-                | ((what & CURL_POLL_OUT) != 0 ? EPOLLOUT : 0u);
-    ev.data.fd = fd;
-    if (epoll_ctl(self.epoll_, known != nullptr ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) != 0)
-      epoll_ctl(self.epoll_, errno == ENOENT ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev);
-    if (known == nullptr)
-      curl_multi_assign(self.multi_, fd, &self);
+    quarry::host::watch_curl_socket(self.multi_, self.epoll_, fd, what, known, &self);
     return 0;
   }
 

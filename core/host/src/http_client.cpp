@@ -2,6 +2,7 @@
 // libcurl multi handle, with manual redirects, stall detection and hooks.
 
 #include "quarry/host/http_client.hpp"
+#include "quarry/host/curl_epoll.hpp"
 #include "quarry/fetch/url.hpp"
 #include "quarry/sdk/strings.hpp"
 
@@ -471,14 +472,7 @@ void curl_http_client::impl::run() {
         [[maybe_unused]] auto got = ::read(wake_fd_, &count, sizeof(count));
         continue;
       }
-      auto flags = 0;
-      if ((events[i].events & EPOLLIN) != 0)
-        flags |= CURL_CSELECT_IN;
-      if ((events[i].events & EPOLLOUT) != 0)
-        flags |= CURL_CSELECT_OUT;
-      if ((events[i].events & (EPOLLERR | EPOLLHUP)) != 0)
-        flags |= CURL_CSELECT_ERR;
-      curl_multi_socket_action(multi_, fd, flags, &running);
+      curl_multi_socket_action(multi_, fd, curl_select_flags(events[i].events), &running);
     }
     if (n > 0)
       collect_done();
@@ -527,28 +521,7 @@ void curl_http_client::impl::collect_done() {
 int curl_http_client::impl::on_socket(CURL*, curl_socket_t fd, int what, void* userp,
                                       void* socketp) {
   auto& self = *static_cast<impl*>(userp);
-  if (what == CURL_POLL_REMOVE) {
-    // Fails harmlessly when libcurl already closed the socket (the kernel
-    // then dropped it from the set).
-    epoll_ctl(self.epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-    return 0;
-  }
-  epoll_event ev{};
-  ev.events = ((what & CURL_POLL_IN) != 0 ? EPOLLIN : 0u)
-              | ((what & CURL_POLL_OUT) != 0 ? EPOLLOUT : 0u);
-  ev.data.fd = fd;
-  // socketp marks sockets already in the set. A closed socket leaves the set
-  // with its last descriptor, so a number reused by a new socket may need an
-  // add where a change was expected, and the other way round.
-  auto op = socketp != nullptr ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-  if (epoll_ctl(self.epoll_fd_, op, fd, &ev) != 0) {
-    if (errno == ENOENT)
-      epoll_ctl(self.epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    else if (errno == EEXIST)
-      epoll_ctl(self.epoll_fd_, EPOLL_CTL_MOD, fd, &ev);
-  }
-  if (socketp == nullptr)
-    curl_multi_assign(self.multi_, fd, &self);
+  watch_curl_socket(self.multi_, self.epoll_fd_, fd, what, socketp, &self);
   return 0;
 }
 

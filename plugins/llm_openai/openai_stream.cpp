@@ -1004,8 +1004,11 @@ void stream_decoder::apply_usage(const json& u, stream_handler& handler) {
 bool stream_decoder::on_chunk(std::string_view data, stream_handler& handler) {
   // Most chunks carry a piece of text, a finish reason or nothing: read
   // without a tree. The others take the tree below, which is the reference.
+  // A chunk naming `tool_calls` goes to the tree at once (the reader would
+  // give up there after reading most of it); only a key or the value
+  // "tool_calls" can hold those bytes unescaped, so this only picks the path.
   fast_chunk fast;
-  if (!trees_only_ && fast.read(data)) {
+  if (!trees_only_ && data.find("\"tool_calls\"") == std::string_view::npos && fast.read(data)) {
     if (model_.empty())
       model_ = std::move(fast.model);
     for (const auto& choice : fast.choices) {

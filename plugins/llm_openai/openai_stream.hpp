@@ -208,7 +208,7 @@ public:
   bool on_event(const sdk::sse_event& ev, stream_handler& handler);
 
   /// Reads every chunk into a JSON tree (`true`) instead of reading the
-  /// common ones (text, reasoning, finish reason) with a SAX parser first.
+  /// common ones (text, reasoning, finish reason) in one pass first.
   /// Both give the same callbacks and result; the tree is the reference the
   /// tests and the fuzzer compare the quicker reader with.
   void read_chunks_as_trees(bool on) noexcept {

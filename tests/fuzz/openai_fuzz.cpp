@@ -1,7 +1,7 @@
 // libFuzzer target of the `openai` plugin's stream decoder: feeds arbitrary
 // bytes as an SSE body (split at a size taken from the input), as a single
 // chunk and as an error body, and checks the decoder's invariants and that
-// its SAX chunk reader agrees with reading every chunk into a tree.
+// its one-pass chunk reader agrees with reading every chunk into a tree.
 
 #include "openai_stream.hpp"
 
@@ -111,7 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     whole.feed(input, whole_seen);
     whole.finish(whole_seen);
     compare(dec, seen, whole, whole_seen);
-    // Every chunk read into a tree (the reference of the SAX reader).
+    // Every chunk read into a tree (the reference of the one-pass reader).
     collector tree_seen;
     openai::stream_decoder tree;
     tree.read_chunks_as_trees(true);
@@ -128,7 +128,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     dec.on_event(ev, seen);
     dec.finish(seen);
     check(dec, seen);
-    // The SAX reader and the tree agree.
+    // The one-pass reader and the tree agree.
     collector again_seen;
     openai::stream_decoder again;
     again.read_chunks_as_trees(true);

@@ -365,7 +365,7 @@ std::string decode_openai(std::string_view body, bool trees_only) {
 
 } // namespace
 
-TEST_CASE("openai decoder: the SAX chunk reader gives what reading each chunk into a tree "
+TEST_CASE("openai decoder: the one-pass chunk reader gives what reading each chunk into a tree "
           "gives") {
   // Odd chunks, each followed by a normal end: members given twice (the last
   // one counts), values of other types, `message` instead of `delta`,

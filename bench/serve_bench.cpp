@@ -45,7 +45,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>

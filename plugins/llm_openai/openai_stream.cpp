@@ -291,7 +291,7 @@ private:
             cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
           }
           if (out != nullptr)
-            append_utf8(*out, cp);
+            sdk::append_utf8(*out, cp); // cp is a scalar value here
           continue;
         }
         default:
@@ -299,24 +299,6 @@ private:
       }
       if (out != nullptr)
         out->push_back(plain);
-    }
-  }
-
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
     }
   }
 
@@ -416,25 +398,32 @@ private:
 
   // The members of an object at p_ ('{'); `kind` says which are read.
   bool members(const container* kind) {
+    return items('}', [&] {
+      return string(&key_) && take(':') && (kind == nullptr ? skip_value() : member(*kind));
+    });
+  }
+
+  // The comma-separated items of the container at p_ (its opening bracket)
+  // up to `close`: `item()` reads one, at p_ after any space.
+  template <class F>
+  bool items(char close, F&& item) {
     ++p_;
     if (++depth_ > sdk::default_max_json_depth)
       return false;
     skip_space();
-    if (p_ != end_ && *p_ == '}') {
+    if (p_ != end_ && *p_ == close) {
       ++p_;
       --depth_;
       return true;
     }
     for (;;) {
       skip_space();
-      if (!string(&key_) || !take(':'))
-        return false;
-      if (!(kind == nullptr ? skip_value() : member(*kind)))
+      if (!item())
         return false;
       skip_space();
       if (p_ == end_)
         return false;
-      if (*p_ == '}') {
+      if (*p_ == close) {
         ++p_;
         --depth_;
         return true;
@@ -520,41 +509,16 @@ private:
 
   // The elements of an array at p_ ('['); as choices if `as_choices`.
   bool elements(bool as_choices) {
-    ++p_;
-    if (++depth_ > sdk::default_max_json_depth)
-      return false;
-    skip_space();
-    if (p_ != end_ && *p_ == ']') {
-      ++p_;
-      --depth_;
-      return true;
-    }
-    for (;;) {
-      skip_space();
-      if (as_choices) {
-        out_.choices.emplace_back();
-        if (p_ != end_ && *p_ == '{') {
-          out_.choices.back().is_object = true;
-          auto kind = container::choice;
-          if (!members(&kind))
-            return false;
-        } else if (!skip_value()) {
-          return false;
-        }
-      } else if (!skip_value()) {
-        return false;
-      }
-      skip_space();
-      if (p_ == end_)
-        return false;
-      if (*p_ == ']') {
-        ++p_;
-        --depth_;
-        return true;
-      }
-      if (*p_++ != ',')
-        return false;
-    }
+    return items(']', [&] {
+      if (!as_choices)
+        return skip_value();
+      out_.choices.emplace_back();
+      if (p_ == end_ || *p_ != '{')
+        return skip_value();
+      out_.choices.back().is_object = true;
+      auto kind = container::choice;
+      return members(&kind);
+    });
   }
 
   bool chunk() {

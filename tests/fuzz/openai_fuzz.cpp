@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -92,6 +93,15 @@ void check(const openai::stream_decoder& dec, const collector& seen) {
     std::abort();
 }
 
+// Feeds `input` as an SSE body in pieces of `piece` bytes, then ends it.
+void decode(openai::stream_decoder& dec, collector& seen, std::string_view input, size_t piece,
+            bool trees) {
+  dec.read_chunks_as_trees(trees);
+  for (size_t i = 0; i < input.size(); i += std::max<size_t>(piece, 1))
+    dec.feed(input.substr(i, piece), seen);
+  dec.finish(seen);
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -102,39 +112,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     collector seen;
     openai::stream_decoder dec;
-    for (size_t i = 0; i < input.size(); i += piece)
-      dec.feed(input.substr(i, piece), seen);
-    dec.finish(seen);
+    decode(dec, seen, input, piece, false);
     check(dec, seen);
     collector whole_seen;
     openai::stream_decoder whole;
-    whole.feed(input, whole_seen);
-    whole.finish(whole_seen);
+    decode(whole, whole_seen, input, input.size(), false);
     compare(dec, seen, whole, whole_seen);
     // Every chunk read into a tree (the reference of the one-pass reader).
     collector tree_seen;
     openai::stream_decoder tree;
-    tree.read_chunks_as_trees(true);
-    tree.feed(input, tree_seen);
-    tree.finish(tree_seen);
+    decode(tree, tree_seen, input, input.size(), true);
     compare(dec, seen, tree, tree_seen);
   }
   {
-    // The same bytes as the payload of one event (the chunk parser alone).
+    // The same bytes as the payload of one event (the chunk parser alone),
+    // read in one pass and into a tree: the two agree.
     sdk::sse_event ev;
     ev.data = std::string{input};
-    collector seen;
-    openai::stream_decoder dec;
-    dec.on_event(ev, seen);
-    dec.finish(seen);
-    check(dec, seen);
-    // The one-pass reader and the tree agree.
-    collector again_seen;
-    openai::stream_decoder again;
-    again.read_chunks_as_trees(true);
-    again.on_event(ev, again_seen);
-    again.finish(again_seen);
-    compare(dec, seen, again, again_seen);
+    collector seen[2];
+    openai::stream_decoder dec[2];
+    for (int trees = 0; trees < 2; ++trees) {
+      dec[trees].read_chunks_as_trees(trees == 1);
+      dec[trees].on_event(ev, seen[trees]);
+      dec[trees].finish(seen[trees]);
+    }
+    check(dec[0], seen[0]);
+    compare(dec[0], seen[0], dec[1], seen[1]);
   }
   {
     // As an error body, and as tool-call fragments.

@@ -411,6 +411,28 @@ TEST_CASE("openai decoder: the one-pass chunk reader gives what reading each chu
     R"({"a":)" + std::string(300, '[') + std::string(300, ']') + "}",
     R"({"a":)" + std::string(255, '[') + std::string(255, ']')
       + R"(,"choices":[{"delta":{"content":"deep ok"}}]})",
+    // Hostile text: bad escapes, lone surrogates, raw control bytes,
+    // numbers JSON does not allow, a byte order mark, an unclosed container.
+    R"({"choices":[{"delta":{"content":"bad \x escape"}}]})",
+    R"({"choices":[{"delta":{"content":"lone \ud800 high"}}]})",
+    R"({"choices":[{"delta":{"content":"lone \udc00 low"}}]})",
+    R"({"choices":[{"delta":{"content":"pair \ud800\u0041"}}]})",
+    R"({"choices":[{"delta":{"content":"short \u12"}}]})",
+    "{\"choices\":[{\"delta\":{\"content\":\"raw \x01 byte\"}}]}",
+    R"({"choices":[{"delta":{"content":"nul \u0000 escaped"}}]})",
+    R"({"choices":[{"index":01,"delta":{"content":"leading zero"}}]})",
+    R"({"choices":[{"index":-,"delta":{"content":"sign only"}}]})",
+    R"({"choices":[{"index":1.,"delta":{"content":"dot"}}]})",
+    R"({"choices":[{"index":1e,"delta":{"content":"exponent"}}]})",
+    R"({"choices":[{"index":123456789012345678901234567890,"delta":{"content":"long"}}]})",
+    R"({"created":-0,"choices":[{"index":-0,"delta":{"content":"minus zero"}}]})",
+    "\xEF\xBB\xBF{\"choices\":[{\"delta\":{\"content\":\"bom\"}}]}",
+    R"({"choices":[{"delta":{"content":"x"}},]})",
+    R"({"choices":[{"delta":{"content":"x"}}],})",
+    R"({"choices":[{"delta":{"content":"x"})",
+    R"({"model":tru,"choices":[]})",
+    R"({"model":nullx})",
+    R"({"choices":[{"delta":{"content":"x")" + std::string(2000, ' ') + "}}]}",
   };
   const std::string end = "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
                           "data: [DONE]\n\n";
@@ -421,19 +443,34 @@ TEST_CASE("openai decoder: the one-pass chunk reader gives what reading each chu
     auto tree = decode_openai(body, true);
     CHECK(fast == tree);
   }
-  // The recorded streams, whole.
-  auto dir = std::filesystem::path{QUARRY_FIXTURES_DIR} / "llm" / "openai_chat";
+  // A thought split across chunks at every byte (the think-split kind).
+  const std::string thought = "<think>plan it</think>The answer.";
+  for (size_t cut = 1; cut < thought.size(); ++cut) {
+    std::string body;
+    for (const auto& piece : {thought.substr(0, cut), thought.substr(cut)})
+      body += "data: {\"choices\":[{\"delta\":{\"content\":" + nlohmann::json(piece).dump()
+              + "}}]}\n\n";
+    CAPTURE(cut);
+    CHECK(decode_openai(body + end, false) == decode_openai(body + end, true));
+  }
+  // The recorded streams and the field cases' streams, whole.
   size_t streams = 0;
-  for (const auto& entry : std::filesystem::directory_iterator{dir}) {
-    if (entry.path().extension() != ".sse")
-      continue;
-    std::ifstream in{entry.path(), std::ios::binary};
+  auto compare_file = [&](const std::filesystem::path& file) {
+    std::ifstream in{file, std::ios::binary};
     std::string body{std::istreambuf_iterator<char>{in}, {}};
-    CAPTURE(entry.path().filename().string());
+    CAPTURE(file.string());
     auto fast = decode_openai(body, false);
     CHECK(fast == decode_openai(body, true));
-    CHECK(fast.find("|state 1") != std::string::npos); // done
     ++streams;
-  }
+    return fast;
+  };
+  auto dir = std::filesystem::path{QUARRY_FIXTURES_DIR} / "llm" / "openai_chat";
+  for (const auto& entry : std::filesystem::directory_iterator{dir})
+    if (entry.path().extension() == ".sse")
+      CHECK(compare_file(entry.path()).find("|state 1") != std::string::npos); // done
   CHECK(streams >= 12);
+  auto cases = std::filesystem::path{QUARRY_FIXTURES_DIR} / ".." / "field-cases";
+  for (const char* name : {"empty-choices-stream", "think-split"})
+    compare_file(cases / name / "stream.sse");
+  CHECK(streams >= 14);
 }

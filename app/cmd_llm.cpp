@@ -115,14 +115,16 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
     std::optional<nlohmann::json> answer; // --json: the answer to print
     while (!done) {
       self->receive(
-        [&](actors::delta_atom, const actors::llm_delta& d) {
+        [&](actors::delta_atom, const actors::llm_deltas& ds) {
           if (opts.json)
             return;
-          if (d.kind == actors::delta_kind::text) {
-            std::cout << d.text << std::flush;
-            streamed_text = true;
-          } else if (d.kind == actors::delta_kind::reasoning && opts.show_reasoning) {
-            std::cerr << d.text << std::flush;
+          for (const auto& d : ds) {
+            if (d.kind == actors::delta_kind::text) {
+              std::cout << d.text << std::flush;
+              streamed_text = true;
+            } else if (d.kind == actors::delta_kind::reasoning && opts.show_reasoning) {
+              std::cerr << d.text << std::flush;
+            }
           }
         },
         [&](actors::llm_reply& reply) {

@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
                  actors::llm_call{static_cast<uint64_t>(i), make_request()});
       auto done = false;
       while (!done)
-        self->receive([&](actors::delta_atom, const actors::llm_delta&) { ++deltas; },
+        self->receive([&](actors::delta_atom,
+                          const actors::llm_deltas& ds) { deltas += ds.size(); },
                       [&](const actors::llm_reply&) { done = true; },
                       [&](const caf::error&) {
                         ++failures;
@@ -128,8 +129,10 @@ int main(int argc, char** argv) {
     double rss_peak = rss_before;
     while (ok + bad < concurrent) {
       self->receive(
-        [&](actors::delta_atom, const actors::llm_delta&) {
-          if ((++deltas & 1023) == 0)
+        [&](actors::delta_atom, const actors::llm_deltas& ds) {
+          auto before = deltas;
+          deltas += ds.size();
+          if ((before >> 10) != (deltas >> 10))
             rss_peak = std::max(rss_peak, rss_mib());
         },
         [&](const actors::llm_reply&) { ++ok; },

@@ -317,7 +317,7 @@ runner_impl(runner_ptr self, agent_spec spec, llm_provider_actor llm, tool_set t
       self->state.done = true;
       self->quit();
     },
-    [=](delta_atom, llm_delta&) {
+    [=](delta_atom, llm_deltas&) {
       // The runner makes no model calls.
     },
     [=](packet_atom, int32_t attempt, packet_msg& p) {

@@ -23,6 +23,7 @@
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace quarry::actors {
@@ -63,8 +64,28 @@ sdk::error from_caf_error(const caf::error& x) {
 
 namespace {
 
-/// Forwards a plugin's callbacks to the provider actor as messages. Runs on
-/// whatever thread the plugin calls it from.
+/// What a plugin's sink reports: one callback of one attempt of a call.
+struct llm_sink_event {
+  /// Which callback.
+  enum kind_t : uint8_t { text, reasoning, tool, usage, done, failed };
+  kind_t kind = text;
+  /// Text or reasoning piece.
+  std::string piece;
+  /// Tool-call piece.
+  sdk::tool_call_delta tool_piece;
+  /// Usage so far.
+  sdk::usage counts;
+  /// The result (`done`).
+  sdk::chat_result result;
+  /// The failure (`failed`) and whether part of the answer had streamed.
+  sdk::error failure;
+  bool streamed = false;
+};
+
+/// Queues a plugin's callbacks for the provider actor. Runs on whatever
+/// thread the plugin calls it from. The first event after a take() posts
+/// `(llm_sink_atom, call, attempt)`; later ones join the queue until the
+/// actor takes it, so a burst of callbacks costs one message.
 class actor_sink final : public sdk::chat_sink {
 public:
   actor_sink(llm_provider_full_actor target, uint64_t call, uint64_t generation)
@@ -99,20 +120,47 @@ public:
     });
   }
 
+  /// The events queued since the last call, oldest first.
+  std::vector<llm_sink_event> take() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    posted_ = false;
+    return std::exchange(queue_, {});
+  }
+
+  /// The attempt is over for the actor: later events are dropped, and so is
+  /// what was queued.
+  void close() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    closed_ = true;
+    queue_.clear();
+  }
+
 private:
   template <class F>
   void post(llm_sink_event::kind_t kind, F fill) {
     llm_sink_event ev;
-    ev.call = call_;
-    ev.generation = generation_;
     ev.kind = kind;
     fill(ev);
-    caf::anon_send(target_, llm_sink_atom::value, std::move(ev));
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (closed_)
+        return;
+      queue_.push_back(std::move(ev));
+      if (posted_)
+        return;
+      posted_ = true;
+    }
+    caf::anon_send(target_, llm_sink_atom::value, call_, generation_);
   }
 
   llm_provider_full_actor target_;
   uint64_t call_;
   uint64_t generation_;
+  std::mutex mtx_;
+  std::vector<llm_sink_event> queue_;
+  // A message is on its way (until the actor takes the queue).
+  bool posted_ = false;
+  bool closed_ = false;
 };
 
 struct call_state {
@@ -128,6 +176,8 @@ struct call_state {
   bool usage_seen = false;
   int64_t estimated_tokens = 0;
   std::shared_ptr<sdk::chat_call> handle;
+  // The running attempt's sink (closed when the attempt ends).
+  std::shared_ptr<actor_sink> sink;
   // Silence of the running attempt (stall_timeout).
   core::stall_watch stall;
   core::clock::time_point deadline;
@@ -212,11 +262,20 @@ void start_describe(provider_actor_ptr self) {
   }
 }
 
+// The attempt is over for the actor: its sink drops what comes later.
+void close_sink(call_state& call) {
+  if (call.sink) {
+    call.sink->close();
+    call.sink.reset();
+  }
+}
+
 void finish_call(provider_actor_ptr self, uint64_t key) {
   auto& st = self->state;
   auto i = st.calls.find(key);
   if (i == st.calls.end())
     return;
+  close_sink(i->second);
   if (i->second.running)
     st.queue->release();
   st.calls.erase(i);
@@ -335,11 +394,12 @@ void start_attempt(provider_actor_ptr self, call_state& call) {
   ++st.started;
   call.running = true;
   call.stall = core::stall_watch{st.cfg.stall_timeout, st.time};
-  auto sink = std::make_shared<actor_sink>(llm_provider_full_actor{self}, call.key,
+  close_sink(call);
+  call.sink = std::make_shared<actor_sink>(llm_provider_full_actor{self}, call.key,
                                            call.generation);
   arm_watch(self, st.time.now() + st.cfg.stall_timeout);
   try {
-    call.handle = st.provider->chat(call.request, std::move(sink));
+    call.handle = st.provider->chat(call.request, call.sink);
   } catch (const std::exception& ex) {
     // Plugins report errors through the sink; a throw is a plugin bug.
     call.running = false;
@@ -389,6 +449,7 @@ void on_attempt_failed(provider_actor_ptr self, call_state& call, sdk::error err
   auto& st = self->state;
   call.running = false;
   call.handle.reset();
+  close_sink(call);
   st.queue->release();
   if (err.code == sdk::errc::rate_limited)
     st.queue->on_rate_limited();
@@ -405,6 +466,82 @@ void on_attempt_failed(provider_actor_ptr self, call_state& call, sdk::error err
     return;
   }
   fail_call(self, call, std::move(decision.failure));
+}
+
+// Handles what the running attempt's sink queued, oldest first. The pieces
+// go to the requester as one message, ahead of the call's reply or error.
+void take_events(provider_actor_ptr self, call_state& call) {
+  auto& s = self->state;
+  auto events = call.sink->take();
+  if (events.empty())
+    return;
+  call.stall.activity();
+  const auto key = call.key;
+  const auto generation = call.generation;
+  const auto external_id = call.external_id;
+  auto requester = call.requester;
+  llm_deltas pieces;
+  auto send_pieces = [&] {
+    if (pieces.empty())
+      return;
+    self->send(requester, delta_atom::value, std::exchange(pieces, {}));
+  };
+  auto piece = [&](delta_kind kind) -> llm_delta& {
+    auto& d = pieces.emplace_back();
+    d.call_id = external_id;
+    d.kind = kind;
+    return d;
+  };
+  for (auto& ev : events) {
+    // A done or failed event ends the attempt: what follows it is dropped.
+    auto i = s.calls.find(key);
+    if (i == s.calls.end() || i->second.generation != generation || !i->second.running)
+      break;
+    auto& c = i->second;
+    switch (ev.kind) {
+      case llm_sink_event::text:
+      case llm_sink_event::reasoning:
+        c.streamed = true;
+        piece(ev.kind == llm_sink_event::text ? delta_kind::text : delta_kind::reasoning).text
+          = std::move(ev.piece);
+        break;
+      case llm_sink_event::tool:
+        c.streamed = true;
+        piece(delta_kind::tool_call).tool = std::move(ev.tool_piece);
+        break;
+      case llm_sink_event::usage:
+        piece(delta_kind::usage).counts = ev.counts;
+        break;
+      case llm_sink_event::done: {
+        send_pieces();
+        llm_reply reply;
+        reply.call_id = external_id;
+        reply.result = std::move(ev.result);
+        if (reply.result.model.empty())
+          reply.result.model = c.request.model.empty() ? s.default_model : c.request.model;
+        reply.provider = s.cfg.name;
+        reply.attempts = c.attempts;
+        reply.cost_usd = price_of(s, reply.result.model, reply.result.usage);
+        s.input_tokens += reply.result.usage.input_tokens;
+        s.output_tokens += reply.result.usage.output_tokens;
+        s.cost_usd += reply.cost_usd;
+        ++s.succeeded;
+        s.calls_stats.observe(c.received, s.time.now());
+        // Adaptive concurrency: creep back up on success.
+        s.queue->on_success();
+        c.promise.deliver(std::move(reply));
+        c.handle.reset();
+        finish_call(self, key);
+        try_start(self);
+        break;
+      }
+      case llm_sink_event::failed:
+        send_pieces();
+        on_attempt_failed(self, c, std::move(ev.failure), ev.streamed);
+        break;
+    }
+  }
+  send_pieces();
 }
 
 llm_provider_full_actor::behavior_type provider_impl(provider_actor_ptr self,
@@ -424,6 +561,7 @@ llm_provider_full_actor::behavior_type provider_impl(provider_actor_ptr self,
     for (auto& [key, call] : s.calls) {
       if (call.handle)
         call.handle->cancel();
+      close_sink(call);
       s.calls_stats.count_error(sdk::errc::internal);
       call.promise.deliver(
         to_caf_error(sdk::make_error(sdk::errc::internal, "the LLM provider failed: " + why)));
@@ -499,60 +637,13 @@ llm_provider_full_actor::behavior_type provider_impl(provider_actor_ptr self,
         {"call_seconds", s.calls_stats.histogram_json()}}
         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     },
-    [=](llm_sink_atom, llm_sink_event& ev) {
+    [=](llm_sink_atom, uint64_t key, uint64_t generation) {
       auto& s = self->state;
-      auto i = s.calls.find(ev.call);
-      if (i == s.calls.end() || i->second.generation != ev.generation || !i->second.running)
+      auto i = s.calls.find(key);
+      if (i == s.calls.end() || i->second.generation != generation || !i->second.running
+          || !i->second.sink)
         return; // a cancelled or superseded attempt
-      auto& call = i->second;
-      call.stall.activity();
-      llm_delta delta;
-      delta.call_id = call.external_id;
-      switch (ev.kind) {
-        case llm_sink_event::text:
-        case llm_sink_event::reasoning:
-          call.streamed = true;
-          delta.kind = ev.kind == llm_sink_event::text ? delta_kind::text : delta_kind::reasoning;
-          delta.text = std::move(ev.piece);
-          self->send(call.requester, delta_atom::value, std::move(delta));
-          break;
-        case llm_sink_event::tool:
-          call.streamed = true;
-          delta.kind = delta_kind::tool_call;
-          delta.tool = std::move(ev.tool_piece);
-          self->send(call.requester, delta_atom::value, std::move(delta));
-          break;
-        case llm_sink_event::usage:
-          delta.kind = delta_kind::usage;
-          delta.counts = ev.counts;
-          self->send(call.requester, delta_atom::value, std::move(delta));
-          break;
-        case llm_sink_event::done: {
-          llm_reply reply;
-          reply.call_id = call.external_id;
-          reply.result = std::move(ev.result);
-          if (reply.result.model.empty())
-            reply.result.model = call.request.model.empty() ? s.default_model : call.request.model;
-          reply.provider = s.cfg.name;
-          reply.attempts = call.attempts;
-          reply.cost_usd = price_of(s, reply.result.model, reply.result.usage);
-          s.input_tokens += reply.result.usage.input_tokens;
-          s.output_tokens += reply.result.usage.output_tokens;
-          s.cost_usd += reply.cost_usd;
-          ++s.succeeded;
-          s.calls_stats.observe(call.received, s.time.now());
-          // Adaptive concurrency: creep back up on success.
-          s.queue->on_success();
-          call.promise.deliver(std::move(reply));
-          call.handle.reset();
-          finish_call(self, call.key);
-          try_start(self);
-          break;
-        }
-        case llm_sink_event::failed:
-          on_attempt_failed(self, call, std::move(ev.failure), ev.streamed);
-          break;
-      }
+      take_events(self, i->second);
     },
     [=](llm_watch_atom, uint64_t generation) {
       // An earlier timer set since makes this one stale.

@@ -27,9 +27,8 @@ void announce(Registrar& r) {
   cluster::announce_types(r);
   r.template add<sdk::error>("quarry.error");
   r.template add<llm_call>("quarry.llm_call");
-  r.template add<llm_delta>("quarry.llm_delta");
   r.template add<llm_reply>("quarry.llm_reply");
-  r.template add<llm_sink_event>("quarry.llm_sink_event");
+  r.template add<llm_deltas>("quarry.llm_deltas");
   r.template add<sdk::model_info>("quarry.model_info");
   r.template add<tool_call_msg>("quarry.tool_call");
   r.template add<tool_reply>("quarry.tool_reply");

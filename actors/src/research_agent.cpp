@@ -491,34 +491,36 @@ agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm, tool_set too
   self->send(self, caf::tick_atom::value);
   return {
     [=](caf::tick_atom) { next_step(self); },
-    [=](delta_atom, llm_delta& d) {
+    [=](delta_atom, llm_deltas& ds) {
       auto& st = self->state;
-      if (d.call_id != st.current_call || st.done)
-        return;
-      switch (d.kind) {
-        case delta_kind::reasoning:
-          reasoning_piece(self, d.text);
-          break;
-        case delta_kind::text:
-          if (st.writing_report) {
-            close_reasoning(self);
-            if (!st.report_started) {
-              emit(self, agent_at(self), core::packets::intermediate_report_start());
-              st.report_started = true;
-            }
-            st.report_text += d.text;
-            emit(self, agent_at(self), core::packets::intermediate_report_delta(d.text));
-          } else {
-            // Text under tool_choice=required is shown as reasoning.
+      for (auto& d : ds) {
+        if (d.call_id != st.current_call || st.done)
+          return;
+        switch (d.kind) {
+          case delta_kind::reasoning:
             reasoning_piece(self, d.text);
-          }
-          break;
-        case delta_kind::tool_call:
-          if (!st.writing_report && !st.spec.reasoning_model)
-            reasoning_piece(self, st.think.feed(d.tool));
-          break;
-        case delta_kind::usage:
-          break;
+            break;
+          case delta_kind::text:
+            if (st.writing_report) {
+              close_reasoning(self);
+              if (!st.report_started) {
+                emit(self, agent_at(self), core::packets::intermediate_report_start());
+                st.report_started = true;
+              }
+              st.report_text += d.text;
+              emit(self, agent_at(self), core::packets::intermediate_report_delta(d.text));
+            } else {
+              // Text under tool_choice=required is shown as reasoning.
+              reasoning_piece(self, d.text);
+            }
+            break;
+          case delta_kind::tool_call:
+            if (!st.writing_report && !st.spec.reasoning_model)
+              reasoning_piece(self, st.think.feed(d.tool));
+            break;
+          case delta_kind::usage:
+            break;
+        }
       }
     },
     [=](report_now_atom) { self->state.report_now = true; },

@@ -531,28 +531,30 @@ frame_actor::behavior_type frame_impl(frame_ptr self, session_spec spec, session
       if (self->state.stage != frame_stage::done)
         self->state.strat->on_timer();
     },
-    [=](delta_atom, llm_delta& d) {
+    [=](delta_atom, llm_deltas& ds) {
       auto& st = self->state;
-      if (d.call_id != st.current_call || st.stage == frame_stage::done)
-        return;
-      switch (d.kind) {
-        case delta_kind::reasoning:
-          reasoning_piece(self, d.text);
-          break;
-        case delta_kind::text:
-          if (st.stage == frame_stage::final) {
-            st.final_call_streamed = true;
-            report_piece(self, d.text);
-          } else {
-            st.strat->on_text(d.text);
-          }
-          break;
-        case delta_kind::tool_call:
-          if (st.stage == frame_stage::research)
-            st.strat->on_tool_delta(d.tool);
-          break;
-        case delta_kind::usage:
-          break;
+      for (auto& d : ds) {
+        if (d.call_id != st.current_call || st.stage == frame_stage::done)
+          return;
+        switch (d.kind) {
+          case delta_kind::reasoning:
+            reasoning_piece(self, d.text);
+            break;
+          case delta_kind::text:
+            if (st.stage == frame_stage::final) {
+              st.final_call_streamed = true;
+              report_piece(self, d.text);
+            } else {
+              st.strat->on_text(d.text);
+            }
+            break;
+          case delta_kind::tool_call:
+            if (st.stage == frame_stage::research)
+              st.strat->on_tool_delta(d.tool);
+            break;
+          case delta_kind::usage:
+            break;
+        }
       }
     },
     [=](agent_done_atom, agent_result& r) {

@@ -225,7 +225,7 @@ verifier_full_actor::behavior_type verifier_impl(verifier_ptr self, verifier_spe
   self->delayed_send(self, st.spec.budget, verify_deadline_atom::value);
   self->send(self, verify_next_atom::value);
   return {
-    [=](delta_atom, const llm_delta&) {
+    [=](delta_atom, const llm_deltas&) {
       // The judge's stream is not shown.
     },
     [=](verify_next_atom) { next_batch(self); },

@@ -287,17 +287,20 @@ QUARRY_CAF_TEST(llm provider a cancel that overtakes the answer fails the call o
   auto& sink = sink_call.first;
   auto& call = sink_call.second;
   sink->on_text("Hal");
+  // The actor takes what the sink queued ("Hal"); the answer comes after
+  // the cancel and posts anew.
+  expect((actors::llm_sink_atom, uint64_t, uint64_t), from(_).to(hdl));
   self->send(hdl, actors::cancel_atom::value, uint64_t{1});
   sdk::chat_result done;
   done.text = "Hallo zurück";
   sink->on_done(done); // arrives after the cancel
-  expect((actors::llm_sink_atom, actors::llm_sink_event), from(_).to(hdl));
   expect((actors::cancel_atom, uint64_t), from(self).to(hdl).with(_, uint64_t{1}));
   CAF_CHECK_GREATER_OR_EQUAL(call->cancels, 1); // cancel() may repeat
-  expect((actors::llm_sink_atom, actors::llm_sink_event), from(_).to(hdl));
-  next([](actors::delta_atom, actors::llm_delta& d) {
-    CAF_CHECK_EQUAL(d.call_id, 1u);
-    CAF_CHECK_EQUAL(d.text, "Hal");
+  expect((actors::llm_sink_atom, uint64_t, uint64_t), from(_).to(hdl));
+  next([](actors::delta_atom, actors::llm_deltas& ds) {
+    CAF_REQUIRE_EQUAL(ds.size(), 1u);
+    CAF_CHECK_EQUAL(ds[0].call_id, 1u);
+    CAF_CHECK_EQUAL(ds[0].text, "Hal");
   });
   CAF_CHECK(next_error().code == sdk::errc::cancelled);
   CAF_CHECK(nothing_more()); // no reply for the dropped answer
@@ -319,7 +322,7 @@ QUARRY_CAF_TEST(
   done.text = "Hallo zurück";
   sink->on_done(done);
   self->send(hdl, actors::cancel_atom::value, uint64_t{7});
-  expect((actors::llm_sink_atom, actors::llm_sink_event), from(_).to(hdl));
+  expect((actors::llm_sink_atom, uint64_t, uint64_t), from(_).to(hdl));
   expect((actors::cancel_atom, uint64_t), from(self).to(hdl));
   CAF_CHECK_EQUAL(call->cancels, 0);
   next([](actors::llm_reply& r) {
@@ -328,6 +331,56 @@ QUARRY_CAF_TEST(
     CAF_CHECK_EQUAL(r.provider, "fake");
   });
   CAF_CHECK(nothing_more());
+  anon_send(hdl, actors::stop_atom::value);
+  consume_messages();
+}
+
+QUARRY_CAF_TEST(llm provider takes a burst of plugin callbacks with one message and passes the
+                  pieces on in one message before the reply) {
+  auto plugin = std::make_shared<fake_llm>();
+  auto hdl = llm(plugin, 4);
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{5, hello()});
+  expect((actors::chat_atom, actors::llm_call), from(self).to(hdl));
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
+  auto& sink = plugin->calls[0].first;
+  // Everything a network read may hold, before the actor looks.
+  sink->on_reasoning("Denke");
+  sink->on_text("Hal");
+  sdk::tool_call_delta tool;
+  tool.index = 0;
+  tool.name = "web_search";
+  sink->on_tool_call(tool);
+  sink->on_text("lo");
+  sdk::usage counts;
+  counts.output_tokens = 4;
+  sink->on_usage(counts);
+  sdk::chat_result done;
+  done.text = "Hallo";
+  sink->on_done(done);
+  sink->on_text(" late"); // after the end: a plugin bug, dropped
+  expect((actors::llm_sink_atom, uint64_t, uint64_t), from(_).to(hdl).with(_, _, _));
+  // One message for the whole burst (the event after the end posts none:
+  // the attempt is closed).
+  CAF_CHECK(!sched.has_job());
+  next([](actors::delta_atom, actors::llm_deltas& ds) {
+    CAF_REQUIRE_EQUAL(ds.size(), 5u);
+    CAF_CHECK(ds[0].kind == actors::delta_kind::reasoning);
+    CAF_CHECK_EQUAL(ds[0].text, "Denke");
+    CAF_CHECK(ds[1].kind == actors::delta_kind::text);
+    CAF_CHECK_EQUAL(ds[1].text, "Hal");
+    CAF_CHECK(ds[2].kind == actors::delta_kind::tool_call);
+    CAF_CHECK_EQUAL(ds[2].tool.name, "web_search");
+    CAF_CHECK_EQUAL(ds[3].text, "lo");
+    CAF_CHECK(ds[4].kind == actors::delta_kind::usage);
+    CAF_CHECK_EQUAL(ds[4].counts.output_tokens, 4);
+    for (const auto& d : ds)
+      CAF_CHECK_EQUAL(d.call_id, 5u);
+  });
+  next([](actors::llm_reply& r) { CAF_CHECK_EQUAL(r.result.text, "Hallo"); });
+  CAF_CHECK(nothing_more());
+  // The call is over: a later callback posts nothing.
+  sink->on_text("again");
+  CAF_CHECK(!sched.has_job());
   anon_send(hdl, actors::stop_atom::value);
   consume_messages();
 }
@@ -350,7 +403,10 @@ QUARRY_CAF_TEST(llm provider measures a stall on the actor system clock so data 
   auto piece = [&](const char* text) {
     sink->on_text(text);
     consume_messages();
-    next([&](actors::delta_atom, actors::llm_delta& d) { CAF_CHECK_EQUAL(d.text, text); });
+    next([&](actors::delta_atom, actors::llm_deltas& ds) {
+      CAF_REQUIRE_EQUAL(ds.size(), 1u);
+      CAF_CHECK_EQUAL(ds[0].text, text);
+    });
   };
   piece("Hal");
   // Data 50 s later: the check at one minute finds the call idle for 10 s
@@ -391,7 +447,7 @@ QUARRY_CAF_TEST(llm provider fails each call at its own deadline in virtual time
   std::vector<sdk::error> errors;
   auto drain = [&] {
     while (!nothing_more())
-      next([&](actors::delta_atom, actors::llm_delta&) {},
+      next([&](actors::delta_atom, actors::llm_deltas&) {},
            [&](caf::error& err) { errors.push_back(actors::from_caf_error(err)); });
   };
   self->send(hdl, actors::chat_atom::value, actors::llm_call{1, hello()});

@@ -96,7 +96,7 @@ TEST_CASE_FIXTURE(actor_fixture, "llm provider actor never runs more calls than 
   sample();
   int replies = 0;
   while (replies < 6) {
-    self->receive([&](actors::delta_atom, const actors::llm_delta&) {},
+    self->receive([&](actors::delta_atom, const actors::llm_deltas&) {},
                   [&](const actors::llm_reply& r) {
                     CHECK(r.result.text == "slow answer");
                     ++replies;
@@ -122,7 +122,7 @@ TEST_CASE_FIXTURE(actor_fixture, "llm provider actor halves its concurrency on 4
   self->send(hdl, actors::chat_atom::value, actors::llm_call{1, hello()});
   auto done = false;
   while (!done)
-    self->receive([&](actors::delta_atom, const actors::llm_delta&) {},
+    self->receive([&](actors::delta_atom, const actors::llm_deltas&) {},
                   [&](const actors::llm_reply& r) {
                     CHECK(r.attempts == 2);
                     done = true;
@@ -158,7 +158,7 @@ namespace {
 actors::llm_reply await_reply(caf::scoped_actor& self) {
   std::optional<actors::llm_reply> out;
   while (!out)
-    self->receive([&](actors::delta_atom, const actors::llm_delta&) {},
+    self->receive([&](actors::delta_atom, const actors::llm_deltas&) {},
                   [&](const actors::llm_reply& r) { out = r; },
                   [&](const caf::error& e) { FAIL(actors::from_caf_error(e).message); });
   return *out;

@@ -168,7 +168,7 @@ void same(const core::citation_mapping& x, const core::citation_mapping& y);
 void same(const actors::llm_call& x, const actors::llm_call& y);
 void same(const actors::llm_delta& x, const actors::llm_delta& y);
 void same(const actors::llm_reply& x, const actors::llm_reply& y);
-void same(const actors::llm_sink_event& x, const actors::llm_sink_event& y);
+void same(const actors::llm_deltas& x, const actors::llm_deltas& y);
 void same(const actors::tool_call_msg& x, const actors::tool_call_msg& y);
 void same(const actors::tool_reply& x, const actors::tool_reply& y);
 void same(const actors::tool_done_event& x, const actors::tool_done_event& y);
@@ -323,16 +323,10 @@ void same(const actors::llm_reply& x, const actors::llm_reply& y) {
   CHECK(x.cost_usd == y.cost_usd);
 }
 
-void same(const actors::llm_sink_event& x, const actors::llm_sink_event& y) {
-  CHECK(x.call == y.call);
-  CHECK(x.generation == y.generation);
-  CHECK(x.kind == y.kind);
-  CHECK(x.piece == y.piece);
-  same(x.tool_piece, y.tool_piece);
-  same(x.counts, y.counts);
-  same(x.result, y.result);
-  same(x.failure, y.failure);
-  CHECK(x.streamed == y.streamed);
+void same(const actors::llm_deltas& x, const actors::llm_deltas& y) {
+  REQUIRE(x.size() == y.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    same(x[i], y[i]);
 }
 
 void same(const actors::tool_call_msg& x, const actors::tool_call_msg& y) {
@@ -535,14 +529,17 @@ TEST_CASE_FIXTURE(message_fixture, "every registered message type round-trips "
     same(some_error(), actors::from_caf_error(loaded));
   };
   cases["quarry.llm_call"] = [&] { round_trip(actors::llm_call{77, some_request()}); };
-  cases["quarry.llm_delta"] = [&] {
+  cases["quarry.llm_deltas"] = [&] {
     actors::llm_delta d;
     d.call_id = 9;
     d.kind = actors::delta_kind::tool_call;
     d.text = umlauts;
     d.tool = some_tool_delta();
     d.counts = some_usage();
-    round_trip(d);
+    actors::llm_delta t;
+    t.call_id = 9;
+    t.text = "Grüße";
+    round_trip(actors::llm_deltas{d, t});
   };
   cases["quarry.llm_reply"] = [&] {
     actors::llm_reply r;
@@ -555,19 +552,6 @@ TEST_CASE_FIXTURE(message_fixture, "every registered message type round-trips "
   };
   cases["quarry.model_info"] = [&] {
     round_trip(sdk::model_info{"qwen3:8b-ä", 65536, false, true, "ollama /api/show num_ctx"});
-  };
-  cases["quarry.llm_sink_event"] = [&] {
-    actors::llm_sink_event ev;
-    ev.call = 11;
-    ev.generation = 2;
-    ev.kind = actors::llm_sink_event::failed;
-    ev.piece = umlauts;
-    ev.tool_piece = some_tool_delta();
-    ev.counts = some_usage();
-    ev.result = some_result();
-    ev.failure = some_error();
-    ev.streamed = true;
-    round_trip(ev);
   };
   cases["quarry.tool_call"] = [&] {
     round_trip(actors::tool_call_msg{3, R"({"queries": ["Größe"]})"});

@@ -100,7 +100,7 @@ struct stats_fixture {
     self->send(hdl, actors::chat_atom::value, actors::llm_call{id, hello()});
     std::optional<std::variant<actors::llm_reply, sdk::errc>> out;
     while (!out)
-      self->receive([&](actors::delta_atom, const actors::llm_delta&) {},
+      self->receive([&](actors::delta_atom, const actors::llm_deltas&) {},
                     [&](const actors::llm_reply& r) { out = r; },
                     [&](const caf::error& e) { out = actors::from_caf_error(e).code; });
     return *out;

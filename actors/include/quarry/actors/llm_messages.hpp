@@ -17,13 +17,15 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace quarry::actors {
 
 /// Starts a chat call: `(chat_atom, llm_call)` -> `llm_reply` or an error.
 using chat_atom = caf::atom_constant<caf::atom("chat")>;
 
-/// A streamed piece of a call, sent by the provider actor to the requester.
+/// Streamed pieces of a call, sent by the provider actor to the requester:
+/// `(delta_atom, llm_deltas)`.
 using delta_atom = caf::atom_constant<caf::atom("delta")>;
 
 /// Cancels a call: `(cancel_atom, call id)`.
@@ -61,6 +63,11 @@ struct llm_delta {
   sdk::usage counts;
 };
 
+/// Consecutive pieces of one call, in the order the model sent them: what
+/// the plugin reported between two looks of the provider actor (one or
+/// more; never empty).
+using llm_deltas = std::vector<llm_delta>;
+
 /// The successful end of a call.
 struct llm_reply {
   uint64_t call_id = 0;
@@ -74,9 +81,10 @@ struct llm_reply {
 };
 
 /// What a requester of a chat call receives while the call runs: the
-/// provider sends `(delta_atom, llm_delta)` to the actor that sent the
-/// `chat_atom` request, so every requester implements this interface.
-using llm_listener_actor = caf::typed_actor<caf::reacts_to<delta_atom, llm_delta>>;
+/// provider sends `(delta_atom, llm_deltas)` to the actor that sent the
+/// `chat_atom` request, so every requester implements this interface. The
+/// pieces come before the call's reply (or error), in order.
+using llm_listener_actor = caf::typed_actor<caf::reacts_to<delta_atom, llm_deltas>>;
 
 /// The interface of an LLM provider actor.
 /// - `(chat_atom, llm_call)` -> `llm_reply`: a call; deltas go to the sender.

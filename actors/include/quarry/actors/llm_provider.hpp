@@ -39,7 +39,10 @@ struct llm_actor_settings : core::llm_limits {
 
 // -- the provider's own messages ----------------------------------------------
 
-/// A plugin's sink callback, posted to the provider actor.
+/// A plugin's sink has events: `(llm_sink_atom, call key, attempt)`. The
+/// sink queues what its plugin reports and posts this once until the actor
+/// takes the queue, so a burst of callbacks (a network read holds several
+/// stream chunks) costs one message, not one per callback.
 using llm_sink_atom = caf::atom_constant<caf::atom("sinkev")>;
 
 /// The one timer of the provider's calls: `(llm_watch_atom, generation)`
@@ -64,44 +67,15 @@ using llm_describe_timeout_atom = caf::atom_constant<caf::atom("desctime")>;
 /// after 8 s (openai_models.hpp); 10 s leave it room.
 inline constexpr std::chrono::seconds llm_describe_timeout{10};
 
-/// What a plugin's sink reports: one callback of one attempt of a call.
-struct llm_sink_event {
-  /// Which callback.
-  enum kind_t : uint8_t { text, reasoning, tool, usage, done, failed };
-  /// The provider's key of the call and the attempt's number: events of a
-  /// cancelled or superseded attempt are dropped.
-  uint64_t call = 0;
-  uint64_t generation = 0;
-  kind_t kind = text;
-  /// Text or reasoning piece.
-  std::string piece;
-  /// Tool-call piece.
-  sdk::tool_call_delta tool_piece;
-  /// Usage so far.
-  sdk::usage counts;
-  /// The result (`done`).
-  sdk::chat_result result;
-  /// The failure (`failed`) and whether part of the answer had streamed.
-  sdk::error failure;
-  bool streamed = false;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, llm_sink_event& x) {
-  auto kind = detail::enum_field<llm_sink_event::failed>(x.kind);
-  return f(caf::meta::type_name("quarry.llm_sink_event"), x.call, x.generation, kind, x.piece,
-           x.tool_piece, x.counts, x.result, x.failure, x.streamed);
-}
-
 /// The provider's whole interface: the public one and its own timers and
 /// plugin events (sent only by the actor itself and its plugin's sink).
 using llm_provider_full_actor = llm_provider_actor::extend<
-  caf::reacts_to<llm_sink_atom, llm_sink_event>, caf::reacts_to<llm_watch_atom, uint64_t>,
+  caf::reacts_to<llm_sink_atom, uint64_t, uint64_t>, caf::reacts_to<llm_watch_atom, uint64_t>,
   caf::reacts_to<llm_retry_atom, uint64_t>, caf::reacts_to<llm_rate_atom>,
   caf::reacts_to<llm_described_atom, sdk::model_info>, caf::reacts_to<llm_describe_timeout_atom>>;
 
 /// Spawns a provider actor for `provider`. Deltas of a call go to the actor
-/// that sent the `chat_atom` request, as `(delta_atom, llm_delta)`: the
+/// that sent the `chat_atom` request, as `(delta_atom, llm_deltas)`: the
 /// requester implements @ref llm_listener_actor.
 llm_provider_actor spawn_llm_provider(caf::actor_system& sys,
                                       std::shared_ptr<sdk::llm_provider> provider,

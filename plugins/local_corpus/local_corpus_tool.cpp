@@ -16,7 +16,7 @@ namespace quarry::plugins::local_corpus {
 
 namespace {
 
-constexpr size_t max_max_results = 50;
+constexpr size_t max_max_results = 100;
 
 std::string fold_query(const std::string& raw) {
   std::string result;
@@ -60,7 +60,7 @@ tool_config parse_config(const nlohmann::json& config, const std::string& data_d
         if (!value.is_number_integer() || value.get<int64_t>() < 1
             || value.get<int64_t>() > static_cast<int64_t>(max_max_results))
           throw std::invalid_argument("internal_search: 'max_results' must "
-                                      "be an integer from 1 to 50");
+                                      "be an integer from 1 to 100");
         result.max_results = value.get<size_t>();
       } else {
         throw std::invalid_argument("internal_search: unknown configuration "

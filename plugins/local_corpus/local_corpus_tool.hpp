@@ -26,7 +26,7 @@ inline constexpr size_t default_max_results = 10;
 struct tool_config {
   /// The database file.
   std::string db;
-  /// Largest number of documents per call (1-50).
+  /// Largest number of documents per call (1-100).
   size_t max_results = default_max_results;
 };
 

@@ -153,6 +153,22 @@ TEST_CASE("corpus_search finds exact phrases") {
   CHECK(titles(index->search("\"jumping over\"", 5)) == std::vector<std::string>{"Alpha"});
 }
 
+TEST_CASE("corpus_search: terms() gives the index's own tokens of a text, in order") {
+  test::temp_dir tmp;
+  tmp.write("docs/a.md", "# Alpha\n\nHeat pumps running in the cold.\n");
+  auto index = open_index(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  // Lower case and Snowball stems, stop words kept, as the index has them.
+  CHECK(index->terms("Heat PUMPS running in the cold.")
+        == std::vector<std::string>{"heat", "pump", "run", "in", "the", "cold"});
+  // Each stem finds the document the search finds for the word.
+  for (const auto& t : index->terms("pumps running"))
+    CHECK(index->search(t, 5).hits.size() == 1);
+  CHECK(index->terms("Heat pumps running", 2) == std::vector<std::string>{"heat", "pump"});
+  CHECK(index->terms("").empty());
+  CHECK(index->terms("... !!").empty());
+}
+
 TEST_CASE("corpus_search filters by path") {
   test::temp_dir tmp;
   tmp.write("docs/notes/energy.md", "# Notes\n\nSolar panels and wind.\n");

@@ -274,8 +274,8 @@ struct corpus_index::search_state {
   bool init(sqlite3* db);
 
   /// The index terms of `text`, as a MATCH query string is tokenized (at
-  /// most 64).
-  std::vector<std::string> tokens(std::string_view text);
+  /// most `max_terms`).
+  std::vector<std::string> tokens(std::string_view text, size_t max_terms = 64);
 
   /// Drops the cached statistics when another connection (or this one)
   /// changed the database.

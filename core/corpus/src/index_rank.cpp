@@ -6,6 +6,7 @@
 #include "index_internal.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <set>
 #include <string>
@@ -121,18 +122,22 @@ bool corpus_index::search_state::init(sqlite3* db) {
 }
 
 // The index terms of `text`, as a MATCH query string is tokenized (at
-// most 64).
-std::vector<std::string> corpus_index::search_state::tokens(std::string_view text) {
-  std::vector<std::string> out;
+// most `max_terms`).
+std::vector<std::string> corpus_index::search_state::tokens(std::string_view text,
+                                                            size_t max_terms) {
+  struct collected {
+    std::vector<std::string> terms;
+    size_t max = 0;
+  } out{{}, max_terms};
   auto add = [](void* ctx, int flags, const char* token, int n, int, int) -> int {
-    auto* v = static_cast<std::vector<std::string>*>(ctx);
-    if ((flags & FTS5_TOKEN_COLOCATED) == 0 && v->size() < 64 && n > 0)
-      v->emplace_back(token, static_cast<size_t>(n));
+    auto* c = static_cast<collected*>(ctx);
+    if ((flags & FTS5_TOKEN_COLOCATED) == 0 && c->terms.size() < c->max && n > 0)
+      c->terms.emplace_back(token, static_cast<size_t>(n));
     return SQLITE_OK;
   };
-  module.xTokenize(tokenizer, &out, FTS5_TOKENIZE_QUERY, text.data(), static_cast<int>(text.size()),
-                   add);
-  return out;
+  auto size = static_cast<int>(std::min<size_t>(text.size(), INT32_MAX));
+  module.xTokenize(tokenizer, &out, FTS5_TOKENIZE_QUERY, text.data(), size, add);
+  return std::move(out.terms);
 }
 
 // Drops the cached statistics when another connection (or this one)

@@ -44,6 +44,12 @@ constexpr size_t max_title_df = 1000;
 
 // -- querying -----------------------------------------------------------------
 
+std::vector<std::string> corpus_index::terms(std::string_view text, size_t max_terms) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  state_->check(db_);
+  return state_->tokens(text, max_terms);
+}
+
 search_result corpus_index::search(const std::string& query, size_t limit) {
   std::lock_guard<std::mutex> guard{mtx_};
   search_result result;

@@ -60,6 +60,9 @@ TEST_CASE("local_corpus config") {
   CHECK_THROWS_AS(parse_config({{"db", 1}}, "/d"), std::invalid_argument);
   CHECK_THROWS_AS(parse_config({{"max_results", 0}}, "/d"), std::invalid_argument);
   CHECK_THROWS_AS(parse_config({{"max_results", "5"}}, "/d"), std::invalid_argument);
+  // Up to 100 documents a call (a ranking measured at depth 100).
+  CHECK(parse_config({{"max_results", 100}}, "/d").max_results == 100);
+  CHECK_THROWS_AS(parse_config({{"max_results", 101}}, "/d"), std::invalid_argument);
   CHECK_THROWS_AS(parse_config(nlohmann::json::object(), ""), std::invalid_argument);
 }
 

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 struct sqlite3;
@@ -218,6 +219,14 @@ public:
   /// keeps documents whose file path contains TEXT. An empty query finds
   /// nothing.
   search_result search(const std::string& query, size_t limit);
+
+  /// The index terms of `text` as the index's tokenizer gives them for a
+  /// query word by word, in order: lower case, stemmed with Snowball in
+  /// English (or the corpus's first language), CJK text as pairs of
+  /// characters; at most `max_terms`. Stop words are kept (search() drops
+  /// those of a query before tokenizing it). For measuring rankings on the
+  /// index's own tokens, e.g. a plain BM25 beside search() in a benchmark.
+  std::vector<std::string> terms(std::string_view text, size_t max_terms = 64);
 
   /// Returns the document with id `id`, if it exists.
   std::optional<stored_document> get_document(int64_t id);

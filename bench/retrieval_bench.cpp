@@ -14,9 +14,13 @@
 //
 // Usage: quarry_bench_retrieval [--collection DIR] [--plugin-dir DIR]
 //        [--k 10] [--depth 100] [--k1 0.9] [--b 0.4] [--runs DIR]
+//        [--fb-docs 10] [--fb-terms 10] [--fb-keep 0.5]
 // --collection: a folder with cran.all.1400, cran.qry and cranqrel.
-// --runs: also write both rankings as TREC run files (internal_search.run,
-//   bm25.run) and the judgments as qrels.txt, for trec_eval or ir_measures.
+// --runs: also write the rankings as TREC run files (internal_search.run,
+//   bm25.run, bm25_rm3.run) and the judgments as qrels.txt, for trec_eval or
+//   ir_measures.
+// --fb-*: the reference row of BM25 with RM3 pseudo-relevance feedback:
+//   feedback documents, expansion terms, the original query's share.
 
 #include "quarry/corpus/index.hpp"
 #include "quarry/corpus/language.hpp"
@@ -113,6 +117,7 @@ public:
   }
 
   void add(int id, const std::vector<std::string>& terms) {
+    index_[id] = docs_.size();
     auto& doc = docs_.emplace_back();
     doc.id = id;
     doc.length = terms.size();
@@ -123,14 +128,25 @@ public:
     total_length_ += terms.size();
   }
 
-  /// The best `depth` document ids for `terms`, best first (ties by id).
-  std::vector<int> rank(const std::vector<std::string>& terms, size_t depth) const {
+  /// The best `depth` documents for `terms` (each weighing 1), best first
+  /// (ties by id), with their scores.
+  std::vector<std::pair<double, int>> rank(const std::vector<std::string>& terms,
+                                           size_t depth) const {
+    std::map<std::string, double> weighted;
+    for (const auto& t : terms)
+      weighted[t] = 1;
+    return rank(weighted, depth);
+  }
+
+  /// The same with a weight per term.
+  std::vector<std::pair<double, int>> rank(const std::map<std::string, double>& terms,
+                                           size_t depth) const {
     auto n = static_cast<double>(docs_.size());
     auto avg = docs_.empty() ? 1.0 : static_cast<double>(total_length_) / n;
     std::vector<std::pair<double, int>> scored;
     for (const auto& doc : docs_) {
       double score = 0;
-      for (const auto& t : terms) {
+      for (const auto& [t, weight] : terms) {
         auto f = doc.tf.find(t);
         if (f == doc.tf.end())
           continue;
@@ -138,7 +154,7 @@ public:
         auto idf = std::log(1 + (n - df + 0.5) / (df + 0.5));
         auto tf = static_cast<double>(f->second);
         auto norm = k1_ * (1 - b_ + b_ * static_cast<double>(doc.length) / avg);
-        score += idf * tf * (k1_ + 1) / (tf + norm);
+        score += weight * idf * tf * (k1_ + 1) / (tf + norm);
       }
       if (score > 0)
         scored.emplace_back(score, doc.id);
@@ -146,10 +162,45 @@ public:
     std::sort(scored.begin(), scored.end(), [](const auto& x, const auto& y) {
       return x.first != y.first ? x.first > y.first : x.second < y.second;
     });
-    std::vector<int> out;
-    for (size_t i = 0; i < scored.size() && i < depth; ++i)
-      out.push_back(scored[i].second);
-    return out;
+    if (scored.size() > depth)
+      scored.resize(depth);
+    return scored;
+  }
+
+  /// RM3 pseudo-relevance feedback (Lavrenko and Croft's relevance model,
+  /// interpolated with the query as in Anserini: `docs` feedback documents,
+  /// `count` expansion terms, the query's own share `keep`): the first
+  /// ranking's best documents, their terms weighed by frequency in each
+  /// document times its score, the best terms mixed with the query.
+  std::vector<std::pair<double, int>> rank_rm3(const std::vector<std::string>& terms, size_t depth,
+                                               size_t docs, size_t count, double keep) const {
+    auto first = rank(terms, docs);
+    std::map<std::string, double> model;
+    for (const auto& [score, id] : first) {
+      const auto& doc = docs_[index_.at(id)];
+      if (doc.length == 0)
+        continue;
+      for (const auto& [t, tf] : doc.tf)
+        model[t] += score * static_cast<double>(tf) / static_cast<double>(doc.length);
+    }
+    std::vector<std::pair<double, std::string>> best;
+    for (const auto& [t, w] : model)
+      best.emplace_back(w, t);
+    std::sort(best.begin(), best.end(), [](const auto& x, const auto& y) {
+      return x.first != y.first ? x.first > y.first : x.second < y.second;
+    });
+    if (best.size() > count)
+      best.resize(count);
+    double sum = 0;
+    for (const auto& b : best)
+      sum += b.first;
+    std::map<std::string, double> mixed;
+    std::set<std::string> unique(terms.begin(), terms.end());
+    for (const auto& t : unique)
+      mixed[t] += keep / static_cast<double>(unique.size());
+    for (const auto& [w, t] : best)
+      mixed[t] += (1 - keep) * (sum > 0 ? w / sum : 0);
+    return rank(mixed, depth);
   }
 
 private:
@@ -162,6 +213,7 @@ private:
   double b_;
   std::vector<doc_terms> docs_;
   std::unordered_map<std::string, int> df_;
+  std::unordered_map<int, size_t> index_;
   size_t total_length_ = 0;
 };
 
@@ -209,6 +261,10 @@ int main(int argc, char** argv) {
   size_t depth = 100;
   double k1 = 0.9;
   double b = 0.4;
+  // RM3's settings: Anserini's defaults.
+  size_t fb_docs = 10;
+  size_t fb_terms = 10;
+  double fb_keep = 0.5;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (i + 1 >= argc)
@@ -228,6 +284,12 @@ int main(int argc, char** argv) {
       k1 = std::stod(value);
     else if (arg == "--b")
       b = std::stod(value);
+    else if (arg == "--fb-docs")
+      fb_docs = std::stoul(value);
+    else if (arg == "--fb-terms")
+      fb_terms = std::stoul(value);
+    else if (arg == "--fb-keep")
+      fb_keep = std::stod(value);
     else
       fail("unknown option " + arg);
   }
@@ -304,12 +366,23 @@ int main(int argc, char** argv) {
       fail("document " + std::to_string(d.id) + " is not in the index");
     plain.add(d.id, content_terms(index, stored->text));
   }
+  auto ids = [](const std::vector<std::pair<double, int>>& scored) {
+    std::vector<int> out;
+    for (const auto& s : scored)
+      out.push_back(s.second);
+    return out;
+  };
   std::map<int, std::vector<int>> ranked;
-  for (const auto& q : *queries)
-    ranked[q.number] = plain.rank(query_terms(index, q.text), depth);
+  std::map<int, std::vector<int>> expanded;
+  for (const auto& q : *queries) {
+    auto terms = query_terms(index, q.text);
+    ranked[q.number] = ids(plain.rank(terms, depth));
+    expanded[q.number] = ids(plain.rank_rm3(terms, depth, fb_docs, fb_terms, fb_keep));
+  }
 
   totals tool_totals;
   totals plain_totals;
+  totals rm3_totals;
   static const std::map<int, int> nothing;
   for (const auto& q : *queries) {
     auto j = judged->find(q.number);
@@ -318,12 +391,14 @@ int main(int argc, char** argv) {
       continue; // a query without relevant documents measures nothing
     tool_totals.add(ir::measure(searched[q.number], relevant, k, depth));
     plain_totals.add(ir::measure(ranked[q.number], relevant, k, depth));
+    rm3_totals.add(ir::measure(expanded[q.number], relevant, k, depth));
   }
 
   if (!runs.empty()) {
     std::filesystem::create_directories(runs);
     write_run(runs + "/internal_search.run", "internal_search", searched);
     write_run(runs + "/bm25.run", "bm25", ranked);
+    write_run(runs + "/bm25_rm3.run", "bm25_rm3", expanded);
     std::ofstream qrels{runs + "/qrels.txt"};
     for (const auto& [q, docs_of] : *judged)
       for (const auto& [id, gain] : docs_of)
@@ -344,11 +419,17 @@ int main(int argc, char** argv) {
   char label[96];
   std::snprintf(label, sizeof label, "plain BM25 (k1 %.2g, b %.2g), the index's tokens", k1, b);
   row(label, plain_totals);
+  std::snprintf(label, sizeof label, "plain BM25 + RM3 (%zu documents, %zu terms, the query %.2g)",
+                fb_docs, fb_terms, fb_keep);
+  row(label, rm3_totals);
   auto change = [](double x, double y) { return y > 0 ? (x / y - 1) * 100 : 0.0; };
-  std::printf("| internal_search against BM25 | %+.1f %% | %+.1f %% | %+.1f %% |\n",
-              change(tool_totals.ndcg, plain_totals.ndcg),
-              change(tool_totals.map, plain_totals.map),
-              change(tool_totals.recall, plain_totals.recall));
+  auto against = [&](const char* name, const totals& t) {
+    std::printf("| %s against plain BM25 | %+.1f %% | %+.1f %% | %+.1f %% |\n", name,
+                change(t.ndcg, plain_totals.ndcg), change(t.map, plain_totals.map),
+                change(t.recall, plain_totals.recall));
+  };
+  against("internal_search", tool_totals);
+  against("BM25 + RM3", rm3_totals);
   std::printf("internal_search per query (the tool's whole run, %zu results): p50 %.2f ms, p99 "
               "%.2f ms\n",
               depth, percentile(query_ms, 0.5), percentile(query_ms, 0.99));

@@ -33,6 +33,10 @@ double seconds_since(clock_type::time_point t0) {
 int main(int argc, char** argv) {
   auto passages = arg(argc, argv, "--passages", 100000);
   auto queries = arg(argc, argv, "--queries", 1000);
+  // --feedback N: pseudo-relevance feedback from the N best documents, as
+  // internal_search asks for it (10); 0 (the default): none.
+  search_options options;
+  options.feedback_documents = static_cast<size_t>(arg(argc, argv, "--feedback", 0));
   const size_t per_file = 10;
   // --dir DIR: work in DIR and keep it; a second run with the same DIR
   // (and --passages) reuses its files and index, to measure queries alone.
@@ -83,7 +87,7 @@ int main(int argc, char** argv) {
       q += w + " ";
     auto q0 = clock_type::now();
     auto qc = thread_cpu_seconds();
-    auto r = index.search(q, 10);
+    auto r = index.search(q, 10, options);
     latencies.push_back(seconds_since(q0) * 1e3);
     cpu_latencies.push_back((thread_cpu_seconds() - qc) * 1e3);
     hits += r.hits.size();
@@ -109,6 +113,7 @@ int main(int argc, char** argv) {
   std::printf("| update with nothing changed | %.3f s (%zu unchanged) |\n", noop_s,
               again.unchanged);
   std::printf("| database size | %.1f MB |\n", static_cast<double>(db_bytes + wal_bytes) / 1e6);
+  std::printf("| feedback documents | %zu |\n", options.feedback_documents);
   std::printf("| queries, mean hits, failed | %zu, %.1f, %zu |\n", queries,
               static_cast<double>(hits) / static_cast<double>(queries), failed);
   std::printf("| query latency p50 | %.2f ms |\n", percentile(latencies, 0.5));

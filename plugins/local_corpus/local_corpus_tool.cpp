@@ -62,10 +62,14 @@ tool_config parse_config(const nlohmann::json& config, const std::string& data_d
           throw std::invalid_argument("internal_search: 'max_results' must "
                                       "be an integer from 1 to 100");
         result.max_results = value.get<size_t>();
+      } else if (key == "feedback") {
+        if (!value.is_boolean())
+          throw std::invalid_argument("internal_search: 'feedback' must be true or false");
+        result.feedback = value.get<bool>();
       } else {
         throw std::invalid_argument("internal_search: unknown configuration "
                                     "key '"
-                                    + key + "' (known: db, max_results)");
+                                    + key + "' (known: db, max_results, feedback)");
       }
     }
   }
@@ -87,12 +91,15 @@ std::optional<std::vector<std::string>> normalize_queries(const nlohmann::json& 
 }
 
 sdk::tool_result search_corpus(corpus_index& index, const std::vector<std::string>& queries,
-                               size_t max_results) {
+                               size_t max_results, bool feedback) {
+  corpus::search_options options;
+  if (feedback)
+    options.feedback_documents = feedback_documents;
   sdk::tool_result result;
   std::vector<std::vector<search_hit>> lists;
   std::optional<sdk::error> last_error;
   for (const auto& q : queries) {
-    auto found = index.search(q, max_results);
+    auto found = index.search(q, max_results, options);
     if (found.failure)
       last_error = std::move(found.failure);
     else
@@ -268,7 +275,7 @@ std::shared_ptr<sdk::tool_run> internal_search_tool::run(const nlohmann::json& a
                "The internal search index is unavailable (" + msg + "). Use other sources."));
       return;
     }
-    handle->finish(search_corpus(*index, qs, st->config.max_results));
+    handle->finish(search_corpus(*index, qs, st->config.max_results, st->config.feedback));
   };
   if (!host_.pool().submit(std::move(job)))
     handle->finish(failed(sdk::errc::busy, "internal_search: pool is full",

@@ -22,12 +22,19 @@ using corpus::search_hit;
 /// Default number of documents a call returns.
 inline constexpr size_t default_max_results = 10;
 
+/// The documents whose best passages widen a query when feedback is on
+/// (Anserini's default for RM3).
+inline constexpr size_t feedback_documents = 10;
+
 /// The tool's configuration.
 struct tool_config {
   /// The database file.
   std::string db;
   /// Largest number of documents per call (1-100).
   size_t max_results = default_max_results;
+  /// Whether each query is widened by pseudo-relevance feedback (RM3 with
+  /// feedback_documents documents; corpus::search_options).
+  bool feedback = true;
 };
 
 /// Validates the configuration (keys `db`, `max_results`; the database
@@ -40,11 +47,12 @@ tool_config parse_config(const nlohmann::json& config, const std::string& data_d
 /// dropped. Returns nothing when the argument is missing or of the wrong type.
 std::optional<std::vector<std::string>> normalize_queries(const nlohmann::json& arguments);
 
-/// Runs every query and interleaves the hits round-robin, one per document,
-/// at most `max_results`. Fills `llm_text` with `{"results": [...]}`.
+/// Runs every query (each widened by pseudo-relevance feedback if
+/// `feedback`) and interleaves the hits round-robin, one per document, at
+/// most `max_results`. Fills `llm_text` with `{"results": [...]}`.
 /// Blocking: call it on the host's pool.
 sdk::tool_result search_corpus(corpus_index& index, const std::vector<std::string>& queries,
-                               size_t max_results);
+                               size_t max_results, bool feedback = true);
 
 /// The `internal_search` tool. Opens the database on first use, in the
 /// host's blocking pool.

@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <random>
@@ -167,6 +168,37 @@ TEST_CASE("corpus_search: terms() gives the index's own tokens of a text, in ord
   CHECK(index->terms("Heat pumps running", 2) == std::vector<std::string>{"heat", "pump"});
   CHECK(index->terms("").empty());
   CHECK(index->terms("... !!").empty());
+}
+
+TEST_CASE("corpus_search: feedback widens a query with the words its best passages share") {
+  test::temp_dir tmp;
+  tmp.write("docs/pumps.md", "# Heat pumps\n\nHeat pumps move heat with a compressor and a "
+                             "refrigerant loop.\n");
+  tmp.write("docs/service.md", "# Service notes\n\nA compressor and its refrigerant loop need "
+                               "yearly service.\n");
+  tmp.write("docs/garden.md", "# Garden\n\nTomatoes need sun and water.\n");
+  tmp.write("docs/other/loop.md", "# Other\n\nA refrigerant loop in a fridge.\n");
+  auto index = open_index(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  // Without feedback only the document with the query's words is found.
+  CHECK(titles(index->search("heat pumps", 5)) == std::vector<std::string>{"Heat pumps"});
+  search_options fb;
+  fb.feedback_documents = 1;
+  fb.feedback_terms = 6;
+  auto widened = titles(index->search("heat pumps", 5, fb));
+  REQUIRE(widened.size() == 3);
+  CHECK(widened[0] == "Heat pumps"); // the query's own words still rank first
+  CHECK(std::find(widened.begin(), widened.end(), "Service notes") != widened.end());
+  CHECK(std::find(widened.begin(), widened.end(), "Garden") == widened.end());
+  // Path filters and phrases still apply to what feedback adds.
+  CHECK(titles(index->search("heat pumps path:other/", 5, fb)).empty());
+  CHECK(titles(index->search("\"heat pumps\"", 5, fb)) == std::vector<std::string>{"Heat pumps"});
+  // The query keeping all the weight adds nothing that ranks.
+  fb.query_share = 1;
+  CHECK(titles(index->search("heat pumps", 5, fb)) == std::vector<std::string>{"Heat pumps"});
+  // A query that finds nothing has nothing to feed back.
+  fb.query_share = 0.5;
+  CHECK(index->search("zeppelin", 5, fb).hits.empty());
 }
 
 TEST_CASE("corpus_search filters by path") {

@@ -277,6 +277,10 @@ struct corpus_index::search_state {
   /// most `max_terms`).
   std::vector<std::string> tokens(std::string_view text, size_t max_terms = 64);
 
+  /// The same with the word of `text` each term comes from: (term, word).
+  std::vector<std::pair<std::string, std::string>> token_words(std::string_view text,
+                                                               size_t max_terms);
+
   /// Drops the cached statistics when another connection (or this one)
   /// changed the database.
   void check(sqlite3* db);

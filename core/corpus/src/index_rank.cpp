@@ -140,6 +140,27 @@ std::vector<std::string> corpus_index::search_state::tokens(std::string_view tex
   return std::move(out.terms);
 }
 
+std::vector<std::pair<std::string, std::string>>
+corpus_index::search_state::token_words(std::string_view text, size_t max_terms) {
+  struct collected {
+    std::vector<std::pair<std::string, std::string>> terms;
+    std::string_view text;
+    size_t max = 0;
+  } out{{}, text, max_terms};
+  auto add = [](void* ctx, int flags, const char* token, int n, int start, int end) -> int {
+    auto* c = static_cast<collected*>(ctx);
+    if ((flags & FTS5_TOKEN_COLOCATED) == 0 && c->terms.size() < c->max && n > 0 && start >= 0
+        && end > start && static_cast<size_t>(end) <= c->text.size())
+      c->terms.emplace_back(
+        std::string{token, static_cast<size_t>(n)},
+        std::string{c->text.substr(static_cast<size_t>(start), static_cast<size_t>(end - start))});
+    return SQLITE_OK;
+  };
+  auto size = static_cast<int>(std::min<size_t>(text.size(), INT32_MAX));
+  module.xTokenize(tokenizer, &out, FTS5_TOKENIZE_QUERY, text.data(), size, add);
+  return std::move(out.terms);
+}
+
 // Drops the cached statistics when another connection (or this one)
 // changed the database.
 void corpus_index::search_state::check(sqlite3* db) {

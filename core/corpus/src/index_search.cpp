@@ -40,6 +40,10 @@ namespace {
 constexpr double title_weight = 1.0;
 constexpr size_t max_title_df = 1000;
 
+// The words of a feedback passage that are read (a passage is at most about
+// 2,000 characters: some 400 words).
+constexpr size_t max_feedback_tokens = 2048;
+
 } // namespace
 
 // -- querying -----------------------------------------------------------------
@@ -50,7 +54,8 @@ std::vector<std::string> corpus_index::terms(std::string_view text, size_t max_t
   return state_->tokens(text, max_terms);
 }
 
-search_result corpus_index::search(const std::string& query, size_t limit) {
+search_result corpus_index::search(const std::string& query, size_t limit,
+                                   const search_options& options) {
   std::lock_guard<std::mutex> guard{mtx_};
   search_result result;
   auto parsed = parse_search_query(query);
@@ -78,8 +83,11 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
   // its IDF.
   struct unit {
     std::string match;
+    // Its tokens, each followed by a space.
+    std::string key;
     double idf = 0;
     int64_t df = 0;
+    bool expansion = false;
   };
   std::vector<unit> required;
   std::vector<unit> optional;
@@ -98,6 +106,7 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
       return;
     unit u;
     u.match = '"' + text + '"';
+    u.key = key;
     // A phrase is at most as frequent as its rarest word.
     u.df = std::numeric_limits<int64_t>::max();
     for (const auto& t : tokens)
@@ -116,33 +125,14 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
   auto terms = parsed.words;
   for (const auto& p : parsed.phrases)
     terms.insert(terms.end(), p.begin(), p.end());
-  // Rarest first.
-  std::sort(optional.begin(), optional.end(),
-            [](const unit& a, const unit& b) { return a.idf > b.idf; });
-  auto all = required;
-  all.insert(all.end(), optional.begin(), optional.end());
-  // Top-k pruning (MaxScore): only passages with one of the `essential`
-  // rarest units are ranked, which is exact as long as the best documents
-  // found score more than a passage with all the other units could (each
-  // adds at most idf * (k1 + 1)); else the next unit becomes essential.
-  // Required phrases (quoted) make every phrase essential instead.
-  //
-  // The first essential units: the rarest, and more while the others could
-  // outscore a passage with one match of the rarest (the check below would
-  // fail).
-  size_t essential = 0;
-  if (required.empty()) {
-    double rest = 0;
-    for (const auto& u : optional)
-      rest += u.idf * (bm25_k1 + 1);
-    while (essential < optional.size() && (essential == 0 || rest >= optional[0].idf * 1.5)) {
-      rest -= optional[essential].idf * (bm25_k1 + 1);
-      ++essential;
-    }
-  }
+  struct candidate {
+    int64_t document = 0;
+    int64_t passage = 0;
+    double score = 0; // positive: higher is better
+  };
   // FTS5's own top-k path (ORDER BY rank LIMIT k) ranks the passages; the
   // best passage of each document counts. When the top k passages hold
-  // fewer than `limit` documents, look deeper. A path filter is checked per
+  // fewer than the documents wanted, look deeper. A path filter is checked per
   // passage in the same statement.
   // Without a path filter, quarry_collect keeps the best rows as the
   // statement runs through them (the statement yields none).
@@ -168,277 +158,405 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     result.failure = db_error(db_, "cannot prepare the search");
     return result;
   }
-  constexpr size_t max_depth = 1 << 14;
-  size_t depth = std::max<size_t>(limit * 4, 32);
-  // The best passages found (passage id, score).
-  std::vector<std::pair<int64_t, double>> ranked;
-  std::vector<std::pair<int64_t, double>> best; // one per document
-  std::vector<int64_t> best_docs;
-  // The ranking weights of all units (the selecting phrases, which come
-  // first in the expression, get 0) and the expression that ranks them.
-  std::string any;
-  std::string all_weights;
-  for (size_t i = 0; i < all.size(); ++i) {
-    any += (i == 0 ? "" : " OR ") + all[i].match;
-    char buf[40];
-    // (FTS5 reads no exponents in rank arguments.)
-    std::snprintf(buf, sizeof(buf), "%s%.9f", i == 0 ? "" : ", ", all[i].idf);
-    all_weights += buf;
-  }
-  // Ranks the top `depth` passages of the rows `select` (or all rows when
-  // empty) selects, made of `selecting` phrases, into `ranked`.
-  auto run = [&](const std::string& select, size_t selecting) {
-    std::string weights = "quarry_rank(";
-    for (size_t i = 0; i < selecting; ++i)
-      weights += "0, ";
-    weights += all_weights + ")";
-    auto match = select.empty() ? any : "(" + select + ") AND (" + any + ")";
-    rank.reset();
-    rank.bind(1, match);
-    if (!filtered) {
-      top_passages top;
-      top.k = depth;
-      for (size_t i = 0; i < selecting; ++i)
-        top.weights.push_back(0);
-      for (const auto& u : all)
-        top.weights.push_back(u.idf);
-      state.ranking.top = &top;
-      auto rc = rank.step();
-      state.ranking.top = nullptr;
-      if (rc != SQLITE_ROW)
-        return std::optional<size_t>{};
-      for (const auto& [score, id] : top.heap)
-        ranked.emplace_back(id, -score);
-      return std::optional<size_t>{std::min(top.matched, depth)};
-    }
-    rank.bind(2, static_cast<int64_t>(depth));
-    rank.bind(7, weights);
-    for (size_t i = 0; i < 4; ++i)
-      rank.bind(static_cast<int>(3 + i),
-                i < parsed.paths.size() ? std::string_view{parsed.paths[i]} : std::string_view{""});
-    int rc = SQLITE_ROW;
-    size_t rows = 0;
-    while ((rc = rank.step()) == SQLITE_ROW) {
-      ranked.emplace_back(rank.int_at(0), rank.double_at(1));
-      ++rows;
-    }
-    if (rc != SQLITE_DONE)
-      return std::optional<size_t>{};
-    return std::optional<size_t>{rows};
-  };
-  // Units [from, to) OR'ed (or AND'ed, for required phrases).
-  auto group = [&](const std::vector<unit>& units, size_t from, size_t to, const char* op) {
-    std::string out;
-    for (size_t i = from; i < to; ++i)
-      out += (i == from ? "" : op) + units[i].match;
-    return out;
-  };
-  // Whether the last run reached `depth` (there may be more rows).
-  bool truncated = false;
   auto fail = [&] {
     result.failure = db_error(db_, "search failed");
     return result;
   };
-  // The title bonus of each document whose title holds a unit.
-  std::map<int64_t, double> title_bonus;
-  {
-    statement titles{db_, "SELECT rowid FROM titles_fts WHERE titles_fts "
-                          "MATCH ?1 LIMIT ?2"};
-    if (!titles.ok())
-      return fail();
-    std::vector<int64_t> ids;
-    for (const auto& u : all) {
-      ids.clear();
-      titles.reset();
-      titles.bind(1, u.match);
-      titles.bind(2, static_cast<int64_t>(max_title_df + 1));
-      int rc = SQLITE_ROW;
-      while ((rc = titles.step()) == SQLITE_ROW)
-        ids.push_back(titles.int_at(0));
-      if (rc != SQLITE_DONE)
-        return fail();
-      if (ids.size() > max_title_df)
-        continue;
-      for (auto id : ids)
-        title_bonus[id] += title_weight * u.idf;
-    }
-  }
-  // The documents with the largest bonuses (at most `limit`) are ranked
-  // whatever their passages hold: their best passages, in `title_best`
-  // (document, passage, score). Any other document's bonus is at most
-  // `title_rest`.
-  std::vector<std::pair<int64_t, double>> title_docs(title_bonus.begin(), title_bonus.end());
-  std::stable_sort(title_docs.begin(), title_docs.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
-  double title_rest = title_docs.size() > limit ? title_docs[limit].second : 0;
-  double top_bonus = title_docs.empty() ? 0 : title_docs.front().second;
-  if (title_docs.size() > limit)
-    title_docs.resize(limit);
-  struct candidate {
-    int64_t document = 0;
-    int64_t passage = 0;
-    double score = 0; // positive: higher is better
-  };
-  std::vector<candidate> title_best;
-  if (!title_docs.empty()) {
-    // A document's passages have consecutive ids (write_batch inserts them
-    // in one run under the write lock).
-    statement range{db_, "SELECT min(p.id), max(p.id), d.path FROM passages p "
-                         "JOIN documents d ON d.id = p.document_id "
-                         "WHERE p.document_id=?1"};
-    statement within{db_, R"sql(
-      SELECT rowid, rank FROM passages_fts
-      WHERE passages_fts MATCH ?1 AND rank MATCH ?2
-        AND rowid BETWEEN ?3 AND ?4
-      ORDER BY rank LIMIT 1)sql"};
-    if (!range.ok() || !within.ok())
-      return fail();
-    std::string weights = "quarry_rank(";
-    for (size_t i = 0; i < required.size(); ++i)
-      weights += "0, ";
-    weights += all_weights + ")";
-    auto match = required.empty()
-                   ? any
-                   : "(" + group(required, 0, required.size(), " AND ") + ") AND (" + any + ")";
-    for (const auto& [doc, bonus] : title_docs) {
-      range.reset();
-      range.bind(1, doc);
-      if (range.step() != SQLITE_ROW || sqlite3_column_type(range.get(), 0) == SQLITE_NULL)
-        continue; // no passages
-      auto lo = range.int_at(0);
-      auto hi = range.int_at(1);
-      auto path = range.text_at(2);
-      bool passes = std::all_of(parsed.paths.begin(), parsed.paths.end(),
-                                [&](const std::string& part) {
-                                  return path.find(part) != std::string::npos;
-                                });
-      if (!passes)
-        continue;
-      within.reset();
-      within.bind(1, match);
-      within.bind(2, weights);
-      within.bind(3, lo);
-      within.bind(4, hi);
-      auto rc = within.step();
-      if (rc == SQLITE_ROW)
-        title_best.push_back({doc, within.int_at(0), -within.double_at(1) + bonus});
-      else if (rc != SQLITE_DONE)
-        return fail();
-      else if (required.empty()) // the title alone matches
-        title_best.push_back({doc, lo, bonus});
-    }
-  }
-  // Ranks from scratch: the rows of every required phrase, or of any of
-  // the essential units.
-  auto rank_all = [&] {
-    ranked.clear();
-    std::optional<size_t> rows;
-    if (!required.empty())
-      rows = run(group(required, 0, required.size(), " AND "), required.size());
-    else if (essential >= optional.size())
-      rows = run({}, 0);
-    else
-      rows = run(group(optional, 0, essential, " OR "), essential);
-    truncated = rows && *rows == depth;
-    return rows.has_value();
-  };
-  if (!rank_all())
-    return fail();
-  std::vector<candidate> candidates;
-  for (;;) {
-    // Best first; the best passage of each document counts, plus the
-    // document's title bonus.
-    std::stable_sort(ranked.begin(), ranked.end(),
-                     [](const auto& a, const auto& b) { return a.second < b.second; });
-    if (ranked.size() > depth)
-      ranked.resize(depth);
-    candidates = title_best;
-    std::set<int64_t> seen;
-    for (const auto& c : title_best)
-      seen.insert(c.document);
-    // The `limit`-th best score of the candidates so far, worked out again
-    // only after a candidate was added.
-    std::vector<double> scores;
-    double kth_cached = 0;
-    bool kth_known = false;
-    auto kth_score = [&] {
-      if (kth_known)
-        return kth_cached;
-      kth_known = true;
-      kth_cached = -std::numeric_limits<double>::infinity();
-      if (candidates.size() >= limit) {
-        scores.clear();
-        for (const auto& c : candidates)
-          scores.push_back(c.score);
-        std::nth_element(scores.begin(), scores.begin() + static_cast<long>(limit - 1),
-                         scores.end(), std::greater<>{});
-        kth_cached = scores[limit - 1];
-      }
-      return kth_cached;
-    };
-    size_t from_ranked = 0;
-    for (const auto& [id, score] : ranked) {
-      // Later passages score less: done when even the largest bonus
-      // cannot lift one into the top `limit`.
-      if (from_ranked >= limit && -score + top_bonus <= kth_score())
-        break;
-      info.reset();
-      info.bind(1, id);
-      if (info.step() != SQLITE_ROW)
-        continue;
-      auto doc = info.int_at(0);
-      if (!seen.insert(doc).second)
-        continue;
-      ++from_ranked;
-      auto bonus = title_bonus.find(doc);
-      candidates.push_back({doc, id, -score + (bonus == title_bonus.end() ? 0.0 : bonus->second)});
-      kth_known = false;
-    }
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const candidate& a, const candidate& b) { return a.score > b.score; });
-    if (candidates.size() > limit)
-      candidates.resize(limit);
-    if (from_ranked < limit && truncated && depth < max_depth) {
-      depth *= 4;
-      if (!rank_all())
-        return fail();
-      continue;
-    }
-    if (!required.empty() || essential >= optional.size())
-      break;
-    // A document not ranked yet holds no essential unit: its passages
-    // score at most `rest`, its title at most `title_rest`.
-    double rest = 0;
-    for (size_t i = essential; i < optional.size(); ++i)
-      rest += optional[i].idf * (bm25_k1 + 1);
-    double kth = candidates.size() >= limit ? candidates[limit - 1].score : 0;
-    if (kth > rest + title_rest)
-      break;
-    // Not sure yet: the next unit becomes essential, and only its rows
-    // without an essential unit (the others are ranked already) are added.
-    auto next = optional[essential].match + " NOT (" + group(optional, 0, essential, " OR ") + ")";
-    auto rows = run(next, essential + 1);
-    if (!rows)
-      return fail();
-    truncated = truncated || *rows == depth;
-    ++essential;
-  }
-  best.clear();
-  best_docs.clear();
-  for (const auto& c : candidates) {
-    best.emplace_back(c.passage, -c.score);
-    best_docs.push_back(c.document);
-  }
-  for (size_t i = 0; i < best.size(); ++i) {
+  // Reads passage `passage` of `document`: its row into `info` and its text
+  // (only its bytes of the document's text) into `text`, empty if that
+  // cannot be read. False when the passage is gone.
+  auto read_passage = [&](int64_t passage, int64_t document, std::string& text) {
     info.reset();
-    info.bind(1, best[i].first);
+    info.bind(1, passage);
     if (info.step() != SQLITE_ROW)
-      continue;
-    search_hit hit;
-    hit.passage_id = best[i].first;
-    hit.document_id = best_docs[i];
+      return false;
     auto start = info.int_at(1);
     auto length = info.int_at(2);
+    text.clear();
+    sqlite3_blob* blob = nullptr;
+    if (start >= 0 && length >= 0
+        && sqlite3_blob_open(db_, "main", "documents", "body", document, 0, &blob) == SQLITE_OK
+        && start + length <= sqlite3_blob_bytes(blob)) {
+      text.resize(static_cast<size_t>(length));
+      if (sqlite3_blob_read(blob, text.data(), static_cast<int>(length), static_cast<int>(start))
+          != SQLITE_OK)
+        text.clear();
+    }
+    sqlite3_blob_close(blob);
+    return true;
+  };
+  // Ranks the units into `candidates`, at most `want` documents: the best
+  // passage of each, plus its title bonus. False when the database failed.
+  std::vector<candidate> candidates;
+  auto rank_units = [&](size_t want) -> bool {
+    candidates.clear();
+    // Rarest first.
+    std::sort(optional.begin(), optional.end(),
+              [](const unit& a, const unit& b) { return a.idf > b.idf; });
+    auto all = required;
+    all.insert(all.end(), optional.begin(), optional.end());
+    // Top-k pruning (MaxScore): only passages with one of the `essential`
+    // rarest units are ranked, which is exact as long as the best documents
+    // found score more than a passage with all the other units could (each
+    // adds at most idf * (k1 + 1)); else the next unit becomes essential.
+    // Required phrases (quoted) make every phrase essential instead.
+    //
+    // The first essential units: the rarest, and more while the others could
+    // outscore a passage with one match of the rarest (the check below would
+    // fail).
+    size_t essential = 0;
+    if (required.empty()) {
+      double rest = 0;
+      for (const auto& u : optional)
+        rest += u.idf * (bm25_k1 + 1);
+      while (essential < optional.size() && (essential == 0 || rest >= optional[0].idf * 1.5)) {
+        rest -= optional[essential].idf * (bm25_k1 + 1);
+        ++essential;
+      }
+    }
+    constexpr size_t max_depth = 1 << 14;
+    size_t depth = std::max<size_t>(want * 4, 32);
+    // The best passages found (passage id, score).
+    std::vector<std::pair<int64_t, double>> ranked;
+    // The ranking weights of all units (the selecting phrases, which come
+    // first in the expression, get 0) and the expression that ranks them.
+    std::string any;
+    std::string all_weights;
+    for (size_t i = 0; i < all.size(); ++i) {
+      any += (i == 0 ? "" : " OR ") + all[i].match;
+      char buf[40];
+      // (FTS5 reads no exponents in rank arguments.)
+      std::snprintf(buf, sizeof(buf), "%s%.9f", i == 0 ? "" : ", ", all[i].idf);
+      all_weights += buf;
+    }
+    // Ranks the top `depth` passages of the rows `select` (or all rows when
+    // empty) selects, made of `selecting` phrases, into `ranked`.
+    auto run = [&](const std::string& select, size_t selecting) {
+      std::string weights = "quarry_rank(";
+      for (size_t i = 0; i < selecting; ++i)
+        weights += "0, ";
+      weights += all_weights + ")";
+      auto match = select.empty() ? any : "(" + select + ") AND (" + any + ")";
+      rank.reset();
+      rank.bind(1, match);
+      if (!filtered) {
+        top_passages top;
+        top.k = depth;
+        for (size_t i = 0; i < selecting; ++i)
+          top.weights.push_back(0);
+        for (const auto& u : all)
+          top.weights.push_back(u.idf);
+        state.ranking.top = &top;
+        auto rc = rank.step();
+        state.ranking.top = nullptr;
+        if (rc != SQLITE_ROW)
+          return std::optional<size_t>{};
+        for (const auto& [score, id] : top.heap)
+          ranked.emplace_back(id, -score);
+        return std::optional<size_t>{std::min(top.matched, depth)};
+      }
+      rank.bind(2, static_cast<int64_t>(depth));
+      rank.bind(7, weights);
+      for (size_t i = 0; i < 4; ++i)
+        rank.bind(static_cast<int>(3 + i), i < parsed.paths.size()
+                                             ? std::string_view{parsed.paths[i]}
+                                             : std::string_view{""});
+      int rc = SQLITE_ROW;
+      size_t rows = 0;
+      while ((rc = rank.step()) == SQLITE_ROW) {
+        ranked.emplace_back(rank.int_at(0), rank.double_at(1));
+        ++rows;
+      }
+      if (rc != SQLITE_DONE)
+        return std::optional<size_t>{};
+      return std::optional<size_t>{rows};
+    };
+    // Units [from, to) OR'ed (or AND'ed, for required phrases).
+    auto group = [&](const std::vector<unit>& units, size_t from, size_t to, const char* op) {
+      std::string out;
+      for (size_t i = from; i < to; ++i)
+        out += (i == from ? "" : op) + units[i].match;
+      return out;
+    };
+    // Whether the last run reached `depth` (there may be more rows).
+    bool truncated = false;
+    // The title bonus of each document whose title holds a unit.
+    std::map<int64_t, double> title_bonus;
+    {
+      statement titles{db_, "SELECT rowid FROM titles_fts WHERE titles_fts "
+                            "MATCH ?1 LIMIT ?2"};
+      if (!titles.ok())
+        return false;
+      std::vector<int64_t> ids;
+      for (const auto& u : all) {
+        if (u.expansion)
+          continue;
+        ids.clear();
+        titles.reset();
+        titles.bind(1, u.match);
+        titles.bind(2, static_cast<int64_t>(max_title_df + 1));
+        int rc = SQLITE_ROW;
+        while ((rc = titles.step()) == SQLITE_ROW)
+          ids.push_back(titles.int_at(0));
+        if (rc != SQLITE_DONE)
+          return false;
+        if (ids.size() > max_title_df)
+          continue;
+        for (auto id : ids)
+          title_bonus[id] += title_weight * u.idf;
+      }
+    }
+    // The documents with the largest bonuses (at most `want`) are ranked
+    // whatever their passages hold: their best passages, in `title_best`
+    // (document, passage, score). Any other document's bonus is at most
+    // `title_rest`.
+    std::vector<std::pair<int64_t, double>> title_docs(title_bonus.begin(), title_bonus.end());
+    std::stable_sort(title_docs.begin(), title_docs.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    double title_rest = title_docs.size() > want ? title_docs[want].second : 0;
+    double top_bonus = title_docs.empty() ? 0 : title_docs.front().second;
+    if (title_docs.size() > want)
+      title_docs.resize(want);
+    std::vector<candidate> title_best;
+    if (!title_docs.empty()) {
+      // A document's passages have consecutive ids (write_batch inserts them
+      // in one run under the write lock).
+      statement range{db_, "SELECT min(p.id), max(p.id), d.path FROM passages p "
+                           "JOIN documents d ON d.id = p.document_id "
+                           "WHERE p.document_id=?1"};
+      statement within{db_, R"sql(
+        SELECT rowid, rank FROM passages_fts
+        WHERE passages_fts MATCH ?1 AND rank MATCH ?2
+          AND rowid BETWEEN ?3 AND ?4
+        ORDER BY rank LIMIT 1)sql"};
+      if (!range.ok() || !within.ok())
+        return false;
+      std::string weights = "quarry_rank(";
+      for (size_t i = 0; i < required.size(); ++i)
+        weights += "0, ";
+      weights += all_weights + ")";
+      auto match = required.empty()
+                     ? any
+                     : "(" + group(required, 0, required.size(), " AND ") + ") AND (" + any + ")";
+      for (const auto& [doc, bonus] : title_docs) {
+        range.reset();
+        range.bind(1, doc);
+        if (range.step() != SQLITE_ROW || sqlite3_column_type(range.get(), 0) == SQLITE_NULL)
+          continue; // no passages
+        auto lo = range.int_at(0);
+        auto hi = range.int_at(1);
+        auto path = range.text_at(2);
+        bool passes = std::all_of(parsed.paths.begin(), parsed.paths.end(),
+                                  [&](const std::string& part) {
+                                    return path.find(part) != std::string::npos;
+                                  });
+        if (!passes)
+          continue;
+        within.reset();
+        within.bind(1, match);
+        within.bind(2, weights);
+        within.bind(3, lo);
+        within.bind(4, hi);
+        auto rc = within.step();
+        if (rc == SQLITE_ROW)
+          title_best.push_back({doc, within.int_at(0), -within.double_at(1) + bonus});
+        else if (rc != SQLITE_DONE)
+          return false;
+        else if (required.empty()) // the title alone matches
+          title_best.push_back({doc, lo, bonus});
+      }
+    }
+    // Ranks from scratch: the rows of every required phrase, or of any of
+    // the essential units.
+    auto rank_all = [&] {
+      ranked.clear();
+      std::optional<size_t> rows;
+      if (!required.empty())
+        rows = run(group(required, 0, required.size(), " AND "), required.size());
+      else if (essential >= optional.size())
+        rows = run({}, 0);
+      else
+        rows = run(group(optional, 0, essential, " OR "), essential);
+      truncated = rows && *rows == depth;
+      return rows.has_value();
+    };
+    if (!rank_all())
+      return false;
+    for (;;) {
+      // Best first; the best passage of each document counts, plus the
+      // document's title bonus.
+      std::stable_sort(ranked.begin(), ranked.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; });
+      if (ranked.size() > depth)
+        ranked.resize(depth);
+      candidates = title_best;
+      std::set<int64_t> seen;
+      for (const auto& c : title_best)
+        seen.insert(c.document);
+      // The `want`-th best score of the candidates so far, worked out again
+      // only after a candidate was added.
+      std::vector<double> scores;
+      double kth_cached = 0;
+      bool kth_known = false;
+      auto kth_score = [&] {
+        if (kth_known)
+          return kth_cached;
+        kth_known = true;
+        kth_cached = -std::numeric_limits<double>::infinity();
+        if (candidates.size() >= want) {
+          scores.clear();
+          for (const auto& c : candidates)
+            scores.push_back(c.score);
+          std::nth_element(scores.begin(), scores.begin() + static_cast<long>(want - 1),
+                           scores.end(), std::greater<>{});
+          kth_cached = scores[want - 1];
+        }
+        return kth_cached;
+      };
+      size_t from_ranked = 0;
+      for (const auto& [id, score] : ranked) {
+        // Later passages score less: done when even the largest bonus
+        // cannot lift one into the top `want`.
+        if (from_ranked >= want && -score + top_bonus <= kth_score())
+          break;
+        info.reset();
+        info.bind(1, id);
+        if (info.step() != SQLITE_ROW)
+          continue;
+        auto doc = info.int_at(0);
+        if (!seen.insert(doc).second)
+          continue;
+        ++from_ranked;
+        auto bonus = title_bonus.find(doc);
+        candidates.push_back(
+          {doc, id, -score + (bonus == title_bonus.end() ? 0.0 : bonus->second)});
+        kth_known = false;
+      }
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [](const candidate& a, const candidate& b) { return a.score > b.score; });
+      if (candidates.size() > want)
+        candidates.resize(want);
+      if (from_ranked < want && truncated && depth < max_depth) {
+        depth *= 4;
+        if (!rank_all())
+          return false;
+        continue;
+      }
+      if (!required.empty() || essential >= optional.size())
+        break;
+      // A document not ranked yet holds no essential unit: its passages
+      // score at most `rest`, its title at most `title_rest`.
+      double rest = 0;
+      for (size_t i = essential; i < optional.size(); ++i)
+        rest += optional[i].idf * (bm25_k1 + 1);
+      double kth = candidates.size() >= want ? candidates[want - 1].score : 0;
+      if (kth > rest + title_rest)
+        break;
+      // Not sure yet: the next unit becomes essential, and only its rows
+      // without an essential unit (the others are ranked already) are added.
+      auto next = optional[essential].match + " NOT (" + group(optional, 0, essential, " OR ")
+                  + ")";
+      auto rows = run(next, essential + 1);
+      if (!rows)
+        return false;
+      truncated = truncated || *rows == depth;
+      ++essential;
+    }
+    if (candidates.size() > want)
+      candidates.resize(want);
+    return true;
+  };
+  bool feedback = options.feedback_documents > 0 && options.feedback_terms > 0;
+  if (!rank_units(feedback ? std::max(limit, options.feedback_documents) : limit))
+    return fail();
+  if (feedback && !candidates.empty()) {
+    // RM3 (Lavrenko and Croft's relevance model, mixed with the query as
+    // Anserini mixes it): the words of the best passages of the first
+    // ranking's best documents, each weighed by its share of its passage
+    // times the passage's score; the best of them join the query.
+    struct feedback_term {
+      double weight = 0;
+      std::string word; // a word of the passages that gives the term
+    };
+    std::map<std::string, feedback_term> model;
+    std::string text;
+    size_t used = 0;
+    for (const auto& c : candidates) {
+      if (used == options.feedback_documents)
+        break;
+      ++used;
+      if (!read_passage(c.passage, c.document, text) || text.empty())
+        continue;
+      auto language = info.text_at(8);
+      if (language.empty())
+        language = "en";
+      auto words = state.token_words(text, max_feedback_tokens);
+      std::vector<const std::pair<std::string, std::string>*> kept;
+      for (const auto& tw : words)
+        if (tw.first.size() >= 2 && tw.second.find('"') == std::string::npos
+            && !is_stop_word(language, fold_case(tw.second)))
+          kept.push_back(&tw);
+      if (kept.empty() || c.score <= 0)
+        continue;
+      auto share = c.score / static_cast<double>(kept.size());
+      for (const auto* tw : kept) {
+        auto& t = model[tw->first];
+        t.weight += share;
+        if (t.word.empty())
+          t.word = tw->second;
+      }
+    }
+    std::vector<std::pair<double, std::string>> chosen;
+    for (const auto& [token, t] : model)
+      chosen.emplace_back(t.weight, token);
+    std::sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    if (chosen.size() > options.feedback_terms)
+      chosen.resize(options.feedback_terms);
+    double sum = 0;
+    for (const auto& c : chosen)
+      sum += c.first;
+    if (sum > 0 && options.query_share < 1) {
+      // Weights scaled so that a word of the query alone weighs 1 (the
+      // ranking is the same at any scale; the title bonus and the pruning
+      // bounds scale with the units' weights).
+      auto keep = std::max(options.query_share, 0.05);
+      auto scale = (1 - keep) / keep * static_cast<double>(required.size() + optional.size());
+      std::map<std::string, size_t> by_key;
+      for (size_t i = 0; i < optional.size(); ++i)
+        by_key[optional[i].key] = i;
+      std::vector<unit> added;
+      for (const auto& [weight, token] : chosen) {
+        auto w = scale * weight / sum;
+        if (auto i = by_key.find(token + ' '); i != by_key.end()) {
+          optional[i->second].idf *= 1 + w;
+          continue;
+        }
+        if (!seen_units.insert(token + ' ').second)
+          continue; // a phrase of one word: its weight stays
+        unit u;
+        u.match = '"' + model[token].word + '"';
+        u.key = token + ' ';
+        u.expansion = true;
+        u.df = state.frequency(db_, token);
+        auto df = static_cast<double>(u.df);
+        u.idf = std::max(std::log((n - df + 0.5) / (df + 0.5)), 1e-6) * w;
+        added.push_back(std::move(u));
+      }
+      optional.insert(optional.end(), added.begin(), added.end());
+      if (!rank_units(limit))
+        return fail();
+    }
+  }
+  if (candidates.size() > limit)
+    candidates.resize(limit);
+  for (const auto& c : candidates) {
+    search_hit hit;
+    if (!read_passage(c.passage, c.document, hit.text))
+      continue;
+    hit.passage_id = c.passage;
+    hit.document_id = c.document;
     hit.heading = info.text_at(3);
     hit.path = info.text_at(4);
     hit.url = file_url(hit.path);
@@ -446,20 +564,7 @@ search_result corpus_index::search(const std::string& query, size_t limit) {
     hit.date = info.text_at(6);
     hit.date_source = info.text_at(7);
     hit.language = info.text_at(8);
-    hit.score = best[i].second;
-    // Only the passage's bytes of the document's text are read.
-    sqlite3_blob* blob = nullptr;
-    if (start >= 0 && length >= 0
-        && sqlite3_blob_open(db_, "main", "documents", "body", hit.document_id, 0, &blob)
-             == SQLITE_OK
-        && start + length <= sqlite3_blob_bytes(blob)) {
-      hit.text.resize(static_cast<size_t>(length));
-      if (sqlite3_blob_read(blob, hit.text.data(), static_cast<int>(length),
-                            static_cast<int>(start))
-          != SQLITE_OK)
-        hit.text.clear();
-    }
-    sqlite3_blob_close(blob);
+    hit.score = -c.score;
     hit.snippet = make_snippet(hit.text, terms);
     result.hits.push_back(std::move(hit));
   }

@@ -63,6 +63,10 @@ TEST_CASE("local_corpus config") {
   // Up to 100 documents a call (a ranking measured at depth 100).
   CHECK(parse_config({{"max_results", 100}}, "/d").max_results == 100);
   CHECK_THROWS_AS(parse_config({{"max_results", 101}}, "/d"), std::invalid_argument);
+  // Feedback widens each query unless turned off.
+  CHECK(parse_config(nlohmann::json::object(), "/d").feedback);
+  CHECK_FALSE(parse_config({{"feedback", false}}, "/d").feedback);
+  CHECK_THROWS_AS(parse_config({{"feedback", "yes"}}, "/d"), std::invalid_argument);
   CHECK_THROWS_AS(parse_config(nlohmann::json::object(), ""), std::invalid_argument);
 }
 

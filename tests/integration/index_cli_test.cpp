@@ -95,6 +95,14 @@ struct index_cli_fixture {
     return result;
   }
 
+  // The title of the first document internal_search found for `query`.
+  std::string first_title(const std::string& db, const std::string& query) {
+    auto found = search(db, query);
+    if (!found["documents"].is_array() || found["documents"].empty())
+      return {};
+    return found["documents"][0]["title"].get<std::string>();
+  }
+
   std::string path_of(const std::string& name) {
     return fs::weakly_canonical(work.file(name)).string();
   }
@@ -417,6 +425,8 @@ TEST_CASE_FIXTURE(index_cli_fixture, "SIGINT in the middle of an index run keeps
   CHECK(j["unchanged"].get<size_t>() >= committed);
   CHECK(j["added"].get<int>() > 0);
   CHECK(j["total_documents"] == files);
-  CHECK(titles(db, "Marker0") == "File 0");
-  CHECK(titles(db, "Marker" + std::to_string(files - 1)) == "File " + std::to_string(files - 1));
+  // (Feedback adds the files that share their other words after them.)
+  CHECK(first_title(db, "Marker0") == "File 0");
+  CHECK(first_title(db, "Marker" + std::to_string(files - 1))
+        == "File " + std::to_string(files - 1));
 }

@@ -43,6 +43,10 @@ constexpr size_t max_title_df = 1000;
 // The words of a feedback passage that are read (a passage is at most about
 // 2,000 characters: some 400 words).
 constexpr size_t max_feedback_tokens = 2048;
+// At most this many feedback documents and added words (more would only
+// cost time: RM3 is tuned at 10 and 10).
+constexpr size_t max_feedback_documents = 100;
+constexpr size_t max_feedback_terms = 100;
 
 } // namespace
 
@@ -466,8 +470,9 @@ search_result corpus_index::search(const std::string& query, size_t limit,
       candidates.resize(want);
     return true;
   };
-  bool feedback = options.feedback_documents > 0 && options.feedback_terms > 0;
-  if (!rank_units(feedback ? std::max(limit, options.feedback_documents) : limit))
+  auto feedback_documents = std::min(options.feedback_documents, max_feedback_documents);
+  bool feedback = feedback_documents > 0 && options.feedback_terms > 0;
+  if (!rank_units(feedback ? std::max(limit, feedback_documents) : limit))
     return fail();
   if (feedback && !candidates.empty()) {
     // RM3 (Lavrenko and Croft's relevance model, mixed with the query as
@@ -482,7 +487,7 @@ search_result corpus_index::search(const std::string& query, size_t limit,
     std::string text;
     size_t used = 0;
     for (const auto& c : candidates) {
-      if (used == options.feedback_documents)
+      if (used == feedback_documents)
         break;
       ++used;
       if (!read_passage(c.passage, c.document, text) || text.empty())
@@ -512,8 +517,8 @@ search_result corpus_index::search(const std::string& query, size_t limit,
     std::sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) {
       return a.first != b.first ? a.first > b.first : a.second < b.second;
     });
-    if (chosen.size() > options.feedback_terms)
-      chosen.resize(options.feedback_terms);
+    if (chosen.size() > std::min(options.feedback_terms, max_feedback_terms))
+      chosen.resize(std::min(options.feedback_terms, max_feedback_terms));
     double sum = 0;
     for (const auto& c : chosen)
       sum += c.first;

@@ -141,7 +141,8 @@ struct search_options {
   /// then the search ranks again. 0 documents: one ranking, no feedback.
   /// Anserini's defaults (10, 10, 0.5) raised nDCG@10 by 9 % and
   /// recall@100 by 5 % over a plain BM25 on Cranfield 1400
-  /// (bench/README.md, `quarry_bench_retrieval`).
+  /// (bench/README.md, `quarry_bench_retrieval`). Both counts are capped
+  /// at 100.
   size_t feedback_documents = 0;
   size_t feedback_terms = 10;
   /// At least 0.05 (a smaller share counts as 0.05); 1 or more keeps the

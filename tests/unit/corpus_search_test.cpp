@@ -178,6 +178,8 @@ TEST_CASE("corpus_search: feedback widens a query with the words its best passag
                                "yearly service.\n");
   tmp.write("docs/garden.md", "# Garden\n\nTomatoes need sun and water.\n");
   tmp.write("docs/other/loop.md", "# Other\n\nA refrigerant loop in a fridge.\n");
+  // Words in half of the passages or more weigh nothing: a corpus of more.
+  write_fillers(tmp, 8, "Notes on bread, cheese and apples.");
   auto index = open_index(tmp.file("corpus.db"));
   REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
   // Without feedback only the document with the query's words is found.

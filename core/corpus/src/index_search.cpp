@@ -47,6 +47,8 @@ constexpr size_t max_feedback_tokens = 2048;
 // cost time: RM3 is tuned at 10 and 10).
 constexpr size_t max_feedback_documents = 100;
 constexpr size_t max_feedback_terms = 100;
+// Added words in this share of the passages or more are left out.
+constexpr double max_feedback_df_share = 0.5;
 
 } // namespace
 
@@ -546,6 +548,10 @@ search_result corpus_index::search(const std::string& query, size_t limit,
         u.expansion = true;
         u.df = state.frequency(db_, token);
         auto df = static_cast<double>(u.df);
+        // A word in half of the passages or more has no weight (its IDF is
+        // not above 0) and would cost the second ranking its long list.
+        if (df >= n * max_feedback_df_share)
+          continue;
         u.idf = std::max(std::log((n - df + 0.5) / (df + 0.5)), 1e-6) * w;
         added.push_back(std::move(u));
       }

@@ -469,6 +469,33 @@ void report_written(agent_ptr self) {
   finish(self, std::move(r));
 }
 
+// The hard time limit came first: the agent keeps what it found (its report
+// as far as it was written, else the sources it had read, marked as cut by
+// time) instead of losing it; with nothing found, it fails.
+void time_up(agent_ptr self) {
+  auto& st = self->state;
+  const auto& documents = st.round.numbers.documents();
+  auto text = core::time_cut_report(st.writing_report ? st.report_text : std::string{}, documents,
+                                    st.spec.hard_timeout);
+  if (text.empty()) {
+    fail(self, "the research agent ran out of time");
+    return;
+  }
+  close_reasoning(self);
+  if (!st.report_started) {
+    emit(self, agent_at(self), core::packets::intermediate_report_start());
+    st.report_started = true;
+  }
+  // What was streamed already stays; the rest follows.
+  auto shown = st.writing_report ? st.report_text.size() : 0;
+  if (shown <= text.size() && text.compare(0, shown, st.report_text, 0, shown) == 0)
+    emit(self, agent_at(self), core::packets::intermediate_report_delta(text.substr(shown)));
+  else
+    emit(self, agent_at(self), core::packets::intermediate_report_delta(text));
+  st.report_text = std::move(text);
+  report_written(self);
+}
+
 research_agent_full_actor::behavior_type
 agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm, tool_set tools,
            packet_sink_actor emitter, std::shared_ptr<const core::prompt_library> prompts,
@@ -540,7 +567,7 @@ agent_impl(agent_ptr self, agent_spec spec, llm_provider_actor llm, tool_set too
       if (st.done)
         return;
       self->send(st.llm, cancel_atom::value, st.current_call);
-      fail(self, "the research agent ran out of time");
+      time_up(self);
     },
   };
 }

@@ -276,7 +276,8 @@ std::vector<config_key> make_schema() {
   s.add("research.agent_timeout", t::duration,
         field(&settings::research, &research_settings::agent_timeout))
     .range(1s, 24h)
-    .doc("An agent is given up after this long, report or not.");
+    .doc("An agent stops after this long and keeps what it found (its report as far as "
+         "it was written, else the sources it read).");
   s.add("research.clarify", t::boolean, field(&settings::research, &research_settings::clarify))
     .doc("Ask clarifying questions first when the question is unclear.");
   s.add("research.reasoning_model", t::string,

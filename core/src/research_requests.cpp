@@ -341,6 +341,51 @@ std::string findings_report(const std::vector<std::pair<std::string, std::string
   return body;
 }
 
+std::string time_cut_report(const std::string& written,
+                            const std::map<int, sdk::document>& documents,
+                            std::chrono::milliseconds limit) {
+  constexpr size_t excerpt_bytes = 300;
+  auto note = std::string{time_cut_marker} + "research.agent_timeout, " + format_duration(limit)
+              + ") before it finished its report";
+  if (written.find_first_not_of(" \t\r\n") != std::string::npos) {
+    // Whole, as it was streamed: the note follows it.
+    return written + "\n\n" + note + "; it is incomplete.\n";
+  }
+  // One line per document: what the agent read, as it found it.
+  auto one_line = [](std::string_view text) {
+    std::string out;
+    bool space = false;
+    for (auto c : sdk::utf8_prefix(text, excerpt_bytes)) {
+      if (c == '[')
+        c = '(';
+      else if (c == ']')
+        c = ')';
+      if (c == '\n' || c == '\r' || c == '\t' || c == ' ') {
+        space = !out.empty();
+        continue;
+      }
+      if (space)
+        out += ' ';
+      space = false;
+      out += c;
+    }
+    return out;
+  };
+  std::string body;
+  for (const auto& [n, d] : documents) {
+    auto title = one_line(d.title.empty() ? d.url : d.title);
+    auto excerpt = one_line(d.snippet.empty() ? d.content : d.snippet);
+    body += "- " + (title.empty() ? std::string{"Source"} : title);
+    if (!excerpt.empty())
+      body += ": " + excerpt;
+    body += " [" + std::to_string(n) + "]\n";
+  }
+  if (body.empty())
+    return {};
+  return "The sources the research agent had read:\n\n" + body + "\n" + note
+         + "; these are its sources, not a written report.\n";
+}
+
 std::vector<std::pair<int, sdk::document>>
 cited_documents(const std::string& report, const std::map<int, sdk::document>& documents) {
   citation_processor seen{citation_mode::keep_markers};

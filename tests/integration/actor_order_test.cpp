@@ -16,6 +16,7 @@
 #include "quarry/actors/session.hpp"
 #include "quarry/actors/tool_provider.hpp"
 #include "quarry/core/prompts.hpp"
+#include "quarry/core/research_requests.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -610,6 +611,75 @@ QUARRY_CAF_TEST(
     CAF_CHECK_EQUAL(r.tab_index, 2);
     CAF_CHECK(!r.ok);
     CAF_CHECK(r.failure.find("ran out of time") != std::string::npos);
+  });
+  CAF_CHECK(nothing_more()); // exactly once
+  anon_send_exit(agent, caf::exit_reason::kill);
+  anon_send(model, actors::stop_atom::value);
+  anon_send_exit(em, caf::exit_reason::kill);
+  consume_messages();
+}
+
+QUARRY_CAF_TEST(research agent past its hard time limit keeps the sources it had read as its report
+                  marked as cut by time) {
+  auto plugin = std::make_shared<fake_llm>();
+  auto model = llm(plugin, 4);
+  auto em = actors::spawn_emitter(sys, "virtual");
+  auto searcher = std::make_shared<fake_tool>();
+  actors::tool_actor_settings ts;
+  ts.name = "slow_tool";
+  ts.timeout = std::chrono::hours{1};
+  ts.cache_ttl = 0ms;
+  actors::tool_set tools;
+  tools.tools["slow_tool"] = {actors::spawn_tool_provider(sys, searcher, ts),
+                              searcher->definition(), sdk::tool_kind::internal_search};
+  actors::agent_spec spec;
+  spec.call_id = "call_1";
+  spec.task = "Wie taut eine Wärmepumpe ab?";
+  spec.tab_index = 1;
+  spec.force_report_after = std::chrono::minutes{12};
+  spec.hard_timeout = std::chrono::minutes{30};
+  spec.current_datetime = "Sunday November 22, 2026";
+  auto agent = actors::spawn_research_agent(
+    sys, spec, model, tools, em,
+    std::make_shared<core::prompt_library>(core::prompt_library::embedded()),
+    caf::actor_cast<actors::agent_parent_actor>(self));
+  consume_messages();
+  // The model searches; the search finds two documents.
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
+  sdk::chat_result step;
+  step.tool_calls.push_back({"c1", "slow_tool", R"({"queries": ["Abtauen"]})"});
+  step.finish = sdk::finish_reason::tool_calls;
+  plugin->calls[0].first->on_done(step);
+  consume_messages();
+  CAF_REQUIRE_EQUAL(searcher->runs.size(), 1u);
+  sdk::tool_result found;
+  // As the searches write it: the results numbered in order.
+  found.llm_text = R"({"results": [{"document": 1, "title": "Abtauen"}, )"
+                   R"({"document": 2, "title": "Umkehrventil"}]})";
+  for (auto name : {"Abtauen", "Umkehrventil"}) {
+    sdk::document d;
+    d.id = std::string{"corpus:"} + name;
+    d.url = std::string{"file:///docs/"} + name + ".md";
+    d.title = name;
+    d.snippet = std::string{"Über "} + name + ".";
+    d.kind = sdk::source_kind::internal;
+    found.documents.push_back(d);
+  }
+  searcher->runs[0].first(found);
+  consume_messages();
+  // The next step is with the model, which never answers.
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 2u);
+  advance_time(std::chrono::minutes{30});
+  consume_messages();
+  CAF_CHECK_GREATER_OR_EQUAL(plugin->calls[1].second->cancels, 1);
+  next([](actors::agent_done_atom, actors::agent_result& r) {
+    CAF_CHECK(r.ok);
+    CAF_CHECK_EQUAL(r.call_id, "call_1");
+    CAF_CHECK(r.report.find("- Abtauen: Über Abtauen. [1]") != std::string::npos);
+    CAF_CHECK(r.report.find("- Umkehrventil: Über Umkehrventil. [2]") != std::string::npos);
+    CAF_CHECK(r.report.find(core::time_cut_marker) != std::string::npos);
+    CAF_REQUIRE_EQUAL(r.cited.size(), 2u);
+    CAF_CHECK_EQUAL(r.cited[0].second.title, "Abtauen");
   });
   CAF_CHECK(nothing_more()); // exactly once
   anon_send_exit(agent, caf::exit_reason::kill);

@@ -446,3 +446,41 @@ TEST_CASE("research requests: an agent's step calls sorted by what they ask for"
   CHECK(none.thinks.empty());
   CHECK(none.work.empty());
 }
+
+TEST_CASE("research requests: an agent cut by its time limit keeps its report or its sources") {
+  using namespace std::chrono_literals;
+  std::map<int, sdk::document> docs;
+  sdk::document a;
+  a.title = "Defrost cycles";
+  a.url = "https://example.org/defrost";
+  a.snippet = "Frost on the coil\n  is melted [3] by\treversing the cycle.";
+  docs[1] = a;
+  sdk::document b;
+  b.url = "https://example.org/untitled";
+  b.content = std::string(400, 'x') + " tail";
+  docs[2] = b;
+  // Nothing written: the sources, one line each, then the note.
+  auto listed = core::time_cut_report("", docs, 30min);
+  CHECK(
+    listed.find("- Defrost cycles: Frost on the coil is melted (3) by reversing the cycle. [1]\n")
+    != std::string::npos);
+  // No title: the URL; no snippet: the start of the text, at most 300 bytes.
+  CHECK(listed.find("- https://example.org/untitled: " + std::string(300, 'x') + " [2]\n")
+        != std::string::npos);
+  CHECK(listed.find("tail") == std::string::npos);
+  CHECK(listed.find(core::time_cut_marker) != std::string::npos);
+  CHECK(listed.find("research.agent_timeout, 30m") != std::string::npos);
+  // The citations the listing makes are exactly its documents' numbers.
+  auto cited = core::cited_documents(listed, docs);
+  REQUIRE(cited.size() == 2);
+  CHECK(cited[0].first == 1);
+  CHECK(cited[1].first == 2);
+  // A report being written is kept whole, as streamed, and the note follows.
+  auto kept = core::time_cut_report("Defrost melts ice [1].", docs, 30min);
+  CHECK(kept.rfind("Defrost melts ice [1].\n\n", 0) == 0);
+  CHECK(kept.find(core::time_cut_marker) != std::string::npos);
+  CHECK(kept.find("- Defrost cycles") == std::string::npos);
+  // Nothing written and nothing read: nothing to keep.
+  CHECK(core::time_cut_report("  \n", {}, 30min).empty());
+  CHECK_FALSE(core::time_cut_report("  \n", docs, 30min).empty());
+}

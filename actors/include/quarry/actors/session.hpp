@@ -97,7 +97,7 @@ struct session_spec {
   std::chrono::milliseconds final_report_timeout{std::chrono::minutes{5}};
   /// Per agent: time to report, hard limit.
   std::chrono::milliseconds agent_force_report{std::chrono::minutes{12}};
-  std::chrono::milliseconds agent_hard_timeout{std::chrono::minutes{20}};
+  std::chrono::milliseconds agent_hard_timeout{std::chrono::minutes{30}};
   /// Prompt tokens the models accept.
   int64_t context_tokens = 128000;
   /// Output token caps (research.max_tokens.*; the design's values).

@@ -142,7 +142,7 @@ struct agent_spec {
   /// After this long the agent stops researching and writes its report.
   std::chrono::milliseconds force_report_after{std::chrono::minutes{12}};
   /// After this long the agent gives up, report or not.
-  std::chrono::milliseconds hard_timeout{std::chrono::minutes{20}};
+  std::chrono::milliseconds hard_timeout{std::chrono::minutes{30}};
   /// Prompt tokens the model accepts.
   int64_t context_tokens = 128000;
   /// Output limits of a research step and of the report.

@@ -23,8 +23,9 @@ bool final_cycle(int cycle, int max_cycles) noexcept;
 struct agent_time_limits {
   /// After this long the agent stops researching and writes its report.
   std::chrono::milliseconds force_report_after{std::chrono::minutes{12}};
-  /// After this long the agent gives up, report or not.
-  std::chrono::milliseconds hard_timeout{std::chrono::minutes{20}};
+  /// After this long the agent stops, report or not (Onyx's
+  /// RESEARCH_AGENT_TIMEOUT_SECONDS, 1800 s); it keeps what it found.
+  std::chrono::milliseconds hard_timeout{std::chrono::minutes{30}};
 };
 
 /// The deadline of a research session, counted from its construction.

@@ -298,6 +298,22 @@ std::string tool_call_failed_text(const std::string& tool, const std::string& wh
 std::string findings_report(const std::vector<std::pair<std::string, std::string>>& findings,
                             const std::string& why);
 
+/// The words that start the note of an intermediate report cut by the
+/// research agent's time limit.
+inline constexpr const char* time_cut_marker = "> **Note:** the research agent's time ran out (";
+
+/// What a research agent keeps when its hard time limit (`limit`) comes
+/// before its report is done: the report as far as it was `written` (whole,
+/// so that it is a prefix of the result), else
+/// the `documents` it had read by their agent-local numbers, each a line
+/// with its title, a short excerpt (the snippet, else the start of the text;
+/// brackets and line breaks taken out) and its citation marker; then a
+/// visible note (starting with @ref time_cut_marker) that says the report
+/// was cut by time. Empty when nothing was written and nothing read.
+std::string time_cut_report(const std::string& written,
+                            const std::map<int, sdk::document>& documents,
+                            std::chrono::milliseconds limit);
+
 /// The documents an intermediate `report` cites, in first-cited order, by
 /// agent-local number: the citation markers of the keep-markers processor
 /// (code spans skipped) that name a number of `documents`.

@@ -190,8 +190,9 @@ struct research_settings {
   int max_plan_steps = 6;
   /// An agent writes its report after this long.
   std::chrono::milliseconds agent_report_after{std::chrono::minutes{12}};
-  /// An agent is given up after this long.
-  std::chrono::milliseconds agent_timeout{std::chrono::minutes{20}};
+  /// An agent stops after this long (Onyx's RESEARCH_AGENT_TIMEOUT_SECONDS,
+  /// 1800 s), keeping what it found.
+  std::chrono::milliseconds agent_timeout{std::chrono::minutes{30}};
   /// Ask clarifying questions when the question is unclear.
   bool clarify = true;
   /// The models reason natively (no think_tool, 4 cycles): `auto` (from

@@ -18,10 +18,13 @@
 #include "support/fake_llm_server.hpp"
 #include "support/process.hpp"
 
+#include "quarry/core/prompts.hpp"
+
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
@@ -122,13 +125,18 @@ struct golden_fixture {
   }
 
   /// The environment of a research against `server`. The folders of this
-  /// checkout and of the test's home reach the model inside `file://` URLs:
-  /// the server leaves them out of its token counts, which the transcript
-  /// keeps.
+  /// checkout and of the test's home reach the model inside `file://` URLs,
+  /// and today's date in the prompts ("Today is Tuesday December 01, 2026":
+  /// its length changes from day to day): the server leaves them out of its
+  /// token counts, which the transcript keeps. Yesterday and tomorrow too,
+  /// for a run across midnight.
   std::vector<std::pair<std::string, std::optional<std::string>>>
   openai_at(test::fake_llm_server& server) const {
     server.uncounted(QUARRY_SOURCE_DIR);
     server.uncounted(home.path());
+    auto now = std::chrono::system_clock::now();
+    for (auto day : {-24, 0, 24})
+      server.uncounted(core::prompt_date(now + std::chrono::hours{day}));
     return {{"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", server.base_url_openai()}};
   }
 

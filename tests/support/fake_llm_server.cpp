@@ -4,6 +4,7 @@
 #include "support/fake_llm_server.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -1395,6 +1396,13 @@ response_plan fake_llm_server::answer(const request& req) {
     if (recording_)
       requests_.push_back(rec);
     info.counted_bytes = rec.raw_body.size();
+    // QUARRY_FAKE_LLM_DUMP=DIR: each request's body as DIR/<number>.json,
+    // to see what a transcript's token counts are made of.
+    if (const char* dump = std::getenv("QUARRY_FAKE_LLM_DUMP"); dump != nullptr && *dump != 0) {
+      std::ofstream out{std::string{dump} + "/" + std::to_string(number) + ".json",
+                        std::ios::binary};
+      out << rec.raw_body;
+    }
     for (const auto& text : uncounted_)
       for (auto at = rec.raw_body.find(text); at != std::string::npos;
            at = rec.raw_body.find(text, at + text.size()))

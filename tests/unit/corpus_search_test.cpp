@@ -203,6 +203,28 @@ TEST_CASE("corpus_search: feedback widens a query with the words its best passag
   CHECK(index->search("zeppelin", 5, fb).hits.empty());
 }
 
+TEST_CASE("corpus_search: feedback from passages with quotes, FTS5 syntax and bad bytes stays a "
+          "search") {
+  test::temp_dir tmp;
+  // The words feedback adds come from the passages: quotes inside words,
+  // FTS5 operators and column filters, stray bytes.
+  tmp.write("docs/odd.md", "# Odd\n\nValve say\"s \"NEAR(valve\" OR AND NOT body: title:* "
+                           "valve^2 \xff\xfe\xc3 valve-valve valve\n");
+  tmp.write("docs/plain.md", "# Plain\n\nA valve and a body near the title.\n");
+  write_fillers(tmp, 8, "Notes on bread, cheese and apples.");
+  auto index = open_index(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  search_options fb;
+  fb.feedback_documents = 2;
+  fb.feedback_terms = 20;
+  auto found = index->search("valve", 5, fb);
+  REQUIRE_FALSE(found.failure.has_value());
+  auto got = titles(found);
+  CHECK(std::find(got.begin(), got.end(), "Odd") != got.end());
+  CHECK(std::find(got.begin(), got.end(), "Plain") != got.end());
+  CHECK(std::find(got.begin(), got.end(), "Filler 0") == got.end());
+}
+
 TEST_CASE("corpus_search filters by path") {
   test::temp_dir tmp;
   tmp.write("docs/notes/energy.md", "# Notes\n\nSolar panels and wind.\n");

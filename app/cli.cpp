@@ -3,6 +3,7 @@
 #include "cli.hpp"
 
 #include "cluster_checks.hpp"
+#include "cmd_eval.hpp"
 
 #include "config_checks.hpp"
 #include "context.hpp"
@@ -405,6 +406,9 @@ int run(int argc, char** argv) {
                     "the per-user data folder)");
   index->add_flag("--json", index_opts.json, "Print the counts as JSON");
 
+  eval_commands eval_cmds;
+  add_eval_commands(cli, eval_cmds);
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -458,13 +462,15 @@ int run(int argc, char** argv) {
   // Every command that uses the instances checks them first, all errors at
   // once (`config check` reports them its own way).
   if (llm_chat->parsed() || tool_run->parsed() || research->parsed() || sessions_resume->parsed()
-      || serve->parsed() || extract->parsed() || index->parsed() || worker->parsed()) {
+      || serve->parsed() || extract->parsed() || index->parsed() || worker->parsed()
+      || eval_cmds.run->parsed()) {
     instance_check_options check;
     check.make_tools = tool_run->parsed() || research->parsed() || sessions_resume->parsed()
-                       || serve->parsed() || worker->parsed();
+                       || serve->parsed() || worker->parsed() || eval_cmds.run->parsed();
     auto seen = ctx.config.warnings.size();
     auto errors = check_configured_instances(ctx, check);
-    if (research->parsed() || sessions_resume->parsed() || serve->parsed() || worker->parsed())
+    if (research->parsed() || sessions_resume->parsed() || serve->parsed() || worker->parsed()
+        || eval_cmds.run->parsed())
       for (auto& e : check_cluster_settings(ctx.config.values))
         errors.push_back(std::move(e));
     for (auto i = seen; i < ctx.config.warnings.size(); ++i)
@@ -479,7 +485,8 @@ int run(int argc, char** argv) {
     for (const auto& added : ctx.config.environment_defaults) {
       auto is_llm = added.key.rfind("llm.", 0) == 0;
       if (research->parsed() || sessions_resume->parsed() || serve->parsed() || worker->parsed()
-          || (llm_chat->parsed() && is_llm) || (tool_run->parsed() && !is_llm))
+          || eval_cmds.run->parsed() || (llm_chat->parsed() && is_llm)
+          || (tool_run->parsed() && !is_llm))
         std::cerr << "quarry: using " << added.description << "\n";
     }
   }
@@ -519,6 +526,10 @@ int run(int argc, char** argv) {
     rc = cmd_extract(ctx, extract_opts);
   else if (index->parsed())
     rc = cmd_index(ctx, index_opts);
+  else if (eval_cmds.run->parsed())
+    rc = cmd_eval_run(ctx, eval_cmds.run_options);
+  else if (eval_cmds.report->parsed())
+    rc = cmd_eval_report(ctx, eval_cmds.report_options);
   spdlog::default_logger()->flush();
   // Stop the services first (cancel HTTP transfers, drain the pool) while
   // every plugin's code is still loaded, then drop the registry.

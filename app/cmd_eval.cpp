@@ -339,6 +339,13 @@ int cmd_eval_run(context& ctx, const eval_run_options& opts) {
       return true;
     };
 
+    auto count_running = [&] {
+      counts.running = 0;
+      for (auto& [id, f] : flights)
+        if (!f.outcome)
+          ++counts.running;
+    };
+
     // A research whose run and sink have ended: its result is written.
     auto land = [&](const std::string& id) {
       auto it = flights.find(id);
@@ -391,6 +398,8 @@ int cmd_eval_run(context& ctx, const eval_run_options& opts) {
         } else if (!finish_files()) {
           fatal = true;
         }
+        count_running();
+        progress.update(counts, false);
         std::string said = "quarry: eval: " + shown_id(q.id) + ": " + fr.status;
         if (fr.status == "completed")
           said += ", " + std::to_string(result.value("unique_cited_sources", 0)) + " sources cited";
@@ -431,10 +440,7 @@ int cmd_eval_run(context& ctx, const eval_run_options& opts) {
       }
       if (flights.empty() && (stopping || next >= todo.size()))
         break;
-      counts.running = 0;
-      for (auto& [id, f] : flights)
-        if (!f.outcome)
-          ++counts.running;
+      count_running();
       progress.update(counts);
       std::vector<std::string> landed;
       self->receive([](run_started_atom, const std::string&, const std::string&) {},

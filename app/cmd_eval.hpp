@@ -69,8 +69,9 @@ void add_eval_commands(CLI::App& cli, eval_commands& out);
 /// or folder, 130/143 when interrupted (finished questions are kept).
 int cmd_eval_run(context& ctx, const eval_run_options& opts);
 
-/// `quarry eval report DIR [DIR2] [--html FILE]`: exit 0, or 2 when a
-/// folder holds no run or the page cannot be written.
+/// `quarry eval report DIR [DIR2] [--html FILE]`: exit 0; 2 when a folder
+/// holds no run or the page's path cannot take a file; 1 when writing the
+/// page fails.
 int cmd_eval_report(context& ctx, const eval_report_options& opts);
 
 } // namespace quarry::app

@@ -2,7 +2,8 @@
 // (the extractive provider over the example corpus): the example question set
 // (examples/eval) cites the sources it expects, every output file is
 // well-formed, each question is a stored session, a run killed with SIGKILL
-// goes on with --resume and asks only what is missing, two runs are compared,
+// goes on with --resume and asks only what is missing (and one stopped by
+// SIGINT exits 130 keeping what finished), two runs are compared,
 // and hostile input (bad lines, duplicate ids, a missing prompt, a folder that
 // cannot be written, another question set on --resume) is a clear error with
 // a non-zero exit that changes nothing already written.
@@ -277,6 +278,34 @@ TEST_CASE_FIXTURE(eval_fixture, "eval: a run killed with SIGKILL goes on with --
         != std::string::npos);
   CHECK(again.out.find("5 questions, 5 completed") != std::string::npos);
   CHECK(sessions() == stored);
+}
+
+TEST_CASE_FIXTURE(eval_fixture, "eval: SIGINT stops the run with exit 130, keeps the questions "
+                                "that finished and --resume completes it") {
+  auto dir = home.file("run");
+  auto opts = test::isolated_quarry_options(home.path(), {});
+  test::child_process child{argv({"eval", "run", example_questions, "--out", dir}), opts};
+  auto first = dir + "/results/1.json";
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes{4};
+  while (!fs::exists(first) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  REQUIRE(fs::exists(first));
+  child.signal(SIGINT);
+  auto stopped = child.wait(std::chrono::seconds{60});
+  CAPTURE(stopped.err);
+  CHECK(stopped.exit_code == 130);
+  CHECK(stopped.err.find("interrupted by SIGINT; go on with: quarry eval run")
+        != std::string::npos);
+  auto kept = test::read_file(first);
+  CHECK(json::parse(kept)["status"] == "completed");
+  auto articles = jsonl(dir + "/articles.jsonl");
+  CHECK(articles.size() >= 1);
+  CHECK(articles.size() < 5);
+  auto resumed = quarry({"eval", "run", example_questions, "--out", dir, "--resume"});
+  CAPTURE(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(test::read_file(first) == kept);
+  CHECK(jsonl(dir + "/articles.jsonl").size() == 5);
 }
 
 TEST_CASE_FIXTURE(eval_fixture, "eval: bad lines, duplicate ids, a missing prompt, an unwritable "

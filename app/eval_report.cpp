@@ -494,6 +494,25 @@ std::string distribution_chart(const metric& m, const std::vector<run_summary>& 
   }
   if (hi <= lo)
     hi = lo + 1;
+  // Four steps of a round size (1, 1.5, 2, 2.5, 3, 4, 5 or 7.5 times a power
+  // of ten).
+  auto raw = (hi - lo) / 4;
+  auto power = std::pow(10.0, std::floor(std::log10(raw)));
+  auto f = raw / power;
+  double step = 10 * power;
+  for (double nice : {1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5})
+    if (f <= nice) {
+      step = nice * power;
+      break;
+    }
+  hi = lo + 4 * step;
+  // Enough digits to tell the ticks apart.
+  int tick_decimals = 0;
+  while (tick_decimals < 4
+         && std::fabs(step * std::pow(10.0, tick_decimals)
+                      - std::round(step * std::pow(10.0, tick_decimals)))
+              > 1e-9)
+    ++tick_decimals;
   auto x = [&](double v) { return left + (v - lo) / (hi - lo) * (width - left - right); };
   auto height = top + row_h * static_cast<double>(runs.size()) + 28;
   std::string svg = "<svg width=\"" + num(width) + "\" height=\"" + num(height)
@@ -509,8 +528,7 @@ std::string distribution_chart(const metric& m, const std::vector<run_summary>& 
            + "\" y2=\"" + num(axis_y + 4) + "\" stroke=\"#888\"/>";
     svg += "<text x=\"" + num(x(v)) + "\" y=\"" + num(axis_y + 16)
            + "\" text-anchor=\"middle\" font-size=\"11\">"
-           + html_escape(format_number(v, m.decimals == 0 && hi - lo < 8 ? 1 : m.decimals))
-           + "</text>";
+           + html_escape(format_number(v, tick_decimals)) + "</text>";
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     auto cy = top + row_h * static_cast<double>(i) + row_h / 2;

@@ -206,6 +206,8 @@ int cmd_eval_run(context& ctx, const eval_run_options& opts) {
   nlohmann::json extra = {{"quarry_version", QUARRY_VERSION_STRING},
                           {"questions_file", questions_file},
                           {"started_at", rfc3339(unix_ms())}};
+  if (opts.resume && !fs::exists(fs::path{opts.out} / "run.json", ec))
+    std::cerr << "quarry: eval: " << opts.out << " holds no run to resume; a new run starts\n";
   auto opened = eval::open_for_run(opts.out, questions, given, opts.verify || opts.no_verify,
                                    opts.resume, extra);
   if (auto* why = std::get_if<std::string>(&opened)) {

@@ -314,6 +314,91 @@ TEST_CASE("corpus_search ranks exactly although it ranks rare words first") {
   CHECK(filled.hits.size() == 4);
 }
 
+TEST_CASE("corpus_search ranks a passage with the query's words together above one with them "
+          "apart") {
+  // Two passages of the same words and length: in one the query's words
+  // stand next to each other, in the other they are far apart. BM25 alone
+  // scores them the same; the proximity bonus decides.
+  test::temp_dir tmp;
+  std::string filler = "plain words about nothing much at all, said twice over; ";
+  tmp.write("docs/near.md", "# One\n\nthermal storage " + filler + filler + "end.\n");
+  tmp.write("docs/far.md", "# Two\n\nthermal " + filler + filler + "storage end.\n");
+  write_fillers(tmp, 8, "Bread, cheese and apples.");
+  auto index = open_index(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  for (const auto* query : {"thermal storage", "storage thermal", "storage of thermal energy"}) {
+    CAPTURE(query);
+    auto found = index->search(query, 5);
+    REQUIRE(found.hits.size() == 2);
+    CHECK(found.hits[0].title == "One");
+    CHECK(found.hits[1].title == "Two");
+    CHECK(found.hits[0].score < found.hits[1].score); // lower is better
+    // The same with FTS5's sorter (a path filter every file passes).
+    auto sorted = index->search(std::string{query} + " path:docs", 5);
+    REQUIRE(sorted.hits.size() == 2);
+    CHECK(sorted.hits[0].title == "One");
+    CHECK(sorted.hits[0].score == doctest::Approx(found.hits[0].score));
+  }
+  // One word has no neighbour: both score the same (the lower id first).
+  auto one = index->search("thermal", 5);
+  REQUIRE(one.hits.size() == 2);
+  CHECK(one.hits[0].score == doctest::Approx(one.hits[1].score));
+  // A passage made of nothing but the query's words, over and over (more
+  // matches than the bonus reads), still ranks and its bonus stays bounded.
+  std::string many;
+  for (int i = 0; i < 3000; ++i)
+    many += i % 2 == 0 ? "thermal " : "storage ";
+  tmp.write("docs/many.md", "# Many\n\n" + many + "\n");
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  auto flood = index->search("thermal storage", 5);
+  REQUIRE_FALSE(flood.failure.has_value());
+  CHECK(flood.hits.size() == 3);
+}
+
+TEST_CASE("corpus_search's pruned top documents are the top of the whole ranking") {
+  // The top-k pruning bounds what a passage without the rarest words can
+  // score, proximity bonus included: the best 1, 3 and 10 documents must
+  // be the first of a ranking deep enough to hold every match.
+  test::temp_dir tmp;
+  std::mt19937 rng{29};
+  std::vector<std::string> vocab;
+  for (int i = 0; i < 120; ++i)
+    vocab.push_back("v" + std::to_string(i) + "y");
+  std::vector<double> weights;
+  for (int i = 0; i < 120; ++i)
+    weights.push_back(1.0 / (i + 1));
+  std::discrete_distribution<int> zipf{weights.begin(), weights.end()};
+  for (int f = 0; f < 150; ++f) {
+    std::string text = "# " + vocab[static_cast<size_t>(zipf(rng))] + " doc " + std::to_string(f)
+                       + "\n\n";
+    auto words = 10 + rng() % 120;
+    for (size_t w = 0; w < words; ++w)
+      text += vocab[static_cast<size_t>(zipf(rng))] + (w % 9 == 8 ? ". " : " ");
+    tmp.write("docs/d" + std::to_string(f) + ".md", text + "\n");
+  }
+  auto index = open_index(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  size_t compared = 0;
+  for (int q = 0; q < 60; ++q) {
+    std::string query;
+    auto n = 2 + rng() % 4;
+    for (size_t i = 0; i < n; ++i)
+      query += vocab[rng() % 60] + " ";
+    CAPTURE(query);
+    auto whole = index->search(query, 1000);
+    REQUIRE_FALSE(whole.failure.has_value());
+    for (size_t limit : {1, 3, 10}) {
+      CAPTURE(limit);
+      auto top = index->search(query, limit);
+      REQUIRE(top.hits.size() == std::min(limit, whole.hits.size()));
+      for (size_t i = 0; i < top.hits.size(); ++i)
+        CHECK(top.hits[i].score == doctest::Approx(whole.hits[i].score));
+      compared += top.hits.size();
+    }
+  }
+  CHECK(compared > 500);
+}
+
 TEST_CASE("corpus_search ranks a document whose title holds the query first") {
   test::temp_dir tmp;
   // A short passage that says "seasonal performance" twice outscores the

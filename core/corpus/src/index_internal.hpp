@@ -96,6 +96,7 @@ struct rank_lengths {
 struct top_passages {
   size_t k = 0;
   std::vector<double> weights; // per phrase, as passage_score reads them
+  std::vector<double> near;    // per phrase, the proximity weights (or none)
   size_t matched = 0;          // rows seen
   // (score, passage id), the worst first (a heap); higher scores are
   // better, and the lower id of equal scores.
@@ -119,10 +120,31 @@ struct top_passages {
   }
 };
 
-/// What the ranking functions read besides the index.
+/// The most matches of a passage's proximity phrases that the proximity
+/// bonus reads (a passage is about 2,000 characters: some 400 tokens).
+inline constexpr size_t max_proximity_hits = 1024;
+
+/// One match of a proximity phrase in a passage: the column (0 heading, 1
+/// body), the token offset in it, the phrase's number.
+struct phrase_hit {
+  int column = 0;
+  int offset = 0;
+  int phrase = 0;
+
+  bool operator<(const phrase_hit& o) const {
+    return column != o.column   ? column < o.column
+           : offset != o.offset ? offset < o.offset
+                                : phrase < o.phrase;
+  }
+};
+
+/// What the ranking functions read besides the index, and their scratch
+/// space.
 struct rank_context {
   rank_lengths lengths;
   top_passages* top = nullptr; // set by search() while it collects
+  std::vector<phrase_hit> hits;
+  std::vector<double> accumulators;
 };
 
 // -- the tokenizer (index_tokenizer.cpp) --------------------------------------

@@ -33,22 +33,36 @@ namespace {
 // per query to count them) and lengths from rank_lengths: per phrase, tf
 // counts its matches (heading ones twice), and the score is the sum of
 // w * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average length)).
-// Each phrase adds less than w * (k1 + 1), the bound that search() prunes
+//
+// Plus a bonus for query words near each other (Büttcher, Clarke and
+// Lushman, "Term proximity scoring for ad-hoc retrieval on very large text
+// collections", SIGIR 2006): the matches of the phrases with a proximity
+// weight `near(p)` > 0 (the query's own words and phrases), in the order
+// they occur in each column; each two neighbours of different phrases at a
+// distance of d tokens add near(other) / d^2 to the accumulator of each;
+// each phrase then adds min(1, near(p)) * acc * (k1 + 1) / (acc + K), with
+// K the denominator's length norm above. So each phrase adds less than
+// w * (k1 + 1) + min(1, near) * (k1 + 1), the bound that search() prunes
 // with. Returns false when the positions cannot be read.
-template <class Weight>
-bool passage_score(const Fts5ExtensionApi* api, Fts5Context* fts, const rank_lengths& lengths,
-                   int n, Weight weight, double& score) {
+template <class Weight, class Near>
+bool passage_score(const Fts5ExtensionApi* api, Fts5Context* fts, rank_context& rc, int n,
+                   Weight weight, Near near, double& score) {
+  const auto& lengths = rc.lengths;
   auto rowid = api->xRowid(fts);
   auto average = lengths.average;
   auto length = average;
   if (rowid >= 0 && static_cast<uint64_t>(rowid) < lengths.by_id.size())
     length = lengths.by_id[static_cast<size_t>(rowid)];
   auto norm = bm25_k1 * (1 - bm25_b + bm25_b * length / average);
-  auto phrases = api->xPhraseCount(fts);
+  auto phrases = std::min(api->xPhraseCount(fts), n);
   score = 0;
-  for (int p = 0; p < phrases && p < n; ++p) {
+  auto& hits = rc.hits;
+  hits.clear();
+  size_t near_phrases = 0;
+  for (int p = 0; p < phrases; ++p) {
     double w = weight(p);
-    if (!(w > 0))
+    double close = near(p);
+    if (!(w > 0) && !(close > 0))
       continue;
     Fts5PhraseIter it;
     int column = 0;
@@ -56,22 +70,53 @@ bool passage_score(const Fts5ExtensionApi* api, Fts5Context* fts, const rank_len
     double tf = 0;
     if (api->xPhraseFirst(fts, p, &it, &column, &offset) != SQLITE_OK)
       return false;
-    for (; column >= 0; api->xPhraseNext(fts, &it, &column, &offset))
+    bool counted = false;
+    for (; column >= 0; api->xPhraseNext(fts, &it, &column, &offset)) {
       tf += column == 0 ? heading_weight : 1.0;
-    if (tf > 0)
+      if (close > 0 && hits.size() < detail::max_proximity_hits) {
+        hits.push_back({column, offset, p});
+        counted = true;
+      }
+    }
+    near_phrases += counted ? 1 : 0;
+    if (tf > 0 && w > 0)
       score += w * tf * (bm25_k1 + 1) / (tf + norm);
+  }
+  if (near_phrases < 2)
+    return true;
+  std::sort(hits.begin(), hits.end());
+  auto& acc = rc.accumulators;
+  acc.assign(static_cast<size_t>(phrases), 0.0);
+  for (size_t i = 1; i < hits.size(); ++i) {
+    const auto& a = hits[i - 1];
+    const auto& b = hits[i];
+    if (a.column != b.column || a.phrase == b.phrase || b.offset <= a.offset)
+      continue;
+    auto d = static_cast<double>(b.offset - a.offset);
+    acc[static_cast<size_t>(a.phrase)] += near(b.phrase) / (d * d);
+    acc[static_cast<size_t>(b.phrase)] += near(a.phrase) / (d * d);
+  }
+  for (int p = 0; p < phrases; ++p) {
+    auto x = acc[static_cast<size_t>(p)];
+    if (x > 0)
+      score += std::min(1.0, near(p)) * x * (bm25_k1 + 1) / (x + norm);
   }
   return true;
 }
 
-// `quarry_rank(w0, w1, ...)`, FTS5's rank: the negated passage_score (lower
-// is better, as FTS5's rank) with one weight per phrase.
+// `quarry_rank(w0, w1, ..., near0, near1, ...)`, FTS5's rank: the negated
+// passage_score (lower is better, as FTS5's rank) with one weight per
+// phrase, then one proximity weight per phrase (none: no proximity).
 void quarry_rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int n,
                  sqlite3_value** args) {
-  const auto* rc = static_cast<const rank_context*>(api->xUserData(fts));
+  auto* rc = static_cast<rank_context*>(api->xUserData(fts));
   double score = 0;
+  int half = n / 2;
+  bool with_near = n % 2 == 0 && half == api->xPhraseCount(fts);
+  int phrases = with_near ? half : n;
   if (!passage_score(
-        api, fts, rc->lengths, n, [&](int p) { return sqlite3_value_double(args[p]); }, score)) {
+        api, fts, *rc, phrases, [&](int p) { return sqlite3_value_double(args[p]); },
+        [&](int p) { return with_near ? sqlite3_value_double(args[half + p]) : 0.0; }, score)) {
     sqlite3_result_error(ctx, "quarry_rank: cannot read positions", -1);
     return;
   }
@@ -93,8 +138,13 @@ void quarry_collect(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_conte
   }
   double score = 0;
   if (!passage_score(
-        api, fts, rc->lengths, static_cast<int>(top->weights.size()),
-        [&](int p) { return top->weights[static_cast<size_t>(p)]; }, score)) {
+        api, fts, *rc, static_cast<int>(top->weights.size()),
+        [&](int p) { return top->weights[static_cast<size_t>(p)]; },
+        [&](int p) {
+          auto i = static_cast<size_t>(p);
+          return i < top->near.size() ? top->near[i] : 0.0;
+        },
+        score)) {
     sqlite3_result_error(ctx, "quarry_collect: cannot read positions", -1);
     return;
   }

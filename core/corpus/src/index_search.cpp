@@ -1,7 +1,8 @@
 // Searching the corpus index: the query's words and phrases weighed by
-// their IDF, the best passages ranked by BM25 with top-k pruning (MaxScore),
-// a bonus for documents whose titles hold the query's words, and the best
-// passage of each document read back with a snippet.
+// their IDF, the best passages ranked by BM25 with a bonus for the query's
+// words near each other and top-k pruning (MaxScore), a bonus for documents
+// whose titles hold the query's words, pseudo-relevance feedback (RM3), and
+// the best passage of each document read back with a snippet.
 
 #include "index_internal.hpp"
 
@@ -94,7 +95,13 @@ search_result corpus_index::search(const std::string& query, size_t limit,
     double idf = 0;
     int64_t df = 0;
     bool expansion = false;
+    // The proximity weight (passage_score): the IDF of a unit of the
+    // query, 0 for a word feedback added.
+    double near = 0;
   };
+  // The most a unit adds to a passage's score: BM25's bound plus the
+  // proximity bonus's (passage_score).
+  auto bound = [](const unit& u) { return (u.idf + std::min(1.0, u.near)) * (bm25_k1 + 1); };
   std::vector<unit> required;
   std::vector<unit> optional;
   std::set<std::string> seen_units;
@@ -119,6 +126,7 @@ search_result corpus_index::search(const std::string& query, size_t limit,
       u.df = std::min(u.df, state.frequency(db_, t));
     auto df = static_cast<double>(u.df);
     u.idf = std::max(std::log((n - df + 0.5) / (df + 0.5)), 1e-6);
+    u.near = u.idf;
     (must ? required : optional).push_back(std::move(u));
   };
   for (const auto& p : parsed.phrases)
@@ -127,6 +135,13 @@ search_result corpus_index::search(const std::string& query, size_t limit,
     add_unit({w}, false);
   if (required.empty() && optional.empty())
     return result;
+  // One unit has no neighbours to be near.
+  if (required.size() + optional.size() < 2) {
+    for (auto& u : required)
+      u.near = 0;
+    for (auto& u : optional)
+      u.near = 0;
+  }
   // The words for the snippets.
   auto terms = parsed.words;
   for (const auto& p : parsed.phrases)
@@ -204,7 +219,7 @@ search_result corpus_index::search(const std::string& query, size_t limit,
     // Top-k pruning (MaxScore): only passages with one of the `essential`
     // rarest units are ranked, which is exact as long as the best documents
     // found score more than a passage with all the other units could (each
-    // adds at most idf * (k1 + 1)); else the next unit becomes essential.
+    // adds at most `bound`); else the next unit becomes essential.
     // Required phrases (quoted) make every phrase essential instead.
     //
     // The first essential units: the rarest, and more while the others could
@@ -214,9 +229,9 @@ search_result corpus_index::search(const std::string& query, size_t limit,
     if (required.empty()) {
       double rest = 0;
       for (const auto& u : optional)
-        rest += u.idf * (bm25_k1 + 1);
+        rest += bound(u);
       while (essential < optional.size() && (essential == 0 || rest >= optional[0].idf * 1.5)) {
-        rest -= optional[essential].idf * (bm25_k1 + 1);
+        rest -= bound(optional[essential]);
         ++essential;
       }
     }
@@ -228,30 +243,43 @@ search_result corpus_index::search(const std::string& query, size_t limit,
     // first in the expression, get 0) and the expression that ranks them.
     std::string any;
     std::string all_weights;
+    std::string all_near;
     for (size_t i = 0; i < all.size(); ++i) {
       any += (i == 0 ? "" : " OR ") + all[i].match;
       char buf[40];
       // (FTS5 reads no exponents in rank arguments.)
       std::snprintf(buf, sizeof(buf), "%s%.9f", i == 0 ? "" : ", ", all[i].idf);
       all_weights += buf;
+      std::snprintf(buf, sizeof(buf), ", %.9f", all[i].near);
+      all_near += buf;
     }
+    // quarry_rank's arguments: a weight per phrase, then a proximity weight
+    // per phrase; the first `selecting` phrases only select rows.
+    auto rank_weights = [&](size_t selecting) {
+      std::string out = "quarry_rank(";
+      for (size_t i = 0; i < selecting; ++i)
+        out += "0, ";
+      out += all_weights;
+      for (size_t i = 0; i < selecting; ++i)
+        out += ", 0";
+      return out + all_near + ")";
+    };
     // Ranks the top `depth` passages of the rows `select` (or all rows when
     // empty) selects, made of `selecting` phrases, into `ranked`.
     auto run = [&](const std::string& select, size_t selecting) {
-      std::string weights = "quarry_rank(";
-      for (size_t i = 0; i < selecting; ++i)
-        weights += "0, ";
-      weights += all_weights + ")";
+      auto weights = rank_weights(selecting);
       auto match = select.empty() ? any : "(" + select + ") AND (" + any + ")";
       rank.reset();
       rank.bind(1, match);
       if (!filtered) {
         top_passages top;
         top.k = depth;
-        for (size_t i = 0; i < selecting; ++i)
-          top.weights.push_back(0);
-        for (const auto& u : all)
+        top.weights.assign(selecting, 0.0);
+        top.near.assign(selecting, 0.0);
+        for (const auto& u : all) {
           top.weights.push_back(u.idf);
+          top.near.push_back(u.near);
+        }
         state.ranking.top = &top;
         auto rc = rank.step();
         state.ranking.top = nullptr;
@@ -337,10 +365,7 @@ search_result corpus_index::search(const std::string& query, size_t limit,
         ORDER BY rank LIMIT 1)sql"};
       if (!range.ok() || !within.ok())
         return false;
-      std::string weights = "quarry_rank(";
-      for (size_t i = 0; i < required.size(); ++i)
-        weights += "0, ";
-      weights += all_weights + ")";
+      auto weights = rank_weights(required.size());
       auto match = required.empty()
                      ? any
                      : "(" + group(required, 0, required.size(), " AND ") + ") AND (" + any + ")";
@@ -454,7 +479,7 @@ search_result corpus_index::search(const std::string& query, size_t limit,
       // score at most `rest`, its title at most `title_rest`.
       double rest = 0;
       for (size_t i = essential; i < optional.size(); ++i)
-        rest += optional[i].idf * (bm25_k1 + 1);
+        rest += bound(optional[i]);
       double kth = candidates.size() >= want ? candidates[want - 1].score : 0;
       if (kth > rest + title_rest)
         break;

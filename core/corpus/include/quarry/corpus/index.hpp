@@ -109,7 +109,8 @@ struct search_hit {
   /// The whole passage.
   std::string text;
   /// The passage's BM25 score, negated (lower is better, as FTS5 ranks),
-  /// heading matches counted twice.
+  /// heading matches counted twice, plus the bonus for the query's words
+  /// near each other and the document's title bonus.
   double score = 0;
   /// The document's date, "YYYY-MM-DD" (UTC), or empty.
   std::string date;
@@ -232,7 +233,9 @@ public:
   update_result update(const std::vector<std::string>& paths, const update_options& options = {});
 
   /// Ranks passages by BM25 against the words of `query` (any text: FTS5
-  /// syntax is neutralised; see parse_search_query) and returns the best
+  /// syntax is neutralised; see parse_search_query), with a bonus for the
+  /// query's words and phrases near each other in a passage (Büttcher,
+  /// Clarke and Lushman's term proximity, SIGIR 2006), and returns the best
   /// passage of up to `limit` documents. Any word may match (OR); words in
   /// double quotes are a phrase that must match; `path:TEXT` or `site:TEXT`
   /// keeps documents whose file path contains TEXT. An empty query finds

@@ -365,14 +365,20 @@ int run(int argc, char** argv) {
   auto* show_json = sessions_show->add_flag("--json", "Print the session as JSON");
   auto* show_md = sessions_show->add_flag("--md", "Print only the report as Markdown");
   auto* show_html = sessions_show->add_flag("--html", "Print only the report as HTML");
+  auto* show_claims = sessions_show->add_flag(
+    "--claims", sessions_opts.claims,
+    "Print the report's claims with their verdicts and evidence (with --json: as JSON)");
   show_json->excludes(show_md)->excludes(show_html);
   show_md->excludes(show_html);
+  show_claims->excludes(show_md)->excludes(show_html);
   auto* sessions_export = sessions->add_subcommand(
     "export", "Print a session's packets (jsonl) or its report (md, html)");
   sessions_export->add_option("id", sessions_opts.id, "Session id")->required();
-  sessions_export->add_option("--format", sessions_opts.format, "jsonl, md or html")
+  sessions_export
+    ->add_option("--format", sessions_opts.format,
+                 "jsonl (packets), md, html (report) or claims (JSON lines)")
     ->required()
-    ->check(CLI::IsMember({"jsonl", "md", "html"}));
+    ->check(CLI::IsMember({"jsonl", "md", "html", "claims"}));
   auto* sessions_resume = sessions->add_subcommand(
     "resume", "Go on with an interrupted session from its last checkpoint");
   sessions_resume->add_option("id", sessions_opts.id, "Session id")->required();

@@ -79,7 +79,7 @@ report_parts report_of(const std::string& question, const actors::session_result
   out.body = r.report;
   out.partial = partial;
   for (const auto& s : r.sources)
-    out.sources.push_back({s.number, s.title, s.url});
+    out.sources.push_back({s.number, s.title, s.url, s.snippet_only});
   return out;
 }
 

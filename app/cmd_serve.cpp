@@ -298,7 +298,8 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                 sources.push_back({{"number", src.number},
                                    {"document_id", document_of[src.number]},
                                    {"title", src.title},
-                                   {"url", src.url}});
+                                   {"url", src.url},
+                                   {"snippet_only", src.snippet_only}});
             }
             j["sources"] = std::move(sources);
             // A report the output limit cut (after its continuations) is marked
@@ -473,7 +474,10 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
           return http::response{200, "text/html; charset=utf-8", {}, html_report(*report)};
         json sources = json::array();
         for (const auto& s : report->sources)
-          sources.push_back({{"number", s.number}, {"title", s.title}, {"url", s.url}});
+          sources.push_back({{"number", s.number},
+                             {"title", s.title},
+                             {"url", s.url},
+                             {"snippet_only", s.snippet_only}});
         return http::json_response(200, {{"id", id},
                                          {"question", report->question},
                                          {"report", report->body},
@@ -482,6 +486,26 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                                          {"truncated", core::is_cut_report(report->body)}});
       });
     });
+  // The claims of the final report, each with its verdict and evidence.
+  r.add("GET", "/v1/research/{id}/claims",
+        [svc](http::request& req, std::shared_ptr<http::responder> res) {
+          auto id = std::string{req.param("id")};
+          if (!store::is_session_id(id)) {
+            res->respond(not_found(id));
+            return;
+          }
+          svc->read(res, [id](store::store& db) {
+            auto found = db.session(id);
+            if (!found)
+              return store_failure(found.error());
+            if (!*found)
+              return not_found(id);
+            auto claims = db.claims(id);
+            if (!claims)
+              return store_failure(claims.error());
+            return http::json_response(200, claims_json(id, *claims));
+          });
+        });
   add_openai_routes(r, svc);
   // The web page.
   auto page = [](http::request& req, std::shared_ptr<http::responder> res) {

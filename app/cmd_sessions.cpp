@@ -161,11 +161,77 @@ int cmd_sessions_list(context& ctx, const sessions_options& opts) {
   return exit_ok;
 }
 
+namespace {
+
+// One line of a claim for people: its index, verdict (and who judged), the
+// evidence's source, and the claim.
+std::string claim_line(const store::claim_row& c) {
+  auto clean = [](std::string text, size_t most) {
+    text = sdk::strip_terminal_controls(text);
+    for (auto& ch : text)
+      if (ch == '\n' || ch == '\r' || ch == '\t')
+        ch = ' ';
+    if (text.size() > most)
+      text = std::string{sdk::utf8_prefix(text, most - 3)} + "...";
+    return text;
+  };
+  std::string out = std::to_string(c.claim) + ". " + c.verdict;
+  if (!c.judge.empty())
+    out += " (" + c.judge + ")";
+  if (c.source) {
+    out += ", evidence [" + std::to_string(*c.source) + "]";
+    if (c.snippet_only)
+      out += " snippet only";
+  }
+  if (c.recited_to)
+    out += ", re-cited to [" + std::to_string(*c.recited_to) + "]";
+  out += "\n   " + clean(c.text, 200) + "\n";
+  if (c.source && !c.evidence.empty())
+    out += "   > " + clean(c.evidence, 200) + "\n";
+  return out;
+}
+
+// `quarry sessions show ID --claims [--json]`.
+int show_claims(store::store& db, const std::string& id, bool as_json) {
+  auto claims = db.claims(id);
+  if (!claims) {
+    std::cerr << "quarry: " << read_failure(db, claims.error()) << "\n";
+    return exit_failure;
+  }
+  auto j = claims_json(id, *claims);
+  if (as_json) {
+    std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    return exit_ok;
+  }
+  if (claims->empty()) {
+    std::cout << "Session " << id << " has no verified claims (its report was not verified, "
+              << "or it has no report yet).\n";
+    return exit_ok;
+  }
+  const auto& sum = j["summary"];
+  std::cout << "Claims of session " << id << ": " << sum["claims"].get<int64_t>() << ", "
+            << sum["supported"].get<int64_t>() << " supported, "
+            << sum["partly_supported"].get<int64_t>() << " partly supported, "
+            << sum["unsupported"].get<int64_t>() << " unsupported, "
+            << sum["no_evidence"].get<int64_t>() << " without evidence, "
+            << sum["unverified"].get<int64_t>() << " unverified";
+  if (auto n = sum["snippet_only"].get<int64_t>(); n > 0)
+    std::cout << "; " << n << " judged on a search snippet only";
+  std::cout << "\n\n";
+  for (const auto& c : *claims)
+    std::cout << claim_line(c);
+  return exit_ok;
+}
+
+} // namespace
+
 int cmd_sessions_show(context& ctx, const sessions_options& opts) {
   auto s = find_session(ctx, opts.id);
   if (!s)
     return exit_failure;
   auto& db = *s->db;
+  if (opts.claims)
+    return show_claims(db, opts.id, opts.format == "json");
   auto state = effective_state(db, s->row);
   auto read = stored_report(db, s->row, state);
   if (!read) {
@@ -209,7 +275,10 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
     json sources = json::array();
     if (report)
       for (const auto& src : report->sources)
-        sources.push_back({{"number", src.number}, {"title", src.title}, {"url", src.url}});
+        sources.push_back({{"number", src.number},
+                           {"title", src.title},
+                           {"url", src.url},
+                           {"snippet_only", src.snippet_only}});
     j["sources"] = std::move(sources);
     j["report"] = report ? json(report->body) : json(nullptr);
     j["truncated"] = report && core::is_cut_report(report->body);
@@ -260,6 +329,17 @@ int cmd_sessions_export(context& ctx, const sessions_options& opts) {
         break;
       from = page.back().seq + 1;
     }
+    std::cout << std::flush;
+    return exit_ok;
+  }
+  if (opts.format == "claims") {
+    auto claims = db.claims(opts.id);
+    if (!claims) {
+      std::cerr << "quarry: " << read_failure(db, claims.error()) << "\n";
+      return exit_failure;
+    }
+    for (const auto& c : *claims)
+      std::cout << store::to_json(c).dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
     std::cout << std::flush;
     return exit_ok;
   }

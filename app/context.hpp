@@ -171,8 +171,10 @@ int cmd_worker(context& ctx, const worker_options& opts);
 struct sessions_options {
   std::string id;
   bool json = false;
-  /// `show`: md, html or json; `export`: jsonl, md or html.
+  /// `show`: md, html or json; `export`: jsonl, md, html or claims.
   std::string format;
+  /// `show --claims`: the claims of the report with their verdicts.
+  bool claims = false;
   /// `list`: words of the question, state, page size.
   std::string search;
   std::string state;

@@ -162,6 +162,8 @@ std::string sources_markdown(const std::vector<cited_source>& sources) {
     out += std::to_string(s.number) + ". " + (s.title.empty() ? s.url : s.title);
     if (!s.url.empty())
       out += " <" + s.url + ">";
+    if (s.snippet_only)
+      out += " (snippet only)";
     out += '\n';
   }
   return out;
@@ -194,6 +196,9 @@ std::string html_report(const report_parts& r) {
       } else {
         sources += title;
       }
+      if (s.snippet_only)
+        sources += " <span class=\"snippet-only\" title=\"Only the search engine's snippet was "
+                   "read: the page was never opened.\">(snippet only)</span>";
       sources += "</li>\n";
     }
     sources += "</ol>\n";

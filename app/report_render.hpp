@@ -15,6 +15,9 @@ struct cited_source {
   std::string title;
   /// An http(s) URL, a file:// URL of a local document, or empty.
   std::string url;
+  /// Only its search snippet was known (never opened): listed as
+  /// "snippet only".
+  bool snippet_only = false;
 };
 
 /// What a report is made of.

@@ -79,7 +79,7 @@ void end_run(run_ptr self, actors::session_result r) {
       [=](uint64_t) {
         const auto& r = shared->result;
         if (r.status == actors::session_status::report && !r.report.empty())
-          self->send(store, actors::report_atom::value, shared->id, r.report);
+          self->send(store, actors::report_atom::value, shared->id, r.report, r.claims);
         self->send(store, actors::state_atom::value, shared->id, shared->state,
                    r.status == actors::session_status::failed ? r.failure : std::string{});
         self->request(store, caf::infinite, actors::flush_atom::value)

@@ -374,7 +374,8 @@ store::result<std::vector<cited_source>> report_sources(store::store& db, const 
       continue;
     auto d = docs.find(c.document_id);
     out.push_back({c.number, d != docs.end() ? d->second.title : c.document_id,
-                   d != docs.end() ? d->second.url : std::string{}});
+                   d != docs.end() ? d->second.url : std::string{},
+                   d != docs.end() && d->second.snippet_only});
   }
   return out;
 }
@@ -397,6 +398,28 @@ stored_report(store::store& db, const store::session_row& row, store::session_st
   parts.partial = state != store::session_state::completed;
   out = std::move(parts);
   return out;
+}
+
+nlohmann::json claims_json(const std::string& id, const std::vector<store::claim_row>& claims) {
+  nlohmann::json list = nlohmann::json::array();
+  std::map<std::string, int64_t> counts{{"supported", 0},
+                                        {"partly_supported", 0},
+                                        {"unsupported", 0},
+                                        {"no_evidence", 0},
+                                        {"unverified", 0}};
+  int64_t recited = 0;
+  int64_t snippet_only = 0;
+  for (const auto& c : claims) {
+    list.push_back(store::to_json(c));
+    ++counts[c.verdict];
+    recited += c.recited_to ? 1 : 0;
+    snippet_only += c.snippet_only && c.verdict != "unverified" ? 1 : 0;
+  }
+  nlohmann::json summary = {
+    {"claims", claims.size()}, {"recited", recited}, {"snippet_only", snippet_only}};
+  for (const auto& [verdict, n] : counts)
+    summary[verdict] = n;
+  return {{"id", id}, {"claims", std::move(list)}, {"summary", std::move(summary)}};
 }
 
 std::string with_store_path(const std::string& store_file, const sdk::error& err) {

@@ -136,6 +136,12 @@ store::result<std::vector<cited_source>> report_sources(store::store& db, const 
 store::result<std::optional<report_parts>>
 stored_report(store::store& db, const store::session_row& row, store::session_state state);
 
+/// The claims of a session as the API and `quarry sessions show --claims
+/// --json` give them: `{"id", "claims": [store::to_json(claim)...],
+/// "summary": {"claims", "supported", "partly_supported", "unsupported",
+/// "no_evidence", "unverified", "recited", "snippet_only"}}`.
+nlohmann::json claims_json(const std::string& id, const std::vector<store::claim_row>& claims);
+
 /// A store error as the command line prints it: with the store's file
 /// (`research store 'FILE': ...`; the store's own messages never name it).
 std::string with_store_path(const std::string& store_file, const sdk::error& err);

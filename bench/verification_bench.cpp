@@ -96,7 +96,8 @@ verifier_run run_verifier(caf::actor_system& sys, actors::verifier_spec spec) {
       [got](actors::verified_claim_atom, const std::string& packet) {
         got->claims.push_back(nlohmann::json::parse(packet));
       },
-      [done, got](actors::verified_atom, const std::string&, const std::string& sum) {
+      [done, got](actors::verified_atom, const std::string&, const std::string& sum,
+                  const std::string&) {
         got->summary = nlohmann::json::parse(sum);
         done->set_value();
       },

@@ -2,6 +2,7 @@
 
 #include "quarry/actors/citation_collector.hpp"
 
+#include "quarry/core/document_numbers.hpp"
 #include "quarry/core/findings.hpp"
 
 #include <caf/all.hpp>
@@ -33,7 +34,11 @@ collector_impl(citation_collector_actor::stateful_pointer<collector_state> self,
         core::citation_mapping local;
         for (const auto& [n, doc] : result.cited) {
           local.insert(n, core::make_document_ref(doc));
-          st.documents.emplace(doc.id.empty() ? doc.url : doc.id, doc);
+          // A document another agent brought already gains what this one
+          // read of it.
+          auto [at, added] = st.documents.emplace(doc.id.empty() ? doc.url : doc.id, doc);
+          if (!added)
+            core::merge_document(at->second, doc);
         }
         auto collapsed = core::collapse_citations(result.report, st.global, local);
         st.global = std::move(collapsed.mapping);

@@ -1,5 +1,6 @@
 #include "final_report.hpp"
 
+#include "quarry/core/document_numbers.hpp"
 #include "quarry/lexical/lexical.hpp"
 
 #include <caf/send.hpp>
@@ -69,8 +70,13 @@ verifier_spec verification_spec(std::string report, const core::citation_mapping
     s.number = n;
     s.title = ref.title;
     s.url = ref.link;
-    if (auto d = docs.find(ref.document_id); d != docs.end())
-      s.text = d->second.content.empty() ? d->second.snippet : d->second.content;
+    s.document_id = ref.document_id;
+    if (auto d = docs.find(ref.document_id); d != docs.end()) {
+      // What was read; a result never opened is judged by its snippet, and
+      // says so.
+      s.snippet_only = core::snippet_only(d->second);
+      s.text = s.snippet_only ? d->second.snippet : d->second.content;
+    }
     vs.sources.push_back(std::move(s));
   }
   vs.what = what;

@@ -7,6 +7,7 @@
 
 #include "final_report.hpp"
 
+#include "quarry/core/document_numbers.hpp"
 #include "quarry/core/findings.hpp"
 #include "quarry/core/reflective_requests.hpp"
 #include "quarry/core/research_requests.hpp"
@@ -282,7 +283,8 @@ void deliver(frame_ptr self, session_result out) {
   finish(self, std::move(out));
 }
 
-void verification_done(frame_ptr self, std::string report, const std::string& summary) {
+void verification_done(frame_ptr self, std::string report, const std::string& summary,
+                       std::string claims) {
   auto& st = self->state;
   if (st.stage != frame_stage::verify || !st.pending)
     return;
@@ -300,8 +302,10 @@ void verification_done(frame_ptr self, std::string report, const std::string& su
   }
   auto out = std::move(*st.pending);
   st.pending.reset();
-  if (!report.empty())
+  if (!report.empty()) {
     out.report = std::move(report);
+    out.claims = std::move(claims);
+  }
   deliver(self, std::move(out));
 }
 
@@ -436,6 +440,9 @@ void complete_report(frame_ptr self) {
   out.status = session_status::report;
   out.report = st.text;
   out.sources = cited_sources(*st.processor, st.global);
+  for (auto& s : out.sources)
+    if (auto d = st.docs_by_id.find(s.document_id); d != st.docs_by_id.end())
+      s.snippet_only = core::snippet_only(d->second);
   out.truncated = st.report_cut;
   if (!st.stop_requested && !st.answered_directly)
     if (auto why = unanswered_notice(st.spec.question, st.docs_by_id)) {
@@ -519,7 +526,7 @@ frame_actor::behavior_type frame_impl(frame_ptr self, session_spec spec, session
       st.verifier = nullptr;
       st.notices.push_back("the report could not be verified");
       emit(self, st.at, core::packets::notice("The report could not be verified."));
-      verification_done(self, std::string{}, "{}");
+      verification_done(self, std::string{}, "{}", std::string{});
       return;
     }
     st.strat->on_down(dm);
@@ -620,8 +627,8 @@ frame_actor::behavior_type frame_impl(frame_ptr self, session_spec spec, session
       if (p.is_object())
         emit(self, st.at, p);
     },
-    [=](verified_atom, std::string& report, const std::string& summary) {
-      verification_done(self, std::move(report), summary);
+    [=](verified_atom, std::string& report, const std::string& summary, std::string& claims) {
+      verification_done(self, std::move(report), summary, std::move(claims));
     },
     [=](stop_atom, std::string& reason) {
       auto& st = self->state;

@@ -4,6 +4,7 @@
 #include "quarry/actors/store.hpp"
 
 #include "quarry/core/checkpoint.hpp"
+#include "quarry/core/document_numbers.hpp"
 #include "quarry/store/store.hpp"
 
 #include <caf/all.hpp>
@@ -69,6 +70,7 @@ struct store_state {
   // again. Forgotten when the session's run ends or it is removed.
   struct written_document {
     size_t text_bytes = 0;
+    bool read = false;
     bool url = false;
     bool title = false;
     bool source_type = false;
@@ -93,6 +95,8 @@ std::set<std::string> sessions_of(const store::batch& b) {
   for (const auto& x : b.usage)
     out.insert(x.session_id);
   for (const auto& x : b.checkpoints)
+    out.insert(x.session_id);
+  for (const auto& x : b.claims)
     out.insert(x.session_id);
   for (const auto& x : b.states)
     out.insert(x.session_id);
@@ -296,14 +300,19 @@ store_full_actor::behavior_type store_impl(store_ptr self, std::shared_ptr<store
       auto& written = self->state.written[session];
       for (const auto& [key, doc] : c.documents) {
         const auto& id = doc.id.empty() ? key : doc.id;
-        const auto& text = doc.content.empty() ? doc.snippet : doc.content;
+        auto snippet_only = core::snippet_only(doc);
+        const auto& text = snippet_only ? doc.snippet : doc.content;
         std::string source_type = sdk::to_string(doc.kind);
         auto& seen = written[id];
-        // The store keeps the longer text and fills in empty fields only:
-        // a document that brings neither is already stored as it would be.
-        if (seen.text_bytes >= text.size() && seen.text_bytes > 0 && seen.url && seen.title
-            && seen.source_type)
+        // The store keeps read text over a snippet, else the longer text, and
+        // fills in empty fields only: a document that brings none of these
+        // is already stored as it would be.
+        if ((seen.read || snippet_only) && seen.text_bytes >= text.size() && seen.text_bytes > 0
+            && seen.url && seen.title && seen.source_type)
           continue;
+        if (!snippet_only && !seen.read)
+          seen.text_bytes = 0;
+        seen.read = seen.read || !snippet_only;
         seen.text_bytes = std::max(seen.text_bytes, text.size());
         seen.url = seen.url || !doc.url.empty();
         seen.title = seen.title || !doc.title.empty();
@@ -315,6 +324,7 @@ store_full_actor::behavior_type store_impl(store_ptr self, std::shared_ptr<store
         d.text = text;
         d.fetched_at = w.checkpoint.created_at;
         d.source_type = std::move(source_type);
+        d.snippet_only = snippet_only;
         pending.documents.push_back({session, std::move(d)});
       }
       pending.checkpoints.push_back(std::move(w));
@@ -355,6 +365,26 @@ store_full_actor::behavior_type store_impl(store_ptr self, std::shared_ptr<store
       r.text = std::move(text);
       r.created_at = now_ms();
       self->state.pending.reports.push_back({std::move(session), std::move(r)});
+      schedule(self);
+    },
+    [=](report_atom, std::string& session, std::string& text, const std::string& claims) {
+      if (!accepts(self, session))
+        return;
+      store::batch::claims_write w;
+      w.session_id = session;
+      auto all = nlohmann::json::parse(claims, nullptr, false);
+      if (all.is_array())
+        for (const auto& c : all)
+          if (auto row = store::claim_from_json(c))
+            w.claims.push_back(std::move(*row));
+      store::report_row r;
+      r.kind = "final";
+      r.text = std::move(text);
+      r.created_at = now_ms();
+      for (auto& c : w.claims)
+        c.created_at = r.created_at;
+      self->state.pending.reports.push_back({std::move(session), std::move(r)});
+      self->state.pending.claims.push_back(std::move(w));
       schedule(self);
     },
     [=](create_atom, std::string& id, std::string& parent, std::string& question,

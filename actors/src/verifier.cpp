@@ -85,15 +85,21 @@ void finish(verifier_ptr self) {
   std::map<int, std::string> urls;
   for (const auto& [n, doc] : st.docs)
     urls.emplace(n, doc.source.url);
-  auto report = v::apply_verification(st.spec.report, st.results, st.spec.what, urls);
+  std::vector<std::optional<v::span>> spans;
+  auto report = v::apply_verification(st.spec.report, st.results, st.spec.what, urls, &spans);
   while (!report.empty() && (report.back() == '\n' || report.back() == ' '))
     report.pop_back();
   report += "\n\n" + v::summary_section(summary, st.spec.what);
   auto packet = v::summary_packet(summary);
   if (st.judge_failures > 0)
     packet["judged_lexically"] = st.judge_failures;
+  std::map<int, std::string> ids;
+  for (const auto& [n, doc] : st.docs)
+    ids.emplace(n, doc.source.document_id);
+  auto claims = v::claim_records(st.results, spans, ids);
   caf::anon_send(st.listener, verified_atom::value, std::move(report),
-                 packet.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+                 packet.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                 claims.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   self->quit();
 }
 

@@ -935,8 +935,14 @@ export function render_citation_card(card) {
       : `<span class="card-url" data-testid="card-url">${escape_html(url)}</span>`;
   const kind = card.source_type
     ? `<span class="card-kind">${escape_html(card.source_type)}</span>` : '';
+  const label = card.evidence
+    ? '<p class="card-label" data-testid="card-evidence">Evidence the verification found in the text that was read:</p>'
+    : '';
+  const snippet = card.snippet_only
+    ? '<p class="card-snippet-only" data-testid="card-snippet-only">Snippet only: the page was never opened; this is the search engine\'s excerpt.</p>'
+    : '';
   const passage = card.passage
-    ? `<blockquote class="card-passage" data-testid="card-passage">${escape_html(card.passage)}</blockquote>`
+    ? `${label}<blockquote class="card-passage" data-testid="card-passage">${escape_html(card.passage)}</blockquote>${snippet}`
     : '<p class="card-passage card-empty" data-testid="card-passage">No passage was recorded for this source.</p>';
   const num = card.number === null || card.number === undefined ? ''
     : `<span class="card-num">${escape_html(String(card.number))}</span>`;

@@ -22,6 +22,7 @@ export const limits = {
   queries_per_lane: 200,
   urls_per_lane: 200,
   passage: 700, // characters of a source's text on a citation card
+  claims: 1000, // claim_verified packets kept
 };
 
 /// A fresh state.
@@ -39,6 +40,11 @@ export function create_state() {
     reflections: [],
     /// The verification_summary packet, when the report was verified.
     verification: null,
+    /// claim_verified packets: {id, claim, verdict, source, evidence,
+    /// snippet_only}; evidence_by_number: citation number -> the evidence a
+    /// claim citing it was judged by (a supported one first).
+    claims: [],
+    evidence_by_number: new Map(),
     /// Top-level reasoning (the orchestrator's), when the model streams it.
     reasoning: '',
     /// One lane per research agent, in the order they started.
@@ -129,6 +135,7 @@ export function normalize_document(d) {
     content: str(d, 'content').slice(0, 100000),
     source_type: str(d, 'source_type').slice(0, 100),
     is_internet: d.is_internet === true,
+    snippet_only: d.snippet_only === true,
     updated_at: str(d, 'updated_at').slice(0, 100),
   };
 }
@@ -152,6 +159,8 @@ function add_source(state, raw, lane) {
     for (const k of ['blurb', 'snippet', 'content'])
       if (doc[k].length > entry[k].length)
         entry[k] = doc[k];
+    // Read once, read for good: a later search result does not undo it.
+    entry.snippet_only = entry.snippet_only && doc.snippet_only;
     if (!entry.url && doc.url)
       entry.url = doc.url;
     if ((entry.title === entry.document_id || entry.title === entry.url)
@@ -276,6 +285,26 @@ export function apply_packet(state, packet) {
       if (obj.refused === true)
         push_bounded(state, state.notices, str(obj, 'why').slice(0, 1000), limits.messages);
       break;
+    case 'claim_verified': {
+      if (state.claims.length >= limits.claims)
+        break;
+      const source = Number.isInteger(obj.source) ? obj.source : null;
+      const claim = {
+        id: Number.isInteger(obj.id) ? obj.id : state.claims.length,
+        claim: str(obj, 'claim').slice(0, 4000),
+        verdict: str(obj, 'verdict').slice(0, 40),
+        source,
+        evidence: str(obj, 'evidence').slice(0, 4000),
+        snippet_only: obj.snippet_only === true,
+      };
+      state.claims.push(claim);
+      if (source !== null && claim.evidence) {
+        const had = state.evidence_by_number.get(source);
+        if (!had || (had.verdict !== 'supported' && claim.verdict === 'supported'))
+          state.evidence_by_number.set(source, claim);
+      }
+      break;
+    }
     case 'verification_summary': {
       const n = (k) => (Number.isFinite(obj[k]) ? obj[k] : 0);
       state.verification = {
@@ -582,7 +611,7 @@ export function clip(text, max) {
   return `${t.slice(0, cut > max * 0.6 ? cut : max)}…`;
 }
 
-function card_of(doc, n) {
+function card_of(doc, n, evidence = null) {
   if (!doc)
     return null;
   const text = doc.content || doc.blurb || doc.snippet;
@@ -592,7 +621,10 @@ function card_of(doc, n) {
     title: doc.title,
     url: doc.url,
     source_type: doc.source_type,
-    passage: text ? clip(text, limits.passage) : '',
+    // The verification's evidence from what was read, when there is some.
+    passage: evidence ? clip(evidence.evidence, limits.passage) : text ? clip(text, limits.passage) : '',
+    evidence: evidence !== null,
+    snippet_only: doc.snippet_only || (evidence !== null && evidence.snippet_only),
   };
 }
 
@@ -602,7 +634,7 @@ function card_of(doc, n) {
 /// packets carried (the opened page's content, else the search result's
 /// blurb or snippet).
 export function citation_card(state, n) {
-  return card_of(cited_document(state, n), n);
+  return card_of(cited_document(state, n), n, state.evidence_by_number.get(n) || null);
 }
 
 /// The card of a source by its document id (`number`: its first citation

@@ -146,7 +146,10 @@ json search_doc(const sdk::document& d) {
            {"link", d.url.empty() ? json(nullptr) : json(d.url)},
            {"blurb", d.snippet},
            {"source_type", sdk::to_string(d.kind)},
-           {"is_internet", d.kind == sdk::source_kind::web}};
+           {"is_internet", d.kind == sdk::source_kind::web},
+           // Quarry's: only the search snippet is known (the page was never
+           // opened).
+           {"snippet_only", d.content.empty()}};
   out["updated_at"] = d.published ? json(*d.published) : json(nullptr);
   return out;
 }

@@ -515,6 +515,8 @@ evidence select_evidence(std::string_view claim_text, std::string_view passage_t
         auto b = sentences[i].first;
         auto e = sentences[i + len - 1].second;
         best.quote = clip(passage_text.substr(b, e - b), max_quote_bytes);
+        best.begin = b;
+        best.end = e;
       }
     }
   }
@@ -532,6 +534,9 @@ std::optional<evidence> best_evidence(std::string_view claim_text, const indexed
     const auto& p = doc.passages[i];
     auto ev = select_evidence(claim_text, text.substr(p.begin, p.end - p.begin));
     ev.number = doc.source.number;
+    ev.begin += p.begin;
+    ev.end += p.begin;
+    ev.snippet_only = doc.source.snippet_only;
     auto better = !best || ev.coverage > best->coverage + 1e-9
                   || (std::abs(ev.coverage - best->coverage) <= 1e-9 && ev.numbers_match
                       && !best->numbers_match);
@@ -545,12 +550,16 @@ std::optional<evidence> best_evidence(std::string_view claim_text, const indexed
 
 judgement judge_lexically(std::string_view claim_text, const std::optional<evidence>& ev) {
   judgement out;
+  out.judge = "lexical";
   if (!ev || ev->quote.empty()) {
     out.result = verdict::no_evidence;
     return out;
   }
   out.quote = ev->quote;
   out.number = ev->number;
+  out.begin = ev->begin;
+  out.end = ev->end;
+  out.snippet_only = ev->snippet_only;
   static_cast<void>(claim_text);
   lexical::overlap o;
   o.coverage = ev->coverage;
@@ -590,8 +599,9 @@ std::string judge_prompt(const std::vector<claim>& claims,
   for (size_t i = 0; i < claims.size(); ++i) {
     out += "\nClaim " + std::to_string(i) + ": " + claims[i].text + "\n";
     if (i < ev.size() && ev[i])
-      out += "Evidence from source [" + std::to_string(ev[i]->number) + "]: \"" + ev[i]->quote
-             + "\"\n";
+      out += "Evidence from source [" + std::to_string(ev[i]->number) + "]"
+             + (ev[i]->snippet_only ? " (a search snippet only: the page was not read)" : "")
+             + ": \"" + ev[i]->quote + "\"\n";
     else
       out += "Evidence: none found in the cited sources.\n";
   }
@@ -625,11 +635,15 @@ read_judgements(const json& args, const std::vector<std::optional<evidence>>& ev
     auto& j = out[static_cast<size_t>(id)];
     const auto& e = ev[static_cast<size_t>(id)];
     ++used;
+    j.judge = "model";
     if (!e) {
       j.result = verdict::no_evidence;
       continue;
     }
     j.number = e->number;
+    j.begin = e->begin;
+    j.end = e->end;
+    j.snippet_only = e->snippet_only;
     j.result = *v;
     std::string quote;
     if (x.contains("quote") && x["quote"].is_string())
@@ -690,17 +704,41 @@ std::optional<judgement> find_recitation(const claim& c,
 }
 
 std::string apply_verification(std::string_view report, const std::vector<claim_result>& results,
-                               action what, const std::map<int, std::string>& urls) {
+                               action what, const std::map<int, std::string>& urls,
+                               std::vector<std::optional<span>>* spans) {
   std::string out{report};
-  std::vector<const claim_result*> order;
-  for (const auto& r : results)
-    if (r.subject.end <= report.size() && r.subject.begin < r.subject.end)
-      order.push_back(&r);
-  std::sort(order.begin(), order.end(), [](const claim_result* x, const claim_result* y) {
-    return x->subject.begin > y->subject.begin;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < results.size(); ++i)
+    if (results[i].subject.end <= report.size()
+        && results[i].subject.begin < results[i].subject.end)
+      order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return results[x].subject.begin > results[y].subject.begin;
   });
+  if (spans != nullptr) {
+    spans->assign(results.size(), std::nullopt);
+    for (auto i : order)
+      (*spans)[i] = span{results[i].subject.begin, results[i].subject.end};
+  }
+  // An edit of [b, e) to `length` bytes moves the spans after it; the
+  // claim's own span becomes [b, b + length) (none when dropped).
+  auto edited = [&](size_t self, size_t b, size_t e, std::optional<size_t> length) {
+    if (spans == nullptr)
+      return;
+    auto grown = static_cast<long long>(length.value_or(0)) - static_cast<long long>(e - b);
+    for (auto& s : *spans)
+      if (s && s->first >= e) {
+        s->first = static_cast<size_t>(static_cast<long long>(s->first) + grown);
+        s->second = static_cast<size_t>(static_cast<long long>(s->second) + grown);
+      }
+    if (length)
+      (*spans)[self] = span{b, b + *length};
+    else
+      (*spans)[self].reset();
+  };
   size_t limit = report.size();
-  for (const auto* r : order) {
+  for (auto index : order) {
+    const auto* r = &results[index];
     const auto& c = r->subject;
     if (c.end > limit)
       continue; // overlapping ranges: keep the later edit only
@@ -741,14 +779,18 @@ std::string apply_verification(std::string_view report, const std::vector<claim_
                         ? " [[" + n + "]](" + url->second + ")"
                         : " [" + n + "]");
       out.replace(c.begin, c.end - c.begin, bare);
+      edited(index, c.begin, c.end, bare.size());
     } else if (bad && what == action::drop) {
       auto b = c.begin;
       auto e = c.end;
       while (e < out.size() && out[e] == ' ')
         ++e;
       out.erase(b, e - b);
+      edited(index, b, e, std::nullopt);
     } else if (bad) {
-      out.insert(c.begin + insert_at(sentence), " *(unverified)*");
+      static constexpr std::string_view mark = " *(unverified)*";
+      out.insert(c.begin + insert_at(sentence), mark);
+      edited(index, c.begin, c.end, c.end - c.begin + mark.size());
     }
   }
   return out;
@@ -764,6 +806,8 @@ summary summarize(const std::vector<claim_result>& results) {
       ++s.cited;
     if (r.recited_to)
       ++s.recited;
+    if (r.judged.snippet_only && r.judged.result != verdict::unverified)
+      ++s.snippet_only;
     switch (r.judged.result) {
       case verdict::supported:
         ++s.supported;
@@ -806,6 +850,9 @@ std::string summary_section(const summary& s, action what) {
   if (s.unverified > 0)
     out += ", " + std::to_string(s.unverified) + " not checked before the deadline";
   out += ". ";
+  if (s.snippet_only > 0)
+    out += n(s.snippet_only, "claim was", "claims were")
+           + " judged against a search snippet only (snippet only: the page was not read). ";
   out += what == action::drop ? "Unsupported claims were removed."
                               : "Unsupported claims are marked *(unverified)*.";
   char rate[32];
@@ -819,10 +866,47 @@ json claim_verified_packet(const claim_result& r) {
             {"claim", r.subject.text},
             {"citations", r.subject.citations},
             {"verdict", to_string(r.judged.result)},
+            {"judge", r.judged.judge.empty() ? json(nullptr) : json(r.judged.judge)},
             {"evidence", r.judged.quote},
             {"source", r.judged.number == 0 ? json(nullptr) : json(r.judged.number)},
+            {"snippet_only", r.judged.snippet_only},
             {"recited_to", r.recited_to ? json(*r.recited_to) : json(nullptr)}};
+  j["id"] = r.subject.index;
   return j;
+}
+
+json claim_records(const std::vector<claim_result>& results,
+                   const std::vector<std::optional<span>>& spans,
+                   const std::map<int, std::string>& documents) {
+  json out = json::array();
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    const auto& j = r.judged;
+    auto has_evidence = j.number != 0;
+    auto doc = documents.find(j.number);
+    json report_begin = nullptr;
+    json report_end = nullptr;
+    if (i < spans.size() && spans[i].has_value()) {
+      report_begin = spans[i]->first;
+      report_end = spans[i]->second;
+    }
+    out.push_back(
+      {{"id", r.subject.index},
+       {"claim", r.subject.text},
+       {"report_begin", std::move(report_begin)},
+       {"report_end", std::move(report_end)},
+       {"citations", r.subject.citations},
+       {"verdict", to_string(j.result)},
+       {"judge", j.judge.empty() ? json(nullptr) : json(j.judge)},
+       {"recited_to", r.recited_to ? json(*r.recited_to) : json(nullptr)},
+       {"source", has_evidence ? json(j.number) : json(nullptr)},
+       {"document_id", has_evidence && doc != documents.end() ? json(doc->second) : json(nullptr)},
+       {"evidence_begin", has_evidence ? json(j.begin) : json(nullptr)},
+       {"evidence_end", has_evidence ? json(j.end) : json(nullptr)},
+       {"evidence", has_evidence ? json(j.quote) : json(nullptr)},
+       {"snippet_only", j.snippet_only}});
+  }
+  return out;
 }
 
 json summary_packet(const summary& s) {
@@ -835,6 +919,7 @@ json summary_packet(const summary& s) {
           {"no_evidence", s.no_evidence},
           {"unverified", s.unverified},
           {"recited", s.recited},
+          {"snippet_only", s.snippet_only},
           {"rate", s.rate}};
 }
 

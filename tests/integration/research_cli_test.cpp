@@ -8,6 +8,7 @@
 #include "support/fake_llm_server.hpp"
 #include "support/http_server.hpp"
 #include "support/process.hpp"
+#include "support/store_read.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -731,6 +732,146 @@ TEST_CASE_FIXTURE(research_fixture, "research --verify: supported, unsupported a
   CHECK(report.compare(modern + recited.size(), 14, " [[2]](file://") == 0);
   // One batch, judged by the model.
   CHECK(requests_with(server, judge_marker) == 1);
+}
+
+TEST_CASE_FIXTURE(research_fixture, "research --verify judges a claim against the page the "
+                                    "agent read, not its snippet; the claims are stored") {
+  // The search engine's snippet lacks the fact; the page holds it.
+  const std::string fact = "A ground source heat pump keeps a seasonal COP of 4.2 because the "
+                           "ground stays near 10 C all year";
+  test::http_server web;
+  web.route("GET", "/gshp", [&](const test::request&) {
+    return test::response_plan::text(
+      200,
+      "<html><head><title>Ground source heat pumps</title></head><body><article>"
+      "<h1>Ground source heat pumps</h1><p>Ground source heat pumps use buried loops of pipe. "
+        + fact + ". Drilling the boreholes is most of the cost.</p></article></body></html>",
+      "text/html; charset=utf-8");
+  });
+  web.route("GET", "/search", [&](const test::request&) {
+    nlohmann::json results = nlohmann::json::array(
+      {{{"url", web.url("/gshp")},
+        {"title", "Ground source heat pumps"},
+        {"content", "Ground source heat pumps use buried loops of pipe."}},
+       {{"url", web.url("/never-opened")},
+        {"title", "Heat pump running costs"},
+        {"content", "Heat pump running costs depend on electricity prices."}}});
+    return test::response_plan::text(200, nlohmann::json{{"results", results}}.dump(),
+                                     "application/json");
+  });
+  // clang-format off
+  auto cfg = home.write("quarry.yaml", "tools:\n"
+                                       "  web_search:\n"
+                                       "    plugin: searxng\n"
+                                       "    base_url: " + web.url("") + "\n"
+                                       "  open_url:\n"
+                                       "    plugin: open_url\n"
+                                       "    allow: [\"127.0.0.1\"]\n");
+  // clang-format on
+  test::fake_llm_server server;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. Ground source heat pumps"}}));
+  rules.push_back(rule(orchestrator_marker,
+                       calls({{"research_agent", {{"task", "Ground source heat pump COP."}}}}), 1));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  nlohmann::json after_read{
+    {"match", {{"system_contains", agent_marker}, {"message_contains", "seasonal COP of 4.2"}}},
+    {"respond", calls({{"generate_report", nlohmann::json::object()}})}};
+  nlohmann::json after_search{
+    {"match", {{"system_contains", agent_marker}, {"message_contains", "\"document\""}}},
+    {"respond", calls({{"open_url", {{"urls", {web.url("/gshp")}}}}})}};
+  rules.push_back(after_read);
+  rules.push_back(after_search);
+  rules.push_back(
+    rule(agent_marker, calls({{"web_search", {{"queries", {"ground source COP"}}}}})));
+  rules.push_back(rule(agent_report_marker, {{"text", fact
+                                                        + " [1]. Running costs depend on "
+                                                          "electricity prices [2]."}}));
+  rules.push_back(rule(final_marker, {{"text", fact
+                                                 + " [1]. Heat pump running costs depend on "
+                                                   "electricity prices [2]."}}));
+  auto verdicts = nlohmann::json{
+    {"verdicts",
+     {{{"id", 0}, {"verdict", "supported"}, {"quote", "keeps a seasonal COP of 4.2"}},
+      {{"id", 1}, {"verdict", "supported"}, {"quote", "depend on electricity prices"}}}}};
+  rules.push_back(rule(
+    judge_marker, {{"tool_calls", {{{"name", "judge_claims"}, {"arguments", verdicts.dump()}}}}}));
+  REQUIRE_FALSE(server.script(rules));
+  auto out = home.file("report.md");
+  auto res = quarry({"--config", cfg, "research", "What COP does a ground source heat pump keep?",
+                     "--json", "--no-clarify", "--verify", "--out", out},
+                    {{"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", server.base_url_openai()}});
+  CAPTURE(res.err);
+  REQUIRE(res.exit_code == 0);
+  std::string session;
+  std::vector<nlohmann::json> claims;
+  std::istringstream lines{res.out};
+  for (std::string line; std::getline(lines, line);) {
+    auto p = nlohmann::json::parse(line);
+    session = p["session"].get<std::string>();
+    if (p["obj"]["type"] == "claim_verified")
+      claims.push_back(p["obj"]);
+  }
+  REQUIRE(claims.size() == 2);
+  // The read page holds the fact: supported, by the model, quoting the page.
+  CHECK(claims[0]["verdict"] == "supported");
+  CHECK(claims[0]["judge"] == "model");
+  CHECK(claims[0]["snippet_only"] == false);
+  CHECK(claims[0]["evidence"].get<std::string>().find("seasonal COP of 4.2") != std::string::npos);
+  // The result never opened is judged by its snippet, and says so.
+  CHECK(claims[1]["snippet_only"] == true);
+  auto report = slurp(out);
+  CAPTURE(report);
+  CHECK(report.find("judged against a search snippet only") != std::string::npos);
+  CHECK(report.find("(snippet only)") != std::string::npos); // in the Sources list
+
+  // The store keeps the claims with their ranges and evidence.
+  auto shown = quarry({"sessions", "show", session, "--claims", "--json"});
+  CAPTURE(shown.err);
+  REQUIRE(shown.exit_code == 0);
+  auto j = nlohmann::json::parse(shown.out);
+  REQUIRE(j["claims"].size() == 2);
+  CHECK(j["summary"]["supported"] == 2);
+  CHECK(j["summary"]["snippet_only"] == 1);
+  const auto& c0 = j["claims"][0];
+  CHECK(c0["verdict"] == "supported");
+  CHECK(c0["document_id"].get<std::string>().find("/gshp") != std::string::npos);
+  // Its range in the stored report is the claim; its evidence range is in
+  // the stored page text.
+  auto md = quarry({"sessions", "show", session, "--json"});
+  REQUIRE(md.exit_code == 0);
+  auto body = nlohmann::json::parse(md.out)["report"].get<std::string>();
+  auto rb = c0["report_begin"].get<size_t>();
+  auto re = c0["report_end"].get<size_t>();
+  REQUIRE(re <= body.size());
+  CHECK(body.substr(rb, re - rb).rfind("A ground source heat pump keeps", 0) == 0);
+  store::open_options ro;
+  ro.read_only = true;
+  auto opened = store::store::open(home.path() + "/.local/share/quarry/quarry.db", ro);
+  REQUIRE(std::holds_alternative<std::unique_ptr<store::store>>(opened));
+  auto docs = test::read_ok(std::get<std::unique_ptr<store::store>>(opened)->documents(session));
+  auto page = std::find_if(docs.begin(), docs.end(), [](const auto& d) {
+    return d.document_id.find("/gshp") != std::string::npos;
+  });
+  REQUIRE(page != docs.end());
+  CHECK_FALSE(page->snippet_only);
+  auto eb = c0["evidence_begin"].get<size_t>();
+  auto ee = c0["evidence_end"].get<size_t>();
+  REQUIRE(ee <= page->text.size());
+  CHECK(page->text.substr(eb, ee - eb).find("seasonal COP of 4.2") != std::string::npos);
+  // People read them too, and export takes them along.
+  auto people = quarry({"sessions", "show", session, "--claims"});
+  REQUIRE(people.exit_code == 0);
+  CHECK(people.out.find("supported (model), evidence [1]") != std::string::npos);
+  CHECK(people.out.find("snippet only") != std::string::npos);
+  auto exported = quarry({"sessions", "export", session, "--format", "claims"});
+  REQUIRE(exported.exit_code == 0);
+  std::istringstream claim_lines{exported.out};
+  size_t n = 0;
+  for (std::string line; std::getline(claim_lines, line); ++n)
+    CHECK(nlohmann::json::parse(line)["id"] == n);
+  CHECK(n == 2);
 }
 
 TEST_CASE_FIXTURE(research_fixture, "research --verify: a judge slower than the deadline "

@@ -601,3 +601,54 @@ TEST_CASE("serve: a reflective research over the API streams its plan as a check
   CHECK(md.body.find("## Sources") != std::string::npos);
   CHECK(md.body.find("[[1]](") != std::string::npos);
 }
+
+TEST_CASE("serve: the claims of a verified report, with their ranges and evidence") {
+  test::temp_dir home;
+  server_process srv{home, {}};
+  auto id = start(srv, {{"question", "How does a heat pump defrost its outdoor coil?"},
+                        {"clarify", false},
+                        {"verify", true}});
+  auto evs = events(srv, id);
+  REQUIRE_FALSE(evs.empty());
+  REQUIRE(json::parse(evs.back().data)["state"] == "completed");
+  size_t packets = 0;
+  for (const auto& e : evs)
+    if (e.event == "packet" && json::parse(e.data)["obj"]["type"] == "claim_verified")
+      ++packets;
+  auto r = call("GET", srv.url("/v1/research/" + id + "/claims"));
+  CAPTURE(r.body.substr(0, 600));
+  REQUIRE(r.status == 200);
+  auto j = r.as_json();
+  CHECK(j["id"] == id);
+  REQUIRE(j["claims"].is_array());
+  // One stored claim per claim packet.
+  REQUIRE(j["claims"].size() == packets);
+  REQUIRE(packets > 0);
+  CHECK(j["summary"]["claims"] == packets);
+  auto report = call("GET", srv.url("/v1/research/" + id + "/report?format=json")).as_json();
+  auto body = report["report"].get<std::string>();
+  for (const auto& c : j["claims"]) {
+    CAPTURE(c.dump());
+    // The judge role (offline: the extractive provider) judged them.
+    CHECK(c["judge"] == "model");
+    CHECK(c["snippet_only"] == false); // corpus passages are read text
+    if (c["report_begin"].is_null())
+      continue;
+    auto b = c["report_begin"].get<size_t>();
+    auto e = c["report_end"].get<size_t>();
+    REQUIRE(e <= body.size());
+    // The range holds the claim's words (its markers aside).
+    auto words = c["claim"].get<std::string>().substr(0, 12);
+    CHECK(body.substr(b, e - b).find(words) != std::string::npos);
+  }
+  // Unknown and malformed ids are not found.
+  CHECK(call("GET", srv.url("/v1/research/q0123456789abcdef/claims")).status == 404);
+  CHECK(call("GET", srv.url("/v1/research/nope/claims")).status == 404);
+  // A research without verification has no claims, and says so with an
+  // empty list.
+  auto plain = start(srv, {{"question", "How loud is a heat pump?"}, {"clarify", false}});
+  events(srv, plain);
+  auto none = call("GET", srv.url("/v1/research/" + plain + "/claims")).as_json();
+  CHECK(none["claims"].empty());
+  CHECK(none["summary"]["claims"] == 0);
+}

@@ -27,21 +27,33 @@ const char* const report = "Reverse-cycle defrost briefly runs the heat pump bac
                            "chocolate [1]. Cold-climate models use variable-speed compressors "
                            "[2].\n";
 
+v::source_text source(int number, std::string title, std::string url, std::string text) {
+  v::source_text s;
+  s.number = number;
+  s.title = std::move(title);
+  s.document_id = url;
+  s.url = std::move(url);
+  s.text = std::move(text);
+  return s;
+}
+
 std::vector<v::source_text> sources() {
-  return {{1, "Cold climate", "https://a.example/cold",
-           "Air-source heat pumps lose efficiency as the outdoor air gets colder. At -15 C a "
-           "typical unit still reaches a COP of about 2. Cold-climate models use "
-           "variable-speed compressors.\n\nDefrost cycles run when frost builds up on the "
-           "outdoor coil."},
-          {2, "Defrost", "https://b.example/defrost",
-           "Reverse-cycle defrost briefly runs the heat pump backwards to melt frost on the "
-           "outdoor coil. A defrost cycle lasts two to ten minutes."}};
+  return {source(1, "Cold climate", "https://a.example/cold",
+                 "Air-source heat pumps lose efficiency as the outdoor air gets colder. At -15 C "
+                 "a typical unit still reaches a COP of about 2. Cold-climate models use "
+                 "variable-speed compressors.\n\nDefrost cycles run when frost builds up on "
+                 "the outdoor coil."),
+          source(2, "Defrost", "https://b.example/defrost",
+                 "Reverse-cycle defrost briefly runs the heat pump backwards to melt frost on "
+                 "the outdoor coil. A defrost cycle lasts two to ten minutes.")};
 }
 
 struct outcome {
   std::vector<nlohmann::json> claims;
   std::string report;
   nlohmann::json summary;
+  /// The claim records of the end (claim_records).
+  nlohmann::json records;
 };
 
 struct verifier_fixture : test::research_fixture {
@@ -54,9 +66,11 @@ struct verifier_fixture : test::research_fixture {
           [got](actors::verified_claim_atom, const std::string& packet) {
             got->claims.push_back(nlohmann::json::parse(packet));
           },
-          [done, got](actors::verified_atom, const std::string& text, const std::string& sum) {
+          [done, got](actors::verified_atom, const std::string& text, const std::string& sum,
+                      const std::string& records) {
             got->report = text;
             got->summary = nlohmann::json::parse(sum);
+            got->records = nlohmann::json::parse(records);
             done->set_value(*got);
           },
         };
@@ -104,6 +118,37 @@ TEST_CASE_FIXTURE(verifier_fixture, "verifier: lexical judging, re-citing and ma
   CHECK(o.summary["supported"] == 3);
   CHECK(o.summary["recited"] == 1);
   CHECK(o.summary["unsupported"] == 1);
+  // The records of the end: each claim's range in the delivered report and
+  // its evidence's range in the source's text.
+  REQUIRE(o.records.size() == 4);
+  auto texts = sources();
+  for (size_t i = 0; i < 4; ++i) {
+    const auto& r = o.records[i];
+    CAPTURE(r.dump());
+    CHECK(r["id"] == i);
+    REQUIRE(r["report_begin"].is_number());
+    auto b = r["report_begin"].get<size_t>();
+    auto e = r["report_end"].get<size_t>();
+    REQUIRE(e <= o.report.size());
+    CHECK(o.report.substr(b, e - b).find(r["claim"].get<std::string>().substr(0, 10))
+          != std::string::npos);
+    if (r["source"].is_null())
+      continue;
+    auto n = r["source"].get<int>();
+    const auto& doc = texts.at(static_cast<size_t>(n - 1));
+    CHECK(r["document_id"] == doc.document_id);
+    auto eb = r["evidence_begin"].get<size_t>();
+    auto ee = r["evidence_end"].get<size_t>();
+    REQUIRE(ee <= doc.text.size());
+    CHECK(doc.text.substr(eb, ee - eb).find(r["evidence"].get<std::string>()) == 0);
+  }
+  CHECK(
+    o.report
+      .substr(o.records[2]["report_begin"].get<size_t>(),
+              o.records[2]["report_end"].get<size_t>() - o.records[2]["report_begin"].get<size_t>())
+      .find("*(unverified)*")
+    != std::string::npos);
+  CHECK(o.records[3]["recited_to"] == 1);
 }
 
 TEST_CASE_FIXTURE(verifier_fixture, "verifier: the extractive provider judges as the lexical "

@@ -147,4 +147,11 @@ TEST_CASE("packets carry Onyx's field names") {
   auto isd = search_doc(internal);
   CHECK(isd["is_internet"] == false);
   CHECK(isd["link"].is_null());
+  // A document whose text was read is not "snippet only"; a search result
+  // never opened is.
+  internal.content = "The passage that was read.";
+  CHECK(search_doc(internal)["snippet_only"] == false);
+  internal.content.clear();
+  internal.snippet = "A snippet.";
+  CHECK(search_doc(internal)["snippet_only"] == true);
 }

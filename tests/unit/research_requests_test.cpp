@@ -310,6 +310,58 @@ TEST_CASE("research requests: agent-local document numbers, one per document") {
   CHECK(numbers.size() == 3);
 }
 
+TEST_CASE("research requests: a document seen again keeps its number and gains what was read") {
+  core::document_numbers numbers;
+  sdk::document hit;
+  hit.id = hit.url = "https://example.org/a";
+  hit.title = "A";
+  hit.snippet = "A short snippet.";
+  REQUIRE(numbers.number_for(hit) == 1);
+  CHECK(core::snippet_only(numbers.documents().at(1)));
+  // The page opened: its text joins the search result, under the same number.
+  auto page = hit;
+  page.title.clear();
+  page.snippet.clear();
+  page.content = "The whole page. It says the fact the snippet lacks.";
+  page.published = "2024-05-01";
+  CHECK(numbers.number_for(page) == 1);
+  const auto& d = numbers.documents().at(1);
+  CHECK_FALSE(core::snippet_only(d));
+  CHECK(d.content == page.content);
+  CHECK(d.title == "A");                  // kept
+  CHECK(d.snippet == "A short snippet."); // kept
+  CHECK(d.published == std::optional<std::string>{"2024-05-01"});
+  // A search result after the read loses nothing of it.
+  CHECK(numbers.number_for(hit) == 1);
+  CHECK(numbers.documents().at(1).content == page.content);
+  // Another passage of the same document is added, the same one is not.
+  auto other = hit;
+  other.content = "A second passage.";
+  numbers.number_for(other);
+  numbers.number_for(other);
+  CHECK(numbers.documents().at(1).content == page.content + "\n\nA second passage.");
+  // A read that holds all of the old text replaces it.
+  auto whole = hit;
+  whole.content = "Before. " + numbers.documents().at(1).content + " After.";
+  numbers.number_for(whole);
+  CHECK(numbers.documents().at(1).content == whole.content);
+  // Bounded.
+  auto big = hit;
+  big.id = big.url = "https://example.org/big";
+  big.content = std::string(core::max_merged_text_bytes - 10, 'x');
+  auto n = numbers.number_for(big);
+  auto more = big;
+  more.content = std::string(100, 'y');
+  numbers.number_for(more);
+  CHECK(numbers.documents().at(n).content.size() <= core::max_merged_text_bytes);
+  CHECK(numbers.documents().at(n).content.find('y') != std::string::npos);
+  numbers.number_for(more);
+  auto again = more;
+  again.content = "z";
+  numbers.number_for(again);
+  CHECK(numbers.documents().at(n).content.size() <= core::max_merged_text_bytes);
+}
+
 TEST_CASE("research requests: prompts render with their variables, guidance only when it applies") {
   core::prompt_library lib;
   lib.set("clarification", "date={current_datetime} g=[{internal_search_clarification_guidance}]");

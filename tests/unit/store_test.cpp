@@ -1739,7 +1739,8 @@ TEST_CASE("store: a schema 1 store is migrated, its packets kept") {
   std::string sql = "CREATE TABLE packets(session_id TEXT NOT NULL REFERENCES sessions(id) ON "
                     "DELETE CASCADE, seq INTEGER NOT NULL, type TEXT NOT NULL, line TEXT NOT "
                     "NULL, PRIMARY KEY(session_id, seq)) WITHOUT ROWID; "
-                    "DROP TABLE packet_runs; ";
+                    "DROP TABLE packet_runs; DROP TABLE claims; "
+                    "ALTER TABLE documents DROP COLUMN snippet_only; ";
   for (uint64_t seq = 1; seq <= 4; ++seq) {
     lines.push_back(packet_line(id, seq));
     sql += "INSERT INTO packets VALUES ('" + id + "', " + std::to_string(seq)
@@ -1764,4 +1765,203 @@ TEST_CASE("store: a schema 1 store is migrated, its packets kept") {
   w.packets.push_back(packet(id, 5));
   write_ok(*db, w);
   CHECK(read_ok(db->packets(id, 5)).size() == 1);
+}
+
+namespace {
+
+claim_row make_claim(int64_t index, std::string verdict) {
+  claim_row c;
+  c.claim = index;
+  c.text = "Claim " + std::to_string(index) + " holds.";
+  c.report_begin = index * 20;
+  c.report_end = index * 20 + 15;
+  c.citations = {1, 2};
+  c.verdict = std::move(verdict);
+  c.judge = "lexical";
+  c.source = 1;
+  c.document_id = "https://a.example/";
+  c.evidence_begin = 3;
+  c.evidence_end = 40;
+  c.evidence = "what the page says";
+  return c;
+}
+
+document_row make_doc(std::string text, bool snippet_only) {
+  document_row d;
+  d.document_id = "https://a.example/";
+  d.url = "https://a.example/";
+  d.title = "A";
+  d.text = std::move(text);
+  d.snippet_only = snippet_only;
+  d.source_type = "web";
+  return d;
+}
+
+} // namespace
+
+TEST_CASE("store: claims round trip, are replaced by a new report's, and go with the session") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto db = open_ok(path);
+  auto id = make_session_id();
+  batch b;
+  b.new_sessions = {make_session(id, "q")};
+  auto dropped = make_claim(1, "unsupported");
+  dropped.report_begin.reset();
+  dropped.report_end.reset();
+  dropped.recited_to = 3;
+  auto bare = make_claim(2, "no_evidence");
+  bare.source.reset();
+  bare.document_id.clear();
+  bare.evidence_begin.reset();
+  bare.evidence_end.reset();
+  bare.evidence.clear();
+  bare.judge.clear();
+  auto snippet = make_claim(0, "supported");
+  snippet.snippet_only = true;
+  b.claims.push_back({id, {snippet, dropped, bare}});
+  CHECK(b.size() == 5);
+  write_ok(*db, b);
+  auto got = read_ok(db->claims(id));
+  REQUIRE(got.size() == 3);
+  CHECK(got[0].claim == 0);
+  CHECK(got[0].snippet_only);
+  CHECK(got[0].verdict == "supported");
+  CHECK(got[0].citations == std::vector<int>{1, 2});
+  CHECK(got[0].report_begin == std::optional<int64_t>{0});
+  CHECK(got[0].evidence_end == std::optional<int64_t>{40});
+  CHECK(got[0].created_at > 0);
+  CHECK_FALSE(got[1].report_begin.has_value());
+  CHECK(got[1].recited_to == std::optional<int>{3});
+  CHECK_FALSE(got[2].source.has_value());
+  CHECK(got[2].judge.empty());
+  // The JSON the API gives reads back as the same claim.
+  for (const auto& c : got) {
+    auto back = claim_from_json(to_json(c));
+    REQUIRE(back);
+    CHECK(to_json(*back) == to_json(c));
+  }
+  CHECK_FALSE(claim_from_json(nlohmann::json::array()).has_value());
+  CHECK_FALSE(claim_from_json({{"id", 1}}).has_value());
+  CHECK_FALSE(claim_from_json({{"id", "1"}, {"verdict", "supported"}}).has_value());
+  // Hostile numbers in JSON are dropped, not wrapped.
+  auto odd = claim_from_json(
+    {{"id", 4}, {"verdict", "supported"}, {"source", 1e20}, {"citations", {1, 99999999999LL}}});
+  REQUIRE(odd);
+  CHECK_FALSE(odd->source.has_value());
+  CHECK(odd->citations == std::vector<int>{1});
+  // A new report's claims replace the old ones.
+  batch again;
+  again.claims.push_back({id, {make_claim(5, "partly_supported")}});
+  write_ok(*db, again);
+  got = read_ok(db->claims(id));
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].claim == 5);
+  // An unknown session's claims read as none.
+  CHECK(read_ok(db->claims(make_session_id())).empty());
+  CHECK(read_ok(db->claims("not an id")).empty());
+  // Removing the session removes its claims.
+  REQUIRE(std::get<bool>(db->remove(id)));
+  CHECK(raw_int(path, "SELECT count(*) FROM claims") == 0);
+}
+
+TEST_CASE("store: claims that break the rules refuse the batch, and keep what was stored") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto db = open_ok(path);
+  auto id = make_session_id();
+  batch b;
+  b.new_sessions = {make_session(id, "q")};
+  b.claims.push_back({id, {make_claim(0, "supported")}});
+  write_ok(*db, b);
+  auto refused = [&](std::vector<claim_row> claims, const char* why) {
+    batch w;
+    w.claims.push_back({id, std::move(claims)});
+    auto err = db->write(w);
+    REQUIRE_MESSAGE(err, why);
+    CHECK(err->code == sdk::errc::bad_request);
+    check_without_path(err->message, path);
+    auto kept = read_ok(db->claims(id));
+    REQUIRE(kept.size() == 1);
+    CHECK(kept[0].claim == 0);
+  };
+  refused({make_claim(1, "maybe")}, "unknown verdict");
+  refused({make_claim(1, "supported"), make_claim(1, "supported")}, "repeated index");
+  refused({make_claim(-1, "supported")}, "negative index");
+  auto backwards = make_claim(1, "supported");
+  backwards.report_end = 0;
+  refused({backwards}, "range end before begin");
+  auto half = make_claim(1, "supported");
+  half.evidence_end.reset();
+  refused({half}, "half a range");
+  auto negative = make_claim(1, "supported");
+  negative.evidence_begin = -5;
+  refused({negative}, "negative offset");
+  batch unknown;
+  unknown.claims.push_back({make_session_id(), {make_claim(0, "supported")}});
+  CHECK(db->write(unknown));
+  batch not_id;
+  not_id.claims.push_back({"x", {make_claim(0, "supported")}});
+  CHECK(db->write(not_id));
+}
+
+TEST_CASE("store: read text replaces a snippet, even a shorter one; a snippet never replaces it") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.file("s.db"));
+  auto id = make_session_id();
+  batch b;
+  b.new_sessions = {make_session(id, "q")};
+  b.documents.push_back({id, make_doc("A long search snippet that says rather a lot.", true)});
+  write_ok(*db, b);
+  auto docs = read_ok(db->documents(id));
+  REQUIRE(docs.size() == 1);
+  CHECK(docs[0].snippet_only);
+  batch read;
+  read.documents.push_back({id, make_doc("Short page.", false)});
+  write_ok(*db, read);
+  docs = read_ok(db->documents(id));
+  REQUIRE(docs.size() == 1);
+  CHECK_FALSE(docs[0].snippet_only);
+  CHECK(docs[0].text == "Short page.");
+  batch snippet_again;
+  snippet_again.documents.push_back(
+    {id, make_doc("An even longer snippet than before, which must not replace the page.", true)});
+  write_ok(*db, snippet_again);
+  docs = read_ok(db->documents(id));
+  CHECK_FALSE(docs[0].snippet_only);
+  CHECK(docs[0].text == "Short page.");
+  // Between read texts the longer wins, as before.
+  batch longer;
+  longer.documents.push_back({id, make_doc("Short page. With the rest of it read too.", false)});
+  write_ok(*db, longer);
+  docs = read_ok(db->documents(id));
+  CHECK(docs[0].text == "Short page. With the rest of it read too.");
+  auto sources = read_ok(db->sources(id));
+  CHECK(sources.empty()); // no citations
+}
+
+TEST_CASE("store: a schema 2 store is migrated: its documents read as read text, claims added") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto id = make_session_id();
+  {
+    auto db = open_ok(path);
+    batch w;
+    w.new_sessions = {make_session(id, "q")};
+    w.documents.push_back({id, make_doc("Stored before claims were kept.", false)});
+    write_ok(*db, w);
+  }
+  raw_exec(path, "DROP TABLE claims; ALTER TABLE documents DROP COLUMN snippet_only; "
+                 "PRAGMA user_version=2;");
+  REQUIRE(raw_int(path, "PRAGMA user_version") == 2);
+  auto db = open_ok(path);
+  CHECK(raw_int(path, "PRAGMA user_version") == schema_version);
+  auto docs = read_ok(db->documents(id));
+  REQUIRE(docs.size() == 1);
+  CHECK(docs[0].text == "Stored before claims were kept.");
+  CHECK_FALSE(docs[0].snippet_only);
+  batch w;
+  w.claims.push_back({id, {make_claim(0, "supported")}});
+  write_ok(*db, w);
+  CHECK(read_ok(db->claims(id)).size() == 1);
 }

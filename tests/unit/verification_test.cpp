@@ -11,18 +11,27 @@ using nlohmann::json;
 
 namespace {
 
+source_text src(int number, std::string title, std::string url, std::string text) {
+  source_text s;
+  s.number = number;
+  s.title = std::move(title);
+  s.url = std::move(url);
+  s.text = std::move(text);
+  return s;
+}
+
 std::map<int, indexed_document> library() {
   std::map<int, indexed_document> docs;
-  docs[1] = index_document({1, "Cold climate heat pumps", "https://a.example/cold",
-                            "Air-source heat pumps lose efficiency as the outdoor air gets "
-                            "colder. At -15 C a typical unit still reaches a COP of about 2. "
-                            "Cold-climate models use variable-speed compressors.\n\n"
-                            "Defrost cycles run when frost builds up on the outdoor coil."});
-  docs[2] = index_document({2, "Defrost", "https://b.example/defrost",
-                            "Reverse-cycle defrost briefly runs the heat pump backwards to "
-                            "melt frost on the outdoor coil. A defrost cycle lasts two to ten "
-                            "minutes."});
-  docs[3] = index_document({3, "Nothing stored", "https://c.example/", ""});
+  docs[1] = index_document(src(1, "Cold climate heat pumps", "https://a.example/cold",
+                               "Air-source heat pumps lose efficiency as the outdoor air gets "
+                               "colder. At -15 C a typical unit still reaches a COP of about 2. "
+                               "Cold-climate models use variable-speed compressors.\n\n"
+                               "Defrost cycles run when frost builds up on the outdoor coil."));
+  docs[2] = index_document(src(2, "Defrost", "https://b.example/defrost",
+                               "Reverse-cycle defrost briefly runs the heat pump backwards to "
+                               "melt frost on the outdoor coil. A defrost cycle lasts two to ten "
+                               "minutes."));
+  docs[3] = index_document(src(3, "Nothing stored", "https://c.example/", ""));
   return docs;
 }
 
@@ -113,7 +122,7 @@ TEST_CASE("verification 3 and 4: the best passage and the evidence span") {
   for (int i = 0; i < 200; ++i)
     text += "Sentence number " + std::to_string(i) + " talks about topic " + std::to_string(i)
             + " in some detail here. ";
-  auto big = index_document({4, "", "", text}, 40);
+  auto big = index_document(src(4, "", "", text), 40);
   CHECK(big.passages.size() > 20);
   CHECK(big.passages.size() == big.tokens.size());
   auto found = best_evidence("topic 137", big);
@@ -151,9 +160,9 @@ TEST_CASE("verification 5: typographic minus signs, dashes and spaces part words
   // A cut-off sequence at the end is kept as bytes, not read past.
   CHECK(lex::tokenize(std::string_view{"a\xE2\x88", 3}).size() == 1);
   auto docs = std::map<int, indexed_document>{};
-  docs[1] = index_document({1, "Myths", "https://m.example/",
-                            "Modern units keep working well below freezing, and cold-climate "
-                            "models are rated down to \u221225 \u00B0C or lower."});
+  docs[1] = index_document(src(1, "Myths", "https://m.example/",
+                               "Modern units keep working well below freezing, and cold-climate "
+                               "models are rated down to \u221225 \u00B0C or lower."));
   auto claim_text = "Cold-climate models are rated down to -25 \u00B0C or lower.";
   CHECK(judge_lexically(claim_text, best_evidence(claim_text, docs.at(1))).result
         == verdict::supported);
@@ -288,4 +297,119 @@ TEST_CASE("verification 7: claims the deadline cut are unverified, not failures"
   CHECK_FALSE(parse_verdict("maybe").has_value());
   CHECK(parse_action("drop") == action::drop);
   CHECK_FALSE(parse_action("delete").has_value());
+}
+
+TEST_CASE("verification: evidence has its range in the document, and says when it is a snippet") {
+  auto docs = library();
+  const auto& text = docs.at(1).source.text;
+  auto ev = best_evidence("At -15 C a unit still reaches a COP of about 2.", docs.at(1));
+  REQUIRE(ev.has_value());
+  REQUIRE(ev->end <= text.size());
+  REQUIRE(ev->begin < ev->end);
+  // The range holds the quote (the quote is never longer than the range).
+  CHECK(text.substr(ev->begin, ev->end - ev->begin).find(ev->quote) == 0);
+  CHECK_FALSE(ev->snippet_only);
+  auto j = judge_lexically("At -15 C a unit still reaches a COP of about 2.", ev);
+  CHECK(j.judge == "lexical");
+  CHECK(j.begin == ev->begin);
+  CHECK(j.end == ev->end);
+  // A search result never opened: judged by its snippet, and labelled so.
+  auto snippet = src(7, "A search result", "https://d.example/", "Defrost cycles last minutes.");
+  snippet.snippet_only = true;
+  snippet.document_id = "https://d.example/";
+  auto doc = index_document(snippet);
+  auto sev = best_evidence("Defrost cycles last minutes.", doc);
+  REQUIRE(sev.has_value());
+  CHECK(sev->snippet_only);
+  CHECK(judge_prompt({split_claims("Defrost cycles last minutes [7].")[0]}, {sev})
+          .find("search snippet only")
+        != std::string::npos);
+  auto judged = judge_lexically("Defrost cycles last minutes.", sev);
+  CHECK(judged.snippet_only);
+  claim_result r;
+  r.subject = split_claims("Defrost cycles last minutes [7].")[0];
+  r.judged = judged;
+  auto p = claim_verified_packet(r);
+  CHECK(p["snippet_only"] == true);
+  CHECK(p["judge"] == "lexical");
+  CHECK(p["id"] == 0);
+  auto s = summarize({r});
+  CHECK(s.snippet_only == 1);
+  CHECK(summary_section(s, action::mark).find("snippet only") != std::string::npos);
+  CHECK(summary_packet(s)["snippet_only"] == 1);
+  // A model's verdict carries the evidence's range and label too.
+  auto read = read_judgements(
+    json{{"verdicts",
+          json::array({{{"id", 0}, {"verdict", "supported"}, {"quote", "last minutes"}}})}},
+    {sev});
+  REQUIRE(std::holds_alternative<std::vector<judgement>>(read));
+  const auto& m = std::get<std::vector<judgement>>(read)[0];
+  CHECK(m.judge == "model");
+  CHECK(m.snippet_only);
+  CHECK(m.end == sev->end);
+}
+
+TEST_CASE("verification: the claims' ranges in the verified report, and their records") {
+  auto docs = library();
+  std::string report = "Reverse-cycle defrost briefly runs the heat pump backwards to melt "
+                       "frost [1]. Defrost is made of cheese and chocolate [2]. At -15 C a "
+                       "typical unit still reaches a COP of about 2 [1].\n";
+  auto claims = split_claims(report);
+  REQUIRE(claims.size() == 3);
+  std::vector<claim_result> results;
+  for (const auto& c : claims) {
+    claim_result r;
+    r.subject = c;
+    std::optional<evidence> best;
+    for (auto n : map_claim(c, docs).with_text) {
+      auto ev = best_evidence(c.text, docs.at(n));
+      if (ev && (!best || ev->coverage > best->coverage))
+        best = ev;
+    }
+    r.judged = judge_lexically(c.text, best);
+    if (r.judged.result != verdict::supported)
+      if (auto other = find_recitation(c, docs)) {
+        r.recited_to = other->number;
+        r.judged = *other;
+      }
+    results.push_back(r);
+  }
+  REQUIRE(results[0].recited_to == std::optional<int>{2});
+  REQUIRE(results[1].judged.result == verdict::unsupported);
+  REQUIRE(results[2].judged.result == verdict::supported);
+  for (auto what : {action::mark, action::drop}) {
+    std::vector<std::optional<span>> spans;
+    auto out = apply_verification(report, results, what, {}, &spans);
+    REQUIRE(spans.size() == 3);
+    REQUIRE(spans[0].has_value());
+    REQUIRE(spans[2].has_value());
+    // Each kept claim's range holds its sentence in the new text.
+    auto at = [&](size_t i) {
+      return out.substr(spans[i]->first, spans[i]->second - spans[i]->first);
+    };
+    CHECK(at(0).rfind("Reverse-cycle defrost", 0) == 0);
+    CHECK(at(0).find("[2].") != std::string::npos);
+    CHECK(at(2).rfind("At -15 C", 0) == 0);
+    CHECK(at(2).find("COP of about 2 [1].") != std::string::npos);
+    if (what == action::mark) {
+      REQUIRE(spans[1].has_value());
+      CHECK(at(1).rfind("Defrost is made of cheese", 0) == 0);
+      CHECK(at(1).find("*(unverified)*.") != std::string::npos);
+    } else {
+      CHECK_FALSE(spans[1].has_value());
+    }
+    auto records = claim_records(results, spans, {{1, "doc-a"}, {2, "doc-b"}});
+    REQUIRE(records.size() == 3);
+    CHECK(records[0]["document_id"] == "doc-b");
+    CHECK(records[0]["recited_to"] == 2);
+    CHECK(records[2]["document_id"] == "doc-a");
+    CHECK(records[2]["verdict"] == "supported");
+    CHECK(records[2]["report_begin"] == spans[2]->first);
+    // The evidence's range is in the cited document's text.
+    auto b = records[2]["evidence_begin"].get<size_t>();
+    auto e = records[2]["evidence_end"].get<size_t>();
+    CHECK(docs.at(1).source.text.substr(b, e - b).find("COP of about 2") != std::string::npos);
+    CHECK(records[1]["verdict"] == "unsupported");
+    CHECK(records[1]["report_begin"].is_null() == (what == action::drop));
+  }
 }

@@ -404,3 +404,42 @@ test('packets: the reflective plan is a checklist, refused decisions are notices
                               unverified: 0, recited: 1, rate: 0.75 }));
   assert.deepEqual(s.verification, { claims: 4, supported: 3, unsupported: 1, unverified: 0, recited: 1, rate: 0.75 });
 });
+
+test('citation cards: the verification\'s evidence from the read text, and "snippet only"', () => {
+  const s = create_state();
+  const docs = [
+    { document_id: 'https://a.example/', semantic_identifier: 'Read page', link: 'https://a.example/',
+      blurb: 'A snippet that lacks the fact.', source_type: 'web', is_internet: true, snippet_only: true },
+    { document_id: 'https://b.example/', semantic_identifier: 'Never opened', link: 'https://b.example/',
+      blurb: 'Only a snippet.', source_type: 'web', is_internet: true, snippet_only: true },
+  ];
+  apply_packet(s, packet(1, { type: 'search_tool_documents_delta', documents: docs }));
+  // The page was opened later: read for good.
+  apply_packet(s, packet(2, { type: 'open_url_documents',
+    documents: [{ ...docs[0], blurb: 'The page.', snippet_only: false }] }));
+  apply_packet(s, packet(3, { type: 'citation_info', citation_number: 1, document_id: 'https://a.example/' }));
+  apply_packet(s, packet(4, { type: 'citation_info', citation_number: 2, document_id: 'https://b.example/' }));
+  apply_packet(s, packet(5, { type: 'search_tool_documents_delta', documents: [docs[0]] }));
+  assert.equal(s.sources_by_id.get('https://a.example/').snippet_only, false);
+  apply_packet(s, packet(6, { type: 'claim_verified', id: 0, claim: 'The COP is 4.2.', verdict: 'partly_supported',
+    source: 1, evidence: 'a weaker quote', snippet_only: false }));
+  apply_packet(s, packet(7, { type: 'claim_verified', id: 1, claim: 'The COP is 4.2 all year.', verdict: 'supported',
+    source: 1, evidence: 'keeps a seasonal COP of 4.2', snippet_only: false }));
+  apply_packet(s, packet(8, { type: 'claim_verified', id: 2, claim: 'Costs vary.', verdict: 'supported',
+    source: 2, evidence: 'Only a snippet.', snippet_only: true }));
+  // A hostile packet is bounded, not trusted.
+  apply_packet(s, packet(9, { type: 'claim_verified', id: 'x', source: '1', evidence: 42 }));
+  const read = citation_card(s, 1);
+  assert.equal(read.passage, 'keeps a seasonal COP of 4.2'); // the supported claim's evidence
+  assert.equal(read.evidence, true);
+  assert.equal(read.snippet_only, false);
+  const html = render_citation_card(read);
+  assert.match(html, /data-testid="card-evidence"/);
+  assert.doesNotMatch(html, /card-snippet-only/);
+  const snippet = citation_card(s, 2);
+  assert.equal(snippet.snippet_only, true);
+  assert.match(render_citation_card(snippet), /data-testid="card-snippet-only">Snippet only/);
+  assert.equal(s.claims.length, 4);
+  // A document card without claims shows the text the packets carried.
+  assert.equal(document_card(s, 'https://b.example/').evidence, false);
+});

@@ -190,9 +190,35 @@ INSERT INTO packet_runs(session_id, first_seq, last_seq, lines)
 DROP TABLE packets;
 )sql";
 
+// Version 3: research you can check. A document says whether its text is
+// only a search snippet (stored before: unknown, read as read text), and the
+// claims of a final report are kept with their verdicts and evidence.
+constexpr const char* schema_v3 = R"sql(
+ALTER TABLE documents ADD COLUMN snippet_only INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE claims(
+  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  claim INTEGER NOT NULL,
+  text TEXT NOT NULL,
+  report_begin INTEGER,
+  report_end INTEGER,
+  citations TEXT NOT NULL,
+  verdict TEXT NOT NULL,
+  judge TEXT NOT NULL,
+  recited_to INTEGER,
+  source INTEGER,
+  document_id TEXT NOT NULL,
+  evidence_begin INTEGER,
+  evidence_end INTEGER,
+  evidence TEXT NOT NULL,
+  snippet_only INTEGER NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY(session_id, claim)) WITHOUT ROWID;
+)sql";
+
 constexpr migration migrations[] = {
   {1, schema_v1},
   {2, schema_v2},
+  {3, schema_v3},
 };
 
 static_assert(sizeof(migrations) / sizeof(migrations[0]) == schema_version,
@@ -215,6 +241,19 @@ int64_t now_ms() {
 bool is_terminal(session_state s) {
   return s == session_state::completed || s == session_state::failed
          || s == session_state::cancelled;
+}
+
+// The verdicts a claim may have (core::verification::verdict).
+bool verdict_known(std::string_view v) {
+  return v == "supported" || v == "partly_supported" || v == "unsupported" || v == "no_evidence"
+         || v == "unverified";
+}
+
+// A byte range: both ends or neither, from 0, begin <= end.
+bool range_ok(const std::optional<int64_t>& b, const std::optional<int64_t>& e) {
+  if (!b || !e)
+    return !b && !e;
+  return *b >= 0 && *b <= *e;
 }
 
 // JSON as stored: invalid UTF-8 in strings is replaced, never thrown on.
@@ -404,32 +443,32 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache, const batc
     if (d.document_id.empty())
       return refuse("session " + id + ": a document without an id");
     auto sha = detail::is_sha256_hex(d.sha256) ? d.sha256 : detail::sha256_hex(d.text);
-    // A document read again keeps the longer text (the page after its
-    // snippet); fields it lacked are filled in.
-    statement st{cache, R"sql(
-INSERT INTO documents(session_id, document_id, url, title, text, sha256,
-                      fetched_at, source_type)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-ON CONFLICT(session_id, document_id) DO UPDATE SET
-  text = CASE WHEN length(CAST(excluded.text AS BLOB))
-                   > length(CAST(documents.text AS BLOB))
-              THEN excluded.text ELSE documents.text END,
-  sha256 = CASE WHEN length(CAST(excluded.text AS BLOB))
-                     > length(CAST(documents.text AS BLOB))
-                THEN excluded.sha256 ELSE documents.sha256 END,
-  fetched_at = CASE WHEN length(CAST(excluded.text AS BLOB))
-                         > length(CAST(documents.text AS BLOB))
-                    THEN excluded.fetched_at ELSE documents.fetched_at END,
-  url = CASE WHEN documents.url = '' OR (excluded.url <> ''
-                   AND length(CAST(excluded.text AS BLOB))
-                       > length(CAST(documents.text AS BLOB)))
-             THEN excluded.url ELSE documents.url END,
-  title = CASE WHEN documents.title = '' OR (excluded.title <> ''
-                     AND length(CAST(excluded.text AS BLOB))
-                         > length(CAST(documents.text AS BLOB)))
-               THEN excluded.title ELSE documents.title END,
-  source_type = CASE WHEN documents.source_type = '' THEN excluded.source_type
-                     ELSE documents.source_type END)sql"};
+    // A document read again keeps what was read over a snippet, else the
+    // longer text (the page after its snippet); fields it lacked are filled
+    // in. `newer` is that choice, in SQL.
+#define QUARRY_NEWER_TEXT                                                                          \
+  "((documents.snippet_only <> 0 AND excluded.snippet_only = 0) OR "                               \
+  "(documents.snippet_only = excluded.snippet_only AND length(CAST(excluded.text AS BLOB)) "       \
+  "> length(CAST(documents.text AS BLOB))))"
+    statement st{
+      cache,
+      "INSERT INTO documents(session_id, document_id, url, title, text, sha256, "
+      "fetched_at, source_type, snippet_only) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
+      "ON CONFLICT(session_id, document_id) DO UPDATE SET "
+      "text = CASE WHEN " QUARRY_NEWER_TEXT " THEN excluded.text ELSE documents.text END, "
+      "sha256 = CASE WHEN " QUARRY_NEWER_TEXT " THEN excluded.sha256 ELSE documents.sha256 END, "
+      "fetched_at = CASE WHEN " QUARRY_NEWER_TEXT
+      " THEN excluded.fetched_at ELSE documents.fetched_at END, "
+      "url = CASE WHEN documents.url = '' OR (excluded.url <> '' AND " QUARRY_NEWER_TEXT
+      ") THEN excluded.url ELSE documents.url END, "
+      "title = CASE WHEN documents.title = '' OR (excluded.title <> '' AND " QUARRY_NEWER_TEXT
+      ") THEN excluded.title ELSE documents.title END, "
+      "source_type = CASE WHEN documents.source_type = '' "
+      "THEN excluded.source_type ELSE documents.source_type END, "
+      "snippet_only = CASE WHEN " QUARRY_NEWER_TEXT
+      " THEN excluded.snippet_only ELSE documents.snippet_only END"};
+#undef QUARRY_NEWER_TEXT
     st.bind(1, id);
     st.bind(2, d.document_id);
     st.bind(3, d.url);
@@ -438,6 +477,7 @@ ON CONFLICT(session_id, document_id) DO UPDATE SET
     st.bind(6, sha);
     st.bind(7, d.fetched_at != 0 ? d.fetched_at : now);
     st.bind(8, d.source_type);
+    st.bind(9, int64_t{d.snippet_only ? 1 : 0});
     auto rc = st.step();
     if (rc != SQLITE_DONE)
       return failed("cannot store a document of session " + id, rc);
@@ -581,6 +621,65 @@ ON CONFLICT(session_id, document_id) DO UPDATE SET
     touched.insert(id);
   }
 
+  for (const auto& x : b.claims) {
+    const auto& id = x.session_id;
+    if (auto err = require(id, "claims"))
+      return err;
+    std::set<int64_t> seen;
+    for (const auto& c : x.claims) {
+      auto bad = [&](const std::string& why) {
+        return refuse("session " + id + ": claim " + std::to_string(c.claim) + " " + why);
+      };
+      if (c.claim < 0 || !seen.insert(c.claim).second)
+        return bad("has a negative or repeated index");
+      if (!verdict_known(c.verdict))
+        return bad("has an unknown verdict '" + c.verdict + "'");
+      if (!range_ok(c.report_begin, c.report_end) || !range_ok(c.evidence_begin, c.evidence_end))
+        return bad("has a byte range that is not from 0 and ordered");
+    }
+    {
+      statement st{cache, "DELETE FROM claims WHERE session_id = ?1"};
+      st.bind(1, id);
+      auto rc = st.step();
+      if (rc != SQLITE_DONE)
+        return failed("cannot replace the claims of session " + id, rc);
+    }
+    for (const auto& c : x.claims) {
+      statement st{cache, "INSERT INTO claims(session_id, claim, text, report_begin, report_end, "
+                          "citations, verdict, judge, recited_to, source, document_id, "
+                          "evidence_begin, evidence_end, evidence, snippet_only, created_at) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+                          "?15, ?16)"};
+      auto citations = dump_json(nlohmann::json(c.citations));
+      auto maybe = [&](int i, auto v) {
+        if (v)
+          st.bind(i, static_cast<int64_t>(*v));
+        else
+          st.bind_null(i);
+      };
+      st.bind(1, id);
+      st.bind(2, c.claim);
+      st.bind(3, c.text);
+      maybe(4, c.report_begin);
+      maybe(5, c.report_end);
+      st.bind(6, citations);
+      st.bind(7, c.verdict);
+      st.bind(8, c.judge);
+      maybe(9, c.recited_to);
+      maybe(10, c.source);
+      st.bind(11, c.document_id);
+      maybe(12, c.evidence_begin);
+      maybe(13, c.evidence_end);
+      st.bind(14, c.evidence);
+      st.bind(15, int64_t{c.snippet_only ? 1 : 0});
+      st.bind(16, c.created_at != 0 ? c.created_at : now);
+      auto rc = st.step();
+      if (rc != SQLITE_DONE)
+        return failed("cannot store claim " + std::to_string(c.claim) + " of session " + id, rc);
+    }
+    touched.insert(id);
+  }
+
   for (const auto& id : touched) {
     statement st{cache, "UPDATE sessions SET last_seq = ?2, updated_at = ?3 "
                         "WHERE id = ?1"};
@@ -705,6 +804,8 @@ bool batch::empty() const noexcept {
 size_t batch::size() const noexcept {
   size_t n = new_sessions.size() + packets.size() + documents.size() + reports.size() + usage.size()
              + states.size() + options.size();
+  for (const auto& c : claims)
+    n += 1 + c.claims.size();
   for (const auto& c : checkpoints)
     n += 1 + c.citations.size();
   return n;
@@ -1012,6 +1113,9 @@ std::optional<sdk::error> store::write(const batch& b) {
   for (const auto& x : b.checkpoints)
     if (auto err = check_id(x.session_id))
       return err;
+  for (const auto& x : b.claims)
+    if (auto err = check_id(x.session_id))
+      return err;
   for (const auto& x : b.states)
     if (auto err = check_id(x.session_id))
       return err;
@@ -1274,7 +1378,7 @@ result<std::vector<document_row>> store::documents(const std::string& id) {
   if (!is_session_id(id))
     return out;
   statement st{*stmts_, "SELECT document_id, url, title, text, sha256, fetched_at, "
-                        "source_type FROM documents WHERE session_id = ?1 "
+                        "source_type, snippet_only FROM documents WHERE session_id = ?1 "
                         "ORDER BY fetched_at, document_id"};
   st.bind(1, id);
   if (auto err = each_row(st, db_, {"cannot read the documents of session ", id}, [&] {
@@ -1286,10 +1390,120 @@ result<std::vector<document_row>> store::documents(const std::string& id) {
         row.sha256 = st.text_at(4);
         row.fetched_at = st.int_at(5);
         row.source_type = st.text_at(6);
+        row.snippet_only = st.int_at(7) != 0;
         out.push_back(std::move(row));
       }))
     return *err;
   return out;
+}
+
+result<std::vector<claim_row>> store::claims(const std::string& id) {
+  std::vector<claim_row> out;
+  if (!is_session_id(id))
+    return out;
+  statement st{*stmts_, "SELECT claim, text, report_begin, report_end, citations, verdict, judge, "
+                        "recited_to, source, document_id, evidence_begin, evidence_end, "
+                        "evidence, snippet_only, created_at FROM claims WHERE session_id = ?1 "
+                        "ORDER BY claim"};
+  st.bind(1, id);
+  if (auto err = each_row(st, db_, {"cannot read the claims of session ", id}, [&] {
+        auto maybe = [&](int i) {
+          return st.null_at(i) ? std::nullopt : std::optional<int64_t>{st.int_at(i)};
+        };
+        auto maybe_int = [&](int i) {
+          return st.null_at(i) ? std::nullopt : std::optional<int>{static_cast<int>(st.int_at(i))};
+        };
+        claim_row row;
+        row.claim = st.int_at(0);
+        row.text = st.text_at(1);
+        row.report_begin = maybe(2);
+        row.report_end = maybe(3);
+        auto cites = parse_json(st.text_at(4), nlohmann::json::array());
+        if (cites.is_array())
+          for (const auto& n : cites)
+            if (n.is_number_integer())
+              row.citations.push_back(n.get<int>());
+        row.verdict = st.text_at(5);
+        row.judge = st.text_at(6);
+        row.recited_to = maybe_int(7);
+        row.source = maybe_int(8);
+        row.document_id = st.text_at(9);
+        row.evidence_begin = maybe(10);
+        row.evidence_end = maybe(11);
+        row.evidence = st.text_at(12);
+        row.snippet_only = st.int_at(13) != 0;
+        row.created_at = st.int_at(14);
+        out.push_back(std::move(row));
+      }))
+    return *err;
+  return out;
+}
+
+std::optional<claim_row> claim_from_json(const nlohmann::json& j) {
+  if (!j.is_object())
+    return std::nullopt;
+  auto id = j.find("id");
+  auto verdict = j.find("verdict");
+  if (id == j.end() || !id->is_number_integer() || verdict == j.end() || !verdict->is_string())
+    return std::nullopt;
+  auto text = [&](const char* key) {
+    auto i = j.find(key);
+    return i != j.end() && i->is_string() ? i->get<std::string>() : std::string{};
+  };
+  auto number = [&](const char* key) -> std::optional<int64_t> {
+    auto i = j.find(key);
+    if (i == j.end() || !i->is_number_integer())
+      return std::nullopt;
+    return i->get<int64_t>();
+  };
+  auto small = [&](const char* key) -> std::optional<int> {
+    auto n = number(key);
+    if (!n || *n < INT32_MIN || *n > INT32_MAX)
+      return std::nullopt;
+    return static_cast<int>(*n);
+  };
+  claim_row c;
+  c.claim = id->get<int64_t>();
+  c.text = text("claim");
+  c.report_begin = number("report_begin");
+  c.report_end = number("report_end");
+  if (auto i = j.find("citations"); i != j.end() && i->is_array())
+    for (const auto& n : *i)
+      if (n.is_number_integer() && n.get<int64_t>() >= INT32_MIN && n.get<int64_t>() <= INT32_MAX)
+        c.citations.push_back(n.get<int>());
+  c.verdict = verdict->get<std::string>();
+  c.judge = text("judge");
+  c.recited_to = small("recited_to");
+  c.source = small("source");
+  c.document_id = text("document_id");
+  c.evidence_begin = number("evidence_begin");
+  c.evidence_end = number("evidence_end");
+  c.evidence = text("evidence");
+  if (auto i = j.find("snippet_only"); i != j.end() && i->is_boolean())
+    c.snippet_only = i->get<bool>();
+  if (auto t = number("created_at"))
+    c.created_at = *t;
+  return c;
+}
+
+nlohmann::json to_json(const claim_row& c) {
+  using nlohmann::json;
+  auto maybe = [](const auto& v) { return v ? json(*v) : json(nullptr); };
+  return {{"id", c.claim},
+          {"claim", c.text},
+          {"report_begin", maybe(c.report_begin)},
+          {"report_end", maybe(c.report_end)},
+          {"citations", c.citations},
+          {"verdict", c.verdict},
+          {"judge", c.judge.empty() ? json(nullptr) : json(c.judge)},
+          {"recited_to", maybe(c.recited_to)},
+          {"source", maybe(c.source)},
+          {"document_id", c.document_id.empty() ? json(nullptr) : json(c.document_id)},
+          {"evidence_begin", maybe(c.evidence_begin)},
+          {"evidence_end", maybe(c.evidence_end)},
+          {"evidence", c.source ? json(c.evidence) : json(nullptr)},
+          {"snippet_only", c.snippet_only},
+          {"created_at", c.created_at}};
 }
 
 result<std::vector<citation_row>> store::citations(const std::string& id) {
@@ -1314,7 +1528,8 @@ result<std::vector<source_row>> store::sources(const std::string& id) {
   if (!is_session_id(id))
     return out;
   statement st{*stmts_, "SELECT c.number, c.document_id, coalesce(d.title, ''), "
-                        "coalesce(d.url, '') FROM citations AS c LEFT JOIN documents "
+                        "coalesce(d.url, ''), coalesce(d.snippet_only, 0) FROM citations AS c "
+                        "LEFT JOIN documents "
                         "AS d ON d.session_id = c.session_id AND d.document_id = "
                         "c.document_id WHERE c.session_id = ?1 ORDER BY c.number"};
   st.bind(1, id);
@@ -1324,6 +1539,7 @@ result<std::vector<source_row>> store::sources(const std::string& id) {
         row.document_id = st.text_at(1);
         row.title = st.text_at(2);
         row.url = st.text_at(3);
+        row.snippet_only = st.int_at(4) != 0;
         out.push_back(std::move(row));
       }))
     return *err;

@@ -88,7 +88,10 @@ using store_listener_actor
 ///   (store::session_state by name); `(state_atom, session, state, error,
 ///   options_json)` also replaces the session's options (its answers to
 ///   clarifying questions, so a resume runs with them).
-/// - `(report_atom, session, markdown)`: the final report.
+/// - `(report_atom, session, markdown)`: the final report;
+///   `(report_atom, session, markdown, claims)` with its verified claims
+///   (core::verification::claim_records as JSON text; they replace the
+///   session's stored claims; objects that are not claims are skipped).
 /// - `(create_atom, id, parent_id, question, options_json) -> string`: a new
 ///   session in state `running`, written at once; the reply is empty, or the
 ///   error.
@@ -103,6 +106,7 @@ using store_actor = caf::typed_actor<
   caf::reacts_to<state_atom, std::string, std::string, std::string>,
   caf::reacts_to<state_atom, std::string, std::string, std::string, std::string>,
   caf::reacts_to<report_atom, std::string, std::string>,
+  caf::reacts_to<report_atom, std::string, std::string, std::string>,
   caf::replies_to<create_atom, std::string, std::string, std::string,
                   std::string>::with<std::string>,
   caf::replies_to<remove_atom, std::string>::with<std::string>,

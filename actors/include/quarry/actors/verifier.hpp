@@ -20,14 +20,16 @@ namespace quarry::actors {
 /// `(verified_claim_atom, claim_verified packet as JSON)`: one claim judged.
 using verified_claim_atom = caf::atom_constant<caf::atom("vclaim")>;
 
-/// `(verified_atom, report, verification_summary packet as JSON)`: the
-/// report with its repairs and its verification section; sent once, last.
+/// `(verified_atom, report, verification_summary packet as JSON, claims as
+/// JSON)`: the report with its repairs and its verification section, and
+/// the claims with their spans in it and their evidence
+/// (core::verification::claim_records); sent once, last.
 using verified_atom = caf::atom_constant<caf::atom("verified")>;
 
 /// Who hears a verification.
 using verification_listener_actor
   = caf::typed_actor<caf::reacts_to<verified_claim_atom, std::string>,
-                     caf::reacts_to<verified_atom, std::string, std::string>>;
+                     caf::reacts_to<verified_atom, std::string, std::string, std::string>>;
 
 /// What to verify and how.
 struct verifier_spec {

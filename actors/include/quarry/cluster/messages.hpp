@@ -268,11 +268,14 @@ struct report_source {
   std::string document_id;
   std::string title;
   std::string url;
+  /// Only the search snippet of the source is known: it was never opened.
+  bool snippet_only = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, report_source& x) {
-  return f(caf::meta::type_name("quarry.report_source"), x.number, x.document_id, x.title, x.url);
+  return f(caf::meta::type_name("quarry.report_source"), x.number, x.document_id, x.title, x.url,
+           x.snippet_only);
 }
 
 /// What a session produced.
@@ -295,13 +298,17 @@ struct session_result {
   /// The report is incomplete: the model's output limit cut it (after the
   /// configured continuations) and it carries a note saying so.
   bool truncated = false;
+  /// The report's verified claims as a JSON array
+  /// (core::verification::claim_records), ranges in `report`; empty when
+  /// the report was not verified.
+  std::string claims;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_result& x) {
   auto status = wire::enum_field<session_status::failed>(x.status);
   return f(caf::meta::type_name("quarry.session_result"), status, x.report, x.plan, x.questions,
-           x.sources, x.failure, x.notices, x.interrupted, x.truncated);
+           x.sources, x.failure, x.notices, x.interrupted, x.truncated, x.claims);
 }
 
 /// A research a program asks a session node for.

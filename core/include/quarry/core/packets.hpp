@@ -63,7 +63,8 @@ std::variant<packet, std::string> decode(std::string_view line);
 bool is_known_packet_type(std::string_view type);
 
 /// Onyx's SearchDoc fields for a document (document_id, semantic_identifier,
-/// link, blurb, source_type, updated_at, is_internet, ...).
+/// link, blurb, source_type, updated_at, is_internet, ...), and Quarry's
+/// `snippet_only` (nothing of it was read but the search snippet).
 nlohmann::json search_doc(const sdk::document& doc);
 
 /// Constructors of `obj` for each packet type.

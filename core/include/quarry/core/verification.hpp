@@ -81,8 +81,13 @@ struct source_text {
   int number = 0;
   std::string title;
   std::string url;
-  /// What was read (page or passage text); empty when nothing is stored.
+  /// What was read (page or passage text); the search snippet when nothing
+  /// of it was read; empty when nothing is stored.
   std::string text;
+  /// `text` is a search engine's snippet: the page was never opened.
+  bool snippet_only = false;
+  /// The document's id (the store and the API name it so).
+  std::string document_id;
 };
 
 /// A passage of a document: about `words` words, on sentence boundaries
@@ -130,6 +135,12 @@ struct evidence {
   double coverage = 0;
   /// The claim's numbers all appear in the span.
   bool numbers_match = true;
+  /// Byte range of the span in the document's text (source_text::text;
+  /// the quote may be clipped, the range is not).
+  size_t begin = 0;
+  size_t end = 0;
+  /// The document's text is a search snippet only.
+  bool snippet_only = false;
 };
 
 /// The span of one to three consecutive sentences of `passage_text` that
@@ -147,6 +158,14 @@ struct judgement {
   verdict result = verdict::unverified;
   std::string quote;
   int number = 0;
+  /// The evidence's byte range in source `number`'s text (0, 0 without one).
+  size_t begin = 0;
+  size_t end = 0;
+  /// The evidence is a search snippet only (the page was never opened).
+  bool snippet_only = false;
+  /// Who judged: `lexical` (judge_lexically) or `model` (read_judgements);
+  /// empty when nobody did.
+  std::string judge;
 };
 
 /// The lexical judge (the extractive provider's judge role): supported when
@@ -195,8 +214,14 @@ struct claim_result {
 /// support are left as they are. A new marker takes the form of the ones it
 /// replaces: `[[n]](url)` when the claim had links and `urls` has one for
 /// `n`, else `[n]`.
+///
+/// With `spans`, it is resized to `results.size()` and receives each claim's
+/// byte range in the returned text (nothing for a dropped claim or one
+/// whose range was not in the report).
+using span = std::pair<size_t, size_t>;
 std::string apply_verification(std::string_view report, const std::vector<claim_result>& results,
-                               action what, const std::map<int, std::string>& urls = {});
+                               action what, const std::map<int, std::string>& urls = {},
+                               std::vector<std::optional<span>>* spans = nullptr);
 
 // -- 7. summary ------------------------------------------------------------------------
 
@@ -209,6 +234,8 @@ struct summary {
   size_t no_evidence = 0;
   size_t unverified = 0;
   size_t recited = 0;
+  /// Judged claims whose evidence is a search snippet only.
+  size_t snippet_only = 0;
   /// Supported (re-cited ones included: they carry their new source's
   /// verdict) / judged claims (all but unverified); 0 when none were judged.
   double rate = 0;
@@ -219,8 +246,21 @@ summary summarize(const std::vector<claim_result>& results);
 /// A short `## Verification` section for the report.
 std::string summary_section(const summary& s, action what);
 
-/// Packets: `claim_verified` and `verification_summary`.
+/// Packets: `claim_verified` (`id`: the claim's index, `claim`,
+/// `citations`, `verdict`, `judge`, `evidence`, `source`, `snippet_only`,
+/// `recited_to`) and `verification_summary`.
 nlohmann::json claim_verified_packet(const claim_result& r);
 nlohmann::json summary_packet(const summary& s);
+
+/// The claims as the store and the API keep them: a JSON array, one object
+/// per result: `id`, `claim`, `report_begin`/`report_end` (byte range in
+/// the verified report, from `spans`; null for a dropped claim), `citations`,
+/// `verdict`, `judge`, `recited_to`, and the evidence: `source` (citation
+/// number), `document_id` (from `documents`), `evidence_begin`/
+/// `evidence_end` (byte range in that document's stored text), `evidence`
+/// (the quote) and `snippet_only`. Null fields where there is no evidence.
+nlohmann::json claim_records(const std::vector<claim_result>& results,
+                             const std::vector<std::optional<span>>& spans,
+                             const std::map<int, std::string>& documents);
 
 } // namespace quarry::core::verification

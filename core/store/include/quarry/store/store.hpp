@@ -28,7 +28,7 @@ namespace quarry::store {
 /// The schema version this build writes (`PRAGMA user_version`). A database
 /// of a newer version is refused; an older one is migrated step by step,
 /// each step in one transaction.
-inline constexpr int schema_version = 2;
+inline constexpr int schema_version = 3;
 
 /// `PRAGMA application_id` of a Quarry research store ("QRST").
 inline constexpr int application_id = 0x51525354;
@@ -93,6 +93,9 @@ struct document_row {
   int64_t fetched_at = 0;
   /// `web`, `internal`, ... (sdk::document::source_type).
   std::string source_type;
+  /// `text` is a search engine's snippet: the page was never opened. A read
+  /// text replaces a snippet even when it is shorter.
+  bool snippet_only = false;
 };
 
 /// A citation number of a session's global numbering.
@@ -109,7 +112,51 @@ struct source_row {
   /// Empty when the document was not stored.
   std::string title;
   std::string url;
+  /// Only the document's search snippet is stored (document_row).
+  bool snippet_only = false;
 };
+
+/// A claim of a final report as the verifier judged it
+/// (core::verification::claim_records).
+struct claim_row {
+  /// The claim's index in the report, from 0.
+  int64_t claim = 0;
+  /// The sentence without its citation markers.
+  std::string text;
+  /// Byte range in the stored final report; none for a claim the
+  /// verification dropped.
+  std::optional<int64_t> report_begin;
+  std::optional<int64_t> report_end;
+  /// The citation numbers the sentence carried.
+  std::vector<int> citations;
+  /// `supported`, `partly_supported`, `unsupported`, `no_evidence`,
+  /// `unverified`.
+  std::string verdict;
+  /// `lexical` or `model`; empty when nobody judged the claim.
+  std::string judge;
+  /// The number it was re-cited to, if it was.
+  std::optional<int> recited_to;
+  /// The evidence: citation number, document and byte range in that
+  /// document's stored text (documents.text), and the quote; none without
+  /// evidence.
+  std::optional<int> source;
+  std::string document_id;
+  std::optional<int64_t> evidence_begin;
+  std::optional<int64_t> evidence_end;
+  std::string evidence;
+  /// The evidence is a search snippet only.
+  bool snippet_only = false;
+  /// Milliseconds since the Unix epoch.
+  int64_t created_at = 0;
+};
+
+/// A claim from one object of core::verification::claim_records' array;
+/// nothing when it lacks an `id` or a `verdict`.
+std::optional<claim_row> claim_from_json(const nlohmann::json& j);
+
+/// The claim as the API and `quarry sessions show --claims --json` give it
+/// (claim_records' fields, and `created_at` in milliseconds).
+nlohmann::json to_json(const claim_row& c);
 
 /// A report: an agent's intermediate report or the final one.
 struct report_row {
@@ -204,6 +251,14 @@ struct batch {
     std::vector<citation_row> citations;
   };
   std::vector<checkpoint_write> checkpoints;
+  struct claims_write {
+    std::string session_id;
+    /// The claims of the session's final report: they replace the ones
+    /// stored (a resumed research's new report brings its own). Claim
+    /// indexes must differ, verdicts be known, ranges be from 0 and ordered.
+    std::vector<claim_row> claims;
+  };
+  std::vector<claims_write> claims;
   struct state_write {
     std::string session_id;
     session_state state = session_state::running;
@@ -380,6 +435,8 @@ public:
   /// The final report, if one was written.
   result<std::optional<report_row>> final_report(const std::string& id);
   result<std::optional<checkpoint_row>> latest_checkpoint(const std::string& id);
+  /// The claims of the final report, by index.
+  result<std::vector<claim_row>> claims(const std::string& id);
   /// Usage of session `id`, or of all sessions when `id` is empty.
   result<usage_total> usage(const std::string& id);
   /// The follow-ups of a session, oldest first.

@@ -292,7 +292,8 @@ int run(int argc, char** argv) {
   research
     ->add_option("--deadline", research_opts.deadline,
                  "Research time before the final report, e.g. 10m "
-                 "(default: research.deadline)")
+                 "(default: research.deadline; the reflective strategy's deep_research "
+                 "mode: research.deep_research_deadline)")
     ->type_name("DURATION");
   research
     ->add_option("--max-agents", research_opts.max_agents,

@@ -489,8 +489,10 @@ actors::session_spec research_engine::spec_for(const std::string& session_id,
   spec.reasoning_model = reasoning.on;
   spec.reasoning_model_auto = reasoning.automatic;
   spec.reasoning_model_reason = std::move(reasoning.reason);
+  // The session's own limit, else its strategy and mode's (the reflective
+  // deep_research mode has its own, research.deep_research_deadline).
   spec.deadline = so.deadline_ms > 0 ? std::chrono::milliseconds{so.deadline_ms}
-                                     : research.deadline;
+                                     : research.deadline_for(so.strategy, so.mode);
   if (resume != nullptr) {
     spec.resumed = true;
     spec.resume_from = resume->checkpoint;

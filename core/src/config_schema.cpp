@@ -373,6 +373,12 @@ std::vector<config_key> make_schema() {
         field(&settings::research, &research_settings::web_search_fallback))
     .range(1s, 10min)
     .doc("Reflective strategy: the web_search mode answers directly after this.");
+  s.add("research.deep_research_deadline", t::duration,
+        field(&settings::research, &research_settings::deep_research_deadline))
+    .range(1s, 24h)
+    .doc("Reflective strategy: the deep_research mode's research deadline (the "
+         "five-agent design's 300 s); research.deadline is every other session's. "
+         "--deadline overrides both.");
   // store
   s.add("store.enabled", t::boolean, field(&settings::store, &store_settings::enabled))
     .doc("Keep every research session (packets, sources, reports, "

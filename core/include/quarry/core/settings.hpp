@@ -12,6 +12,7 @@
 #include <map>
 #include <utility>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace quarry::core {
@@ -249,6 +250,18 @@ struct research_settings {
   int max_clarifying_questions = 3;
   /// Reflective strategy: the web_search mode answers directly after this.
   std::chrono::milliseconds web_search_fallback{std::chrono::seconds{15}};
+  /// Reflective strategy: the deep_research mode's own research deadline
+  /// (the five-agent design's 300 s); `deadline` is every other session's.
+  std::chrono::milliseconds deep_research_deadline{std::chrono::seconds{300}};
+
+  /// The deadline of a session of `strategy` in `mode` (empty: the
+  /// configured ones) that asked for none: `deep_research_deadline` for the
+  /// reflective strategy's deep_research mode, else `deadline`.
+  std::chrono::milliseconds deadline_for(std::string_view strategy, std::string_view mode) const {
+    auto s = strategy.empty() ? std::string_view{this->strategy} : strategy;
+    auto m = mode.empty() ? std::string_view{this->mode} : mode;
+    return s == "reflective" && m == "deep_research" ? deep_research_deadline : deadline;
+  }
 };
 
 /// The research store.

@@ -333,43 +333,61 @@ private:
         });
   }
 
+  // The background investigator: 2-3 queries from the question (an answer
+  // with fewer is asked again once; more are cut), their results' titles
+  // and snippets as the planner's context.
   void start_background() {
     auto& fs = self->state;
     now_ = phase::background;
     auto at = next_turn();
+    constexpr int most = rf::background_max_queries;
+    constexpr int least = rf::background_min_queries;
     auto queries = std::make_shared<std::vector<std::string>>();
     auto req = rf::structured_request(
-      render_with_date("reflective_queries", {{"max_queries", "3"}}), fs.spec.question,
-      rf::queries_tool(3), "plan", core::research_context_of(fs.spec.question));
+      render_with_date("reflective_queries", {{"query_count", rf::query_count_text(most, least)},
+                                              {"max_queries", std::to_string(most)}}),
+      fs.spec.question, rf::queries_tool(most, least), "plan",
+      core::research_context_of(fs.spec.question));
     call_structured(
       self, fs.models.plan, std::move(req), at, "search_queries",
       [queries](const nlohmann::json& args) -> std::string {
-        auto read = rf::read_queries(args, 3);
+        // What is usable is kept, in case the repair has no more.
+        if (auto some = rf::read_queries(args, rf::background_max_queries);
+            auto* got = std::get_if<std::vector<std::string>>(&some))
+          *queries = std::move(*got);
+        auto read = rf::read_queries(args, rf::background_max_queries, rf::background_min_queries);
         if (auto* bad = std::get_if<rf::invalid_output>(&read))
           return bad->problem;
         *queries = std::get<std::vector<std::string>>(std::move(read));
         return {};
       },
-      [this, queries, at] {
-        run_searches(*queries, at, [this](std::vector<sdk::tool_result> results) {
-          if (!in(phase::background))
-            return;
-          // Snippets only: titles and snippets as the planner's context.
-          std::string text;
-          for (const auto& r : results)
-            for (const auto& d : r.documents)
-              text += "- " + d.title + ": "
-                      + std::string{sdk::utf8_prefix(d.snippet.empty() ? d.content : d.snippet,
-                                                     400)}
-                      + "\n";
-          background_ = std::move(text);
+      [this, queries, at] { background_search(*queries, at); },
+      [this, queries, at](const std::string& why) {
+        if (queries->empty()) {
+          say("No background search (" + why + ").");
           start_planner();
-        });
-      },
-      [this](const std::string& why) {
-        say("No background search (" + why + ").");
-        start_planner();
+          return;
+        }
+        say("The background search has only " + std::to_string(queries->size())
+            + " query of the 2-3 asked for (" + why + ").");
+        background_search(*queries, at);
       });
+  }
+
+  void background_search(const std::vector<std::string>& queries, core::placement at) {
+    run_searches(queries, at, [this](std::vector<sdk::tool_result> results) {
+      if (!in(phase::background))
+        return;
+      // Snippets only: titles and snippets as the planner's context.
+      std::string text;
+      for (const auto& r : results)
+        for (const auto& d : r.documents)
+          text += "- " + d.title + ": "
+                  + std::string{sdk::utf8_prefix(d.snippet.empty() ? d.content : d.snippet, 400)}
+                  + "\n";
+      background_ = std::move(text);
+      start_planner();
+    });
   }
 
   // -- planner -----------------------------------------------------------------------
@@ -583,9 +601,10 @@ private:
     };
     auto context = core::research_context_of(fs.spec.question);
     context.task = rf::step_text(*plan_, step_);
-    auto req = rf::structured_request(render_with_date("reflective_queries",
-                                                       {{"max_queries", std::to_string(max_q)}}),
-                                      task, rf::queries_tool(max_q), "plan", std::move(context));
+    auto req = rf::structured_request(
+      render_with_date("reflective_queries", {{"query_count", rf::query_count_text(max_q)},
+                                              {"max_queries", std::to_string(max_q)}}),
+      task, rf::queries_tool(max_q), "plan", std::move(context));
     call_structured(
       self, fs.models.plan, std::move(req), at, "search_queries",
       [queries, max_q](const nlohmann::json& args) -> std::string {

@@ -295,8 +295,9 @@ std::variant<classification, invalid_output> read_classification(const json& arg
   return out;
 }
 
-sdk::tool_definition queries_tool(int max) {
+sdk::tool_definition queries_tool(int max, int at_least) {
   max = std::max(1, max);
+  at_least = std::clamp(at_least, 1, max);
   sdk::tool_definition t;
   t.name = "search_queries";
   t.description = "Give the web search queries to run, most useful first.";
@@ -305,26 +306,45 @@ sdk::tool_definition queries_tool(int max) {
                    {{"queries",
                      {{"type", "array"},
                       {"items", {{"type", "string"}}},
-                      {"description", "1 to " + std::to_string(max)
+                      {"minItems", at_least},
+                      {"maxItems", max},
+                      {"description", std::to_string(at_least) + " to " + std::to_string(max)
                                         + " focused search queries, each different."}}}}},
                   {"required", json::array({"queries"})}};
   return t;
 }
 
-std::variant<std::vector<std::string>, invalid_output> read_queries(const json& args, int max) {
+std::string query_count_text(int max, int at_least) {
+  max = std::max(1, max);
+  at_least = std::clamp(at_least, 1, max);
+  if (at_least == max)
+    return std::to_string(max);
+  if (at_least == 1)
+    return "at most " + std::to_string(max);
+  return std::to_string(at_least) + " to " + std::to_string(max);
+}
+
+std::variant<std::vector<std::string>, invalid_output> read_queries(const json& args, int max,
+                                                                    int at_least) {
   if (!args.is_object())
     return invalid_output{"the arguments must be a JSON object."};
+  max = std::max(1, max);
+  at_least = std::clamp(at_least, 1, max);
   auto all = strings_at(args, "queries", max_draft_steps, max_query_bytes);
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (auto& q : all) {
-    if (out.size() >= static_cast<size_t>(std::max(1, max)))
+    if (out.size() >= static_cast<size_t>(max))
       break;
     if (seen.insert(sdk::to_lower(q)).second)
       out.push_back(std::move(q));
   }
   if (out.empty())
     return invalid_output{"queries must hold at least one search query (a list of strings)."};
+  if (out.size() < static_cast<size_t>(at_least))
+    return invalid_output{"queries must hold " + query_count_text(max, at_least)
+                          + " different search queries; the answer had "
+                          + std::to_string(out.size()) + "."};
   return out;
 }
 

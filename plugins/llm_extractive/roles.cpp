@@ -65,20 +65,54 @@ answer classify(const sdk::chat_request& req) {
   return out;
 }
 
+// The fewest queries the request's tool asks for (`minItems` of its
+// `queries`; 1 without one), at most 3.
+size_t least_queries(const sdk::chat_request& req) {
+  const auto& p = req.tools.front().parameters;
+  if (!p.is_object() || !p.contains("properties") || !p["properties"].is_object())
+    return 1;
+  auto q = p["properties"].find("queries");
+  if (q == p["properties"].end() || !q->is_object())
+    return 1;
+  auto m = q->find("minItems");
+  if (m == q->end() || !m->is_number_integer())
+    return 1;
+  return static_cast<size_t>(std::clamp<int64_t>(m->get<int64_t>(), 1, 3));
+}
+
 answer queries(const sdk::chat_request& req) {
   // The plan step searched for; the background search is for the question.
   auto task = req.research.task.empty() ? question_of(req) : req.research.task;
   json qs = json::array();
-  qs.push_back(std::string{sdk::utf8_prefix(task, 300)});
+  std::set<std::string> lower;
+  auto add = [&](std::string q) {
+    if (!q.empty() && lower.insert(sdk::to_lower(q)).second)
+      qs.push_back(std::move(q));
+  };
+  add(std::string{sdk::utf8_prefix(task, 300)});
   // The first six words of the task that are not stop words, each once (a
   // word counts once whatever its inflections), as written.
-  std::string keywords;
+  std::vector<std::string> keywords;
   std::set<std::string> seen;
   for (const auto& w : lexical::words(task))
-    if (seen.insert(lexical::stem(w)).second && seen.size() <= 6)
-      keywords += (keywords.empty() ? "" : " ") + w;
-  if (!keywords.empty() && sdk::to_lower(keywords) != sdk::to_lower(task))
-    qs.push_back(keywords);
+    if (seen.insert(lexical::stem(w)).second)
+      keywords.push_back(w);
+  auto joined = [&](size_t from, size_t count) {
+    std::string out;
+    for (size_t i = from; i < keywords.size() && i < from + count; ++i)
+      out += (out.empty() ? "" : " ") + keywords[i];
+    return out;
+  };
+  add(joined(0, 6));
+  // A tool that asks for more (the background investigator's 2-3): the next
+  // six keywords, then the first three, then the task as an overview.
+  auto least = least_queries(req);
+  if (qs.size() < least)
+    add(joined(6, 6));
+  if (qs.size() < least)
+    add(joined(0, 3));
+  if (qs.size() < least)
+    add(std::string{sdk::utf8_prefix(task, 280)} + " overview");
   answer out;
   out.tool_calls.push_back(one_call("search_queries", {{"queries", qs}}));
   return out;

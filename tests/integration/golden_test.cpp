@@ -279,6 +279,10 @@ TEST_CASE_FIXTURE(golden_fixture, "golden: the reflective strategy scripted at l
                                      {"is_ambiguous", false},
                                      {"recommended_depth", "light"},
                                      {"reasoning", "Scripted."}})),
+     // The background investigator's queries (the first request), 2 to 3.
+     rule("You write web search queries for a research assistant",
+          call("search_queries", {{"queries", {"heat pump defrost", "heat pump cold climate"}}}),
+          1),
      rule("You write web search queries for a research assistant",
           call("search_queries", {{"queries", {"heat pump defrost"}}})),
      // The first plan is unusable (no steps): repaired once.

@@ -69,8 +69,8 @@ json reflect(const std::string& decision, std::vector<std::string> changes = {})
 // The parts every scripted run shares: queries, the classic researcher's
 // observation, the synthesis.
 void common_rules(json& rules) {
-  rules.push_back(
-    rule(queries_writer, call("search_queries", {{"queries", {"heat pump defrost"}}})));
+  rules.push_back(rule(queries_writer,
+                       call("search_queries", {{"queries", {"heat pump defrost", "cold coil"}}})));
   rules.push_back(rule(observer, {{"text", "Defrost cycles remove frost from the coil [1]."}}));
   rules.push_back(rule(synthesizer, {{"text", "Heat pumps defrost their coils [1]."}}));
 }
@@ -395,6 +395,68 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: web_search mode falls back to
   CHECK(said);
 }
 
+// The background investigator's queries: the searches of the turn before
+// the first plan.
+std::vector<std::string> background_queries(const outcome& o) {
+  for (const auto& p : o.packets)
+    if (p["type"] == "search_tool_queries_delta")
+      return p["queries"].get<std::vector<std::string>>();
+  return {};
+}
+
+TEST_CASE_FIXTURE(reflective_fixture, "reflective: the background investigator is asked for 2 "
+                                      "to 3 queries; one is sent back once, more are cut") {
+  auto background_rules = [](json repaired) {
+    auto rules = json::array();
+    rules.push_back(rule(coordinator, classify("moderate")));
+    // The first queries request is the background investigator's.
+    rules.push_back(rule(queries_writer, call("search_queries", {{"queries", {"heat pump"}}}), 1));
+    json repair{{"match",
+                 {{"system_contains", queries_writer},
+                  {"last_user_contains", "2 to 3 different search queries"},
+                  {"times", 1}}},
+                {"respond", call("search_queries", {{"queries", repaired}})}};
+    rules.push_back(repair);
+    rules.push_back(rule(planner, plan_of({"Defrost"})));
+    rules.push_back(rule(reflector, reflect("CONTINUE")));
+    common_rules(rules);
+    return rules;
+  };
+  SUBCASE("a repair with five: the first three are searched") {
+    test::fake_llm_server server;
+    REQUIRE_FALSE(server.script(background_rules(
+      {"heat pump cold", "defrost cycle", "backup heater", "COP curve", "noise"})));
+    auto o = run_scripted(server, reflective_spec());
+    CAPTURE(o.result.failure);
+    REQUIRE(o.result.status == actors::session_status::report);
+    CHECK(background_queries(o)
+          == std::vector<std::string>{"heat pump cold", "defrost cycle", "backup heater"});
+    auto reqs = server.requests();
+    REQUIRE(reqs.size() >= 3);
+    // The first request asks for 2 to 3 in its prompt and its tool.
+    const auto& first = reqs[1];
+    REQUIRE(first.raw_body.find(queries_writer) != std::string::npos);
+    CHECK(first.raw_body.find("Write 2 to 3 focused search queries") != std::string::npos);
+    const auto& tool = first.body["tools"][0]["function"]["parameters"]["properties"]["queries"];
+    CHECK(tool["minItems"] == 2);
+    CHECK(tool["maxItems"] == 3);
+    // The second is the repair, which says why.
+    CHECK(reqs[2].raw_body.find("the answer had 1.") != std::string::npos);
+  }
+  SUBCASE("a repair with one again: that one is searched, and a notice says so") {
+    test::fake_llm_server server;
+    REQUIRE_FALSE(server.script(background_rules({"heat pump cold"})));
+    auto o = run_scripted(server, reflective_spec());
+    CAPTURE(o.result.failure);
+    REQUIRE(o.result.status == actors::session_status::report);
+    CHECK(background_queries(o) == std::vector<std::string>{"heat pump cold"});
+    bool said = false;
+    for (const auto& n : o.result.notices)
+      said = said || n.find("only 1 query of the 2-3 asked for") != std::string::npos;
+    CHECK(said);
+  }
+}
+
 TEST_CASE_FIXTURE(reflective_fixture, "reflective: a simple question is answered directly") {
   test::fake_llm_server server;
   auto rules = json::array();
@@ -452,8 +514,8 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: the report is verified claim 
   rules.push_back(rule(coordinator, classify("moderate")));
   rules.push_back(rule(planner, plan_of({"Defrost"})));
   rules.push_back(rule(reflector, reflect("COMPLETE")));
-  rules.push_back(
-    rule(queries_writer, call("search_queries", {{"queries", {"heat pump defrost"}}})));
+  rules.push_back(rule(queries_writer,
+                       call("search_queries", {{"queries", {"heat pump defrost", "cold coil"}}})));
   rules.push_back(rule(observer, {{"text", "Defrost cycles remove frost from the coil [1]."}}));
   rules.push_back(
     rule(synthesizer, {{"text", "Heat pumps are made of cheese and chocolate [1]."}}));
@@ -514,8 +576,8 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: a synthesis cut by the output
   rules.push_back(rule(coordinator, classify("moderate")));
   rules.push_back(rule(planner, plan_of({"Defrost"})));
   rules.push_back(rule(reflector, reflect("CONTINUE")));
-  rules.push_back(
-    rule(queries_writer, call("search_queries", {{"queries", {"heat pump defrost"}}})));
+  rules.push_back(rule(queries_writer,
+                       call("search_queries", {{"queries", {"heat pump defrost", "cold coil"}}})));
   rules.push_back(rule(observer, {{"text", "Defrost cycles remove frost from the coil [1]."}}));
   rules.push_back(
     rule(synthesizer, {{"text", "Heat pumps defrost their "}, {"finish_reason", "length"}}));

@@ -42,7 +42,7 @@ prompt_vars all_vars() {
           {"internal_search_tool", "internal_search"},
           {"open_url_tool", "open_url"},
           {"max_clarifying_questions", "3"},
-          {"max_queries", "3"},
+          {"query_count", "2 to 3"},
           {"step_range", "3 to 6"},
           {"depth", "medium"},
           {"min_steps", "3"}};
@@ -83,7 +83,7 @@ TEST_CASE("prompts: every template uses exactly its documented variables") {
     {"user_final_report_query", {"research_plan"}},
     // The reflective strategy and verification.
     {"reflective_coordinator", {"current_datetime", "max_clarifying_questions"}},
-    {"reflective_queries", {"current_datetime", "max_queries"}},
+    {"reflective_queries", {"current_datetime", "query_count"}},
     {"reflective_planner", {"current_datetime", "step_range", "depth"}},
     {"reflective_observation", {"current_datetime"}},
     {"reflective_reflector", {"current_datetime", "depth", "min_steps"}},

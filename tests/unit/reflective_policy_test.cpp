@@ -156,6 +156,39 @@ TEST_CASE("reflective: search queries are trimmed, unique and bounded") {
   CHECK(std::holds_alternative<invalid_output>(read_queries({{"q", {"x"}}}, 3)));
 }
 
+TEST_CASE("reflective: the background investigator's queries are 2 to 3, in the tool's schema "
+          "and in what is read from the model") {
+  auto tool = queries_tool(background_max_queries, background_min_queries);
+  const auto& q = tool.parameters["properties"]["queries"];
+  CHECK(q["minItems"] == 2);
+  CHECK(q["maxItems"] == 3);
+  CHECK(q["description"].get<std::string>().find("2 to 3") == 0);
+  CHECK(query_count_text(3, 2) == "2 to 3");
+  CHECK(query_count_text(2) == "at most 2");
+  CHECK(query_count_text(3, 3) == "3");
+  // The classic researcher's tool keeps its 1 to max.
+  CHECK(queries_tool(2).parameters["properties"]["queries"]["minItems"] == 1);
+  auto read = [](json queries) {
+    return read_queries({{"queries", std::move(queries)}}, background_max_queries,
+                        background_min_queries);
+  };
+  // One query, or two that are the same but for case, is too few.
+  for (auto few : {json{"heat pump defrost"}, json{"heat pump COP", "Heat Pump cop", " "}}) {
+    CAPTURE(few.dump());
+    auto got = read(few);
+    REQUIRE(std::holds_alternative<invalid_output>(got));
+    CHECK(std::get<invalid_output>(got).problem.find("2 to 3 different search queries")
+          != std::string::npos);
+  }
+  auto two = read({"heat pump COP", "defrost cycle"});
+  REQUIRE(std::holds_alternative<std::vector<std::string>>(two));
+  CHECK(std::get<std::vector<std::string>>(two).size() == 2);
+  // Five are cut to the first three.
+  auto five = read({"a b", "c d", "e f", "g h", "i j"});
+  REQUIRE(std::holds_alternative<std::vector<std::string>>(five));
+  CHECK(std::get<std::vector<std::string>>(five) == std::vector<std::string>{"a b", "c d", "e f"});
+}
+
 TEST_CASE("reflective: a plan needs the depth's minimum of steps, and code cuts it to the "
           "maximum") {
   auto medium = profile_for(depth::medium);

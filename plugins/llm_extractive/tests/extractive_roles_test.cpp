@@ -124,6 +124,20 @@ TEST_CASE("extractive roles: search queries and the lexical judge") {
   auto q = read_queries(args_of(req), 3);
   REQUIRE(std::holds_alternative<std::vector<std::string>>(q));
   CHECK(std::get<std::vector<std::string>>(q).front() == "Defrost cycles of heat pumps");
+  // The background investigator's tool asks for 2 to 3: a short question,
+  // whose keywords are the question itself, still gets two.
+  for (std::string question : {"Heat pumps", "How do heat pumps cope with frost?"}) {
+    CAPTURE(question);
+    sdk::research_context background;
+    background.question = question;
+    auto bg = structured_request("sys", question,
+                                 queries_tool(background_max_queries, background_min_queries),
+                                 "plan", background);
+    auto got = read_queries(args_of(bg), background_max_queries, background_min_queries);
+    REQUIRE(std::holds_alternative<std::vector<std::string>>(got));
+    CHECK(std::get<std::vector<std::string>>(got).size() >= 2);
+    CHECK(std::get<std::vector<std::string>>(got).front() == question);
+  }
 
   namespace v = core::verification;
   std::vector<v::claim> claims(3);

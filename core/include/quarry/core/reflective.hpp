@@ -125,14 +125,23 @@ sdk::tool_definition classify_tool(int max_clarifying_questions);
 std::variant<classification, invalid_output> read_classification(const nlohmann::json& args,
                                                                  int max_clarifying_questions);
 
+/// The background investigator writes 2-3 focused search queries (seed
+/// 001, "Background Investigator Agent").
+inline constexpr int background_min_queries = 2;
+inline constexpr int background_max_queries = 3;
+
 /// `search_queries`: the background investigator's and classic researcher's
-/// tool: 1 to `max` queries.
-sdk::tool_definition queries_tool(int max);
+/// tool: `at_least` to `max` queries (the schema's `minItems`, `maxItems`).
+sdk::tool_definition queries_tool(int max, int at_least = 1);
+
+/// The number of queries a prompt asks for: "2 to 3", "at most 2", "3".
+std::string query_count_text(int max, int at_least = 1);
 
 /// Reads `search_queries` arguments: trimmed, empty and repeated queries
-/// dropped (case-insensitively), at most `max`, each at most 400 bytes.
+/// dropped (case-insensitively), the first `max` kept, each at most 400
+/// bytes. Fewer than `at_least` (at least 1) left is not usable.
 std::variant<std::vector<std::string>, invalid_output> read_queries(const nlohmann::json& args,
-                                                                    int max);
+                                                                    int max, int at_least = 1);
 
 /// One step of a plan.
 struct plan_step {

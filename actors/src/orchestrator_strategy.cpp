@@ -150,6 +150,13 @@ public:
         self->send(a.handle, report_now_atom::value);
     // Agents still waiting for a slot will not start now.
     start_pending();
+    // The orchestrator is not asked again to start agents: a call of it in
+    // flight gives way to the final report (after the agents' round, which
+    // reports now, start_cycle() goes there too).
+    if (now_ == phase::orchestrate && self->state.stage == frame_stage::research) {
+      cancel_call(self);
+      start_final();
+    }
   }
 
   void on_deadline() override {
@@ -525,7 +532,10 @@ private:
     if (fs.stage != frame_stage::research)
       return;
     now_ = phase::orchestrate;
-    if (fs.stop_requested || fs.deadline_passed || core::final_cycle(cycle_, max_cycles_)) {
+    // Near the deadline (agents were told to report), no new cycle: a new
+    // agent would have no time, so the final report comes now.
+    if (fs.stop_requested || fs.deadline_passed || fs.deadline_soon
+        || core::final_cycle(cycle_, max_cycles_)) {
       start_final();
       return;
     }
@@ -583,6 +593,10 @@ private:
     if (fs.stage != frame_stage::research)
       return;
     auto t = turn_now();
+    if (fs.deadline_soon && !fs.deadline_passed && !fs.stop_requested)
+      notice(self, t,
+             "The research deadline is near: no further research agents start; the report "
+             "is written from what was found.");
     if (fs.stop_requested) {
       // Interrupted: no new model call; what was found is the report.
       begin_final(self, t, false);

@@ -42,13 +42,16 @@ struct fake_call final : sdk::chat_call {
 // An LLM plugin that answers only when the test calls its sinks.
 struct fake_llm final : sdk::llm_provider {
   std::vector<std::pair<std::shared_ptr<sdk::chat_sink>, std::shared_ptr<fake_call>>> calls;
+  /// The role tag of each call (`plan`, `orchestrate`, `final`, ...).
+  std::vector<std::string> roles;
 
   sdk::model_info info() const override {
     return {"fake", 1000, true, false, ""};
   }
 
-  std::shared_ptr<sdk::chat_call> chat(sdk::chat_request,
+  std::shared_ptr<sdk::chat_call> chat(sdk::chat_request req,
                                        std::shared_ptr<sdk::chat_sink> sink) override {
+    roles.push_back(req.role_tag);
     auto call = std::make_shared<fake_call>();
     calls.emplace_back(std::move(sink), call);
     return call;
@@ -743,6 +746,95 @@ QUARRY_CAF_TEST(session a stop during planning ends the session at once marked a
     CAF_CHECK(r.interrupted);
   });
   CAF_CHECK_EQUAL(plugin->calls.size(), 1u);
+  anon_send(model, actors::stop_atom::value);
+  anon_send_exit(em, caf::exit_reason::kill);
+  consume_messages();
+}
+
+// Once the session tells its agents to report (two minutes before a 30-minute
+// deadline), the orchestrator is not asked again: the final report follows.
+QUARRY_CAF_TEST(session near its deadline the orchestrator is not asked again after the agents
+                  report
+                and the final report follows) {
+  auto plugin = std::make_shared<fake_llm>();
+  auto model = llm(plugin, 4);
+  auto em = actors::spawn_emitter(sys, "virtual");
+  auto s = session(model, em, std::chrono::minutes{30});
+  consume_messages();
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
+  CAF_CHECK_EQUAL(plugin->roles[0], "plan");
+  sdk::chat_result plan;
+  plan.text = "1. Abtauen untersuchen\n";
+  plugin->calls[0].first->on_done(plan);
+  consume_messages();
+  // The orchestrator sends one agent.
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 2u);
+  CAF_CHECK_EQUAL(plugin->roles[1], "orchestrate");
+  sdk::chat_result send;
+  send.tool_calls.push_back({"o1", "research_agent", R"({"task": "Wie taut sie ab?"})"});
+  send.finish = sdk::finish_reason::tool_calls;
+  plugin->calls[1].first->on_done(send);
+  consume_messages();
+  // The agent's first step is with the model when the deadline comes near.
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 3u);
+  advance_time(std::chrono::minutes{28});
+  consume_messages();
+  sdk::chat_result enough;
+  enough.tool_calls.push_back({"a1", "generate_report", "{}"});
+  enough.finish = sdk::finish_reason::tool_calls;
+  plugin->calls[2].first->on_done(enough);
+  consume_messages();
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 4u);
+  CAF_CHECK_EQUAL(plugin->roles[3], "report");
+  sdk::chat_result report;
+  report.text = "Sie taut regelmäßig ab.";
+  plugin->calls[3].first->on_done(report);
+  consume_messages();
+  // The agent's round is answered: the next call writes the final report.
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 5u);
+  CAF_CHECK_EQUAL(plugin->roles[4], "final");
+  sdk::chat_result final_text;
+  final_text.text = "Bericht.";
+  plugin->calls[4].first->on_done(final_text);
+  consume_messages();
+  next([](actors::session_done_atom, actors::session_result& r) {
+    bool said = false;
+    for (const auto& n : r.notices)
+      said = said || n.find("The research deadline is near") != std::string::npos;
+    CAF_CHECK(said);
+  });
+  CAF_CHECK_EQUAL(plugin->calls.size(), 5u);
+  anon_send_exit(s, caf::exit_reason::kill);
+  anon_send(model, actors::stop_atom::value);
+  anon_send_exit(em, caf::exit_reason::kill);
+  consume_messages();
+}
+
+QUARRY_CAF_TEST(
+  session near its deadline an orchestrator call in flight gives way to the final report) {
+  auto plugin = std::make_shared<fake_llm>();
+  auto model = llm(plugin, 4);
+  auto em = actors::spawn_emitter(sys, "virtual");
+  auto s = session(model, em, std::chrono::minutes{30});
+  consume_messages();
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
+  sdk::chat_result plan;
+  plan.text = "1. Abtauen untersuchen\n";
+  plugin->calls[0].first->on_done(plan);
+  consume_messages();
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 2u);
+  CAF_CHECK_EQUAL(plugin->roles[1], "orchestrate");
+  // The orchestrator's call stalls until the deadline comes near.
+  advance_time(std::chrono::minutes{27});
+  consume_messages();
+  CAF_CHECK_EQUAL(plugin->calls.size(), 2u);
+  CAF_CHECK_EQUAL(plugin->calls[1].second->cancels, 0);
+  advance_time(std::chrono::minutes{1});
+  consume_messages();
+  CAF_CHECK_GREATER_OR_EQUAL(plugin->calls[1].second->cancels, 1);
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 3u);
+  CAF_CHECK_EQUAL(plugin->roles[2], "final");
+  anon_send_exit(s, caf::exit_reason::kill);
   anon_send(model, actors::stop_atom::value);
   anon_send_exit(em, caf::exit_reason::kill);
   consume_messages();

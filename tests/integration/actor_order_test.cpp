@@ -691,6 +691,92 @@ QUARRY_CAF_TEST(research agent past its hard time limit keeps the sources it had
   consume_messages();
 }
 
+QUARRY_CAF_TEST(research agent past its hard time limit while writing its report keeps the part
+                  written marked as cut by time) {
+  auto plugin = std::make_shared<fake_llm>();
+  auto model = llm(plugin, 4);
+  auto em = actors::spawn_emitter(sys, "virtual");
+  auto searcher = std::make_shared<fake_tool>();
+  actors::tool_actor_settings ts;
+  ts.name = "slow_tool";
+  ts.timeout = std::chrono::hours{1};
+  ts.cache_ttl = 0ms;
+  actors::tool_set tools;
+  tools.tools["slow_tool"] = {actors::spawn_tool_provider(sys, searcher, ts),
+                              searcher->definition(), sdk::tool_kind::internal_search};
+  actors::agent_spec spec;
+  spec.call_id = "call_1";
+  spec.task = "Wie taut eine Wärmepumpe ab?";
+  spec.tab_index = 0;
+  spec.force_report_after = std::chrono::minutes{12};
+  spec.hard_timeout = std::chrono::minutes{30};
+  spec.current_datetime = "Sunday November 22, 2026";
+  auto agent = actors::spawn_research_agent(
+    sys, spec, model, tools, em,
+    std::make_shared<core::prompt_library>(core::prompt_library::embedded()),
+    caf::actor_cast<actors::agent_parent_actor>(self));
+  consume_messages();
+  // The model searches; the search finds two documents.
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 1u);
+  sdk::chat_result step;
+  step.tool_calls.push_back({"c1", "slow_tool", R"({"queries": ["Abtauen"]})"});
+  step.finish = sdk::finish_reason::tool_calls;
+  plugin->calls[0].first->on_done(step);
+  consume_messages();
+  CAF_REQUIRE_EQUAL(searcher->runs.size(), 1u);
+  sdk::tool_result found;
+  found.llm_text = R"({"results": [{"document": 1, "title": "Abtauen"}, )"
+                   R"({"document": 2, "title": "Umkehrventil"}]})";
+  for (auto name : {"Abtauen", "Umkehrventil"}) {
+    sdk::document d;
+    d.id = std::string{"corpus:"} + name;
+    d.url = std::string{"file:///docs/"} + name + ".md";
+    d.title = name;
+    d.snippet = std::string{"Über "} + name + ".";
+    d.kind = sdk::source_kind::internal;
+    found.documents.push_back(d);
+  }
+  searcher->runs[0].first(found);
+  consume_messages();
+  // The model has enough and asks for the report.
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 2u);
+  sdk::chat_result enough;
+  enough.tool_calls.push_back({"c2", "generate_report", "{}"});
+  enough.finish = sdk::finish_reason::tool_calls;
+  plugin->calls[1].first->on_done(enough);
+  consume_messages();
+  // The report streams its first sentence, then the model stalls.
+  CAF_REQUIRE_EQUAL(plugin->calls.size(), 3u);
+  CAF_CHECK_EQUAL(plugin->roles[2], "report");
+  const std::string written = "Eine Wärmepumpe taut ihren Verdampfer regelmäßig ab [1]. Dazu";
+  plugin->calls[2].first->on_text(written);
+  consume_messages();
+  advance_time(std::chrono::minutes{30});
+  consume_messages();
+  CAF_CHECK_GREATER_OR_EQUAL(plugin->calls[2].second->cancels, 1);
+  next([&](actors::agent_done_atom, actors::agent_result& r) {
+    CAF_CHECK(r.ok);
+    CAF_CHECK_EQUAL(r.call_id, "call_1");
+    // The written part, whole and first; then the note that time cut it.
+    CAF_CHECK_EQUAL(r.report.compare(0, written.size(), written), 0);
+    auto note = r.report.find(core::time_cut_marker);
+    CAF_CHECK(note != std::string::npos && note > written.size());
+    CAF_CHECK(r.report.find("it is incomplete") != std::string::npos);
+    // Not the list of sources that stands in for a report never begun.
+    CAF_CHECK(r.report.find("The sources the research agent had read") == std::string::npos);
+    // The report cites the first document only.
+    CAF_REQUIRE_EQUAL(r.cited.size(), 1u);
+    CAF_CHECK_EQUAL(r.cited[0].first, 1);
+    CAF_CHECK_EQUAL(r.cited[0].second.title, "Abtauen");
+  });
+  CAF_CHECK(nothing_more());                 // exactly once
+  CAF_CHECK_EQUAL(plugin->calls.size(), 3u); // no further model call
+  anon_send_exit(agent, caf::exit_reason::kill);
+  anon_send(model, actors::stop_atom::value);
+  anon_send_exit(em, caf::exit_reason::kill);
+  consume_messages();
+}
+
 // -- session: deadline and stop in virtual time --------------------------------
 
 QUARRY_CAF_TEST(

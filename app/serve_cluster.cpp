@@ -84,7 +84,14 @@ cluster::session_result result_from_store(store::store* db, const std::string& i
   out.status = cluster::session_status::report;
   out.report = report->body;
   for (const auto& s : report->sources)
-    out.sources.push_back({s.number, {}, s.title, s.url});
+    out.sources.push_back({s.number, {}, s.title, s.url, s.snippet_only});
+  // The verified claims go along as the session gave them.
+  if (auto claims = db->claims(row.id); claims && !claims->empty()) {
+    auto all = nlohmann::json::array();
+    for (const auto& c : *claims)
+      all.push_back(store::to_json(c));
+    out.claims = all.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
   return out;
 }
 

@@ -20,6 +20,30 @@ source_text src(int number, std::string title, std::string url, std::string text
   return s;
 }
 
+// Stages 2 to 6 over `claims`, judged lexically, as the verifier runs them.
+std::vector<claim_result> judge_all(const std::vector<claim>& claims,
+                                    const std::map<int, indexed_document>& docs) {
+  std::vector<claim_result> results;
+  for (const auto& c : claims) {
+    claim_result r;
+    r.subject = c;
+    std::optional<evidence> best;
+    for (auto n : map_claim(c, docs).with_text) {
+      auto ev = best_evidence(c.text, docs.at(n));
+      if (ev && (!best || ev->coverage > best->coverage))
+        best = ev;
+    }
+    r.judged = judge_lexically(c.text, best);
+    if (r.judged.result != verdict::supported)
+      if (auto other = find_recitation(c, docs)) {
+        r.recited_to = other->number;
+        r.judged = *other;
+      }
+    results.push_back(r);
+  }
+  return results;
+}
+
 std::map<int, indexed_document> library() {
   std::map<int, indexed_document> docs;
   docs[1] = index_document(src(1, "Cold climate heat pumps", "https://a.example/cold",
@@ -207,24 +231,7 @@ TEST_CASE("verification 6: re-citing to a read source, marking and dropping") {
                        "models use variable-speed compressors for Heat Pumps.\n";
   auto claims = split_claims(report);
   REQUIRE(claims.size() == 3);
-  std::vector<claim_result> results;
-  for (const auto& c : claims) {
-    claim_result r;
-    r.subject = c;
-    std::optional<evidence> best;
-    for (auto n : map_claim(c, docs).with_text) {
-      auto ev = best_evidence(c.text, docs.at(n));
-      if (ev && (!best || ev->coverage > best->coverage))
-        best = ev;
-    }
-    r.judged = judge_lexically(c.text, best);
-    if (r.judged.result != verdict::supported)
-      if (auto other = find_recitation(c, docs)) {
-        r.recited_to = other->number;
-        r.judged = *other;
-      }
-    results.push_back(r);
-  }
+  auto results = judge_all(claims, docs);
   // The first cites [1], but [2] says it.
   REQUIRE(results[0].recited_to.has_value());
   CHECK(*results[0].recited_to == 2);
@@ -356,24 +363,7 @@ TEST_CASE("verification: the claims' ranges in the verified report, and their re
                        "typical unit still reaches a COP of about 2 [1].\n";
   auto claims = split_claims(report);
   REQUIRE(claims.size() == 3);
-  std::vector<claim_result> results;
-  for (const auto& c : claims) {
-    claim_result r;
-    r.subject = c;
-    std::optional<evidence> best;
-    for (auto n : map_claim(c, docs).with_text) {
-      auto ev = best_evidence(c.text, docs.at(n));
-      if (ev && (!best || ev->coverage > best->coverage))
-        best = ev;
-    }
-    r.judged = judge_lexically(c.text, best);
-    if (r.judged.result != verdict::supported)
-      if (auto other = find_recitation(c, docs)) {
-        r.recited_to = other->number;
-        r.judged = *other;
-      }
-    results.push_back(r);
-  }
+  auto results = judge_all(claims, docs);
   REQUIRE(results[0].recited_to == std::optional<int>{2});
   REQUIRE(results[1].judged.result == verdict::unsupported);
   REQUIRE(results[2].judged.result == verdict::supported);

@@ -476,6 +476,7 @@ actors::session_spec research_engine::spec_for(const std::string& session_id,
   actors::session_spec spec;
   spec.session_id = session_id;
   spec.question = question_for_model(so);
+  spec.conversation = so.follow_up_context.thread;
   spec.checkpoints = static_cast<bool>(impl_->store);
   spec.clarify = so.clarify;
   spec.max_parallel_agents = so.max_agents > 0 ? so.max_agents : research.max_parallel_agents;

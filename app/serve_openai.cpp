@@ -235,16 +235,26 @@ std::variant<chat_request, request_refusal> parse_chat(const std::string& body) 
     return bad("messages: the question (the last user message) has more than 20000 characters",
                "messages");
   out.options.question = std::move(question);
-  // The messages before the question are the conversation it follows.
+  // The messages before the question are the conversation it follows: as
+  // text, and its user and assistant messages as the session's thread.
   std::string context;
+  std::vector<sdk::chat_message> thread;
   for (size_t i = 0; i < *last_user; ++i) {
     auto t = std::string{sdk::trim(texts[i].second)};
-    if (!t.empty())
-      context += texts[i].first + ": " + t + "\n\n";
+    if (t.empty())
+      continue;
+    context += texts[i].first + ": " + t + "\n\n";
+    if (texts[i].first == "user" || texts[i].first == "assistant") {
+      sdk::chat_message m;
+      m.author = texts[i].first == "user" ? sdk::role::user : sdk::role::assistant;
+      m.content = std::move(t);
+      thread.push_back(std::move(m));
+    }
   }
   if (!context.empty())
-    out.options.follow_up_context = "Earlier messages in this conversation:\n\n"
-                                    + utf8_suffix(context, max_context_bytes);
+    out.options.follow_up_context.text = "Earlier messages in this conversation:\n\n"
+                                         + utf8_suffix(context, max_context_bytes);
+  out.options.follow_up_context.thread = kept_thread(std::move(thread));
   return out;
 }
 

@@ -197,8 +197,10 @@ nlohmann::json to_json(const stored_options& x) {
     j["max_cycles"] = x.max_cycles;
   if (!x.corpus.empty())
     j["corpus"] = x.corpus;
-  if (!x.follow_up_context.empty())
-    j["follow_up_context"] = x.follow_up_context;
+  if (!x.follow_up_context.text.empty())
+    j["follow_up_context"] = x.follow_up_context.text;
+  if (!x.follow_up_context.thread.empty())
+    j["conversation"] = thread_json(x.follow_up_context.thread);
   if (!x.verify.empty())
     j["verify"] = x.verify;
   if (!x.strategy.empty())
@@ -223,17 +225,23 @@ std::variant<stored_options, std::string> stored_options_from(const nlohmann::js
     into = i->get<std::string>();
     return true;
   };
-  for (auto [key, into] :
-       {std::pair{"question", &out.question}, std::pair{"answers", &out.answers},
-        std::pair{"corpus", &out.corpus}, std::pair{"follow_up_context", &out.follow_up_context},
-        std::pair{"verify", &out.verify}, std::pair{"strategy", &out.strategy},
-        std::pair{"mode", &out.mode}, std::pair{"depth", &out.depth}})
+  for (auto [key, into] : {std::pair{"question", &out.question}, std::pair{"answers", &out.answers},
+                           std::pair{"corpus", &out.corpus},
+                           std::pair{"follow_up_context", &out.follow_up_context.text},
+                           std::pair{"verify", &out.verify}, std::pair{"strategy", &out.strategy},
+                           std::pair{"mode", &out.mode}, std::pair{"depth", &out.depth}})
     if (!text(key, *into))
       return std::string{"stored options: "} + key + ": not text";
   if (!out.verify.empty() && out.verify != "on" && out.verify != "off")
     return std::string{"stored options: verify: not on or off"};
   if (auto why = strategy_option_problem(out.strategy, out.mode, out.depth); !why.empty())
     return "stored options: " + why;
+  if (auto i = j.find("conversation"); i != j.end()) {
+    auto thread = thread_from(*i);
+    if (auto* why = std::get_if<std::string>(&thread))
+      return "stored options: conversation: " + *why;
+    out.follow_up_context.thread = std::get<std::vector<sdk::chat_message>>(std::move(thread));
+  }
   if (auto i = j.find("clarify"); i != j.end()) {
     if (!i->is_boolean())
       return std::string{"stored options: clarify: not true or false"};
@@ -261,38 +269,37 @@ std::variant<stored_options, std::string> stored_options_from(const nlohmann::js
 
 std::string question_for_model(const stored_options& x) {
   std::string out;
-  if (!x.follow_up_context.empty())
-    out += x.follow_up_context + "\n\n" + std::string{lexical::follow_up_marker};
+  if (!x.follow_up_context.text.empty())
+    out += x.follow_up_context.text + "\n\n" + std::string{lexical::follow_up_marker};
   out += x.question;
   if (!x.answers.empty())
     out += "\n\nClarifications from the user:\n" + x.answers;
   return out;
 }
 
-// The earlier session's question, report and sources, as the models see
-// them in a follow-up (bounded: the report is cut at 24,000 characters).
-store::result<std::string> follow_up_context(store::store& db, const std::string& id,
-                                             std::string& problem) {
-  if (!store::is_session_id(id))
-    return problem = "--follow-up: not a session id: '" + id + "'", std::string{};
-  auto row = db.session(id);
-  if (!row)
-    return row.error();
-  if (!*row)
-    return problem = "--follow-up: no session " + id, std::string{};
-  auto report = db.final_report(id);
-  if (!report)
-    return report.error();
-  if (!*report)
-    return problem = "--follow-up: session " + id + " has no report ("
-                     + store::to_string((*row)->state) + ")",
-           std::string{};
-  constexpr size_t max_report = 24'000;
-  auto text = (*report)->text;
-  if (text.size() > max_report)
-    text = std::string{sdk::utf8_prefix(text, max_report)} + "\n[...]";
-  std::string out = "Earlier research in this conversation.\nQuestion: " + (*row)->question
-                    + "\n\nReport:\n" + text;
+namespace {
+
+// Bytes of each report in a follow-up's thread (its sources follow it), and
+// of any message of a kept thread.
+constexpr size_t report_bytes = 16'000;
+constexpr size_t message_bytes = 20'000;
+
+sdk::chat_message said(sdk::role author, std::string text) {
+  sdk::chat_message m;
+  m.author = author;
+  m.content = std::move(text);
+  return m;
+}
+
+std::string cut(const std::string& text, size_t bytes) {
+  if (text.size() <= bytes)
+    return text;
+  return std::string{sdk::utf8_prefix(text, bytes)} + "\n[...]";
+}
+
+// The sources a stored report cites, one line each (`[n] title url`), after
+// a heading; empty when it cites none.
+store::result<std::string> sources_of(store::store& db, const std::string& id) {
   auto docs = db.documents(id);
   if (!docs)
     return docs.error();
@@ -309,10 +316,147 @@ store::result<std::string> follow_up_context(store::store& db, const std::string
                + (d != by_id.end() ? d->second->title + " " + d->second->url : c.document_id)
                + "\n";
   }
-  if (!sources.empty())
-    out += "\n\nSources of that report:\n" + sources;
+  if (sources.empty())
+    return std::string{};
+  return "\n\nSources of that report:\n" + sources;
+}
+
+// A stored session's question as it was asked: with the answers to its
+// clarifying questions.
+std::string asked_in(const store::session_row& row) {
+  auto parsed = stored_options_from(row.options);
+  auto* so = std::get_if<stored_options>(&parsed);
+  if (so == nullptr)
+    return row.question;
+  auto out = so->question;
+  if (!so->answers.empty())
+    out += "\n\nClarifications from the user:\n" + so->answers;
+  return out;
+}
+
+// The thread up to session `row`, its question and report included: the
+// thread stored with it (else, `depth` sessions up at most, its parents'),
+// then its own question and report.
+store::result<std::vector<sdk::chat_message>>
+thread_through(store::store& db, const store::session_row& row, size_t depth) {
+  std::vector<sdk::chat_message> out;
+  auto parsed = stored_options_from(row.options);
+  auto* so = std::get_if<stored_options>(&parsed);
+  if (so != nullptr && !so->follow_up_context.thread.empty()) {
+    out = so->follow_up_context.thread;
+  } else if (depth > 1 && !row.parent_id.empty()) {
+    auto parent = db.session(row.parent_id);
+    if (!parent)
+      return parent.error();
+    if (*parent) {
+      auto before = thread_through(db, **parent, depth - 1);
+      if (!before)
+        return before.error();
+      out = std::move(*before);
+    }
+  }
+  out.push_back(said(sdk::role::user, asked_in(row)));
+  auto report = db.final_report(row.id);
+  if (!report)
+    return report.error();
+  if (*report && !sdk::trim((*report)->text).empty()) {
+    // The report cut to its share, then the sources it cites.
+    auto sources = sources_of(db, row.id);
+    if (!sources)
+      return sources.error();
+    out.push_back(said(sdk::role::assistant, cut((*report)->text, report_bytes) + *sources));
+  }
+  return kept_thread(std::move(out));
+}
+
+} // namespace
+
+std::vector<sdk::chat_message> kept_thread(std::vector<sdk::chat_message> thread) {
+  auto counts = [](const sdk::chat_message& m) {
+    return (m.author == sdk::role::user || m.author == sdk::role::assistant)
+           && !sdk::trim(m.content).empty();
+  };
+  // From the thread_questions-th last user message on.
+  size_t first = 0;
+  size_t users = 0;
+  for (size_t i = thread.size(); i > 0; --i)
+    if (counts(thread[i - 1]) && thread[i - 1].author == sdk::role::user
+        && ++users == thread_questions) {
+      first = i - 1;
+      break;
+    }
+  std::vector<sdk::chat_message> out;
+  for (size_t i = first; i < thread.size(); ++i)
+    if (counts(thread[i]))
+      out.push_back(said(thread[i].author, cut(thread[i].content, message_bytes)));
+  return out;
+}
+
+nlohmann::json thread_json(const std::vector<sdk::chat_message>& thread) {
+  auto out = nlohmann::json::array();
+  for (const auto& m : thread)
+    if (m.author == sdk::role::user || m.author == sdk::role::assistant)
+      out.push_back(
+        {{"role", m.author == sdk::role::user ? "user" : "assistant"}, {"content", m.content}});
+  return out;
+}
+
+std::variant<std::vector<sdk::chat_message>, std::string> thread_from(const nlohmann::json& j) {
+  if (!j.is_array())
+    return std::string{"not a list of messages"};
+  std::vector<sdk::chat_message> out;
+  for (const auto& m : j) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content")
+        || !m["content"].is_string())
+      return std::string{"a message is not {\"role\", \"content\"}"};
+    auto role = m["role"].get<std::string>();
+    if (role != "user" && role != "assistant")
+      return "a message's role is not user or assistant: '" + role + "'";
+    out.push_back(said(role == "user" ? sdk::role::user : sdk::role::assistant,
+                       m["content"].get<std::string>()));
+  }
+  return out;
+}
+
+// The earlier session's question, report and sources, as the models see
+// them in a follow-up (bounded: the report is cut at 24,000 characters),
+// and the thread through it.
+store::result<conversation_context> follow_up_context(store::store& db, const std::string& id,
+                                                      std::string& problem) {
+  if (!store::is_session_id(id))
+    return problem = "--follow-up: not a session id: '" + id + "'", conversation_context{};
+  auto row = db.session(id);
+  if (!row)
+    return row.error();
+  if (!*row)
+    return problem = "--follow-up: no session " + id, conversation_context{};
+  auto report = db.final_report(id);
+  if (!report)
+    return report.error();
+  if (!*report)
+    return problem = "--follow-up: session " + id + " has no report ("
+                     + store::to_string((*row)->state) + ")",
+           conversation_context{};
+  constexpr size_t max_report = 24'000;
+  auto text = (*report)->text;
+  if (text.size() > max_report)
+    text = std::string{sdk::utf8_prefix(text, max_report)} + "\n[...]";
+  std::string out = "Earlier research in this conversation.\nQuestion: " + (*row)->question
+                    + "\n\nReport:\n" + text;
+  auto sources = sources_of(db, id);
+  if (!sources)
+    return sources.error();
+  out += *sources;
+  auto thread = thread_through(db, **row, thread_questions);
+  if (!thread)
+    return thread.error();
+  conversation_context ctx;
   // Stored text may be anything a process wrote: valid UTF-8 from here on.
-  return sdk::repair_utf8(out);
+  ctx.text = sdk::repair_utf8(out);
+  ctx.thread = std::move(*thread);
+  for (auto& m : ctx.thread)
+    m.content = sdk::repair_utf8(m.content);
+  return ctx;
 }
 
 const char* state_after(const actors::session_result& r) {

@@ -69,6 +69,30 @@ private:
   int64_t offset_;
 };
 
+/// What a follow-up carries from the conversation before it, in the two
+/// forms the models read it in.
+struct conversation_context {
+  /// The earlier research (question, report and sources of the session
+  /// followed up) as text before the question (question_for_model); the
+  /// research agents and the final report read it so.
+  std::string text;
+  /// The session's thread, oldest first: each earlier question as a user
+  /// message and its report as an assistant message, from the fourth last
+  /// question on (the question of the session itself makes five, Onyx's
+  /// MAX_USER_MESSAGES_FOR_CONTEXT). The clarification, the plan, the
+  /// orchestrator and the reflective coordinator read it as messages
+  /// (actors::session_spec::conversation).
+  std::vector<sdk::chat_message> thread;
+
+  bool empty() const noexcept {
+    return text.empty() && thread.empty();
+  }
+};
+
+/// Earlier questions of a thread a follow-up keeps (with the follow-up's
+/// own, core::max_user_messages_for_context).
+inline constexpr size_t thread_questions = 4;
+
 /// What a stored session runs with: enough to run it again.
 struct stored_options {
   /// The question as the user asked it.
@@ -85,8 +109,9 @@ struct stored_options {
   int max_cycles = 0;
   /// The corpus folder (absolute), or empty.
   std::string corpus;
-  /// Context from the session this one follows up, or empty.
-  std::string follow_up_context;
+  /// Context from the session this one follows up (or the messages before
+  /// the question of an OpenAI-style request), or empty.
+  conversation_context follow_up_context;
   /// `on` or `off` (`--verify`, `--no-verify`); empty: research.verify.
   std::string verify;
   /// `--strategy`, `--mode`, `--depth`; empty: research.strategy, .mode,
@@ -111,12 +136,27 @@ std::variant<stored_options, std::string> stored_options_from(const nlohmann::js
 /// the session it follows up.
 std::string question_for_model(const stored_options& x);
 
-/// The earlier session's question, report and sources, as the models see
-/// them in a follow-up (the report cut at 24,000 characters). When the
-/// session cannot be followed up (unknown, no report) the text is empty and
-/// `problem` says why; a store that cannot be read is an error.
-store::result<std::string> follow_up_context(store::store& db, const std::string& id,
-                                             std::string& problem);
+/// What a follow-up of session `id` carries: as text, the earlier session's
+/// question, report and sources (the report cut at 24,000 characters); as
+/// the thread, the questions and reports of `id` and the sessions it follows
+/// up in turn (the thread stored with `id`, else its parent sessions'), from
+/// the fourth last question on (@ref thread_questions), each report cut at
+/// 16,000 bytes and followed by the sources it cites. When the session cannot
+/// be followed up (unknown, no report) the result is empty and `problem`
+/// says why; a store that cannot be read is an error.
+store::result<conversation_context> follow_up_context(store::store& db, const std::string& id,
+                                                      std::string& problem);
+
+/// The end of `thread` a follow-up keeps: its user and assistant messages
+/// with text from its @ref thread_questions-th last user message on, each
+/// cut at 20,000 bytes.
+std::vector<sdk::chat_message> kept_thread(std::vector<sdk::chat_message> thread);
+
+/// A thread as stored: `[{"role": "user" | "assistant", "content"}]`.
+nlohmann::json thread_json(const std::vector<sdk::chat_message>& thread);
+
+/// A stored thread; an error names what is wrong.
+std::variant<std::vector<sdk::chat_message>, std::string> thread_from(const nlohmann::json& j);
 
 /// The state to show and act on: a stored `running` or `pending` session
 /// whose lock is free was left by a process that died and is interrupted;

@@ -217,7 +217,8 @@ private:
     auto system = core::clarification_system(*fs.prompts, fs.spec.current_datetime,
                                              fs.tools.has(sdk::tool_kind::internal_search));
     call_llm(
-      self, fs.models.clarify, core::clarification_request(system, fs.spec.question), turn(0),
+      self, fs.models.clarify,
+      core::clarification_request(system, fs.spec.question, fs.spec.conversation), turn(0),
       [this](sdk::chat_result& r) {
         close_reasoning(self);
         learn_reasoning_model(r);
@@ -280,7 +281,8 @@ private:
                           {"max_plan_steps", steps}});
     auto reminder = render(self, "research_plan_reminder", {{"max_plan_steps", steps}});
     call_llm(
-      self, fs.models.plan, core::plan_request(system, fs.spec.question, reminder), turn(0),
+      self, fs.models.plan,
+      core::plan_request(system, fs.spec.question, reminder, fs.spec.conversation), turn(0),
       [this](sdk::chat_result& r) {
         auto& fs = self->state;
         close_reasoning(self);
@@ -551,6 +553,7 @@ private:
     core::orchestrator_input in;
     in.system = core::orchestrator_system(*fs.prompts, prompt);
     in.question = fs.spec.question;
+    in.conversation = fs.spec.conversation;
     in.plan = plan_;
     in.max_parallel_agents = fs.spec.max_parallel_agents;
     in.history = orchestration_;

@@ -13,6 +13,7 @@
 #include "quarry/core/findings.hpp"
 #include "quarry/core/reflective_requests.hpp"
 #include "quarry/core/research_requests.hpp"
+#include "quarry/lexical/lexical.hpp"
 #include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/text.hpp"
 
@@ -198,16 +199,18 @@ private:
     begin_final_text();
     std::string user;
     // The sources already in the conversation (a follow-up chain).
-    for (const auto& m : fs.spec.reflective.conversation)
-      if (!sdk::trim(m.content).empty())
-        user += (m.author == sdk::role::user ? "User: " : "Assistant: ")
-                + std::string{sdk::utf8_prefix(m.content, 8000)} + "\n\n";
+    auto recent = core::conversation_window(fs.spec.conversation);
+    for (const auto& m : recent)
+      user += (m.author == sdk::role::user ? "User: " : "Assistant: ")
+              + std::string{sdk::utf8_prefix(m.content, 8000)} + "\n\n";
     if (!user.empty())
-      user = "The conversation so far:\n\n" + user + "The question:\n\n";
-    user += fs.spec.question;
+      user = "The conversation so far:\n\n" + user + "The question:\n\n"
+             + std::string{lexical::asked_question(fs.spec.question)};
+    else
+      user = fs.spec.question;
     auto req = text_request(render_with_date("reflective_simple", {}), std::move(user), "simple",
                             fs.spec.final_max_tokens);
-    req.research = core::research_context_of(fs.spec.question);
+    req.research = core::research_context_of(fs.spec.question, fs.spec.conversation);
     write_final(self, std::move(req));
   }
 
@@ -279,9 +282,8 @@ private:
     auto req = rf::structured_request(
       render_with_date("reflective_coordinator",
                        {{"max_clarifying_questions", std::to_string(max_q)}}),
-      rf::coordinator_input(fs.spec.question, fs.spec.reflective.conversation),
-      rf::classify_tool(max_q), "classify",
-      rf::coordinator_context(fs.spec.question, fs.spec.reflective.conversation));
+      rf::coordinator_input(fs.spec.question, fs.spec.conversation), rf::classify_tool(max_q),
+      "classify", rf::coordinator_context(fs.spec.question, fs.spec.conversation));
     call_structured(
       self, fs.models.clarify, std::move(req), turn(0), "classify_question",
       [this, max_q](const nlohmann::json& args) -> std::string {

@@ -3,6 +3,7 @@
 #include "quarry/core/reflective_requests.hpp"
 
 #include "quarry/core/research_requests.hpp"
+#include "quarry/lexical/lexical.hpp"
 #include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/text.hpp"
 
@@ -109,22 +110,18 @@ sdk::chat_request repair_request(sdk::chat_request first, const sdk::chat_result
 
 std::string coordinator_input(const std::string& question,
                               const std::vector<sdk::chat_message>& conversation) {
-  std::vector<const sdk::chat_message*> recent;
-  for (auto i = conversation.rbegin();
-       i != conversation.rend() && recent.size() < coordinator_history_messages; ++i)
-    if ((i->author == sdk::role::user || i->author == sdk::role::assistant)
-        && !sdk::trim(i->content).empty())
-      recent.push_back(&*i);
+  auto recent = conversation_window(conversation);
   std::string out;
   if (!recent.empty()) {
     out += "The conversation so far (most recent last):\n\n";
-    for (auto i = recent.rbegin(); i != recent.rend(); ++i) {
-      out += (*i)->author == sdk::role::user ? "User: " : "Assistant: ";
-      out += clipped((*i)->content, 3000);
+    for (const auto& m : recent) {
+      out += m.author == sdk::role::user ? "User: " : "Assistant: ";
+      out += clipped(m.content, 3000);
       out += "\n\n";
     }
   }
-  out += "The question to classify:\n\n" + question;
+  out += "The question to classify:\n\n";
+  out += recent.empty() ? question : std::string{lexical::asked_question(question)};
   return out;
 }
 
@@ -215,13 +212,8 @@ std::string synthesizer_input(const std::string& question, const plan& p, size_t
 
 sdk::research_context coordinator_context(const std::string& question,
                                           const std::vector<sdk::chat_message>& conversation) {
-  auto out = research_context_of(question);
-  // As coordinator_input shows it: a user or assistant message with text.
-  for (const auto& m : conversation)
-    if ((m.author == sdk::role::user || m.author == sdk::role::assistant)
-        && !sdk::trim(m.content).empty())
-      out.follow_up = true;
-  return out;
+  // As coordinator_input shows it.
+  return research_context_of(question, conversation);
 }
 
 sdk::research_context planner_context(const std::string& question, const plan* current,

@@ -54,6 +54,48 @@ sdk::research_context research_context_of(const std::string& question) {
   return out;
 }
 
+std::vector<sdk::chat_message>
+conversation_window(const std::vector<sdk::chat_message>& conversation) {
+  auto counts = [](const sdk::chat_message& m) {
+    return (m.author == sdk::role::user || m.author == sdk::role::assistant) && !blank(m.content);
+  };
+  // From the (max_user_messages_for_context - 1)-th last user message on.
+  size_t first = 0;
+  size_t users = 0;
+  for (size_t i = conversation.size(); i > 0; --i) {
+    const auto& m = conversation[i - 1];
+    if (counts(m) && m.author == sdk::role::user && ++users == max_user_messages_for_context - 1) {
+      first = i - 1;
+      break;
+    }
+  }
+  std::vector<sdk::chat_message> out;
+  for (size_t i = first; i < conversation.size(); ++i)
+    if (counts(conversation[i])) {
+      sdk::chat_message m;
+      m.author = conversation[i].author;
+      m.content = conversation[i].content;
+      out.push_back(std::move(m));
+    }
+  return out;
+}
+
+std::vector<sdk::chat_message> thread_messages(const std::string& question,
+                                               const std::vector<sdk::chat_message>& conversation) {
+  auto out = conversation_window(conversation);
+  out.push_back(message(sdk::role::user,
+                        out.empty() ? question : std::string{lexical::asked_question(question)}));
+  return out;
+}
+
+sdk::research_context research_context_of(const std::string& question,
+                                          const std::vector<sdk::chat_message>& conversation) {
+  auto out = research_context_of(question);
+  if (!conversation_window(conversation).empty())
+    out.follow_up = true;
+  return out;
+}
+
 std::vector<std::string> plan_steps(std::string_view plan) {
   std::vector<std::string> out;
   size_t pos = 0;
@@ -92,34 +134,43 @@ sdk::chat_message system_message(std::string text) {
   return message(sdk::role::system, std::move(text));
 }
 
-sdk::chat_request clarification_request(std::string system, const std::string& question) {
+sdk::chat_request clarification_request(std::string system, const std::string& question,
+                                        const std::vector<sdk::chat_message>& conversation) {
   sdk::chat_request req;
-  req.messages = {system_message(std::move(system)), user_message(question)};
+  req.messages = {system_message(std::move(system))};
+  for (auto& m : thread_messages(question, conversation))
+    req.messages.push_back(std::move(m));
   req.tools = {generate_plan_tool()};
   req.choice = sdk::tool_choice::automatic;
   req.role_tag = "clarify";
   req.max_tokens = clarification_max_tokens;
-  req.research = research_context_of(question);
+  req.research = research_context_of(question, conversation);
   return req;
 }
 
 sdk::chat_request plan_request(std::string system, const std::string& question,
-                               std::string reminder) {
+                               std::string reminder,
+                               const std::vector<sdk::chat_message>& conversation) {
   sdk::chat_request req;
-  req.messages = {system_message(std::move(system)), user_message(question),
-                  user_message(std::move(reminder))};
+  req.messages = {system_message(std::move(system))};
+  for (auto& m : thread_messages(question, conversation))
+    req.messages.push_back(std::move(m));
+  req.messages.push_back(user_message(std::move(reminder)));
   req.choice = sdk::tool_choice::none;
   req.role_tag = "plan";
   req.max_tokens = plan_max_tokens;
-  req.research = research_context_of(question);
+  req.research = research_context_of(question, conversation);
   return req;
 }
 
 request_or_error orchestrator_request(const orchestrator_input& in) {
   history_input h;
   h.system = system_message(in.system);
-  h.history.push_back(user_message(in.question));
+  h.history = thread_messages(in.question, in.conversation);
   h.history.insert(h.history.end(), in.history.begin(), in.history.end());
+  // The history is the thread's from its fifth last user message (the
+  // question is the last; the orchestrator's rounds follow it).
+  h.last_n_user_messages = max_user_messages_for_context;
   if (!in.reminder.empty())
     h.reminder = make_reminder(in.reminder);
   std::vector<sdk::tool_definition> defs{research_agent_tool(), generate_report_tool(false)};
@@ -129,7 +180,7 @@ request_or_error orchestrator_request(const orchestrator_input& in) {
   auto out = with_history(std::move(h), std::move(defs), sdk::tool_choice::required, in.max_tokens,
                           "orchestrate");
   if (auto* req = std::get_if<sdk::chat_request>(&out)) {
-    req->research = research_context_of(in.question);
+    req->research = research_context_of(in.question, in.conversation);
     req->research.plan = plan_steps(in.plan);
     req->research.max_parallel_agents = in.max_parallel_agents;
   }

@@ -210,11 +210,26 @@ TEST_CASE_FIXTURE(store_fixture, "sessions: a follow-up gives the models the ear
   auto child = session_in(second.err);
   auto reqs = server.requests();
   REQUIRE(reqs.size() > before);
-  // The plan request of the follow-up carries the earlier report.
-  auto plan = reqs[before].raw_body;
-  CHECK(plan.find("Earlier research in this conversation") != std::string::npos);
-  CHECK(plan.find("Cold air lowers efficiency") != std::string::npos);
-  CHECK(plan.find("And what about noise?") != std::string::npos);
+  // The plan request of the follow-up carries the thread: the earlier
+  // question, its report with its sources, then the question asked.
+  const auto& plan = reqs[before].body["messages"];
+  REQUIRE(plan.size() == 5);
+  CHECK(plan[1]["role"] == "user");
+  CHECK(plan[1]["content"] == "How do heat pumps cope with cold weather?");
+  CHECK(plan[2]["role"] == "assistant");
+  CHECK(plan[2]["content"].get<std::string>().find("Cold air lowers efficiency")
+        != std::string::npos);
+  CHECK(plan[2]["content"].get<std::string>().find("Sources of that report:\n[1] ")
+        != std::string::npos);
+  CHECK(plan[3]["content"] == "And what about noise?");
+  // The final report reads the earlier research as text before the question.
+  bool final_seen = false;
+  for (size_t i = before; i < reqs.size(); ++i)
+    if (reqs[i].raw_body.find(final_marker) != std::string::npos) {
+      final_seen = true;
+      CHECK(reqs[i].raw_body.find("Earlier research in this conversation") != std::string::npos);
+    }
+  CHECK(final_seen);
   auto shown = json::parse(quarry({"sessions", "show", parent, "--json"}).out);
   CHECK(shown["follow_ups"] == json::array({child}));
   auto list = json::parse(quarry({"sessions", "list", "--json"}).out);

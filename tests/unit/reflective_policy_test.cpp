@@ -390,16 +390,17 @@ TEST_CASE("reflective requests: a structured call offers one tool and requires i
 
 TEST_CASE("reflective requests: what each role reads") {
   std::vector<sdk::chat_message> conversation;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 12; ++i) {
     sdk::chat_message m;
     m.author = i % 2 == 0 ? sdk::role::user : sdk::role::assistant;
     m.content = "message " + std::to_string(i);
     conversation.push_back(m);
   }
+  // The last four earlier user messages (4, 6, 8, 10) and their answers.
   auto coord = coordinator_input("And in Norway?", conversation);
-  CHECK(coord.find("message 2") == std::string::npos);
-  CHECK(coord.find("message 3") != std::string::npos);
-  CHECK(coord.find("message 7") != std::string::npos);
+  CHECK(coord.find("message 3") == std::string::npos);
+  CHECK(coord.find("message 4") != std::string::npos);
+  CHECK(coord.find("message 11") != std::string::npos);
   CHECK(coord.rfind("And in Norway?") == coord.size() - 14);
 
   plan p;

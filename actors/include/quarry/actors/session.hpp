@@ -66,15 +66,18 @@ struct reflective_options {
   int max_clarifying_questions = 3;
   /// `web_search` mode answers directly when its step takes longer.
   std::chrono::milliseconds web_search_fallback{std::chrono::seconds{15}};
-  /// The earlier messages of a follow-up chain (the coordinator sees the
-  /// last five; a simple answer uses their sources).
-  std::vector<sdk::chat_message> conversation;
 };
 
 /// What a session researches and within which limits.
 struct session_spec {
   std::string session_id;
   std::string question;
+  /// The earlier messages of the session's thread, oldest first: each
+  /// earlier question (user) and its report (assistant). The clarification,
+  /// the plan, the orchestrator and the reflective coordinator see the last
+  /// four questions with their answers before `question`
+  /// (core::conversation_window); a simple answer uses their sources.
+  std::vector<sdk::chat_message> conversation;
   /// Ask clarifying questions first when the question is unclear.
   bool clarify = true;
   /// Research agents running at once; surplus calls are answered "not run".

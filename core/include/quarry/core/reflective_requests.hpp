@@ -19,9 +19,6 @@ namespace quarry::core::reflective {
 /// Output tokens of a structured call.
 inline constexpr int64_t structured_max_tokens = 2000;
 
-/// Messages of the conversation the coordinator sees (the last ones).
-inline constexpr size_t coordinator_history_messages = 5;
-
 /// An observation as the reflector sees it (the synthesizer gets it whole,
 /// within its budget).
 inline constexpr size_t reflector_observation_bytes = 4000;
@@ -39,9 +36,11 @@ sdk::chat_request structured_request(std::string system, std::string user,
 sdk::chat_request repair_request(sdk::chat_request first, const sdk::chat_result& answer,
                                  std::string_view tool, std::string_view problem);
 
-/// The coordinator's text: the question, after the last
-/// `coordinator_history_messages` user and assistant messages of the
-/// conversation (a follow-up chain), each clipped.
+/// The coordinator's text: the question (with a conversation, the one
+/// asked: lexical::asked_question), after the conversation's window
+/// (core::conversation_window: its last four user messages and the answers
+/// between, so five with the question, as the orchestrator strategy's
+/// clarification and plan see them), each clipped.
 std::string coordinator_input(const std::string& question,
                               const std::vector<sdk::chat_message>& conversation);
 
@@ -52,7 +51,8 @@ std::string planner_input(const std::string& question, const std::string& backgr
                           const plan* current, const reflection* feedback, plan_room room, depth d);
 
 /// The research context of the coordinator's call: the question and
-/// whether it follows a conversation (a follow-up).
+/// whether it follows a conversation (a follow-up: a window that holds a
+/// message, or a question with text before lexical::follow_up_marker).
 sdk::research_context coordinator_context(const std::string& question,
                                           const std::vector<sdk::chat_message>& conversation);
 

@@ -36,6 +36,33 @@ using request_or_error = std::variant<sdk::chat_request, std::string>;
 /// their role needs.
 sdk::research_context research_context_of(const std::string& question);
 
+/// User messages of the session's thread that the clarification, the plan,
+/// the orchestrator and the reflective coordinator see, the question
+/// included (Onyx's MAX_USER_MESSAGES_FOR_CONTEXT, dr_loop.py:79; the
+/// five-agent design's coordinator reads the conversation history too).
+inline constexpr size_t max_user_messages_for_context = 5;
+
+/// The part of `conversation` (the earlier user and assistant messages of a
+/// session's thread, oldest first) that a call sees before the question:
+/// from its `max_user_messages_for_context - 1`-th last user message on,
+/// with the answers between; messages of other roles and empty ones are
+/// left out.
+std::vector<sdk::chat_message>
+conversation_window(const std::vector<sdk::chat_message>& conversation);
+
+/// The thread as a call's messages: conversation_window(`conversation`),
+/// then the question as a user message. With a conversation the question is
+/// the one asked (lexical::asked_question: the conversation stands as
+/// messages, not again as the text before the follow-up marker); without
+/// one, `question` as it is.
+std::vector<sdk::chat_message> thread_messages(const std::string& question,
+                                               const std::vector<sdk::chat_message>& conversation);
+
+/// research_context_of(`question`), a follow-up also when the window of
+/// `conversation` holds a message.
+sdk::research_context research_context_of(const std::string& question,
+                                          const std::vector<sdk::chat_message>& conversation);
+
 /// The steps of a plan as the plan step wrote it: the numbered lines (`1.
 /// x`, `2) x`; up to three digits, white space collapsed), in order; empty
 /// when it has none.
@@ -49,19 +76,27 @@ inline constexpr int64_t plan_max_tokens = 2000;
 /// definitions).
 inline constexpr int64_t orchestrator_reserve_tokens = 1000;
 
-/// Clarification: the system prompt and the question, generate_plan offered
-/// ("no questions"), tool choice auto. Research context: the question.
-sdk::chat_request clarification_request(std::string system, const std::string& question);
+/// Clarification: the system prompt, the thread (thread_messages: the last
+/// user messages of `conversation` with their answers, then the question),
+/// generate_plan offered ("no questions"), tool choice auto. Research
+/// context: the question, a follow-up with a conversation.
+sdk::chat_request clarification_request(std::string system, const std::string& question,
+                                        const std::vector<sdk::chat_message>& conversation = {});
 
-/// The research plan: system prompt, question and reminder, no tools.
-/// Research context: the question.
+/// The research plan: system prompt, the thread as clarification_request has
+/// it, and the reminder as the last user message (Onyx passes six user
+/// messages: the five of the thread and the reminder), no tools. Research
+/// context: the question, a follow-up with a conversation.
 sdk::chat_request plan_request(std::string system, const std::string& question,
-                               std::string reminder);
+                               std::string reminder,
+                               const std::vector<sdk::chat_message>& conversation = {});
 
 /// What an orchestrator cycle is built from.
 struct orchestrator_input {
   std::string system;
   std::string question;
+  /// The earlier messages of the session's thread (thread_messages).
+  std::vector<sdk::chat_message> conversation;
   /// The research plan as the plan step wrote it (the system prompt states
   /// it too).
   std::string plan;
@@ -77,10 +112,12 @@ struct orchestrator_input {
   int64_t max_tokens = 4096;
 };
 
-/// An orchestrator cycle: research_agent, generate_report and (without
-/// native reasoning) think_tool, tool choice required, within the context
-/// less the output and @ref orchestrator_reserve_tokens. Research context:
-/// the question, the plan's steps and the parallel limit.
+/// An orchestrator cycle: the thread (thread_messages; older messages of it
+/// dropped first when the history does not fit), the orchestrator's rounds,
+/// research_agent, generate_report and (without native reasoning)
+/// think_tool, tool choice required, within the context less the output and
+/// @ref orchestrator_reserve_tokens. Research context: the question, the
+/// plan's steps and the parallel limit.
 request_or_error orchestrator_request(const orchestrator_input& in);
 
 /// The reminder of orchestrator cycle `cycle`: after the model answered the

@@ -4,6 +4,7 @@
 
 #include "cluster_checks.hpp"
 #include "cmd_eval.hpp"
+#include "cmd_mcp.hpp"
 
 #include "config_checks.hpp"
 #include "context.hpp"
@@ -416,6 +417,9 @@ int run(int argc, char** argv) {
   eval_commands eval_cmds;
   add_eval_commands(cli, eval_cmds);
 
+  auto* mcp = cli.add_subcommand("mcp", "Serve research to MCP clients (Claude, Cursor, VS Code) "
+                                        "over standard input and output (see docs/mcp.md)");
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -470,14 +474,15 @@ int run(int argc, char** argv) {
   // once (`config check` reports them its own way).
   if (llm_chat->parsed() || tool_run->parsed() || research->parsed() || sessions_resume->parsed()
       || serve->parsed() || extract->parsed() || index->parsed() || worker->parsed()
-      || eval_cmds.run->parsed()) {
+      || eval_cmds.run->parsed() || mcp->parsed()) {
     instance_check_options check;
     check.make_tools = tool_run->parsed() || research->parsed() || sessions_resume->parsed()
-                       || serve->parsed() || worker->parsed() || eval_cmds.run->parsed();
+                       || serve->parsed() || worker->parsed() || eval_cmds.run->parsed()
+                       || mcp->parsed();
     auto seen = ctx.config.warnings.size();
     auto errors = check_configured_instances(ctx, check);
     if (research->parsed() || sessions_resume->parsed() || serve->parsed() || worker->parsed()
-        || eval_cmds.run->parsed())
+        || eval_cmds.run->parsed() || mcp->parsed())
       for (auto& e : check_cluster_settings(ctx.config.values))
         errors.push_back(std::move(e));
     for (auto i = seen; i < ctx.config.warnings.size(); ++i)
@@ -492,7 +497,7 @@ int run(int argc, char** argv) {
     for (const auto& added : ctx.config.environment_defaults) {
       auto is_llm = added.key.rfind("llm.", 0) == 0;
       if (research->parsed() || sessions_resume->parsed() || serve->parsed() || worker->parsed()
-          || eval_cmds.run->parsed() || (llm_chat->parsed() && is_llm)
+          || eval_cmds.run->parsed() || mcp->parsed() || (llm_chat->parsed() && is_llm)
           || (tool_run->parsed() && !is_llm))
         std::cerr << "quarry: using " << added.description << "\n";
     }
@@ -537,6 +542,8 @@ int run(int argc, char** argv) {
     rc = cmd_eval_run(ctx, eval_cmds.run_options);
   else if (eval_cmds.report->parsed())
     rc = cmd_eval_report(ctx, eval_cmds.report_options);
+  else if (mcp->parsed())
+    rc = cmd_mcp(ctx);
   spdlog::default_logger()->flush();
   // Stop the services first (cancel HTTP transfers, drain the pool) while
   // every plugin's code is still loaded, then drop the registry.

@@ -133,8 +133,8 @@ int cmd_mcp(context& ctx) {
   manager_settings ms;
   ms.max_running = cfg.server.max_running_sessions;
   auto manager = spawn_session_manager(engine->runtime().system(), *engine, store_file, ms);
-  auto svc = std::make_shared<mcp_service>(
-    mcp_service{ctx, *engine, manager, store_file, ctx.services->pool(), reader, refusal});
+  auto svc = std::shared_ptr<mcp_service>(
+    new mcp_service{ctx, *engine, manager, store_file, ctx.services->pool(), reader, refusal, {}});
 
   wake_pipe wake;
   std::atomic<bool> output_closed{false};

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <variant>
@@ -42,12 +43,13 @@ struct mcp_service {
   session_manager_actor manager;
   std::string store_file;
   sdk::blocking_pool& pool;
-  /// A connection for reading, used only on the thread that reads the
-  /// client's messages (resources/list and resources/read).
+  /// A connection for reading (resources/list and resources/read), used
+  /// under `reader_mtx`.
   std::shared_ptr<store::store> reader;
   /// Why researches are refused (the models' context windows are too
   /// small), or empty.
   std::string refusal;
+  std::mutex reader_mtx;
 };
 
 /// The server's setup: its name and version, the tools (deep_research,

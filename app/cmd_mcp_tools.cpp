@@ -649,6 +649,7 @@ std::variant<mcp::resource_page, mcp::rpc_error> list_resources(mcp_service& svc
   f.state = store::session_state::completed;
   f.limit = resources_per_page;
   f.before = cursor;
+  std::lock_guard<std::mutex> guard{svc.reader_mtx};
   auto listed = svc.reader->list_sessions(f);
   if (!listed)
     return mcp::rpc_error{mcp::error_code::internal_error,
@@ -676,6 +677,7 @@ read_resource(mcp_service& svc, const std::string& uri) {
   auto what = rest.substr(slash + 1);
   if (!store::is_session_id(id) || (what != "report" && what != "sources"))
     return not_found;
+  std::lock_guard<std::mutex> guard{svc.reader_mtx};
   auto r = stored_report_result(*svc.reader, id);
   if (auto* why = std::get_if<std::string>(&r)) {
     // Unknown, or no report yet: not found, with the reason.

@@ -507,6 +507,7 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
           });
         });
   add_openai_routes(r, svc);
+  add_mcp_routes(r, svc);
   // The web page.
   auto page = [](http::request& req, std::shared_ptr<http::responder> res) {
     const auto* a = web::find_asset(req.path);

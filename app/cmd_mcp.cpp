@@ -18,6 +18,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -28,6 +29,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace quarry::app {
@@ -64,28 +66,54 @@ struct wake_pipe {
   }
 };
 
+/// How long a line may wait for the client to read standard output (a pipe
+/// or socket) before the client counts as gone: a client that stops reading
+/// would otherwise hold every thread that answers it.
+constexpr auto output_stall_limit = std::chrono::seconds{30};
+
+// Standard output that is a pipe or a socket (the client's own) is made
+// non-blocking, so that a write can give up; a terminal or a file is left
+// as it is (its open file may be shared with the shell).
+bool make_output_nonblocking() {
+  struct stat st {};
+  if (::fstat(STDOUT_FILENO, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+    return false;
+  auto flags = ::fcntl(STDOUT_FILENO, F_GETFL);
+  return flags >= 0 && ::fcntl(STDOUT_FILENO, F_SETFL, flags | O_NONBLOCK) == 0;
+}
+
 // Writes `line` and a newline to standard output, whole; false when the
-// client closed its end.
+// client closed its end or did not read for output_stall_limit.
 bool write_line(const std::string& line) {
   std::string out;
   out.reserve(line.size() + 1);
   out.append(line).push_back('\n');
   const char* p = out.data();
   size_t left = out.size();
+  auto until = std::chrono::steady_clock::now() + output_stall_limit;
   while (left > 0) {
     auto n = ::write(STDOUT_FILENO, p, left);
     if (n < 0) {
       if (errno == EINTR)
         continue;
-      if (errno == EAGAIN) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+        if (wait.count() <= 0) {
+          spdlog::warn("mcp: the client has not read its output for {} s: it counts as gone",
+                       output_stall_limit.count());
+          return false;
+        }
         pollfd pfd{STDOUT_FILENO, POLLOUT, 0};
-        ::poll(&pfd, 1, 1000);
+        ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(wait.count(), 1000)));
         continue;
       }
       return false;
     }
     p += n;
     left -= static_cast<size_t>(n);
+    // Progress resets the clock: a slow reader is not a gone one.
+    until = std::chrono::steady_clock::now() + output_stall_limit;
   }
   return true;
 }
@@ -136,6 +164,7 @@ int cmd_mcp(context& ctx) {
   auto svc = std::shared_ptr<mcp_service>(
     new mcp_service{ctx, *engine, manager, store_file, ctx.services->pool(), reader, refusal, {}});
 
+  make_output_nonblocking();
   wake_pipe wake;
   std::atomic<bool> output_closed{false};
   auto setup = mcp_server_setup(svc);

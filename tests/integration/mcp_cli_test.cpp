@@ -423,3 +423,18 @@ TEST_CASE("mcp: cancellation and a client that goes away stop the research, stor
   while (auto l = p.line(100ms))
     CHECK(json::parse(*l).value("id", json()) != "c2");
 }
+
+TEST_CASE("mcp: a client that stops reading its output counts as gone after 30 s") {
+  test::temp_dir home;
+  mcp_process p{home};
+  p.initialize();
+  // Each answer is some 6 KB: far more than a pipe holds, never read.
+  for (int i = 0; i < 100; ++i)
+    p.send({{"jsonrpc", "2.0"}, {"id", 100 + i}, {"method", "tools/list"}});
+  // Standard input stays open: only the stalled output ends the server.
+  auto rc = p.wait(90s);
+  REQUIRE_MESSAGE(rc, "quarry mcp still waits for a client that does not read; stderr:\n"
+                        << p.err());
+  CHECK(*rc == 0);
+  CHECK(p.err().find("has not read its output for 30 s") != std::string::npos);
+}

@@ -91,10 +91,6 @@ report_parts report_of(const std::string& question, const actors::session_result
   return out;
 }
 
-std::string shown_id(const nlohmann::json& id) {
-  return id.is_string() ? id.get<std::string>() : id.dump();
-}
-
 } // namespace
 
 void add_eval_commands(CLI::App& cli, eval_commands& out) {
@@ -361,7 +357,7 @@ int cmd_eval_run(context& ctx, const eval_run_options& opts) {
         fatal = true;
       } else if (r.interrupted || interrupted_by != 0) {
         // Stopped by a signal: asked again by --resume.
-        progress.line("quarry: eval: " + shown_id(q.id) + ": interrupted; not kept");
+        progress.line("quarry: eval: " + eval::id_text(q.id) + ": interrupted; not kept");
       } else {
         eval::finished_research fr;
         fr.status = r.status == actors::session_status::report   ? "completed"
@@ -402,7 +398,7 @@ int cmd_eval_run(context& ctx, const eval_run_options& opts) {
         }
         count_running();
         progress.update(counts, false);
-        std::string said = "quarry: eval: " + shown_id(q.id) + ": " + fr.status;
+        std::string said = "quarry: eval: " + eval::id_text(q.id) + ": " + fr.status;
         if (fr.status == "completed")
           said += ", " + std::to_string(result.value("unique_cited_sources", 0)) + " sources cited";
         else

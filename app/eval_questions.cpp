@@ -50,7 +50,7 @@ std::variant<std::string, std::string> id_key(const json& j) {
 }
 
 // The id as a message shows it: an integer as it is, a string quoted.
-std::string shown_id(const json& id) {
+std::string quoted_id(const json& id) {
   return id.is_string() ? id.dump(-1, ' ', false, json::error_handler_t::replace) : id.dump();
 }
 
@@ -68,22 +68,22 @@ std::string check_line(const json& j, question& q) {
   q.id = *id;
   auto prompt = j.find("prompt");
   if (prompt == j.end())
-    return "id " + shown_id(q.id) + ": no \"prompt\"";
+    return "id " + quoted_id(q.id) + ": no \"prompt\"";
   if (!prompt->is_string())
-    return "id " + shown_id(q.id) + ": \"prompt\" is " + prompt->type_name() + ", not a string";
+    return "id " + quoted_id(q.id) + ": \"prompt\" is " + prompt->type_name() + ", not a string";
   auto text = std::string{sdk::trim(prompt->get<std::string>())};
   if (text.empty())
-    return "id " + shown_id(q.id) + ": \"prompt\" is empty";
+    return "id " + quoted_id(q.id) + ": \"prompt\" is empty";
   if (text.size() > max_prompt_bytes)
-    return "id " + shown_id(q.id) + ": \"prompt\" is longer than "
+    return "id " + quoted_id(q.id) + ": \"prompt\" is longer than "
            + std::to_string(max_prompt_bytes / 1024) + " KiB";
   q.prompt = std::move(text);
   if (auto mc = j.find("must_cite"); mc != j.end()) {
     if (!mc->is_array())
-      return "id " + shown_id(q.id) + ": \"must_cite\" is not an array of strings";
+      return "id " + quoted_id(q.id) + ": \"must_cite\" is not an array of strings";
     for (const auto& x : *mc)
       if (!x.is_string() || sdk::trim(x.get<std::string>()).empty())
-        return "id " + shown_id(q.id) + ": \"must_cite\" holds " + x.dump()
+        return "id " + quoted_id(q.id) + ": \"must_cite\" holds " + x.dump()
                + ", not a non-empty string";
   }
   q.fields = j;
@@ -148,12 +148,12 @@ parse_questions(std::string_view text) {
     }
     if (auto [it, fresh] = seen.emplace(q.key, line_no); !fresh) {
       fail(line_no,
-           "id " + shown_id(q.id) + " is used on line " + std::to_string(it->second) + " already");
+           "id " + quoted_id(q.id) + " is used on line " + std::to_string(it->second) + " already");
       continue;
     }
     auto stem = file_stem(q.key);
     if (auto [it, fresh] = stems.emplace(stem, q.key); !fresh) {
-      fail(line_no, "id " + shown_id(q.id) + " and id \"" + it->second
+      fail(line_no, "id " + quoted_id(q.id) + " and id \"" + it->second
                       + "\" would be kept in the same file (" + stem + ".json)");
       continue;
     }
@@ -236,6 +236,10 @@ bool cites_expected(const std::string& url, const std::string& title, const std:
     path = url.substr(0, url.find_first_of("?#"));
   }
   return sdk::ends_with(path, "/" + expected);
+}
+
+std::string id_text(const nlohmann::json& id) {
+  return id.is_string() ? id.get<std::string>() : id.dump();
 }
 
 } // namespace quarry::app::eval

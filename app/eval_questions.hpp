@@ -15,6 +15,10 @@
 
 namespace quarry::app::eval {
 
+/// A question's id as tables and progress lines show it: a string as it
+/// is, an integer's digits (the same text as question::key).
+std::string id_text(const nlohmann::json& id);
+
 /// One question of a set.
 struct question {
   /// The `id` as given: an integer or a non-empty string.

@@ -85,10 +85,6 @@ bool kept_when_failed(const std::string& key) {
   return key == "tokens" || key == "cost_usd" || key == "seconds" || key == "errors";
 }
 
-std::string shown_id(const json& id) {
-  return id.is_string() ? id.get<std::string>() : id.dump();
-}
-
 std::string format_number(double v, int decimals) {
   if (decimals == 0) {
     auto r = std::llround(v);
@@ -229,7 +225,7 @@ run_summary summarize(const run_folder& folder) {
     unreadable.insert(u.substr(0, u.find(':')));
   for (const auto& q : folder.questions) {
     question_row row;
-    row.id = shown_id(q.id);
+    row.id = id_text(q.id);
     row.key = q.key;
     auto it = folder.results.find(q.key);
     if (it == folder.results.end()) {

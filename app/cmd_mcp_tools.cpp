@@ -33,9 +33,6 @@ namespace {
 using nlohmann::json;
 namespace mcp = core::mcp;
 
-/// The longest question deep_research takes, as POST /v1/research.
-constexpr size_t max_question_chars = 20'000;
-
 /// The longest cited passage given with a source (bytes).
 constexpr size_t max_passage_bytes = 600;
 

@@ -32,8 +32,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t max_question_chars = 20'000;
-
 // `HOST:PORT` or `[V6]:PORT`.
 std::optional<std::pair<std::string, uint16_t>> parse_listen(const std::string& x) {
   auto colon = x.rfind(':');

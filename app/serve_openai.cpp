@@ -28,7 +28,6 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t max_messages = 1000;
-constexpr size_t max_question_chars = 20'000;
 // The earlier messages the models see, at most (the most recent are kept).
 constexpr size_t max_context_bytes = 24'000;
 

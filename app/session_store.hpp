@@ -182,6 +182,10 @@ stored_report(store::store& db, const store::session_row& row, store::session_st
 /// "no_evidence", "unverified", "recited", "snippet_only"}}`.
 nlohmann::json claims_json(const std::string& id, const std::vector<store::claim_row>& claims);
 
+/// The longest question a research takes from outside (POST /v1/research,
+/// the OpenAI-compatible endpoint, MCP's deep_research), in characters.
+inline constexpr size_t max_question_chars = 20'000;
+
 /// A store error as the command line prints it: with the store's file
 /// (`research store 'FILE': ...`; the store's own messages never name it).
 std::string with_store_path(const std::string& store_file, const sdk::error& err);

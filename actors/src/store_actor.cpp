@@ -310,10 +310,13 @@ store_full_actor::behavior_type store_impl(store_ptr self, std::shared_ptr<store
         if ((seen.read || snippet_only) && seen.text_bytes >= text.size() && seen.text_bytes > 0
             && seen.url && seen.title && seen.source_type)
           continue;
+        // What is remembered is the text the store keeps: read text, once
+        // there is some, whatever the length of a later snippet.
         if (!snippet_only && !seen.read)
           seen.text_bytes = 0;
+        if (!snippet_only || !seen.read)
+          seen.text_bytes = std::max(seen.text_bytes, text.size());
         seen.read = seen.read || !snippet_only;
-        seen.text_bytes = std::max(seen.text_bytes, text.size());
         seen.url = seen.url || !doc.url.empty();
         seen.title = seen.title || !doc.title.empty();
         seen.source_type = seen.source_type || !source_type.empty();

@@ -246,7 +246,7 @@ TEST_CASE("store actor: usage and reports come from what the packets' makers sai
 }
 
 TEST_CASE("store actor: checkpoints that repeat a document store it once, keep its "
-          "longest text and fill in a field it lacked") {
+          "read text over its snippet, the longest read text, and fill in a field it lacked") {
   test::temp_dir dir;
   auto path = dir.path() + "/quarry.db";
   auto db = open_store(path);
@@ -281,16 +281,26 @@ TEST_CASE("store actor: checkpoints that repeat a document store it once, keep i
     self->send(em, actors::checkpoint_atom::value,
                checkpoint("One", "A snippet.", "The whole text of the page."));
     self->send(em, actors::checkpoint_atom::value, checkpoint("One", "A snippet.", ""));
+    // A snippet longer than the page's text (never stored over it), then
+    // more of the page read: that is stored.
+    self->send(em, actors::checkpoint_atom::value,
+               checkpoint("One",
+                          "A search engine's snippet that runs on for longer than the text "
+                          "of the page that was read.",
+                          ""));
+    self->send(em, actors::checkpoint_atom::value,
+               checkpoint("One", "A snippet.", "The whole text of the page, and more of it."));
     stop_emitter(self, em);
     CHECK(flush(self, st).empty());
   }
   auto check = open_store(path);
   auto docs = read_ok(check->documents("q00000000000000d1"));
   REQUIRE(docs.size() == 1);
-  CHECK(docs[0].text == "The whole text of the page.");
+  CHECK(docs[0].text == "The whole text of the page, and more of it.");
+  CHECK_FALSE(docs[0].snippet_only);
   CHECK(docs[0].title == "One");
   CHECK(docs[0].url == "https://example.org/1");
-  CHECK(read_ok(check->latest_checkpoint("q00000000000000d1"))->number == 5);
+  CHECK(read_ok(check->latest_checkpoint("q00000000000000d1"))->number == 7);
 }
 
 TEST_CASE("store actor: a full disk is an error packet for the live view, the "

@@ -249,7 +249,10 @@ TEST_CASE_FIXTURE(eval_fixture, "eval: a run killed with SIGKILL goes on with --
         != std::string::npos);
   // The finished questions were not asked again: their results are as they
   // were; the others were asked once.
-  for (const auto& [id, text] : before) {
+  for (const auto& finished : before) {
+    // Named, not bound: CAPTURE cannot take a structured binding (clang).
+    const auto& id = finished.first;
+    const auto& text = finished.second;
     CAPTURE(id);
     CHECK(test::read_file(dir + "/results/" + std::to_string(id) + ".json") == text);
     CHECK(resumed.err.find("eval: " + std::to_string(id) + ": ") == std::string::npos);

@@ -303,12 +303,15 @@ TEST_CASE("eval run folder: new, refused without --resume, resumed, other sets r
     CHECK(folder.questions[0].key == "1");
   }
   // Another prompt, another id, a missing id, other options: refused.
-  for (auto [text, why] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& refused : std::vector<std::pair<std::string, std::string>>{
          {"{\"id\": 1, \"prompt\": \"A?\"}\n{\"id\": 2, \"prompt\": \"C?\"}\n",
           "the prompt of id 2 differs"},
          {"{\"id\": 1, \"prompt\": \"A?\"}\n{\"id\": 3, \"prompt\": \"B?\"}\n",
           "id 3 (line 2 of the questions file) is not in it"},
          {"{\"id\": 1, \"prompt\": \"A?\"}\n", "its id 2 is not in the questions file"}}) {
+    // Named, not bound: CAPTURE cannot take a structured binding (clang).
+    const auto& text = refused.first;
+    const auto& why = refused.second;
     CAPTURE(text);
     auto other = eval::open_for_run(dir, good(text), eval::run_options{}, false, true, extra);
     REQUIRE(std::holds_alternative<std::string>(other));

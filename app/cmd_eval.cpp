@@ -82,15 +82,6 @@ struct flight {
   std::chrono::steady_clock::time_point done_at;
 };
 
-report_parts report_of(const std::string& question, const actors::session_result& r) {
-  report_parts out;
-  out.question = question;
-  out.body = r.report;
-  for (const auto& s : r.sources)
-    out.sources.push_back({s.number, s.title, s.url});
-  return out;
-}
-
 } // namespace
 
 void add_eval_commands(CLI::App& cli, eval_commands& out) {
@@ -365,7 +356,7 @@ int cmd_eval_run(context& ctx, const eval_run_options& opts) {
                                                                  : "clarification";
         fr.session = db ? id : std::string{};
         if (r.status == actors::session_status::report) {
-          auto parts = report_of(q.prompt, r);
+          auto parts = report_of(q.prompt, r, false);
           fr.article = markdown_report(parts);
           fr.body = r.report;
           fr.cited = parts.sources;

@@ -73,16 +73,6 @@ std::variant<std::string, sdk::error> read_answers(const std::string& path) {
   return text;
 }
 
-report_parts report_of(const std::string& question, const actors::session_result& r, bool partial) {
-  report_parts out;
-  out.question = question;
-  out.body = r.report;
-  out.partial = partial;
-  for (const auto& s : r.sources)
-    out.sources.push_back({s.number, s.title, s.url, s.snippet_only});
-  return out;
-}
-
 } // namespace
 
 int cmd_research(context& ctx, const research_options& opts, const resume_info* resume) {

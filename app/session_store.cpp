@@ -544,6 +544,16 @@ stored_report(store::store& db, const store::session_row& row, store::session_st
   return out;
 }
 
+report_parts report_of(const std::string& question, const actors::session_result& r, bool partial) {
+  report_parts out;
+  out.question = question;
+  out.body = r.report;
+  out.partial = partial;
+  for (const auto& s : r.sources)
+    out.sources.push_back({s.number, s.title, s.url, s.snippet_only});
+  return out;
+}
+
 nlohmann::json claims_json(const std::string& id, const std::vector<store::claim_row>& claims) {
   nlohmann::json list = nlohmann::json::array();
   std::map<std::string, int64_t> counts{{"supported", 0},

@@ -231,4 +231,8 @@ namespace quarry::app {
 /// or interrupted.
 const char* state_after(const actors::session_result& r);
 
+/// The report a session delivered, as report files show it (its sources
+/// with their snippet-only labels); `partial` for an interrupted research.
+report_parts report_of(const std::string& question, const actors::session_result& r, bool partial);
+
 } // namespace quarry::app

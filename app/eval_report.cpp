@@ -3,6 +3,7 @@
 #include "eval_report.hpp"
 
 #include "eval_result.hpp"
+#include "report_render.hpp"
 
 #include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/text.hpp"
@@ -419,33 +420,6 @@ std::string diff_text(const run_summary& a, const run_summary& b) {
   return out;
 }
 
-std::string html_escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (auto c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 namespace {
 
 const char* run_colour(size_t i) {
@@ -513,7 +487,7 @@ std::string distribution_chart(const metric& m, const std::vector<run_summary>& 
   auto height = top + row_h * static_cast<double>(runs.size()) + 28;
   std::string svg = "<svg width=\"" + num(width) + "\" height=\"" + num(height)
                     + "\" viewBox=\"0 0 " + num(width) + " " + num(height)
-                    + "\" role=\"img\" aria-label=\"" + html_escape(m.title) + "\">";
+                    + "\" role=\"img\" aria-label=\"" + escape_html(m.title) + "\">";
   // Axis with five ticks.
   auto axis_y = top + row_h * static_cast<double>(runs.size()) + 4;
   svg += "<line x1=\"" + num(left) + "\" y1=\"" + num(axis_y) + "\" x2=\"" + num(width - right)
@@ -524,7 +498,7 @@ std::string distribution_chart(const metric& m, const std::vector<run_summary>& 
            + "\" y2=\"" + num(axis_y + 4) + "\" stroke=\"#888\"/>";
     svg += "<text x=\"" + num(x(v)) + "\" y=\"" + num(axis_y + 16)
            + "\" text-anchor=\"middle\" font-size=\"11\">"
-           + html_escape(format_number(v, tick_decimals)) + "</text>";
+           + escape_html(format_number(v, tick_decimals)) + "</text>";
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     auto cy = top + row_h * static_cast<double>(i) + row_h / 2;
@@ -547,10 +521,10 @@ std::string distribution_chart(const metric& m, const std::vector<run_summary>& 
     for (auto v : vs)
       svg += "<circle cx=\"" + num(x(v)) + "\" cy=\"" + num(cy) + "\" r=\"3.5\" fill=\""
              + run_colour(i) + "\" fill-opacity=\"0.6\"><title>"
-             + html_escape(format_number(v, m.decimals)) + "</title></circle>";
+             + escape_html(format_number(v, m.decimals)) + "</title></circle>";
     auto mean = mean_of(vs);
     svg += "<path d=\"M" + num(x(mean)) + " " + num(cy - 16) + " l5 5 l-5 5 l-5 -5 z\" fill=\""
-           + run_colour(i) + "\"><title>mean " + html_escape(format_number(mean, 1))
+           + run_colour(i) + "\"><title>mean " + escape_html(format_number(mean, 1))
            + "</title></path>";
   }
   svg += "</svg>";
@@ -560,15 +534,15 @@ std::string distribution_chart(const metric& m, const std::vector<run_summary>& 
 std::string html_table(const run_summary& run) {
   std::string out = "<table><thead><tr><th>id</th><th>status</th>";
   for (const auto& m : metrics())
-    out += "<th title=\"" + html_escape(m.title) + "\">" + html_escape(m.header) + "</th>";
+    out += "<th title=\"" + escape_html(m.title) + "\">" + escape_html(m.header) + "</th>";
   out += "</tr></thead><tbody>";
   for (const auto& row : run.rows) {
-    out += "<tr><td>" + html_escape(row.id) + "</td><td>" + html_escape(row.status) + "</td>";
+    out += "<tr><td>" + escape_html(row.id) + "</td><td>" + escape_html(row.status) + "</td>";
     for (const auto& m : metrics()) {
       auto it = row.values.find(m.key);
       out += "<td class=\"n\">"
              + (it == row.values.end() ? std::string{"-"}
-                                       : html_escape(format_number(it->second, m.decimals)))
+                                       : escape_html(format_number(it->second, m.decimals)))
              + "</td>";
     }
     out += "</tr>";
@@ -597,21 +571,25 @@ pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:12px}
 <p class="key">)";
   for (size_t i = 0; i < runs.size(); ++i)
     out += "<span style=\"background:" + std::string{run_colour(i)} + "\"></span>run "
-           + std::to_string(i + 1) + ": " + html_escape(count_line(runs[i]));
+           + std::to_string(i + 1) + ": " + escape_html(count_line(runs[i]));
   out += "</p>\n<h2>Distributions over the completed questions</h2>\n"
          "<p>Each dot is a question; the box spans the middle half, the bar in it is the "
          "median and the diamond the mean.</p>\n";
   for (const auto& m : metrics()) {
     out += "<section class=\"chart\" id=\"chart-" + std::string{m.key} + "\"><h3>"
-           + html_escape(m.title) + "</h3>\n" + distribution_chart(m, runs) + "</section>\n";
+           + escape_html(m.title) + "</h3>\n" + distribution_chart(m, runs) + "</section>\n";
   }
   if (runs.size() == 2)
-    out += "<h2>Difference</h2>\n<pre>" + html_escape(diff_text(runs[0], runs[1])) + "</pre>\n";
+    out += "<h2>Difference</h2>\n<pre>" + escape_html(diff_text(runs[0], runs[1])) + "</pre>\n";
   for (size_t i = 0; i < runs.size(); ++i)
-    out += "<h2>Run " + std::to_string(i + 1) + "</h2>\n<p>" + html_escape(count_line(runs[i]))
+    out += "<h2>Run " + std::to_string(i + 1) + "</h2>\n<p>" + escape_html(count_line(runs[i]))
            + "</p>\n" + html_table(runs[i]) + "\n";
   out += "</body></html>\n";
   return out;
+}
+
+std::string html_escape(const std::string& text) {
+  return app::escape_html(text);
 }
 
 } // namespace quarry::app::eval

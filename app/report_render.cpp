@@ -19,33 +19,6 @@ constexpr const char* partial_banner
   = "> **Partial report.** The research was interrupted before it finished; "
     "this report holds only what was found until then.\n\n";
 
-std::string escape_html(const std::string& x) {
-  std::string out;
-  out.reserve(x.size());
-  for (char c : x) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 bool is_local(const std::string& url) {
   return url.rfind("file://", 0) == 0;
 }
@@ -133,6 +106,33 @@ std::string link_citations_locally(const std::string& body,
 }
 
 } // namespace
+
+std::string escape_html(const std::string& x) {
+  std::string out;
+  out.reserve(x.size());
+  for (char c : x) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
 
 std::string printed_report(std::string text, bool terminal) {
   return terminal ? sdk::strip_terminal_controls(text) : text;

@@ -30,6 +30,9 @@ struct report_parts {
   bool partial = false;
 };
 
+/// `x` with `<`, `>`, `&`, `"` and `'` as HTML character references.
+std::string escape_html(const std::string& x);
+
 /// The report as Markdown: the question as the title, the body, and the
 /// numbered sources.
 std::string markdown_report(const report_parts& r);

@@ -3,6 +3,7 @@
 #include "config_checks.hpp"
 
 #include "quarry/core/instances.hpp"
+#include "quarry/core/research_tools.hpp"
 #include "quarry/sdk/json.hpp"
 #include "quarry/sdk/strings.hpp"
 
@@ -77,20 +78,34 @@ std::vector<core::config_error> check_configured_instances(context& ctx,
       auto key = "tools." + name;
       if (bad.count(key) > 0)
         continue;
-      auto made = ctx.registry->make_tool(entry.plugin, entry.config, name);
+      auto made = ctx.registry->make_tools(entry.plugin, entry.config, name);
       if (auto* err = std::get_if<std::string>(&made)) {
         fail_at(entry, key, *err);
         continue;
       }
-      auto tool_name = std::get<std::shared_ptr<sdk::tool>>(made)->name();
-      auto [pos, fresh] = names.emplace(tool_name, key);
-      if (fresh)
-        continue;
-      const auto& first = cfg.tools.at(pos->second.substr(6));
-      fail_at(entry, key,
-              "provides the tool `" + tool_name + "`, like " + pos->second + " ("
-                + location(first.file, first.line)
-                + "): the model could call only one of them; remove one");
+      const auto* info = ctx.registry->find(entry.plugin);
+      auto hint = info != nullptr && info->tool_set ? " (give it another name under rename)"
+                                                    : std::string{};
+      for (const auto& tool : std::get<std::vector<host::made_tool>>(made)) {
+        auto tool_name = tool.tool->name();
+        const auto& reserved = core::reserved_tool_names();
+        if (std::find(reserved.begin(), reserved.end(), tool_name) != reserved.end()) {
+          fail_at(entry, key,
+                  "provides the tool `" + tool_name
+                    + "`, a name of Quarry's own research tools: the model could not tell them "
+                      "apart"
+                    + hint);
+          continue;
+        }
+        auto [pos, fresh] = names.emplace(tool_name, key);
+        if (fresh)
+          continue;
+        const auto& first = cfg.tools.at(pos->second.substr(6));
+        fail_at(entry, key,
+                "provides the tool `" + tool_name + "`, like " + pos->second + " ("
+                  + location(first.file, first.line)
+                  + "): the model could call only one of them; remove one" + hint);
+      }
     }
   }
   return errors;
@@ -329,6 +344,24 @@ std::vector<probe_result> probe_instances(context& ctx, std::chrono::millisecond
       r.status = probe_status::local;
       r.detail = entry.plugin == "open_url" ? "reads the URLs it is given" : "a local index";
       board->add(r, true);
+    } else if (const auto* set = ctx.registry->find(entry.plugin);
+               set != nullptr && set->tool_set) {
+      // A plugin that offers a set (an MCP server): making the set reaches
+      // the server and lists its tools.
+      r.target = entry.plugin == "mcp" ? "list the server's tools" : "make the tools";
+      auto i = board->add(r);
+      auto made = ctx.registry->make_tools(entry.plugin, config, inst.instance);
+      if (auto* err = std::get_if<std::string>(&made)) {
+        board->finish(i, probe_status::failed, *err);
+        continue;
+      }
+      std::string names;
+      for (const auto& t : std::get<std::vector<host::made_tool>>(made))
+        names += (names.empty() ? "" : ", ") + t.tool->name() + " (" + sdk::to_string(t.kind) + ")";
+      auto n = std::get<std::vector<host::made_tool>>(made).size();
+      board->finish(i, probe_status::reachable,
+                    std::to_string(n) + (n == 1 ? " tool" : " tools")
+                      + (names.empty() ? std::string{} : ": " + names));
     } else if (const auto* info = ctx.registry->find(entry.plugin);
                info != nullptr && info->tool_kind == sdk::tool_kind::web_search) {
       // One search through the plugin itself: its own URL, headers and error

@@ -68,7 +68,8 @@ struct research_engine::impl {
   std::map<std::string, std::shared_ptr<sdk::llm_provider>> made_llms;
   std::map<std::string, actors::llm_actor_settings> llm_settings;
   std::string default_llm;
-  std::vector<std::pair<std::string, std::shared_ptr<sdk::tool>>> made_tools;
+  // By configured instance; an instance may offer several tools.
+  std::vector<std::pair<std::string, host::made_tool>> made_tools;
   // Declared last: destroyed first, so the actors go before the plugin
   // objects they use.
   std::unique_ptr<actors::runtime> rt;
@@ -237,12 +238,13 @@ research_engine::prepare(context& ctx, const engine_setup& setup) {
   st.default_llm = cfg.llm.default_provider.empty() ? st.made_llms.begin()->first
                                                     : cfg.llm.default_provider;
   for (const auto& [name, entry] : cfg.tools) {
-    auto made = ctx.registry->make_tool(entry.plugin, entry.config);
+    auto made = ctx.registry->make_tools(entry.plugin, entry.config, name);
     if (auto* err = std::get_if<std::string>(&made)) {
       std::cerr << "quarry: tools." << name << ": " << *err << "\n";
       return exit_failure;
     }
-    st.made_tools.emplace_back(name, std::get<std::shared_ptr<sdk::tool>>(std::move(made)));
+    for (auto& tool : std::get<std::vector<host::made_tool>>(std::move(made)))
+      st.made_tools.emplace_back(name, std::move(tool));
   }
   return self;
 }
@@ -280,14 +282,17 @@ void research_engine::start(std::shared_ptr<store::store> db) {
   auto& cfg = st.ctx.config.values;
   start_models();
   auto& rt = *st.rt;
-  for (auto& [name, tool] : st.made_tools) {
-    auto hdl = actors::spawn_tool_provider(
-      rt.system(), tool, actors::tool_actor_settings::of(name, cfg.tools[name].limits));
-    rt.add_stoppable(hdl);
-    st.tool_actors[name] = hdl;
+  for (auto& [name, made] : st.made_tools) {
+    // One actor per tool: named by its instance, or `INSTANCE/TOOL` for an
+    // instance that offers a set (whose limits apply to each of its tools).
+    auto tool_name = made.tool->name();
     const auto* info = st.ctx.registry->find(cfg.tools[name].plugin);
-    st.tools.tools[tool->name()] = {hdl, tool->definition(),
-                                    info ? info->tool_kind : sdk::tool_kind::other};
+    auto key = info != nullptr && info->tool_set ? name + "/" + tool_name : name;
+    auto hdl = actors::spawn_tool_provider(
+      rt.system(), made.tool, actors::tool_actor_settings::of(key, cfg.tools[name].limits));
+    rt.add_stoppable(hdl);
+    st.tool_actors[key] = hdl;
+    st.tools.tools[tool_name] = {hdl, made.tool->definition(), made.kind};
   }
   // Research agents go to the workers of cluster.workers (docs/cluster.md).
   if (!cfg.cluster.workers.empty()) {

@@ -69,7 +69,8 @@ public:
   const std::shared_ptr<const core::prompt_library>& prompts() const;
   /// The provider actors by instance name (`llm.providers`), once started.
   const std::map<std::string, actors::llm_provider_actor>& llm_providers() const;
-  /// The tool actors by instance name (`tools`), once started.
+  /// The tool actors by instance name (`tools`; `INSTANCE/TOOL` for each
+  /// tool of an instance that offers a set, as an `mcp` one), once started.
   const std::map<std::string, actors::tool_provider_actor>& tool_providers() const;
   /// The store actor; null without a store.
   const actors::store_actor& store() const;

@@ -35,6 +35,8 @@ namespace fs = std::filesystem;
 struct plugin_registry::loaded {
   boost::dll::shared_library lib;
   const sdk::plugin_descriptor* descriptor = nullptr;
+  /// QUARRY_TOOL_SET's factory, if the plugin has one.
+  sdk::tool_set_factory set_factory = nullptr;
   std::string file;
   std::shared_ptr<sdk::host_context> context;
 };
@@ -556,6 +558,16 @@ std::optional<std::string> plugin_registry::load_file(const std::string& path) {
       // Kind unknown: the tool is `other`.
     }
   }
+  if (info.kind == sdk::plugin_kind::tool && entry->lib.has(QUARRY_TOOL_SET_NAME)) {
+    // Optional: each instance offers a set of tools.
+    try {
+      auto& set_fn = entry->lib.get<sdk::tool_set_entry>(QUARRY_TOOL_SET_NAME);
+      entry->set_factory = set_fn();
+      info.tool_set = entry->set_factory != nullptr;
+    } catch (...) {
+      // No set: the descriptor's factory makes the one tool.
+    }
+  }
   entry->descriptor = desc;
   info.ok = true;
   infos_.push_back(info);
@@ -632,6 +644,56 @@ make_result<sdk::tool> plugin_registry::make_tool(std::string_view plugin,
     return "plugin '" + std::string{plugin}
            + "' says it is a tool plugin but created something else";
   return std::shared_ptr<sdk::tool>{obj, typed};
+}
+
+std::variant<std::vector<made_tool>, std::string>
+plugin_registry::make_tools(std::string_view plugin, const nlohmann::json& config,
+                            std::string_view instance) {
+  std::shared_ptr<loaded> entry;
+  for (const auto& lib : libs_)
+    if (plugin == lib->descriptor->name)
+      entry = lib;
+  if (!entry || entry->set_factory == nullptr
+      || entry->descriptor->kind != sdk::plugin_kind::tool) {
+    // An ordinary plugin (or none: make reports it).
+    auto made = make_tool(plugin, config, instance);
+    if (auto* err = std::get_if<std::string>(&made))
+      return std::move(*err);
+    const auto* info = find(plugin);
+    return std::vector<made_tool>{{std::get<std::shared_ptr<sdk::tool>>(std::move(made)),
+                                   info != nullptr ? info->tool_kind : sdk::tool_kind::other}};
+  }
+  auto key = std::make_pair(std::string{instance}, config.dump());
+  if (auto i = tool_sets_.find(key); i != tool_sets_.end())
+    return i->second;
+  auto what = instance.empty() ? std::string{} : " for '" + std::string{instance} + "'";
+  if (!entry->context)
+    entry->context = services_.make_context(entry->descriptor->name);
+  std::vector<sdk::tool_offer> offers;
+  try {
+    offers = entry->set_factory(*entry->context, config);
+  } catch (const std::exception& ex) {
+    return "plugin '" + std::string{plugin} + "' (" + entry->file + ")" + what
+           + " rejected its configuration: " + clip(ex.what());
+  } catch (...) {
+    return "plugin '" + std::string{plugin} + "' (" + entry->file + ")" + what
+           + " failed with an unknown exception";
+  }
+  std::vector<made_tool> out;
+  for (auto& offer : offers) {
+    if (!offer.object)
+      return "plugin '" + std::string{plugin} + "' (" + entry->file + ")" + what
+             + " offered an empty tool";
+    auto kind = static_cast<uint32_t>(offer.kind)
+                    <= static_cast<uint32_t>(sdk::tool_kind::page_reader)
+                  ? offer.kind
+                  : sdk::tool_kind::other;
+    auto obj = pin(std::unique_ptr<sdk::plugin_object>{std::move(offer.object)}, entry);
+    auto* typed = static_cast<sdk::tool*>(obj.get());
+    out.push_back({std::shared_ptr<sdk::tool>{obj, typed}, kind});
+  }
+  tool_sets_.emplace(std::move(key), out);
+  return out;
 }
 
 } // namespace quarry::host

@@ -23,6 +23,13 @@ sdk::tool_definition generate_report_tool(bool for_agent);
 /// research agent's description.
 sdk::tool_definition think_tool(bool for_agent);
 
+/// The names of the tools Quarry's research loop offers models itself (the
+/// four above, and the structured steps of the reflective strategy and of
+/// verification: classify_question, search_queries, write_plan, reflect,
+/// judge_claims). A configured tool may not take one of them: the model
+/// could not tell the two apart.
+const std::vector<std::string>& reserved_tool_names();
+
 /// Joins tool names for prompts: "a", "a and b", "a, b, and c".
 std::string join_tool_names(const std::vector<std::string>& names);
 

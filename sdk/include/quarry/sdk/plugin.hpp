@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace quarry::sdk {
 
@@ -234,5 +235,48 @@ using tool_kind_entry = uint32_t();
 #define QUARRY_TOOL_KIND(tool_kind_value)                                     \
   extern "C" QUARRY_SDK_API uint32_t quarry_tool_kind_v1() {                   \
     return static_cast<uint32_t>(tool_kind_value);                             \
+  }
+
+/// Name of the optional symbol through which one configured instance of a
+/// tool plugin offers several tools (see QUARRY_TOOL_SET). It is separate
+/// from the descriptor, so plugins without it still load.
+#define QUARRY_TOOL_SET_NAME "quarry_tool_set_v1"
+
+namespace quarry::sdk {
+
+/// One tool of an instance that offers several (QUARRY_TOOL_SET), with its
+/// kind: a plugin such as an MCP client learns its tools, and what each is,
+/// from its configuration and the server it reaches, not when it is built.
+struct tool_offer {
+  std::unique_ptr<tool> object;
+  tool_kind kind = tool_kind::other;
+};
+
+/// Creates every tool of one configured instance from its configuration, in
+/// the order the model should see them. May throw `std::exception` to reject
+/// the configuration, like a @ref plugin_factory; returning no tool is
+/// allowed (the instance then offers none). Tools of one call may share
+/// state (a connection, a child process).
+using tool_set_factory = std::vector<tool_offer> (*)(host_context& host,
+                                                     const nlohmann::json& config);
+
+/// Signature of the optional tool set entry: returns the factory.
+using tool_set_entry = tool_set_factory();
+
+} // namespace quarry::sdk
+
+/// Declares that each configured instance of this tool plugin offers the
+/// tools `factory_fn` (a @ref quarry::sdk::tool_set_factory) creates, each
+/// with its own kind; the host then uses it instead of the descriptor's
+/// factory and QUARRY_TOOL_KIND. Optional, at most once per plugin, at
+/// global scope:
+///
+/// ~~~
+/// QUARRY_TOOL_SET(&make_server_tools)
+/// ~~~
+#define QUARRY_TOOL_SET(factory_fn)                                            \
+  extern "C" QUARRY_SDK_API ::quarry::sdk::tool_set_factory                    \
+  quarry_tool_set_v1() {                                                       \
+    return factory_fn;                                                         \
   }
 // clang-format on

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,16 @@ struct plugin_info {
   /// What kind of tool a tool plugin provides (QUARRY_TOOL_KIND); `other`
   /// when it does not say, or says something this host does not know.
   sdk::tool_kind tool_kind = sdk::tool_kind::other;
+  /// Whether each instance of this tool plugin offers its own set of tools
+  /// (QUARRY_TOOL_SET), each with its kind; @ref tool_kind then does not
+  /// apply.
+  bool tool_set = false;
+};
+
+/// One tool of a configured instance, with what it is.
+struct made_tool {
+  std::shared_ptr<sdk::tool> tool;
+  sdk::tool_kind kind = sdk::tool_kind::other;
 };
 
 /// A plugin object, or the one-line reason it could not be created.
@@ -129,6 +140,15 @@ public:
   make_result<sdk::tool> make_tool(std::string_view plugin, const nlohmann::json& config,
                                    std::string_view instance = {});
 
+  /// Creates the tools of one configured instance of the tool plugin named
+  /// `plugin`: the one tool of an ordinary plugin with the plugin's kind, or
+  /// the set a QUARRY_TOOL_SET plugin offers. A set is made once per
+  /// instance name and configuration and kept while the registry lives, so
+  /// that checking the configuration and then running it start a plugin's
+  /// servers once; the same tools are returned again.
+  std::variant<std::vector<made_tool>, std::string>
+  make_tools(std::string_view plugin, const nlohmann::json& config, std::string_view instance);
+
 private:
   struct loaded;
 
@@ -138,6 +158,8 @@ private:
 
   host_services& services_;
   bool allow_unsafe_ = false;
+  // Tool sets made so far, by instance name and configuration.
+  std::map<std::pair<std::string, std::string>, std::vector<made_tool>> tool_sets_;
   std::vector<plugin_info> infos_;
   std::vector<std::shared_ptr<loaded>> libs_;
 };

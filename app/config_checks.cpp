@@ -101,10 +101,14 @@ std::vector<core::config_error> check_configured_instances(context& ctx,
         if (fresh)
           continue;
         const auto& first = cfg.tools.at(pos->second.substr(6));
+        const auto* first_info = ctx.registry->find(first.plugin);
+        auto rename = !hint.empty() || (first_info != nullptr && first_info->tool_set)
+                        ? " (or give the MCP tool another name under rename)"
+                        : std::string{};
         fail_at(entry, key,
                 "provides the tool `" + tool_name + "`, like " + pos->second + " ("
                   + location(first.file, first.line)
-                  + "): the model could call only one of them; remove one" + hint);
+                  + "): the model could call only one of them; remove one" + rename);
       }
     }
   }

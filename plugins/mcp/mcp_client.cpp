@@ -796,7 +796,9 @@ private:
         chunk.remove_prefix(nl + 1);
         if (oversized_) {
           oversized_ = false;
-          too_large_locked(after);
+          if (!oversize_reported_)
+            too_large_locked(after);
+          oversize_reported_ = false;
         } else {
           if (!line_.empty() && line_.back() == '\r')
             line_.pop_back();
@@ -808,17 +810,13 @@ private:
       // A line still growing past the cap fails its request at once, not
       // when (if ever) it ends.
       if (oversized_ && !oversize_reported_) {
-        oversize_reported_ = true;
         too_large_locked(after);
+        oversize_reported_ = true;
       }
-      if (!oversized_)
-        oversize_reported_ = false;
     }
   }
 
   void too_large_locked(actions& after) {
-    if (oversize_reported_)
-      return;
     auto msg = "the MCP server " + cfg_.label() + " sent a message larger than "
                + std::to_string(cfg_.max_message_bytes) + " bytes (max_message_bytes)";
     host_.log().log(sdk::log_level::warn, msg);

@@ -52,8 +52,10 @@ int cmd_plugins(context& ctx, bool json) {
       if (x.ok) {
         row["name"] = x.name;
         row["kind"] = sdk::to_string(x.kind);
-        if (x.kind == sdk::plugin_kind::tool)
+        if (x.kind == sdk::plugin_kind::tool) {
           row["tool_kind"] = sdk::to_string(x.tool_kind); // QUARRY_TOOL_KIND
+          row["tool_set"] = x.tool_set;                   // QUARRY_TOOL_SET
+        }
         row["version"] = x.version;
         row["description"] = x.description;
         row["sdk_version"] = sdk::version_string(x.sdk_version);

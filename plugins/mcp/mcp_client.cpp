@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -512,9 +513,8 @@ public:
     run(after);
     std::unique_lock guard{mu_};
     reap_locked(true);
-    if (wake_fd_ >= 0)
-      ::close(wake_fd_);
-    wake_fd_ = -1;
+    if (auto fd = wake_fd_.exchange(-1); fd >= 0)
+      ::close(fd);
   }
 
 protected:
@@ -528,7 +528,7 @@ protected:
     }
     if (wake_fd_ < 0) {
       wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-      if (wake_fd_ < 0) {
+      if (wake_fd_.load() < 0) {
         why = std::string{"eventfd: "} + std::strerror(errno);
         return false;
       }
@@ -559,9 +559,9 @@ protected:
 
 private:
   void wake() {
-    if (wake_fd_ >= 0) {
+    if (auto fd = wake_fd_.load(); fd >= 0) {
       uint64_t one = 1;
-      [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+      [[maybe_unused]] auto n = ::write(fd, &one, sizeof one);
     }
   }
 
@@ -930,7 +930,8 @@ private:
 
   std::thread io_;
   bool stopping_ = false;
-  int wake_fd_ = -1;
+  // Written under mu_; read by wake() from any thread.
+  std::atomic<int> wake_fd_{-1};
   pid_t pid_ = -1;
   int in_fd_ = -1;
   int out_fd_ = -1;

@@ -261,6 +261,28 @@ async function everything(exe) {
         && !r.stdout.includes('OPENAI_API_KEY'), 'the server\'s environment is not the one configured', r.stdout + r.stderr);
   r = await quarry(exe, home, ['--config', cfg, 'tool', 'run', 'get-structured-content', '{"location": "New York"}', '--json']);
   check(r.status === 0 && JSON.parse(r.stdout).llm_text.includes('temperature'), 'structured content failed', r.stdout + r.stderr);
+  r = await quarry(exe, home, ['--config', cfg, 'tool', 'run', 'get-tiny-image', '{}']);
+  check(r.status === 0 && r.stdout.includes('[an image (image/png) was left out]') && !r.stdout.includes('iVBOR'),
+        'an image reached the model', r.stdout.slice(0, 2000) + r.stderr);
+  // Resource links as search results, an embedded resource as a page read.
+  const kinds_cfg = join(home, 'kinds.yaml');
+  writeFileSync(kinds_cfg, `tools:
+  everything:
+    plugin: mcp
+    command: ${yaml_list([node, everything_server, 'stdio'])}
+    include: [get-resource-links, get-resource-reference]
+    kind: {get-resource-links: search, get-resource-reference: page_reader}
+`);
+  r = await quarry(exe, home, ['--config', kinds_cfg, 'tool', 'run', 'get-resource-links', '{"count": 4}', '--json']);
+  let got = r.status === 0 ? JSON.parse(r.stdout) : null;
+  check(got && got.documents.length === 4 && got.documents[1].url.startsWith('demo://resource/')
+        && JSON.parse(got.llm_text).results[3].document === 4,
+        'resource links did not become numbered search results', r.stdout + r.stderr);
+  r = await quarry(exe, home, ['--config', kinds_cfg, 'tool', 'run', 'get-resource-reference', '{"resourceType": "Text", "resourceId": 2}', '--json']);
+  got = r.status === 0 ? JSON.parse(r.stdout) : null;
+  check(got && got.documents.length === 1 && got.documents[0].content.length > 0
+        && got.documents[0].url.startsWith('demo://resource/'),
+        'an embedded resource did not become a read document', r.stdout + r.stderr);
   // Streamable HTTP.
   const port = await free_port();
   const proc = spawn(node, [everything_server, 'streamableHttp'], { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -85,6 +85,7 @@ TEST_CASE_FIXTURE(cli_fixture, "cli plugins lists good plugins as JSON") {
   CHECK((*echo)["name"] == "echo");
   CHECK((*echo)["kind"] == "tool");
   CHECK((*echo)["tool_kind"] == "other"); // declares none
+  CHECK((*echo)["tool_set"] == false);    // one tool per instance
   CHECK((*echo)["version"] == "1.2.3");
   CHECK((*echo)["status"] == "ok");
   CHECK((*echo)["description"] == "Echoes its input (test plugin)");
@@ -93,6 +94,15 @@ TEST_CASE_FIXTURE(cli_fixture, "cli plugins lists good plugins as JSON") {
   CHECK((*llm)["kind"] == "llm");
   CHECK_FALSE(llm->contains("tool_kind"));
   CHECK(j["dirs"][0] == test_plugins("good"));
+}
+
+TEST_CASE_FIXTURE(cli_fixture, "cli plugins shows that the mcp plugin offers a set of tools") {
+  auto j = plugins_json({"--plugin-dir", QUARRY_PLUGIN_DIR});
+  CHECK(j["exit_code"] == 0);
+  const auto* mcp = row_for_file(j, "quarry_mcp.so");
+  REQUIRE(mcp != nullptr);
+  CHECK((*mcp)["name"] == "mcp");
+  CHECK((*mcp)["tool_set"] == true); // QUARRY_TOOL_SET
 }
 
 TEST_CASE_FIXTURE(cli_fixture, "cli plugins prints a table") {

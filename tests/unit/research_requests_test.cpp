@@ -4,9 +4,13 @@
 #include "quarry/core/history.hpp"
 #include "quarry/core/research_requests.hpp"
 #include "quarry/core/research_tools.hpp"
+#include "quarry/core/reflective.hpp"
+#include "quarry/core/verification.hpp"
 #include "quarry/lexical/lexical.hpp"
 
 #include <doctest/doctest.h>
+
+#include <algorithm>
 
 using namespace quarry;
 using sdk::chat_request;
@@ -535,4 +539,17 @@ TEST_CASE("research requests: an agent cut by its time limit keeps its report or
   // Nothing written and nothing read: nothing to keep.
   CHECK(core::time_cut_report("  \n", {}, 30min).empty());
   CHECK_FALSE(core::time_cut_report("  \n", docs, 30min).empty());
+}
+
+TEST_CASE("research tools: the reserved names are the names of Quarry's own tools") {
+  std::vector<std::string> own{
+    core::generate_plan_tool().name,         core::research_agent_tool().name,
+    core::generate_report_tool(false).name,  core::think_tool(false).name,
+    core::reflective::classify_tool(3).name, core::reflective::queries_tool(3).name,
+    core::reflective::plan_tool(1, 3).name,  core::reflective::reflect_tool().name,
+    core::verification::judge_tool().name};
+  auto reserved = core::reserved_tool_names();
+  std::sort(own.begin(), own.end());
+  std::sort(reserved.begin(), reserved.end());
+  CHECK(own == reserved);
 }

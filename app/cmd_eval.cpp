@@ -168,6 +168,11 @@ int cmd_eval_run(context& ctx, const eval_run_options& opts) {
     std::cerr << "quarry: --" << why << "\n";
     return exit_usage;
   }
+  if (std::string problem;
+      imply_reflective(given.strategy, given.mode, given.depth, problem), !problem.empty()) {
+    std::cerr << "quarry: --" << problem << "\n";
+    return exit_usage;
+  }
   if (!opts.corpus.empty()) {
     std::error_code ec;
     if (!fs::is_directory(opts.corpus, ec)) {

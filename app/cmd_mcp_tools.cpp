@@ -282,6 +282,9 @@ std::variant<stored_options, std::string> research_options_of(const json& args,
       return std::string{"verify: must be true or false"};
     so.verify = v->get<bool>() ? "on" : "off";
   }
+  if (std::string problem;
+      imply_reflective(so.strategy, so.mode, so.depth, problem), !problem.empty())
+    return problem;
   return so;
 }
 
@@ -428,7 +431,8 @@ void quick_search(const std::shared_ptr<mcp_service>& svc, std::shared_ptr<mcp::
   auto searchers = tools_of(*svc, {sdk::tool_kind::web_search, sdk::tool_kind::internal_search});
   if (searchers.empty()) {
     c->finish(mcp::tool_error("No search tool is configured (web_search or internal_search "
-                              "under tools, or BRAVE_API_KEY / TAVILY_API_KEY)"));
+                              "under tools, or BRAVE_API_KEY, TAVILY_API_KEY, EXA_API_KEY, "
+                              "SERPER_API_KEY or SEARXNG_URL)"));
     return;
   }
   auto arguments = sdk::dump_json(json{{"queries", queries}});

@@ -152,6 +152,14 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
     }
   }
   // The corpus of the command line (or of the stored session); the engine
+  std::string problem;
+  if (imply_reflective(so.strategy, so.mode, so.depth, problem))
+    std::cerr << "quarry: " << (so.mode.empty() ? "--depth" : "--mode")
+              << " selects the reflective strategy (the one that reads it)\n";
+  if (!problem.empty()) {
+    std::cerr << "quarry: --" << problem << "\n";
+    return exit_usage;
+  }
   // falls back on research.corpus and the example corpus.
   std::string corpus = !opts.corpus.empty() ? opts.corpus : so.corpus;
   if (!corpus.empty()) {

@@ -131,6 +131,9 @@ std::variant<stored_options, std::string> research_body(const std::string& body,
   if (!so.answers.empty())
     so.clarify = false;
   return so;
+  if (std::string problem;
+      imply_reflective(so.strategy, so.mode, so.depth, problem), !problem.empty())
+    return problem;
 }
 
 json row_json(store::store& db, const store::session_row& row) {

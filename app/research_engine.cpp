@@ -135,8 +135,8 @@ research_engine::prepare(context& ctx, const engine_setup& setup) {
     auto example = find_example_corpus();
     if (!example) {
       std::cerr << "quarry: nothing to research with: configure web_search or "
-                   "internal_search under tools, set BRAVE_API_KEY or "
-                   "TAVILY_API_KEY, or pass --corpus DIR\n";
+                   "internal_search under tools, set BRAVE_API_KEY, TAVILY_API_KEY, "
+                   "EXA_API_KEY, SERPER_API_KEY or SEARXNG_URL, or pass --corpus DIR\n";
       return exit_failure;
     }
     corpus = *example;

@@ -185,6 +185,22 @@ std::string strategy_option_problem(const std::string& strategy, const std::stri
   return {};
 }
 
+bool imply_reflective(std::string& strategy, const std::string& mode, const std::string& depth,
+                      std::string& problem) {
+  if (mode.empty() && depth.empty())
+    return false;
+  if (strategy == "orchestrator") {
+    problem = std::string{!mode.empty() ? "mode" : "depth"}
+              + ": an option of the reflective strategy, which the orchestrator does not read "
+                "(choose the reflective strategy, or leave it out)";
+    return false;
+  }
+  if (!strategy.empty())
+    return false;
+  strategy = "reflective";
+  return true;
+}
+
 nlohmann::json to_json(const stored_options& x) {
   nlohmann::json j{{"question", x.question}, {"clarify", x.clarify}};
   if (!x.answers.empty())

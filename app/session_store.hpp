@@ -127,6 +127,13 @@ struct stored_options {
 std::string strategy_option_problem(const std::string& strategy, const std::string& mode,
                                     const std::string& depth);
 
+/// Mode and depth belong to the reflective strategy, the only one that reads
+/// them: given without a strategy they select it (`strategy` becomes
+/// `reflective`, and true is returned); given with the orchestrator named,
+/// they are a problem (`problem` says so). Otherwise nothing changes.
+bool imply_reflective(std::string& strategy, const std::string& mode, const std::string& depth,
+                      std::string& problem);
+
 nlohmann::json to_json(const stored_options& x);
 /// Reads stored options; missing fields keep their defaults, wrong types
 /// are an error naming the field.

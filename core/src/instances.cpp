@@ -38,6 +38,28 @@ std::string one_line(std::string x) {
 
 } // namespace
 
+std::string ollama_base_url(const std::string& host) {
+  // As Ollama's own client reads OLLAMA_HOST: scheme http, host 127.0.0.1
+  // and port 11434 unless given; a trailing slash or path is dropped.
+  std::string scheme = "http";
+  std::string rest = host;
+  if (auto p = rest.find("://"); p != std::string::npos) {
+    scheme = rest.substr(0, p);
+    rest = rest.substr(p + 3);
+  }
+  if (auto slash = rest.find('/'); slash != std::string::npos)
+    rest = rest.substr(0, slash);
+  if (rest.empty())
+    rest = "127.0.0.1";
+  bool bracketed = !rest.empty() && rest.front() == '[';
+  auto colon = rest.rfind(':');
+  bool has_port = colon != std::string::npos
+                  && (bracketed ? colon > rest.find(']') : rest.find(':') == colon);
+  if (!has_port)
+    rest += scheme == "https" ? ":443" : ":11434";
+  return scheme + "://" + rest + "/v1";
+}
+
 void apply_environment_defaults(loaded_config& cfg, const config_getenv_fn& getenv) {
   auto env = [&](const char* name) { return lookup(getenv, name); };
   auto& values = cfg.values;
@@ -70,11 +92,19 @@ void apply_environment_defaults(loaded_config& cfg, const config_getenv_fn& gete
       if (auto base = env("ANTHROPIC_BASE_URL"))
         p.config["base_url"] = *base;
       what = "Anthropic (" + model + ") from ANTHROPIC_API_KEY";
+    } else if (auto host = env("OLLAMA_HOST"), model = env("OLLAMA_MODEL"); host || model) {
+      // Ollama's OpenAI-compatible endpoint (its /v1 path), no key.
+      auto base = ollama_base_url(host.value_or(""));
+      auto name = model.value_or(default_ollama_model);
+      p.plugin = "openai";
+      p.config = {{"base_url", base}, {"model", name}};
+      what = "the Ollama server at " + base + " (model " + name
+             + (model ? " from OLLAMA_MODEL" : "; set OLLAMA_MODEL to change it") + ")";
     } else {
       p.plugin = "extractive";
       what = "the offline extractive provider (no LLM is configured and "
-             "neither OPENAI_API_KEY, OPENAI_BASE_URL nor ANTHROPIC_API_KEY is "
-             "set): answers quote the sources instead of writing new text";
+             "neither OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, OLLAMA_HOST nor "
+             "OLLAMA_MODEL is set): answers quote the sources instead of writing new text";
     }
     p.file = "(embedded defaults)";
     values.llm.providers["default"] = std::move(p);
@@ -93,6 +123,18 @@ void apply_environment_defaults(loaded_config& cfg, const config_getenv_fn& gete
       ws.plugin = "tavily";
       ws.config = {{"api_key", *key}};
       what = "web search with Tavily (TAVILY_API_KEY)";
+    } else if (auto key = env("EXA_API_KEY")) {
+      ws.plugin = "exa";
+      ws.config = {{"api_key", *key}};
+      what = "web search with Exa (EXA_API_KEY)";
+    } else if (auto key = env("SERPER_API_KEY")) {
+      ws.plugin = "serper";
+      ws.config = {{"api_key", *key}};
+      what = "web search with Serper (SERPER_API_KEY)";
+    } else if (auto url = env("SEARXNG_URL")) {
+      ws.plugin = "searxng";
+      ws.config = {{"base_url", *url}};
+      what = "web search with the SearXNG instance at " + one_line(*url) + " (SEARXNG_URL)";
     }
     if (!ws.plugin.empty()) {
       ws.file = "(embedded defaults)";

@@ -122,6 +122,8 @@ export const offline_env = {
   OPENAI_API_KEY: undefined, OPENAI_BASE_URL: undefined, OPENAI_MODEL: undefined,
   ANTHROPIC_API_KEY: undefined, ANTHROPIC_BASE_URL: undefined, ANTHROPIC_MODEL: undefined,
   BRAVE_API_KEY: undefined, TAVILY_API_KEY: undefined, QUARRY_CONFIG: undefined,
+  EXA_API_KEY: undefined, SERPER_API_KEY: undefined, SEARXNG_URL: undefined,
+  OLLAMA_HOST: undefined, OLLAMA_MODEL: undefined,
 };
 
 /// Starts `quarry serve --listen 127.0.0.1:0` with a fresh data folder and

@@ -76,7 +76,8 @@ TEST_CASE("the live view fits the terminal, survives a resize and leaves a summa
   test::temp_dir home;
   tmux_session t;
   std::string cmd = "env -u XDG_CONFIG_HOME -u XDG_DATA_HOME -u QUARRY_CONFIG"
-                    " -u BRAVE_API_KEY -u TAVILY_API_KEY HOME="
+                    " -u BRAVE_API_KEY -u TAVILY_API_KEY -u EXA_API_KEY -u SERPER_API_KEY"
+                    " -u SEARXNG_URL -u OLLAMA_HOST -u OLLAMA_MODEL HOME="
                     + shell_quote(home.path()) + " OPENAI_API_KEY=k OPENAI_BASE_URL="
                     + shell_quote(server.base_url_openai()) + " " + shell_quote(QUARRY_EXE)
                     + " --plugin-dir " + shell_quote(QUARRY_PLUGIN_DIR)

@@ -938,6 +938,26 @@ TEST_CASE_FIXTURE(research_fixture, "research --strategy reflective works offlin
   CHECK(res.err.find("step s1.3 completed") != std::string::npos);
 }
 
+TEST_CASE_FIXTURE(research_fixture, "research --depth or --mode selects the reflective strategy, "
+                                    "and the orchestrator refuses them") {
+  auto res = quarry({"research", "Why does a heat pump's efficiency drop in cold weather?",
+                     "--depth", "light", "--no-clarify"});
+  CAPTURE(res.err);
+  REQUIRE(res.exit_code == 0);
+  CHECK(res.err.find("quarry: --depth selects the reflective strategy") != std::string::npos);
+  CHECK(res.err.find("plan:\n[") != std::string::npos); // the reflective checklist
+  CHECK(res.err.find("depth light") != std::string::npos);
+  for (auto flag : {"--mode", "--depth"}) {
+    auto refused = quarry({"research", "Anything?", "--strategy", "orchestrator", flag,
+                           std::string{flag} == "--mode" ? "simple" : "light"});
+    CAPTURE(refused.err);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.find(std::string{"quarry: --"} + (flag + 2)
+                           + ": an option of the reflective strategy")
+          != std::string::npos);
+  }
+}
+
 TEST_CASE_FIXTURE(research_fixture, "research refuses an unknown strategy, mode or depth") {
   for (auto [flag, value, says] :
        {std::tuple{"--strategy", "magic", "--strategy: not orchestrator or reflective: 'magic'"},

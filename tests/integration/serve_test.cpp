@@ -92,7 +92,7 @@ TEST_CASE("serve: a research over the API streams every packet, then its state, 
   auto js = call("GET", srv.url("/v1/research/" + id + "/report?format=json")).as_json();
   CHECK(js["partial"] == false);
   CHECK_FALSE(js["sources"].empty());
-  CHECK(call("GET", srv.url("/v1/research/" + id + "/report?format=pdf")).status == 400);
+  CHECK(call("GET", srv.url("/v1/research/" + id + "/report?format=rtf")).status == 400);
 
   // A reconnecting client gets what follows its last event.
   auto rest = events(srv, id, {"Last-Event-ID: 10"});
@@ -170,6 +170,8 @@ TEST_CASE("serve: every bad request gets a JSON error with a 4xx status") {
          "strategy: must be a string");
   expect(post(R"({"question": "q", "mode": "quick"})"), 400, "bad_request", "mode: not simple");
   expect(post(R"({"question": "q", "depth": "deep"})"), 400, "bad_request", "depth: not auto");
+  expect(post(R"({"question": "q", "strategy": "orchestrator", "depth": "light"})"), 400,
+         "bad_request", "depth: an option of the reflective strategy");
   expect(post(R"({"question": "q", "verify": "yes"})"), 400, "bad_request", "verify");
   expect(post(R"({"question": "q", "corpus": "/etc"})"), 400, "bad_request",
          "unknown field 'corpus'");

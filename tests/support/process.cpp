@@ -319,7 +319,8 @@ std::map<std::string, std::optional<std::string>> isolated_quarry_env(const std:
   std::map<std::string, std::optional<std::string>> env{{"HOME", home}};
   for (auto name : {"XDG_CONFIG_HOME", "XDG_DATA_HOME", "QUARRY_CONFIG", "OPENAI_API_KEY",
                     "OPENAI_BASE_URL", "OPENAI_MODEL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
-                    "ANTHROPIC_MODEL", "BRAVE_API_KEY", "TAVILY_API_KEY"})
+                    "ANTHROPIC_MODEL", "BRAVE_API_KEY", "TAVILY_API_KEY", "EXA_API_KEY",
+                    "SERPER_API_KEY", "SEARXNG_URL", "OLLAMA_HOST", "OLLAMA_MODEL"})
     env[name] = std::nullopt;
   return env;
 }

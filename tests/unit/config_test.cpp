@@ -1154,6 +1154,53 @@ TEST_CASE("environment defaults: Anthropic, Tavily, the extractive fallback, and
   CHECK(offline.environment_defaults.size() == 1);
 }
 
+TEST_CASE("environment defaults: a local Ollama model from OLLAMA_HOST and OLLAMA_MODEL") {
+  auto cfg = with_env_defaults("", {{"OLLAMA_HOST", "0.0.0.0"}, {"OLLAMA_MODEL", "qwen3:8b"}});
+  const auto& p = cfg.values.llm.providers.at("default");
+  CHECK(p.plugin == "openai");
+  CHECK(p.config["base_url"] == "http://0.0.0.0:11434/v1");
+  CHECK(p.config["model"] == "qwen3:8b");
+  CHECK_FALSE(p.config.contains("api_key"));
+  CHECK(cfg.environment_defaults[0].description
+        == "the Ollama server at http://0.0.0.0:11434/v1 (model qwen3:8b from OLLAMA_MODEL)");
+  // The model alone: Ollama's usual address; the host alone: a default model.
+  auto model_only = with_env_defaults("", {{"OLLAMA_MODEL", "mistral"}});
+  CHECK(model_only.values.llm.providers.at("default").config["base_url"]
+        == "http://127.0.0.1:11434/v1");
+  auto host_only = with_env_defaults("", {{"OLLAMA_HOST", "https://gpu.example.com"}});
+  CHECK(host_only.values.llm.providers.at("default").config["model"] == "llama3.2");
+  CHECK(host_only.values.llm.providers.at("default").config["base_url"]
+        == "https://gpu.example.com:443/v1");
+  // OpenAI and Anthropic, named explicitly, come first.
+  auto both = with_env_defaults("",
+                                {{"OLLAMA_MODEL", "mistral"}, {"ANTHROPIC_API_KEY", "sk-a-123"}});
+  CHECK(both.values.llm.providers.at("default").plugin == "anthropic");
+  CHECK(ollama_base_url("") == "http://127.0.0.1:11434/v1");
+  CHECK(ollama_base_url("10.0.0.5:8080") == "http://10.0.0.5:8080/v1");
+  CHECK(ollama_base_url("http://box/") == "http://box:11434/v1");
+  CHECK(ollama_base_url("[::1]") == "http://[::1]:11434/v1");
+  CHECK(ollama_base_url("[::1]:9000") == "http://[::1]:9000/v1");
+}
+
+TEST_CASE("environment defaults: Exa, Serper and SearXNG add web search in that order") {
+  auto exa = with_env_defaults("", {{"EXA_API_KEY", "exa-123456"},
+                                    {"SERPER_API_KEY", "serper-123456"},
+                                    {"SEARXNG_URL", "http://127.0.0.1:8888"}});
+  CHECK(exa.values.tools.at("web_search").plugin == "exa");
+  CHECK(exa.values.tools.at("web_search").config["api_key"] == "exa-123456");
+  CHECK(exa.values.tools.at("open_url").plugin == "open_url");
+  auto serper = with_env_defaults("", {{"SERPER_API_KEY", "serper-123456"},
+                                       {"SEARXNG_URL", "http://127.0.0.1:8888"}});
+  CHECK(serper.values.tools.at("web_search").plugin == "serper");
+  auto searxng = with_env_defaults("", {{"SEARXNG_URL", "http://127.0.0.1:8888"}});
+  CHECK(searxng.values.tools.at("web_search").plugin == "searxng");
+  CHECK(searxng.values.tools.at("web_search").config["base_url"] == "http://127.0.0.1:8888");
+  auto secrets = exa.secret_values();
+  CHECK(std::find(secrets.begin(), secrets.end(), "exa-123456") != secrets.end());
+  auto brave = with_env_defaults("", {{"BRAVE_API_KEY", "b-123456"}, {"EXA_API_KEY", "e-123456"}});
+  CHECK(brave.values.tools.at("web_search").plugin == "brave");
+}
+
 TEST_CASE("environment defaults never replace configured providers or tools") {
   auto cfg = with_env_defaults("llm:\n  providers:\n    mine:\n      plugin: extractive\n"
                                "tools:\n  s:\n    plugin: searxng\n",

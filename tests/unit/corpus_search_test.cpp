@@ -629,3 +629,26 @@ TEST_CASE("corpus_search updates report progress and let others write while "
     CHECK(reports[i].files_done == reports[i - 1].files_done + 1);
   CHECK(index->search("pelican", 10).hits.size() == 5);
 }
+
+TEST_CASE("corpus_search: feedback with its largest number of words is still a search") {
+  test::temp_dir tmp;
+  // Passages with more than a hundred distinct words each: feedback may add
+  // as many words as search_options allows (100).
+  std::string words;
+  for (int i = 0; i < 150; ++i)
+    words += " word" + std::to_string(i) + "x";
+  tmp.write("docs/a.md", "# Many words\n\nValve" + words + ".\n");
+  tmp.write("docs/b.md", "# More words\n\nA valve and" + words + " again.\n");
+  write_fillers(tmp, 8, "Notes on bread, cheese and apples.");
+  auto index = open_index(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  search_options fb;
+  fb.feedback_documents = 10;
+  for (size_t terms : {10, 60, 100}) {
+    fb.feedback_terms = terms;
+    auto r = index->search("valve", 5, fb);
+    CAPTURE(terms);
+    CHECK_FALSE(r.failure.has_value());
+    CHECK(r.hits.size() == 2);
+  }
+}

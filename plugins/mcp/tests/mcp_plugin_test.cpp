@@ -159,8 +159,8 @@ TEST_CASE("mcp results: searches become numbered documents, page reads documents
   CHECK(sdk::is_valid_utf8(r.llm_text));
 }
 
-TEST_CASE("mcp tools: include, exclude, rename and kinds apply; unknown names, collisions and "
-          "bad schemas are refused or left out; the list is capped") {
+TEST_CASE("mcp tools: include, exclude, rename and kinds apply, unknown names and collisions "
+          "are refused, bad schemas are left out and the list is capped") {
   std::vector<json> listed;
   for (int i = 0; i < 5; ++i)
     listed.push_back({{"name", "tool." + std::to_string(i)},

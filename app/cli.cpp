@@ -98,9 +98,7 @@ Environment (used when the configuration names no provider or tool):
   OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL     an OpenAI-compatible model
                        (OPENAI_BASE_URL alone: a local server such as Ollama)
   ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL
-  OLLAMA_HOST, OLLAMA_MODEL                         a local Ollama model
-  BRAVE_API_KEY, TAVILY_API_KEY, EXA_API_KEY, SERPER_API_KEY or SEARXNG_URL
-                                                    web search (the first set)
+  BRAVE_API_KEY or TAVILY_API_KEY                   web search
   QUARRY_CONFIG        the configuration file
   Nothing set: the offline extractive provider over the example corpus.)";
 }
@@ -118,8 +116,7 @@ std::string tool_run_help_footer(const global_options& opts) {
   const auto& tools = loaded.config->values.tools;
   if (tools.empty())
     return "Configured tools: none (add one under tools in the configuration, "
-           "or set BRAVE_API_KEY, TAVILY_API_KEY, EXA_API_KEY, SERPER_API_KEY or "
-           "SEARXNG_URL)";
+           "or set BRAVE_API_KEY or TAVILY_API_KEY)";
   std::string out = "Configured tools:";
   for (const auto& [name, entry] : tools)
     out += "\n  " + name + "  (plugin " + entry.plugin + ")";
@@ -294,6 +291,15 @@ int run(int argc, char** argv) {
   research->add_option("--html", research_opts.html, "Also write the report as HTML to this file")
     ->type_name("FILE");
   research
+    ->add_option("--pdf", research_opts.pdf,
+                 "Also write the report as PDF to this file (headless Chromium: Debian's "
+                 "chromium)")
+    ->type_name("FILE");
+  research
+    ->add_option("--docx", research_opts.docx,
+                 "Also write the report as a Word document to this file (Debian's pandoc)")
+    ->type_name("FILE");
+  research
     ->add_option("--deadline", research_opts.deadline,
                  "Research time before the final report, e.g. 10m "
                  "(default: research.deadline; the reflective strategy's deep_research "
@@ -377,13 +383,18 @@ int run(int argc, char** argv) {
   show_md->excludes(show_html);
   show_claims->excludes(show_md)->excludes(show_html);
   auto* sessions_export = sessions->add_subcommand(
-    "export", "Print a session's packets (jsonl) or its report (md, html)");
+    "export", "Print a session's packets (jsonl) or its report (md, html, pdf, docx)");
   sessions_export->add_option("id", sessions_opts.id, "Session id")->required();
   sessions_export
     ->add_option("--format", sessions_opts.format,
-                 "jsonl (packets), md, html (report) or claims (JSON lines)")
+                 "jsonl (packets), md, html, pdf, docx (report) or claims (JSON lines)")
     ->required()
-    ->check(CLI::IsMember({"jsonl", "md", "html", "claims"}));
+    ->check(CLI::IsMember({"jsonl", "md", "html", "pdf", "docx", "claims"}));
+  sessions_export
+    ->add_option("--out", sessions_opts.out,
+                 "Write the report (md, html, pdf, docx) to this file instead of standard "
+                 "output")
+    ->type_name("FILE");
   auto* sessions_resume = sessions->add_subcommand(
     "resume", "Go on with an interrupted session from its last checkpoint");
   sessions_resume->add_option("id", sessions_opts.id, "Session id")->required();
@@ -394,6 +405,11 @@ int run(int argc, char** argv) {
     ->type_name("FILE");
   sessions_resume
     ->add_option("--html", resume_opts.html, "Also write the report as HTML to this file")
+    ->type_name("FILE");
+  sessions_resume->add_option("--pdf", resume_opts.pdf, "Also write the report as PDF to this file")
+    ->type_name("FILE");
+  sessions_resume
+    ->add_option("--docx", resume_opts.docx, "Also write the report as DOCX to this file")
     ->type_name("FILE");
   auto* sessions_rm = sessions->add_subcommand("rm", "Remove a session and all it holds");
   sessions_rm->add_option("id", sessions_opts.id, "Session id")->required();

@@ -5,6 +5,7 @@
 #include "cli.hpp"
 #include "context.hpp"
 #include "output_file.hpp"
+#include "report_export.hpp"
 #include "report_render.hpp"
 #include "research_engine.hpp"
 #include "research_view.hpp"
@@ -71,6 +72,39 @@ std::variant<std::string, sdk::error> read_answers(const std::string& path) {
       return too_large;
   }
   return text;
+}
+
+// The report files asked for (--out, --html, --pdf, --docx), each written
+// in full or not at all; the ones written are added to `written`. False
+// when one could not be made or written (each failure said on stderr).
+bool write_report_files(const research_options& opts, const report_parts& parts,
+                        const std::string& md, std::vector<std::string>& written) {
+  bool ok = true;
+  auto write = [&](const std::string& path, const std::string& bytes) {
+    if (auto why = write_output_file(path, bytes)) {
+      std::cerr << "quarry: " << *why << "\n";
+      ok = false;
+    } else {
+      written.push_back(path);
+    }
+  };
+  if (!opts.out.empty())
+    write(opts.out, md);
+  if (!opts.html.empty())
+    write(opts.html, html_report(parts));
+  for (const auto& [path, format] :
+       {std::pair{opts.pdf, export_format::pdf}, std::pair{opts.docx, export_format::docx}}) {
+    if (path.empty())
+      continue;
+    auto made = export_report(parts, format);
+    if (auto* err = std::get_if<export_error>(&made)) {
+      std::cerr << "quarry: " << path << " was not written: " << err->message << "\n";
+      ok = false;
+    } else {
+      write(path, std::get<std::string>(made));
+    }
+  }
+  return ok;
 }
 
 } // namespace
@@ -142,7 +176,7 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
     so.clarify = false;
   auto question = so.question;
   // A path that cannot take the report fails now, not after the research.
-  for (const auto& path : {opts.out, opts.html}) {
+  for (const auto& path : {opts.out, opts.html, opts.pdf, opts.docx}) {
     if (path.empty())
       continue;
     auto data_dir = cfg.runtime.data_dir.empty() ? host::default_data_dir() : cfg.runtime.data_dir;
@@ -151,15 +185,18 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
       return exit_usage;
     }
   }
-  // The corpus of the command line (or of the stored session); the engine
-  std::string problem;
-  if (imply_reflective(so.strategy, so.mode, so.depth, problem))
-    std::cerr << "quarry: " << (so.mode.empty() ? "--depth" : "--mode")
-              << " selects the reflective strategy (the one that reads it)\n";
-  if (!problem.empty()) {
-    std::cerr << "quarry: --" << problem << "\n";
-    return exit_usage;
+  // So does a missing PDF or DOCX converter.
+  for (const auto& [path, format] :
+       {std::pair{opts.pdf, export_format::pdf}, std::pair{opts.docx, export_format::docx}}) {
+    if (path.empty())
+      continue;
+    auto tool = find_export_tool(format);
+    if (auto* err = std::get_if<export_error>(&tool)) {
+      std::cerr << "quarry: " << err->message << "\n";
+      return exit_failure;
+    }
   }
+  // The corpus of the command line (or of the stored session); the engine
   // falls back on research.corpus and the example corpus.
   std::string corpus = !opts.corpus.empty() ? opts.corpus : so.corpus;
   if (!corpus.empty()) {
@@ -415,18 +452,11 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
       if (result.status == actors::session_status::report && !result.sources.empty()) {
         // Marked as partial right under the title.
         auto parts = report_of(question, result, true);
+        parts.corpus_root = engine->corpus();
         auto md = markdown_report(parts);
         if (!opts.json)
           std::cout << printed_report(md, stdout_terminal) << std::flush;
-        for (const auto& [path, text] :
-             {std::pair{opts.out, md}, std::pair{opts.html, html_report(parts)}}) {
-          if (path.empty())
-            continue;
-          if (auto why = write_output_file(path, text))
-            std::cerr << "quarry: " << *why << "\n";
-          else
-            files_written.push_back(path);
-        }
+        write_report_files(opts, parts, md, files_written);
         std::cerr << "quarry: the partial report holds what was found before the "
                      "interruption\n";
         if (db)
@@ -460,21 +490,11 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
         break;
       case actors::session_status::report: {
         auto parts = report_of(question, result, false);
+        parts.corpus_root = engine->corpus();
         auto md = markdown_report(parts);
         if (!opts.json)
           std::cout << printed_report(md, stdout_terminal) << std::flush;
-        rc = exit_ok;
-        for (const auto& [path, text] :
-             {std::pair{opts.out, md}, std::pair{opts.html, html_report(parts)}}) {
-          if (path.empty())
-            continue;
-          if (auto why = write_output_file(path, text)) {
-            std::cerr << "quarry: " << *why << "\n";
-            rc = exit_failure;
-          } else {
-            files_written.push_back(path);
-          }
-        }
+        rc = write_report_files(opts, parts, md, files_written) ? exit_ok : exit_failure;
         for (const auto& n : result.notices)
           std::cerr << "quarry: note: " << sdk::strip_terminal_controls(n) << "\n";
         if (!stored && rc == exit_ok)

@@ -4,6 +4,7 @@
 #include "cli.hpp"
 #include "cluster_publish.hpp"
 #include "context.hpp"
+#include "report_export.hpp"
 #include "report_render.hpp"
 #include "research_engine.hpp"
 #include "serve_cluster.hpp"
@@ -131,9 +132,6 @@ std::variant<stored_options, std::string> research_body(const std::string& body,
   if (!so.answers.empty())
     so.clarify = false;
   return so;
-  if (std::string problem;
-      imply_reflective(so.strategy, so.mode, so.depth, problem), !problem.empty())
-    return problem;
 }
 
 json row_json(store::store& db, const store::session_row& row) {
@@ -440,20 +438,35 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                    to_json(std::get<stored_options>(parsed))
                      .dump(-1, ' ', false, json::error_handler_t::replace));
         });
+  // PDF and DOCX are made by a browser or pandoc (report_export.hpp): two
+  // at a time, on the blocking pool.
+  auto exports = std::make_shared<export_slots>(2);
   r.add(
     "GET", "/v1/research/{id}/report",
-    [svc](http::request& req, std::shared_ptr<http::responder> res) {
+    [svc, exports](http::request& req, std::shared_ptr<http::responder> res) {
       auto id = std::string{req.param("id")};
       auto format = std::string{req.query_param("format").value_or("md")};
-      if (format != "md" && format != "html" && format != "json") {
-        res->respond(http::json_error(400, "bad_request", "format: md, html or json"));
+      auto sent = export_format_from(format);
+      if (format != "md" && format != "html" && format != "json" && !sent) {
+        res->respond(http::json_error(400, "bad_request", "format: md, html, json, pdf or docx"));
         return;
       }
       if (!store::is_session_id(id)) {
         res->respond(not_found(id));
         return;
       }
-      svc->read(res, [id, format](store::store& db) {
+      std::shared_ptr<export_slots::slot> slot;
+      if (sent) {
+        auto taken = exports->take();
+        if (!taken) {
+          auto busy = http::json_error(429, "busy", "other exports are being made; try again");
+          busy.headers.emplace_back("Retry-After", "2");
+          res->respond(std::move(busy));
+          return;
+        }
+        slot = std::make_shared<export_slots::slot>(std::move(*taken));
+      }
+      svc->read(res, [id, format, sent, slot, corpus = svc->engine.corpus()](store::store& db) {
         auto found = db.session(id);
         if (!found)
           return store_failure(found.error());
@@ -473,6 +486,28 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
           return http::response{200, "text/markdown; charset=utf-8", {}, markdown_report(*report)};
         if (format == "html")
           return http::response{200, "text/html; charset=utf-8", {}, html_report(*report)};
+        if (sent) {
+          report->corpus_root = session_corpus(row.options, corpus);
+          auto made = export_report(*report, *sent);
+          if (auto* err = std::get_if<export_error>(&made)) {
+            spdlog::error("the {} export of session {} failed: {}{}{}", format, id, err->message,
+                          err->detail.empty() ? "" : "; its output ended with: ",
+                          sdk::strip_terminal_controls(err->detail));
+            using k = export_error::kind;
+            auto status = err->what == k::missing_tool ? 501
+                          : err->what == k::timed_out  ? 504
+                                                       : 500;
+            auto code = err->what == k::missing_tool ? "not_implemented"
+                        : err->what == k::timed_out  ? "timeout"
+                                                     : "export_failed";
+            return http::json_error(status, code, err->message);
+          }
+          return http::response{
+            200,
+            std::string{export_content_type(*sent)},
+            {{"Content-Disposition", "attachment; filename=\"quarry-" + id + "." + format + "\""}},
+            std::get<std::string>(std::move(made))};
+        }
         json sources = json::array();
         for (const auto& s : report->sources)
           sources.push_back({{"number", s.number},

@@ -3,11 +3,14 @@
 
 #include "cli.hpp"
 #include "context.hpp"
+#include "output_file.hpp"
+#include "report_export.hpp"
 #include "report_render.hpp"
 #include "session_store.hpp"
 
 #include "quarry/core/checkpoint.hpp"
 #include "quarry/core/research_requests.hpp"
+#include "quarry/host/services.hpp"
 #include "quarry/sdk/strings.hpp"
 #include "quarry/store/store.hpp"
 
@@ -308,7 +311,90 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
   return exit_ok;
 }
 
+namespace {
+
+// `quarry sessions export ID --format md|html|pdf|docx --out FILE`, and PDF
+// or DOCX to standard output when it is not a terminal.
+int export_report_file(context& ctx, const sessions_options& opts) {
+  const auto& cfg = ctx.config.values;
+  auto format = export_format_from(opts.format);
+  if (!opts.out.empty()) {
+    auto data_dir = cfg.runtime.data_dir.empty() ? host::default_data_dir() : cfg.runtime.data_dir;
+    if (auto why = check_output_path(opts.out, database_files(data_dir, store_path(cfg)))) {
+      std::cerr << "quarry: " << *why << "\n";
+      return exit_usage;
+    }
+  } else if (::isatty(STDOUT_FILENO) == 1) {
+    std::cerr << "quarry: a " << export_extension(*format)
+              << " file is not printed on a terminal: give --out FILE, or redirect standard "
+                 "output\n";
+    return exit_usage;
+  }
+  if (format) {
+    auto tool = find_export_tool(*format);
+    if (auto* err = std::get_if<export_error>(&tool)) {
+      std::cerr << "quarry: " << err->message << "\n";
+      return exit_failure;
+    }
+  }
+  auto s = find_session(ctx, opts.id);
+  if (!s)
+    return exit_failure;
+  auto& db = *s->db;
+  auto state = effective_state(db, s->row);
+  auto read = stored_report(db, s->row, state);
+  if (!read) {
+    std::cerr << "quarry: " << read_failure(db, read.error()) << "\n";
+    return exit_failure;
+  }
+  auto& report = *read;
+  if (!report) {
+    std::cerr << "quarry: session " << opts.id << " has no report (" << store::to_string(state)
+              << ")\n";
+    return exit_failure;
+  }
+  report->corpus_root = session_corpus(s->row.options, cfg.research.corpus);
+  std::string bytes;
+  if (opts.format == "md") {
+    bytes = markdown_report(*report);
+  } else if (opts.format == "html") {
+    bytes = html_report(*report);
+  } else {
+    auto made = export_report(*report, *format);
+    if (auto* err = std::get_if<export_error>(&made)) {
+      std::cerr << "quarry: the " << export_extension(*format) << " export of session " << opts.id
+                << " failed: " << err->message << "\n";
+      return exit_failure;
+    }
+    bytes = std::get<std::string>(std::move(made));
+  }
+  if (opts.out.empty()) {
+    std::cout.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::cout.flush();
+    if (!std::cout) {
+      std::cerr << "quarry: standard output could not be written\n";
+      return exit_failure;
+    }
+    return exit_ok;
+  }
+  if (auto why = write_output_file(opts.out, bytes)) {
+    std::cerr << "quarry: " << *why << "\n";
+    return exit_failure;
+  }
+  std::cerr << "quarry: wrote " << opts.out << "\n";
+  return exit_ok;
+}
+
+} // namespace
+
 int cmd_sessions_export(context& ctx, const sessions_options& opts) {
+  if (!opts.out.empty() && (opts.format == "jsonl" || opts.format == "claims")) {
+    std::cerr << "quarry: --out takes a report format (md, html, pdf or docx), not " << opts.format
+              << "\n";
+    return exit_usage;
+  }
+  if (!opts.out.empty() || export_format_from(opts.format))
+    return export_report_file(ctx, opts);
   auto s = find_session(ctx, opts.id);
   if (!s)
     return exit_failure;

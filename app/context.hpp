@@ -132,6 +132,9 @@ struct research_options {
   bool json = false;
   std::string out;
   std::string html;
+  /// `--pdf`, `--docx`: the report exported (report_export.hpp).
+  std::string pdf;
+  std::string docx;
   std::string deadline;
   /// Research agents at once; `unset` when not given.
   int max_agents = unset;
@@ -171,8 +174,11 @@ int cmd_worker(context& ctx, const worker_options& opts);
 struct sessions_options {
   std::string id;
   bool json = false;
-  /// `show`: md, html or json; `export`: jsonl, md, html or claims.
+  /// `show`: md, html or json; `export`: jsonl, md, html, pdf, docx or
+  /// claims.
   std::string format;
+  /// `export --out FILE`: a report format written to this file.
+  std::string out;
   /// `show --claims`: the claims of the report with their verdicts.
   bool claims = false;
   /// `list`: words of the question, state, page size.

@@ -5,11 +5,15 @@
 #include "quarry/corpus/text.hpp"
 #include "quarry/sdk/strings.hpp"
 
+#include <cmark-gfm-core-extensions.h>
 #include <cmark-gfm.h>
 
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
+#include <memory>
+#include <mutex>
 
 namespace quarry::app {
 
@@ -169,7 +173,127 @@ std::string sources_markdown(const std::vector<cited_source>& sources) {
   return out;
 }
 
-std::string html_report(const report_parts& r) {
+namespace {
+
+// Markdown to HTML with cmark-gfm and its table and strikethrough
+// extensions (GitHub's Markdown, as the web page renders it); raw HTML and
+// unsafe link targets (javascript:, file:, ...) are dropped. With
+// `images_as_links`, images become links to their URL, so that nothing is
+// fetched when the page is rendered.
+std::string markdown_to_html(const std::string& md, bool images_as_links) {
+  static std::once_flag registered;
+  std::call_once(registered, [] { cmark_gfm_core_extensions_ensure_registered(); });
+  std::unique_ptr<cmark_parser, void (*)(cmark_parser*)> parser{cmark_parser_new(CMARK_OPT_DEFAULT),
+                                                                cmark_parser_free};
+  if (!parser)
+    return {};
+  for (const char* name : {"table", "strikethrough"})
+    if (auto* ext = cmark_find_syntax_extension(name))
+      cmark_parser_attach_syntax_extension(parser.get(), ext);
+  cmark_parser_feed(parser.get(), md.data(), md.size());
+  std::unique_ptr<cmark_node, void (*)(cmark_node*)> doc{cmark_parser_finish(parser.get()),
+                                                         cmark_node_free};
+  if (!doc)
+    return {};
+  if (images_as_links) {
+    std::vector<cmark_node*> images;
+    auto* it = cmark_iter_new(doc.get());
+    for (auto ev = cmark_iter_next(it); ev != CMARK_EVENT_DONE; ev = cmark_iter_next(it))
+      if (ev == CMARK_EVENT_ENTER
+          && cmark_node_get_type(cmark_iter_get_node(it)) == CMARK_NODE_IMAGE)
+        images.push_back(cmark_iter_get_node(it));
+    cmark_iter_free(it);
+    for (auto* image : images) {
+      auto* link = cmark_node_new(CMARK_NODE_LINK);
+      const char* url = cmark_node_get_url(image);
+      cmark_node_set_url(link, url != nullptr ? url : "");
+      while (auto* child = cmark_node_first_child(image))
+        cmark_node_append_child(link, child);
+      if (cmark_node_first_child(link) == nullptr) {
+        auto* text = cmark_node_new(CMARK_NODE_TEXT);
+        cmark_node_set_literal(text, "image");
+        cmark_node_append_child(link, text);
+      }
+      cmark_node_replace(image, link);
+      cmark_node_free(image);
+    }
+  }
+  auto* rendered = cmark_render_html(doc.get(), CMARK_OPT_DEFAULT,
+                                     cmark_parser_get_syntax_extensions(parser.get()));
+  std::string out = rendered ? rendered : "";
+  std::free(rendered);
+  return out;
+}
+
+constexpr const char* page_style
+  = "body{max-width:46em;margin:2em auto;padding:0 1em;"
+    "font-family:system-ui,sans-serif;line-height:1.55}"
+    "ol.sources li:target{background:#fff3b0}"
+    "table{border-collapse:collapse}th,td{border:1px solid #bbb;padding:.25em .6em}"
+    "code{overflow-wrap:anywhere}";
+
+// The sources of html_report: one list, each entry numbered by its `value`,
+// linked from the citations by its id.
+std::string linked_sources(const std::vector<cited_source>& list) {
+  std::string sources = "<h2>Sources</h2>\n<ol class=\"sources\">\n";
+  for (const auto& s : list) {
+    auto num = std::to_string(s.number);
+    sources += "<li id=\"" + anchor(s.number) + "\" value=\"" + num + "\">";
+    auto title = escape_html(s.title.empty() ? s.url : s.title);
+    if (is_web(s.url)) {
+      sources += "<a href=\"" + escape_html(s.url) + "\">" + title + "</a>";
+    } else if (is_local(s.url)) {
+      sources += "<a href=\"" + escape_html(s.url) + "\">" + title + "</a>";
+      if (auto path = local_path_of(s.url); !path.empty())
+        sources += "<br><code>" + escape_html(path) + "</code>";
+    } else {
+      sources += title;
+    }
+    if (s.snippet_only)
+      sources += " <span class=\"snippet-only\" title=\"Only the search engine's snippet was "
+                 "read: the page was never opened.\">(snippet only)</span>";
+    sources += "</li>\n";
+  }
+  return sources + "</ol>\n";
+}
+
+// The sources of sendable_html_report: no file:// link, every URL also as
+// text, and the numbers kept by converters that ignore `value` (pandoc): a
+// list per run of consecutive numbers, each with its `start`.
+std::string sendable_sources(const std::vector<cited_source>& list, const std::string& root) {
+  std::string sources = "<h2>Sources</h2>\n";
+  int next = -1;
+  for (const auto& s : list) {
+    if (s.number != next) {
+      if (next != -1)
+        sources += "</ol>\n";
+      sources += "<ol class=\"sources\" start=\"" + std::to_string(s.number) + "\">\n";
+    }
+    next = s.number + 1;
+    sources += "<li id=\"" + anchor(s.number) + "\">";
+    if (is_web(s.url)) {
+      auto url = escape_html(s.url);
+      sources += "<a href=\"" + url + "\">" + escape_html(s.title.empty() ? s.url : s.title)
+                 + "</a><br><span class=\"url\">" + url + "</span>";
+    } else if (is_local(s.url)) {
+      auto path = shown_local_path(local_path_of(s.url), root);
+      auto title = s.title.empty() ? path : s.title;
+      sources += escape_html(title);
+      if (!path.empty() && path != title)
+        sources += "<br><code>" + escape_html(path) + "</code>";
+    } else {
+      sources += escape_html(s.title);
+    }
+    if (s.snippet_only)
+      sources += " <span class=\"snippet-only\">(snippet only)</span>";
+    sources += "</li>\n";
+  }
+  if (next != -1)
+    sources += "</ol>\n";
+  return sources;
+}
+
+std::string render_html(const report_parts& r, bool sendable) {
   std::map<int, const cited_source*> by_number;
   for (const auto& s : r.sources)
     by_number[s.number] = &s;
@@ -177,41 +301,43 @@ std::string html_report(const report_parts& r) {
   if (r.partial)
     md += partial_banner;
   md += link_citations_locally(r.body, by_number);
-  auto* rendered = cmark_markdown_to_html(md.data(), md.size(), CMARK_OPT_DEFAULT);
-  std::string body = rendered ? rendered : "";
-  std::free(rendered);
+  auto body = markdown_to_html(md, sendable);
   std::string sources;
-  if (!r.sources.empty()) {
-    sources += "<h2>Sources</h2>\n<ol class=\"sources\">\n";
-    for (const auto& s : r.sources) {
-      auto num = std::to_string(s.number);
-      sources += "<li id=\"" + anchor(s.number) + "\" value=\"" + num + "\">";
-      auto title = escape_html(s.title.empty() ? s.url : s.title);
-      if (is_web(s.url)) {
-        sources += "<a href=\"" + escape_html(s.url) + "\">" + title + "</a>";
-      } else if (is_local(s.url)) {
-        sources += "<a href=\"" + escape_html(s.url) + "\">" + title + "</a>";
-        if (auto path = local_path_of(s.url); !path.empty())
-          sources += "<br><code>" + escape_html(path) + "</code>";
-      } else {
-        sources += title;
-      }
-      if (s.snippet_only)
-        sources += " <span class=\"snippet-only\" title=\"Only the search engine's snippet was "
-                   "read: the page was never opened.\">(snippet only)</span>";
-      sources += "</li>\n";
-    }
-    sources += "</ol>\n";
-  }
+  if (!r.sources.empty())
+    sources = sendable ? sendable_sources(r.sources, r.corpus_root) : linked_sources(r.sources);
   auto title = escape_html(r.question);
-  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-         "<title>"
-         + title
-         + "</title>\n<style>body{max-width:46em;margin:2em auto;padding:0 1em;"
-           "font-family:system-ui,sans-serif;line-height:1.55}"
-           "ol.sources li:target{background:#fff3b0}"
-           "code{overflow-wrap:anywhere}</style>\n</head>\n<body>\n<h1>"
+  std::string head = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  if (sendable)
+    head += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+            "style-src 'unsafe-inline'\">\n";
+  std::string style = page_style;
+  if (sendable)
+    style
+      += "span.url{overflow-wrap:anywhere;font-size:.9em;color:#555}"
+         "a{color:#1a4f9c}@page{margin:2cm}@media print{body{max-width:none;margin:0;padding:0}}";
+  return head + "<title>" + title + "</title>\n<style>" + style + "</style>\n</head>\n<body>\n<h1>"
          + title + "</h1>\n" + body + sources + "</body>\n</html>\n";
+}
+
+} // namespace
+
+std::string html_report(const report_parts& r) {
+  return render_html(r, false);
+}
+
+std::string sendable_html_report(const report_parts& r) {
+  return render_html(r, true);
+}
+
+std::string shown_local_path(const std::string& path, const std::string& corpus_root) {
+  namespace fs = std::filesystem;
+  fs::path p{path};
+  if (!corpus_root.empty()) {
+    auto rel = p.lexically_normal().lexically_relative(fs::path{corpus_root}.lexically_normal());
+    if (!rel.empty() && *rel.begin() != ".." && rel != ".")
+      return rel.generic_string();
+  }
+  return p.filename().string();
 }
 
 } // namespace quarry::app

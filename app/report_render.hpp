@@ -1,6 +1,7 @@
 // The report files of `quarry research`: Markdown (what is printed and
-// written with --out) and a standalone HTML page (--html) whose every link
-// works, local sources included.
+// written with --out), a standalone HTML page (--html) whose every link
+// works, local sources included, and the HTML page the PDF and DOCX exports
+// are made from (report_export.hpp), which links no local file.
 
 #pragma once
 
@@ -28,6 +29,10 @@ struct report_parts {
   std::vector<cited_source> sources;
   /// The research was interrupted: the report says so under its title.
   bool partial = false;
+  /// The corpus folder (absolute) that sendable_html_report shows local
+  /// documents' paths relative to; empty, or a document outside it: the
+  /// file's name alone.
+  std::string corpus_root;
 };
 
 /// `x` with `<`, `>`, `&`, `"` and `'` as HTML character references.
@@ -45,6 +50,19 @@ std::string sources_markdown(const std::vector<cited_source>& sources);
 /// entry in the Sources list (`#source-N`), which shows the file's path and
 /// links it with a file:// URL; web sources link to the page.
 std::string html_report(const report_parts& r);
+
+/// The report as one HTML page to send (what the PDF and DOCX exports
+/// render): the same body and Sources as html_report, but no file:// link
+/// and nothing fetched: a local source is its title and its path relative
+/// to `corpus_root` as text, a web source its linked title and its URL as
+/// text (readable on paper), images become links, a Content-Security-Policy
+/// forbids every load, and the Sources keep their numbers in any converter
+/// (an `<ol start>` per run of consecutive numbers).
+std::string sendable_html_report(const report_parts& r);
+
+/// Where a local source is shown in a report to send: `path` relative to
+/// `corpus_root` when it lies inside it, else its file name.
+std::string shown_local_path(const std::string& path, const std::string& corpus_root);
 
 /// Report text (Markdown or HTML) as it is printed: cleaned of escape
 /// sequences and controls (sdk::strip_terminal_controls) when it goes to a

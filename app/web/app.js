@@ -17,7 +17,8 @@
 //                    (text: running, planning, researching, writing,
 //                    clarification, completed, cancelled, failed,
 //                    interrupted), #stats [stats], #cancel,
-//                    #export-md [export-md], #export-html [export-html]
+//                    #export-md [export-md], #export-html [export-html],
+//                    #export-pdf [export-pdf], #export-docx [export-docx]
 //   plan             #plan [plan] > li (one per step)
 //   agents           #agents [agents] > [data-testid=agent-lane]
 //                    (data-key="turn:tab", data-status=starting|searching|
@@ -388,7 +389,8 @@ function render() {
   const running = active_phases.has(p);
   $('cancel').hidden = !running || !view.id;
   const has_report = s.report.length > 0;
-  for (const [el, format] of [[$('export-md'), 'md'], [$('export-html'), 'html']]) {
+  for (const [id, format] of export_formats) {
+    const el = $(id);
     el.hidden = !has_report || !view.id || running;
     if (view.id) {
       el.href = api.report_url(view.id, format);
@@ -1023,13 +1025,19 @@ async function submit_follow_up(e) {
   }
 }
 
+// The export links and their formats. PDF and DOCX are made by the server
+// (a browser, pandoc), which may lack the tool: fetched by the page, so that
+// an error is shown in it rather than downloaded.
+const export_formats = [['export-md', 'md'], ['export-html', 'html'], ['export-pdf', 'pdf'],
+                        ['export-docx', 'docx']];
+
 // Exports carry the token when there is one (a plain link cannot).
 async function export_click(e) {
   const token = load_token();
-  if (!token || !view.id)
+  const format = export_formats.find(([id]) => id === e.currentTarget.id)[1];
+  if ((!token && format !== 'pdf' && format !== 'docx') || !view.id)
     return;
   e.preventDefault();
-  const format = e.currentTarget === $('export-md') ? 'md' : 'html';
   try {
     const blob = await api.report_blob(view.id, format);
     const url = URL.createObjectURL(blob);
@@ -1086,8 +1094,8 @@ function setup() {
   $('clarify-form').addEventListener('submit', submit_answers);
   $('follow-up-form').addEventListener('submit', submit_follow_up);
   $('cancel').addEventListener('click', cancel_session);
-  $('export-md').addEventListener('click', export_click);
-  $('export-html').addEventListener('click', export_click);
+  for (const [id] of export_formats)
+    $(id).addEventListener('click', export_click);
   $('history-search').addEventListener('input', () => {
     clearTimeout(past.timer);
     past.timer = setTimeout(() => load_history(true), 250);

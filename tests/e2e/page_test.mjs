@@ -253,11 +253,18 @@ async function check_lane_card(page) {
   await hide_card(page);
 }
 
-// Both export links are shown and answer with the report.
+// Every export link is shown and answers with the report; the PDF and the
+// DOCX (made by the server with Chromium and pandoc) download from the page.
 async function check_exports(page, base, id) {
-  const types = { md: 'text/markdown', html: 'text/html' };
+  const types = {
+    md: 'text/markdown',
+    html: 'text/html',
+    pdf: 'application/pdf',
+    docx: 'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+  };
+  const magic = { pdf: '%PDF-', docx: 'PK\x03\x04' };
   const report_words = (await page.locator('#report p').first().innerText()).trim().split(/\s+/).slice(0, 3);
-  for (const format of ['md', 'html']) {
+  for (const format of ['md', 'html', 'pdf', 'docx']) {
     const link = page.locator(`#export-${format}`);
     if (!(await link.isVisible()))
       fail(`the export link for ${format} is not shown after the report`);
@@ -270,11 +277,22 @@ async function check_exports(page, base, id) {
     const type = res.headers()['content-type'] || '';
     if (!type.startsWith(types[format]))
       fail(`GET ${href} answered with the type "${type}", not ${types[format]}`);
+    if (magic[format]) {
+      const [download] = await Promise.all([
+        page.waitForEvent('download', { timeout: 60000 }),
+        link.click(),
+      ]).catch(() => fail(`the ${format} export downloads nothing`));
+      const bytes = readFileSync(await download.path());
+      if (download.suggestedFilename() !== `quarry-${id}.${format}`
+          || bytes.subarray(0, magic[format].length).toString('latin1') !== magic[format])
+        fail(`the ${format} export downloaded "${download.suggestedFilename()}" with ${bytes.length} bytes that are no ${format}`);
+      continue;
+    }
     const body = await res.text();
     if (!report_words.every((w) => body.includes(w.replace(/[*_`]/g, ''))))
       fail(`the ${format} export does not hold the report's first words (${report_words.join(' ')})`);
   }
-  log('both export links answer with the report');
+  log('every export link answers with the report; the PDF and the DOCX download');
 }
 
 // The history: search for `query`, find session `id`, open it.

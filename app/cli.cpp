@@ -98,7 +98,9 @@ Environment (used when the configuration names no provider or tool):
   OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL     an OpenAI-compatible model
                        (OPENAI_BASE_URL alone: a local server such as Ollama)
   ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL
-  BRAVE_API_KEY or TAVILY_API_KEY                   web search
+  OLLAMA_HOST, OLLAMA_MODEL                         a local Ollama model
+  BRAVE_API_KEY, TAVILY_API_KEY, EXA_API_KEY, SERPER_API_KEY or SEARXNG_URL
+                                                    web search (the first set)
   QUARRY_CONFIG        the configuration file
   Nothing set: the offline extractive provider over the example corpus.)";
 }
@@ -116,7 +118,8 @@ std::string tool_run_help_footer(const global_options& opts) {
   const auto& tools = loaded.config->values.tools;
   if (tools.empty())
     return "Configured tools: none (add one under tools in the configuration, "
-           "or set BRAVE_API_KEY or TAVILY_API_KEY)";
+           "or set BRAVE_API_KEY, TAVILY_API_KEY, EXA_API_KEY, SERPER_API_KEY or "
+           "SEARXNG_URL)";
   std::string out = "Configured tools:";
   for (const auto& [name, entry] : tools)
     out += "\n  " + name + "  (plugin " + entry.plugin + ")";

@@ -152,6 +152,14 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
   so.strategy = opts.strategy;
   so.mode = opts.mode;
   so.depth = opts.depth;
+  std::string problem;
+  if (imply_reflective(so.strategy, so.mode, so.depth, problem))
+    std::cerr << "quarry: " << (so.mode.empty() ? "--depth" : "--mode")
+              << " selects the reflective strategy (the one that reads it)\n";
+  if (!problem.empty()) {
+    std::cerr << "quarry: --" << problem << "\n";
+    return exit_usage;
+  }
   if (opts.max_agents != research_options::unset) {
     if (opts.max_agents < 1 || opts.max_agents > 16) {
       std::cerr << "quarry: --max-agents must be between 1 and 16\n";

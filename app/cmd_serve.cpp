@@ -131,6 +131,9 @@ std::variant<stored_options, std::string> research_body(const std::string& body,
     return std::string{"question: missing"};
   if (!so.answers.empty())
     so.clarify = false;
+  if (std::string problem;
+      imply_reflective(so.strategy, so.mode, so.depth, problem), !problem.empty())
+    return problem;
   return so;
 }
 

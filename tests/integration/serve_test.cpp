@@ -170,6 +170,8 @@ TEST_CASE("serve: every bad request gets a JSON error with a 4xx status") {
          "strategy: must be a string");
   expect(post(R"({"question": "q", "mode": "quick"})"), 400, "bad_request", "mode: not simple");
   expect(post(R"({"question": "q", "depth": "deep"})"), 400, "bad_request", "depth: not auto");
+  expect(post(R"({"question": "q", "strategy": "orchestrator", "depth": "light"})"), 400,
+         "bad_request", "depth: an option of the reflective strategy");
   expect(post(R"({"question": "q", "verify": "yes"})"), 400, "bad_request", "verify");
   expect(post(R"({"question": "q", "corpus": "/etc"})"), 400, "bad_request",
          "unknown field 'corpus'");

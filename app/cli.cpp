@@ -96,7 +96,7 @@ Exit codes:
 
 Environment (used when the configuration names no provider or tool):
   OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL     an OpenAI-compatible model
-                       (OPENAI_BASE_URL alone: a local server such as Ollama)
+                       (OPENAI_BASE_URL alone: a local server such as vLLM)
   ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL
   OLLAMA_HOST, OLLAMA_MODEL                         a local Ollama model
   BRAVE_API_KEY, TAVILY_API_KEY, EXA_API_KEY, SERPER_API_KEY or SEARXNG_URL
@@ -436,6 +436,14 @@ int run(int argc, char** argv) {
                     "the per-user data folder)");
   index->add_flag("--json", index_opts.json, "Print the counts as JSON");
 
+  corpus_list_options corpus_opts;
+  auto* corpus_cmd = cli.add_subcommand("corpus", "What a local corpus index holds");
+  corpus_cmd->require_subcommand(1);
+  auto* corpus_list = corpus_cmd->add_subcommand("list", "List the documents of an index");
+  corpus_list->add_option("--db", corpus_opts.db,
+                          "Database file (default: as quarry index chooses)");
+  corpus_list->add_flag("--json", corpus_opts.json, "Print the documents as JSON");
+
   eval_commands eval_cmds;
   add_eval_commands(cli, eval_cmds);
 
@@ -560,6 +568,8 @@ int run(int argc, char** argv) {
     rc = cmd_extract(ctx, extract_opts);
   else if (index->parsed())
     rc = cmd_index(ctx, index_opts);
+  else if (corpus_list->parsed())
+    rc = cmd_corpus_list(ctx, corpus_opts);
   else if (eval_cmds.run->parsed())
     rc = cmd_eval_run(ctx, eval_cmds.run_options);
   else if (eval_cmds.report->parsed())

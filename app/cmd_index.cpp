@@ -8,6 +8,7 @@
 #include "quarry/corpus/index.hpp"
 #include "quarry/fetch/fetch.hpp"
 #include "quarry/host/services.hpp"
+#include "quarry/sdk/strings.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -38,8 +39,8 @@ constexpr const char* corpus_tool = "internal_search";
 // Keep in step with host_services::make_context and the plugin's
 // parse_config.
 std::string default_corpus_db(const core::settings& cfg) {
-  auto data_dir = cfg.runtime.data_dir.empty() ? host::default_data_dir() : cfg.runtime.data_dir;
-  return (fs::path{data_dir} / "plugins" / corpus_plugin / "corpus.db").string();
+  return default_index_db(cfg.runtime.data_dir.empty() ? host::default_data_dir()
+                                                       : cfg.runtime.data_dir);
 }
 
 // Picks the database: --db, else the `db` of the configured local_corpus tool
@@ -72,6 +73,24 @@ std::variant<std::string, sdk::error> choose_db(const context& ctx, const index_
     return db.get<std::string>();
   }
   return default_corpus_db(ctx.config.values);
+}
+
+// Whether `db` is the one a configured local_corpus instance names.
+bool configured_db(const context& ctx, const std::string& db, std::string* instance = nullptr) {
+  for (const auto& [key, entry] : ctx.config.values.tools)
+    if (entry.plugin == corpus_plugin) {
+      auto named = entry.config.is_object() && entry.config.contains("db")
+                       && entry.config["db"].is_string()
+                     ? entry.config["db"].get<std::string>()
+                     : default_corpus_db(ctx.config.values);
+      std::error_code ec;
+      if (named == db || fs::equivalent(named, db, ec)) {
+        if (instance != nullptr)
+          *instance = key;
+        return true;
+      }
+    }
+  return false;
 }
 
 nlohmann::json error_json(const sdk::error& err) {
@@ -167,6 +186,71 @@ int cmd_index(context& ctx, const index_options& opts) {
     std::cout << "\n"
               << "Passages written: " << result.passages << "\n"
               << "Index: " << documents << " documents, " << passages << " passages\n";
+    // How the index is used.
+    std::string instance;
+    if (configured_db(ctx, db, &instance))
+      std::cout << "Research searches it through tools." << instance
+                << ": quarry research \"QUESTION\"\n";
+    else if (db == default_corpus_db(ctx.config.values))
+      std::cout << "Research searches it when no search tool is configured: quarry research "
+                   "\"QUESTION\" (with one, add tools.internal_search: {plugin: local_corpus} "
+                   "to search it too); quarry corpus list shows what it holds\n";
+    else
+      std::cout << "To search it, configure tools.internal_search: {plugin: local_corpus, db: "
+                << db << "}; quarry corpus list --db " << db << " shows what it holds\n";
+  }
+  return exit_ok;
+}
+
+std::string default_index_db(const std::string& data_dir) {
+  return (fs::path{data_dir} / "plugins" / corpus_plugin / "corpus.db").string();
+}
+
+int cmd_corpus_list(context& ctx, const corpus_list_options& opts) {
+  index_options io;
+  io.db = opts.db;
+  auto chosen = choose_db(ctx, io);
+  if (auto* err = std::get_if<sdk::error>(&chosen)) {
+    std::cerr << "quarry: " << err->message << "\n";
+    return exit_usage;
+  }
+  const auto& db = std::get<std::string>(chosen);
+  std::error_code ec;
+  if (!fs::is_regular_file(db, ec)) {
+    std::cerr << "quarry: no index at " << db
+              << " (quarry index DIR builds one; --db FILE names another)\n";
+    return exit_failure;
+  }
+  auto opened = corpus::corpus_index::open(db);
+  if (opened.failure) {
+    std::cerr << "quarry: cannot open the index " << db << ": " << opened.failure->message << "\n";
+    return exit_failure;
+  }
+  auto [documents, passages] = opened.index->size();
+  auto listed = opened.index->documents();
+  if (opts.json) {
+    auto rows = nlohmann::json::array();
+    for (const auto& d : listed)
+      rows.push_back({{"id", d.id},
+                      {"path", d.path},
+                      {"title", d.title},
+                      {"bytes", d.size},
+                      {"mtime", d.mtime},
+                      {"passages", d.passages}});
+    std::cout << dump({{"database", db},
+                       {"total_documents", documents},
+                       {"total_passages", passages},
+                       {"documents", rows}})
+              << "\n";
+    return exit_ok;
+  }
+  std::cout << "Database: " << db << "\n"
+            << "Index: " << documents << " documents, " << passages << " passages\n";
+  for (const auto& d : listed) {
+    // Paths and titles come from files: no terminal controls reach the screen.
+    std::cout << "  " << sdk::strip_terminal_controls(d.path) << "  ("
+              << sdk::strip_terminal_controls(d.title) << ", " << d.passages
+              << (d.passages == 1 ? " passage" : " passages") << ")\n";
   }
   return exit_ok;
 }

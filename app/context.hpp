@@ -115,6 +115,23 @@ std::variant<fetch::fetch_options, std::string> open_url_fetch_options(const cor
 /// page of its size. A message when the open_url options are invalid.
 std::variant<corpus::update_options, std::string> corpus_size_caps(const core::settings& cfg);
 
+/// The index `quarry index` writes when neither `--db` nor a configured
+/// local_corpus instance names one: `corpus.db` in the local_corpus
+/// plugin's data folder (`<data_dir>/plugins/local_corpus`, as the host
+/// services place it), which the plugin also opens by default. `quarry
+/// research` searches it when no search tool is configured.
+std::string default_index_db(const std::string& data_dir);
+
+/// Options of `quarry corpus list`.
+struct corpus_list_options {
+  /// The database (default: as `quarry index` chooses).
+  std::string db;
+  bool json = false;
+};
+
+/// `quarry corpus list [--db FILE] [--json]`: what an index holds.
+int cmd_corpus_list(context& ctx, const corpus_list_options& opts);
+
 /// Options of `quarry research`.
 struct research_options {
   /// The value of numeric options that were not given.

@@ -131,6 +131,37 @@ research_engine::prepare(context& ctx, const engine_setup& setup) {
     if (const auto* info = ctx.registry->find(entry.plugin);
         info == nullptr || info->tool_kind != sdk::tool_kind::page_reader)
       has_search = true;
+  // The index `quarry index` built, when nothing else searches: used as it
+  // is (`quarry index` keeps it up to date).
+  if (corpus.empty() && !has_search) {
+    auto db = default_index_db(ctx.services->data_dir());
+    std::error_code ec;
+    if (fs::is_regular_file(db, ec)) {
+      auto opened = corpus::corpus_index::open(db);
+      if (opened.failure) {
+        std::cerr << "quarry: cannot open the index " << db
+                  << " (built by quarry index): " << opened.failure->message << "\n";
+        return exit_failure;
+      }
+      auto documents = opened.index->size().first;
+      if (documents > 0) {
+        std::cerr << "quarry: searching the index built by quarry index (" << db << ", "
+                  << documents << (documents == 1 ? " document" : " documents")
+                  << "; quarry corpus list shows them, --corpus DIR searches another folder)\n";
+        core::tool_instance is;
+        is.plugin = "local_corpus";
+        is.config = {{"db", db}};
+        cfg.tools["internal_search"] = std::move(is);
+        if (cfg.tools.count("open_url") == 0) {
+          core::tool_instance ou;
+          ou.plugin = "open_url";
+          ou.config = {{"corpus_db", db}};
+          cfg.tools["open_url"] = std::move(ou);
+        }
+        has_search = true;
+      }
+    }
+  }
   if (corpus.empty() && !has_search) {
     auto example = find_example_corpus();
     if (!example) {

@@ -51,12 +51,9 @@ struct index_cli_fixture {
   test::process_result quarry(std::vector<std::string> args) {
     std::vector<std::string> argv{QUARRY_EXE};
     argv.insert(argv.end(), args.begin(), args.end());
-    test::process_options opts;
-    opts.env = {{"HOME", home.path()},
-                {"XDG_DATA_HOME", std::nullopt},
-                {"XDG_CONFIG_HOME", std::nullopt},
-                {"QUARRY_CONFIG", std::nullopt}};
-    return test::run_process(argv, opts);
+    // A fresh HOME, no configuration and no provider or search key: the
+    // offline defaults.
+    return test::run_process(argv, test::isolated_quarry_options(home.path()));
   }
 
   // Runs `quarry GLOBALS... index ARGS... --json` and parses the output.
@@ -164,7 +161,9 @@ TEST_CASE_FIXTURE(index_cli_fixture, "index builds, updates and serves internal_
   CHECK(human.out
         == "Database: " + db
              + "\nFiles: 0 added, 0 updated, 0 removed, 3 unchanged\n"
-               "Passages written: 0\nIndex: 3 documents, 3 passages\n");
+               "Passages written: 0\nIndex: 3 documents, 3 passages\n"
+               "To search it, configure tools.internal_search: {plugin: local_corpus, db: "
+             + db + "}; quarry corpus list --db " + db + " shows what it holds\n");
 }
 
 TEST_CASE_FIXTURE(index_cli_fixture, "index reports unreadable files as notes") {
@@ -255,6 +254,43 @@ TEST_CASE_FIXTURE(index_cli_fixture, "index writes where internal_search reads b
     CHECK(j["database"] == db);
     CHECK_FALSE(fs::exists(work.file("configured.db")));
   }
+}
+
+TEST_CASE_FIXTURE(index_cli_fixture, "index, then research searches that index and corpus list "
+                                     "shows what it holds") {
+  auto indexed = quarry({"index", work.file("docs")});
+  CAPTURE(indexed.err);
+  REQUIRE(indexed.exit_code == 0);
+  CHECK(indexed.out.find("Research searches it when no search tool is configured: quarry "
+                         "research \"QUESTION\"")
+        != std::string::npos);
+  auto db = home.file(".local/share/quarry/plugins/local_corpus/corpus.db");
+  auto listed = quarry({"corpus", "list"});
+  CAPTURE(listed.err);
+  REQUIRE(listed.exit_code == 0);
+  CHECK(listed.out.find("Database: " + db) != std::string::npos);
+  CHECK(listed.out.find("Index: 4 documents") != std::string::npos);
+  CHECK(listed.out.find(path_of("docs/plants.md") + "  (Plants, ") != std::string::npos);
+  auto as_json = quarry({"corpus", "list", "--json"});
+  REQUIRE(as_json.exit_code == 0);
+  auto j = nlohmann::json::parse(as_json.out);
+  CHECK(j["total_documents"] == 4);
+  REQUIRE(j["documents"].size() == 4);
+  CHECK(j["documents"][0]["passages"].get<int>() >= 1);
+  // Research without a search tool searches that index, not the example
+  // corpus, and cites its files.
+  auto research = quarry({"research", "How does photosynthesis make glucose?", "--no-clarify"});
+  CAPTURE(research.err);
+  REQUIRE(research.exit_code == 0);
+  CHECK(research.err.find("searching the index built by quarry index (" + db + ", 4 documents")
+        != std::string::npos);
+  CHECK(research.err.find("example corpus") == std::string::npos);
+  CHECK(research.out.find("plants.md") != std::string::npos);
+  // No index there: a clear error.
+  auto missing = quarry({"corpus", "list", "--db", work.file("none.db")});
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.err.find("no index at " + work.file("none.db")) != std::string::npos);
+  CHECK_FALSE(fs::exists(work.file("none.db")));
 }
 
 TEST_CASE_FIXTURE(index_cli_fixture, "index never follows a symbolic link out of the folder, so "

@@ -360,6 +360,32 @@ std::optional<stored_document> corpus_index::find_document(const std::string& pa
   return get_document(id);
 }
 
+std::vector<listed_document> corpus_index::documents(size_t limit, size_t offset) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  std::vector<listed_document> out;
+  statement st{db_, "SELECT d.id, d.path, d.title, d.size, d.mtime, "
+                    "(SELECT count(*) FROM passages p WHERE p.document_id = d.id) "
+                    "FROM documents d ORDER BY d.path LIMIT ?1 OFFSET ?2"};
+  if (!st.ok())
+    return out;
+  auto clamp = [](size_t x) {
+    return static_cast<int64_t>(std::min<size_t>(x, static_cast<size_t>(INT64_MAX)));
+  };
+  st.bind(1, clamp(limit));
+  st.bind(2, clamp(offset));
+  while (st.step() == SQLITE_ROW) {
+    listed_document d;
+    d.id = st.int_at(0);
+    d.path = st.text_at(1);
+    d.title = st.text_at(2);
+    d.size = st.int_at(3);
+    d.mtime = st.int_at(4);
+    d.passages = static_cast<size_t>(st.int_at(5));
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 std::pair<size_t, size_t> corpus_index::size() {
   std::lock_guard<std::mutex> guard{mtx_};
   auto docs = query_int(db_, "SELECT count(*) FROM documents").value_or(0);

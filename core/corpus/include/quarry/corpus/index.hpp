@@ -165,6 +165,19 @@ struct stored_document {
   std::string language;
 };
 
+/// One document of the index, as `quarry corpus list` shows it.
+struct listed_document {
+  int64_t id = 0;
+  std::string path;
+  std::string title;
+  /// The file's size in bytes and modification time (seconds since the
+  /// epoch) when it was indexed.
+  int64_t size = 0;
+  int64_t mtime = 0;
+  /// Passages it was split into.
+  size_t passages = 0;
+};
+
 class corpus_index;
 
 /// What @ref corpus_index::open produced: an index or an error.
@@ -260,6 +273,9 @@ public:
 
   /// Number of documents and passages in the index.
   std::pair<size_t, size_t> size();
+
+  /// The documents in path order, at most `limit` from the `offset`th.
+  std::vector<listed_document> documents(size_t limit = SIZE_MAX, size_t offset = 0);
 
   /// The database file.
   const std::string& path() const noexcept {

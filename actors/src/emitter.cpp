@@ -15,7 +15,8 @@ packet_msg make_packet(const core::placement& where, const nlohmann::json& obj) 
   out.sub_turn_index = where.sub_turn_index ? *where.sub_turn_index : -1;
   if (auto t = obj.find("type"); t != obj.end() && t->is_string())
     out.type = t->get<std::string>();
-  out.obj = obj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out.obj = core::dump_json(obj);
+  out.dumped = true;
   // What the store keeps besides the line, from the object at hand.
   using kind = cluster::packet_fact::kind;
   auto& fact = out.fact;
@@ -48,6 +49,8 @@ namespace {
 
 struct emitter_state {
   std::string session;
+  // The session id as a JSON string, as every line carries it.
+  std::string session_json;
   emitter_options options;
   // The packets emitted, from options.first_seq on.
   std::vector<std::string> lines;
@@ -72,7 +75,11 @@ void stamp(emitter_ptr self, const packet_msg& msg, bool to_store) {
     where.sub_turn_index = msg.sub_turn_index;
   // The object's text as its maker serialised it (checked, not parsed):
   // encoded once, shared by the store and every subscriber.
-  auto line = core::encode(seq, st.session, where, msg.obj);
+  std::optional<std::string> line;
+  if (msg.dumped && !msg.obj.empty() && msg.obj.front() == '{')
+    line = core::encode_dumped(seq, st.session_json, where, msg.obj);
+  else
+    line = core::encode(seq, st.session, where, msg.obj);
   auto fact = msg.fact;
   if (!line) {
     line = core::encode(seq, st.session, where,
@@ -90,6 +97,7 @@ void stamp(emitter_ptr self, const packet_msg& msg, bool to_store) {
 emitter_actor::behavior_type emitter_impl(emitter_ptr self, std::string session,
                                           emitter_options options) {
   self->state.session = std::move(session);
+  self->state.session_json = core::session_json(self->state.session);
   self->state.options = std::move(options);
   if (self->state.options.first_seq == 0)
     self->state.options.first_seq = 1;

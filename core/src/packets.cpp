@@ -2,6 +2,7 @@
 
 #include "quarry/core/packets.hpp"
 #include "quarry/core/json_check.hpp"
+#include "quarry/sdk/text.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -73,17 +74,115 @@ std::string encode(const packet& x) {
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::optional<std::string> encode(uint64_t seq, std::string_view session, const placement& where,
-                                  std::string_view obj_json) {
-  auto first = obj_json.find_first_not_of(" \t\r\n");
-  // Checked, not parsed: one pass that agrees with nlohmann's parser (which
-  // sets no depth limit either).
-  if (first == std::string_view::npos || obj_json[first] != '{'
-      || !is_json(obj_json, std::numeric_limits<size_t>::max()))
-    return std::nullopt;
+namespace {
+
+void append_value(std::string& out, const json& x);
+
+// A string as nlohmann's serializer writes it with ensure_ascii off: valid
+// UTF-8 is copied but for `"`, `\` and the control characters (the short
+// escapes, else \u00xx in lower case); text with invalid UTF-8 goes to
+// nlohmann, whose replacement of bad sequences is kept exactly.
+void append_string(std::string& out, const std::string& s) {
+  if (!sdk::is_valid_utf8(s)) {
+    out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+    return;
+  }
+  out.reserve(out.size() + s.size() + 2);
+  out += '"';
+  const char* p = s.data();
+  size_t run = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(p[i]);
+    if (c >= 0x20 && c != '"' && c != '\\')
+      continue;
+    out.append(p + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default: {
+        static constexpr char hex[] = "0123456789abcdef";
+        char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xF]};
+        out.append(esc, sizeof esc);
+      }
+    }
+  }
+  out.append(p + run, s.size() - run);
+  out += '"';
+}
+
+void append_value(std::string& out, const json& x) {
+  switch (x.type()) {
+    case json::value_t::null:
+      out += "null";
+      return;
+    case json::value_t::boolean:
+      out += x.get<bool>() ? "true" : "false";
+      return;
+    case json::value_t::number_integer:
+      out += std::to_string(x.get<json::number_integer_t>());
+      return;
+    case json::value_t::number_unsigned:
+      out += std::to_string(x.get<json::number_unsigned_t>());
+      return;
+    case json::value_t::string:
+      append_string(out, x.get_ref<const std::string&>());
+      return;
+    case json::value_t::array: {
+      const auto& items = x.get_ref<const json::array_t&>();
+      out += '[';
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i > 0)
+          out += ',';
+        append_value(out, items[i]);
+      }
+      out += ']';
+      return;
+    }
+    case json::value_t::object: {
+      const auto& members = x.get_ref<const json::object_t&>();
+      out += '{';
+      bool first = true;
+      for (const auto& [key, value] : members) {
+        if (!first)
+          out += ',';
+        first = false;
+        append_string(out, key);
+        out += ':';
+        append_value(out, value);
+      }
+      out += '}';
+      return;
+    }
+    default:
+      // Floating-point numbers (nlohmann's shortest form), binary values.
+      out += x.dump(-1, ' ', false, json::error_handler_t::replace);
+      return;
+  }
+}
+
+std::string joined(uint64_t seq, std::string_view session_json, const placement& where,
+                   std::string_view obj_json) {
   // The keys in encode()'s order (nlohmann's objects are sorted by key).
-  auto session_json = json(std::string{session})
-                        .dump(-1, ' ', false, json::error_handler_t::replace);
   std::string out;
   out.reserve(obj_json.size() + session_json.size() + 96);
   out += "{\"obj\":";
@@ -100,6 +199,34 @@ std::optional<std::string> encode(uint64_t seq, std::string_view session, const 
   out += session_json;
   out += '}';
   return out;
+}
+
+} // namespace
+
+std::string dump_json(const json& x) {
+  std::string out;
+  append_value(out, x);
+  return out;
+}
+
+std::string session_json(std::string_view session) {
+  return dump_json(json(std::string{session}));
+}
+
+std::string encode_dumped(uint64_t seq, std::string_view session, const placement& where,
+                          std::string_view obj_json) {
+  return joined(seq, session, where, obj_json);
+}
+
+std::optional<std::string> encode(uint64_t seq, std::string_view session, const placement& where,
+                                  std::string_view obj_json) {
+  auto first = obj_json.find_first_not_of(" \t\r\n");
+  // Checked, not parsed: one pass that agrees with nlohmann's parser (which
+  // sets no depth limit either).
+  if (first == std::string_view::npos || obj_json[first] != '{'
+      || !is_json(obj_json, std::numeric_limits<size_t>::max()))
+    return std::nullopt;
+  return joined(seq, session_json(session), where, obj_json);
 }
 
 std::variant<packet, std::string> decode(std::string_view line) {

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
+
 using namespace quarry;
 using namespace quarry::core;
 using nlohmann::json;
@@ -73,6 +75,38 @@ TEST_CASE("a packet encoded from its object's text is byte for byte the one enco
   // Not an object, not JSON, or not UTF-8: nothing.
   for (std::string bad : {"", "[]", "\"s\"", "{", "{\"a\":1}x", "{\"a\":\"\xff\"}", "null"})
     CHECK_FALSE(encode(1, "s", placement{}, bad));
+}
+
+TEST_CASE("dump_json writes what nlohmann's dump writes, byte for byte") {
+  auto nlohmann_dump = [](const json& x) {
+    return x.dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  std::string controls;
+  for (int c = 0; c < 0x20; ++c)
+    controls += static_cast<char>(c);
+  controls += "\x7f \"\\/";
+  std::vector<json> values{
+    nullptr, true, false, 0, -1, std::numeric_limits<int64_t>::min(),
+    std::numeric_limits<uint64_t>::max(), 0.0, -0.0, 1.5, 1e-7, 1e300, 0.1 + 0.2,
+    std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(), "", controls,
+    "plain words, \u00e9t\u00e9 \xe2\x82\xac \xf0\x9f\x98\x80",
+    // Invalid UTF-8 in several places: nlohmann's replacement, exactly.
+    "a\xff b", "\xc3", "x\xe2\x82", "\xed\xa0\x80 surrogate", "\xc0\xaf overlong \xf4\x90\x80\x80",
+    json::array(), json::object(), json::binary({1, 2, 3}),
+    json{{"type", "message_delta"}, {"content", "one\nword\t\"q\""}},
+    json{{"b", json::array({1, "two", nullptr, json::object({{"k\x01", "v\xfe"}})})},
+         {"a", {{"nested", {{"deeper", json::array({json::array(), json::object()})}}}}}},
+    packets::search_tool_documents_delta({}), packets::usage("plan", {}, 0.125)};
+  for (const auto& v : values) {
+    CAPTURE(nlohmann_dump(v));
+    CHECK(dump_json(v) == nlohmann_dump(v));
+  }
+  CHECK(session_json("q \"x\"\n") == nlohmann_dump(json("q \"x\"\n")));
+  // encode_dumped joins as encode() does, without the check.
+  auto obj = packets::message_delta("word");
+  auto text = dump_json(obj);
+  CHECK(encode_dumped(3, session_json("s"), placement{1, 2, 3}, text)
+        == *encode(3, "s", placement{1, 2, 3}, text));
 }
 
 TEST_CASE("packets reject malformed lines with a reason") {

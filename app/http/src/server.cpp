@@ -35,6 +35,7 @@
 #include <climits>
 #include <cstdint>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -86,9 +87,17 @@ bool has_line_break(std::string_view s) {
 // Appends `prefix` + line + "\n" for every line of `text` (CR LF, CR or LF
 // end a line); an empty text is one empty line.
 void append_lines(std::string& out, std::string_view prefix, std::string_view text) {
+  // The first CR or LF from `from`, by memchr: a packet is one long line,
+  // and find_first_of compared every byte with each of the set.
+  auto line_break = [text](size_t from) {
+    auto lf = text.find('\n', from);
+    auto until = lf == std::string_view::npos ? text.size() : lf;
+    const void* cr = until > from ? std::memchr(text.data() + from, '\r', until - from) : nullptr;
+    return cr != nullptr ? static_cast<size_t>(static_cast<const char*>(cr) - text.data()) : lf;
+  };
   size_t start = 0;
   while (true) {
-    size_t end = text.find_first_of("\r\n", start);
+    size_t end = line_break(start);
     out.append(prefix);
     if (end == std::string_view::npos) {
       out.append(text.substr(start));

@@ -102,6 +102,10 @@ struct packet_msg {
   std::string obj;
   /// What the store keeps of it besides the line.
   packet_fact fact;
+  /// `obj` was written by make_packet from a JSON value in this process, so
+  /// the emitter need not check it. Not carried across nodes: a packet from
+  /// another node is checked.
+  bool dumped = false;
 };
 
 template <class Inspector>

@@ -56,6 +56,21 @@ std::string encode(const packet& x);
 std::optional<std::string> encode(uint64_t seq, std::string_view session, const placement& where,
                                   std::string_view obj_json);
 
+/// `x` as JSON text, byte for byte what `x.dump(-1, ' ', false,
+/// nlohmann::json::error_handler_t::replace)` writes (keys in the object's
+/// order, the same escapes, invalid UTF-8 replaced by nlohmann), written
+/// without its serializer's byte-by-byte UTF-8 decoding: a string of valid
+/// UTF-8 is copied in runs between the bytes that need escapes.
+std::string dump_json(const nlohmann::json& x);
+
+/// `session` as a JSON string (as encode() writes it), for encode_dumped.
+std::string session_json(std::string_view session);
+
+/// encode() of text that dump_json (or nlohmann's dump) wrote from an
+/// object: the text is not checked again. `session` is session_json's.
+std::string encode_dumped(uint64_t seq, std::string_view session, const placement& where,
+                          std::string_view obj_json);
+
 /// Decodes one line written by encode(); a message on malformed input.
 std::variant<packet, std::string> decode(std::string_view line);
 

@@ -291,6 +291,11 @@ int run(int argc, char** argv) {
                  "Also write the report as Markdown to this file (a "
                  "link is followed; a FIFO or device is written to)")
     ->type_name("FILE");
+  research
+    ->add_option("--format", research_opts.format,
+                 "How the report is printed: text (wrapped for reading, citations as [n]) or "
+                 "md (Markdown); default: text on a terminal, else md")
+    ->check(CLI::IsMember({"text", "md"}));
   research->add_option("--html", research_opts.html, "Also write the report as HTML to this file")
     ->type_name("FILE");
   research

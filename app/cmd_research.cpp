@@ -37,6 +37,7 @@
 #include <iostream>
 #include <mutex>
 #include <variant>
+#include <sys/ioctl.h>
 #include <unistd.h>
 #include <vector>
 
@@ -324,6 +325,18 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
   // a file (data, like --out); the lines on stderr are for people and are
   // always cleaned.
   bool stdout_terminal = ::isatty(STDOUT_FILENO) == 1;
+  // The report as text for reading on a terminal, as Markdown elsewhere
+  // (or as --format says).
+  auto as_text = opts.format == "text" || (opts.format.empty() && stdout_terminal);
+  auto shown = [&](const report_parts& parts, const std::string& md) {
+    if (!as_text)
+      return printed_report(md, stdout_terminal);
+    int width = 80;
+    winsize ws{};
+    if (stdout_terminal && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+      width = ws.ws_col;
+    return printed_report(terminal_report(parts, width), stdout_terminal);
+  };
   bool interactive = ::isatty(STDIN_FILENO) == 1 && ::isatty(STDOUT_FILENO) == 1 && !opts.json;
   int rc = exit_failure;
   {
@@ -463,7 +476,7 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
         parts.corpus_root = engine->corpus();
         auto md = markdown_report(parts);
         if (!opts.json)
-          std::cout << printed_report(md, stdout_terminal) << std::flush;
+          std::cout << shown(parts, md) << std::flush;
         write_report_files(opts, parts, md, files_written);
         std::cerr << "quarry: the partial report holds what was found before the "
                      "interruption\n";
@@ -501,7 +514,7 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
         parts.corpus_root = engine->corpus();
         auto md = markdown_report(parts);
         if (!opts.json)
-          std::cout << printed_report(md, stdout_terminal) << std::flush;
+          std::cout << shown(parts, md) << std::flush;
         rc = write_report_files(opts, parts, md, files_written) ? exit_ok : exit_failure;
         for (const auto& n : result.notices)
           std::cerr << "quarry: note: " << sdk::strip_terminal_controls(n) << "\n";

@@ -149,6 +149,10 @@ struct research_options {
   bool json = false;
   std::string out;
   std::string html;
+  /// `--format`: how the report is printed: `text` (for reading: wrapped,
+  /// citations as [n], short source locations), `md` (the Markdown), or
+  /// empty: text when standard output is a terminal, else md.
+  std::string format;
   /// `--pdf`, `--docx`: the report exported (report_export.hpp).
   std::string pdf;
   std::string docx;

@@ -8,6 +8,7 @@
 #include <cmark-gfm-core-extensions.h>
 #include <cmark-gfm.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -338,6 +339,144 @@ std::string shown_local_path(const std::string& path, const std::string& corpus_
       return rel.generic_string();
   }
   return p.filename().string();
+}
+
+namespace {
+
+// Code points in `x` (its width in a terminal for most scripts).
+size_t columns_of(std::string_view x) {
+  size_t n = 0;
+  for (auto c : x)
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80)
+      ++n;
+  return n;
+}
+
+// `x` cut to at most `width` code points, ending with "..." when cut.
+std::string cut_to(const std::string& x, size_t width) {
+  if (columns_of(x) <= width)
+    return x;
+  std::string out;
+  size_t n = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    auto lead = (static_cast<unsigned char>(x[i]) & 0xC0) != 0x80;
+    if (lead && ++n > width - 3)
+      break;
+    out += x[i];
+  }
+  return out + "...";
+}
+
+// Words of `text` on lines of at most `width` code points (a longer word
+// stays whole), each line after the first starting with `indent`.
+std::string wrap_words(const std::string& text, size_t width, const std::string& indent) {
+  std::string out;
+  size_t line = 0;
+  size_t start = 0;
+  while (start < text.size()) {
+    auto end = text.find(' ', start);
+    auto word = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? text.size() : end + 1;
+    if (word.empty())
+      continue;
+    auto w = columns_of(word);
+    if (line > 0 && line + 1 + w > width) {
+      out += "\n" + indent;
+      line = columns_of(indent);
+    } else if (line > 0) {
+      out += ' ';
+      ++line;
+    }
+    out += word;
+    line += w;
+  }
+  return out;
+}
+
+// A source's short location: a local document's path in the corpus, a web
+// page's host and path.
+std::string short_location(const cited_source& s, const std::string& corpus_root) {
+  if (is_local(s.url))
+    return shown_local_path(local_path_of(s.url), corpus_root);
+  auto x = s.url;
+  for (const char* scheme : {"https://", "http://"})
+    if (x.rfind(scheme, 0) == 0)
+      x = x.substr(std::string{scheme}.size());
+  if (x.rfind("www.", 0) == 0)
+    x = x.substr(4);
+  if (auto q = x.find_first_of("?#"); q != std::string::npos)
+    x = x.substr(0, q);
+  while (!x.empty() && x.back() == '/')
+    x.pop_back();
+  return x;
+}
+
+} // namespace
+
+std::string terminal_report(const report_parts& r, int width) {
+  auto cols = static_cast<size_t>(std::clamp(width, 20, 200));
+  std::string out = wrap_words(r.question, cols, "") + "\n";
+  out += std::string(std::min(cols, columns_of(r.question)), '=') + "\n\n";
+  std::string body = r.partial ? std::string{partial_banner} + r.body : r.body;
+  static std::once_flag registered;
+  std::call_once(registered, [] { cmark_gfm_core_extensions_ensure_registered(); });
+  std::unique_ptr<cmark_parser, void (*)(cmark_parser*)> parser{cmark_parser_new(CMARK_OPT_DEFAULT),
+                                                                cmark_parser_free};
+  if (!parser)
+    return out + body;
+  for (const char* name : {"table", "strikethrough"})
+    if (auto* ext = cmark_find_syntax_extension(name))
+      cmark_parser_attach_syntax_extension(parser.get(), ext);
+  cmark_parser_feed(parser.get(), body.data(), body.size());
+  std::unique_ptr<cmark_node, void (*)(cmark_node*)> doc{cmark_parser_finish(parser.get()),
+                                                         cmark_node_free};
+  if (!doc)
+    return out + body;
+  auto render = [&](cmark_node* node) {
+    auto* text = cmark_render_plaintext(node, CMARK_OPT_DEFAULT, static_cast<int>(cols));
+    std::string x = text != nullptr ? text : "";
+    std::free(text);
+    while (!x.empty() && (x.back() == '\n' || x.back() == ' '))
+      x.pop_back();
+    return x;
+  };
+  // Block by block, so that headings get their underline.
+  bool first = true;
+  for (auto* node = cmark_node_first_child(doc.get()); node != nullptr;
+       node = cmark_node_next(node)) {
+    auto text = render(node);
+    if (text.empty())
+      continue;
+    out += first ? "" : "\n";
+    first = false;
+    out += text + "\n";
+    if (cmark_node_get_type(node) == CMARK_NODE_HEADING) {
+      size_t longest = 0;
+      size_t from = 0;
+      while (from <= text.size()) {
+        auto nl = text.find('\n', from);
+        longest = std::max(longest, columns_of(text.substr(from, nl - from)));
+        if (nl == std::string::npos)
+          break;
+        from = nl + 1;
+      }
+      out += std::string(longest, cmark_node_get_heading_level(node) <= 1 ? '=' : '-') + "\n";
+    }
+  }
+  if (!r.sources.empty()) {
+    out += "\nSources\n-------\n";
+    for (const auto& s : r.sources) {
+      auto label = "[" + std::to_string(s.number) + "] ";
+      auto title = s.title.empty() ? short_location(s, r.corpus_root) : s.title;
+      if (s.snippet_only)
+        title += " (snippet only)";
+      std::string indent(columns_of(label), ' ');
+      out += wrap_words(label + title, cols, indent) + "\n";
+      if (!s.url.empty() && !s.title.empty())
+        out += indent + cut_to(short_location(s, r.corpus_root), cols - indent.size()) + "\n";
+    }
+  }
+  return out;
 }
 
 } // namespace quarry::app

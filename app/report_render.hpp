@@ -60,6 +60,17 @@ std::string html_report(const report_parts& r);
 /// (an `<ol start>` per run of consecutive numbers).
 std::string sendable_html_report(const report_parts& r);
 
+/// The report for reading in a terminal `width` columns wide (clamped to
+/// 20-200): the question as a title underlined with `=`, the body rendered
+/// from Markdown to plain text by cmark-gfm (paragraphs and list items
+/// wrapped to the width, citations as `[n]`, links as their text, headings
+/// underlined with `-`, tables kept as rows), then "Sources" with `[n] Title`
+/// and, indented below, a short location: a local document's path relative
+/// to `corpus_root` (as sendable_html_report shows it), a web page's host
+/// and path, cut to the width with "...". What quarry research prints when
+/// standard output is a terminal.
+std::string terminal_report(const report_parts& r, int width);
+
 /// Where a local source is shown in a report to send: `path` relative to
 /// `corpus_root` when it lies inside it, else its file name.
 std::string shown_local_path(const std::string& path, const std::string& corpus_root);

@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 #include <string>
@@ -106,4 +107,51 @@ TEST_CASE("the live view fits the terminal, survives a resize and leaves a summa
   CHECK(screen.find("[agent") == std::string::npos);
   // The summary line is there.
   CHECK(screen.find("quarry: done in") != std::string::npos);
+}
+
+TEST_CASE("a finished report is printed for reading at the terminal's width") {
+  for (int width : {80, 120}) {
+    CAPTURE(width);
+    test::temp_dir home;
+    tmux_session t;
+    // Offline: the extractive provider over the example corpus.
+    std::string cmd = "env -u XDG_CONFIG_HOME -u XDG_DATA_HOME -u QUARRY_CONFIG -u OPENAI_API_KEY"
+                      " -u OPENAI_BASE_URL -u ANTHROPIC_API_KEY -u BRAVE_API_KEY -u TAVILY_API_KEY"
+                      " -u EXA_API_KEY -u SERPER_API_KEY -u SEARXNG_URL -u OLLAMA_HOST"
+                      " -u OLLAMA_MODEL HOME="
+                      + shell_quote(home.path()) + " " + shell_quote(QUARRY_EXE) + " --plugin-dir "
+                      + shell_quote(QUARRY_PLUGIN_DIR)
+                      + " research --no-clarify 'Why does a heat pump lose efficiency in cold "
+                        "weather?' 2>/dev/null; echo EXIT=$?; sleep 60";
+    auto started = t.tmux(
+      {"new-session", "-d", "-s", "q", "-x", std::to_string(width), "-y", "50", cmd});
+    REQUIRE(started.exit_code == 0);
+    // The whole history, lines that the pane wrapped joined again.
+    std::string screen;
+    auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      screen = t.tmux({"capture-pane", "-p", "-J", "-S", "-", "-t", "q"}).out;
+      if (screen.find("EXIT=") != std::string::npos)
+        break;
+      std::this_thread::sleep_for(200ms);
+    }
+    CAPTURE(screen);
+    REQUIRE(screen.find("EXIT=0") != std::string::npos);
+    std::istringstream lines{screen};
+    size_t longest = 0;
+    for (std::string line; std::getline(lines, line);) {
+      // Columns: code points, trailing blanks of the pane left out.
+      auto end = line.find_last_not_of(' ');
+      size_t columns = 0;
+      for (size_t i = 0; end != std::string::npos && i <= end; ++i)
+        if ((static_cast<unsigned char>(line[i]) & 0xC0) != 0x80)
+          ++columns;
+      longest = std::max(longest, columns);
+    }
+    CHECK(longest <= static_cast<size_t>(width));
+    CHECK(screen.find("[1]") != std::string::npos);
+    CHECK(screen.find("[[") == std::string::npos);
+    CHECK(screen.find("file://") == std::string::npos);
+    CHECK(screen.find("\nSources\n-------\n") != std::string::npos);
+  }
 }

@@ -273,3 +273,47 @@ TEST_CASE("report files: a database of Quarry, its WAL, a link or a hard link to
   CHECK_FALSE(app::check_output_path(dir.file("data/corpora/notes.txt"), dbs));
   CHECK_FALSE(app::check_output_path(dir.file("data/report.db.md"), dbs));
 }
+
+TEST_CASE("terminal report: wrapped to the width, citations as [n], short source locations") {
+  app::report_parts r;
+  r.question = "Why does a heat pump's efficiency drop in cold weather?";
+  r.body = "## Why it drops\n\nHeat pump efficiency falls as the outdoor air gets colder "
+           "[[1]](file:///docs/corpus/physics/cop.md), because the compressor must lift heat "
+           "across a larger temperature difference [[2]](https://www.example.com/heat/cold?x=1). "
+           "**Bold** and a [link](https://example.org).\n\n"
+           "- one item that is long enough to wrap around the width of forty columns [[1]]"
+           "(file:///docs/corpus/physics/cop.md)\n- two\n";
+  r.sources = {{1, "Coefficient of performance", "file:///docs/corpus/physics/cop.md", false},
+               {2, "Heat pumps in the cold", "https://www.example.com/heat/cold?x=1", true}};
+  r.corpus_root = "/docs/corpus";
+  for (int width : {40, 80, 120}) {
+    CAPTURE(width);
+    auto text = app::terminal_report(r, width);
+    CAPTURE(text);
+    std::istringstream lines{text};
+    for (std::string line; std::getline(lines, line);) {
+      CAPTURE(line);
+      CHECK(line.size() <= static_cast<size_t>(width));
+    }
+    CHECK(text.find("[1]") != std::string::npos);
+    CHECK(text.find("[2]") != std::string::npos);
+    CHECK(text.find("](") == std::string::npos);
+    CHECK(text.find("file://") == std::string::npos);
+    CHECK(text.find("**") == std::string::npos);
+    CHECK(text.find("## ") == std::string::npos);
+    CHECK(text.find("Why it drops\n------------\n") != std::string::npos);
+    CHECK(text.find("\nSources\n-------\n[1] Coefficient of performance\n    physics/cop.md\n")
+          != std::string::npos);
+    CHECK(text.find(width > 40 ? "[2] Heat pumps in the cold (snippet only)\n    "
+                                 "example.com/heat/cold\n"
+                               : "[2] Heat pumps in the cold (snippet\n    only)\n    "
+                                 "example.com/heat/cold\n")
+          != std::string::npos);
+  }
+  // The title is underlined; a narrow terminal wraps it.
+  auto narrow = app::terminal_report(r, 20);
+  CHECK(narrow.rfind("Why does a heat\npump's efficiency\n", 0) == 0);
+  // A partial report says so first.
+  r.partial = true;
+  CHECK(app::terminal_report(r, 80).find("Partial report.") != std::string::npos);
+}

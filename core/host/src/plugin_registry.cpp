@@ -347,6 +347,22 @@ std::string clip(std::string msg) {
 
 // Holds a plugin object together with what it needs alive: the library and
 // the host context. The control block is allocated here, in the host.
+// Runs a plugin's factory; an exception it throws becomes the message.
+template <class Factory>
+std::optional<std::string> call_factory(std::string_view plugin, const std::string& file,
+                                        const std::string& what, Factory&& run) {
+  try {
+    run();
+  } catch (const std::exception& ex) {
+    return "plugin '" + std::string{plugin} + "' (" + file + ")" + what
+           + " rejected its configuration: " + clip(ex.what());
+  } catch (...) {
+    return "plugin '" + std::string{plugin} + "' (" + file + ")" + what
+           + " failed with an unknown exception";
+  }
+  return std::nullopt;
+}
+
 std::shared_ptr<sdk::plugin_object> pin(std::unique_ptr<sdk::plugin_object> obj,
                                         std::shared_ptr<void> owner) {
   struct holder {
@@ -604,15 +620,9 @@ plugin_registry::make(std::string_view plugin, sdk::plugin_kind kind, const nloh
   if (!entry->context)
     entry->context = services_.make_context(entry->descriptor->name);
   std::unique_ptr<sdk::plugin_object> obj;
-  try {
-    obj = entry->descriptor->factory(*entry->context, config);
-  } catch (const std::exception& ex) {
-    return "plugin '" + std::string{plugin} + "' (" + entry->file + ")" + what
-           + " rejected its configuration: " + clip(ex.what());
-  } catch (...) {
-    return "plugin '" + std::string{plugin} + "' (" + entry->file + ")" + what
-           + " failed with an unknown exception";
-  }
+  if (auto err = call_factory(plugin, entry->file, what,
+                              [&] { obj = entry->descriptor->factory(*entry->context, config); }))
+    return *err;
   if (!obj)
     return "plugin '" + std::string{plugin} + "' (" + entry->file + ")" + what + " created nothing";
   return pin(std::move(obj), entry);
@@ -670,15 +680,9 @@ plugin_registry::make_tools(std::string_view plugin, const nlohmann::json& confi
   if (!entry->context)
     entry->context = services_.make_context(entry->descriptor->name);
   std::vector<sdk::tool_offer> offers;
-  try {
-    offers = entry->set_factory(*entry->context, config);
-  } catch (const std::exception& ex) {
-    return "plugin '" + std::string{plugin} + "' (" + entry->file + ")" + what
-           + " rejected its configuration: " + clip(ex.what());
-  } catch (...) {
-    return "plugin '" + std::string{plugin} + "' (" + entry->file + ")" + what
-           + " failed with an unknown exception";
-  }
+  if (auto err = call_factory(plugin, entry->file, what,
+                              [&] { offers = entry->set_factory(*entry->context, config); }))
+    return *err;
   std::vector<made_tool> out;
   for (auto& offer : offers) {
     if (!offer.object)

@@ -185,6 +185,32 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
           });
     });
   });
+  // What this server researches with (docs/api.md): no secrets, no paths.
+  r.add("GET", "/v1/info", [svc, &cfg](http::request&, std::shared_ptr<http::responder> res) {
+    json providers = json::object();
+    for (const auto& [name, entry] : cfg.llm.providers) {
+      auto model = entry.config.is_object() ? entry.config.value("model", json{}) : json{};
+      providers[name] = {{"plugin", entry.plugin},
+                         {"model", model.is_string() ? model : json(nullptr)}};
+    }
+    json tools = json::array();
+    for (const auto& [name, e] : svc->engine.tools().tools)
+      tools.push_back({{"name", name}, {"kind", sdk::to_string(e.kind)}});
+    const auto& research = cfg.research;
+    res->respond(
+      http::json_response(200, {{"version", QUARRY_VERSION_STRING},
+                                {"providers", providers},
+                                {"roles", svc->engine.role_providers()},
+                                {"tools", tools},
+                                {"corpus", !svc->engine.corpus().empty()},
+                                {"research",
+                                 {{"strategy", research.strategy},
+                                  {"mode", research.mode},
+                                  {"depth", research.depth},
+                                  {"verify", research.verify},
+                                  {"deadline", core::format_duration(research.deadline)},
+                                  {"max_parallel_agents", research.max_parallel_agents}}}}));
+  });
   r.add("POST", "/v1/research",
         [svc, &cfg](http::request& req, std::shared_ptr<http::responder> res) {
           if (!json_declared(req, *res))

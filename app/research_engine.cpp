@@ -280,6 +280,35 @@ research_engine::prepare(context& ctx, const engine_setup& setup) {
   return self;
 }
 
+namespace {
+
+// The role names looked up in `llm.roles`, first found wins, for each role
+// of a research (as start_models gives them their actors).
+const std::vector<std::pair<const char*, std::vector<const char*>>>& role_lookups() {
+  static const std::vector<std::pair<const char*, std::vector<const char*>>> xs{
+    {"clarify", {"clarification", "clarify"}}, {"plan", {"plan", "orchestrator"}},
+    {"orchestrator", {"orchestrator"}},        {"research", {"research_agent", "research"}},
+    {"report", {"final_report", "report"}},    {"judge", {"judge", "final_report", "report"}}};
+  return xs;
+}
+
+} // namespace
+
+std::map<std::string, std::string> research_engine::role_providers() const {
+  const auto& cfg = impl_->ctx.config.values;
+  std::map<std::string, std::string> out;
+  for (const auto& [role, names] : role_lookups()) {
+    out[role] = impl_->default_llm;
+    for (const auto* n : names)
+      if (auto r = cfg.llm.roles.find(n);
+          r != cfg.llm.roles.end() && impl_->made_llms.count(r->second) > 0) {
+        out[role] = r->second;
+        break;
+      }
+  }
+  return out;
+}
+
 void research_engine::start_models() {
   auto& st = *impl_;
   if (st.rt)
@@ -293,19 +322,13 @@ void research_engine::start_models() {
     rt.add_stoppable(hdl);
     llm_actors[name] = hdl;
   }
-  auto role = [&](std::initializer_list<const char*> names) {
-    for (auto n : names)
-      if (auto r = cfg.llm.roles.find(n); r != cfg.llm.roles.end())
-        if (auto a = llm_actors.find(r->second); a != llm_actors.end())
-          return a->second;
-    return llm_actors[st.default_llm];
-  };
-  st.models.clarify = role({"clarification", "clarify"});
-  st.models.plan = role({"plan", "orchestrator"});
-  st.models.orchestrator = role({"orchestrator"});
-  st.models.research = role({"research_agent", "research"});
-  st.models.report = role({"final_report", "report"});
-  st.models.judge = role({"judge", "final_report", "report"});
+  auto roles = role_providers();
+  st.models.clarify = llm_actors[roles["clarify"]];
+  st.models.plan = llm_actors[roles["plan"]];
+  st.models.orchestrator = llm_actors[roles["orchestrator"]];
+  st.models.research = llm_actors[roles["research"]];
+  st.models.report = llm_actors[roles["report"]];
+  st.models.judge = llm_actors[roles["judge"]];
 }
 
 void research_engine::start(std::shared_ptr<store::store> db) {

@@ -66,6 +66,10 @@ public:
   actors::runtime& runtime();
   const actors::session_models& models() const;
   const actors::tool_set& tools() const;
+  /// The provider instance (`llm.providers` name) each role of a research
+  /// uses: clarify, plan, orchestrator, research, report and judge, as
+  /// `llm.roles` assigns them (with the same fallbacks as the session).
+  std::map<std::string, std::string> role_providers() const;
   const std::shared_ptr<const core::prompt_library>& prompts() const;
   /// The provider actors by instance name (`llm.providers`), once started.
   const std::map<std::string, actors::llm_provider_actor>& llm_providers() const;

@@ -142,6 +142,34 @@ TEST_CASE("serve: a research over the API streams every packet, then its state, 
   CHECK(call("DELETE", srv.url("/v1/research/" + second)).status == 404);
 }
 
+TEST_CASE("serve: /v1/info says what the server researches with, without secrets or paths") {
+  test::temp_dir home;
+  server_process srv{home, {"--set", "research.max_parallel_agents=2"}};
+  auto info = call("GET", srv.url("/v1/info"));
+  CAPTURE(info.body);
+  REQUIRE(info.status == 200);
+  auto j = info.as_json();
+  CHECK(j["version"].is_string());
+  CHECK(j["providers"]["default"]["plugin"] == "extractive");
+  CHECK(j["providers"]["default"]["model"].is_null());
+  for (const auto* role : {"clarify", "plan", "orchestrator", "research", "report", "judge"})
+    CHECK(j["roles"][role] == "default");
+  // The example corpus: internal search and the page reader.
+  std::map<std::string, std::string> kinds;
+  for (const auto& t : j["tools"])
+    kinds[t["name"].get<std::string>()] = t["kind"].get<std::string>();
+  CHECK(kinds["internal_search"] == "internal_search");
+  CHECK(kinds["open_url"] == "page_reader");
+  CHECK(j["corpus"] == true);
+  CHECK(j["research"]["strategy"] == "orchestrator");
+  CHECK(j["research"]["max_parallel_agents"] == 2);
+  CHECK(j["research"]["deadline"].is_string());
+  // No folder of the server's and no key.
+  CHECK(info.body.find(home.path()) == std::string::npos);
+  CHECK(info.body.find("/examples/") == std::string::npos);
+  CHECK(info.body.find("api_key") == std::string::npos);
+}
+
 TEST_CASE("serve: every bad request gets a JSON error with a 4xx status") {
   test::temp_dir home;
   server_process srv{home, {"--set", "server.max_body_bytes=2048"}};

@@ -646,7 +646,9 @@ TEST_CASE("corpus_search: feedback with its largest number of words is still a s
   fb.feedback_documents = 10;
   for (size_t terms : {10, 60, 100}) {
     fb.feedback_terms = terms;
-    auto r = index->search("valve", 5, fb);
+    auto r = index->search("valve word1x word2x word3x word4x word5x word6x word7x word8x word9x "
+                           "word10x word11x word12x word13x word14x word15x word16x word17x",
+                           5, fb);
     CAPTURE(terms);
     CHECK_FALSE(r.failure.has_value());
     CHECK(r.hits.size() == 2);

@@ -300,9 +300,10 @@ protected:
 
   void end_locked(std::map<uint64_t, pending>::iterator i, std::optional<sdk::error> failure,
                   actions& after, json result = {}) {
+    auto id = i->first;
     auto p = std::move(i->second);
     pending_.erase(i);
-    queued_.erase(std::remove(queued_.begin(), queued_.end(), i->first), queued_.end());
+    queued_.erase(std::remove(queued_.begin(), queued_.end(), id), queued_.end());
     if (p.call)
       after.emplace_back([call = p.call] { call->cancel(); });
     after.emplace_back([done = std::move(p.done), failure = std::move(failure),

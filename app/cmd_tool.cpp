@@ -28,12 +28,12 @@ struct found_tool {
 
 /// Why no tool was found, and the exit code: a name that fits no tool is a
 /// usage error, an instance that cannot be made a failure.
-struct not_found {
+struct tool_not_found {
   std::string message;
   int code = exit_usage;
 };
 
-std::variant<found_tool, not_found> find_tool(context& ctx, const std::string& name) {
+std::variant<found_tool, tool_not_found> find_tool(context& ctx, const std::string& name) {
   const auto& tools = ctx.config.values.tools;
   auto make = [&](const std::string& instance) {
     const auto& entry = tools.at(instance);
@@ -54,22 +54,22 @@ std::variant<found_tool, not_found> find_tool(context& ctx, const std::string& n
   if (tools.count(instance) > 0) {
     auto made = make(instance);
     if (auto* err = std::get_if<std::string>(&made))
-      return not_found{*err, exit_failure};
+      return tool_not_found{*err, exit_failure};
     auto& set = std::get<std::vector<host::made_tool>>(made);
     if (slash != std::string::npos) {
       auto wanted = name.substr(slash + 1);
       for (auto& x : set)
         if (x.tool->name() == wanted)
           return found_tool{instance, x.tool};
-      return not_found{"tools." + instance + " offers no tool named '" + wanted
-                       + "' (it offers: " + (set.empty() ? "none" : names_of(set)) + ")"};
+      return tool_not_found{"tools." + instance + " offers no tool named '" + wanted
+                            + "' (it offers: " + (set.empty() ? "none" : names_of(set)) + ")"};
     }
     if (set.size() == 1)
       return found_tool{instance, set.front().tool};
     if (set.empty())
-      return not_found{"tools." + instance + " offers no tool"};
-    return not_found{"tools." + instance + " offers several tools (" + names_of(set)
-                     + "): name one, e.g. " + instance + "/" + set.front().tool->name()};
+      return tool_not_found{"tools." + instance + " offers no tool"};
+    return tool_not_found{"tools." + instance + " offers several tools (" + names_of(set)
+                          + "): name one, e.g. " + instance + "/" + set.front().tool->name()};
   }
   // The name the model calls a tool by.
   for (const auto& [key, _] : tools) {
@@ -85,7 +85,8 @@ std::variant<found_tool, not_found> find_tool(context& ctx, const std::string& n
     msg += (first ? "" : ", ") + key;
     first = false;
   }
-  return not_found{msg + (first ? "none; add one under tools in the configuration" : "") + ")"};
+  return tool_not_found{msg + (first ? "none; add one under tools in the configuration" : "")
+                        + ")"};
 }
 
 } // namespace
@@ -99,7 +100,7 @@ int cmd_tool_run(context& ctx, const tool_run_options& opts) {
   }
   ctx.load_plugins();
   auto found = find_tool(ctx, opts.name);
-  if (auto* err = std::get_if<not_found>(&found)) {
+  if (auto* err = std::get_if<tool_not_found>(&found)) {
     std::cerr << "quarry: " << err->message << "\n";
     return err->code;
   }

@@ -344,7 +344,7 @@ std::string shown_local_path(const std::string& path, const std::string& corpus_
 namespace {
 
 // Code points in `x` (its width in a terminal for most scripts).
-size_t columns_of(std::string_view x) {
+size_t code_points_in(std::string_view x) {
   size_t n = 0;
   for (auto c : x)
     if ((static_cast<unsigned char>(c) & 0xC0) != 0x80)
@@ -354,7 +354,7 @@ size_t columns_of(std::string_view x) {
 
 // `x` cut to at most `width` code points, ending with "..." when cut.
 std::string cut_to(const std::string& x, size_t width) {
-  if (columns_of(x) <= width)
+  if (code_points_in(x) <= width)
     return x;
   std::string out;
   size_t n = 0;
@@ -379,10 +379,10 @@ std::string wrap_words(const std::string& text, size_t width, const std::string&
     start = end == std::string::npos ? text.size() : end + 1;
     if (word.empty())
       continue;
-    auto w = columns_of(word);
+    auto w = code_points_in(word);
     if (line > 0 && line + 1 + w > width) {
       out += "\n" + indent;
-      line = columns_of(indent);
+      line = code_points_in(indent);
     } else if (line > 0) {
       out += ' ';
       ++line;
@@ -416,7 +416,7 @@ std::string short_location(const cited_source& s, const std::string& corpus_root
 std::string terminal_report(const report_parts& r, int width) {
   auto cols = static_cast<size_t>(std::clamp(width, 20, 200));
   std::string out = wrap_words(r.question, cols, "") + "\n";
-  out += std::string(std::min(cols, columns_of(r.question)), '=') + "\n\n";
+  out += std::string(std::min(cols, code_points_in(r.question)), '=') + "\n\n";
   std::string body = r.partial ? std::string{partial_banner} + r.body : r.body;
   static std::once_flag registered;
   std::call_once(registered, [] { cmark_gfm_core_extensions_ensure_registered(); });
@@ -455,7 +455,7 @@ std::string terminal_report(const report_parts& r, int width) {
       size_t from = 0;
       while (from <= text.size()) {
         auto nl = text.find('\n', from);
-        longest = std::max(longest, columns_of(text.substr(from, nl - from)));
+        longest = std::max(longest, code_points_in(text.substr(from, nl - from)));
         if (nl == std::string::npos)
           break;
         from = nl + 1;
@@ -470,7 +470,7 @@ std::string terminal_report(const report_parts& r, int width) {
       auto title = s.title.empty() ? short_location(s, r.corpus_root) : s.title;
       if (s.snippet_only)
         title += " (snippet only)";
-      std::string indent(columns_of(label), ' ');
+      std::string indent(code_points_in(label), ' ');
       out += wrap_words(label + title, cols, indent) + "\n";
       if (!s.url.empty() && !s.title.empty())
         out += indent + cut_to(short_location(s, r.corpus_root), cols - indent.size()) + "\n";

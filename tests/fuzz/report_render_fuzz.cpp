@@ -32,6 +32,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   r.partial = size % 2 == 1;
   auto md = app::markdown_report(r);
   check(md.rfind("# Q\n\n", 0) == 0);
+  // The terminal's text: the title first, and a Sources list of titles and
+  // short locations, never a file:// URL (the body may spell one out).
+  auto text = app::terminal_report(r, static_cast<int>(20 + size % 120));
+  check(text.rfind("Q\n=\n\n", 0) == 0);
+  auto sources = text.rfind("\nSources\n-------\n");
+  check(sources != std::string::npos);
+  check(text.find("file://", sources) == std::string::npos);
   auto html = app::html_report(r);
   check(html.rfind("<!DOCTYPE html>", 0) == 0);
   const std::string end = "</body>\n</html>\n";

@@ -2,6 +2,7 @@
 
 #include "quarry/core/packets.hpp"
 #include "quarry/core/json_check.hpp"
+#include "quarry/sdk/json.hpp"
 #include "quarry/sdk/text.hpp"
 
 #include <algorithm>
@@ -76,60 +77,6 @@ std::string encode(const packet& x) {
 
 namespace {
 
-void append_value(std::string& out, const json& x);
-
-// A string as nlohmann's serializer writes it with ensure_ascii off: valid
-// UTF-8 is copied but for `"`, `\` and the control characters (the short
-// escapes, else \u00xx in lower case); text with invalid UTF-8 goes to
-// nlohmann, whose replacement of bad sequences is kept exactly.
-void append_string(std::string& out, const std::string& s) {
-  if (!sdk::is_valid_utf8(s)) {
-    out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
-    return;
-  }
-  out.reserve(out.size() + s.size() + 2);
-  out += '"';
-  const char* p = s.data();
-  size_t run = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    auto c = static_cast<unsigned char>(p[i]);
-    if (c >= 0x20 && c != '"' && c != '\\')
-      continue;
-    out.append(p + run, i - run);
-    run = i + 1;
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default: {
-        static constexpr char hex[] = "0123456789abcdef";
-        char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xF]};
-        out.append(esc, sizeof esc);
-      }
-    }
-  }
-  out.append(p + run, s.size() - run);
-  out += '"';
-}
-
 void append_value(std::string& out, const json& x) {
   switch (x.type()) {
     case json::value_t::null:
@@ -145,7 +92,7 @@ void append_value(std::string& out, const json& x) {
       out += std::to_string(x.get<json::number_unsigned_t>());
       return;
     case json::value_t::string:
-      append_string(out, x.get_ref<const std::string&>());
+      sdk::append_json_string(out, x.get_ref<const std::string&>());
       return;
     case json::value_t::array: {
       const auto& items = x.get_ref<const json::array_t&>();
@@ -166,7 +113,7 @@ void append_value(std::string& out, const json& x) {
         if (!first)
           out += ',';
         first = false;
-        append_string(out, key);
+        sdk::append_json_string(out, key);
         out += ':';
         append_value(out, value);
       }

@@ -499,77 +499,6 @@ json request_body(const provider_config& cfg, const sdk::chat_request& req, bool
 
 namespace {
 
-// Appends `text` to `out` as a JSON string literal, quotes included, byte
-// for byte as sdk::dump_json writes a string: `"` `\\` and the control
-// characters escaped (`\b \f \n \r \t`, the others as `\u00xx` in
-// lower-case hex), everything else as it is (no ASCII-only escaping);
-// invalid UTF-8 becomes U+FFFD as sdk::dump_json makes it. For writers
-// that build a request body as text instead of as a tree. Linear; one
-// allocation at most for valid UTF-8.
-void append_json_string(std::string& out, std::string_view text) {
-  if (!sdk::is_valid_utf8(text)) {
-    out += sdk::dump_json(nlohmann::json(std::string{text}));
-    return;
-  }
-  static constexpr char hex[] = "0123456789abcdef";
-  out.reserve(out.size() + text.size() + 2);
-  out += '"';
-  size_t plain = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    // Eight bytes at a time while none needs an escape: none below 0x20,
-    // no quote, no backslash (the usual bit tricks, on bytes < 0x80 only;
-    // a word with a high bit goes byte by byte).
-    while (text.size() - i >= 8) {
-      uint64_t w;
-      std::memcpy(&w, text.data() + i, 8);
-      constexpr uint64_t ones = 0x0101010101010101ULL;
-      constexpr uint64_t high = 0x8080808080808080ULL;
-      auto below_space = w - ones * 0x20;
-      auto quote = (w ^ (ones * '"')) - ones;
-      auto backslash = (w ^ (ones * '\\')) - ones;
-      if (((below_space | quote | backslash | w) & high) != 0)
-        break;
-      i += 8;
-    }
-    if (i == text.size())
-      break;
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c != '"' && c != '\\')
-      continue;
-    out.append(text.data() + plain, i - plain);
-    plain = i + 1;
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default: {
-        char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
-        out.append(u, sizeof(u));
-      }
-    }
-  }
-  out.append(text.data() + plain, text.size() - plain);
-  out += '"';
-}
-
 // One message as to_json() makes it, written as dump_json() writes that
 // object (keys in nlohmann::json's sorted order).
 void append_message(std::string& out, const sdk::chat_message& msg, bool round_trip) {
@@ -585,15 +514,15 @@ void append_message(std::string& out, const sdk::chat_message& msg, bool round_t
       if (msg.content.empty())
         out += "null";
       else
-        append_json_string(out, msg.content);
+        sdk::append_json_string(out, msg.content);
       if (round_trip && !msg.tool_calls.empty()) {
         out += ',';
         key("reasoning_content");
-        append_json_string(out, msg.reasoning);
+        sdk::append_json_string(out, msg.reasoning);
       }
       out += ',';
       key("role");
-      append_json_string(out, sdk::to_string(msg.author));
+      sdk::append_json_string(out, sdk::to_string(msg.author));
       if (!msg.tool_calls.empty()) {
         out += ',';
         key("tool_calls");
@@ -604,12 +533,12 @@ void append_message(std::string& out, const sdk::chat_message& msg, bool round_t
             out += ',';
           first = false;
           out += "{\"function\":{\"arguments\":";
-          append_json_string(out, call.arguments.empty() ? std::string_view{"{}"}
-                                                         : std::string_view{call.arguments});
+          sdk::append_json_string(out, call.arguments.empty() ? std::string_view{"{}"}
+                                                              : std::string_view{call.arguments});
           out += ",\"name\":";
-          append_json_string(out, call.name);
+          sdk::append_json_string(out, call.name);
           out += "},\"id\":";
-          append_json_string(out, call.id);
+          sdk::append_json_string(out, call.id);
           out += ",\"type\":\"function\"}";
         }
         out += ']';
@@ -617,20 +546,20 @@ void append_message(std::string& out, const sdk::chat_message& msg, bool round_t
       break;
     case sdk::role::tool:
       key("content");
-      append_json_string(out, msg.content);
+      sdk::append_json_string(out, msg.content);
       out += ',';
       key("role");
-      append_json_string(out, sdk::to_string(msg.author));
+      sdk::append_json_string(out, sdk::to_string(msg.author));
       out += ',';
       key("tool_call_id");
-      append_json_string(out, msg.tool_call_id);
+      sdk::append_json_string(out, msg.tool_call_id);
       break;
     default:
       key("content");
-      append_json_string(out, msg.content);
+      sdk::append_json_string(out, msg.content);
       out += ',';
       key("role");
-      append_json_string(out, sdk::to_string(msg.author));
+      sdk::append_json_string(out, sdk::to_string(msg.author));
   }
   out += '}';
 }
@@ -681,11 +610,11 @@ std::string request_text(const provider_config& cfg, const sdk::chat_request& re
     append_message(out, req.messages[i], round_trip);
   }
   out += "],\"model\":";
-  append_json_string(out, req.model.empty() ? cfg.model : req.model);
+  sdk::append_json_string(out, req.model.empty() ? cfg.model : req.model);
   auto effort = req.reasoning_effort.empty() ? cfg.reasoning_effort : req.reasoning_effort;
   if (!effort.empty()) {
     out += ",\"reasoning_effort\":";
-    append_json_string(out, effort);
+    sdk::append_json_string(out, effort);
   }
   out += ",\"stream\":true,\"stream_options\":{\"include_usage\":true}";
   auto temperature = req.temperature ? req.temperature : cfg.temperature;
@@ -695,7 +624,7 @@ std::string request_text(const provider_config& cfg, const sdk::chat_request& re
   }
   if (!tools_text.empty()) {
     out += ",\"tool_choice\":";
-    append_json_string(out, sdk::to_string(req.choice));
+    sdk::append_json_string(out, sdk::to_string(req.choice));
     out += ",\"tools\":";
     out += tools_text;
   }

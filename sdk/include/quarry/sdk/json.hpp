@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -127,6 +128,77 @@ inline nlohmann::json parse_json(std::string_view text, std::string* error = nul
 /// strings becomes U+FFFD instead of throwing `type_error.316`.
 inline std::string dump_json(const nlohmann::json& j, int indent = -1) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Appends `text` to `out` as a JSON string literal, quotes included, byte
+// for byte as dump_json writes a string: `"` `\\` and the control
+// characters escaped (`\b \f \n \r \t`, the others as `\u00xx` in
+// lower-case hex), everything else as it is (no ASCII-only escaping);
+// invalid UTF-8 becomes U+FFFD as dump_json makes it. For writers
+// that build a request body as text instead of as a tree. Linear; one
+// allocation at most for valid UTF-8.
+inline void append_json_string(std::string& out, std::string_view text) {
+  if (!is_valid_utf8(text)) {
+    out += dump_json(nlohmann::json(std::string{text}));
+    return;
+  }
+  static constexpr char hex[] = "0123456789abcdef";
+  out.reserve(out.size() + text.size() + 2);
+  out += '"';
+  size_t plain = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    // Eight bytes at a time while none needs an escape: none below 0x20,
+    // no quote, no backslash (the usual bit tricks, on bytes < 0x80 only;
+    // a word with a high bit goes byte by byte).
+    while (text.size() - i >= 8) {
+      uint64_t w;
+      std::memcpy(&w, text.data() + i, 8);
+      constexpr uint64_t ones = 0x0101010101010101ULL;
+      constexpr uint64_t high = 0x8080808080808080ULL;
+      auto below_space = w - ones * 0x20;
+      auto quote = (w ^ (ones * '"')) - ones;
+      auto backslash = (w ^ (ones * '\\')) - ones;
+      if (((below_space | quote | backslash | w) & high) != 0)
+        break;
+      i += 8;
+    }
+    if (i == text.size())
+      break;
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != '"' && c != '\\')
+      continue;
+    out.append(text.data() + plain, i - plain);
+    plain = i + 1;
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default: {
+        char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
+        out.append(u, sizeof(u));
+      }
+    }
+  }
+  out.append(text.data() + plain, text.size() - plain);
+  out += '"';
 }
 
 } // namespace quarry::sdk

@@ -12,6 +12,7 @@
 
 #include "support/run_tool.hpp"
 #include "support/test_host.hpp"
+#include "support/http_server.hpp"
 #include "support/process.hpp"
 
 #include <doctest/doctest.h>
@@ -282,4 +283,47 @@ TEST_CASE("mcp connection: a hostile stdio server times out, floods, crashes and
   CHECK_THROWS_WITH_AS(make_server_tools(host, {{"command", {"no-such-mcp-program"}}}),
                        doctest::Contains("no program 'no-such-mcp-program' in PATH"),
                        std::runtime_error);
+}
+
+TEST_CASE("mcp connection: a hostile Streamable HTTP server gives tool errors, never a hang") {
+  test::http_server server;
+  std::string mode;
+  server.route("POST", "/mcp", [&](const test::request& req) {
+    auto msg = json::parse(req.body, nullptr, false);
+    auto method = msg.is_object() ? msg.value("method", std::string{}) : std::string{};
+    if (!msg.contains("id"))
+      return test::response_plan::text(202, "");
+    json reply{{"jsonrpc", "2.0"}, {"id", msg["id"]}};
+    if (method == "initialize") {
+      reply["result"] = {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()}};
+      return test::response_plan::json(200, reply.dump());
+    }
+    if (method == "tools/list") {
+      reply["result"] = {{"tools", {{{"name", "probe"}, {"inputSchema", {{"type", "object"}}}}}}};
+      return test::response_plan::json(200, reply.dump());
+    }
+    if (mode == "500")
+      return test::response_plan::json(500, R"({"error": "broken"})");
+    if (mode == "garbage")
+      return test::response_plan::text(200, "this is not JSON", "application/json");
+    // An event larger than max_message_bytes.
+    return test::response_plan::text(200, "data: " + std::string(100 * 1024, 'x') + "\n\n",
+                                     "text/event-stream");
+  });
+  test::test_host host;
+  auto tools = make_server_tools(
+    host, {{"url", server.url("/mcp")}, {"timeout", 2}, {"max_message_bytes", 65536}});
+  REQUIRE(tools.size() == 1);
+  for (auto [which, code] : {std::pair{"500", sdk::errc::server_error},
+                             std::pair{"garbage", sdk::errc::invalid_response},
+                             std::pair{"huge", sdk::errc::too_large}}) {
+    mode = which;
+    std::string shown{which};
+    CAPTURE(shown);
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = test::run_tool(*tools[0].object, json::object());
+    REQUIRE(r.failure);
+    CHECK(r.failure->code == code);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds{10});
+  }
 }

@@ -212,7 +212,8 @@ export class quarry_api {
   }
 
   /// POST /v1/research: `{question, clarify, answers, deadline, max_agents,
-  /// strategy}` (only set fields are sent) -> `{id, state}`.
+  /// strategy, mode, depth, verify, uploads}` (only set fields are sent) ->
+  /// `{id, state}`.
   start(options) {
     return this.request('POST', '/v1/research', research_body(options));
   }
@@ -234,6 +235,83 @@ export class quarry_api {
 
   get(id) {
     return this.request('GET', `/v1/research/${encodeURIComponent(id)}`);
+  }
+
+  /// GET /v1/info: the server's version, providers and models by role,
+  /// tools and research defaults.
+  info() {
+    return this.request('GET', '/v1/info');
+  }
+
+  /// POST /v1/research/{id}/resume (an interrupted session).
+  resume(id) {
+    return this.request('POST', `/v1/research/${encodeURIComponent(id)}/resume`, {});
+  }
+
+  /// DELETE /v1/research/{id}.
+  remove(id) {
+    return this.request('DELETE', `/v1/research/${encodeURIComponent(id)}`);
+  }
+
+  /// GET /v1/research/{id}/report?format=json: `{report, html, sources,
+  /// ...}`, the body rendered by the server.
+  report(id, signal = undefined) {
+    return this.request('GET', `/v1/research/${encodeURIComponent(id)}/report?format=json`,
+                        undefined, signal);
+  }
+
+  /// POST /v1/research/{id}/render: Markdown of the session's report as it
+  /// streams -> `{html}`, rendered as the finished report is.
+  render(id, markdown, signal = undefined) {
+    return this.request('POST', `/v1/research/${encodeURIComponent(id)}/render`, { markdown },
+                        signal);
+  }
+
+  /// GET /v1/research/{id}/sources: the report's sources in its numbering.
+  sources(id, signal = undefined) {
+    return this.request('GET', `/v1/research/${encodeURIComponent(id)}/sources`, undefined, signal);
+  }
+
+  /// GET /v1/research/{id}/sources/{n}: the text that was read, with the
+  /// cited passages.
+  source(id, n, signal = undefined) {
+    return this.request('GET', `/v1/research/${encodeURIComponent(id)}/sources/${encodeURIComponent(String(n))}`,
+                        undefined, signal);
+  }
+
+  /// The URL of a source's page (the text with its passages marked).
+  source_url(id, n) {
+    return this.url(`/v1/research/${encodeURIComponent(id)}/sources/${encodeURIComponent(String(n))}?format=html`);
+  }
+
+  /// POST /v1/uploads?name=NAME with the file's bytes -> `{upload, name,
+  /// bytes, type}`. `file`: a Blob with a name (a File).
+  async upload(file, signal = undefined) {
+    const name = typeof file.name === 'string' && file.name ? file.name : 'upload';
+    const init = {
+      method: 'POST',
+      headers: this.headers({ Accept: 'application/json',
+                              'Content-Type': file.type || 'application/octet-stream' }),
+      body: file,
+      signal,
+    };
+    let res;
+    try {
+      res = await this.fetch_impl(this.url(`/v1/uploads?name=${encodeURIComponent(name)}`), init);
+    } catch (e) {
+      if (e && e.name === 'AbortError')
+        throw e;
+      throw new api_error(0, 'network', `The server cannot be reached (${e && e.message ? e.message : e}).`);
+    }
+    if (res.status === 401)
+      this.on_unauthorized();
+    if (!res.ok)
+      throw await error_of(res);
+    try {
+      return JSON.parse(await res.text());
+    } catch {
+      throw new api_error(res.status, 'bad_response', 'The server answered with something that is not JSON.');
+    }
   }
 
   reply(id, answers) {
@@ -301,8 +379,13 @@ export function research_body(options) {
     if (Number.isInteger(n))
       body.max_agents = n;
   }
-  if (options.strategy)
-    body.strategy = String(options.strategy);
+  for (const key of ['strategy', 'mode', 'depth'])
+    if (options[key])
+      body[key] = String(options[key]);
+  if (typeof options.verify === 'boolean')
+    body.verify = options.verify;
+  if (Array.isArray(options.uploads) && options.uploads.length > 0)
+    body.uploads = options.uploads.map(String);
   return body;
 }
 

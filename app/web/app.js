@@ -1,6 +1,14 @@
-// The page of `quarry serve`: ask, watch, answer, cancel, history, follow-up,
-// export. Talks to the API of docs/api.md through api.js; the session's view
-// state comes from packets.js; Markdown from markdown.js (all text escaped).
+// The page of `quarry serve`: ask (with attached files), watch, answer,
+// cancel, resume, delete, history, follow-up, export, and read every source
+// with its cited passages. Talks to the API of docs/api.md through api.js;
+// the session's view state comes from packets.js. Reports are rendered by
+// the server (one Markdown renderer for the page, the HTML export and the
+// PDF); html.js escapes what the page writes itself.
+//
+// Layout: a finished session shows the answer first (the report, then the
+// follow-up form), with the plan and the agent lanes folded into "How this
+// was researched" (#process); while a session runs, that section is open
+// and leads until the report starts.
 //
 // Routes (the location's hash): `#/` asks a new question,
 // `#/research/<id>` shows a session (live while it runs, replayed after).
@@ -8,7 +16,12 @@
 // Stable hooks for tests (ids unless marked [data-testid]):
 //   ask form         #ask-form, #question, #ask-options-toggle (shows
 //                    #ask-options), #opt-clarify (checkbox), #opt-deadline,
-//                    #opt-max-agents, #ask-submit, #ask-error
+//                    #opt-max-agents, #opt-strategy, #opt-mode, #opt-depth,
+//                    #opt-verify, #ask-submit, #ask-error; files: #attach,
+//                    #attach-input, #uploads [uploads] > [data-testid=upload]
+//                    (data-state: uploading, ready, failed)
+//   server info      #server-info [server-info] (a <details>: version,
+//                    models by role, tools, defaults)
 //   session          #session (hidden unless a session is shown;
 //                    data-stream: connecting, live, replaying,
 //                    reconnecting, ended (the `end` event came: every
@@ -18,7 +31,9 @@
 //                    clarification, completed, cancelled, failed,
 //                    interrupted), #stats [stats], #cancel,
 //                    #export-md [export-md], #export-html [export-html],
-//                    #export-pdf [export-pdf], #export-docx [export-docx]
+//                    #export-pdf [export-pdf], #export-docx [export-docx],
+//                    #resume [resume], #delete [delete], #session-files
+//   process          #process [process] (a <details>; open while running)
 //   plan             #plan [plan] > li (one per step)
 //   agents           #agents [agents] > [data-testid=agent-lane]
 //                    (data-key="turn:tab", data-status=starting|searching|
@@ -26,14 +41,20 @@
 //                    [lane-title], [lane-task], [lane-action],
 //                    [lane-report] (a <details> with the intermediate report)
 //   sources          #sources [sources] > [data-testid=source]
-//                    (data-document-id; its .source-title shows the card
-//                    too), #sources-count [sources-count]
-//   report           #report [report]; citation chips a.cite
-//                    [data-testid=citation] (data-cite="n");
-//                    #references > li (id ref-N)
+//                    (data-document-id, data-number once the report is
+//                    done: the numbering of its references; its
+//                    .source-title shows the card and opens the source),
+//                    #sources-count [sources-count]
+//   report           #report [report] (data-rendered: server, plain);
+//                    citation chips a.cite [data-testid=citation]
+//                    (data-cite="n"); #references > li (id ref-N)
 //   citation card    #citation-card [citation-card] (shown on hover or
 //                    focus of a chip): [card-title], [card-url],
 //                    [card-passage]
+//   source view      #source-view [source-view] (a <dialog>, opened by a
+//                    click on a chip, a reference or a cited source):
+//                    [source-view-title], [source-view-where],
+//                    [source-view-text] with [source-passage] marks
 //   clarification    #clarification, #clarify-questions, #clarify-answer,
 //                    #clarify-send
 //   follow-up        #follow-up-form, #follow-up-question, #follow-up-submit
@@ -54,9 +75,9 @@ import {
   lane_citation_card, phase, plan_steps, session_notes, clip,
 } from './packets.js';
 import {
-  escape_html, is_web_url, render_citation_card, render_inline_markdown, render_markdown,
-  safe_url,
-} from './markdown.js';
+  best_passage, byte_to_index, escape_html, is_web_url, mark_passages, render_citation_card,
+  safe_url, short_location,
+} from './html.js';
 
 const $ = (id) => document.getElementById(id);
 const token_key = 'quarry.token';
@@ -152,22 +173,39 @@ function format_tokens(n) {
   return `${(n / 1e6).toFixed(2)}M`;
 }
 
+// A source's host (web) or file name (local): never a folder of the server.
 function host_of(url) {
   if (!url)
     return '';
-  if (/^file:/i.test(url)) {
-    const name = url.replace(/[?#].*$/, '').split('/').filter(Boolean).pop() || url;
+  if (is_web_url(url)) {
     try {
-      return decodeURIComponent(name);
+      return new URL(url).host;
     } catch {
-      return name;
+      return '';
     }
   }
-  try {
-    return new URL(url).host;
-  } catch {
-    return url.slice(0, 80);
-  }
+  return short_location(url);
+}
+
+function format_duration_ms(ms) {
+  if (!Number.isFinite(ms) || ms < 0)
+    return '';
+  const secs = Math.round(ms / 1000);
+  if (secs < 60)
+    return `${secs} s`;
+  if (secs < 3600)
+    return `${Math.floor(secs / 60)} min ${secs % 60} s`;
+  return `${Math.floor(secs / 3600)} h ${Math.floor((secs % 3600) / 60)} min`;
+}
+
+function format_bytes(n) {
+  if (!Number.isFinite(n))
+    return '';
+  if (n < 1024)
+    return `${n} B`;
+  if (n < 1024 * 1024)
+    return `${(n / 1024).toFixed(0)} KiB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
 
 const state_labels = {
@@ -197,15 +235,38 @@ const view = {
   report_timer: 0,
   rendered: null,
   clock: 0,
+  // The finished report as the server renders it: {html, sources,
+  // by_number: Map n -> source}, or null (not loaded, or none yet).
+  final: null,
+  final_loading: null,
+  // The streaming report as the server last rendered it: {text, html}.
+  live_html: null,
+  live_request: null,
+  // Sources read through the API, by number: promises of their JSON.
+  source_cache: new Map(),
+  // The person opened or closed #process themselves.
+  process_touched: false,
 };
 
 function reset_rendered() {
+  view.final = null;
+  if (view.final_loading)
+    view.final_loading.abort();
+  view.final_loading = null;
+  view.live_html = null;
+  if (view.live_request)
+    view.live_request.abort();
+  view.live_request = null;
+  view.live_failed = false;
+  view.source_cache = new Map();
+  view.process_touched = false;
   view.rendered = {
     plan: null,
     lanes: new Map(),
     sources: 0,
     sources_key: '',
     report: null,
+    report_html: null,
     citations: -1,
     errors: -1,
     notices: -1,
@@ -266,6 +327,7 @@ function follow(id, from) {
       set_connection('ended');
       schedule();
       refresh_info(id);
+      load_final(id);
       load_history(true);
     },
     on_status: (s) => set_connection(s),
@@ -313,6 +375,8 @@ async function open_session(id, question_hint) {
     if (view.id !== id)
       return;
     view.info = info;
+    if (!active_phases.has(info.state) && info.state !== 'clarification')
+      load_final(id);
   } catch (e) {
     if (view.id !== id)
       return;
@@ -386,9 +450,18 @@ function render() {
     parent.hidden = true;
   }
 
+  const files = Array.isArray(info.uploads) ? info.uploads.filter((f) => f && typeof f.name === 'string') : [];
+  const files_el = $('session-files');
+  files_el.hidden = files.length === 0;
+  const files_text = files.length ? `Files: ${files.map((f) => f.name).join(', ')}` : '';
+  if (files_el.textContent !== files_text)
+    files_el.textContent = files_text;
+
   const running = active_phases.has(p);
   $('cancel').hidden = !running || !view.id;
-  const has_report = s.report.length > 0;
+  $('resume').hidden = p !== 'interrupted' || !view.id;
+  $('delete').hidden = running || !view.id;
+  const has_report = s.report.length > 0 || !!(view.final && view.final.html !== null);
   for (const [id, format] of export_formats) {
     const el = $(id);
     el.hidden = !has_report || !view.id || running;
@@ -402,12 +475,13 @@ function render() {
   render_clarification(p);
   render_plan(p);
   render_lanes();
+  render_process(running);
   render_sources();
   // The sources column is left out while there is nothing it could show.
   const no_side = s.sources.length === 0 && (p === 'clarification' || !running);
   $('session-side').hidden = no_side;
   $('session-grid').classList.toggle('no-side', no_side);
-  render_report(running || replaying());
+  render_report();
   $('follow-up').hidden = running || p === 'clarification' || !view.id || !has_report;
   tick_clock(running);
   // A re-rendered report replaced the chip the card belonged to.
@@ -424,28 +498,53 @@ function tick_clock(running) {
   }
 }
 
+// The session's numbers: time, the model(s), sources, agents, calls,
+// tokens and cost (the server's account once the session is done, the
+// stream's while it runs). The offline extractive provider is "no model",
+// without token counts.
 function render_stats(p) {
   const s = view.state;
   const parts = [];
   const info = view.info || {};
-  if (info.created_at) {
+  const running = active_phases.has(p);
+  let ms = null;
+  if (!running && Number.isFinite(info.duration_ms)) {
+    ms = info.duration_ms;
+  } else if (info.created_at) {
     const start = new Date(info.created_at).getTime();
-    const end_iso = info.finished_at || (active_phases.has(p) ? null : info.updated_at);
+    const end_iso = info.finished_at || (running ? null : info.updated_at);
     const end = end_iso ? new Date(end_iso).getTime() : Date.now();
-    if (Number.isFinite(start) && Number.isFinite(end) && end >= start) {
-      const secs = Math.round((end - start) / 1000);
-      parts.push(['Time', secs < 60 ? `${secs} s` : `${Math.floor(secs / 60)} min ${secs % 60} s`]);
-    }
+    if (Number.isFinite(start) && Number.isFinite(end) && end >= start)
+      ms = end - start;
   }
+  if (ms !== null)
+    parts.push(['Time', format_duration_ms(ms)]);
+  const models = Array.isArray(info.models) ? info.models.filter((m) => m && typeof m === 'object') : [];
+  const offline = models.length > 0 && models.every((m) => m.offline === true || m.model === null);
+  const names = [...new Set(models.filter((m) => typeof m.model === 'string' && m.model).map((m) => m.model))];
+  if (offline)
+    parts.push(['Model', 'no model']);
+  else if (names.length)
+    parts.push([names.length > 1 ? 'Models' : 'Model', names.join(', ')]);
+  const cited = view.final && view.final.html !== null ? view.final.sources.length : s.citations.size;
   parts.push(['Sources', String(s.sources.length)]);
-  parts.push(['Cited', String(s.citations.size)]);
+  parts.push(['Cited', String(cited)]);
   parts.push(['Agents', String(s.lanes.length)]);
-  parts.push(['Model calls', String(s.usage.calls)]);
-  parts.push(['Tokens', format_tokens(s.usage.input_tokens + s.usage.output_tokens)]);
-  if (s.usage.cost_usd > 0)
-    parts.push(['Cost', `$${s.usage.cost_usd.toFixed(4)}`]);
+  if (!offline) {
+    const u = !running && info.usage && typeof info.usage === 'object' ? info.usage : null;
+    const calls = u && Number.isFinite(u.calls) ? u.calls : s.usage.calls;
+    const tokens = u && Number.isFinite(u.input_tokens) && Number.isFinite(u.output_tokens)
+      ? u.input_tokens + u.output_tokens : s.usage.input_tokens + s.usage.output_tokens;
+    const cost = u && Number.isFinite(u.cost) ? u.cost : s.usage.cost_usd;
+    parts.push(['Model calls', String(calls)]);
+    parts.push(['Tokens', format_tokens(tokens)]);
+    if (u && u.cost_known === false && !(cost > 0))
+      parts.push(['Cost', 'not priced']);
+    else if (cost > 0 || (u && u.cost_known === true))
+      parts.push(['Cost', `$${cost.toFixed(cost >= 1 ? 2 : 4)}`]);
+  }
   const html = parts.map(([k, v]) =>
-    `<span class="stat"><span class="stat-label">${escape_html(k)}</span> <span class="stat-value">${escape_html(v)}</span></span>`).join('');
+    `<span class="stat" data-stat="${escape_html(k.toLowerCase().replace(/ /g, '-'))}"><span class="stat-label">${escape_html(k)}</span> <span class="stat-value">${escape_html(v)}</span></span>`).join('');
   const el = $('stats');
   if (el.innerHTML !== html)
     el.innerHTML = html;
@@ -474,10 +573,16 @@ function render_clarification(p) {
   panel.hidden = !asking;
   if (asking && view.rendered.clarification !== s.clarification) {
     view.rendered.clarification = s.clarification;
-    $('clarify-questions').innerHTML = render_markdown(s.clarification);
+    // Short questions, shown as their text (line breaks kept).
+    $('clarify-questions').textContent = s.clarification;
     if (!$('clarify-answer').value)
       $('clarify-answer').focus({ preventScroll: true });
   }
+}
+
+// A plan step as text: Markdown's emphasis and code marks left out.
+function plain_step(step) {
+  return String(step).replace(/\*\*|__|`/g, '');
 }
 
 function render_plan(p) {
@@ -505,7 +610,29 @@ function render_plan(p) {
     return;
   view.rendered.plan = s.plan;
   $('plan').innerHTML = plan_steps(s).map((step) =>
-    `<li>${render_inline_markdown(step)}</li>`).join('');
+    `<li>${escape_html(plain_step(step))}</li>`).join('');
+}
+
+// "How this was researched": open while the session runs (the live lanes
+// lead until the report starts above them), folded once it is done, unless
+// the person opened or closed it.
+function render_process(running) {
+  const s = view.state;
+  const proc = $('process');
+  proc.hidden = $('plan-section').hidden && $('agents-section').hidden;
+  if (!view.process_touched && proc.open !== running)
+    proc.open = running;
+  const steps = s.checklist.length || plan_steps(s).length;
+  const parts = [];
+  if (steps)
+    parts.push(`${steps} ${steps === 1 ? 'step' : 'steps'}`);
+  if (s.lanes.length)
+    parts.push(`${s.lanes.length} ${s.lanes.length === 1 ? 'agent' : 'agents'}`);
+  if (s.sources.length)
+    parts.push(`${s.sources.length} ${s.sources.length === 1 ? 'source' : 'sources'} found`);
+  const text = parts.join(' · ');
+  if ($('process-summary').textContent !== text)
+    $('process-summary').textContent = text;
 }
 
 const status_labels = {
@@ -575,10 +702,10 @@ function render_lanes() {
         `<li class="query" title="${escape_html(q)}">${escape_html(clip(q, 80))}</li>`);
       const pages = lane.urls.slice(-4).map((u) => {
         const url = safe_url(u);
-        const label = escape_html(host_of(u) || u.slice(0, 60));
-        return url && is_web_url(url)
-          ? `<li class="page"><a href="${escape_html(url)}" target="_blank" rel="noopener noreferrer nofollow" title="${escape_html(u)}">${label}</a></li>`
-          : `<li class="page" title="${escape_html(u)}">${label}</li>`;
+        const label = escape_html(host_of(u) || 'a document');
+        return url
+          ? `<li class="page"><a href="${escape_html(url)}" target="_blank" rel="noopener noreferrer nofollow" title="${escape_html(url)}">${label}</a></li>`
+          : `<li class="page">${label}</li>`;
       });
       r.el.querySelector('.lane-queries').innerHTML = queries.concat(pages).join('');
     }
@@ -605,100 +732,332 @@ function order_lanes(container) {
     container.replaceChildren(...els);
 }
 
-function render_lane_report(details, lane) {
-  details.querySelector('.prose').innerHTML = render_markdown(lane.report, {
-    scope: lane.key,
-    citation: (n) => {
-      const card = lane_citation_card(view.state, lane.key, n);
-      return card ? { url: card.url, title: card.title } : null;
-    },
-  });
-  delete details.dataset.stale;
-}
-
-function cite_info(n) {
-  const card = citation_card(view.state, n);
-  return card ? { url: card.url, title: card.title } : null;
-}
-
-function render_sources() {
-  const s = view.state;
-  $('sources-count').textContent = s.sources.length ? String(s.sources.length) : '';
-  $('sources-empty').hidden = s.sources.length > 0;
-  const key = `${s.sources.length}:${s.citations.size}`;
-  if (view.rendered.sources_key === key)
-    return;
-  view.rendered.sources_key = key;
-  const cited = new Map();
-  for (const [n, id] of s.citations) {
-    if (!cited.has(id))
-      cited.set(id, []);
-    cited.get(id).push(n);
+// Chips in HTML the server rendered (`<a class="cite" data-n="N">`): the
+// page's chip attributes. `scope`: a lane's key for an agent's intermediate
+// report, whose numbers are the agent's own (its chips link the web page,
+// or nothing); otherwise the final report's numbers, each opening the
+// source through the API. Other links of the body open in a new tab.
+function decorate_links(root, scope) {
+  for (const a of root.querySelectorAll('a')) {
+    if (!a.classList.contains('cite')) {
+      const url = safe_url(a.getAttribute('href') || '');
+      if (url) {
+        a.target = '_blank';
+        a.rel = 'noopener noreferrer nofollow';
+      } else {
+        a.removeAttribute('href');
+      }
+      continue;
+    }
+    const n = Number(a.dataset.n || a.dataset.cite || String(a.textContent).replace(/\D/g, ''));
+    a.dataset.cite = String(n);
+    a.dataset.testid = 'citation';
+    a.textContent = String(n);
+    let title = '';
+    if (scope) {
+      a.dataset.scope = scope;
+      const card = lane_citation_card(view.state, scope, n);
+      const url = card && safe_url(card.url);
+      title = card ? card.title : '';
+      a.setAttribute('href', url || `#source-${n}`);
+      if (url) {
+        a.target = '_blank';
+        a.rel = 'noopener noreferrer nofollow';
+      } else {
+        a.removeAttribute('target');
+      }
+    } else {
+      const src = view.final && view.final.by_number.get(n);
+      const card = src ? null : citation_card(view.state, n);
+      title = src ? src.title : card ? card.title : '';
+      if (view.id)
+        a.setAttribute('href', api.source_url(view.id, n));
+      a.removeAttribute('target');
+    }
+    a.setAttribute('aria-label', title ? `Source ${n}: ${title}` : `Source ${n}`);
   }
-  // Cited sources first (by citation number), then the others as found.
-  const order = s.sources.map((d, i) => {
-    const nums = (cited.get(d.document_id) || []).sort((a, b) => a - b);
-    return { d, i, nums };
-  });
-  order.sort((a, b) => {
-    if (a.nums.length && b.nums.length)
-      return a.nums[0] - b.nums[0];
-    if (a.nums.length !== b.nums.length)
-      return a.nums.length ? -1 : 1;
-    return a.i - b.i;
-  });
-  $('sources').innerHTML = order.map(({ d, nums }) => {
-    const url = safe_url(d.url);
-    const title = escape_html(d.title);
-    const doc = escape_html(d.document_id);
-    const head = url && is_web_url(url)
-      ? `<a class="source-title" data-doc="${doc}" href="${escape_html(url)}" target="_blank" rel="noopener noreferrer nofollow">${title}</a>`
-      : `<span class="source-title" data-doc="${doc}" tabindex="0">${title}</span>`;
-    const badges = nums.map((n) => `<span class="num">${n}</span>`).join('');
-    const kind = d.is_internet ? 'web' : (d.source_type || 'document');
-    return `<li class="source${nums.length ? ' cited' : ''}" data-testid="source" data-document-id="${escape_html(d.document_id)}">`
-      + `<div class="source-head">${badges}${head}</div>`
-      + `<div class="source-meta"><span class="kind">${escape_html(kind)}</span>`
-      + `<span class="where" title="${escape_html(d.url)}">${escape_html(host_of(d.url))}</span></div></li>`;
-  }).join('');
 }
 
-function render_report(throttle) {
-  const s = view.state;
-  $('report-section').hidden = !s.report_started && !s.report;
-  const text = s.report;
-  if (view.rendered.report === text && view.rendered.citations === s.citations.size)
+function render_lane_report(details, lane) {
+  const box = details.querySelector('.prose');
+  const text = lane.report;
+  const id = view.id;
+  delete details.dataset.stale;
+  if (!box.innerHTML)
+    box.textContent = text;
+  api.render(id, text).then((res) => {
+    if (view.id !== id || lane.report !== text || !res || typeof res.html !== 'string')
+      return;
+    box.innerHTML = res.html;
+    decorate_links(box, lane.key);
+  }).catch(() => {
+    if (view.id === id)
+      box.textContent = text;
+  });
+}
+
+// -- the report -------------------------------------------------------------------
+
+// The finished report as the server renders it, and its sources in the
+// report's numbering (what its references list). A session without a
+// report yet (409) keeps the streamed text.
+async function load_final(id) {
+  if (view.final || view.final_loading || view.id !== id)
     return;
-  // While the report streams in, re-render at most a few times a second.
-  const now = performance.now();
-  if (throttle && now - view.last_report_render < 200) {
+  const controller = new AbortController();
+  view.final_loading = controller;
+  try {
+    const [report, listed] = await Promise.all([api.report(id, controller.signal),
+                                                api.sources(id, controller.signal)]);
+    if (view.id !== id)
+      return;
+    const sources = (listed && Array.isArray(listed.sources) ? listed.sources : [])
+      .filter((x) => x && Number.isInteger(x.number));
+    view.final = {
+      html: report && typeof report.html === 'string' ? report.html : null,
+      text: report && typeof report.report === 'string' ? report.report : '',
+      sources,
+      by_number: new Map(sources.map((x) => [x.number, x])),
+    };
+    schedule();
+  } catch (e) {
+    if (e && e.name === 'AbortError')
+      return;
+    if (view.id === id && !(e instanceof api_error && (e.status === 409 || e.status === 404))) {
+      add_local_error(`The report could not be loaded: ${message_of(e)}`);
+      schedule();
+    }
+  } finally {
+    if (view.final_loading === controller)
+      view.final_loading = null;
+  }
+}
+
+// The streamed report, rendered by the server about once a second (the
+// same renderer as the finished one); until the first answer, and if the
+// server cannot render, its text.
+function request_live_render(text) {
+  const id = view.id;
+  if (!id || view.live_request || (view.live_html && view.live_html.text === text)
+      || view.live_failed)
+    return;
+  const wait = 1000 - (performance.now() - view.last_report_render);
+  if (wait > 0) {
     if (!view.report_timer)
       view.report_timer = setTimeout(() => {
         view.report_timer = 0;
         schedule();
-      }, 220);
+      }, wait + 20);
     return;
   }
-  view.last_report_render = now;
+  view.last_report_render = performance.now();
+  const controller = new AbortController();
+  view.live_request = controller;
+  api.render(id, text, controller.signal).then((res) => {
+    if (view.id === id && res && typeof res.html === 'string')
+      view.live_html = { text, html: res.html };
+  }).catch((e) => {
+    if (!(e && e.name === 'AbortError') && view.id === id)
+      view.live_failed = true;
+  }).finally(() => {
+    if (view.live_request === controller)
+      view.live_request = null;
+    schedule();
+  });
+}
+
+function set_report_html(html, how) {
+  const el = $('report');
+  el.innerHTML = html;
+  el.dataset.rendered = how;
+  decorate_links(el, null);
+}
+
+function render_report() {
+  const s = view.state;
+  const final = view.final;
+  const loading_final = !final && !active_phases.has(session_phase()) && view.final_loading;
+  $('report-section').hidden = !s.report_started && !s.report && !(final && final.html);
+  if (final && final.html !== null) {
+    if (view.rendered.report_html !== final.html) {
+      view.rendered.report_html = final.html;
+      view.rendered.report = null;
+      set_report_html(final.html, 'server');
+      render_references();
+    }
+    return;
+  }
+  const text = s.report;
+  if (!text) {
+    if (view.rendered.report !== '') {
+      view.rendered.report = '';
+      view.rendered.report_html = null;
+      $('report').innerHTML = '<p class="muted">The report is being written…</p>';
+      $('report').dataset.rendered = '';
+    }
+    return;
+  }
+  if (!loading_final && !replaying())
+    request_live_render(text);
+  const live = view.live_html;
+  if (live && text.startsWith(live.text.slice(0, 64))) {
+    if (view.rendered.report_html !== live.html) {
+      view.rendered.report_html = live.html;
+      set_report_html(live.html, 'server');
+    }
+  } else if (view.rendered.report !== text) {
+    view.rendered.report_html = null;
+    const el = $('report');
+    el.innerHTML = `<div class="report-plain">${escape_html(text)}</div>`;
+    el.dataset.rendered = 'plain';
+  }
   view.rendered.report = text;
-  view.rendered.citations = s.citations.size;
-  $('report').innerHTML = text
-    ? render_markdown(text, { citation: cite_info })
-    : '<p class="muted">The report is being written…</p>';
-  const nums = [...s.citations.keys()].sort((a, b) => a - b);
-  $('references-wrap').hidden = nums.length === 0;
-  $('references').innerHTML = nums.map((n) => {
-    const card = citation_card(s, n);
-    if (!card)
-      return '';
-    const url = safe_url(card.url);
-    const title = escape_html(card.title);
-    const link = url && is_web_url(url)
-      ? `<a href="${escape_html(url)}" target="_blank" rel="noopener noreferrer nofollow">${title}</a>`
-      : `<span class="ref-title">${title}</span>`;
-    return `<li id="ref-${n}" value="${n}">${link}`
-      + (card.url ? ` <span class="muted ref-url">${escape_html(card.url)}</span>` : '') + '</li>';
-  }).join('');
+  if (view.rendered.citations !== s.citations.size) {
+    view.rendered.citations = s.citations.size;
+    render_references();
+  }
+}
+
+// The references under the report: the finished report's sources (their
+// numbers are the report's), else the citations streamed so far.
+function render_references() {
+  const s = view.state;
+  const final = view.final;
+  let items;
+  if (final && final.html !== null) {
+    items = final.sources.map((src) => {
+      const n = src.number;
+      return `<li id="ref-${n}" value="${n}" data-testid="reference">`
+        + `<a class="ref-open" data-cite="${n}" href="${escape_html(api.source_url(view.id, n))}">${escape_html(src.title || src.location || `Source ${n}`)}</a>`
+        + (src.location ? ` <span class="muted ref-url">${escape_html(src.location)}</span>` : '')
+        + (src.snippet_only ? ' <span class="muted">(snippet only)</span>' : '') + '</li>';
+    });
+  } else {
+    const nums = [...s.citations.keys()].sort((a, b) => a - b);
+    items = nums.map((n) => {
+      const card = citation_card(s, n);
+      if (!card)
+        return '';
+      const url = safe_url(card.url);
+      const title = escape_html(card.title);
+      const link = url
+        ? `<a href="${escape_html(url)}" target="_blank" rel="noopener noreferrer nofollow">${title}</a>`
+        : `<span class="ref-title">${title}</span>`;
+      const where = short_location(card.url);
+      return `<li id="ref-${n}" value="${n}" data-testid="reference">${link}`
+        + (where ? ` <span class="muted ref-url">${escape_html(where)}</span>` : '') + '</li>';
+    });
+  }
+  $('references-wrap').hidden = items.length === 0;
+  $('references').innerHTML = items.join('');
+}
+
+// -- sources ----------------------------------------------------------------------
+
+function source_item(d, nums, number) {
+  const url = safe_url(d.url);
+  const title = escape_html(d.title || short_location(d.url, d.location) || 'Untitled source');
+  const doc = escape_html(d.document_id || '');
+  const head = number !== null
+    ? `<a class="source-title" data-doc="${doc}" data-cite="${number}" href="${escape_html(api.source_url(view.id, number))}">${title}</a>`
+    : url
+      ? `<a class="source-title" data-doc="${doc}" href="${escape_html(url)}" target="_blank" rel="noopener noreferrer nofollow">${title}</a>`
+      : `<span class="source-title" data-doc="${doc}" tabindex="0">${title}</span>`;
+  const badges = nums.map((n) => `<span class="num">${n}</span>`).join('');
+  const kind = d.kind || (d.is_internet ? 'web' : (d.source_type || 'document'));
+  const where = short_location(d.url, d.location);
+  return `<li class="source${nums.length ? ' cited' : ''}" data-testid="source" data-document-id="${doc}"`
+    + `${number !== null ? ` data-number="${number}"` : ''}>`
+    + `<div class="source-head">${badges}${head}</div>`
+    + `<div class="source-meta"><span class="kind">${escape_html(kind)}</span>`
+    + `<span class="where">${escape_html(where)}</span></div></li>`;
+}
+
+function render_sources() {
+  const s = view.state;
+  const final = view.final && view.final.html !== null ? view.final : null;
+  const key = `${s.sources.length}:${s.citations.size}:${final ? final.sources.length : -1}`;
+  if (view.rendered.sources_key === key)
+    return;
+  view.rendered.sources_key = key;
+  let html;
+  let shown;
+  if (final) {
+    // One numbering: the report's. Then what was found and not cited.
+    const cited_ids = new Set(s.citations.values());
+    const cited = final.sources.map((src) => source_item(src, [src.number], src.number));
+    const others = s.sources.filter((d) => !cited_ids.has(d.document_id))
+      .map((d) => source_item(d, [], null));
+    html = cited.join('')
+      + (others.length
+        ? `<li class="sources-more"><details><summary>${others.length} more found, not cited</summary><ol class="sources">${others.join('')}</ol></details></li>`
+        : '');
+    shown = cited.length + others.length;
+  } else {
+    const cited = new Map();
+    for (const [n, id] of s.citations) {
+      if (!cited.has(id))
+        cited.set(id, []);
+      cited.get(id).push(n);
+    }
+    // Cited sources first (by citation number), then the others as found.
+    const order = s.sources.map((d, i) => {
+      const nums = (cited.get(d.document_id) || []).sort((a, b) => a - b);
+      return { d, i, nums };
+    });
+    order.sort((a, b) => {
+      if (a.nums.length && b.nums.length)
+        return a.nums[0] - b.nums[0];
+      if (a.nums.length !== b.nums.length)
+        return a.nums.length ? -1 : 1;
+      return a.i - b.i;
+    });
+    html = order.map(({ d, nums }) => source_item(d, nums, null)).join('');
+    shown = order.length;
+  }
+  $('sources-count').textContent = shown ? String(shown) : '';
+  $('sources-empty').hidden = shown > 0;
+  $('sources').innerHTML = html;
+}
+
+// A source of the finished report through the API, once per session.
+function fetch_source(n) {
+  const id = view.id;
+  let p = view.source_cache.get(n);
+  if (!p) {
+    p = api.source(id, n);
+    view.source_cache.set(n, p);
+    p.catch(() => {
+      if (view.source_cache.get(n) === p)
+        view.source_cache.delete(n);
+    });
+  }
+  return p;
+}
+
+// The sentence a chip ends: the text of its block before it, from the end
+// of the sentence before (chips and punctuation right before it skipped).
+function sentence_of(chip) {
+  const block = chip.closest('p, li, td, th, blockquote, h1, h2, h3, h4, h5, h6') || chip.parentElement;
+  if (!block)
+    return '';
+  const range = document.createRange();
+  range.setStart(block, 0);
+  range.setEndBefore(chip);
+  const before = range.toString().replace(/[\s\d,.;:!?[\]()]+$/, '');
+  const parts = before.split(/(?<=[.!?])\s+/);
+  return parts[parts.length - 1] || before;
+}
+
+// The passage of source JSON `src` that the claim `sentence` cites: its
+// text, or '' without passages.
+function passage_text(src, sentence) {
+  const k = best_passage(src.passages, sentence);
+  if (k < 0 || typeof src.text !== 'string')
+    return '';
+  const at = byte_to_index(src.text);
+  const p = src.passages[k];
+  return src.text.slice(at(p.begin), at(p.end)).trim();
 }
 
 // -- citation cards -------------------------------------------------------------
@@ -708,26 +1067,50 @@ let card_hide_timer = 0;
 // What shows a card: citation chips and the titles in the sources list.
 const card_targets = 'a.cite, #sources .source-title';
 
-function show_card(chip) {
-  clearTimeout(card_hide_timer);
-  const n = Number(chip.dataset.cite);
-  // Chips of an intermediate report use their agent's own numbers; an
-  // entry of the sources list names its document.
-  let card = chip.dataset.doc !== undefined ? document_card(view.state, chip.dataset.doc)
-    : chip.dataset.scope ? lane_citation_card(view.state, chip.dataset.scope, n)
-      : citation_card(view.state, n);
-  if (!card && chip.dataset.doc !== undefined)
-    return;
-  if (!card) {
-    const href = chip.getAttribute('href') || '';
-    card = { number: n, title: `Source ${n}`, url: href.startsWith('#') ? '' : href, passage: '' };
-  }
+function show_card_html(chip, card) {
   const el = $('citation-card');
   el.innerHTML = render_citation_card(card);
   el.hidden = false;
   card_anchor = chip;
   chip.setAttribute('aria-describedby', 'citation-card');
   place_card();
+}
+
+function show_card(chip) {
+  clearTimeout(card_hide_timer);
+  const n = Number(chip.dataset.cite);
+  const final_src = !chip.dataset.scope && view.final && Number.isInteger(n)
+    ? view.final.by_number.get(n) : null;
+  if (final_src) {
+    // The finished report: the passage this claim cites, read through the API.
+    const base = { number: n, title: final_src.title, url: safe_url(final_src.url) || '',
+                   location: final_src.location, source_type: final_src.kind,
+                   snippet_only: final_src.snippet_only, openable: true };
+    show_card_html(chip, { ...base, loading: true });
+    const sentence = chip.classList.contains('cite') ? sentence_of(chip) : '';
+    fetch_source(n).then((src) => {
+      if (card_anchor !== chip)
+        return;
+      const passage = passage_text(src, sentence);
+      show_card_html(chip, { ...base, passage, evidence: passage.length > 0 });
+    }).catch((e) => {
+      if (card_anchor === chip)
+        show_card_html(chip, { ...base, passage: '', loading: false,
+                               title: `${base.title} (${message_of(e)})` });
+    });
+    return;
+  }
+  // Chips of an intermediate report use their agent's own numbers; an
+  // entry of the sources list names its document.
+  let card = chip.dataset.doc !== undefined && chip.dataset.cite === undefined
+    ? document_card(view.state, chip.dataset.doc)
+    : chip.dataset.scope ? lane_citation_card(view.state, chip.dataset.scope, n)
+      : citation_card(view.state, n);
+  if (!card && chip.dataset.doc !== undefined)
+    return;
+  if (!card)
+    card = { number: n, title: `Source ${n}`, url: '', passage: '' };
+  show_card_html(chip, card);
 }
 
 // Puts the card under its chip (above when there is no room below); hides
@@ -767,6 +1150,102 @@ function hide_card_soon() {
   card_hide_timer = setTimeout(hide_card, 200);
 }
 
+// -- the source view ------------------------------------------------------------------
+
+const verdict_labels = {
+  supported: 'supported',
+  partly_supported: 'partly supported',
+  unsupported: 'not supported',
+  no_evidence: 'no evidence found',
+  unverified: 'not verified',
+};
+
+// Opens source `n` of the finished report in the dialog: the text that was
+// read, the cited passages marked, the claims that cite them; scrolled to
+// the passage of `sentence` (the claim clicked), else the first.
+async function open_source(n, sentence = '') {
+  const id = view.id;
+  const src = view.final && view.final.by_number.get(n);
+  if (!id || !src)
+    return;
+  hide_card();
+  const dlg = $('source-view');
+  dlg.dataset.n = String(n);
+  dlg.dataset.state = 'loading';
+  $('source-view-num').textContent = String(n);
+  $('source-view-title').textContent = src.title || `Source ${n}`;
+  $('source-view-where').textContent = src.location || '';
+  const original = safe_url(src.url);
+  $('source-view-original').hidden = !original;
+  if (original)
+    $('source-view-original').href = original;
+  $('source-view-page').href = api.source_url(id, n);
+  $('source-view-note').textContent = '';
+  $('source-view-claims').replaceChildren();
+  $('source-view-text').textContent = 'Loading the text that was read…';
+  if (!dlg.open)
+    dlg.showModal();
+  let json;
+  try {
+    json = await fetch_source(n);
+  } catch (e) {
+    if (dlg.dataset.n === String(n)) {
+      $('source-view-text').textContent = `The source could not be loaded: ${message_of(e)}`;
+      dlg.dataset.state = 'failed';
+    }
+    return;
+  }
+  if (view.id !== id || dlg.dataset.n !== String(n))
+    return;
+  const passages = Array.isArray(json.passages) ? json.passages : [];
+  const text = typeof json.text === 'string' ? json.text : '';
+  $('source-view-text').innerHTML = mark_passages(text, passages);
+  const notes = [];
+  if (json.snippet_only)
+    notes.push('Only the search engine\'s snippet was read; the page was never opened.');
+  if (json.text_truncated)
+    notes.push('The text is cut here; the original holds more.');
+  if (passages.length === 0)
+    notes.push('No passage of this source was located for its claims.');
+  $('source-view-note').textContent = notes.join(' ');
+  const at = byte_to_index(text);
+  const marks = [...$('source-view-text').querySelectorAll('mark.passage')];
+  // The mark holding a passage: the one whose text starts at or before it.
+  const mark_of = (p) => {
+    const i = at(p.begin);
+    let found = marks[0] || null;
+    for (const m of marks)
+      if (Number(m.dataset.begin) <= i)
+        found = m;
+    return found;
+  };
+  $('source-view-claims').innerHTML = passages.length
+    ? `<h3>Claims citing this source</h3><ol>${passages.map((p, k) => {
+      const claims = Array.isArray(p.claims) ? p.claims : [];
+      const verdict = p.verdict && verdict_labels[p.verdict]
+        ? ` <span class="verdict" data-verdict="${escape_html(p.verdict)}">${escape_html(verdict_labels[p.verdict])}</span>` : '';
+      return `<li><button type="button" class="link-button" data-passage="${k}">${escape_html(claims.join(' / ') || `Passage ${k + 1}`)}</button>${verdict}</li>`;
+    }).join('')}</ol>` : '';
+  for (const b of $('source-view-claims').querySelectorAll('button[data-passage]'))
+    b.addEventListener('click', () => {
+      const m = mark_of(passages[Number(b.dataset.passage)]);
+      if (m)
+        focus_mark(m);
+    });
+  dlg.dataset.state = 'loaded';
+  const k = best_passage(passages, sentence);
+  const target = k >= 0 ? mark_of(passages[k]) : null;
+  if (target)
+    focus_mark(target);
+}
+
+function focus_mark(mark) {
+  for (const m of $('source-view-text').querySelectorAll('mark.current'))
+    m.classList.remove('current');
+  mark.classList.add('current');
+  mark.scrollIntoView({ block: 'center' });
+}
+
 function setup_cards() {
   document.addEventListener('mouseover', (e) => {
     const chip = e.target.closest && e.target.closest(card_targets);
@@ -797,17 +1276,30 @@ function setup_cards() {
   });
   window.addEventListener('scroll', () => place_card(), { passive: true, capture: true });
   window.addEventListener('resize', () => place_card());
+  $('source-view-close').addEventListener('click', () => $('source-view').close());
+  $('source-view').addEventListener('click', (e) => {
+    // A click on the backdrop closes the dialog.
+    if (e.target === $('source-view'))
+      $('source-view').close();
+  });
   document.addEventListener('click', (e) => {
-    const chip = e.target.closest && e.target.closest('a.cite, a[href^="#source-"]');
+    if (e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey)
+      return; // a new tab or window: the link's own page
+    const chip = e.target.closest && e.target.closest('a.cite, a.ref-open, #sources a.source-title, a[href^="#source-"]');
     if (!chip)
       return;
+    const n = Number(chip.dataset.cite || (chip.getAttribute('href') || '').replace('#source-', ''));
+    // The finished report's sources open in the page, through the API.
+    if (!chip.dataset.scope && view.final && view.final.by_number.has(n)) {
+      e.preventDefault();
+      open_source(n, chip.classList.contains('cite') ? sentence_of(chip) : '');
+      return;
+    }
     const href = chip.getAttribute('href') || '';
     if (is_web_url(href))
       return; // opens the page in a new tab
-    // Local documents: browsers do not follow file: links from a web page;
-    // show the source in the references instead.
+    // Before the report is done: show the source in the lists instead.
     e.preventDefault();
-    const n = Number(chip.dataset.cite || href.replace('#source-', ''));
     const card = chip.dataset.scope ? lane_citation_card(view.state, chip.dataset.scope, n) : null;
     const ref = card
       ? document.querySelector(`#sources [data-document-id="${CSS.escape(card.document_id)}"]`)
@@ -862,12 +1354,22 @@ function render_history() {
     const state = typeof it.state === 'string' ? it.state : '';
     const q = typeof it.question === 'string' ? it.question : '(no question)';
     const when = format_time(it.created_at);
-    return `<li><a class="history-item" data-testid="history-item" data-id="${escape_html(it.id)}"`
+    const id = escape_html(it.id);
+    const actions = [];
+    if (state === 'interrupted')
+      actions.push(`<button type="button" class="link-button" data-action="resume" data-id="${id}">Resume</button>`);
+    if (state === 'completed' || state === 'cancelled' || state === 'failed' || state === 'interrupted')
+      actions.push(`<a class="link-button" data-action="export" href="${escape_html(api.report_url(it.id, 'md'))}" download="quarry-${id}.md">Export</a>`);
+    if (state !== 'running' && state !== 'pending')
+      actions.push(`<button type="button" class="link-button" data-action="delete" data-id="${id}">Delete</button>`);
+    return `<li class="history-entry"><a class="history-item" data-testid="history-item" data-id="${id}"`
       + ` data-state="${escape_html(state)}" href="#/research/${encodeURIComponent(it.id)}">`
       + `<span class="history-q">${escape_html(clip(q, 140))}</span>`
       + `<span class="history-meta"><span class="dot" data-state="${escape_html(state)}" aria-hidden="true"></span>`
       + `${escape_html(state_labels[state] || state)}${when ? ` · ${escape_html(when)}` : ''}`
-      + `${it.parent_id ? ' · follow-up' : ''}</span></a></li>`;
+      + `${it.parent_id ? ' · follow-up' : ''}</span></a>`
+      + (actions.length ? `<span class="history-actions" data-testid="history-actions">${actions.join('')}</span>` : '')
+      + '</li>';
   }).join('');
   $('history-empty').hidden = past.items.length > 0;
   $('history-empty').textContent = past.query ? 'Nothing matches.' : 'No research yet.';
@@ -903,11 +1405,15 @@ function ask_options() {
     deadline: deadline || undefined,
     max_agents: agents === '' ? undefined : Number(agents),
     strategy: $('opt-strategy').value || undefined,
+    mode: $('opt-mode').value || undefined,
     depth: $('opt-depth').value || undefined,
+    verify: $('opt-verify').value === '' ? undefined : $('opt-verify').value === 'on',
   };
 }
 
 function check_options(o) {
+  if ((o.mode || o.depth) && o.strategy === 'orchestrator')
+    return 'Mode and depth belong to the reflective strategy: choose it, or leave them at the server default.';
   if (o.deadline && !valid_duration(o.deadline))
     return 'The deadline is a duration such as 90s, 10m or 1h30m.';
   if (o.max_agents !== undefined && !(Number.isInteger(o.max_agents) && o.max_agents >= 1 && o.max_agents <= 16))
@@ -925,7 +1431,7 @@ async function submit_question(e) {
     return;
   }
   const options = { question, ...ask_options() };
-  const problem = check_options(options);
+  const problem = check_options(options) || uploads_problem();
   if (problem) {
     show_error(err, problem);
     return;
@@ -934,10 +1440,12 @@ async function submit_question(e) {
   const button = $('ask-submit');
   button.disabled = true;
   try {
+    options.uploads = await uploads_ready();
     const res = await api.start(options);
     if (!res || typeof res.id !== 'string')
       throw new Error('The server did not return a session id.');
     $('question').value = '';
+    clear_uploads();
     pending_question = { id: res.id, question };
     location.hash = `#/research/${encodeURIComponent(res.id)}`;
     load_history(true);
@@ -949,6 +1457,104 @@ async function submit_question(e) {
 }
 
 let pending_question = null;
+
+// -- attached files ------------------------------------------------------------
+
+// The files attached to the next question: each uploaded as soon as it is
+// chosen ({file, state: uploading|ready|failed, upload, error, promise}).
+const attached = [];
+
+function render_uploads() {
+  const list = $('uploads');
+  list.hidden = attached.length === 0;
+  list.innerHTML = attached.map((a, i) => {
+    const status = a.state === 'uploading' ? 'Uploading…'
+      : a.state === 'ready' ? format_bytes(a.upload.bytes) : a.error;
+    return `<li class="upload" data-testid="upload" data-state="${a.state}">`
+      + `<span class="upload-name">${escape_html(a.file.name)}</span>`
+      + `<span class="upload-status${a.state === 'failed' ? ' form-error' : ' muted'}">${escape_html(status)}</span>`
+      + `<button type="button" class="link-button" data-remove="${i}" aria-label="Remove ${escape_html(a.file.name)}">Remove</button></li>`;
+  }).join('');
+}
+
+function attach_files(files) {
+  for (const file of files) {
+    const entry = { file, state: 'uploading', upload: null, error: '', promise: null };
+    entry.promise = api.upload(file).then((res) => {
+      if (!res || typeof res.upload !== 'string')
+        throw new Error('The server did not return an upload id.');
+      entry.upload = res;
+      entry.state = 'ready';
+    }).catch((e) => {
+      entry.state = 'failed';
+      entry.error = message_of(e);
+    }).finally(render_uploads);
+    attached.push(entry);
+  }
+  render_uploads();
+}
+
+function uploads_problem() {
+  const failed = attached.filter((a) => a.state === 'failed');
+  return failed.length
+    ? `${failed.map((a) => a.file.name).join(', ')} could not be attached: remove ${failed.length === 1 ? 'it' : 'them'} or try again.`
+    : '';
+}
+
+// The ids of the attached files once every upload is done.
+async function uploads_ready() {
+  await Promise.all(attached.map((a) => a.promise));
+  const problem = uploads_problem();
+  if (problem)
+    throw new Error(problem);
+  return attached.map((a) => a.upload.upload);
+}
+
+function clear_uploads() {
+  attached.length = 0;
+  render_uploads();
+}
+
+// -- what the server researches with --------------------------------------------
+
+async function load_server_info() {
+  let info;
+  try {
+    info = await api.info();
+  } catch {
+    return; // the page works without it (a 401 asks for the token)
+  }
+  if (!info || typeof info !== 'object')
+    return;
+  const providers = info.providers && typeof info.providers === 'object' ? info.providers : {};
+  const roles = info.roles && typeof info.roles === 'object' ? info.roles : {};
+  const model_of = (provider) => {
+    const p = providers[provider];
+    if (!p || typeof p !== 'object')
+      return provider;
+    if (p.plugin === 'offline' || p.model === null || p.model === undefined)
+      return p.plugin === 'offline' ? 'no model (offline extractive provider)' : `${provider} (${p.plugin})`;
+    return `${p.model} (${provider})`;
+  };
+  const main = roles.research || roles.orchestrator || Object.keys(providers)[0] || '';
+  const tools = Array.isArray(info.tools) ? info.tools.filter((t) => t && typeof t.name === 'string') : [];
+  const research = info.research && typeof info.research === 'object' ? info.research : {};
+  $('server-summary').textContent = `Researching with ${main ? model_of(main) : 'the server\'s model'}`
+    + ` · ${tools.length} ${tools.length === 1 ? 'tool' : 'tools'}`
+    + (research.strategy ? ` · ${research.strategy} strategy` : '');
+  const rows = [];
+  if (info.version)
+    rows.push(['Quarry', String(info.version)]);
+  for (const [role, provider] of Object.entries(roles))
+    rows.push([`Model for ${role}`, model_of(String(provider))]);
+  rows.push(['Tools', tools.map((t) => `${t.name} (${t.kind})`).join(', ') || 'none']);
+  for (const key of ['strategy', 'mode', 'depth', 'verify', 'deadline', 'max_parallel_agents'])
+    if (research[key] !== undefined && research[key] !== null && research[key] !== '')
+      rows.push([`Default ${key.replace(/_/g, ' ')}`, String(research[key])]);
+  $('server-settings').innerHTML = rows.map(([k, v]) =>
+    `<dt>${escape_html(k)}</dt><dd>${escape_html(v)}</dd>`).join('');
+  $('server-info').hidden = false;
+}
 
 async function submit_answers(e) {
   e.preventDefault();
@@ -978,6 +1584,72 @@ async function submit_answers(e) {
     show_error(err, message_of(ex));
   } finally {
     $('clarify-send').disabled = false;
+  }
+}
+
+async function resume_session() {
+  const id = view.id;
+  if (!id)
+    return;
+  const button = $('resume');
+  button.disabled = true;
+  try {
+    await api.resume(id);
+    if (view.id !== id)
+      return;
+    // The resumed run's packets follow what is shown.
+    view.final = null;
+    view.state.end_state = null;
+    view.state.stopped = false;
+    view.state.version += 1;
+    if (view.info)
+      view.info.state = 'running';
+    follow(id, view.state.last_seq + 1);
+    load_history(true);
+  } catch (ex) {
+    add_local_error(message_of(ex));
+  } finally {
+    button.disabled = false;
+    schedule();
+  }
+}
+
+// Deletes session `id` after a second click on the same button within 5 s
+// (its label asks to confirm).
+async function delete_session(id, button) {
+  if (!id)
+    return;
+  if (button.dataset.confirm !== '1') {
+    button.dataset.confirm = '1';
+    button.dataset.label = button.textContent;
+    button.textContent = 'Delete for good?';
+    setTimeout(() => {
+      if (button.dataset.confirm === '1') {
+        button.dataset.confirm = '';
+        button.textContent = button.dataset.label;
+      }
+    }, 5000);
+    return;
+  }
+  button.dataset.confirm = '';
+  button.disabled = true;
+  try {
+    await api.remove(id);
+    past.items = past.items.filter((it) => it.id !== id);
+    render_history();
+    if (view.id === id)
+      location.hash = '#/';
+  } catch (ex) {
+    if (view.id === id) {
+      add_local_error(message_of(ex));
+      schedule();
+    } else {
+      show_error($('history-error'), message_of(ex));
+    }
+  } finally {
+    button.disabled = false;
+    if (button.isConnected && button.dataset.label)
+      button.textContent = button.dataset.label;
   }
 }
 
@@ -1031,6 +1703,18 @@ async function submit_follow_up(e) {
 const export_formats = [['export-md', 'md'], ['export-html', 'html'], ['export-pdf', 'pdf'],
                         ['export-docx', 'docx']];
 
+// Saves `blob` as a download named `name`.
+function save_blob(blob, name) {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
 // Exports carry the token when there is one (a plain link cannot).
 async function export_click(e) {
   const token = load_token();
@@ -1039,15 +1723,7 @@ async function export_click(e) {
     return;
   e.preventDefault();
   try {
-    const blob = await api.report_blob(view.id, format);
-    const url = URL.createObjectURL(blob);
-    const a = document.createElement('a');
-    a.href = url;
-    a.download = `quarry-${view.id}.${format}`;
-    document.body.append(a);
-    a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 10000);
+    save_blob(await api.report_blob(view.id, format), `quarry-${view.id}.${format}`);
   } catch (ex) {
     add_local_error(message_of(ex));
     schedule();
@@ -1094,6 +1770,50 @@ function setup() {
   $('clarify-form').addEventListener('submit', submit_answers);
   $('follow-up-form').addEventListener('submit', submit_follow_up);
   $('cancel').addEventListener('click', cancel_session);
+  $('resume').addEventListener('click', resume_session);
+  $('delete').addEventListener('click', (e) => delete_session(view.id, e.currentTarget));
+  $('history-list').addEventListener('click', async (e) => {
+    const b = e.target.closest && e.target.closest('[data-action]');
+    if (!b)
+      return;
+    if (b.dataset.action === 'delete') {
+      e.preventDefault();
+      delete_session(b.dataset.id, b);
+    } else if (b.dataset.action === 'resume') {
+      e.preventDefault();
+      try {
+        await api.resume(b.dataset.id);
+        location.hash = `#/research/${encodeURIComponent(b.dataset.id)}`;
+        load_history(true);
+      } catch (ex) {
+        show_error($('history-error'), message_of(ex));
+      }
+    } else if (b.dataset.action === 'export' && load_token()) {
+      // A plain link cannot carry the token.
+      e.preventDefault();
+      try {
+        const id = b.getAttribute('download').replace(/^quarry-|\.md$/g, '');
+        save_blob(await api.report_blob(id, 'md'), `quarry-${id}.md`);
+      } catch (ex) {
+        show_error($('history-error'), message_of(ex));
+      }
+    }
+  });
+  $('process').querySelector('summary').addEventListener('click', () => {
+    view.process_touched = true;
+  });
+  $('attach').addEventListener('click', () => $('attach-input').click());
+  $('attach-input').addEventListener('change', (e) => {
+    attach_files([...e.target.files]);
+    e.target.value = '';
+  });
+  $('uploads').addEventListener('click', (e) => {
+    const b = e.target.closest && e.target.closest('button[data-remove]');
+    if (!b)
+      return;
+    attached.splice(Number(b.dataset.remove), 1);
+    render_uploads();
+  });
   for (const [id] of export_formats)
     $(id).addEventListener('click', export_click);
   $('history-search').addEventListener('input', () => {
@@ -1144,6 +1864,7 @@ function setup() {
     close_stream();
     route();
     load_history(true);
+    load_server_info();
   });
   $('auth-forget').addEventListener('click', () => {
     save_token(null);
@@ -1158,6 +1879,7 @@ function setup() {
   window.addEventListener('hashchange', route);
   route();
   load_history(true);
+  load_server_info();
 }
 
 // Exposed for debugging in the browser's console (and for tests).

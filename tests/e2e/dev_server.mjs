@@ -70,7 +70,7 @@ const types = {
   '.svg': 'image/svg+xml',
 };
 const assets = new Map();
-for (const f of ['index.html', 'style.css', 'app.js', 'api.js', 'packets.js', 'markdown.js', 'favicon.svg'])
+for (const f of ['index.html', 'style.css', 'app.js', 'api.js', 'packets.js', 'html.js', 'favicon.svg'])
   assets.set('/' + f, f);
 assets.set('/', 'index.html');
 

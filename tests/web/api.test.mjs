@@ -64,6 +64,12 @@ test('api: the request body carries only the options that are set', () => {
                    { question: 'q', clarify: false, deadline: '10m', max_agents: 3 });
   assert.deepEqual(research_body({ question: 'q', max_agents: 'many', answers: ['a'] }),
                    { question: 'q', answers: ['a'] });
+  assert.deepEqual(research_body({ question: 'q', strategy: 'reflective', mode: 'deep_research', depth: 'light',
+                                   verify: false, uploads: ['u1', 'u2'] }),
+                   { question: 'q', strategy: 'reflective', mode: 'deep_research', depth: 'light', verify: false,
+                     uploads: ['u1', 'u2'] });
+  assert.deepEqual(research_body({ question: 'q', mode: '', depth: undefined, verify: 'yes', uploads: [] }),
+                   { question: 'q' });
 });
 
 test('api: deadlines are durations the server reads', () => {

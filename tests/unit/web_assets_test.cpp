@@ -22,7 +22,7 @@ std::string read_source(const std::string& name) {
 }
 
 const char* page_files[] = {"index.html", "style.css",   "app.js",     "api.js",
-                            "packets.js", "markdown.js", "favicon.svg"};
+                            "packets.js", "html.js", "favicon.svg"};
 
 } // namespace
 
@@ -56,7 +56,7 @@ TEST_CASE("web assets: content types") {
   CHECK(find_asset("/index.html")->content_type == "text/html; charset=utf-8");
   CHECK(find_asset("/style.css")->content_type == "text/css; charset=utf-8");
   CHECK(find_asset("/app.js")->content_type == "text/javascript; charset=utf-8");
-  CHECK(find_asset("/markdown.js")->content_type == "text/javascript; charset=utf-8");
+  CHECK(find_asset("/html.js")->content_type == "text/javascript; charset=utf-8");
   CHECK(find_asset("/favicon.svg")->content_type == "image/svg+xml");
 }
 

@@ -12,6 +12,7 @@
 #include "serve_sessions.hpp"
 #include "session_store.hpp"
 
+#include "upload_files.hpp"
 #include "quarry/actors/runtime.hpp"
 #include "quarry/core/duration.hpp"
 #include "quarry/core/research_requests.hpp"
@@ -54,7 +55,8 @@ std::optional<std::pair<std::string, uint16_t>> parse_listen(const std::string& 
 }
 
 // The options of POST /v1/research (and follow-up): every field checked,
-// unknown ones refused; no field can name a file or folder.
+// unknown ones refused; no field can name a file or folder (`uploads` names
+// uploads by their ids; the session manager takes them).
 std::variant<stored_options, std::string> research_body(const std::string& body,
                                                         const core::settings& cfg) {
   auto j = json::parse(body, nullptr, false);
@@ -125,6 +127,17 @@ std::variant<stored_options, std::string> research_body(const std::string& body,
       so.verify = v.get<bool>() ? "on" : "off";
     } else {
       return "unknown field '" + sdk::repair_utf8(key.substr(0, 64)) + "'";
+    } else if (key == "uploads") {
+      if (!v.is_array() || v.size() > 20)
+        return std::string{"uploads: must be a list of at most 20 upload ids"};
+      for (const auto& u : v) {
+        if (!u.is_string())
+          return std::string{"uploads: must be a list of upload ids (strings)"};
+        const auto& x = u.get_ref<const std::string&>();
+        if (!is_upload_id(x))
+          return "uploads: no upload '" + sdk::repair_utf8(x.substr(0, 40)) + "'";
+        so.uploads.push_back({x, {}, 0, {}});
+      }
     }
   }
   if (so.question.empty())
@@ -317,6 +330,17 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
               if (!cites)
                 return store_failure(cites.error());
               auto cited = report_sources(db, id, (*report)->text);
+            // The files uploaded to it (POST /v1/uploads).
+            if (auto ups = row.options.find("uploads");
+                ups != row.options.end() && ups->is_array() && !ups->empty()) {
+              json files = json::array();
+              for (const auto& u : *ups)
+                if (u.is_object() && u.contains("name"))
+                  files.push_back({{"name", u.value("name", "")},
+                                   {"bytes", u.value("bytes", int64_t{0})},
+                                   {"type", u.value("type", "")}});
+              j["uploads"] = std::move(files);
+            }
               if (!cited)
                 return store_failure(cited.error());
               std::map<int, std::string> document_of;
@@ -591,6 +615,7 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                       {"Cache-Control", "no-cache"},
                       {"X-Content-Type-Options", "nosniff"},
                       {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:; "
+  add_upload_routes(r, svc);
                                                   "style-src 'self'; script-src 'self'; "
                                                   "connect-src 'self'; frame-ancestors 'none'"}},
                      std::string{a->data}});
@@ -734,6 +759,7 @@ int cmd_serve(context& ctx, const serve_options& opts) {
     caf::anon_send(manager, actors::stop_atom::value);
     // A setting that is not valid (server.allowed_hosts, ...) is a usage
     // error, as a bad --listen is.
+  so.body_limits = {{"/v1/uploads", static_cast<size_t>(cfg.server.max_upload_bytes)}};
     return err->code == sdk::errc::bad_request ? exit_usage : exit_failure;
   }
   auto server = std::get<std::unique_ptr<http::server>>(std::move(started));

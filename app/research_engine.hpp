@@ -12,6 +12,7 @@
 #include "quarry/actors/session.hpp"
 #include "quarry/actors/store.hpp"
 #include "quarry/actors/tool_provider.hpp"
+#include "quarry/corpus/index.hpp"
 
 #include <map>
 #include <memory>
@@ -22,6 +23,10 @@
 namespace quarry::actors {
 class runtime;
 } // namespace quarry::actors
+
+namespace quarry::sdk {
+class blocking_pool;
+} // namespace quarry::sdk
 
 namespace quarry::app {
 
@@ -80,6 +85,21 @@ public:
   const actors::store_actor& store() const;
   /// The corpus searched (absolute), or empty.
   const std::string& corpus() const;
+  /// The data folder (runtime.data_dir, resolved): where `quarry serve`
+  /// keeps uploads and each session's own files (upload_files.hpp).
+  const std::string& data_dir() const;
+  /// The host's blocking pool (file and index work off the actors' threads).
+  sdk::blocking_pool& blocking_pool();
+  /// The size caps of indexing (the same as `quarry index`'s).
+  corpus::update_options index_caps() const;
+
+  /// The `session_files` tool of a session with uploaded files: an instance
+  /// of the `local_corpus` plugin over the session's index `db` (its
+  /// documents `upload:<n>`), offered to the model as `session_files` (an
+  /// internal_search), with an actor of its own. The caller stops that
+  /// actor (`stop_atom`) when the session ends. Thread-safe; an error names
+  /// what failed.
+  std::variant<actors::tool_set::entry, std::string> session_files_tool(const std::string& db);
 
   /// The session of `so` under the configured research settings (deadline
   /// and agents as `so` overrides them; a resumed session gets what was left

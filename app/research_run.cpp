@@ -3,8 +3,10 @@
 #include "research_run.hpp"
 
 #include "research_engine.hpp"
+#include "upload_files.hpp"
 
 #include "quarry/actors/store.hpp"
+#include "quarry/sdk/host.hpp"
 
 #include <caf/all.hpp>
 
@@ -14,7 +16,12 @@ namespace quarry::app {
 
 namespace {
 
-using run_full_actor = research_run_actor::extend_with<actors::session_requester_actor>;
+/// `(files_ready_atom)`: the blocking pool indexed the session's uploaded
+/// files (run_state::files_indexed holds the outcome).
+using files_ready_atom = caf::atom_constant<caf::atom("filesready")>;
+
+using run_full_actor = research_run_actor::extend_with<actors::session_requester_actor>::extend<
+  caf::reacts_to<files_ready_atom>>;
 
 struct run_state {
   research_engine* engine = nullptr;
@@ -31,12 +38,21 @@ struct run_state {
   // The emitter was told to stop: a sink subscribed now would never hear
   // its end, and every packet is stored by then.
   bool emitter_stopping = false;
+  // A session with uploaded files: the outcome of indexing them (the index's
+  // file or why not; written by a pool thread before files_ready_atom), and
+  // its own search tool, stopped with the run.
+  std::shared_ptr<std::variant<std::string, std::string>> files_indexed;
+  actors::tool_provider_actor files_tool;
   static inline const char* name = "quarry.research_run";
 };
 
 using run_ptr = run_full_actor::stateful_pointer<run_state>;
 
 void done(run_ptr self, run_outcome out) {
+  if (self->state.files_tool) {
+    self->send(self->state.files_tool, actors::stop_atom::value);
+    self->state.files_tool = actors::tool_provider_actor{};
+  }
   self->send(self->state.owner, run_done_atom::value, std::move(out));
   self->quit();
 }
@@ -121,6 +137,8 @@ void not_created(run_ptr self, std::string why) {
   done(self, std::move(out));
 }
 
+void spawn_session(run_ptr self, actors::tool_set tools);
+
 // The row exists: the emitter, the sinks and the session start.
 void launch(run_ptr self) {
   auto& st = self->state;
@@ -134,14 +152,75 @@ void launch(run_ptr self) {
   for (auto& [sink, from] : st.early_sinks)
     self->send(st.emitter, actors::subscribe_atom::value, sink, from);
   st.early_sinks.clear();
+  if (st.setup.options.uploads.empty()) {
+    self->send(st.owner, run_started_atom::value, st.setup.id, std::string{});
+    spawn_session(self, engine.tools());
+    return;
+  }
+  // Uploaded files: indexed on the blocking pool (converted, extracted;
+  // unchanged ones skipped when resumed), then searched with a tool of the
+  // session's own. The session runs (its row exists) meanwhile.
+  self->send(st.owner, run_started_atom::value, st.setup.id, std::string{});
+  auto outcome = std::make_shared<std::variant<std::string, std::string>>();
+  st.files_indexed = outcome;
+  auto folder = session_folder(engine.data_dir(), st.setup.id);
+  auto caps = engine.index_caps();
+  auto hdl = caf::actor_cast<caf::actor>(self);
+  bool queued = engine.blocking_pool().submit([outcome, folder, caps, hdl] {
+    *outcome = index_session_files(folder, caps);
+    caf::anon_send(hdl, files_ready_atom::value);
+  });
+  if (!queued) {
+    actors::session_result r;
+    r.status = actors::session_status::failed;
+    r.failure = "the uploaded files could not be indexed: the server is busy; resume the "
+                "session later";
+    end_run(self, std::move(r));
+  }
+}
+
+// The uploaded files are indexed: the session starts with its own tool, or
+// fails saying why.
+void files_ready(run_ptr self) {
+  auto& st = self->state;
+  if (st.ending || st.session || !st.files_indexed)
+    return;
+  auto outcome = std::move(*st.files_indexed);
+  st.files_indexed.reset();
+  auto fail = [&](std::string why) {
+    spdlog::error("session {}: {}", st.setup.id, why);
+    actors::session_result r;
+    r.status = actors::session_status::failed;
+    r.failure = std::move(why);
+    end_run(self, std::move(r));
+  };
+  if (outcome.index() == 1) {
+    fail(std::get<1>(std::move(outcome)));
+    return;
+  }
+  auto made = st.engine->session_files_tool(std::get<0>(outcome));
+  if (auto* why = std::get_if<std::string>(&made)) {
+    fail(*why);
+    return;
+  }
+  auto entry = std::get<actors::tool_set::entry>(std::move(made));
+  st.files_tool = entry.actor;
+  auto tools = st.engine->tools();
+  tools.tools["session_files"] = std::move(entry);
+  spawn_session(self, std::move(tools));
+}
+
+// The session of the run, with `tools`.
+void spawn_session(run_ptr self, actors::tool_set tools) {
+  auto& st = self->state;
+  auto& engine = *st.engine;
   auto spec = engine.spec_for(st.setup.id, st.setup.options,
                               st.setup.resume ? &*st.setup.resume : nullptr);
   st.session = actors::spawn_research_session(
-    self->system(), std::move(spec), engine.models(), engine.tools(), st.emitter, engine.prompts(),
-    caf::actor_cast<actors::session_requester_actor>(self));
+    self->system(), std::move(spec), engine.models(), std::move(tools), st.emitter,
+    engine.prompts(), caf::actor_cast<actors::session_requester_actor>(self));
   // A session that dies without its result still ends its run.
   self->monitor(st.session);
-  self->send(st.owner, run_started_atom::value, st.setup.id, std::string{});
   if (st.stop_before_start) {
     if (st.stop_before_start->empty())
       self->send(st.session, actors::stop_atom::value);
@@ -189,6 +268,16 @@ run_full_actor::behavior_type run_impl(run_ptr self, research_engine* engine, ru
   return {
     [=](actors::stop_atom) {
       auto& st = self->state;
+      if (!st.session && st.files_indexed) {
+        // Stopped while its files are indexed: kept as interrupted (a
+        // resume indexes what is left).
+        actors::session_result r;
+        r.status = actors::session_status::failed;
+        r.interrupted = true;
+        r.failure = "stopped while its uploaded files were indexed";
+        end_run(self, std::move(r));
+        return;
+      }
       if (!st.session) {
         if (!st.stop_before_start)
           st.stop_before_start = std::string{};
@@ -200,6 +289,14 @@ run_full_actor::behavior_type run_impl(run_ptr self, research_engine* engine, ru
       auto& st = self->state;
       if (reason == "user_cancelled" && !st.ending)
         st.cancelled = true;
+      if (!st.session && st.files_indexed) {
+        actors::session_result r;
+        r.status = actors::session_status::failed;
+        r.interrupted = !st.cancelled;
+        r.failure = "stopped while its uploaded files were indexed";
+        end_run(self, std::move(r));
+        return;
+      }
       if (!st.session) {
         st.stop_before_start = reason;
         return;
@@ -219,6 +316,7 @@ run_full_actor::behavior_type run_impl(run_ptr self, research_engine* engine, ru
       return st.setup.first_seq;
     },
     [=](actors::session_done_atom, actors::session_result& r) { end_run(self, std::move(r)); },
+    [=](files_ready_atom) { files_ready(self); },
   };
 }
 

@@ -98,6 +98,10 @@ void add_metrics_routes(http::router& r, std::shared_ptr<service> svc,
 /// /v1/chat/completions; app/serve_openai.cpp).
 void add_openai_routes(http::router& r, std::shared_ptr<service> svc);
 
+/// Adds POST /v1/uploads (a file for a research to search, app/serve_uploads.cpp,
+/// docs/api.md "Uploads"); removes the uploads that expired meanwhile.
+void add_upload_routes(http::router& r, std::shared_ptr<service> svc);
+
 /// Adds MCP over Streamable HTTP at /mcp (POST and DELETE; the tools and
 /// resources of `quarry mcp`, app/serve_mcp.cpp, docs/mcp.md).
 void add_mcp_routes(http::router& r, std::shared_ptr<service> svc);

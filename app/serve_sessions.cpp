@@ -5,6 +5,7 @@
 #include "research_engine.hpp"
 #include "research_run.hpp"
 #include "serve_service.hpp"
+#include "upload_files.hpp"
 
 #include "quarry/actors/session.hpp"
 #include "quarry/actors/runtime.hpp"
@@ -205,6 +206,16 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       auto taken = session_lock::take(self->state.store_file, id);
       if (auto* why = std::get_if<std::string>(&taken))
         return failure(500, "internal", *why);
+      // Uploaded files move into the session's own folder, which its
+      // options name as its corpus (its sources are shown relative to it).
+      if (!so.uploads.empty()) {
+        const auto& data_dir = self->state.engine->data_dir();
+        auto claimed = claim_uploads(data_dir, id, so.uploads, upload_limits{});
+        if (auto* refused = std::get_if<upload_refusal>(&claimed))
+          return failure(refused->status, refused->code.c_str(), refused->message);
+        so.uploads = std::get<std::vector<session_upload>>(std::move(claimed));
+        so.corpus = session_folder(data_dir, id) + "/files";
+      }
       // The slot is held from here: nothing after this refuses the start
       // for being busy, so a 429 never leaves a stored session behind.
       run_setup setup;
@@ -335,6 +346,11 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
               rp.deliver(failure(503, "unavailable", err));
             else
               rp.deliver(ok(id, "removed"));
+            // Its uploaded files and their index go with it.
+            if (err.empty())
+              if (auto why = remove_session_folder(self->state.engine->data_dir(), id);
+                  !why.empty())
+                spdlog::error("session {}: its files could not be removed: {}", id, why);
             // Held until the row is gone; released with the last copy.
             (void)lock;
           },

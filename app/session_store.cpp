@@ -214,6 +214,16 @@ nlohmann::json to_json(const stored_options& x) {
   if (!x.corpus.empty())
     j["corpus"] = x.corpus;
   if (!x.follow_up_context.text.empty())
+  if (!x.uploads.empty()) {
+    auto list = nlohmann::json::array();
+    for (const auto& u : x.uploads) {
+      nlohmann::json e{{"id", u.id}};
+      if (!u.name.empty())
+        e.update({{"name", u.name}, {"bytes", u.bytes}, {"type", u.type}});
+      list.push_back(std::move(e));
+    }
+    j["uploads"] = std::move(list);
+  }
     j["follow_up_context"] = x.follow_up_context.text;
   if (!x.follow_up_context.thread.empty())
     j["conversation"] = thread_json(x.follow_up_context.thread);
@@ -279,6 +289,30 @@ std::variant<stored_options, std::string> stored_options_from(const nlohmann::js
     out.max_cycles = i->get<int>();
   }
   if (out.question.empty())
+  if (auto i = j.find("uploads"); i != j.end()) {
+    if (!i->is_array() || i->size() > 20)
+      return std::string{"stored options: uploads: not a list of at most 20 files"};
+    for (const auto& e : *i) {
+      session_upload u;
+      auto field = [&](const char* key, std::string& into) {
+        auto f = e.find(key);
+        if (f == e.end())
+          return true;
+        if (!f->is_string())
+          return false;
+        into = f->get<std::string>();
+        return true;
+      };
+      if (!e.is_object() || !field("id", u.id) || !field("name", u.name) || !field("type", u.type))
+        return std::string{"stored options: uploads: not a list of files"};
+      if (auto b = e.find("bytes"); b != e.end()) {
+        if (!b->is_number_integer() || b->get<int64_t>() < 0)
+          return std::string{"stored options: uploads: bytes: not a size"};
+        u.bytes = b->get<int64_t>();
+      }
+      out.uploads.push_back(std::move(u));
+    }
+  }
     return std::string{"stored options: no question"};
   return out;
 }

@@ -95,6 +95,19 @@ inline constexpr size_t thread_questions = 4;
 
 /// What a stored session runs with: enough to run it again.
 struct stored_options {
+/// A file uploaded to a research (POST /v1/uploads, app/upload_files.hpp).
+struct session_upload {
+  /// The upload's id, as given when it was uploaded.
+  std::string id;
+  /// Its file name in the session's files folder (empty until the session
+  /// took it).
+  std::string name;
+  /// Its size in bytes.
+  int64_t bytes = 0;
+  /// `pdf`, `markdown`, `text`, `html` or `docx`.
+  std::string type;
+};
+
   /// The question as the user asked it.
   std::string question;
   /// Answers to clarifying questions, one per line (may be empty).
@@ -107,10 +120,14 @@ struct stored_options {
   /// Orchestrator cycles at most; 0: the configured number (a larger one
   /// is cut to it).
   int max_cycles = 0;
-  /// The corpus folder (absolute), or empty.
+  /// The corpus folder (absolute), or empty. A session with uploads: its
+  /// own files folder (`<data_dir>/sessions/<id>/files`).
   std::string corpus;
   /// Context from the session this one follows up (or the messages before
   /// the question of an OpenAI-style request), or empty.
+  /// The files uploaded to this session (at most 20), searched with its own
+  /// `session_files` tool.
+  std::vector<session_upload> uploads;
   conversation_context follow_up_context;
   /// `on` or `off` (`--verify`, `--no-verify`); empty: research.verify.
   std::string verify;

@@ -397,6 +397,21 @@ std::vector<config_key> make_schema() {
         field(&settings::server, &server_settings::max_body_bytes))
     .range(1024, 64 * 1024 * 1024)
     .doc("Largest request body; larger ones are answered 413.");
+  s.add("server.max_upload_bytes", t::size,
+        field(&settings::server, &server_settings::max_upload_bytes))
+    .range(1024, 1024LL * 1024 * 1024)
+    .doc("Largest file uploaded to a research (POST /v1/uploads); larger ones "
+         "are answered 413.");
+  s.add("server.max_pending_uploads", t::integer,
+        field(&settings::server, &server_settings::max_pending_uploads))
+    .range(1, 100'000)
+    .doc("Uploaded files kept at most while no research uses them; more are "
+         "answered 429.");
+  s.add("server.max_pending_upload_bytes", t::size,
+        field(&settings::server, &server_settings::max_pending_upload_bytes))
+    .range(1024, 1024LL * 1024 * 1024 * 1024)
+    .doc("Bytes of uploaded files kept at most while no research uses them; "
+         "more are answered 429.");
   s.add("server.max_running_sessions", t::integer,
         field(&settings::server, &server_settings::max_running_sessions))
     .range(1, 100'000)

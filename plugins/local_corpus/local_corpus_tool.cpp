@@ -66,10 +66,21 @@ tool_config parse_config(const nlohmann::json& config, const std::string& data_d
         if (!value.is_boolean())
           throw std::invalid_argument("internal_search: 'feedback' must be true or false");
         result.feedback = value.get<bool>();
+      } else if (key == "id_prefix") {
+        auto ok = value.is_string() && !value.get<std::string>().empty()
+                  && value.get<std::string>().size() <= 32;
+        for (auto c : ok ? value.get<std::string>() : std::string{})
+          ok = ok
+               && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+                   || c == '_');
+        if (!ok)
+          throw std::invalid_argument("internal_search: 'id_prefix' must be 1 to 32 letters, "
+                                      "digits or '_'");
+        result.id_prefix = value.get<std::string>();
       } else {
         throw std::invalid_argument("internal_search: unknown configuration "
                                     "key '"
-                                    + key + "' (known: db, max_results, feedback)");
+                                    + key + "' (known: db, max_results, feedback, id_prefix)");
       }
     }
   }
@@ -91,7 +102,7 @@ std::optional<std::vector<std::string>> normalize_queries(const nlohmann::json& 
 }
 
 sdk::tool_result search_corpus(corpus_index& index, const std::vector<std::string>& queries,
-                               size_t max_results, bool feedback) {
+                               size_t max_results, bool feedback, const std::string& id_prefix) {
   corpus::search_options options;
   if (feedback)
     options.feedback_documents = feedback_documents;
@@ -139,7 +150,7 @@ sdk::tool_result search_corpus(corpus_index& index, const std::vector<std::strin
       item["date"] = hit->date;
     results.push_back(std::move(item));
     sdk::document doc;
-    doc.id = "corpus:" + std::to_string(hit->document_id);
+    doc.id = id_prefix + ":" + std::to_string(hit->document_id);
     doc.url = hit->url;
     doc.title = hit->title;
     doc.snippet = hit->snippet;
@@ -275,7 +286,8 @@ std::shared_ptr<sdk::tool_run> internal_search_tool::run(const nlohmann::json& a
                "The internal search index is unavailable (" + msg + "). Use other sources."));
       return;
     }
-    handle->finish(search_corpus(*index, qs, st->config.max_results, st->config.feedback));
+    handle->finish(
+      search_corpus(*index, qs, st->config.max_results, st->config.feedback, st->config.id_prefix));
   };
   if (!host_.pool().submit(std::move(job)))
     handle->finish(failed(sdk::errc::busy, "internal_search: pool is full",

@@ -35,6 +35,11 @@ struct tool_config {
   /// Whether each query is widened by pseudo-relevance feedback (RM3 with
   /// feedback_documents documents; corpus::search_options).
   bool feedback = true;
+  /// Documents are `<id_prefix>:<n>` (letters, digits and `_`): `corpus`,
+  /// whose ids open_url reads; another for an index of its own (a
+  /// research's uploaded files, `upload`), so that its documents never
+  /// share an id with the corpus's.
+  std::string id_prefix = "corpus";
 };
 
 /// Validates the configuration (keys `db`, `max_results`; the database
@@ -52,7 +57,8 @@ std::optional<std::vector<std::string>> normalize_queries(const nlohmann::json& 
 /// most `max_results`. Fills `llm_text` with `{"results": [...]}`.
 /// Blocking: call it on the host's pool.
 sdk::tool_result search_corpus(corpus_index& index, const std::vector<std::string>& queries,
-                               size_t max_results, bool feedback = true);
+                               size_t max_results, bool feedback = true,
+                               const std::string& id_prefix = "corpus");
 
 /// The `internal_search` tool. Opens the database on first use, in the
 /// host's blocking pool.

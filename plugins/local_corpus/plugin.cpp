@@ -23,7 +23,7 @@ QUARRY_PLUGIN(local_corpus, quarry::sdk::plugin_kind::tool, "0.1.0",
               &make)
 
 // Every key the factory accepts (the host reports others before creating it).
-QUARRY_PLUGIN_KEYS("db", "max_results", "feedback")
+QUARRY_PLUGIN_KEYS("db", "max_results", "feedback", "id_prefix")
 
 // A search of the user's own documents.
 QUARRY_TOOL_KIND(quarry::sdk::tool_kind::internal_search)

@@ -507,6 +507,50 @@ TEST_CASE("http server: a body over max_body_bytes is answered 413") {
   }
 }
 
+TEST_CASE(
+  "http server: a route of body_limits takes larger bodies, the others keep max_body_bytes") {
+  auto opts = test_options();
+  opts.max_body_bytes = 4096;
+  opts.body_limits = {{"/files", 20'000}};
+  auto srv = start(opts, echo);
+  auto port = srv->port();
+  auto post = [&](const std::string& path, size_t bytes) {
+    curl_request r;
+    r.method = "POST";
+    r.url = "http://127.0.0.1:" + std::to_string(port) + path;
+    r.body = std::string(bytes, 'x');
+    r.headers = {"Content-Type: application/octet-stream"};
+    return curl_fetch(r);
+  };
+  auto big = post("/files", 15'000);
+  CHECK(big.status == 200);
+  CHECK(nlohmann::json::parse(big.body)["body_size"] == 15'000);
+  auto too_big = post("/files", 20'001);
+  CHECK(too_big.status == 413);
+  CHECK(too_big.body.find("20000 bytes") != std::string::npos);
+  auto elsewhere = post("/other", 15'000);
+  CHECK(elsewhere.status == 413);
+  CHECK(elsewhere.body.find("4096 bytes") != std::string::npos);
+  // Over every limit: refused with the head, with the route's own limit.
+  raw_client c{port};
+  REQUIRE(c.send("POST /other HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n"));
+  auto r = c.read_response();
+  REQUIRE(r);
+  CHECK(r->status == 413);
+  CHECK(r->body.find("4096 bytes") != std::string::npos);
+  // A chunked body is counted against its route's limit.
+  raw_client chunked{port};
+  REQUIRE(chunked.send("POST /other HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  std::string chunk = "800\r\n" + std::string(0x800, 'y') + "\r\n";
+  for (int i = 0; i < 4; ++i)
+    if (!chunked.send(chunk))
+      break;
+  chunked.send("0\r\n\r\n");
+  auto cr = chunked.read_response();
+  REQUIRE(cr);
+  CHECK(cr->status == 413);
+}
+
 TEST_CASE("http server: a head over max_header_bytes is answered 431") {
   auto opts = test_options();
   opts.max_header_bytes = 2048;

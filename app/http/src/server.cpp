@@ -179,6 +179,19 @@ struct server_core {
   std::vector<detail::authority> hosts;
   std::vector<detail::origin> origins;
 
+  /// The largest body any route takes (max_body_bytes and body_limits):
+  /// the parser's limit until the request's path is known.
+  size_t largest_body = 0;
+
+  /// The largest body of the route at `path` (server_options::body_limits,
+  /// else max_body_bytes).
+  size_t body_limit_for(std::string_view path) const {
+    for (const auto& [route, most] : opts.body_limits)
+      if (route == path)
+        return most;
+    return opts.max_body_bytes;
+  }
+
   std::atomic<bool> stopping{false};
   /// The data of the end event of streams when the server stops (written
   /// before `stopping` is set).
@@ -591,7 +604,9 @@ private:
     parser_.emplace();
     parser_->header_limit(
       static_cast<std::uint32_t>(std::min<size_t>(core_->opts.max_header_bytes, UINT32_MAX)));
-    parser_->body_limit(static_cast<std::uint64_t>(core_->opts.max_body_bytes));
+    // Narrowed to the route's own limit once the path is known (on_head).
+    body_limit_ = core_->largest_body;
+    parser_->body_limit(static_cast<std::uint64_t>(body_limit_));
     raw_head_.clear();
     arm_read_timer(timeout);
     parse_head();
@@ -702,12 +717,6 @@ private:
         return;
       }
     }
-    if (content_length && *content_length > core_->opts.max_body_bytes) {
-      refuse(json_error(413, "too_large",
-                        "the request body is larger than "
-                          + std::to_string(core_->opts.max_body_bytes) + " bytes"));
-      return;
-    }
     std::string target{req.target().data(), req.target().size()};
     auto parsed = detail::parse_target(target);
     if (auto* msg = std::get_if<std::string>(&parsed)) {
@@ -716,6 +725,16 @@ private:
     }
     target_ = std::move(target);
     parsed_ = std::move(std::get<detail::parsed_target>(parsed));
+    // The route's own limit, before any of the body is read (a chunked
+    // body is counted against it as it comes).
+    body_limit_ = core_->body_limit_for(parsed_.path);
+    if (content_length && *content_length > body_limit_) {
+      refuse(
+        json_error(413, "too_large",
+                   "the request body is larger than " + std::to_string(body_limit_) + " bytes"));
+      return;
+    }
+    parser_->body_limit(static_cast<std::uint64_t>(body_limit_));
     if (req.method() == bhttp::verb::options && !cors_fields_.empty()
         && req.find(bhttp::field::access_control_request_method) != req.end()) {
       response res;
@@ -806,10 +825,19 @@ private:
     }
     if (ec == bhttp::error::body_limit) {
       keep_alive_ = false;
-      send_response(json_error(413, "too_large",
-                               "the request body is larger than "
-                                 + std::to_string(core_->opts.max_body_bytes) + " bytes"),
-                    serial_);
+      // A Content-Length over every route's limit is refused by the parser
+      // with the head: the limit said is still the route's.
+      auto most = body_limit_;
+      if (!in_body && parser_) {
+        const auto& target = parser_->get().target();
+        auto parsed = detail::parse_target(std::string_view{target.data(), target.size()});
+        if (auto* t = std::get_if<detail::parsed_target>(&parsed))
+          most = core_->body_limit_for(t->path);
+      }
+      send_response(
+        json_error(413, "too_large",
+                   "the request body is larger than " + std::to_string(most) + " bytes"),
+        serial_);
       return;
     }
     if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message
@@ -1091,6 +1119,9 @@ private:
   std::string cors_fields_;
   std::string target_;
   detail::parsed_target parsed_;
+  /// The largest body of the request being read (its route's, once its
+  /// path is known).
+  size_t body_limit_ = 0;
   std::vector<std::string> inflight_;
 
   // Shared state (out_mtx_).
@@ -1308,6 +1339,9 @@ std::variant<std::unique_ptr<server>, sdk::error> server::start(server_options o
 
   auto core = std::make_shared<server_core>();
   core->opts = std::move(options);
+  core->largest_body = core->opts.max_body_bytes;
+  for (const auto& [route, most] : core->opts.body_limits)
+    core->largest_body = std::max(core->largest_body, most);
   core->fn = std::move(fn);
   core->self = core;
   const auto& opts = core->opts;

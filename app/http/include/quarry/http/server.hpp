@@ -70,6 +70,11 @@ struct server_options {
   size_t io_threads = 2;
   /// Largest request body; larger ones are answered 413.
   size_t max_body_bytes = 1024 * 1024;
+  /// Routes whose bodies may be larger (or must be smaller) than
+  /// `max_body_bytes`: an exact path (no query) and its largest body, in
+  /// bytes, for every method (e.g. `{"/v1/uploads", 20 MiB}` for file
+  /// uploads). Bodies over it are answered 413 as above.
+  std::vector<std::pair<std::string, size_t>> body_limits;
   /// Largest request head (request line and header fields); larger: 431.
   size_t max_header_bytes = 16 * 1024;
   /// Open connections at most; more are answered 429 and closed.

@@ -15,6 +15,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 
 namespace quarry::app {
 
@@ -63,51 +65,6 @@ size_t link_end(const std::string& body, size_t from) {
     }
   }
   return std::string::npos;
-}
-
-// Rewrites `[[n]](link)` citations whose link a browser would not follow
-// from a report file (file:// URLs, which Markdown renderers drop as unsafe,
-// and empty links) to anchors in the Sources list.
-std::string link_citations_locally(const std::string& body,
-                                   const std::map<int, const cited_source*>& by_number) {
-  std::string out;
-  out.reserve(body.size());
-  size_t pos = 0;
-  while (pos < body.size()) {
-    auto open = body.find("[[", pos);
-    if (open == std::string::npos)
-      break;
-    auto digits = open + 2;
-    auto d = digits;
-    while (d < body.size() && d - digits < 9 && std::isdigit(static_cast<unsigned char>(body[d])))
-      ++d;
-    if (d == digits || body.compare(d, 3, "]](") != 0) {
-      // Not a citation here; one may start at the next bracket ("[[[1]](").
-      out.append(body, pos, open + 1 - pos);
-      pos = open + 1;
-      continue;
-    }
-    auto link_start = d + 3;
-    auto close = link_end(body, link_start);
-    if (close == std::string::npos) {
-      out.append(body, pos, open + 1 - pos);
-      pos = open + 1;
-      continue;
-    }
-    auto number = std::atoi(body.substr(digits, d - digits).c_str());
-    auto link = body.substr(link_start, close - link_start);
-    out.append(body, pos, open - pos);
-    if (is_web(link)) {
-      out.append(body, open, close + 1 - open);
-    } else if (by_number.count(number) != 0) {
-      out += "[[" + std::to_string(number) + "]](#" + anchor(number) + ")";
-    } else {
-      out += "[" + std::to_string(number) + "]";
-    }
-    pos = close + 1;
-  }
-  out.append(body, pos, std::string::npos);
-  return out;
 }
 
 } // namespace
@@ -176,12 +133,88 @@ std::string sources_markdown(const std::vector<cited_source>& sources) {
 
 namespace {
 
-// Markdown to HTML with cmark-gfm and its table and strikethrough
-// extensions (GitHub's Markdown, as the web page renders it); raw HTML and
-// unsafe link targets (javascript:, file:, ...) are dropped. With
-// `images_as_links`, images become links to their URL, so that nothing is
-// fetched when the page is rendered.
-std::string markdown_to_html(const std::string& md, bool images_as_links) {
+// How report_html_fragment links citations.
+struct cite_targets {
+  std::map<int, const cited_source*> by_number;
+  std::string source_pages;
+  bool every_number = false;
+  // Web citations link the page itself, not its page on the server
+  // (html_report).
+  bool web_direct = false;
+};
+
+// The number of a citation link (its text is `[N]`, N of 1 to 9 digits), or
+// nothing.
+std::optional<int> citation_number(cmark_node* link) {
+  std::string text;
+  for (auto* c = cmark_node_first_child(link); c != nullptr; c = cmark_node_next(c)) {
+    if (cmark_node_get_type(c) != CMARK_NODE_TEXT)
+      return std::nullopt;
+    const char* literal = cmark_node_get_literal(c);
+    text += literal != nullptr ? literal : "";
+  }
+  if (text.size() < 3 || text.size() > 11 || text.front() != '[' || text.back() != ']')
+    return std::nullopt;
+  for (size_t i = 1; i + 1 < text.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(text[i])))
+      return std::nullopt;
+  return std::atoi(text.c_str() + 1);
+}
+
+// Whether a link to `url` stays a link: http(s), mailto and fragments.
+bool kept_link(const std::string& url) {
+  std::string lower;
+  for (char c : url.substr(0, 8))
+    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.rfind("http://", 0) == 0 || lower.rfind("https://", 0) == 0
+         || lower.rfind("mailto:", 0) == 0 || (!url.empty() && url.front() == '#');
+}
+
+// A text node holding `x`.
+cmark_node* text_node(const std::string& x) {
+  auto* t = cmark_node_new(CMARK_NODE_TEXT);
+  cmark_node_set_literal(t, x.c_str());
+  return t;
+}
+
+// Replaces `node` by `with` and frees it.
+void replace_node(cmark_node* node, cmark_node* with) {
+  cmark_node_replace(node, with);
+  cmark_node_free(node);
+}
+
+// The citation link `[N]` as report_html_fragment writes it, or the text
+// `[N]` when it leads nowhere.
+cmark_node* citation_node(int n, const std::string& url, const cite_targets& to) {
+  auto found = to.by_number.find(n);
+  const cited_source* s = found != to.by_number.end() ? found->second : nullptr;
+  auto web = is_web(url) ? url : s != nullptr && is_web(s->url) ? s->url : std::string{};
+  auto num = std::to_string(n);
+  std::string href;
+  if (!to.source_pages.empty() && to.web_direct && is_web(url))
+    href = url;
+  else if (!to.source_pages.empty())
+    href = s != nullptr || to.every_number ? to.source_pages + "/" + num + "?format=html" : web;
+  else
+    href = is_web(url) ? url : s != nullptr ? "#" + anchor(n) : std::string{};
+  if (href.empty())
+    return text_node("[" + num + "]");
+  auto* a = cmark_node_new(CMARK_NODE_CUSTOM_INLINE);
+  std::string open = "<a class=\"cite\" data-n=\"" + num + "\"";
+  if (!web.empty())
+    open += " data-url=\"" + escape_html(web) + "\"";
+  open += " href=\"" + escape_html(href) + "\">";
+  cmark_node_set_on_enter(a, open.c_str());
+  cmark_node_set_on_exit(a, "</a>");
+  cmark_node_append_child(a, text_node("[" + num + "]"));
+  return a;
+}
+
+// Markdown to an HTML fragment with cmark-gfm and its table and
+// strikethrough extensions (GitHub's Markdown): raw HTML becomes text,
+// images become links, citations become report_html_fragment's links and
+// other links whose target is not kept_link become their text.
+std::string markdown_to_html(const std::string& md, const cite_targets& to) {
   static std::once_flag registered;
   std::call_once(registered, [] { cmark_gfm_core_extensions_ensure_registered(); });
   std::unique_ptr<cmark_parser, void (*)(cmark_parser*)> parser{cmark_parser_new(CMARK_OPT_DEFAULT),
@@ -196,27 +229,51 @@ std::string markdown_to_html(const std::string& md, bool images_as_links) {
                                                          cmark_node_free};
   if (!doc)
     return {};
-  if (images_as_links) {
-    std::vector<cmark_node*> images;
+  // The nodes to change, found first: the tree is not changed while walked.
+  auto nodes_of = [&](std::initializer_list<cmark_node_type> types) {
+    std::vector<cmark_node*> out;
     auto* it = cmark_iter_new(doc.get());
-    for (auto ev = cmark_iter_next(it); ev != CMARK_EVENT_DONE; ev = cmark_iter_next(it))
+    for (auto ev = cmark_iter_next(it); ev != CMARK_EVENT_DONE; ev = cmark_iter_next(it)) {
+      auto* node = cmark_iter_get_node(it);
       if (ev == CMARK_EVENT_ENTER
-          && cmark_node_get_type(cmark_iter_get_node(it)) == CMARK_NODE_IMAGE)
-        images.push_back(cmark_iter_get_node(it));
+          && std::find(types.begin(), types.end(), cmark_node_get_type(node)) != types.end())
+        out.push_back(node);
+    }
     cmark_iter_free(it);
-    for (auto* image : images) {
-      auto* link = cmark_node_new(CMARK_NODE_LINK);
-      const char* url = cmark_node_get_url(image);
-      cmark_node_set_url(link, url != nullptr ? url : "");
-      while (auto* child = cmark_node_first_child(image))
-        cmark_node_append_child(link, child);
-      if (cmark_node_first_child(link) == nullptr) {
-        auto* text = cmark_node_new(CMARK_NODE_TEXT);
-        cmark_node_set_literal(text, "image");
-        cmark_node_append_child(link, text);
-      }
-      cmark_node_replace(image, link);
-      cmark_node_free(image);
+    return out;
+  };
+  for (auto* node : nodes_of({CMARK_NODE_HTML_INLINE, CMARK_NODE_HTML_BLOCK})) {
+    const char* literal = cmark_node_get_literal(node);
+    std::string text = literal != nullptr ? literal : "";
+    if (cmark_node_get_type(node) == CMARK_NODE_HTML_INLINE) {
+      replace_node(node, text_node(text));
+    } else {
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
+        text.pop_back();
+      auto* para = cmark_node_new(CMARK_NODE_PARAGRAPH);
+      cmark_node_append_child(para, text_node(text));
+      replace_node(node, para);
+    }
+  }
+  for (auto* image : nodes_of({CMARK_NODE_IMAGE})) {
+    auto* link = cmark_node_new(CMARK_NODE_LINK);
+    const char* url = cmark_node_get_url(image);
+    cmark_node_set_url(link, url != nullptr ? url : "");
+    while (auto* child = cmark_node_first_child(image))
+      cmark_node_append_child(link, child);
+    if (cmark_node_first_child(link) == nullptr)
+      cmark_node_append_child(link, text_node("image"));
+    replace_node(image, link);
+  }
+  for (auto* link : nodes_of({CMARK_NODE_LINK})) {
+    const char* u = cmark_node_get_url(link);
+    std::string url = u != nullptr ? u : "";
+    if (auto n = citation_number(link)) {
+      replace_node(link, citation_node(*n, url, to));
+    } else if (!kept_link(url)) {
+      while (auto* child = cmark_node_first_child(link))
+        cmark_node_insert_before(link, child);
+      cmark_node_free(link);
     }
   }
   auto* rendered = cmark_render_html(doc.get(), CMARK_OPT_DEFAULT,
@@ -234,21 +291,34 @@ constexpr const char* page_style
     "code{overflow-wrap:anywhere}";
 
 // The sources of html_report: one list, each entry numbered by its `value`,
-// linked from the citations by its id.
-std::string linked_sources(const std::vector<cited_source>& list) {
+// linked from the citations by its id. With `source_pages`, no file:// URL:
+// every source links its page on the server, local ones by their title.
+std::string linked_sources(const report_parts& r, const std::string& source_pages) {
   std::string sources = "<h2>Sources</h2>\n<ol class=\"sources\">\n";
-  for (const auto& s : list) {
+  for (const auto& s : r.sources) {
     auto num = std::to_string(s.number);
     sources += "<li id=\"" + anchor(s.number) + "\" value=\"" + num + "\">";
     auto title = escape_html(s.title.empty() ? s.url : s.title);
+    auto page = source_pages.empty() ? std::string{}
+                                     : escape_html(source_pages + "/" + num + "?format=html");
     if (is_web(s.url)) {
       sources += "<a href=\"" + escape_html(s.url) + "\">" + title + "</a>";
+      if (!page.empty())
+        sources += " <a class=\"source-text\" href=\"" + page + "\">(text read)</a>";
+    } else if (is_local(s.url) && !page.empty()) {
+      auto path = shown_local_path(local_path_of(s.url), r.corpus_root);
+      sources += "<a href=\"" + page + "\">" + (s.title.empty() ? escape_html(path) : title)
+                 + "</a>";
+      if (!path.empty())
+        sources += "<br><code>" + escape_html(path) + "</code>";
     } else if (is_local(s.url)) {
       sources += "<a href=\"" + escape_html(s.url) + "\">" + title + "</a>";
       if (auto path = local_path_of(s.url); !path.empty())
         sources += "<br><code>" + escape_html(path) + "</code>";
+    } else if (!page.empty()) {
+      sources += "<a href=\"" + page + "\">" + escape_html(s.title) + "</a>";
     } else {
-      sources += title;
+      sources += escape_html(s.title);
     }
     if (s.snippet_only)
       sources += " <span class=\"snippet-only\" title=\"Only the search engine's snippet was "
@@ -294,24 +364,28 @@ std::string sendable_sources(const std::vector<cited_source>& list, const std::s
   return sources;
 }
 
-std::string render_html(const report_parts& r, bool sendable) {
-  std::map<int, const cited_source*> by_number;
-  for (const auto& s : r.sources)
-    by_number[s.number] = &s;
+std::string render_html(const report_parts& r, bool sendable, const std::string& source_pages) {
   std::string md;
   if (r.partial)
     md += partial_banner;
-  md += link_citations_locally(r.body, by_number);
-  auto body = markdown_to_html(md, sendable);
+  md += r.body;
+  cite_targets to;
+  for (const auto& s : r.sources)
+    to.by_number[s.number] = &s;
+  to.source_pages = source_pages;
+  to.web_direct = true;
+  auto body = markdown_to_html(md, to);
   std::string sources;
   if (!r.sources.empty())
-    sources = sendable ? sendable_sources(r.sources, r.corpus_root) : linked_sources(r.sources);
+    sources = sendable ? sendable_sources(r.sources, r.corpus_root)
+                       : linked_sources(r, source_pages);
   auto title = escape_html(r.question);
   std::string head = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  if (sendable)
+  if (sendable || !source_pages.empty())
     head += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
             "style-src 'unsafe-inline'\">\n";
   std::string style = page_style;
+  style += "a.cite{text-decoration:none}";
   if (sendable)
     style
       += "span.url{overflow-wrap:anywhere;font-size:.9em;color:#555}"
@@ -322,12 +396,97 @@ std::string render_html(const report_parts& r, bool sendable) {
 
 } // namespace
 
-std::string html_report(const report_parts& r) {
-  return render_html(r, false);
+std::string report_html_fragment(const std::string& body, const std::vector<cited_source>& sources,
+                                 const std::string& source_pages, bool every_number) {
+  cite_targets to;
+  for (const auto& s : sources)
+    to.by_number[s.number] = &s;
+  to.source_pages = source_pages;
+  to.every_number = every_number;
+  return markdown_to_html(body, to);
+}
+
+std::string html_report(const report_parts& r, const std::string& source_pages) {
+  return render_html(r, false, source_pages);
 }
 
 std::string sendable_html_report(const report_parts& r) {
-  return render_html(r, true);
+  return render_html(r, true, {});
+}
+
+std::vector<int> citation_order(const std::string& body) {
+  std::vector<int> out;
+  std::set<int> seen;
+  for (size_t at = body.find("[["); at != std::string::npos; at = body.find("[[", at + 1)) {
+    size_t i = at + 2;
+    int n = 0;
+    size_t digits = 0;
+    while (i < body.size() && digits < 7 && body[i] >= '0' && body[i] <= '9') {
+      n = n * 10 + (body[i] - '0');
+      ++i;
+      ++digits;
+    }
+    if (digits >= 1 && digits <= 6 && body.compare(i, 2, "]]") == 0 && seen.insert(n).second)
+      out.push_back(n);
+  }
+  return out;
+}
+
+std::map<int, int> first_cited_numbering(const std::string& body) {
+  std::map<int, int> out;
+  int next = 1;
+  for (int n : citation_order(body))
+    out[n] = next++;
+  return out;
+}
+
+size_t renumbered_body::shifted(size_t x) const {
+  long delta = 0;
+  for (const auto& [at, added] : edits) {
+    if (at > x)
+      break;
+    delta += added;
+  }
+  auto moved = static_cast<long>(x) + delta;
+  return moved < 0 ? 0 : static_cast<size_t>(moved);
+}
+
+renumbered_body renumber_citations(const std::string& body, const std::map<int, int>& shown) {
+  renumbered_body out;
+  out.text.reserve(body.size());
+  size_t pos = 0;
+  for (size_t at = body.find("[["); at != std::string::npos; at = body.find("[[", at + 1)) {
+    if (at < pos)
+      continue;
+    size_t i = at + 2;
+    int n = 0;
+    size_t digits = 0;
+    while (i < body.size() && digits < 7 && body[i] >= '0' && body[i] <= '9') {
+      n = n * 10 + (body[i] - '0');
+      ++i;
+      ++digits;
+    }
+    if (digits < 1 || digits > 6 || body.compare(i, 2, "]]") != 0)
+      continue;
+    out.text.append(body, pos, at - pos);
+    auto found = shown.find(n);
+    size_t end = i + 2;
+    std::string with;
+    if (found != shown.end()) {
+      with = "[[" + std::to_string(found->second) + "]]";
+    } else if (end < body.size() && body[end] == '(') {
+      // Removed with its link.
+      if (auto close = link_end(body, end + 1); close != std::string::npos)
+        end = close + 1;
+    }
+    out.text += with;
+    auto added = static_cast<long>(with.size()) - static_cast<long>(end - at);
+    if (added != 0)
+      out.edits.emplace_back(end, added);
+    pos = end;
+  }
+  out.text.append(body, pos, std::string::npos);
+  return out;
 }
 
 std::string shown_local_path(const std::string& path, const std::string& corpus_root) {
@@ -393,12 +552,25 @@ std::string wrap_words(const std::string& text, size_t width, const std::string&
   return out;
 }
 
-// A source's short location: a local document's path in the corpus, a web
-// page's host and path.
+// A source's short location (source_location).
 std::string short_location(const cited_source& s, const std::string& corpus_root) {
-  if (is_local(s.url))
-    return shown_local_path(local_path_of(s.url), corpus_root);
-  auto x = s.url;
+  return source_location(s.url, corpus_root);
+}
+
+} // namespace
+
+bool is_web_url(const std::string& url) {
+  return is_web(url);
+}
+
+bool is_file_url(const std::string& url) {
+  return is_local(url);
+}
+
+std::string source_location(const std::string& url, const std::string& corpus_root) {
+  if (is_local(url))
+    return shown_local_path(local_path_of(url), corpus_root);
+  auto x = url;
   for (const char* scheme : {"https://", "http://"})
     if (x.rfind(scheme, 0) == 0)
       x = x.substr(std::string{scheme}.size());
@@ -410,8 +582,6 @@ std::string short_location(const cited_source& s, const std::string& corpus_root
     x.pop_back();
   return x;
 }
-
-} // namespace
 
 std::string terminal_report(const report_parts& r, int width) {
   auto cols = static_cast<size_t>(std::clamp(width, 20, 200));

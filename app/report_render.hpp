@@ -5,13 +5,18 @@
 
 #pragma once
 
+#include <cstddef>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace quarry::app {
 
 /// A cited source as the report lists it.
 struct cited_source {
+  /// The number shown: in a stored report, 1, 2, ... in the order the body
+  /// first cites them (renumber_citations).
   int number = 0;
   std::string title;
   /// An http(s) URL, a file:// URL of a local document, or empty.
@@ -19,6 +24,16 @@ struct cited_source {
   /// Only its search snippet was known (never opened): listed as
   /// "snippet only".
   bool snippet_only = false;
+  /// The number in the session's stored numbering (store::citation_row),
+  /// which claims and packets use; 0 when it is `number`.
+  int stored_number = 0;
+  /// The stored document's id; empty when not known.
+  std::string document_id = {};
+
+  /// The number in the stored numbering.
+  int stored() const noexcept {
+    return stored_number != 0 ? stored_number : number;
+  }
 };
 
 /// What a report is made of.
@@ -46,10 +61,58 @@ std::string markdown_report(const report_parts& r);
 /// `n. Title <url>` lines); empty without sources.
 std::string sources_markdown(const std::vector<cited_source>& sources);
 
-/// The report as one HTML page. Citations of local documents link to their
-/// entry in the Sources list (`#source-N`), which shows the file's path and
-/// links it with a file:// URL; web sources link to the page.
-std::string html_report(const report_parts& r);
+/// The report as one HTML page, its body rendered by report_html_fragment.
+/// With `source_pages` empty (the file `quarry research --html` writes,
+/// opened from disk): citations of local documents link to their entry in
+/// the Sources list (`#source-N`), which shows the file's path and links it
+/// with a file:// URL; web sources link to the page. With `source_pages`,
+/// the URL path of the session's sources on the server
+/// (`/v1/research/ID/sources`): every local citation and Sources entry links
+/// `<source_pages>/N?format=html` and the page holds no file:// URL; web
+/// citations keep their links.
+std::string html_report(const report_parts& r, const std::string& source_pages = {});
+
+/// A report body (Markdown, citations `[[n]](url)`) as an HTML fragment (no
+/// `<html>`, no title, no Sources list): the one renderer of every HTML
+/// form of a report (the web page, the HTML page, the PDF and DOCX). GitHub's
+/// Markdown by cmark-gfm (tables, strikethrough); raw HTML in the Markdown
+/// is shown as text (escaped); links other than http(s):, mailto: and
+/// `#...` (javascript:, data:, file:, relative ones) become their text;
+/// images become links to their URL, so that nothing is fetched. Safe to
+/// assign to innerHTML.
+///
+/// A citation `[[N]](url)` becomes `<a class="cite" data-n="N"
+/// href="...">[N]</a>`, web ones with `data-url="URL"`. The href: with
+/// `source_pages` (see html_report), `<source_pages>/N?format=html` for a
+/// number in `sources` (every number when `every_number`); else the web URL,
+/// or `#source-N` for a number in `sources`. A citation with nowhere to go
+/// is the text `[N]`.
+std::string report_html_fragment(const std::string& body, const std::vector<cited_source>& sources,
+                                 const std::string& source_pages, bool every_number = false);
+
+/// The citation numbers of `body` (its `[[n]]` markers, n of 1 to 6 digits)
+/// in the order of their first appearance, without repeats.
+std::vector<int> citation_order(const std::string& body);
+
+/// A body renumbered by renumber_citations.
+struct renumbered_body {
+  std::string text;
+  /// Where the text changed: (offset in the old text just after a changed
+  /// marker, bytes added there, negative when removed), in order.
+  std::vector<std::pair<size_t, long>> edits;
+
+  /// Offset `x` of the old text in the new one (an offset inside a changed
+  /// marker does not move; one at its end or after it does).
+  size_t shifted(size_t x) const;
+};
+
+/// `body` with each `[[n]]` marker's number replaced by `shown[n]`; a marker
+/// of a number not in `shown` is removed with its link.
+renumbered_body renumber_citations(const std::string& body, const std::map<int, int>& shown);
+
+/// `1, 2, ...` for the numbers of citation_order(body): the gap-free
+/// numbering of a report, in the order it first cites its sources.
+std::map<int, int> first_cited_numbering(const std::string& body);
 
 /// The report as one HTML page to send (what the PDF and DOCX exports
 /// render): the same body and Sources as html_report, but no file:// link
@@ -74,6 +137,18 @@ std::string terminal_report(const report_parts& r, int width);
 /// Where a local source is shown in a report to send: `path` relative to
 /// `corpus_root` when it lies inside it, else its file name.
 std::string shown_local_path(const std::string& path, const std::string& corpus_root);
+
+/// A source's short location, as terminal_report shows it: a local
+/// document's path relative to `corpus_root` (shown_local_path), a web
+/// page's host and path (`example.org/a/b`: no scheme, `www.`, query or
+/// fragment).
+std::string source_location(const std::string& url, const std::string& corpus_root);
+
+/// Whether `url` is an http:// or https:// URL.
+bool is_web_url(const std::string& url);
+
+/// Whether `url` is a file:// URL.
+bool is_file_url(const std::string& url);
 
 /// Report text (Markdown or HTML) as it is printed: cleaned of escape
 /// sequences and controls (sdk::strip_terminal_controls) when it goes to a

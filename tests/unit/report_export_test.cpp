@@ -53,7 +53,8 @@ TEST_CASE("sendable report: no file:// link, local paths relative to the corpus,
   // The local source: its title and its path in the corpus, as text.
   CHECK(html.find("Running costs<br><code>energy/costs a.md</code>") != std::string::npos);
   // Its citation links to the entry.
-  CHECK(html.find("<a href=\"#source-1\">[1]</a>") != std::string::npos);
+  CHECK(html.find("<a class=\"cite\" data-n=\"1\" href=\"#source-1\">[1]</a>")
+        != std::string::npos);
   CHECK(html.find("<li id=\"source-1\">") != std::string::npos);
   // A web source: linked, and its URL as text for paper.
   CHECK(html.find("<a href=\"https://example.com/noise\">Noise</a><br><span "

@@ -199,7 +199,8 @@ TEST_CASE("report HTML: local citations link to the sources list, which shows th
   // Every file:// citation became an anchor: none is left for the Markdown
   // renderer to empty (found by the report fuzz target).
   CHECK(html.find("href=\"\"") == std::string::npos);
-  CHECK(html.find("<a href=\"#source-1\">") != std::string::npos);
+  CHECK(html.find("<a class=\"cite\" data-n=\"1\" href=\"#source-1\">[1]</a>")
+        != std::string::npos);
   CHECK(html.find("<li id=\"source-1\" value=\"1\">") != std::string::npos);
   CHECK(html.find("<code>/docs/heat pumps/cold.md</code>") != std::string::npos);
   CHECK(html.find("href=\"https://example.com/grid?a=1&amp;b=2\"") != std::string::npos);
@@ -316,4 +317,99 @@ TEST_CASE("terminal report: wrapped to the width, citations as [n], short source
   // A partial report says so first.
   r.partial = true;
   CHECK(app::terminal_report(r, 80).find("Partial report.") != std::string::npos);
+}
+
+TEST_CASE("report HTML over HTTP: every source links its page on the server, no file:// URL") {
+  app::report_parts r;
+  r.question = "Heat pumps?";
+  r.body = "Cold air lowers efficiency [[1]](file:///srv/corpus/heat/cold.md). "
+           "The grid matters [[2]](https://example.com/grid?a=1&b=2).";
+  r.sources = {{1, "Cold climates", "file:///srv/corpus/heat/cold.md"},
+               {2, "Grid", "https://example.com/grid?a=1&b=2"}};
+  r.corpus_root = "/srv/corpus";
+  auto html = app::html_report(r, "/v1/research/q0123456789abcdef/sources");
+  CHECK(html.find("file:") == std::string::npos);
+  CHECK(html.find("/srv/corpus") == std::string::npos);
+  CHECK(html.find("<a class=\"cite\" data-n=\"1\" "
+                  "href=\"/v1/research/q0123456789abcdef/sources/1?format=html\">[1]</a>")
+        != std::string::npos);
+  // A web citation keeps its link.
+  CHECK(
+    html.find("<a class=\"cite\" data-n=\"2\" data-url=\"https://example.com/grid?a=1&amp;b=2\" "
+              "href=\"https://example.com/grid?a=1&amp;b=2\">[2]</a>")
+    != std::string::npos);
+  // The Sources entry of the local one: its page, and its path in the corpus.
+  CHECK(html.find("<a href=\"/v1/research/q0123456789abcdef/sources/1?format=html\">Cold "
+                  "climates</a><br><code>heat/cold.md</code>")
+        != std::string::npos);
+  CHECK(html.find("Content-Security-Policy") != std::string::npos);
+  // The file written for the disk keeps its file:// link.
+  CHECK(app::html_report(r).find("file:///srv/corpus/heat/cold.md") != std::string::npos);
+}
+
+TEST_CASE("report fragment: citations as links to their sources, raw HTML as text, unsafe "
+          "links as their text, images as links") {
+  std::vector<app::cited_source> sources = {{1, "Local", "file:///c/a.md"},
+                                            {2, "Web", "https://example.org/w"}};
+  auto body = std::string{
+    "# Title\n\nOne [[1]](file:///c/a.md), two [[2]](https://example.org/w), "
+    "unknown [[5]](). <script>alert(1)</script> "
+    "[click](javascript:alert(1)) [data](data:text/html;base64,PHNjcmlwdD4=) "
+    "[rel](/v1/research) <javascript:alert(2)> [ok](https://ok.example/) "
+    "![pic](https://example.org/p.png)\n\n<div onclick=\"x()\">block</div>\n"};
+  auto html = app::report_html_fragment(body, sources, "/v1/research/q0123456789abcdef/sources");
+  CAPTURE(html);
+  CHECK(html.find("<html") == std::string::npos);
+  CHECK(html.find("<h1>Title</h1>") != std::string::npos);
+  CHECK(html.find("<a class=\"cite\" data-n=\"1\" "
+                  "href=\"/v1/research/q0123456789abcdef/sources/1?format=html\">[1]</a>")
+        != std::string::npos);
+  // Web sources open through the server too; their URL is kept.
+  CHECK(html.find("<a class=\"cite\" data-n=\"2\" data-url=\"https://example.org/w\" "
+                  "href=\"/v1/research/q0123456789abcdef/sources/2?format=html\">[2]</a>")
+        != std::string::npos);
+  // A number no source has leads nowhere.
+  CHECK(html.find("unknown [5].") != std::string::npos);
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("&lt;script&gt;alert(1)&lt;/script&gt;") != std::string::npos);
+  CHECK(html.find("<div") == std::string::npos);
+  CHECK(html.find("&lt;div onclick=&quot;x()&quot;&gt;block&lt;/div&gt;") != std::string::npos);
+  CHECK(html.find("href=\"javascript") == std::string::npos);
+  CHECK(html.find("href=\"data") == std::string::npos);
+  CHECK(html.find("file:") == std::string::npos);
+  CHECK(html.find("href=\"\"") == std::string::npos);
+  CHECK(html.find(" click ") != std::string::npos);
+  CHECK(html.find("href=\"/v1/research\"") == std::string::npos);
+  CHECK(html.find("<a href=\"https://ok.example/\">ok</a>") != std::string::npos);
+  CHECK(html.find("<img") == std::string::npos);
+  CHECK(html.find("<a href=\"https://example.org/p.png\">pic</a>") != std::string::npos);
+  // Every number links its page when the sources are not known yet (a
+  // report being written).
+  auto live = app::report_html_fragment("Five [[5]](file:///c/e.md).", {}, "/s", true);
+  CHECK(live.find("<a class=\"cite\" data-n=\"5\" href=\"/s/5?format=html\">[5]</a>")
+        != std::string::npos);
+}
+
+TEST_CASE("report numbering: gap-free, in the order first cited, ranges moved with the text") {
+  std::string body
+    = "A [[10]](https://a.example/) b [[3]](file:///x.md). C [[10]](https://a.example/) "
+      "d [[7]]() e [[99]](https://gone.example/(x)) f.";
+  CHECK(app::citation_order(body) == std::vector<int>{10, 3, 7, 99});
+  auto numbering = app::first_cited_numbering(body);
+  CHECK(numbering == std::map<int, int>{{10, 1}, {3, 2}, {7, 3}, {99, 4}});
+  numbering.erase(99);
+  auto out = app::renumber_citations(body, numbering);
+  CHECK(out.text
+        == "A [[1]](https://a.example/) b [[2]](file:///x.md). C [[1]](https://a.example/) "
+           "d [[3]]() e  f.");
+  // The offset of "C" moves back by the one digit each [[10]] lost before it.
+  auto c = body.find(". C") + 2;
+  CHECK(out.text.substr(out.shifted(c), 1) == "C");
+  auto f = body.find(" f.") + 1;
+  CHECK(out.text.substr(out.shifted(f), 2) == "f.");
+  CHECK(out.shifted(0) == 0);
+  // Numbers with no gap stay as they are.
+  auto same = app::renumber_citations("x [[1]](u) y [[2]](v)", {{1, 1}, {2, 2}});
+  CHECK(same.text == "x [[1]](u) y [[2]](v)");
+  CHECK(same.edits.empty());
 }

@@ -10,6 +10,7 @@
 #include "serve_cluster.hpp"
 #include "serve_service.hpp"
 #include "serve_sessions.hpp"
+#include "serve_sources.hpp"
 #include "session_store.hpp"
 
 #include "upload_files.hpp"
@@ -348,7 +349,7 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                 document_of[c.number] = c.document_id;
               for (const auto& src : *cited)
                 sources.push_back({{"number", src.number},
-                                   {"document_id", document_of[src.number]},
+                                   {"document_id", document_of[src.stored()]},
                                    {"title", src.title},
                                    {"url", src.url},
                                    {"snippet_only", src.snippet_only}});
@@ -537,10 +538,15 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                                     + ")");
         if (format == "md")
           return http::response{200, "text/markdown; charset=utf-8", {}, markdown_report(*report)};
+        // Every source links its page here (serve_sources.cpp): no file://.
+        auto source_pages = "/v1/research/" + id + "/sources";
+        report->corpus_root = session_corpus(row.options, corpus);
         if (format == "html")
-          return http::response{200, "text/html; charset=utf-8", {}, html_report(*report)};
+          return http::response{200,
+                                "text/html; charset=utf-8",
+                                {{"Content-Security-Policy", std::string{source_page_policy}}},
+                                html_report(*report, source_pages)};
         if (sent) {
-          report->corpus_root = session_corpus(row.options, corpus);
           auto made = export_report(*report, *sent);
           if (auto* err = std::get_if<export_error>(&made)) {
             spdlog::error("the {} export of session {} failed: {}{}{}", format, id, err->message,
@@ -567,12 +573,14 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                              {"title", s.title},
                              {"url", s.url},
                              {"snippet_only", s.snippet_only}});
-        return http::json_response(200, {{"id", id},
-                                         {"question", report->question},
-                                         {"report", report->body},
-                                         {"sources", std::move(sources)},
-                                         {"partial", report->partial},
-                                         {"truncated", core::is_cut_report(report->body)}});
+        return http::json_response(
+          200, {{"id", id},
+                {"question", report->question},
+                {"report", report->body},
+                {"html", report_html_fragment(report->body, report->sources, source_pages)},
+                {"sources", std::move(sources)},
+                {"partial", report->partial},
+                {"truncated", core::is_cut_report(report->body)}});
       });
     });
   // The claims of the final report, each with its verdict and evidence.
@@ -589,12 +597,14 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
               return store_failure(found.error());
             if (!*found)
               return not_found(id);
-            auto claims = db.claims(id);
+            // Numbered as the report shows its sources.
+            auto claims = shown_claims(db, id);
             if (!claims)
               return store_failure(claims.error());
             return http::json_response(200, claims_json(id, *claims));
           });
         });
+  add_source_routes(r, svc);
   add_openai_routes(r, svc);
   add_mcp_routes(r, svc);
   // The web page.

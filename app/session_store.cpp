@@ -13,6 +13,7 @@
 
 #include "quarry/actors/session.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -213,7 +214,6 @@ nlohmann::json to_json(const stored_options& x) {
     j["max_cycles"] = x.max_cycles;
   if (!x.corpus.empty())
     j["corpus"] = x.corpus;
-  if (!x.follow_up_context.text.empty())
   if (!x.uploads.empty()) {
     auto list = nlohmann::json::array();
     for (const auto& u : x.uploads) {
@@ -224,6 +224,7 @@ nlohmann::json to_json(const stored_options& x) {
     }
     j["uploads"] = std::move(list);
   }
+  if (!x.follow_up_context.text.empty())
     j["follow_up_context"] = x.follow_up_context.text;
   if (!x.follow_up_context.thread.empty())
     j["conversation"] = thread_json(x.follow_up_context.thread);
@@ -288,7 +289,6 @@ std::variant<stored_options, std::string> stored_options_from(const nlohmann::js
       return std::string{"stored options: max_cycles: not between 1 and 1000"};
     out.max_cycles = i->get<int>();
   }
-  if (out.question.empty())
   if (auto i = j.find("uploads"); i != j.end()) {
     if (!i->is_array() || i->size() > 20)
       return std::string{"stored options: uploads: not a list of at most 20 files"};
@@ -313,6 +313,7 @@ std::variant<stored_options, std::string> stored_options_from(const nlohmann::js
       out.uploads.push_back(std::move(u));
     }
   }
+  if (out.question.empty())
     return std::string{"stored options: no question"};
   return out;
 }
@@ -537,22 +538,17 @@ store::session_state effective_state(store::store& db, const store::session_row&
 }
 
 // The cited sources of a stored report: the citation numbers its body uses.
+std::map<int, int> shown_numbering(const std::string& body, const std::set<int>& known) {
+  std::map<int, int> out;
+  int next = 1;
+  for (int n : citation_order(body))
+    if (known.count(n) != 0)
+      out[n] = next++;
+  return out;
+}
+
 store::result<std::vector<cited_source>> report_sources(store::store& db, const std::string& id,
                                                         const std::string& body) {
-  // The `[[n]]` markers of the body (n of 1 to 6 digits), in one pass.
-  std::set<int> used;
-  for (size_t at = body.find("[["); at != std::string::npos; at = body.find("[[", at + 1)) {
-    size_t i = at + 2;
-    int n = 0;
-    size_t digits = 0;
-    while (i < body.size() && digits < 7 && body[i] >= '0' && body[i] <= '9') {
-      n = n * 10 + (body[i] - '0');
-      ++i;
-      ++digits;
-    }
-    if (digits >= 1 && digits <= 6 && body.compare(i, 2, "]]") == 0)
-      used.insert(n);
-  }
   auto documents = db.documents(id);
   if (!documents)
     return documents.error();
@@ -562,15 +558,34 @@ store::result<std::vector<cited_source>> report_sources(store::store& db, const 
   std::map<std::string, store::document_row> docs;
   for (auto& d : *documents)
     docs.emplace(d.document_id, std::move(d));
+  std::set<int> known;
+  for (const auto& c : *cites)
+    known.insert(c.number);
+  auto shown = shown_numbering(body, known);
   std::vector<cited_source> out;
   for (const auto& c : *cites) {
-    if (used.count(c.number) == 0)
+    auto number = shown.find(c.number);
+    if (number == shown.end())
       continue;
     auto d = docs.find(c.document_id);
-    out.push_back({c.number, d != docs.end() ? d->second.title : c.document_id,
-                   d != docs.end() ? d->second.url : std::string{},
-                   d != docs.end() && d->second.snippet_only});
+    cited_source s;
+    s.number = number->second;
+    s.stored_number = c.number;
+    s.document_id = c.document_id;
+    s.title = d != docs.end() ? d->second.title : c.document_id;
+    s.url = d != docs.end() ? d->second.url : std::string{};
+    s.snippet_only = d != docs.end() && d->second.snippet_only;
+    out.push_back(std::move(s));
   }
+  std::sort(out.begin(), out.end(),
+            [](const cited_source& x, const cited_source& y) { return x.number < y.number; });
+  return out;
+}
+
+std::map<int, int> shown_numbers(const std::vector<cited_source>& sources) {
+  std::map<int, int> out;
+  for (const auto& s : sources)
+    out[s.stored()] = s.number;
   return out;
 }
 
@@ -587,11 +602,53 @@ stored_report(store::store& db, const store::session_row& row, store::session_st
     return sources.error();
   report_parts parts;
   parts.question = row.question;
-  parts.body = (*r)->text;
+  parts.body = renumber_citations((*r)->text, shown_numbers(*sources)).text;
   parts.sources = std::move(*sources);
   parts.partial = state != store::session_state::completed;
   out = std::move(parts);
   return out;
+}
+
+store::result<std::vector<store::claim_row>> shown_claims(store::store& db, const std::string& id) {
+  auto claims = db.claims(id);
+  if (!claims)
+    return claims.error();
+  if (claims->empty())
+    return claims;
+  auto report = db.final_report(id);
+  if (!report)
+    return report.error();
+  if (!*report)
+    return claims;
+  auto sources = report_sources(db, id, (*report)->text);
+  if (!sources)
+    return sources.error();
+  auto shown = shown_numbers(*sources);
+  auto body = renumber_citations((*report)->text, shown);
+  auto number = [&](int n) {
+    auto found = shown.find(n);
+    return found != shown.end() ? found->second : 0;
+  };
+  for (auto& c : *claims) {
+    std::vector<int> cited;
+    for (int n : c.citations)
+      if (auto m = number(n); m != 0)
+        cited.push_back(m);
+    c.citations = std::move(cited);
+    if (c.source) {
+      if (auto m = number(*c.source); m != 0)
+        c.source = m;
+    }
+    if (c.recited_to) {
+      if (auto m = number(*c.recited_to); m != 0)
+        c.recited_to = m;
+    }
+    if (c.report_begin)
+      c.report_begin = static_cast<int64_t>(body.shifted(static_cast<size_t>(*c.report_begin)));
+    if (c.report_end)
+      c.report_end = static_cast<int64_t>(body.shifted(static_cast<size_t>(*c.report_end)));
+  }
+  return claims;
 }
 
 report_parts report_of(const std::string& question, const actors::session_result& r, bool partial) {
@@ -599,8 +656,25 @@ report_parts report_of(const std::string& question, const actors::session_result
   out.question = question;
   out.body = r.report;
   out.partial = partial;
+  std::set<int> known;
   for (const auto& s : r.sources)
-    out.sources.push_back({s.number, s.title, s.url, s.snippet_only});
+    known.insert(s.number);
+  auto shown = shown_numbering(r.report, known);
+  out.body = renumber_citations(r.report, shown).text;
+  for (const auto& s : r.sources) {
+    auto number = shown.find(s.number);
+    if (number == shown.end())
+      continue;
+    cited_source c;
+    c.number = number->second;
+    c.stored_number = s.number;
+    c.title = s.title;
+    c.url = s.url;
+    c.snippet_only = s.snippet_only;
+    out.sources.push_back(std::move(c));
+  }
+  std::sort(out.sources.begin(), out.sources.end(),
+            [](const cited_source& x, const cited_source& y) { return x.number < y.number; });
   return out;
 }
 

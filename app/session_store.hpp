@@ -11,8 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -93,8 +95,6 @@ struct conversation_context {
 /// own, core::max_user_messages_for_context).
 inline constexpr size_t thread_questions = 4;
 
-/// What a stored session runs with: enough to run it again.
-struct stored_options {
 /// A file uploaded to a research (POST /v1/uploads, app/upload_files.hpp).
 struct session_upload {
   /// The upload's id, as given when it was uploaded.
@@ -108,6 +108,8 @@ struct session_upload {
   std::string type;
 };
 
+/// What a stored session runs with: enough to run it again.
+struct stored_options {
   /// The question as the user asked it.
   std::string question;
   /// Answers to clarifying questions, one per line (may be empty).
@@ -123,11 +125,11 @@ struct session_upload {
   /// The corpus folder (absolute), or empty. A session with uploads: its
   /// own files folder (`<data_dir>/sessions/<id>/files`).
   std::string corpus;
-  /// Context from the session this one follows up (or the messages before
-  /// the question of an OpenAI-style request), or empty.
   /// The files uploaded to this session (at most 20), searched with its own
   /// `session_files` tool.
   std::vector<session_upload> uploads;
+  /// Context from the session this one follows up (or the messages before
+  /// the question of an OpenAI-style request), or empty.
   conversation_context follow_up_context;
   /// `on` or `off` (`--verify`, `--no-verify`); empty: research.verify.
   std::string verify;
@@ -190,15 +192,33 @@ std::variant<std::vector<sdk::chat_message>, std::string> thread_from(const nloh
 /// failed second read keeps the first.
 store::session_state effective_state(store::store& db, const store::session_row& row);
 
-/// The cited sources of a stored report: the citation numbers its body uses,
-/// with their documents' titles and URLs.
+/// The numbers a report shows: the store numbers every document a research
+/// found and a report cites some of them, so a report's own numbers may
+/// have gaps (1, 3, 7). Shown, they are 1, 2, ... in the order `body` first
+/// cites them; numbers not in `known` (no stored citation) get none.
+std::map<int, int> shown_numbering(const std::string& body, const std::set<int>& known);
+
+/// The cited sources of a stored report (`body` as stored): the numbers its
+/// body cites that the store numbers, each with its document's title, URL
+/// and id, numbered as shown (shown_numbering; cited_source::stored_number
+/// keeps the stored one), in that order.
 store::result<std::vector<cited_source>> report_sources(store::store& db, const std::string& id,
                                                         const std::string& body);
 
+/// Stored number -> shown number of `sources` (report_sources).
+std::map<int, int> shown_numbers(const std::vector<cited_source>& sources);
+
 /// The final report of a stored session (none if it has none), partial
-/// unless it completed.
+/// unless it completed, numbered as shown: its body renumbered
+/// (renumber_citations) to agree with its sources (report_sources).
 store::result<std::optional<report_parts>>
 stored_report(store::store& db, const store::session_row& row, store::session_state state);
+
+/// The claims of a session in the numbering its report shows (stored_report):
+/// citations, `source` and `recited_to` renumbered (a number the report
+/// does not show is dropped from `citations` and kept elsewhere), report
+/// ranges moved to the renumbered body. As stored without a final report.
+store::result<std::vector<store::claim_row>> shown_claims(store::store& db, const std::string& id);
 
 /// The claims of a session as the API and `quarry sessions show --claims
 /// --json` give them: `{"id", "claims": [store::to_json(claim)...],
@@ -256,7 +276,8 @@ namespace quarry::app {
 const char* state_after(const actors::session_result& r);
 
 /// The report a session delivered, as report files show it (its sources
-/// with their snippet-only labels); `partial` for an interrupted research.
+/// with their snippet-only labels, numbered as stored_report numbers them);
+/// `partial` for an interrupted research.
 report_parts report_of(const std::string& question, const actors::session_result& r, bool partial);
 
 } // namespace quarry::app

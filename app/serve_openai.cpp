@@ -322,7 +322,8 @@ outcome read_outcome(store::store* db, const std::string& id) {
   if (!*row)
     return out;
   auto state = effective_state(*db, **row);
-  auto report = stored_report(*db, **row, state);
+  // As streamed: the stored numbers.
+  auto report = stored_report(*db, **row, state, true);
   if (!report)
     return failed(report.error());
   auto usage = db->usage(id);

@@ -590,7 +590,8 @@ std::map<int, int> shown_numbers(const std::vector<cited_source>& sources) {
 }
 
 store::result<std::optional<report_parts>>
-stored_report(store::store& db, const store::session_row& row, store::session_state state) {
+stored_report(store::store& db, const store::session_row& row, store::session_state state,
+              bool as_stored) {
   auto r = db.final_report(row.id);
   if (!r)
     return r.error();
@@ -602,7 +603,17 @@ stored_report(store::store& db, const store::session_row& row, store::session_st
     return sources.error();
   report_parts parts;
   parts.question = row.question;
-  parts.body = renumber_citations((*r)->text, shown_numbers(*sources)).text;
+  if (as_stored) {
+    parts.body = (*r)->text;
+    for (auto& s : *sources) {
+      s.number = s.stored();
+      s.stored_number = 0;
+    }
+    std::sort(sources->begin(), sources->end(),
+              [](const cited_source& x, const cited_source& y) { return x.number < y.number; });
+  } else {
+    parts.body = renumber_citations((*r)->text, shown_numbers(*sources)).text;
+  }
   parts.sources = std::move(*sources);
   parts.partial = state != store::session_state::completed;
   out = std::move(parts);

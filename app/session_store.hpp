@@ -210,9 +210,13 @@ std::map<int, int> shown_numbers(const std::vector<cited_source>& sources);
 
 /// The final report of a stored session (none if it has none), partial
 /// unless it completed, numbered as shown: its body renumbered
-/// (renumber_citations) to agree with its sources (report_sources).
+/// (renumber_citations) to agree with its sources (report_sources). With
+/// `as_stored`, body and sources keep the stored numbers (as the report was
+/// streamed: the OpenAI-compatible endpoint answers a stored session as it
+/// streamed it).
 store::result<std::optional<report_parts>>
-stored_report(store::store& db, const store::session_row& row, store::session_state state);
+stored_report(store::store& db, const store::session_row& row, store::session_state state,
+              bool as_stored = false);
 
 /// The claims of a session in the numbering its report shows (stored_report):
 /// citations, `source` and `recited_to` renumbered (a number the report

@@ -196,7 +196,8 @@ std::string claim_line(const store::claim_row& c) {
 
 // `quarry sessions show ID --claims [--json]`.
 int show_claims(store::store& db, const std::string& id, bool as_json) {
-  auto claims = db.claims(id);
+  // Numbered as the report shows its sources.
+  auto claims = shown_claims(db, id);
   if (!claims) {
     std::cerr << "quarry: " << read_failure(db, claims.error()) << "\n";
     return exit_failure;
@@ -419,7 +420,7 @@ int cmd_sessions_export(context& ctx, const sessions_options& opts) {
     return exit_ok;
   }
   if (opts.format == "claims") {
-    auto claims = db.claims(opts.id);
+    auto claims = shown_claims(db, opts.id);
     if (!claims) {
       std::cerr << "quarry: " << read_failure(db, claims.error()) << "\n";
       return exit_failure;

@@ -88,6 +88,7 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
   }
   // The provider.
   auto settings = actors::llm_actor_settings::of(name, entry->second.limits);
+  settings.offline = entry->second.plugin == "extractive"; // no model runs
   ctx.load_plugins();
   auto made = ctx.registry->make_llm(entry->second.plugin, entry->second.config, name);
   if (auto* err = std::get_if<std::string>(&made)) {
@@ -150,7 +151,8 @@ int cmd_llm_chat(context& ctx, const llm_chat_options& opts) {
               {"provider", reply.provider},
               {"model", r.model},
               {"attempts", reply.attempts},
-              {"cost_usd", reply.cost_usd}};
+              {"cost_usd", reply.cost_usd},
+              {"cost_known", reply.basis != core::cost_basis::unpriced}};
             answer = std::move(out); // printed with the context window below
 
           } else {

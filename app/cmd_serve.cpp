@@ -12,6 +12,7 @@
 #include "serve_sessions.hpp"
 #include "serve_sources.hpp"
 #include "session_store.hpp"
+#include "session_usage.hpp"
 
 #include "upload_files.hpp"
 #include "quarry/actors/runtime.hpp"
@@ -128,7 +129,8 @@ std::variant<stored_options, std::string> research_body(const std::string& body,
       so.verify = v.get<bool>() ? "on" : "off";
     } else {
       return "unknown field '" + sdk::repair_utf8(key.substr(0, 64)) + "'";
-    } else if (key == "uploads") {
+    }
+    else if (key == "uploads") {
       if (!v.is_array() || v.size() > 20)
         return std::string{"uploads: must be a list of at most 20 upload ids"};
       for (const auto& u : v) {
@@ -151,16 +153,24 @@ std::variant<stored_options, std::string> research_body(const std::string& body,
   return so;
 }
 
-json row_json(store::store& db, const store::session_row& row) {
+// A session as the list and GET /v1/research/{id} give it, with its
+// models, duration and usage (docs/api.md); the error of a failed read.
+store::result<json> row_json(store::store& db, const store::session_row& row) {
   auto state = effective_state(db, row);
+  auto groups = db.usage_groups(row.id);
+  if (!groups)
+    return groups.error();
+  auto used = summarize_usage(*groups);
   return json{{"id", row.id},
               {"question", row.question},
               {"state", store::to_string(state)},
               {"parent_id", row.parent_id.empty() ? json(nullptr) : json(row.parent_id)},
               {"created_at", rfc3339(row.created_at)},
               {"updated_at", rfc3339(row.updated_at)},
-              {"finished_at",
-               row.finished_at > 0 ? json(rfc3339(row.finished_at)) : json(nullptr)}};
+              {"finished_at", row.finished_at > 0 ? json(rfc3339(row.finished_at)) : json(nullptr)},
+              {"duration_ms", session_duration_ms(row, state, unix_ms())},
+              {"models", session_models_json(used)},
+              {"usage", session_usage_json(used)}};
 }
 
 http::response not_found(const std::string& id) {
@@ -280,7 +290,10 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
           return store_failure(listed.error());
         auto& page = *listed;
         for (const auto& row : page.sessions) {
-          auto j = row_json(db, row);
+          auto read = row_json(db, row);
+          if (!read)
+            return store_failure(read.error());
+          auto& j = *read;
           if (!wanted || j["state"] == store::to_string(*wanted))
             list.push_back(std::move(j));
         }
@@ -307,41 +320,37 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
             if (!*found)
               return not_found(id);
             const auto& row = **found;
-            auto u = db.usage(id);
-            if (!u)
-              return store_failure(u.error());
             auto report = db.final_report(id);
             if (!report)
               return store_failure(report.error());
             auto children = db.children(id);
             if (!children)
               return store_failure(children.error());
-            auto j = row_json(db, row);
+            auto read = row_json(db, row);
+            if (!read)
+              return store_failure(read.error());
+            auto& j = *read;
             j["options"] = row.options;
             if (!row.error.empty())
               j["error"] = row.error;
             j["last_seq"] = row.last_seq;
-            j["usage"] = {{"calls", u->calls},
-                          {"input_tokens", u->input_tokens},
-                          {"output_tokens", u->output_tokens},
-                          {"cost", u->cost}};
             json sources = json::array();
             if (*report) {
               auto cites = db.citations(id);
               if (!cites)
                 return store_failure(cites.error());
               auto cited = report_sources(db, id, (*report)->text);
-            // The files uploaded to it (POST /v1/uploads).
-            if (auto ups = row.options.find("uploads");
-                ups != row.options.end() && ups->is_array() && !ups->empty()) {
-              json files = json::array();
-              for (const auto& u : *ups)
-                if (u.is_object() && u.contains("name"))
-                  files.push_back({{"name", u.value("name", "")},
-                                   {"bytes", u.value("bytes", int64_t{0})},
-                                   {"type", u.value("type", "")}});
-              j["uploads"] = std::move(files);
-            }
+              // The files uploaded to it (POST /v1/uploads).
+              if (auto ups = row.options.find("uploads");
+                  ups != row.options.end() && ups->is_array() && !ups->empty()) {
+                json files = json::array();
+                for (const auto& u : *ups)
+                  if (u.is_object() && u.contains("name"))
+                    files.push_back({{"name", u.value("name", "")},
+                                     {"bytes", u.value("bytes", int64_t{0})},
+                                     {"type", u.value("type", "")}});
+                j["uploads"] = std::move(files);
+              }
               if (!cited)
                 return store_failure(cited.error());
               std::map<int, std::string> document_of;
@@ -627,14 +636,19 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                       {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:; "
   add_upload_routes(r, svc);
                                                   "style-src 'self'; script-src 'self'; "
-                                                  "connect-src 'self'; frame-ancestors 'none'"}},
-                     std::string{a->data}});
-  };
-  size_t count = 0;
-  const auto* assets = web::all_assets(count);
-  for (size_t i = 0; i < count; ++i)
-    r.add("GET", assets[i].path, page);
-  r.add("GET", "/", page);
+                                                  "connect-src 'self'; frame-ancestors 'none'"
+  }
+}
+, std::string {
+  a->data
+}
+});
+};
+size_t count = 0;
+const auto* assets = web::all_assets(count);
+for (size_t i = 0; i < count; ++i)
+  r.add("GET", assets[i].path, page);
+r.add("GET", "/", page);
 }
 
 } // namespace
@@ -769,7 +783,7 @@ int cmd_serve(context& ctx, const serve_options& opts) {
     caf::anon_send(manager, actors::stop_atom::value);
     // A setting that is not valid (server.allowed_hosts, ...) is a usage
     // error, as a bad --listen is.
-  so.body_limits = {{"/v1/uploads", static_cast<size_t>(cfg.server.max_upload_bytes)}};
+    so.body_limits = {{"/v1/uploads", static_cast<size_t>(cfg.server.max_upload_bytes)}};
     return err->code == sdk::errc::bad_request ? exit_usage : exit_failure;
   }
   auto server = std::get<std::unique_ptr<http::server>>(std::move(started));

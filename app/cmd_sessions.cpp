@@ -7,6 +7,7 @@
 #include "report_export.hpp"
 #include "report_render.hpp"
 #include "session_store.hpp"
+#include "session_usage.hpp"
 
 #include "quarry/core/checkpoint.hpp"
 #include "quarry/core/research_requests.hpp"
@@ -14,6 +15,7 @@
 #include "quarry/sdk/strings.hpp"
 #include "quarry/store/store.hpp"
 
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -256,7 +258,7 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
               << std::flush;
     return exit_ok;
   }
-  auto usage_read = db.usage(opts.id);
+  auto usage_read = db.usage_groups(opts.id);
   auto children = db.children(opts.id);
   for (const auto* err :
        {usage_read ? nullptr : &usage_read.error(), children ? nullptr : &children.error()})
@@ -264,17 +266,17 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
       std::cerr << "quarry: " << read_failure(db, *err) << "\n";
       return exit_failure;
     }
-  const auto& usage = *usage_read;
+  auto usage = summarize_usage(*usage_read);
+  auto duration_ms = session_duration_ms(s->row, state, unix_ms());
   std::vector<std::string> follow_ups;
   for (const auto& c : *children)
     follow_ups.push_back(c.id);
   if (opts.format == "json") {
     auto j = session_json(s->row, state);
     j["options"] = s->row.options;
-    j["usage"] = {{"calls", usage.calls},
-                  {"input_tokens", usage.input_tokens},
-                  {"output_tokens", usage.output_tokens},
-                  {"cost", usage.cost}};
+    j["duration_ms"] = duration_ms;
+    j["models"] = session_models_json(usage);
+    j["usage"] = session_usage_json(usage);
     j["follow_ups"] = follow_ups;
     json sources = json::array();
     if (report)
@@ -301,9 +303,31 @@ int cmd_sessions_show(context& ctx, const sessions_options& opts) {
     std::cout << "Follows   " << s->row.parent_id << "\n";
   for (const auto& f : follow_ups)
     std::cout << "Follow-up " << f << "\n";
+  char took[32];
+  std::snprintf(took, sizeof(took), "%.1f s", static_cast<double>(duration_ms) / 1000.0);
+  std::cout << "Duration  " << took << "\n";
+  // The names come from configuration and model servers: cleaned.
+  for (const auto& m : usage.models)
+    std::cout << "Model     " << sdk::strip_terminal_controls(m.role) << ": "
+              << sdk::strip_terminal_controls(m.provider) << " "
+              << (m.offline ? std::string{"(no model)"} : sdk::strip_terminal_controls(m.model))
+              << "\n";
   std::cout << "Packets   " << s->row.last_seq << "\n"
-            << "Usage     " << usage.calls << " model calls, " << usage.input_tokens
-            << " input and " << usage.output_tokens << " output tokens\n";
+            << "Usage     ";
+  if (usage.model_calls() == 0 && usage.offline_calls > 0) {
+    std::cout << "no model (" << usage.offline_calls
+              << (usage.offline_calls == 1 ? " offline call)" : " offline calls)");
+  } else {
+    std::cout << usage.model_calls()
+              << (usage.model_calls() == 1 ? " model call, " : " model calls, ")
+              << usage.input_tokens << " input and " << usage.output_tokens << " output tokens";
+    if (auto cost = cost_text(usage); !cost.empty())
+      std::cout << ", " << cost;
+    if (usage.offline_calls > 0)
+      std::cout << ", " << usage.offline_calls
+                << (usage.offline_calls == 1 ? " offline call" : " offline calls");
+  }
+  std::cout << "\n";
   if (state == store::session_state::interrupted)
     std::cout << "\nResume with: quarry sessions resume " << s->row.id << "\n";
   // The human form is for people: its report is cleaned wherever it goes.

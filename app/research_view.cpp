@@ -2,6 +2,8 @@
 
 #include "research_view.hpp"
 
+#include "session_usage.hpp"
+
 #include "quarry/sdk/strings.hpp"
 
 #include <spdlog/sinks/sink.h>
@@ -209,13 +211,20 @@ void research_view::on_packet(const core::packet& p) {
          + " claims supported, " + std::to_string(num("unsupported")) + " unsupported, "
          + std::to_string(num("unverified")) + " unverified");
   } else if (type == "usage") {
-    ++totals_.model_calls;
-    if (auto i = o.find("input_tokens"); i != o.end() && i->is_number())
-      totals_.tokens += i->get<int64_t>();
-    if (auto i = o.find("output_tokens"); i != o.end() && i->is_number())
-      totals_.tokens += i->get<int64_t>();
-    if (auto i = o.find("cost_usd"); i != o.end() && i->is_number())
-      totals_.cost_usd += i->get<double>();
+    // The offline provider's token counts are estimates, not tokens.
+    if (o.value("offline", false)) {
+      ++totals_.offline_calls;
+    } else {
+      ++totals_.model_calls;
+      if (!o.value("cost_known", true))
+        ++totals_.unpriced_calls;
+      if (auto i = o.find("input_tokens"); i != o.end() && i->is_number())
+        totals_.tokens += i->get<int64_t>();
+      if (auto i = o.find("output_tokens"); i != o.end() && i->is_number())
+        totals_.tokens += i->get<int64_t>();
+      if (auto i = o.find("cost_usd"); i != o.end() && i->is_number())
+        totals_.cost_usd += i->get<double>();
+    }
   }
   redraw_locked(false);
 }
@@ -370,14 +379,23 @@ std::string summary_line(std::chrono::steady_clock::duration elapsed, const rese
   auto secs = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count() / 1000.0;
   char head[64];
   std::snprintf(head, sizeof(head), "%.1f s", secs);
-  std::string out = std::string{"quarry: done in "} + head + ", "
-                    + std::to_string(totals.model_calls)
-                    + (totals.model_calls == 1 ? " model call, " : " model calls, ")
-                    + tokens_text(totals.tokens) + " tokens";
-  if (totals.cost_usd > 0) {
-    char cost[32];
-    std::snprintf(cost, sizeof(cost), "$%.4f", totals.cost_usd);
-    out += std::string{", "} + cost;
+  auto calls = [](size_t n, const char* what) {
+    return std::to_string(n) + " " + what + (n == 1 ? " call" : " calls");
+  };
+  std::string out = std::string{"quarry: done in "} + head + ", ";
+  if (totals.model_calls == 0 && totals.offline_calls > 0) {
+    out += "no model (" + calls(totals.offline_calls, "offline") + ")";
+  } else {
+    out += calls(totals.model_calls, "model") + ", " + tokens_text(totals.tokens) + " tokens";
+    session_usage used;
+    used.calls = static_cast<int64_t>(totals.model_calls + totals.offline_calls);
+    used.offline_calls = static_cast<int64_t>(totals.offline_calls);
+    used.unpriced_calls = static_cast<int64_t>(totals.unpriced_calls);
+    used.cost = totals.cost_usd;
+    if (auto cost = cost_text(used); !cost.empty())
+      out += ", " + cost;
+    if (totals.offline_calls > 0)
+      out += ", " + calls(totals.offline_calls, "offline");
   }
   out += ", " + std::to_string(totals.sources) + (totals.sources == 1 ? " source" : " sources");
   if (!files.empty()) {

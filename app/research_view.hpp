@@ -22,8 +22,15 @@ namespace quarry::app {
 
 /// Totals shown in the summary line at the end of a run.
 struct research_totals {
+  /// Calls a model answered.
   size_t model_calls = 0;
+  /// Calls of the offline extractive provider (no model ran).
+  size_t offline_calls = 0;
+  /// Model calls without a price (their cost is unknown).
+  size_t unpriced_calls = 0;
+  /// Input and output tokens of the model calls.
   int64_t tokens = 0;
+  /// US dollars, of the priced calls.
   double cost_usd = 0;
   size_t sources = 0;
 };
@@ -150,7 +157,11 @@ private:
 };
 
 /// Formats the one-line summary left on the terminal at the end of a run:
-/// time, model calls, tokens, cost, sources and the files written.
+/// `quarry: done in 83.4 s, 2 model calls, 1.6k tokens, $0.2500, 5 sources;
+/// wrote r.md`. The cost is `cost unknown` when no model call had a price,
+/// `at least $0.0100 (1 call unpriced)` when some had none; calls of the
+/// offline provider follow as `, 3 offline calls`, or, when no model ran at
+/// all, replace calls, tokens and cost: `no model (14 offline calls)`.
 std::string summary_line(std::chrono::steady_clock::duration elapsed, const research_totals& totals,
                          const std::vector<std::string>& files);
 

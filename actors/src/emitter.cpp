@@ -33,6 +33,20 @@ packet_msg make_packet(const core::placement& where, const nlohmann::json& obj) 
     fact.output_tokens = num("output_tokens");
     if (auto c = obj.find("cost_usd"); c != obj.end() && c->is_number())
       fact.cost_usd = c->get<double>();
+    auto text = [&](const char* key) {
+      auto i = obj.find(key);
+      return i != obj.end() && i->is_string() ? i->get<std::string>() : std::string{};
+    };
+    fact.provider = text("provider");
+    fact.model = text("model");
+    auto flag = [&](const char* key, bool otherwise) {
+      auto i = obj.find(key);
+      return i != obj.end() && i->is_boolean() ? i->get<bool>() : otherwise;
+    };
+    auto basis = flag("offline", false)     ? core::cost_basis::offline
+                 : flag("cost_known", true) ? core::cost_basis::priced
+                                            : core::cost_basis::unpriced;
+    fact.cost_basis = core::to_string(basis);
   } else if (type == "intermediate_report_start") {
     fact.what = kind::report_start;
   } else if (type == "intermediate_report_delta") {

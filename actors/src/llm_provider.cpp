@@ -434,13 +434,21 @@ void try_start(provider_actor_ptr self) {
   }
 }
 
-double price_of(const provider_state& st, const std::string& model, const sdk::usage& u) {
-  auto prices = st.cfg.default_prices;
-  if (auto i = st.cfg.model_prices.find(model); i != st.cfg.model_prices.end())
-    prices = i->second;
-  return (static_cast<double>(u.input_tokens) * prices.input
-          + static_cast<double>(u.output_tokens) * prices.output)
-         / 1e6;
+// The cost of a reply and how it is known: the configured prices, then the
+// shipped table (core::price_for); nothing for the offline provider.
+void price_reply(const provider_state& st, llm_reply& reply) {
+  if (st.cfg.offline) {
+    reply.basis = core::cost_basis::offline;
+    return;
+  }
+  auto price = core::price_for(st.cfg, reply.result.model);
+  if (price.source == core::price_source::none) {
+    reply.basis = core::cost_basis::unpriced;
+    return;
+  }
+  reply.basis = core::cost_basis::priced;
+  reply.cost_usd = core::cost_usd(price.prices, reply.result.usage.input_tokens,
+                                  reply.result.usage.output_tokens);
 }
 
 // Handles a failed attempt: retry if allowed, else fail the call.
@@ -521,7 +529,7 @@ void take_events(provider_actor_ptr self, call_state& call) {
           reply.result.model = c.request.model.empty() ? s.default_model : c.request.model;
         reply.provider = s.cfg.name;
         reply.attempts = c.attempts;
-        reply.cost_usd = price_of(s, reply.result.model, reply.result.usage);
+        price_reply(s, reply);
         s.input_tokens += reply.result.usage.input_tokens;
         s.output_tokens += reply.result.usage.output_tokens;
         s.cost_usd += reply.cost_usd;

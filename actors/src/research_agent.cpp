@@ -356,7 +356,8 @@ void next_step(agent_ptr self) {
     .then(
       [=](llm_reply& reply) {
         emit(self, self->state.step_at,
-             core::packets::usage("research", reply.result.usage, reply.cost_usd));
+             core::packets::usage("research", reply.result.usage, reply.cost_usd,
+                                  origin_of(reply)));
         on_step_reply(self, reply.result);
       },
       [=](caf::error& err) {
@@ -405,7 +406,7 @@ void call_report(agent_ptr self, sdk::chat_request req) {
         auto& st = self->state;
         close_reasoning(self);
         emit(self, agent_at(self),
-             core::packets::usage("report", reply.result.usage, reply.cost_usd));
+             core::packets::usage("report", reply.result.usage, reply.cost_usd, origin_of(reply)));
         // A provider that did not stream: its whole text now.
         if (st.report_text.size() == before && !reply.result.text.empty()) {
           if (!st.report_started)

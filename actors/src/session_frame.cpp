@@ -147,7 +147,8 @@ void call_llm(frame_ptr self, const llm_provider_actor& llm, sdk::chat_request r
         st.current_call = 0;
         if (close_first)
           detail::close_reasoning(st.emitter, at, st.reasoning);
-        emit(self, at, core::packets::usage(role, reply.result.usage, reply.cost_usd));
+        emit(self, at,
+             core::packets::usage(role, reply.result.usage, reply.cost_usd, origin_of(reply)));
         done(reply.result);
       },
       [=](caf::error& err) {

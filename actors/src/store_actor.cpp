@@ -225,9 +225,12 @@ void note_packet(store_ptr self, const std::string& session, int32_t turn, int32
     case kind::usage: {
       store::usage_row u;
       u.role = std::move(fact.role);
+      u.provider = std::move(fact.provider);
+      u.model = std::move(fact.model);
       u.input_tokens = fact.input_tokens;
       u.output_tokens = fact.output_tokens;
       u.cost = fact.cost_usd;
+      u.cost_basis = std::move(fact.cost_basis);
       st.pending.usage.push_back({session, std::move(u)});
       return;
     }

@@ -111,7 +111,7 @@ reader prices(llm_limits& out) {
                  "million tokens (numbers of at least 0)";
       models[model] = tp;
     }
-    out.default_prices = {};
+    out.default_prices.reset();
     out.model_prices = std::move(models);
     return std::nullopt;
   };
@@ -134,9 +134,19 @@ json prices_json(const llm_limits& x) {
       out[model] = pair(p);
     return out;
   }
-  if (x.default_prices.input != 0 || x.default_prices.output != 0)
-    return pair(x.default_prices);
+  if (x.default_prices)
+    return pair(*x.default_prices);
   return json::object();
+}
+
+// true or false.
+reader boolean(bool& dst) {
+  return [&dst](const json& v) -> std::optional<std::string> {
+    if (!v.is_boolean())
+      return "expected true or false, got " + shown(v);
+    dst = v.get<bool>();
+    return std::nullopt;
+  };
 }
 
 // One key of a `limits:` map: what the documentation says, how it is read
@@ -185,7 +195,11 @@ const std::vector<limit_spec<llm_limits>>& table(const llm_limits*) {
     {"prices",
      "`{input: USD, output: USD}` per million tokens, or `MODEL: {input, "
      "output}`",
-     "usage cost", [](l& x) { return prices(x); }, [](const l& x) { return prices_json(x); }},
+     "usage cost; overrides the price table", [](l& x) { return prices(x); },
+     [](const l& x) { return prices_json(x); }},
+    {"price_table", "true or false",
+     "price models without `prices` by the table Quarry ships (false: unpriced)",
+     [](l& x) { return boolean(x.price_table); }, [](const l& x) { return json(x.price_table); }},
   };
   return rows;
 }

@@ -366,14 +366,24 @@ json clarification(const std::string& questions) {
   return out;
 }
 
-json usage(const std::string& role, const sdk::usage& tokens, double cost_usd) {
+json usage(const std::string& role, const sdk::usage& tokens, double cost_usd,
+           const call_origin& origin) {
   auto out = typed("usage");
+  auto offline = origin.basis == cost_basis::offline;
   out["role"] = role;
+  if (!origin.provider.empty())
+    out["provider"] = origin.provider;
+  if (offline)
+    out["model"] = nullptr;
+  else if (!origin.model.empty())
+    out["model"] = origin.model;
   out["input_tokens"] = tokens.input_tokens;
   out["output_tokens"] = tokens.output_tokens;
   out["reasoning_tokens"] = tokens.reasoning_tokens;
   out["cached_input_tokens"] = tokens.cached_input_tokens;
   out["cost_usd"] = cost_usd;
+  out["cost_known"] = origin.basis != cost_basis::unpriced;
+  out["offline"] = offline;
   return out;
 }
 

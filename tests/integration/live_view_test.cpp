@@ -105,8 +105,14 @@ TEST_CASE("the live view fits the terminal, survives a resize and leaves a summa
   CHECK(screen.find("| sources:") == std::string::npos);
   CHECK(screen.find("Plan (") == std::string::npos);
   CHECK(screen.find("[agent") == std::string::npos);
-  // The summary line is there.
+  // The summary line is there, with the cost of the model (gpt-4.1-mini,
+  // priced by the table Quarry ships); its wrapped lines joined.
   CHECK(screen.find("quarry: done in") != std::string::npos);
+  auto joined = screen;
+  joined.erase(std::remove(joined.begin(), joined.end(), '\n'), joined.end());
+  CHECK(joined.find("$0.0") != std::string::npos);
+  CHECK(joined.find("cost unknown") == std::string::npos);
+  CHECK(joined.find("no model") == std::string::npos);
 }
 
 TEST_CASE("a finished report is printed for reading at the terminal's width") {

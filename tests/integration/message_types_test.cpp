@@ -321,6 +321,7 @@ void same(const actors::llm_reply& x, const actors::llm_reply& y) {
   CHECK(x.provider == y.provider);
   CHECK(x.attempts == y.attempts);
   CHECK(x.cost_usd == y.cost_usd);
+  CHECK(x.basis == y.basis);
 }
 
 void same(const actors::llm_deltas& x, const actors::llm_deltas& y) {
@@ -348,9 +349,12 @@ void same(const actors::tool_done_event& x, const actors::tool_done_event& y) {
 void same(const actors::packet_fact& x, const actors::packet_fact& y) {
   CHECK(x.what == y.what);
   CHECK(x.role == y.role);
+  CHECK(x.provider == y.provider);
+  CHECK(x.model == y.model);
   CHECK(x.input_tokens == y.input_tokens);
   CHECK(x.output_tokens == y.output_tokens);
   CHECK(x.cost_usd == y.cost_usd);
+  CHECK(x.cost_basis == y.cost_basis);
   CHECK(x.text == y.text);
 }
 
@@ -548,6 +552,9 @@ TEST_CASE_FIXTURE(message_fixture, "every registered message type round-trips "
     r.provider = "haupt-ä";
     r.attempts = 3;
     r.cost_usd = 0.125;
+    r.basis = core::cost_basis::priced;
+    round_trip(r);
+    r.basis = core::cost_basis::offline;
     round_trip(r);
   };
   cases["quarry.model_info"] = [&] {
@@ -587,7 +594,19 @@ TEST_CASE_FIXTURE(message_fixture, "every registered message type round-trips "
     f.input_tokens = 1200;
     f.output_tokens = 34;
     f.cost_usd = 0.0125;
+    f.provider = "haupt";
+    f.model = "gpt-4.1-mini";
+    f.cost_basis = "unpriced";
     round_trip(f);
+    // A usage packet says who answered and how its cost is known.
+    sdk::usage u;
+    u.input_tokens = 3;
+    auto made = actors::make_packet(
+      {0, 0, std::nullopt},
+      core::packets::usage("plan", u, 0, {"offline", "extractive", core::cost_basis::offline}));
+    CHECK(made.fact.provider == "offline");
+    CHECK(made.fact.model.empty());
+    CHECK(made.fact.cost_basis == "offline");
   };
   cases["quarry.line_sink_actor"] = [&] {
     auto sink = actors::spawn_line_sink(

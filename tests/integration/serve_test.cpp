@@ -19,6 +19,7 @@
 #include <csignal>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -79,6 +80,20 @@ TEST_CASE("serve: a research over the API streams every packet, then its state, 
   CHECK(got["question"] == "How loud is a heat pump?");
   CHECK(got["last_seq"] == evs.size() - 1);
   CHECK(got["usage"]["calls"].get<int>() > 0);
+  // The offline extractive provider: no model, no tokens, nothing to price.
+  CHECK(got["usage"]["offline_calls"] == got["usage"]["calls"]);
+  CHECK(got["usage"]["model_calls"] == 0);
+  CHECK(got["usage"]["input_tokens"] == 0);
+  CHECK(got["usage"]["cost_known"] == true);
+  REQUIRE_FALSE(got["models"].empty());
+  for (const auto& m : got["models"]) {
+    CAPTURE(m.dump());
+    CHECK(m["provider"] == "default");
+    CHECK(m["model"].is_null());
+    CHECK(m["offline"] == true);
+    CHECK_FALSE(m.contains("input_tokens"));
+  }
+  CHECK(got["duration_ms"].get<int64_t>() > 0);
   REQUIRE_FALSE(got["sources"].empty());
   CHECK(got["sources"][0]["url"].get<std::string>().rfind("file://", 0) == 0);
 
@@ -110,6 +125,10 @@ TEST_CASE("serve: a research over the API streams every packet, then its state, 
   auto all = call("GET", srv.url("/v1/research")).as_json();
   REQUIRE(all["sessions"].size() == 2);
   CHECK(all["sessions"][0]["id"] == second);
+  // A row of the list says what it used, for how long.
+  CHECK(all["sessions"][0]["models"][0]["offline"] == true);
+  CHECK(all["sessions"][0]["usage"]["offline_calls"].get<int>() > 0);
+  CHECK(all["sessions"][0]["duration_ms"].is_number_integer());
   CHECK(all["next"].is_null());
   auto found = call("GET", srv.url("/v1/research?q=buffer")).as_json();
   REQUIRE(found["sessions"].size() == 1);
@@ -282,6 +301,25 @@ TEST_CASE("serve: clarifying questions are answered over the API and the same "
   events(srv, child);
   auto c = call("GET", srv.url("/v1/research/" + child)).as_json();
   CHECK(c["parent_id"] == id);
+  // A hosted model's calls are priced by the table Quarry ships
+  // (gpt-4.1-mini, the model the server named), per role.
+  CAPTURE(c.dump());
+  CHECK(c["usage"]["model_calls"].get<int>() > 0);
+  CHECK(c["usage"]["offline_calls"] == 0);
+  CHECK(c["usage"]["cost_known"] == true);
+  CHECK(c["usage"]["input_tokens"].get<int64_t>() > 0);
+  CHECK(c["usage"]["cost"].get<double>() > 0);
+  REQUIRE_FALSE(c["models"].empty());
+  std::set<std::string> roles;
+  for (const auto& m : c["models"]) {
+    CHECK(m["provider"] == "default");
+    CHECK(m["model"] == "gpt-4.1-mini");
+    CHECK(m["offline"] == false);
+    CHECK(m["cost_known"] == true);
+    roles.insert(m["role"].get<std::string>());
+  }
+  CHECK(roles.size() == c["models"].size());
+  CHECK(c["duration_ms"].get<int64_t>() > 0);
   CHECK(call("GET", srv.url("/v1/research/" + id)).as_json()["follow_ups"] == json::array({child}));
 }
 

@@ -131,6 +131,42 @@ TEST_CASE("research_view counts model calls, tokens and cost for the summary") {
            "2 sources; wrote r.md, r.html");
 }
 
+TEST_CASE("research_view's summary says no model for the offline provider and an unknown cost") {
+  auto usage = [](bool offline, bool known, double cost) {
+    return make("usage", {{"input_tokens", 1000},
+                          {"output_tokens", 200},
+                          {"cost_usd", cost},
+                          {"cost_known", known},
+                          {"offline", offline}});
+  };
+  auto line_of = [](const app::research_view& v) {
+    return app::summary_line(std::chrono::milliseconds{3200}, v.totals(), {});
+  };
+  app::research_view offline{stderr, false};
+  for (int i = 0; i < 3; ++i)
+    offline.on_packet(usage(true, true, 0));
+  CHECK(offline.totals().tokens == 0);
+  CHECK(line_of(offline) == "quarry: done in 3.2 s, no model (3 offline calls), 0 sources");
+
+  app::research_view unpriced{stderr, false};
+  unpriced.on_packet(usage(false, false, 0));
+  unpriced.on_packet(usage(false, false, 0));
+  CHECK(line_of(unpriced)
+        == "quarry: done in 3.2 s, 2 model calls, 2.4k tokens, cost unknown, 0 sources");
+
+  app::research_view mixed{stderr, false};
+  mixed.on_packet(usage(false, true, 0.01));
+  mixed.on_packet(usage(false, false, 0));
+  mixed.on_packet(usage(true, true, 0));
+  CHECK(line_of(mixed)
+        == "quarry: done in 3.2 s, 2 model calls, 2.4k tokens, at least $0.0100 (1 call "
+           "unpriced), 1 offline call, 0 sources");
+
+  app::research_view free{stderr, false};
+  free.on_packet(usage(false, true, 0));
+  CHECK(line_of(free) == "quarry: done in 3.2 s, 1 model call, 1.2k tokens, $0.0000, 0 sources");
+}
+
 TEST_CASE("research_view shows the reflective plan as a checklist that follows the steps") {
   captured out;
   app::research_view view{out.f, false};

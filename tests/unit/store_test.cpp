@@ -254,8 +254,8 @@ TEST_CASE("store: every row kind round trips") {
   doc.source_type = "web";
   w.documents.push_back({id, doc});
   w.reports.push_back({id, {"intermediate", 2, 1, "# Agent 2", 3000}});
-  w.usage.push_back({id, {"agent", "openai", "gpt", 100, 20, 0.5}});
-  w.usage.push_back({id, {"final", "openai", "gpt", 50, 10, 0.25}});
+  w.usage.push_back({id, {"agent", "openai", "gpt", 100, 20, 0.5, "priced"}});
+  w.usage.push_back({id, {"final", "openai", "gpt", 50, 10, 0.25, "priced"}});
   batch::checkpoint_write cp;
   cp.session_id = id;
   cp.checkpoint.number = 1;
@@ -386,7 +386,7 @@ TEST_CASE("store: every row kind round trips") {
   auto other = make_session_id();
   batch more;
   more.new_sessions.push_back(make_session(other, "other"));
-  more.usage.push_back({other, {"agent", "anthropic", "claude", 1, 2, 1.0}});
+  more.usage.push_back({other, {"agent", "anthropic", "claude", 1, 2, 1.0, "priced"}});
   write_ok(*db, more);
   CHECK(read_ok(db->usage("")).calls == 3);
   CHECK(read_ok(db->usage("")).cost == doctest::Approx(1.75));
@@ -585,7 +585,7 @@ TEST_CASE("store: remove cascades and keeps follow-ups") {
     b.packets.push_back(packet(s, 2));
     b.documents.push_back({s, {"d", "u", "t", "text", "", 1, "web"}});
     b.reports.push_back({s, {"final", 0, 1, "r", 1}});
-    b.usage.push_back({s, {"r", "p", "m", 1, 1, 1}});
+    b.usage.push_back({s, {"r", "p", "m", 1, 1, 1, "priced"}});
     batch::checkpoint_write cp;
     cp.session_id = s;
     cp.checkpoint.number = 1;
@@ -1740,7 +1740,8 @@ TEST_CASE("store: a schema 1 store is migrated, its packets kept") {
                     "DELETE CASCADE, seq INTEGER NOT NULL, type TEXT NOT NULL, line TEXT NOT "
                     "NULL, PRIMARY KEY(session_id, seq)) WITHOUT ROWID; "
                     "DROP TABLE packet_runs; DROP TABLE claims; "
-                    "ALTER TABLE documents DROP COLUMN snippet_only; ";
+                    "ALTER TABLE documents DROP COLUMN snippet_only; "
+                    "ALTER TABLE usage DROP COLUMN cost_basis; ";
   for (uint64_t seq = 1; seq <= 4; ++seq) {
     lines.push_back(packet_line(id, seq));
     sql += "INSERT INTO packets VALUES ('" + id + "', " + std::to_string(seq)
@@ -1952,7 +1953,7 @@ TEST_CASE("store: a schema 2 store is migrated: its documents read as read text,
     write_ok(*db, w);
   }
   raw_exec(path, "DROP TABLE claims; ALTER TABLE documents DROP COLUMN snippet_only; "
-                 "PRAGMA user_version=2;");
+                 "ALTER TABLE usage DROP COLUMN cost_basis; PRAGMA user_version=2;");
   REQUIRE(raw_int(path, "PRAGMA user_version") == 2);
   auto db = open_ok(path);
   CHECK(raw_int(path, "PRAGMA user_version") == schema_version);
@@ -1964,4 +1965,41 @@ TEST_CASE("store: a schema 2 store is migrated: its documents read as read text,
   w.claims.push_back({id, {make_claim(0, "supported")}});
   write_ok(*db, w);
   CHECK(read_ok(db->claims(id)).size() == 1);
+}
+
+TEST_CASE("store: usage by model says how each cost is known, and a schema 3 store is migrated") {
+  test::temp_dir dir;
+  auto path = dir.file("s.db");
+  auto id = make_session_id();
+  {
+    auto db = open_ok(path);
+    batch w;
+    w.new_sessions = {make_session(id, "q")};
+    w.usage.push_back({id, {"plan", "main", "gpt-4o", 100, 20, 0.5, "priced"}});
+    w.usage.push_back({id, {"plan", "main", "gpt-4o", 10, 2, 0.25, "priced"}});
+    w.usage.push_back({id, {"report", "local", "llama3.1:8b", 7, 3, 0, "unpriced"}});
+    w.usage.push_back({id, {"report", "offline", "", 5, 5, 0, "offline"}});
+    write_ok(*db, w);
+    auto groups = read_ok(db->usage_groups(id));
+    REQUIRE(groups.size() == 3);
+    CHECK(groups[0].model == "gpt-4o");
+    CHECK(groups[0].cost_basis == "priced");
+    CHECK(groups[0].calls == 2);
+    CHECK(groups[0].input_tokens == 110);
+    CHECK(groups[0].cost == doctest::Approx(0.75));
+    CHECK(groups[1].cost_basis == "unpriced");
+    CHECK(groups[2].cost_basis == "offline");
+    CHECK(groups[2].provider == "offline");
+    CHECK(read_ok(db->usage_groups("not a session")).empty());
+  }
+  // Schema 3 had no cost basis: a row with a cost reads as priced, one
+  // without as unpriced.
+  raw_exec(path, "ALTER TABLE usage DROP COLUMN cost_basis; PRAGMA user_version=3;");
+  auto db = open_ok(path);
+  CHECK(raw_int(path, "PRAGMA user_version") == schema_version);
+  auto groups = read_ok(db->usage_groups(id));
+  REQUIRE(groups.size() == 3);
+  CHECK(groups[0].cost_basis == "priced");
+  CHECK(groups[1].cost_basis == "unpriced");
+  CHECK(groups[2].cost_basis == "unpriced");
 }

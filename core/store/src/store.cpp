@@ -215,10 +215,22 @@ CREATE TABLE claims(
   PRIMARY KEY(session_id, claim)) WITHOUT ROWID;
 )sql";
 
+// Version 4: sessions say what they cost. A usage row says how its cost is
+// known: `priced` (by configured prices or the shipped price table),
+// `unpriced` (no price for the model: the cost is unknown, stored as 0) or
+// `offline` (no model ran). Rows of before read as priced when they had a
+// cost and as unpriced otherwise (no price was configured).
+constexpr const char* schema_v4 = R"sql(
+ALTER TABLE usage ADD COLUMN cost_basis TEXT NOT NULL DEFAULT 'unpriced'
+  CHECK(cost_basis IN ('priced', 'unpriced', 'offline'));
+UPDATE usage SET cost_basis = 'priced' WHERE cost > 0;
+)sql";
+
 constexpr migration migrations[] = {
   {1, schema_v1},
   {2, schema_v2},
   {3, schema_v3},
+  {4, schema_v4},
 };
 
 static_assert(sizeof(migrations) / sizeof(migrations[0]) == schema_version,
@@ -511,8 +523,8 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache, const batc
     if (auto err = require(id, "usage"))
       return err;
     statement st{cache, "INSERT INTO usage(session_id, role, provider, model, "
-                        "input_tokens, output_tokens, cost) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"};
+                        "input_tokens, output_tokens, cost, cost_basis) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"};
     st.bind(1, id);
     st.bind(2, u.role);
     st.bind(3, u.provider);
@@ -521,6 +533,10 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache, const batc
     st.bind(6, u.output_tokens);
     // SQLite would store NaN as NULL: an unknown cost counts as 0.
     st.bind_double(7, std::isfinite(u.cost) ? u.cost : 0.0);
+    std::string_view basis = u.cost_basis == "offline" || u.cost_basis == "unpriced"
+                               ? std::string_view{u.cost_basis}
+                               : std::string_view{"priced"};
+    st.bind(8, basis);
     auto rc = st.step();
     if (rc != SQLITE_DONE)
       return failed("cannot store usage of session " + id, rc);
@@ -1629,6 +1645,31 @@ result<usage_total> store::usage(const std::string& id) {
       }))
     return *err;
   return total;
+}
+
+result<std::vector<usage_group>> store::usage_groups(const std::string& id) {
+  std::vector<usage_group> out;
+  if (!is_session_id(id))
+    return out;
+  statement st{*stmts_, "SELECT role, provider, model, cost_basis, count(*), "
+                        "total(input_tokens), total(output_tokens), total(cost) FROM usage "
+                        "WHERE session_id = ?1 GROUP BY role, provider, model, cost_basis "
+                        "ORDER BY min(id)"};
+  st.bind(1, id);
+  if (auto err = each_row(st, db_, {"cannot read the usage of session ", id}, [&] {
+        usage_group g;
+        g.role = st.text_at(0);
+        g.provider = st.text_at(1);
+        g.model = st.text_at(2);
+        g.cost_basis = st.text_at(3);
+        g.calls = st.int_at(4);
+        g.input_tokens = static_cast<int64_t>(st.double_at(5));
+        g.output_tokens = static_cast<int64_t>(st.double_at(6));
+        g.cost = st.double_at(7);
+        out.push_back(std::move(g));
+      }))
+    return *err;
+  return out;
 }
 
 result<std::vector<session_row>> store::children(const std::string& id) {

@@ -7,6 +7,8 @@
 
 #include "quarry/actors/atoms.hpp"
 #include "quarry/actors/inspect.hpp"
+#include "quarry/core/model_prices.hpp"
+#include "quarry/core/packets.hpp"
 #include "quarry/sdk/types.hpp"
 
 #include <caf/atom.hpp>
@@ -76,9 +78,18 @@ struct llm_reply {
   std::string provider;
   /// Number of attempts it took (1 without retries).
   int32_t attempts = 1;
-  /// Cost of this call in US dollars, per the configured prices (0 if none).
+  /// Cost of this call in US dollars, per the configured prices or the
+  /// shipped price table (core::price_for); 0 unless `basis` is `priced`.
   double cost_usd = 0;
+  /// Whether `cost_usd` is a known cost, unknown (no price for the model)
+  /// or no model ran (the offline extractive provider).
+  core::cost_basis basis = core::cost_basis::unpriced;
 };
+
+/// Who answered `reply` and how its cost is known, for its usage packet.
+inline core::packets::call_origin origin_of(const llm_reply& reply) {
+  return {reply.provider, reply.result.model, reply.basis};
+}
 
 /// What a requester of a chat call receives while the call runs: the
 /// provider sends `(delta_atom, llm_deltas)` to the actor that sent the
@@ -128,8 +139,9 @@ typename Inspector::result_type inspect(Inspector& f, llm_delta& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, llm_reply& x) {
+  auto basis = detail::enum_field<core::cost_basis::offline>(x.basis);
   return f(caf::meta::type_name("quarry.llm_reply"), x.call_id, x.result, x.provider, x.attempts,
-           x.cost_usd);
+           x.cost_usd, basis);
 }
 
 } // namespace quarry::actors

@@ -27,6 +27,9 @@ using token_prices = core::token_prices;
 struct llm_actor_settings : core::llm_limits {
   /// Name of the provider instance, e.g. `main`.
   std::string name;
+  /// The instance runs no model (the offline extractive provider): its
+  /// calls are reported as `offline` (core::cost_basis) and never priced.
+  bool offline = false;
 
   /// Returns the settings of the instance `name` with `limits`.
   static llm_actor_settings of(std::string name, const core::llm_limits& limits) {

@@ -30,7 +30,7 @@ namespace quarry::cluster {
 /// The version of these interfaces. Nodes of different versions refuse each
 /// other (CAF compares the interfaces' type names when connecting; the
 /// agent host also checks the number a session sends).
-inline constexpr int32_t protocol_version = 3;
+inline constexpr int32_t protocol_version = 4;
 
 /// The application identifier of Quarry nodes (CAF's
 /// `middleman.app-identifiers`): a CAF program of another application fails
@@ -74,19 +74,29 @@ struct packet_fact {
   };
   kind what = kind::none;
   std::string role;
+  /// The provider instance and the model of a usage packet (the model is
+  /// empty for the offline provider).
+  std::string provider;
+  std::string model;
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
   /// US dollars.
   double cost_usd = 0;
+  /// How `cost_usd` is known: `priced`, `unpriced` (no price for the
+  /// model) or `offline` (no model ran), as Quarry's core names them.
+  std::string cost_basis = "priced";
   std::string text;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, packet_fact& x) {
   auto what = wire::enum_field<packet_fact::kind::report_end>(x.what);
-  return f(caf::meta::type_name("quarry.packet_fact"), what, x.role, x.input_tokens,
-           x.output_tokens, x.cost_usd, x.text,
+  return f(caf::meta::type_name("quarry.packet_fact"), what, x.role, x.provider, x.model,
+           x.input_tokens, x.output_tokens, x.cost_usd, x.cost_basis, x.text,
            wire::bounded(x.role, 64, "a usage role past 64 bytes"),
+           wire::bounded(x.provider, 256, "a provider name past 256 bytes"),
+           wire::bounded(x.model, 256, "a model name past 256 bytes"),
+           wire::bounded(x.cost_basis, 16, "a cost basis past 16 bytes"),
            wire::bounded(x.text, max_packet_bytes, "a packet past 4 MiB"));
 }
 

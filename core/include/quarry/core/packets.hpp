@@ -2,6 +2,7 @@
 // vocabulary (plus Quarry's additions), with placements and sequence numbers.
 #pragma once
 
+#include "quarry/core/model_prices.hpp"
 #include "quarry/sdk/types.hpp"
 
 #include <nlohmann/json.hpp>
@@ -122,8 +123,24 @@ nlohmann::json intermediate_report_cited_docs(const std::vector<sdk::document>& 
 // -- Quarry's additions -------------------------------------------------------
 /// Clarifying questions; the session ends waiting for the user's answer.
 nlohmann::json clarification(const std::string& questions);
-/// Tokens and cost of one LLM call (`role`: orchestrator, research_agent, ...).
-nlohmann::json usage(const std::string& role, const sdk::usage& tokens, double cost_usd);
+/// Who answered an LLM call and how its cost is known.
+struct call_origin {
+  /// The provider instance, e.g. `main`; empty when not known.
+  std::string provider;
+  /// The model that answered, as its server named it.
+  std::string model;
+  cost_basis basis = cost_basis::priced;
+};
+
+/// Tokens and cost of one LLM call (`role`: orchestrator, research_agent,
+/// ...): `{role, provider, model, input_tokens, output_tokens,
+/// reasoning_tokens, cached_input_tokens, cost_usd, cost_known, offline}`.
+/// `provider` and `model` are left out when not known; `model` is null and
+/// `offline` true for the offline extractive provider (no model ran; its
+/// token counts are estimates); `cost_known` is false when no price applied
+/// to the model (`cost_usd` is then 0, not a cost of 0).
+nlohmann::json usage(const std::string& role, const sdk::usage& tokens, double cost_usd,
+                     const call_origin& origin = {});
 /// A note for the user that is not part of the answer (degradations,
 /// deadlines, skipped calls).
 nlohmann::json notice(const std::string& text);

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <utility>
 #include <string>
 #include <string_view>
@@ -102,10 +103,14 @@ struct llm_limits {
   std::chrono::milliseconds stall_timeout{60000};
   /// Longest time for a whole call, retries included.
   std::chrono::milliseconds total_timeout{600000};
-  /// Prices for any model.
-  token_prices default_prices;
+  /// Prices for any model (`prices: {input, output}`); none when not
+  /// configured. A configured price of 0 is a known cost of 0.
+  std::optional<token_prices> default_prices;
   /// Prices by model name (override `default_prices`).
   std::map<std::string, token_prices> model_prices;
+  /// Whether models without configured prices are priced by the table Quarry
+  /// ships (core/model_prices.hpp); off, they are unpriced.
+  bool price_table = true;
 };
 
 /// The limits of a tool instance that Quarry itself applies (the tool

@@ -28,7 +28,7 @@ namespace quarry::store {
 /// The schema version this build writes (`PRAGMA user_version`). A database
 /// of a newer version is refused; an older one is migrated step by step,
 /// each step in one transaction.
-inline constexpr int schema_version = 3;
+inline constexpr int schema_version = 4;
 
 /// `PRAGMA application_id` of a Quarry research store ("QRST").
 inline constexpr int application_id = 0x51525354;
@@ -173,8 +173,26 @@ struct report_row {
 /// Tokens and cost of one LLM call.
 struct usage_row {
   std::string role;
+  /// The provider instance and the model that answered (empty in rows of
+  /// schema 3 and before; the model is empty for the offline provider).
   std::string provider;
   std::string model;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  /// US dollars; 0 unless `cost_basis` is `priced`.
+  double cost = 0;
+  /// `priced`, `unpriced` (no price for the model: the cost is unknown) or
+  /// `offline` (no model ran), as core::cost_basis names them.
+  std::string cost_basis = "priced";
+};
+
+/// The usage of one session by role, provider, model and cost basis.
+struct usage_group {
+  std::string role;
+  std::string provider;
+  std::string model;
+  std::string cost_basis;
+  int64_t calls = 0;
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
   double cost = 0;
@@ -439,6 +457,9 @@ public:
   result<std::vector<claim_row>> claims(const std::string& id);
   /// Usage of session `id`, or of all sessions when `id` is empty.
   result<usage_total> usage(const std::string& id);
+  /// Usage of session `id` by role, provider, model and cost basis, in the
+  /// order each was first used.
+  result<std::vector<usage_group>> usage_groups(const std::string& id);
   /// The follow-ups of a session, oldest first.
   result<std::vector<session_row>> children(const std::string& id);
   /// Number of sessions in each state: every state, in the order of the

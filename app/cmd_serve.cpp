@@ -129,8 +129,7 @@ std::variant<stored_options, std::string> research_body(const std::string& body,
       so.verify = v.get<bool>() ? "on" : "off";
     } else {
       return "unknown field '" + sdk::repair_utf8(key.substr(0, 64)) + "'";
-    }
-    else if (key == "uploads") {
+    } else if (key == "uploads") {
       if (!v.is_array() || v.size() > 20)
         return std::string{"uploads: must be a list of at most 20 upload ids"};
       for (const auto& u : v) {
@@ -167,7 +166,8 @@ store::result<json> row_json(store::store& db, const store::session_row& row) {
               {"parent_id", row.parent_id.empty() ? json(nullptr) : json(row.parent_id)},
               {"created_at", rfc3339(row.created_at)},
               {"updated_at", rfc3339(row.updated_at)},
-              {"finished_at", row.finished_at > 0 ? json(rfc3339(row.finished_at)) : json(nullptr)},
+              {"finished_at",
+               row.finished_at > 0 ? json(rfc3339(row.finished_at)) : json(nullptr)},
               {"duration_ms", session_duration_ms(row, state, unix_ms())},
               {"models", session_models_json(used)},
               {"usage", session_usage_json(used)}};
@@ -340,17 +340,17 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
               if (!cites)
                 return store_failure(cites.error());
               auto cited = report_sources(db, id, (*report)->text);
-              // The files uploaded to it (POST /v1/uploads).
-              if (auto ups = row.options.find("uploads");
-                  ups != row.options.end() && ups->is_array() && !ups->empty()) {
-                json files = json::array();
-                for (const auto& u : *ups)
-                  if (u.is_object() && u.contains("name"))
-                    files.push_back({{"name", u.value("name", "")},
-                                     {"bytes", u.value("bytes", int64_t{0})},
-                                     {"type", u.value("type", "")}});
-                j["uploads"] = std::move(files);
-              }
+            // The files uploaded to it (POST /v1/uploads).
+            if (auto ups = row.options.find("uploads");
+                ups != row.options.end() && ups->is_array() && !ups->empty()) {
+              json files = json::array();
+              for (const auto& u : *ups)
+                if (u.is_object() && u.contains("name"))
+                  files.push_back({{"name", u.value("name", "")},
+                                   {"bytes", u.value("bytes", int64_t{0})},
+                                   {"type", u.value("type", "")}});
+              j["uploads"] = std::move(files);
+            }
               if (!cited)
                 return store_failure(cited.error());
               std::map<int, std::string> document_of;
@@ -636,19 +636,14 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                       {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:; "
   add_upload_routes(r, svc);
                                                   "style-src 'self'; script-src 'self'; "
-                                                  "connect-src 'self'; frame-ancestors 'none'"
-  }
-}
-, std::string {
-  a->data
-}
-});
-};
-size_t count = 0;
-const auto* assets = web::all_assets(count);
-for (size_t i = 0; i < count; ++i)
-  r.add("GET", assets[i].path, page);
-r.add("GET", "/", page);
+                                                  "connect-src 'self'; frame-ancestors 'none'"}},
+                     std::string{a->data}});
+  };
+  size_t count = 0;
+  const auto* assets = web::all_assets(count);
+  for (size_t i = 0; i < count; ++i)
+    r.add("GET", assets[i].path, page);
+  r.add("GET", "/", page);
 }
 
 } // namespace
@@ -783,7 +778,7 @@ int cmd_serve(context& ctx, const serve_options& opts) {
     caf::anon_send(manager, actors::stop_atom::value);
     // A setting that is not valid (server.allowed_hosts, ...) is a usage
     // error, as a bad --listen is.
-    so.body_limits = {{"/v1/uploads", static_cast<size_t>(cfg.server.max_upload_bytes)}};
+  so.body_limits = {{"/v1/uploads", static_cast<size_t>(cfg.server.max_upload_bytes)}};
     return err->code == sdk::errc::bad_request ? exit_usage : exit_failure;
   }
   auto server = std::get<std::unique_ptr<http::server>>(std::move(started));

@@ -480,46 +480,46 @@ const std::string& research_engine::corpus() const {
 }
 
 bool verify_for(const core::settings& cfg, const std::string& asked) {
-  const std::string& research_engine::data_dir() const {
-    return impl_->ctx.services->data_dir();
-  }
+const std::string& research_engine::data_dir() const {
+  return impl_->ctx.services->data_dir();
+}
 
-  sdk::blocking_pool& research_engine::blocking_pool() {
-    return impl_->ctx.services->pool();
-  }
+sdk::blocking_pool& research_engine::blocking_pool() {
+  return impl_->ctx.services->pool();
+}
 
-  corpus::update_options research_engine::index_caps() const {
-    auto caps = corpus_size_caps(impl_->ctx.config.values);
-    if (auto* opts = std::get_if<corpus::update_options>(&caps))
-      return *opts;
-    return {};
-  }
+corpus::update_options research_engine::index_caps() const {
+  auto caps = corpus_size_caps(impl_->ctx.config.values);
+  if (auto* opts = std::get_if<corpus::update_options>(&caps))
+    return *opts;
+  return {};
+}
 
-  std::variant<actors::tool_set::entry, std::string> research_engine::session_files_tool(
-    const std::string& db) {
-    auto& st = *impl_;
-    if (!st.rt)
-      return std::string{"the research engine has not started"};
-    auto made = st.ctx.registry->make_tools("local_corpus", {{"db", db}, {"id_prefix", "upload"}},
-                                            "session_files");
-    if (auto* err = std::get_if<std::string>(&made))
-      return "the session_files tool cannot be made: " + *err;
-    auto& tools = std::get<std::vector<host::made_tool>>(made);
-    if (tools.size() != 1)
-      return std::string{"the session_files tool cannot be made: the local_corpus plugin "
-                         "offers no single tool"};
-    auto& tool = tools.front();
-    actors::tool_set::entry e;
-    e.actor = actors::spawn_tool_provider(st.rt->system(), tool.tool,
-                                          actors::tool_actor_settings::of("session_files", {}));
-    e.definition = tool.tool->definition();
-    e.definition.name = "session_files";
-    e.definition.description
-      = "Search the files the user uploaded to this research (PDF, Markdown, text, HTML and DOCX "
-        "documents). Use it for anything the uploaded files may answer.";
-    e.kind = tool.kind;
-    return e;
-  }
+std::variant<actors::tool_set::entry, std::string>
+research_engine::session_files_tool(const std::string& db) {
+  auto& st = *impl_;
+  if (!st.rt)
+    return std::string{"the research engine has not started"};
+  auto made = st.ctx.registry->make_tools("local_corpus", {{"db", db}, {"id_prefix", "upload"}},
+                                          "session_files");
+  if (auto* err = std::get_if<std::string>(&made))
+    return "the session_files tool cannot be made: " + *err;
+  auto& tools = std::get<std::vector<host::made_tool>>(made);
+  if (tools.size() != 1)
+    return std::string{"the session_files tool cannot be made: the local_corpus plugin "
+                       "offers no single tool"};
+  auto& tool = tools.front();
+  actors::tool_set::entry e;
+  e.actor = actors::spawn_tool_provider(st.rt->system(), tool.tool,
+                                        actors::tool_actor_settings::of("session_files", {}));
+  e.definition = tool.tool->definition();
+  e.definition.name = "session_files";
+  e.definition.description
+    = "Search the files the user uploaded to this research (PDF, Markdown, text, HTML and DOCX "
+      "documents). Use it for anything the uploaded files may answer.";
+  e.kind = tool.kind;
+  return e;
+}
 
   auto mode = asked.empty() ? cfg.research.verify : asked;
   if (mode == "on")

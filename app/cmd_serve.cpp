@@ -12,9 +12,9 @@
 #include "serve_sessions.hpp"
 #include "serve_sources.hpp"
 #include "session_store.hpp"
+#include "upload_files.hpp"
 #include "session_usage.hpp"
 
-#include "upload_files.hpp"
 #include "quarry/actors/runtime.hpp"
 #include "quarry/core/duration.hpp"
 #include "quarry/core/research_requests.hpp"
@@ -127,8 +127,6 @@ std::variant<stored_options, std::string> research_body(const std::string& body,
       if (!v.is_boolean())
         return std::string{"verify: must be true or false"};
       so.verify = v.get<bool>() ? "on" : "off";
-    } else {
-      return "unknown field '" + sdk::repair_utf8(key.substr(0, 64)) + "'";
     } else if (key == "uploads") {
       if (!v.is_array() || v.size() > 20)
         return std::string{"uploads: must be a list of at most 20 upload ids"};
@@ -140,6 +138,8 @@ std::variant<stored_options, std::string> research_body(const std::string& body,
           return "uploads: no upload '" + sdk::repair_utf8(x.substr(0, 40)) + "'";
         so.uploads.push_back({x, {}, 0, {}});
       }
+    } else {
+      return "unknown field '" + sdk::repair_utf8(key.substr(0, 64)) + "'";
     }
   }
   if (so.question.empty())
@@ -166,8 +166,7 @@ store::result<json> row_json(store::store& db, const store::session_row& row) {
               {"parent_id", row.parent_id.empty() ? json(nullptr) : json(row.parent_id)},
               {"created_at", rfc3339(row.created_at)},
               {"updated_at", rfc3339(row.updated_at)},
-              {"finished_at",
-               row.finished_at > 0 ? json(rfc3339(row.finished_at)) : json(nullptr)},
+              {"finished_at", row.finished_at > 0 ? json(rfc3339(row.finished_at)) : json(nullptr)},
               {"duration_ms", session_duration_ms(row, state, unix_ms())},
               {"models", session_models_json(used)},
               {"usage", session_usage_json(used)}};
@@ -331,15 +330,6 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
               return store_failure(read.error());
             auto& j = *read;
             j["options"] = row.options;
-            if (!row.error.empty())
-              j["error"] = row.error;
-            j["last_seq"] = row.last_seq;
-            json sources = json::array();
-            if (*report) {
-              auto cites = db.citations(id);
-              if (!cites)
-                return store_failure(cites.error());
-              auto cited = report_sources(db, id, (*report)->text);
             // The files uploaded to it (POST /v1/uploads).
             if (auto ups = row.options.find("uploads");
                 ups != row.options.end() && ups->is_array() && !ups->empty()) {
@@ -351,6 +341,15 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                                    {"type", u.value("type", "")}});
               j["uploads"] = std::move(files);
             }
+            if (!row.error.empty())
+              j["error"] = row.error;
+            j["last_seq"] = row.last_seq;
+            json sources = json::array();
+            if (*report) {
+              auto cites = db.citations(id);
+              if (!cites)
+                return store_failure(cites.error());
+              auto cited = report_sources(db, id, (*report)->text);
               if (!cited)
                 return store_failure(cited.error());
               std::map<int, std::string> document_of;
@@ -616,6 +615,7 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
   add_source_routes(r, svc);
   add_openai_routes(r, svc);
   add_mcp_routes(r, svc);
+  add_upload_routes(r, svc);
   // The web page.
   auto page = [](http::request& req, std::shared_ptr<http::responder> res) {
     const auto* a = web::find_asset(req.path);
@@ -634,7 +634,6 @@ void add_routes(http::router& r, std::shared_ptr<service> svc) {
                       {"Cache-Control", "no-cache"},
                       {"X-Content-Type-Options", "nosniff"},
                       {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:; "
-  add_upload_routes(r, svc);
                                                   "style-src 'self'; script-src 'self'; "
                                                   "connect-src 'self'; frame-ancestors 'none'"}},
                      std::string{a->data}});
@@ -760,6 +759,7 @@ int cmd_serve(context& ctx, const serve_options& opts) {
   so.port = where->second;
   so.io_threads = static_cast<size_t>(cfg.server.io_threads);
   so.max_body_bytes = static_cast<size_t>(cfg.server.max_body_bytes);
+  so.body_limits = {{"/v1/uploads", static_cast<size_t>(cfg.server.max_upload_bytes)}};
   so.max_connections = static_cast<size_t>(cfg.server.max_connections);
   so.max_event_streams = static_cast<size_t>(cfg.server.max_event_streams);
   so.heartbeat = cfg.server.heartbeat;
@@ -778,7 +778,6 @@ int cmd_serve(context& ctx, const serve_options& opts) {
     caf::anon_send(manager, actors::stop_atom::value);
     // A setting that is not valid (server.allowed_hosts, ...) is a usage
     // error, as a bad --listen is.
-  so.body_limits = {{"/v1/uploads", static_cast<size_t>(cfg.server.max_upload_bytes)}};
     return err->code == sdk::errc::bad_request ? exit_usage : exit_failure;
   }
   auto server = std::get<std::unique_ptr<http::server>>(std::move(started));

@@ -479,7 +479,6 @@ const std::string& research_engine::corpus() const {
   return impl_->corpus;
 }
 
-bool verify_for(const core::settings& cfg, const std::string& asked) {
 const std::string& research_engine::data_dir() const {
   return impl_->ctx.services->data_dir();
 }
@@ -521,6 +520,7 @@ research_engine::session_files_tool(const std::string& db) {
   return e;
 }
 
+bool verify_for(const core::settings& cfg, const std::string& asked) {
   auto mode = asked.empty() ? cfg.research.verify : asked;
   if (mode == "on")
     return true;

@@ -285,11 +285,6 @@ struct server_settings {
   std::string auth_token;
   /// Largest request body, in bytes.
   int64_t max_body_bytes = 1024 * 1024;
-  /// Sessions researching at once; more are answered 429.
-  int max_running_sessions = 64;
-  /// Open connections at most.
-  int max_connections = 2048;
-  /// Open event streams at most.
   /// Largest file uploaded with POST /v1/uploads, in bytes (that route's
   /// body limit).
   int64_t max_upload_bytes = 20 * 1024 * 1024;
@@ -299,6 +294,11 @@ struct server_settings {
   /// Bytes of uploads kept at most while no research uses them; more are
   /// answered 429.
   int64_t max_pending_upload_bytes = 200 * 1024 * 1024;
+  /// Sessions researching at once; more are answered 429.
+  int max_running_sessions = 64;
+  /// Open connections at most.
+  int max_connections = 2048;
+  /// Open event streams at most.
   int max_event_streams = 4096;
   /// A comment on every open event stream this often.
   std::chrono::milliseconds heartbeat{std::chrono::seconds{15}};

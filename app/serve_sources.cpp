@@ -441,6 +441,18 @@ void add_source_routes(http::router& r, std::shared_ptr<service> svc) {
               http::json_error(400, "bad_request", "the body must be {\"markdown\": \"...\"}"));
             return;
           }
+          // `numbering`: `report` (the default) numbers citations as the
+          // stored report will be; `as_written` keeps the text's own numbers
+          // (an agent's intermediate report numbers its documents itself).
+          bool as_written = false;
+          if (auto n = j.find("numbering"); n != j.end()) {
+            if (!n->is_string() || (*n != "report" && *n != "as_written")) {
+              res->respond(
+                http::json_error(400, "bad_request", "numbering: \"report\" or \"as_written\""));
+              return;
+            }
+            as_written = *n == "as_written";
+          }
           auto markdown = j["markdown"].get<std::string>();
           if (markdown.size() > max_render_markdown_bytes) {
             res->respond(http::json_error(413, "too_large", "markdown: at most 2 MiB"));
@@ -450,7 +462,7 @@ void add_source_routes(http::router& r, std::shared_ptr<service> svc) {
             res->respond(session_missing(id));
             return;
           }
-          svc->read(res, [id, markdown = std::move(markdown)](store::store& db) {
+          svc->read(res, [id, as_written, markdown = std::move(markdown)](store::store& db) {
             auto found = db.session(id);
             if (!found)
               return store_failure(found.error());
@@ -458,7 +470,9 @@ void add_source_routes(http::router& r, std::shared_ptr<service> svc) {
               return session_missing(id);
             // Numbered as the stored report will be: in the order first
             // cited (a report being written only grows).
-            auto body = renumber_citations(markdown, first_cited_numbering(markdown)).text;
+            auto body = as_written
+                          ? markdown
+                          : renumber_citations(markdown, first_cited_numbering(markdown)).text;
             auto html = report_html_fragment(body, {}, "/v1/research/" + id + "/sources", true);
             return http::response{200, "application/json", {}, dumped({{"html", html}})};
           });

@@ -262,9 +262,11 @@ export class quarry_api {
 
   /// POST /v1/research/{id}/render: Markdown of the session's report as it
   /// streams -> `{html}`, rendered as the finished report is.
-  render(id, markdown, signal = undefined) {
-    return this.request('POST', `/v1/research/${encodeURIComponent(id)}/render`, { markdown },
-                        signal);
+  /// `numbering`: 'report' (numbered as the stored report will be) or
+  /// 'as_written' (an agent's intermediate report keeps its own numbers).
+  render(id, markdown, signal = undefined, numbering = 'report') {
+    return this.request('POST', `/v1/research/${encodeURIComponent(id)}/render`,
+                        { markdown, numbering }, signal);
   }
 
   /// GET /v1/research/{id}/sources: the report's sources in its numbering.

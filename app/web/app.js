@@ -778,6 +778,13 @@ function decorate_links(root, scope) {
   }
 }
 
+// An agent's report cites `[n]` or `[1, 2]` (its own numbers): written as
+// the report's citation links, `[[n]](#)`, for the server's renderer.
+function lane_citations(text) {
+  return String(text).replace(/\[(\d{1,4}(?:\s*,\s*\d{1,4}){0,19})\](?![(\[])/g, (m, list) =>
+    list.split(',').map((n) => `[[${n.trim()}]](#)`).join(''));
+}
+
 function render_lane_report(details, lane) {
   const box = details.querySelector('.prose');
   const text = lane.report;
@@ -785,7 +792,7 @@ function render_lane_report(details, lane) {
   delete details.dataset.stale;
   if (!box.innerHTML)
     box.textContent = text;
-  api.render(id, text).then((res) => {
+  api.render(id, lane_citations(text), undefined, 'as_written').then((res) => {
     if (view.id !== id || lane.report !== text || !res || typeof res.html !== 'string')
       return;
     box.innerHTML = res.html;
@@ -1277,6 +1284,14 @@ function setup_cards() {
   window.addEventListener('scroll', () => place_card(), { passive: true, capture: true });
   window.addEventListener('resize', () => place_card());
   $('source-view-close').addEventListener('click', () => $('source-view').close());
+  // Escape closes it every time (a browser may skip its own close after the
+  // first one without a new user activation).
+  $('source-view').addEventListener('keydown', (e) => {
+    if (e.key === 'Escape') {
+      e.preventDefault();
+      $('source-view').close();
+    }
+  });
   $('source-view').addEventListener('click', (e) => {
     // A click on the backdrop closes the dialog.
     if (e.target === $('source-view'))
@@ -1532,8 +1547,10 @@ async function load_server_info() {
     const p = providers[provider];
     if (!p || typeof p !== 'object')
       return provider;
-    if (p.plugin === 'offline' || p.model === null || p.model === undefined)
-      return p.plugin === 'offline' ? 'no model (offline extractive provider)' : `${provider} (${p.plugin})`;
+    if (p.plugin === 'extractive')
+      return 'no model (the offline extractive provider)';
+    if (p.model === null || p.model === undefined)
+      return `${provider} (${p.plugin})`;
     return `${p.model} (${provider})`;
   };
   const main = roles.research || roles.orchestrator || Object.keys(providers)[0] || '';

@@ -48,7 +48,7 @@ const chromium_path = process.env.CHROMIUM || '/usr/bin/chromium';
 const chromium_args = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
                        '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const report_timeout = 120000;
-const scenarios = ['offline', 'model', 'token', 'reflective'];
+const scenarios = ['offline', 'model', 'token', 'reflective', 'resume', 'uploads'];
 
 function log(text) {
   process.stdout.write(`page_test: ${text}\n`);
@@ -157,10 +157,11 @@ async function check_report_page(page, { min_report = 100, cancelled = false } =
   const lanes = await count(page, '[data-testid="agent-lane"]');
   if (lanes < 1)
     fail('no agent lane is shown');
-  const lane_task = (await page.locator('[data-testid="lane-task"]').first().innerText()).trim();
+  // (Folded under the answer once done: read as text, not as shown.)
+  const lane_task = ((await page.locator('[data-testid="lane-task"]').first().textContent()) || '').trim();
   if (!lane_task)
     fail('the first agent lane shows no task');
-  const actions = await page.locator('[data-testid="lane-action"]').allInnerTexts();
+  const actions = await page.locator('[data-testid="lane-action"]').allTextContents();
   if (actions.some((a) => !a.trim()))
     fail(`an agent lane shows no action (${JSON.stringify(actions)})`);
   const done = await count(page, '[data-testid="agent-lane"][data-status="done"]')
@@ -173,6 +174,9 @@ async function check_report_page(page, { min_report = 100, cancelled = false } =
   const shown_count = (await page.locator('#sources-count').innerText()).trim();
   if (shown_count !== String(sources))
     fail(`the sources count says "${shown_count}" but ${sources} sources are listed`);
+  // The finished report is the server's rendering (the one the exports use).
+  await page.waitForSelector('#report[data-rendered="server"]', { timeout: 15000 })
+    .catch(async () => fail(`the report is not the server's rendering (data-rendered="${await page.locator('#report').getAttribute('data-rendered')}")`));
   const report = (await page.locator('#report').innerText()).trim();
   if (report.length < min_report)
     fail(`the report is not rendered (${report.length} characters of text)`);
@@ -185,14 +189,102 @@ async function check_report_page(page, { min_report = 100, cancelled = false } =
     fail('raw citation links ([[n]](url)) are left in the rendered report');
   if ((await count(page, '#references li')) < 1)
     fail('the report has no references list');
-  log(`plan ${steps} steps, ${lanes} agent lanes, ${sources} sources, ${chips} citation chips`);
-  return { steps, lanes, sources, chips };
+  // One numbering: the references, the numbered sources and the chips agree,
+  // from 1 without gaps.
+  const refs = await page.locator('#references li').evaluateAll((els) => els.map((e) => Number(e.value)));
+  const numbered = await page.locator('#sources [data-testid="source"][data-number]').evaluateAll(
+    (els) => els.map((e) => Number(e.dataset.number)));
+  const chip_numbers = [...new Set(await page.locator('#report a.cite').evaluateAll(
+    (els) => els.map((e) => Number(e.dataset.cite))))].sort((a, b) => a - b);
+  if (JSON.stringify(refs) !== JSON.stringify(refs.map((_, i) => i + 1)))
+    fail(`the references are not numbered 1 to ${refs.length} without gaps: ${JSON.stringify(refs)}`);
+  if (JSON.stringify(numbered) !== JSON.stringify(refs))
+    fail(`the sources panel numbers ${JSON.stringify(numbered)}, the references ${JSON.stringify(refs)}`);
+  if (chip_numbers.some((n) => !refs.includes(n)))
+    fail(`chips cite ${JSON.stringify(chip_numbers)}, not all in the references ${JSON.stringify(refs)}`);
+  await check_no_file_urls(page);
+  // Finished: the answer leads, the process is folded under it.
+  if (await page.locator('#process').evaluate((e) => e.open))
+    fail('"How this was researched" is open after the research finished');
+  log(`plan ${steps} steps, ${lanes} agent lanes, ${sources} sources, ${chips} citation chips, ${refs.length} references`);
+  return { steps, lanes, sources, chips, refs: refs.length };
+}
+
+// No file:// URL anywhere in the page (links, attributes or text).
+async function check_no_file_urls(page) {
+  const html = await page.evaluate(() => document.documentElement.outerHTML);
+  const m = /file:\/\/[^"'<\s]{0,80}/i.exec(html);
+  if (m)
+    fail(`the page holds a file:// URL: ${m[0]}`);
+}
+
+// The report's top is within the first screen of a finished session, at
+// the window's width and height.
+async function check_answer_first(page, label) {
+  await page.evaluate(() => window.scrollTo(0, 0));
+  const size = page.viewportSize();
+  const box = await page.locator('#report').boundingBox();
+  if (!box)
+    fail(`${label}: the report is not shown`);
+  // Its first lines are on screen, not just its edge.
+  if (box.y + 60 > size.height)
+    fail(`${label}: the report starts ${Math.round(box.y)} px down, below the first screen (${size.height} px)`);
+  log(`${label}: the report starts ${Math.round(box.y)} px down of ${size.height}`);
+}
+
+// Every source of the report opens in the page through the API: the text
+// that was read, with the cited passage marked and scrolled into view.
+async function check_sources_open(page, base, id) {
+  const numbers = await page.locator('#references li').evaluateAll((els) => els.map((e) => Number(e.value)));
+  let marked = 0;
+  for (const n of numbers) {
+    const link = page.locator(`#references li[value="${n}"] a.ref-open`);
+    const href = await link.getAttribute('href');
+    if (!href || !href.includes(`/v1/research/${id}/sources/${n}`))
+      fail(`reference ${n} links to ${href}, not the API's source ${n}`);
+    await link.scrollIntoViewIfNeeded();
+    await link.click();
+    await page.waitForSelector(`#source-view[open][data-n="${n}"][data-state="loaded"]`, { timeout: 15000 })
+      .catch(async () => fail(`source ${n} does not open in the page: ${await page.locator('#source-view-text').innerText().catch(() => '')}`));
+    const text = (await page.locator('#source-view-text').innerText()).trim();
+    if (text.length < 20)
+      fail(`source ${n} shows ${text.length} characters of text`);
+    const marks = page.locator('#source-view [data-testid="source-passage"]');
+    const snippet_only = /snippet/i.test(await page.locator('#source-view-note').innerText());
+    if ((await marks.count()) > 0) {
+      marked += 1;
+      const current = page.locator('#source-view mark.current');
+      if ((await current.count()) !== 1)
+        fail(`source ${n}: no cited passage is picked out`);
+      const box = await current.boundingBox();
+      const view = await page.locator('#source-view-text').boundingBox();
+      if (!box || !view || box.y + box.height < view.y || box.y > view.y + view.height)
+        fail(`source ${n}: the cited passage is not scrolled into view`);
+    } else if (!snippet_only) {
+      fail(`source ${n} marks no cited passage`);
+    }
+    // Its own page (the link the dialog offers) shows the same marks.
+    const res = await page.request.get(new URL(href, base).href);
+    const body = await res.text();
+    if (res.status() !== 200 || !/text\/html/.test(res.headers()['content-type'] || '') || /file:\/\//i.test(body))
+      fail(`GET ${href} answered ${res.status()} ${res.headers()['content-type']}${/file:\/\//i.test(body) ? ' with a file:// URL' : ''}`);
+    if ((await marks.count()) > 0 && !body.includes('<mark'))
+      fail(`GET ${href} marks no passage`);
+    await page.keyboard.press('Escape');
+    await page.waitForSelector('#source-view:not([open])', { state: 'attached', timeout: 5000 })
+      .catch(() => fail('Escape does not close the source view'));
+  }
+  if (marked === 0)
+    fail('no source of the report shows a marked passage');
+  log(`all ${numbers.length} sources open in the page; ${marked} with marked passages`);
 }
 
 async function card_text(page, testid) {
   return (await page.locator(`#citation-card [data-testid="${testid}"]`).innerText().catch(() => '')).trim();
 }
 
+// A chip's card: the source's title and location, and the passage the
+// claim cites (one the API marks in that source, not its first lines).
 async function check_card(page) {
   const chip = page.locator('#report a.cite').first();
   await chip.scrollIntoViewIfNeeded();
@@ -202,27 +294,35 @@ async function check_card(page) {
   } catch {
     fail('hovering a citation chip shows no card');
   }
+  await page.waitForSelector('#citation-card [data-testid="card-passage"]:not(.card-empty)', { timeout: 10000 })
+    .catch(() => fail('the citation card shows no cited passage'));
   const title = await card_text(page, 'card-title');
   const url = await card_text(page, 'card-url');
   const passage = await card_text(page, 'card-passage');
-  const empty = await page.locator('#citation-card [data-testid="card-passage"]')
-    .evaluate((e) => e.classList.contains('card-empty')).catch(() => true);
   if (!title || /^Source \d+$/.test(title))
     fail(`the citation card shows no source title ("${title}")`);
   if (!url)
-    fail('the citation card shows no URL');
-  const source_urls = await page.locator('#sources [data-testid="source"] .where').evaluateAll(
-    (els) => els.map((e) => e.getAttribute('title')));
-  if (!source_urls.some((u) => u && (u === url || u.startsWith(url.replace(/…$/, '')))))
-    fail(`the citation card's URL "${url}" is not the URL of a listed source`);
-  if (!passage || empty)
-    fail('the citation card shows no cited passage');
+    fail('the citation card shows no location');
+  const locations = await page.locator('#sources [data-testid="source"] .where').allInnerTexts();
+  if (!locations.some((u) => u.trim() === url))
+    fail(`the citation card's location "${url}" is not that of a listed source (${JSON.stringify(locations)})`);
+  const n = Number(await chip.getAttribute('data-cite'));
+  const id = session_id_of(page);
+  const res = await page.request.get(new URL(`v1/research/${id}/sources/${n}`, page.url()).href);
+  if (res.status() !== 200)
+    fail(`GET /v1/research/${id}/sources/${n} answered ${res.status()}`);
+  const src = await res.json();
+  const bytes = Buffer.from(src.text || '', 'utf8');
+  const flat = (x) => x.replace(/\s+/g, ' ').trim();
+  const marked = (src.passages || []).map((p) => flat(bytes.subarray(p.begin, p.end).toString('utf8')));
+  if (!marked.includes(flat(passage)))
+    fail(`the card's passage "${passage.slice(0, 80)}" is not a passage the API gives for source ${n}`);
   // The card is inside the window.
   const box = await page.locator('#citation-card').boundingBox();
   const size = page.viewportSize();
   if (!box || box.x < 0 || box.y < 0 || box.x + box.width > size.width || box.y + box.height > size.height)
     fail(`the citation card is not inside the window (${JSON.stringify(box)})`);
-  log(`citation card: "${title}", ${url}, passage of ${passage.length} characters`);
+  log(`citation card: "${title}", ${url}, cited passage of ${passage.length} characters`);
 }
 
 async function hide_card(page) {
@@ -234,6 +334,8 @@ async function hide_card(page) {
 // An agent's intermediate report has chips of its own numbering; its card
 // names one of that agent's sources.
 async function check_lane_card(page) {
+  if (!(await page.locator('#process').evaluate((e) => e.open)))
+    await page.click('#process > summary');
   const details = page.locator('[data-testid="agent-lane"] [data-testid="lane-report"]:not([hidden])').first();
   if ((await details.count()) === 0)
     fail('no agent lane offers its intermediate report');
@@ -251,6 +353,7 @@ async function check_lane_card(page) {
     fail(`the card of an intermediate report's chip names "${title}", which is not a listed source`);
   await details.locator('summary').click();
   await hide_card(page);
+  await page.click('#process > summary');
 }
 
 // Every export link is shown and answers with the report; the PDF and the
@@ -326,7 +429,7 @@ async function open_browser(playwright, problems) {
     executablePath: chromium_path,
     headless: true,
     args: chromium_args,
-    viewport: { width: 1440, height: 1000 },
+    viewport: { width: 1280, height: 800 },
     reducedMotion: 'reduce',
     acceptDownloads: true,
   }).catch((e) => fail(`Chromium (${chromium_path}) did not start: ${e.message}`));
@@ -355,9 +458,24 @@ async function offline_scenario(t) {
   log(`offline server at ${server.base}`);
   const first_question = 'What is the example corpus about?';
   await page.goto(server.base);
+  // What the server researches with is shown before asking.
+  await page.waitForSelector('#server-info:not([hidden])', { timeout: 15000 })
+    .catch(() => fail('the page does not show what the server researches with'));
+  const with_what = (await page.locator('#server-summary').innerText()).trim();
+  if (!/no model/.test(with_what))
+    fail(`the offline server's settings do not say "no model": "${with_what}"`);
+  await page.click('#server-summary');
+  const settings = await page.locator('#server-settings').innerText();
+  if (!/Tools/.test(settings) || !/Default strategy/.test(settings))
+    fail(`the server's settings do not list its tools and defaults: "${settings}"`);
   const first = await ask(page, first_question);
   await wait_for_state(page, 'completed', report_timeout);
   const seen = await check_report_page(page);
+  await check_answer_first(page, 'a finished session at 1280 px');
+  const stats = await page.locator('#stats').innerText();
+  if (!/no model/.test(stats) || /Tokens/.test(stats))
+    fail(`the offline session's numbers do not say "no model" instead of tokens: "${stats}"`);
+  await check_sources_open(page, server.base, first);
   await check_exports(page, server.base, first);
   if (await page.locator('#cancel').isVisible())
     fail('the Cancel button is shown after the research completed');
@@ -405,16 +523,35 @@ async function offline_scenario(t) {
     .catch(() => fail('the history without a search does not list the follow-up'));
   log('opened the first session again from the history');
 
-  // Narrow screens: the same report, history behind its button.
-  await page.setViewportSize({ width: 420, height: 900 });
+  // Narrow screens (a phone, 390 px): the answer first too; the history
+  // behind its button.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await check_answer_first(page, 'a finished session at 390 px');
   if (!(await page.locator('#history-toggle').isVisible()))
     fail('the history button is not shown on a narrow screen');
   await shot('narrow');
+  await check_sources_open(page, server.base, first);
+  await shot('narrow-source');
   await page.click('#history-toggle');
   await page.waitForSelector('body.history-open #history-list [data-testid="history-item"]', { timeout: 5000 })
     .catch(() => fail('the history button does not show the history on a narrow screen'));
   await shot('narrow-history');
   await page.keyboard.press('Escape');
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  // Delete from the history: a second click confirms; the session is gone.
+  const child_item = await open_from_history(page, server.base, 'noise', child);
+  const del = page.locator(`#history-list li:has([data-id="${child}"]) [data-action="delete"]`);
+  await del.click();
+  if (!/for good/.test(await del.innerText()))
+    fail('deleting from the history does not ask to confirm');
+  await del.click();
+  await child_item.waitFor({ state: 'detached', timeout: 15000 })
+    .catch(() => fail('the deleted session stays in the history'));
+  const gone = await page.request.get(`${server.base}v1/research/${child}`);
+  if (gone.status() !== 404)
+    fail(`GET of the deleted session answered ${gone.status()}, not 404`);
+  log(`deleted ${child} from the history`);
 }
 
 const clarify_marker = 'clarification step';
@@ -659,8 +796,112 @@ async function reflective_scenario(t) {
   await shot('reflective', { fullPage: true });
 }
 
+// A research whose server is killed while an agent waits for the model:
+// a new server on the same data folder lists it as interrupted, and Resume
+// in the page completes it.
+async function resume_scenario(t) {
+  const { exe, dev, page, shot } = t;
+  if (dev)
+    return log('resume: needs the real server (skipped with the development server)');
+  const question = 'How loud are heat pumps at night?';
+  const held = await start_fake_llm(exe, model_script('unused', question));
+  const first = await start_quarry_serve(exe, {
+    env: { ...offline_env, OPENAI_API_KEY: 'e2e-test-key', OPENAI_BASE_URL: held, OPENAI_MODEL: 'fake-model' },
+  });
+  await page.goto(first.base);
+  const id = await ask(page, question);
+  await page.waitForSelector('[data-testid="agent-lane"][data-status="done"]', { timeout: 60000 })
+    .catch(() => fail('the first agent of the research to resume did not finish'));
+  // Killed as a crash would: no chance to mark the session interrupted.
+  first.proc.child.kill('SIGKILL');
+  await first.proc.exited;
+  const answering = await start_fake_llm(exe, model_script('unused', question).filter((r) => !r.stall_after_bytes));
+  const second = await start_quarry_serve(exe, {
+    data: first.data,
+    env: { ...offline_env, OPENAI_API_KEY: 'e2e-test-key', OPENAI_BASE_URL: answering, OPENAI_MODEL: 'fake-model' },
+  });
+  await page.goto(`${second.base}#/research/${id}`);
+  await page.waitForSelector('#session-state[data-state="interrupted"]', { timeout: 30000 })
+    .catch(async () => fail(`the killed research is not shown as interrupted ("${await state_of(page)}")`));
+  const item = await open_from_history(page, second.base, 'heat pumps at night', id);
+  if (!(await item.evaluate((e) => e.closest('li').querySelector('[data-action="resume"]') !== null)))
+    fail('the history offers no Resume for the interrupted research');
+  await item.click();
+  await page.waitForSelector('#resume:not([hidden])', { timeout: 15000 })
+    .catch(() => fail('the interrupted research offers no Resume button'));
+  await shot('interrupted');
+  await page.click('#resume');
+  await wait_for_state(page, 'completed', report_timeout);
+  await check_report_page(page, { min_report: 40 });
+  const stats = await page.locator('#stats').innerText();
+  if (!/fake-model/.test(stats) || !/Tokens/.test(stats))
+    fail(`the session's numbers do not name its model and tokens: "${stats}"`);
+  log(`session ${id}: interrupted by a kill, resumed from the page, completed`);
+  await shot('resumed', { fullPage: true });
+}
+
+// Files attached in the page are uploaded, checked, searched by that
+// research and cited like other documents.
+async function uploads_scenario(t) {
+  const { exe, dev, page, shot } = t;
+  if (dev)
+    return log('uploads: needs the real server (skipped with the development server)');
+  const server = await start_quarry_serve(exe, { env: offline_env });
+  await page.goto(server.base);
+  await page.waitForSelector('#ask-form', { state: 'visible' });
+  const fact = 'The Brightwater ground loop at Tallinn Harbour was drilled to a depth of 212 metres in 2019.';
+  const note = `# Brightwater ground loop\n\n${fact} It heats the harbour office through the winter.\n`;
+  await page.setInputFiles('#attach-input', [
+    { name: 'brightwater-notes.md', mimeType: 'text/markdown', buffer: Buffer.from(note) },
+    { name: 'not-a-pdf.pdf', mimeType: 'application/pdf', buffer: Buffer.from('plain text, not a PDF') },
+  ]);
+  await page.waitForSelector('[data-testid="upload"][data-state="ready"]', { timeout: 15000 })
+    .catch(async () => fail(`the Markdown file was not uploaded: ${await page.locator('#uploads').innerText()}`));
+  await page.waitForSelector('[data-testid="upload"][data-state="failed"]', { timeout: 15000 })
+    .catch(() => fail('a .pdf that is not a PDF was not refused'));
+  const refused = (await page.locator('[data-testid="upload"][data-state="failed"]').innerText()).trim();
+  log(`a false PDF is refused: "${refused}"`);
+  // A failed file stops the question until it is removed.
+  await page.fill('#question', 'How deep was the Brightwater ground loop drilled?');
+  await page.uncheck('#opt-clarify').catch(async () => {
+    await page.click('#ask-options-toggle');
+    await page.uncheck('#opt-clarify');
+  });
+  await page.click('#ask-submit');
+  await page.waitForSelector('#ask-error:not([hidden])', { timeout: 5000 })
+    .catch(() => fail('a question with a refused file attached was sent'));
+  await page.click('[data-testid="upload"][data-state="failed"] button[data-remove]');
+  await shot('attached');
+  const before = page.url();
+  await page.click('#ask-submit');
+  await page.waitForURL((url) => url.href !== before && /#\/research\//.test(url.href), { timeout: 30000 })
+    .catch(async () => fail(`the question with a file opened no session: ${await page.locator('#ask-error').innerText()}`));
+  const id = session_id_of(page);
+  await wait_for_state(page, 'completed', report_timeout);
+  await check_report_page(page, { min_report: 40 });
+  const files = (await page.locator('#session-files').innerText()).trim();
+  if (!files.includes('brightwater-notes.md'))
+    fail(`the session does not name its file ("${files}")`);
+  const refs = await page.locator('#references li').allInnerTexts();
+  const k = refs.findIndex((r) => r.includes('brightwater-notes.md') || r.includes('Brightwater ground loop'));
+  if (k < 0)
+    fail(`the report does not cite the attached file: ${JSON.stringify(refs)}`);
+  const n = await page.locator('#references li').nth(k).evaluate((e) => e.value);
+  await page.click(`#references li[value="${n}"] a.ref-open`);
+  await page.waitForSelector('#source-view[open][data-state="loaded"]', { timeout: 15000 });
+  const text = await page.locator('#source-view-text').innerText();
+  if (!text.includes('212 metres'))
+    fail(`the attached file's text is not what the source shows: "${text.slice(0, 200)}"`);
+  if (/\/uploads\/|\/sessions\//.test(await page.locator('#source-view-where').innerText()))
+    fail('the attached file is shown with a folder of the server');
+  await page.keyboard.press('Escape');
+  log(`session ${id} cites the attached file as source ${n}`);
+  await shot('cited-upload', { fullPage: true });
+}
+
 const scenario_functions = { offline: offline_scenario, model: model_scenario, token: token_scenario,
-                             reflective: reflective_scenario };
+                             reflective: reflective_scenario, resume: resume_scenario,
+                             uploads: uploads_scenario };
 
 async function run_scenario(playwright, name, exe) {
   const dev = exe.endsWith('.mjs');

@@ -126,17 +126,17 @@ export const offline_env = {
   OLLAMA_HOST: undefined, OLLAMA_MODEL: undefined,
 };
 
-/// Starts `quarry serve --listen 127.0.0.1:0` with a fresh data folder and
-/// resolves to `{base, proc}` once it prints `quarry: listening on URL`.
-/// `env` values that are undefined are removed from the child's
-/// environment.
-export async function start_quarry_serve(exe, { env = {}, extra_args = [] } = {}) {
-  const data = temp_dir('quarry-e2e-data-');
+/// Starts `quarry serve --listen 127.0.0.1:0` with a fresh data folder (or
+/// `data`, one an earlier server used) and resolves to `{base, proc, data}`
+/// once it prints `quarry: listening on URL`. `env` values that are
+/// undefined are removed from the child's environment.
+export async function start_quarry_serve(exe, { env = {}, extra_args = [], data = null } = {}) {
+  data = data || temp_dir('quarry-e2e-data-');
   const args = ['serve', '--listen', '127.0.0.1:0', '--set', `runtime.data_dir=${data}`, ...extra_args];
   const proc = start_child(exe, args, env);
   const m = await wait_for_output(proc, 'stderr', /quarry: listening on (http:\/\/127\.0\.0\.1:\d+\/)/, 60000,
                                   'quarry serve');
-  return { base: m[1], proc };
+  return { base: m[1], proc, data };
 }
 
 /// Starts build/bin/fake_llm_server (beside `quarry`) with a script;

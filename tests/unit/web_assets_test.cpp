@@ -21,8 +21,8 @@ std::string read_source(const std::string& name) {
   return out.str();
 }
 
-const char* page_files[] = {"index.html", "style.css",   "app.js",     "api.js",
-                            "packets.js", "html.js", "favicon.svg"};
+const char* page_files[] = {"index.html", "style.css", "app.js",     "api.js",
+                            "packets.js", "html.js",   "favicon.svg"};
 
 } // namespace
 

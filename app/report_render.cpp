@@ -414,21 +414,32 @@ std::string sendable_html_report(const report_parts& r) {
   return render_html(r, true, {});
 }
 
+namespace {
+
+// The citation marker `[[n]]` (n of 1 to 6 digits) at `at` of `body`: its
+// number and the index just past its `]]`, or nothing.
+std::optional<std::pair<int, size_t>> citation_marker_at(const std::string& body, size_t at) {
+  size_t i = at + 2;
+  int n = 0;
+  size_t digits = 0;
+  while (i < body.size() && digits < 7 && body[i] >= '0' && body[i] <= '9') {
+    n = n * 10 + (body[i] - '0');
+    ++i;
+    ++digits;
+  }
+  if (digits < 1 || digits > 6 || body.compare(i, 2, "]]") != 0)
+    return std::nullopt;
+  return std::make_pair(n, i + 2);
+}
+
+} // namespace
+
 std::vector<int> citation_order(const std::string& body) {
   std::vector<int> out;
   std::set<int> seen;
-  for (size_t at = body.find("[["); at != std::string::npos; at = body.find("[[", at + 1)) {
-    size_t i = at + 2;
-    int n = 0;
-    size_t digits = 0;
-    while (i < body.size() && digits < 7 && body[i] >= '0' && body[i] <= '9') {
-      n = n * 10 + (body[i] - '0');
-      ++i;
-      ++digits;
-    }
-    if (digits >= 1 && digits <= 6 && body.compare(i, 2, "]]") == 0 && seen.insert(n).second)
-      out.push_back(n);
-  }
+  for (size_t at = body.find("[["); at != std::string::npos; at = body.find("[[", at + 1))
+    if (auto m = citation_marker_at(body, at); m && seen.insert(m->first).second)
+      out.push_back(m->first);
   return out;
 }
 
@@ -456,21 +467,12 @@ renumbered_body renumber_citations(const std::string& body, const std::map<int, 
   out.text.reserve(body.size());
   size_t pos = 0;
   for (size_t at = body.find("[["); at != std::string::npos; at = body.find("[[", at + 1)) {
-    if (at < pos)
-      continue;
-    size_t i = at + 2;
-    int n = 0;
-    size_t digits = 0;
-    while (i < body.size() && digits < 7 && body[i] >= '0' && body[i] <= '9') {
-      n = n * 10 + (body[i] - '0');
-      ++i;
-      ++digits;
-    }
-    if (digits < 1 || digits > 6 || body.compare(i, 2, "]]") != 0)
+    auto m = at < pos ? std::nullopt : citation_marker_at(body, at);
+    if (!m)
       continue;
     out.text.append(body, pos, at - pos);
-    auto found = shown.find(n);
-    size_t end = i + 2;
+    auto found = shown.find(m->first);
+    size_t end = m->second;
     std::string with;
     if (found != shown.end()) {
       with = "[[" + std::to_string(found->second) + "]]";

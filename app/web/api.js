@@ -179,14 +179,9 @@ export class quarry_api {
     return join_url(this.base, path);
   }
 
-  /// Sends a request; resolves to the parsed JSON body (null for 204),
-  /// rejects with api_error.
-  async request(method, path, body = undefined, signal = undefined) {
-    const init = { method, headers: this.headers({ Accept: 'application/json' }), signal };
-    if (body !== undefined) {
-      init.headers['Content-Type'] = 'application/json';
-      init.body = JSON.stringify(body);
-    }
+  /// Fetches `path` with `init`; resolves to a 2xx response, rejects with
+  /// api_error (network failure, or the server's error) or an AbortError.
+  async send(path, init) {
     let res;
     try {
       res = await this.fetch_impl(this.url(path), init);
@@ -199,6 +194,18 @@ export class quarry_api {
       this.on_unauthorized();
     if (!res.ok)
       throw await error_of(res);
+    return res;
+  }
+
+  /// Sends a request; resolves to the parsed JSON body (null for 204),
+  /// rejects with api_error.
+  async request(method, path, body = undefined, signal = undefined) {
+    const init = { method, headers: this.headers({ Accept: 'application/json' }), signal };
+    if (body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    const res = await this.send(path, init);
     if (res.status === 204)
       return null;
     const text = await res.text();
@@ -297,18 +304,7 @@ export class quarry_api {
       body: file,
       signal,
     };
-    let res;
-    try {
-      res = await this.fetch_impl(this.url(`/v1/uploads?name=${encodeURIComponent(name)}`), init);
-    } catch (e) {
-      if (e && e.name === 'AbortError')
-        throw e;
-      throw new api_error(0, 'network', `The server cannot be reached (${e && e.message ? e.message : e}).`);
-    }
-    if (res.status === 401)
-      this.on_unauthorized();
-    if (!res.ok)
-      throw await error_of(res);
+    const res = await this.send(`/v1/uploads?name=${encodeURIComponent(name)}`, init);
     try {
       return JSON.parse(await res.text());
     } catch {

@@ -238,19 +238,31 @@ research_agent_actor start_agent(frame_ptr self, std::string call_id, std::strin
 
 // -- checkpoints --------------------------------------------------------------------------------
 
-void take_checkpoint(frame_ptr self, core::checkpoint_phase phase) {
+namespace {
+
+// Hands the store a checkpoint at `phase`, or with `sources_only` just the
+// documents and citation numbers found so far.
+void send_checkpoint(frame_ptr self, core::checkpoint_phase phase, bool sources_only) {
   auto& st = self->state;
   if (!st.spec.checkpoints)
     return;
   auto c = std::make_shared<core::research_checkpoint>();
   c->phase = phase;
-  st.strat->fill_checkpoint(*c);
+  c->sources_only = sources_only;
+  if (!sources_only)
+    st.strat->fill_checkpoint(*c);
   c->global = st.global;
   c->documents = st.docs_by_id;
   c->findings = st.findings;
   c->notices = st.notices;
   c->elapsed_ms = st.elapsed_before_ms + st.timing.elapsed().count();
   self->send(st.emitter, checkpoint_atom::value, checkpoint_ptr{std::move(c)});
+}
+
+} // namespace
+
+void take_checkpoint(frame_ptr self, core::checkpoint_phase phase) {
+  send_checkpoint(self, phase, false);
 }
 
 // -- the final report ---------------------------------------------------------------------------
@@ -437,6 +449,9 @@ void complete_report(frame_ptr self) {
     fail(self, no_sources_reason(st.notices), st.final_turn);
     return;
   }
+  // The numbers the report cites are stored with it, also those found after
+  // the last checkpoint (a research stopped while its agents reported).
+  send_checkpoint(self, core::checkpoint_phase::final_report, true);
   session_result out;
   out.status = session_status::report;
   out.report = st.text;

@@ -279,24 +279,27 @@ store_full_actor::behavior_type store_impl(store_ptr self, std::shared_ptr<store
       const auto& c = *taken;
       store::batch::checkpoint_write w;
       w.session_id = session;
-      auto next = self->state.next_checkpoint.find(session);
-      if (next == self->state.next_checkpoint.end()) {
-        auto latest = self->state.db->latest_checkpoint(session);
-        if (!latest) {
-          // Numbering it anyway could clash with a stored one: this
-          // checkpoint is skipped (the next one tries again).
-          spdlog::error("a checkpoint of session {} was not stored: {}", session,
-                        latest.error().message);
-          return;
-        }
-        next = self->state.next_checkpoint.emplace(session, *latest ? (*latest)->number + 1 : 1)
-                 .first;
-      }
-      w.checkpoint.number = next->second++;
-      // Encoded once, here.
-      w.checkpoint.state = core::to_json(c);
-      w.checkpoint.last_seq = last_seq;
+      w.citations_only = c.sources_only;
       w.checkpoint.created_at = now_ms();
+      if (!c.sources_only) {
+        auto next = self->state.next_checkpoint.find(session);
+        if (next == self->state.next_checkpoint.end()) {
+          auto latest = self->state.db->latest_checkpoint(session);
+          if (!latest) {
+            // Numbering it anyway could clash with a stored one: this
+            // checkpoint is skipped (the next one tries again).
+            spdlog::error("a checkpoint of session {} was not stored: {}", session,
+                          latest.error().message);
+            return;
+          }
+          next = self->state.next_checkpoint.emplace(session, *latest ? (*latest)->number + 1 : 1)
+                   .first;
+        }
+        w.checkpoint.number = next->second++;
+        // Encoded once, here.
+        w.checkpoint.state = core::to_json(c);
+        w.checkpoint.last_seq = last_seq;
+      }
       for (const auto& [n, ref] : c.global)
         w.citations.push_back({n, ref.document_id});
       auto& pending = self->state.pending;

@@ -474,6 +474,66 @@ TEST_CASE("serve: cancel stops a running research, limits answer 429, and a "
   CHECK(call("GET", srv.url("/healthz")).as_json()["sessions_running"] == 0);
 }
 
+TEST_CASE("serve: a research cancelled after one agent reported keeps its findings as a "
+          "partial report whose citations are stored sources") {
+  test::temp_dir home;
+  test::fake_llm_server llm;
+  // The first agent searches and reports; the second agent's model never
+  // answers, so the research is still running when it is cancelled.
+  auto rules = json::array();
+  rules.push_back({{"match", {{"system_contains", agent_marker}, {"message_contains", "(held)"}}},
+                   {"respond", {{"text", "never"}}},
+                   {"stall_after_bytes", 0}});
+  for (auto& r : two_agent_script())
+    rules.push_back(r);
+  rules[2] = rule(orchestrator_marker,
+                  calls({{"research_agent", {{"task", "Why efficiency falls in the cold."}}},
+                         {"research_agent", {{"task", "Night-time noise limits (held)."}}}}),
+                  1);
+  REQUIRE_FALSE(llm.script(rules));
+  server_process srv{home, {}, llm_env(llm)};
+  auto id = start(srv,
+                  {{"question", "How do heat pumps cope with cold weather?"}, {"clarify", false}});
+  wait_until(
+    [&] {
+      auto so_far = call("GET", srv.url("/v1/research/" + id + "/events"), {}, {},
+                         std::chrono::milliseconds{300});
+      return so_far.body.find("intermediate_report_cited_docs") != std::string::npos;
+    },
+    "the first agent's report");
+  auto cancelled = call("POST", srv.url("/v1/research/" + id + "/cancel"));
+  CAPTURE(cancelled.body);
+  REQUIRE(cancelled.status == 202);
+  auto evs = parse_sse(
+    call("GET", srv.url("/v1/research/" + id + "/events"), {}, {}, std::chrono::seconds{60}).body);
+  REQUIRE_FALSE(evs.empty());
+  CHECK(json::parse(evs.back().data)["state"] == "cancelled");
+  auto report = call("GET", srv.url("/v1/research/" + id + "/report?format=json"));
+  CAPTURE(report.body);
+  REQUIRE(report.status == 200);
+  auto r = report.as_json();
+  CHECK(r["partial"] == true);
+  // Every number the report cites is a source the API lists, and opens.
+  std::set<int> cited;
+  std::regex marker{R"(\[\[(\d+)\]\])"};
+  auto text = r["report"].get<std::string>();
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), marker);
+       it != std::sregex_iterator(); ++it)
+    cited.insert(std::stoi((*it)[1].str()));
+  REQUIRE_FALSE(cited.empty());
+  auto list = call("GET", srv.url("/v1/research/" + id + "/sources"));
+  CAPTURE(list.body);
+  REQUIRE(list.status == 200);
+  std::set<int> listed;
+  auto sources = list.as_json();
+  for (const auto& x : sources["sources"])
+    listed.insert(x["number"].get<int>());
+  CHECK(cited == listed);
+  for (int n : cited)
+    CHECK(call("GET", srv.url("/v1/research/" + id + "/sources/" + std::to_string(n))).status
+          == 200);
+}
+
 TEST_CASE("serve: SIGTERM ends the streams, keeps running sessions as "
           "interrupted, and they resume after a restart") {
   test::temp_dir home;

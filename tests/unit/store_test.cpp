@@ -762,6 +762,48 @@ TEST_CASE("store: a renumbered citation is refused and the batch rolled back") {
   CHECK(read_ok(db->citations(id)).size() == 3);
 }
 
+TEST_CASE("store: citations stored without a checkpoint keep the latest checkpoint") {
+  test::temp_dir dir;
+  auto db = open_ok(dir.file("s.db"));
+  auto id = make_session_id();
+  batch b;
+  b.new_sessions.push_back(make_session(id, "q"));
+  batch::checkpoint_write cp;
+  cp.session_id = id;
+  cp.checkpoint.number = 3;
+  cp.checkpoint.state = {{"n", 3}};
+  cp.citations = {{1, "d1"}};
+  b.checkpoints.push_back(cp);
+  write_ok(*db, b);
+  // The numbers of a report written after the last checkpoint: no checkpoint
+  // row, no seq or number rules (neither is read), the citation rules still.
+  batch only;
+  batch::checkpoint_write late;
+  late.session_id = id;
+  late.citations_only = true;
+  late.checkpoint.number = 1;     // below the stored one: not read
+  late.checkpoint.last_seq = 999; // beyond the last packet: not read
+  late.citations = {{1, "d1"}, {2, "d2"}};
+  only.checkpoints.push_back(late);
+  write_ok(*db, only);
+  auto cites = read_ok(db->citations(id));
+  REQUIRE(cites.size() == 2);
+  CHECK(cites[1].number == 2);
+  CHECK(cites[1].document_id == "d2");
+  CHECK(raw_int(db->path(), "SELECT count(*) FROM checkpoints") == 1);
+  CHECK(read_ok(db->latest_checkpoint(id))->number == 3);
+  // A renumbering is refused as in any batch, and nothing is stored.
+  auto before = dump_db(db->path());
+  batch bad;
+  late.citations = {{2, "d3"}};
+  bad.checkpoints.push_back(late);
+  auto err = db->write(bad);
+  REQUIRE(err);
+  CHECK_MESSAGE(err->message.find("citation [2] is another document's") != std::string::npos,
+                err->message);
+  CHECK(dump_db(db->path()) == before);
+}
+
 TEST_CASE("store: batches that break the rules are refused whole") {
   test::temp_dir dir;
   auto db = open_ok(dir.file("s.db"));

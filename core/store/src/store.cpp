@@ -552,11 +552,11 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache, const batc
       return refuse("a checkpoint of unknown session " + id);
     if (rc != SQLITE_ROW)
       return failed("cannot read session " + id, rc);
-    if (c.last_seq > static_cast<uint64_t>(last_seq))
+    if (!x.citations_only && c.last_seq > static_cast<uint64_t>(last_seq))
       return refuse("session " + id + ": checkpoint " + std::to_string(c.number) + " is at seq "
                     + std::to_string(c.last_seq) + ", beyond the last packet (seq "
                     + std::to_string(last_seq) + ")");
-    {
+    if (!x.citations_only) {
       statement st{cache, "SELECT max(number) FROM checkpoints "
                           "WHERE session_id = ?1"};
       st.bind(1, id);
@@ -608,6 +608,10 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache, const batc
       rc = st.step();
       if (rc != SQLITE_DONE)
         return failed("cannot store citation [" + number + "] of session " + id, rc);
+    }
+    if (x.citations_only) {
+      touched.insert(id);
+      continue;
     }
     auto state = dump_json(c.state);
     {

@@ -83,7 +83,8 @@ using store_listener_actor
 ///   report; cluster::packet_fact). Emitters send them in seq order; the
 ///   store never reads a line.
 /// - `(checkpoint_atom, session, last_seq, checkpoint)`: a checkpoint; its
-///   citations and documents are written in the same transaction.
+///   citations and documents are written in the same transaction (only
+///   those when `checkpoint->sources_only`).
 /// - `(state_atom, session, state, error)`: a state change
 ///   (store::session_state by name); `(state_atom, session, state, error,
 ///   options_json)` also replaces the session's options (its answers to

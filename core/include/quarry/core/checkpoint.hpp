@@ -55,6 +55,10 @@ struct research_checkpoint {
   std::vector<std::string> notices;
   /// Research time used before the checkpoint, in milliseconds.
   int64_t elapsed_ms = 0;
+  /// Not a point to resume from: the store keeps only its documents and
+  /// citations (the numbers of a report written after the last checkpoint,
+  /// such as a cancelled research's findings). Not part of to_json().
+  bool sources_only = false;
 };
 
 /// The checkpoint as JSON (`{"version": 1, "phase": ..., ...}`).

@@ -267,6 +267,10 @@ struct batch {
     /// adds those it does not have; a number already given to another
     /// document refuses the batch).
     std::vector<citation_row> citations;
+    /// Only the citations are stored, no checkpoint (`checkpoint` is not
+    /// read): the numbers a research's report uses when it ends after its
+    /// last checkpoint (a cancelled research's findings).
+    bool citations_only = false;
   };
   std::vector<checkpoint_write> checkpoints;
   struct claims_write {

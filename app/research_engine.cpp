@@ -9,6 +9,7 @@
 #include "quarry/actors/runtime.hpp"
 #include "quarry/core/model_profile.hpp"
 #include "quarry/core/prompts.hpp"
+#include "quarry/core/research_tools.hpp"
 #include "quarry/corpus/index.hpp"
 #include "quarry/store/store.hpp"
 
@@ -500,7 +501,7 @@ research_engine::session_files_tool(const std::string& db) {
   if (!st.rt)
     return std::string{"the research engine has not started"};
   auto made = st.ctx.registry->make_tools("local_corpus", {{"db", db}, {"id_prefix", "upload"}},
-                                          "session_files");
+                                          core::attached_files_tool_name);
   if (auto* err = std::get_if<std::string>(&made))
     return "the session_files tool cannot be made: " + *err;
   auto& tools = std::get<std::vector<host::made_tool>>(made);
@@ -509,10 +510,11 @@ research_engine::session_files_tool(const std::string& db) {
                        "offers no single tool"};
   auto& tool = tools.front();
   actors::tool_set::entry e;
-  e.actor = actors::spawn_tool_provider(st.rt->system(), tool.tool,
-                                        actors::tool_actor_settings::of("session_files", {}));
+  e.actor = actors::spawn_tool_provider(
+    st.rt->system(), tool.tool,
+    actors::tool_actor_settings::of(core::attached_files_tool_name, {}));
   e.definition = tool.tool->definition();
-  e.definition.name = "session_files";
+  e.definition.name = core::attached_files_tool_name;
   e.definition.description
     = "Search the files the user uploaded to this research (PDF, Markdown, text, HTML and DOCX "
       "documents). Use it for anything the uploaded files may answer.";

@@ -6,6 +6,7 @@
 #include "upload_files.hpp"
 
 #include "quarry/actors/store.hpp"
+#include "quarry/core/research_tools.hpp"
 #include "quarry/sdk/host.hpp"
 
 #include <caf/all.hpp>
@@ -206,7 +207,7 @@ void files_ready(run_ptr self) {
   auto entry = std::get<actors::tool_set::entry>(std::move(made));
   st.files_tool = entry.actor;
   auto tools = st.engine->tools();
-  tools.tools["session_files"] = std::move(entry);
+  tools.tools[core::attached_files_tool_name] = std::move(entry);
   spawn_session(self, std::move(tools));
 }
 

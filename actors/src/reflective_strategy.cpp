@@ -13,6 +13,7 @@
 #include "quarry/core/findings.hpp"
 #include "quarry/core/reflective_requests.hpp"
 #include "quarry/core/research_requests.hpp"
+#include "quarry/core/research_tools.hpp"
 #include "quarry/lexical/lexical.hpp"
 #include "quarry/sdk/strings.hpp"
 #include "quarry/sdk/text.hpp"
@@ -169,17 +170,33 @@ private:
   }
 
   // The tool of `kind` the strategy uses (web search before internal
-  // search).
+  // search; the attached files' tool only when no other has the kind).
   const tool_set::entry* tool_of(std::initializer_list<sdk::tool_kind> kinds,
                                  std::string* name = nullptr) const {
+    const tool_set::entry* fallback = nullptr;
     for (auto kind : kinds)
       for (const auto& [n, e] : self->state.tools.tools)
         if (e.kind == kind) {
+          if (n == core::attached_files_tool_name) {
+            fallback = &e;
+            continue;
+          }
           if (name != nullptr)
             *name = n;
           return &e;
         }
-    return nullptr;
+    if (fallback != nullptr && name != nullptr)
+      *name = core::attached_files_tool_name;
+    return fallback;
+  }
+
+  // The search over the files attached to the session when it is not
+  // `primary` (searched besides it), else null.
+  const tool_set::entry* attached_files(const std::string& primary) const {
+    if (primary == core::attached_files_tool_name)
+      return nullptr;
+    auto it = self->state.tools.tools.find(core::attached_files_tool_name);
+    return it == self->state.tools.tools.end() ? nullptr : &it->second;
   }
 
   // -- the final text (synthesis or direct answer) -----------------------------------
@@ -581,24 +598,36 @@ private:
       const auto* search = tool_of({sdk::tool_kind::web_search, sdk::tool_kind::internal_search},
                                    &name);
       auto web = search->kind == sdk::tool_kind::web_search;
-      // The searches first (one call with every query), then the pages of
-      // the best web results.
-      run_step_tool(name, nlohmann::json{{"queries", *queries}}, at,
-                    [this, web, at](std::vector<sdk::document> docs) {
-                      std::string reader_name;
-                      const auto* reader = tool_of({sdk::tool_kind::page_reader}, &reader_name);
-                      std::vector<std::string> urls;
-                      auto most = static_cast<size_t>(profile_.max_urls_to_crawl);
-                      if (reader != nullptr && web)
-                        for (const auto& d : docs)
-                          if (!d.url.empty() && urls.size() < most)
-                            urls.push_back(d.url);
-                      if (urls.empty()) {
-                        write_observation();
+      // The pages of the best web results, then the observation.
+      auto read_pages = [this, web, at](std::vector<sdk::document> docs) {
+        std::string reader_name;
+        const auto* reader = tool_of({sdk::tool_kind::page_reader}, &reader_name);
+        std::vector<std::string> urls;
+        auto most = static_cast<size_t>(profile_.max_urls_to_crawl);
+        if (reader != nullptr && web)
+          for (const auto& d : docs)
+            if (!d.url.empty() && urls.size() < most)
+              urls.push_back(d.url);
+        if (urls.empty()) {
+          write_observation();
+          return;
+        }
+        run_step_tool(reader_name, nlohmann::json{{"urls", urls}}, at,
+                      [this](std::vector<sdk::document>) { write_observation(); });
+      };
+      // The searches first (one call with every query; the attached files
+      // searched with the same queries), then the pages.
+      auto args = nlohmann::json{{"queries", *queries}};
+      run_step_tool(name, args, at,
+                    [this, name, args, at, read_pages](std::vector<sdk::document> docs) {
+                      if (attached_files(name) == nullptr) {
+                        read_pages(std::move(docs));
                         return;
                       }
-                      run_step_tool(reader_name, nlohmann::json{{"urls", urls}}, at,
-                                    [this](std::vector<sdk::document>) { write_observation(); });
+                      run_step_tool(core::attached_files_tool_name, args, at,
+                                    [read_pages, docs](std::vector<sdk::document>) mutable {
+                                      read_pages(std::move(docs));
+                                    });
                     });
     };
     auto context = core::research_context_of(fs.spec.question);

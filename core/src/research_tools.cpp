@@ -79,8 +79,9 @@ std::string join_tool_names(const std::vector<std::string>& names) {
 
 const std::vector<std::string>& reserved_tool_names() {
   static const std::vector<std::string> names{
-    "generate_plan",  "research_agent", "generate_report", "think_tool",  "classify_question",
-    "search_queries", "write_plan",     "reflect",         "judge_claims"};
+    "generate_plan",     "research_agent",        "generate_report", "think_tool",
+    "classify_question", "search_queries",        "write_plan",      "reflect",
+    "judge_claims",      attached_files_tool_name};
   return names;
 }
 

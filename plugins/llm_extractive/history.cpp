@@ -107,21 +107,26 @@ bool takes_array(const sdk::tool_definition& tool, const char* key) {
          && param["type"].get_ref<const std::string&>() == "array";
 }
 
-// The search tools of a request (any tool taking `queries`): one named
-// `internal_search` first, as before, then the others in the request's order.
+// The search tools of a request (any tool taking `queries`): the files the
+// user attached to the research (`session_files`) first, then one named
+// `internal_search`, then the others in the request's order.
 std::vector<std::string> search_tools(const sdk::chat_request& req) {
+  std::vector<std::string> first;
   std::vector<std::string> internal;
   std::vector<std::string> other;
   for (const auto& tool : req.tools) {
     if (!takes_array(tool, "queries"))
       continue;
-    if (tool.name == "internal_search")
+    if (tool.name == attached_files_tool)
+      first.push_back(tool.name);
+    else if (tool.name == "internal_search")
       internal.push_back(tool.name);
     else
       other.push_back(tool.name);
   }
-  internal.insert(internal.end(), other.begin(), other.end());
-  return internal;
+  first.insert(first.end(), internal.begin(), internal.end());
+  first.insert(first.end(), other.begin(), other.end());
+  return first;
 }
 
 // The first page reader of a request (a tool taking `urls`), or null.

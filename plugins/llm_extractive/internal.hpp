@@ -123,8 +123,14 @@ sdk::tool_call make_call(size_t number, std::string name, const nlohmann::json& 
 /// apart: by their definitions, not by their names, which users choose).
 bool takes_array(const sdk::tool_definition& tool, const char* key);
 
-/// The search tools of a request (any tool taking `queries`): one named
-/// `internal_search` first, then the others in the request's order.
+/// The name of the tool that searches the files the user attached to a
+/// research (the server's uploads): searched first, together with the next
+/// search tool, since the person chose those files for this question.
+inline constexpr std::string_view attached_files_tool = "session_files";
+
+/// The search tools of a request (any tool taking `queries`): the attached
+/// files' tool first, then one named `internal_search`, then the others in
+/// the request's order.
 std::vector<std::string> search_tools(const sdk::chat_request& req);
 
 /// The first page reader of a request (a tool taking `urls`), or null.

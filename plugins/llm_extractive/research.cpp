@@ -187,14 +187,18 @@ answer respond_research(const sdk::chat_request& req) {
   auto tools_ok = req.choice != sdk::tool_choice::none;
   auto found = collect_documents(search_results);
   if (tools_ok && (searched.empty() || found.empty())) {
-    // Internal search first; web search if that found nothing.
+    // Internal search first; web search if that found nothing. The
+    // attached files are searched together with the next tool.
     for (const auto& name : searches) {
       if (searched.count(name) > 0)
         continue;
       auto query = with_change_words(collapse_spaces(task));
-      result.tool_calls.push_back(make_call(next_id, name, nlohmann::json{{"queries", {query}}}));
-      return result;
+      result.tool_calls.push_back(make_call(next_id++, name, nlohmann::json{{"queries", {query}}}));
+      if (name != attached_files_tool)
+        break;
     }
+    if (!result.tool_calls.empty())
+      return result;
   }
   if (tools_ok && search_calls == 1 && reads == 0 && !found.empty()) {
     // A second search, as a researcher refines a query: the task's words

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
 
@@ -625,4 +627,52 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: the classic researcher's fail
   CHECK(told);
   // Nothing was read: the research fails as one that read no source.
   CHECK(o.result.status == actors::session_status::failed);
+}
+
+TEST_CASE_FIXTURE(reflective_fixture, "reflective: the classic researcher searches the files "
+                                      "attached to the research besides its search tool") {
+  test::fake_llm_server server;
+  auto rules = json::array();
+  rules.push_back(rule(coordinator, classify("moderate")));
+  rules.push_back(rule(planner, plan_of({"Ground loop"})));
+  rules.push_back(rule(reflector, reflect("CONTINUE")));
+  common_rules(rules);
+  REQUIRE_FALSE(server.script(rules));
+  // The attached files: an index of their own, offered as session_files.
+  auto folder = tmp.file("attached");
+  std::filesystem::create_directories(folder);
+  {
+    std::ofstream out{folder + "/brightwater.md"};
+    out << "# Brightwater ground loop\n\nThe Brightwater heat pump defrost loop was drilled to "
+           "212 metres.\n";
+  }
+  auto db = tmp.file("attached.db");
+  {
+    auto opened = corpus::corpus_index::open(db);
+    REQUIRE(opened.index);
+    auto up = opened.index->update({folder});
+    REQUIRE_FALSE(up.failure);
+    REQUIRE(up.added == 1);
+  }
+  auto made = registry->make_tool("local_corpus", {{"db", db}, {"id_prefix", "upload"}});
+  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::tool>>(made));
+  auto tool = std::get<std::shared_ptr<sdk::tool>>(made);
+  auto hdl = actors::spawn_tool_provider(rt->system(), tool,
+                                         actors::tool_actor_settings::of("session_files", {}));
+  rt->add_stoppable(hdl);
+  auto tools = corpus_tools();
+  tools.tools["session_files"] = {hdl, tool->definition(), sdk::tool_kind::internal_search};
+  auto o = run_with(reflective_spec(),
+                    llm("openai", {{"base_url", server.base_url_openai()}, {"model", "m"}}), tools);
+  REQUIRE(o.result.status == actors::session_status::report);
+  // Both were searched with the step's queries: the corpus first (the main
+  // search tool), then the attached files, whose document the observer read.
+  bool told = false;
+  for (const auto& r : server.requests())
+    if (r.raw_body.find(observer) != std::string::npos
+        && r.raw_body.find("212 metres") != std::string::npos
+        && r.raw_body.find("\"name\":\"internal_search\"") != std::string::npos
+        && r.raw_body.find("\"name\":\"session_files\"") != std::string::npos)
+      told = true;
+  CHECK(told);
 }

@@ -543,11 +543,13 @@ TEST_CASE("research requests: an agent cut by its time limit keeps its report or
 
 TEST_CASE("research tools: the reserved names are the names of Quarry's own tools") {
   std::vector<std::string> own{
-    core::generate_plan_tool().name,         core::research_agent_tool().name,
-    core::generate_report_tool(false).name,  core::think_tool(false).name,
+    core::generate_plan_tool().name, core::research_agent_tool().name,
+    core::generate_report_tool(false).name, core::think_tool(false).name,
     core::reflective::classify_tool(3).name, core::reflective::queries_tool(3).name,
-    core::reflective::plan_tool(1, 3).name,  core::reflective::reflect_tool().name,
-    core::verification::judge_tool().name};
+    core::reflective::plan_tool(1, 3).name, core::reflective::reflect_tool().name,
+    core::verification::judge_tool().name,
+    // The search of the files attached to a research (made per session).
+    core::attached_files_tool_name};
   auto reserved = core::reserved_tool_names();
   std::sort(own.begin(), own.end());
   std::sort(reserved.begin(), reserved.end());

@@ -642,6 +642,41 @@ TEST_CASE("extractive agents prefer internal search and fall back to the web") {
   CHECK(searched.tool_calls[0].arguments == R"({"queries":["Costs of heat pumps in Europe"]})");
 }
 
+TEST_CASE("extractive agents search the files attached to the research with the next search") {
+  // Offered last, searched first: the person chose these files.
+  auto req = request("research", {"internal_search", "web_search", "open_url", "generate_report"});
+  req.tools.push_back(tool("session_files", "queries"));
+  req.messages = {msg(sdk::role::user, "Depth of the Brightwater ground loop")};
+  auto first = respond(req, {});
+  REQUIRE(first.tool_calls.size() == 2);
+  CHECK(first.tool_calls[0].name == "session_files");
+  CHECK(first.tool_calls[0].id == "call_1");
+  CHECK(first.tool_calls[1].name == "internal_search");
+  CHECK(first.tool_calls[1].id == "call_2");
+  CHECK(first.tool_calls[1].arguments == first.tool_calls[0].arguments);
+  // The files hold the answer, the corpus nothing: report from the files.
+  req.messages.push_back(calls_msg(first.tool_calls));
+  req.messages.push_back(tool_msg("call_1", "session_files",
+                                  R"({"results": [{"document": 1, "title": "Brightwater",)"
+                                  R"( "content": "The loop was drilled to 212 metres."}]})"));
+  req.messages.push_back(tool_msg("call_2", "internal_search", R"({"results": []})"));
+  auto second = respond(req, {});
+  REQUIRE(second.tool_calls.size() == 1);
+  CHECK(second.tool_calls[0].name == "generate_report");
+  req.role_tag = "report";
+  CHECK(respond(req, {}).text == "The loop was drilled to 212 metres [1].");
+  // Neither found anything: the web next, alone.
+  req.role_tag = "research";
+  req.messages.pop_back();
+  req.messages.pop_back();
+  req.messages.push_back(tool_msg("call_1", "session_files", R"({"results": []})"));
+  req.messages.push_back(tool_msg("call_2", "internal_search", R"({"results": []})"));
+  auto third = respond(req, {});
+  REQUIRE(third.tool_calls.size() == 1);
+  CHECK(third.tool_calls[0].name == "web_search");
+  CHECK(third.tool_calls[0].id == "call_3");
+}
+
 TEST_CASE("extractive agents find searches and page readers by their parameters, "
           "whatever they are called") {
   sdk::chat_request req;

@@ -23,11 +23,17 @@ sdk::tool_definition generate_report_tool(bool for_agent);
 /// research agent's description.
 sdk::tool_definition think_tool(bool for_agent);
 
+/// The name of the search tool over the files a person attached to one
+/// research (the server's uploads, app/upload_files.hpp). Strategies search
+/// it alongside their main search tool: the person chose those files for
+/// this question.
+inline constexpr const char* attached_files_tool_name = "session_files";
+
 /// The names of the tools Quarry's research loop offers models itself (the
-/// four above, and the structured steps of the reflective strategy and of
+/// four above, the structured steps of the reflective strategy and of
 /// verification: classify_question, search_queries, write_plan, reflect,
-/// judge_claims). A configured tool may not take one of them: the model
-/// could not tell the two apart.
+/// judge_claims, and session_files). A configured tool may not take one of
+/// them: the model could not tell the two apart.
 const std::vector<std::string>& reserved_tool_names();
 
 /// Joins tool names for prompts: "a", "a and b", "a, b, and c".

@@ -469,12 +469,21 @@ void add_source_routes(http::router& r, std::shared_ptr<service> svc) {
             if (!*found)
               return session_missing(id);
             // Numbered as the stored report will be: in the order first
-            // cited (a report being written only grows).
-            auto body = as_written
-                          ? markdown
-                          : renumber_citations(markdown, first_cited_numbering(markdown)).text;
-            auto html = report_html_fragment(body, {}, "/v1/research/" + id + "/sources", true);
-            return http::response{200, "application/json", {}, dumped({{"html", html}})};
+            // cited (a report being written only grows). `numbers` pairs
+            // each number written with the one shown, so that the page
+            // finds a chip's source among the streamed citations.
+            auto out = json::object();
+            std::string body = markdown;
+            if (!as_written) {
+              auto shown = first_cited_numbering(markdown);
+              body = renumber_citations(markdown, shown).text;
+              auto numbers = json::array();
+              for (const auto& [written, number] : shown)
+                numbers.push_back({{"written", written}, {"shown", number}});
+              out["numbers"] = std::move(numbers);
+            }
+            out["html"] = report_html_fragment(body, {}, "/v1/research/" + id + "/sources", true);
+            return http::response{200, "application/json", {}, dumped(out)};
           });
         });
 }

@@ -45,7 +45,9 @@
 //                    done: the numbering of its references; its
 //                    .source-title shows the card and opens the source),
 //                    #sources-count [sources-count]
-//   report           #report [report] (data-rendered: server, plain);
+//   report           #report [report] (data-rendered: final (the
+//                    stored report), live (the streaming one, rendered
+//                    by the server), plain (its text until then));
 //                    citation chips a.cite [data-testid=citation]
 //                    (data-cite="n"); #references > li (id ref-N)
 //   citation card    #citation-card [citation-card] (shown on hover or
@@ -239,7 +241,9 @@ const view = {
   // by_number: Map n -> source}, or null (not loaded, or none yet).
   final: null,
   final_loading: null,
-  // The streaming report as the server last rendered it: {text, html}.
+  // The streaming report as the server last rendered it: {text, html,
+  // written_of: Map shown number -> the event stream's citation number,
+  // shown_of: the reverse}.
   live_html: null,
   live_request: null,
   // Sources read through the API, by number: promises of their JSON.
@@ -768,7 +772,7 @@ function decorate_links(root, scope) {
       }
     } else {
       const src = view.final && view.final.by_number.get(n);
-      const card = src ? null : citation_card(view.state, n);
+      const card = src ? null : citation_card(view.state, streamed_number(n));
       title = src ? src.title : card ? card.title : '';
       if (view.id)
         a.setAttribute('href', api.source_url(view.id, n));
@@ -862,7 +866,7 @@ function request_live_render(text) {
   view.live_request = controller;
   api.render(id, text, controller.signal).then((res) => {
     if (view.id === id && res && typeof res.html === 'string')
-      view.live_html = { text, html: res.html };
+      view.live_html = live_rendering(text, res);
   }).catch((e) => {
     if (!(e && e.name === 'AbortError') && view.id === id)
       view.live_failed = true;
@@ -871,6 +875,30 @@ function request_live_render(text) {
       view.live_request = null;
     schedule();
   });
+}
+
+// The server's rendering of the streaming report, with its numbering: the
+// report is shown numbered as the stored one will be (1, 2, ... in the
+// order first cited), the event stream's citations keep the numbers the
+// model wrote; `numbers` pairs them.
+function live_rendering(text, res) {
+  const written_of = new Map();
+  const shown_of = new Map();
+  for (const x of Array.isArray(res.numbers) ? res.numbers : []) {
+    if (x && Number.isInteger(x.written) && Number.isInteger(x.shown)) {
+      written_of.set(x.shown, x.written);
+      shown_of.set(x.written, x.shown);
+    }
+  }
+  return { text, html: res.html, written_of, shown_of };
+}
+
+// The event stream's citation number of the streaming report's chip `n`
+// (undefined when the last rendering does not show `n`); `n` itself before
+// the first rendering.
+function streamed_number(n) {
+  const live = view.live_html;
+  return live ? live.written_of.get(n) : n;
 }
 
 function set_report_html(html, how) {
@@ -889,7 +917,7 @@ function render_report() {
     if (view.rendered.report_html !== final.html) {
       view.rendered.report_html = final.html;
       view.rendered.report = null;
-      set_report_html(final.html, 'server');
+      set_report_html(final.html, 'final');
       render_references();
     }
     return;
@@ -910,7 +938,8 @@ function render_report() {
   if (live && text.startsWith(live.text.slice(0, 64))) {
     if (view.rendered.report_html !== live.html) {
       view.rendered.report_html = live.html;
-      set_report_html(live.html, 'server');
+      set_report_html(live.html, 'live');
+      render_references();
     }
   } else if (view.rendered.report !== text) {
     view.rendered.report_html = null;
@@ -940,9 +969,13 @@ function render_references() {
         + (src.snippet_only ? ' <span class="muted">(snippet only)</span>' : '') + '</li>';
     });
   } else {
-    const nums = [...s.citations.keys()].sort((a, b) => a - b);
-    items = nums.map((n) => {
-      const card = citation_card(s, n);
+    // While the report streams: numbered as its rendering shows them.
+    const live = view.live_html;
+    const pairs = live
+      ? [...live.written_of].sort((a, b) => a[0] - b[0])
+      : [...s.citations.keys()].sort((a, b) => a - b).map((n) => [n, n]);
+    items = pairs.map(([n, written]) => {
+      const card = citation_card(s, written);
       if (!card)
         return '';
       const url = safe_url(card.url);
@@ -983,7 +1016,9 @@ function source_item(d, nums, number) {
 function render_sources() {
   const s = view.state;
   const final = view.final && view.final.html !== null ? view.final : null;
-  const key = `${s.sources.length}:${s.citations.size}:${final ? final.sources.length : -1}`;
+  const live = final ? null : view.live_html;
+  const key = `${s.sources.length}:${s.citations.size}:${final ? final.sources.length : -1}:`
+    + (live ? live.html.length + live.text.length : -1);
   if (view.rendered.sources_key === key)
     return;
   view.rendered.sources_key = key;
@@ -1001,8 +1036,12 @@ function render_sources() {
         : '');
     shown = cited.length + others.length;
   } else {
+    // By the numbers the report shows (those of its last rendering).
     const cited = new Map();
-    for (const [n, id] of s.citations) {
+    for (const [written, id] of s.citations) {
+      const n = live ? live.shown_of.get(written) : written;
+      if (n === undefined)
+        continue;
       if (!cited.has(id))
         cited.set(id, []);
       cited.get(id).push(n);
@@ -1112,7 +1151,7 @@ function show_card(chip) {
   let card = chip.dataset.doc !== undefined && chip.dataset.cite === undefined
     ? document_card(view.state, chip.dataset.doc)
     : chip.dataset.scope ? lane_citation_card(view.state, chip.dataset.scope, n)
-      : citation_card(view.state, n);
+      : citation_card(view.state, streamed_number(n));
   if (!card && chip.dataset.doc !== undefined)
     return;
   if (!card)

@@ -3,7 +3,8 @@
 // Debian package) driven by playwright-core, against the real server:
 //
 //   node tests/e2e/page_test.mjs [--scenario NAME] [path/to/quarry]
-//        (or $QUARRY_EXE; NAME is offline, model, token or all, the default)
+//        (or $QUARRY_EXE; NAME is offline, model, token, reflective, resume,
+//        uploads or all, the default)
 //
 // offline  `quarry serve` with the offline defaults (the extractive provider
 //          over the example corpus): a question is asked and researched
@@ -24,6 +25,12 @@
 // token    `quarry serve` with `server.auth_token` set: the page asks for the
 //          token, a wrong one is refused, the right one is kept; a research
 //          runs and its export downloads with the token.
+// reflective  the reflective strategy chosen in the options: the plan is a
+//          live checklist, and the stored report is cited.
+// resume   a server killed mid-research; a new one on the same data folder
+//          shows the session interrupted, and Resume in the page completes it.
+// uploads  files attached in the page: a false PDF refused, a Markdown file
+//          uploaded, searched by the research, cited and opened as a source.
 //
 // Screenshots go to $QUARRY_TEST_ARTIFACTS (default build/test-artifacts),
 // named page_test-<scenario>-<step>.png; a failed step leaves
@@ -36,6 +43,7 @@
 // steps run against recorded packets, all on that one server; checks that
 // need the real research are left out.
 
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -175,7 +183,7 @@ async function check_report_page(page, { min_report = 100, cancelled = false } =
   if (shown_count !== String(sources))
     fail(`the sources count says "${shown_count}" but ${sources} sources are listed`);
   // The finished report is the server's rendering (the one the exports use).
-  await page.waitForSelector('#report[data-rendered="server"]', { timeout: 15000 })
+  await page.waitForSelector('#report[data-rendered="final"]', { timeout: 15000 })
     .catch(async () => fail(`the report is not the server's rendering (data-rendered="${await page.locator('#report').getAttribute('data-rendered')}")`));
   const report = (await page.locator('#report').innerText()).trim();
   if (report.length < min_report)
@@ -183,14 +191,13 @@ async function check_report_page(page, { min_report = 100, cancelled = false } =
   if ((await count(page, '#report h2, #report p')) < 1)
     fail('the report was not rendered as Markdown (no headings or paragraphs)');
   const chips = await count(page, '#report a.cite[data-testid="citation"]');
-  // Known defect, left open in issue 31: a cancelled research's report made
-  // of its agents' own reports cites numbers the store never registered, so
-  // the shown numbering (which keeps only registered sources) drops them.
-  if (chips < 1 && !cancelled)
+  // Also a cancelled research's report (its agents' findings so far) cites
+  // its sources.
+  if (chips < 1)
     fail('the report has no citation chips');
   if (/\[\[\d+\]\]\(/.test(report))
     fail('raw citation links ([[n]](url)) are left in the rendered report');
-  if ((await count(page, '#references li')) < 1 && !cancelled)
+  if ((await count(page, '#references li')) < 1)
     fail('the report has no references list');
   // One numbering: the references, the numbered sources and the chips agree,
   // from 1 without gaps.
@@ -370,6 +377,7 @@ async function check_exports(page, base, id) {
   };
   const magic = { pdf: '%PDF-', docx: 'PK\x03\x04' };
   const report_words = (await page.locator('#report p').first().innerText()).trim().split(/\s+/).slice(0, 3);
+  const heading = ((await page.locator('#report h2').first().textContent()) || '').trim();
   for (const format of ['md', 'html', 'pdf', 'docx']) {
     const link = page.locator(`#export-${format}`);
     if (!(await link.isVisible()))
@@ -392,6 +400,14 @@ async function check_exports(page, base, id) {
       if (download.suggestedFilename() !== `quarry-${id}.${format}`
           || bytes.subarray(0, magic[format].length).toString('latin1') !== magic[format])
         fail(`the ${format} export downloaded "${download.suggestedFilename()}" with ${bytes.length} bytes that are no ${format}`);
+      // Read back as a person's tools would (poppler's pdftotext, pandoc;
+      // scripts/setup --exports installs both): the report's first heading
+      // and its citations are in the document.
+      const text = read_back(format, await download.path());
+      if (heading && !text.replace(/\s+/g, ' ').includes(heading))
+        fail(`the ${format} export read back does not hold the heading "${heading}"`);
+      if (!/\[1\]/.test(text))
+        fail(`the ${format} export read back has no citation [1]`);
       continue;
     }
     const body = await res.text();
@@ -399,6 +415,18 @@ async function check_exports(page, base, id) {
       fail(`the ${format} export does not hold the report's first words (${report_words.join(' ')})`);
   }
   log('every export link answers with the report; the PDF and the DOCX download');
+}
+
+// The text of a downloaded PDF (pdftotext) or DOCX (pandoc to plain text).
+function read_back(format, file) {
+  const [command, args] = format === 'pdf'
+    ? ['pdftotext', ['-layout', file, '-']]
+    : ['pandoc', ['--from', 'docx', '--to', 'plain', '--wrap', 'none', file]];
+  try {
+    return execFileSync(command, args, { encoding: 'utf8', timeout: 30000, maxBuffer: 16 << 20 });
+  } catch (e) {
+    return fail(`the ${format} export could not be read back with ${command}: ${e.message}`);
+  }
 }
 
 // The history: search for `query`, find session `id`, open it.
@@ -793,6 +821,9 @@ async function reflective_scenario(t) {
     statuses.add(s);
   if (!statuses.has('completed'))
     fail('no step was ever shown as completed');
+  // The stored report replaces the streamed one once it is loaded.
+  await page.waitForSelector('#report[data-rendered="final"]', { timeout: 15000 })
+    .catch(async () => fail(`the reflective report is not the stored one (data-rendered="${await page.locator('#report').getAttribute('data-rendered')}")`));
   if ((await count(page, '#report a.cite[data-testid="citation"]')) < 1)
     fail('the reflective report has no citation chips');
   log(`reflective: ${steps.length} steps, statuses seen ${JSON.stringify([...statuses])}`);
@@ -818,7 +849,7 @@ async function resume_scenario(t) {
   // Killed as a crash would: no chance to mark the session interrupted.
   first.proc.child.kill('SIGKILL');
   await first.proc.exited;
-  const answering = await start_fake_llm(exe, model_script('unused', question).filter((r) => !r.stall_after_bytes));
+  const answering = await start_fake_llm(exe, model_script('unused', question).filter((r) => !('stall_after_bytes' in r)));
   const second = await start_quarry_serve(exe, {
     data: first.data,
     env: { ...offline_env, OPENAI_API_KEY: 'e2e-test-key', OPENAI_BASE_URL: answering, OPENAI_MODEL: 'fake-model' },
@@ -836,6 +867,9 @@ async function resume_scenario(t) {
   await page.click('#resume');
   await wait_for_state(page, 'completed', report_timeout);
   await check_report_page(page, { min_report: 40 });
+  const errors = (await page.locator('#errors').innerText()).trim();
+  if (errors)
+    fail(`the resumed research shows errors: "${errors}"`);
   const stats = await page.locator('#stats').innerText();
   if (!/fake-model/.test(stats) || !/Tokens/.test(stats))
     fail(`the session's numbers do not name its model and tokens: "${stats}"`);

@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <fstream>
 #include <mutex>
 #include <regex>
@@ -429,6 +430,71 @@ TEST_CASE_FIXTURE(research_fixture, "research sends a search backend only the "
     CHECK(q.find("build on it") == std::string::npos);
     CHECK(q.find("Heat pump efficiency falls as the outdoor air") == std::string::npos);
   }
+}
+
+TEST_CASE_FIXTURE(research_fixture, "research from the environment alone: OLLAMA_HOST and "
+                                    "OLLAMA_MODEL pick the model, SEARXNG_URL the web search; "
+                                    "EXA_API_KEY and SERPER_API_KEY add theirs") {
+  test::http_server search;
+  std::atomic<int> searched{0};
+  search.route("GET", "/search", [&](const test::request&) {
+    ++searched;
+    nlohmann::json results = nlohmann::json::array(
+      {{{"url", "https://heat.example/defrost"},
+        {"title", "Defrost cycles"},
+        {"content", "Defrost cycles melt the ice on the outdoor coil of a heat pump."}}});
+    return test::response_plan::text(200, nlohmann::json{{"results", results}}.dump(),
+                                     "application/json");
+  });
+  test::fake_llm_server ollama;
+  auto rules = nlohmann::json::array();
+  rules.push_back(rule(plan_marker, {{"text", "1. Defrost"}}));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"research_agent", {{"task", "How defrost works."}}}}), 1));
+  rules.push_back(
+    rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
+  rules.push_back(
+    {{"match", {{"system_contains", agent_marker}, {"message_contains", "\"document\""}}},
+     {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
+  rules.push_back(
+    rule(agent_marker, calls({{"web_search", {{"queries", {"heat pump defrost"}}}}})));
+  rules.push_back(rule(agent_report_marker, {{"text", "Defrost cycles melt the ice [1]."}}));
+  rules.push_back(rule(final_marker, {{"text", "## Defrost\n\nDefrost cycles melt the ice [1]."}}));
+  REQUIRE_FALSE(ollama.script(rules));
+  // As Ollama's own client reads OLLAMA_HOST: host and port, no scheme.
+  auto host = "127.0.0.1:" + std::to_string(ollama.port());
+  auto res = quarry(
+    {"research", "How does a heat pump defrost?", "--json", "--no-clarify", "--no-verify"},
+    {{"OLLAMA_HOST", host}, {"OLLAMA_MODEL", "qwen3:8b"}, {"SEARXNG_URL", search.url("")}});
+  CAPTURE(res.err);
+  REQUIRE(res.exit_code == 0);
+  CHECK(searched.load() >= 1);
+  auto requests = ollama.requests();
+  REQUIRE_FALSE(requests.empty());
+  for (const auto& r : requests) {
+    CAPTURE(r.path);
+    CHECK(r.path == "/v1/chat/completions");
+    CHECK(r.body["model"] == "qwen3:8b");
+  }
+  std::string report;
+  std::istringstream lines{res.out};
+  for (std::string line; std::getline(lines, line);) {
+    auto p = nlohmann::json::parse(line);
+    if (p["obj"]["type"] == "message_delta")
+      report += p["obj"]["content"].get<std::string>();
+  }
+  CHECK(report.find("[[1]](https://heat.example/defrost)") != std::string::npos);
+  // The keyed search services are shown by `config show`, keys hidden.
+  auto exa = quarry({"config", "show"}, {{"EXA_API_KEY", "exa-secret-123456"}});
+  CAPTURE(exa.out);
+  CHECK(exa.exit_code == 0);
+  CHECK(exa.out.find("plugin: exa") != std::string::npos);
+  CHECK(exa.out.find("exa-secret-123456") == std::string::npos);
+  auto serper = quarry({"config", "show"}, {{"SERPER_API_KEY", "serper-secret-123456"}});
+  CAPTURE(serper.out);
+  CHECK(serper.exit_code == 0);
+  CHECK(serper.out.find("plugin: serper") != std::string::npos);
+  CHECK(serper.out.find("serper-secret-123456") == std::string::npos);
 }
 
 // -- the orchestrator scenarios through `quarry research --json` ---------------

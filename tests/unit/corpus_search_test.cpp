@@ -654,3 +654,39 @@ TEST_CASE("corpus_search: feedback with its largest number of words is still a s
     CHECK(r.hits.size() == 2);
   }
 }
+
+TEST_CASE("corpus_search: a query of more phrases than an SQL function takes arguments is "
+          "ranked, with and without a path filter, titles and feedback") {
+  // SQLite allows an SQL function 127 arguments; a query ranks with two
+  // weights per phrase: its words (32 at most) and up to 100 that feedback
+  // adds are beyond that. Some of the words are in the titles (the title
+  // bonus ranks those documents' passages on their own); the filter comes
+  // first, as the search reads 32 words.
+  test::temp_dir tmp;
+  std::string words;
+  for (int i = 0; i < 80; ++i)
+    words += " term" + std::to_string(i) + "x";
+  tmp.write("docs/valves/a.md", "# Valve term1x term2x\n\nValve" + words + ".\n");
+  tmp.write("docs/valves/b.md", "# Valve notes\n\nA valve and" + words + " again.\n");
+  tmp.write("docs/other/c.md", "# Valve elsewhere\n\nA valve with term3x and term4x.\n");
+  write_fillers(tmp, 8, "Notes on bread, cheese and apples.");
+  auto index = open_index(tmp.file("corpus.db"));
+  REQUIRE_FALSE(index->update({tmp.file("docs")}).failure.has_value());
+  auto query = "valve" + words;
+  search_options fb;
+  fb.feedback_documents = 10;
+  fb.feedback_terms = 100;
+  for (const auto* filter : {"", "path:valves/ "}) {
+    for (bool feedback : {false, true}) {
+      std::string shown_filter = filter;
+      CAPTURE(shown_filter);
+      CAPTURE(feedback);
+      auto r = index->search(filter + query, 5, feedback ? fb : search_options{});
+      INFO((r.failure ? r.failure->message : std::string{}));
+      CHECK_FALSE(r.failure.has_value());
+      CHECK(r.hits.size() == (*filter ? 2u : 3u));
+      for (const auto& h : r.hits)
+        CHECK((*filter == 0 || h.path.find("/valves/") != std::string::npos));
+    }
+  }
+}

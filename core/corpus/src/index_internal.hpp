@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -92,18 +93,36 @@ struct rank_lengths {
   double average = 1.0;
 };
 
-/// The `k` best passages of a query, gathered by quarry_collect.
+/// The `k` best passages of a query, gathered by quarry_collect. The
+/// weights travel here, not as arguments of an SQL function: SQLite allows
+/// an SQL function at most 127 arguments (SQLITE_MAX_FUNCTION_ARG), fewer
+/// than a query with feedback words has phrases (two weights each).
 struct top_passages {
   size_t k = 0;
   std::vector<double> weights; // per phrase, as passage_score reads them
   std::vector<double> near;    // per phrase, the proximity weights (or none)
-  size_t matched = 0;          // rows seen
+  /// When set, only passages with an id in one of these ranges [first,
+  /// second] count (a path filter: each document's passages have
+  /// consecutive ids); sorted and not overlapping.
+  const std::vector<std::pair<int64_t, int64_t>>* allowed = nullptr;
+  size_t matched = 0; // rows seen (of the allowed ones)
   // (score, passage id), the worst first (a heap); higher scores are
   // better, and the lower id of equal scores.
   std::vector<std::pair<double, int64_t>> heap;
 
   static bool better(const std::pair<double, int64_t>& a, const std::pair<double, int64_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
+  }
+
+  /// Whether passage `id` counts (see `allowed`).
+  bool admits(int64_t id) const {
+    if (allowed == nullptr)
+      return true;
+    auto it = std::upper_bound(allowed->begin(), allowed->end(), id,
+                               [](int64_t x, const std::pair<int64_t, int64_t>& r) {
+                                 return x < r.first;
+                               });
+    return it != allowed->begin() && id <= std::prev(it)->second;
   }
 
   void add(double score, int64_t id) {

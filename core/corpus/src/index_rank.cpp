@@ -1,5 +1,5 @@
 // The ranking of the corpus index: BM25 over the positions FTS5 gives, as
-// the FTS5 functions quarry_rank and quarry_collect, and the statistics a
+// the FTS5 function quarry_collect, and the statistics a
 // search reads (passage lengths, document frequencies, the corpus's
 // languages), cached until the database changes.
 
@@ -104,25 +104,6 @@ bool passage_score(const Fts5ExtensionApi* api, Fts5Context* fts, rank_context& 
   return true;
 }
 
-// `quarry_rank(w0, w1, ..., near0, near1, ...)`, FTS5's rank: the negated
-// passage_score (lower is better, as FTS5's rank) with one weight per
-// phrase, then one proximity weight per phrase (none: no proximity).
-void quarry_rank(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* ctx, int n,
-                 sqlite3_value** args) {
-  auto* rc = static_cast<rank_context*>(api->xUserData(fts));
-  double score = 0;
-  int half = n / 2;
-  bool with_near = n % 2 == 0 && half == api->xPhraseCount(fts);
-  int phrases = with_near ? half : n;
-  if (!passage_score(
-        api, fts, *rc, phrases, [&](int p) { return sqlite3_value_double(args[p]); },
-        [&](int p) { return with_near ? sqlite3_value_double(args[half + p]) : 0.0; }, score)) {
-    sqlite3_result_error(ctx, "quarry_rank: cannot read positions", -1);
-    return;
-  }
-  sqlite3_result_double(ctx, -score);
-}
-
 // `quarry_collect()`: scores the row with the weights of the active
 // top_passages and keeps it there if it is among the best; returns 0, so
 // that a query `WHERE fts MATCH ... AND quarry_collect(fts)` yields no
@@ -134,6 +115,10 @@ void quarry_collect(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_conte
   auto* top = rc->top;
   if (top == nullptr) {
     sqlite3_result_error(ctx, "quarry_collect: no query is collecting", -1);
+    return;
+  }
+  if (!top->admits(api->xRowid(fts))) {
+    sqlite3_result_int(ctx, 0);
     return;
   }
   double score = 0;
@@ -166,9 +151,8 @@ bool corpus_index::search_state::init(sqlite3* db) {
     tokenizer = nullptr;
     return false;
   }
-  return api->xCreateFunction(api, "quarry_rank", &ranking, &quarry_rank, nullptr) == SQLITE_OK
-         && api->xCreateFunction(api, "quarry_collect", &ranking, &quarry_collect, nullptr)
-              == SQLITE_OK;
+  return api->xCreateFunction(api, "quarry_collect", &ranking, &quarry_collect, nullptr)
+         == SQLITE_OK;
 }
 
 // The index terms of `text`, as a MATCH query string is tokenized (at

@@ -151,25 +151,14 @@ search_result corpus_index::search(const std::string& query, size_t limit,
     int64_t passage = 0;
     double score = 0; // positive: higher is better
   };
-  // FTS5's own top-k path (ORDER BY rank LIMIT k) ranks the passages; the
-  // best passage of each document counts. When the top k passages hold
-  // fewer than the documents wanted, look deeper. A path filter is checked per
-  // passage in the same statement.
-  // Without a path filter, quarry_collect keeps the best rows as the
-  // statement runs through them (the statement yields none).
-  const char* plain_sql = R"sql(
+  // quarry_collect keeps the best passages as the statement runs through
+  // the rows the expression matches (the statement yields none); the best
+  // passage of each document counts. When the top k passages hold fewer
+  // than the documents wanted, look deeper. A path filter is a list of the
+  // passage ids it allows, which quarry_collect checks before scoring.
+  statement rank{db_, R"sql(
     SELECT count(*) FROM passages_fts
-    WHERE passages_fts MATCH ?1 AND quarry_collect(passages_fts))sql";
-  const char* filtered_sql = R"sql(
-    SELECT f.rowid, f.rank FROM passages_fts f
-    JOIN passages p ON p.id = f.rowid
-    JOIN documents d ON d.id = p.document_id
-    WHERE f.passages_fts MATCH ?1 AND f.rank MATCH ?7
-      AND instr(d.path, ?3) > 0 AND instr(d.path, ?4) > 0
-      AND instr(d.path, ?5) > 0 AND instr(d.path, ?6) > 0
-    ORDER BY f.rank LIMIT ?2)sql";
-  bool filtered = !parsed.paths.empty();
-  statement rank{db_, filtered ? filtered_sql : plain_sql};
+    WHERE passages_fts MATCH ?1 AND quarry_collect(passages_fts))sql"};
   statement info{db_, R"sql(
     SELECT p.document_id, p.start, p.length, p.heading, d.path, d.title,
            d.date, d.date_source, d.language
@@ -178,6 +167,36 @@ search_result corpus_index::search(const std::string& query, size_t limit,
   if (!rank.ok() || !info.ok()) {
     result.failure = db_error(db_, "cannot prepare the search");
     return result;
+  }
+  // The passages of the documents whose path holds every filter's text, as
+  // ranges of ids (a document's passages have consecutive ids: write_batch
+  // inserts them in one run under the write lock).
+  std::vector<std::pair<int64_t, int64_t>> allowed;
+  bool filtered = !parsed.paths.empty();
+  if (filtered) {
+    statement within_paths{db_, R"sql(
+      SELECT min(p.id), max(p.id) FROM passages p
+      JOIN documents d ON d.id = p.document_id
+      WHERE instr(d.path, ?1) > 0 AND instr(d.path, ?2) > 0
+        AND instr(d.path, ?3) > 0 AND instr(d.path, ?4) > 0
+      GROUP BY p.document_id ORDER BY 1)sql"};
+    if (!within_paths.ok()) {
+      result.failure = db_error(db_, "cannot prepare the search");
+      return result;
+    }
+    for (size_t i = 0; i < 4; ++i)
+      within_paths.bind(static_cast<int>(1 + i), i < parsed.paths.size()
+                                                   ? std::string_view{parsed.paths[i]}
+                                                   : std::string_view{""});
+    int rc = SQLITE_ROW;
+    while ((rc = within_paths.step()) == SQLITE_ROW)
+      allowed.emplace_back(within_paths.int_at(0), within_paths.int_at(1));
+    if (rc != SQLITE_DONE) {
+      result.failure = db_error(db_, "search failed");
+      return result;
+    }
+    if (allowed.empty())
+      return result;
   }
   auto fail = [&] {
     result.failure = db_error(db_, "search failed");
@@ -239,71 +258,49 @@ search_result corpus_index::search(const std::string& query, size_t limit,
     size_t depth = std::max<size_t>(want * 4, 32);
     // The best passages found (passage id, score).
     std::vector<std::pair<int64_t, double>> ranked;
-    // The ranking weights of all units (the selecting phrases, which come
-    // first in the expression, get 0) and the expression that ranks them.
+    // Any of the units: the expression that ranks them.
     std::string any;
-    std::string all_weights;
-    std::string all_near;
-    for (size_t i = 0; i < all.size(); ++i) {
+    for (size_t i = 0; i < all.size(); ++i)
       any += (i == 0 ? "" : " OR ") + all[i].match;
-      char buf[40];
-      // (FTS5 reads no exponents in rank arguments.)
-      std::snprintf(buf, sizeof(buf), "%s%.9f", i == 0 ? "" : ", ", all[i].idf);
-      all_weights += buf;
-      std::snprintf(buf, sizeof(buf), ", %.9f", all[i].near);
-      all_near += buf;
-    }
-    // quarry_rank's arguments: a weight per phrase, then a proximity weight
-    // per phrase; the first `selecting` phrases only select rows.
-    auto rank_weights = [&](size_t selecting) {
-      std::string out = "quarry_rank(";
-      for (size_t i = 0; i < selecting; ++i)
-        out += "0, ";
-      out += all_weights;
-      for (size_t i = 0; i < selecting; ++i)
-        out += ", 0";
-      return out + all_near + ")";
+    // The top `k` passages of the rows `match` matches (its first
+    // `selecting` phrases only select rows and weigh nothing), of those
+    // whose id is in [lo, hi] when given; the number of rows seen, or
+    // nothing when the database failed.
+    auto collect = [&](statement& st, const std::string& match, size_t selecting, size_t k,
+                       std::optional<std::pair<int64_t, int64_t>> range) {
+      top_passages top;
+      top.k = k;
+      top.weights.assign(selecting, 0.0);
+      top.near.assign(selecting, 0.0);
+      for (const auto& u : all) {
+        top.weights.push_back(u.idf);
+        top.near.push_back(u.near);
+      }
+      if (filtered)
+        top.allowed = &allowed;
+      st.reset();
+      st.bind(1, match);
+      if (range) {
+        st.bind(2, range->first);
+        st.bind(3, range->second);
+      }
+      state.ranking.top = &top;
+      auto rc = st.step();
+      state.ranking.top = nullptr;
+      if (rc != SQLITE_ROW)
+        return std::pair<std::optional<size_t>, top_passages>{std::nullopt, std::move(top)};
+      return std::pair<std::optional<size_t>, top_passages>{std::min(top.matched, k),
+                                                            std::move(top)};
     };
     // Ranks the top `depth` passages of the rows `select` (or all rows when
     // empty) selects, made of `selecting` phrases, into `ranked`.
     auto run = [&](const std::string& select, size_t selecting) {
-      auto weights = rank_weights(selecting);
       auto match = select.empty() ? any : "(" + select + ") AND (" + any + ")";
-      rank.reset();
-      rank.bind(1, match);
-      if (!filtered) {
-        top_passages top;
-        top.k = depth;
-        top.weights.assign(selecting, 0.0);
-        top.near.assign(selecting, 0.0);
-        for (const auto& u : all) {
-          top.weights.push_back(u.idf);
-          top.near.push_back(u.near);
-        }
-        state.ranking.top = &top;
-        auto rc = rank.step();
-        state.ranking.top = nullptr;
-        if (rc != SQLITE_ROW)
-          return std::optional<size_t>{};
+      auto [rows, top] = collect(rank, match, selecting, depth, std::nullopt);
+      if (rows)
         for (const auto& [score, id] : top.heap)
           ranked.emplace_back(id, -score);
-        return std::optional<size_t>{std::min(top.matched, depth)};
-      }
-      rank.bind(2, static_cast<int64_t>(depth));
-      rank.bind(7, weights);
-      for (size_t i = 0; i < 4; ++i)
-        rank.bind(static_cast<int>(3 + i), i < parsed.paths.size()
-                                             ? std::string_view{parsed.paths[i]}
-                                             : std::string_view{""});
-      int rc = SQLITE_ROW;
-      size_t rows = 0;
-      while ((rc = rank.step()) == SQLITE_ROW) {
-        ranked.emplace_back(rank.int_at(0), rank.double_at(1));
-        ++rows;
-      }
-      if (rc != SQLITE_DONE)
-        return std::optional<size_t>{};
-      return std::optional<size_t>{rows};
+      return rows;
     };
     // Units [from, to) OR'ed (or AND'ed, for required phrases).
     auto group = [&](const std::vector<unit>& units, size_t from, size_t to, const char* op) {
@@ -359,13 +356,11 @@ search_result corpus_index::search(const std::string& query, size_t limit,
                            "JOIN documents d ON d.id = p.document_id "
                            "WHERE p.document_id=?1"};
       statement within{db_, R"sql(
-        SELECT rowid, rank FROM passages_fts
-        WHERE passages_fts MATCH ?1 AND rank MATCH ?2
-          AND rowid BETWEEN ?3 AND ?4
-        ORDER BY rank LIMIT 1)sql"};
+        SELECT count(*) FROM passages_fts
+        WHERE passages_fts MATCH ?1 AND rowid BETWEEN ?2 AND ?3
+          AND quarry_collect(passages_fts))sql"};
       if (!range.ok() || !within.ok())
         return false;
-      auto weights = rank_weights(required.size());
       auto match = required.empty()
                      ? any
                      : "(" + group(required, 0, required.size(), " AND ") + ") AND (" + any + ")";
@@ -383,16 +378,11 @@ search_result corpus_index::search(const std::string& query, size_t limit,
                                   });
         if (!passes)
           continue;
-        within.reset();
-        within.bind(1, match);
-        within.bind(2, weights);
-        within.bind(3, lo);
-        within.bind(4, hi);
-        auto rc = within.step();
-        if (rc == SQLITE_ROW)
-          title_best.push_back({doc, within.int_at(0), -within.double_at(1) + bonus});
-        else if (rc != SQLITE_DONE)
+        auto [rows, best] = collect(within, match, required.size(), 1, std::pair{lo, hi});
+        if (!rows)
           return false;
+        if (!best.heap.empty())
+          title_best.push_back({doc, best.heap.front().second, best.heap.front().first + bonus});
         else if (required.empty()) // the title alone matches
           title_best.push_back({doc, lo, bonus});
       }

@@ -15,7 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 using namespace quarry;
 using namespace quarry::test::script;
@@ -183,6 +186,53 @@ TEST_CASE("serve uploads: a research searches its uploaded Markdown and PDF and 
   // Removal takes the session's folder with it.
   CHECK(call("DELETE", srv.url("/v1/research/" + id)).status == 204);
   CHECK_FALSE(fs::exists(folder));
+}
+
+TEST_CASE("serve uploads: a Word document is read through pandoc, searched and cited") {
+  test::temp_dir home;
+  // The document as a person's word processor would send it: written by
+  // pandoc from Markdown (scripts/setup --exports installs it).
+  auto md = home.write("notes.md", uploaded_text);
+  auto docx_path = home.file("zorblax-notes.docx");
+  auto made = test::run_process({"pandoc", "--from=markdown", "--to=docx", "-o", docx_path, md});
+  if (made.exit_code != 0) {
+    const char* require = std::getenv("QUARRY_REQUIRE_E2E");
+    if (require != nullptr && std::string{require} == "1")
+      FAIL("pandoc is missing (run scripts/setup --exports): " << made.err);
+    MESSAGE("skipped: pandoc is missing (scripts/setup --exports)");
+    return;
+  }
+  std::ifstream in{docx_path, std::ios::binary};
+  std::string bytes{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+  REQUIRE(bytes.rfind("PK", 0) == 0);
+  test::fake_llm_server llm;
+  REQUIRE_FALSE(llm.script(files_script()));
+  server_process srv{home, data_dir_args(home), llm_env(llm)};
+  auto up = upload(srv, "zorblax-notes.docx", bytes,
+                   "application/vnd.openxmlformats-officedocument.wordprocessingml.document");
+  CAPTURE(up.body);
+  REQUIRE(up.status == 201);
+  CHECK(up.as_json()["type"] == "docx");
+  auto id = start(srv, {{"question", "What is the Zorblax coefficient?"},
+                        {"clarify", false},
+                        {"uploads", {up.as_json()["upload"]}}});
+  auto evs = events(srv, id);
+  REQUIRE_FALSE(evs.empty());
+  CHECK(json::parse(evs.back().data)["state"] == "completed");
+  // The search found the document's text, not its zipped bytes.
+  bool found_text = false;
+  for (const auto& e : evs)
+    if (e.data.find("measured as 42") != std::string::npos)
+      found_text = true;
+  CHECK(found_text);
+  auto report = call("GET", srv.url("/v1/research/" + id + "/report")).body;
+  CAPTURE(report);
+  CHECK(report.find("The Zorblax coefficient is 42 [[1]]") != std::string::npos);
+  CHECK(report.find("zorblax-notes.docx") != std::string::npos);
+  auto source = call("GET", srv.url("/v1/research/" + id + "/sources/1"));
+  CAPTURE(source.body);
+  REQUIRE(source.status == 200);
+  CHECK(source.as_json()["text"].get<std::string>().find("measured as 42") != std::string::npos);
 }
 
 TEST_CASE("serve uploads: wrong types, large files, bad names, unknown ids and too many "

@@ -223,7 +223,8 @@ const state_labels = {
   interrupted: 'Interrupted',
 };
 
-const active_phases = new Set(['idle', 'running', 'planning', 'researching', 'writing']);
+// (`pending`: stored, its run not started yet.)
+const active_phases = new Set(['idle', 'pending', 'running', 'planning', 'researching', 'writing']);
 
 // -- the current session --------------------------------------------------------
 
@@ -241,6 +242,10 @@ const view = {
   // by_number: Map n -> source}, or null (not loaded, or none yet).
   final: null,
   final_loading: null,
+  // Tries of load_final that found no report yet (409), and the timer of
+  // the next one.
+  final_tries: 0,
+  final_retry: 0,
   // The streaming report as the server last rendered it: {text, html,
   // written_of: Map shown number -> the event stream's citation number,
   // shown_of: the reverse}.
@@ -257,6 +262,9 @@ function reset_rendered() {
   if (view.final_loading)
     view.final_loading.abort();
   view.final_loading = null;
+  clearTimeout(view.final_retry);
+  view.final_retry = 0;
+  view.final_tries = 0;
   view.live_html = null;
   if (view.live_request)
     view.live_request.abort();
@@ -300,7 +308,7 @@ function set_connection(status) {
 }
 
 function replaying() {
-  return !!(view.info && typeof view.info.state === 'string' && view.info.state !== 'running'
+  return !!(view.info && typeof view.info.state === 'string' && !active_phases.has(view.info.state)
             && !view.state.end_state && view.stream !== null);
 }
 
@@ -811,9 +819,12 @@ function render_lane_report(details, lane) {
 
 // The finished report as the server renders it, and its sources in the
 // report's numbering (what its references list). A session without a
-// report yet (409) keeps the streamed text.
+// report yet (409) keeps the streamed text; while it has streamed one, the
+// load is tried again (final_retry_delays), as render_report also asks for
+// it once the stream has ended, however it ended.
+const final_retry_delays = [250, 500, 1000, 2000, 4000, 8000];
 async function load_final(id) {
-  if (view.final || view.final_loading || view.id !== id)
+  if (view.final || view.final_loading || view.final_retry || view.id !== id)
     return;
   const controller = new AbortController();
   view.final_loading = controller;
@@ -834,6 +845,16 @@ async function load_final(id) {
   } catch (e) {
     if (e && e.name === 'AbortError')
       return;
+    if (view.id === id && e instanceof api_error && e.status === 409 && view.state.report
+        && view.final_tries < final_retry_delays.length) {
+      view.final_retry = setTimeout(() => {
+        view.final_retry = 0;
+        load_final(id);
+      }, final_retry_delays[view.final_tries++]);
+      return;
+    }
+    if (view.id === id)
+      view.final_tries = final_retry_delays.length; // not asked again by render_report
     if (view.id === id && !(e instanceof api_error && (e.status === 409 || e.status === 404))) {
       add_local_error(`The report could not be loaded: ${message_of(e)}`);
       schedule();
@@ -923,6 +944,11 @@ function render_report() {
     return;
   }
   const text = s.report;
+  // The stream has ended with a report streamed: the stored one replaces
+  // it (whichever way the end came, and also if a load was cut short).
+  if (text && s.end_state && !final && !view.final_loading && !view.final_retry
+      && view.final_tries === 0 && view.id)
+    load_final(view.id);
   if (!text) {
     if (view.rendered.report !== '') {
       view.rendered.report = '';
@@ -1655,6 +1681,7 @@ async function resume_session() {
       return;
     // The resumed run's packets follow what is shown.
     view.final = null;
+    view.final_tries = 0;
     view.state.end_state = null;
     view.state.stopped = false;
     view.state.version += 1;

@@ -242,10 +242,12 @@ const view = {
   // by_number: Map n -> source}, or null (not loaded, or none yet).
   final: null,
   final_loading: null,
-  // Tries of load_final that found no report yet (409), and the timer of
-  // the next one.
+  // Tries of load_final that found no report yet (409), the timer of the
+  // next one, and whether a load failed otherwise (not asked again). Reset
+  // for each run the page follows.
   final_tries: 0,
   final_retry: 0,
+  final_failed: false,
   // The streaming report as the server last rendered it: {text, html,
   // written_of: Map shown number -> the event stream's citation number,
   // shown_of: the reverse}.
@@ -262,9 +264,7 @@ function reset_rendered() {
   if (view.final_loading)
     view.final_loading.abort();
   view.final_loading = null;
-  clearTimeout(view.final_retry);
-  view.final_retry = 0;
-  view.final_tries = 0;
+  reset_final_tries();
   view.live_html = null;
   if (view.live_request)
     view.live_request.abort();
@@ -286,6 +286,13 @@ function reset_rendered() {
   };
 }
 reset_rendered();
+
+function reset_final_tries() {
+  clearTimeout(view.final_retry);
+  view.final_retry = 0;
+  view.final_tries = 0;
+  view.final_failed = false;
+}
 
 function close_stream() {
   if (view.stream) {
@@ -328,6 +335,7 @@ function session_phase() {
 
 function follow(id, from) {
   close_stream();
+  reset_final_tries();
   view.stream = api.events(id, {
     from,
     on_packet: (p) => {
@@ -853,9 +861,8 @@ async function load_final(id) {
       }, final_retry_delays[view.final_tries++]);
       return;
     }
-    if (view.id === id)
-      view.final_tries = final_retry_delays.length; // not asked again by render_report
     if (view.id === id && !(e instanceof api_error && (e.status === 409 || e.status === 404))) {
+      view.final_failed = true;
       add_local_error(`The report could not be loaded: ${message_of(e)}`);
       schedule();
     }
@@ -935,7 +942,9 @@ function render_report() {
   const loading_final = !final && !active_phases.has(session_phase()) && view.final_loading;
   $('report-section').hidden = !s.report_started && !s.report && !(final && final.html);
   if (final && final.html !== null) {
-    if (view.rendered.report_html !== final.html) {
+    // (The last live rendering of the whole text is the same HTML: what
+    // changes then is that the shown report is the stored one.)
+    if (view.rendered.report_html !== final.html || $('report').dataset.rendered !== 'final') {
       view.rendered.report_html = final.html;
       view.rendered.report = null;
       set_report_html(final.html, 'final');
@@ -947,7 +956,7 @@ function render_report() {
   // The stream has ended with a report streamed: the stored one replaces
   // it (whichever way the end came, and also if a load was cut short).
   if (text && s.end_state && !final && !view.final_loading && !view.final_retry
-      && view.final_tries === 0 && view.id)
+      && !view.final_failed && view.final_tries < final_retry_delays.length && view.id)
     load_final(view.id);
   if (!text) {
     if (view.rendered.report !== '') {
@@ -1681,7 +1690,6 @@ async function resume_session() {
       return;
     // The resumed run's packets follow what is shown.
     view.final = null;
-    view.final_tries = 0;
     view.state.end_state = null;
     view.state.stopped = false;
     view.state.version += 1;

@@ -453,9 +453,7 @@ TEST_CASE_FIXTURE(research_fixture, "research from the environment alone: OLLAMA
     rule(orchestrator_marker, calls({{"research_agent", {{"task", "How defrost works."}}}}), 1));
   rules.push_back(
     rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
-  rules.push_back(
-    {{"match", {{"system_contains", agent_marker}, {"message_contains", "\"document\""}}},
-     {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
+  rules.push_back(report_after_search());
   rules.push_back(
     rule(agent_marker, calls({{"web_search", {{"queries", {"heat pump defrost"}}}}})));
   rules.push_back(rule(agent_report_marker, {{"text", "Defrost cycles melt the ice [1]."}}));

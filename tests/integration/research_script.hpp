@@ -36,12 +36,16 @@ inline nlohmann::json calls(std::vector<std::pair<std::string, nlohmann::json>> 
   return {{"tool_calls", arr}};
 }
 
+/// A research agent that has search results (documents) in its messages
+/// writes its report.
+inline nlohmann::json report_after_search() {
+  return {{"match", {{"system_contains", agent_marker}, {"message_contains", "\"document\""}}},
+          {"respond", calls({{"generate_report", nlohmann::json::object()}})}};
+}
+
 // The research agents search once, then report; their report cites [1] [2].
 inline std::vector<nlohmann::json> agent_rules() {
-  nlohmann::json report_after_search{
-    {"match", {{"system_contains", agent_marker}, {"message_contains", "\"document\""}}},
-    {"respond", calls({{"generate_report", nlohmann::json::object()}})}};
-  return {report_after_search,
+  return {report_after_search(),
           rule(agent_marker,
                calls({{"internal_search", {{"queries", {"heat pump defrost cold"}}}}})),
           rule(agent_report_marker, {{"text", "Heat pump efficiency falls as the outdoor air gets "

@@ -80,9 +80,7 @@ json files_script() {
                        1));
   rules.push_back(
     rule(orchestrator_marker, calls({{"generate_report", nlohmann::json::object()}})));
-  rules.push_back(
-    {{"match", {{"system_contains", agent_marker}, {"message_contains", "\"document\""}}},
-     {"respond", calls({{"generate_report", nlohmann::json::object()}})}});
+  rules.push_back(report_after_search());
   rules.push_back(
     rule(agent_marker, calls({{"session_files", {{"queries", {"Zorblax coefficient"}}}}})));
   rules.push_back(rule(agent_report_marker, {{"text", "The Zorblax coefficient is 42 [1]."}}));

@@ -8,6 +8,7 @@
 #include "report_render.hpp"
 #include "session_store.hpp"
 #include "session_usage.hpp"
+#include "upload_files.hpp"
 
 #include "quarry/core/checkpoint.hpp"
 #include "quarry/core/research_requests.hpp"
@@ -475,6 +476,15 @@ int cmd_sessions_rm(context& ctx, const sessions_options& opts) {
   }
   if (!std::get<bool>(removed)) {
     std::cerr << "quarry: session " << opts.id << " was removed by another process\n";
+    return exit_failure;
+  }
+  // Its uploaded files and their index (a session started by quarry serve)
+  // go with it.
+  const auto& cfg = ctx.config.values;
+  auto data_dir = cfg.runtime.data_dir.empty() ? host::default_data_dir() : cfg.runtime.data_dir;
+  if (auto why = remove_session_folder(data_dir, opts.id); !why.empty()) {
+    std::cerr << "quarry: removed session " << opts.id
+              << ", but its files could not be removed: " << why << "\n";
     return exit_failure;
   }
   std::cerr << "quarry: removed session " << opts.id << "\n";

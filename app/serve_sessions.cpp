@@ -340,17 +340,18 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       self->request(self->state.engine->store(), caf::infinite, remove_atom::value, id)
         .then(
           [=](std::string& err) mutable {
+            // Its uploaded files and their index go with it, before the
+            // answer: a client that sees 204 finds no folder left.
+            if (err.empty())
+              if (auto why = remove_session_folder(self->state.engine->data_dir(), id);
+                  !why.empty())
+                spdlog::error("session {}: its files could not be removed: {}", id, why);
             if (err == "not found")
               rp.deliver(failure(404, "not_found", "no session " + id));
             else if (!err.empty())
               rp.deliver(failure(503, "unavailable", err));
             else
               rp.deliver(ok(id, "removed"));
-            // Its uploaded files and their index go with it.
-            if (err.empty())
-              if (auto why = remove_session_folder(self->state.engine->data_dir(), id);
-                  !why.empty())
-                spdlog::error("session {}: its files could not be removed: {}", id, why);
             // Held until the row is gone; released with the last copy.
             (void)lock;
           },

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -134,9 +135,15 @@ TEST_CASE_FIXTURE(store_fixture, "sessions: a research is kept and can be listed
     CHECK(intermediate > 0);
   }
 
+  // A session's folder (its uploaded files and their index, when quarry
+  // serve started it) goes with it.
+  auto folder = home.path() + "/.local/share/quarry/sessions/" + id;
+  std::filesystem::create_directories(folder + "/files");
+  std::ofstream{folder + "/files/notes.md"} << "uploaded\n";
   auto rm = quarry({"sessions", "rm", id});
   CAPTURE(rm.err);
   CHECK(rm.exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(folder));
   CHECK(quarry({"sessions", "list"}).out == "No sessions.\n");
   auto gone = quarry({"sessions", "show", id});
   CHECK(gone.exit_code == 1);

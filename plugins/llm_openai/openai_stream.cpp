@@ -152,22 +152,32 @@ std::optional<sdk::errc> classify_google_status(std::string_view x) {
 
 // The members of a chunk the decoder uses, read in one pass without building
 // a tree (nlohmann's parser, tree or SAX, cost about 4 us per chunk of a few
-// hundred bytes, most of the decoder's time): `model`, and for each element
-// of `choices` its `index`, `finish_reason` and the text fields of its
-// `delta` and `message` objects. A member given twice counts with its last
-// value, as in the tree.
+// hundred bytes, most of the decoder's time): `model`, `usage`, and for each
+// element of `choices` its `index`, `finish_reason`, and the text fields and
+// `tool_calls` of its `delta` and `message` objects. A member given twice
+// counts with its last value, as in the tree.
 //
 // The reader is strict: it accepts only text nlohmann's parser accepts and
 // reads it the same way. Whatever it does not handle itself (an `error` that
-// is not null, a `usage` or `tool_calls` container, an index that is not a
-// plain integer, nesting past the limit, anything malformed) makes read()
-// return false, and the chunk is decoded from its tree instead, which is the
-// reference (a unit test and the `openai` fuzz target compare the two).
-// The text must be valid UTF-8 (on_event repairs it first).
+// is not null, an index or token count that is not a plain integer, a tool
+// call's `arguments` given as an object or array, nesting past the limit,
+// anything malformed) makes read() return false, and the chunk is decoded
+// from its tree instead, which is the reference (a unit test and the
+// `openai` fuzz target compare the two). The text must be valid UTF-8
+// (on_event repairs it first).
 struct fast_chunk {
+  /// One element of `tool_calls`, as tool_call_accumulator::add reads it.
+  struct call {
+    bool is_object = false;
+    std::optional<int64_t> index;
+    std::string id, name, arguments;
+  };
   struct texts {
     bool is_object = false;
     std::string content, refusal, reasoning_content, reasoning;
+    /// Whether `tool_calls` is an array (its last occurrence).
+    bool has_calls = false;
+    std::vector<call> calls;
   };
   struct choice {
     bool is_object = false;
@@ -177,6 +187,9 @@ struct fast_chunk {
   };
   std::string model;
   std::vector<choice> choices;
+  /// Whether `usage` is an object (its last occurrence), and its counts.
+  bool has_usage = false;
+  std::optional<int64_t> prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens;
 
   bool read(std::string_view text);
 };
@@ -198,7 +211,16 @@ public:
 
 private:
   // The containers whose members the decoder reads.
-  enum class container : uint8_t { chunk, choice, texts };
+  enum class container : uint8_t {
+    chunk,
+    choice,
+    texts,
+    call,
+    function,
+    usage,
+    completion_details,
+    prompt_details
+  };
 
   void skip_space() {
     while (p_ != end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r'))
@@ -396,6 +418,24 @@ private:
     return literal("null");
   }
 
+  // An integer member (int_member in the tree): a plain integer is read, a
+  // value of another type leaves `out` empty, any other number gives up.
+  bool int_value(std::optional<int64_t>& out) {
+    out.reset();
+    skip_space();
+    if (p_ != end_ && (*p_ == '-' || is_digit(*p_)))
+      return number(&out);
+    return skip_value();
+  }
+
+  // An object whose members `kind` reads; any other value is skipped.
+  bool object_value(container kind) {
+    skip_space();
+    if (p_ == end_ || *p_ != '{')
+      return skip_value();
+    return members(&kind);
+  }
+
   // The members of an object at p_ ('{'); `kind` says which are read.
   bool members(const container* kind) {
     return items('}', [&] {
@@ -441,10 +481,20 @@ private:
           return text_value(out_.model);
         if (key_ == "choices")
           return choices();
-        if (key_ == "error" || key_ == "usage") {
-          // null is read here; anything else by the tree (a `usage` that is
-          // a string or number would be ignored there too: rare either way).
-          return is_null_value();
+        if (key_ == "error")
+          return is_null_value(); // anything else by the tree
+        if (key_ == "usage") {
+          // Counts only from an object, as in the tree.
+          out_.has_usage = false;
+          out_.prompt_tokens.reset();
+          out_.completion_tokens.reset();
+          out_.reasoning_tokens.reset();
+          out_.cached_tokens.reset();
+          skip_space();
+          if (p_ == end_ || *p_ != '{')
+            return skip_value();
+          out_.has_usage = true;
+          return object_value(container::usage);
         }
         return skip_value();
       case container::choice: {
@@ -475,14 +525,81 @@ private:
         if (key_ == "reasoning")
           return text_value(t.reasoning);
         if (key_ == "tool_calls") {
+          t.has_calls = false;
+          t.calls.clear();
           skip_space();
-          if (p_ != end_ && (*p_ == '[' || *p_ == '{'))
-            return false; // tool calls are decoded from the tree
+          if (p_ == end_ || *p_ != '[')
+            return skip_value(); // not an array: no calls, as in the tree
+          t.has_calls = true;
+          return calls_value(t.calls);
         }
         return skip_value();
       }
+      case container::call: {
+        auto& c = *call_;
+        if (key_ == "index")
+          return int_value(c.index);
+        if (key_ == "id")
+          return text_value(c.id);
+        if (key_ == "function") {
+          c.name.clear();
+          c.arguments.clear();
+          return object_value(container::function);
+        }
+        return skip_value();
+      }
+      case container::function: {
+        auto& c = *call_;
+        if (key_ == "name")
+          return text_value(c.name);
+        if (key_ == "arguments") {
+          skip_space();
+          if (p_ != end_ && (*p_ == '{' || *p_ == '['))
+            return false; // arguments as a JSON value: the tree dumps them
+          return text_value(c.arguments);
+        }
+        return skip_value();
+      }
+      case container::usage:
+        if (key_ == "prompt_tokens")
+          return int_value(out_.prompt_tokens);
+        if (key_ == "completion_tokens")
+          return int_value(out_.completion_tokens);
+        if (key_ == "completion_tokens_details") {
+          out_.reasoning_tokens.reset();
+          return object_value(container::completion_details);
+        }
+        if (key_ == "prompt_tokens_details") {
+          out_.cached_tokens.reset();
+          return object_value(container::prompt_details);
+        }
+        return skip_value();
+      case container::completion_details:
+        if (key_ == "reasoning_tokens")
+          return int_value(out_.reasoning_tokens);
+        return skip_value();
+      case container::prompt_details:
+        if (key_ == "cached_tokens")
+          return int_value(out_.cached_tokens);
+        return skip_value();
     }
     return false;
+  }
+
+  // The elements of a `tool_calls` array at p_ ('[').
+  bool calls_value(std::vector<fast_chunk::call>& calls) {
+    return items(']', [&] {
+      calls.emplace_back();
+      if (p_ == end_ || *p_ != '{')
+        return skip_value();
+      calls.back().is_object = true;
+      auto* outer = call_;
+      call_ = &calls.back();
+      auto kind = container::call;
+      auto ok = members(&kind);
+      call_ = outer;
+      return ok;
+    });
   }
 
   bool texts_value(fast_chunk::texts& t) {
@@ -532,6 +649,7 @@ private:
   size_t depth_ = 0;
   std::string key_;
   fast_chunk::texts* texts_ = nullptr;
+  fast_chunk::call* call_ = nullptr;
 };
 
 bool fast_chunk::read(std::string_view text) {
@@ -960,19 +1078,20 @@ void stream_decoder::apply_usage(const json& u, stream_handler& handler) {
     counts.reasoning_tokens = int_member(*d, "reasoning_tokens").value_or(0);
   if (auto d = member(u, "prompt_tokens_details"))
     counts.cached_input_tokens = int_member(*d, "cached_tokens").value_or(0);
+  apply_usage(counts, handler);
+}
+
+void stream_decoder::apply_usage(const sdk::usage& counts, stream_handler& handler) {
   usage_ = counts;
   usage_seen_ = true;
   handler.on_usage(counts);
 }
 
 bool stream_decoder::on_chunk(std::string_view data, stream_handler& handler) {
-  // Most chunks carry a piece of text, a finish reason or nothing: read
-  // without a tree. The others take the tree below, which is the reference.
-  // A chunk naming `tool_calls` goes to the tree at once (the reader would
-  // give up there after reading most of it); only a key or the value
-  // "tool_calls" can hold those bytes unescaped, so this only picks the path.
+  // Chunks are read without a tree; what the reader leaves (see
+  // fast_chunk) takes the tree below, which is the reference.
   fast_chunk fast;
-  if (!trees_only_ && data.find("\"tool_calls\"") == std::string_view::npos && fast.read(data)) {
+  if (!trees_only_ && fast.read(data)) {
     if (model_.empty())
       model_ = std::move(fast.model);
     for (const auto& choice : fast.choices) {
@@ -982,11 +1101,34 @@ bool stream_decoder::on_chunk(std::string_view data, stream_handler& handler) {
       const auto* t = choice.delta.is_object     ? &choice.delta
                       : choice.message.is_object ? &choice.message
                                                  : nullptr;
-      if (t != nullptr)
+      if (t != nullptr) {
         apply_delta(t->content, t->refusal,
                     t->reasoning_content.empty() ? t->reasoning : t->reasoning_content, handler);
+        for (size_t i = 0; i < t->calls.size(); ++i) {
+          const auto& call = t->calls[i];
+          if (!call.is_object)
+            continue;
+          tool_call_accumulator::fields parts;
+          parts.index = call.index;
+          parts.id = call.id;
+          parts.name = call.name;
+          parts.arguments = call.arguments;
+          if (auto d = tools_.add(parts, i, t->calls.size())) {
+            streamed_ = true;
+            handler.on_tool_call(*d);
+          }
+        }
+      }
       if (!choice.finish_reason.empty() && !on_finish_reason(choice.finish_reason))
         return false;
+    }
+    if (fast.has_usage) {
+      sdk::usage counts;
+      counts.input_tokens = fast.prompt_tokens.value_or(0);
+      counts.output_tokens = fast.completion_tokens.value_or(0);
+      counts.reasoning_tokens = fast.reasoning_tokens.value_or(0);
+      counts.cached_input_tokens = fast.cached_tokens.value_or(0);
+      apply_usage(counts, handler);
     }
     return true;
   }

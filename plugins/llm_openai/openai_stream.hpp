@@ -222,6 +222,7 @@ private:
                    stream_handler& handler);
 
   void apply_usage(const nlohmann::json& u, stream_handler& handler);
+  void apply_usage(const sdk::usage& counts, stream_handler& handler);
   // Keeps a choice's finish reason; false (failed) for "error".
   bool on_finish_reason(std::string_view reason);
 

@@ -402,6 +402,43 @@ TEST_CASE("openai decoder: the one-pass chunk reader gives what reading each chu
     R"({"error":{"message":"boom"},"error":null,"choices":[{"delta":{"content":"x"}}]})",
     R"({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":"{}"}}]}}]})",
     R"({"choices":[{"delta":{"tool_calls":"not an array","content":"t"}}]})",
+    // Tool calls in every shape the accumulator takes: pieces without an
+    // id, several in one delta, non-objects among them, ids and indices of
+    // other types, names given twice, arguments as JSON values (the tree
+    // dumps them), `function` twice or not an object, calls in `message`.
+    R"({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"q\":"}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}},{"index":1,"id":"b","function":{"name":"g","arguments":"{\"x\":1}"}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[1,null,{"function":{"name":"f"}},"x"]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"id":7,"index":"0","function":{"name":3,"arguments":null}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"index":0.5,"function":{"name":"f"}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"index":99999999999999999999,"function":{"name":"f"}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"index":-1,"function":{"name":"f"}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"function":{"name":"f","name":"g","arguments":"a","arguments":"b"}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"function":{"name":"f","arguments":{"q":"as object"}}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"function":{"name":"f","arguments":["as","array"]}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"function":{"name":"f"},"function":"not an object"}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"function":{"name":"f"}}],"tool_calls":null}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"id":"x","function":{"name":"f"}}],"tool_calls":[{"id":"y","function":{"name":"g"}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"id":"x","id":"y","function":{"name":"f"}}]}}]})",
+    R"({"choices":[{"message":{"tool_calls":[{"id":"m","function":{"name":"f","arguments":"{}"}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"id":"d","function":{"name":"f"}}]},"message":{"tool_calls":[{"id":"m","function":{"name":"g"}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"extra_content":{"google":{"thought_signature":"s"}}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[],"content":"no calls"}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\u00e9\n"}}]}}]})",
+    R"({"choices":[{"delta":{"tool_calls":[{"index":0,"type":"function","function":{"name":"f","arguments":""}}]},"finish_reason":"tool_calls"}]})",
+    // Usage in every shape: details, types, repeats, a null after an object.
+    R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"completion_tokens_details":{"reasoning_tokens":2},"prompt_tokens_details":{"cached_tokens":1}}})",
+    R"({"choices":[],"usage":{"prompt_tokens":"3","completion_tokens":null,"completion_tokens_details":null,"prompt_tokens_details":7}})",
+    R"({"choices":[],"usage":{"prompt_tokens":3.5,"completion_tokens":4}})",
+    R"({"choices":[],"usage":{"prompt_tokens":1e3}})",
+    R"({"choices":[],"usage":{"prompt_tokens":18446744073709551615}})",
+    R"({"choices":[],"usage":{"prompt_tokens":-4,"prompt_tokens":5}})",
+    R"({"choices":[],"usage":{"prompt_tokens":3},"usage":null})",
+    R"({"choices":[],"usage":null,"usage":{"completion_tokens":9}})",
+    R"({"choices":[],"usage":"many"})",
+    R"({"choices":[],"usage":[1,2]})",
+    R"({"usage":{"prompt_tokens":2},"choices":[{"delta":{"content":"usage first"}}]})",
+    R"({"choices":[],"usage":{"completion_tokens_details":{"reasoning_tokens":2},"completion_tokens_details":{}}})",
     R"({"choices":[{"delta":{"content":"\u00e9\ud83d\ude00\n\"q\""}}]})",
     R"({"choices":[{"delta":{"content":"<think>hm</think>answer"}}]})",
     R"([{"choices":[]}])",
@@ -442,6 +479,30 @@ TEST_CASE("openai decoder: the one-pass chunk reader gives what reading each chu
     auto fast = decode_openai(body, false);
     auto tree = decode_openai(body, true);
     CHECK(fast == tree);
+  }
+  // Two calls streamed side by side, their pieces told apart by index, by
+  // id, or by neither; with usage at the end.
+  const std::vector<std::vector<std::string>> two_calls = {
+    {R"({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":""}}]}}]})",
+     R"({"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"g","arguments":""}}]}}]})",
+     R"({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"q\":1}"}}]}}]})",
+     R"({"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{\"q\":2}"}}]}}]})",
+     R"({"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}})"},
+    {R"({"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"f"}}]}}]})",
+     R"({"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"g"}}]}}]})",
+     R"({"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"arguments":"{}"}}]}}]})",
+     R"({"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"tail"}}]}}]})"},
+    {R"({"choices":[{"delta":{"tool_calls":[{"index":3,"id":"x","function":{"name":"f"}},{"index":3,"id":"y","function":{"name":"g"}}]}}]})",
+     R"({"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"1"}},{"function":{"arguments":"2"}}]}}]})"},
+  };
+  for (const auto& stream : two_calls) {
+    std::string body;
+    for (const auto& chunk : stream)
+      body += "data: " + chunk + "\n\n";
+    CAPTURE(body);
+    auto fast = decode_openai(body + end, false);
+    CHECK(fast == decode_openai(body + end, true));
+    CHECK(fast.find("|call ") != std::string::npos);
   }
   // A thought split across chunks at every byte (the think-split kind).
   const std::string thought = "<think>plan it</think>The answer.";

@@ -602,7 +602,10 @@ llm_provider_full_actor::behavior_type provider_impl(provider_actor_ptr self,
       call.requester = requester;
       call.promise = rp;
       call.request = std::move(req.request);
-      call.estimated_tokens = core::estimate_call_tokens(call.request);
+      // The estimate (the request's text and tool schemas measured) counts
+      // only against a token limit.
+      if (s.cfg.tokens_per_minute > 0)
+        call.estimated_tokens = core::estimate_call_tokens(call.request);
       call.deadline = core::time_after(s.time, s.cfg.total_timeout);
       call.received = s.time.now();
       if (requester && s.monitored.insert(requester.address()).second)

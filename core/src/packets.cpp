@@ -77,56 +77,6 @@ std::string encode(const packet& x) {
 
 namespace {
 
-void append_value(std::string& out, const json& x) {
-  switch (x.type()) {
-    case json::value_t::null:
-      out += "null";
-      return;
-    case json::value_t::boolean:
-      out += x.get<bool>() ? "true" : "false";
-      return;
-    case json::value_t::number_integer:
-      out += std::to_string(x.get<json::number_integer_t>());
-      return;
-    case json::value_t::number_unsigned:
-      out += std::to_string(x.get<json::number_unsigned_t>());
-      return;
-    case json::value_t::string:
-      sdk::append_json_string(out, x.get_ref<const std::string&>());
-      return;
-    case json::value_t::array: {
-      const auto& items = x.get_ref<const json::array_t&>();
-      out += '[';
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (i > 0)
-          out += ',';
-        append_value(out, items[i]);
-      }
-      out += ']';
-      return;
-    }
-    case json::value_t::object: {
-      const auto& members = x.get_ref<const json::object_t&>();
-      out += '{';
-      bool first = true;
-      for (const auto& [key, value] : members) {
-        if (!first)
-          out += ',';
-        first = false;
-        sdk::append_json_string(out, key);
-        out += ':';
-        append_value(out, value);
-      }
-      out += '}';
-      return;
-    }
-    default:
-      // Floating-point numbers (nlohmann's shortest form), binary values.
-      out += x.dump(-1, ' ', false, json::error_handler_t::replace);
-      return;
-  }
-}
-
 std::string joined(uint64_t seq, std::string_view session_json, const placement& where,
                    std::string_view obj_json) {
   // The keys in encode()'s order (nlohmann's objects are sorted by key).
@@ -151,9 +101,7 @@ std::string joined(uint64_t seq, std::string_view session_json, const placement&
 } // namespace
 
 std::string dump_json(const json& x) {
-  std::string out;
-  append_value(out, x);
-  return out;
+  return sdk::dump_json(x);
 }
 
 std::string session_json(std::string_view session) {

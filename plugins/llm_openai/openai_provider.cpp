@@ -564,6 +564,39 @@ void append_message(std::string& out, const sdk::chat_message& msg, bool round_t
   out += '}';
 }
 
+// The `tools` member's text for `tools`, kept for the last few sets of
+// tools each thread wrote: a role sends the same tools with every call, and
+// each request copied their schemas into a tree and wrote them again. A set
+// is the same when every tool's name, description and schema compare equal
+// (a tree comparison, without allocating).
+const std::string& tools_text_for(const std::vector<sdk::tool_definition>& tools) {
+  struct written {
+    std::vector<sdk::tool_definition> tools;
+    std::string text;
+  };
+  constexpr size_t kept = 8;
+  thread_local std::vector<written> cache;
+  auto same = [&](const written& w) {
+    if (w.tools.size() != tools.size())
+      return false;
+    for (size_t i = 0; i < tools.size(); ++i)
+      if (w.tools[i].name != tools[i].name || w.tools[i].description != tools[i].description
+          || w.tools[i].parameters != tools[i].parameters)
+        return false;
+    return true;
+  };
+  for (auto i = cache.size(); i-- > 0;)
+    if (same(cache[i]))
+      return cache[i].text;
+  auto list = json::array();
+  for (const auto& tool : tools)
+    list.push_back(tool.to_openai());
+  if (cache.size() == kept)
+    cache.erase(cache.begin());
+  cache.push_back({tools, sdk::dump_json(list)});
+  return cache.back().text;
+}
+
 } // namespace
 
 std::string request_text(const provider_config& cfg, const sdk::chat_request& req,
@@ -576,13 +609,9 @@ std::string request_text(const provider_config& cfg, const sdk::chat_request& re
   // it on a retry), so a string regrown by doubling would keep up to twice
   // its text. Escapes are guessed at one byte in eight (quotes and line
   // breaks of tool results written as JSON text).
-  std::string tools_text;
-  if (!req.tools.empty() && cfg.supports_tools) {
-    auto tools = json::array();
-    for (const auto& tool : req.tools)
-      tools.push_back(tool.to_openai());
-    tools_text = sdk::dump_json(tools);
-  }
+  static const std::string no_tools;
+  const auto& tools_text = !req.tools.empty() && cfg.supports_tools ? tools_text_for(req.tools)
+                                                                    : no_tools;
   size_t text = 0;
   size_t size = 512 + tools_text.size();
   for (const auto& msg : req.messages) {

@@ -6,6 +6,7 @@
 #include "sqlite_util.hpp"
 #include "text.hpp"
 
+#include "quarry/sdk/json.hpp"
 #include "quarry/sqlite/open.hpp"
 
 #include <sqlite3.h>
@@ -270,7 +271,7 @@ bool range_ok(const std::optional<int64_t>& b, const std::optional<int64_t>& e) 
 
 // JSON as stored: invalid UTF-8 in strings is replaced, never thrown on.
 std::string dump_json(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return sdk::dump_json(j);
 }
 
 // JSON as read: anything unreadable becomes `fallback`.

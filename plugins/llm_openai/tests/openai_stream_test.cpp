@@ -597,6 +597,42 @@ TEST_CASE("openai request text is the request body as dump_json writes it, byte 
   }
 }
 
+TEST_CASE("openai request text: tools written once are written again when any of them changes") {
+  auto cfg = openai::parse_config({{"model", "m"}});
+  sdk::chat_request req;
+  req.messages.push_back({sdk::role::user, "q", {}, {}, {}, {}, {}});
+  json schema = {
+    {"type", "object"}, {"properties", {{"query", {{"type", "string"}}}}}, {"required", {"query"}}};
+  req.tools.push_back({"web_search", "Searches the web.", schema});
+  req.tools.push_back({"open_url", "Reads pages.", {{"type", "object"}}});
+  auto same = [&] {
+    return openai::request_text(cfg, req, false)
+           == sdk::dump_json(openai::request_body(cfg, req, false));
+  };
+  CHECK(same());
+  CHECK(same()); // the kept text
+  // Each part of a tool, changed alone, and then changed back; more sets
+  // than are kept; and no tools at all.
+  req.tools[0].parameters["properties"]["query"]["type"] = "array";
+  CHECK(same());
+  CHECK(openai::request_text(cfg, req, false).find("\"array\"") != std::string::npos);
+  req.tools[0].parameters = schema;
+  CHECK(same());
+  req.tools[1].name = "read_page";
+  CHECK(same());
+  req.tools[1].description = "Reads a page.";
+  CHECK(same());
+  for (int i = 0; i < 20; ++i) {
+    req.tools.push_back({"tool_" + std::to_string(i), "t", {{"type", "object"}}});
+    CHECK(same());
+  }
+  req.tools.resize(1);
+  CHECK(same());
+  req.tools.clear();
+  CHECK(same());
+  CHECK(openai::request_text(cfg, req, false).find("\"tools\"") == std::string::npos);
+}
+
 TEST_CASE("openai decoder reads every recording and unusual chunk shapes alike in any pieces") {
   std::vector<std::string> streams;
   for (const auto& entry :

@@ -124,10 +124,78 @@ inline nlohmann::json parse_json(std::string_view text, std::string* error = nul
   }
 }
 
+inline void append_json_string(std::string& out, std::string_view text);
+
+namespace detail {
+
+// `x` appended as dump_json(x) writes it (see there).
+inline void append_json_value(std::string& out, const nlohmann::json& x) {
+  using value_t = nlohmann::json::value_t;
+  switch (x.type()) {
+    case value_t::null:
+      out += "null";
+      return;
+    case value_t::boolean:
+      out += x.get<bool>() ? "true" : "false";
+      return;
+    case value_t::number_integer:
+      out += std::to_string(x.get<nlohmann::json::number_integer_t>());
+      return;
+    case value_t::number_unsigned:
+      out += std::to_string(x.get<nlohmann::json::number_unsigned_t>());
+      return;
+    case value_t::string:
+      append_json_string(out, x.get_ref<const std::string&>());
+      return;
+    case value_t::array: {
+      const auto& items = x.get_ref<const nlohmann::json::array_t&>();
+      out += '[';
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i > 0)
+          out += ',';
+        append_json_value(out, items[i]);
+      }
+      out += ']';
+      return;
+    }
+    case value_t::object: {
+      const auto& members = x.get_ref<const nlohmann::json::object_t&>();
+      out += '{';
+      bool first = true;
+      for (const auto& member : members) {
+        if (!first)
+          out += ',';
+        first = false;
+        append_json_string(out, member.first);
+        out += ':';
+        append_json_value(out, member.second);
+      }
+      out += '}';
+      return;
+    }
+    default:
+      // Floating-point numbers (nlohmann's shortest form), binary values.
+      out += x.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      return;
+  }
+}
+
+} // namespace detail
+
 /// Serialises `j` (`indent` as nlohmann::json::dump); invalid UTF-8 inside
-/// strings becomes U+FFFD instead of throwing `type_error.316`.
+/// strings becomes U+FFFD instead of throwing `type_error.316`. The compact
+/// form (indent -1) is written byte for byte as nlohmann writes it (keys in
+/// the object's order, `\b \t \n \f \r \" \\` and `\u00xx` in lower case
+/// for other control characters, UTF-8 as it is) without its serializer's
+/// byte-by-byte UTF-8 decoding: a string of valid UTF-8 is checked once and
+/// copied in runs between the bytes that need escapes; strings of invalid
+/// UTF-8, floating-point numbers and binary values are written by nlohmann.
 inline std::string dump_json(const nlohmann::json& j, int indent = -1) {
-  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (indent >= 0)
+    return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out;
+  detail::append_json_value(out, j);
+  return out;
 }
 
 // Appends `text` to `out` as a JSON string literal, quotes included, byte
@@ -139,7 +207,8 @@ inline std::string dump_json(const nlohmann::json& j, int indent = -1) {
 // allocation at most for valid UTF-8.
 inline void append_json_string(std::string& out, std::string_view text) {
   if (!is_valid_utf8(text)) {
-    out += dump_json(nlohmann::json(std::string{text}));
+    out += nlohmann::json(std::string{text})
+             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return;
   }
   static constexpr char hex[] = "0123456789abcdef";

@@ -59,6 +59,14 @@ render_template(std::string_view text, const prompt_vars& vars, std::string_view
   std::string out;
   out.reserve(text.size() + 256);
   for (size_t i = 0; i < text.size();) {
+    // The text up to the next brace, in one piece.
+    auto brace = text.find('{', i);
+    if (brace == std::string_view::npos) {
+      out.append(text.substr(i));
+      break;
+    }
+    out.append(text.substr(i, brace - i));
+    i = brace;
     if (auto len = placeholder_at(text, i); len > 0) {
       auto name = text.substr(i + 1, len);
       auto value = vars.find(name);

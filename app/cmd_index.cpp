@@ -4,6 +4,7 @@
 #include "cli.hpp"
 #include "context.hpp"
 #include "index_progress.hpp"
+#include "session_store.hpp"
 
 #include "quarry/corpus/index.hpp"
 #include "quarry/fetch/fetch.hpp"
@@ -39,8 +40,7 @@ constexpr const char* corpus_tool = "internal_search";
 // Keep in step with host_services::make_context and the plugin's
 // parse_config.
 std::string default_corpus_db(const core::settings& cfg) {
-  return default_index_db(cfg.runtime.data_dir.empty() ? host::default_data_dir()
-                                                       : cfg.runtime.data_dir);
+  return default_index_db(data_dir_of(cfg));
 }
 
 // Picks the database: --db, else the `db` of the configured local_corpus tool

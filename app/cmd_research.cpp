@@ -188,8 +188,7 @@ int cmd_research(context& ctx, const research_options& opts, const resume_info* 
   for (const auto& path : {opts.out, opts.html, opts.pdf, opts.docx}) {
     if (path.empty())
       continue;
-    auto data_dir = cfg.runtime.data_dir.empty() ? host::default_data_dir() : cfg.runtime.data_dir;
-    if (auto why = check_output_path(path, database_files(data_dir, store_path(cfg)))) {
+    if (auto why = check_output_path(path, database_files(data_dir_of(cfg), store_path(cfg)))) {
       std::cerr << "quarry: " << *why << "\n";
       return exit_usage;
     }

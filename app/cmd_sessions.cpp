@@ -345,8 +345,7 @@ int export_report_file(context& ctx, const sessions_options& opts) {
   const auto& cfg = ctx.config.values;
   auto format = export_format_from(opts.format);
   if (!opts.out.empty()) {
-    auto data_dir = cfg.runtime.data_dir.empty() ? host::default_data_dir() : cfg.runtime.data_dir;
-    if (auto why = check_output_path(opts.out, database_files(data_dir, store_path(cfg)))) {
+    if (auto why = check_output_path(opts.out, database_files(data_dir_of(cfg), store_path(cfg)))) {
       std::cerr << "quarry: " << *why << "\n";
       return exit_usage;
     }
@@ -480,9 +479,7 @@ int cmd_sessions_rm(context& ctx, const sessions_options& opts) {
   }
   // Its uploaded files and their index (a session started by quarry serve)
   // go with it.
-  const auto& cfg = ctx.config.values;
-  auto data_dir = cfg.runtime.data_dir.empty() ? host::default_data_dir() : cfg.runtime.data_dir;
-  if (auto why = remove_session_folder(data_dir, opts.id); !why.empty()) {
+  if (auto why = remove_session_folder(data_dir_of(ctx.config.values), opts.id); !why.empty()) {
     std::cerr << "quarry: removed session " << opts.id
               << ", but its files could not be removed: " << why << "\n";
     return exit_failure;

@@ -29,11 +29,14 @@ namespace quarry::app {
 
 namespace fs = std::filesystem;
 
+std::string data_dir_of(const core::settings& cfg) {
+  return cfg.runtime.data_dir.empty() ? host::default_data_dir() : cfg.runtime.data_dir;
+}
+
 std::string store_path(const core::settings& cfg) {
   if (!cfg.store.path.empty())
     return cfg.store.path;
-  auto dir = cfg.runtime.data_dir.empty() ? host::default_data_dir() : cfg.runtime.data_dir;
-  return (fs::path{dir} / "quarry.db").string();
+  return (fs::path{data_dir_of(cfg)} / "quarry.db").string();
 }
 
 std::variant<std::shared_ptr<store::store>, std::string> open_store(const core::settings& cfg,

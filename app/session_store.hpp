@@ -27,7 +27,11 @@ struct settings;
 
 namespace quarry::app {
 
-/// The store's file: `store.path`, else `<runtime.data_dir>/quarry.db`.
+/// Quarry's data folder: `runtime.data_dir`, else the per-user data folder
+/// (host::default_data_dir).
+std::string data_dir_of(const core::settings& cfg);
+
+/// The store's file: `store.path`, else `<data folder>/quarry.db`.
 std::string store_path(const core::settings& cfg);
 
 /// Opens the store for writing (`read_only`: for reading); the error names

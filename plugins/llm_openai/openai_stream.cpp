@@ -175,8 +175,7 @@ struct fast_chunk {
   struct texts {
     bool is_object = false;
     std::string content, refusal, reasoning_content, reasoning;
-    /// Whether `tool_calls` is an array (its last occurrence).
-    bool has_calls = false;
+    /// The elements of `tool_calls` (its last occurrence), if an array.
     std::vector<call> calls;
   };
   struct choice {
@@ -187,9 +186,11 @@ struct fast_chunk {
   };
   std::string model;
   std::vector<choice> choices;
-  /// Whether `usage` is an object (its last occurrence), and its counts.
-  bool has_usage = false;
-  std::optional<int64_t> prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens;
+  /// The counts of `usage` (its last occurrence), if an object.
+  struct token_counts {
+    std::optional<int64_t> prompt, completion, reasoning, cached;
+  };
+  std::optional<token_counts> usage;
 
   bool read(std::string_view text);
 };
@@ -485,15 +486,11 @@ private:
           return is_null_value(); // anything else by the tree
         if (key_ == "usage") {
           // Counts only from an object, as in the tree.
-          out_.has_usage = false;
-          out_.prompt_tokens.reset();
-          out_.completion_tokens.reset();
-          out_.reasoning_tokens.reset();
-          out_.cached_tokens.reset();
+          out_.usage.reset();
           skip_space();
           if (p_ == end_ || *p_ != '{')
             return skip_value();
-          out_.has_usage = true;
+          out_.usage.emplace();
           return object_value(container::usage);
         }
         return skip_value();
@@ -525,12 +522,10 @@ private:
         if (key_ == "reasoning")
           return text_value(t.reasoning);
         if (key_ == "tool_calls") {
-          t.has_calls = false;
           t.calls.clear();
           skip_space();
           if (p_ == end_ || *p_ != '[')
             return skip_value(); // not an array: no calls, as in the tree
-          t.has_calls = true;
           return calls_value(t.calls);
         }
         return skip_value();
@@ -560,27 +555,29 @@ private:
         }
         return skip_value();
       }
-      case container::usage:
+      case container::usage: {
+        auto& u = *out_.usage;
         if (key_ == "prompt_tokens")
-          return int_value(out_.prompt_tokens);
+          return int_value(u.prompt);
         if (key_ == "completion_tokens")
-          return int_value(out_.completion_tokens);
+          return int_value(u.completion);
         if (key_ == "completion_tokens_details") {
-          out_.reasoning_tokens.reset();
+          u.reasoning.reset();
           return object_value(container::completion_details);
         }
         if (key_ == "prompt_tokens_details") {
-          out_.cached_tokens.reset();
+          u.cached.reset();
           return object_value(container::prompt_details);
         }
         return skip_value();
+      }
       case container::completion_details:
         if (key_ == "reasoning_tokens")
-          return int_value(out_.reasoning_tokens);
+          return int_value(out_.usage->reasoning);
         return skip_value();
       case container::prompt_details:
         if (key_ == "cached_tokens")
-          return int_value(out_.cached_tokens);
+          return int_value(out_.usage->cached);
         return skip_value();
     }
     return false;
@@ -1122,12 +1119,12 @@ bool stream_decoder::on_chunk(std::string_view data, stream_handler& handler) {
       if (!choice.finish_reason.empty() && !on_finish_reason(choice.finish_reason))
         return false;
     }
-    if (fast.has_usage) {
+    if (fast.usage) {
       sdk::usage counts;
-      counts.input_tokens = fast.prompt_tokens.value_or(0);
-      counts.output_tokens = fast.completion_tokens.value_or(0);
-      counts.reasoning_tokens = fast.reasoning_tokens.value_or(0);
-      counts.cached_input_tokens = fast.cached_tokens.value_or(0);
+      counts.input_tokens = fast.usage->prompt.value_or(0);
+      counts.output_tokens = fast.usage->completion.value_or(0);
+      counts.reasoning_tokens = fast.usage->reasoning.value_or(0);
+      counts.cached_input_tokens = fast.usage->cached.value_or(0);
       apply_usage(counts, handler);
     }
     return true;

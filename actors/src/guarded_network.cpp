@@ -12,8 +12,17 @@
 //  - is anything but a handshake before the handshake, or
 //  - is a handshake without payload;
 // and the multiplexer closes every connection whose handshake has not been
-// accepted by the broker `cluster.handshake_timeout` after it was opened (a
-// timerfd in the event loop, so no thread waits anywhere).
+// accepted by the broker `cluster.handshake_timeout` after it was opened, and
+// every connection past its handshake on which no complete header or payload
+// arrived for `cluster.heartbeat_timeout` (a timerfd in the event loop, so no
+// thread waits anywhere).
+//
+// The second is CAF's own connection timeout (`middleman.connection-timeout`),
+// done here because CAF 0.17.6 gets it wrong for outgoing connections: the
+// broker starts their silence at the clock's epoch and only updates it on the
+// first read, so its next heartbeat tick closes a connection whose TLS and BASP
+// handshakes take longer than the time to that tick (`connection_timeout`),
+// and the first connect to a worker over a slow link never succeeds.
 //
 // With cluster certificates the scribe speaks TLS itself (a caf::openssl
 // session, the same code and settings as caf::openssl's own scribes), so TLS
@@ -196,6 +205,21 @@ public:
     return deadline_;
   }
 
+  bool handshake_done() const noexcept {
+    return handshake_done_;
+  }
+
+  /// When the last complete header or payload arrived (or the handshake
+  /// was accepted).
+  steady_clock::time_point last_read() const noexcept {
+    return last_read_;
+  }
+
+  /// Gone: dropped, or closed by either side after it was launched.
+  bool gone() const noexcept {
+    return dropped_ || (launched_ && detached());
+  }
+
   /// Closes the connection (the broker sees it closed) and logs `why`.
   void drop(caf::execution_unit* ctx, const std::string& why);
 
@@ -222,6 +246,7 @@ private:
   std::string peer_;
   bool tls_;
   steady_clock::time_point deadline_;
+  steady_clock::time_point last_read_;
   bool launched_ = false;
   bool handshake_done_ = false;
   bool dropped_ = false;
@@ -251,8 +276,8 @@ private:
 
 // -- the multiplexer ----------------------------------------------------------
 
-/// Wakes the multiplexer's loop periodically while connections await their
-/// handshake (a timerfd).
+/// Wakes the multiplexer's loop periodically while connections are watched
+/// (a timerfd).
 class tick_source final : public network::event_handler {
 public:
   tick_source(guarded_multiplexer& mpx, native_socket fd);
@@ -289,12 +314,13 @@ public:
     return rules_;
   }
 
-  /// Watches `ptr` until it settles or its deadline passes. Called in the
-  /// multiplexer's thread.
+  /// Watches `ptr` until it is gone: its handshake deadline, then (with an
+  /// idle timeout) its silence. Called in the multiplexer's thread.
   void watch(caf::intrusive_ptr<guarded_scribe> ptr);
 
-  /// Closes the connections past their deadline and lets go of those that
-  /// settled. Multiplexer's thread.
+  /// Closes the connections past their handshake deadline or silent past
+  /// the idle timeout, and lets go of those that are gone (or settled, when
+  /// there is no idle timeout). Multiplexer's thread.
   void sweep();
 
   /// Runs a sweep soon (once, however often it is asked before it runs).
@@ -313,7 +339,7 @@ private:
   std::unique_ptr<tick_source> ticks_;
   bool armed_ = false;
   bool sweep_queued_ = false;
-  std::vector<caf::intrusive_ptr<guarded_scribe>> pending_;
+  std::vector<caf::intrusive_ptr<guarded_scribe>> watched_;
 };
 
 /// Keeps the loop alive like the default supervisor and, when destroyed,
@@ -346,7 +372,8 @@ guarded_scribe::guarded_scribe(guarded_multiplexer& mpx, native_socket fd, std::
     fd_(fd),
     peer_((outgoing ? "to " : "from ") + peer),
     tls_(tls),
-    deadline_(steady_clock::now() + mpx.rules().handshake_timeout) {
+    deadline_(steady_clock::now() + mpx.rules().handshake_timeout),
+    last_read_(steady_clock::now()) {
   // nop
 }
 
@@ -441,12 +468,13 @@ bool guarded_scribe::consume(caf::execution_unit* ctx, const void* buf, size_t n
   // The broker accepted a handshake if it kept the connection open.
   if (was_payload && is_handshake(operation) && result && !detached())
     handshake_done_ = true;
+  last_read_ = steady_clock::now();
   return result;
 }
 
 void guarded_scribe::detach_from(io::abstract_broker* ptr) {
   io::scribe::detach_from(ptr);
-  if (launched_ && !handshake_done_)
+  if (launched_ && (!handshake_done_ || mpx_.rules().idle_timeout.count() > 0))
     mpx_.sweep_soon();
 }
 
@@ -486,6 +514,7 @@ connection_rules rules_of(caf::actor_system* sys) {
   if (auto* holder = dynamic_cast<const connection_rules_holder*>(&sys->config()))
     out = holder->rules;
   out.max_message_size = std::max(out.max_message_size, handshake_payload_limit);
+  out.idle_timeout = std::max(out.idle_timeout, std::chrono::milliseconds{0});
   return out;
 }
 
@@ -502,7 +531,7 @@ guarded_multiplexer::guarded_multiplexer(caf::actor_system* sys)
 
 guarded_multiplexer::~guarded_multiplexer() {
   // The loop has ended (or never ran): nothing else touches these.
-  pending_.clear();
+  watched_.clear();
 }
 
 io::scribe_ptr guarded_multiplexer::new_scribe(native_socket fd) {
@@ -562,31 +591,40 @@ network::multiplexer::supervisor_ptr guarded_multiplexer::make_supervisor() {
 void guarded_multiplexer::watch(caf::intrusive_ptr<guarded_scribe> ptr) {
   if (!ticks_)
     return;
-  pending_.push_back(std::move(ptr));
+  watched_.push_back(std::move(ptr));
   arm(true);
 }
 
 void guarded_multiplexer::sweep() {
   auto now = steady_clock::now();
-  std::vector<caf::intrusive_ptr<guarded_scribe>> expired;
-  auto last = std::remove_if(pending_.begin(), pending_.end(),
+  auto idle = rules_.idle_timeout;
+  std::vector<std::pair<caf::intrusive_ptr<guarded_scribe>, bool>> expired;
+  auto last = std::remove_if(watched_.begin(), watched_.end(),
                              [&](const caf::intrusive_ptr<guarded_scribe>& s) {
-                               if (s->settled())
+                               if (s->gone() || (idle.count() == 0 && s->settled()))
                                  return true;
-                               if (now < s->deadline())
+                               if (!s->handshake_done()) {
+                                 if (now < s->deadline())
+                                   return false;
+                                 expired.emplace_back(s, true);
+                                 return true;
+                               }
+                               if (now - s->last_read() < idle)
                                  return false;
-                               expired.push_back(s);
+                               expired.emplace_back(s, false);
                                return true;
                              });
-  pending_.erase(last, pending_.end());
-  for (auto& s : expired)
-    s->drop(this, "no handshake within " + duration_text(rules_.handshake_timeout));
-  if (pending_.empty())
+  watched_.erase(last, watched_.end());
+  for (auto& [s, in_handshake] : expired)
+    s->drop(this, in_handshake ? "no handshake within " + duration_text(rules_.handshake_timeout)
+                               : "nothing received for " + duration_text(idle)
+                                   + " (cluster.heartbeat_timeout)");
+  if (watched_.empty())
     arm(false);
 }
 
 void guarded_multiplexer::sweep_soon() {
-  if (sweep_queued_ || pending_.empty())
+  if (sweep_queued_ || watched_.empty())
     return;
   sweep_queued_ = true;
   post([this] {
@@ -600,7 +638,7 @@ void guarded_multiplexer::stop_watching() {
     arm(false);
     del(network::operation::read, ticks_->fd(), ticks_.get());
   }
-  pending_.clear();
+  watched_.clear();
 }
 
 void guarded_multiplexer::arm(bool on) {
@@ -608,7 +646,10 @@ void guarded_multiplexer::arm(bool on) {
     return;
   armed_ = on;
   // A deadline is seen at most a quarter of the timeout (and 1 s) late.
-  auto period = std::clamp(rules_.handshake_timeout / 4, std::chrono::milliseconds{10},
+  auto shortest = rules_.handshake_timeout;
+  if (rules_.idle_timeout.count() > 0)
+    shortest = std::min(shortest, rules_.idle_timeout);
+  auto period = std::clamp(shortest / 4, std::chrono::milliseconds{10},
                            std::chrono::milliseconds{1000});
   itimerspec spec{};
   if (on) {

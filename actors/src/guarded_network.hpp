@@ -1,7 +1,7 @@
 // The network layer of a Quarry node: CAF's middleman on a multiplexer whose
 // connections trust no size read from the wire before the peer's handshake,
-// give up on peers that never finish it, and (with cluster certificates) speak
-// mutual TLS themselves. Included by the runtime only.
+// give up on peers that never finish it or fall silent after it, and (with
+// cluster certificates) speak mutual TLS themselves. Included by the runtime only.
 
 #pragma once
 
@@ -27,6 +27,13 @@ struct connection_rules {
   /// A connection that has not finished its handshake this long after it was
   /// opened (TLS handshake included) is closed (`cluster.handshake_timeout`).
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds{10}};
+  /// A connection past its handshake on which no complete BASP header or
+  /// payload arrived this long is closed (`cluster.heartbeat_timeout`; zero:
+  /// never). Counted from the handshake, so that a handshake slower than the
+  /// heartbeat interval is not cut (CAF 0.17.6's own connection timeout
+  /// counts an outgoing connection's silence from the clock's epoch until its
+  /// first read, and closes it at the broker's next heartbeat tick).
+  std::chrono::milliseconds idle_timeout{0};
   /// Speak mutual TLS on every connection, with the certificate, key and
   /// certificate authority of the `openssl_*` fields of the configuration
   /// (which must load `caf::openssl::manager`).

@@ -186,8 +186,11 @@ struct quarry_system_config : caf::actor_system_config, net::connection_rules_ho
       return;
     // Nodes: BASP heartbeats, and a connection silent past the heartbeat
     // timeout is closed (a peer that vanished without a FIN is seen too).
+    // The multiplexer closes it, not CAF's `middleman.connection-timeout`
+    // (left at zero: off), which cuts an outgoing connection whose handshake
+    // spans one heartbeat tick (guarded_network.hpp, idle_timeout).
     set("middleman.heartbeat-interval", caf::timespan{cl.heartbeat});
-    set("middleman.connection-timeout", caf::timespan{cl.heartbeat_timeout});
+    rules.idle_timeout = cl.heartbeat_timeout;
     // Every connection is bounded: 64 KiB before its handshake,
     // cluster.max_message_size after it, closed without a handshake after
     // cluster.handshake_timeout (guarded_network.hpp).

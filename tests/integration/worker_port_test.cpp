@@ -25,6 +25,7 @@
 
 #include <arpa/inet.h>
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -193,6 +194,110 @@ size_t open_fds(int pid) {
     ++n;
   return n;
 }
+
+/// A TCP relay on 127.0.0.1 to `upstream` that holds back what the upstream
+/// sends during the first `hold` of each connection (then passes it on), as
+/// a slow link or a slow handshake would: the worker's server handshake
+/// reaches the client `hold` late.
+class delaying_relay {
+public:
+  delaying_relay(std::string upstream, std::chrono::milliseconds hold)
+    : upstream_(std::move(upstream)), hold_(hold) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(listener_ >= 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0);
+    REQUIRE(::listen(listener_, 16) == 0);
+    socklen_t len = sizeof(sa);
+    REQUIRE(::getsockname(listener_, reinterpret_cast<sockaddr*>(&sa), &len) == 0);
+    address_ = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+    acceptor_ = std::thread([this] { accept_loop(); });
+  }
+
+  ~delaying_relay() {
+    stop_ = true;
+    acceptor_.join();
+    for (auto& t : pumps_)
+      t.join();
+    ::close(listener_);
+  }
+
+  const std::string& address() const {
+    return address_;
+  }
+
+  size_t connections() const {
+    return connections_;
+  }
+
+private:
+  void accept_loop() {
+    while (!stop_) {
+      pollfd p{listener_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0)
+        continue;
+      int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client < 0)
+        continue;
+      ++connections_;
+      pumps_.emplace_back([this, client] { pump(client); });
+    }
+  }
+
+  /// Relays one connection until either side closes it or the relay stops.
+  void pump(int client) {
+    auto colon = upstream_.rfind(':');
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(std::stoi(upstream_.substr(colon + 1))));
+    ::inet_pton(AF_INET, upstream_.substr(0, colon).c_str(), &sa.sin_addr);
+    int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (server < 0 || ::connect(server, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+      ::close(client);
+      if (server >= 0)
+        ::close(server);
+      return;
+    }
+    auto release_at = std::chrono::steady_clock::now() + hold_;
+    std::string held;
+    bool open = true;
+    while (open && !stop_) {
+      pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      ::poll(p, 2, 20);
+      char buf[16384];
+      for (int i = 0; i < 2 && open; ++i) {
+        if ((p[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0)
+          continue;
+        auto n = ::recv(p[i].fd, buf, sizeof(buf), 0);
+        if (n <= 0) {
+          open = false;
+          break;
+        }
+        if (i == 0)
+          send_all(server, std::string(buf, static_cast<size_t>(n)));
+        else
+          held.append(buf, static_cast<size_t>(n));
+      }
+      if (!held.empty() && std::chrono::steady_clock::now() >= release_at) {
+        send_all(client, held);
+        held.clear();
+      }
+    }
+    ::close(client);
+    ::close(server);
+  }
+
+  std::string upstream_;
+  std::chrono::milliseconds hold_;
+  int listener_ = -1;
+  std::string address_;
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> connections_{0};
+  std::thread acceptor_;
+  std::vector<std::thread> pumps_;
+};
 
 struct worker_port_fixture : cluster_fixture {
   test::fake_llm_server server;
@@ -446,5 +551,57 @@ TEST_CASE_FIXTURE(worker_port_fixture, "worker port: garbage after a valid hands
     ::close(fd);
     REQUIRE(running(*w->process));
   }
+  check_serves(*w);
+}
+
+TEST_CASE_FIXTURE(worker_port_fixture, "worker port: a handshake slower than the heartbeat "
+                                       "interval still connects") {
+  // The worker's handshake reaches the session 700 ms late, seven of the
+  // session's heartbeat ticks: CAF 0.17.6's own connection timeout closed
+  // such a connection at the first tick (it counts its silence from the
+  // clock's epoch), so the agent ran on the session's node instead.
+  auto w = start_limited_worker({});
+  delaying_relay relay{w->address, 700ms};
+  auto agents_before = count_of(w->process->err(), "worker: agent ");
+  REQUIRE_FALSE(server.script(parallel_agents_script(1)));
+  auto res = research(server, {"--json", "--set", workers_setting({relay.address()}), "--set",
+                               "cluster.heartbeat=100ms", "--set", "cluster.heartbeat_timeout=5s",
+                               "How do heat pumps cope with cold weather?"});
+  CAPTURE(res.err);
+  CAPTURE(w->process->err());
+  REQUIRE(res.exit_code == 0);
+  CHECK(res.err.find("runs on worker " + relay.address()) != std::string::npos);
+  CHECK(res.err.find("cannot be used") == std::string::npos);
+  CHECK(res.err.find("closed the connection") == std::string::npos);
+  CHECK(relay.connections() == 1);
+  CHECK(count_of(w->process->err(), "worker: agent ") == agents_before + 1);
+}
+
+TEST_CASE_FIXTURE(worker_port_fixture, "worker port: a connection silent past the heartbeat "
+                                       "timeout after its handshake is closed") {
+  // A client that finishes the handshake and then sends nothing (no BASP
+  // heartbeats) is closed after cluster.heartbeat_timeout; one that sends
+  // heartbeats stays.
+  auto w = start_limited_worker({"cluster.heartbeat=200ms", "cluster.heartbeat_timeout=1s"});
+  auto silent = connect_to(w->address);
+  auto talking = connect_to(w->address);
+  server_hello(silent);
+  server_hello(talking);
+  send_all(silent, client_hello(1));
+  send_all(talking, client_hello(2));
+  bool talking_closed = false;
+  auto until = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < until) {
+    send_all(talking, basp_header(heartbeat, 0));
+    if (closed_within(talking, 200ms)) {
+      talking_closed = true;
+      break;
+    }
+  }
+  CHECK_FALSE(talking_closed);
+  CHECK(closed_within(silent, 10s));
+  ::close(silent);
+  ::close(talking);
+  CHECK(w->process->wait_for_err("nothing received for 1s (cluster.heartbeat_timeout)", 10s));
   check_serves(*w);
 }

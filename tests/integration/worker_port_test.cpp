@@ -582,7 +582,7 @@ TEST_CASE_FIXTURE(worker_port_fixture, "worker port: a connection silent past th
   // A client that finishes the handshake and then sends nothing (no BASP
   // heartbeats) is closed after cluster.heartbeat_timeout; one that sends
   // heartbeats stays.
-  auto w = start_limited_worker({"cluster.heartbeat=200ms", "cluster.heartbeat_timeout=1s"});
+  auto w = start_limited_worker({"cluster.heartbeat=200ms", "cluster.heartbeat_timeout=2s"});
   auto silent = connect_to(w->address);
   auto talking = connect_to(w->address);
   server_hello(silent);
@@ -590,10 +590,10 @@ TEST_CASE_FIXTURE(worker_port_fixture, "worker port: a connection silent past th
   send_all(silent, client_hello(1));
   send_all(talking, client_hello(2));
   bool talking_closed = false;
-  auto until = std::chrono::steady_clock::now() + 3s;
+  auto until = std::chrono::steady_clock::now() + 5s;
   while (std::chrono::steady_clock::now() < until) {
     send_all(talking, basp_header(heartbeat, 0));
-    if (closed_within(talking, 200ms)) {
+    if (closed_within(talking, 100ms)) {
       talking_closed = true;
       break;
     }
@@ -602,6 +602,6 @@ TEST_CASE_FIXTURE(worker_port_fixture, "worker port: a connection silent past th
   CHECK(closed_within(silent, 10s));
   ::close(silent);
   ::close(talking);
-  CHECK(w->process->wait_for_err("nothing received for 1s (cluster.heartbeat_timeout)", 10s));
+  CHECK(w->process->wait_for_err("nothing received for 2s (cluster.heartbeat_timeout)", 10s));
   check_serves(*w);
 }

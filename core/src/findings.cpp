@@ -56,7 +56,7 @@ std::string renumber_parsed(const std::string& llm_text,
       break;
     entry["document"] = number_of(documents[i++]);
   }
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  return sdk::dump_json(j, 2);
 }
 
 // A walk over text already known to be valid JSON (is_json): positions of

@@ -2,6 +2,8 @@
 
 #include "quarry/core/rate_limit.hpp"
 
+#include "quarry/sdk/json.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -12,7 +14,7 @@ int64_t estimate_call_tokens(const sdk::chat_request& request) {
   for (const auto& m : request.messages)
     chars += m.content.size() + m.reasoning.size();
   for (const auto& t : request.tools)
-    chars += t.description.size() + t.parameters.dump().size();
+    chars += t.description.size() + sdk::dump_json(t.parameters).size();
   return static_cast<int64_t>(chars / 4) + std::max<int64_t>(request.max_tokens, 0);
 }
 

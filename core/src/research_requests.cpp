@@ -10,6 +10,7 @@
 #include "quarry/core/think_stream.hpp"
 #include "quarry/core/tool_args.hpp"
 #include "quarry/lexical/lexical.hpp"
+#include "quarry/sdk/json.hpp"
 #include "quarry/sdk/strings.hpp"
 
 #include <algorithm>
@@ -226,7 +227,7 @@ request_or_error research_step_request(const research_step_input& in) {
     h.reminder = user_message(*in.reminder);
   int64_t def_tokens = 0;
   for (const auto& d : defs)
-    def_tokens += static_cast<int64_t>(d.to_openai().dump().size() / 4);
+    def_tokens += static_cast<int64_t>(sdk::dump_json(d.to_openai()).size() / 4);
   h.available_tokens = std::max<int64_t>(0, in.context_tokens - def_tokens - in.max_tokens);
   auto out = with_history(std::move(h), std::move(defs), sdk::tool_choice::required, in.max_tokens,
                           "research");

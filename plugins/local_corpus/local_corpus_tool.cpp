@@ -3,6 +3,7 @@
 
 #include "local_corpus_tool.hpp"
 
+#include "quarry/sdk/json.hpp"
 #include "quarry/sdk/search.hpp"
 
 #include <atomic>
@@ -39,7 +40,7 @@ std::string fold_query(const std::string& raw) {
 
 // Indented by 2, as the web searches and open_url write what the model reads.
 std::string dump(const nlohmann::json& x) {
-  return x.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  return sdk::dump_json(x, 2);
 }
 
 } // namespace

@@ -567,8 +567,7 @@ std::string all_failed_message(const std::vector<std::pair<std::string, std::str
     said.emplace_back(&query, &err);
     obj[query] = err;
   }
-  return "All web search queries failed. Query failures:\n"
-         + obj.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  return "All web search queries failed. Query failures:\n" + sdk::dump_json(obj, 2);
 }
 
 std::string no_results_message() {

@@ -60,6 +60,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     check(!sdk::json_deeper_than(j, 32));
     check(sdk::is_valid_utf8(sdk::dump_json(j)));
+    // The fast writers, compact and indented, write what nlohmann writes.
+    for (int indent : {-1, 0, 2})
+      check(sdk::dump_json(j, indent)
+            == j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace));
     if (j.is_object()) {
       read_as<sdk::chat_request>(j);
       read_as<sdk::chat_result>(j);

@@ -1,6 +1,7 @@
 // Unit tests of packets: the JSON of every type, the envelope and decoding.
 
 #include "quarry/core/packets.hpp"
+#include "quarry/sdk/json.hpp"
 
 #include <doctest/doctest.h>
 
@@ -100,6 +101,21 @@ TEST_CASE("dump_json writes what nlohmann's dump writes, byte for byte") {
   for (const auto& v : values) {
     CAPTURE(nlohmann_dump(v));
     CHECK(dump_json(v) == nlohmann_dump(v));
+  }
+  // Indented, as the tools write what the model reads: every value above,
+  // alone and nested in arrays and objects at a few depths (a binary value
+  // deep inside is written by nlohmann too).
+  std::vector<json> indented = values;
+  indented.push_back(json{{"results", values}});
+  indented.push_back(json::array({values, json{{"k", values}}, json::array({json::array({})})}));
+  indented.push_back(json{{"a", {{"b", {{"c", json::array({1, json::object(), "x"})}}}}}});
+  for (int indent : {0, 1, 2, 4}) {
+    for (const auto& v : indented) {
+      auto want = v.dump(indent, ' ', false, json::error_handler_t::replace);
+      CAPTURE(indent);
+      CAPTURE(want);
+      CHECK(sdk::dump_json(v, indent) == want);
+    }
   }
   CHECK(session_json("q \"x\"\n") == nlohmann_dump(json("q \"x\"\n")));
   // encode_dumped joins as encode() does, without the check.

@@ -149,6 +149,12 @@ TEST_CASE("rate limiter: the token estimate counts text, reasoning, tools and ou
   t.parameters = nlohmann::json::object(); // "{}"
   req.tools.push_back(t);
   CHECK(quarry::core::estimate_call_tokens(req) == 120);
+  // A schema with bytes that are not UTF-8 (a plugin's own schema) is
+  // counted as written with U+FFFD, not thrown on.
+  quarry::sdk::tool_definition bad;
+  bad.parameters = nlohmann::json{{"x", std::string(37, 'd') + "\xff"}}; // {"x":"ddd...\uFFFD"}
+  req.tools.push_back(bad);
+  CHECK(quarry::core::estimate_call_tokens(req) == 132);
 }
 
 TEST_CASE("adaptive concurrency: halves on 429, never below 1, creeps back to the ceiling") {

@@ -180,21 +180,84 @@ inline void append_json_value(std::string& out, const nlohmann::json& x) {
   }
 }
 
+// `x` appended as nlohmann's dump(step) writes it when `x` starts `current`
+// spaces in: an array's items and an object's members one per line, `step`
+// spaces deeper than their brackets, `"key": value`, empty ones as `[]` and
+// `{}`; scalars as in the compact form. False (with `out` partly written)
+// at a binary value, which nlohmann spreads over lines of its own.
+inline bool append_json_indented(std::string& out, const nlohmann::json& x, size_t step,
+                                 size_t current) {
+  using value_t = nlohmann::json::value_t;
+  switch (x.type()) {
+    case value_t::array: {
+      const auto& items = x.get_ref<const nlohmann::json::array_t&>();
+      if (items.empty()) {
+        out += "[]";
+        return true;
+      }
+      out += "[\n";
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i > 0)
+          out += ",\n";
+        out.append(current + step, ' ');
+        if (!append_json_indented(out, items[i], step, current + step))
+          return false;
+      }
+      out += '\n';
+      out.append(current, ' ');
+      out += ']';
+      return true;
+    }
+    case value_t::object: {
+      const auto& members = x.get_ref<const nlohmann::json::object_t&>();
+      if (members.empty()) {
+        out += "{}";
+        return true;
+      }
+      out += "{\n";
+      bool first = true;
+      for (const auto& member : members) {
+        if (!first)
+          out += ",\n";
+        first = false;
+        out.append(current + step, ' ');
+        append_json_string(out, member.first);
+        out += ": ";
+        if (!append_json_indented(out, member.second, step, current + step))
+          return false;
+      }
+      out += '\n';
+      out.append(current, ' ');
+      out += '}';
+      return true;
+    }
+    case value_t::binary:
+      return false;
+    default:
+      append_json_value(out, x);
+      return true;
+  }
+}
+
 } // namespace detail
 
 /// Serialises `j` (`indent` as nlohmann::json::dump); invalid UTF-8 inside
-/// strings becomes U+FFFD instead of throwing `type_error.316`. The compact
-/// form (indent -1) is written byte for byte as nlohmann writes it (keys in
-/// the object's order, `\b \t \n \f \r \" \\` and `\u00xx` in lower case
-/// for other control characters, UTF-8 as it is) without its serializer's
-/// byte-by-byte UTF-8 decoding: a string of valid UTF-8 is checked once and
-/// copied in runs between the bytes that need escapes; strings of invalid
-/// UTF-8, floating-point numbers and binary values are written by nlohmann.
+/// strings becomes U+FFFD instead of throwing `type_error.316`. Written byte
+/// for byte as nlohmann writes it (keys in the object's order, `\b \t \n \f
+/// \r \" \\` and `\u00xx` in lower case for other control characters, UTF-8
+/// as it is; with `indent` >= 0 one item or member per line, indented by
+/// `indent` spaces a level) without its serializer's byte-by-byte UTF-8
+/// decoding: a string of valid UTF-8 is checked once and copied in runs
+/// between the bytes that need escapes; strings of invalid UTF-8,
+/// floating-point numbers and binary values are written by nlohmann.
 inline std::string dump_json(const nlohmann::json& j, int indent = -1) {
-  if (indent >= 0)
-    return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string out;
-  detail::append_json_value(out, j);
+  if (indent < 0) {
+    detail::append_json_value(out, j);
+    return out;
+  }
+  if (!detail::append_json_indented(out, j, static_cast<size_t>(indent), 0))
+    return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
   return out;
 }
 

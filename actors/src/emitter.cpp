@@ -8,15 +8,45 @@
 
 namespace quarry::actors {
 
-packet_msg make_packet(const core::placement& where, const nlohmann::json& obj) {
+namespace {
+
+// A packet message at `where`, of `type`, with the object's text.
+packet_msg placed_packet(const core::placement& where, std::string type, std::string obj_text) {
   packet_msg out;
   out.turn_index = where.turn_index;
   out.tab_index = where.tab_index;
   out.sub_turn_index = where.sub_turn_index ? *where.sub_turn_index : -1;
-  if (auto t = obj.find("type"); t != obj.end() && t->is_string())
-    out.type = t->get<std::string>();
-  out.obj = core::dump_json(obj);
+  out.type = std::move(type);
+  out.obj = std::move(obj_text);
   out.dumped = true;
+  return out;
+}
+
+// The facts the store keeps of a packet of `type` that need nothing of its
+// object.
+void packet_type_facts(packet_msg& out) {
+  using kind = cluster::packet_fact::kind;
+  if (out.type == "intermediate_report_start")
+    out.fact.what = kind::report_start;
+  else if (out.type == "section_end" || out.type == "intermediate_report_cited_docs")
+    out.fact.what = kind::report_end;
+}
+
+} // namespace
+
+packet_msg make_packet(const core::placement& where, std::string type, std::string obj_text) {
+  if (type == "usage" || type == "intermediate_report_delta")
+    return make_packet(where, nlohmann::json::parse(obj_text, nullptr, false));
+  auto out = placed_packet(where, std::move(type), std::move(obj_text));
+  packet_type_facts(out);
+  return out;
+}
+
+packet_msg make_packet(const core::placement& where, const nlohmann::json& obj) {
+  std::string type_name;
+  if (auto t = obj.find("type"); t != obj.end() && t->is_string())
+    type_name = t->get<std::string>();
+  auto out = placed_packet(where, std::move(type_name), core::dump_json(obj));
   // What the store keeps besides the line, from the object at hand.
   using kind = cluster::packet_fact::kind;
   auto& fact = out.fact;
@@ -47,14 +77,12 @@ packet_msg make_packet(const core::placement& where, const nlohmann::json& obj) 
                  : flag("cost_known", true) ? core::cost_basis::priced
                                             : core::cost_basis::unpriced;
     fact.cost_basis = core::to_string(basis);
-  } else if (type == "intermediate_report_start") {
-    fact.what = kind::report_start;
   } else if (type == "intermediate_report_delta") {
     fact.what = kind::report_text;
     if (auto c = obj.find("content"); c != obj.end() && c->is_string())
       fact.text = c->get<std::string>();
-  } else if (type == "section_end" || type == "intermediate_report_cited_docs") {
-    fact.what = kind::report_end;
+  } else {
+    packet_type_facts(out);
   }
   return out;
 }

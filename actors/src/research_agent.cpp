@@ -465,7 +465,10 @@ void report_written(agent_ptr self) {
   std::vector<sdk::document> docs;
   for (const auto& [n, d] : r.cited)
     docs.push_back(d);
-  emit(self, agent_at(self), core::packets::intermediate_report_cited_docs(docs));
+  self->send(
+    self->state.emitter, packet_atom::value,
+    make_packet(agent_at(self), "intermediate_report_cited_docs",
+                core::documents_packet_text("intermediate_report_cited_docs", "cited_docs", docs)));
   emit(self, agent_at(self), core::packets::section_end());
   finish(self, std::move(r));
 }

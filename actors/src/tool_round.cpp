@@ -92,9 +92,15 @@ void tool_round::answered(sdk::tool_kind kind, sdk::tool_result& r,
     for (const auto& d : r.documents)
       if (!d.snippet.empty() && !d.url.empty())
         snippets_.emplace(d.url, d.snippet);
-    send_packet(emitter, at, core::packets::search_tool_documents_delta(r.documents));
+    caf::anon_send(emitter, packet_atom::value,
+                   make_packet(at, "search_tool_documents_delta",
+                               core::documents_packet_text("search_tool_documents_delta",
+                                                           "documents", r.documents)));
   } else if (kind == sdk::tool_kind::page_reader && !r.documents.empty()) {
-    send_packet(emitter, at, core::packets::open_url_documents(r.documents));
+    caf::anon_send(
+      emitter, packet_atom::value,
+      make_packet(at, "open_url_documents",
+                  core::documents_packet_text("open_url_documents", "documents", r.documents)));
   }
   if (r.failure && r.documents.empty())
     send_packet(emitter, at, core::packets::error(r.failure->message, "tool_failed"));

@@ -162,6 +162,58 @@ std::variant<packet, std::string> decode(std::string_view line) {
   return out;
 }
 
+std::string documents_packet_text(std::string_view type, std::string_view key,
+                                  const std::vector<sdk::document>& docs) {
+  // The members in the order of nlohmann's objects (std::map: by key), as
+  // search_doc's object holds them.
+  auto string = [](std::string& out, std::string_view name, std::string_view value) {
+    out += name;
+    sdk::append_json_string(out, value);
+  };
+  std::string docs_text = "[";
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const auto& d = docs[i];
+    if (i > 0)
+      docs_text += ',';
+    string(docs_text, "{\"blurb\":", d.snippet);
+    string(docs_text, ",\"document_id\":", d.id);
+    docs_text += d.kind == sdk::source_kind::web ? ",\"is_internet\":true"
+                                                 : ",\"is_internet\":false";
+    if (d.url.empty())
+      docs_text += ",\"link\":null";
+    else
+      string(docs_text, ",\"link\":", d.url);
+    string(docs_text, ",\"semantic_identifier\":", d.title.empty() ? d.url : d.title);
+    docs_text += d.content.empty() ? ",\"snippet_only\":true" : ",\"snippet_only\":false";
+    string(docs_text, ",\"source_type\":", sdk::to_string(d.kind));
+    if (d.published)
+      string(docs_text, ",\"updated_at\":", *d.published);
+    else
+      docs_text += ",\"updated_at\":null";
+    docs_text += '}';
+  }
+  docs_text += ']';
+  std::string out = "{";
+  auto member = [&](std::string_view name, std::string_view json_value, bool first) {
+    if (!first)
+      out += ',';
+    sdk::append_json_string(out, name);
+    out += ':';
+    out += json_value;
+  };
+  std::string type_text;
+  sdk::append_json_string(type_text, type);
+  if (key < std::string_view{"type"}) {
+    member(key, docs_text, true);
+    member("type", type_text, false);
+  } else {
+    member("type", type_text, true);
+    member(key, docs_text, false);
+  }
+  out += '}';
+  return out;
+}
+
 json search_doc(const sdk::document& d) {
   json out{{"document_id", d.id},
            {"semantic_identifier", d.title.empty() ? d.url : d.title},

@@ -125,6 +125,42 @@ TEST_CASE("dump_json writes what nlohmann's dump writes, byte for byte") {
         == *encode(3, "s", placement{1, 2, 3}, text));
 }
 
+TEST_CASE("documents packets written as text are byte for byte the constructors' dump") {
+  std::vector<sdk::document> docs;
+  CHECK(documents_packet_text("search_tool_documents_delta", "documents", docs)
+        == dump_json(packets::search_tool_documents_delta(docs)));
+  sdk::document web;
+  web.id = "doc-1";
+  web.url = "https://example.org/a?b=\"c\"";
+  web.title = "Heat \"pumps\"\n\tin \u00e9t\u00e9 \xe2\x82\xac";
+  web.snippet = "A snippet with \\ and \x01 control";
+  web.published = "2024-05-01";
+  docs.push_back(web);
+  sdk::document local = web;
+  local.id = "local/7";
+  local.url.clear(); // no link: null, and the title names it
+  local.kind = sdk::source_kind::internal;
+  local.content = "read text";
+  local.published.reset();
+  docs.push_back(local);
+  sdk::document untitled;
+  untitled.id = "x";
+  untitled.url = "https://example.org/only-url";
+  untitled.snippet = "bad \xff byte"; // not UTF-8: U+FFFD as nlohmann writes it
+  docs.push_back(untitled);
+  for (auto kind : {sdk::source_kind::web, sdk::source_kind::internal, sdk::source_kind::file,
+                    sdk::source_kind::other}) {
+    docs.back().kind = kind;
+    CAPTURE(dump_json(packets::search_tool_documents_delta(docs)));
+    CHECK(documents_packet_text("search_tool_documents_delta", "documents", docs)
+          == dump_json(packets::search_tool_documents_delta(docs)));
+    CHECK(documents_packet_text("open_url_documents", "documents", docs)
+          == dump_json(packets::open_url_documents(docs)));
+    CHECK(documents_packet_text("intermediate_report_cited_docs", "cited_docs", docs)
+          == dump_json(packets::intermediate_report_cited_docs(docs)));
+  }
+}
+
 TEST_CASE("packets reject malformed lines with a reason") {
   for (auto bad : {"", "[]",
                    "{\"seq\": -1, \"placement\": {\"turn_index\": 0}, "

@@ -38,6 +38,12 @@ using cluster::packet_sink_actor;
 /// Makes a packet message.
 packet_msg make_packet(const core::placement& where, const nlohmann::json& obj);
 
+/// Makes a packet message of `type` from its object's text as `dump_json`
+/// writes it (e.g. core::documents_packet_text). A type whose store facts
+/// are read from the object (`usage`, `intermediate_report_delta`) is
+/// parsed and made as above.
+packet_msg make_packet(const core::placement& where, std::string type, std::string obj_text);
+
 /// A subscriber of a session's packets.
 /// - `(packet_atom, line, seq)`: one encoded packet (a JSON line), in order.
 /// - `(stop_atom, last_seq)`: the emitter stopped; `last_seq` was its last.

@@ -83,6 +83,15 @@ bool is_known_packet_type(std::string_view type);
 /// `snippet_only` (nothing of it was read but the search snippet).
 nlohmann::json search_doc(const sdk::document& doc);
 
+/// The text of a packet object of `type` whose one other member `key`
+/// holds `docs` as search_doc gives them (`search_tool_documents_delta`,
+/// `open_url_documents`: `documents`; `intermediate_report_cited_docs`:
+/// `cited_docs`), written directly: byte for byte what `dump_json` gives
+/// for the object the constructor of that type returns, without building
+/// it. The largest packets of a research (one entry per search result).
+std::string documents_packet_text(std::string_view type, std::string_view key,
+                                  const std::vector<sdk::document>& docs);
+
 /// Constructors of `obj` for each packet type.
 namespace packets {
 

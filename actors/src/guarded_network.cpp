@@ -609,7 +609,10 @@ void guarded_multiplexer::sweep() {
                                  expired.emplace_back(s, true);
                                  return true;
                                }
-                               if (now - s->last_read() < idle)
+                               // Silent for longer than the timeout: a
+                               // peer whose heartbeats come exactly that
+                               // often stays.
+                               if (now - s->last_read() <= idle)
                                  return false;
                                expired.emplace_back(s, false);
                                return true;

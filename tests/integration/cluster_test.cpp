@@ -537,10 +537,11 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: examples/cluster_client, built out 
   test::child_process serve{
     argv({"serve", "--listen", "127.0.0.1:0", "--set", "cluster.listen=127.0.0.1:0"}),
     test::isolated_quarry_options(home.path() + "/serve", llm_env(server))};
-  REQUIRE(serve.wait_for_err("research service for CAF programs on ", 90s));
-  auto err = serve.err();
-  auto at = err.find("research service for CAF programs on ") + 37;
-  auto service_at = err.substr(at, err.find(' ', at) - at);
+  // The whole line: a child may write it in pieces.
+  auto line = serve.wait_for_err_line("research service for CAF programs on ", 90s);
+  REQUIRE(line);
+  auto at = line->find("research service for CAF programs on ") + 37;
+  auto service_at = line->substr(at, line->find(' ', at) - at);
   auto research = run({client, "--serve", service_at, "--timeout", "120",
                        "How do heat pumps cope with cold weather?"});
   INFO(research.err);
@@ -649,10 +650,11 @@ quarry::cluster::session_result research_via_service(uint16_t port, const std::s
 
 /// Starts `quarry serve` with its research service on loopback; the port.
 uint16_t service_port(test::child_process& serve) {
-  REQUIRE(serve.wait_for_err("research service for CAF programs on ", 90s));
-  auto err = serve.err();
-  auto at = err.find("research service for CAF programs on ") + 37;
-  auto service_at = err.substr(at, err.find(' ', at) - at);
+  // The whole line: a child may write it in pieces.
+  auto line = serve.wait_for_err_line("research service for CAF programs on ", 90s);
+  REQUIRE(line);
+  auto at = line->find("research service for CAF programs on ") + 37;
+  auto service_at = line->substr(at, line->find(' ', at) - at);
   return static_cast<uint16_t>(std::stoi(service_at.substr(service_at.rfind(':') + 1)));
 }
 

@@ -648,9 +648,10 @@ TEST_CASE("serve: a session that quarry research runs on the same store is "
                                 "--json",
                                 "How do heat pumps cope with cold weather?"};
   test::child_process cli{argv, test::isolated_quarry_options(home.path(), env)};
-  REQUIRE(cli.wait_for_err("quarry: session q", std::chrono::seconds{60}));
-  auto err = cli.err();
-  auto id = err.substr(err.find("quarry: session q") + 16, 17);
+  // The whole line: a child may write it in pieces.
+  auto line = cli.wait_for_err_line("quarry: session q", std::chrono::seconds{60});
+  REQUIRE(line);
+  auto id = line->substr(line->find("quarry: session q") + 16, 17);
   wait_until([&] { return requests_with(llm, agent_marker) > 0; }, "an agent's request");
   CHECK(state_of(srv, id) == "running");
   std::vector<sse_event> seen;

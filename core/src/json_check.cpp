@@ -6,7 +6,6 @@
 
 #include <locale.h>
 
-#include <array>
 #include <clocale>
 #include <cmath>
 #include <cstdint>
@@ -27,14 +26,6 @@ bool finite_double(std::string_view number) {
     return std::isfinite(std::strtod(text.c_str(), nullptr));
   return std::isfinite(::strtod_l(text.c_str(), nullptr, c_locale));
 }
-
-// The bytes a string holds as they are: printable ASCII but '"' and '\\'.
-constexpr std::array<bool, 256> plain = [] {
-  std::array<bool, 256> table{};
-  for (size_t c = 0x20; c < 0x80; ++c)
-    table[c] = c != '"' && c != '\\';
-  return table;
-}();
 
 } // namespace
 
@@ -75,8 +66,7 @@ bool is_json(std::string_view t, size_t max_depth) {
     ++i;
     while (i < n) {
       // Runs of printable ASCII other than quote and backslash: most of it.
-      while (i < n && plain[static_cast<unsigned char>(t[i])])
-        ++i;
+      i = sdk::json_plain_end(t, i);
       if (i >= n)
         return false;
       auto c = static_cast<unsigned char>(t[i]);

@@ -474,17 +474,22 @@ private:
     }
   }
 
+  // Whether the key just read (key_) is `name`: lengths first, then bytes.
+  bool is(std::string_view name) const {
+    return std::string_view{key_} == name;
+  }
+
   // One member's value, after its key (key_).
   bool member(container kind) {
     switch (kind) {
       case container::chunk:
-        if (key_ == "model")
+        if (is("model"))
           return text_value(out_.model);
-        if (key_ == "choices")
+        if (is("choices"))
           return choices();
-        if (key_ == "error")
+        if (is("error"))
           return is_null_value(); // anything else by the tree
-        if (key_ == "usage") {
+        if (is("usage")) {
           // Counts only from an object, as in the tree.
           out_.usage.reset();
           skip_space();
@@ -496,32 +501,32 @@ private:
         return skip_value();
       case container::choice: {
         auto& c = out_.choices.back();
-        if (key_ == "index") {
+        if (is("index")) {
           c.index.reset();
           skip_space();
           if (p_ != end_ && (*p_ == '-' || is_digit(*p_)))
             return number(&c.index);
           return skip_value(); // not a number: no index, as in the tree
         }
-        if (key_ == "finish_reason")
+        if (is("finish_reason"))
           return text_value(c.finish_reason);
-        if (key_ == "delta")
+        if (is("delta"))
           return texts_value(c.delta);
-        if (key_ == "message")
+        if (is("message"))
           return texts_value(c.message);
         return skip_value();
       }
       case container::texts: {
         auto& t = *texts_;
-        if (key_ == "content")
+        if (is("content"))
           return text_value(t.content);
-        if (key_ == "refusal")
+        if (is("refusal"))
           return text_value(t.refusal);
-        if (key_ == "reasoning_content")
+        if (is("reasoning_content"))
           return text_value(t.reasoning_content);
-        if (key_ == "reasoning")
+        if (is("reasoning"))
           return text_value(t.reasoning);
-        if (key_ == "tool_calls") {
+        if (is("tool_calls")) {
           t.calls.clear();
           skip_space();
           if (p_ == end_ || *p_ != '[')
@@ -532,11 +537,11 @@ private:
       }
       case container::call: {
         auto& c = *call_;
-        if (key_ == "index")
+        if (is("index"))
           return int_value(c.index);
-        if (key_ == "id")
+        if (is("id"))
           return text_value(c.id);
-        if (key_ == "function") {
+        if (is("function")) {
           c.name.clear();
           c.arguments.clear();
           return object_value(container::function);
@@ -545,9 +550,9 @@ private:
       }
       case container::function: {
         auto& c = *call_;
-        if (key_ == "name")
+        if (is("name"))
           return text_value(c.name);
-        if (key_ == "arguments") {
+        if (is("arguments")) {
           skip_space();
           if (p_ != end_ && (*p_ == '{' || *p_ == '['))
             return false; // arguments as a JSON value: the tree dumps them
@@ -557,26 +562,26 @@ private:
       }
       case container::usage: {
         auto& u = *out_.usage;
-        if (key_ == "prompt_tokens")
+        if (is("prompt_tokens"))
           return int_value(u.prompt);
-        if (key_ == "completion_tokens")
+        if (is("completion_tokens"))
           return int_value(u.completion);
-        if (key_ == "completion_tokens_details") {
+        if (is("completion_tokens_details")) {
           u.reasoning.reset();
           return object_value(container::completion_details);
         }
-        if (key_ == "prompt_tokens_details") {
+        if (is("prompt_tokens_details")) {
           u.cached.reset();
           return object_value(container::prompt_details);
         }
         return skip_value();
       }
       case container::completion_details:
-        if (key_ == "reasoning_tokens")
+        if (is("reasoning_tokens"))
           return int_value(out_.usage->reasoning);
         return skip_value();
       case container::prompt_details:
-        if (key_ == "cached_tokens")
+        if (is("cached_tokens"))
           return int_value(out_.usage->cached);
         return skip_value();
     }

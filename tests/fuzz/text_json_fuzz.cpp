@@ -48,6 +48,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (sdk::is_valid_utf8(bytes))
     check(repaired == bytes);
   check(repaired.size() >= bytes.size());
+  // The string writer, after some text already written, writes the bytes as
+  // nlohmann writes them (its replacement of invalid UTF-8 included).
+  std::string written(size % 13, 'x');
+  sdk::append_json_string(written, bytes);
+  check(written
+        == std::string(size % 13, 'x')
+             + nlohmann::json(std::string{bytes})
+                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   for (size_t n : {size_t{0}, size_t{1}, size / 2, size}) {
     auto prefix = sdk::utf8_prefix(repaired, n);
     check(prefix.size() <= n && sdk::is_valid_utf8(prefix));

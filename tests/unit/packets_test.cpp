@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <limits>
+#include <random>
 
 using namespace quarry;
 using namespace quarry::core;
@@ -76,6 +77,57 @@ TEST_CASE("a packet encoded from its object's text is byte for byte the one enco
   // Not an object, not JSON, or not UTF-8: nothing.
   for (std::string bad : {"", "[]", "\"s\"", "{", "{\"a\":1}x", "{\"a\":\"\xff\"}", "null"})
     CHECK_FALSE(encode(1, "s", placement{}, bad));
+}
+
+TEST_CASE("append_json_string writes what nlohmann writes, at every alignment") {
+  // Strings made of pieces that take each path of the writer: plain runs
+  // of several lengths, the escapes, UTF-8 of 2, 3 and 4 bytes, and invalid
+  // bytes (nlohmann's replacement); appended after text already in `out`.
+  std::vector<std::string> pieces{"a",
+                                  "bcdefgh",
+                                  "ijklmnopqrstuvw",
+                                  "\"",
+                                  "\\",
+                                  "\n",
+                                  "\t",
+                                  "\x01",
+                                  "\x1f",
+                                  "\x7f",
+                                  "/",
+                                  " ",
+                                  "\xc3\xa9",
+                                  "\xe2\x82\xac",
+                                  "\xf0\x9f\x98\x80",
+                                  "\xff",
+                                  "\xc3",
+                                  "\xed\xa0\x80",
+                                  "\x80",
+                                  "\n    \"k\": "};
+  std::mt19937 rng{29};
+  size_t compared = 0;
+  size_t invalid = 0;
+  for (int round = 0; round < 4000; ++round) {
+    std::string text;
+    auto count = rng() % 40;
+    for (size_t i = 0; i < count; ++i)
+      text += pieces[rng() % (round % 2 == 0 ? 15 : pieces.size())];
+    std::string out(rng() % 24, 'x');
+    auto before = out;
+    sdk::append_json_string(out, text);
+    auto want = before + json(text).dump(-1, ' ', false, json::error_handler_t::replace);
+    CAPTURE(text);
+    REQUIRE(out == want);
+    ++compared;
+    invalid += sdk::is_valid_utf8(text) ? 0 : 1;
+  }
+  CHECK(compared == 4000);
+  CHECK(invalid > 1000); // both paths were taken
+  // A long text of nothing but escapes grows `out` several times.
+  std::string controls(10000, '\x02');
+  std::string out;
+  sdk::append_json_string(out, controls);
+  CHECK(out.size() == 10000 * 6 + 2);
+  CHECK(out == json(controls).dump());
 }
 
 TEST_CASE("dump_json writes what nlohmann's dump writes, byte for byte") {

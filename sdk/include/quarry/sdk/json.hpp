@@ -266,71 +266,90 @@ inline std::string dump_json(const nlohmann::json& j, int indent = -1) {
 // characters escaped (`\b \f \n \r \t`, the others as `\u00xx` in
 // lower-case hex), everything else as it is (no ASCII-only escaping);
 // invalid UTF-8 becomes U+FFFD as dump_json makes it. For writers
-// that build a request body as text instead of as a tree. Linear; one
-// allocation at most for valid UTF-8.
+// that build a request body as text instead of as a tree. Linear: one
+// pass over valid UTF-8 (checked on the way), runs that need no escape
+// copied whole; `out` grows once for most text, a few times for text that
+// is mostly escapes.
 inline void append_json_string(std::string& out, std::string_view text) {
-  if (!is_valid_utf8(text)) {
-    out += nlohmann::json(std::string{text})
-             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    return;
-  }
   static constexpr char hex[] = "0123456789abcdef";
-  out.reserve(out.size() + text.size() + 2);
-  out += '"';
+  const size_t n = text.size();
+  const size_t base = out.size();
+  // Written in place: `out` holds room for the rest as if it needed no
+  // escape, plus some; each escape checks that room (it takes up to 6
+  // bytes for 1) and grows it with a margin. Trimmed at the end.
+  size_t at = base;
+  auto room = [&](size_t need) {
+    if (out.size() - at < need)
+      out.resize(at + need + need / 2 + 64);
+  };
+  room(n + 2);
+  out[at++] = '"';
   size_t plain = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    // Eight bytes at a time while none needs an escape: none below 0x20,
-    // no quote, no backslash (the usual bit tricks, on bytes < 0x80 only;
-    // a word with a high bit goes byte by byte).
-    while (text.size() - i >= 8) {
-      uint64_t w;
-      std::memcpy(&w, text.data() + i, 8);
-      constexpr uint64_t ones = 0x0101010101010101ULL;
-      constexpr uint64_t high = 0x8080808080808080ULL;
-      auto below_space = w - ones * 0x20;
-      auto quote = (w ^ (ones * '"')) - ones;
-      auto backslash = (w ^ (ones * '\\')) - ones;
-      if (((below_space | quote | backslash | w) & high) != 0)
-        break;
-      i += 8;
-    }
-    if (i == text.size())
+  size_t i = 0;
+  for (;;) {
+    i = json_plain_end(text, i);
+    if (i == n)
       break;
     auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c != '"' && c != '\\')
+    if (c >= 0x80) {
+      auto length = utf8_sequence_length(text, i);
+      if (length == 0) {
+        // Invalid UTF-8: nlohmann's replacement, exactly.
+        out.resize(base);
+        out += nlohmann::json(std::string{text})
+                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        return;
+      }
+      i += length;
       continue;
-    out.append(text.data() + plain, i - plain);
-    plain = i + 1;
+    }
+    // The run before it, the escape, and the rest with its closing quote.
+    room(i - plain + 6 + (n - i - 1) + 1);
+    std::memcpy(&out[at], text.data() + plain, i - plain);
+    at += i - plain;
+    char two = 0;
     switch (c) {
       case '"':
-        out += "\\\"";
+        two = '"';
         break;
       case '\\':
-        out += "\\\\";
+        two = '\\';
         break;
       case '\b':
-        out += "\\b";
+        two = 'b';
         break;
       case '\f':
-        out += "\\f";
+        two = 'f';
         break;
       case '\n':
-        out += "\\n";
+        two = 'n';
         break;
       case '\r':
-        out += "\\r";
+        two = 'r';
         break;
       case '\t':
-        out += "\\t";
+        two = 't';
         break;
-      default: {
-        char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
-        out.append(u, sizeof(u));
-      }
+      default:
+        break;
     }
+    out[at++] = '\\';
+    if (two != 0) {
+      out[at++] = two;
+    } else {
+      out[at++] = 'u';
+      out[at++] = '0';
+      out[at++] = '0';
+      out[at++] = hex[c >> 4];
+      out[at++] = hex[c & 0xf];
+    }
+    plain = ++i;
   }
-  out.append(text.data() + plain, text.size() - plain);
-  out += '"';
+  room(n - plain + 1);
+  std::memcpy(&out[at], text.data() + plain, n - plain);
+  at += n - plain;
+  out[at++] = '"';
+  out.resize(at);
 }
 
 } // namespace quarry::sdk

@@ -48,6 +48,40 @@ inline size_t utf8_sequence_length(std::string_view text, size_t pos) noexcept {
   return 0;
 }
 
+/// Returns the offset of the first byte at or after `pos` that a JSON
+/// string cannot hold as it is: a control character (below 0x20), `"`,
+/// `\\`, or a byte with its high bit set (the start of a UTF-8 sequence, to
+/// be checked); `text.size()` when there is none. Eight bytes at a time
+/// (the usual bit tricks, exact for the first such byte of a word).
+inline size_t json_plain_end(std::string_view text, size_t pos) noexcept {
+  const size_t n = text.size();
+  constexpr uint64_t ones = 0x0101010101010101ULL;
+  constexpr uint64_t high = 0x8080808080808080ULL;
+  while (n - pos >= 8) {
+    uint64_t w;
+    std::memcpy(&w, text.data() + pos, 8);
+    auto flagged = ((w - ones * 0x20) | ((w ^ (ones * '"')) - ones) | ((w ^ (ones * '\\')) - ones)
+                    | w)
+                   & high;
+    if (flagged != 0) {
+      // The lowest flagged byte is a true one (a borrow only runs upwards);
+      // which byte is lowest in memory depends on the byte order.
+      unsigned char bytes[8];
+      std::memcpy(bytes, &flagged, 8);
+      for (size_t k = 0; k < 8; ++k)
+        if (bytes[k] != 0)
+          return pos + k;
+    }
+    pos += 8;
+  }
+  for (; pos < n; ++pos) {
+    auto c = static_cast<unsigned char>(text[pos]);
+    if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\')
+      return pos;
+  }
+  return n;
+}
+
 /// Returns the offset of the first byte of `text` that does not start a
 /// valid UTF-8 sequence, or `text.size()` if all of it is valid.
 inline size_t first_invalid_utf8(std::string_view text) noexcept {

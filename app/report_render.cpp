@@ -177,10 +177,43 @@ cmark_node* text_node(const std::string& x) {
   return t;
 }
 
-// Replaces `node` by `with` and frees it.
-void replace_node(cmark_node* node, cmark_node* with) {
-  cmark_node_replace(node, with);
+// Replaces `node` by `with` and frees `node`. Where the tree does not take
+// `with` there (a table cell holds no custom inline), `with` is freed and
+// `node` stays; returns false.
+bool replace_node(cmark_node* node, cmark_node* with) {
+  if (cmark_node_replace(node, with) == 0) {
+    cmark_node_free(with);
+    return false;
+  }
   cmark_node_free(node);
+  return true;
+}
+
+// Where citation [n], written as a link to `url`, leads: its source's page
+// on the server, the page itself, or the sources list; empty for nowhere.
+std::string citation_href(int n, const std::string& url, const cite_targets& to) {
+  auto found = to.by_number.find(n);
+  const cited_source* s = found != to.by_number.end() ? found->second : nullptr;
+  auto web = is_web(url) ? url : s != nullptr && is_web(s->url) ? s->url : std::string{};
+  auto num = std::to_string(n);
+  if (!to.source_pages.empty() && to.web_direct && is_web(url))
+    return url;
+  if (!to.source_pages.empty())
+    return s != nullptr || to.every_number ? to.source_pages + "/" + num + "?format=html" : web;
+  return is_web(url) ? url : s != nullptr ? "#" + anchor(n) : std::string{};
+}
+
+// Citation [n] as a plain Markdown link to the same place (a table cell,
+// which holds no custom inline), or the text `[n]` when it leads nowhere.
+cmark_node* citation_link(int n, const std::string& url, const cite_targets& to) {
+  auto href = citation_href(n, url, to);
+  auto text = text_node("[" + std::to_string(n) + "]");
+  if (href.empty())
+    return text;
+  auto* a = cmark_node_new(CMARK_NODE_LINK);
+  cmark_node_set_url(a, href.c_str());
+  cmark_node_append_child(a, text);
+  return a;
 }
 
 // The citation link `[N]` as report_html_fragment writes it, or the text
@@ -190,13 +223,7 @@ cmark_node* citation_node(int n, const std::string& url, const cite_targets& to)
   const cited_source* s = found != to.by_number.end() ? found->second : nullptr;
   auto web = is_web(url) ? url : s != nullptr && is_web(s->url) ? s->url : std::string{};
   auto num = std::to_string(n);
-  std::string href;
-  if (!to.source_pages.empty() && to.web_direct && is_web(url))
-    href = url;
-  else if (!to.source_pages.empty())
-    href = s != nullptr || to.every_number ? to.source_pages + "/" + num + "?format=html" : web;
-  else
-    href = is_web(url) ? url : s != nullptr ? "#" + anchor(n) : std::string{};
+  auto href = citation_href(n, url, to);
   if (href.empty())
     return text_node("[" + num + "]");
   auto* a = cmark_node_new(CMARK_NODE_CUSTOM_INLINE);
@@ -269,11 +296,14 @@ std::string markdown_to_html(const std::string& md, const cite_targets& to) {
     const char* u = cmark_node_get_url(link);
     std::string url = u != nullptr ? u : "";
     if (auto n = citation_number(link)) {
-      replace_node(link, citation_node(*n, url, to));
+      if (!replace_node(link, citation_node(*n, url, to)))
+        replace_node(link, citation_link(*n, url, to));
     } else if (!kept_link(url)) {
       while (auto* child = cmark_node_first_child(link))
-        cmark_node_insert_before(link, child);
-      cmark_node_free(link);
+        if (cmark_node_insert_before(link, child) == 0)
+          break;
+      if (cmark_node_first_child(link) == nullptr)
+        cmark_node_free(link);
     }
   }
   auto* rendered = cmark_render_html(doc.get(), CMARK_OPT_DEFAULT,

@@ -189,51 +189,52 @@ bool replace_node(cmark_node* node, cmark_node* with) {
   return true;
 }
 
-// Where citation [n], written as a link to `url`, leads: its source's page
-// on the server, the page itself, or the sources list; empty for nowhere.
-std::string citation_href(int n, const std::string& url, const cite_targets& to) {
+// Where citation [n], written as a link to `url`, leads (`href`: its
+// source's page on the server, the page itself, or the sources list; empty
+// for nowhere) and the web page it stands for (`web`, empty for none).
+struct citation_target {
+  std::string href;
+  std::string web;
+};
+
+citation_target target_of(int n, const std::string& url, const cite_targets& to) {
   auto found = to.by_number.find(n);
   const cited_source* s = found != to.by_number.end() ? found->second : nullptr;
-  auto web = is_web(url) ? url : s != nullptr && is_web(s->url) ? s->url : std::string{};
-  auto num = std::to_string(n);
+  citation_target t;
+  t.web = is_web(url) ? url : s != nullptr && is_web(s->url) ? s->url : std::string{};
   if (!to.source_pages.empty() && to.web_direct && is_web(url))
-    return url;
-  if (!to.source_pages.empty())
-    return s != nullptr || to.every_number ? to.source_pages + "/" + num + "?format=html" : web;
-  return is_web(url) ? url : s != nullptr ? "#" + anchor(n) : std::string{};
+    t.href = url;
+  else if (!to.source_pages.empty())
+    t.href = s != nullptr || to.every_number
+               ? to.source_pages + "/" + std::to_string(n) + "?format=html"
+               : t.web;
+  else
+    t.href = is_web(url) ? url : s != nullptr ? "#" + anchor(n) : std::string{};
+  return t;
 }
 
-// Citation [n] as a plain Markdown link to the same place (a table cell,
-// which holds no custom inline), or the text `[n]` when it leads nowhere.
-cmark_node* citation_link(int n, const std::string& url, const cite_targets& to) {
-  auto href = citation_href(n, url, to);
-  auto text = text_node("[" + std::to_string(n) + "]");
-  if (href.empty())
-    return text;
-  auto* a = cmark_node_new(CMARK_NODE_LINK);
-  cmark_node_set_url(a, href.c_str());
-  cmark_node_append_child(a, text);
-  return a;
-}
-
-// The citation link `[N]` as report_html_fragment writes it, or the text
-// `[N]` when it leads nowhere.
-cmark_node* citation_node(int n, const std::string& url, const cite_targets& to) {
-  auto found = to.by_number.find(n);
-  const cited_source* s = found != to.by_number.end() ? found->second : nullptr;
-  auto web = is_web(url) ? url : s != nullptr && is_web(s->url) ? s->url : std::string{};
+// Citation [n] to `t`: the link report_html_fragment writes (a custom
+// inline node), or with `plain` a Markdown link to the same place (a table
+// cell holds no custom inline); the text `[n]` when it leads nowhere.
+cmark_node* citation_node(int n, const citation_target& t, bool plain) {
   auto num = std::to_string(n);
-  auto href = citation_href(n, url, to);
-  if (href.empty())
-    return text_node("[" + num + "]");
+  auto* text = text_node("[" + num + "]");
+  if (t.href.empty())
+    return text;
+  if (plain) {
+    auto* a = cmark_node_new(CMARK_NODE_LINK);
+    cmark_node_set_url(a, t.href.c_str());
+    cmark_node_append_child(a, text);
+    return a;
+  }
   auto* a = cmark_node_new(CMARK_NODE_CUSTOM_INLINE);
   std::string open = "<a class=\"cite\" data-n=\"" + num + "\"";
-  if (!web.empty())
-    open += " data-url=\"" + escape_html(web) + "\"";
-  open += " href=\"" + escape_html(href) + "\">";
+  if (!t.web.empty())
+    open += " data-url=\"" + escape_html(t.web) + "\"";
+  open += " href=\"" + escape_html(t.href) + "\">";
   cmark_node_set_on_enter(a, open.c_str());
   cmark_node_set_on_exit(a, "</a>");
-  cmark_node_append_child(a, text_node("[" + num + "]"));
+  cmark_node_append_child(a, text);
   return a;
 }
 
@@ -296,8 +297,9 @@ std::string markdown_to_html(const std::string& md, const cite_targets& to) {
     const char* u = cmark_node_get_url(link);
     std::string url = u != nullptr ? u : "";
     if (auto n = citation_number(link)) {
-      if (!replace_node(link, citation_node(*n, url, to)))
-        replace_node(link, citation_link(*n, url, to));
+      auto target = target_of(*n, url, to);
+      if (!replace_node(link, citation_node(*n, target, false)))
+        replace_node(link, citation_node(*n, target, true));
     } else if (!kept_link(url)) {
       while (auto* child = cmark_node_first_child(link))
         if (cmark_node_insert_before(link, child) == 0)

@@ -104,7 +104,6 @@ TEST_CASE("append_json_string writes what nlohmann writes, at every alignment") 
                                   "\x80",
                                   "\n    \"k\": "};
   std::mt19937 rng{29};
-  size_t compared = 0;
   size_t invalid = 0;
   for (int round = 0; round < 4000; ++round) {
     std::string text;
@@ -117,10 +116,8 @@ TEST_CASE("append_json_string writes what nlohmann writes, at every alignment") 
     auto want = before + json(text).dump(-1, ' ', false, json::error_handler_t::replace);
     CAPTURE(text);
     REQUIRE(out == want);
-    ++compared;
     invalid += sdk::is_valid_utf8(text) ? 0 : 1;
   }
-  CHECK(compared == 4000);
   CHECK(invalid > 1000); // both paths were taken
   // A long text of nothing but escapes grows `out` several times.
   std::string controls(10000, '\x02');

@@ -51,8 +51,10 @@ inline size_t utf8_sequence_length(std::string_view text, size_t pos) noexcept {
 /// Returns the offset of the first byte at or after `pos` that a JSON
 /// string cannot hold as it is: a control character (below 0x20), `"`,
 /// `\\`, or a byte with its high bit set (the start of a UTF-8 sequence, to
-/// be checked); `text.size()` when there is none. Eight bytes at a time
-/// (the usual bit tricks, exact for the first such byte of a word).
+/// be checked); `text.size()` when there is none. Skips eight bytes at a
+/// time while a word holds none (the usual bit tricks: a borrow only comes
+/// from such a byte, so a word without one is never flagged); the word that
+/// holds one is read byte by byte, which is exact in either byte order.
 inline size_t json_plain_end(std::string_view text, size_t pos) noexcept {
   const size_t n = text.size();
   constexpr uint64_t ones = 0x0101010101010101ULL;
@@ -63,15 +65,8 @@ inline size_t json_plain_end(std::string_view text, size_t pos) noexcept {
     auto flagged = ((w - ones * 0x20) | ((w ^ (ones * '"')) - ones) | ((w ^ (ones * '\\')) - ones)
                     | w)
                    & high;
-    if (flagged != 0) {
-      // The lowest flagged byte is a true one (a borrow only runs upwards);
-      // which byte is lowest in memory depends on the byte order.
-      unsigned char bytes[8];
-      std::memcpy(bytes, &flagged, 8);
-      for (size_t k = 0; k < 8; ++k)
-        if (bytes[k] != 0)
-          return pos + k;
-    }
+    if (flagged != 0)
+      break;
     pos += 8;
   }
   for (; pos < n; ++pos) {

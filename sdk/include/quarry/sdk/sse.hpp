@@ -4,6 +4,7 @@
 
 #pragma once
 
+#include <cstring>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -43,30 +44,51 @@ public:
   /// Returns false if the callback asked to stop or an event grew too large
   /// (see @ref overflowed).
   bool feed(std::string_view bytes, const callback& on_event) {
-    size_t start = 0;
-    for (size_t i = 0; i < bytes.size(); ++i) {
-      auto c = bytes[i];
-      if (c != '\n' && c != '\r') {
-        if (skip_lf_)
-          skip_lf_ = false;
-        continue;
+    const char* p = bytes.data();
+    const char* const end = p + bytes.size();
+    if (skip_lf_ && p != end) {
+      // The piece before ended with \r: a \n here is the second half of it.
+      skip_lf_ = false;
+      if (*p == '\n')
+        ++p;
+    }
+    // The next \n and \r at or after `p`, each found once with memchr and
+    // kept until `p` passes it (null: none in the rest of the piece), so a
+    // piece is scanned once for each even if it holds only the other one.
+    auto find = [end](const char* from, char c) {
+      return from == end ? nullptr
+                         : static_cast<const char*>(std::memchr(from, c, end - from));
+    };
+    const char* lf = find(p, '\n');
+    const char* cr = find(p, '\r');
+    for (;;) {
+      if (lf != nullptr && lf < p)
+        lf = find(p, '\n');
+      if (cr != nullptr && cr < p)
+        cr = find(p, '\r');
+      const char* eol = lf == nullptr ? cr : (cr == nullptr || lf < cr ? lf : cr);
+      if (eol == nullptr)
+        break;
+      std::string_view line{p, static_cast<size_t>(eol - p)};
+      if (!line_.empty()) {
+        // The line began in an earlier piece.
+        line_.append(line.data(), line.size());
+        line = line_;
       }
-      if (c == '\n' && skip_lf_) {
-        // Second half of a \r\n split or not: the line already ended.
-        skip_lf_ = false;
-        start = i + 1;
-        continue;
+      p = eol + 1;
+      if (*eol == '\r') {
+        if (p == end)
+          skip_lf_ = true;
+        else if (*p == '\n')
+          ++p;
       }
-      line_.append(bytes.data() + start, i - start);
-      start = i + 1;
-      skip_lf_ = c == '\r';
-      if (!process_line(on_event))
+      auto ok = process_line(line, on_event);
+      line_.clear();
+      if (!ok)
         return false;
     }
-    if (start < bytes.size()) {
-      line_.append(bytes.data() + start, bytes.size() - start);
-      skip_lf_ = false;
-    }
+    if (p != end)
+      line_.append(p, static_cast<size_t>(end - p));
     if (line_.size() + pending_.data.size() > max_event_size_) {
       overflowed_ = true;
       return false;
@@ -77,8 +99,12 @@ public:
   /// Ends the stream: dispatches a last event that was not followed by a
   /// blank line. Returns false if the callback asked to stop.
   bool finish(const callback& on_event) {
-    if (!line_.empty() && !process_line(on_event))
-      return false;
+    if (!line_.empty()) {
+      auto ok = process_line(line_, on_event);
+      line_.clear();
+      if (!ok)
+        return false;
+    }
     if (has_data_) {
       has_data_ = false;
       auto ev = std::move(pending_);
@@ -94,8 +120,9 @@ public:
   }
 
 private:
-  bool process_line(const callback& on_event) {
-    std::string_view line{line_};
+  // Handles one line (without its end). The caller clears `line_`, which
+  // `line` may view.
+  bool process_line(std::string_view line, const callback& on_event) {
     if (line.empty()) {
       // Blank line: dispatch.
       auto ok = true;
@@ -105,7 +132,6 @@ private:
         has_data_ = false;
         ok = on_event(ev);
       }
-      line_.clear();
       return ok;
     }
     if (line.front() != ':') {
@@ -129,7 +155,6 @@ private:
       }
       // `retry:` and unknown fields are ignored.
     }
-    line_.clear();
     if (pending_.data.size() > max_event_size_) {
       overflowed_ = true;
       return false;

@@ -130,8 +130,8 @@ sse_trace sse_parse(const std::string& stream, const std::vector<size_t>& cuts, 
 /// values with spaces, colons and bytes above 0x7f.
 std::string sse_random_stream(std::mt19937& rng) {
   static const std::vector<std::string> starts = {
-    "data:", "data: ", "data", "event:", "event: ", "id: ", "id:", ":", ": ping", "retry: 10",
-    "dat", "data:  ", "other: x", "", ""};
+    "data:",  "data: ",    "data", "event:",  "event: ",  "id: ", "id:", ":",
+    ": ping", "retry: 10", "dat",  "data:  ", "other: x", "",     ""};
   static const std::vector<std::string> ends = {"\n", "\r\n", "\r", "\n\n", "\r\n\r\n", "\r\r"};
   static const std::string alphabet = "ab :{}\"\xc3\xa9x";
   std::string out;

@@ -56,8 +56,7 @@ public:
     // kept until `p` passes it (null: none in the rest of the piece), so a
     // piece is scanned once for each even if it holds only the other one.
     auto find = [end](const char* from, char c) {
-      return from == end ? nullptr
-                         : static_cast<const char*>(std::memchr(from, c, end - from));
+      return from == end ? nullptr : static_cast<const char*>(std::memchr(from, c, end - from));
     };
     const char* lf = find(p, '\n');
     const char* cr = find(p, '\r');

@@ -83,7 +83,7 @@ std::vector<sdk::chat_message> pair_tool_results(std::vector<sdk::chat_message> 
 }
 
 std::variant<std::vector<sdk::chat_message>, std::string>
-build_history(const history_input& in, const token_counter& count) {
+build_history(history_input in, const token_counter& count) {
   int64_t fixed = count(in.system);
   if (in.custom)
     fixed += count(*in.custom);
@@ -97,16 +97,22 @@ build_history(const history_input& in, const token_counter& count) {
            "reminder: they need "
            + std::to_string(fixed) + ", the model allows " + std::to_string(in.available_tokens);
   std::vector<sdk::chat_message> out;
-  out.push_back(in.system);
-  if (in.history.empty()) {
+  // Each part is moved into the result once it is no longer read.
+  auto append_rest = [&out, &in] {
     if (in.custom)
-      out.push_back(*in.custom);
-    out.insert(out.end(), in.context.begin(), in.context.end());
+      out.push_back(std::move(*in.custom));
+    for (auto& m : in.context)
+      out.push_back(std::move(m));
+  };
+  if (in.history.empty()) {
+    out.reserve(2 + in.context.size());
+    out.push_back(std::move(in.system));
+    append_rest();
     if (in.reminder)
-      out.push_back(*in.reminder);
+      out.push_back(std::move(*in.reminder));
     return out;
   }
-  auto history = pair_tool_results(in.history);
+  auto history = pair_tool_results(std::move(in.history));
   size_t start = 0;
   // The last user message splits the history.
   size_t last_user = history.size();
@@ -145,17 +151,15 @@ build_history(const history_input& in, const token_counter& count) {
     budget -= need;
     --keep_from;
   }
-  std::vector<sdk::chat_message> kept;
+  out.reserve(3 + in.context.size() + history.size() - keep_from);
+  out.push_back(std::move(in.system));
   for (size_t i = keep_from; i < last_user; ++i)
-    kept.push_back(history[i]);
-  out.insert(out.end(), kept.begin(), kept.end());
-  if (in.custom)
-    out.push_back(*in.custom);
-  out.insert(out.end(), in.context.begin(), in.context.end());
+    out.push_back(std::move(history[i]));
+  append_rest();
   for (size_t i = last_user; i < history.size(); ++i)
-    out.push_back(history[i]);
+    out.push_back(std::move(history[i]));
   if (in.reminder)
-    out.push_back(*in.reminder);
+    out.push_back(std::move(*in.reminder));
   // Cutting the older part may orphan results of calls that were dropped.
   return pair_tool_results(std::move(out));
 }

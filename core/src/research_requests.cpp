@@ -29,7 +29,7 @@ sdk::chat_message message(sdk::role author, std::string text) {
 // The request around a history build_history accepted, or its message.
 request_or_error with_history(history_input in, std::vector<sdk::tool_definition> tools,
                               sdk::tool_choice choice, int64_t max_tokens, const char* role_tag) {
-  auto built = build_history(in);
+  auto built = build_history(std::move(in));
   if (auto* why = std::get_if<std::string>(&built))
     return std::move(*why);
   sdk::chat_request req;
@@ -46,6 +46,21 @@ bool blank(const std::string& text) {
 }
 
 } // namespace
+
+size_t openai_tool_text_size(const sdk::tool_definition& tool) {
+  // The text of `dump_json(tool.to_openai())`, keys in nlohmann's order,
+  // written without copying the schema into a new tree; one buffer per
+  // thread.
+  thread_local std::string text;
+  text.assign(R"({"function":{"description":)");
+  sdk::append_json_string(text, tool.description);
+  text.append(R"(,"name":)");
+  sdk::append_json_string(text, tool.name);
+  text.append(R"(,"parameters":)");
+  sdk::append_json(text, tool.parameters);
+  text.append(R"(},"type":"function"})");
+  return text.size();
+}
 
 sdk::research_context research_context_of(const std::string& question) {
   sdk::research_context out;
@@ -215,24 +230,24 @@ final_report_request(std::string system, const std::string& question, const std:
   return out;
 }
 
-request_or_error research_step_request(const research_step_input& in) {
-  auto defs = in.tools;
+request_or_error research_step_request(research_step_input in) {
+  auto defs = std::move(in.tools);
   defs.push_back(generate_report_tool(true));
   if (!in.reasoning_model)
     defs.push_back(think_tool(true));
   history_input h;
-  h.system = system_message(in.system);
-  h.history = in.history;
+  h.system = system_message(std::move(in.system));
+  h.history = std::move(in.history);
   if (in.reminder)
-    h.reminder = user_message(*in.reminder);
+    h.reminder = user_message(std::move(*in.reminder));
   int64_t def_tokens = 0;
   for (const auto& d : defs)
-    def_tokens += static_cast<int64_t>(sdk::dump_json(d.to_openai()).size() / 4);
+    def_tokens += static_cast<int64_t>(openai_tool_text_size(d) / 4);
   h.available_tokens = std::max<int64_t>(0, in.context_tokens - def_tokens - in.max_tokens);
   auto out = with_history(std::move(h), std::move(defs), sdk::tool_choice::required, in.max_tokens,
                           "research");
   if (auto* req = std::get_if<sdk::chat_request>(&out))
-    req->research.task = in.task;
+    req->research.task = std::move(in.task);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "quarry/core/reflective.hpp"
 #include "quarry/core/verification.hpp"
 #include "quarry/lexical/lexical.hpp"
+#include "quarry/sdk/json.hpp"
 
 #include <doctest/doctest.h>
 
@@ -226,6 +227,30 @@ TEST_CASE(
   CHECK(std::holds_alternative<std::string>(core::research_step_request(in)));
   in.context_tokens = 0; // never a negative budget
   CHECK(std::holds_alternative<std::string>(core::research_step_request(in)));
+}
+
+TEST_CASE("research requests: a tool's OpenAI text is counted as dump_json writes it") {
+  std::vector<sdk::tool_definition> tools{core::generate_report_tool(true), core::think_tool(true),
+                                          core::generate_report_tool(false),
+                                          core::think_tool(false), core::research_agent_tool()};
+  sdk::tool_definition odd;
+  odd.name = "na\"me\\";
+  odd.description = "tabs\tand\nlines, \x01 control, caf\xc3\xa9, \xf0\x9f\x94\x8d";
+  odd.parameters = nlohmann::json::parse(
+    R"({"type":"object","properties":{"q":{"type":"string","enum":["a","b\u0000"]},)"
+    R"("n":{"type":"integer","minimum":-3,"maximum":18446744073709551615},"f":{"default":0.5},)"
+    R"("z":{"type":"array","items":[true,false,null,{}]}},"required":["q"]})");
+  tools.push_back(odd);
+  tools.emplace_back(); // empty name, description and schema
+  for (const auto& t : tools) {
+    CAPTURE(t.name);
+    CHECK(core::openai_tool_text_size(t) == t.to_openai().dump().size());
+    CHECK(core::openai_tool_text_size(t) == sdk::dump_json(t.to_openai()).size());
+  }
+  sdk::tool_definition invalid;
+  invalid.name = "bad";
+  invalid.description = "not UTF-8: \xff\xfe";
+  CHECK(core::openai_tool_text_size(invalid) == sdk::dump_json(invalid.to_openai()).size());
 }
 
 TEST_CASE("research requests: an agent's report") {

@@ -53,9 +53,11 @@ struct history_input {
 /// one saying it was not run (Onyx leaves it, which some APIs reject).
 /// Errors (messages naming the numbers): the fixed parts do not fit, no user
 /// message when `last_n_user_messages` is set, or the last user message and
-/// what follows it do not fit.
+/// what follows it do not fit. The messages are moved out of `input` (pass
+/// it with std::move where the caller keeps no use for it: a research's
+/// history is tens of kilobytes, copied otherwise).
 std::variant<std::vector<sdk::chat_message>, std::string>
-build_history(const history_input& input, const token_counter& count = estimate_tokens);
+build_history(history_input input, const token_counter& count = estimate_tokens);
 
 /// Drops tool results whose call is not in an earlier assistant message and
 /// adds a synthetic result right after the assistant message's other

@@ -178,7 +178,13 @@ struct research_step_input {
 /// reasoning) think_tool, tool choice required, within the context less the
 /// tool definitions (about four characters per token of their OpenAI JSON)
 /// and the output. Research context: the task.
-request_or_error research_step_request(const research_step_input& in);
+request_or_error research_step_request(research_step_input in);
+
+/// The size in bytes of a tool definition's OpenAI JSON as
+/// `sdk::dump_json(tool.to_openai())` writes it (the research step's token
+/// estimate of its tools: about four bytes per token), counted without
+/// building that tree.
+size_t openai_tool_text_size(const sdk::tool_definition& tool);
 
 /// An agent's intermediate report on `task`: system prompt, the agent's
 /// history and the reminder as a user message, no tools, within the context

@@ -261,6 +261,12 @@ inline std::string dump_json(const nlohmann::json& j, int indent = -1) {
   return out;
 }
 
+/// Appends `j` to `out` as `dump_json(j)` writes it (the compact form), for
+/// writers that put a value inside a larger text without a tree around it.
+inline void append_json(std::string& out, const nlohmann::json& j) {
+  detail::append_json_value(out, j);
+}
+
 // Appends `text` to `out` as a JSON string literal, quotes included, byte
 // for byte as dump_json writes a string: `"` `\\` and the control
 // characters escaped (`\b \f \n \r \t`, the others as `\u00xx` in

@@ -254,6 +254,10 @@ TEST_CASE("store sharing: two CLI researches at once, round after round") {
     std::this_thread::sleep_for(std::chrono::milliseconds{200});
     auto live_a = deleted_database_files(std::to_string(a->pid()));
     auto live_b = deleted_database_files(std::to_string(b->pid()));
+    for (const auto& held : live_a)
+      MESSAGE("the first research holds " << held);
+    for (const auto& held : live_b)
+      MESSAGE("the second research holds " << held);
     CHECK(live_a.empty());
     CHECK(live_b.empty());
     h.research_done(a->wait(std::chrono::minutes{3}));

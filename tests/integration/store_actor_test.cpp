@@ -22,6 +22,7 @@
 #include <doctest/doctest.h>
 
 #include <future>
+#include <map>
 #include <mutex>
 
 using namespace quarry;
@@ -470,4 +471,92 @@ TEST_CASE("store actor: a session that stopped being saved ends as interrupted w
   CHECK(third->state == store::session_state::completed);
   CHECK(third->error.empty());
   CHECK(third->last_seq == 6);
+}
+
+TEST_CASE("store actor: flushes that come together share a transaction, and each is answered "
+          "once what came before it is stored") {
+  test::temp_dir dir;
+  auto path = dir.path() + "/quarry.db";
+  auto& vfs = test::faulty_vfs::get();
+  vfs.disarm();
+  auto db = open_store(path, vfs.name());
+  constexpr int sessions = 24;
+  auto id_of = [](int i) {
+    auto n = std::to_string(i);
+    return "q" + std::string(16 - n.size(), '0') + n;
+  };
+  store::batch b;
+  for (int i = 0; i < sessions; ++i)
+    b.new_sessions.push_back(new_session(id_of(i)));
+  REQUIRE_FALSE(db->write(b));
+  struct outcome {
+    std::mutex mtx;
+    // Per session: the packets another connection read when its flush was
+    // answered, or -1 for an error.
+    std::map<std::string, int> seen;
+    std::promise<void> all;
+  };
+  auto out = std::make_shared<outcome>();
+  core::settings cfg;
+  cfg.runtime.scheduler_threads = 2;
+  {
+    actors::runtime rt{cfg};
+    auto& sys = rt.system();
+    auto st = actors::spawn_store(sys, db);
+    caf::scoped_actor self{sys};
+    auto packet = [&](caf::event_based_actor* sender, const std::string& id) {
+      sender->send(st, actors::packet_atom::value, id, uint64_t{1},
+                   std::string{R"({"type":"notice"})"}, int32_t{1}, int32_t{0},
+                   actors::packet_fact{});
+    };
+    // Sessions end one after another, each storing its last packets and
+    // flushing: one actor does it for all at once.
+    auto ender = [&, out](caf::event_based_actor* sender) {
+      for (int i = 0; i < sessions; ++i) {
+        auto id = id_of(i);
+        packet(sender, id);
+        sender->request(st, caf::infinite, actors::flush_atom::value)
+          .then(
+            [=](const std::string& err) {
+              int n = -1;
+              if (err.empty()) {
+                store::open_options o;
+                o.read_only = true;
+                auto reader = store::store::open(path, o);
+                if (auto* r = std::get_if<std::unique_ptr<store::store>>(&reader))
+                  if (auto got = (*r)->packets(id))
+                    n = static_cast<int>(got->size());
+              }
+              std::lock_guard<std::mutex> guard{out->mtx};
+              out->seen[id] = n;
+              if (out->seen.size() == static_cast<size_t>(sessions))
+                out->all.set_value();
+            },
+            [=](const caf::error&) {
+              std::lock_guard<std::mutex> guard{out->mtx};
+              out->seen[id] = -1;
+              if (out->seen.size() == static_cast<size_t>(sessions))
+                out->all.set_value();
+            });
+      }
+    };
+    test::fault_plan count_only;
+    vfs.arm(count_only);
+    sys.spawn(ender);
+    REQUIRE(out->all.get_future().wait_for(std::chrono::seconds{60}) == std::future_status::ready);
+    // One transaction for the first (a lone flush is written at once), one
+    // or two for the rest, not one per flush.
+    auto commits = vfs.commits();
+    CAPTURE(commits);
+    CHECK(commits >= 1);
+    CHECK(commits <= 4);
+    // A flush alone is written at once, not after the burst's delay.
+    CHECK(flush(self, st).empty());
+  }
+  vfs.disarm();
+  std::lock_guard<std::mutex> guard{out->mtx};
+  for (int i = 0; i < sessions; ++i) {
+    CAPTURE(i);
+    CHECK(out->seen[id_of(i)] == 1);
+  }
 }

@@ -21,8 +21,22 @@ struct faulty_vfs::state {
   int64_t bytes = 0;
   int64_t writes = 0;
   int64_t syncs = 0;
+  int64_t commits = 0;
 
   enum class op { write, sync };
+
+  // A write-ahead log's frame header (24 bytes, written apart from its
+  // page) whose second big-endian word, the database's size in pages, is
+  // not 0 ends a transaction (SQLite's file format, "WAL Frame Format").
+  void note_frame(int file_flags, const void* buf, int n) {
+    if ((file_flags & SQLITE_OPEN_WAL) == 0 || n != 24)
+      return;
+    const auto* b = static_cast<const unsigned char*>(buf);
+    if ((b[4] | b[5] | b[6] | b[7]) == 0)
+      return;
+    std::lock_guard<std::mutex> guard{mtx};
+    ++commits;
+  }
 
   // SQLITE_OK to go ahead, or the error to return.
   int decide(int file_flags, op what, int64_t amount) {
@@ -105,6 +119,7 @@ int x_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
   auto rc = ff->owner->decide(ff->flags, state::op::write, n);
   if (rc != SQLITE_OK)
     return rc;
+  ff->owner->note_frame(ff->flags, buf, n);
   return real_methods(f)->xWrite(ff->real(), buf, n, off);
 }
 
@@ -328,6 +343,7 @@ void faulty_vfs::arm(const fault_plan& plan) {
   state_->bytes = 0;
   state_->writes = 0;
   state_->syncs = 0;
+  state_->commits = 0;
 }
 
 void faulty_vfs::disarm() {
@@ -354,6 +370,11 @@ int64_t faulty_vfs::writes() const {
 int64_t faulty_vfs::syncs() const {
   std::lock_guard<std::mutex> guard{state_->mtx};
   return state_->syncs;
+}
+
+int64_t faulty_vfs::commits() const {
+  std::lock_guard<std::mutex> guard{state_->mtx};
+  return state_->commits;
 }
 
 } // namespace quarry::test

@@ -65,6 +65,9 @@ public:
   /// Writes and syncs (of the affected files) since the last arm().
   int64_t writes() const;
   int64_t syncs() const;
+  /// Transactions committed to a write-ahead log (of any file) since the
+  /// last arm(): the frames written that end one.
+  int64_t commits() const;
 
   struct state;
 

@@ -43,7 +43,7 @@ using cluster::packet_fact;
 using checkpoint_ptr = std::shared_ptr<const core::research_checkpoint>;
 
 /// Writes everything received so far; replies with an empty string, or with
-/// the first write error since the last flush.
+/// the first write error since the last flushes were answered.
 using flush_atom = caf::atom_constant<caf::atom("flush")>;
 
 /// A session's state changes (`completed`, `failed`, ...).
@@ -100,6 +100,9 @@ using store_listener_actor
 ///   pending is written first); empty, `not found`, or the error.
 /// - `(watch_atom, session, listener)`: who hears of the session's failures.
 /// - `(flush_atom) -> string`: everything before it is written (or failed).
+///   Like creates, a flush that follows another within 100 ms waits up to
+///   20 ms for more to share the transaction (sessions end one after another,
+///   each flushing its outcome); a lone one is written at once.
 /// - `(stop_atom)`: writes what is pending and quits.
 using store_actor = caf::typed_actor<
   caf::reacts_to<packet_atom, std::string, uint64_t, std::string, int32_t, int32_t, packet_fact>,

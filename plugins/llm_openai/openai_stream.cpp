@@ -256,6 +256,41 @@ private:
     return true;
   }
 
+  // The end of the run of a string's bytes that stand for themselves, from
+  // p_: its first `"`, `\\` or control character, or end_. Eight bytes at a
+  // time (sdk::json_plain_end); a byte of a UTF-8 sequence stands for itself
+  // here (the text is valid UTF-8).
+  const char* plain_end() const {
+    std::string_view rest{p_, static_cast<size_t>(end_ - p_)};
+    size_t i = 0;
+    for (;;) {
+      i = sdk::json_plain_end(rest, i);
+      if (i == rest.size() || static_cast<unsigned char>(rest[i]) < 0x80)
+        return p_ + i;
+      ++i;
+    }
+  }
+
+  // A member's key at p_ (its opening quote), into key_view_: in place when
+  // it holds no escape (as keys do), else decoded into key_.
+  bool key() {
+    if (p_ == end_ || *p_ != '"')
+      return false;
+    auto start = p_ + 1;
+    auto q = start;
+    while (q != end_ && *q != '"' && *q != '\\' && static_cast<unsigned char>(*q) >= 0x20)
+      ++q;
+    if (q != end_ && *q == '"') {
+      key_view_ = std::string_view{start, static_cast<size_t>(q - start)};
+      p_ = q + 1;
+      return true;
+    }
+    if (!string(&key_))
+      return false;
+    key_view_ = key_;
+    return true;
+  }
+
   // A string at p_ (its opening quote); its value goes to `out` if given.
   bool string(std::string* out) {
     if (p_ == end_ || *p_ != '"')
@@ -265,8 +300,7 @@ private:
       out->clear();
     for (;;) {
       auto run = p_;
-      while (p_ != end_ && *p_ != '"' && *p_ != '\\' && static_cast<unsigned char>(*p_) >= 0x20)
-        ++p_;
+      p_ = plain_end();
       if (out != nullptr)
         out->append(run, p_);
       if (p_ == end_ || static_cast<unsigned char>(*p_) < 0x20)
@@ -440,7 +474,7 @@ private:
   // The members of an object at p_ ('{'); `kind` says which are read.
   bool members(const container* kind) {
     return items('}', [&] {
-      return string(&key_) && take(':') && (kind == nullptr ? skip_value() : member(*kind));
+      return key() && take(':') && (kind == nullptr ? skip_value() : member(*kind));
     });
   }
 
@@ -474,9 +508,10 @@ private:
     }
   }
 
-  // Whether the key just read (key_) is `name`: lengths first, then bytes.
+  // Whether the key just read (key_view_) is `name`: lengths first, then
+  // bytes.
   bool is(std::string_view name) const {
-    return std::string_view{key_} == name;
+    return key_view_ == name;
   }
 
   // One member's value, after its key (key_).
@@ -650,6 +685,7 @@ private:
   const char* end_;
   size_t depth_ = 0;
   std::string key_;
+  std::string_view key_view_;
   fast_chunk::texts* texts_ = nullptr;
   fast_chunk::call* call_ = nullptr;
 };

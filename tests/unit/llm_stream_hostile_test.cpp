@@ -371,7 +371,7 @@ TEST_CASE("openai decoder: the one-pass chunk reader gives what reading each chu
   // one counts), values of other types, `message` instead of `delta`,
   // indices of every number type, elements that are not objects, errors
   // that are null or not, nesting, and things the tree must decode.
-  const std::vector<std::string> chunks = {
+  std::vector<std::string> chunks = {
     R"({"model":"m","choices":[{"index":0,"delta":{"content":"a"}}]})",
     R"({"model":"m","model":"n","choices":[{"delta":{"content":"a","content":"b"}}]})",
     R"({"model":7,"choices":[{"delta":{"content":null,"refusal":"no"}}]})",
@@ -470,7 +470,21 @@ TEST_CASE("openai decoder: the one-pass chunk reader gives what reading each chu
     R"({"model":tru,"choices":[]})",
     R"({"model":nullx})",
     R"({"choices":[{"delta":{"content":"x")" + std::string(2000, ' ') + "}}]}",
+    // Keys with escapes (read through the decoding path, not in place).
+    R"({"choices":[{"delta":{"con\u0074ent":"escaped key"}}]})",
+    R"({"choices":[{"de\"lta":{"content":"quote in a key"}}]})",
+    R"({"choices":[{"delta":{"content\n":"newline in a key","content":"c"}}]})",
+    "{\"choices\":[{\"delta\":{\"con\x01tent\":\"raw byte in a key\"}}]}",
   };
+  // Strings read eight bytes at a time: an escape, a quote, UTF-8 and a
+  // raw control byte at every offset within a word, in content and in a
+  // skipped member.
+  for (size_t at = 0; at < 17; ++at)
+    for (const char* odd : {"\\n", "\\\"", "\xC3\xA9", "\xF0\x9F\x98\x80", "\\u00e9", "\x02"}) {
+      auto text = std::string(at, 'a') + odd + std::string(at % 9, 'b') + odd + "tail";
+      chunks.push_back(R"({"id":")" + text + R"(","choices":[{"delta":{"content":")" + text
+                       + R"("}}]})");
+    }
   const std::string end = "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
                           "data: [DONE]\n\n";
   for (const auto& chunk : chunks) {

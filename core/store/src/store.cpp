@@ -557,8 +557,10 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache, const batc
       return refuse("session " + id + ": checkpoint " + std::to_string(c.number) + " is at seq "
                     + std::to_string(c.last_seq) + ", beyond the last packet (seq "
                     + std::to_string(last_seq) + ")");
+    // The session's checkpoints so far, and the highest number.
+    int64_t stored_checkpoints = 0;
     if (!x.citations_only) {
-      statement st{cache, "SELECT max(number) FROM checkpoints "
+      statement st{cache, "SELECT max(number), count(*) FROM checkpoints "
                           "WHERE session_id = ?1"};
       st.bind(1, id);
       rc = st.step();
@@ -567,6 +569,7 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache, const batc
       if (!st.null_at(0) && c.number <= st.int_at(0))
         return refuse("session " + id + ": checkpoint " + std::to_string(c.number)
                       + " does not follow checkpoint " + std::to_string(st.int_at(0)));
+      stored_checkpoints = st.int_at(1);
     }
     // The citations first: the checkpoint numbers them.
     for (const auto& cite : x.citations) {
@@ -628,7 +631,9 @@ std::optional<sdk::error> write_batch(detail::statement_cache& cache, const batc
         return failed("cannot store checkpoint " + std::to_string(c.number) + " of session " + id,
                       rc);
     }
-    {
+    // Older ones are dropped only when there are more than kept (a
+    // research writes about three: the search for them is mostly skipped).
+    if (stored_checkpoints + 1 > kept_checkpoints) {
       statement st{cache, "DELETE FROM checkpoints WHERE session_id = ?1 AND "
                           "number NOT IN (SELECT number FROM checkpoints "
                           "WHERE session_id = ?1 ORDER BY number DESC "

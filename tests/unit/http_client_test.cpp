@@ -457,6 +457,33 @@ TEST_CASE("http_client says what is wrong with a malformed URL, without its secr
   CHECK(none->failure->code == errc::refused);
 }
 
+TEST_CASE("http_client checks each URL it has not checked lately, and an endpoint's "
+          "requests go on working") {
+  http_server server;
+  server.route("GET", "/a", [](const request&) { return response_plan::text(200, "a"); });
+  curl_http_client client{http_settings{}};
+  // Twelve endpoints (more than the client remembers), each asked three
+  // times in turns, with refused URLs between them: every good request is
+  // answered, every bad one refused, however often it comes.
+  for (int round = 0; round < 3; ++round)
+    for (int i = 0; i < 12; ++i) {
+      CAPTURE(round);
+      CAPTURE(i);
+      auto good = run(client, get(server.url("/a?n=" + std::to_string(i))));
+      CHECK_FALSE(good->failure);
+      CHECK(good->body == "a");
+      auto bad = run(client, get("http://exa mple.com/" + std::to_string(i)));
+      REQUIRE(bad->failure);
+      CHECK(bad->failure->code == errc::bad_request);
+      auto other = run(client, get("file:///tmp/" + std::to_string(i % 2)));
+      REQUIRE(other->failure);
+      CHECK(other->failure->code == errc::refused);
+      auto empty = run(client, get(""));
+      REQUIRE(empty->failure);
+      CHECK(empty->failure->code == errc::refused);
+    }
+}
+
 TEST_CASE("http_client caps the response size") {
   http_server server;
   server.route("GET", "/declared",

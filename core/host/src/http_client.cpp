@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -352,6 +353,12 @@ private:
 
   // Owned by the I/O thread.
   std::unordered_map<uint64_t, std::unique_ptr<transfer>> transfers_;
+  // The last URLs found to be well-formed http(s) URLs, so that the calls
+  // to one endpoint (a model's, every call of a research) are parsed once:
+  // parsing through libcurl's URL API cost about 17,000 instructions a
+  // request (bench/README.md, "thirteenth step").
+  std::array<std::string, 8> checked_urls_;
+  size_t next_checked_ = 0;
   std::set<std::pair<time_point, uint64_t>> timers_;
   // When libcurl wants to be called for its own timeouts, if at all.
   bool curl_timer_set_ = false;
@@ -540,6 +547,12 @@ void curl_http_client::impl::add_transfer(std::unique_ptr<transfer> job) {
   auto& t = *job;
   transfers_.emplace(t.id, std::move(job));
   t.deadline = clock_type::now() + t.total_timeout;
+  if (!t.url.empty()
+      && std::find(checked_urls_.begin(), checked_urls_.end(), t.url) != checked_urls_.end()) {
+    if (auto err = begin_hop(t))
+      finish(t, std::move(*err));
+    return;
+  }
   auto parsed = fetch::parse_url(t.url);
   auto scheme = sdk::to_lower(t.url.substr(0, 8));
   auto* err = std::get_if<std::string>(&parsed);
@@ -555,6 +568,10 @@ void curl_http_client::impl::add_transfer(std::unique_ptr<transfer> job) {
     finish(t,
            make_error(sdk::errc::refused, t.describe() + ": only http and https URLs are allowed"));
     return;
+  }
+  if (t.url.size() <= 512) {
+    checked_urls_[next_checked_] = t.url;
+    next_checked_ = (next_checked_ + 1) % checked_urls_.size();
   }
   if (auto err = begin_hop(t))
     finish(t, std::move(*err));

@@ -30,12 +30,12 @@ using store_tick_atom = caf::atom_constant<caf::atom("storetick")>;
 /// a lone one is written at once. With a transaction per ending session a
 /// busy server committed about 1.3 times per research, with this about 0.4
 /// (bench/README.md, "thirteenth step").
-using create_tick_atom = caf::atom_constant<caf::atom("createtick")>;
+using burst_tick_atom = caf::atom_constant<caf::atom("bursttick")>;
 constexpr auto burst_delay = std::chrono::milliseconds{20};
 constexpr auto burst_gap = std::chrono::milliseconds{100};
 
 using store_full_actor
-  = store_actor::extend<caf::reacts_to<store_tick_atom>, caf::reacts_to<create_tick_atom>>;
+  = store_actor::extend<caf::reacts_to<store_tick_atom>, caf::reacts_to<burst_tick_atom>>;
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -53,7 +53,7 @@ struct store_state {
   std::vector<caf::typed_response_promise<std::string>> creating;
   // The flushes waiting for the next write, answered once it is done.
   std::vector<caf::typed_response_promise<std::string>> flushing;
-  bool create_tick_scheduled = false;
+  bool burst_tick_scheduled = false;
   // When the last create and the last flush came.
   std::chrono::steady_clock::time_point last_create{};
   std::chrono::steady_clock::time_point last_flush{};
@@ -235,10 +235,10 @@ void schedule(store_ptr self) {
 // before it).
 void schedule_burst_tick(store_ptr self) {
   auto& st = self->state;
-  if (st.create_tick_scheduled)
+  if (st.burst_tick_scheduled)
     return;
-  st.create_tick_scheduled = true;
-  self->delayed_send(self, burst_delay, create_tick_atom::value);
+  st.burst_tick_scheduled = true;
+  self->delayed_send(self, burst_delay, burst_tick_atom::value);
 }
 
 bool accepts(store_ptr self, const std::string& session) {
@@ -499,8 +499,8 @@ store_full_actor::behavior_type store_impl(store_ptr self, std::shared_ptr<store
       self->state.tick_scheduled = false;
       write_pending(self);
     },
-    [=](create_tick_atom) {
-      self->state.create_tick_scheduled = false;
+    [=](burst_tick_atom) {
+      self->state.burst_tick_scheduled = false;
       if (!self->state.creating.empty() || !self->state.flushing.empty())
         write_pending(self);
     },

@@ -257,16 +257,16 @@ private:
   }
 
   // The end of the run of a string's bytes that stand for themselves, from
-  // p_: its first `"`, `\\` or control character, or end_. Eight bytes at a
-  // time (sdk::json_plain_end); a byte of a UTF-8 sequence stands for itself
-  // here (the text is valid UTF-8).
-  const char* plain_end() const {
-    std::string_view rest{p_, static_cast<size_t>(end_ - p_)};
+  // `from`: its first `"`, `\\` or control character, or end_. Eight bytes
+  // at a time (sdk::json_plain_end); a byte of a UTF-8 sequence stands for
+  // itself here (the text is valid UTF-8).
+  const char* plain_end(const char* from) const {
+    std::string_view rest{from, static_cast<size_t>(end_ - from)};
     size_t i = 0;
     for (;;) {
       i = sdk::json_plain_end(rest, i);
       if (i == rest.size() || static_cast<unsigned char>(rest[i]) < 0x80)
-        return p_ + i;
+        return from + i;
       ++i;
     }
   }
@@ -277,9 +277,7 @@ private:
     if (p_ == end_ || *p_ != '"')
       return false;
     auto start = p_ + 1;
-    auto q = start;
-    while (q != end_ && *q != '"' && *q != '\\' && static_cast<unsigned char>(*q) >= 0x20)
-      ++q;
+    auto q = plain_end(start);
     if (q != end_ && *q == '"') {
       key_view_ = std::string_view{start, static_cast<size_t>(q - start)};
       p_ = q + 1;
@@ -300,7 +298,7 @@ private:
       out->clear();
     for (;;) {
       auto run = p_;
-      p_ = plain_end();
+      p_ = plain_end(p_);
       if (out != nullptr)
         out->append(run, p_);
       if (p_ == end_ || static_cast<unsigned char>(*p_) < 0x20)

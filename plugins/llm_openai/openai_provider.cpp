@@ -658,6 +658,10 @@ std::string request_text(const provider_config& cfg, const sdk::chat_request& re
     out += tools_text;
   }
   out += '}';
+  // Escapes beyond the guess grew the string by doubling: what it does not
+  // use is given back (one copy) rather than held while the call runs.
+  if (out.capacity() - out.size() > out.size() / 4)
+    out.shrink_to_fit();
   return out;
 }
 

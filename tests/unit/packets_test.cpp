@@ -127,6 +127,35 @@ TEST_CASE("append_json_string writes what nlohmann writes, at every alignment") 
   CHECK(out == json(controls).dump());
 }
 
+TEST_CASE("append_json_string stays inside the capacity reserved for the escaped text") {
+  // A writer that reserved room for the whole escaped text (a request body,
+  // held while its call runs) keeps that capacity: the writer's margin
+  // must not grow the string past it, which would double it. Texts of
+  // tool results written as indented JSON, with each escape last.
+  std::vector<std::string> texts;
+  std::string indented;
+  for (int i = 0; i < 300; ++i)
+    indented += "  {\n    \"title\": \"Heat pumps \\ defrost\",\n    \"n\": " + std::to_string(i)
+                + "\n  },\n";
+  texts.push_back(indented);
+  for (std::string last : {"\"", "\n", "\x01", "\\"})
+    texts.push_back(std::string(5000, 'a') + last);
+  texts.push_back(std::string(3000, '\x02'));
+  for (const auto& text : texts) {
+    auto escaped = json(text).dump();
+    for (size_t slack : {0, 1, 5, 64}) {
+      std::string out = "{\"content\":";
+      out.reserve(out.size() + escaped.size() + 1 + slack);
+      auto capacity = out.capacity();
+      sdk::append_json_string(out, text);
+      out += '}';
+      CAPTURE(slack);
+      CHECK(out == "{\"content\":" + escaped + "}");
+      CHECK(out.capacity() == capacity);
+    }
+  }
+}
+
 TEST_CASE("dump_json writes what nlohmann's dump writes, byte for byte") {
   auto nlohmann_dump = [](const json& x) {
     return x.dump(-1, ' ', false, json::error_handler_t::replace);

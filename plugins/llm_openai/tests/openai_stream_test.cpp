@@ -597,6 +597,36 @@ TEST_CASE("openai request text is the request body as dump_json writes it, byte 
   }
 }
 
+TEST_CASE("openai request text holds little more memory than its bytes") {
+  // The text is held while the call runs: neither the writer's margins nor
+  // escapes beyond the size guessed leave it at twice its length. Tool
+  // results as indented JSON (many escapes), plain text, and text that is
+  // nearly all escapes.
+  auto cfg = openai::parse_config({{"model", "m"}});
+  std::string indented;
+  for (int i = 0; i < 200; ++i)
+    indented += "  {\n    \"title\": \"Heat pumps\",\n    \"document\": " + std::to_string(i)
+                + "\n  },\n";
+  for (const auto& result : {indented, std::string(20000, 'x'), std::string(8000, '\x01')}) {
+    sdk::chat_request req;
+    req.messages.push_back({sdk::role::system, "You research.", {}, {}, {}, {}, {}});
+    req.messages.push_back({sdk::role::user, "Heat pumps in the cold?", {}, {}, {}, {}, {}});
+    sdk::chat_message call_msg;
+    call_msg.author = sdk::role::assistant;
+    call_msg.tool_calls.push_back({"call_1", "web_search", "{\"query\":\"heat pumps\"}"});
+    req.messages.push_back(call_msg);
+    sdk::chat_message result_msg;
+    result_msg.author = sdk::role::tool;
+    result_msg.tool_call_id = "call_1";
+    result_msg.content = result;
+    req.messages.push_back(result_msg);
+    auto text = openai::request_text(cfg, req, false);
+    CHECK(text == sdk::dump_json(openai::request_body(cfg, req, false)));
+    CAPTURE(text.size());
+    CHECK(text.capacity() <= text.size() + text.size() / 4);
+  }
+}
+
 TEST_CASE("openai request text: tools written once are written again when any of them changes") {
   auto cfg = openai::parse_config({{"model", "m"}});
   sdk::chat_request req;

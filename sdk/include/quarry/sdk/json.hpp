@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -282,11 +283,19 @@ inline void append_json_string(std::string& out, std::string_view text) {
   const size_t base = out.size();
   // Written in place: `out` holds room for the rest as if it needed no
   // escape, plus some; each escape checks that room (it takes up to 6
-  // bytes for 1) and grows it with a margin. Trimmed at the end.
+  // bytes for 1) and grows it with a margin. Trimmed at the end. The
+  // margin stays inside the capacity the caller reserved while the text
+  // fits there: a string grown past its capacity doubles it, and a writer
+  // that sized its buffer for the whole text (a request body held while
+  // its call runs) would keep twice the memory it needs.
   size_t at = base;
   auto room = [&](size_t need) {
-    if (out.size() - at < need)
-      out.resize(at + need + need / 2 + 64);
+    if (out.size() - at >= need)
+      return;
+    auto want = at + need + need / 2 + 64;
+    if (at + need <= out.capacity())
+      want = std::min(want, out.capacity());
+    out.resize(want);
   };
   room(n + 2);
   out[at++] = '"';
@@ -309,10 +318,6 @@ inline void append_json_string(std::string& out, std::string_view text) {
       i += length;
       continue;
     }
-    // The run before it, the escape, and the rest with its closing quote.
-    room(i - plain + 6 + (n - i - 1) + 1);
-    std::memcpy(&out[at], text.data() + plain, i - plain);
-    at += i - plain;
     char two = 0;
     switch (c) {
       case '"':
@@ -339,6 +344,11 @@ inline void append_json_string(std::string& out, std::string_view text) {
       default:
         break;
     }
+    // The run before it, the escape (2 or 6 bytes), and the rest with its
+    // closing quote: never more than the escaped text will take.
+    room(i - plain + (two != 0 ? 2 : 6) + (n - i - 1) + 1);
+    std::memcpy(&out[at], text.data() + plain, i - plain);
+    at += i - plain;
     out[at++] = '\\';
     if (two != 0) {
       out[at++] = two;

@@ -21,6 +21,7 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
+#include <optional>
 
 namespace quarry::actors {
 
@@ -63,9 +64,8 @@ struct agent_state {
   core::think_stream think;
   std::string report_text;
   bool report_started = false;
-  // The report's request and the continuations made (a report the output
-  // limit cut is continued).
-  sdk::chat_request report_request;
+  // The continuations of the report made (a report the output limit cut is
+  // continued; its request is built again from the history, not kept).
   int report_continuations = 0;
 
   // Tool calls of the current step, and the reasoning of the turn that
@@ -368,28 +368,40 @@ void next_step(agent_ptr self) {
 
 // -- the intermediate report ------------------------------------------------------
 
-void write_report(agent_ptr self) {
+// The intermediate report's request, built from the history (for the first
+// call and again for each continuation: the history does not change while
+// the report is written, so the request is the same, and no copy of the
+// conversation is kept beside the history). Fails the agent if it cannot be
+// built.
+std::optional<sdk::chat_request> report_request(agent_ptr self) {
   auto& st = self->state;
-  if (st.done || st.writing_report)
-    return;
-  st.writing_report = true;
   auto system = render(self, "research_report", {});
   auto reminder = render(self, "user_report_query", {{"research_topic", st.spec.task}});
   if (system.empty() || reminder.empty()) {
     fail(self, "the report prompts could not be rendered");
-    return;
+    return std::nullopt;
   }
   auto built = core::agent_report_request(std::move(system), st.spec.task, st.history,
                                           std::move(reminder), st.spec.context_tokens,
                                           st.spec.report_max_tokens);
   if (auto* err = std::get_if<std::string>(&built)) {
     fail(self, "the research history does not fit the model: " + *err);
-    return;
+    return std::nullopt;
   }
-  st.report_request = std::get<sdk::chat_request>(std::move(built));
+  return std::get<sdk::chat_request>(std::move(built));
+}
+
+void write_report(agent_ptr self) {
+  auto& st = self->state;
+  if (st.done || st.writing_report)
+    return;
+  st.writing_report = true;
+  auto req = report_request(self);
+  if (!req)
+    return;
   st.report_text.clear();
   st.report_started = false;
-  call_report(self, st.report_request);
+  call_report(self, std::move(*req));
 }
 
 // One call of the intermediate report: the first, or one continuing a
@@ -419,7 +431,8 @@ void call_report(agent_ptr self, sdk::chat_request req) {
             && st.report_text.find_first_not_of(" \t\r\n") != std::string::npos) {
           if (st.report_continuations < st.spec.report_continuations) {
             ++st.report_continuations;
-            call_report(self, core::continuation_request(st.report_request, st.report_text));
+            if (auto again = report_request(self))
+              call_report(self, core::continuation_request(std::move(*again), st.report_text));
             return;
           }
           auto note = core::report_cut_note(st.spec.report_max_tokens,

@@ -448,4 +448,16 @@ TEST_CASE_FIXTURE(model_fixture, "an agent step answered with text is reminded o
       intermediate += p["obj"]["content"].get<std::string>();
   CHECK(intermediate.find("Defrost cycles reverse the refrigerant flow") != std::string::npos);
   CHECK(intermediate.find("incomplete") == std::string::npos);
+  // The continuation is the first report request (built again from the
+  // agent's history), then what was written and the request to go on.
+  auto reports = requests_of(server, agent_report_marker);
+  REQUIRE(reports.size() == 2);
+  const auto& first = reports[0]["messages"];
+  const auto& second = reports[1]["messages"];
+  REQUIRE(second.size() == first.size() + 2);
+  for (size_t i = 0; i < first.size(); ++i)
+    CHECK(second[i] == first[i]);
+  CHECK(second[first.size()]["role"] == "assistant");
+  CHECK(second[first.size()]["content"] == "Defrost cycles reverse the refr");
+  CHECK(reports[1]["max_tokens"] == reports[0]["max_tokens"]);
 }

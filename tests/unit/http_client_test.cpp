@@ -287,6 +287,42 @@ TEST_CASE("http_client streams chunks as separate on_data calls") {
   CHECK(sink->chunks[2] == "gamma");
 }
 
+TEST_CASE("http_client reads an event stream in small pieces and other bodies in large ones") {
+  // An event stream (a model's answer) holds a small receive buffer while it
+  // runs: one burst of 40 KB arrives whole, in reads of at most 4 KiB. Any
+  // other body is read in pieces of up to 16 KiB.
+  std::string body;
+  for (int i = 0; body.size() < 40000; ++i)
+    body += "data: {\"n\":" + std::to_string(i) + ",\"text\":\"" + std::string(200, 'w')
+            + "\"}\n\n";
+  http_server server;
+  server.route("GET", "/burst", [&](const request&) {
+    return response_plan::text(200, body).header("Content-Type", "text/event-stream");
+  });
+  curl_http_client client{http_settings{}};
+  for (std::string accept : {"text/event-stream", "Text/Event-Stream; q=1", "application/json"}) {
+    auto req = get(server.url("/burst"));
+    req.headers.emplace_back("Accept", accept);
+    auto sink = run(client, req);
+    CAPTURE(accept);
+    REQUIRE_FALSE(sink->failure);
+    std::string joined;
+    size_t largest = 0;
+    for (const auto& chunk : sink->chunks) {
+      joined += chunk;
+      largest = std::max(largest, chunk.size());
+    }
+    CHECK(joined == body);
+    if (accept == "application/json") {
+      CHECK(largest > 4096);
+      CHECK(largest <= 16384);
+    } else {
+      CHECK(largest <= 4096);
+      CHECK(sink->chunks.size() >= body.size() / 4096);
+    }
+  }
+}
+
 // -- timeouts and failures ----------------------------------------------------
 
 TEST_CASE("http_client fails a stalled stream with errc::stall") {

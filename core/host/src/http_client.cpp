@@ -53,6 +53,19 @@ constexpr auto trim_period = std::chrono::seconds{5};
 // hardly changed), and model streams arrive in far smaller reads.
 constexpr long receive_buffer_size = 16 * 1024;
 
+// Receive buffer of an event stream (a request that accepts
+// `text/event-stream`: model answers streamed token by token). Its events
+// come a few hundred bytes at a time, and a stream runs as long as the model
+// writes; libcurl's minimum is 1 KiB (CURLOPT_BUFFERSIZE). A read of a
+// larger burst takes more than one call.
+constexpr long stream_receive_buffer_size = 4 * 1024;
+
+// True when `req` asks for an event stream.
+bool accepts_event_stream(const sdk::http_request& req) {
+  auto accept = sdk::find_header(req.headers, "Accept");
+  return accept && sdk::to_lower(*accept).find("text/event-stream") != std::string::npos;
+}
+
 // Request bodies above this size count upload progress as activity for the
 // stall timer.
 constexpr size_t large_upload = 64 * 1024;
@@ -611,7 +624,8 @@ void curl_http_client::impl::configure(transfer& t) {
   curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
   curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(e, CURLOPT_BUFFERSIZE, receive_buffer_size);
+  curl_easy_setopt(e, CURLOPT_BUFFERSIZE,
+                   accepts_event_stream(req) ? stream_receive_buffer_size : receive_buffer_size);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &impl::on_header);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &impl::on_write);

@@ -148,10 +148,12 @@ void launch(run_ptr self) {
   eo.store = engine.store();
   eo.first_seq = st.setup.first_seq;
   st.emitter = actors::spawn_emitter(self->system(), st.setup.id, eo);
+  // Before the first packet: nothing is let go yet, every sink starts where
+  // it asked (the answer, its first seq, is not needed).
   for (auto& sink : st.setup.sinks)
-    self->send(st.emitter, actors::subscribe_atom::value, sink, uint64_t{0});
+    caf::anon_send(st.emitter, actors::subscribe_atom::value, sink, uint64_t{0});
   for (auto& [sink, from] : st.early_sinks)
-    self->send(st.emitter, actors::subscribe_atom::value, sink, from);
+    caf::anon_send(st.emitter, actors::subscribe_atom::value, sink, from);
   st.early_sinks.clear();
   if (st.setup.options.uploads.empty()) {
     self->send(st.owner, run_started_atom::value, st.setup.id, std::string{});
@@ -304,17 +306,19 @@ run_full_actor::behavior_type run_impl(run_ptr self, research_engine* engine, ru
       }
       self->send(st.session, actors::stop_atom::value, std::move(reason));
     },
-    [=](actors::subscribe_atom, actors::line_sink_actor& sink, uint64_t from) -> uint64_t {
+    [=](actors::subscribe_atom, actors::line_sink_actor& sink,
+        uint64_t from) -> caf::result<uint64_t> {
       auto& st = self->state;
       // A subscription sent before the stop reaches the emitter before it;
       // after it, the sink is told to read the store instead.
       if (st.emitter_stopping)
-        return 0;
+        return uint64_t{0};
+      // The emitter answers with the first seq it sends: what came before
+      // is in the store (it lets go of packets the store wrote).
       if (st.emitter)
-        self->send(st.emitter, actors::subscribe_atom::value, std::move(sink), from);
-      else
-        st.early_sinks.emplace_back(std::move(sink), from);
-      return st.setup.first_seq;
+        return self->delegate(st.emitter, actors::subscribe_atom::value, std::move(sink), from);
+      st.early_sinks.emplace_back(std::move(sink), from);
+      return std::max(from, st.setup.first_seq);
     },
     [=](actors::session_done_atom, actors::session_result& r) { end_run(self, std::move(r)); },
     [=](files_ready_atom) { files_ready(self); },

@@ -86,8 +86,10 @@ using run_owner_actor = caf::typed_actor<caf::reacts_to<run_started_atom, std::s
 /// A run: `(stop_atom)` stops its session (the process stops: stored as
 /// interrupted), `(stop_atom, reason)` with the reason (`user_cancelled`:
 /// stored as cancelled); `(subscribe_atom, sink, from)` attaches a sink to
-/// the live packets from seq `from` and returns the run's first seq (those
-/// before it are in the store), or 0 once the run is ending (its packets and
+/// the live packets from seq `from` and returns the first seq the sink will
+/// get (`from`, or later: those before it are in the store, written before
+/// this run or let go by its emitter once written), or 0 once the run is
+/// ending (its packets and
 /// outcome are stored; the emitter stops, so the sink would hear nothing).
 using research_run_actor = caf::typed_actor<
   caf::reacts_to<actors::stop_atom>, caf::reacts_to<actors::stop_atom, std::string>,

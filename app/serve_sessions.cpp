@@ -365,8 +365,9 @@ manager_full_actor::behavior_type manager_impl(manager_ptr self, research_engine
       auto it = self->state.running.find(id);
       if (it == self->state.running.end())
         return uint64_t{0};
-      // The run answers: its first seq (packets before it are in the
-      // store), or 0 once it is ending; a run already gone answers an error.
+      // The run answers: the first seq the sink gets (packets before it are
+      // in the store), or 0 once it is ending; a run already gone answers
+      // an error.
       return self->delegate(it->second.run, actors::subscribe_atom::value, std::move(sink), from);
     },
     [=](settled_atom, const std::string& id) -> caf::result<bool> {

@@ -51,8 +51,9 @@ using settled_atom = caf::atom_constant<caf::atom("settled")>;
 ///   `(remove_atom, id)`.
 /// - `(subscribe_atom, id, sink, from_seq) -> uint64_t`: subscribes `sink`
 ///   to the live packets of a session running here, from max(from_seq,
-///   first live seq), and answers that first live seq; 0 when the session
-///   does not run here (all its packets are in the store).
+///   first live seq), and answers the first seq it will get (those before
+///   it are in the store); 0 when the session does not run here (all its
+///   packets are in the store).
 /// - `(settled_atom, id) -> bool`: answered once session `id` does not run
 ///   here (at once if it does not): its outcome is stored and its lock is
 ///   released, so that a client told the run ended can act on it (answer

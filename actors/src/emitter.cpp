@@ -4,6 +4,8 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
+#include <deque>
 #include <vector>
 
 namespace quarry::actors {
@@ -94,18 +96,65 @@ struct emitter_state {
   // The session id as a JSON string, as every line carries it.
   std::string session_json;
   emitter_options options;
-  // The packets emitted, from options.first_seq on.
-  std::vector<std::string> lines;
+  // The packets held, from first_held on (options.first_seq at first;
+  // later past those the store wrote and the emitter let go), and their
+  // bytes.
+  std::deque<std::string> lines;
+  uint64_t first_held = 1;
+  size_t held_bytes = 0;
+  // A flush of the store is on its way (see trim); or one failed, and
+  // every packet is kept from then on.
+  bool trimming = false;
+  bool keep_all = false;
   std::vector<line_sink_actor> subscribers;
   bool store_failed = false;
   static inline const char* name = "quarry.emitter";
 
   uint64_t last_seq() const {
-    return options.first_seq - 1 + lines.size();
+    return first_held - 1 + lines.size();
   }
 };
 
 using emitter_ptr = emitter_actor::stateful_pointer<emitter_state>;
+
+// Past options.keep_bytes of held packets, asks the store to write what it
+// has; once it answers, the packets it wrote are let go (a late subscriber
+// reads them from the store). Packets stay held without a store, when the
+// store failed for the session or a flush failed, and while a flush is on
+// its way.
+void trim(emitter_ptr self) {
+  auto& st = self->state;
+  if (st.trimming || st.keep_all || st.store_failed || !st.options.store
+      || st.options.keep_bytes == 0 || st.held_bytes <= st.options.keep_bytes)
+    return;
+  st.trimming = true;
+  // Every packet up to here went to the store before the flush (one
+  // sender, one receiver: in order), so the answer covers them.
+  auto upto = st.last_seq();
+  self->request(st.options.store, caf::infinite, flush_atom::value)
+    .then(
+      [=](const std::string& error) {
+        auto& st = self->state;
+        st.trimming = false;
+        // The store's failure notice for this session comes before the
+        // answer (same sender): a session whose packets the store dropped
+        // keeps them all.
+        if (!error.empty() || st.store_failed) {
+          st.keep_all = true;
+          return;
+        }
+        while (!st.lines.empty() && st.first_held <= upto) {
+          st.held_bytes -= st.lines.front().size();
+          st.lines.pop_front();
+          ++st.first_held;
+        }
+      },
+      [=](caf::error&) {
+        auto& st = self->state;
+        st.trimming = false;
+        st.keep_all = true;
+      });
+}
 
 void stamp(emitter_ptr self, const packet_msg& msg, bool to_store) {
   auto& st = self->state;
@@ -129,11 +178,14 @@ void stamp(emitter_ptr self, const packet_msg& msg, bool to_store) {
     fact = {};
   }
   st.lines.push_back(std::move(*line));
+  st.held_bytes += st.lines.back().size();
   if (to_store && st.options.store && !st.store_failed)
     self->send(st.options.store, packet_atom::value, st.session, seq, st.lines.back(),
                msg.turn_index, msg.tab_index, std::move(fact));
   for (const auto& sub : st.subscribers)
     caf::anon_send(sub, packet_atom::value, st.lines.back(), seq);
+  if (to_store)
+    trim(self);
 }
 
 emitter_actor::behavior_type emitter_impl(emitter_ptr self, std::string session,
@@ -143,6 +195,7 @@ emitter_actor::behavior_type emitter_impl(emitter_ptr self, std::string session,
   self->state.options = std::move(options);
   if (self->state.options.first_seq == 0)
     self->state.options.first_seq = 1;
+  self->state.first_held = self->state.options.first_seq;
   if (self->state.options.store)
     self->send(self->state.options.store, watch_atom::value, self->state.session,
                caf::actor_cast<store_listener_actor>(self));
@@ -154,12 +207,13 @@ emitter_actor::behavior_type emitter_impl(emitter_ptr self, std::string session,
         self->send(st.options.store, checkpoint_atom::value, st.session, st.last_seq(),
                    std::move(checkpoint));
     },
-    [=](subscribe_atom, line_sink_actor& sub, uint64_t from_seq) {
+    [=](subscribe_atom, line_sink_actor& sub, uint64_t from_seq) -> uint64_t {
       auto& st = self->state;
-      auto first = st.options.first_seq;
-      for (auto seq = std::max(from_seq, first); seq <= st.last_seq(); ++seq)
-        caf::anon_send(sub, packet_atom::value, st.lines[seq - first], seq);
+      auto first = std::max(from_seq, st.first_held);
+      for (auto seq = first; seq <= st.last_seq(); ++seq)
+        caf::anon_send(sub, packet_atom::value, st.lines[seq - st.first_held], seq);
       st.subscribers.push_back(std::move(sub));
+      return first;
     },
     [=](store_failed_atom, const std::string&, const std::string& message) {
       auto& st = self->state;

@@ -213,6 +213,9 @@ QUARRY_CAF_TEST(emitter numbers packets in mailbox order and a late subscriber m
   expect((actors::stop_atom), from(self).to(em));
   expect((actors::stop_atom, uint64_t), from(_).to(a).with(_, uint64_t{3}));
   expect((actors::stop_atom, uint64_t), from(_).to(b).with(_, uint64_t{3}));
+  // The answers: the first seq each subscriber gets, then the count.
+  next([](uint64_t n) { CAF_CHECK_EQUAL(n, 1u); });
+  next([](uint64_t n) { CAF_CHECK_EQUAL(n, 2u); });
   next([](uint64_t n) { CAF_CHECK_EQUAL(n, 3u); });
   CAF_REQUIRE_EQUAL(early->got.size(), 3u);
   CAF_REQUIRE_EQUAL(late->got.size(), 2u);

@@ -389,6 +389,87 @@ TEST_CASE("store actor: a full disk is an error packet for the live view, the "
   CHECK(packets[19].line.find("before 19") != std::string::npos);
 }
 
+TEST_CASE("store actor: an emitter lets go of the packets the store wrote, and a late "
+          "subscriber reads those from the store and the rest from the emitter") {
+  // An emitter that holds at most 2 KiB of written packets; a subscriber
+  // from the start, and one that comes late asking from seq 1. With a
+  // working disk, and with a disk that fills up halfway (packets the store
+  // could not write are never let go).
+  for (bool disk_full : {false, true}) {
+    CAPTURE(disk_full);
+    test::temp_dir dir;
+    auto path = dir.path() + "/quarry.db";
+    const std::string id = "q00000000000000e1";
+    auto db = open_faulty_store(path, {id});
+    auto& vfs = test::faulty_vfs::get();
+    core::settings cfg;
+    cfg.runtime.scheduler_threads = 2;
+    auto early = std::make_shared<collected>();
+    auto late = std::make_shared<collected>();
+    uint64_t first = 0;
+    uint64_t last = 0;
+    {
+      actors::runtime rt{cfg};
+      auto& sys = rt.system();
+      auto st = actors::spawn_store(sys, db);
+      caf::scoped_actor self{sys};
+      auto em = actors::spawn_emitter(sys, id, {st, 1, 2048});
+      caf::anon_send(em, actors::subscribe_atom::value, collector(sys, early), uint64_t{0});
+      auto send = [&](const std::string& text, int n) {
+        for (int i = 0; i < n; ++i)
+          self->send(em, actors::packet_atom::value,
+                     actors::make_packet({1, 0, std::nullopt},
+                                         core::packets::message_delta(
+                                           text + " " + std::to_string(i) + std::string(100, '.'))));
+      };
+      send("before", 100);
+      REQUIRE(settle(self, em, st).empty());
+      // More packets after the first written: the emitter lets go of more.
+      send("between", 50);
+      REQUIRE(settle(self, em, st).empty());
+      if (disk_full) {
+        test::fault_plan full;
+        full.when = test::fault_plan::trigger::on_write;
+        full.nth = 1;
+        full.code = 13; // SQLITE_FULL
+        vfs.arm(full);
+      }
+      send("after", 100);
+      // (The failure is told to the first flush after it: the emitter's or
+      // this one.)
+      settle(self, em, st);
+      vfs.disarm();
+      self->request(em, std::chrono::seconds{30}, actors::subscribe_atom::value,
+                    collector(sys, late), uint64_t{1})
+        .receive([&](uint64_t n) { first = n; },
+                 [&](const caf::error& e) { FAIL(caf::to_string(e)); });
+      send("live", 10);
+      last = stop_emitter(self, em);
+      early->ended.get_future().wait();
+      late->ended.get_future().wait();
+    }
+    // The emitter let go of packets the store had written...
+    CHECK(first > 1);
+    // ... and of none it could not write.
+    if (disk_full)
+      CHECK(first <= 151);
+    REQUIRE(early->lines.size() == last);
+    // The store's packets before `first`, then the late subscriber's: every
+    // packet, in order, as the first subscriber got them.
+    auto check = open_store(path);
+    auto stored = read_ok(check->packets(id));
+    REQUIRE(stored.size() >= first - 1);
+    std::vector<std::string> joined;
+    for (uint64_t seq = 1; seq < first; ++seq) {
+      CHECK(stored[seq - 1].seq == seq);
+      joined.push_back(stored[seq - 1].line);
+    }
+    joined.insert(joined.end(), late->lines.begin(), late->lines.end());
+    CHECK(joined == early->lines);
+    CHECK(late->lines.back().find("live 9") != std::string::npos);
+  }
+}
+
 TEST_CASE("store actor: a session that stopped being saved ends as interrupted with the "
           "reason, stored once the disk takes it") {
   test::temp_dir dir;

@@ -54,9 +54,12 @@ using cluster::line_sink_actor;
 ///   it to the store, if the emitter has one).
 /// - `(checkpoint_atom, checkpoint)`: hands a checkpoint to the store,
 ///   stamped with the seq of the last packet before it.
-/// - `(subscribe_atom, sink, from_seq)`: the sink receives every packet with
-///   seq >= from_seq, in order, starting with those already emitted (those
-///   before the emitter's first seq are in the store, not in the emitter).
+/// - `(subscribe_atom, sink, from_seq) -> first`: the sink receives every
+///   packet with seq >= `first`, in order, starting with those the emitter
+///   still holds; `first` is from_seq, or the first seq the emitter holds if
+///   that is later. Those before it are in the store: the ones before the
+///   emitter's first seq, and those it let go once the store had written
+///   them (see emitter_options::keep_bytes).
 /// - `(store_failed_atom, session, message)`: the store cannot write this
 ///   session: subscribers get an `error` packet (code `store_failed`), and
 ///   nothing more goes to the store.
@@ -67,7 +70,7 @@ using cluster::line_sink_actor;
 ///   quits. Subscribers are told with `(stop_atom, uint64_t last_seq)`.
 using emitter_actor = caf::typed_actor<
   caf::reacts_to<packet_atom, packet_msg>, caf::reacts_to<checkpoint_atom, checkpoint_ptr>,
-  caf::reacts_to<subscribe_atom, line_sink_actor, uint64_t>,
+  caf::replies_to<subscribe_atom, line_sink_actor, uint64_t>::with<uint64_t>,
   caf::replies_to<flush_atom>::with<uint64_t>,
   caf::replies_to<stop_atom>::with<uint64_t>>::extend_with<store_listener_actor>;
 
@@ -78,10 +81,19 @@ struct emitter_options {
   /// The seq of the first packet: 1 for a new session, the stored last seq
   /// + 1 for a session that goes on (reply to clarification, resume).
   uint64_t first_seq = 1;
+  /// Bytes of encoded packets held for late subscribers before the emitter
+  /// asks the store to write what it has (a flush) and lets go of the
+  /// packets written; a late subscriber reads those from the store. Zero
+  /// keeps every packet. Without a store, or once the store failed for the
+  /// session, every packet is kept. The default holds the packets of a
+  /// short research whole and bounds a long one (a report streamed in
+  /// thousands of deltas) to about this much.
+  size_t keep_bytes = 64 * 1024;
 };
 
 /// Spawns the emitter of session `session_id`. It keeps the encoded packets
-/// it emitted for replay.
+/// it emitted for replay, up to options.keep_bytes of those the store has
+/// not written.
 emitter_actor spawn_emitter(caf::actor_system& sys, std::string session_id,
                             emitter_options options = {});
 

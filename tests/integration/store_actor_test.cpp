@@ -419,8 +419,8 @@ TEST_CASE("store actor: an emitter lets go of the packets the store wrote, and a
         for (int i = 0; i < n; ++i)
           self->send(em, actors::packet_atom::value,
                      actors::make_packet({1, 0, std::nullopt},
-                                         core::packets::message_delta(
-                                           text + " " + std::to_string(i) + std::string(100, '.'))));
+                                         core::packets::message_delta(text + " " + std::to_string(i)
+                                                                      + std::string(100, '.'))));
       };
       send("before", 100);
       REQUIRE(settle(self, em, st).empty());
@@ -439,8 +439,9 @@ TEST_CASE("store actor: an emitter lets go of the packets the store wrote, and a
       // this one.)
       settle(self, em, st);
       vfs.disarm();
-      self->request(em, std::chrono::seconds{30}, actors::subscribe_atom::value,
-                    collector(sys, late), uint64_t{1})
+      self
+        ->request(em, std::chrono::seconds{30}, actors::subscribe_atom::value, collector(sys, late),
+                  uint64_t{1})
         .receive([&](uint64_t n) { first = n; },
                  [&](const caf::error& e) { FAIL(caf::to_string(e)); });
       send("live", 10);

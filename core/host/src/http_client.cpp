@@ -46,11 +46,11 @@ constexpr size_t max_free_handles = 4096;
 // during a whole period.
 constexpr auto trim_period = std::chrono::seconds{5};
 
-// Receive buffer of each transfer: libcurl's default (CURL_MAX_WRITE_SIZE,
-// 16 KiB). Each running transfer holds one from its connect on; at 64 KiB
-// they were half the heap a running research owned (bench/README.md, "memory
-// per running research"; mostly pages never touched, so the resident size
-// hardly changed), and model streams arrive in far smaller reads.
+// Receive buffer of a transfer that is not an event stream: libcurl's
+// default (CURL_MAX_WRITE_SIZE, 16 KiB). Each running transfer holds one
+// from its connect on; at 64 KiB they were half the heap a running research
+// owned (bench/README.md, "memory per running research"; mostly pages never
+// touched, so the resident size hardly changed).
 constexpr long receive_buffer_size = 16 * 1024;
 
 // Receive buffer of an event stream (a request that accepts
@@ -60,10 +60,11 @@ constexpr long receive_buffer_size = 16 * 1024;
 // larger burst takes more than one call.
 constexpr long stream_receive_buffer_size = 4 * 1024;
 
-// True when `req` asks for an event stream.
+// True when `req` accepts an event stream (media types are case-blind). An
+// MCP request, which accepts JSON or a stream, counts too.
 bool accepts_event_stream(const sdk::http_request& req) {
   auto accept = sdk::find_header(req.headers, "Accept");
-  return accept && sdk::to_lower(*accept).find("text/event-stream") != std::string::npos;
+  return accept && sdk::contains(sdk::to_lower(*accept), "text/event-stream");
 }
 
 // Request bodies above this size count upload progress as activity for the

@@ -173,6 +173,9 @@ struct call_state {
   uint64_t generation = 0;
   bool running = false;
   bool streamed = false;
+  // A part of the answer (text other than white space, or a tool call)
+  // reached the requester: no attempt follows, and `request` was let go.
+  bool answered = false;
   bool usage_seen = false;
   int64_t estimated_tokens = 0;
   std::shared_ptr<sdk::chat_call> handle;
@@ -451,6 +454,29 @@ void price_reply(const provider_state& st, llm_reply& reply) {
                                   reply.result.usage.output_tokens);
 }
 
+// A part of the answer reached the requester (`piece`: a text piece, or
+// none for a tool call). No attempt can follow it (retry_policy retries a
+// call that streamed nothing, or an empty answer: white space and no tool
+// call), so the request kept for retries is let go: its messages are a copy
+// of the requester's history, held for the rest of a call that may stream
+// for minutes. The model's name stays for the reply.
+void on_answer_piece(call_state& call, const std::string* piece) {
+  if (call.answered)
+    return;
+  if (piece != nullptr && piece->find_first_not_of(" \t\r\n") == std::string::npos)
+    return;
+  call.answered = true;
+  std::vector<sdk::chat_message>{}.swap(call.request.messages);
+  std::vector<sdk::tool_definition>{}.swap(call.request.tools);
+}
+
+// Calls whose request is kept for an attempt to come: queued, running
+// before their answer began, or waiting to be tried again.
+size_t requests_held(const provider_state& st) {
+  return static_cast<size_t>(std::count_if(st.calls.begin(), st.calls.end(),
+                                           [](const auto& kv) { return !kv.second.answered; }));
+}
+
 // Handles a failed attempt: retry if allowed, else fail the call.
 void on_attempt_failed(provider_actor_ptr self, call_state& call, sdk::error err,
                        bool plugin_streamed) {
@@ -463,7 +489,10 @@ void on_attempt_failed(provider_actor_ptr self, call_state& call, sdk::error err
     st.queue->on_rate_limited();
   // An empty answer streamed nothing of an answer (reasoning at most): it
   // is retried like one that streamed nothing.
-  auto streamed = (call.streamed || plugin_streamed) && err.code != sdk::errc::empty_response;
+  // An answer that began is never tried again, whatever the plugin calls
+  // its failure (its request is gone, and the requester has its text).
+  auto streamed = call.answered
+                  || ((call.streamed || plugin_streamed) && err.code != sdk::errc::empty_response);
   auto decision = st.retry->after_failure(std::move(err), call.attempts, streamed, call.deadline);
   if (decision.retry) {
     ++st.retries;
@@ -510,11 +539,14 @@ void take_events(provider_actor_ptr self, call_state& call) {
       case llm_sink_event::text:
       case llm_sink_event::reasoning:
         c.streamed = true;
+        if (ev.kind == llm_sink_event::text)
+          on_answer_piece(c, &ev.piece);
         piece(ev.kind == llm_sink_event::text ? delta_kind::text : delta_kind::reasoning).text
           = std::move(ev.piece);
         break;
       case llm_sink_event::tool:
         c.streamed = true;
+        on_answer_piece(c, nullptr);
         piece(delta_kind::tool_call).tool = std::move(ev.tool_piece);
         break;
       case llm_sink_event::usage:
@@ -637,6 +669,7 @@ llm_provider_full_actor::behavior_type provider_impl(provider_actor_ptr self,
         {"retries", s.retries},
         {"active", s.queue->running()},
         {"queued", s.queue->waiting()},
+        {"requests_held", requests_held(s)},
         {"concurrency_limit", std::floor(s.queue->limit().value())},
         {"input_tokens", s.input_tokens},
         {"output_tokens", s.output_tokens},

@@ -16,8 +16,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -150,6 +152,51 @@ TEST_CASE_FIXTURE(actor_fixture, "llm provider actor cancels a call on request")
                   CHECK(actors::from_caf_error(e).code == sdk::errc::cancelled);
                 });
   CHECK(got);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "llm provider actor keeps a request for retries only until "
+                                 "its answer begins") {
+  // 400 ms between the pieces: the reasoning's words, then the answer's.
+  REQUIRE_FALSE(server.script(nlohmann::json::parse(R"([
+    {"respond": {"reasoning": "first thoughts here", "text": "The answer begins slowly",
+                 "chunk_delay_ms": 400}}
+  ])")));
+  auto hdl = spawn(nlohmann::json::object());
+  caf::scoped_actor self{rt->system()};
+  CHECK(stats(self, hdl)["requests_held"] == 0);
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{3, hello()});
+  auto saw_reasoning_only = false;
+  auto saw_answer = false;
+  std::optional<actors::llm_reply> reply;
+  while (!reply) {
+    self->receive(
+      [&](actors::delta_atom, const actors::llm_deltas& pieces) {
+        auto answer = std::any_of(pieces.begin(), pieces.end(), [](const actors::llm_delta& d) {
+          return d.kind == actors::delta_kind::text
+                 && d.text.find_first_not_of(" \t\r\n") != std::string::npos;
+        });
+        // The actor sent these pieces before it answers the stats: what it
+        // holds now is what it held when they went out.
+        auto s = stats(self, hdl);
+        if (s["active"] != 1)
+          return; // the last pieces: the call is over
+        if (answer && !saw_answer) {
+          saw_answer = true;
+          CHECK(s["requests_held"] == 0);
+        } else if (!saw_answer) {
+          saw_reasoning_only = true;
+          CHECK(s["requests_held"] == 1);
+        }
+      },
+      [&](const actors::llm_reply& r) { reply = r; },
+      [&](const caf::error& e) { FAIL(actors::from_caf_error(e).message); });
+  }
+  CHECK(saw_reasoning_only);
+  CHECK(saw_answer);
+  CHECK(reply->result.text == "The answer begins slowly");
+  CHECK(reply->result.reasoning == "first thoughts here");
+  CHECK(reply->attempts == 1);
+  CHECK(stats(self, hdl)["requests_held"] == 0);
 }
 
 namespace {

@@ -323,6 +323,121 @@ TEST_CASE("http_client reads an event stream in small pieces and other bodies in
   }
 }
 
+TEST_CASE("http_client lets go of a request body once it was sent and its answer streams") {
+  // A model call: the request text goes out, then the answer streams for a
+  // while. The body is held until the answer begins, not while it streams;
+  // a 307 redirect still sends it again. Small bodies go out with the head,
+  // large ones through libcurl's upload buffer: both are let go.
+  http_server server;
+  std::atomic<size_t> received{0};
+  server.route("POST", "/stream", [&](const request& req) {
+    received = req.body.size();
+    return response_plan{200}
+      .header("Content-Type", "text/event-stream")
+      .chunked()
+      .send("data: first\n\n")
+      .delay(400ms)
+      .send("data: last\n\n");
+  });
+  server.route("POST", "/moved",
+               [](const request&) { return response_plan::redirect(307, "/stream"); });
+  curl_http_client client{http_settings{}};
+  CHECK(client.stats().request_body_bytes == 0);
+  for (size_t size : {size_t{2000}, size_t{3000000}}) {
+    for (const char* path : {"/stream", "/moved"}) {
+      CAPTURE(size);
+      CAPTURE(path);
+      auto req = get(server.url(path));
+      req.method = "POST";
+      req.body = std::string(size, 'b');
+      auto sink = std::make_shared<recording_sink>();
+      client.start(std::move(req), sink);
+      REQUIRE(sink->wait_data());
+      auto s = client.stats();
+      CHECK(s.active == 1);
+      CHECK(s.request_body_bytes == 0);
+      REQUIRE(sink->wait_complete());
+      CHECK_FALSE(sink->failure);
+      CHECK(sink->body == "data: first\n\ndata: last\n\n");
+      CHECK(received == size);
+    }
+  }
+  CHECK(client.stats().request_body_bytes == 0);
+  // A body whose answer has not begun is held.
+  server.route("POST", "/slow",
+               [](const request&) { return response_plan{200}.delay(400ms).send("ok"); });
+  auto req = get(server.url("/slow"));
+  req.method = "POST";
+  req.body = "held";
+  auto sink = std::make_shared<recording_sink>();
+  client.start(std::move(req), sink);
+  CHECK(eventually([&] { return client.stats().request_body_bytes == 4; }));
+  REQUIRE(sink->wait_complete());
+  CHECK(client.stats().request_body_bytes == 0);
+}
+
+TEST_CASE("http_client keeps a request body its server answered before it was sent whole") {
+  // The server sends its answer's head as soon as it read the request's
+  // head, then reads the 32 MB body slowly and only then sends the answer's
+  // bytes: libcurl is still sending from the body when the answer begins,
+  // so the body is held until the transfer ends (ASan finds a read of a
+  // body let go too early).
+  auto listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::listen(listener, 4) == 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const size_t size = 32u << 20;
+  std::atomic<size_t> body_bytes{0};
+  std::atomic<bool> body_intact{false};
+  std::thread peer{[&] {
+    auto fd = ::accept(listener, nullptr, nullptr);
+    std::string in;
+    char buf[65536];
+    size_t head_end = std::string::npos;
+    while (head_end == std::string::npos) {
+      auto n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0)
+        break;
+      in.append(buf, static_cast<size_t>(n));
+      head_end = in.find("\r\n\r\n");
+    }
+    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\n";
+    ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+    size_t got = head_end == std::string::npos ? 0 : in.size() - head_end - 4;
+    bool intact = in.find_first_not_of('q', head_end + 4) == std::string::npos;
+    while (got < size) {
+      std::this_thread::sleep_for(1ms);
+      auto n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0)
+        break;
+      intact = intact && std::all_of(buf, buf + n, [](char c) { return c == 'q'; });
+      got += static_cast<size_t>(n);
+    }
+    body_bytes = got;
+    body_intact = intact;
+    ::send(fd, "done", 4, MSG_NOSIGNAL);
+    ::close(fd);
+  }};
+  curl_http_client client{http_settings{}};
+  auto req = get("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/upload");
+  req.method = "POST";
+  req.body = std::string(size, 'q');
+  req.stall_timeout = 20s;
+  req.total_timeout = 60s;
+  auto sink = run(client, req);
+  peer.join();
+  ::close(listener);
+  CHECK_FALSE(sink->failure);
+  CHECK(sink->body == "done");
+  CHECK(body_bytes == size);
+  CHECK(body_intact);
+  CHECK(client.stats().request_body_bytes == 0);
+}
+
 // -- timeouts and failures ----------------------------------------------------
 
 TEST_CASE("http_client fails a stalled stream with errc::stall") {

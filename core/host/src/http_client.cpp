@@ -215,6 +215,7 @@ public:
     result.easy_handles_created = easy_created_.load();
     result.easy_handles_idle = easy_idle_.load();
     result.redirects_followed = redirects_.load();
+    result.request_body_bytes = body_bytes_.load();
     std::lock_guard<std::mutex> guard{mtx_};
     if (exited_) {
       result.io_thread_cpu = std::chrono::nanoseconds{final_cpu_ns_};
@@ -252,6 +253,8 @@ private:
     bool redirecting = false;
     bool delivered = false;
     int64_t received = 0;
+    // The body's bytes counted in impl::body_bytes_ (0 once let go).
+    uint64_t body_counted = 0;
     // Set by callbacks to abort the transfer with this error.
     std::optional<sdk::error> abort;
     // Entry in the timer set, if armed.
@@ -325,6 +328,8 @@ private:
   bool deliver_response(transfer& t);
 
   static size_t on_header(char* buf, size_t size, size_t n, void* ud);
+  // Frees the request body and uncounts it.
+  void let_go_of_body(transfer& t);
   static size_t on_write(char* buf, size_t size, size_t n, void* ud);
   static curl_socket_t on_open_socket(void* ud, curlsocktype purpose, curl_sockaddr* addr);
   static int on_prereq(void* ud, char* primary_ip, char* local_ip, int primary_port,
@@ -360,6 +365,8 @@ private:
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> started_{0};
   std::atomic<uint64_t> completed_{0};
+  // Bytes of the bodies the transfers hold (transfer::body_counted).
+  std::atomic<uint64_t> body_bytes_{0};
   std::atomic<uint64_t> connections_opened_{0};
   std::atomic<uint64_t> easy_created_{0};
   std::atomic<uint64_t> easy_idle_{0};
@@ -560,6 +567,8 @@ int curl_http_client::impl::on_curl_timer(CURLM*, long timeout_ms, void* userp) 
 void curl_http_client::impl::add_transfer(std::unique_ptr<transfer> job) {
   auto& t = *job;
   transfers_.emplace(t.id, std::move(job));
+  t.body_counted = t.req.body.size();
+  body_bytes_ += t.body_counted;
   t.deadline = clock_type::now() + t.total_timeout;
   if (!t.url.empty()
       && std::find(checked_urls_.begin(), checked_urls_.end(), t.url) != checked_urls_.end()) {
@@ -704,8 +713,24 @@ void curl_http_client::impl::configure(transfer& t) {
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, t.header_list);
 }
 
+void curl_http_client::impl::let_go_of_body(transfer& t) {
+  body_bytes_ -= t.body_counted;
+  t.body_counted = 0;
+  std::string{}.swap(t.req.body);
+}
+
 bool curl_http_client::impl::deliver_response(transfer& t) {
   t.delivered = true;
+  // The final response began: no hop follows. Once the body was sent whole,
+  // libcurl reads it no more (it sends a body again only for a request
+  // that got no answer), so it is let go: a model's answer may stream for
+  // minutes after its request text went out.
+  if (!t.req.body.empty()) {
+    curl_off_t sent = 0;
+    if (curl_easy_getinfo(t.easy, CURLINFO_SIZE_UPLOAD_T, &sent) == CURLE_OK && sent >= 0
+        && static_cast<uint64_t>(sent) >= t.req.body.size())
+      let_go_of_body(t);
+  }
   auto ok = false;
   try {
     ok = t.sink->on_response(t.status, t.headers);
@@ -939,7 +964,7 @@ void curl_http_client::impl::follow_redirect(transfer& t) {
   auto& hs = t.req.headers;
   if (to_get) {
     t.req.method = "GET";
-    t.req.body.clear();
+    let_go_of_body(t);
     hs.erase(std::remove_if(hs.begin(), hs.end(),
                             [](const auto& x) {
                               return iequals(x.first, "Content-Type")
@@ -970,6 +995,7 @@ void curl_http_client::impl::finish(transfer& t, std::optional<sdk::error> failu
     t.header_list = nullptr;
   }
   disarm_timer(t);
+  let_go_of_body(t);
   auto i = transfers_.find(t.id);
   if (i == transfers_.end())
     return;

@@ -32,6 +32,11 @@ struct http_client_stats {
   uint64_t easy_handles_idle = 0;
   /// Redirect hops followed.
   uint64_t redirects_followed = 0;
+  /// Bytes of request bodies held by transfers in progress. A body is let
+  /// go once it was sent whole and the final response began (a redirect
+  /// that is followed keeps it for the next hop): a model call's request
+  /// text is not held while its answer streams.
+  uint64_t request_body_bytes = 0;
   /// CPU time consumed by the I/O thread so far.
   std::chrono::nanoseconds io_thread_cpu{0};
 };

@@ -14,6 +14,10 @@
 //                   [--http-connections N] [--model-calls N] (the server's
 //                   http.max_connections and the provider's
 //                   limits.max_concurrency; both 10,000+ by default)
+//                   [--chunk-delay-ms D] (a pause of D between the pieces of
+//                   every answer, as a model streams its tokens: the head
+//                   and first piece come after the latency, the rest D
+//                   apart; the critical path printed counts the latency only)
 //
 // The research is the 2-agent script: plan, orchestrator (two research
 // agents), each agent one corpus search then its report (3 model calls),
@@ -78,7 +82,12 @@ constexpr int tool_calls_per_research = 2;
 
 // -- the fake LLM script ----------------------------------------------------------
 
+// --chunk-delay-ms: the pause between the pieces of every answer.
+int chunk_delay_ms = 0;
+
 json rule(const char* marker, json respond, int latency_ms, const char* message = nullptr) {
+  if (chunk_delay_ms > 0)
+    respond["chunk_delay_ms"] = chunk_delay_ms;
   json r{{"match", {{"system_contains", marker}}},
          {"respond", std::move(respond)},
          {"latency_ms", latency_ms}};
@@ -686,6 +695,9 @@ int run_researches(const common_options& o, int count, int in_flight) {
               "= %.2f s\n",
               count, in_flight <= 0 ? "all" : std::to_string(in_flight).c_str(), o.latency_ms,
               o.critical_calls(), bound);
+  if (chunk_delay_ms > 0)
+    std::printf("  answers streamed with %d ms between their pieces (not in the critical path)\n",
+                chunk_delay_ms);
   std::printf("  completed %zu, failed %zu%s\n", completed, failed, ok ? "" : " (TIMED OUT)");
   for (const auto& [state, n] : other_states)
     std::printf("  ended %s: %zu\n", state.c_str(), n);
@@ -1036,6 +1048,8 @@ int main(int argc, char** argv) {
       o.timeout_s = std::atoi(v);
     else if (k == "--verify")
       o.verify = std::string{v} != "off";
+    else if (k == "--chunk-delay-ms")
+      chunk_delay_ms = std::atoi(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;

@@ -141,6 +141,24 @@ uint16_t closed_port() {
   return ntohs(addr.sin_port);
 }
 
+// A socket listening on 127.0.0.1 at a port the system chose, with
+// `backlog`; `addr` is its address, the port included. -1 if it failed.
+int listen_on_loopback(int backlog, sockaddr_in& addr) {
+  auto fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  addr = sockaddr_in{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0
+      || ::listen(fd, backlog) != 0
+      || ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0)
+      ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 size_t thread_count() {
   size_t result = 0;
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator{"/proc/self/task"})
@@ -382,14 +400,9 @@ TEST_CASE("http_client keeps a request body its server answered before it was se
   // bytes: libcurl is still sending from the body when the answer begins,
   // so the body is held until the transfer ends (ASan finds a read of a
   // body let go too early).
-  auto listener = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  REQUIRE(::listen(listener, 4) == 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  auto listener = listen_on_loopback(4, addr);
+  REQUIRE(listener >= 0);
   const size_t size = 32u << 20;
   std::atomic<size_t> body_bytes{0};
   std::atomic<bool> body_intact{false};
@@ -527,14 +540,9 @@ TEST_CASE("http_client reports a refused connection as errc::network") {
 TEST_CASE("http_client reports a connect timeout as errc::timeout") {
   // A listener whose accept queue is full drops further SYNs, so connecting
   // to it hangs until the connect timeout.
-  auto listener = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  REQUIRE(::listen(listener, 0) == 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  auto listener = listen_on_loopback(0, addr);
+  REQUIRE(listener >= 0);
   std::vector<int> fillers;
   for (int i = 0; i < 3; ++i) {
     auto fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);

@@ -82,12 +82,7 @@ constexpr int tool_calls_per_research = 2;
 
 // -- the fake LLM script ----------------------------------------------------------
 
-// --chunk-delay-ms: the pause between the pieces of every answer.
-int chunk_delay_ms = 0;
-
 json rule(const char* marker, json respond, int latency_ms, const char* message = nullptr) {
-  if (chunk_delay_ms > 0)
-    respond["chunk_delay_ms"] = chunk_delay_ms;
   json r{{"match", {{"system_contains", marker}}},
          {"respond", std::move(respond)},
          {"latency_ms", latency_ms}};
@@ -104,8 +99,9 @@ json calls(std::vector<std::pair<std::string, json>> xs) {
 }
 
 // Every rule answers any number of sessions: the orchestrator's second call
-// is told from its first by the agents' reports in its messages.
-json two_agent_script(int latency_ms) {
+// is told from its first by the agents' reports in its messages. Each answer
+// comes after `latency_ms`, its pieces `chunk_delay_ms` apart.
+json two_agent_script(int latency_ms, int chunk_delay_ms = 0) {
   const char* report = "Heat pump efficiency falls as the outdoor air gets colder [1]. "
                        "Defrost cycles remove frost from the outdoor coil [2].";
   auto rules = json::array();
@@ -132,6 +128,9 @@ json two_agent_script(int latency_ms) {
   rules.push_back(rule("You check a research report against its sources",
                        {{"tool_calls", {{{"name", "judge_claims"}, {"arguments", verdicts}}}}},
                        latency_ms));
+  if (chunk_delay_ms > 0)
+    for (auto& r : rules)
+      r["respond"]["chunk_delay_ms"] = chunk_delay_ms;
   return rules;
 }
 
@@ -580,6 +579,8 @@ struct common_options {
   int max_model_calls = 10000;
   /// research.verify: the judge's call after the final report.
   bool verify = true;
+  /// --chunk-delay-ms: the pause between the pieces of every answer.
+  int chunk_delay_ms = 0;
 
   int critical_calls() const {
     return critical_calls_unverified + (verify ? 1 : 0);
@@ -595,7 +596,7 @@ int run_researches(const common_options& o, int count, int in_flight) {
   test::fake_llm_server llm;
   // Small runs keep the requests, to report their sizes.
   llm.record_requests(count <= 100);
-  if (auto err = llm.script(two_agent_script(o.latency_ms))) {
+  if (auto err = llm.script(two_agent_script(o.latency_ms, o.chunk_delay_ms))) {
     std::fprintf(stderr, "script: %s\n", err->message.c_str());
     return 1;
   }
@@ -695,9 +696,9 @@ int run_researches(const common_options& o, int count, int in_flight) {
               "= %.2f s\n",
               count, in_flight <= 0 ? "all" : std::to_string(in_flight).c_str(), o.latency_ms,
               o.critical_calls(), bound);
-  if (chunk_delay_ms > 0)
+  if (o.chunk_delay_ms > 0)
     std::printf("  answers streamed with %d ms between their pieces (not in the critical path)\n",
-                chunk_delay_ms);
+                o.chunk_delay_ms);
   std::printf("  completed %zu, failed %zu%s\n", completed, failed, ok ? "" : " (TIMED OUT)");
   for (const auto& [state, n] : other_states)
     std::printf("  ended %s: %zu\n", state.c_str(), n);
@@ -814,7 +815,7 @@ fanout_result follow_with(server_process& srv, rss_sampler& sampler, int clients
 int run_fanout(const common_options& o, int clients) {
   test::fake_llm_server llm;
   llm.record_requests(false);
-  if (auto err = llm.script(two_agent_script(o.latency_ms))) {
+  if (auto err = llm.script(two_agent_script(o.latency_ms, o.chunk_delay_ms))) {
     std::fprintf(stderr, "script: %s\n", err->message.c_str());
     return 1;
   }
@@ -1049,7 +1050,7 @@ int main(int argc, char** argv) {
     else if (k == "--verify")
       o.verify = std::string{v} != "off";
     else if (k == "--chunk-delay-ms")
-      chunk_delay_ms = std::atoi(v);
+      o.chunk_delay_ms = std::atoi(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;

@@ -199,6 +199,44 @@ TEST_CASE_FIXTURE(actor_fixture, "llm provider actor keeps a request for retries
   CHECK(stats(self, hdl)["requests_held"] == 0);
 }
 
+TEST_CASE_FIXTURE(actor_fixture, "llm provider actor never tries again an answer that began, "
+                                 "whatever its plugin calls the failure") {
+  // A plugin (loaded from disk) streams an answer, then fails it as an empty
+  // answer and says nothing streamed. Tried again, the caller would get the
+  // text twice, and the request was let go when the answer began.
+  registry->load_directories({std::string{QUARRY_TEST_PLUGIN_DIR} + "/good"});
+  auto made = registry->make_llm("echo_llm", nlohmann::json::object());
+  REQUIRE(std::holds_alternative<std::shared_ptr<sdk::llm_provider>>(made));
+  core::llm_limits limits;
+  REQUIRE(core::read_limits({{"max_retries", 3}, {"retry_base", "10ms"}}, limits).empty());
+  auto hdl = actors::spawn_llm_provider(rt->system(),
+                                        std::get<std::shared_ptr<sdk::llm_provider>>(made),
+                                        actors::llm_actor_settings::of("echo", limits));
+  rt->add_stoppable(hdl);
+  caf::scoped_actor self{rt->system()};
+  sdk::chat_request req;
+  req.messages.push_back(
+    {sdk::role::user, "after-text:empty_response the answer", {}, {}, {}, {}, {}});
+  self->send(hdl, actors::chat_atom::value, actors::llm_call{5, std::move(req)});
+  std::string text;
+  std::optional<sdk::error> failure;
+  while (!failure)
+    self->receive(
+      [&](actors::delta_atom, const actors::llm_deltas& pieces) {
+        for (const auto& d : pieces)
+          if (d.kind == actors::delta_kind::text)
+            text += d.text;
+      },
+      [&](const actors::llm_reply&) { FAIL("the call should fail"); },
+      [&](const caf::error& e) { failure = actors::from_caf_error(e); });
+  CHECK(failure->code == sdk::errc::empty_response);
+  CHECK(text == "the answer");
+  auto s = stats(self, hdl);
+  CHECK(s["calls_started"] == 1);
+  CHECK(s["retries"] == 0);
+  CHECK(s["requests_held"] == 0);
+}
+
 namespace {
 
 // Waits for one reply to call `id` (deltas skipped) and returns it.

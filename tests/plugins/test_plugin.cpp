@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -107,6 +108,14 @@ private:
   int runs_ = 0;
 };
 
+/// The error class named `name` (sdk::to_string), if there is one.
+std::optional<sdk::errc> errc_named(const std::string& name) {
+  for (int i = static_cast<int>(sdk::errc_first); i <= static_cast<int>(sdk::errc_last); ++i)
+    if (name == sdk::to_string(static_cast<sdk::errc>(i)))
+      return static_cast<sdk::errc>(i);
+  return std::nullopt;
+}
+
 /// Streams the last message back word by word, from the host's pool.
 class echo_llm final : public sdk::llm_provider {
 public:
@@ -125,18 +134,23 @@ public:
     // "fail:rate_limited", for tests of every class end to end.
     if (text.rfind("fail:", 0) == 0) {
       auto name = text.substr(5);
-      for (int i = static_cast<int>(sdk::errc_first); i <= static_cast<int>(sdk::errc_last); ++i) {
-        auto code = static_cast<sdk::errc>(i);
-        if (name == sdk::to_string(code)) {
-          auto err = sdk::make_error(code, "echo_llm failed as asked with " + name);
-          if (code == sdk::errc::rate_limited)
-            err.retry_after_ms = 10;
-          sink->on_error(err, false);
-          return nullptr;
-        }
+      if (auto code = errc_named(name)) {
+        auto err = sdk::make_error(*code, "echo_llm failed as asked with " + name);
+        if (code == sdk::errc::rate_limited)
+          err.retry_after_ms = 10;
+        sink->on_error(err, false);
+        return nullptr;
       }
     }
-    auto ok = host_.pool().submit([sink, text] {
+    // "after-text:<class> words" streams the words, then fails with that
+    // class and says that nothing streamed: a plugin that misreports.
+    std::optional<sdk::errc> fail_after;
+    if (text.rfind("after-text:", 0) == 0) {
+      auto space = text.find(' ');
+      fail_after = errc_named(text.substr(11, space == std::string::npos ? space : space - 11));
+      text = space == std::string::npos ? std::string{} : text.substr(space + 1);
+    }
+    auto ok = host_.pool().submit([sink, text, fail_after] {
       sdk::chat_result result;
       result.text = text;
       result.model = "echo-1";
@@ -146,6 +160,11 @@ public:
         next = next == std::string::npos ? text.size() : next + 1;
         sink->on_text(std::string_view{text}.substr(pos, next - pos));
         pos = next;
+      }
+      if (fail_after) {
+        sink->on_error(sdk::make_error(*fail_after, "echo_llm failed after its text as asked"),
+                       false);
+        return;
       }
       result.usage.input_tokens = 1;
       result.usage.output_tokens = 1;

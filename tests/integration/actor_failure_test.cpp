@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <vector>
 
+namespace actor_failure_test {
+
 using namespace quarry;
 
 namespace {
@@ -64,3 +66,5 @@ TEST_CASE("an actor that dies of an exception fails its pending requests") {
     [&](const caf::down_msg& dm) { CHECK(dm.reason == caf::exit_reason::unhandled_exception); },
     caf::after(std::chrono::seconds{10}) >> [&] { FAIL("the holder did not end"); });
 }
+
+} // namespace actor_failure_test

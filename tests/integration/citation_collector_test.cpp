@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+namespace citation_collector_test {
+
 using namespace quarry;
 
 namespace {
@@ -74,3 +76,5 @@ TEST_CASE("citation collector numbers documents across agents and rounds") {
   CHECK(digest.find('[') == std::string::npos);
   self->send_exit(collector, caf::exit_reason::user_shutdown);
 }
+
+} // namespace citation_collector_test

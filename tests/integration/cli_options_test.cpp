@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+namespace cli_options_test {
+
 using namespace quarry;
 
 namespace {
@@ -96,3 +98,5 @@ TEST_CASE("log lines look like the command's messages unless --log-level is give
   CAPTURE(detailed.err);
   CHECK(detailed.err.find("Z warn ") != std::string::npos);
 }
+
+} // namespace cli_options_test

@@ -8,6 +8,8 @@
 
 #include <filesystem>
 
+namespace cli_test {
+
 using namespace quarry;
 
 namespace {
@@ -266,3 +268,5 @@ TEST_CASE_FIXTURE(cli_fixture, "cli logs JSON lines when log.format is json") {
   CHECK(j["msg"].get<std::string>().find("QUARRY_TEST_UNSET_VARIABLE") != std::string::npos);
   CHECK(j.contains("time"));
 }
+
+} // namespace cli_test

@@ -20,6 +20,8 @@
 #include <condition_variable>
 #include <mutex>
 
+namespace cluster_actor_test {
+
 using namespace quarry;
 using namespace std::chrono_literals;
 using test::count;
@@ -357,3 +359,5 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster actors: what a lost attempt's agent 
   CHECK(std::count(ts.begin() + mark, ts.end(), "research_agent_start") == 1);
   caf::anon_send_exit(dummy, caf::exit_reason::user_shutdown);
 }
+
+} // namespace cluster_actor_test

@@ -30,6 +30,8 @@
 #include <set>
 #include <thread>
 
+namespace cluster_test {
+
 using namespace quarry;
 using namespace quarry::test::script;
 using nlohmann::json;
@@ -768,3 +770,5 @@ TEST_CASE_FIXTURE(cluster_fixture, "cluster: the research service refuses bad re
   serve.signal(SIGTERM);
   CHECK(serve.wait(60s).exit_code == 143);
 }
+
+} // namespace cluster_test

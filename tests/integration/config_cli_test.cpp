@@ -18,6 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+namespace config_cli_test {
+
 using namespace quarry;
 
 namespace {
@@ -476,3 +478,5 @@ TEST_CASE_FIXTURE(config_cli_fixture, "config check probes Anthropic and a SearX
   CHECK(contains(down.out, "tools.web_search (searxng): refused"));
   CHECK(contains(down.out, "llm.providers.claude (anthropic): refused"));
 }
+
+} // namespace config_cli_test

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+namespace config_file_cli_test {
+
 using namespace quarry;
 
 namespace {
@@ -336,3 +338,5 @@ TEST_CASE_FIXTURE(
   auto [from_file, file_res] = echo_row(folder, {"--config", cfg});
   CHECK(from_file["status"] == "ok");
 }
+
+} // namespace config_file_cli_test

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+namespace context_window_test {
+
 using namespace quarry;
 using namespace quarry::test::script;
 
@@ -216,3 +218,5 @@ TEST_CASE_FIXTURE(window_fixture, "context window: llm chat --json shows the win
   CHECK(j["context_window"]["source"] == "vllm /models max_model_len");
   CHECK(server.request_count() == 1); // the chat call; the model list is not counted
 }
+
+} // namespace context_window_test

@@ -11,6 +11,8 @@
 #include <future>
 #include <mutex>
 
+namespace emitter_test {
+
 using namespace quarry;
 
 namespace {
@@ -81,3 +83,5 @@ TEST_CASE("emitter numbers packets, fans them out and replays them") {
   CHECK(late->lines.front().second == early->lines[44].second);
   CHECK(late->lines.back().first == 51);
 }
+
+} // namespace emitter_test

@@ -22,6 +22,8 @@
 #include <sstream>
 #include <thread>
 
+namespace eval_cli_test {
+
 using namespace quarry;
 using nlohmann::json;
 
@@ -386,3 +388,5 @@ TEST_CASE_FIXTURE(eval_fixture, "eval: bad lines, duplicate ids, a missing promp
   CHECK(no_run.exit_code == 2);
   CHECK(no_run.err.find("holds no evaluation run (no run.json)") != std::string::npos);
 }
+
+} // namespace eval_cli_test

@@ -16,6 +16,8 @@
 #include <fstream>
 #include <mutex>
 
+namespace example_plugin_test {
+
 using namespace quarry;
 
 namespace {
@@ -159,3 +161,5 @@ TEST_CASE("example plugin builds out of tree against the installed SDK and runs"
   CHECK(seen_queries == std::vector<std::string>{"boost dll", "caf actors"});
   services.shutdown();
 }
+
+} // namespace example_plugin_test

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+namespace follow_up_thread_test {
+
 using namespace quarry;
 using namespace quarry::test::script;
 using nlohmann::json;
@@ -276,3 +278,5 @@ TEST_CASE("follow-up thread: the API's follow-up of a follow-up gives the models
   CHECK(starts_with(reports[0], "Report number 1:"));
   CHECK(starts_with(reports[1], "Report number 2:"));
 }
+
+} // namespace follow_up_thread_test

@@ -31,6 +31,8 @@
 #include <sstream>
 #include <tuple>
 
+namespace golden_test {
+
 using namespace quarry;
 using namespace quarry::test::script;
 
@@ -307,3 +309,5 @@ TEST_CASE_FIXTURE(golden_fixture, "golden: the reflective strategy scripted at l
                            "--strategy", "reflective", "--depth", "light", "--verify"},
                           openai_at(server)));
 }
+
+} // namespace golden_test

@@ -21,6 +21,8 @@
 
 #include <sys/stat.h>
 
+namespace index_cli_test {
+
 using namespace quarry;
 namespace fs = std::filesystem;
 
@@ -466,3 +468,5 @@ TEST_CASE_FIXTURE(index_cli_fixture, "SIGINT in the middle of an index run keeps
   CHECK(first_title(db, "Marker" + std::to_string(files - 1))
         == "File " + std::to_string(files - 1));
 }
+
+} // namespace index_cli_test

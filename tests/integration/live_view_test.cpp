@@ -16,6 +16,8 @@
 #include <unistd.h>
 #include <vector>
 
+namespace live_view_test {
+
 using namespace quarry;
 using namespace quarry::test::script;
 using namespace std::chrono_literals;
@@ -161,3 +163,5 @@ TEST_CASE("a finished report is printed for reading at the terminal's width") {
     CHECK(screen.find("\nSources\n-------\n") != std::string::npos);
   }
 }
+
+} // namespace live_view_test

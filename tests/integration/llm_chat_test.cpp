@@ -10,6 +10,8 @@
 
 #include <chrono>
 
+namespace llm_chat_test {
+
 using namespace quarry;
 
 namespace {
@@ -282,3 +284,5 @@ TEST_CASE_FIXTURE(chat_fixture, "llm chat --json with the field cases: thinking 
   CHECK(w["error"]["class"] == "context_too_long");
   CHECK(server.request_count() == 1 + 3 + 1); // not retried
 }
+
+} // namespace llm_chat_test

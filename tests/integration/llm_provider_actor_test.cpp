@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+namespace llm_provider_actor_test {
+
 using namespace quarry;
 
 namespace {
@@ -394,3 +396,5 @@ TEST_CASE_FIXTURE(actor_fixture, "llm provider actor answers describe within its
   }
   CHECK(got);
 }
+
+} // namespace llm_provider_actor_test

@@ -23,6 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+namespace mcp_cli_test {
+
 using namespace quarry;
 using nlohmann::json;
 using namespace std::chrono_literals;
@@ -438,3 +440,5 @@ TEST_CASE("mcp: a client that stops reading its output counts as gone after 30 s
   CHECK(*rc == 0);
   CHECK(p.err().find("has not read its output for 30 s") != std::string::npos);
 }
+
+} // namespace mcp_cli_test

@@ -27,6 +27,8 @@
 #include <mutex>
 #include <set>
 
+namespace message_types_test {
+
 using namespace quarry;
 
 namespace {
@@ -864,3 +866,5 @@ TEST_CASE("register_types gives a program heartbeats for Quarry nodes, and keeps
   quarry::cluster::register_types(own);
   CHECK(interval(own) == caf::timespan{seconds{3}});
 }
+
+} // namespace message_types_test

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+namespace model_servers_test {
+
 using namespace quarry;
 using namespace quarry::test::script;
 
@@ -461,3 +463,5 @@ TEST_CASE_FIXTURE(model_fixture, "an agent step answered with text is reminded o
   CHECK(second[first.size()]["content"] == "Defrost cycles reverse the refr");
   CHECK(reports[1]["max_tokens"] == reports[0]["max_tokens"]);
 }
+
+} // namespace model_servers_test

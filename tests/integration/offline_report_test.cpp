@@ -16,6 +16,8 @@
 #include <set>
 #include <sstream>
 
+namespace offline_report_test {
+
 using namespace quarry;
 
 namespace {
@@ -252,3 +254,5 @@ TEST_CASE_FIXTURE(offline_fixture, "offline: an empty corpus is an error that na
   CHECK(ok.exit_code == 0);
   CHECK(ok.out.find("heat.md") != std::string::npos);
 }
+
+} // namespace offline_report_test

@@ -15,6 +15,8 @@
 
 #include <sys/stat.h>
 
+namespace open_url_cli_test {
+
 using namespace quarry;
 using test::response_plan;
 
@@ -290,3 +292,5 @@ TEST_CASE_FIXTURE(open_url_fixture, "extract refuses binary text files and "
         == "# Dirty\n\nA bell, an escape[2J, a C1 controland a bad "
            "byte \xEF\xBF\xBD in notes that are long enough.\n");
 }
+
+} // namespace open_url_cli_test

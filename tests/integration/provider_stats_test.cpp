@@ -18,6 +18,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+namespace provider_stats_test {
+
 using namespace quarry;
 
 namespace {
@@ -194,3 +196,5 @@ TEST_CASE_FIXTURE(stats_fixture, "provider stats: the llm provider times its cal
   CHECK(s["call_seconds"]["sum"].get<double>() >= 0.05);
   CHECK(s["input_tokens"].get<int64_t>() >= 0);
 }
+
+} // namespace provider_stats_test

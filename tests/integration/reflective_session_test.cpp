@@ -20,6 +20,8 @@
 #include <regex>
 #include <set>
 
+namespace reflective_session_test {
+
 using namespace quarry;
 using test::count;
 using nlohmann::json;
@@ -676,3 +678,5 @@ TEST_CASE_FIXTURE(reflective_fixture, "reflective: the classic researcher search
       told = true;
   CHECK(told);
 }
+
+} // namespace reflective_session_test

@@ -24,6 +24,8 @@
 
 #include <sys/stat.h>
 
+namespace report_export_test {
+
 using namespace quarry;
 using namespace quarry::test::serve;
 
@@ -321,3 +323,5 @@ TEST_CASE("serve: GET /report?format=pdf|docx answers the document with its type
     CHECK(j["error"]["message"].get<std::string>().find(package) != std::string::npos);
   }
 }
+
+} // namespace report_export_test

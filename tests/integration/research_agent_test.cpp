@@ -7,6 +7,8 @@
 
 #include "support/fake_llm_server.hpp"
 
+namespace research_agent_test {
+
 using namespace quarry;
 using test::count;
 
@@ -193,3 +195,5 @@ TEST_CASE_FIXTURE(agent_fixture, "research agent treats tools by their kind, not
   CHECK(hints["snippets"].contains(url));
   CHECK(read_result.find("from the model") == std::string::npos);
 }
+
+} // namespace research_agent_test

@@ -24,6 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+namespace research_cli_test {
+
 using namespace quarry;
 using namespace quarry::test::script;
 
@@ -1036,3 +1038,5 @@ TEST_CASE_FIXTURE(research_fixture, "research refuses an unknown strategy, mode 
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("research.strategy") != std::string::npos);
 }
+
+} // namespace research_cli_test

@@ -26,6 +26,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+namespace robustness_test {
+
 using namespace quarry;
 using namespace std::chrono_literals;
 using namespace quarry::test::script;
@@ -345,3 +347,5 @@ TEST_CASE_FIXTURE(robust_fixture, "JSON nested 60,000 deep is refused, never a c
     CHECK_FALSE(j.is_discarded());
   }
 }
+
+} // namespace robustness_test

@@ -18,6 +18,8 @@
 #include <thread>
 #include <unistd.h>
 
+namespace runtime_test {
+
 using namespace quarry;
 
 namespace {
@@ -114,3 +116,5 @@ TEST_CASE("runtime stops actors gracefully on SIGINT") {
   CHECK(text.substr(text.size() - 8) == "stopped\n");
   CHECK(test::read_file(path + ".threads") == "2\n");
 }
+
+} // namespace runtime_test

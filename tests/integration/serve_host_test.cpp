@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+namespace serve_host_test {
+
 using namespace quarry;
 using namespace quarry::test::serve;
 using nlohmann::json;
@@ -202,3 +204,5 @@ TEST_CASE("serve: host check: with a token neither Host nor Origin is checked") 
           .status
         == 404);
 }
+
+} // namespace serve_host_test

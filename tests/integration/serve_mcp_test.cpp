@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+namespace serve_mcp_test {
+
 using namespace quarry;
 using namespace quarry::test::serve;
 using nlohmann::json;
@@ -113,3 +115,5 @@ TEST_CASE("serve mcp: the bearer token is asked for like everywhere else") {
   CHECK(ok.status == 200);
   CHECK_FALSE(ok.header("mcp-session-id").empty());
 }
+
+} // namespace serve_mcp_test

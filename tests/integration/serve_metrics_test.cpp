@@ -16,6 +16,8 @@
 #include <set>
 #include <sstream>
 
+namespace serve_metrics_test {
+
 using namespace quarry;
 using nlohmann::json;
 
@@ -361,3 +363,5 @@ TEST_CASE("serve metrics: after one offline research every family is there and "
         == m.sum("quarry_http_requests_total", {{"code", "200"}}) + 1);
   CHECK(again.sum("quarry_llm_calls_total") == m.sum("quarry_llm_calls_total"));
 }
+
+} // namespace serve_metrics_test

@@ -16,6 +16,8 @@
 #include <regex>
 #include <thread>
 
+namespace serve_openai_test {
+
 using namespace quarry;
 using namespace quarry::test::script;
 using namespace quarry::test::serve;
@@ -481,3 +483,5 @@ TEST_CASE("serve openai: a report the output limit cut ends with finish_reason l
   CHECK(call("GET", srv.url("/v1/research/" + session_of(w["id"]))).as_json()["truncated"]
         == false);
 }
+
+} // namespace serve_openai_test

@@ -17,6 +17,8 @@
 #include <regex>
 #include <set>
 
+namespace serve_sources_test {
+
 using namespace quarry;
 using namespace quarry::test::serve;
 using nlohmann::json;
@@ -365,3 +367,5 @@ TEST_CASE("serve sources: a research's sources agree with its report, verified p
     call("POST", srv.url("/v1/research/q0123456789abcdef/render"), R"({"markdown": "x"})").status
     == 404);
 }
+
+} // namespace serve_sources_test

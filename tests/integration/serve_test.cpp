@@ -23,6 +23,8 @@
 #include <sstream>
 #include <thread>
 
+namespace serve_test {
+
 using namespace quarry;
 using namespace quarry::test::script;
 using namespace quarry::test::serve;
@@ -784,3 +786,5 @@ TEST_CASE("serve: the claims of a verified report, with their ranges and evidenc
   CHECK(none["claims"].empty());
   CHECK(none["summary"]["claims"] == 0);
 }
+
+} // namespace serve_test

@@ -20,6 +20,8 @@
 #include <fstream>
 #include <iterator>
 
+namespace serve_uploads_test {
+
 using namespace quarry;
 using namespace quarry::test::script;
 using namespace quarry::test::serve;
@@ -325,3 +327,5 @@ TEST_CASE("serve uploads: a session with uploads resumed after a restart searche
   CAPTURE(report);
   CHECK(report.find("zorblax-notes.md") != std::string::npos);
 }
+
+} // namespace serve_uploads_test

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace session_limits_cli_test {
+
 using namespace quarry;
 using nlohmann::json;
 
@@ -67,3 +69,5 @@ TEST_CASE("session limits: the reflective deep_research mode ends at "
   CHECK(other.out.find("The research deadline was reached") != std::string::npos);
   CHECK(took >= std::chrono::seconds{4});
 }
+
+} // namespace session_limits_cli_test

@@ -21,6 +21,8 @@
 #include <sstream>
 #include <thread>
 
+namespace session_store_test {
+
 using namespace quarry;
 using namespace quarry::test::script;
 using nlohmann::json;
@@ -350,3 +352,5 @@ TEST_CASE_FIXTURE(store_fixture, "sessions: kill -9 during the final report, the
   kill_and_resume(*this, final_marker, "final_report", false);
   // Only the final report was asked for again: no orchestrator call.
 }
+
+} // namespace session_store_test

@@ -13,6 +13,8 @@
 #include <regex>
 #include <set>
 
+namespace session_test {
+
 using namespace quarry;
 using test::count;
 using namespace quarry::test::script;
@@ -597,3 +599,5 @@ TEST_CASE_FIXTURE(session_fixture, "a stop while agents run starts nothing new a
   CHECK(std::find(r.notices.begin(), r.notices.end(), "the research was interrupted")
         != r.notices.end());
 }
+
+} // namespace session_test

@@ -25,6 +25,8 @@
 #include <map>
 #include <mutex>
 
+namespace store_actor_test {
+
 using namespace quarry;
 using test::read_ok;
 
@@ -649,3 +651,5 @@ TEST_CASE("store actor: flushes that come together share a transaction, and each
     CHECK(out->seen[id_of(i)] == 1);
   }
 }
+
+} // namespace store_actor_test

@@ -25,6 +25,8 @@
 
 #include <unistd.h>
 
+namespace store_faults_test {
+
 using namespace quarry;
 using namespace quarry::test::serve;
 namespace fs = std::filesystem;
@@ -301,3 +303,5 @@ TEST_CASE("store faults: a store on a read-only file system is read as it is, an
   CHECK(research.find("read-only (it is on a read-only file system)") != std::string::npos);
   CHECK(research.find("--no-store") != std::string::npos);
 }
+
+} // namespace store_faults_test

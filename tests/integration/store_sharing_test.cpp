@@ -29,6 +29,8 @@
 
 #include <unistd.h>
 
+namespace store_sharing_test {
+
 using namespace quarry;
 using namespace quarry::test::serve;
 namespace fs = std::filesystem;
@@ -370,3 +372,5 @@ TEST_CASE("store sharing: a session another process runs is neither removed nor 
   }
   h.check({}, rounds());
 }
+
+} // namespace store_sharing_test

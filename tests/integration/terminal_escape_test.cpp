@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+namespace terminal_escape_test {
+
 using namespace quarry;
 using namespace quarry::test::script;
 using namespace std::chrono_literals;
@@ -322,3 +324,5 @@ TEST_CASE("terminal escapes: a streamed answer split inside its sequences, and a
   REQUIRE(piped.exit_code == 0);
   CHECK(piped.out.find(split) != std::string::npos);
 }
+
+} // namespace terminal_escape_test

@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+namespace tool_retry_test {
+
 using namespace quarry;
 using namespace std::chrono_literals;
 using test::response_plan;
@@ -334,3 +336,5 @@ TEST_CASE_FIXTURE(retry_fixture, "tool retries: quarry tool run shows the field 
   CHECK(message.find('<') == std::string::npos);
   CHECK(j["llm_text"].get<std::string>().find('<') == std::string::npos);
 }
+
+} // namespace tool_retry_test

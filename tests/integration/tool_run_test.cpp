@@ -14,6 +14,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+namespace tool_run_test {
+
 using namespace quarry;
 
 namespace {
@@ -249,3 +251,5 @@ TEST_CASE_FIXTURE(tool_actor_fixture,
   CHECK(replies[1].id == 2);
   CHECK(replies[1].result.llm_text == "quick (run 1)");
 }
+
+} // namespace tool_run_test

@@ -15,6 +15,8 @@
 
 #include <future>
 
+namespace verifier_test {
+
 using namespace quarry;
 using namespace std::chrono_literals;
 namespace v = core::verification;
@@ -208,3 +210,5 @@ TEST_CASE_FIXTURE(verifier_fixture, "verifier: what the budget does not reach is
   CHECK(body.find("*(unverified)*") == std::string::npos);
   CHECK(body.find("cheese and chocolate [1].") != std::string::npos);
 }
+
+} // namespace verifier_test

@@ -40,6 +40,8 @@
 #include <unistd.h>
 #include <vector>
 
+namespace worker_port_test {
+
 using namespace quarry;
 using namespace quarry::test::script;
 using namespace std::chrono_literals;
@@ -605,3 +607,5 @@ TEST_CASE_FIXTURE(worker_port_fixture, "worker port: a connection silent past th
   CHECK(w->process->wait_for_err("nothing received for 2s (cluster.heartbeat_timeout)", 10s));
   check_serves(*w);
 }
+
+} // namespace worker_port_test

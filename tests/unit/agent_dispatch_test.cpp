@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+namespace agent_dispatch_test {
+
 using quarry::core::agent_dispatch;
 using status = agent_dispatch::status;
 using v = std::vector<size_t>;
@@ -73,3 +75,5 @@ TEST_CASE("agent dispatch: an empty turn is finished, limits below one mean one"
   CHECK_FALSE(d.finish(7));
   CHECK(d.at(7) == status::finished);
 }
+
+} // namespace agent_dispatch_test

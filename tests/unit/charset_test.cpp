@@ -14,6 +14,8 @@
 #include <array>
 #include <string>
 
+namespace charset_test {
+
 using namespace quarry;
 
 namespace {
@@ -225,3 +227,5 @@ TEST_CASE("charset every supported encoding has a working converter") {
   CHECK(extract::decode_document("x", "text/plain; charset=koi8-").charset == "UTF-8");
   CHECK(extract::decode_document("x", "text/plain; charset=8-r").charset == "UTF-8");
 }
+
+} // namespace charset_test

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+namespace checkpoint_test {
+
 using namespace quarry;
 using nlohmann::json;
 
@@ -146,3 +148,5 @@ TEST_CASE("checkpoint: a resumed session gets what was left, but never nothing")
   CHECK(core::resume_deadline_ms(30'000, 30'000) == 30'000);
   CHECK(core::resume_deadline_ms(0, 0) == 0);
 }
+
+} // namespace checkpoint_test

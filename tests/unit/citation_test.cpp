@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+namespace citation_test {
+
 using namespace quarry;
 using namespace quarry::core;
 
@@ -633,3 +635,5 @@ TEST_CASE("citation one megabyte token by token") {
   CHECK(out == digits + "!");
   CHECK(q.seen_citations().empty());
 }
+
+} // namespace citation_test

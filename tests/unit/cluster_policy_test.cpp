@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+namespace cluster_policy_test {
+
 using namespace quarry;
 using namespace std::chrono_literals;
 
@@ -125,3 +127,5 @@ TEST_CASE("cluster: a worker refuses agent requests out of bounds, saying which"
   bad.report_max_tokens = 0;
   CHECK(core::refuse_agent_request(bad).find("token limit") != std::string::npos);
 }
+
+} // namespace cluster_policy_test

@@ -21,6 +21,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+namespace config_file_test {
+
 using namespace quarry;
 using namespace quarry::core;
 
@@ -312,3 +314,5 @@ TEST_CASE("prompts: an override that is not a regular file is refused, saying wh
   REQUIRE(std::holds_alternative<size_t>(ok));
   CHECK(std::get<size_t>(ok) == 1);
 }
+
+} // namespace config_file_test

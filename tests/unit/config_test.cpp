@@ -18,6 +18,8 @@
 
 #include <unistd.h>
 
+namespace config_test {
+
 using namespace quarry::core;
 using namespace std::chrono_literals;
 
@@ -1565,3 +1567,5 @@ TEST_CASE("config limits: the table, the defaults, quarry.yaml and the docs agre
   check(instance_kind::llm, to_json(llm_limits{}));
   check(instance_kind::tool, to_json(tool_limits{}));
 }
+
+} // namespace config_test

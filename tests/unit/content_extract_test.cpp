@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+namespace content_extract_test {
+
 namespace ce = quarry::extract;
 using quarry::test::token_f1;
 namespace fs = std::filesystem;
@@ -312,3 +314,5 @@ TEST_CASE("content_extract sniffs content kinds") {
   CHECK(ce::sniff("", std::string("\x89PNG\0\0", 6)) == content_kind::other);
   CHECK(ce::sniff("application/pdf", "GIF89a") == content_kind::other);
 }
+
+} // namespace content_extract_test

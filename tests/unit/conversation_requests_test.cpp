@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace conversation_requests_test {
+
 using namespace quarry;
 using sdk::role;
 
@@ -174,3 +176,5 @@ TEST_CASE("conversation: the reflective coordinator reads the same thread and cl
   CHECK(core::reflective::coordinator_input("How do heat pumps work?", {})
         == "The question to classify:\n\nHow do heat pumps work?");
 }
+
+} // namespace conversation_requests_test

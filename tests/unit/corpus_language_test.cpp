@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+namespace corpus_language_test {
+
 using namespace quarry;
 using namespace quarry::corpus;
 
@@ -349,3 +351,5 @@ TEST_CASE("corpus_language: tokens recorded while reading index the same "
   for (const auto& w : words)
     CHECK(recorded->search(w, 5).hits.empty());
 }
+
+} // namespace corpus_language_test

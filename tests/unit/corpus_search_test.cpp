@@ -23,6 +23,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+namespace corpus_search_test {
+
 using namespace quarry;
 using namespace quarry::corpus;
 namespace fs = std::filesystem;
@@ -690,3 +692,5 @@ TEST_CASE("corpus_search: a query of more phrases than an SQL function takes arg
     }
   }
 }
+
+} // namespace corpus_search_test

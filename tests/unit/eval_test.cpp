@@ -20,6 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+namespace eval_test {
+
 using namespace quarry::app;
 using nlohmann::json;
 
@@ -459,3 +461,5 @@ TEST_CASE("eval progress: the bar line") {
   CHECK(eval::format_progress(none, std::chrono::seconds{0}, 0)
         == "eval [                              ] 0 of 3, 0 s");
 }
+
+} // namespace eval_test

@@ -7,6 +7,8 @@
 
 #include <string>
 
+namespace extract_boilerplate_test {
+
 namespace ce = quarry::extract;
 
 namespace {
@@ -261,3 +263,5 @@ TEST_CASE("extract_boilerplate keeps the post of a platform that calls every box
   CHECK(has(x.text, "Line 11 of the song"));
   CHECK_FALSE(has(x.text, "Singer number"));
 }
+
+} // namespace extract_boilerplate_test

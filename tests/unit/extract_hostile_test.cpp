@@ -9,6 +9,8 @@
 #include <string>
 #include <variant>
 
+namespace extract_hostile_test {
+
 namespace ce = quarry::extract;
 namespace sdk = quarry::sdk;
 
@@ -194,3 +196,5 @@ TEST_CASE("extraction honours a deadline and a cancel check") {
     CHECK(x->text == ce::extract_html(page).text);
   }
 }
+
+} // namespace extract_hostile_test

@@ -7,6 +7,8 @@
 
 #include <string>
 
+namespace extract_markdown_test {
+
 namespace ce = quarry::extract;
 
 namespace {
@@ -90,3 +92,5 @@ TEST_CASE("extract_markdown treats a multi-line <code> as a block") {
   auto x = ce::extract_html(page("<div><code>line one\n  line two</code></div>"));
   CHECK(has(x.text, "```\nline one\n  line two\n```"));
 }
+
+} // namespace extract_markdown_test

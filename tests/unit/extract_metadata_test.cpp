@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+namespace extract_metadata_test {
+
 namespace ce = quarry::extract;
 namespace fs = std::filesystem;
 
@@ -104,3 +106,5 @@ TEST_CASE("extract_metadata of fixture pages matches their gold values") {
   CHECK(live.byline == "John Doe");
   CHECK(live.page_type == "LiveBlogPosting");
 }
+
+} // namespace extract_metadata_test

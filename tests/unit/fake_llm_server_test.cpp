@@ -26,6 +26,8 @@
 
 extern char** environ;
 
+namespace fake_llm_server_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -997,3 +999,5 @@ TEST_CASE("run_process survives a child that does not read its input") {
   CHECK(counted.exit_code == 0);
   CHECK(counted.out.find(std::to_string(3 << 20)) != std::string::npos);
 }
+
+} // namespace fake_llm_server_test

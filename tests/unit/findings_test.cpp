@@ -13,6 +13,8 @@
 
 #include <string>
 
+namespace findings_test {
+
 using namespace quarry;
 
 namespace {
@@ -268,3 +270,5 @@ TEST_CASE("json check: agrees with the parser on valid text and on every kind of
   }
   CHECK(checked > 10000);
 }
+
+} // namespace findings_test

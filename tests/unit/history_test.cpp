@@ -9,6 +9,8 @@
 
 #include <random>
 
+namespace history_test {
+
 using namespace quarry;
 using sdk::chat_message;
 using sdk::role;
@@ -278,3 +280,5 @@ TEST_CASE("history appends a tool round: the calls, then one result each") {
   CHECK(h[3].tool_name == "web_search");
   CHECK(core::pair_tool_results(h).size() == h.size());
 }
+
+} // namespace history_test

@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+namespace http_client_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -1064,3 +1066,5 @@ TEST_CASE("http_server keeps streaming to several slow readers") {
     CHECK(sinks[i]->body.find_first_not_of(static_cast<char>('a' + i)) == std::string::npos);
   }
 }
+
+} // namespace http_client_test

@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+namespace http_server_test {
+
 using namespace std::chrono_literals;
 namespace http = quarry::http;
 namespace sdk = quarry::sdk;
@@ -1495,3 +1497,5 @@ TEST_CASE("http server: framing: chunked and Content-Length bodies work on a kep
   CHECK(s.srv->stats().open_connections == 1);
   CHECK(s.smuggled.load() == 0);
 }
+
+} // namespace http_server_test

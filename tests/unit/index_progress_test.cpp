@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <string>
 
+namespace index_progress_test {
+
 using namespace quarry;
 using namespace std::chrono_literals;
 
@@ -68,3 +70,5 @@ TEST_CASE("index progress: one line redrawn in place, ended by finish, silent wh
   }
   std::fclose(quiet);
 }
+
+} // namespace index_progress_test

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+namespace ir_collection_test {
+
 using namespace quarry::test::ir;
 
 namespace {
@@ -112,3 +114,5 @@ TEST_CASE("ir collection: the Cranfield fixture holds 1,400 documents, 225 queri
   CHECK(judged->rbegin()->first == 225);
   CHECK(judged->at(1).at(184) == 3);
 }
+
+} // namespace ir_collection_test

@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+namespace lexical_test {
+
 namespace lex = quarry::lexical;
 
 namespace {
@@ -121,3 +123,5 @@ TEST_CASE("lexical tokenize: words without stop words, stemmed; words as written
   CHECK(framed.terms == 2);
   CHECK(framed.answered);
 }
+
+} // namespace lexical_test

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+namespace llm_json_test {
+
 using namespace quarry;
 
 TEST_CASE("llm_json round-trips a chat request") {
@@ -111,3 +113,5 @@ TEST_CASE("llm_json: errors honour the server's retry hint but never retry quota
   b.retry_hint = true;
   CHECK(b.retryable());
 }
+
+} // namespace llm_json_test

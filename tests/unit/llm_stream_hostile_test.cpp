@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+namespace llm_stream_hostile_test {
+
 namespace {
 
 namespace sdk = quarry::sdk;
@@ -549,3 +551,5 @@ TEST_CASE("openai decoder: the one-pass chunk reader gives what reading each chu
     compare_file(cases / name / "stream.sse");
   CHECK(streams >= 14);
 }
+
+} // namespace llm_stream_hostile_test

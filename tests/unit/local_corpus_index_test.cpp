@@ -24,6 +24,8 @@
 
 #include <sys/stat.h>
 
+namespace local_corpus_index_test {
+
 using namespace quarry;
 using namespace quarry::corpus;
 namespace fs = std::filesystem;
@@ -714,3 +716,5 @@ TEST_CASE("local_corpus: connections that create a new database at once all "
     CHECK(opened[0].index->size().first == 3);
   }
 }
+
+} // namespace local_corpus_index_test

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+namespace local_file_test {
+
 using namespace quarry;
 namespace fs = std::filesystem;
 
@@ -165,3 +167,5 @@ TEST_CASE("local files: binary data labelled as text is detected, text is "
         == "A text file with a bell and an escape[2J, long enough "
            "to count as readable text.\n");
 }
+
+} // namespace local_file_test

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+namespace logging_test {
+
 using namespace quarry;
 
 TEST_CASE("logging masks every occurrence of every secret") {
@@ -37,3 +39,5 @@ TEST_CASE("logging accepts exactly the documented levels") {
   CHECK_FALSE(host::valid_log_level("INFO"));
   CHECK_FALSE(host::valid_log_level(""));
 }
+
+} // namespace logging_test

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+namespace mcp_test {
+
 using namespace quarry::core;
 using nlohmann::json;
 
@@ -370,3 +372,5 @@ TEST_CASE("mcp messages with invalid UTF-8 are read with it repaired") {
   // What was written is valid JSON (parsed above) and names the method.
   CHECK(r["error"]["message"].get<std::string>().find("no") != std::string::npos);
 }
+
+} // namespace mcp_test

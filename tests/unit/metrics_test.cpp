@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+namespace metrics_test {
+
 namespace core = quarry::core;
 namespace sdk = quarry::sdk;
 
@@ -182,3 +184,5 @@ TEST_CASE("metrics: concurrent updates from many threads are exact") {
   CHECK(text.find("g 160000\n") != std::string::npos);
   CHECK(text.find("h_seconds_count{k=\"x\"} 160000\n") != std::string::npos);
 }
+
+} // namespace metrics_test

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+namespace model_check_test {
+
 using namespace quarry;
 
 namespace {
@@ -164,3 +166,5 @@ TEST_CASE("context window check: the provider of a role") {
   CHECK(app::token_count(999) == "999");
   CHECK(app::token_count(1000000) == "1,000,000");
 }
+
+} // namespace model_check_test

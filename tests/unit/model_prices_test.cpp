@@ -9,6 +9,8 @@
 
 #include <set>
 
+namespace model_prices_test {
+
 using namespace quarry::core;
 
 namespace {
@@ -118,3 +120,5 @@ TEST_CASE("model prices: a usage packet says who answered and whether its cost i
   CHECK(cost_basis_from(to_string(cost_basis::offline)) == cost_basis::offline);
   CHECK(cost_basis_from("something else") == cost_basis::unpriced);
 }
+
+} // namespace model_prices_test

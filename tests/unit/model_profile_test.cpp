@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+namespace model_profile_test {
+
 using quarry::core::reasoning_model_by_config;
 using quarry::core::reasoning_model_by_name;
 
@@ -30,3 +32,5 @@ TEST_CASE("reasoning models by configuration: the provider's own setting wins ov
   CHECK_FALSE(reasoning_model_by_config("extractive", {{"model", "o3"}}));
   CHECK_FALSE(reasoning_model_by_config("openai", nlohmann::json::array()));
 }
+
+} // namespace model_profile_test

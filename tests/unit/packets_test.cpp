@@ -8,6 +8,8 @@
 #include <limits>
 #include <random>
 
+namespace packets_test {
+
 using namespace quarry;
 using namespace quarry::core;
 using nlohmann::json;
@@ -319,3 +321,5 @@ TEST_CASE("packets carry Onyx's field names") {
   internal.snippet = "A snippet.";
   CHECK(search_doc(internal)["snippet_only"] == true);
 }
+
+} // namespace packets_test

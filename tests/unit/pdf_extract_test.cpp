@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+namespace pdf_extract_test {
+
 using namespace quarry;
 using namespace quarry::extract;
 
@@ -194,3 +196,5 @@ TEST_CASE("pdf extraction runs concurrently") {
                + "4");
   }
 }
+
+} // namespace pdf_extract_test

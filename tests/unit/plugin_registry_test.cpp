@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+namespace plugin_registry_test {
+
 using namespace quarry;
 
 namespace {
@@ -725,3 +727,5 @@ TEST_CASE("check_plugin_folders walks up to the root") {
   REQUIRE(missing.has_value());
   CHECK(missing->rfind("cannot check folder /no/such/folder/here: ", 0) == 0);
 }
+
+} // namespace plugin_registry_test

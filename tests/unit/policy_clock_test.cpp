@@ -10,6 +10,8 @@
 
 #include <thread>
 
+namespace policy_clock_test {
+
 using namespace std::chrono_literals;
 using quarry::core::adaptive_limit;
 using quarry::core::manual_clock;
@@ -306,3 +308,5 @@ TEST_CASE("clock: a deadline however far away never wraps around") {
         == quarry::core::clock::time_point::max());
   CHECK(time_after(clk, 24h * 365) > clk.now());
 }
+
+} // namespace policy_clock_test

@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+namespace policy_retry_test {
+
 using namespace std::chrono_literals;
 using quarry::core::manual_clock;
 using quarry::core::retry_policy;
@@ -280,3 +282,5 @@ TEST_CASE("deadline: limits far beyond the clock's range do not overflow") {
   auto far = quarry::core::time_after(clk, milliseconds::max());
   CHECK(p.after_failure(make_error(errc::overloaded, "busy"), 1, false, far).retry);
 }
+
+} // namespace policy_retry_test

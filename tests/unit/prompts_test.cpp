@@ -11,6 +11,8 @@
 #include <regex>
 #include <set>
 
+namespace prompts_test {
+
 using namespace quarry;
 using core::prompt_library;
 using core::prompt_vars;
@@ -193,3 +195,5 @@ TEST_CASE("prompts: the date reads like Onyx's") {
   CHECK(std::regex_match(text, std::regex{"(Sun|Mon|Tues|Wednes|Thurs|Fri|Satur)day "
                                           "[A-Z][a-z]+ [0-3][0-9], 2[0-9]{3}"}));
 }
+
+} // namespace prompts_test

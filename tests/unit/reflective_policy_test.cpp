@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+namespace reflective_policy_test {
+
 using namespace quarry;
 using namespace quarry::core::reflective;
 using nlohmann::json;
@@ -480,3 +482,5 @@ TEST_CASE("reflective requests: each role's research context states what its tex
   CHECK(synthesizer_input("Q?", p, 600).find(synth.findings[0].report) != std::string::npos);
   CHECK(synth.findings[0].report.size() < 400);
 }
+
+} // namespace reflective_policy_test

@@ -18,6 +18,8 @@
 
 #include <sys/stat.h>
 
+namespace report_export_test {
+
 using namespace quarry;
 using namespace quarry::app;
 
@@ -223,3 +225,5 @@ TEST_CASE("export slots: at most N at once") {
   a.reset();
   CHECK(slots.take());
 }
+
+} // namespace report_export_test

@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+namespace report_files_test {
+
 using namespace quarry;
 
 namespace {
@@ -445,3 +447,5 @@ TEST_CASE("report numbering: gap-free, in the order first cited, ranges moved wi
   CHECK(same.text == "x [[1]](u) y [[2]](v)");
   CHECK(same.edits.empty());
 }
+
+} // namespace report_files_test

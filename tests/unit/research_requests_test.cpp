@@ -13,6 +13,8 @@
 
 #include <algorithm>
 
+namespace research_requests_test {
+
 using namespace quarry;
 using sdk::chat_request;
 using sdk::role;
@@ -580,3 +582,5 @@ TEST_CASE("research tools: the reserved names are the names of Quarry's own tool
   std::sort(reserved.begin(), reserved.end());
   CHECK(own == reserved);
 }
+
+} // namespace research_requests_test

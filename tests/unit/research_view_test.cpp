@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <string>
 
+namespace research_view_test {
+
 using namespace quarry;
 
 namespace {
@@ -263,3 +265,5 @@ TEST_CASE("research_view prints no escape sequence from a model, live or not") {
     CHECK(text.find("log\n") != std::string::npos);
   }
 }
+
+} // namespace research_view_test

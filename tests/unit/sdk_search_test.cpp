@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace sdk_search_test {
+
 using namespace quarry;
 
 namespace {
@@ -355,3 +357,5 @@ TEST_CASE("sdk search_tool explains missing queries and total failure") {
   CHECK(got->llm_text == "Every query failed:\n- nowhere: network: no route");
   CHECK(got->failure->code == sdk::errc::network);
 }
+
+} // namespace sdk_search_test

@@ -6,6 +6,8 @@
 
 #include <string>
 
+namespace sdk_strings_test {
+
 using namespace quarry;
 
 TEST_CASE("sdk strings: trim, case, prefixes and percent-encoding") {
@@ -84,3 +86,5 @@ TEST_CASE("sdk strings: digit groups for counts in messages, to the ends of int6
   CHECK(digit_groups(INT64_MAX) == "9,223,372,036,854,775,807");
   CHECK(digit_groups(INT64_MIN) == "-9,223,372,036,854,775,808");
 }
+
+} // namespace sdk_strings_test

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+namespace sdk_terminal_controls_test {
+
 using namespace quarry;
 using sdk::strip_terminal_controls;
 
@@ -358,3 +360,5 @@ TEST_CASE("terminal controls: random pieces of random bytes agree with the whole
     CHECK(filtered(x, cuts) == strip_terminal_controls(x));
   }
 }
+
+} // namespace sdk_terminal_controls_test

@@ -14,6 +14,8 @@
 #include <string>
 #include <variant>
 
+namespace sdk_text_json_hostile_test {
+
 namespace sdk = quarry::sdk;
 namespace core = quarry::core;
 using nlohmann::json;
@@ -169,3 +171,5 @@ TEST_CASE("llm_json reads wrongly typed members without throwing and bounds "
   REQUIRE(err.has_value());
   CHECK(err->find("deeper than 64 levels") != std::string::npos);
 }
+
+} // namespace sdk_text_json_hostile_test

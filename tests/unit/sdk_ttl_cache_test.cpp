@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+namespace sdk_ttl_cache_test {
+
 using quarry::sdk::ttl_cache;
 
 TEST_CASE("sdk ttl_cache keeps values until they expire") {
@@ -61,3 +63,5 @@ TEST_CASE("sdk ttl_cache is safe to use from several threads") {
     th.join();
   CHECK(cache.size() <= 64);
 }
+
+} // namespace sdk_ttl_cache_test

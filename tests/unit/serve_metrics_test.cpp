@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+namespace serve_metrics_test {
+
 using namespace quarry;
 using namespace quarry::app;
 using nlohmann::json;
@@ -141,3 +143,5 @@ TEST_CASE("serve metrics: malformed stats count as nothing and never break the t
   CHECK(m.count("quarry_llm_call_seconds_count{provider=\"good\"}") == 0);
   CHECK(text.find(std::string(500, 'x')) == std::string::npos);
 }
+
+} // namespace serve_metrics_test

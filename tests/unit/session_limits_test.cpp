@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+namespace session_limits_test {
+
 using namespace quarry::core;
 using namespace std::chrono_literals;
 
@@ -66,3 +68,5 @@ TEST_CASE("session limits: research.deep_research_deadline is configurable and c
   CHECK(bad.errors.front().to_string().find("research.deep_research_deadline")
         != std::string::npos);
 }
+
+} // namespace session_limits_test

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+namespace session_usage_test {
+
 using namespace quarry;
 
 TEST_CASE("session usage: models are listed once, the offline provider without tokens") {
@@ -65,3 +67,5 @@ TEST_CASE("session usage: the duration runs to the end, to now while running") {
   row.created_at = 10000;
   CHECK(app::session_duration_ms(row, store::session_state::pending, 9000) == 0);
 }
+
+} // namespace session_usage_test

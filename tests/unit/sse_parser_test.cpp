@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+namespace sse_parser_test {
+
 using quarry::sdk::sse_event;
 using quarry::sdk::sse_parser;
 
@@ -241,3 +243,5 @@ TEST_CASE("sse parser: an event larger than the limit stops the parse") {
     CHECK(trace.events.size() == 40);
   }
 }
+
+} // namespace sse_parser_test

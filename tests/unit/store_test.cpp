@@ -23,6 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+namespace store_test {
+
 using namespace quarry;
 using namespace quarry::store;
 namespace fs = std::filesystem;
@@ -2045,3 +2047,5 @@ TEST_CASE("store: usage by model says how each cost is known, and a schema 3 sto
   CHECK(groups[1].cost_basis == "unpriced");
   CHECK(groups[2].cost_basis == "unpriced");
 }
+
+} // namespace store_test

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+namespace tool_args_schema_test {
+
 using namespace quarry;
 using json = nlohmann::json;
 
@@ -41,3 +43,5 @@ TEST_CASE("tool argument schema: types, required keys, items and enums") {
   CHECK_FALSE(core::check_tool_arguments(json::object(), json::parse(R"({"x": 1})")));
   CHECK_FALSE(core::check_tool_arguments("nonsense", json::parse(R"({"x": 1})")));
 }
+
+} // namespace tool_args_schema_test

@@ -16,6 +16,8 @@
 
 #include <sys/stat.h>
 
+namespace upload_files_test {
+
 using namespace quarry;
 using namespace quarry::app;
 namespace fs = std::filesystem;
@@ -237,3 +239,5 @@ TEST_CASE("uploads: a session takes its uploads once, and its files are indexed"
   CHECK(remove_session_folder(home.path(), session).empty());
   CHECK_FALSE(remove_session_folder(home.path(), "../x").empty());
 }
+
+} // namespace upload_files_test

@@ -7,6 +7,8 @@
 
 #include <string>
 
+namespace url_test {
+
 using namespace quarry;
 
 namespace {
@@ -176,3 +178,5 @@ TEST_CASE("url refuses hostile text with clear messages") {
   // A reference with its own scheme stands alone.
   CHECK(resolved("HTTPS://other.example/x/../y") == "https://other.example/y");
 }
+
+} // namespace url_test

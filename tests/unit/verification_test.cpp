@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+namespace verification_test {
+
 using namespace quarry::core::verification;
 using nlohmann::json;
 
@@ -403,3 +405,5 @@ TEST_CASE("verification: the claims' ranges in the verified report, and their re
     CHECK(records[1]["report_begin"].is_null() == (what == action::drop));
   }
 }
+
+} // namespace verification_test

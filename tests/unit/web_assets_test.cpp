@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+namespace web_assets_test {
+
 using quarry::web::all_assets;
 using quarry::web::find_asset;
 
@@ -101,3 +103,5 @@ TEST_CASE("web assets: no path traversal") {
   // Embedded bytes are not a file system: a name with a NUL finds nothing.
   CHECK(find_asset(std::string_view{"/app.js\0.png", 12}) == nullptr);
 }
+
+} // namespace web_assets_test

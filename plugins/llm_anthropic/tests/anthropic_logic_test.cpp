@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+namespace anthropic_logic_test {
+
 namespace {
 
 namespace sdk = quarry::sdk;
@@ -901,3 +903,5 @@ TEST_CASE("anthropic: every recorded successful exchange assembles") {
   CHECK(streams == 6);
   CHECK(messages == 21);
 }
+
+} // namespace anthropic_logic_test

@@ -34,6 +34,8 @@
 #include <string>
 #include <vector>
 
+namespace anthropic_provider_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -1060,3 +1062,5 @@ TEST_CASE("anthropic: proven error causes win over wrappers over HTTP") {
     CHECK_FALSE(sink->failure_->retryable());
   }
 }
+
+} // namespace anthropic_provider_test

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+namespace anthropic_thinking_test {
+
 namespace {
 
 namespace sdk = quarry::sdk;
@@ -520,3 +522,5 @@ TEST_CASE("anthropic thinking: a proven cause wins over the wrapper and is not r
     CHECK(b.failure()->retryable());
   }
 }
+
+} // namespace anthropic_thinking_test

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace extractive_logic_test {
+
 using namespace quarry;
 using namespace quarry::plugins::llm_extractive;
 
@@ -1013,3 +1015,5 @@ TEST_CASE("extractive agents follow every document a plural reference names, fro
   CHECK(read.tool_calls[0].arguments
         == R"({"urls":["file:///overview.md","file:///compare.html","file:///natural.md"]})");
 }
+
+} // namespace extractive_logic_test

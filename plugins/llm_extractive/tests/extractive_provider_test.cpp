@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+namespace extractive_provider_test {
+
 using namespace quarry;
 using namespace quarry::plugins::llm_extractive;
 
@@ -406,3 +408,5 @@ TEST_CASE("extractive plugin loads through the registry and chats") {
   llm.reset();
   services.shutdown();
 }
+
+} // namespace extractive_provider_test

@@ -11,6 +11,8 @@
 
 #include <doctest/doctest.h>
 
+namespace extractive_roles_test {
+
 using namespace quarry;
 using namespace quarry::core::reflective;
 using quarry::plugins::llm_extractive::respond;
@@ -194,3 +196,5 @@ TEST_CASE("extractive roles: the synthesis writes a section per completed step")
   CHECK(report.find("Skipped step") == std::string::npos);
   CHECK(report.find("9,000 euros to install [2].") != std::string::npos);
 }
+
+} // namespace extractive_roles_test

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+namespace openai_models_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -381,3 +383,5 @@ TEST_CASE("context window: the parts of a probe") {
   CHECK(show->trained == 131072);
   CHECK_FALSE(openai::read_ollama_show(R"({"error": "model 'x' not found"})"));
 }
+
+} // namespace openai_models_test

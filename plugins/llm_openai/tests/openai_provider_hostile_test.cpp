@@ -22,6 +22,8 @@
 #include <optional>
 #include <string>
 
+namespace openai_provider_hostile_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -154,3 +156,5 @@ TEST_CASE("openai: bytes that are not UTF-8 in a streamed delta arrive as U+FFFD
   CHECK(rec->text == rec->result->text);
   host.shutdown();
 }
+
+} // namespace openai_provider_hostile_test

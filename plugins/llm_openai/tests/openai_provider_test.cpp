@@ -30,6 +30,8 @@
 #include <thread>
 #include <vector>
 
+namespace openai_provider_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -531,3 +533,5 @@ TEST_CASE_FIXTURE(fixture_env, "openai cancel racing with completion ends each c
   }
   CHECK(done + cancelled == 40);
 }
+
+} // namespace openai_provider_test

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+namespace openai_reasoning_test {
+
 namespace {
 
 namespace sdk = quarry::sdk;
@@ -530,3 +532,5 @@ TEST_CASE_FIXTURE(env, "reasoning round trip: DeepSeek's reasoning_content goes 
   CHECK(openai::round_trip_by_default("http://localhost:1234/v1", "deepseek-chat"));
   CHECK_FALSE(openai::round_trip_by_default("https://api.openai.com/v1", "gpt-4o"));
 }
+
+} // namespace openai_reasoning_test

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+namespace openai_stream_test {
+
 namespace {
 
 namespace sdk = quarry::sdk;
@@ -713,3 +715,5 @@ TEST_CASE("openai decoder reads every recording and unusual chunk shapes alike i
   REQUIRE(last.result.tool_calls.size() == 1);
   CHECK(last.result.tool_calls[0].arguments == R"({"k":1}{})");
 }
+
+} // namespace openai_stream_test

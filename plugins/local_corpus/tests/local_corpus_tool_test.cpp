@@ -23,6 +23,8 @@
 #include <stdexcept>
 #include <string>
 
+namespace local_corpus_tool_test {
+
 using namespace quarry;
 using namespace quarry::plugins::local_corpus;
 using namespace quarry::corpus;
@@ -197,3 +199,5 @@ TEST_CASE("local_corpus caps the results at max_results") {
   auto out = run_tool(tool, {{"queries", "common"}});
   CHECK(nlohmann::json::parse(out.llm_text)["results"].size() == 3);
 }
+
+} // namespace local_corpus_tool_test

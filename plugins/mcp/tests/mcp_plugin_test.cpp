@@ -24,6 +24,8 @@
 #include <string>
 #include <thread>
 
+namespace mcp_plugin_test {
+
 namespace {
 
 using namespace quarry;
@@ -327,3 +329,5 @@ TEST_CASE("mcp connection: a hostile Streamable HTTP server gives tool errors, n
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds{10});
   }
 }
+
+} // namespace mcp_plugin_test

@@ -29,6 +29,8 @@
 #include <random>
 #include <string>
 
+namespace open_url_charset_test {
+
 using namespace quarry;
 using namespace quarry::plugins::open_url;
 using quarry::extract::detect_charset;
@@ -391,3 +393,5 @@ TEST_CASE("reader: a quarter of U+FFFD is the line between a page and a read "
            "wrong or it is not text");
   CHECK(four.failure->message == four.reason);
 }
+
+} // namespace open_url_charset_test

@@ -12,6 +12,8 @@
 #include <future>
 #include <string>
 
+namespace open_url_hostile_test {
+
 using namespace quarry;
 using namespace quarry::plugins::open_url;
 using nlohmann::json;
@@ -50,3 +52,5 @@ TEST_CASE("open_url dropped_note counts singular and plural") {
            "opens at most 3 per call); the other 7 were not "
            "tried: call open_url again with them.");
 }
+
+} // namespace open_url_hostile_test

@@ -11,6 +11,8 @@
 
 #include <string>
 
+namespace open_url_text_test {
+
 using namespace quarry;
 using namespace quarry::plugins::open_url;
 using fetch::address_class;
@@ -425,3 +427,5 @@ TEST_CASE("open_url words its failure message like Onyx") {
            "https://x.com/ (upstream returned HTTP 500)");
   CHECK(missing_urls_message().find("{\"urls\": [\"https://example.com\"]}") != std::string::npos);
 }
+
+} // namespace open_url_text_test

@@ -21,6 +21,8 @@
 #include <string>
 #include <thread>
 
+namespace open_url_tool_test {
+
 using namespace quarry;
 using namespace quarry::plugins::open_url;
 using nlohmann::json;
@@ -616,3 +618,5 @@ TEST_CASE("open_url does not fetch a page it read recently again") {
   run_tool(*tool, {{"urls", {server.url("/missing")}}});
   CHECK(hits.load() == 3);
 }
+
+} // namespace open_url_tool_test

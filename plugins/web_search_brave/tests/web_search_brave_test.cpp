@@ -10,6 +10,8 @@
 #include <atomic>
 #include <future>
 
+namespace web_search_brave_test {
+
 using namespace quarry;
 namespace brave = quarry::plugins::web_search_brave;
 using json = nlohmann::json;
@@ -440,3 +442,5 @@ TEST_CASE("brave: an HTML error page from its edge becomes short text, and key "
   CHECK(broke.failure->message.find("quota or credits") != std::string::npos);
   CHECK(broke.llm_text.find("Brave Search API dashboard") != std::string::npos);
 }
+
+} // namespace web_search_brave_test

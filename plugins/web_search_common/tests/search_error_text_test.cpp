@@ -11,6 +11,8 @@
 
 #include <string>
 
+namespace search_error_text_test {
+
 using namespace quarry;
 using namespace quarry::plugins::web_search_common;
 
@@ -140,3 +142,5 @@ TEST_CASE("web_search_common explains refusals with the remedy") {
   auto bare = classify_answer(429, {}, "", nullptr, nullptr);
   CHECK(bare.message == "the search service refused the request: too many requests (HTTP 429).");
 }
+
+} // namespace search_error_text_test

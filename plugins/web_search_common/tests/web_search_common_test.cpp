@@ -7,6 +7,8 @@
 
 #include <stdexcept>
 
+namespace web_search_common_test {
+
 using namespace quarry::plugins::web_search_common;
 using json = nlohmann::json;
 
@@ -341,3 +343,5 @@ TEST_CASE("web_search_common request builders: query parameters and JSON POST") 
   CHECK(req.headers[2] == std::pair<std::string, std::string>{"Accept", "application/json"});
   CHECK(req.body == "{\"q\":\"bad \xEF\xBF\xBD byte\",\"hl\":\"en\"}");
 }
+
+} // namespace web_search_common_test

@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+namespace web_search_exa_test {
+
 using namespace quarry;
 namespace exa = quarry::plugins::web_search_exa;
 using json = nlohmann::json;
@@ -103,3 +105,5 @@ TEST_CASE("exa module loads through the plugin registry and searches") {
   CHECK(result.documents.size() == 1);
   module.services->shutdown();
 }
+
+} // namespace web_search_exa_test

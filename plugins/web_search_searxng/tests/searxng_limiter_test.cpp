@@ -10,6 +10,8 @@
 
 #include <doctest/doctest.h>
 
+namespace searxng_limiter_test {
+
 using namespace quarry;
 using json = nlohmann::json;
 using test::request;
@@ -107,3 +109,5 @@ TEST_CASE("searxng: a 503 HTML page and a 403 get their own short explanations")
   CHECK(forbidden.llm_text.find("format=json") != std::string::npos);
   CHECK(forbidden.llm_text.find('<') == std::string::npos);
 }
+
+} // namespace searxng_limiter_test

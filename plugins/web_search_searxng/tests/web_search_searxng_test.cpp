@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+namespace web_search_searxng_test {
+
 using namespace quarry;
 namespace searxng = quarry::plugins::web_search_searxng;
 using json = nlohmann::json;
@@ -104,3 +106,5 @@ TEST_CASE("searxng module loads through the plugin registry and searches") {
   CHECK(result.documents.size() == 2);
   module.services->shutdown();
 }
+
+} // namespace web_search_searxng_test

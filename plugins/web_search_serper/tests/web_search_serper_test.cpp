@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+namespace web_search_serper_test {
+
 using namespace quarry;
 namespace serper = quarry::plugins::web_search_serper;
 using json = nlohmann::json;
@@ -101,3 +103,5 @@ TEST_CASE("serper module loads through the plugin registry and searches") {
   CHECK(result.documents.size() == 6);
   module.services->shutdown();
 }
+
+} // namespace web_search_serper_test

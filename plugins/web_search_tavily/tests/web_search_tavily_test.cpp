@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+namespace web_search_tavily_test {
+
 using namespace quarry;
 namespace tavily = quarry::plugins::web_search_tavily;
 using json = nlohmann::json;
@@ -252,3 +254,5 @@ TEST_CASE("tavily: an HTML gateway page becomes short text; key and plan "
   CHECK(over.failure->message.find("plan's set usage limit") != std::string::npos);
   CHECK(over.failure->message.find("credit limit is reached") != std::string::npos);
 }
+
+} // namespace web_search_tavily_test

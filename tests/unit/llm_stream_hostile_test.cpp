@@ -478,10 +478,10 @@ TEST_CASE("openai decoder: the one-pass chunk reader gives what reading each chu
     R"({"choices":[{"delta":{"content\n":"newline in a key","content":"c"}}]})",
     "{\"choices\":[{\"delta\":{\"con\x01tent\":\"raw byte in a key\"}}]}",
   };
-  // Strings read eight bytes at a time: an escape, a quote, UTF-8 and a
-  // raw control byte at every offset within a word, in content and in a
-  // skipped member.
-  for (size_t at = 0; at < 17; ++at)
+  // Strings read sixteen and eight bytes at a time: an escape, a quote,
+  // UTF-8 and a raw control byte at every offset within two blocks, in
+  // content and in a skipped member.
+  for (size_t at = 0; at < 34; ++at)
     for (const char* odd : {"\\n", "\\\"", "\xC3\xA9", "\xF0\x9F\x98\x80", "\\u00e9", "\x02"}) {
       auto text = std::string(at, 'a') + odd + std::string(at % 9, 'b') + odd + "tail";
       chunks.push_back(R"({"id":")" + text + R"(","choices":[{"delta":{"content":")" + text

@@ -121,6 +121,18 @@ TEST_CASE("append_json_string writes what nlohmann writes, at every alignment") 
     invalid += sdk::is_valid_utf8(text) ? 0 : 1;
   }
   CHECK(invalid > 1000); // both paths were taken
+  // Text without an escape, of every length around the one-append limit,
+  // ASCII and UTF-8.
+  for (size_t length = 0; length < 70; ++length)
+    for (std::string unit : {"a", "\xc3\xa9"}) {
+      std::string text;
+      while (text.size() + unit.size() <= length)
+        text += unit;
+      std::string out = "x";
+      sdk::append_json_string(out, text);
+      CAPTURE(text);
+      CHECK(out == "x" + json(text).dump());
+    }
   // A long text of nothing but escapes grows `out` several times.
   std::string controls(10000, '\x02');
   std::string out;

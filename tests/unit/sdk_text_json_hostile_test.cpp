@@ -86,6 +86,38 @@ TEST_CASE("sdk UTF-8 check finds the first invalid byte wherever it lies in the 
   CHECK(sdk::first_invalid_utf8("") == 0);
 }
 
+TEST_CASE("sdk json_plain_end finds the first byte a JSON string cannot hold as it is, wherever "
+          "it lies in the blocks it reads at once") {
+  // Read sixteen bytes at a time (then eight, then one): every byte value
+  // at every place of two blocks, after plain runs of every length, from
+  // every start, against a byte-by-byte reference.
+  auto special = [](unsigned char c) { return c < 0x20 || c >= 0x80 || c == '"' || c == '\\'; };
+  size_t found = 0;
+  for (int value = 0; value < 256; ++value)
+    for (size_t before = 0; before < 40; ++before) {
+      auto c = static_cast<char>(value);
+      auto text = std::string(before, 'a') + c + std::string(before % 19, 'b');
+      for (size_t start : {size_t{0}, size_t{1}, size_t{7}, size_t{16}}) {
+        if (start > text.size())
+          continue;
+        size_t want = start;
+        while (want < text.size() && !special(static_cast<unsigned char>(text[want])))
+          ++want;
+        CAPTURE(value);
+        CAPTURE(before);
+        CAPTURE(start);
+        REQUIRE(sdk::json_plain_end(text, start) == want);
+        found += want == before ? 1 : 0;
+      }
+    }
+  // 162 byte values are special (32 controls, the quote, the backslash and
+  // the 128 with the high bit set), each found wherever it stood at or
+  // after the start: 136 (place, start) pairs each.
+  CHECK(found == 162 * 136);
+  CHECK(sdk::json_plain_end(std::string(100, 'x'), 0) == 100);
+  CHECK(sdk::json_plain_end("", 0) == 0);
+}
+
 TEST_CASE("sdk parse_json bounds the depth and repairs UTF-8") {
   CHECK(sdk::json_nesting_depth("{\"a\":[1,{\"b\":2}]}") == 3);
   CHECK(sdk::json_nesting_depth("\"[[[[\"") == 0);         // brackets in a string

@@ -280,6 +280,35 @@ inline void append_json(std::string& out, const nlohmann::json& j) {
 inline void append_json_string(std::string& out, std::string_view text) {
   static constexpr char hex[] = "0123456789abcdef";
   const size_t n = text.size();
+  // Most strings (keys, names, most values) need no escape: checked first,
+  // they are appended as they are, without sizing `out` for escapes.
+  size_t i = 0;
+  for (;;) {
+    i = json_plain_end(text, i);
+    if (i == n || static_cast<unsigned char>(text[i]) < 0x80)
+      break;
+    auto length = utf8_sequence_length(text, i);
+    if (length == 0)
+      break;
+    i += length;
+  }
+  if (i == n) {
+    // A short one goes in one append (each is a call into the library).
+    if (char quoted[64]; n + 2 <= sizeof quoted) {
+      quoted[0] = '"';
+      if (n != 0) // an empty view's data() may be null
+        std::memcpy(quoted + 1, text.data(), n);
+      quoted[n + 1] = '"';
+      out.append(quoted, n + 2);
+    } else {
+      out += '"';
+      out += text;
+      out += '"';
+    }
+    return;
+  }
+  // From the first byte to escape (or invalid UTF-8) on; what comes before
+  // it is copied with the first run.
   const size_t base = out.size();
   // Written in place: `out` holds room for the rest as if it needed no
   // escape, plus some; each escape checks that room (it takes up to 6
@@ -300,7 +329,6 @@ inline void append_json_string(std::string& out, std::string_view text) {
   room(n + 2);
   out[at++] = '"';
   size_t plain = 0;
-  size_t i = 0;
   for (;;) {
     i = json_plain_end(text, i);
     if (i == n)

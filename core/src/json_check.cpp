@@ -65,8 +65,9 @@ bool is_json(std::string_view t, size_t max_depth) {
   auto string = [&] {
     ++i;
     while (i < n) {
-      // Runs of printable ASCII other than quote and backslash: most of it.
-      i = sdk::json_plain_end(t, i);
+      // Runs of printable ASCII other than quote and backslash, and valid
+      // UTF-8: most of it.
+      i = sdk::json_verbatim_end(t, i);
       if (i >= n)
         return false;
       auto c = static_cast<unsigned char>(t[i]);
@@ -74,15 +75,8 @@ bool is_json(std::string_view t, size_t max_depth) {
         ++i;
         return true;
       }
-      if (c < 0x20)
+      if (c < 0x20 || c >= 0x80) // a control character or invalid UTF-8
         return false;
-      if (c >= 0x80) {
-        auto len = sdk::utf8_sequence_length(t, i);
-        if (len == 0)
-          return false;
-        i += len;
-        continue;
-      }
       ++i;
       if (c != '\\')
         continue;

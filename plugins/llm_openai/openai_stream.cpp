@@ -257,7 +257,7 @@ private:
   }
 
   // The end of the run of a string's bytes that stand for themselves, from
-  // `from`: its first `"`, `\\` or control character, or end_. Eight bytes
+  // `from`: its first `"`, `\\` or control character, or end_. Sixteen bytes
   // at a time (sdk::json_plain_end); a byte of a UTF-8 sequence stands for
   // itself here (the text is valid UTF-8).
   const char* plain_end(const char* from) const {

@@ -116,6 +116,15 @@ TEST_CASE("sdk json_plain_end finds the first byte a JSON string cannot hold as 
   CHECK(found == 162 * 136);
   CHECK(sdk::json_plain_end(std::string(100, 'x'), 0) == 100);
   CHECK(sdk::json_plain_end("", 0) == 0);
+  // json_verbatim_end steps over valid UTF-8 and stops at invalid bytes.
+  for (size_t before : {size_t{0}, size_t{5}, size_t{17}, size_t{33}}) {
+    auto prefix = std::string(before, 'a');
+    CHECK(sdk::json_verbatim_end(prefix + "\xc3\xa9\xf0\x9f\x98\x80z", 0) == before + 7);
+    CHECK(sdk::json_verbatim_end(prefix + "\xc3\xa9\"", 0) == before + 2);
+    CHECK(sdk::json_verbatim_end(prefix + "\xc3\xa9\xff", 0) == before + 2);
+    CHECK(sdk::json_verbatim_end(prefix + "\xe2\x82", 0) == before);     // cut short
+    CHECK(sdk::json_verbatim_end(prefix + "\xed\xa0\x80", 0) == before); // a surrogate
+  }
 }
 
 TEST_CASE("sdk parse_json bounds the depth and repairs UTF-8") {

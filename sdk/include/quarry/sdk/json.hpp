@@ -282,16 +282,7 @@ inline void append_json_string(std::string& out, std::string_view text) {
   const size_t n = text.size();
   // Most strings (keys, names, most values) need no escape: checked first,
   // they are appended as they are, without sizing `out` for escapes.
-  size_t i = 0;
-  for (;;) {
-    i = json_plain_end(text, i);
-    if (i == n || static_cast<unsigned char>(text[i]) < 0x80)
-      break;
-    auto length = utf8_sequence_length(text, i);
-    if (length == 0)
-      break;
-    i += length;
-  }
+  size_t i = json_verbatim_end(text, 0);
   if (i == n) {
     // A short one goes in one append (each is a call into the library).
     if (char quoted[64]; n + 2 <= sizeof quoted) {
@@ -330,21 +321,16 @@ inline void append_json_string(std::string& out, std::string_view text) {
   out[at++] = '"';
   size_t plain = 0;
   for (;;) {
-    i = json_plain_end(text, i);
+    i = json_verbatim_end(text, i);
     if (i == n)
       break;
     auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
-      auto length = utf8_sequence_length(text, i);
-      if (length == 0) {
-        // Invalid UTF-8: nlohmann's replacement, exactly.
-        out.resize(base);
-        out += nlohmann::json(std::string{text})
-                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-        return;
-      }
-      i += length;
-      continue;
+      // Invalid UTF-8: nlohmann's replacement, exactly.
+      out.resize(base);
+      out += nlohmann::json(std::string{text})
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      return;
     }
     char two = 0;
     switch (c) {

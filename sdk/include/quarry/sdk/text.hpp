@@ -99,6 +99,23 @@ inline size_t json_plain_end(std::string_view text, size_t pos) noexcept {
   return n;
 }
 
+/// Returns the offset of the first byte at or after `pos` that a JSON
+/// string cannot hold as it is once its UTF-8 is checked: a control
+/// character, `"`, `\\`, or a byte that does not start a valid UTF-8
+/// sequence (@ref utf8_sequence_length); `text.size()` when there is none.
+/// Valid sequences are stepped over; ASCII runs as in @ref json_plain_end.
+inline size_t json_verbatim_end(std::string_view text, size_t pos) noexcept {
+  for (;;) {
+    pos = json_plain_end(text, pos);
+    if (pos == text.size() || static_cast<unsigned char>(text[pos]) < 0x80)
+      return pos;
+    auto length = utf8_sequence_length(text, pos);
+    if (length == 0)
+      return pos;
+    pos += length;
+  }
+}
+
 /// Returns the offset of the first byte of `text` that does not start a
 /// valid UTF-8 sequence, or `text.size()` if all of it is valid.
 inline size_t first_invalid_utf8(std::string_view text) noexcept {
